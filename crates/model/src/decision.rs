@@ -1,0 +1,102 @@
+//! What a policy returns: the set of jobs that should run, where, and why the rest wait.
+
+use crate::ids::{JobId, NodeId};
+use crate::time::SimTime;
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+use std::fmt;
+
+/// Where a job's GPUs are: GPUs taken on each node. Most jobs fit on one node, so the list is
+/// stored inline for up to two nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// `(node, gpus on that node)`, one entry per node, each with at least one GPU.
+    pub slots: SmallVec<[(NodeId, u32); 2]>,
+}
+
+impl Placement {
+    /// All of a job's GPUs on one node.
+    pub fn single(node: NodeId, gpus: u32) -> Self {
+        let mut slots = SmallVec::new();
+        slots.push((node, gpus));
+        Placement { slots }
+    }
+
+    /// Total GPUs in the placement.
+    pub fn gpus(&self) -> u32 {
+        self.slots.iter().map(|(_, g)| g).sum()
+    }
+
+    /// Number of distinct nodes used.
+    pub fn node_count(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (node, gpus)) in self.slots.iter().enumerate() {
+            if i > 0 {
+                f.write_str("+")?;
+            }
+            write!(f, "{node}:{gpus}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One job the policy wants running, with its placement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The job.
+    pub job: JobId,
+    /// Its GPUs. If the job already runs elsewhere, the engine migrates it.
+    pub placement: Placement,
+}
+
+/// Why a job that wants to run was not placed (Nomad's `AllocMetric`, in small). Closed on
+/// purpose: every reason says what would have to change for the job to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PendingReason {
+    /// Enough GPUs are free in total, but not in the shape the placement strategy needs
+    /// (consolidation/locality); waits for fragmentation to clear or the locality wait to pass.
+    Fragmented,
+    /// Fewer GPUs are free than the job asks for; waits for jobs to finish or be preempted.
+    InsufficientGpus,
+    /// A job ahead of it in policy order is blocked and the policy does not let later jobs pass.
+    BlockedByHeadOfLine,
+    /// Backfilling it would delay the reservation held for the job at the head of the queue.
+    WouldDelayReservation,
+    /// It was ranked below jobs that took all the capacity.
+    LowerPriority,
+    /// The job asks for more GPUs (or a GPU type) than the whole cluster has: it can never run.
+    NeverFits,
+}
+
+impl fmt::Display for PendingReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            PendingReason::Fragmented => "enough GPUs free, but not in the shape placement needs",
+            PendingReason::InsufficientGpus => "not enough free GPUs",
+            PendingReason::BlockedByHeadOfLine => "blocked behind the job at the head of the queue",
+            PendingReason::WouldDelayReservation => "would delay the head job's reservation",
+            PendingReason::LowerPriority => "lower priority than the running jobs",
+            PendingReason::NeverFits => "asks for more than the cluster has",
+        };
+        f.write_str(text)
+    }
+}
+
+/// A policy's answer at one scheduling point: the complete set of jobs that should be running.
+/// Jobs running now but absent here are preempted; jobs present but not running are started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Jobs to run, with placements.
+    pub run: Vec<Assignment>,
+    /// Why some waiting jobs were not placed (best effort: policies may report only some).
+    pub pending: Vec<(JobId, PendingReason)>,
+    /// Ask to be called again at this time even if nothing else happens (a queue demotion, a
+    /// locality wait expiring).
+    pub wake_at: Option<SimTime>,
+}

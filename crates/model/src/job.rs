@@ -1,0 +1,63 @@
+//! Jobs as submitted: what they ask for and how much work they carry.
+
+use crate::ids::{GpuTypeId, JobId};
+use crate::time::{SimDuration, SimTime};
+use serde::{Deserialize, Serialize};
+
+/// A training job as submitted. Immutable once submitted; progress lives in the engine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Dense id within the workload.
+    pub id: JobId,
+    /// Id the job had in its source trace (for output and cross-checking).
+    pub trace_id: String,
+    /// Tenant (team / virtual cluster) that owns the job.
+    pub tenant: String,
+    /// Submitting user, when the trace has one.
+    pub user: Option<String>,
+    /// Job name, when the trace has one (Helios' predictor keys on it).
+    pub name: Option<String>,
+    /// Model name (`resnet18`, `bert`, ...), when known.
+    pub model: Option<String>,
+    /// Submission time.
+    pub submit: SimTime,
+    /// GPUs requested, all at once (a gang).
+    pub gpus: u32,
+    /// GPU type required, if any; `None` runs on any type.
+    pub gpu_type: Option<GpuTypeId>,
+    /// Run time in seconds at full speed on the requested gang, from an uninterrupted start: the
+    /// amount of work. Oracle policies (SJF, SRTF) read it; others must not.
+    pub run_time_s: f64,
+    /// Training iterations, when the trace gives them (informational).
+    pub iterations: Option<u64>,
+    /// Larger runs first where a policy honours priorities.
+    pub priority: i32,
+    /// Start-up cost charged when the job (re)starts, overriding the simulator default.
+    pub restart_overhead: Option<SimDuration>,
+}
+
+impl JobSpec {
+    /// A job with the given id, submission time, gang size and work; other fields empty.
+    pub fn new(id: JobId, submit: SimTime, gpus: u32, run_time_s: f64) -> Self {
+        JobSpec {
+            id,
+            trace_id: id.0.to_string(),
+            tenant: "default".to_string(),
+            user: None,
+            name: None,
+            model: None,
+            submit,
+            gpus,
+            gpu_type: None,
+            run_time_s,
+            iterations: None,
+            priority: 0,
+            restart_overhead: None,
+        }
+    }
+
+    /// Total GPU-seconds of work: run time × GPUs.
+    pub fn gpu_seconds(&self) -> f64 {
+        self.run_time_s * self.gpus as f64
+    }
+}

@@ -1,0 +1,97 @@
+//! Arbiter's native trace format: a CSV with one job per row.
+//!
+//! | column | meaning | required |
+//! |---|---|---|
+//! | `trace_id` | the job's id in its source | yes |
+//! | `tenant` | team / virtual cluster | yes |
+//! | `user`, `name`, `model` | optional strings (empty = none) | no |
+//! | `submit_s` | submission, seconds from the trace start | yes |
+//! | `gpus` | GPUs requested (a gang) | yes |
+//! | `gpu_type` | required GPU type index (empty = any) | no |
+//! | `run_time_s` | run time at full speed, seconds | yes |
+//! | `iterations` | training iterations (empty = unknown) | no |
+//! | `priority` | integer, larger first (empty = 0) | no |
+//! | `restart_overhead_s` | start-up cost on every (re)start (empty = simulator default) | no |
+//!
+//! `arbiter trace convert` writes it from any other format; reading it back gives the same jobs.
+
+use crate::rows::read_csv;
+use crate::{Trace, TraceError};
+use arbiter_model::{GpuTypeId, JobId, JobSpec, SimDuration, SimTime};
+use std::io::Write;
+use std::path::Path;
+
+/// Column order of the native format.
+pub const COLUMNS: [&str; 12] = [
+    "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
+    "iterations", "priority", "restart_overhead_s",
+];
+
+/// Reads a native trace.
+pub fn read(path: &Path) -> Result<Trace, TraceError> {
+    let mut jobs = Vec::new();
+    read_csv(
+        path,
+        b',',
+        |file| file.require(&["trace_id", "tenant", "submit_s", "gpus", "run_time_s"]),
+        |row| {
+            let optional = |field: &str| -> Option<String> {
+                row.get(field).ok().filter(|s| !s.is_empty()).map(str::to_string)
+            };
+            let submit_s = row.non_negative("submit_s")?;
+            let gpus = row.gpu_count("gpus")?;
+            let run_time_s = row.non_negative("run_time_s")?;
+            let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(submit_s), gpus, run_time_s);
+            job.trace_id = row.get("trace_id")?.to_string();
+            job.tenant = row.get("tenant")?.to_string();
+            job.user = optional("user");
+            job.name = optional("name");
+            job.model = optional("model");
+            if let Some(t) = optional("gpu_type") {
+                let index: u8 = t.parse().map_err(|e| row.error("gpu_type", format!("`{t}`: {e}")))?;
+                job.gpu_type = Some(GpuTypeId(index));
+            }
+            if let Some(t) = optional("iterations") {
+                job.iterations = Some(t.parse().map_err(|e| row.error("iterations", format!("`{t}`: {e}")))?);
+            }
+            if let Some(t) = optional("priority") {
+                job.priority = t.parse().map_err(|e| row.error("priority", format!("`{t}`: {e}")))?;
+            }
+            if optional("restart_overhead_s").is_some() {
+                job.restart_overhead = Some(SimDuration::from_secs_f64(row.non_negative("restart_overhead_s")?));
+            }
+            jobs.push(job);
+            Ok(())
+        },
+    )?;
+    Ok(Trace::from_jobs(jobs, None))
+}
+
+/// Writes jobs in the native format.
+pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(COLUMNS)?;
+    let opt = |s: &Option<String>| s.clone().unwrap_or_default();
+    for job in jobs {
+        w.write_record([
+            job.trace_id.clone(),
+            job.tenant.clone(),
+            opt(&job.user),
+            opt(&job.name),
+            opt(&job.model),
+            format_secs(job.submit.as_secs_f64()),
+            job.gpus.to_string(),
+            job.gpu_type.map(|t| t.0.to_string()).unwrap_or_default(),
+            format!("{}", job.run_time_s),
+            job.iterations.map(|i| i.to_string()).unwrap_or_default(),
+            job.priority.to_string(),
+            job.restart_overhead.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn format_secs(s: f64) -> String {
+    format!("{s}")
+}

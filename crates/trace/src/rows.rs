@@ -1,0 +1,135 @@
+//! Line-numbered CSV rows with field-naming errors, shared by the CSV-based readers.
+
+use crate::TraceError;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// A CSV file's path and header.
+pub(crate) struct CsvFile {
+    path: PathBuf,
+    header: csv::StringRecord,
+}
+
+/// One data row.
+pub(crate) struct Row<'a> {
+    file: &'a CsvFile,
+    record: &'a csv::StringRecord,
+    line: u64,
+}
+
+/// Reads a delimited file with a header, calling `f` first with the header (to check columns)
+/// and then on each non-blank data row, stopping at the first error.
+pub(crate) fn read_csv(
+    path: &Path,
+    delimiter: u8,
+    check_header: impl FnOnce(&CsvFile) -> Result<(), TraceError>,
+    mut f: impl FnMut(&Row<'_>) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    let handle = std::fs::File::open(path)
+        .map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(std::io::BufReader::new(handle));
+    let header = reader
+        .headers()
+        .map_err(|e| TraceError::File { path: path.to_path_buf(), reason: e.to_string() })?
+        .clone();
+    let file = CsvFile { path: path.to_path_buf(), header };
+    check_header(&file)?;
+    let mut record = csv::StringRecord::new();
+    loop {
+        match reader.read_record(&mut record) {
+            Ok(false) => return Ok(()),
+            Ok(true) => {
+                if record.iter().all(str::is_empty) {
+                    continue;
+                }
+                let line = record.position().map(|p| p.line()).unwrap_or(0);
+                f(&Row { file: &file, record: &record, line })?;
+            }
+            Err(e) => {
+                let line = e.position().map(|p| p.line()).unwrap_or(0);
+                return Err(TraceError::Field {
+                    path: path.to_path_buf(),
+                    line,
+                    field: "row".into(),
+                    reason: e.to_string(),
+                });
+            }
+        }
+    }
+}
+
+impl CsvFile {
+    /// Column index of `name`, or an error listing the header.
+    pub(crate) fn column(&self, name: &str) -> Result<usize, TraceError> {
+        self.header.iter().position(|h| h == name).ok_or_else(|| TraceError::MissingColumn {
+            path: self.path.clone(),
+            column: name.to_string(),
+            header: self.header.iter().collect::<Vec<_>>().join(","),
+        })
+    }
+
+    /// Checks that every named column is present.
+    pub(crate) fn require(&self, columns: &[&str]) -> Result<(), TraceError> {
+        columns.iter().try_for_each(|c| self.column(c).map(|_| ()))
+    }
+
+    /// Whether the header has a column.
+
+impl Row<'_> {
+    pub(crate) fn line(&self) -> u64 {
+        self.line
+    }
+
+    pub(crate) fn error(&self, field: &str, reason: impl Into<String>) -> TraceError {
+        TraceError::Field {
+            path: self.file.path.clone(),
+            line: self.line,
+            field: field.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The raw text of a column by index.
+    pub(crate) fn at(&self, index: usize, field: &str) -> Result<&str, TraceError> {
+        self.record.get(index).ok_or_else(|| self.error(field, "missing value (row is too short)"))
+    }
+
+    /// The raw text of a named column.
+    pub(crate) fn get(&self, field: &str) -> Result<&str, TraceError> {
+        let index = self.file.column(field)?;
+        self.at(index, field)
+    }
+
+    /// A named column parsed as `T`.
+    pub(crate) fn parse<T: FromStr>(&self, field: &str) -> Result<T, TraceError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let text = self.get(field)?;
+        text.parse::<T>().map_err(|e| self.error(field, format!("`{text}`: {e}")))
+    }
+
+    /// A named column as a finite, non-negative float.
+    pub(crate) fn non_negative(&self, field: &str) -> Result<f64, TraceError> {
+        let value: f64 = self.parse(field)?;
+        if !value.is_finite() || value < 0.0 {
+            return Err(self.error(field, format!("`{value}` must be a finite number >= 0")));
+        }
+        Ok(value)
+    }
+
+    /// A named column as a GPU count (integer >= 1; a float with no fraction is accepted).
+    pub(crate) fn gpu_count(&self, field: &str) -> Result<u32, TraceError> {
+        let text = self.get(field)?;
+        let value: f64 =
+            text.parse().map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
+        if value.fract() != 0.0 || value < 1.0 || value > u32::MAX as f64 {
+            return Err(self.error(field, format!("`{text}` must be a whole number of GPUs >= 1")));
+        }
+        Ok(value as u32)
+    }
+}
