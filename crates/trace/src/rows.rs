@@ -77,7 +77,7 @@ impl CsvFile {
         columns.iter().try_for_each(|c| self.column(c).map(|_| ()))
     }
 
-    /// Whether the header has a column.
+}
 
 impl Row<'_> {
     pub(crate) fn line(&self) -> u64 {
