@@ -97,6 +97,15 @@ impl ActiveJob {
         (self.remaining_s - progress).max(0.0)
     }
 
+    /// Seconds from `now` until the job would finish if it kept running undisturbed (start-up
+    /// still owed plus work left). For a pending job: the time it would need once started,
+    /// excluding a new start-up cost.
+    #[inline]
+    pub fn time_to_finish_s_at(&self, now: SimTime) -> f64 {
+        let startup_owed = (self.startup_left_s - self.elapsed_s(now)).max(0.0);
+        startup_owed + self.remaining_s_at(now)
+    }
+
     /// Seconds the job has held GPUs, at `now`.
     #[inline]
     pub fn executed_s_at(&self, now: SimTime) -> f64 {

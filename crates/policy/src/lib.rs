@@ -1,1 +1,87 @@
-//! placeholder
+//! Arbiter's scheduling policies.
+//!
+//! A policy is a pure function of a snapshot: it sees the cluster and the active jobs
+//! ([`SchedulerView`]) at a time `now` that is passed in, and returns a [`Decision`] — the complete
+//! set of jobs that should hold GPUs and where. It never reads a clock, never touches processes and
+//! never iterates a hash map, so the simulator and the daemon run the very same code and a
+//! simulation is reproducible bit for bit.
+//!
+//! Most classic policies are "order the jobs, then place greedily" ([`greedy`]); they differ in
+//! the order and in whether running jobs can be displaced (preemptive) and whether a blocked job
+//! blocks the ones behind it (head-of-line). Placement strategies live in [`placement`].
+//!
+//! ```text
+//!   SchedulerView ──► order (key per job) ──► greedy placement ──► Decision { run, pending, wake_at }
+//! ```
+#![deny(missing_docs)]
+
+pub mod backfill;
+pub mod gittins;
+pub mod greedy;
+pub mod kind;
+pub mod las;
+pub mod ordered;
+pub mod placement;
+pub mod qssf;
+
+use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
+use thiserror::Error;
+
+pub use kind::{PolicyConfig, PolicyKind, build};
+pub use placement::PlacementStrategy;
+
+/// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedulerView<'a> {
+    /// The cluster inventory.
+    pub cluster: &'a Cluster,
+    /// Every submitted, unfinished job, in no particular order (policies break ties by id).
+    pub jobs: &'a [ActiveJob],
+    /// Specs of all jobs of the workload, indexed by job id.
+    pub specs: &'a [JobSpec],
+}
+
+impl SchedulerView<'_> {
+    /// The spec of an active job.
+    #[inline]
+    pub fn spec(&self, job: &ActiveJob) -> &JobSpec {
+        &self.specs[job.id.index()]
+    }
+}
+
+/// A policy failed to decide. The caller keeps the current allocation and may retry at the next
+/// scheduling point; nothing is half-applied.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum PolicyError {
+    /// The policy's configuration cannot work (e.g. an empty Gittins prior).
+    #[error("policy misconfigured: {0}")]
+    Config(String),
+    /// An internal invariant broke; a bug, reported instead of panicking.
+    #[error("policy invariant violated: {0}")]
+    Invariant(String),
+}
+
+/// A scheduling policy.
+pub trait Policy: Send {
+    /// The policy's identifier (as on the command line).
+    fn name(&self) -> &'static str;
+
+    /// Decides which jobs hold GPUs from `now` on.
+    ///
+    /// Contract: the returned placements must fit the cluster together (the caller checks and
+    /// rejects the whole decision otherwise); a job absent from `run` is preempted if running.
+    /// Calling twice with the same view and time gives the same decision, except where the
+    /// policy documents state that it updates (queue membership, learned predictions).
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError>;
+
+    /// Told when a job finishes, so policies that learn from history (QSSF) or keep per-job state
+    /// (LAS queues) can update. Default: nothing.
+    fn job_finished(&mut self, _spec: &JobSpec, _job: &ActiveJob, _now: SimTime) {}
+}
+
+/// Maps a non-negative float to an integer with the same order, for sort keys (NaN and negative
+/// values map to 0).
+#[inline]
+pub fn order_key(x: f64) -> u64 {
+    if x > 0.0 { x.to_bits() } else { 0 }
+}

@@ -1,0 +1,168 @@
+//! Policies by name: the closed set of identifiers accepted in scenarios and on the command line,
+//! and [`build`], which turns a name plus configuration into a policy object.
+
+use crate::backfill::FifoBackfill;
+use crate::gittins::{Gittins, GittinsPrior};
+use crate::greedy::GreedyOptions;
+use crate::las::{Las, LasConfig};
+use crate::ordered::{Order, OrderedPolicy};
+use crate::placement::PlacementStrategy;
+use crate::qssf::{Qssf, DEFAULT_HISTORY};
+use crate::{Policy, PolicyError};
+use serde::{Deserialize, Serialize};
+
+/// Every policy Arbiter implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// Strict FIFO with head-of-line blocking (YARN-CS). Non-preemptive.
+    Fifo,
+    /// FIFO with EASY backfilling against the head job's reservation. Non-preemptive.
+    FifoBackfill,
+    /// Shortest job first by trace duration (oracle). Non-preemptive.
+    Sjf,
+    /// Shortest remaining time first (oracle). Preemptive.
+    Srtf,
+    /// Shortest remaining service (time × GPUs) first (oracle). Preemptive.
+    Srsf,
+    /// Tiresias-L: discretized 2D least-attained-service queues. Preemptive.
+    Las,
+    /// Tiresias-G: discretized 2D Gittins index from a job-size prior. Preemptive.
+    Gittins,
+    /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
+    Qssf,
+}
+
+impl PolicyKind {
+    /// All policies.
+    pub const ALL: [PolicyKind; 8] = [
+        PolicyKind::Fifo,
+        PolicyKind::FifoBackfill,
+        PolicyKind::Sjf,
+        PolicyKind::Srtf,
+        PolicyKind::Srsf,
+        PolicyKind::Las,
+        PolicyKind::Gittins,
+        PolicyKind::Qssf,
+    ];
+
+    /// The identifier.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Fifo => "fifo",
+            PolicyKind::FifoBackfill => "fifo-backfill",
+            PolicyKind::Sjf => "sjf",
+            PolicyKind::Srtf => "srtf",
+            PolicyKind::Srsf => "srsf",
+            PolicyKind::Las => "las",
+            PolicyKind::Gittins => "gittins",
+            PolicyKind::Qssf => "qssf",
+        }
+    }
+
+    /// Parses an identifier; `tiresias-l`/`tiresias-g` are accepted as aliases.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "tiresias-l" | "dlas-gpu" => Some(PolicyKind::Las),
+            "tiresias-g" => Some(PolicyKind::Gittins),
+            "yarn-cs" => Some(PolicyKind::Fifo),
+            other => Self::ALL.into_iter().find(|k| k.name() == other),
+        }
+    }
+
+    /// One line on what it does and where it comes from.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PolicyKind::Fifo => "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)",
+            PolicyKind::FifoBackfill => "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)",
+            PolicyKind::Sjf => "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)",
+            PolicyKind::Srtf => "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)",
+            PolicyKind::Srsf => "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)",
+            PolicyKind::Las => "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)",
+            PolicyKind::Gittins => "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)",
+            PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
+        }
+    }
+}
+
+impl std::fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Everything the policies can be configured with. One struct for all policies; each reads the
+/// fields it needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyConfig {
+    /// Placement strategy.
+    pub placement: PlacementStrategy,
+    /// Preemptive policies keep a continuing job's GPUs when free (true) or re-place every job
+    /// from an empty cluster at each scheduling point (false, as Tiresias' and Muri's simulators).
+    pub keep_placements: bool,
+    /// Tiresias-L / -G queues.
+    pub las: LasConfig,
+    /// Gittins prior samples in GPU-seconds (required for `gittins`).
+    pub gittins_prior_gpu_s: Vec<f64>,
+    /// Gittins quantum in the last queue, GPU-seconds.
+    pub gittins_delta_gpu_s: f64,
+    /// QSSF: recent jobs per history key.
+    pub qssf_history: usize,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            placement: PlacementStrategy::Consolidated,
+            keep_placements: true,
+            las: LasConfig::default(),
+            gittins_prior_gpu_s: Vec::new(),
+            gittins_delta_gpu_s: 3250.0,
+            qssf_history: DEFAULT_HISTORY,
+        }
+    }
+}
+
+/// Builds a policy.
+pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
+    let greedy = GreedyOptions {
+        preemptive: false,
+        head_of_line_blocking: false,
+        keep_placements: config.keep_placements,
+        strategy: config.placement,
+    };
+    let ordered = |order| Box::new(OrderedPolicy::new(order, config.placement, config.keep_placements)) as Box<dyn Policy>;
+    Ok(match kind {
+        PolicyKind::Fifo => ordered(Order::Fifo),
+        PolicyKind::Sjf => ordered(Order::ShortestJob),
+        PolicyKind::Srtf => ordered(Order::ShortestRemainingTime),
+        PolicyKind::Srsf => ordered(Order::ShortestRemainingService),
+        PolicyKind::FifoBackfill => Box::new(FifoBackfill::new(config.placement)),
+        PolicyKind::Las => Box::new(Las::new(config.las.clone(), greedy)?),
+        PolicyKind::Gittins => {
+            let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
+            let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();
+            Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
+        }
+        PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_aliases_resolve() {
+        for kind in PolicyKind::ALL {
+            assert_eq!(PolicyKind::from_name(kind.name()), Some(kind));
+        }
+        assert_eq!(PolicyKind::from_name("tiresias-l"), Some(PolicyKind::Las));
+        assert_eq!(PolicyKind::from_name("nope"), None);
+    }
+
+    #[test]
+    fn gittins_without_prior_is_refused() {
+        assert!(build(PolicyKind::Gittins, &PolicyConfig::default()).is_err());
+    }
+}

@@ -1,0 +1,286 @@
+//! Where a job's GPUs go: the placement strategies and the free-GPU bookkeeping policies use
+//! while building a decision.
+
+use arbiter_model::{Cluster, GpuTypeId, JobSpec, NodeId, PendingReason, Placement, SimDuration, SimTime};
+use serde::{Deserialize, Serialize};
+
+/// How a gang of GPUs is laid out on nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum PlacementStrategy {
+    /// Fewest nodes, in one rack (YARN-CS / Tiresias' `yarn` scheme): a job that fits on a node
+    /// takes the first node with enough free GPUs; a larger job takes whole free nodes plus one
+    /// node for the remainder. All or nothing.
+    Consolidated,
+    /// As many nodes as possible: one GPU at a time to the node with the most free GPUs.
+    Spread,
+    /// Philly's locality relaxation: consolidated, but after a job has waited `after_s` seconds it
+    /// accepts any GPUs (fullest-free nodes first, across racks).
+    Relaxed {
+        /// Seconds of waiting after which locality is given up.
+        after_s: f64,
+    },
+    /// Only counts GPUs: any free GPUs anywhere (fullest-free nodes first). Muri's `count` scheme.
+    Anywhere,
+}
+
+impl Default for PlacementStrategy {
+    fn default() -> Self {
+        PlacementStrategy::Consolidated
+    }
+}
+
+/// Free GPUs while a decision is being built.
+#[derive(Clone, Debug)]
+pub struct Placer<'a> {
+    cluster: &'a Cluster,
+    free: Vec<u32>,
+    free_total: u32,
+    strategy: PlacementStrategy,
+    /// Largest free count of any node, or `None` when it must be recomputed.
+    max_free_cache: Option<u32>,
+}
+
+impl<'a> Placer<'a> {
+    /// An empty cluster.
+    pub fn new(cluster: &'a Cluster, strategy: PlacementStrategy) -> Self {
+        let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
+        let free_total = free.iter().sum();
+        Placer { cluster, free, free_total, strategy, max_free_cache: None }
+    }
+
+    /// GPUs free in total.
+    #[inline]
+    pub fn free_total(&self) -> u32 {
+        self.free_total
+    }
+
+    /// Free GPUs per node.
+    pub fn free(&self) -> &[u32] {
+        &self.free
+    }
+
+    fn max_free(&mut self) -> u32 {
+        if let Some(m) = self.max_free_cache {
+            return m;
+        }
+        let m = self.free.iter().copied().max().unwrap_or(0);
+        self.max_free_cache = Some(m);
+        m
+    }
+
+    /// Takes exactly `placement` if it is free; returns whether it did.
+    pub fn take(&mut self, placement: &Placement) -> bool {
+        let fits = placement
+            .slots
+            .iter()
+            .all(|&(node, gpus)| self.free.get(node.index()).is_some_and(|f| *f >= gpus));
+        if fits {
+            for &(node, gpus) in &placement.slots {
+                self.free[node.index()] -= gpus;
+                self.free_total -= gpus;
+            }
+            self.max_free_cache = None;
+        }
+        fits
+    }
+
+    /// Gives back `placement` (it must have been taken).
+    pub fn give_back(&mut self, placement: &Placement) {
+        for &(node, gpus) in &placement.slots {
+            if let Some(f) = self.free.get_mut(node.index()) {
+                *f += gpus;
+                self.free_total += gpus;
+            }
+        }
+        self.max_free_cache = None;
+    }
+
+    /// Whether the job could ever be placed on the empty cluster with any strategy.
+    pub fn could_ever_fit(cluster: &Cluster, spec: &JobSpec) -> bool {
+        let total: u32 = cluster
+            .nodes
+            .iter()
+            .filter(|n| spec.gpu_type.is_none_or(|t| t == n.gpu_type))
+            .map(|n| n.gpus)
+            .sum();
+        spec.gpus <= total
+    }
+
+    /// Finds and takes GPUs for a job that has waited since `pending_since`, per the strategy.
+    pub fn place(&mut self, spec: &JobSpec, pending_since: SimTime, now: SimTime) -> Result<Placement, PendingReason> {
+        let gpus = spec.gpus;
+        if gpus > self.free_total {
+            return Err(PendingReason::InsufficientGpus);
+        }
+        let placement = match self.strategy {
+            PlacementStrategy::Consolidated => self.consolidated(gpus, spec.gpu_type),
+            PlacementStrategy::Spread => self.spread(gpus, spec.gpu_type),
+            PlacementStrategy::Anywhere => self.packed_anywhere(gpus, spec.gpu_type),
+            PlacementStrategy::Relaxed { after_s } => {
+                let waited = now.saturating_since(pending_since);
+                match self.consolidated(gpus, spec.gpu_type) {
+                    Some(p) => Some(p),
+                    None if waited >= SimDuration::from_secs_f64(after_s) => self.packed_anywhere(gpus, spec.gpu_type),
+                    None => None,
+                }
+            }
+        };
+        match placement {
+            Some(p) => {
+                let taken = self.take(&p);
+                debug_assert!(taken, "a placement found on free GPUs must be takeable");
+                Ok(p)
+            }
+            None => Err(PendingReason::Fragmented),
+        }
+    }
+
+    #[inline]
+    fn type_ok(&self, node: usize, gpu_type: Option<GpuTypeId>) -> bool {
+        gpu_type.is_none_or(|t| self.cluster.nodes[node].gpu_type == t)
+    }
+
+    /// Tiresias' `yarn` scheme, per rack in order: first fit on one node, or whole free nodes plus
+    /// a remainder node. A job that is not pinned to a type stays on one type.
+    fn consolidated(&mut self, gpus: u32, gpu_type: Option<GpuTypeId>) -> Option<Placement> {
+        let nodes = &self.cluster.nodes;
+        if gpus <= self.cluster.max_gpus_per_node() {
+            if gpus > self.max_free() {
+                return None;
+            }
+            return (0..nodes.len())
+                .find(|&i| self.free[i] >= gpus && self.type_ok(i, gpu_type))
+                .map(|i| Placement::single(NodeId(i as u32), gpus));
+        }
+        for rack in 0..self.cluster.rack_count() {
+            for t in 0..self.cluster.gpu_type_names.len() {
+                let t = GpuTypeId(t as u8);
+                if gpu_type.is_some_and(|g| g != t) {
+                    continue;
+                }
+                let in_group = |i: usize| nodes[i].rack.index() == rack && nodes[i].gpu_type == t;
+                let mut placement = Placement::default();
+                let mut left = gpus;
+                for i in 0..nodes.len() {
+                    if left >= nodes[i].gpus && in_group(i) && self.free[i] == nodes[i].gpus && nodes[i].gpus > 0 {
+                        placement.slots.push((NodeId(i as u32), nodes[i].gpus));
+                        left -= nodes[i].gpus;
+                    }
+                }
+                if left > 0 {
+                    let used = |i: usize| placement.slots.iter().any(|(n, _)| n.index() == i);
+                    match (0..nodes.len()).find(|&i| in_group(i) && !used(i) && self.free[i] >= left) {
+                        Some(i) => placement.slots.push((NodeId(i as u32), left)),
+                        None => continue,
+                    }
+                }
+                return Some(placement);
+            }
+        }
+        None
+    }
+
+    /// Any free GPUs, taking from the nodes with the most free GPUs first (so as few nodes as
+    /// the free space allows), one type per job.
+    fn packed_anywhere(&self, gpus: u32, gpu_type: Option<GpuTypeId>) -> Option<Placement> {
+        self.by_type(gpu_type, |placer, t| {
+            let mut order: Vec<usize> =
+                (0..placer.free.len()).filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t).collect();
+            order.sort_by_key(|&i| (std::cmp::Reverse(placer.free[i]), i));
+            let mut placement = Placement::default();
+            let mut left = gpus;
+            for i in order {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(placer.free[i]);
+                placement.slots.push((NodeId(i as u32), take));
+                left -= take;
+            }
+            (left == 0).then_some(placement)
+        })
+    }
+
+    /// One GPU at a time to the node with the most free GPUs (ties: lowest id).
+    fn spread(&self, gpus: u32, gpu_type: Option<GpuTypeId>) -> Option<Placement> {
+        self.by_type(gpu_type, |placer, t| {
+            let mut free: Vec<(u32, usize)> = (0..placer.free.len())
+                .filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t)
+                .map(|i| (placer.free[i], i))
+                .collect();
+            if free.iter().map(|(f, _)| *f).sum::<u32>() < gpus {
+                return None;
+            }
+            let mut taken = vec![0u32; placer.free.len()];
+            for _ in 0..gpus {
+                let best = free.iter_mut().filter(|(f, _)| *f > 0).max_by_key(|(f, i)| (*f, std::cmp::Reverse(*i)))?;
+                best.0 -= 1;
+                taken[best.1] += 1;
+            }
+            let slots = taken.iter().enumerate().filter(|(_, g)| **g > 0).map(|(i, g)| (NodeId(i as u32), *g)).collect();
+            Some(Placement { slots })
+        })
+    }
+
+    fn by_type(&self, gpu_type: Option<GpuTypeId>, f: impl Fn(&Self, GpuTypeId) -> Option<Placement>) -> Option<Placement> {
+        match gpu_type {
+            Some(t) => f(self, t),
+            None => (0..self.cluster.gpu_type_names.len()).find_map(|t| f(self, GpuTypeId(t as u8))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_model::JobId;
+
+    fn job(gpus: u32) -> JobSpec {
+        JobSpec::new(JobId(0), SimTime::ZERO, gpus, 10.0)
+    }
+
+    #[test]
+    fn consolidated_takes_first_fitting_node_then_whole_nodes() {
+        let c = Cluster::homogeneous(1, 3, 4, 32, 64, "V100").expect("valid");
+        let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
+        assert_eq!(p.place(&job(3), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(0), 3)));
+        assert_eq!(p.place(&job(2), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(1), 2)));
+        // 1 + 2 + 4 GPUs free, but no node has 4 free and no two nodes are wholly free.
+        assert_eq!(p.place(&job(6), SimTime::ZERO, SimTime::ZERO), Err(PendingReason::Fragmented));
+        let big = p.place(&job(5), SimTime::ZERO, SimTime::ZERO);
+        assert_eq!(big, Err(PendingReason::Fragmented));
+        assert_eq!(p.place(&job(4), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(2), 4)));
+        assert_eq!(p.free_total(), 3);
+    }
+
+    #[test]
+    fn relaxed_placement_accepts_spread_after_the_wait() {
+        let c = Cluster::homogeneous(1, 2, 4, 32, 64, "V100").expect("valid");
+        let mut p = Placer::new(&c, PlacementStrategy::Relaxed { after_s: 60.0 });
+        p.place(&job(2), SimTime::ZERO, SimTime::ZERO).expect("fits");
+        p.place(&job(2), SimTime::ZERO, SimTime::ZERO).expect("fits");
+        // 2 + 2 free on two nodes: a 4-GPU job must wait for locality, then takes both halves.
+        assert_eq!(p.place(&job(4), SimTime::ZERO, SimTime::from_ms(59_000)), Err(PendingReason::Fragmented));
+        let spread = p.place(&job(4), SimTime::ZERO, SimTime::from_ms(60_000)).expect("relaxed");
+        assert_eq!(spread.node_count(), 2);
+        assert_eq!(p.free_total(), 0);
+    }
+
+    #[test]
+    fn spread_uses_as_many_nodes_as_possible() {
+        let c = Cluster::homogeneous(1, 4, 4, 32, 64, "V100").expect("valid");
+        let mut p = Placer::new(&c, PlacementStrategy::Spread);
+        let placement = p.place(&job(4), SimTime::ZERO, SimTime::ZERO).expect("fits");
+        assert_eq!(placement.node_count(), 4);
+    }
+
+    #[test]
+    fn multi_rack_jobs_stay_in_one_rack() {
+        let c = Cluster::homogeneous(2, 2, 4, 32, 64, "V100").expect("valid");
+        let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
+        p.place(&job(1), SimTime::ZERO, SimTime::ZERO).expect("fits"); // node 0, rack 0
+        let big = p.place(&job(8), SimTime::ZERO, SimTime::ZERO).expect("rack 1 is free");
+        assert!(big.slots.iter().all(|(n, _)| n.0 >= 2));
+    }
+}
