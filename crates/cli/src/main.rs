@@ -1,1 +1,252 @@
-fn main() {}
+//! `arbiter`: the command-line front end. Argument handling and output only; all logic lives in
+//! the library crates.
+
+mod bench;
+mod table;
+
+use anyhow::{bail, Context, Result};
+use arbiter_model::Cluster;
+use arbiter_policy::{build, PolicyConfig, PolicyKind};
+use arbiter_sim::scenario::{read_prior, Scenario};
+use arbiter_sim::{simulate, OverheadModel, SimConfig, Summary, Window};
+use arbiter_trace::{ReadOptions, TraceFormat};
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Arbiter: a multi-tenant GPU cluster scheduler for deep-learning training jobs.
+///
+/// This build has the scheduling core and the trace-driven simulator. Start with
+/// `arbiter run scenarios/muri-traces.toml`, which replays Muri's Philly-derived traces with
+/// four policies and prints our numbers next to the published ones.
+#[derive(Parser)]
+#[command(name = "arbiter", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario file: every (trace × tenant × policy × seed) in parallel, then a table.
+    ///
+    /// Keys can be overridden with --set, e.g. `--set policies='["srtf"]'`,
+    /// `--set trace.0.max_jobs=200`, `--set simulation.restart_overhead_s=30`.
+    /// See README.md "Scenario files" for every key.
+    Run {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// Override a scenario key: KEY=VALUE (VALUE in TOML syntax; bare words are strings).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Write one per-job CSV per simulation into this folder.
+        #[arg(long, value_name = "DIR")]
+        jobs_dir: Option<PathBuf>,
+    },
+    /// Simulate one ad-hoc configuration from flags.
+    Simulate {
+        /// Trace file.
+        #[arg(long)]
+        trace: PathBuf,
+        /// Trace format: philly, tiresias, muri, gavel, pollux, native.
+        #[arg(long, default_value = "native")]
+        format: String,
+        /// Policy.
+        #[arg(long, value_enum, default_value_t = PolicyKind::Fifo)]
+        policy: PolicyKind,
+        /// Cluster as NODESxGPUS (one rack), e.g. 8x8.
+        #[arg(long, default_value = "8x8")]
+        cluster: String,
+        /// Restart overhead, seconds, charged on every (re)start.
+        #[arg(long, default_value_t = 0.0)]
+        restart_overhead_s: f64,
+        /// Scheduling rounds, seconds (in addition to events).
+        #[arg(long)]
+        round_s: Option<f64>,
+        /// Gittins prior (CSV of GPU-seconds), needed for --policy gittins.
+        #[arg(long)]
+        gittins_prior: Option<PathBuf>,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Write per-job CSV here.
+        #[arg(long)]
+        jobs_csv: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Work with trace files.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+    /// List the policies with one line each.
+    Policies,
+    /// Replay the whole Philly trace with fifo, srtf and las; print wall time, events/s, memory.
+    Bench {
+        /// Philly CSV (defaults to the bundled data/philly/philly.csv).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Policies to time.
+        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las])]
+        policies: Vec<PolicyKind>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Convert any supported trace into Arbiter's native CSV.
+    Convert {
+        /// Input file.
+        input: PathBuf,
+        /// Output file (`-` for stdout).
+        output: PathBuf,
+        /// Input format: philly, tiresias, muri, gavel, pollux, native.
+        #[arg(long)]
+        format: String,
+        /// Muri only: iteration-time factor (Muri's simulator uses 1.015).
+        #[arg(long)]
+        iteration_time_factor: Option<f64>,
+    },
+    /// Print a summary of a trace: jobs, tenants, GPU sizes, submit span.
+    Stats {
+        /// Input file.
+        input: PathBuf,
+        /// Input format.
+        #[arg(long)]
+        format: String,
+    },
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn parse_format(name: &str) -> Result<TraceFormat> {
+    TraceFormat::from_name(name).with_context(|| {
+        let names: Vec<&str> = TraceFormat::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown trace format `{name}`; expected one of: {}", names.join(", "))
+    })
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run { file, overrides, json, jobs_dir } => run_scenario(&file, &overrides, json, jobs_dir.as_deref()),
+        Command::Simulate { trace, format, policy, cluster, restart_overhead_s, round_s, gittins_prior, seed, jobs_csv, json } => {
+            let format = parse_format(&format)?;
+            let trace = arbiter_trace::read(&trace, format, &ReadOptions::default())?;
+            let (nodes, gpus) = cluster
+                .split_once('x')
+                .and_then(|(n, g)| Some((n.parse::<u32>().ok()?, g.parse::<u32>().ok()?)))
+                .with_context(|| format!("--cluster `{cluster}`: expected NODESxGPUS, e.g. 8x8"))?;
+            let cluster = Cluster::homogeneous(1, nodes, gpus, 64, 512, "GPU")?;
+            let mut config = PolicyConfig::default();
+            if let Some(p) = gittins_prior {
+                config.gittins_prior_gpu_s = read_prior(&p)?;
+            }
+            let mut policy = build(policy, &config)?;
+            let sim = SimConfig {
+                restart_overhead_s,
+                round_s,
+                seed,
+                overhead: OverheadModel::OnRestart,
+                ..SimConfig::default()
+            };
+            let out = simulate(&cluster, &trace.jobs, policy.as_mut(), &sim)?;
+            let summary = Summary::compute(&out.records, Window::default(), out.capacity_gpus);
+            if let Some(path) = jobs_csv {
+                let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+                arbiter_sim::metrics::write_records_csv(file, &out.records)?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                println!("{}", table::summary_text(&summary));
+            }
+            Ok(())
+        }
+        Command::Trace { command } => match command {
+            TraceCommand::Convert { input, output, format, iteration_time_factor } => {
+                let format = parse_format(&format)?;
+                let options = ReadOptions { iteration_time_factor, ..ReadOptions::default() };
+                let trace = arbiter_trace::read(&input, format, &options)?;
+                if output.as_os_str() == "-" {
+                    arbiter_trace::native::write(std::io::stdout().lock(), &trace.jobs)?;
+                } else {
+                    let file = std::fs::File::create(&output).with_context(|| format!("creating {}", output.display()))?;
+                    arbiter_trace::native::write(std::io::BufWriter::new(file), &trace.jobs)?;
+                    eprintln!("wrote {} jobs to {}", trace.jobs.len(), output.display());
+                }
+                Ok(())
+            }
+            TraceCommand::Stats { input, format } => {
+                let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
+                println!("{}", table::trace_stats(&trace));
+                Ok(())
+            }
+        },
+        Command::Policies => {
+            for kind in PolicyKind::ALL {
+                println!("{:<14} {}", kind.name(), kind.describe());
+            }
+            Ok(())
+        }
+        Command::Bench { trace, policies, json } => bench::run(trace, &policies, json),
+    }
+}
+
+fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<&Path>) -> Result<()> {
+    let scenario = Scenario::load(file, overrides)?;
+    let show_progress = !json && std::io::stderr().is_terminal();
+    let bar = indicatif::ProgressBar::new(0);
+    if show_progress {
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} simulations, {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(scenario.name.clone());
+    } else {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let rows = scenario.run(&|done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    if let Some(dir) = jobs_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for r in &rows {
+            let path = dir.join(format!("{}-{}-{}-seed{}.csv", r.trace, r.policy, r.tenant, r.seed));
+            let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            arbiter_sim::metrics::write_records_csv(std::io::BufWriter::new(f), &r.records)?;
+        }
+    }
+    let comparisons = scenario.compare(&rows);
+    if json {
+        let out = serde_json::json!({
+            "scenario": scenario.name,
+            "results": rows,
+            "published": comparisons,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("{}", table::results_table(&scenario.name, &rows));
+        if !comparisons.is_empty() {
+            println!("{}", table::comparison_table(&comparisons));
+        }
+    }
+    if rows.is_empty() {
+        bail!("the scenario produced no simulations (no tenant of the trace has a cluster?)");
+    }
+    Ok(())
+}

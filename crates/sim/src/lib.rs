@@ -1,1 +1,11 @@
-//! placeholder
+//! Arbiter's simulator: a deterministic discrete-event engine ([`engine`]), the metrics every
+//! report uses ([`metrics`]) and the scenario runner that reproduces published numbers
+//! ([`scenario`]).
+#![deny(missing_docs)]
+
+pub mod engine;
+pub mod metrics;
+pub mod scenario;
+
+pub use engine::{simulate, EngineStats, FailureConfig, OverheadModel, SimConfig, SimError, SimOutput};
+pub use metrics::{JobOutcome, JobRecord, Summary, Window};

@@ -1,0 +1,470 @@
+//! The discrete-event engine: virtual time, arrivals, completions, scheduling points, and the
+//! application of policy decisions (start, preempt, migrate).
+//!
+//! Time is integer milliseconds; events are ordered by `(time, sequence)` in a binary heap and
+//! invalidated lazily (each job carries a generation number that every start/stop bumps). All
+//! events at one timestamp are handled together and followed by at most one scheduling point. No
+//! wall clock and no hash-map order is consulted: the same inputs and seed give the same output.
+//!
+//! Progress is kept per job as of its last accounting and extrapolated on demand, so a scheduling
+//! point costs nothing per untouched running job (except under Muri's per-event overhead model,
+//! which by definition touches every running job at every event).
+
+use crate::metrics::{JobOutcome, JobRecord};
+use arbiter_model::{
+    ActiveJob, Cluster, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
+};
+use arbiter_policy::{Policy, SchedulerView};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use thiserror::Error;
+
+/// How start-up (checkpoint-restore) cost is charged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverheadModel {
+    /// No cost: a job makes progress from the moment it gets GPUs.
+    None,
+    /// Each start, restart after preemption, or migration costs the job's restart overhead before
+    /// it makes progress (the usual checkpoint/restart model).
+    #[default]
+    OnRestart,
+    /// Muri's simulator: at *every* scheduling point, each running job loses its overhead from the
+    /// progress credited since the previous point, while its completion is predicted without it.
+    /// Only for reproducing Muri's numbers.
+    PerEvent,
+}
+
+/// Random job failures and retries (Philly study, ATC'19 §5).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureConfig {
+    /// Chance that an attempt (a start or restart) fails before finishing; the failure time is
+    /// uniform over the attempt's remaining run.
+    pub probability_per_attempt: f64,
+    /// Retries after which a failing job is given up (marked failed).
+    pub max_retries: u32,
+}
+
+/// Engine settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// Call the policy at every arrival and completion.
+    pub schedule_on_events: bool,
+    /// Also call it every `round_s` seconds (Gavel-style rounds); `None` for no rounds.
+    pub round_s: Option<f64>,
+    /// How restart overhead is charged.
+    pub overhead: OverheadModel,
+    /// Restart overhead in seconds for jobs whose spec does not set one.
+    pub restart_overhead_s: f64,
+    /// Random failures; `None` for none.
+    pub failures: Option<FailureConfig>,
+    /// Seed of the engine's random stream (failures).
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            schedule_on_events: true,
+            round_s: None,
+            overhead: OverheadModel::OnRestart,
+            restart_overhead_s: 0.0,
+            failures: None,
+            seed: 0,
+        }
+    }
+}
+
+/// Why a simulation stopped early.
+#[derive(Debug, Error)]
+pub enum SimError {
+    /// The policy returned an error.
+    #[error("policy {policy} failed at t={at}: {source}")]
+    Policy {
+        /// Policy name.
+        policy: &'static str,
+        /// Simulated time.
+        at: SimTime,
+        /// The error.
+        source: arbiter_policy::PolicyError,
+    },
+    /// The policy returned a decision that breaks an invariant (over-allocation, unknown job,
+    /// wrong gang size). A bug in the policy; reported, never applied.
+    #[error("policy {policy} returned an invalid decision at t={at}: {reason}")]
+    InvalidDecision {
+        /// Policy name.
+        policy: &'static str,
+        /// Simulated time.
+        at: SimTime,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Bad configuration.
+    #[error("invalid simulation settings: {0}")]
+    Config(String),
+    /// Job ids are not dense and in order.
+    #[error("job specs must be numbered 0..n in submission order; {0} is out of place")]
+    BadJobIds(JobId),
+}
+
+/// Counters about the run itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineStats {
+    /// Events handled (arrivals, completions, failures, wake-ups, rounds).
+    pub events: u64,
+    /// Times the policy was called.
+    pub scheduling_points: u64,
+}
+
+/// A finished simulation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimOutput {
+    /// One record per job, indexed by job id.
+    pub records: Vec<JobRecord>,
+    /// GPUs in the cluster.
+    pub capacity_gpus: u32,
+    /// Engine counters.
+    pub stats: EngineStats,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum EventKind {
+    // Order matters only for determinism among same-time events: completions first.
+    Completion { job: u32, generation: u32 },
+    Failure { job: u32, generation: u32 },
+    Wake { token: u64 },
+    Round,
+}
+
+const NOT_ACTIVE: u32 = u32::MAX;
+
+struct Engine<'a> {
+    cluster: &'a Cluster,
+    specs: &'a [JobSpec],
+    config: &'a SimConfig,
+    active: Vec<ActiveJob>,
+    /// Position in `active` per job id, or `NOT_ACTIVE`.
+    slot: Vec<u32>,
+    generation: Vec<u32>,
+    /// Remaining work when the current stint started (for failures).
+    stint_start_remaining_s: Vec<f64>,
+    records: Vec<JobRecord>,
+    occupancy: Occupancy,
+    heap: BinaryHeap<Reverse<(u64, u64, EventKind)>>,
+    sequence: u64,
+    wake_token: u64,
+    rng: ChaCha8Rng,
+    stats: EngineStats,
+    /// Scratch: decision stamp per job id.
+    stamp: Vec<u64>,
+}
+
+/// Runs `policy` over `specs` on `cluster`.
+pub fn simulate(
+    cluster: &Cluster,
+    specs: &[JobSpec],
+    policy: &mut dyn Policy,
+    config: &SimConfig,
+) -> Result<SimOutput, SimError> {
+    if let Some(s) = specs.iter().enumerate().find(|(i, s)| s.id.index() != *i).map(|(_, s)| s) {
+        return Err(SimError::BadJobIds(s.id));
+    }
+    if specs.windows(2).any(|w| w[1].submit < w[0].submit) {
+        return Err(SimError::Config("job specs must be sorted by submission time".into()));
+    }
+    if let Some(r) = config.round_s {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(SimError::Config(format!("round_s must be > 0, got {r}")));
+        }
+    }
+    if let Some(f) = config.failures {
+        if !(0.0..=1.0).contains(&f.probability_per_attempt) {
+            return Err(SimError::Config("failures.probability_per_attempt must be in [0, 1]".into()));
+        }
+    }
+    if !(config.restart_overhead_s.is_finite() && config.restart_overhead_s >= 0.0) {
+        return Err(SimError::Config("restart_overhead_s must be >= 0".into()));
+    }
+    let n = specs.len();
+    let mut engine = Engine {
+        cluster,
+        specs,
+        config,
+        active: Vec::new(),
+        slot: vec![NOT_ACTIVE; n],
+        generation: vec![0; n],
+        stint_start_remaining_s: vec![0.0; n],
+        records: specs.iter().map(JobRecord::new).collect(),
+        occupancy: Occupancy::new(cluster),
+        heap: BinaryHeap::new(),
+        sequence: 0,
+        wake_token: 0,
+        rng: ChaCha8Rng::seed_from_u64(config.seed),
+        stats: EngineStats::default(),
+        stamp: vec![0; n],
+    };
+    engine.run(policy)?;
+    Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats })
+}
+
+impl Engine<'_> {
+    fn push(&mut self, at: SimTime, kind: EventKind) {
+        self.sequence += 1;
+        self.heap.push(Reverse((at.as_ms(), self.sequence, kind)));
+    }
+
+    fn overhead_s(&self, id: JobId) -> f64 {
+        if self.config.overhead == OverheadModel::None {
+            return 0.0;
+        }
+        self.specs[id.index()]
+            .restart_overhead
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(self.config.restart_overhead_s)
+    }
+
+    fn run(&mut self, policy: &mut dyn Policy) -> Result<(), SimError> {
+        let round = self.config.round_s.map(SimDuration::from_secs_f64).filter(|d| d.as_ms() > 0);
+        let mut next_arrival = 0usize;
+        if let (Some(_), Some(first)) = (round, self.specs.first()) {
+            self.push(first.submit, EventKind::Round);
+        }
+        loop {
+            let arrival_at = self.specs.get(next_arrival).map(|s| s.submit.as_ms());
+            let event_at = self.heap.peek().map(|Reverse((t, _, _))| *t);
+            let now = match (arrival_at, event_at) {
+                (None, None) => break,
+                (Some(a), None) => a,
+                (None, Some(e)) => e,
+                (Some(a), Some(e)) => a.min(e),
+            };
+            let now = SimTime::from_ms(now);
+            let mut reschedule = false;
+            while let Some(spec) = self.specs.get(next_arrival).filter(|s| s.submit == now) {
+                self.slot[spec.id.index()] = self.active.len() as u32;
+                self.active.push(ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s));
+                next_arrival += 1;
+                self.stats.events += 1;
+                reschedule |= self.config.schedule_on_events;
+            }
+            while let Some(Reverse((t, _, kind))) = self.heap.peek().copied() {
+                if t != now.as_ms() {
+                    break;
+                }
+                self.heap.pop();
+                self.stats.events += 1;
+                match kind {
+                    EventKind::Completion { job, generation } => {
+                        if self.generation[job as usize] == generation {
+                            self.finish(JobId(job), now, JobOutcome::Completed, policy);
+                            reschedule |= self.config.schedule_on_events;
+                        }
+                    }
+                    EventKind::Failure { job, generation } => {
+                        if self.generation[job as usize] == generation {
+                            self.fail(JobId(job), now, policy);
+                            reschedule |= self.config.schedule_on_events;
+                        }
+                    }
+                    EventKind::Wake { token } => reschedule |= token == self.wake_token,
+                    EventKind::Round => {
+                        reschedule = true;
+                        if let Some(r) = round {
+                            if !self.active.is_empty() || next_arrival < self.specs.len() {
+                                self.push(now + r, EventKind::Round);
+                            }
+                        }
+                    }
+                }
+            }
+            if reschedule && !self.active.is_empty() {
+                self.scheduling_point(now, policy)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn scheduling_point(&mut self, now: SimTime, policy: &mut dyn Policy) -> Result<(), SimError> {
+        if self.config.overhead == OverheadModel::PerEvent {
+            for i in 0..self.active.len() {
+                if self.active[i].is_running() {
+                    let id = self.active[i].id;
+                    let overhead = self.overhead_s(id);
+                    let job = &mut self.active[i];
+                    job.account(now);
+                    job.startup_left_s = overhead;
+                    self.generation[id.index()] += 1;
+                    self.schedule_end(id, now);
+                }
+            }
+        }
+        self.stats.scheduling_points += 1;
+        let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: self.specs };
+        let decision = policy
+            .schedule(&view, now)
+            .map_err(|source| SimError::Policy { policy: policy.name(), at: now, source })?;
+        self.validate(&decision)
+            .map_err(|reason| SimError::InvalidDecision { policy: policy.name(), at: now, reason })?;
+        self.apply(&decision, now);
+        if let Some(at) = decision.wake_at {
+            self.wake_token += 1;
+            let at = at.max(now + SimDuration::from_ms(1));
+            self.push(at, EventKind::Wake { token: self.wake_token });
+        }
+        Ok(())
+    }
+
+    /// Checks a decision without changing anything: known active jobs, each once, right gang
+    /// sizes, and all placements fitting the cluster together.
+    fn validate(&mut self, decision: &Decision) -> Result<(), String> {
+        let stamp = self.stats.scheduling_points;
+        let mut occupancy = Occupancy::new(self.cluster);
+        for a in &decision.run {
+            let i = a.job.index();
+            if i >= self.slot.len() || self.slot[i] == NOT_ACTIVE {
+                return Err(format!("{} is not an active job", a.job));
+            }
+            if self.stamp[i] == stamp {
+                return Err(format!("{} is assigned twice", a.job));
+            }
+            self.stamp[i] = stamp;
+            if a.placement.gpus() != self.specs[i].gpus {
+                return Err(format!("{} asks for {} GPUs, placement {} has {}", a.job, self.specs[i].gpus, a.placement, a.placement.gpus()));
+            }
+            if let Some(t) = self.specs[i].gpu_type {
+                if a.placement.slots.iter().any(|(n, _)| self.cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
+                    return Err(format!("{} needs GPU type {}, placement {} has others", a.job, self.cluster.gpu_type_name(t), a.placement));
+                }
+            }
+            occupancy.allocate(&a.placement).map_err(|e| format!("{}: {e}", a.job))?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, decision: &Decision, now: SimTime) {
+        let stamp = self.stats.scheduling_points;
+        // Stop first (preemptions and the old side of migrations), then start, so that GPUs
+        // handed from one job to another are free when taken.
+        let mut moves: Vec<(JobId, &Placement)> = Vec::new();
+        for i in 0..self.active.len() {
+            let id = self.active[i].id;
+            if !self.active[i].is_running() {
+                continue;
+            }
+            if self.stamp[id.index()] != stamp {
+                self.stop(i, now);
+                let job = &mut self.active[i];
+                job.state = RunState::Pending;
+                job.pending_since = now;
+                job.preemptions += 1;
+            }
+        }
+        for a in &decision.run {
+            let i = self.slot[a.job.index()] as usize;
+            match self.active[i].placement() {
+                Some(current) if *current == a.placement => {}
+                Some(_) => {
+                    self.stop(i, now);
+                    self.active[i].migrations += 1;
+                    moves.push((a.job, &a.placement));
+                }
+                None => moves.push((a.job, &a.placement)),
+            }
+        }
+        for (id, placement) in moves {
+            self.start(id, placement.clone(), now);
+        }
+    }
+
+    /// Ends the current stint of a running job: progress accounted, GPUs released.
+    fn stop(&mut self, index: usize, now: SimTime) {
+        let job = &mut self.active[index];
+        job.account(now);
+        if let RunState::Running { placement, since } = &job.state {
+            let record = &mut self.records[job.id.index()];
+            record.gpu_s_allocated += now.saturating_since(*since).as_secs_f64() * placement.gpus() as f64;
+            // The engine only releases what it allocated, so this cannot fail; an error here would
+            // be an engine bug, and the occupancy is left unchanged by a failed release.
+            let released = self.occupancy.release(placement);
+            debug_assert!(released.is_ok(), "engine released GPUs it did not hold: {released:?}");
+        }
+        job.state = RunState::Pending;
+        self.generation[job.id.index()] += 1;
+    }
+
+    fn start(&mut self, id: JobId, placement: Placement, now: SimTime) {
+        let overhead = self.overhead_s(id);
+        let allocated = self.occupancy.allocate(&placement);
+        debug_assert!(allocated.is_ok(), "validated decision failed to allocate: {allocated:?}");
+        let index = self.slot[id.index()] as usize;
+        let job = &mut self.active[index];
+        job.account(now);
+        job.state = RunState::Running { placement, since: now };
+        job.startup_left_s = overhead;
+        job.first_start.get_or_insert(now);
+        self.stint_start_remaining_s[id.index()] = job.remaining_s;
+        self.generation[id.index()] += 1;
+        self.schedule_end(id, now);
+    }
+
+    /// Pushes the completion (or failure) event of a running job from its state at `now`.
+    fn schedule_end(&mut self, id: JobId, now: SimTime) {
+        let job = &self.active[self.slot[id.index()] as usize];
+        let to_finish_s = match self.config.overhead {
+            // Muri predicts completion without the overhead it charges at the next event.
+            OverheadModel::PerEvent => job.remaining_s_at(now),
+            _ => job.time_to_finish_s_at(now),
+        };
+        let generation = self.generation[id.index()];
+        let end = now + SimDuration::from_secs_f64_ceil(to_finish_s);
+        let failure = self.config.failures.filter(|f| f.probability_per_attempt > 0.0);
+        if let Some(f) = failure {
+            if self.rng.random::<f64>() < f.probability_per_attempt {
+                let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
+                self.push(at.min(end), EventKind::Failure { job: id.0, generation });
+                return;
+            }
+        }
+        self.push(end, EventKind::Completion { job: id.0, generation });
+    }
+
+    fn finish(&mut self, id: JobId, now: SimTime, outcome: JobOutcome, policy: &mut dyn Policy) {
+        let index = self.slot[id.index()] as usize;
+        if self.active[index].is_running() {
+            self.stop(index, now);
+        }
+        let job = self.active.swap_remove(index);
+        if let Some(moved) = self.active.get(index) {
+            self.slot[moved.id.index()] = index as u32;
+        }
+        self.slot[id.index()] = NOT_ACTIVE;
+        let record = &mut self.records[id.index()];
+        record.first_start_s = job.first_start.map(SimTime::as_secs_f64);
+        record.finish_s = Some(now.as_secs_f64());
+        record.outcome = outcome;
+        record.preemptions = job.preemptions;
+        record.migrations = job.migrations;
+        record.failures = job.failures;
+        record.executed_s = job.executed_s;
+        policy.job_finished(&self.specs[id.index()], &job, now);
+    }
+
+    fn fail(&mut self, id: JobId, now: SimTime, policy: &mut dyn Policy) {
+        let index = self.slot[id.index()] as usize;
+        self.stop(index, now);
+        let max_retries = self.config.failures.map_or(0, |f| f.max_retries);
+        let job = &mut self.active[index];
+        job.failures += 1;
+        // No checkpoint inside an attempt: the work of the failed attempt is lost.
+        job.remaining_s = self.stint_start_remaining_s[id.index()];
+        job.pending_since = now;
+        if job.failures > max_retries {
+            self.finish(id, now, JobOutcome::Failed, policy);
+        }
+    }
+}

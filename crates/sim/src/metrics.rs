@@ -1,0 +1,222 @@
+//! Metrics, defined once (DESIGN.md §4) and used by every report.
+//!
+//! Percentiles are exact over the sorted values with linear interpolation between closest ranks
+//! (numpy's default), so goldens are deterministic.
+
+use arbiter_model::JobSpec;
+use serde::{Deserialize, Serialize};
+
+/// How a job ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobOutcome {
+    /// Did all its work.
+    Completed,
+    /// Failed more often than retries allow.
+    Failed,
+    /// Still pending or running when the simulation ended (e.g. asks for more GPUs than exist).
+    Unfinished,
+}
+
+/// One job's history, as written to the per-job CSV.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Dense job id.
+    pub job: u32,
+    /// Id in the source trace.
+    pub trace_id: String,
+    /// Tenant.
+    pub tenant: String,
+    /// GPUs requested.
+    pub gpus: u32,
+    /// Submission, seconds.
+    pub submit_s: f64,
+    /// First start, seconds.
+    pub first_start_s: Option<f64>,
+    /// Completion (or final failure), seconds.
+    pub finish_s: Option<f64>,
+    /// Work at full speed, seconds.
+    pub run_time_s: f64,
+    /// Seconds it held GPUs.
+    pub executed_s: f64,
+    /// GPU-seconds allocated to it.
+    pub gpu_s_allocated: f64,
+    /// Preemptions.
+    pub preemptions: u32,
+    /// Migrations.
+    pub migrations: u32,
+    /// Failures.
+    pub failures: u32,
+    /// How it ended.
+    pub outcome: JobOutcome,
+}
+
+impl JobRecord {
+    /// A record for a job that has not run yet.
+    pub fn new(spec: &JobSpec) -> Self {
+        JobRecord {
+            job: spec.id.0,
+            trace_id: spec.trace_id.clone(),
+            tenant: spec.tenant.clone(),
+            gpus: spec.gpus,
+            submit_s: spec.submit.as_secs_f64(),
+            first_start_s: None,
+            finish_s: None,
+            run_time_s: spec.run_time_s,
+            executed_s: 0.0,
+            gpu_s_allocated: 0.0,
+            preemptions: 0,
+            migrations: 0,
+            failures: 0,
+            outcome: JobOutcome::Unfinished,
+        }
+    }
+
+    /// Job completion time: finish − submit.
+    pub fn jct_s(&self) -> Option<f64> {
+        self.finish_s.map(|f| f - self.submit_s)
+    }
+
+    /// Queueing delay: first start − submit.
+    pub fn queue_s(&self) -> Option<f64> {
+        self.first_start_s.map(|s| s - self.submit_s)
+    }
+}
+
+/// Which jobs a summary measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Window {
+    /// First job id measured (inclusive), in submission order.
+    pub first_job: Option<u32>,
+    /// Last job id measured (inclusive).
+    pub last_job: Option<u32>,
+}
+
+impl Window {
+    /// Whether a job id is inside.
+    pub fn contains(&self, job: u32) -> bool {
+        self.first_job.is_none_or(|f| job >= f) && self.last_job.is_none_or(|l| job <= l)
+    }
+}
+
+/// Summary metrics over the measured jobs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Jobs measured (completed ones; see `failed`, `unfinished`).
+    pub jobs: usize,
+    /// Mean JCT, seconds.
+    pub avg_jct_s: f64,
+    /// Median JCT.
+    pub p50_jct_s: f64,
+    /// 95th percentile JCT.
+    pub p95_jct_s: f64,
+    /// 99th percentile JCT.
+    pub p99_jct_s: f64,
+    /// Mean queueing delay (first start − submit).
+    pub avg_queue_s: f64,
+    /// Last finish − first submit over the measured jobs.
+    pub makespan_s: f64,
+    /// Allocated GPU-seconds / (GPUs × busy window), over all jobs of the run.
+    pub gpu_utilization: f64,
+    /// Preemptions per measured job.
+    pub preemptions_per_job: f64,
+    /// Migrations per measured job.
+    pub migrations_per_job: f64,
+    /// Measured jobs that failed for good.
+    pub failed: usize,
+    /// Measured jobs that never finished.
+    pub unfinished: usize,
+}
+
+/// Exact percentile with linear interpolation; `sorted` must be ascending and non-empty.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let hi = rank.ceil() as usize;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+}
+
+impl Summary {
+    /// Summarizes the records inside `window`; `capacity_gpus` for utilization.
+    pub fn compute(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Self {
+        let measured: Vec<&JobRecord> = records.iter().filter(|r| window.contains(r.job)).collect();
+        let completed: Vec<&JobRecord> =
+            measured.iter().copied().filter(|r| r.outcome == JobOutcome::Completed).collect();
+        let mut jcts: Vec<f64> = completed.iter().filter_map(|r| r.jct_s()).collect();
+        jcts.sort_by(f64::total_cmp);
+        let queues: Vec<f64> = measured.iter().filter_map(|r| r.queue_s()).collect();
+        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        let first_submit = measured.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
+        let last_finish = measured.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
+        let makespan_s = if last_finish.is_finite() && first_submit.is_finite() { last_finish - first_submit } else { 0.0 };
+        let run_start = records.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
+        let run_end = records.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
+        let allocated: f64 = records.iter().map(|r| r.gpu_s_allocated).sum();
+        let busy = (run_end - run_start) * capacity_gpus as f64;
+        let n = measured.len().max(1) as f64;
+        Summary {
+            jobs: completed.len(),
+            avg_jct_s: mean(&jcts),
+            p50_jct_s: percentile(&jcts, 0.5),
+            p95_jct_s: percentile(&jcts, 0.95),
+            p99_jct_s: percentile(&jcts, 0.99),
+            avg_queue_s: mean(&queues),
+            makespan_s,
+            gpu_utilization: if busy > 0.0 && busy.is_finite() { allocated / busy } else { 0.0 },
+            preemptions_per_job: measured.iter().map(|r| r.preemptions as f64).sum::<f64>() / n,
+            migrations_per_job: measured.iter().map(|r| r.migrations as f64).sum::<f64>() / n,
+            failed: measured.iter().filter(|r| r.outcome == JobOutcome::Failed).count(),
+            unfinished: measured.iter().filter(|r| r.outcome == JobOutcome::Unfinished).count(),
+        }
+    }
+}
+
+/// Writes per-job records as CSV.
+pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Result<(), csv::Error> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
+        "run_time_s", "executed_s", "gpu_s_allocated", "preemptions", "migrations", "failures", "outcome",
+    ])?;
+    let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
+    for r in records {
+        w.write_record([
+            r.job.to_string(),
+            r.trace_id.clone(),
+            r.tenant.clone(),
+            r.gpus.to_string(),
+            format!("{:.3}", r.submit_s),
+            opt(r.first_start_s),
+            opt(r.finish_s),
+            opt(r.jct_s()),
+            opt(r.queue_s()),
+            format!("{:.3}", r.run_time_s),
+            format!("{:.3}", r.executed_s),
+            format!("{:.3}", r.gpu_s_allocated),
+            r.preemptions.to_string(),
+            r.migrations.to_string(),
+            r.failures.to_string(),
+            serde_json::to_value(r.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate_like_numpy() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 0.5), 2.5);
+        assert_eq!(percentile(&v, 1.0), 4.0);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert!((percentile(&v, 0.99) - 3.97).abs() < 1e-12);
+    }
+}
