@@ -86,11 +86,15 @@ enum Command {
     },
     /// List the policies with one line each.
     Policies,
-    /// Replay the whole Philly trace with fifo, srtf and las; print wall time, events/s, memory.
+    /// Replay the whole Philly trace per VC (as Helios does) with fifo, srtf and las; print wall
+    /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
         /// Philly CSV (defaults to the bundled data/philly/philly.csv).
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// VC sizes `vc,node num` (defaults to data/philly/philly_vc.csv).
+        #[arg(long)]
+        vc_sizes: Option<PathBuf>,
         /// Policies to time.
         #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las])]
         policies: Vec<PolicyKind>,
@@ -201,7 +205,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Bench { trace, policies, json } => bench::run(trace, &policies, json),
+        Command::Bench { trace, vc_sizes, policies, json } => bench::run(trace, vc_sizes, &policies, json),
     }
 }
 

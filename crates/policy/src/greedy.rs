@@ -55,6 +55,18 @@ pub fn schedule_in_order<K: Ord + Copy>(
         }
         heap.push(Reverse((key(job), job.id.0, index as u32)));
     }
+    // In preemptive mode with kept placements, GPUs held by running jobs are claimed by them: a
+    // newcomer is placed on unclaimed GPUs when it can be, so that ranking a new job above a
+    // running one does not needlessly move the running one (a migration) when there is room.
+    let mut unclaimed = (options.preemptive && options.keep_placements).then(|| {
+        let mut p = Placer::new(view.cluster, options.strategy);
+        for job in view.jobs {
+            if let Some(placement) = job.placement() {
+                p.take_overlap(placement);
+            }
+        }
+        p
+    });
     let mut heap = BinaryHeap::from(heap);
     while let Some(Reverse((_, _, index))) = heap.pop() {
         if placer.free_total() == 0 {
@@ -70,8 +82,18 @@ pub fn schedule_in_order<K: Ord + Copy>(
                 }
             }
         }
-        match placer.place(spec, job.pending_since, now) {
-            Ok(placement) => decision.run.push(Assignment { job: job.id, placement }),
+        let preferred = unclaimed.as_mut().and_then(|u| u.place(spec, job.pending_since, now).ok());
+        let placed = match preferred {
+            Some(p) if placer.take(&p) => Ok(p),
+            _ => placer.place(spec, job.pending_since, now),
+        };
+        match placed {
+            Ok(placement) => {
+                if let Some(u) = unclaimed.as_mut() {
+                    u.take_overlap(&placement);
+                }
+                decision.run.push(Assignment { job: job.id, placement })
+            }
             Err(reason) => {
                 let reason = if Placer::could_ever_fit(view.cluster, spec) { reason } else { PendingReason::NeverFits };
                 decision.pending.push((job.id, reason));

@@ -85,6 +85,19 @@ impl<'a> Placer<'a> {
         fits
     }
 
+    /// Takes whatever part of `placement` is still free (for bookkeeping of GPUs that another
+    /// view of the cluster has handed out).
+    pub fn take_overlap(&mut self, placement: &Placement) {
+        for &(node, gpus) in &placement.slots {
+            if let Some(f) = self.free.get_mut(node.index()) {
+                let taken = gpus.min(*f);
+                *f -= taken;
+                self.free_total -= taken;
+            }
+        }
+        self.max_free_cache = None;
+    }
+
     /// Gives back `placement` (it must have been taken).
     pub fn give_back(&mut self, placement: &Placement) {
         for &(node, gpus) in &placement.slots {
