@@ -155,7 +155,8 @@ impl<'a> Placer<'a> {
     }
 
     /// Tiresias' `yarn` scheme, per rack in order: first fit on one node, or whole free nodes plus
-    /// a remainder node. A job that is not pinned to a type stays on one type.
+    /// a remainder node. A job that is not pinned to a type stays on one type. A job larger than
+    /// any rack may span racks.
     fn consolidated(&mut self, gpus: u32, gpu_type: Option<GpuTypeId>) -> Option<Placement> {
         let nodes = &self.cluster.nodes;
         if gpus <= self.cluster.max_gpus_per_node() {
@@ -166,13 +167,25 @@ impl<'a> Placer<'a> {
                 .find(|&i| self.free[i] >= gpus && self.type_ok(i, gpu_type))
                 .map(|i| Placement::single(NodeId(i as u32), gpus));
         }
-        for rack in 0..self.cluster.rack_count() {
+        // One rack per job where a rack is big enough; a job larger than every rack of its type
+        // spans racks (whole nodes first) rather than waiting forever.
+        let racks = self.cluster.rack_count();
+        for rack in 0..=racks {
             for t in 0..self.cluster.gpu_type_names.len() {
                 let t = GpuTypeId(t as u8);
                 if gpu_type.is_some_and(|g| g != t) {
                     continue;
                 }
-                let in_group = |i: usize| nodes[i].rack.index() == rack && nodes[i].gpu_type == t;
+                if rack == racks {
+                    let largest_rack = (0..racks)
+                        .map(|r| nodes.iter().filter(|n| n.rack.index() == r && n.gpu_type == t).map(|n| n.gpus).sum::<u32>())
+                        .max()
+                        .unwrap_or(0);
+                    if gpus <= largest_rack {
+                        continue;
+                    }
+                }
+                let in_group = |i: usize| (rack == racks || nodes[i].rack.index() == rack) && nodes[i].gpu_type == t;
                 let mut placement = Placement::default();
                 let mut left = gpus;
                 for i in 0..nodes.len() {
@@ -286,6 +299,15 @@ mod tests {
         let mut p = Placer::new(&c, PlacementStrategy::Spread);
         let placement = p.place(&job(4), SimTime::ZERO, SimTime::ZERO).expect("fits");
         assert_eq!(placement.node_count(), 4);
+    }
+
+    #[test]
+    fn a_job_larger_than_any_rack_spans_racks() {
+        let c = Cluster::homogeneous(2, 2, 4, 32, 64, "V100").expect("valid");
+        let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
+        let big = p.place(&job(12), SimTime::ZERO, SimTime::ZERO).expect("spans racks");
+        assert_eq!(big.node_count(), 3);
+        assert_eq!(p.free_total(), 4);
     }
 
     #[test]

@@ -245,6 +245,7 @@ impl Engine<'_> {
             };
             let now = SimTime::from_ms(now);
             let mut reschedule = false;
+            let mut round_due = false;
             while let Some(spec) = self.specs.get(next_arrival).filter(|s| s.submit == now) {
                 self.slot[spec.id.index()] = self.active.len() as u32;
                 self.active.push(ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s));
@@ -274,16 +275,20 @@ impl Engine<'_> {
                     EventKind::Wake { token } => reschedule |= token == self.wake_token,
                     EventKind::Round => {
                         reschedule = true;
-                        if let Some(r) = round {
-                            if !self.active.is_empty() || next_arrival < self.specs.len() {
-                                self.push(now + r, EventKind::Round);
-                            }
-                        }
+                        round_due = true;
                     }
                 }
             }
             if reschedule && !self.active.is_empty() {
                 self.scheduling_point(now, policy)?;
+            }
+            // The next round, unless nothing can change any more: no job runs, no arrival or
+            // other event is ahead, so another round would see the same snapshot forever.
+            if let (true, Some(r)) = (round_due, round) {
+                let anything_running = self.active.iter().any(ActiveJob::is_running);
+                if anything_running || next_arrival < self.specs.len() || !self.heap.is_empty() {
+                    self.push(now + r, EventKind::Round);
+                }
             }
         }
         Ok(())

@@ -1,0 +1,199 @@
+//! Every policy on tiny hand-made workloads whose JCTs are worked out by hand in the comments.
+
+use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
+use arbiter_policy::{build, PolicyConfig, PolicyKind};
+use arbiter_sim::{simulate, OverheadModel, SimConfig, SimOutput};
+
+fn job(id: u32, submit_s: u64, gpus: u32, run_s: f64) -> JobSpec {
+    JobSpec::new(JobId(id), SimTime::from_ms(submit_s * 1000), gpus, run_s)
+}
+
+fn run(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], config: &PolicyConfig) -> SimOutput {
+    let mut policy = build(kind, config).expect("policy builds");
+    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    simulate(cluster, jobs, policy.as_mut(), &sim).expect("simulation runs")
+}
+
+fn jcts(out: &SimOutput) -> Vec<f64> {
+    out.records.iter().map(|r| r.jct_s().expect("finished")).collect()
+}
+
+/// One node with 2 GPUs. J0: t=0, 1 GPU, 10 s. J1: t=0, 2 GPUs, 5 s (a gang that must wait).
+/// J2: t=1, 1 GPU, 2 s.
+fn three_jobs() -> (Cluster, Vec<JobSpec>) {
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    (cluster, vec![job(0, 0, 1, 10.0), job(1, 0, 2, 5.0), job(2, 1, 1, 2.0)])
+}
+
+#[test]
+fn fifo_blocks_behind_the_waiting_gang() {
+    // J0 runs 0–10. J1 needs both GPUs: waits until 10, runs 10–15. J2 is behind J1 (strict
+    // FIFO), runs 15–17. JCTs 10, 15, 16.
+    let (cluster, jobs) = three_jobs();
+    let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![10.0, 15.0, 16.0]);
+}
+
+#[test]
+fn fifo_backfill_lets_a_short_job_pass_without_delaying_the_head() {
+    // J1's reservation is at t=10 (when J0 ends). J2 (1–3) ends before that: backfilled.
+    // JCTs 10, 15, 2.
+    let (cluster, jobs) = three_jobs();
+    let out = run(PolicyKind::FifoBackfill, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![10.0, 15.0, 2.0]);
+}
+
+#[test]
+fn fifo_backfill_refuses_a_job_that_would_delay_the_reservation() {
+    // Same, but J2 runs 20 s: starting it at t=1 would hold a GPU past t=10 and delay J1.
+    // So J1 runs 10–15 and J2 15–35. JCTs 10, 15, 34.
+    let (cluster, mut jobs) = three_jobs();
+    jobs[2].run_time_s = 20.0;
+    let out = run(PolicyKind::FifoBackfill, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![10.0, 15.0, 34.0]);
+}
+
+#[test]
+fn sjf_runs_the_shortest_waiting_job_first_without_preempting() {
+    // t=0: J1 (5 s) before J0 (10 s): J1 takes both GPUs, 0–5. At 5, J2 (2 s) and J0 start
+    // side by side: J2 5–7, J0 5–15. JCTs 15, 5, 6.
+    let (cluster, jobs) = three_jobs();
+    let out = run(PolicyKind::Sjf, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![15.0, 5.0, 6.0]);
+}
+
+#[test]
+fn srtf_preempts_for_shorter_remaining_time() {
+    // t=0: J1 (5) runs. t=1: order J2 (2), J1 (4 left), J0 (10): J2 takes a GPU, J1 no longer
+    // fits and is preempted, J0 takes the other GPU. t=3: J2 done; J1 (4) before J0 (8 left):
+    // J1 takes both GPUs (J0 preempted), 3–7. J0 runs 7–15. JCTs 15, 7, 2.
+    let (cluster, jobs) = three_jobs();
+    let out = run(PolicyKind::Srtf, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![15.0, 7.0, 2.0]);
+    assert_eq!(out.records[1].preemptions, 1);
+    assert_eq!(out.records[0].preemptions, 1);
+}
+
+#[test]
+fn srsf_weighs_remaining_time_by_gpus() {
+    // J0: 1 GPU × 10 s = 10 GPU-s; J1: 2 GPUs × 6 s = 12 GPU-s; both at t=0 on 2 GPUs.
+    // SRSF runs J0 first (10 < 12), J1 can't fit beside it: J0 0–10, J1 10–16. JCTs 10, 16.
+    // (SRTF would run J1 first: 6 < 10.)
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 10.0), job(1, 0, 2, 6.0)];
+    let out = run(PolicyKind::Srsf, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![10.0, 16.0]);
+    let out = run(PolicyKind::Srtf, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![16.0, 6.0]);
+}
+
+#[test]
+fn las_demotes_by_attained_gpu_service_and_lets_newcomers_in() {
+    // One GPU, one queue limit of 4 GPU-s. J0 (t=0, 10 s) runs; at t=4 it is demoted to Q1.
+    // J1 arrives at t=2 (3 s): in Q0 it outranks nothing running in Q0 ahead of it? J0 is
+    // still in Q0 at t=2 and running, and running jobs keep precedence inside a queue, so J1
+    // waits. At t=4 J0 drops to Q1: J1 (Q0) preempts it, runs 4–7. J0 resumes 7–13.
+    // JCTs: J0 13, J1 5.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 10.0), job(1, 2, 1, 3.0)];
+    let mut config = PolicyConfig::default();
+    config.las.queue_limits_gpu_s = vec![4.0];
+    config.las.queues = 2;
+    let out = run(PolicyKind::Las, &cluster, &jobs, &config);
+    assert_eq!(jcts(&out), vec![13.0, 5.0]);
+    assert_eq!(out.records[0].preemptions, 1);
+}
+
+#[test]
+fn las_counts_service_in_two_dimensions() {
+    // Two GPUs, limit 4 GPU-s. J0: 2 GPUs, 10 s, t=0 — it crosses 4 GPU-s after 2 s (not 4).
+    // J1: 1 GPU, 1 s, t=1 — waits (J0 holds both GPUs, still Q0 and running) until t=2, when
+    // J0 is demoted and J1 preempts it: J1 2–3. J0 resumes 3–11. JCTs 11, 2.
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 2, 10.0), job(1, 1, 1, 1.0)];
+    let mut config = PolicyConfig::default();
+    config.las.queue_limits_gpu_s = vec![4.0];
+    config.las.queues = 2;
+    let out = run(PolicyKind::Las, &cluster, &jobs, &config);
+    assert_eq!(jcts(&out), vec![11.0, 2.0]);
+}
+
+#[test]
+fn las_starvation_guard_promotes_a_long_waiting_job() {
+    // One GPU, limit 4 GPU-s. J0 (t=0, 6 s) runs 0–4 and drops to Q1. J1 (t=1, 3 s) waited
+    // behind the running J0 inside Q0 and runs 4–7. J2, J3 (t=6, 3 s each) enter Q0.
+    // Without the guard: J2 7–10, J3 10–13, J0 13–15.
+    // With factor 0.25: J0 (executed 4 s) is promoted back to Q0 after waiting 1 s, at t=5,
+    // ahead of J2 and J3: J0 7–9, J2 9–12, J3 12–15.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 6.0), job(1, 1, 1, 3.0), job(2, 6, 1, 3.0), job(3, 6, 1, 3.0)];
+    let mut config = PolicyConfig::default();
+    config.las.queue_limits_gpu_s = vec![4.0];
+    config.las.queues = 2;
+    let without = run(PolicyKind::Las, &cluster, &jobs, &config);
+    let finish = |o: &SimOutput| o.records.iter().map(|r| r.finish_s.expect("finished")).collect::<Vec<_>>();
+    assert_eq!(finish(&without), vec![15.0, 7.0, 10.0, 13.0]);
+    config.las.starvation_factor = 0.25;
+    let with = run(PolicyKind::Las, &cluster, &jobs, &config);
+    assert_eq!(finish(&with), vec![9.0, 7.0, 12.0, 15.0]);
+}
+
+#[test]
+fn gittins_prefers_jobs_likely_to_finish_soon() {
+    // Prior: most jobs are 2 GPU-s, a few 100. A job that has attained 3 GPU-s is therefore
+    // likely long; a fresh job likely short. One GPU: J0 (t=0, 50 s) runs alone until J1
+    // arrives at t=3 (2 s); Gittins ranks J1 higher (fresh) and preempts J0: J1 3–5.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 50.0), job(1, 3, 1, 2.0)];
+    let config = PolicyConfig {
+        gittins_prior_gpu_s: vec![2.0, 2.0, 2.0, 2.0, 100.0],
+        gittins_delta_gpu_s: 2.0,
+        las: arbiter_policy::las::LasConfig { queue_limits_gpu_s: vec![], queues: 1, starvation_factor: 0.0 },
+        ..PolicyConfig::default()
+    };
+    let out = run(PolicyKind::Gittins, &cluster, &jobs, &config);
+    assert_eq!(jcts(&out), vec![52.0, 2.0]);
+}
+
+#[test]
+fn qssf_learns_durations_from_finished_jobs_of_the_same_tenant() {
+    // Tenant "short" finishes a 1 s job first, tenant "long" a 100 s job. Later both tenants
+    // submit again at t=200 while a blocker holds the only GPU; QSSF must run the "short"
+    // tenant's job first although it was submitted later (same timestamp, higher id).
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let mut jobs = vec![job(0, 0, 1, 1.0), job(1, 1, 1, 100.0), job(2, 150, 1, 60.0), job(3, 160, 1, 100.0), job(4, 160, 1, 1.0)];
+    for (j, t) in jobs.iter_mut().zip(["short", "long", "x", "long", "short"]) {
+        j.tenant = t.to_string();
+    }
+    let out = run(PolicyKind::Qssf, &cluster, &jobs, &PolicyConfig::default());
+    // Blocker J2 runs 150–210. Then J4 (predicted 1 s) 210–211, J3 211–311.
+    assert_eq!(out.records[4].finish_s, Some(211.0));
+    assert_eq!(out.records[3].finish_s, Some(311.0));
+    let fifo = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(fifo.records[3].finish_s, Some(310.0));
+}
+
+#[test]
+fn restart_overhead_is_charged_on_every_start() {
+    // With 3 s overhead, the SRTF example's J1 starts twice (t=0 and t=3): it runs 0–1 making
+    // no progress (overhead 3 s not yet paid), is preempted, restarts at 3 and finishes at
+    // 3 + 3 + 5 = 11.
+    let (cluster, jobs) = three_jobs();
+    let mut policy = build(PolicyKind::Srtf, &PolicyConfig::default()).expect("builds");
+    let sim = SimConfig { overhead: OverheadModel::OnRestart, restart_overhead_s: 3.0, ..SimConfig::default() };
+    let out = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
+    // J2: starts at 1, finishes 1 + 3 + 2 = 6.
+    assert_eq!(out.records[2].finish_s, Some(6.0));
+    assert!(out.records[1].finish_s.expect("finished") >= 11.0);
+}
+
+#[test]
+fn a_job_larger_than_the_cluster_is_reported_unfinished_not_hung() {
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 4, 1.0), job(1, 0, 1, 1.0)];
+    for kind in [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Srtf, PolicyKind::Las] {
+        let out = run(kind, &cluster, &jobs, &PolicyConfig::default());
+        assert_eq!(out.records[0].outcome, arbiter_sim::JobOutcome::Unfinished, "{kind}");
+        assert_eq!(out.records[1].finish_s, Some(1.0), "{kind}");
+    }
+}

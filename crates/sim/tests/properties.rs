@@ -1,0 +1,116 @@
+//! Invariants over random workloads and clusters, for every policy.
+
+use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
+use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
+use arbiter_sim::{simulate, FailureConfig, JobOutcome, OverheadModel, SimConfig};
+use proptest::prelude::*;
+
+fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
+    (1u32..3, 1u32..4, 1u32..9).prop_flat_map(|(racks, nodes, gpus)| {
+        let cluster = Cluster::homogeneous(racks, nodes, gpus, 32, 256, "V100").expect("valid");
+        let max_gpus = racks * nodes * gpus + 1;
+        let jobs = proptest::collection::vec((0u64..2_000, 1u32..=max_gpus, 1u32..600_000), 1..40);
+        (Just(cluster), jobs)
+    })
+    .prop_map(|(cluster, raw)| {
+        let mut raw = raw;
+        raw.sort_by_key(|(submit, _, _)| *submit);
+        let jobs = raw
+            .into_iter()
+            .enumerate()
+            .map(|(i, (submit_s, gpus, run_ms))| {
+                let mut j = JobSpec::new(JobId(i as u32), SimTime::from_ms(submit_s * 1000), gpus, run_ms as f64 / 1000.0);
+                j.tenant = format!("t{}", i % 3);
+                j
+            })
+            .collect();
+        (cluster, jobs)
+    })
+}
+
+fn policy_config(strategy: PlacementStrategy) -> PolicyConfig {
+    PolicyConfig {
+        placement: strategy,
+        gittins_prior_gpu_s: vec![10.0, 60.0, 300.0, 3_600.0, 20_000.0],
+        ..PolicyConfig::default()
+    }
+}
+
+fn strategies() -> impl Strategy<Value = PlacementStrategy> {
+    prop_oneof![
+        Just(PlacementStrategy::Consolidated),
+        Just(PlacementStrategy::Spread),
+        Just(PlacementStrategy::Anywhere),
+        Just(PlacementStrategy::Relaxed { after_s: 30.0 }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
+
+    /// No decision over-allocates (the engine validates every decision and fails the run if one
+    /// does), every job that fits finishes, GPU-seconds of work are conserved, and a second run
+    /// gives identical records.
+    #[test]
+    fn every_policy_is_feasible_complete_conserving_and_deterministic(
+        (cluster, jobs) in workload(),
+        strategy in strategies(),
+        rounds in prop_oneof![Just(None), Just(Some(60.0))],
+    ) {
+        for kind in PolicyKind::ALL {
+            let config = policy_config(strategy);
+            let sim = SimConfig { overhead: OverheadModel::None, round_s: rounds, ..SimConfig::default() };
+            let mut policy = build(kind, &config).expect("builds");
+            let out = simulate(&cluster, &jobs, policy.as_mut(), &sim);
+            prop_assert!(out.is_ok(), "{kind}: {:?}", out.err());
+            let out = out.expect("checked");
+            let capacity = cluster.total_gpus();
+            for (spec, record) in jobs.iter().zip(&out.records) {
+                if spec.gpus <= capacity {
+                    prop_assert_eq!(record.outcome, JobOutcome::Completed, "{} job {}", kind, spec.id);
+                    // Each stint rounds its end up to the next millisecond.
+                    let stints = 1.0 + (record.preemptions + record.migrations) as f64;
+                    let slack = 0.001 * stints * spec.gpus as f64 + 1e-6;
+                    prop_assert!((record.gpu_s_allocated - spec.gpu_seconds()).abs() <= slack,
+                        "{} job {}: allocated {} GPU-s for {} of work", kind, spec.id, record.gpu_s_allocated, spec.gpu_seconds());
+                    prop_assert!(record.first_start_s.expect("started") >= record.submit_s);
+                } else {
+                    prop_assert_eq!(record.outcome, JobOutcome::Unfinished);
+                }
+            }
+            let mut again = build(kind, &config).expect("builds");
+            let second = simulate(&cluster, &jobs, again.as_mut(), &sim).expect("runs");
+            prop_assert_eq!(&out.records, &second.records);
+        }
+    }
+
+    /// With failures and restart overheads, runs stay feasible, every job ends (completed or
+    /// failed for good), and the same seed gives the same outcome.
+    #[test]
+    fn failures_and_overheads_keep_runs_feasible_and_reproducible(
+        (cluster, jobs) in workload(),
+        seed in 0u64..1_000,
+        overhead_s in 0.0f64..30.0,
+    ) {
+        let sim = SimConfig {
+            overhead: OverheadModel::OnRestart,
+            restart_overhead_s: overhead_s,
+            failures: Some(FailureConfig { probability_per_attempt: 0.3, max_retries: 2 }),
+            seed,
+            ..SimConfig::default()
+        };
+        for kind in [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las] {
+            let config = policy_config(PlacementStrategy::Consolidated);
+            let mut policy = build(kind, &config).expect("builds");
+            let out = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
+            for (spec, record) in jobs.iter().zip(&out.records) {
+                if spec.gpus <= cluster.total_gpus() {
+                    prop_assert!(matches!(record.outcome, JobOutcome::Completed | JobOutcome::Failed));
+                    prop_assert!(record.failures <= 3);
+                }
+            }
+            let mut again = build(kind, &config).expect("builds");
+            prop_assert_eq!(&out.records, &simulate(&cluster, &jobs, again.as_mut(), &sim).expect("runs").records);
+        }
+    }
+}
