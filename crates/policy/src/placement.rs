@@ -272,23 +272,23 @@ mod tests {
         let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
         assert_eq!(p.place(&job(3), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(0), 3)));
         assert_eq!(p.place(&job(2), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(1), 2)));
-        // 1 + 2 + 4 GPUs free, but no node has 4 free and no two nodes are wholly free.
-        assert_eq!(p.place(&job(6), SimTime::ZERO, SimTime::ZERO), Err(PendingReason::Fragmented));
-        let big = p.place(&job(5), SimTime::ZERO, SimTime::ZERO);
-        assert_eq!(big, Err(PendingReason::Fragmented));
-        assert_eq!(p.place(&job(4), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(2), 4)));
-        assert_eq!(p.free_total(), 3);
+        // Free now: 1, 2, 4. Seven GPUs need one whole node plus a node with 3 free: none.
+        assert_eq!(p.place(&job(7), SimTime::ZERO, SimTime::ZERO), Err(PendingReason::Fragmented));
+        assert_eq!(p.place(&job(8), SimTime::ZERO, SimTime::ZERO), Err(PendingReason::InsufficientGpus));
+        let six = p.place(&job(6), SimTime::ZERO, SimTime::ZERO).expect("whole node 2 plus node 1");
+        assert_eq!(six.slots.as_slice(), &[(NodeId(2), 4), (NodeId(1), 2)]);
+        assert_eq!(p.free_total(), 1);
     }
 
     #[test]
     fn relaxed_placement_accepts_spread_after_the_wait() {
         let c = Cluster::homogeneous(1, 2, 4, 32, 64, "V100").expect("valid");
         let mut p = Placer::new(&c, PlacementStrategy::Relaxed { after_s: 60.0 });
-        p.place(&job(2), SimTime::ZERO, SimTime::ZERO).expect("fits");
-        p.place(&job(2), SimTime::ZERO, SimTime::ZERO).expect("fits");
-        // 2 + 2 free on two nodes: a 4-GPU job must wait for locality, then takes both halves.
-        assert_eq!(p.place(&job(4), SimTime::ZERO, SimTime::from_ms(59_000)), Err(PendingReason::Fragmented));
-        let spread = p.place(&job(4), SimTime::ZERO, SimTime::from_ms(60_000)).expect("relaxed");
+        p.place(&job(3), SimTime::ZERO, SimTime::ZERO).expect("fits");
+        p.place(&job(3), SimTime::ZERO, SimTime::ZERO).expect("fits");
+        // 1 + 1 free on two nodes: a 2-GPU job waits for locality, then takes both halves.
+        assert_eq!(p.place(&job(2), SimTime::ZERO, SimTime::from_ms(59_000)), Err(PendingReason::Fragmented));
+        let spread = p.place(&job(2), SimTime::ZERO, SimTime::from_ms(60_000)).expect("relaxed");
         assert_eq!(spread.node_count(), 2);
         assert_eq!(p.free_total(), 0);
     }

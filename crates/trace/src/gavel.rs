@@ -7,8 +7,9 @@
 //!   needs_data_dir, total_steps, arrival_time, scale_factor`.
 //!
 //! A job's work is given in steps; its run time is `total_steps / throughput`, with the throughput
-//! of its job type and scale factor on one V100 (solo) from `simulation_throughputs.json` — the
-//! same reference Gavel's generator uses to turn durations into steps.
+//! of its job type and scale factor on V100s (solo) from `simulation_throughputs.json` — the
+//! same reference Gavel's generator uses to turn durations into steps. A scale factor the table
+//! does not list for a type (multi-GPU Recommendation jobs) uses the largest listed one below it.
 
 use crate::{Trace, TraceError};
 use arbiter_model::{JobId, JobSpec, SimTime};
@@ -127,7 +128,10 @@ pub fn read(path: &Path, table: Option<&Path>) -> Result<Trace, TraceError> {
         if scale == 0 {
             return Err(err("scale_factor", "must be >= 1".into()));
         }
-        let tput = throughputs.solo("v100", job_type, scale).filter(|t| *t > 0.0).ok_or_else(|| {
+        // Some types (Recommendation) are only measured on one GPU although traces ask for more:
+        // they are taken not to scale, i.e. the largest measured scale factor below is used.
+        let measured = [scale, 8, 4, 2, 1].into_iter().filter(|s| *s <= scale).find_map(|s| throughputs.solo("v100", job_type, s));
+        let tput = measured.filter(|t| *t > 0.0).ok_or_else(|| {
             err("job_type", format!("`{job_type}` at scale factor {scale} has no V100 throughput in {}", table_path.display()))
         })?;
         let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(arrival), scale, steps / tput);

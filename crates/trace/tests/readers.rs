@@ -1,0 +1,162 @@
+//! Readers on the real files (bundled in `data/`, or in `../shared/traces` where present) and on
+//! malformed input.
+
+use arbiter_trace::{native, read, ReadOptions, TraceError, TraceFormat};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+}
+
+/// A file under `../shared/traces`, or `None` (and a note) when that folder is absent.
+fn shared(path: &str) -> Option<PathBuf> {
+    let p = repo("../shared/traces").join(path);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} not present (needs the shared traces folder)", p.display());
+        None
+    }
+}
+
+fn write_temp(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    let mut f = std::fs::File::create(&path).expect("create");
+    f.write_all(content.as_bytes()).expect("write");
+    (dir, path)
+}
+
+fn error_text(path: &Path, format: TraceFormat) -> String {
+    match read(path, format, &ReadOptions::default()) {
+        Ok(t) => panic!("expected an error, read {} jobs", t.jobs.len()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn philly_csv_has_every_job_with_its_virtual_cluster() {
+    let trace = read(&repo("data/philly/philly.csv"), TraceFormat::Philly, &ReadOptions::default()).expect("reads");
+    assert_eq!(trace.jobs.len(), 82_247);
+    assert_eq!(trace.tenants().len(), 15);
+    let single = trace.jobs.iter().filter(|j| j.gpus == 1).count();
+    assert_eq!(single, 76_627);
+    assert_eq!(trace.jobs.iter().filter(|j| j.tenant == "6214e9").count(), 41_226);
+    assert_eq!(trace.jobs[0].submit.as_ms(), 0);
+    // 2017-09-04 10:30:41 is the first submission.
+    assert_eq!(trace.origin_unix_s, arbiter_trace::philly::parse_timestamp("2017-09-04 10:30:41"));
+    assert!(trace.jobs.windows(2).all(|w| w[0].submit <= w[1].submit));
+}
+
+#[test]
+fn muri_times_are_milliseconds_and_work_is_iterations_times_iteration_time() {
+    let options = ReadOptions { iteration_time_factor: Some(1.015), ..ReadOptions::default() };
+    let trace = read(&repo("data/muri/trace1.csv"), TraceFormat::Muri, &options).expect("reads");
+    assert_eq!(trace.jobs.len(), 1_494);
+    let j0 = &trace.jobs[0];
+    assert_eq!(j0.trace_id, "0");
+    assert!((j0.run_time_s - 5_853_661.0 * 490.0 * 1.015 / 1000.0).abs() < 1e-6);
+    assert_eq!(j0.restart_overhead.map(|d| d.as_ms()), Some(5_000)); // dqn on 1 GPU: 5 s
+    let j1 = trace.jobs.iter().find(|j| j.trace_id == "1").expect("job 1");
+    assert_eq!(j1.submit.as_ms(), 201_694_000);
+    assert_eq!(j1.gpus, 8);
+}
+
+#[test]
+fn tiresias_sample_trace_reads() {
+    let trace = read(&repo("data/tiresias/60_job.csv"), TraceFormat::Tiresias, &ReadOptions::default()).expect("reads");
+    assert_eq!(trace.jobs.len(), 60);
+    assert_eq!(trace.jobs[0].run_time_s, 164.0);
+    assert_eq!(trace.jobs[1].submit.as_ms(), 30_000);
+    assert_eq!(trace.jobs.iter().filter(|j| j.gpus == 8).count(), 10);
+}
+
+#[test]
+fn gavel_traces_read_in_both_row_forms() {
+    let Some(vc) = shared("gavel/scheduler/traces/msr/seed=0/6214e9.trace") else { return };
+    let table = repo("data/gavel/simulation_throughputs.json");
+    let trace = arbiter_trace::gavel::read(&vc, Some(&table)).expect("7-column form reads");
+    let sizes = |g| trace.jobs.iter().filter(|j| j.gpus == g).count();
+    assert_eq!((sizes(1), sizes(2), sizes(4), sizes(8)), (1_928, 27, 32, 13));
+    let Some(physical) = shared("gavel/scheduler/traces/physical_cluster/small_test.trace") else { return };
+    let trace = arbiter_trace::gavel::read(&physical, Some(&table)).expect("10-column form reads");
+    assert!(!trace.jobs.is_empty());
+    assert_eq!(trace.jobs[0].model.as_deref(), Some("Transformer (batch size 128)"));
+}
+
+#[test]
+fn pollux_workloads_get_run_times_from_profiles() {
+    let Some(workload) = shared("pollux/simulator/workloads/workload-1.csv") else { return };
+    let trace = read(&workload, TraceFormat::Pollux, &ReadOptions::default()).expect("reads");
+    assert_eq!(trace.jobs.len(), 160);
+    assert!(trace.jobs.iter().all(|j| j.run_time_s > 0.0 && j.run_time_s.is_finite()));
+    // ImageNet trains far longer than CIFAR-10.
+    let mean = |app: &str| {
+        let v: Vec<f64> = trace.jobs.iter().filter(|j| j.model.as_deref() == Some(app)).map(|j| j.run_time_s).collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    assert!(mean("imagenet") > 10.0 * mean("cifar10"));
+}
+
+#[test]
+fn native_format_round_trips() {
+    let options = ReadOptions { iteration_time_factor: Some(1.015), ..ReadOptions::default() };
+    let original = read(&repo("data/muri/trace3.csv"), TraceFormat::Muri, &options).expect("reads");
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("native.csv");
+    native::write(std::fs::File::create(&path).expect("create"), &original.jobs).expect("writes");
+    let back = read(&path, TraceFormat::Native, &ReadOptions::default()).expect("reads back");
+    assert_eq!(back.jobs, original.jobs);
+}
+
+#[test]
+fn malformed_philly_rows_name_file_line_and_field() {
+    let (_d, p) = write_temp("bad.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,vc\n2017-13-09 07:01:55,66.0,1,66.0,vc\n");
+    let e = error_text(&p, TraceFormat::Philly);
+    assert!(e.ends_with("bad.csv:3: timestamp: `2017-13-09 07:01:55` is not `YYYY-MM-DD HH:MM:SS`"), "{e}");
+    let (_d, p) = write_temp("bad.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,0,66.0,vc\n");
+    assert!(error_text(&p, TraceFormat::Philly).contains("bad.csv:2: num_gpus: `0` must be a whole number of GPUs >= 1"));
+    let (_d, p) = write_temp("bad.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,-5,1,66.0,vc\n");
+    assert!(error_text(&p, TraceFormat::Philly).contains("bad.csv:2: duration: `-5` must be a finite number >= 0"));
+    let (_d, p) = write_temp("bad.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,abc,1,66.0,vc\n");
+    assert!(error_text(&p, TraceFormat::Philly).contains("bad.csv:2: duration: `abc`"));
+}
+
+#[test]
+fn missing_columns_and_short_rows_are_reported() {
+    let (_d, p) = write_temp("m.csv", "job_id,num_gpu,submit_time,iterations,model_name\n0,1,0,10,dqn\n");
+    let e = error_text(&p, TraceFormat::Muri);
+    assert!(e.contains("m.csv: missing column `iteration_time`"), "{e}");
+    let (_d, p) = write_temp("t.csv", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0\n");
+    let e = error_text(&p, TraceFormat::Tiresias);
+    assert!(e.contains("t.csv:2: duration: missing value"), "{e}");
+    let e = match read(Path::new("/nonexistent/x.csv"), TraceFormat::Native, &ReadOptions::default()) {
+        Err(TraceError::Io { path, .. }) => path.display().to_string(),
+        other => panic!("expected an I/O error, got {other:?}"),
+    };
+    assert_eq!(e, "/nonexistent/x.csv");
+}
+
+#[test]
+fn malformed_gavel_rows_are_reported() {
+    let table = repo("data/gavel/simulation_throughputs.json");
+    let (_d, p) = write_temp("g.trace", "ResNet-18 (batch size 16)\tcmd\t--n\t1\t100\t0.0\n");
+    let e = arbiter_trace::gavel::read(&p, Some(&table)).expect_err("6 fields").to_string();
+    assert!(e.contains("g.trace:1: row: expected 7 or 10 tab-separated fields, found 6"), "{e}");
+    let (_d, p) = write_temp("g.trace", "No Such Model\tcmd\t--n\t1\t100\t0.0\t1\n");
+    let e = arbiter_trace::gavel::read(&p, Some(&table)).expect_err("unknown type").to_string();
+    assert!(e.contains("g.trace:1: job_type: `No Such Model` at scale factor 1 has no V100 throughput"), "{e}");
+    let (_d, p) = write_temp("g.trace", "ResNet-18 (batch size 16)\tcmd\t--n\t1\tmany\t0.0\t1\n");
+    let e = arbiter_trace::gavel::read(&p, Some(&table)).expect_err("bad steps").to_string();
+    assert!(e.contains("g.trace:1: total_steps: `many`"), "{e}");
+}
+
+#[test]
+fn native_rejects_bad_values() {
+    let header = native::COLUMNS.join(",");
+    let (_d, p) = write_temp("n.csv", &format!("{header}\nj1,t,,,,0,2,,-1,,,\n"));
+    assert!(error_text(&p, TraceFormat::Native).contains("n.csv:2: run_time_s: `-1` must be a finite number >= 0"));
+    let (_d, p) = write_temp("n.csv", &format!("{header}\nj1,t,,,,0,2,,10,,high,\n"));
+    assert!(error_text(&p, TraceFormat::Native).contains("n.csv:2: priority: `high`"));
+}
