@@ -290,9 +290,60 @@ pub struct ResultRow {
     pub events: u64,
     /// Wall-clock seconds this simulation took (reporting only; never fed to a policy).
     pub wall_s: f64,
+    /// GPUs simulated (the sum over tenants for an aggregate row).
+    pub capacity_gpus: u32,
     /// Per-job records (not serialized in the summary).
     #[serde(skip)]
     pub records: Vec<JobRecord>,
+}
+
+impl ResultRow {
+    fn from_summary(trace: String, policy: PolicyKind, tenant: String, seed: u64, summary: &Summary) -> Self {
+        ResultRow {
+            trace,
+            policy,
+            tenant,
+            seed,
+            jobs: summary.jobs,
+            avg_jct_s: summary.avg_jct_s,
+            p50_jct_s: summary.p50_jct_s,
+            p95_jct_s: summary.p95_jct_s,
+            p99_jct_s: summary.p99_jct_s,
+            avg_queue_s: summary.avg_queue_s,
+            makespan_s: summary.makespan_s,
+            gpu_utilization: summary.gpu_utilization,
+            preemptions_per_job: summary.preemptions_per_job,
+            unfinished: summary.unfinished,
+            failed: summary.failed,
+            events: 0,
+            wall_s: 0.0,
+            capacity_gpus: 0,
+            records: Vec::new(),
+        }
+    }
+}
+
+/// Adds, after each (trace, policy, seed) group of per-tenant rows, a row for tenant `all`
+/// computed over the union of their jobs (as Helios reports its "all" row). Utilization is over
+/// the summed capacity.
+fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
+    let mut keys: Vec<(String, PolicyKind, u64)> = rows.iter().map(|r| (r.trace.clone(), r.policy, r.seed)).collect();
+    keys.sort();
+    keys.dedup();
+    let mut out = rows.clone();
+    for (trace, policy, seed) in keys {
+        let group: Vec<&ResultRow> = rows.iter().filter(|r| r.trace == trace && r.policy == policy && r.seed == seed).collect();
+        let records: Vec<JobRecord> = group.iter().flat_map(|r| r.records.iter().cloned()).collect();
+        let capacity: u32 = group.iter().map(|r| r.capacity_gpus).sum();
+        // Allocation over the union: utilization of the summed clusters over the common span.
+        let summary = Summary::compute(&records, window, capacity);
+        let mut row = ResultRow::from_summary(trace, policy, "all".into(), seed, &summary);
+        row.events = group.iter().map(|r| r.events).sum();
+        row.wall_s = group.iter().map(|r| r.wall_s).sum();
+        row.capacity_gpus = capacity;
+        out.push(row);
+    }
+    out
 }
 
 impl ResultRow {
@@ -556,7 +607,7 @@ impl Scenario {
         }
         let total = tasks.len();
         let done = std::sync::atomic::AtomicUsize::new(0);
-        tasks
+        let rows: Vec<ResultRow> = tasks
             .par_iter()
             .map(|task| {
                 let sim_err = |source| ScenarioError::Sim {
@@ -576,28 +627,12 @@ impl Scenario {
                 let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
                 let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 progress(finished, total);
-                Ok(ResultRow {
-                    trace: task.trace.clone(),
-                    policy: task.policy,
-                    tenant: task.tenant.clone(),
-                    seed: task.seed,
-                    jobs: summary.jobs,
-                    avg_jct_s: summary.avg_jct_s,
-                    p50_jct_s: summary.p50_jct_s,
-                    p95_jct_s: summary.p95_jct_s,
-                    p99_jct_s: summary.p99_jct_s,
-                    avg_queue_s: summary.avg_queue_s,
-                    makespan_s: summary.makespan_s,
-                    gpu_utilization: summary.gpu_utilization,
-                    preemptions_per_job: summary.preemptions_per_job,
-                    unfinished: summary.unfinished,
-                    failed: summary.failed,
-                    events: output.stats.events,
-                    wall_s,
-                    records: output.records,
-                })
+                let mut row = ResultRow::from_summary(task.trace.clone(), task.policy, task.tenant.clone(), task.seed, &summary);
+                row.events = output.stats.events;
+                Ok(ResultRow { wall_s, capacity_gpus: output.capacity_gpus, records: output.records, ..row })
             })
-            .collect()
+            .collect::<Result<_, ScenarioError>>()?;
+        Ok(if self.cluster.per_tenant_nodes.is_some() { with_aggregates(rows, self.window) } else { rows })
     }
 
     /// Published numbers next to ours (averaged over seeds).

@@ -105,12 +105,14 @@ impl Trace {
         Trace { jobs, origin_unix_s: origin }
     }
 
-    /// Keeps the jobs for which `keep` is true and renumbers (time is re-based to the first kept
-    /// job's submission).
+    /// Keeps the jobs for which `keep` is true and renumbers them densely. Times are kept as they
+    /// are, so tenants split out of one trace stay on one time axis.
     pub fn filter(self, mut keep: impl FnMut(&JobSpec) -> bool) -> Self {
-        let origin = self.origin_unix_s;
-        let jobs = self.jobs.into_iter().filter(|j| keep(j)).collect();
-        Trace::from_jobs(jobs, origin)
+        let mut jobs: Vec<JobSpec> = self.jobs.into_iter().filter(|j| keep(j)).collect();
+        for (i, job) in jobs.iter_mut().enumerate() {
+            job.id = JobId(i as u32);
+        }
+        Trace { jobs, origin_unix_s: self.origin_unix_s }
     }
 
     /// Unix time (seconds) of a job's submission, if the trace has an origin.
