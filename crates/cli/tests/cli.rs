@@ -1,0 +1,129 @@
+//! End-to-end tests of the `arbiter` binary: the scenarios on subsets, conversions, and errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn arbiter(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_arbiter")).args(args).current_dir(repo()).output().expect("binary runs")
+}
+
+fn ok_stdout(args: &[&str]) -> String {
+    let out = arbiter(args);
+    assert!(out.status.success(), "arbiter {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok_stdout(args)).expect("valid JSON")
+}
+
+const TRACE3_ONLY: &str = r#"trace=[{name="trace3",format="muri",path="../data/muri/trace3.csv",iteration_time_factor=1.015}]"#;
+
+#[test]
+fn muri_scenario_reproduces_trace3_srtf_and_srsf_within_five_percent() {
+    let v = json(&["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf","srsf"]"#]);
+    assert_eq!(v["scenario"], "muri-traces");
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    for key in ["trace", "policy", "tenant", "seed", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "gpu_utilization", "wall_s"] {
+        assert!(results[0].get(key).is_some(), "missing {key}");
+    }
+    let published = v["published"].as_array().expect("published");
+    let trace3: Vec<_> = published.iter().filter(|c| c["trace"] == "trace3").collect();
+    assert_eq!(trace3.len(), 3);
+    for c in trace3 {
+        let diff = c["relative_diff"].as_f64().expect("ran");
+        assert!(diff.abs() <= 0.05, "{c}");
+    }
+}
+
+#[test]
+fn helios_scenario_runs_per_vc_with_an_aggregate_row() {
+    let v = json(&[
+        "run", "scenarios/helios-philly.toml", "--json",
+        "--set", "trace.0.submit_until=2017-10-04",
+        "--set", r#"policies=["fifo","qssf"]"#,
+    ]);
+    let results = v["results"].as_array().expect("results");
+    let tenants: std::collections::BTreeSet<&str> = results.iter().filter_map(|r| r["tenant"].as_str()).collect();
+    assert!(tenants.contains("all") && tenants.contains("6214e9") && tenants.contains("11cb48"), "{tenants:?}");
+    let all_fifo = results.iter().find(|r| r["tenant"] == "all" && r["policy"] == "fifo").expect("aggregate");
+    let per_vc: u64 = results.iter().filter(|r| r["tenant"] != "all" && r["policy"] == "fifo").map(|r| r["jobs"].as_u64().expect("n")).sum();
+    assert_eq!(all_fifo["jobs"].as_u64(), Some(per_vc));
+    assert!(per_vc > 1000);
+}
+
+#[test]
+fn same_scenario_twice_gives_identical_results() {
+    let args = ["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", r#"policies=["las","fifo"]"#];
+    let strip = |mut v: serde_json::Value| {
+        for r in v["results"].as_array_mut().expect("results") {
+            r["wall_s"] = serde_json::Value::Null;
+        }
+        v
+    };
+    assert_eq!(strip(json(&args)), strip(json(&args)));
+}
+
+#[test]
+fn table_output_shows_published_numbers_beside_ours() {
+    let out = ok_stdout(&["run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf"]"#]);
+    assert!(out.contains("published numbers vs ours"), "{out}");
+    assert!(out.contains("193,082"), "{out}");
+}
+
+#[test]
+fn simulate_and_convert_work_from_flags() {
+    let dir = tempfile::tempdir().expect("dir");
+    let native = dir.path().join("t.csv");
+    let native = native.to_str().expect("utf-8 path");
+    ok_stdout(&["trace", "convert", "data/tiresias/60_job.csv", native, "--format", "tiresias"]);
+    let stats = ok_stdout(&["trace", "stats", native, "--format", "native"]);
+    assert!(stats.contains("jobs: 60"), "{stats}");
+    let summary = json(&["simulate", "--trace", native, "--policy", "srtf", "--cluster", "4x4", "--json"]);
+    assert_eq!(summary["jobs"].as_u64(), Some(60));
+    let prior = repo().join("data/tiresias/yarn-gput1000.csv");
+    let summary = json(&["simulate", "--trace", native, "--policy", "gittins", "--cluster", "4x4", "--json", "--gittins-prior", prior.to_str().expect("utf-8")]);
+    assert_eq!(summary["jobs"].as_u64(), Some(60));
+}
+
+#[test]
+fn policies_lists_every_policy() {
+    let out = ok_stdout(&["policies"]);
+    for name in ["fifo", "fifo-backfill", "sjf", "srtf", "srsf", "las", "gittins", "qssf"] {
+        assert!(out.lines().any(|l| l.starts_with(name)), "{name} missing in {out}");
+    }
+}
+
+#[test]
+fn bad_input_gives_clear_errors_and_a_failing_exit_code() {
+    let out = arbiter(&["run", "scenarios/nope.toml"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scenarios/nope.toml"));
+
+    let out = arbiter(&["run", "scenarios/muri-traces.toml", "--set", "policies=[\"warp-drive\"]"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warp-drive"), "{err}");
+
+    let out = arbiter(&["run", "scenarios/muri-traces.toml", "--set", "placement.strategy=diagonal"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("placement.strategy `diagonal`"));
+
+    let out = arbiter(&["run", "scenarios/muri-traces.toml", "--set", "nonsense"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected key=value"));
+
+    let dir = tempfile::tempdir().expect("dir");
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,two,66.0,vc\n").expect("write");
+    let out = arbiter(&["simulate", "--trace", bad.to_str().expect("utf-8"), "--format", "philly"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.csv:2: num_gpus: `two`"), "{err}");
+
+    let out = arbiter(&["simulate", "--trace", bad.to_str().expect("utf-8"), "--format", "yaml"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown trace format `yaml`"));
+}
