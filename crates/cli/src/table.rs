@@ -51,7 +51,7 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
 pub fn comparison_table(rows: &[Comparison]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "published numbers vs ours (mean over seeds)");
-    let _ = writeln!(s, "{:<12} {:<8} {:<8} {:<12} {:>14} {:>14} {:>8}  {}", "trace", "policy", "tenant", "metric", "published", "ours", "diff", "source");
+    let _ = writeln!(s, "{:<12} {:<8} {:<8} {:<12} {:>14} {:>14} {:>8}  source", "trace", "policy", "tenant", "metric", "published", "ours", "diff");
     for c in rows {
         let ours = c.ours.map(secs).unwrap_or_else(|| "-".into());
         let diff = c.relative_diff.map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_else(|| "-".into());

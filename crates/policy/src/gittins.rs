@@ -85,7 +85,7 @@ impl Gittins {
         default_delta_gpu_s: f64,
         options: GreedyOptions,
     ) -> Result<Self, PolicyError> {
-        if !(default_delta_gpu_s > 0.0) {
+        if default_delta_gpu_s.is_nan() || default_delta_gpu_s <= 0.0 {
             return Err(PolicyError::Config("the Gittins quantum must be > 0".into()));
         }
         Ok(Gittins {

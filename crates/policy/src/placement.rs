@@ -5,12 +5,13 @@ use arbiter_model::{Cluster, GpuTypeId, JobSpec, NodeId, PendingReason, Placemen
 use serde::{Deserialize, Serialize};
 
 /// How a gang of GPUs is laid out on nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum PlacementStrategy {
     /// Fewest nodes, in one rack (YARN-CS / Tiresias' `yarn` scheme): a job that fits on a node
     /// takes the first node with enough free GPUs; a larger job takes whole free nodes plus one
     /// node for the remainder. All or nothing.
+    #[default]
     Consolidated,
     /// As many nodes as possible: one GPU at a time to the node with the most free GPUs.
     Spread,
@@ -22,12 +23,6 @@ pub enum PlacementStrategy {
     },
     /// Only counts GPUs: any free GPUs anywhere (fullest-free nodes first). Muri's `count` scheme.
     Anywhere,
-}
-
-impl Default for PlacementStrategy {
-    fn default() -> Self {
-        PlacementStrategy::Consolidated
-    }
 }
 
 /// Free GPUs while a decision is being built.
@@ -188,10 +183,10 @@ impl<'a> Placer<'a> {
                 let in_group = |i: usize| (rack == racks || nodes[i].rack.index() == rack) && nodes[i].gpu_type == t;
                 let mut placement = Placement::default();
                 let mut left = gpus;
-                for i in 0..nodes.len() {
-                    if left >= nodes[i].gpus && in_group(i) && self.free[i] == nodes[i].gpus && nodes[i].gpus > 0 {
-                        placement.slots.push((NodeId(i as u32), nodes[i].gpus));
-                        left -= nodes[i].gpus;
+                for (i, node) in nodes.iter().enumerate() {
+                    if left >= node.gpus && in_group(i) && self.free[i] == node.gpus && node.gpus > 0 {
+                        placement.slots.push((NodeId(i as u32), node.gpus));
+                        left -= node.gpus;
                     }
                 }
                 if left > 0 {

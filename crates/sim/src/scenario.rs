@@ -20,7 +20,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum ScenarioError {
     /// File could not be read.
-    #[error("{path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -530,7 +530,7 @@ impl Scenario {
                     let t = origin + (j.submit.as_ms() / 1000) as i64;
                     from.is_none_or(|f| t >= f)
                         && until.is_none_or(|u| t < u)
-                        && spec.tenants.as_ref().is_none_or(|ts| ts.iter().any(|x| *x == j.tenant))
+                        && spec.tenants.as_ref().is_none_or(|ts| ts.contains(&j.tenant))
                 });
             }
             if let Some(max) = spec.max_jobs {
