@@ -119,8 +119,9 @@ impl Policy for Gittins {
             (queue, std::cmp::Reverse(order_key(index)), job.submit)
         });
         // Indices change as running jobs attain service: look again after the smallest quantum
-        // any running job can consume.
-        decision.wake_at = view
+        // any running job can consume — if some job is waiting to profit from a change.
+        let anyone_waiting = view.jobs.iter().any(|j| !j.is_running());
+        decision.wake_at = if !anyone_waiting { None } else { view
             .jobs
             .iter()
             .filter(|j| j.is_running())
@@ -128,7 +129,7 @@ impl Policy for Gittins {
                 let (_, delta) = self.queue_and_delta(j.attained_gpu_s_at(now));
                 now + SimDuration::from_secs_f64_ceil(delta.min(self.default_delta_gpu_s) / j.gpus as f64)
             })
-            .min();
+            .min() };
         Ok(decision)
     }
 }

@@ -42,7 +42,8 @@ pub fn schedule_in_order<K: Ord + Copy>(
 ) -> Decision {
     let mut placer = Placer::new(view.cluster, options.strategy);
     let mut decision = Decision::default();
-    let mut heap: Vec<Reverse<(K, u32, u32)>> = Vec::with_capacity(view.jobs.len());
+    let mut candidates: Vec<(K, u32, u32)> = Vec::with_capacity(view.jobs.len());
+    let mut demand: u64 = 0;
     for (index, job) in view.jobs.iter().enumerate() {
         if !options.preemptive {
             if let Some(placement) = job.placement() {
@@ -53,7 +54,8 @@ pub fn schedule_in_order<K: Ord + Copy>(
                 continue;
             }
         }
-        heap.push(Reverse((key(job), job.id.0, index as u32)));
+        demand += u64::from(job.gpus);
+        candidates.push((key(job), job.id.0, index as u32));
     }
     // In preemptive mode with kept placements, GPUs held by running jobs are claimed by them: a
     // newcomer is placed on unclaimed GPUs when it can be, so that ranking a new job above a
@@ -67,8 +69,8 @@ pub fn schedule_in_order<K: Ord + Copy>(
         }
         p
     });
-    let mut heap = BinaryHeap::from(heap);
-    while let Some(Reverse((_, _, index))) = heap.pop() {
+    let mut order = Order::new(candidates, demand <= 2 * u64::from(placer.free_total()));
+    while let Some(index) = order.next() {
         if placer.free_total() == 0 {
             break;
         }
@@ -104,4 +106,31 @@ pub fn schedule_in_order<K: Ord + Copy>(
         }
     }
     decision
+}
+
+/// Candidates in increasing key order. When the scan is likely to visit most candidates (their
+/// demand is within twice the free GPUs) one sort is cheapest; otherwise a heap yields only the
+/// few that fit before the cluster is full.
+enum Order<K: Ord> {
+    Sorted(std::vec::IntoIter<(K, u32, u32)>),
+    Heap(BinaryHeap<Reverse<(K, u32, u32)>>),
+}
+
+impl<K: Ord> Order<K> {
+    fn new(mut candidates: Vec<(K, u32, u32)>, visit_most: bool) -> Self {
+        if visit_most {
+            candidates.sort_unstable();
+            Order::Sorted(candidates.into_iter())
+        } else {
+            Order::Heap(BinaryHeap::from(candidates.into_iter().map(Reverse).collect::<Vec<_>>()))
+        }
+    }
+
+    /// Index (into the view's jobs) of the next candidate.
+    fn next(&mut self) -> Option<u32> {
+        match self {
+            Order::Sorted(it) => it.next().map(|(_, _, index)| index),
+            Order::Heap(heap) => heap.pop().map(|Reverse((_, _, index))| index),
+        }
+    }
 }

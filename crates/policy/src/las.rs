@@ -89,12 +89,19 @@ impl Las {
                 self.slots[i] = QueueSlot { queue: 0, entered: job.submit, executed_offset_s: 0.0, known: true };
             }
             let mut slot = self.slots[i];
-            // Demotion: as many queues as the attained service has crossed.
-            while slot.queue < last_queue
-                && self.attained_for_queueing(job, &slot, now) >= self.config.queue_limits_gpu_s[slot.queue]
-            {
+            // Demotion: as many queues as the attained service has crossed. The job entered its
+            // new queue when it crossed the limit, which may be before `now` if no scheduling
+            // point fell on the crossing.
+            while slot.queue < last_queue {
+                let limit = self.config.queue_limits_gpu_s[slot.queue];
+                let attained = self.attained_for_queueing(job, &slot, now);
+                if attained < limit {
+                    break;
+                }
+                let since_crossing = SimDuration::from_secs_f64((attained - limit) / job.gpus as f64);
+                let crossed_at = SimTime(now.as_ms().saturating_sub(since_crossing.as_ms()));
                 slot.queue += 1;
-                slot.entered = now;
+                slot.entered = crossed_at.max(slot.entered).max(job.accounted_at.min(now));
             }
             if job.is_running() {
                 if slot.queue < last_queue {
@@ -124,6 +131,10 @@ impl Policy for Las {
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
         let wake_at = self.update_queues(view, now);
+        // Queue changes only matter when some job waits: without one, the next arrival is the
+        // next chance for anything to change, and it triggers a scheduling point anyway.
+        let anyone_waiting = view.jobs.iter().any(|j| !j.is_running());
+        let wake_at = wake_at.filter(|_| anyone_waiting);
         let slots = &self.slots;
         let mut decision = schedule_in_order(view, now, self.options, |job| {
             let slot = &slots[job.id.index()];
