@@ -222,10 +222,14 @@ fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<
     } else {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let rows = scenario.run(&|done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    })?;
+    let origin = std::time::Instant::now();
+    let rows = scenario.run(
+        &|done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
+        &|| origin.elapsed().as_secs_f64(),
+    )?;
     bar.finish_and_clear();
     if let Some(dir) = jobs_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -353,6 +353,11 @@ impl Engine<'_> {
 
     fn apply(&mut self, decision: &Decision, now: SimTime) {
         let stamp = self.stats.scheduling_points;
+        for &(job, reason) in &decision.pending {
+            if let Some(record) = self.records.get_mut(job.index()) {
+                record.last_wait_reason = Some(reason);
+            }
+        }
         // Stop first (preemptions and the old side of migrations), then start, so that GPUs
         // handed from one job to another are free when taken.
         let mut moves: Vec<(JobId, &Placement)> = Vec::new();

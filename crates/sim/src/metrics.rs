@@ -3,7 +3,7 @@
 //! Percentiles are exact over the sorted values with linear interpolation between closest ranks
 //! (numpy's default), so goldens are deterministic.
 
-use arbiter_model::JobSpec;
+use arbiter_model::{JobSpec, PendingReason};
 use serde::{Deserialize, Serialize};
 
 /// How a job ended.
@@ -49,6 +49,8 @@ pub struct JobRecord {
     pub failures: u32,
     /// How it ended.
     pub outcome: JobOutcome,
+    /// The last reason the policy gave for not placing it (best effort; `None` if never given).
+    pub last_wait_reason: Option<PendingReason>,
 }
 
 impl JobRecord {
@@ -69,6 +71,7 @@ impl JobRecord {
             migrations: 0,
             failures: 0,
             outcome: JobOutcome::Unfinished,
+            last_wait_reason: None,
         }
     }
 
@@ -175,12 +178,18 @@ impl Summary {
     }
 }
 
+/// The serde (kebab-case) name of a unit enum variant.
+fn kebab<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
 /// Writes per-job records as CSV.
 pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
         "run_time_s", "executed_s", "gpu_s_allocated", "preemptions", "migrations", "failures", "outcome",
+        "last_wait_reason",
     ])?;
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
     for r in records {
@@ -200,7 +209,8 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
             r.preemptions.to_string(),
             r.migrations.to_string(),
             r.failures.to_string(),
-            serde_json::to_value(r.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+            kebab(&r.outcome),
+            r.last_wait_reason.as_ref().map(kebab).unwrap_or_default(),
         ])?;
     }
     w.flush()?;

@@ -110,6 +110,9 @@ pub struct ClusterSpec {
     pub memory_gib_per_node: u32,
     /// GPU type name.
     pub gpu_type: String,
+    /// A Tiresias/Muri cluster-spec CSV (`num_switch,num_node_p_switch,num_gpu_p_node,
+    /// num_cpu_p_node,mem_p_node`); replaces the sizes above.
+    pub spec_file: Option<PathBuf>,
     /// A CSV with columns `vc,node num` (Helios' `philly_vc.csv`): simulate each listed tenant
     /// alone on that many nodes (in one rack), with the per-node sizes above. Tenants of the trace
     /// not listed are skipped.
@@ -125,6 +128,7 @@ impl Default for ClusterSpec {
             cpus_per_node: 64,
             memory_gib_per_node: 512,
             gpu_type: "V100".into(),
+            spec_file: None,
             per_tenant_nodes: None,
         }
     }
@@ -554,6 +558,12 @@ impl Scenario {
             Cluster::homogeneous(racks, nodes, c.gpus_per_node, c.cpus_per_node, c.memory_gib_per_node, &c.gpu_type)
                 .map_err(|e| self.invalid(format!("cluster: {e}")))
         };
+        if let (Some(_), Some(_)) = (&c.spec_file, &c.per_tenant_nodes) {
+            return Err(self.invalid("cluster.spec_file and cluster.per_tenant_nodes exclude each other".into()));
+        }
+        if let Some(file) = &c.spec_file {
+            return Ok(vec![("all".into(), arbiter_trace::cluster_spec::read(&self.resolve(file), &c.gpu_type)?)]);
+        }
         match &c.per_tenant_nodes {
             None => Ok(vec![("all".into(), make(c.nodes_per_rack, c.racks)?)]),
             Some(file) => {
@@ -569,8 +579,15 @@ impl Scenario {
     }
 
     /// Runs every combination in parallel. `progress` is called once per finished simulation
-    /// with (done, total). Rows come back in (trace, tenant, policy, seed) order.
-    pub fn run(&self, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Vec<ResultRow>, ScenarioError> {
+    /// with (done, total); `clock` returns seconds from any fixed origin and is used only to
+    /// report each simulation's `wall_s` (the simulator itself never reads a clock; pass
+    /// `&|| 0.0` for none). Rows come back in (trace, tenant, policy, seed) order, followed by
+    /// the aggregate rows of per-tenant runs.
+    pub fn run(
+        &self,
+        progress: &(dyn Fn(usize, usize) + Sync),
+        clock: &(dyn Fn() -> f64 + Sync),
+    ) -> Result<Vec<ResultRow>, ScenarioError> {
         let config = self.policy_config()?;
         let traces = self.load_traces()?;
         struct Task {
@@ -620,10 +637,9 @@ impl Scenario {
                 let mut policy = build(task.policy, &config)
                     .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
                 let sim_config = SimConfig { seed: task.seed, ..self.simulation.clone() };
-                // Wall time is measured for the report only; the engine never sees it.
-                let started = std::time::Instant::now();
+                let started = clock();
                 let output = simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?;
-                let wall_s = started.elapsed().as_secs_f64();
+                let wall_s = clock() - started;
                 let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
                 let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 progress(finished, total);

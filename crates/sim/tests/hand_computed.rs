@@ -1,6 +1,6 @@
 //! Every policy on tiny hand-made workloads whose JCTs are worked out by hand in the comments.
 
-use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
+use arbiter_model::{Cluster, JobId, JobSpec, PendingReason, SimTime};
 use arbiter_policy::{build, PolicyConfig, PolicyKind};
 use arbiter_sim::{simulate, OverheadModel, SimConfig, SimOutput};
 
@@ -32,6 +32,7 @@ fn fifo_blocks_behind_the_waiting_gang() {
     let (cluster, jobs) = three_jobs();
     let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
     assert_eq!(jcts(&out), vec![10.0, 15.0, 16.0]);
+    assert_eq!(out.records[1].last_wait_reason, Some(PendingReason::InsufficientGpus));
 }
 
 #[test]
@@ -51,6 +52,7 @@ fn fifo_backfill_refuses_a_job_that_would_delay_the_reservation() {
     jobs[2].run_time_s = 20.0;
     let out = run(PolicyKind::FifoBackfill, &cluster, &jobs, &PolicyConfig::default());
     assert_eq!(jcts(&out), vec![10.0, 15.0, 34.0]);
+    assert_eq!(out.records[2].last_wait_reason, Some(PendingReason::WouldDelayReservation));
 }
 
 #[test]

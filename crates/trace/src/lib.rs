@@ -8,6 +8,7 @@
 //! never a panic. Readers know nothing about policies.
 #![deny(missing_docs)]
 
+pub mod cluster_spec;
 mod error;
 pub mod gavel;
 pub mod muri;

@@ -160,3 +160,14 @@ fn native_rejects_bad_values() {
     let (_d, p) = write_temp("n.csv", &format!("{header}\nj1,t,,,,0,2,,10,,high,\n"));
     assert!(error_text(&p, TraceFormat::Native).contains("n.csv:2: priority: `high`"));
 }
+
+#[test]
+fn cluster_specs_read_as_racks_of_nodes() {
+    let c = arbiter_trace::cluster_spec::read(&repo("data/tiresias/cluster_spec.csv"), "P100").expect("reads");
+    assert_eq!((c.nodes.len(), c.total_gpus(), c.rack_count()), (16, 64, 1));
+    let c = arbiter_trace::cluster_spec::read(&repo("data/muri/n8g8.csv"), "V100").expect("reads");
+    assert_eq!((c.nodes.len(), c.total_gpus(), c.nodes[0].cpus, c.nodes[0].memory_gib), (8, 64, 92, 520));
+    let (_d, p) = write_temp("c.csv", "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n1,8,x,92,520\n");
+    let e = arbiter_trace::cluster_spec::read(&p, "V100").expect_err("bad").to_string();
+    assert!(e.contains("c.csv:2: num_gpu_p_node: `x`"), "{e}");
+}
