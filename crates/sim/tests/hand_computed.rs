@@ -1,6 +1,7 @@
 //! Every policy on tiny hand-made workloads whose JCTs are worked out by hand in the comments.
 
-use arbiter_model::{Cluster, JobId, JobSpec, PendingReason, SimTime};
+use arbiter_model::{ActiveJob, Cluster, JobId, JobSpec, NodeId, PendingReason, Placement, RunState, SimTime};
+use arbiter_policy::SchedulerView;
 use arbiter_policy::{build, PolicyConfig, PolicyKind};
 use arbiter_sim::{simulate, OverheadModel, SimConfig, SimOutput};
 
@@ -52,7 +53,21 @@ fn fifo_backfill_refuses_a_job_that_would_delay_the_reservation() {
     jobs[2].run_time_s = 20.0;
     let out = run(PolicyKind::FifoBackfill, &cluster, &jobs, &PolicyConfig::default());
     assert_eq!(jcts(&out), vec![10.0, 15.0, 34.0]);
-    assert_eq!(out.records[2].last_wait_reason, Some(PendingReason::WouldDelayReservation));
+
+    // The decision at t=1 itself says why J2 waits.
+    let mut running = ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 10.0);
+    running.state = RunState::Running { placement: Placement::single(NodeId(0), 1), since: SimTime::ZERO };
+    let active = vec![
+        running,
+        ActiveJob::submitted(JobId(1), 2, SimTime::ZERO, 5.0),
+        ActiveJob::submitted(JobId(2), 1, SimTime::from_ms(1000), 20.0),
+    ];
+    let view = SchedulerView { cluster: &cluster, jobs: &active, specs: &jobs };
+    let mut policy = build(PolicyKind::FifoBackfill, &PolicyConfig::default()).expect("builds");
+    let decision = policy.schedule(&view, SimTime::from_ms(1000)).expect("decides");
+    assert_eq!(decision.run.len(), 1);
+    assert!(decision.pending.contains(&(JobId(1), PendingReason::InsufficientGpus)));
+    assert!(decision.pending.contains(&(JobId(2), PendingReason::WouldDelayReservation)));
 }
 
 #[test]
