@@ -44,14 +44,14 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
     let replayed: usize = tenants.iter().map(|(_, t)| t.jobs.len()).sum();
     let mut rows = Vec::new();
     if !json {
-        println!(
+        outln!(
             "philly.csv: {} jobs loaded in {:.3} s; replaying {} jobs of {} VCs, each on its own cluster",
             total_jobs,
             load_s,
             replayed,
             tenants.len()
         );
-        println!("{:<8} {:>9} {:>10} {:>12} {:>13} {:>13}", "policy", "wall s", "events", "events/s", "avg JCT s", "peak RSS MiB");
+        outln!("{:<8} {:>9} {:>10} {:>12} {:>13} {:>13}", "policy", "wall s", "events", "events/s", "avg JCT s", "peak RSS MiB");
     }
     for &kind in policies {
         let t = Instant::now();
@@ -73,7 +73,7 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
         let events_per_s = events as f64 / wall.max(1e-9);
         let avg_jct_s = jct_sum / jct_count.max(1) as f64;
         if !json {
-            println!(
+            outln!(
                 "{:<8} {:>9.3} {:>10} {:>12.0} {:>13.0} {:>13.1}",
                 kind.name(),
                 wall,
@@ -90,7 +90,7 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
         }));
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "jobs": total_jobs, "replayed": replayed, "results": rows }))?);
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "jobs": total_jobs, "replayed": replayed, "results": rows }))?);
     }
     Ok(())
 }

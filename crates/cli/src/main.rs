@@ -1,6 +1,19 @@
 //! `arbiter`: the command-line front end. Argument handling and output only; all logic lives in
 //! the library crates.
 
+/// `println!` that treats a closed pipe (`arbiter ... | head`) as a normal end rather than a
+/// panic, and other write errors as errors of the command.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        match writeln!(stdout, $($arg)*) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            other => other?,
+        }
+    }};
+}
+
 mod bench;
 mod table;
 
@@ -173,9 +186,9 @@ fn run(cli: Cli) -> Result<()> {
                 arbiter_sim::metrics::write_records_csv(file, &out.records)?;
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
+                outln!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
-                println!("{}", table::summary_text(&summary));
+                outln!("{}", table::summary_text(&summary));
             }
             Ok(())
         }
@@ -195,13 +208,13 @@ fn run(cli: Cli) -> Result<()> {
             }
             TraceCommand::Stats { input, format } => {
                 let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
-                println!("{}", table::trace_stats(&trace));
+                outln!("{}", table::trace_stats(&trace));
                 Ok(())
             }
         },
         Command::Policies => {
             for kind in PolicyKind::ALL {
-                println!("{:<14} {}", kind.name(), kind.describe());
+                outln!("{:<14} {}", kind.name(), kind.describe());
             }
             Ok(())
         }
@@ -246,11 +259,11 @@ fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<
             "results": rows,
             "published": comparisons,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!("{}", table::results_table(&scenario.name, &rows));
+        outln!("{}", table::results_table(&scenario.name, &rows));
         if !comparisons.is_empty() {
-            println!("{}", table::comparison_table(&comparisons));
+            outln!("{}", table::comparison_table(&comparisons));
         }
     }
     if rows.is_empty() {

@@ -41,11 +41,11 @@ impl Recent {
 pub struct Qssf {
     options: GreedyOptions,
     window: usize,
-    history: BTreeMap<Vec<String>, Recent>,
-    /// Prediction per job id, refreshed when history changes.
-    predicted_gpu_s: Vec<f64>,
-    generation: u64,
-    predicted_at_generation: Vec<u64>,
+    /// History key → dense id; ids index `history`.
+    key_ids: BTreeMap<Vec<String>, u32>,
+    history: Vec<Recent>,
+    /// Per job id: its five key ids, most specific first (interned once, on first sight).
+    job_keys: Vec<Option<[u32; 5]>>,
 }
 
 impl Qssf {
@@ -54,10 +54,9 @@ impl Qssf {
         Qssf {
             options: GreedyOptions { preemptive: false, head_of_line_blocking: false, ..options },
             window: window.max(1),
-            history: BTreeMap::new(),
-            predicted_gpu_s: Vec::new(),
-            generation: 1,
-            predicted_at_generation: Vec::new(),
+            key_ids: BTreeMap::new(),
+            history: Vec::new(),
+            job_keys: Vec::new(),
         }
     }
 
@@ -75,9 +74,34 @@ impl Qssf {
         ]
     }
 
-    /// Predicted duration in seconds, or `None` with no history at all.
-    pub fn predict_duration_s(&self, spec: &JobSpec) -> Option<f64> {
-        Self::keys(spec).iter().find_map(|k| self.history.get(k).and_then(Recent::mean))
+    fn key_ids_of(&mut self, spec: &JobSpec) -> [u32; 5] {
+        let i = spec.id.index();
+        if i >= self.job_keys.len() {
+            self.job_keys.resize(i + 1, None);
+        }
+        if let Some(ids) = self.job_keys[i] {
+            return ids;
+        }
+        let ids = Self::keys(spec).map(|key| {
+            let next = self.key_ids.len() as u32;
+            let id = *self.key_ids.entry(key).or_insert(next);
+            if id as usize >= self.history.len() {
+                self.history.push(Recent::default());
+            }
+            id
+        });
+        self.job_keys[i] = Some(ids);
+        ids
+    }
+
+    fn predict_from(&self, ids: &[u32; 5]) -> Option<f64> {
+        ids.iter().find_map(|&id| self.history.get(id as usize).and_then(Recent::mean))
+    }
+
+    /// Predicted duration in seconds, or `None` with no relevant history at all.
+    pub fn predict_duration_s(&mut self, spec: &JobSpec) -> Option<f64> {
+        let ids = self.key_ids_of(spec);
+        self.predict_from(&ids)
     }
 }
 
@@ -88,28 +112,25 @@ impl Policy for Qssf {
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
         for job in view.jobs.iter().filter(|j| !j.is_running()) {
-            let i = job.id.index();
-            if i >= self.predicted_gpu_s.len() {
-                self.predicted_gpu_s.resize(i + 1, 0.0);
-                self.predicted_at_generation.resize(i + 1, 0);
-            }
-            if self.predicted_at_generation[i] != self.generation {
-                let spec = view.spec(job);
-                self.predicted_gpu_s[i] = self.predict_duration_s(spec).unwrap_or(0.0) * spec.gpus as f64;
-                self.predicted_at_generation[i] = self.generation;
-            }
+            self.key_ids_of(view.spec(job));
         }
-        let predicted = &self.predicted_gpu_s;
+        let this = &*self;
         Ok(schedule_in_order(view, now, self.options, |job| {
-            (order_key(predicted.get(job.id.index()).copied().unwrap_or(0.0)), job.submit)
+            let predicted_s = this.job_keys[job.id.index()]
+                .and_then(|ids| this.predict_from(&ids))
+                .unwrap_or(0.0);
+            (order_key(predicted_s * job.gpus as f64), job.submit)
         }))
     }
 
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, _now: SimTime) {
         let duration = job.executed_s;
-        for key in Self::keys(spec) {
-            self.history.entry(key).or_default().push(duration, self.window);
+        let window = self.window;
+        for id in self.key_ids_of(spec) {
+            self.history[id as usize].push(duration, window);
         }
-        self.generation += 1;
+        if let Some(slot) = self.job_keys.get_mut(spec.id.index()) {
+            *slot = None;
+        }
     }
 }
