@@ -7,7 +7,6 @@
 use anyhow::{Context, Result};
 use arbiter_model::Cluster;
 use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::scenario::read_tenant_sizes;
 use arbiter_sim::{simulate, SimConfig, Summary, Window};
 use arbiter_trace::{ReadOptions, Trace, TraceFormat};
 use std::path::PathBuf;
@@ -29,7 +28,7 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
         .with_context(|| format!("reading {} (run from the repository root or pass --trace)", path.display()))?;
     let load_s = started.elapsed().as_secs_f64();
     let total_jobs = trace.jobs.len();
-    let sizes = read_tenant_sizes(&sizes_path)?;
+    let sizes = arbiter_trace::philly::read_vc_sizes(&sizes_path)?;
     let mut by_tenant: std::collections::BTreeMap<String, Vec<arbiter_model::JobSpec>> = std::collections::BTreeMap::new();
     for job in trace.jobs {
         by_tenant.entry(job.tenant.clone()).or_default().push(job);

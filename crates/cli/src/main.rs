@@ -20,7 +20,7 @@ mod table;
 use anyhow::{bail, Context, Result};
 use arbiter_model::Cluster;
 use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::scenario::{read_prior, Scenario};
+use arbiter_sim::scenario::Scenario;
 use arbiter_sim::{simulate, OverheadModel, SimConfig, Summary, Window};
 use arbiter_trace::{ReadOptions, TraceFormat};
 use clap::{Parser, Subcommand};
@@ -169,7 +169,7 @@ fn run(cli: Cli) -> Result<()> {
             let cluster = Cluster::homogeneous(1, nodes, gpus, 64, 512, "GPU")?;
             let mut config = PolicyConfig::default();
             if let Some(p) = gittins_prior {
-                config.gittins_prior_gpu_s = read_prior(&p)?;
+                config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&p)?;
             }
             let mut policy = build(policy, &config)?;
             let sim = SimConfig {

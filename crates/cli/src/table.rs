@@ -35,13 +35,13 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
             r.policy.name(),
             r.tenant,
             r.seed,
-            r.jobs,
-            secs(r.avg_jct_s),
-            secs(r.p50_jct_s),
-            secs(r.p99_jct_s),
-            secs(r.avg_queue_s),
-            secs(r.makespan_s),
-            r.gpu_utilization,
+            r.summary.jobs,
+            secs(r.summary.avg_jct_s),
+            secs(r.summary.p50_jct_s),
+            secs(r.summary.p99_jct_s),
+            secs(r.summary.avg_queue_s),
+            secs(r.summary.makespan_s),
+            r.summary.gpu_utilization,
             r.wall_s
         );
     }
@@ -55,17 +55,18 @@ pub fn comparison_table(rows: &[Comparison]) -> String {
     for c in rows {
         let ours = c.ours.map(secs).unwrap_or_else(|| "-".into());
         let diff = c.relative_diff.map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_else(|| "-".into());
+        let p = &c.published;
         let _ = writeln!(
             s,
             "{:<12} {:<8} {:<8} {:<12} {:>14} {:>14} {:>8}  {}",
-            c.trace,
-            c.policy.name(),
-            c.tenant,
-            c.metric,
-            secs(c.published),
+            p.trace,
+            p.policy.name(),
+            p.tenant,
+            p.metric,
+            secs(p.value),
             ours,
             diff,
-            c.source.clone().unwrap_or_default()
+            p.source.clone().unwrap_or_default()
         );
     }
     s

@@ -144,6 +144,21 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 impl Summary {
+    /// The value of a metric by its field name (`avg_jct_s`, `p50_jct_s`, `p95_jct_s`,
+    /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        Some(match name {
+            "avg_jct_s" => self.avg_jct_s,
+            "p50_jct_s" => self.p50_jct_s,
+            "p95_jct_s" => self.p95_jct_s,
+            "p99_jct_s" => self.p99_jct_s,
+            "avg_queue_s" => self.avg_queue_s,
+            "makespan_s" => self.makespan_s,
+            "gpu_utilization" => self.gpu_utilization,
+            _ => return None,
+        })
+    }
+
     /// Summarizes the records inside `window`; `capacity_gpus` for utilization.
     pub fn compute(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Self {
         let measured: Vec<&JobRecord> = records.iter().filter(|r| window.contains(r.job)).collect();

@@ -52,3 +52,18 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
         .collect();
     Ok(Trace::from_jobs(jobs, Some(origin)))
 }
+
+/// Reads per-VC cluster sizes: Helios' `philly_vc.csv`, columns `vc,node num`.
+pub fn read_vc_sizes(path: &Path) -> Result<Vec<(String, u32)>, TraceError> {
+    let mut sizes = Vec::new();
+    read_csv(path, b',', |f| f.require(&["vc", "node num"]), |row| {
+        let vc = row.get("vc")?.to_string();
+        let nodes: u32 = row.parse("node num")?;
+        if nodes == 0 {
+            return Err(row.error("node num", "must be >= 1"));
+        }
+        sizes.push((vc, nodes));
+        Ok(())
+    })?;
+    Ok(sizes)
+}

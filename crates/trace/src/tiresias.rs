@@ -31,3 +31,17 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
     )?;
     Ok(Trace::from_jobs(jobs, None))
 }
+
+/// Reads a job-size prior: Tiresias' `yarn-gput*.csv`, one column `duration` of job sizes in
+/// GPU-seconds (the Gittins policy's prior).
+pub fn read_gpu_time_prior(path: &Path) -> Result<Vec<f64>, TraceError> {
+    let mut samples = Vec::new();
+    read_csv(path, b',', |f| f.require(&["duration"]), |row| {
+        samples.push(row.non_negative("duration")?);
+        Ok(())
+    })?;
+    if samples.is_empty() {
+        return Err(TraceError::File { path: path.to_path_buf(), reason: "no samples".into() });
+    }
+    Ok(samples)
+}

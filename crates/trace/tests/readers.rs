@@ -171,3 +171,17 @@ fn cluster_specs_read_as_racks_of_nodes() {
     let e = arbiter_trace::cluster_spec::read(&p, "V100").expect_err("bad").to_string();
     assert!(e.contains("c.csv:2: num_gpu_p_node: `x`"), "{e}");
 }
+
+#[test]
+fn side_files_read_vc_sizes_and_the_gittins_prior() {
+    let sizes = arbiter_trace::philly::read_vc_sizes(&repo("data/philly/philly_vc.csv")).expect("reads");
+    assert_eq!(sizes.len(), 11);
+    assert_eq!(sizes.iter().map(|(_, n)| n).sum::<u32>(), 352);
+    assert_eq!(sizes[0], ("6214e9".to_string(), 64));
+    let prior = arbiter_trace::tiresias::read_gpu_time_prior(&repo("data/tiresias/yarn-gput10000.csv")).expect("reads");
+    assert_eq!(prior.len(), 9_999);
+    assert_eq!(prior.iter().copied().fold(f64::INFINITY, f64::min), 121.0);
+    let (_d, p) = write_temp("vc.csv", "vc,node num\na,0\n");
+    let e = arbiter_trace::philly::read_vc_sizes(&p).expect_err("zero nodes").to_string();
+    assert!(e.contains("vc.csv:2: node num: must be >= 1"), "{e}");
+}

@@ -5,12 +5,17 @@
 //!
 //! Relative paths in a scenario are resolved against the scenario file's folder.
 
-use crate::engine::{simulate, SimConfig, SimError};
-use crate::metrics::{JobRecord, Summary, Window};
+mod overrides;
+mod runner;
+
+pub use overrides::apply_override;
+pub use runner::{Comparison, ResultRow};
+
+use crate::engine::{SimConfig, SimError};
+use crate::metrics::Window;
 use arbiter_model::Cluster;
-use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
+use arbiter_policy::{PlacementStrategy, PolicyConfig, PolicyKind};
 use arbiter_trace::{ReadOptions, Trace, TraceError, TraceFormat};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -257,185 +262,6 @@ fn default_seeds() -> Vec<u64> {
     vec![0]
 }
 
-/// One result row (the `--json` schema).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ResultRow {
-    /// Trace name.
-    pub trace: String,
-    /// Policy.
-    pub policy: PolicyKind,
-    /// Tenant, or `all`.
-    pub tenant: String,
-    /// Seed.
-    pub seed: u64,
-    /// Completed jobs measured.
-    pub jobs: usize,
-    /// Mean JCT, seconds.
-    pub avg_jct_s: f64,
-    /// Median JCT.
-    pub p50_jct_s: f64,
-    /// p95 JCT.
-    pub p95_jct_s: f64,
-    /// p99 JCT.
-    pub p99_jct_s: f64,
-    /// Mean queueing delay.
-    pub avg_queue_s: f64,
-    /// Makespan.
-    pub makespan_s: f64,
-    /// GPU utilization.
-    pub gpu_utilization: f64,
-    /// Preemptions per job.
-    pub preemptions_per_job: f64,
-    /// Jobs that never finished.
-    pub unfinished: usize,
-    /// Jobs that failed for good.
-    pub failed: usize,
-    /// Engine events.
-    pub events: u64,
-    /// Wall-clock seconds this simulation took (reporting only; never fed to a policy).
-    pub wall_s: f64,
-    /// GPUs simulated (the sum over tenants for an aggregate row).
-    pub capacity_gpus: u32,
-    /// Per-job records (not serialized in the summary).
-    #[serde(skip)]
-    pub records: Vec<JobRecord>,
-}
-
-impl ResultRow {
-    fn from_summary(trace: String, policy: PolicyKind, tenant: String, seed: u64, summary: &Summary) -> Self {
-        ResultRow {
-            trace,
-            policy,
-            tenant,
-            seed,
-            jobs: summary.jobs,
-            avg_jct_s: summary.avg_jct_s,
-            p50_jct_s: summary.p50_jct_s,
-            p95_jct_s: summary.p95_jct_s,
-            p99_jct_s: summary.p99_jct_s,
-            avg_queue_s: summary.avg_queue_s,
-            makespan_s: summary.makespan_s,
-            gpu_utilization: summary.gpu_utilization,
-            preemptions_per_job: summary.preemptions_per_job,
-            unfinished: summary.unfinished,
-            failed: summary.failed,
-            events: 0,
-            wall_s: 0.0,
-            capacity_gpus: 0,
-            records: Vec::new(),
-        }
-    }
-}
-
-/// Adds, after each (trace, policy, seed) group of per-tenant rows, a row for tenant `all`
-/// computed over the union of their jobs (as Helios reports its "all" row). Utilization is over
-/// the summed capacity.
-fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
-    let mut keys: Vec<(String, PolicyKind, u64)> = rows.iter().map(|r| (r.trace.clone(), r.policy, r.seed)).collect();
-    keys.sort();
-    keys.dedup();
-    let mut out = rows.clone();
-    for (trace, policy, seed) in keys {
-        let group: Vec<&ResultRow> = rows.iter().filter(|r| r.trace == trace && r.policy == policy && r.seed == seed).collect();
-        let records: Vec<JobRecord> = group.iter().flat_map(|r| r.records.iter().cloned()).collect();
-        let capacity: u32 = group.iter().map(|r| r.capacity_gpus).sum();
-        // Allocation over the union: utilization of the summed clusters over the common span.
-        let summary = Summary::compute(&records, window, capacity);
-        let mut row = ResultRow::from_summary(trace, policy, "all".into(), seed, &summary);
-        row.events = group.iter().map(|r| r.events).sum();
-        row.wall_s = group.iter().map(|r| r.wall_s).sum();
-        row.capacity_gpus = capacity;
-        out.push(row);
-    }
-    out
-}
-
-impl ResultRow {
-    /// The value of a named metric.
-    pub fn metric(&self, name: &str) -> Option<f64> {
-        Some(match name {
-            "avg_jct_s" => self.avg_jct_s,
-            "p50_jct_s" => self.p50_jct_s,
-            "p95_jct_s" => self.p95_jct_s,
-            "p99_jct_s" => self.p99_jct_s,
-            "avg_queue_s" => self.avg_queue_s,
-            "makespan_s" => self.makespan_s,
-            "gpu_utilization" => self.gpu_utilization,
-            _ => return None,
-        })
-    }
-}
-
-/// A published number next to ours (mean over seeds).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    /// Trace.
-    pub trace: String,
-    /// Policy.
-    pub policy: PolicyKind,
-    /// Tenant.
-    pub tenant: String,
-    /// Metric.
-    pub metric: String,
-    /// Published value.
-    pub published: f64,
-    /// Ours (mean over seeds), if the scenario ran that combination.
-    pub ours: Option<f64>,
-    /// (ours − published) / published.
-    pub relative_diff: Option<f64>,
-    /// Tolerance from the scenario.
-    pub tolerance: Option<f64>,
-    /// Source.
-    pub source: Option<String>,
-}
-
-/// Applies a `key=value` override to a TOML document. Keys are dotted paths; a numeric segment
-/// indexes an array (`trace.0.path`). The value is parsed as TOML (`3`, `true`, `[1, 2]`,
-/// `"text"`), falling back to a plain string.
-pub fn apply_override(root: &mut toml::Value, assignment: &str) -> Result<(), ScenarioError> {
-    let (key, raw) = assignment
-        .split_once('=')
-        .ok_or_else(|| ScenarioError::Override(format!("`{assignment}`: expected key=value")))?;
-    let key = key.trim();
-    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
-    let parts: Vec<&str> = key.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(ScenarioError::Override(format!("`{key}`: empty key segment")));
-    }
-    let mut current: &mut toml::Value = root;
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
-        current = match current {
-            toml::Value::Table(t) => {
-                if last {
-                    t.insert(part.to_string(), value);
-                    return Ok(());
-                }
-                t.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
-            }
-            toml::Value::Array(a) => {
-                let index: usize = part
-                    .parse()
-                    .map_err(|_| ScenarioError::Override(format!("`{key}`: `{part}` must be an array index")))?;
-                let len = a.len();
-                let slot = a
-                    .get_mut(index)
-                    .ok_or_else(|| ScenarioError::Override(format!("`{key}`: index {index} out of range (len {len})")))?;
-                if last {
-                    *slot = value;
-                    return Ok(());
-                }
-                slot
-            }
-            _ => return Err(ScenarioError::Override(format!("`{key}`: `{part}` is inside a non-table value"))),
-        };
-    }
-    Ok(())
-}
-
 impl Scenario {
     /// Reads a scenario file and applies overrides.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ScenarioError> {
@@ -508,7 +334,7 @@ impl Scenario {
         config.gittins_delta_gpu_s = self.policy.gittins_delta_gpu_s;
         config.qssf_history = self.policy.qssf_history;
         if let Some(prior) = &self.policy.gittins_prior {
-            config.gittins_prior_gpu_s = read_prior(&self.resolve(prior))?;
+            config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&self.resolve(prior))?;
         } else if self.policies.contains(&PolicyKind::Gittins) {
             return Err(self.invalid("policy `gittins` needs policy.gittins_prior (a CSV of GPU-time samples)".into()));
         }
@@ -567,7 +393,7 @@ impl Scenario {
         match &c.per_tenant_nodes {
             None => Ok(vec![("all".into(), make(c.nodes_per_rack, c.racks)?)]),
             Some(file) => {
-                let sizes = read_tenant_sizes(&self.resolve(file))?;
+                let sizes = arbiter_trace::philly::read_vc_sizes(&self.resolve(file))?;
                 let present = trace.tenants();
                 sizes
                     .into_iter()
@@ -576,105 +402,6 @@ impl Scenario {
                     .collect()
             }
         }
-    }
-
-    /// Runs every combination in parallel. `progress` is called once per finished simulation
-    /// with (done, total); `clock` returns seconds from any fixed origin and is used only to
-    /// report each simulation's `wall_s` (the simulator itself never reads a clock; pass
-    /// `&|| 0.0` for none). Rows come back in (trace, tenant, policy, seed) order, followed by
-    /// the aggregate rows of per-tenant runs.
-    pub fn run(
-        &self,
-        progress: &(dyn Fn(usize, usize) + Sync),
-        clock: &(dyn Fn() -> f64 + Sync),
-    ) -> Result<Vec<ResultRow>, ScenarioError> {
-        let config = self.policy_config()?;
-        let traces = self.load_traces()?;
-        struct Task {
-            trace: String,
-            jobs: Arc<Trace>,
-            tenant: String,
-            cluster: Arc<Cluster>,
-            policy: PolicyKind,
-            seed: u64,
-        }
-        let mut tasks = Vec::new();
-        for (name, trace) in &traces {
-            for (tenant, cluster) in self.clusters_for(trace)? {
-                let jobs = if tenant == "all" {
-                    Arc::clone(trace)
-                } else {
-                    let t = tenant.clone();
-                    Arc::new((**trace).clone().filter(|j| j.tenant == t))
-                };
-                let cluster = Arc::new(cluster);
-                for &policy in &self.policies {
-                    for &seed in &self.seeds {
-                        tasks.push(Task {
-                            trace: name.clone(),
-                            jobs: Arc::clone(&jobs),
-                            tenant: tenant.clone(),
-                            cluster: Arc::clone(&cluster),
-                            policy,
-                            seed,
-                        });
-                    }
-                }
-            }
-        }
-        let total = tasks.len();
-        let done = std::sync::atomic::AtomicUsize::new(0);
-        let rows: Vec<ResultRow> = tasks
-            .par_iter()
-            .map(|task| {
-                let sim_err = |source| ScenarioError::Sim {
-                    trace: task.trace.clone(),
-                    policy: task.policy,
-                    tenant: task.tenant.clone(),
-                    seed: task.seed,
-                    source,
-                };
-                let mut policy = build(task.policy, &config)
-                    .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
-                let sim_config = SimConfig { seed: task.seed, ..self.simulation.clone() };
-                let started = clock();
-                let output = simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?;
-                let wall_s = clock() - started;
-                let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
-                let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                progress(finished, total);
-                let mut row = ResultRow::from_summary(task.trace.clone(), task.policy, task.tenant.clone(), task.seed, &summary);
-                row.events = output.stats.events;
-                Ok(ResultRow { wall_s, capacity_gpus: output.capacity_gpus, records: output.records, ..row })
-            })
-            .collect::<Result<_, ScenarioError>>()?;
-        Ok(if self.cluster.per_tenant_nodes.is_some() { with_aggregates(rows, self.window) } else { rows })
-    }
-
-    /// Published numbers next to ours (averaged over seeds).
-    pub fn compare(&self, rows: &[ResultRow]) -> Vec<Comparison> {
-        self.published
-            .iter()
-            .map(|p| {
-                let values: Vec<f64> = rows
-                    .iter()
-                    .filter(|r| r.trace == p.trace && r.policy == p.policy && r.tenant == p.tenant)
-                    .filter_map(|r| r.metric(&p.metric))
-                    .collect();
-                let ours = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
-                Comparison {
-                    trace: p.trace.clone(),
-                    policy: p.policy,
-                    tenant: p.tenant.clone(),
-                    metric: p.metric.clone(),
-                    published: p.value,
-                    ours,
-                    relative_diff: ours.map(|o| (o - p.value) / p.value),
-                    tolerance: p.tolerance,
-                    source: p.source.clone(),
-                }
-            })
-            .collect()
     }
 }
 
@@ -689,37 +416,3 @@ fn parse_when(text: &str, end_of_day: bool) -> Result<i64, String> {
         .ok_or_else(|| format!("`{text}` is not YYYY-MM-DD or YYYY-MM-DD HH:MM:SS"))
 }
 
-/// Reads a one-column CSV of GPU-time samples (`duration` header, Tiresias' `yarn-gput*.csv`).
-pub fn read_prior(path: &Path) -> Result<Vec<f64>, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_path_buf(), source })?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let v: f64 = line.parse().map_err(|e| ScenarioError::Parse {
-            path: path.to_path_buf(),
-            message: format!("line {}: duration: `{line}`: {e}", i + 1),
-        })?;
-        out.push(v);
-    }
-    Ok(out)
-}
-
-/// Reads `vc,node num` rows.
-pub fn read_tenant_sizes(path: &Path) -> Result<Vec<(String, u32)>, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_path_buf(), source })?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let bad = |m: String| ScenarioError::Parse { path: path.to_path_buf(), message: format!("line {}: {m}", i + 1) };
-        let (vc, nodes) = line.split_once(',').ok_or_else(|| bad("expected `vc,node num`".into()))?;
-        let nodes: u32 = nodes.trim().parse().map_err(|e| bad(format!("node num: `{nodes}`: {e}")))?;
-        out.push((vc.trim().to_string(), nodes));
-    }
-    Ok(out)
-}

@@ -1,0 +1,177 @@
+//! Running a scenario: every (trace × tenant × policy × seed) in parallel, result rows, the
+//! aggregate rows of per-tenant runs, and published numbers next to ours.
+
+use super::{Published, Scenario, ScenarioError};
+use crate::engine::{simulate, SimConfig, SimError};
+use crate::metrics::{JobRecord, Summary, Window};
+use arbiter_model::Cluster;
+use arbiter_policy::{build, PolicyKind};
+use arbiter_trace::Trace;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// One result row (the `--json` schema): which simulation, then its [`Summary`] flattened in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultRow {
+    /// Trace name.
+    pub trace: String,
+    /// Policy.
+    pub policy: PolicyKind,
+    /// Tenant, or `all`.
+    pub tenant: String,
+    /// Seed.
+    pub seed: u64,
+    /// The metrics (`jobs`, `avg_jct_s`, `p50_jct_s`, ... at the top level of the JSON row).
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Engine events.
+    pub events: u64,
+    /// Wall-clock seconds this simulation took (reporting only; never fed to a policy).
+    pub wall_s: f64,
+    /// GPUs simulated (the sum over tenants for an aggregate row).
+    pub capacity_gpus: u32,
+    /// Per-job records (not serialized in the summary).
+    #[serde(skip)]
+    pub records: Vec<JobRecord>,
+}
+
+/// Adds, after each (trace, policy, seed) group of per-tenant rows, a row for tenant `all`
+/// computed over the union of their jobs (as Helios reports its "all" row). Utilization is over
+/// the summed capacity.
+fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
+    let mut keys: Vec<(String, PolicyKind, u64)> = rows.iter().map(|r| (r.trace.clone(), r.policy, r.seed)).collect();
+    keys.sort();
+    keys.dedup();
+    let mut out = rows.clone();
+    for (trace, policy, seed) in keys {
+        let group: Vec<&ResultRow> = rows.iter().filter(|r| r.trace == trace && r.policy == policy && r.seed == seed).collect();
+        let records: Vec<JobRecord> = group.iter().flat_map(|r| r.records.iter().cloned()).collect();
+        let capacity: u32 = group.iter().map(|r| r.capacity_gpus).sum();
+        // Allocation over the union: utilization of the summed clusters over the common span.
+        out.push(ResultRow {
+            trace,
+            policy,
+            tenant: "all".into(),
+            seed,
+            summary: Summary::compute(&records, window, capacity),
+            events: group.iter().map(|r| r.events).sum(),
+            wall_s: group.iter().map(|r| r.wall_s).sum(),
+            capacity_gpus: capacity,
+            records: Vec::new(),
+        });
+    }
+    out
+}
+
+/// A published number next to ours (mean over seeds).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The published number as the scenario gives it (`trace`, `policy`, `tenant`, `metric`,
+    /// `value`, `source`, `tolerance`).
+    #[serde(flatten)]
+    pub published: Published,
+    /// Ours (mean over seeds), if the scenario ran that combination.
+    pub ours: Option<f64>,
+    /// (ours − published) / published.
+    pub relative_diff: Option<f64>,
+}
+
+impl Scenario {
+    /// Runs every combination in parallel. `progress` is called once per finished simulation
+    /// with (done, total); `clock` returns seconds from any fixed origin and is used only to
+    /// report each simulation's `wall_s` (the simulator itself never reads a clock; pass
+    /// `&|| 0.0` for none). Rows come back in (trace, tenant, policy, seed) order, followed by
+    /// the aggregate rows of per-tenant runs.
+    pub fn run(
+        &self,
+        progress: &(dyn Fn(usize, usize) + Sync),
+        clock: &(dyn Fn() -> f64 + Sync),
+    ) -> Result<Vec<ResultRow>, ScenarioError> {
+        let config = self.policy_config()?;
+        let traces = self.load_traces()?;
+        struct Task {
+            trace: String,
+            jobs: Arc<Trace>,
+            tenant: String,
+            cluster: Arc<Cluster>,
+            policy: PolicyKind,
+            seed: u64,
+        }
+        let mut tasks = Vec::new();
+        for (name, trace) in &traces {
+            for (tenant, cluster) in self.clusters_for(trace)? {
+                let jobs = if tenant == "all" {
+                    Arc::clone(trace)
+                } else {
+                    let t = tenant.clone();
+                    Arc::new((**trace).clone().filter(|j| j.tenant == t))
+                };
+                let cluster = Arc::new(cluster);
+                for &policy in &self.policies {
+                    for &seed in &self.seeds {
+                        tasks.push(Task {
+                            trace: name.clone(),
+                            jobs: Arc::clone(&jobs),
+                            tenant: tenant.clone(),
+                            cluster: Arc::clone(&cluster),
+                            policy,
+                            seed,
+                        });
+                    }
+                }
+            }
+        }
+        let total = tasks.len();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let rows: Vec<ResultRow> = tasks
+            .par_iter()
+            .map(|task| {
+                let sim_err = |source| ScenarioError::Sim {
+                    trace: task.trace.clone(),
+                    policy: task.policy,
+                    tenant: task.tenant.clone(),
+                    seed: task.seed,
+                    source,
+                };
+                let mut policy = build(task.policy, &config)
+                    .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
+                let sim_config = SimConfig { seed: task.seed, ..self.simulation.clone() };
+                let started = clock();
+                let output = simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?;
+                let wall_s = clock() - started;
+                let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
+                let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                progress(finished, total);
+                Ok(ResultRow {
+                    trace: task.trace.clone(),
+                    policy: task.policy,
+                    tenant: task.tenant.clone(),
+                    seed: task.seed,
+                    summary,
+                    events: output.stats.events,
+                    wall_s,
+                    capacity_gpus: output.capacity_gpus,
+                    records: output.records,
+                })
+            })
+            .collect::<Result<_, ScenarioError>>()?;
+        Ok(if self.cluster.per_tenant_nodes.is_some() { with_aggregates(rows, self.window) } else { rows })
+    }
+
+    /// Published numbers next to ours (averaged over seeds).
+    pub fn compare(&self, rows: &[ResultRow]) -> Vec<Comparison> {
+        self.published
+            .iter()
+            .map(|p| {
+                let values: Vec<f64> = rows
+                    .iter()
+                    .filter(|r| r.trace == p.trace && r.policy == p.policy && r.tenant == p.tenant)
+                    .filter_map(|r| r.summary.metric(&p.metric))
+                    .collect();
+                let ours = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+                Comparison { published: p.clone(), ours, relative_diff: ours.map(|o| (o - p.value) / p.value) }
+            })
+            .collect()
+    }
+}
