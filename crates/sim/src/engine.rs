@@ -174,6 +174,12 @@ pub fn simulate(
     if let Some(s) = specs.iter().enumerate().find(|(i, s)| s.id.index() != *i).map(|(_, s)| s) {
         return Err(SimError::BadJobIds(s.id));
     }
+    if let Some(bad) = specs.iter().find(|s| s.gpus == 0 || !s.run_time_s.is_finite() || s.run_time_s < 0.0) {
+        return Err(SimError::Config(format!(
+            "{} asks for {} GPUs with {} s of work; jobs need at least one GPU and finite, non-negative work",
+            bad.id, bad.gpus, bad.run_time_s
+        )));
+    }
     if specs.windows(2).any(|w| w[1].submit < w[0].submit) {
         return Err(SimError::Config("job specs must be sorted by submission time".into()));
     }

@@ -214,3 +214,15 @@ fn a_job_larger_than_the_cluster_is_reported_unfinished_not_hung() {
         assert_eq!(out.records[1].finish_s, Some(1.0), "{kind}");
     }
 }
+
+#[test]
+fn malformed_jobs_are_refused_up_front() {
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
+    for bad in [job(0, 0, 0, 1.0), job(0, 0, 1, f64::NAN), job(0, 0, 1, -1.0)] {
+        let err = simulate(&cluster, &[bad], policy.as_mut(), &SimConfig::default()).expect_err("refused");
+        assert!(err.to_string().contains("job0"), "{err}");
+    }
+    let unsorted = vec![job(0, 5, 1, 1.0), job(1, 0, 1, 1.0)];
+    assert!(simulate(&cluster, &unsorted, policy.as_mut(), &SimConfig::default()).is_err());
+}
