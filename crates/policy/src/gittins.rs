@@ -11,9 +11,11 @@
 //!
 //! — the chance of finishing within the next quantum per unit of expected service spent. Jobs are
 //! kept in the same attained-service queues as `las`; queues are served in order and, inside a
-//! queue, the higher index goes first (ties: earlier submission). Δ is the distance to the
-//! current queue's limit (the default quantum, 3,250 GPU-seconds, in the last queue). A job whose
+//! queue, the higher index goes first (ties: earlier submission), as in Tiresias' simulator
+//! (`dlas-gpu-gittins`). Δ is a fixed quantum (Tiresias' default: 3,250 GPU-seconds). A job whose
 //! attained service exceeds every sample gets index 0. Preemptive, greedy fit-first placement.
+//! The order is re-evaluated at every scheduling point and when a running job crosses a queue
+//! limit while others wait.
 
 use crate::greedy::{GreedyOptions, schedule_in_order};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
@@ -72,37 +74,32 @@ impl GittinsPrior {
 pub struct Gittins {
     prior: GittinsPrior,
     queue_limits_gpu_s: Vec<f64>,
-    default_delta_gpu_s: f64,
+    delta_gpu_s: f64,
     options: GreedyOptions,
 }
 
 impl Gittins {
-    /// With a prior, queue limits (as for `las`; may be empty for a single queue), the quantum for
-    /// the last queue, and placement options.
+    /// With a prior, queue limits (as for `las`; may be empty for a single queue), the quantum Δ
+    /// in GPU-seconds, and placement options.
     pub fn new(
         prior: GittinsPrior,
         queue_limits_gpu_s: Vec<f64>,
-        default_delta_gpu_s: f64,
+        delta_gpu_s: f64,
         options: GreedyOptions,
     ) -> Result<Self, PolicyError> {
-        if default_delta_gpu_s.is_nan() || default_delta_gpu_s <= 0.0 {
+        if delta_gpu_s.is_nan() || delta_gpu_s <= 0.0 {
             return Err(PolicyError::Config("the Gittins quantum must be > 0".into()));
         }
         Ok(Gittins {
             prior,
             queue_limits_gpu_s,
-            default_delta_gpu_s,
+            delta_gpu_s,
             options: GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options },
         })
     }
 
-    fn queue_and_delta(&self, attained: f64) -> (usize, f64) {
-        let queue = self.queue_limits_gpu_s.partition_point(|l| *l <= attained);
-        let delta = match self.queue_limits_gpu_s.get(queue) {
-            Some(limit) => limit - attained,
-            None => self.default_delta_gpu_s,
-        };
-        (queue, delta.max(1e-9))
+    fn queue_of(&self, attained_gpu_s: f64) -> usize {
+        self.queue_limits_gpu_s.partition_point(|l| *l <= attained_gpu_s)
     }
 }
 
@@ -114,22 +111,25 @@ impl Policy for Gittins {
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
         let mut decision = schedule_in_order(view, now, self.options, |job| {
             let attained = job.attained_gpu_s_at(now);
-            let (queue, delta) = self.queue_and_delta(attained);
-            let index = self.prior.index(attained, delta);
-            (queue, std::cmp::Reverse(order_key(index)), job.submit)
+            let index = self.prior.index(attained, self.delta_gpu_s);
+            (self.queue_of(attained), std::cmp::Reverse(order_key(index)), job.submit)
         });
-        // Indices change as running jobs attain service: look again after the smallest quantum
-        // any running job can consume — if some job is waiting to profit from a change.
+        // Look again when a running job crosses into the next queue — if some job waits to
+        // profit from it.
         let anyone_waiting = view.jobs.iter().any(|j| !j.is_running());
-        decision.wake_at = if !anyone_waiting { None } else { view
-            .jobs
-            .iter()
-            .filter(|j| j.is_running())
-            .map(|j| {
-                let (_, delta) = self.queue_and_delta(j.attained_gpu_s_at(now));
-                now + SimDuration::from_secs_f64_ceil(delta.min(self.default_delta_gpu_s) / j.gpus as f64)
-            })
-            .min() };
+        decision.wake_at = if anyone_waiting {
+            view.jobs
+                .iter()
+                .filter(|j| j.is_running())
+                .filter_map(|j| {
+                    let attained = j.attained_gpu_s_at(now);
+                    let limit = self.queue_limits_gpu_s.get(self.queue_of(attained))?;
+                    Some(now + SimDuration::from_secs_f64_ceil((limit - attained) / j.gpus as f64))
+                })
+                .min()
+        } else {
+            None
+        };
         Ok(decision)
     }
 }

@@ -104,7 +104,7 @@ pub struct PolicyConfig {
     pub las: LasConfig,
     /// Gittins prior samples in GPU-seconds (required for `gittins`).
     pub gittins_prior_gpu_s: Vec<f64>,
-    /// Gittins quantum in the last queue, GPU-seconds.
+    /// Gittins quantum Δ, GPU-seconds.
     pub gittins_delta_gpu_s: f64,
     /// QSSF: recent jobs per history key.
     pub qssf_history: usize,

@@ -169,7 +169,7 @@ pub struct PolicySpec {
     pub starvation_factor: f64,
     /// CSV with a `duration` column of job sizes in GPU-seconds (the Gittins prior).
     pub gittins_prior: Option<PathBuf>,
-    /// Gittins quantum for the last queue, GPU-seconds.
+    /// Gittins quantum Δ, GPU-seconds.
     pub gittins_delta_gpu_s: f64,
     /// QSSF: recent jobs kept per history key.
     pub qssf_history: usize,
