@@ -136,7 +136,7 @@ pub struct SimOutput {
 enum EventKind {
     // Order matters only for determinism among same-time events: completions first.
     Completion { job: u32, generation: u32 },
-    Failure { job: u32, generation: u32 },
+    Failure { job: u32, attempt: u32 },
     Wake { token: u64 },
     Round,
 }
@@ -151,6 +151,10 @@ struct Engine<'a> {
     /// Position in `active` per job id, or `NOT_ACTIVE`.
     slot: Vec<u32>,
     generation: Vec<u32>,
+    /// Per job: bumped at every start and stop, so a failure drawn for one attempt (stint) is
+    /// void once that attempt ends. Completion events use `generation`, which Muri's per-event
+    /// model also bumps at every scheduling point.
+    attempt: Vec<u32>,
     /// Remaining work when the current stint started (for failures).
     stint_start_remaining_s: Vec<f64>,
     records: Vec<JobRecord>,
@@ -204,6 +208,7 @@ pub fn simulate(
         active: Vec::new(),
         slot: vec![NOT_ACTIVE; n],
         generation: vec![0; n],
+        attempt: vec![0; n],
         stint_start_remaining_s: vec![0.0; n],
         records: specs.iter().map(JobRecord::new).collect(),
         occupancy: Occupancy::new(cluster),
@@ -272,8 +277,8 @@ impl Engine<'_> {
                             reschedule |= self.config.schedule_on_events;
                         }
                     }
-                    EventKind::Failure { job, generation } => {
-                        if self.generation[job as usize] == generation {
+                    EventKind::Failure { job, attempt } => {
+                        if self.attempt[job as usize] == attempt {
                             self.fail(JobId(job), now, policy);
                             reschedule |= self.config.schedule_on_events;
                         }
@@ -322,8 +327,9 @@ impl Engine<'_> {
         self.validate(&decision)
             .map_err(|reason| SimError::InvalidDecision { policy: policy.name(), at: now, reason })?;
         self.apply(&decision, now);
+        // The latest decision's wish replaces earlier ones.
+        self.wake_token += 1;
         if let Some(at) = decision.wake_at {
-            self.wake_token += 1;
             let at = at.max(now + SimDuration::from_ms(1));
             self.push(at, EventKind::Wake { token: self.wake_token });
         }
@@ -411,6 +417,7 @@ impl Engine<'_> {
         }
         job.state = RunState::Pending;
         self.generation[job.id.index()] += 1;
+        self.attempt[job.id.index()] += 1;
     }
 
     fn start(&mut self, id: JobId, placement: Placement, now: SimTime) {
@@ -425,11 +432,20 @@ impl Engine<'_> {
         job.first_start.get_or_insert(now);
         self.stint_start_remaining_s[id.index()] = job.remaining_s;
         self.generation[id.index()] += 1;
-        self.schedule_end(id, now);
+        self.attempt[id.index()] += 1;
+        let to_finish_s = self.schedule_end(id, now);
+        // Whether this attempt fails, and when: drawn once per attempt, uniform over its run.
+        if let Some(f) = self.config.failures.filter(|f| f.probability_per_attempt > 0.0) {
+            if self.rng.random::<f64>() < f.probability_per_attempt {
+                let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
+                self.push(at, EventKind::Failure { job: id.0, attempt: self.attempt[id.index()] });
+            }
+        }
     }
 
-    /// Pushes the completion (or failure) event of a running job from its state at `now`.
-    fn schedule_end(&mut self, id: JobId, now: SimTime) {
+    /// Pushes the completion event of a running job from its state at `now`; returns the seconds
+    /// until then.
+    fn schedule_end(&mut self, id: JobId, now: SimTime) -> f64 {
         let job = &self.active[self.slot[id.index()] as usize];
         let to_finish_s = match self.config.overhead {
             // Muri predicts completion without the overhead it charges at the next event.
@@ -437,16 +453,8 @@ impl Engine<'_> {
             _ => job.time_to_finish_s_at(now),
         };
         let generation = self.generation[id.index()];
-        let end = now + SimDuration::from_secs_f64_ceil(to_finish_s);
-        let failure = self.config.failures.filter(|f| f.probability_per_attempt > 0.0);
-        if let Some(f) = failure {
-            if self.rng.random::<f64>() < f.probability_per_attempt {
-                let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
-                self.push(at.min(end), EventKind::Failure { job: id.0, generation });
-                return;
-            }
-        }
-        self.push(end, EventKind::Completion { job: id.0, generation });
+        self.push(now + SimDuration::from_secs_f64_ceil(to_finish_s), EventKind::Completion { job: id.0, generation });
+        to_finish_s
     }
 
     fn finish(&mut self, id: JobId, now: SimTime, outcome: JobOutcome, policy: &mut dyn Policy) {

@@ -226,3 +226,33 @@ fn malformed_jobs_are_refused_up_front() {
     let unsorted = vec![job(0, 5, 1, 1.0), job(1, 0, 1, 1.0)];
     assert!(simulate(&cluster, &unsorted, policy.as_mut(), &SimConfig::default()).is_err());
 }
+
+#[test]
+fn failures_are_retried_then_given_up() {
+    use arbiter_sim::{FailureConfig, JobOutcome};
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 100.0), job(1, 0, 1, 100.0)];
+    let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
+    // Every attempt fails: after the first attempt and two retries, each job is given up.
+    let always = SimConfig {
+        overhead: OverheadModel::None,
+        failures: Some(FailureConfig { probability_per_attempt: 1.0, max_retries: 2 }),
+        seed: 7,
+        ..SimConfig::default()
+    };
+    let out = simulate(&cluster, &jobs, policy.as_mut(), &always).expect("runs");
+    for r in &out.records {
+        assert_eq!((r.outcome, r.failures), (JobOutcome::Failed, 3));
+        assert!(r.finish_s.expect("ended") < 300.0);
+    }
+    // Half of the attempts fail: jobs that complete redid the lost work, so they held their GPU
+    // at least as long as their run time.
+    let half = SimConfig { failures: Some(FailureConfig { probability_per_attempt: 0.5, max_retries: 10 }), ..always };
+    let out = simulate(&cluster, &jobs, policy.as_mut(), &half).expect("runs");
+    for r in out.records.iter().filter(|r| r.outcome == JobOutcome::Completed) {
+        assert!(r.executed_s >= 100.0 - 1e-6);
+        if r.failures > 0 {
+            assert!(r.executed_s > 100.0);
+        }
+    }
+}
