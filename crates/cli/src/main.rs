@@ -19,7 +19,7 @@ mod table;
 
 use anyhow::{bail, Context, Result};
 use arbiter_model::Cluster;
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
+use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
 use arbiter_sim::scenario::Scenario;
 use arbiter_sim::{simulate, OverheadModel, SimConfig, Summary, Window};
 use arbiter_trace::{ReadOptions, TraceFormat};
@@ -73,6 +73,13 @@ enum Command {
         /// Cluster as NODESxGPUS (one rack), e.g. 8x8.
         #[arg(long, default_value = "8x8")]
         cluster: String,
+        /// Placement: consolidated, spread, relaxed (consolidated until --relax-after-s of
+        /// waiting), anywhere.
+        #[arg(long, default_value = "consolidated")]
+        placement: String,
+        /// For --placement relaxed: seconds of waiting before locality is given up.
+        #[arg(long, default_value_t = 600.0)]
+        relax_after_s: f64,
         /// Restart overhead, seconds, charged on every (re)start.
         #[arg(long, default_value_t = 0.0)]
         restart_overhead_s: f64,
@@ -159,7 +166,20 @@ fn parse_format(name: &str) -> Result<TraceFormat> {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run { file, overrides, json, jobs_dir } => run_scenario(&file, &overrides, json, jobs_dir.as_deref()),
-        Command::Simulate { trace, format, policy, cluster, restart_overhead_s, round_s, gittins_prior, seed, jobs_csv, json } => {
+        Command::Simulate {
+            trace,
+            format,
+            policy,
+            cluster,
+            placement,
+            relax_after_s,
+            restart_overhead_s,
+            round_s,
+            gittins_prior,
+            seed,
+            jobs_csv,
+            json,
+        } => {
             let format = parse_format(&format)?;
             let trace = arbiter_trace::read(&trace, format, &ReadOptions::default())?;
             let (nodes, gpus) = cluster
@@ -167,7 +187,10 @@ fn run(cli: Cli) -> Result<()> {
                 .and_then(|(n, g)| Some((n.parse::<u32>().ok()?, g.parse::<u32>().ok()?)))
                 .with_context(|| format!("--cluster `{cluster}`: expected NODESxGPUS, e.g. 8x8"))?;
             let cluster = Cluster::homogeneous(1, nodes, gpus, 64, 512, "GPU")?;
-            let mut config = PolicyConfig::default();
+            let placement = PlacementStrategy::from_name(&placement, relax_after_s).with_context(|| {
+                format!("--placement `{placement}`: expected one of {}", PlacementStrategy::NAMES.join(", "))
+            })?;
+            let mut config = PolicyConfig { placement, ..PolicyConfig::default() };
             if let Some(p) = gittins_prior {
                 config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&p)?;
             }

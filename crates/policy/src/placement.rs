@@ -25,6 +25,22 @@ pub enum PlacementStrategy {
     Anywhere,
 }
 
+impl PlacementStrategy {
+    /// Names accepted by [`PlacementStrategy::from_name`].
+    pub const NAMES: [&'static str; 4] = ["consolidated", "spread", "relaxed", "anywhere"];
+
+    /// Parses a strategy name; `relax_after_s` is used by `relaxed`.
+    pub fn from_name(name: &str, relax_after_s: f64) -> Option<Self> {
+        Some(match name {
+            "consolidated" => PlacementStrategy::Consolidated,
+            "spread" => PlacementStrategy::Spread,
+            "anywhere" => PlacementStrategy::Anywhere,
+            "relaxed" => PlacementStrategy::Relaxed { after_s: relax_after_s },
+            _ => return None,
+        })
+    }
+}
+
 /// Free GPUs while a decision is being built.
 #[derive(Clone, Debug)]
 pub struct Placer<'a> {

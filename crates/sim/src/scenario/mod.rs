@@ -308,16 +308,13 @@ impl Scenario {
     }
 
     fn placement_strategy(&self) -> Result<PlacementStrategy, ScenarioError> {
-        Ok(match self.placement.strategy.as_str() {
-            "consolidated" => PlacementStrategy::Consolidated,
-            "spread" => PlacementStrategy::Spread,
-            "anywhere" => PlacementStrategy::Anywhere,
-            "relaxed" => PlacementStrategy::Relaxed { after_s: self.placement.relax_after_s },
-            other => {
-                return Err(self.invalid(format!(
-                    "placement.strategy `{other}` is not one of consolidated, spread, relaxed, anywhere"
-                )))
-            }
+        let p = &self.placement;
+        PlacementStrategy::from_name(&p.strategy, p.relax_after_s).ok_or_else(|| {
+            self.invalid(format!(
+                "placement.strategy `{}` is not one of {}",
+                p.strategy,
+                PlacementStrategy::NAMES.join(", ")
+            ))
         })
     }
 
