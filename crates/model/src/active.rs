@@ -16,6 +16,9 @@ pub enum RunState {
         placement: Placement,
         /// When this stint started.
         since: SimTime,
+        /// Progress per wall-clock second on these GPUs, relative to the job's reference speed
+        /// (1.0 for homogeneous clusters; the throughput ratio on heterogeneous ones).
+        speed: f64,
     },
 }
 
@@ -90,20 +93,33 @@ impl ActiveJob {
         if self.is_running() { now.saturating_since(self.accounted_at).as_secs_f64() } else { 0.0 }
     }
 
-    /// Work left at `now` (seconds at full speed), never negative.
+    /// Current speed: progress per wall second (0 when pending).
+    #[inline]
+    pub fn speed(&self) -> f64 {
+        match self.state {
+            RunState::Running { speed, .. } => speed,
+            RunState::Pending => 0.0,
+        }
+    }
+
+    /// Work left at `now` (seconds at reference speed), never negative.
     #[inline]
     pub fn remaining_s_at(&self, now: SimTime) -> f64 {
-        let progress = (self.elapsed_s(now) - self.startup_left_s).max(0.0);
+        let progress = (self.elapsed_s(now) - self.startup_left_s).max(0.0) * self.speed();
         (self.remaining_s - progress).max(0.0)
     }
 
-    /// Seconds from `now` until the job would finish if it kept running undisturbed (start-up
-    /// still owed plus work left). For a pending job: the time it would need once started,
-    /// excluding a new start-up cost.
+    /// Wall seconds from `now` until the job would finish if it kept running undisturbed
+    /// (start-up still owed plus work left at its current speed). For a pending job: the time it
+    /// would need once started at reference speed, excluding a new start-up cost.
     #[inline]
     pub fn time_to_finish_s_at(&self, now: SimTime) -> f64 {
         let startup_owed = (self.startup_left_s - self.elapsed_s(now)).max(0.0);
-        startup_owed + self.remaining_s_at(now)
+        let speed = if self.is_running() { self.speed() } else { 1.0 };
+        if speed <= 0.0 {
+            return f64::INFINITY;
+        }
+        startup_owed + self.remaining_s_at(now) / speed
     }
 
     /// Seconds the job has held GPUs, at `now`.
@@ -122,7 +138,7 @@ impl ActiveJob {
     pub fn account(&mut self, now: SimTime) {
         if self.is_running() {
             let elapsed = self.elapsed_s(now);
-            let progress = (elapsed - self.startup_left_s).max(0.0);
+            let progress = (elapsed - self.startup_left_s).max(0.0) * self.speed();
             self.startup_left_s = (self.startup_left_s - elapsed).max(0.0);
             self.remaining_s = (self.remaining_s - progress).max(0.0);
             self.executed_s += elapsed;
@@ -139,7 +155,7 @@ mod tests {
     #[test]
     fn progress_waits_for_startup_then_runs_at_full_speed() {
         let mut job = ActiveJob::submitted(JobId(0), 2, SimTime::ZERO, 100.0);
-        job.state = RunState::Running { placement: Placement::single(NodeId(0), 2), since: SimTime::ZERO };
+        job.state = RunState::Running { placement: Placement::single(NodeId(0), 2), since: SimTime::ZERO, speed: 1.0 };
         job.startup_left_s = 10.0;
         assert_eq!(job.remaining_s_at(SimTime::from_ms(5_000)), 100.0);
         assert_eq!(job.remaining_s_at(SimTime::from_ms(30_000)), 80.0);
@@ -147,5 +163,13 @@ mod tests {
         job.account(SimTime::from_ms(30_000));
         assert_eq!((job.remaining_s, job.startup_left_s, job.executed_s), (80.0, 0.0, 30.0));
         assert_eq!(job.remaining_s_at(SimTime::from_ms(200_000)), 0.0);
+    }
+
+    #[test]
+    fn a_slower_gpu_stretches_the_time_to_finish() {
+        let mut job = ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 100.0);
+        job.state = RunState::Running { placement: Placement::single(NodeId(0), 1), since: SimTime::ZERO, speed: 0.25 };
+        assert_eq!(job.time_to_finish_s_at(SimTime::ZERO), 400.0);
+        assert_eq!(job.remaining_s_at(SimTime::from_ms(40_000)), 90.0);
     }
 }

@@ -34,6 +34,11 @@ pub struct JobSpec {
     pub priority: i32,
     /// Start-up cost charged when the job (re)starts, overriding the simulator default.
     pub restart_overhead: Option<SimDuration>,
+    /// Speed on each GPU type of the cluster it runs on, indexed by [`GpuTypeId`], relative to
+    /// the reference speed `run_time_s` is measured at (Gavel: throughput on the type ÷
+    /// throughput on a V100). Empty: 1.0 everywhere. 0 on a type: cannot run there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speed_by_gpu_type: Vec<f64>,
 }
 
 impl JobSpec {
@@ -53,6 +58,17 @@ impl JobSpec {
             iterations: None,
             priority: 0,
             restart_overhead: None,
+            speed_by_gpu_type: Vec::new(),
+        }
+    }
+
+    /// Relative speed on GPUs of type `gpu_type` (1.0 when the job has no per-type speeds).
+    #[inline]
+    pub fn speed_on(&self, gpu_type: GpuTypeId) -> f64 {
+        if self.speed_by_gpu_type.is_empty() {
+            1.0
+        } else {
+            self.speed_by_gpu_type.get(gpu_type.index()).copied().unwrap_or(0.0)
         }
     }
 

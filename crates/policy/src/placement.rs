@@ -122,13 +122,10 @@ impl<'a> Placer<'a> {
 
     /// Whether the job could ever be placed on the empty cluster with any strategy.
     pub fn could_ever_fit(cluster: &Cluster, spec: &JobSpec) -> bool {
-        let total: u32 = cluster
-            .nodes
-            .iter()
-            .filter(|n| spec.gpu_type.is_none_or(|t| t == n.gpu_type))
-            .map(|n| n.gpus)
-            .sum();
-        spec.gpus <= total
+        (0..cluster.gpu_type_names.len()).map(|t| GpuTypeId(t as u8)).filter(|t| Self::allows(spec, *t)).any(|t| {
+            let total: u32 = cluster.nodes.iter().filter(|n| n.gpu_type == t).map(|n| n.gpus).sum();
+            spec.gpus <= total
+        })
     }
 
     /// Finds and takes GPUs for a job that has waited since `pending_since`, per the strategy.
@@ -138,14 +135,14 @@ impl<'a> Placer<'a> {
             return Err(PendingReason::InsufficientGpus);
         }
         let placement = match self.strategy {
-            PlacementStrategy::Consolidated => self.consolidated(gpus, spec.gpu_type),
-            PlacementStrategy::Spread => self.spread(gpus, spec.gpu_type),
-            PlacementStrategy::Anywhere => self.packed_anywhere(gpus, spec.gpu_type),
+            PlacementStrategy::Consolidated => self.consolidated(gpus, spec),
+            PlacementStrategy::Spread => self.spread(gpus, spec),
+            PlacementStrategy::Anywhere => self.packed_anywhere(gpus, spec),
             PlacementStrategy::Relaxed { after_s } => {
                 let waited = now.saturating_since(pending_since);
-                match self.consolidated(gpus, spec.gpu_type) {
+                match self.consolidated(gpus, spec) {
                     Some(p) => Some(p),
-                    None if waited >= SimDuration::from_secs_f64(after_s) => self.packed_anywhere(gpus, spec.gpu_type),
+                    None if waited >= SimDuration::from_secs_f64(after_s) => self.packed_anywhere(gpus, spec),
                     None => None,
                 }
             }
@@ -160,22 +157,24 @@ impl<'a> Placer<'a> {
         }
     }
 
+    /// Whether the job may use GPUs of type `t`: it is not pinned to another type and it makes
+    /// progress there.
     #[inline]
-    fn type_ok(&self, node: usize, gpu_type: Option<GpuTypeId>) -> bool {
-        gpu_type.is_none_or(|t| self.cluster.nodes[node].gpu_type == t)
+    fn allows(spec: &JobSpec, t: GpuTypeId) -> bool {
+        spec.gpu_type.is_none_or(|g| g == t) && spec.speed_on(t) > 0.0
     }
 
     /// Tiresias' `yarn` scheme, per rack in order: first fit on one node, or whole free nodes plus
     /// a remainder node. A job that is not pinned to a type stays on one type. A job larger than
     /// any rack may span racks.
-    fn consolidated(&mut self, gpus: u32, gpu_type: Option<GpuTypeId>) -> Option<Placement> {
+    fn consolidated(&mut self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
         let nodes = &self.cluster.nodes;
         if gpus <= self.cluster.max_gpus_per_node() {
             if gpus > self.max_free() {
                 return None;
             }
             return (0..nodes.len())
-                .find(|&i| self.free[i] >= gpus && self.type_ok(i, gpu_type))
+                .find(|&i| self.free[i] >= gpus && Self::allows(spec, nodes[i].gpu_type))
                 .map(|i| Placement::single(NodeId(i as u32), gpus));
         }
         // One rack per job where a rack is big enough; a job larger than every rack of its type
@@ -184,7 +183,7 @@ impl<'a> Placer<'a> {
         for rack in 0..=racks {
             for t in 0..self.cluster.gpu_type_names.len() {
                 let t = GpuTypeId(t as u8);
-                if gpu_type.is_some_and(|g| g != t) {
+                if !Self::allows(spec, t) {
                     continue;
                 }
                 if rack == racks {
@@ -220,8 +219,8 @@ impl<'a> Placer<'a> {
 
     /// Any free GPUs, taking from the nodes with the most free GPUs first (so as few nodes as
     /// the free space allows), one type per job.
-    fn packed_anywhere(&self, gpus: u32, gpu_type: Option<GpuTypeId>) -> Option<Placement> {
-        self.by_type(gpu_type, |placer, t| {
+    fn packed_anywhere(&self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
+        self.by_type(spec, |placer, t| {
             let mut order: Vec<usize> =
                 (0..placer.free.len()).filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t).collect();
             order.sort_by_key(|&i| (std::cmp::Reverse(placer.free[i]), i));
@@ -240,8 +239,8 @@ impl<'a> Placer<'a> {
     }
 
     /// One GPU at a time to the node with the most free GPUs (ties: lowest id).
-    fn spread(&self, gpus: u32, gpu_type: Option<GpuTypeId>) -> Option<Placement> {
-        self.by_type(gpu_type, |placer, t| {
+    fn spread(&self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
+        self.by_type(spec, |placer, t| {
             let mut free: Vec<(u32, usize)> = (0..placer.free.len())
                 .filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t)
                 .map(|i| (placer.free[i], i))
@@ -260,11 +259,11 @@ impl<'a> Placer<'a> {
         })
     }
 
-    fn by_type(&self, gpu_type: Option<GpuTypeId>, f: impl Fn(&Self, GpuTypeId) -> Option<Placement>) -> Option<Placement> {
-        match gpu_type {
-            Some(t) => f(self, t),
-            None => (0..self.cluster.gpu_type_names.len()).find_map(|t| f(self, GpuTypeId(t as u8))),
-        }
+    fn by_type(&self, spec: &JobSpec, f: impl Fn(&Self, GpuTypeId) -> Option<Placement>) -> Option<Placement> {
+        (0..self.cluster.gpu_type_names.len())
+            .map(|t| GpuTypeId(t as u8))
+            .filter(|t| Self::allows(spec, *t))
+            .find_map(|t| f(self, t))
     }
 }
 

@@ -358,6 +358,10 @@ impl Engine<'_> {
                     return Err(format!("{} needs GPU type {}, placement {} has others", a.job, self.cluster.gpu_type_name(t), a.placement));
                 }
             }
+            let spec = &self.specs[i];
+            if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| self.cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
+                return Err(format!("{} cannot run on {} GPUs ({})", a.job, self.cluster.gpu_type_name(node.gpu_type), node.name));
+            }
             occupancy.allocate(&a.placement).map_err(|e| format!("{}: {e}", a.job))?;
         }
         Ok(())
@@ -407,7 +411,7 @@ impl Engine<'_> {
     fn stop(&mut self, index: usize, now: SimTime) {
         let job = &mut self.active[index];
         job.account(now);
-        if let RunState::Running { placement, since } = &job.state {
+        if let RunState::Running { placement, since, .. } = &job.state {
             let record = &mut self.records[job.id.index()];
             record.gpu_s_allocated += now.saturating_since(*since).as_secs_f64() * placement.gpus() as f64;
             // The engine only releases what it allocated, so this cannot fail; an error here would
@@ -425,9 +429,14 @@ impl Engine<'_> {
         let allocated = self.occupancy.allocate(&placement);
         debug_assert!(allocated.is_ok(), "validated decision failed to allocate: {allocated:?}");
         let index = self.slot[id.index()] as usize;
+        let speed = placement
+            .slots
+            .first()
+            .and_then(|(node, _)| self.cluster.node(*node))
+            .map_or(1.0, |node| self.specs[id.index()].speed_on(node.gpu_type));
         let job = &mut self.active[index];
         job.account(now);
-        job.state = RunState::Running { placement, since: now };
+        job.state = RunState::Running { placement, since: now, speed };
         job.startup_left_s = overhead;
         job.first_start.get_or_insert(now);
         self.stint_start_remaining_s[id.index()] = job.remaining_s;
@@ -449,7 +458,7 @@ impl Engine<'_> {
         let job = &self.active[self.slot[id.index()] as usize];
         let to_finish_s = match self.config.overhead {
             // Muri predicts completion without the overhead it charges at the next event.
-            OverheadModel::PerEvent => job.remaining_s_at(now),
+            OverheadModel::PerEvent => job.remaining_s_at(now) / job.speed().max(f64::MIN_POSITIVE),
             _ => job.time_to_finish_s_at(now),
         };
         let generation = self.generation[id.index()];

@@ -56,7 +56,7 @@ fn fifo_backfill_refuses_a_job_that_would_delay_the_reservation() {
 
     // The decision at t=1 itself says why J2 waits.
     let mut running = ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 10.0);
-    running.state = RunState::Running { placement: Placement::single(NodeId(0), 1), since: SimTime::ZERO };
+    running.state = RunState::Running { placement: Placement::single(NodeId(0), 1), since: SimTime::ZERO, speed: 1.0 };
     let active = vec![
         running,
         ActiveJob::submitted(JobId(1), 2, SimTime::ZERO, 5.0),
@@ -255,4 +255,32 @@ fn failures_are_retried_then_given_up() {
             assert!(r.executed_s > 100.0);
         }
     }
+}
+
+#[test]
+fn jobs_run_at_their_speed_on_each_gpu_type() {
+    use arbiter_model::{GpuTypeId, Node, RackId};
+    // Node 0 has a K80 (type 0), node 1 a V100 (type 1). A job 4× slower on the K80 placed
+    // there takes 4× its reference run time.
+    let node = |id: u32, t: u8| Node {
+        id: NodeId(id),
+        name: format!("n{id}"),
+        rack: RackId(0),
+        gpu_type: GpuTypeId(t),
+        gpus: 1,
+        cpus: 8,
+        memory_gib: 64,
+    };
+    let cluster = Cluster::new(vec!["K80".into(), "V100".into()], vec![node(0, 0), node(1, 1)]).expect("valid");
+    let mut jobs = vec![job(0, 0, 1, 100.0), job(1, 0, 1, 100.0)];
+    for j in &mut jobs {
+        j.speed_by_gpu_type = vec![0.25, 1.0];
+    }
+    let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
+    // First fit: job 0 on node 0 (K80, 400 s), job 1 on node 1 (V100, 100 s).
+    assert_eq!(jcts(&out), vec![400.0, 100.0]);
+    // A job that cannot run on K80s waits for the V100.
+    jobs[0].speed_by_gpu_type = vec![0.0, 1.0];
+    let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
+    assert_eq!(jcts(&out), vec![100.0, 400.0]);
 }
