@@ -1,0 +1,198 @@
+//! The one place Arbiter talks to a linear-programming solver.
+//!
+//! Policies build a [`LinearProgram`] from plain numbers — variables with bounds, linear
+//! constraints, a linear objective — and get back a [`LpSolution`] or a [`SolverError`]. The
+//! backend (good_lp with the pure-Rust interior-point solver Clarabel, chosen by measurement: see
+//! `CONVENTIONS.md`) is an implementation detail behind this seam, so another backend can be
+//! swapped in behind a cargo feature without touching a policy.
+//!
+//! An interior-point solver returns a point in the *relative interior* of the optimal face when
+//! the optimum is not unique (it does not pick a vertex). Policies that rely on that — Gavel's
+//! max-min fairness leaves non-bottleneck jobs free — say so where they do.
+#![deny(missing_docs)]
+
+use good_lp::{
+    clarabel, variable, Expression, ProblemVariables, ResolutionError, Solution, SolverModel, Variable,
+};
+use thiserror::Error;
+
+/// A variable of a [`LinearProgram`], by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VarId(pub usize);
+
+/// Whether to minimise or maximise the objective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Minimise.
+    Minimise,
+    /// Maximise.
+    Maximise,
+}
+
+/// Why a program could not be solved. Callers keep their previous allocation and count the
+/// failure; the next recomputation tries again.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SolverError {
+    /// No point satisfies the constraints.
+    #[error("the linear program is infeasible")]
+    Infeasible,
+    /// The objective is unbounded.
+    #[error("the linear program is unbounded")]
+    Unbounded,
+    /// The backend failed (numerical trouble, iteration limit).
+    #[error("the solver failed: {0}")]
+    Backend(String),
+}
+
+/// A solved program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LpSolution {
+    /// Value of every variable, by [`VarId`].
+    pub values: Vec<f64>,
+    /// Objective value.
+    pub objective: f64,
+}
+
+impl LpSolution {
+    /// Value of one variable.
+    pub fn value(&self, var: VarId) -> f64 {
+        self.values.get(var.0).copied().unwrap_or(0.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Sense {
+    Le,
+    Ge,
+    Eq,
+}
+
+/// A linear program assembled from numbers.
+#[derive(Clone, Debug)]
+pub struct LinearProgram {
+    direction: Direction,
+    bounds: Vec<(f64, f64)>,
+    objective: Vec<(VarId, f64)>,
+    rows: Vec<(Vec<(VarId, f64)>, Sense, f64)>,
+}
+
+impl LinearProgram {
+    /// An empty program.
+    pub fn new(direction: Direction) -> Self {
+        LinearProgram { direction, bounds: Vec::new(), objective: Vec::new(), rows: Vec::new() }
+    }
+
+    /// Adds a variable with bounds `lower <= x <= upper` (use infinities for none).
+    pub fn add_var(&mut self, lower: f64, upper: f64) -> VarId {
+        self.bounds.push((lower, upper));
+        VarId(self.bounds.len() - 1)
+    }
+
+    /// Number of variables.
+    pub fn var_count(&self) -> usize {
+        self.bounds.len()
+    }
+
+    /// Number of constraints (bounds excluded).
+    pub fn constraint_count(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Adds `coefficient × var` to the objective.
+    pub fn add_objective(&mut self, var: VarId, coefficient: f64) {
+        self.objective.push((var, coefficient));
+    }
+
+    /// `Σ terms <= rhs`.
+    pub fn add_le(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
+        self.rows.push((terms, Sense::Le, rhs));
+    }
+
+    /// `Σ terms >= rhs`.
+    pub fn add_ge(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
+        self.rows.push((terms, Sense::Ge, rhs));
+    }
+
+    /// `Σ terms == rhs`.
+    pub fn add_eq(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
+        self.rows.push((terms, Sense::Eq, rhs));
+    }
+
+    /// Solves with Clarabel.
+    pub fn solve(&self) -> Result<LpSolution, SolverError> {
+        let mut problem = ProblemVariables::new();
+        let vars: Vec<Variable> = self
+            .bounds
+            .iter()
+            .map(|&(lo, hi)| {
+                let mut v = variable();
+                if lo.is_finite() {
+                    v = v.min(lo);
+                }
+                if hi.is_finite() {
+                    v = v.max(hi);
+                }
+                problem.add(v)
+            })
+            .collect();
+        let expression = |terms: &[(VarId, f64)]| -> Expression {
+            let mut e = Expression::with_capacity(terms.len());
+            for &(var, c) in terms {
+                e.add_mul(c, vars[var.0]);
+            }
+            e
+        };
+        let objective = expression(&self.objective);
+        let unsolved = match self.direction {
+            Direction::Maximise => problem.maximise(objective),
+            Direction::Minimise => problem.minimise(objective),
+        };
+        let mut model = unsolved.using(clarabel);
+        for (terms, sense, rhs) in &self.rows {
+            let lhs = expression(terms);
+            let constraint = match sense {
+                Sense::Le => lhs.leq(*rhs),
+                Sense::Ge => lhs.geq(*rhs),
+                Sense::Eq => lhs.eq(*rhs),
+            };
+            model.add_constraint(constraint);
+        }
+        let solution = model.solve().map_err(|e| match e {
+            ResolutionError::Infeasible => SolverError::Infeasible,
+            ResolutionError::Unbounded => SolverError::Unbounded,
+            other => SolverError::Backend(other.to_string()),
+        })?;
+        let values: Vec<f64> = vars.iter().map(|v| solution.value(*v)).collect();
+        let objective = self.objective.iter().map(|(v, c)| c * values[v.0]).sum();
+        Ok(LpSolution { values, objective })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solves_a_small_lp() {
+        // max 3x + 2y s.t. x + y <= 4, x + 3y <= 6, x <= 3; optimum x=3, y=1, objective 11.
+        let mut lp = LinearProgram::new(Direction::Maximise);
+        let x = lp.add_var(0.0, 3.0);
+        let y = lp.add_var(0.0, f64::INFINITY);
+        lp.add_objective(x, 3.0);
+        lp.add_objective(y, 2.0);
+        lp.add_le(vec![(x, 1.0), (y, 1.0)], 4.0);
+        lp.add_le(vec![(x, 1.0), (y, 3.0)], 6.0);
+        let s = lp.solve().expect("solvable");
+        assert!((s.objective - 11.0).abs() < 1e-6, "{s:?}");
+        assert!((s.value(x) - 3.0).abs() < 1e-6 && (s.value(y) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn infeasible_programs_are_errors() {
+        let mut lp = LinearProgram::new(Direction::Minimise);
+        let x = lp.add_var(0.0, 1.0);
+        lp.add_objective(x, 1.0);
+        lp.add_ge(vec![(x, 1.0)], 2.0);
+        assert!(lp.solve().is_err());
+    }
+}
