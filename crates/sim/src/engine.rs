@@ -10,7 +10,7 @@
 //! point costs nothing per untouched running job (except under Muri's per-event overhead model,
 //! which by definition touches every running job at every event).
 
-use crate::metrics::{JobOutcome, JobRecord};
+use crate::metrics::{JobOutcome, JobRecord, Window};
 use arbiter_model::{
     ActiveJob, Cluster, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
@@ -65,6 +65,10 @@ pub struct SimConfig {
     pub failures: Option<FailureConfig>,
     /// Seed of the engine's random stream (failures).
     pub seed: u64,
+    /// Stop as soon as every job in this window has finished (set from a scenario's
+    /// `window.stop_when_done`); jobs still active then are reported unfinished.
+    #[serde(skip)]
+    pub stop_when_finished: Option<Window>,
 }
 
 impl Default for SimConfig {
@@ -76,6 +80,7 @@ impl Default for SimConfig {
             restart_overhead_s: 0.0,
             failures: None,
             seed: 0,
+            stop_when_finished: None,
         }
     }
 }
@@ -166,6 +171,8 @@ struct Engine<'a> {
     stats: EngineStats,
     /// Scratch: decision stamp per job id.
     stamp: Vec<u64>,
+    /// Jobs of `config.stop_when_finished` not finished yet.
+    window_outstanding: Option<usize>,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -218,6 +225,7 @@ pub fn simulate(
         rng: ChaCha8Rng::seed_from_u64(config.seed),
         stats: EngineStats::default(),
         stamp: vec![0; n],
+        window_outstanding: config.stop_when_finished.map(|w| specs.iter().filter(|s| w.contains(s.id.0)).count()),
     };
     engine.run(policy)?;
     Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats })
@@ -241,6 +249,7 @@ impl Engine<'_> {
 
     fn run(&mut self, policy: &mut dyn Policy) -> Result<(), SimError> {
         let round = self.config.round_s.map(SimDuration::from_secs_f64).filter(|d| d.as_ms() > 0);
+
         let mut next_arrival = 0usize;
         if let (Some(_), Some(first)) = (round, self.specs.first()) {
             self.push(first.submit, EventKind::Round);
@@ -289,6 +298,9 @@ impl Engine<'_> {
                         round_due = true;
                     }
                 }
+            }
+            if self.window_outstanding == Some(0) {
+                break;
             }
             if reschedule && !self.active.is_empty() {
                 self.scheduling_point(now, policy)?;
@@ -476,6 +488,11 @@ impl Engine<'_> {
             self.slot[moved.id.index()] = index as u32;
         }
         self.slot[id.index()] = NOT_ACTIVE;
+        if let (Some(left), Some(w)) = (self.window_outstanding.as_mut(), self.config.stop_when_finished) {
+            if w.contains(id.0) {
+                *left = left.saturating_sub(1);
+            }
+        }
         let record = &mut self.records[id.index()];
         record.first_start_s = job.first_start.map(SimTime::as_secs_f64);
         record.finish_s = Some(now.as_secs_f64());

@@ -94,6 +94,10 @@ pub struct Window {
     pub first_job: Option<u32>,
     /// Last job id measured (inclusive).
     pub last_job: Option<u32>,
+    /// End the simulation once every measured job has finished (Gavel measures a window of a
+    /// stream that keeps arriving; later jobs need not run to completion).
+    #[serde(default)]
+    pub stop_when_done: bool,
 }
 
 impl Window {

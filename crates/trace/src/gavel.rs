@@ -51,6 +51,20 @@ impl ThroughputTable {
         self.solo.get(&(gpu_type.to_string(), job_type.to_string(), scale_factor)).copied()
     }
 
+    /// Speeds of `job_type` at `scale_factor` on each of `gpu_types` (names matched
+    /// case-insensitively), relative to its speed on `reference`: the per-type speed vector the
+    /// engine runs the job at. A type the table does not measure gets 0 (the job cannot run
+    /// there). `None` if the reference itself is unmeasured.
+    pub fn relative_speeds(&self, job_type: &str, scale_factor: u32, gpu_types: &[String], reference: &str) -> Option<Vec<f64>> {
+        let reference_tput = self.solo(reference, job_type, scale_factor).filter(|t| *t > 0.0)?;
+        Some(
+            gpu_types
+                .iter()
+                .map(|t| self.solo(&t.to_ascii_lowercase(), job_type, scale_factor).unwrap_or(0.0) / reference_tput)
+                .collect(),
+        )
+    }
+
     /// Job types present for `gpu_type`, sorted.
     pub fn job_types(&self, gpu_type: &str) -> Vec<String> {
         let mut v: Vec<String> =

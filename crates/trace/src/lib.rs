@@ -11,6 +11,7 @@
 pub mod cluster_spec;
 mod error;
 pub mod gavel;
+pub mod generator;
 pub mod muri;
 pub mod native;
 pub mod philly;

@@ -15,6 +15,8 @@ use crate::engine::{SimConfig, SimError};
 use crate::metrics::Window;
 use arbiter_model::Cluster;
 use arbiter_policy::{PlacementStrategy, PolicyConfig, PolicyKind};
+use arbiter_trace::generator::GavelWorkload;
+use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::{ReadOptions, Trace, TraceError, TraceFormat};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -115,6 +117,10 @@ pub struct ClusterSpec {
     pub memory_gib_per_node: u32,
     /// GPU type name.
     pub gpu_type: String,
+    /// A heterogeneous cluster: GPUs per type (e.g. `{ k80 = 36, p100 = 36, v100 = 36 }`), on
+    /// nodes of `gpus_per_node` GPUs each, all in one rack; replaces `racks`/`nodes_per_rack`
+    /// and `gpu_type`.
+    pub gpu_types: std::collections::BTreeMap<String, u32>,
     /// A Tiresias/Muri cluster-spec CSV (`num_switch,num_node_p_switch,num_gpu_p_node,
     /// num_cpu_p_node,mem_p_node`); replaces the sizes above.
     pub spec_file: Option<PathBuf>,
@@ -133,6 +139,7 @@ impl Default for ClusterSpec {
             cpus_per_node: 64,
             memory_gib_per_node: 512,
             gpu_type: "V100".into(),
+            gpu_types: std::collections::BTreeMap::new(),
             spec_file: None,
             per_tenant_nodes: None,
         }
@@ -216,6 +223,26 @@ fn all_tenants() -> String {
     "all".into()
 }
 
+/// A generated workload (Gavel's Philly-fitted generator).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Name used in results.
+    #[serde(default = "default_workload_name")]
+    pub name: String,
+    /// Generator parameters.
+    #[serde(flatten)]
+    pub generator: GavelWorkload,
+    /// Seeds: one job stream per seed, and the same seed drives the simulation; every policy
+    /// sees the same stream for a seed. Defaults to the scenario's `seeds`.
+    #[serde(default)]
+    pub seeds: Option<Vec<u64>>,
+}
+
+fn default_workload_name() -> String {
+    "generated".into()
+}
+
 /// A whole scenario file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -225,8 +252,16 @@ pub struct Scenario {
     /// What it shows.
     #[serde(default)]
     pub description: Option<String>,
-    /// Traces.
+    /// Traces (or give a `[workload]` instead).
+    #[serde(default)]
     pub trace: Vec<TraceSpec>,
+    /// A generated workload, one job stream per seed (instead of traces).
+    #[serde(default)]
+    pub workload: Option<WorkloadSpec>,
+    /// Per-GPU-type throughputs that give each job its speed on each GPU type of the cluster
+    /// (jobs are matched by their model / job type and GPU count).
+    #[serde(default)]
+    pub throughputs: Option<PathBuf>,
     /// Cluster.
     #[serde(default)]
     pub cluster: ClusterSpec,
@@ -289,8 +324,13 @@ impl Scenario {
     }
 
     fn check(&self) -> Result<(), ScenarioError> {
-        if self.trace.is_empty() {
-            return Err(self.invalid("no [[trace]] given".into()));
+        match (self.trace.is_empty(), &self.workload) {
+            (true, None) => return Err(self.invalid("give [[trace]] entries or a [workload]".into())),
+            (false, Some(_)) => return Err(self.invalid("give either [[trace]] entries or a [workload], not both".into())),
+            (true, Some(_)) if self.throughputs.is_none() => {
+                return Err(self.invalid("a [workload] needs `throughputs` (Gavel's simulation_throughputs.json)".into()))
+            }
+            _ => {}
         }
         if self.policies.is_empty() {
             return Err(self.invalid("`policies` is empty".into()));
@@ -338,9 +378,28 @@ impl Scenario {
         Ok(config)
     }
 
-    /// Loads and filters every trace: `(name, trace)`.
-    pub fn load_traces(&self) -> Result<Vec<(String, Arc<Trace>)>, ScenarioError> {
+    /// The throughput table named by `throughputs`, if any.
+    pub fn throughput_table(&self) -> Result<Option<ThroughputTable>, ScenarioError> {
+        self.throughputs.as_ref().map(|p| ThroughputTable::read(&self.resolve(p))).transpose().map_err(Into::into)
+    }
+
+    /// Seeds the simulations run with.
+    pub fn run_seeds(&self) -> &[u64] {
+        self.workload.as_ref().and_then(|w| w.seeds.as_deref()).unwrap_or(&self.seeds)
+    }
+
+    /// Loads and filters every trace, or generates the workload: `(name, seed, trace)`, where a
+    /// generated stream belongs to one seed and a trace file to every seed (`None`).
+    pub fn load_traces(&self, table: Option<&ThroughputTable>) -> Result<Vec<(String, Option<u64>, Arc<Trace>)>, ScenarioError> {
         let mut out = Vec::new();
+        if let Some(workload) = &self.workload {
+            let table = table.ok_or_else(|| self.invalid("a [workload] needs `throughputs`".into()))?;
+            for &seed in self.run_seeds() {
+                let trace = workload.generator.generate(table, seed).map_err(|m| self.invalid(format!("workload: {m}")))?;
+                out.push((workload.name.clone(), Some(seed), Arc::new(trace)));
+            }
+            return Ok(out);
+        }
         for spec in &self.trace {
             let path = self.resolve(&spec.path);
             let mut read = spec.read.clone();
@@ -369,9 +428,54 @@ impl Scenario {
             let name = spec.name.clone().unwrap_or_else(|| {
                 path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into())
             });
-            out.push((name, Arc::new(trace)));
+            out.push((name, None, Arc::new(trace)));
         }
         Ok(out)
+    }
+
+    /// Gives every job its speed on each GPU type of `cluster` from the throughput table,
+    /// relative to its V100 speed (run times are V100 times). Jobs need a model / job type the
+    /// table knows.
+    pub fn bind_speeds(&self, trace: &mut Trace, cluster: &Cluster, table: &ThroughputTable) -> Result<(), ScenarioError> {
+        for job in &mut trace.jobs {
+            let Some(model) = job.model.as_deref() else {
+                return Err(self.invalid(format!("{} (trace id {}) has no job type to look up throughputs for", job.id, job.trace_id)));
+            };
+            let speeds = [job.gpus, 8, 4, 2, 1]
+                .into_iter()
+                .filter(|g| *g <= job.gpus)
+                .find_map(|g| table.relative_speeds(model, g, &cluster.gpu_type_names, arbiter_trace::generator::REFERENCE_GPU))
+                .ok_or_else(|| self.invalid(format!("{}: job type `{model}` on {} GPUs has no V100 throughput", job.id, job.gpus)))?;
+            job.speed_by_gpu_type = speeds;
+        }
+        Ok(())
+    }
+
+    fn heterogeneous_cluster(&self) -> Result<Cluster, ScenarioError> {
+        let c = &self.cluster;
+        if c.gpus_per_node == 0 {
+            return Err(self.invalid("cluster.gpus_per_node must be >= 1".into()));
+        }
+        let names: Vec<String> = c.gpu_types.keys().cloned().collect();
+        let mut nodes = Vec::new();
+        for (t, (name, &gpus)) in c.gpu_types.iter().enumerate() {
+            if gpus % c.gpus_per_node != 0 {
+                return Err(self.invalid(format!("cluster.gpu_types.{name}: {gpus} GPUs is not a multiple of gpus_per_node {}", c.gpus_per_node)));
+            }
+            for _ in 0..gpus / c.gpus_per_node {
+                let id = arbiter_model::NodeId(nodes.len() as u32);
+                nodes.push(arbiter_model::Node {
+                    id,
+                    name: format!("{name}-{}", id.0),
+                    rack: arbiter_model::RackId(0),
+                    gpu_type: arbiter_model::GpuTypeId(t as u8),
+                    gpus: c.gpus_per_node,
+                    cpus: c.cpus_per_node,
+                    memory_gib: c.memory_gib_per_node,
+                });
+            }
+        }
+        Cluster::new(names, nodes).map_err(|e| self.invalid(format!("cluster: {e}")))
     }
 
     /// `(tenant, cluster)` pairs to run a trace on: `("all", the cluster)` or one per tenant.
@@ -383,6 +487,12 @@ impl Scenario {
         };
         if let (Some(_), Some(_)) = (&c.spec_file, &c.per_tenant_nodes) {
             return Err(self.invalid("cluster.spec_file and cluster.per_tenant_nodes exclude each other".into()));
+        }
+        if !c.gpu_types.is_empty() {
+            if c.spec_file.is_some() || c.per_tenant_nodes.is_some() {
+                return Err(self.invalid("cluster.gpu_types excludes spec_file and per_tenant_nodes".into()));
+            }
+            return Ok(vec![("all".into(), self.heterogeneous_cluster()?)]);
         }
         if let Some(file) = &c.spec_file {
             return Ok(vec![("all".into(), arbiter_trace::cluster_spec::read(&self.resolve(file), &c.gpu_type)?)]);

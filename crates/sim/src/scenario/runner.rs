@@ -89,7 +89,8 @@ impl Scenario {
         clock: &(dyn Fn() -> f64 + Sync),
     ) -> Result<Vec<ResultRow>, ScenarioError> {
         let config = self.policy_config()?;
-        let traces = self.load_traces()?;
+        let table = self.throughput_table()?;
+        let traces = self.load_traces(table.as_ref())?;
         struct Task {
             trace: String,
             jobs: Arc<Trace>,
@@ -99,17 +100,25 @@ impl Scenario {
             seed: u64,
         }
         let mut tasks = Vec::new();
-        for (name, trace) in &traces {
+        for (name, trace_seed, trace) in &traces {
             for (tenant, cluster) in self.clusters_for(trace)? {
-                let jobs = if tenant == "all" {
-                    Arc::clone(trace)
+                let mut jobs = if tenant == "all" {
+                    (**trace).clone()
                 } else {
                     let t = tenant.clone();
-                    Arc::new((**trace).clone().filter(|j| j.tenant == t))
+                    (**trace).clone().filter(|j| j.tenant == t)
                 };
+                if let Some(table) = &table {
+                    self.bind_speeds(&mut jobs, &cluster, table)?;
+                }
+                let jobs = Arc::new(jobs);
                 let cluster = Arc::new(cluster);
+                let seeds: Vec<u64> = match trace_seed {
+                    Some(s) => vec![*s],
+                    None => self.run_seeds().to_vec(),
+                };
                 for &policy in &self.policies {
-                    for &seed in &self.seeds {
+                    for &seed in &seeds {
                         tasks.push(Task {
                             trace: name.clone(),
                             jobs: Arc::clone(&jobs),
@@ -136,7 +145,11 @@ impl Scenario {
                 };
                 let mut policy = build(task.policy, &config)
                     .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
-                let sim_config = SimConfig { seed: task.seed, ..self.simulation.clone() };
+                let sim_config = SimConfig {
+                    seed: task.seed,
+                    stop_when_finished: self.window.stop_when_done.then_some(self.window),
+                    ..self.simulation.clone()
+                };
                 let started = clock();
                 let output = simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?;
                 let wall_s = clock() - started;

@@ -1,0 +1,101 @@
+//! Gavel's synthetic "Philly-fitted" workload (Narayanan et al., OSDI'20, §7.1; `scheduler/utils.py`
+//! in Gavel's repository), re-implemented with a seeded ChaCha stream:
+//!
+//! - arrivals: Poisson at `jobs_per_hour` (exponential gaps, first job at t = 0), or all at t = 0
+//!   for a static workload;
+//! - job type: uniform over the types in the throughput table (26 in Gavel's);
+//! - run time on V100s: `60 · 10^U(1.5, 3)` s with probability 0.8, else `60 · 10^U(3, 4)` s;
+//! - GPUs (scale factor): 1, or with `multi_gpu` 1/2/4/8 with probability 0.70/0.10/0.15/0.05
+//!   (the type is drawn among those measured at that scale factor);
+//! - work: steps = run time × the type's V100 throughput at that scale factor;
+//! - priority weights (optional): 20% of jobs get weight 5, the rest 1 (stored in `priority`).
+//!
+//! The same seed gives the same jobs; Gavel's own numpy stream cannot be reproduced, so results
+//! are compared as averages over seeds.
+
+use crate::gavel::ThroughputTable;
+use crate::Trace;
+use arbiter_model::{JobId, JobSpec, SimTime};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// Parameters of a generated workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GavelWorkload {
+    /// Arrival rate; `None` (or 0) submits every job at t = 0 (a static workload).
+    pub jobs_per_hour: Option<f64>,
+    /// Number of jobs to generate.
+    pub jobs: usize,
+    /// Draw multi-GPU sizes (1/2/4/8 with probability 0.70/0.10/0.15/0.05).
+    pub multi_gpu: bool,
+    /// Give 20% of jobs priority weight 5.
+    pub priority_weights: bool,
+}
+
+impl Default for GavelWorkload {
+    fn default() -> Self {
+        GavelWorkload { jobs_per_hour: Some(2.0), jobs: 1000, multi_gpu: false, priority_weights: false }
+    }
+}
+
+/// The reference GPU type run times and steps are measured on.
+pub const REFERENCE_GPU: &str = "v100";
+
+impl GavelWorkload {
+    /// Generates the workload with `seed`.
+    pub fn generate(&self, table: &ThroughputTable, seed: u64) -> Result<Trace, String> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let types = table.job_types(REFERENCE_GPU);
+        if types.is_empty() {
+            return Err(format!("the throughput table has no {REFERENCE_GPU} entries"));
+        }
+        let rate = self.jobs_per_hour.filter(|r| *r > 0.0);
+        if let Some(r) = rate {
+            if !r.is_finite() {
+                return Err(format!("jobs_per_hour must be finite, got {r}"));
+            }
+        }
+        let mut jobs = Vec::with_capacity(self.jobs);
+        let mut arrival_s = 0.0f64;
+        for i in 0..self.jobs {
+            if let (Some(r), true) = (rate, i > 0) {
+                let u: f64 = rng.random();
+                arrival_s += -(1.0 - u).ln() * 3600.0 / r;
+            }
+            let gpus = if self.multi_gpu {
+                let u: f64 = rng.random();
+                if u < 0.70 {
+                    1
+                } else if u < 0.80 {
+                    2
+                } else if u < 0.95 {
+                    4
+                } else {
+                    8
+                }
+            } else {
+                1
+            };
+            let candidates: Vec<&String> =
+                types.iter().filter(|t| table.solo(REFERENCE_GPU, t, gpus).is_some_and(|x| x > 0.0)).collect();
+            if candidates.is_empty() {
+                return Err(format!("no job type is measured on {gpus} GPUs"));
+            }
+            let job_type = candidates[rng.random_range(0..candidates.len())];
+            let (lo, hi) = if rng.random::<f64>() < 0.8 { (1.5, 3.0) } else { (3.0, 4.0) };
+            let exponent = lo + (hi - lo) * rng.random::<f64>();
+            let run_time_s = 60.0 * 10f64.powf(exponent);
+            let tput = table.solo(REFERENCE_GPU, job_type, gpus).unwrap_or(1.0);
+            let priority = if self.priority_weights && rng.random::<f64>() < 0.2 { 5 } else { 1 };
+            let mut job = JobSpec::new(JobId(i as u32), SimTime::from_secs_f64(arrival_s), gpus, run_time_s);
+            job.trace_id = i.to_string();
+            job.model = Some(job_type.clone());
+            job.iterations = Some((run_time_s * tput).round() as u64);
+            job.priority = priority;
+            jobs.push(job);
+        }
+        Ok(Trace::from_jobs(jobs, None))
+    }
+}
