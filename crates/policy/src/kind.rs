@@ -2,6 +2,7 @@
 //! and [`build`], which turns a name plus configuration into a policy object.
 
 use crate::backfill::FifoBackfill;
+use crate::gavel::{Gavel, Objective, RoundOptions};
 use crate::gittins::{Gittins, GittinsPrior};
 use crate::greedy::GreedyOptions;
 use crate::las::{Las, LasConfig};
@@ -31,11 +32,15 @@ pub enum PolicyKind {
     Gittins,
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
     Qssf,
+    /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
+    MaxMinFairness,
+    /// Gavel max-min fairness over normalized throughputs (heterogeneity-aware LAS), by rounds.
+    MaxMinFairnessHet,
 }
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 8] = [
+    pub const ALL: [PolicyKind; 10] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -44,6 +49,8 @@ impl PolicyKind {
         PolicyKind::Las,
         PolicyKind::Gittins,
         PolicyKind::Qssf,
+        PolicyKind::MaxMinFairness,
+        PolicyKind::MaxMinFairnessHet,
     ];
 
     /// The identifier.
@@ -57,6 +64,8 @@ impl PolicyKind {
             PolicyKind::Las => "las",
             PolicyKind::Gittins => "gittins",
             PolicyKind::Qssf => "qssf",
+            PolicyKind::MaxMinFairness => "max-min-fairness",
+            PolicyKind::MaxMinFairnessHet => "max-min-fairness-het",
         }
     }
 
@@ -81,6 +90,8 @@ impl PolicyKind {
             PolicyKind::Las => "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)",
             PolicyKind::Gittins => "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)",
             PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
+            PolicyKind::MaxMinFairness => "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)",
+            PolicyKind::MaxMinFairnessHet => "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)",
         }
     }
 }
@@ -108,6 +119,8 @@ pub struct PolicyConfig {
     pub gittins_delta_gpu_s: f64,
     /// QSSF: recent jobs per history key.
     pub qssf_history: usize,
+    /// Gavel's round mechanism (round length, recomputation interval, shuffle seed).
+    pub rounds: RoundOptions,
 }
 
 impl Default for PolicyConfig {
@@ -119,6 +132,7 @@ impl Default for PolicyConfig {
             gittins_prior_gpu_s: Vec::new(),
             gittins_delta_gpu_s: 3250.0,
             qssf_history: DEFAULT_HISTORY,
+            rounds: RoundOptions::default(),
         }
     }
 }
@@ -145,6 +159,12 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
             Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
         }
         PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
+        PolicyKind::MaxMinFairness => {
+            Box::new(Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, config.rounds)?)
+        }
+        PolicyKind::MaxMinFairnessHet => {
+            Box::new(Gavel::new("max-min-fairness-het", Objective::MaxMinFairness, true, config.rounds)?)
+        }
     })
 }
 

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod backfill;
+pub mod gavel;
 pub mod gittins;
 pub mod greedy;
 pub mod kind;

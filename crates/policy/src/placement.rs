@@ -41,6 +41,11 @@ impl PlacementStrategy {
     }
 }
 
+/// Whether `spec` may run on GPUs of type `t` at all.
+fn type_allowed(spec: &JobSpec, t: GpuTypeId) -> bool {
+    spec.gpu_type.is_none_or(|g| g == t) && spec.speed_on(t) > 0.0
+}
+
 /// Free GPUs while a decision is being built.
 #[derive(Clone, Debug)]
 pub struct Placer<'a> {
@@ -50,6 +55,8 @@ pub struct Placer<'a> {
     strategy: PlacementStrategy,
     /// Largest free count of any node, or `None` when it must be recomputed.
     max_free_cache: Option<u32>,
+    /// While set, only GPUs of this type are considered ([`Placer::place_on_type`]).
+    only_type: Option<GpuTypeId>,
 }
 
 impl<'a> Placer<'a> {
@@ -57,7 +64,7 @@ impl<'a> Placer<'a> {
     pub fn new(cluster: &'a Cluster, strategy: PlacementStrategy) -> Self {
         let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = free.iter().sum();
-        Placer { cluster, free, free_total, strategy, max_free_cache: None }
+        Placer { cluster, free, free_total, strategy, max_free_cache: None, only_type: None }
     }
 
     /// GPUs free in total.
@@ -109,6 +116,16 @@ impl<'a> Placer<'a> {
         self.max_free_cache = None;
     }
 
+    /// Makes every GPU that is taken in `other` taken here too (both over the same cluster).
+    pub fn take_overlap_all(&mut self, other: &Placer<'_>) {
+        for (mine, theirs) in self.free.iter_mut().zip(&other.free) {
+            let taken = (*mine).saturating_sub(*theirs);
+            *mine -= taken;
+            self.free_total -= taken;
+        }
+        self.max_free_cache = None;
+    }
+
     /// Gives back `placement` (it must have been taken).
     pub fn give_back(&mut self, placement: &Placement) {
         for &(node, gpus) in &placement.slots {
@@ -122,7 +139,7 @@ impl<'a> Placer<'a> {
 
     /// Whether the job could ever be placed on the empty cluster with any strategy.
     pub fn could_ever_fit(cluster: &Cluster, spec: &JobSpec) -> bool {
-        (0..cluster.gpu_type_names.len()).map(|t| GpuTypeId(t as u8)).filter(|t| Self::allows(spec, *t)).any(|t| {
+        (0..cluster.gpu_type_names.len()).map(|t| GpuTypeId(t as u8)).filter(|t| type_allowed(spec, *t)).any(|t| {
             let total: u32 = cluster.nodes.iter().filter(|n| n.gpu_type == t).map(|n| n.gpus).sum();
             spec.gpus <= total
         })
@@ -157,11 +174,28 @@ impl<'a> Placer<'a> {
         }
     }
 
-    /// Whether the job may use GPUs of type `t`: it is not pinned to another type and it makes
-    /// progress there.
+    /// Whether the job may use GPUs of type `t`: it is not pinned to another type, it makes
+    /// progress there, and the placer is not restricted to another type.
     #[inline]
-    fn allows(spec: &JobSpec, t: GpuTypeId) -> bool {
-        spec.gpu_type.is_none_or(|g| g == t) && spec.speed_on(t) > 0.0
+    fn allows(&self, spec: &JobSpec, t: GpuTypeId) -> bool {
+        self.only_type.is_none_or(|o| o == t) && type_allowed(spec, t)
+    }
+
+    /// Like [`Placer::place`], but only on GPUs of type `gpu_type` (for policies that decide the
+    /// type themselves, like Gavel's round mechanism).
+    pub fn place_on_type(
+        &mut self,
+        spec: &JobSpec,
+        gpu_type: GpuTypeId,
+        pending_since: SimTime,
+        now: SimTime,
+    ) -> Result<Placement, PendingReason> {
+        self.only_type = Some(gpu_type);
+        self.max_free_cache = None;
+        let placed = self.place(spec, pending_since, now);
+        self.only_type = None;
+        self.max_free_cache = None;
+        placed
     }
 
     /// Tiresias' `yarn` scheme, per rack in order: first fit on one node, or whole free nodes plus
@@ -174,7 +208,7 @@ impl<'a> Placer<'a> {
                 return None;
             }
             return (0..nodes.len())
-                .find(|&i| self.free[i] >= gpus && Self::allows(spec, nodes[i].gpu_type))
+                .find(|&i| self.free[i] >= gpus && self.allows(spec, nodes[i].gpu_type))
                 .map(|i| Placement::single(NodeId(i as u32), gpus));
         }
         // One rack per job where a rack is big enough; a job larger than every rack of its type
@@ -183,7 +217,7 @@ impl<'a> Placer<'a> {
         for rack in 0..=racks {
             for t in 0..self.cluster.gpu_type_names.len() {
                 let t = GpuTypeId(t as u8);
-                if !Self::allows(spec, t) {
+                if !self.allows(spec, t) {
                     continue;
                 }
                 if rack == racks {
@@ -262,7 +296,7 @@ impl<'a> Placer<'a> {
     fn by_type(&self, spec: &JobSpec, f: impl Fn(&Self, GpuTypeId) -> Option<Placement>) -> Option<Placement> {
         (0..self.cluster.gpu_type_names.len())
             .map(|t| GpuTypeId(t as u8))
-            .filter(|t| Self::allows(spec, *t))
+            .filter(|t| self.allows(spec, *t))
             .find_map(|t| f(self, t))
     }
 }

@@ -180,6 +180,8 @@ pub struct PolicySpec {
     pub gittins_delta_gpu_s: f64,
     /// QSSF: recent jobs kept per history key.
     pub qssf_history: usize,
+    /// Gavel: minimum seconds between allocation recomputations.
+    pub recompute_interval_s: f64,
 }
 
 impl Default for PolicySpec {
@@ -192,6 +194,7 @@ impl Default for PolicySpec {
             gittins_prior: None,
             gittins_delta_gpu_s: d.gittins_delta_gpu_s,
             qssf_history: d.qssf_history,
+            recompute_interval_s: d.rounds.recompute_interval_s,
         }
     }
 }
@@ -370,6 +373,10 @@ impl Scenario {
         config.las.starvation_factor = self.policy.starvation_factor;
         config.gittins_delta_gpu_s = self.policy.gittins_delta_gpu_s;
         config.qssf_history = self.policy.qssf_history;
+        config.rounds.recompute_interval_s = self.policy.recompute_interval_s;
+        if let Some(round_s) = self.simulation.round_s {
+            config.rounds.round_s = round_s;
+        }
         if let Some(prior) = &self.policy.gittins_prior {
             config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&self.resolve(prior))?;
         } else if self.policies.contains(&PolicyKind::Gittins) {

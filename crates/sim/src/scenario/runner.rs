@@ -143,7 +143,9 @@ impl Scenario {
                     seed: task.seed,
                     source,
                 };
-                let mut policy = build(task.policy, &config)
+                let mut task_config = config.clone();
+                task_config.rounds.seed = task.seed;
+                let mut policy = build(task.policy, &task_config)
                     .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
                 let sim_config = SimConfig {
                     seed: task.seed,

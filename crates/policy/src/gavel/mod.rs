@@ -1,0 +1,338 @@
+//! Gavel's heterogeneity-aware scheduling (Narayanan et al., OSDI'20): an allocation policy
+//! computes X[j][k], the share of time each job should get on each GPU type
+//! ([`allocation`]), and a round-based mechanism realizes it (§5).
+//!
+//! The mechanism, as in Gavel's `scheduler.py`:
+//! - The engine calls the policy once per round (default 360 s). Each job keeps, per GPU type,
+//!   the time it has received since the last allocation reset (starting at half a round) and the
+//!   time all jobs received on each type.
+//! - X is recomputed when the set of jobs has changed and at least `recompute_interval_s`
+//!   (Gavel: 1,920 s) have passed since the last recomputation (or there is none yet). A newly
+//!   arrived job gets no GPU before the recomputation that includes it. At each recomputation
+//!   the received times are reset to half a round, and each job's deficit per type —
+//!   X × elapsed time − time received — carries over.
+//! - Priority of job j on type k = X[j][k] / (time j received on k ÷ time all jobs received on
+//!   k); 0 where X or the throughput is 0. Per type, entries are sorted by (priority, deficit,
+//!   allocation) descending; the types are visited fastest first for heterogeneity-aware
+//!   policies and in a seeded random order for agnostic ones; GPUs are filled greedily, a job at
+//!   most once per round, never on a type where it cannot run.
+//! - A job scheduled on the type it ran on keeps its GPUs when they are still free (a lease
+//!   extension, counted); others get free GPUs of the type, largest jobs first.
+
+pub mod allocation;
+
+use crate::placement::{PlacementStrategy, Placer};
+use crate::{Policy, PolicyError, SchedulerView};
+use allocation::AllocJob;
+use arbiter_model::{ActiveJob, Assignment, Decision, GpuTypeId, JobId, JobSpec, PendingReason, SimTime};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Which allocation policy computes X.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Objective {
+    /// Max-min fairness over (normalized) throughput: Gavel's LAS.
+    MaxMinFairness,
+}
+
+/// Mechanism settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoundOptions {
+    /// Round length, seconds (Gavel: 360). The engine's rounds should match.
+    pub round_s: f64,
+    /// Minimum time between allocation recomputations, seconds (Gavel: 1,920).
+    pub recompute_interval_s: f64,
+    /// Seed of the type-order shuffle of heterogeneity-agnostic policies.
+    pub seed: u64,
+}
+
+impl Default for RoundOptions {
+    fn default() -> Self {
+        RoundOptions { round_s: 360.0, recompute_interval_s: 1920.0, seed: 0 }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct JobBook {
+    /// X[k] from the last recomputation that included the job.
+    allocation: Option<Vec<f64>>,
+    /// Seconds received per type since the last reset (starts at half a round).
+    received_s: Vec<f64>,
+    /// Deficit per type, carried over resets.
+    deficit_s: Vec<f64>,
+}
+
+/// Gavel: an allocation objective realized by rounds.
+#[derive(Clone, Debug)]
+pub struct Gavel {
+    name: &'static str,
+    objective: Objective,
+    aware: bool,
+    options: RoundOptions,
+    books: BTreeMap<JobId, JobBook>,
+    /// Seconds all jobs received per type since the last reset.
+    type_time_s: Vec<f64>,
+    last_reset: Option<SimTime>,
+    last_round: Option<SimTime>,
+    job_set_changed: bool,
+    /// Type each job ran on in the last round.
+    last_type: BTreeMap<JobId, GpuTypeId>,
+    rng: ChaCha8Rng,
+    /// Lease extensions granted (a job kept its GPUs from one round to the next).
+    pub lease_extensions: u64,
+    /// Allocation recomputations, and those whose LP failed (the previous X was kept).
+    pub recomputations: u64,
+    /// Recomputations that failed.
+    pub failed_recomputations: u64,
+}
+
+impl Gavel {
+    /// A Gavel policy; `aware` selects the heterogeneity-aware form.
+    pub fn new(name: &'static str, objective: Objective, aware: bool, options: RoundOptions) -> Result<Self, PolicyError> {
+        if !(options.round_s > 0.0 && options.recompute_interval_s >= 0.0) {
+            return Err(PolicyError::Config("round_s must be > 0 and recompute_interval_s >= 0".into()));
+        }
+        Ok(Gavel {
+            name,
+            objective,
+            aware,
+            options,
+            books: BTreeMap::new(),
+            type_time_s: Vec::new(),
+            last_reset: None,
+            last_round: None,
+            job_set_changed: false,
+            last_type: BTreeMap::new(),
+            rng: ChaCha8Rng::seed_from_u64(options.seed),
+            lease_extensions: 0,
+            recomputations: 0,
+            failed_recomputations: 0,
+        })
+    }
+
+    fn half_round(&self) -> f64 {
+        self.options.round_s / 2.0
+    }
+
+    /// Credits the round that just ended to the jobs that ran in it.
+    fn credit_round(&mut self, view: &SchedulerView<'_>, now: SimTime) {
+        let Some(last) = self.last_round else { return };
+        let elapsed = now.saturating_since(last).as_secs_f64();
+        for job in view.jobs.iter().filter(|j| j.is_running()) {
+            if let Some(&k) = self.last_type.get(&job.id) {
+                if let Some(book) = self.books.get_mut(&job.id) {
+                    book.received_s[k.index()] += elapsed;
+                }
+                self.type_time_s[k.index()] += elapsed * job.gpus as f64;
+            }
+        }
+    }
+
+    /// Gavel's `_reset_time_run_so_far`: deficits absorb the difference between the share each
+    /// job should have had since the last reset and what it got; received times restart.
+    fn reset(&mut self, now: SimTime) {
+        let elapsed = self.last_reset.map_or(0.0, |r| now.saturating_since(r).as_secs_f64());
+        let half = self.half_round();
+        for t in &mut self.type_time_s {
+            *t = 0.0;
+        }
+        for book in self.books.values_mut() {
+            for k in 0..book.received_s.len() {
+                let received = book.received_s[k] - half;
+                let should = book.allocation.as_ref().map_or(0.0, |x| x[k] * elapsed);
+                book.deficit_s[k] += should - received;
+                book.received_s[k] = half;
+                self.type_time_s[k] += half;
+            }
+        }
+        self.last_reset = Some(now);
+    }
+
+    fn recompute(&mut self, view: &SchedulerView<'_>, gpus_per_type: &[f64]) {
+        let ids: Vec<JobId> = self.books.keys().copied().collect();
+        let m = gpus_per_type.len();
+        let jobs: Vec<AllocJob> = ids
+            .iter()
+            .map(|id| {
+                let spec = &view.specs[id.index()];
+                AllocJob {
+                    scale_factor: spec.gpus as f64,
+                    weight: spec.priority.max(1) as f64,
+                    throughput: (0..m).map(|k| spec.speed_on(GpuTypeId(k as u8))).collect(),
+                }
+            })
+            .collect();
+        self.recomputations += 1;
+        let result = match self.objective {
+            Objective::MaxMinFairness => allocation::max_min_fairness(&jobs, gpus_per_type, self.aware),
+        };
+        match result {
+            Ok(x) => {
+                for (id, row) in ids.iter().zip(x) {
+                    if let Some(book) = self.books.get_mut(id) {
+                        book.allocation = Some(row);
+                    }
+                }
+            }
+            Err(_) => self.failed_recomputations += 1,
+        }
+    }
+
+    /// GPU types in the order their GPUs are handed out this round.
+    fn type_order(&mut self, view: &SchedulerView<'_>) -> Vec<GpuTypeId> {
+        let m = view.cluster.gpu_type_names.len();
+        let mut types: Vec<GpuTypeId> = (0..m).map(|k| GpuTypeId(k as u8)).collect();
+        if self.aware {
+            // Fastest first: by mean speed over the active jobs (V100, P100, K80 on Gavel's data).
+            let mean = |t: GpuTypeId| -> f64 {
+                let n = view.jobs.len().max(1) as f64;
+                view.jobs.iter().map(|j| view.spec(j).speed_on(t)).sum::<f64>() / n
+            };
+            let means: Vec<f64> = types.iter().map(|t| mean(*t)).collect();
+            types.sort_by(|a, b| means[b.index()].total_cmp(&means[a.index()]).then(a.cmp(b)));
+        } else {
+            types.shuffle(&mut self.rng);
+        }
+        types
+    }
+}
+
+impl Policy for Gavel {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+        let m = view.cluster.gpu_type_names.len();
+        if self.type_time_s.len() != m {
+            self.type_time_s = vec![0.0; m];
+        }
+        let mut gpus_per_type = vec![0.0; m];
+        for node in &view.cluster.nodes {
+            gpus_per_type[node.gpu_type.index()] += node.gpus as f64;
+        }
+        self.credit_round(view, now);
+        let half = self.half_round();
+        for job in view.jobs {
+            self.books.entry(job.id).or_insert_with(|| {
+                self.job_set_changed = true;
+                JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m] }
+            });
+        }
+        let due = self.last_reset.is_none_or(|r| now.saturating_since(r).as_secs_f64() >= self.options.recompute_interval_s);
+        if self.job_set_changed && due {
+            self.reset(now);
+            self.recompute(view, &gpus_per_type);
+            self.job_set_changed = false;
+        }
+
+        // Priority entries per type, in hand-out order.
+        let order = self.type_order(view);
+        let index_of: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
+        let mut chosen: Vec<Vec<usize>> = vec![Vec::new(); m];
+        let mut scheduled: BTreeSet<JobId> = BTreeSet::new();
+        for &k in &order {
+            let ki = k.index();
+            let mut entries: Vec<(f64, f64, f64, JobId)> = Vec::new();
+            for (id, book) in &self.books {
+                let Some(x) = book.allocation.as_ref() else { continue };
+                if !index_of.contains_key(id) {
+                    continue;
+                }
+                let allocation = x[ki];
+                let speed = view.specs[id.index()].speed_on(k);
+                let fraction = if self.type_time_s[ki] > 0.0 { book.received_s[ki] / self.type_time_s[ki] } else { 0.0 };
+                let priority = if allocation <= 0.0 || speed <= 0.0 {
+                    0.0
+                } else if fraction > 0.0 {
+                    allocation / fraction
+                } else {
+                    allocation * 1e9
+                };
+                entries.push((priority, book.deficit_s[ki], allocation, *id));
+            }
+            entries.sort_by(|a, b| {
+                b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)).then(b.2.total_cmp(&a.2)).then(a.3.cmp(&b.3))
+            });
+            for (_, _, _, id) in entries {
+                let i = index_of[&id];
+                let job = &view.jobs[i];
+                if left[ki] == 0 {
+                    break;
+                }
+                if scheduled.contains(&id) || view.spec(job).speed_on(k) <= 0.0 || job.gpus > left[ki] {
+                    continue;
+                }
+                left[ki] -= job.gpus;
+                scheduled.insert(id);
+                chosen[ki].push(i);
+            }
+        }
+
+        // Placement: per type, largest jobs first; lease extensions before new placements.
+        let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
+        let mut decision = Decision::default();
+        let mut placed_type: BTreeMap<JobId, GpuTypeId> = BTreeMap::new();
+        for (ki, jobs) in chosen.iter_mut().enumerate() {
+            let k = GpuTypeId(ki as u8);
+            jobs.sort_by_key(|&i| (std::cmp::Reverse(view.jobs[i].gpus), view.jobs[i].id));
+            let mut fresh = Vec::new();
+            for &i in jobs.iter() {
+                let job = &view.jobs[i];
+                match job.placement() {
+                    Some(p) if self.last_type.get(&job.id) == Some(&k) && placer.take(p) => {
+                        self.lease_extensions += 1;
+                        decision.run.push(Assignment { job: job.id, placement: p.clone() });
+                        placed_type.insert(job.id, k);
+                    }
+                    _ => fresh.push(i),
+                }
+            }
+            for i in fresh {
+                let job: &ActiveJob = &view.jobs[i];
+                let spec: &JobSpec = view.spec(job);
+                let placed = placer
+                    .place_on_type(spec, k, job.pending_since, now)
+                    .or_else(|_| {
+                        // GPU counts were checked; only fragmentation across servers can stop a
+                        // consolidated placement, so fall back to any free GPUs of the type.
+                        let mut any = Placer::new(view.cluster, PlacementStrategy::Anywhere);
+                        any.take_overlap_all(&placer);
+                        any.place_on_type(spec, k, job.pending_since, now)
+                    });
+                match placed {
+                    Ok(p) => {
+                        placer.take(&p);
+                        decision.run.push(Assignment { job: job.id, placement: p });
+                        placed_type.insert(job.id, k);
+                    }
+                    Err(reason) => decision.pending.push((job.id, reason)),
+                }
+            }
+        }
+        for job in view.jobs {
+            if !placed_type.contains_key(&job.id) && !decision.pending.iter().any(|(id, _)| *id == job.id) {
+                decision.pending.push((job.id, PendingReason::LowerPriority));
+            }
+        }
+        self.last_type = placed_type;
+        self.last_round = Some(now);
+        Ok(decision)
+    }
+
+    fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
+        // Credit the partial round the job ran before finishing, then forget it.
+        if let (Some(last), Some(&k)) = (self.last_round, self.last_type.get(&job.id)) {
+            let ran = now.saturating_since(last).as_secs_f64();
+            if let Some(t) = self.type_time_s.get_mut(k.index()) {
+                *t += ran * spec.gpus as f64;
+            }
+        }
+        self.books.remove(&job.id);
+        self.last_type.remove(&job.id);
+        self.job_set_changed = true;
+    }
+}
