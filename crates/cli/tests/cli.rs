@@ -127,3 +127,18 @@ fn bad_input_gives_clear_errors_and_a_failing_exit_code() {
     let out = arbiter(&["simulate", "--trace", bad.to_str().expect("utf-8"), "--format", "yaml"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown trace format `yaml`"));
 }
+
+#[test]
+fn gavel_scenario_het_aware_las_beats_agnostic_on_a_small_window() {
+    let v = json(&[
+        "run", "scenarios/gavel-continuous-single.toml", "--json",
+        "--set", "workload.jobs=700", "--set", "window.first_job=300", "--set", "window.last_job=499",
+        "--set", "workload.seeds=[0]",
+    ]);
+    let results = v["results"].as_array().expect("results");
+    let jct = |p: &str| results.iter().find(|r| r["policy"] == p).and_then(|r| r["avg_jct_s"].as_f64()).expect("row");
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|r| r["jobs"] == 200), "{results:?}");
+    let ratio = jct("max-min-fairness") / jct("max-min-fairness-het");
+    assert!(ratio > 1.15, "heterogeneity-aware LAS should cut average JCT clearly: ratio {ratio}");
+}

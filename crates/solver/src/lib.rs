@@ -60,6 +60,22 @@ impl LpSolution {
     }
 }
 
+/// How hard to try.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SolveOptions {
+    /// Feasibility and optimality-gap tolerance.
+    pub tolerance: f64,
+    /// Give up after this many seconds (reported as a backend error; callers keep their
+    /// previous answer).
+    pub time_limit_s: Option<f64>,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        SolveOptions { tolerance: 1e-7, time_limit_s: None }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Sense {
     Le,
@@ -118,8 +134,14 @@ impl LinearProgram {
         self.rows.push((terms, Sense::Eq, rhs));
     }
 
-    /// Solves with Clarabel.
+    /// Solves with Clarabel at default accuracy (relative gap and feasibility 1e-7), with no time
+    /// limit.
     pub fn solve(&self) -> Result<LpSolution, SolverError> {
+        self.solve_with(&SolveOptions::default())
+    }
+
+    /// Solves with Clarabel and the given options.
+    pub fn solve_with(&self, options: &SolveOptions) -> Result<LpSolution, SolverError> {
         let mut problem = ProblemVariables::new();
         let vars: Vec<Variable> = self
             .bounds
@@ -148,6 +170,12 @@ impl LinearProgram {
             Direction::Minimise => problem.minimise(objective),
         };
         let mut model = unsolved.using(clarabel);
+        model
+            .settings()
+            .tol_feas(options.tolerance)
+            .tol_gap_abs(options.tolerance)
+            .tol_gap_rel(options.tolerance)
+            .time_limit(options.time_limit_s.unwrap_or(f64::INFINITY));
         for (terms, sense, rhs) in &self.rows {
             let lhs = expression(terms);
             let constraint = match sense {

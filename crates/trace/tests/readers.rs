@@ -185,3 +185,31 @@ fn side_files_read_vc_sizes_and_the_gittins_prior() {
     let e = arbiter_trace::philly::read_vc_sizes(&p).expect_err("zero nodes").to_string();
     assert!(e.contains("vc.csv:2: node num: must be >= 1"), "{e}");
 }
+
+#[test]
+fn gavel_generator_is_seeded_and_follows_its_distributions() {
+    use arbiter_trace::generator::GavelWorkload;
+    let table = arbiter_trace::gavel::ThroughputTable::read(&repo("data/gavel/simulation_throughputs.json")).expect("reads");
+    assert_eq!(table.job_types("v100").len(), 26);
+    let w = GavelWorkload { jobs_per_hour: Some(2.0), jobs: 4000, multi_gpu: false, priority_weights: false };
+    let a = w.generate(&table, 7).expect("generates");
+    assert_eq!(a, w.generate(&table, 7).expect("generates"));
+    assert_ne!(a.jobs, w.generate(&table, 8).expect("generates").jobs);
+    // Poisson at 2/h: 4000 jobs span about 2000 h.
+    let span_h = a.submit_span().as_secs_f64() / 3600.0;
+    assert!((1850.0..2150.0).contains(&span_h), "{span_h}");
+    // Run times: 80% in [60·10^1.5, 60·10^3], the rest in [60·10^3, 60·10^4].
+    let short = a.jobs.iter().filter(|j| j.run_time_s <= 60_000.0).count() as f64 / 4000.0;
+    assert!((0.77..0.83).contains(&short), "{short}");
+    assert!(a.jobs.iter().all(|j| (1897.0..=600_000.0).contains(&j.run_time_s) && j.gpus == 1));
+    let types: std::collections::BTreeSet<_> = a.jobs.iter().filter_map(|j| j.model.clone()).collect();
+    assert_eq!(types.len(), 26);
+    // Multi-GPU sizes follow 0.70/0.10/0.15/0.05 and only use types measured at that size.
+    let m = GavelWorkload { multi_gpu: true, ..w }.generate(&table, 1).expect("generates");
+    let share = |g| m.jobs.iter().filter(|j| j.gpus == g).count() as f64 / 4000.0;
+    assert!((share(1) - 0.70).abs() < 0.03 && (share(8) - 0.05).abs() < 0.02);
+    assert!(m.jobs.iter().all(|j| table.solo("v100", j.model.as_deref().unwrap_or(""), j.gpus).is_some()));
+    // Static workloads arrive at once.
+    let s = GavelWorkload { jobs_per_hour: None, jobs: 50, ..w }.generate(&table, 0).expect("generates");
+    assert!(s.jobs.iter().all(|j| j.submit.as_ms() == 0));
+}
