@@ -24,7 +24,7 @@ pub mod allocation;
 use crate::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use allocation::AllocJob;
-use arbiter_model::{ActiveJob, Assignment, Decision, GpuTypeId, JobId, JobSpec, PendingReason, SimTime};
+use arbiter_model::{ActiveJob, Assignment, Decision, GpuTypeId, JobId, JobSpec, PendingReason, SimDuration, SimTime};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -320,6 +320,14 @@ impl Policy for Gavel {
         }
         self.last_type = placed_type;
         self.last_round = Some(now);
+        // The mechanism works in rounds: ask for the next one even where the engine has no
+        // round timer of its own — while something can change: a job runs, or a job waits for
+        // the recomputation that will include it. (Otherwise the next round would see the same
+        // state, e.g. a job larger than the cluster waiting forever.)
+        let waiting_for_allocation = self.job_set_changed || self.books.values().any(|b| b.allocation.is_none());
+        if !decision.run.is_empty() || waiting_for_allocation {
+            decision.wake_at = Some(now + SimDuration::from_secs_f64(self.options.round_s));
+        }
         Ok(decision)
     }
 
