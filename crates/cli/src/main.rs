@@ -59,6 +59,31 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         jobs_dir: Option<PathBuf>,
     },
+    /// Run a scenario at several values of one key and write a table and plots.
+    ///
+    /// Example (Gavel's Figure 8):
+    /// `arbiter sweep scenarios/gavel-continuous-single.toml --key workload.jobs_per_hour
+    /// --values 0.4,1,2,3,4,5,6 --out out/fig8`
+    /// writes out/fig8/sweep.csv, sweep.json, avg_jct.svg and one jct_cdf_<value>.svg per value.
+    Sweep {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// The key to sweep (any key `--set` accepts).
+        #[arg(long)]
+        key: String,
+        /// Values, comma-separated numbers.
+        #[arg(long, value_delimiter = ',', required = true)]
+        values: Vec<String>,
+        /// Other overrides applied at every value.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Output folder.
+        #[arg(long, default_value = "out/sweep")]
+        out: PathBuf,
+        /// Print the sweep as JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Simulate one ad-hoc configuration from flags.
     Simulate {
         /// Trace file.
@@ -166,6 +191,7 @@ fn parse_format(name: &str) -> Result<TraceFormat> {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run { file, overrides, json, jobs_dir } => run_scenario(&file, &overrides, json, jobs_dir.as_deref()),
+        Command::Sweep { file, key, values, overrides, out, json } => run_sweep(&file, &key, &values, &overrides, &out, json),
         Command::Simulate {
             trace,
             format,
@@ -245,19 +271,51 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<&Path>) -> Result<()> {
-    let scenario = Scenario::load(file, overrides)?;
-    let show_progress = !json && std::io::stderr().is_terminal();
+fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], out: &Path, json: bool) -> Result<()> {
+    let bar = progress_bar(!json, "sweep");
+    let origin = std::time::Instant::now();
+    let sweep = arbiter_sim::sweep::run(
+        file,
+        overrides,
+        key,
+        values,
+        &|done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
+        &|| origin.elapsed().as_secs_f64(),
+    )?;
+    bar.finish_and_clear();
+    let written = sweep.write(out)?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&sweep)?);
+    } else {
+        outln!("{}", table::sweep_table(&sweep));
+        for path in written {
+            outln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar on a terminal; hidden when piped or when `enabled` is false.
+fn progress_bar(enabled: bool, message: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(0);
-    if show_progress {
+    if enabled && std::io::stderr().is_terminal() {
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} simulations, {elapsed}")
+            indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}, {elapsed}")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
-        bar.set_message(scenario.name.clone());
+        bar.set_message(message.to_string());
     } else {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
+    bar
+}
+
+fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<&Path>) -> Result<()> {
+    let scenario = Scenario::load(file, overrides)?;
+    let bar = progress_bar(!json, &scenario.name);
     let origin = std::time::Instant::now();
     let rows = scenario.run(
         &|done, total| {

@@ -108,3 +108,23 @@ pub fn trace_stats(trace: &Trace) -> String {
     let _ = write!(s, "tenants (name:jobs): {}", tenants.join(" "));
     s
 }
+
+pub fn sweep_table(sweep: &arbiter_sim::sweep::Sweep) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "sweep of {} over {} (mean average JCT over seeds, hours)", sweep.scenario, sweep.key);
+    let by_policy = sweep.mean_avg_jct();
+    let _ = write!(s, "{:>10}", sweep.key.rsplit('.').next().unwrap_or(&sweep.key));
+    for policy in by_policy.keys() {
+        let _ = write!(s, " {policy:>22}");
+    }
+    let _ = writeln!(s);
+    for (i, point) in sweep.points.iter().enumerate() {
+        let _ = write!(s, "{:>10}", point.value);
+        for series in by_policy.values() {
+            let v = series.get(i).map(|(_, y)| format!("{:.2}", y / 3600.0)).unwrap_or_else(|| "-".into());
+            let _ = write!(s, " {v:>22}");
+        }
+        let _ = writeln!(s);
+    }
+    s
+}

@@ -5,7 +5,9 @@
 
 pub mod engine;
 pub mod metrics;
+pub mod report;
 pub mod scenario;
+pub mod sweep;
 
 pub use engine::{simulate, EngineStats, FailureConfig, OverheadModel, SimConfig, SimError, SimOutput};
 pub use metrics::{JobOutcome, JobRecord, Summary, Window};
