@@ -36,11 +36,19 @@ pub enum PolicyKind {
     MaxMinFairness,
     /// Gavel max-min fairness over normalized throughputs (heterogeneity-aware LAS), by rounds.
     MaxMinFairnessHet,
+    /// Themis' finish-time fairness as a Gavel allocation, heterogeneity-agnostic.
+    FinishTimeFairness,
+    /// Finish-time fairness over real per-type throughputs.
+    FinishTimeFairnessHet,
+    /// Minimum makespan as a Gavel allocation, heterogeneity-agnostic.
+    MinMakespan,
+    /// Minimum makespan over real per-type throughputs.
+    MinMakespanHet,
 }
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 10] = [
+    pub const ALL: [PolicyKind; 14] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -51,6 +59,10 @@ impl PolicyKind {
         PolicyKind::Qssf,
         PolicyKind::MaxMinFairness,
         PolicyKind::MaxMinFairnessHet,
+        PolicyKind::FinishTimeFairness,
+        PolicyKind::FinishTimeFairnessHet,
+        PolicyKind::MinMakespan,
+        PolicyKind::MinMakespanHet,
     ];
 
     /// The identifier.
@@ -66,6 +78,10 @@ impl PolicyKind {
             PolicyKind::Qssf => "qssf",
             PolicyKind::MaxMinFairness => "max-min-fairness",
             PolicyKind::MaxMinFairnessHet => "max-min-fairness-het",
+            PolicyKind::FinishTimeFairness => "finish-time-fairness",
+            PolicyKind::FinishTimeFairnessHet => "finish-time-fairness-het",
+            PolicyKind::MinMakespan => "min-makespan",
+            PolicyKind::MinMakespanHet => "min-makespan-het",
         }
     }
 
@@ -74,6 +90,9 @@ impl PolicyKind {
         match name {
             "tiresias-l" | "dlas-gpu" => Some(PolicyKind::Las),
             "tiresias-g" => Some(PolicyKind::Gittins),
+            "themis" | "ftf" => Some(PolicyKind::FinishTimeFairness),
+            "ftf-het" => Some(PolicyKind::FinishTimeFairnessHet),
+            "las-het" => Some(PolicyKind::MaxMinFairnessHet),
             "yarn-cs" => Some(PolicyKind::Fifo),
             other => Self::ALL.into_iter().find(|k| k.name() == other),
         }
@@ -92,6 +111,10 @@ impl PolicyKind {
             PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
             PolicyKind::MaxMinFairness => "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)",
             PolicyKind::MaxMinFairnessHet => "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)",
+            PolicyKind::FinishTimeFairness => "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types",
+            PolicyKind::FinishTimeFairnessHet => "finish-time fairness over per-type throughputs (Gavel OSDI'20)",
+            PolicyKind::MinMakespan => "minimum makespan as a Gavel allocation, agnostic of GPU types",
+            PolicyKind::MinMakespanHet => "minimum makespan over per-type throughputs (Gavel OSDI'20)",
         }
     }
 }
@@ -164,6 +187,16 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         }
         PolicyKind::MaxMinFairnessHet => {
             Box::new(Gavel::new("max-min-fairness-het", Objective::MaxMinFairness, true, config.rounds)?)
+        }
+        PolicyKind::FinishTimeFairness => {
+            Box::new(Gavel::new("finish-time-fairness", Objective::FinishTimeFairness, false, config.rounds)?)
+        }
+        PolicyKind::FinishTimeFairnessHet => {
+            Box::new(Gavel::new("finish-time-fairness-het", Objective::FinishTimeFairness, true, config.rounds)?)
+        }
+        PolicyKind::MinMakespan => Box::new(Gavel::new("min-makespan", Objective::MinMakespan, false, config.rounds)?),
+        PolicyKind::MinMakespanHet => {
+            Box::new(Gavel::new("min-makespan-het", Objective::MinMakespan, true, config.rounds)?)
         }
     })
 }

@@ -4,6 +4,7 @@ use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
 use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
 use arbiter_sim::{simulate, FailureConfig, JobOutcome, OverheadModel, SimConfig};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
     (1u32..3, 1u32..4, 1u32..9).prop_flat_map(|(racks, nodes, gpus)| {
@@ -45,44 +46,82 @@ fn strategies() -> impl Strategy<Value = PlacementStrategy> {
     ]
 }
 
+/// Runs one policy and checks the invariants: feasible (the engine validates every decision and
+/// fails the run otherwise), every job that fits finishes, GPU-seconds of work are conserved, and
+/// a second run gives identical records.
+fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: PlacementStrategy, rounds: Option<f64>) -> Result<(), TestCaseError> {
+    let config = policy_config(strategy);
+    let sim = SimConfig { overhead: OverheadModel::None, round_s: rounds, ..SimConfig::default() };
+    let mut policy = build(kind, &config).expect("builds");
+    let out = simulate(cluster, jobs, policy.as_mut(), &sim);
+    prop_assert!(out.is_ok(), "{kind}: {:?}", out.err());
+    let out = out.expect("checked");
+    let capacity = cluster.total_gpus();
+    for (spec, record) in jobs.iter().zip(&out.records) {
+        if spec.gpus <= capacity {
+            prop_assert_eq!(record.outcome, JobOutcome::Completed, "{} job {}", kind, spec.id);
+            // Each stint rounds its end up to the next millisecond.
+            let stints = 1.0 + (record.preemptions + record.migrations) as f64;
+            let slack = 0.001 * stints * spec.gpus as f64 + 1e-6;
+            prop_assert!((record.gpu_s_allocated - spec.gpu_seconds()).abs() <= slack,
+                "{} job {}: allocated {} GPU-s for {} of work", kind, spec.id, record.gpu_s_allocated, spec.gpu_seconds());
+            prop_assert!(record.first_start_s.expect("started") >= record.submit_s);
+        } else {
+            prop_assert_eq!(record.outcome, JobOutcome::Unfinished);
+        }
+    }
+    let mut again = build(kind, &config).expect("builds");
+    let second = simulate(cluster, jobs, again.as_mut(), &sim).expect("runs");
+    prop_assert_eq!(&out.records, &second.records);
+    Ok(())
+}
+
+fn is_gavel(kind: PolicyKind) -> bool {
+    matches!(
+        kind,
+        PolicyKind::MaxMinFairness
+            | PolicyKind::MaxMinFairnessHet
+            | PolicyKind::FinishTimeFairness
+            | PolicyKind::FinishTimeFairnessHet
+            | PolicyKind::MinMakespan
+            | PolicyKind::MinMakespanHet
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
 
-    /// No decision over-allocates (the engine validates every decision and fails the run if one
-    /// does), every job that fits finishes, GPU-seconds of work are conserved, and a second run
-    /// gives identical records.
+    /// The classic policies, over every placement strategy, with and without rounds.
     #[test]
-    fn every_policy_is_feasible_complete_conserving_and_deterministic(
+    fn every_classic_policy_is_feasible_complete_conserving_and_deterministic(
         (cluster, jobs) in workload(),
         strategy in strategies(),
         rounds in prop_oneof![Just(None), Just(Some(60.0))],
     ) {
-        for kind in PolicyKind::ALL {
-            let config = policy_config(strategy);
-            let sim = SimConfig { overhead: OverheadModel::None, round_s: rounds, ..SimConfig::default() };
-            let mut policy = build(kind, &config).expect("builds");
-            let out = simulate(&cluster, &jobs, policy.as_mut(), &sim);
-            prop_assert!(out.is_ok(), "{kind}: {:?}", out.err());
-            let out = out.expect("checked");
-            let capacity = cluster.total_gpus();
-            for (spec, record) in jobs.iter().zip(&out.records) {
-                if spec.gpus <= capacity {
-                    prop_assert_eq!(record.outcome, JobOutcome::Completed, "{} job {}", kind, spec.id);
-                    // Each stint rounds its end up to the next millisecond.
-                    let stints = 1.0 + (record.preemptions + record.migrations) as f64;
-                    let slack = 0.001 * stints * spec.gpus as f64 + 1e-6;
-                    prop_assert!((record.gpu_s_allocated - spec.gpu_seconds()).abs() <= slack,
-                        "{} job {}: allocated {} GPU-s for {} of work", kind, spec.id, record.gpu_s_allocated, spec.gpu_seconds());
-                    prop_assert!(record.first_start_s.expect("started") >= record.submit_s);
-                } else {
-                    prop_assert_eq!(record.outcome, JobOutcome::Unfinished);
-                }
-            }
-            let mut again = build(kind, &config).expect("builds");
-            let second = simulate(&cluster, &jobs, again.as_mut(), &sim).expect("runs");
-            prop_assert_eq!(&out.records, &second.records);
+        for kind in PolicyKind::ALL.into_iter().filter(|k| !is_gavel(*k)) {
+            check_policy(kind, &cluster, &jobs, strategy, rounds)?;
         }
     }
+}
+
+proptest! {
+    // Each Gavel recomputation solves LPs: fewer cases keep the suite fast.
+    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+
+    /// Gavel's LP policies and round mechanism, self-driven (no engine rounds) or with rounds.
+    #[test]
+    fn gavel_policies_are_feasible_complete_conserving_and_deterministic(
+        (cluster, jobs) in workload(),
+        rounds in prop_oneof![Just(None), Just(Some(360.0))],
+    ) {
+        for kind in PolicyKind::ALL.into_iter().filter(|k| is_gavel(*k)) {
+            check_policy(kind, &cluster, &jobs, PlacementStrategy::Consolidated, rounds)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
     /// With failures and restart overheads, runs stay feasible, every job ends (completed or
     /// failed for good), and the same seed gives the same outcome.

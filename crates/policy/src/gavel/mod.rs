@@ -35,6 +35,10 @@ use std::collections::{BTreeMap, BTreeSet};
 pub enum Objective {
     /// Max-min fairness over (normalized) throughput: Gavel's LAS.
     MaxMinFairness,
+    /// Themis' finish-time fairness: minimise the largest ρ.
+    FinishTimeFairness,
+    /// Minimise the time until every active job is done.
+    MinMakespan,
 }
 
 /// Mechanism settings.
@@ -150,9 +154,18 @@ impl Gavel {
         self.last_reset = Some(now);
     }
 
-    fn recompute(&mut self, view: &SchedulerView<'_>, gpus_per_type: &[f64]) {
-        let ids: Vec<JobId> = self.books.keys().copied().collect();
+    fn recompute(&mut self, view: &SchedulerView<'_>, gpus_per_type: &[f64], now: SimTime) {
         let m = gpus_per_type.len();
+        // Jobs too large for every type they can run on never get GPUs; they are left out of the
+        // program (with a zero allocation) so they cannot make it infeasible or degenerate.
+        let fits = |spec: &JobSpec| (0..m).any(|k| spec.speed_on(GpuTypeId(k as u8)) > 0.0 && spec.gpus as f64 <= gpus_per_type[k]);
+        let (ids, unplaceable): (Vec<JobId>, Vec<JobId>) =
+            self.books.keys().copied().partition(|id| fits(&view.specs[id.index()]));
+        for id in unplaceable {
+            if let Some(book) = self.books.get_mut(&id) {
+                book.allocation = Some(vec![0.0; m]);
+            }
+        }
         let jobs: Vec<AllocJob> = ids
             .iter()
             .map(|id| {
@@ -165,8 +178,21 @@ impl Gavel {
             })
             .collect();
         self.recomputations += 1;
+        let active_by_id: BTreeMap<JobId, &ActiveJob> = view.jobs.iter().map(|j| (j.id, j)).collect();
+        let progress: Vec<allocation::JobProgress> = ids
+            .iter()
+            .map(|id| {
+                let active = active_by_id.get(id);
+                allocation::JobProgress {
+                    remaining_s: active.map_or(0.0, |j| j.remaining_s_at(now)),
+                    since_arrival_s: active.map_or(0.0, |j| now.saturating_since(j.submit).as_secs_f64()),
+                }
+            })
+            .collect();
         let result = match self.objective {
             Objective::MaxMinFairness => allocation::max_min_fairness(&jobs, gpus_per_type, self.aware),
+            Objective::FinishTimeFairness => allocation::finish_time_fairness(&jobs, &progress, gpus_per_type, self.aware),
+            Objective::MinMakespan => allocation::min_makespan(&jobs, &progress, gpus_per_type, self.aware),
         };
         match result {
             Ok(x) => {
@@ -176,7 +202,16 @@ impl Gavel {
                     }
                 }
             }
-            Err(_) => self.failed_recomputations += 1,
+            // Counted, and every job falls back to its equal share so none waits forever for
+            // an allocation.
+            Err(_) => {
+                self.failed_recomputations += 1;
+                for (id, row) in ids.iter().zip(allocation::equal_share(&jobs, gpus_per_type)) {
+                    if let Some(book) = self.books.get_mut(id) {
+                        book.allocation = Some(row);
+                    }
+                }
+            }
         }
     }
 
@@ -224,7 +259,7 @@ impl Policy for Gavel {
         let due = self.last_reset.is_none_or(|r| now.saturating_since(r).as_secs_f64() >= self.options.recompute_interval_s);
         if self.job_set_changed && due {
             self.reset(now);
-            self.recompute(view, &gpus_per_type);
+            self.recompute(view, &gpus_per_type, now);
             self.job_set_changed = false;
         }
 
@@ -324,8 +359,7 @@ impl Policy for Gavel {
         // round timer of its own — while something can change: a job runs, or a job waits for
         // the recomputation that will include it. (Otherwise the next round would see the same
         // state, e.g. a job larger than the cluster waiting forever.)
-        let waiting_for_allocation = self.job_set_changed || self.books.values().any(|b| b.allocation.is_none());
-        if !decision.run.is_empty() || waiting_for_allocation {
+        if !decision.run.is_empty() || self.job_set_changed {
             decision.wake_at = Some(now + SimDuration::from_secs_f64(self.options.round_s));
         }
         Ok(decision)
