@@ -44,7 +44,7 @@ pub enum SweepError {
         /// Value.
         value: String,
         /// What failed.
-        source: ScenarioError,
+        source: Box<ScenarioError>,
     },
     /// A value is not a number.
     #[error("sweep value `{0}` is not a number")]
@@ -78,7 +78,7 @@ pub fn run(
         let x: f64 = value.trim().parse().map_err(|_| SweepError::NotANumber(value.clone()))?;
         let mut all = overrides.to_vec();
         all.push(format!("{key}={value}"));
-        let wrap = |source| SweepError::Scenario { key: key.to_string(), value: value.clone(), source };
+        let wrap = |source| SweepError::Scenario { key: key.to_string(), value: value.clone(), source: Box::new(source) };
         let scenario = Scenario::load(file, &all).map_err(wrap)?;
         name = scenario.name.clone();
         let results = scenario.run(&|_, _| {}, clock).map_err(wrap)?;

@@ -89,7 +89,15 @@ pub struct LinearProgram {
     direction: Direction,
     bounds: Vec<(f64, f64)>,
     objective: Vec<(VarId, f64)>,
-    rows: Vec<(Vec<(VarId, f64)>, Sense, f64)>,
+    rows: Vec<Row>,
+}
+
+/// One constraint: terms, sense, right-hand side.
+#[derive(Clone, Debug)]
+struct Row {
+    terms: Vec<(VarId, f64)>,
+    sense: Sense,
+    rhs: f64,
 }
 
 impl LinearProgram {
@@ -121,17 +129,17 @@ impl LinearProgram {
 
     /// `Σ terms <= rhs`.
     pub fn add_le(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
-        self.rows.push((terms, Sense::Le, rhs));
+        self.rows.push(Row { terms, sense: Sense::Le, rhs });
     }
 
     /// `Σ terms >= rhs`.
     pub fn add_ge(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
-        self.rows.push((terms, Sense::Ge, rhs));
+        self.rows.push(Row { terms, sense: Sense::Ge, rhs });
     }
 
     /// `Σ terms == rhs`.
     pub fn add_eq(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
-        self.rows.push((terms, Sense::Eq, rhs));
+        self.rows.push(Row { terms, sense: Sense::Eq, rhs });
     }
 
     /// Solves with Clarabel at default accuracy (relative gap and feasibility 1e-7), with no time
@@ -176,12 +184,12 @@ impl LinearProgram {
             .tol_gap_abs(options.tolerance)
             .tol_gap_rel(options.tolerance)
             .time_limit(options.time_limit_s.unwrap_or(f64::INFINITY));
-        for (terms, sense, rhs) in &self.rows {
-            let lhs = expression(terms);
-            let constraint = match sense {
-                Sense::Le => lhs.leq(*rhs),
-                Sense::Ge => lhs.geq(*rhs),
-                Sense::Eq => lhs.eq(*rhs),
+        for row in &self.rows {
+            let lhs = expression(&row.terms);
+            let constraint = match row.sense {
+                Sense::Le => lhs.leq(row.rhs),
+                Sense::Ge => lhs.geq(row.rhs),
+                Sense::Eq => lhs.eq(row.rhs),
             };
             model.add_constraint(constraint);
         }

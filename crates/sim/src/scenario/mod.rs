@@ -226,6 +226,17 @@ fn all_tenants() -> String {
     "all".into()
 }
 
+/// A trace ready to simulate.
+#[derive(Clone, Debug)]
+pub struct LoadedTrace {
+    /// Name in results.
+    pub name: String,
+    /// The only seed it runs with (generated workloads), or `None` for every seed.
+    pub seed: Option<u64>,
+    /// The jobs.
+    pub trace: Arc<Trace>,
+}
+
 /// A generated workload (Gavel's Philly-fitted generator).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -395,15 +406,15 @@ impl Scenario {
         self.workload.as_ref().and_then(|w| w.seeds.as_deref()).unwrap_or(&self.seeds)
     }
 
-    /// Loads and filters every trace, or generates the workload: `(name, seed, trace)`, where a
-    /// generated stream belongs to one seed and a trace file to every seed (`None`).
-    pub fn load_traces(&self, table: Option<&ThroughputTable>) -> Result<Vec<(String, Option<u64>, Arc<Trace>)>, ScenarioError> {
+    /// Loads and filters every trace, or generates the workload, where a generated stream belongs
+    /// to one seed and a trace file to every seed.
+    pub fn load_traces(&self, table: Option<&ThroughputTable>) -> Result<Vec<LoadedTrace>, ScenarioError> {
         let mut out = Vec::new();
         if let Some(workload) = &self.workload {
             let table = table.ok_or_else(|| self.invalid("a [workload] needs `throughputs`".into()))?;
             for &seed in self.run_seeds() {
                 let trace = workload.generator.generate(table, seed).map_err(|m| self.invalid(format!("workload: {m}")))?;
-                out.push((workload.name.clone(), Some(seed), Arc::new(trace)));
+                out.push(LoadedTrace { name: workload.name.clone(), seed: Some(seed), trace: Arc::new(trace) });
             }
             return Ok(out);
         }
@@ -435,7 +446,7 @@ impl Scenario {
             let name = spec.name.clone().unwrap_or_else(|| {
                 path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into())
             });
-            out.push((name, None, Arc::new(trace)));
+            out.push(LoadedTrace { name, seed: None, trace: Arc::new(trace) });
         }
         Ok(out)
     }

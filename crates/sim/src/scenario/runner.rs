@@ -100,7 +100,8 @@ impl Scenario {
             seed: u64,
         }
         let mut tasks = Vec::new();
-        for (name, trace_seed, trace) in &traces {
+        for loaded in &traces {
+            let (name, trace_seed, trace) = (&loaded.name, &loaded.seed, &loaded.trace);
             for (tenant, cluster) in self.clusters_for(trace)? {
                 let mut jobs = if tenant == "all" {
                     (**trace).clone()
