@@ -5,6 +5,7 @@
 //! builds only give meaningful numbers.
 
 use anyhow::{Context, Result};
+
 use arbiter_model::Cluster;
 use arbiter_policy::{build, PolicyConfig, PolicyKind};
 use arbiter_sim::{simulate, SimConfig, Summary, Window};
@@ -90,6 +91,60 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
     }
     if json {
         outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "jobs": total_jobs, "replayed": replayed, "results": rows }))?);
+    }
+    Ok(())
+}
+
+/// `arbiter bench --suite gavel`: solve times of Gavel's allocation LPs at the sizes the issue
+/// names, and one Figure-8 point per policy (the continuous single-GPU scenario at 2 jobs/hour,
+/// seed 0).
+pub fn run_gavel(json: bool) -> Result<()> {
+    use arbiter_policy::gavel::allocation::{self, AllocJob, JobProgress};
+    let table = arbiter_trace::gavel::ThroughputTable::read(std::path::Path::new("data/gavel/simulation_throughputs.json"))
+        .context("reading data/gavel/simulation_throughputs.json (run from the repository root)")?;
+    let types = table.job_types("v100");
+    let gpu_types = ["v100".to_string(), "p100".to_string(), "k80".to_string()];
+    let jobs_of = |n: usize| -> Vec<AllocJob> {
+        (0..n)
+            .map(|i| {
+                let t = &types[i % types.len()];
+                AllocJob {
+                    scale_factor: 1.0,
+                    weight: 1.0,
+                    throughput: table.relative_speeds(t, 1, &gpu_types, "v100").unwrap_or_else(|| vec![1.0; 3]),
+                }
+            })
+            .collect()
+    };
+    let progress_of = |n: usize| -> Vec<JobProgress> {
+        (0..n).map(|i| JobProgress { remaining_s: 1000.0 + (i * 37 % 5000) as f64, since_arrival_s: (i * 13 % 900) as f64 }).collect()
+    };
+    let mut rows = Vec::new();
+    let mut time = |label: &str, f: &dyn Fn() -> Result<allocation::Allocation, arbiter_solver::SolverError>| -> Result<()> {
+        let t = Instant::now();
+        f()?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        if !json {
+            outln!("{label:<48} {ms:>9.1} ms");
+        }
+        rows.push(serde_json::json!({ "case": label, "ms": ms }));
+        Ok(())
+    };
+    let gpus = [36.0 * 19.0, 36.0 * 19.0, 36.0 * 19.0];
+    for n in [256usize, 2048] {
+        let jobs = jobs_of(n);
+        let g: Vec<f64> = gpus.iter().map(|x| x * n as f64 / 2048.0).collect();
+        time(&format!("max-min-fairness-het LP, {n} jobs x 3 types"), &|| allocation::max_min_fairness(&jobs, &g, true))?;
+    }
+    {
+        let jobs = jobs_of(512);
+        let progress = progress_of(512);
+        let g = [170.0, 170.0, 170.0];
+        time("finish-time-fairness-het, 512 jobs (bisection)", &|| allocation::finish_time_fairness(&jobs, &progress, &g, true))?;
+        time("min-makespan-het LP, 512 jobs", &|| allocation::min_makespan(&jobs, &progress, &g, true))?;
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "lp": rows }))?);
     }
     Ok(())
 }

@@ -134,6 +134,9 @@ enum Command {
     /// Replay the whole Philly trace per VC (as Helios does) with fifo, srtf and las; print wall
     /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
+        /// `philly` (the simulator on all of philly.csv) or `gavel` (Gavel's allocation LPs).
+        #[arg(long, default_value = "philly")]
+        suite: String,
         /// Philly CSV (defaults to the bundled data/philly/philly.csv).
         #[arg(long)]
         trace: Option<PathBuf>,
@@ -267,7 +270,11 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Bench { trace, vc_sizes, policies, json } => bench::run(trace, vc_sizes, &policies, json),
+        Command::Bench { suite, trace, vc_sizes, policies, json } => match suite.as_str() {
+            "philly" => bench::run(trace, vc_sizes, &policies, json),
+            "gavel" => bench::run_gavel(json),
+            other => bail!("--suite `{other}`: expected philly or gavel"),
+        },
     }
 }
 
