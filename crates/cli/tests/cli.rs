@@ -142,3 +142,29 @@ fn gavel_scenario_het_aware_las_beats_agnostic_on_a_small_window() {
     let ratio = jct("max-min-fairness") / jct("max-min-fairness-het");
     assert!(ratio > 1.15, "heterogeneity-aware LAS should cut average JCT clearly: ratio {ratio}");
 }
+
+#[test]
+fn sweep_writes_table_csv_json_and_plots() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().to_str().expect("utf-8");
+    let text = ok_stdout(&[
+        "sweep", "scenarios/gavel-continuous-single.toml", "--key", "workload.jobs_per_hour", "--values", "1,3",
+        "--set", "workload.jobs=300", "--set", "window.first_job=100", "--set", "window.last_job=199",
+        "--set", "workload.seeds=[0]", "--out", out,
+    ]);
+    assert!(text.contains("max-min-fairness-het"), "{text}");
+    for file in ["sweep.csv", "sweep.json", "avg_jct.svg", "jct_cdf_1.svg", "jct_cdf_3.svg"] {
+        assert!(dir.path().join(file).is_file(), "{file} missing");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("sweep.csv")).expect("csv");
+    assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
+}
+
+#[test]
+fn static_makespan_scenario_het_aware_policy_finishes_first() {
+    let v = json(&["run", "scenarios/gavel-static-makespan.toml", "--json", "--set", "workload.jobs=40", "--set", "workload.seeds=[0]"]);
+    let results = v["results"].as_array().expect("results");
+    let makespan = |p: &str| results.iter().find(|r| r["policy"] == p).and_then(|r| r["makespan_s"].as_f64()).expect("row");
+    assert!(makespan("min-makespan-het") < makespan("min-makespan"));
+    assert!(makespan("min-makespan") < makespan("fifo"));
+}
