@@ -44,11 +44,15 @@ pub enum PolicyKind {
     MinMakespan,
     /// Minimum makespan over real per-type throughputs.
     MinMakespanHet,
+    /// FIFO with whole GPUs on each job's fastest free type, realized by Gavel's rounds.
+    FifoHet,
+    /// Maximum total throughput over per-type throughputs (Gavel).
+    MaxThroughput,
 }
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 14] = [
+    pub const ALL: [PolicyKind; 16] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -63,6 +67,8 @@ impl PolicyKind {
         PolicyKind::FinishTimeFairnessHet,
         PolicyKind::MinMakespan,
         PolicyKind::MinMakespanHet,
+        PolicyKind::FifoHet,
+        PolicyKind::MaxThroughput,
     ];
 
     /// The identifier.
@@ -82,6 +88,8 @@ impl PolicyKind {
             PolicyKind::FinishTimeFairnessHet => "finish-time-fairness-het",
             PolicyKind::MinMakespan => "min-makespan",
             PolicyKind::MinMakespanHet => "min-makespan-het",
+            PolicyKind::FifoHet => "fifo-het",
+            PolicyKind::MaxThroughput => "max-throughput",
         }
     }
 
@@ -115,6 +123,8 @@ impl PolicyKind {
             PolicyKind::FinishTimeFairnessHet => "finish-time fairness over per-type throughputs (Gavel OSDI'20)",
             PolicyKind::MinMakespan => "minimum makespan as a Gavel allocation, agnostic of GPU types",
             PolicyKind::MinMakespanHet => "minimum makespan over per-type throughputs (Gavel OSDI'20)",
+            PolicyKind::FifoHet => "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)",
+            PolicyKind::MaxThroughput => "maximum total throughput over GPU types (Gavel OSDI'20)",
         }
     }
 }
@@ -197,6 +207,10 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::MinMakespan => Box::new(Gavel::new("min-makespan", Objective::MinMakespan, false, config.rounds)?),
         PolicyKind::MinMakespanHet => {
             Box::new(Gavel::new("min-makespan-het", Objective::MinMakespan, true, config.rounds)?)
+        }
+        PolicyKind::FifoHet => Box::new(Gavel::new("fifo-het", Objective::Fifo, true, config.rounds)?),
+        PolicyKind::MaxThroughput => {
+            Box::new(Gavel::new("max-throughput", Objective::MaxThroughput, true, config.rounds)?)
         }
     })
 }

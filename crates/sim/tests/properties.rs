@@ -85,6 +85,8 @@ fn is_gavel(kind: PolicyKind) -> bool {
             | PolicyKind::FinishTimeFairnessHet
             | PolicyKind::MinMakespan
             | PolicyKind::MinMakespanHet
+            | PolicyKind::FifoHet
+            | PolicyKind::MaxThroughput
     )
 }
 

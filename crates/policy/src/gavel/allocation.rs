@@ -187,6 +187,48 @@ pub fn finish_time_fairness(jobs: &[AllocJob], progress: &[JobProgress], gpus_pe
     Ok(best)
 }
 
+/// Maximum total throughput (Gavel's `ThroughputSumWithPerf`): maximise Σ_j Σ_k T[j][k] X[j][k]
+/// over the base constraints, with T in absolute steps per second (so `AllocJob::throughput`
+/// must be absolute here, as Gavel's is).
+pub fn max_throughput(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Result<Allocation, SolverError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut lp = LinearProgram::new(Direction::Maximise);
+    let x = base_variables(&mut lp, jobs, gpus_per_type);
+    for (j, job) in jobs.iter().enumerate() {
+        for (k, &t) in job.throughput.iter().enumerate() {
+            lp.add_objective(x[j][k], t);
+        }
+    }
+    let solution = lp.solve()?;
+    Ok(read_allocation(&solution, &x))
+}
+
+/// FIFO as an allocation (Gavel's `FIFOPolicy`): jobs in arrival order each take a whole share
+/// (X = 1) of one type with room for their GPUs — the fastest such type for the
+/// heterogeneity-aware form, the first in `type_order` otherwise — until the job at the head no
+/// longer fits anywhere (no job passes it).
+pub fn fifo(jobs: &[AllocJob], gpus_per_type: &[f64], aware: bool, type_order: &[usize]) -> Allocation {
+    let mut free: Vec<f64> = gpus_per_type.to_vec();
+    let mut x = vec![vec![0.0; gpus_per_type.len()]; jobs.len()];
+    for (j, job) in jobs.iter().enumerate() {
+        let candidates = type_order.iter().copied().filter(|&k| job.throughput[k] > 0.0 && free[k] >= job.scale_factor);
+        let chosen = if aware {
+            candidates.fold(None, |best: Option<usize>, k| match best {
+                Some(b) if job.throughput[b] >= job.throughput[k] => Some(b),
+                _ => Some(k),
+            })
+        } else {
+            candidates.into_iter().next()
+        };
+        let Some(k) = chosen else { break };
+        x[j][k] = 1.0;
+        free[k] -= job.scale_factor;
+    }
+    x
+}
+
 /// Adds X (jobs × types) with the base constraints; returns the variable ids.
 fn base_variables(lp: &mut LinearProgram, jobs: &[AllocJob], gpus_per_type: &[f64]) -> Vec<Vec<VarId>> {
     let m = gpus_per_type.len();
@@ -338,6 +380,27 @@ mod tests {
                 .fold(0.0, f64::max)
         };
         assert!(worst(&x) < worst(&equal) - 0.01, "{} vs {}", worst(&x), worst(&equal));
+    }
+
+    #[test]
+    fn max_throughput_sends_each_job_where_it_is_fastest_in_absolute_terms() {
+        // Job 0 does 10 steps/s on the V100 and 1 on the K80; job 1 does 5 and 4.
+        // Total is maximised by job 0 on the V100 (10) and job 1 on the K80 (4) = 14.
+        let jobs = vec![job(vec![10.0, 1.0]), job(vec![5.0, 4.0])];
+        let x = max_throughput(&jobs, &[1.0, 1.0]).expect("solves");
+        let total: f64 = effective_throughputs(&jobs, &x).iter().sum();
+        assert!((total - 14.0).abs() < 1e-4, "{x:?}");
+    }
+
+    #[test]
+    fn fifo_fills_in_arrival_order_and_blocks_at_the_head() {
+        let jobs = vec![job(vec![1.0, 0.3]), job(vec![1.0, 0.5]), job(vec![1.0, 0.9])];
+        // One V100, one K80, three jobs: the third waits. Aware: job 0 takes the V100 (fastest).
+        let x = fifo(&jobs, &[1.0, 1.0], true, &[1, 0]);
+        assert_eq!(x, vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![0.0, 0.0]]);
+        // Agnostic: first type in the given order.
+        let x = fifo(&jobs, &[1.0, 1.0], false, &[1, 0]);
+        assert_eq!(x, vec![vec![0.0, 1.0], vec![1.0, 0.0], vec![0.0, 0.0]]);
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub enum Objective {
     FinishTimeFairness,
     /// Minimise the time until every active job is done.
     MinMakespan,
+    /// Maximise total throughput (steps per second).
+    MaxThroughput,
+    /// Arrival order, whole GPUs per job.
+    Fifo,
 }
 
 /// Mechanism settings.
@@ -189,7 +193,28 @@ impl Gavel {
                 }
             })
             .collect();
+        let absolute: Vec<AllocJob> = if self.objective == Objective::MaxThroughput {
+            // Gavel sums absolute steps/s: the reference (V100) rate is steps ÷ V100 run time.
+            ids.iter()
+                .zip(&jobs)
+                .map(|(id, job)| {
+                    let spec = &view.specs[id.index()];
+                    let steps_per_s = match (spec.iterations, spec.run_time_s > 0.0) {
+                        (Some(steps), true) => steps as f64 / spec.run_time_s,
+                        _ => 1.0,
+                    };
+                    AllocJob { throughput: job.throughput.iter().map(|t| t * steps_per_s).collect(), ..job.clone() }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let result = match self.objective {
+            Objective::MaxThroughput => allocation::max_throughput(&absolute, gpus_per_type),
+            Objective::Fifo => {
+                let order: Vec<usize> = self.type_order(view).iter().map(|t| t.index()).collect();
+                Ok(allocation::fifo(&jobs, gpus_per_type, self.aware, &order))
+            }
             Objective::MaxMinFairness => allocation::max_min_fairness(&jobs, gpus_per_type, self.aware),
             Objective::FinishTimeFairness => allocation::finish_time_fairness(&jobs, &progress, gpus_per_type, self.aware),
             Objective::MinMakespan => allocation::min_makespan(&jobs, &progress, gpus_per_type, self.aware),
