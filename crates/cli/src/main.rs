@@ -286,10 +286,7 @@ fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], ou
         overrides,
         key,
         values,
-        &|done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        },
+        &advance(&bar),
         &|| origin.elapsed().as_secs_f64(),
     )?;
     bar.finish_and_clear();
@@ -303,6 +300,14 @@ fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], ou
         }
     }
     Ok(())
+}
+
+/// A progress callback `(done, total)` that moves `bar`.
+fn advance(bar: &indicatif::ProgressBar) -> impl Fn(usize, usize) + Sync + '_ {
+    move |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    }
 }
 
 /// A progress bar on a terminal; hidden when piped or when `enabled` is false.
@@ -325,10 +330,7 @@ fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<
     let bar = progress_bar(!json, &scenario.name);
     let origin = std::time::Instant::now();
     let rows = scenario.run(
-        &|done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        },
+        &advance(&bar),
         &|| origin.elapsed().as_secs_f64(),
     )?;
     bar.finish_and_clear();
