@@ -403,3 +403,94 @@ impl Policy for Gavel {
         self.job_set_changed = true;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_model::{Cluster, Node, NodeId, RackId, RunState};
+
+    /// 2 V100s (type 0) and 4 K80s (type 1), one GPU per server.
+    fn cluster() -> Cluster {
+        let mut nodes = Vec::new();
+        for (t, count) in [(0u8, 2u32), (1, 4)] {
+            for _ in 0..count {
+                let id = NodeId(nodes.len() as u32);
+                nodes.push(Node { id, name: format!("n{}", id.0), rack: RackId(0), gpu_type: GpuTypeId(t), gpus: 1, cpus: 4, memory_gib: 16 });
+            }
+        }
+        Cluster::new(vec!["V100".into(), "K80".into()], nodes).expect("valid")
+    }
+
+    /// Steps the mechanism by hand for `rounds` rounds over a fixed set of jobs that never
+    /// finish, applying each decision, and returns the fraction of time each job spent on each
+    /// type after the first recomputation.
+    fn realized_shares(policy: &mut Gavel, cluster: &Cluster, specs: &[JobSpec], rounds: usize) -> Vec<Vec<f64>> {
+        let mut jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+        let mut time_on = vec![vec![0.0; 2]; specs.len()];
+        for round in 0..rounds {
+            let now = SimTime::from_ms(round as u64 * 360_000);
+            let view = SchedulerView { cluster, jobs: &jobs, specs };
+            let decision = policy.schedule(&view, now).expect("decides");
+            let placed: BTreeMap<JobId, arbiter_model::Placement> = decision.run.into_iter().map(|a| (a.job, a.placement)).collect();
+            for job in &mut jobs {
+                job.state = match placed.get(&job.id) {
+                    Some(p) => {
+                        let t = cluster.nodes[p.slots[0].0.index()].gpu_type;
+                        if round > 0 {
+                            time_on[job.id.index()][t.index()] += 360.0;
+                        }
+                        RunState::Running { placement: p.clone(), since: now, speed: 1.0 }
+                    }
+                    None => RunState::Pending,
+                };
+            }
+        }
+        let total = 360.0 * (rounds - 1) as f64;
+        time_on.iter().map(|row| row.iter().map(|t| t / total).collect()).collect()
+    }
+
+    #[test]
+    fn rounds_realize_the_allocation_over_time() {
+        // Five jobs on six GPUs of two types; speeds differ so the het-aware X is uneven.
+        let speeds = [[1.0, 0.1], [1.0, 0.9], [1.0, 0.5], [1.0, 0.3], [1.0, 0.8]];
+        let specs: Vec<JobSpec> = speeds
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut spec = JobSpec::new(JobId(i as u32), SimTime::ZERO, 1, 1e12);
+                spec.speed_by_gpu_type = s.to_vec();
+                spec
+            })
+            .collect();
+        let c = cluster();
+        let mut policy = Gavel::new("max-min-fairness-het", Objective::MaxMinFairness, true, RoundOptions::default()).expect("valid");
+        let realized = realized_shares(&mut policy, &c, &specs, 400);
+        let jobs: Vec<AllocJob> = speeds.iter().map(|s| AllocJob { scale_factor: 1.0, weight: 1.0, throughput: s.to_vec() }).collect();
+        let x = allocation::max_min_fairness(&jobs, &[2.0, 4.0], true).expect("solves");
+        for (j, (want, got)) in x.iter().zip(&realized).enumerate() {
+            for k in 0..2 {
+                assert!((want[k] - got[k]).abs() < 0.05, "job {j} type {k}: X {want:?}, realized {got:?}");
+            }
+        }
+        assert!(policy.lease_extensions > 0);
+    }
+
+    #[test]
+    fn new_jobs_wait_for_the_next_recomputation() {
+        let c = cluster();
+        let mut specs = vec![JobSpec::new(JobId(0), SimTime::ZERO, 1, 1e9)];
+        let mut policy = Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, RoundOptions::default()).expect("valid");
+        let jobs = vec![ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 1e9)];
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::ZERO).expect("decides");
+        assert_eq!(d.run.len(), 1);
+        // A job arriving 360 s later (< 1,920 s since the last recomputation) gets nothing yet.
+        specs.push(JobSpec::new(JobId(1), SimTime::from_ms(360_000), 1, 1e9));
+        let mut jobs = jobs;
+        jobs[0].state = RunState::Running { placement: d.run[0].placement.clone(), since: SimTime::ZERO, speed: 1.0 };
+        jobs.push(ActiveJob::submitted(JobId(1), 1, SimTime::from_ms(360_000), 1e9));
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::from_ms(360_000)).expect("decides");
+        assert!(d.run.iter().all(|a| a.job != JobId(1)));
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::from_ms(1_920_000)).expect("decides");
+        assert!(d.run.iter().any(|a| a.job == JobId(1)));
+    }
+}
