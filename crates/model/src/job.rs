@@ -34,6 +34,9 @@ pub struct JobSpec {
     pub priority: i32,
     /// Start-up cost charged when the job (re)starts, overriding the simulator default.
     pub restart_overhead: Option<SimDuration>,
+    /// Time by which the job should be done (its SLO), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<SimTime>,
     /// Speed on each GPU type of the cluster it runs on, indexed by [`GpuTypeId`], relative to
     /// the reference speed `run_time_s` is measured at (Gavel: throughput on the type ÷
     /// throughput on a V100). Empty: 1.0 everywhere. 0 on a type: cannot run there.
@@ -58,6 +61,7 @@ impl JobSpec {
             iterations: None,
             priority: 0,
             restart_overhead: None,
+            deadline: None,
             speed_by_gpu_type: Vec::new(),
         }
     }

@@ -48,11 +48,13 @@ pub enum PolicyKind {
     FifoHet,
     /// Maximum total throughput over per-type throughputs (Gavel).
     MaxThroughput,
+    /// Most throughput per dollar, meeting job SLOs where possible (Gavel).
+    MinCost,
 }
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 16] = [
+    pub const ALL: [PolicyKind; 17] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -69,6 +71,7 @@ impl PolicyKind {
         PolicyKind::MinMakespanHet,
         PolicyKind::FifoHet,
         PolicyKind::MaxThroughput,
+        PolicyKind::MinCost,
     ];
 
     /// The identifier.
@@ -90,6 +93,7 @@ impl PolicyKind {
             PolicyKind::MinMakespanHet => "min-makespan-het",
             PolicyKind::FifoHet => "fifo-het",
             PolicyKind::MaxThroughput => "max-throughput",
+            PolicyKind::MinCost => "min-cost",
         }
     }
 
@@ -125,6 +129,7 @@ impl PolicyKind {
             PolicyKind::MinMakespanHet => "minimum makespan over per-type throughputs (Gavel OSDI'20)",
             PolicyKind::FifoHet => "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)",
             PolicyKind::MaxThroughput => "maximum total throughput over GPU types (Gavel OSDI'20)",
+            PolicyKind::MinCost => "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)",
         }
     }
 }
@@ -212,6 +217,7 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::MaxThroughput => {
             Box::new(Gavel::new("max-throughput", Objective::MaxThroughput, true, config.rounds)?)
         }
+        PolicyKind::MinCost => Box::new(Gavel::new("min-cost", Objective::MinCost, true, config.rounds)?),
     })
 }
 

@@ -3,7 +3,7 @@
 //! Percentiles are exact over the sorted values with linear interpolation between closest ranks
 //! (numpy's default), so goldens are deterministic.
 
-use arbiter_model::{JobSpec, PendingReason};
+use arbiter_model::{JobSpec, PendingReason, SimTime};
 use serde::{Deserialize, Serialize};
 
 /// How a job ended.
@@ -51,6 +51,8 @@ pub struct JobRecord {
     pub outcome: JobOutcome,
     /// The last reason the policy gave for not placing it (best effort; `None` if never given).
     pub last_wait_reason: Option<PendingReason>,
+    /// Its SLO deadline, seconds, if it has one.
+    pub deadline_s: Option<f64>,
 }
 
 impl JobRecord {
@@ -72,6 +74,7 @@ impl JobRecord {
             failures: 0,
             outcome: JobOutcome::Unfinished,
             last_wait_reason: None,
+            deadline_s: spec.deadline.map(SimTime::as_secs_f64),
         }
     }
 
@@ -134,6 +137,8 @@ pub struct Summary {
     pub failed: usize,
     /// Measured jobs that never finished.
     pub unfinished: usize,
+    /// Share of measured jobs with an SLO that completed by their deadline (`None` without SLOs).
+    pub deadlines_met: Option<f64>,
 }
 
 /// Exact percentile with linear interpolation; `sorted` must be ascending and non-empty.
@@ -159,6 +164,7 @@ impl Summary {
             "avg_queue_s" => self.avg_queue_s,
             "makespan_s" => self.makespan_s,
             "gpu_utilization" => self.gpu_utilization,
+            "deadlines_met" => self.deadlines_met?,
             _ => return None,
         })
     }
@@ -193,6 +199,16 @@ impl Summary {
             migrations_per_job: measured.iter().map(|r| r.migrations as f64).sum::<f64>() / n,
             failed: measured.iter().filter(|r| r.outcome == JobOutcome::Failed).count(),
             unfinished: measured.iter().filter(|r| r.outcome == JobOutcome::Unfinished).count(),
+            deadlines_met: {
+                let with_slo: Vec<&&JobRecord> = measured.iter().filter(|r| r.deadline_s.is_some()).collect();
+                (!with_slo.is_empty()).then(|| {
+                    let met = with_slo
+                        .iter()
+                        .filter(|r| r.outcome == JobOutcome::Completed && r.finish_s.zip(r.deadline_s).is_some_and(|(f, d)| f <= d + 1e-6))
+                        .count();
+                    met as f64 / with_slo.len() as f64
+                })
+            },
         }
     }
 }
@@ -208,7 +224,7 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
     w.write_record([
         "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
         "run_time_s", "executed_s", "gpu_s_allocated", "preemptions", "migrations", "failures", "outcome",
-        "last_wait_reason",
+        "last_wait_reason", "deadline_s",
     ])?;
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
     for r in records {
@@ -230,6 +246,7 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
             r.failures.to_string(),
             kebab(&r.outcome),
             r.last_wait_reason.as_ref().map(kebab).unwrap_or_default(),
+            opt(r.deadline_s),
         ])?;
     }
     w.flush()?;

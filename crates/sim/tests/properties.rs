@@ -87,6 +87,7 @@ fn is_gavel(kind: PolicyKind) -> bool {
             | PolicyKind::MinMakespanHet
             | PolicyKind::FifoHet
             | PolicyKind::MaxThroughput
+            | PolicyKind::MinCost
     )
 }
 

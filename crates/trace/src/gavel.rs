@@ -124,10 +124,10 @@ pub fn read(path: &Path, table: Option<&Path>) -> Result<Trace, TraceError> {
             reason,
         };
         let fields: Vec<&str> = line.split('\t').collect();
-        // (job_type, total_steps, scale_factor, priority_weight, arrival_time)
-        let (job_type, steps, scale, priority, arrival) = match fields.len() {
-            10 => (fields[0], fields[5], fields[6], Some(fields[7]), fields[9]),
-            7 => (fields[0], fields[4], fields[6], None, fields[5]),
+        // (job_type, total_steps, scale_factor, priority_weight, SLO, arrival_time)
+        let (job_type, steps, scale, priority, slo, arrival) = match fields.len() {
+            10 => (fields[0], fields[5], fields[6], Some(fields[7]), Some(fields[8]), fields[9]),
+            7 => (fields[0], fields[4], fields[6], None, None, fields[5]),
             n => return Err(err("row", format!("expected 7 or 10 tab-separated fields, found {n}"))),
         };
         let steps: f64 = steps.trim().parse().map_err(|e| err("total_steps", format!("`{steps}`: {e}")))?;
@@ -152,6 +152,13 @@ pub fn read(path: &Path, table: Option<&Path>) -> Result<Trace, TraceError> {
         job.trace_id = format!("line{line_no}");
         job.model = Some(job_type.to_string());
         job.iterations = Some(steps as u64);
+        if let Some(text) = slo {
+            let slo_s: f64 = text.trim().parse().map_err(|e| err("SLO", format!("`{text}`: {e}")))?;
+            // -1 means no SLO; otherwise seconds from arrival.
+            if slo_s > 0.0 {
+                job.deadline = Some(SimTime::from_secs_f64(arrival + slo_s));
+            }
+        }
         if let Some(p) = priority {
             let w: f64 = p.trim().parse().map_err(|e| err("priority_weight", format!("`{p}`: {e}")))?;
             job.priority = w.round() as i32;

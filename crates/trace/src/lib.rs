@@ -102,6 +102,7 @@ impl Trace {
         for (i, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(i as u32);
             job.submit = SimTime(job.submit.0 - shift.0);
+            job.deadline = job.deadline.map(|d| SimTime(d.0.saturating_sub(shift.0)));
         }
         let origin = origin_unix_s.map(|o| o + (shift.0 / 1000) as i64);
         Trace { jobs, origin_unix_s: origin }

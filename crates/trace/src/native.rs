@@ -12,6 +12,7 @@
 //! | `iterations` | training iterations (empty = unknown) | no |
 //! | `priority` | integer, larger first (empty = 0) | no |
 //! | `restart_overhead_s` | start-up cost on every (re)start (empty = simulator default) | no |
+//! | `deadline_s` | SLO: time the job should be done by, seconds from the trace start (empty = none) | no |
 //!
 //! `arbiter trace convert` writes it from any other format; reading it back gives the same jobs.
 
@@ -22,9 +23,9 @@ use std::io::Write;
 use std::path::Path;
 
 /// Column order of the native format.
-pub const COLUMNS: [&str; 12] = [
+pub const COLUMNS: [&str; 13] = [
     "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
-    "iterations", "priority", "restart_overhead_s",
+    "iterations", "priority", "restart_overhead_s", "deadline_s",
 ];
 
 /// Reads a native trace.
@@ -60,6 +61,9 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             if optional("restart_overhead_s").is_some() {
                 job.restart_overhead = Some(SimDuration::from_secs_f64(row.non_negative("restart_overhead_s")?));
             }
+            if optional("deadline_s").is_some() {
+                job.deadline = Some(SimTime::from_secs_f64(row.non_negative("deadline_s")?));
+            }
             jobs.push(job);
             Ok(())
         },
@@ -86,6 +90,7 @@ pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
             job.iterations.map(|i| i.to_string()).unwrap_or_default(),
             job.priority.to_string(),
             job.restart_overhead.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
+            job.deadline.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
         ])?;
     }
     w.flush()?;

@@ -205,6 +205,43 @@ pub fn max_throughput(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Result<Alloca
     Ok(read_allocation(&solution, &x))
 }
 
+/// Minimum cost with SLOs (Gavel's `ThroughputNormalizedByCostSum_PerfSLOs`): maximise the
+/// throughput bought per dollar, Σ_j Σ_k T[j][k] / cost_k · X[j][k] (T absolute, as Gavel's), under
+/// the base constraints and, for every job with an SLO, enough throughput to finish its
+/// remaining work by the deadline: Σ_k T'[j][k] X[j][k] >= R_j / time_left_j (T' relative, R in
+/// reference seconds). When the SLOs cannot all be met, they are dropped, as Gavel does.
+pub fn min_cost(
+    jobs: &[AllocJob],
+    progress: &[JobProgress],
+    time_left_s: &[Option<f64>],
+    relative: &[Vec<f64>],
+    cost_per_type: &[f64],
+    gpus_per_type: &[f64],
+) -> Result<Allocation, SolverError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let m = gpus_per_type.len();
+    let build = |with_slos: bool| -> Result<Allocation, SolverError> {
+        let mut lp = LinearProgram::new(Direction::Maximise);
+        let x = base_variables(&mut lp, jobs, gpus_per_type);
+        for (j, job) in jobs.iter().enumerate() {
+            for k in 0..m {
+                lp.add_objective(x[j][k], job.throughput[k] / cost_per_type[k].max(1e-9));
+            }
+            if let (true, Some(left)) = (with_slos, time_left_s[j]) {
+                let needed = progress[j].remaining_s / left.max(1e-3);
+                lp.add_ge((0..m).map(|k| (x[j][k], relative[j][k])).collect(), needed);
+            }
+        }
+        Ok(read_allocation(&lp.solve()?, &x))
+    };
+    match build(true) {
+        Err(SolverError::Infeasible) => build(false),
+        other => other,
+    }
+}
+
 /// FIFO as an allocation (Gavel's `FIFOPolicy`): jobs in arrival order each take a whole share
 /// (X = 1) of one type with room for their GPUs — the fastest such type for the
 /// heterogeneity-aware form, the first in `type_order` otherwise — until the job at the head no
@@ -390,6 +427,25 @@ mod tests {
         let x = max_throughput(&jobs, &[1.0, 1.0]).expect("solves");
         let total: f64 = effective_throughputs(&jobs, &x).iter().sum();
         assert!((total - 14.0).abs() < 1e-4, "{x:?}");
+    }
+
+    #[test]
+    fn min_cost_buys_the_cheapest_throughput_but_meets_slos() {
+        // V100 costs 0.74, K80 0.135 per hour; job 0 is 4x faster on the V100 (per dollar the
+        // K80 is cheaper: 1/0.135 > 4/0.74). Without an SLO it runs on the K80.
+        let jobs = vec![job(vec![4.0, 1.0])];
+        let relative = vec![vec![1.0, 0.25]];
+        let progress = [JobProgress { remaining_s: 1000.0, since_arrival_s: 0.0 }];
+        let costs = [0.74, 0.135];
+        let x = min_cost(&jobs, &progress, &[None], &relative, &costs, &[1.0, 1.0]).expect("solves");
+        assert!(x[0][1] > 0.99 && x[0][0] < 0.01, "{x:?}");
+        // With 1,000 s of V100 work due in 1,500 s it needs speed >= 0.67: mostly the V100.
+        let x = min_cost(&jobs, &progress, &[Some(1500.0)], &relative, &costs, &[1.0, 1.0]).expect("solves");
+        let speed = x[0][0] + 0.25 * x[0][1];
+        assert!(speed >= 0.666, "{x:?}");
+        // An impossible SLO is dropped rather than failing.
+        let x = min_cost(&jobs, &progress, &[Some(10.0)], &relative, &costs, &[1.0, 1.0]).expect("solves");
+        assert!(x[0][1] > 0.99, "{x:?}");
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub enum Objective {
     MaxThroughput,
     /// Arrival order, whole GPUs per job.
     Fifo,
+    /// Throughput per dollar, subject to SLOs.
+    MinCost,
 }
 
 /// Mechanism settings.
@@ -54,6 +56,17 @@ pub struct RoundOptions {
     pub recompute_interval_s: f64,
     /// Seed of the type-order shuffle of heterogeneity-agnostic policies.
     pub seed: u64,
+}
+
+/// Price per GPU-hour of a GPU type, for `min-cost`: Gavel's GCP spot prices for the types it
+/// knows (V100 $0.74, P100 $0.43, K80 $0.135), $1 for others.
+pub fn default_cost_per_hour(gpu_type: &str) -> f64 {
+    match gpu_type.to_ascii_lowercase().as_str() {
+        "v100" => 0.74,
+        "p100" => 0.43,
+        "k80" => 0.135,
+        _ => 1.0,
+    }
 }
 
 impl Default for RoundOptions {
@@ -193,7 +206,7 @@ impl Gavel {
                 }
             })
             .collect();
-        let absolute: Vec<AllocJob> = if self.objective == Objective::MaxThroughput {
+        let absolute: Vec<AllocJob> = if matches!(self.objective, Objective::MaxThroughput | Objective::MinCost) {
             // Gavel sums absolute steps/s: the reference (V100) rate is steps ÷ V100 run time.
             ids.iter()
                 .zip(&jobs)
@@ -211,6 +224,15 @@ impl Gavel {
         };
         let result = match self.objective {
             Objective::MaxThroughput => allocation::max_throughput(&absolute, gpus_per_type),
+            Objective::MinCost => {
+                let relative: Vec<Vec<f64>> = jobs.iter().map(|j| j.throughput.clone()).collect();
+                let time_left: Vec<Option<f64>> = ids
+                    .iter()
+                    .map(|id| view.specs[id.index()].deadline.map(|d| d.saturating_since(now).as_secs_f64()))
+                    .collect();
+                let costs: Vec<f64> = view.cluster.gpu_type_names.iter().map(|n| default_cost_per_hour(n)).collect();
+                allocation::min_cost(&absolute, &progress, &time_left, &relative, &costs, gpus_per_type)
+            }
             Objective::Fifo => {
                 let order: Vec<usize> = self.type_order(view).iter().map(|t| t.index()).collect();
                 Ok(allocation::fifo(&jobs, gpus_per_type, self.aware, &order))
