@@ -191,7 +191,7 @@ fn gavel_generator_is_seeded_and_follows_its_distributions() {
     use arbiter_trace::generator::GavelWorkload;
     let table = arbiter_trace::gavel::ThroughputTable::read(&repo("data/gavel/simulation_throughputs.json")).expect("reads");
     assert_eq!(table.job_types("v100").len(), 26);
-    let w = GavelWorkload { jobs_per_hour: Some(2.0), jobs: 4000, multi_gpu: false, priority_weights: false };
+    let w = GavelWorkload { jobs_per_hour: Some(2.0), jobs: 4000, multi_gpu: false, priority_weights: false, slos: false };
     let a = w.generate(&table, 7).expect("generates");
     assert_eq!(a, w.generate(&table, 7).expect("generates"));
     assert_ne!(a.jobs, w.generate(&table, 8).expect("generates").jobs);
@@ -212,4 +212,17 @@ fn gavel_generator_is_seeded_and_follows_its_distributions() {
     // Static workloads arrive at once.
     let s = GavelWorkload { jobs_per_hour: None, jobs: 50, ..w }.generate(&table, 0).expect("generates");
     assert!(s.jobs.iter().all(|j| j.submit.as_ms() == 0));
+}
+
+#[test]
+fn generated_slos_are_multiples_of_the_run_time() {
+    use arbiter_trace::generator::GavelWorkload;
+    let table = arbiter_trace::gavel::ThroughputTable::read(&repo("data/gavel/simulation_throughputs.json")).expect("reads");
+    let w = GavelWorkload { jobs: 300, slos: true, ..GavelWorkload::default() };
+    let t = w.generate(&table, 3).expect("generates");
+    for j in &t.jobs {
+        let deadline = j.deadline.expect("every job has an SLO").as_secs_f64();
+        let factor = (deadline - j.submit.as_secs_f64()) / j.run_time_s;
+        assert!([1.2, 2.0, 10.0].iter().any(|f| (factor - f).abs() < 1e-3), "{factor}");
+    }
 }
