@@ -2,7 +2,7 @@
 //! and [`build`], which turns a name plus configuration into a policy object.
 
 use crate::backfill::FifoBackfill;
-use crate::gavel::{Gavel, Objective, RoundOptions};
+use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
 use crate::gittins::{Gittins, GittinsPrior};
 use crate::greedy::GreedyOptions;
 use crate::las::{Las, LasConfig};
@@ -50,11 +50,13 @@ pub enum PolicyKind {
     MaxThroughput,
     /// Most throughput per dollar, meeting job SLOs where possible (Gavel).
     MinCost,
+    /// Weighted fairness across tenants, then fairness among each tenant's jobs (Gavel).
+    Hierarchical,
 }
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 17] = [
+    pub const ALL: [PolicyKind; 18] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -72,6 +74,7 @@ impl PolicyKind {
         PolicyKind::FifoHet,
         PolicyKind::MaxThroughput,
         PolicyKind::MinCost,
+        PolicyKind::Hierarchical,
     ];
 
     /// The identifier.
@@ -94,6 +97,7 @@ impl PolicyKind {
             PolicyKind::FifoHet => "fifo-het",
             PolicyKind::MaxThroughput => "max-throughput",
             PolicyKind::MinCost => "min-cost",
+            PolicyKind::Hierarchical => "hierarchical",
         }
     }
 
@@ -130,6 +134,7 @@ impl PolicyKind {
             PolicyKind::FifoHet => "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)",
             PolicyKind::MaxThroughput => "maximum total throughput over GPU types (Gavel OSDI'20)",
             PolicyKind::MinCost => "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)",
+            PolicyKind::Hierarchical => "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)",
         }
     }
 }
@@ -159,6 +164,8 @@ pub struct PolicyConfig {
     pub qssf_history: usize,
     /// Gavel's round mechanism (round length, recomputation interval, shuffle seed).
     pub rounds: RoundOptions,
+    /// Tenant weights for `hierarchical` (unlisted tenants weigh 1).
+    pub tenant_weights: TenantWeights,
 }
 
 impl Default for PolicyConfig {
@@ -171,6 +178,7 @@ impl Default for PolicyConfig {
             gittins_delta_gpu_s: 3250.0,
             qssf_history: DEFAULT_HISTORY,
             rounds: RoundOptions::default(),
+            tenant_weights: TenantWeights::new(),
         }
     }
 }
@@ -218,6 +226,9 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
             Box::new(Gavel::new("max-throughput", Objective::MaxThroughput, true, config.rounds)?)
         }
         PolicyKind::MinCost => Box::new(Gavel::new("min-cost", Objective::MinCost, true, config.rounds)?),
+        PolicyKind::Hierarchical => Box::new(
+            Gavel::new("hierarchical", Objective::Hierarchical, true, config.rounds)?.with_tenant_weights(config.tenant_weights.clone()),
+        ),
     })
 }
 

@@ -88,6 +88,7 @@ fn is_gavel(kind: PolicyKind) -> bool {
             | PolicyKind::FifoHet
             | PolicyKind::MaxThroughput
             | PolicyKind::MinCost
+            | PolicyKind::Hierarchical
     )
 }
 

@@ -37,11 +37,14 @@ pub struct GavelWorkload {
     /// V100 run time. (Gavel's generator also draws SLOs as multiples of the run time; its exact
     /// factors are not in the published snapshot, so these are ours.)
     pub slos: bool,
+    /// Spread jobs uniformly over this many tenants (`tenant0`, `tenant1`, ...); 0 or 1: one
+    /// tenant, `default`.
+    pub tenants: u32,
 }
 
 impl Default for GavelWorkload {
     fn default() -> Self {
-        GavelWorkload { jobs_per_hour: Some(2.0), jobs: 1000, multi_gpu: false, priority_weights: false, slos: false }
+        GavelWorkload { jobs_per_hour: Some(2.0), jobs: 1000, multi_gpu: false, priority_weights: false, slos: false, tenants: 0 }
     }
 }
 
@@ -99,6 +102,9 @@ impl GavelWorkload {
             job.model = Some(job_type.clone());
             job.iterations = Some((run_time_s * tput).round() as u64);
             job.priority = priority;
+            if self.tenants > 1 {
+                job.tenant = format!("tenant{}", rng.random_range(0..self.tenants));
+            }
             if self.slos {
                 let factor = [1.2, 2.0, 10.0][rng.random_range(0..3)];
                 job.deadline = Some(SimTime::from_secs_f64(arrival_s + factor * run_time_s));

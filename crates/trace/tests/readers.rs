@@ -191,7 +191,7 @@ fn gavel_generator_is_seeded_and_follows_its_distributions() {
     use arbiter_trace::generator::GavelWorkload;
     let table = arbiter_trace::gavel::ThroughputTable::read(&repo("data/gavel/simulation_throughputs.json")).expect("reads");
     assert_eq!(table.job_types("v100").len(), 26);
-    let w = GavelWorkload { jobs_per_hour: Some(2.0), jobs: 4000, multi_gpu: false, priority_weights: false, slos: false };
+    let w = GavelWorkload { jobs_per_hour: Some(2.0), jobs: 4000, multi_gpu: false, priority_weights: false, slos: false, tenants: 0 };
     let a = w.generate(&table, 7).expect("generates");
     assert_eq!(a, w.generate(&table, 7).expect("generates"));
     assert_ne!(a.jobs, w.generate(&table, 8).expect("generates").jobs);

@@ -45,6 +45,8 @@ pub enum Objective {
     Fifo,
     /// Throughput per dollar, subject to SLOs.
     MinCost,
+    /// Weighted max-min fairness across tenants (water-filling), then among a tenant's jobs.
+    Hierarchical,
 }
 
 /// Mechanism settings.
@@ -57,6 +59,9 @@ pub struct RoundOptions {
     /// Seed of the type-order shuffle of heterogeneity-agnostic policies.
     pub seed: u64,
 }
+
+/// Tenant weights for `hierarchical` (tenants not listed weigh 1).
+pub type TenantWeights = BTreeMap<String, f64>;
 
 /// Price per GPU-hour of a GPU type, for `min-cost`: Gavel's GCP spot prices for the types it
 /// knows (V100 $0.74, P100 $0.43, K80 $0.135), $1 for others.
@@ -103,6 +108,8 @@ pub struct Gavel {
     rng: ChaCha8Rng,
     /// Lease extensions granted (a job kept its GPUs from one round to the next).
     pub lease_extensions: u64,
+    /// Tenant weights (hierarchical policy).
+    tenant_weights: TenantWeights,
     /// Allocation recomputations, and those whose LP failed (the previous X was kept).
     pub recomputations: u64,
     /// Recomputations that failed.
@@ -128,9 +135,16 @@ impl Gavel {
             last_type: BTreeMap::new(),
             rng: ChaCha8Rng::seed_from_u64(options.seed),
             lease_extensions: 0,
+            tenant_weights: TenantWeights::new(),
             recomputations: 0,
             failed_recomputations: 0,
         })
+    }
+
+    /// Sets the tenant weights the hierarchical objective uses.
+    pub fn with_tenant_weights(mut self, weights: TenantWeights) -> Self {
+        self.tenant_weights = weights;
+        self
     }
 
     fn half_round(&self) -> f64 {
@@ -232,6 +246,20 @@ impl Gavel {
                     .collect();
                 let costs: Vec<f64> = view.cluster.gpu_type_names.iter().map(|n| default_cost_per_hour(n)).collect();
                 allocation::min_cost(&absolute, &progress, &time_left, &relative, &costs, gpus_per_type)
+            }
+            Objective::Hierarchical => {
+                let tenants: Vec<&str> = {
+                    let mut t: Vec<&str> = ids.iter().map(|id| view.specs[id.index()].tenant.as_str()).collect();
+                    t.sort_unstable();
+                    t.dedup();
+                    t
+                };
+                let tenant_of: Vec<usize> = ids
+                    .iter()
+                    .map(|id| tenants.binary_search(&view.specs[id.index()].tenant.as_str()).unwrap_or(0))
+                    .collect();
+                let weights: Vec<f64> = tenants.iter().map(|t| self.tenant_weights.get(*t).copied().unwrap_or(1.0)).collect();
+                allocation::hierarchical(&jobs, &tenant_of, &weights, gpus_per_type, self.aware)
             }
             Objective::Fifo => {
                 let order: Vec<usize> = self.type_order(view).iter().map(|t| t.index()).collect();

@@ -182,6 +182,8 @@ pub struct PolicySpec {
     pub qssf_history: usize,
     /// Gavel: minimum seconds between allocation recomputations.
     pub recompute_interval_s: f64,
+    /// Tenant weights for `hierarchical` (unlisted tenants weigh 1).
+    pub tenant_weights: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for PolicySpec {
@@ -195,6 +197,7 @@ impl Default for PolicySpec {
             gittins_delta_gpu_s: d.gittins_delta_gpu_s,
             qssf_history: d.qssf_history,
             recompute_interval_s: d.rounds.recompute_interval_s,
+            tenant_weights: d.tenant_weights,
         }
     }
 }
@@ -385,6 +388,7 @@ impl Scenario {
         config.gittins_delta_gpu_s = self.policy.gittins_delta_gpu_s;
         config.qssf_history = self.policy.qssf_history;
         config.rounds.recompute_interval_s = self.policy.recompute_interval_s;
+        config.tenant_weights = self.policy.tenant_weights.clone();
         if let Some(round_s) = self.simulation.round_s {
             config.rounds.round_s = round_s;
         }
