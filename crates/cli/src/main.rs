@@ -266,7 +266,7 @@ fn run(cli: Cli) -> Result<()> {
         },
         Command::Policies => {
             for kind in PolicyKind::ALL {
-                outln!("{:<14} {}", kind.name(), kind.describe());
+                outln!("{:<26} {}", kind.name(), kind.describe());
             }
             Ok(())
         }

@@ -16,11 +16,16 @@ use arbiter_model::{JobId, JobSpec, SimTime};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Solo throughputs (steps/s) per `(gpu type, job type, scale factor)`, read from Gavel's
-/// `simulation_throughputs.json`. Co-location entries are skipped here.
+/// A job type at a scale factor, as Gavel keys its table.
+pub type JobKey = (String, u32);
+
+/// Throughputs (steps/s) read from Gavel's `simulation_throughputs.json`: solo, per
+/// `(gpu type, job type, scale factor)`, and co-located pairs (space sharing), per
+/// `(gpu type, job, other job)` giving both jobs' throughputs when they share a GPU.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ThroughputTable {
     solo: BTreeMap<(String, String, u32), f64>,
+    pairs: BTreeMap<(String, JobKey, JobKey), (f64, f64)>,
 }
 
 impl ThroughputTable {
@@ -33,22 +38,43 @@ impl ThroughputTable {
             serde_json::from_str(&text).map_err(|e| file_error(format!("invalid JSON: {e}")))?;
         let types = value.as_object().ok_or_else(|| file_error("top level is not an object".into()))?;
         let mut solo = BTreeMap::new();
+        let mut pairs = BTreeMap::new();
         for (gpu_type, jobs) in types {
             let jobs = jobs.as_object().ok_or_else(|| file_error(format!("`{gpu_type}` is not an object")))?;
             for (key, entry) in jobs {
                 let (job_type, scale) = parse_key(key)
                     .ok_or_else(|| file_error(format!("`{gpu_type}`: key `{key}` is not ('<job type>', <n>)")))?;
                 if let Some(tput) = entry.get("null").and_then(serde_json::Value::as_f64) {
-                    solo.insert((gpu_type.clone(), job_type, scale), tput);
+                    solo.insert((gpu_type.clone(), job_type.clone(), scale), tput);
+                }
+                let Some(others) = entry.as_object() else { continue };
+                for (other_key, both) in others {
+                    if other_key == "null" {
+                        continue;
+                    }
+                    let other = parse_key(other_key).ok_or_else(|| {
+                        file_error(format!("`{gpu_type}` / `{key}`: key `{other_key}` is not ('<job type>', <n>)"))
+                    })?;
+                    let values = both.as_array().and_then(|a| Some((a.first()?.as_f64()?, a.get(1)?.as_f64()?)));
+                    let (mine, theirs) = values.ok_or_else(|| {
+                        file_error(format!("`{gpu_type}` / `{key}` / `{other_key}`: expected [throughput, other throughput]"))
+                    })?;
+                    pairs.insert((gpu_type.clone(), (job_type.clone(), scale), other), (mine, theirs));
                 }
             }
         }
-        Ok(ThroughputTable { solo })
+        Ok(ThroughputTable { solo, pairs })
     }
 
     /// Solo throughput of `job_type` at `scale_factor` GPUs on `gpu_type`, steps per second.
     pub fn solo(&self, gpu_type: &str, job_type: &str, scale_factor: u32) -> Option<f64> {
         self.solo.get(&(gpu_type.to_string(), job_type.to_string(), scale_factor)).copied()
+    }
+
+    /// Throughputs of `job` and `other` when they share GPUs of `gpu_type` (space sharing), as
+    /// `(job's, other's)`; `None` if not measured. Zeros mean they cannot share.
+    pub fn pair(&self, gpu_type: &str, job: &JobKey, other: &JobKey) -> Option<(f64, f64)> {
+        self.pairs.get(&(gpu_type.to_string(), job.clone(), other.clone())).copied()
     }
 
     /// Speeds of `job_type` at `scale_factor` on each of `gpu_types` (names matched
@@ -171,6 +197,19 @@ pub fn read(path: &Path, table: Option<&Path>) -> Result<Trace, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pair_throughputs_are_read() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/gavel/simulation_throughputs.json");
+        let table = ThroughputTable::read(&path).expect("reads");
+        let a = ("ResNet-18 (batch size 16)".to_string(), 1);
+        let b = ("ResNet-18 (batch size 64)".to_string(), 1);
+        let (mine, theirs) = table.pair("v100", &a, &b).expect("measured");
+        assert!(mine > 0.0 && theirs > 0.0);
+        // The same pair seen from the other job swaps the two numbers.
+        let (theirs_back, mine_back) = table.pair("v100", &b, &a).expect("measured");
+        assert!((mine - mine_back).abs() < 1e-9 && (theirs - theirs_back).abs() < 1e-9, "{mine} {theirs} / {mine_back} {theirs_back}");
+    }
 
     #[test]
     fn throughput_keys_parse() {
