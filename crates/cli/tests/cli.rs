@@ -168,3 +168,34 @@ fn static_makespan_scenario_het_aware_policy_finishes_first() {
     assert!(makespan("min-makespan-het") < makespan("min-makespan"));
     assert!(makespan("min-makespan") < makespan("fifo"));
 }
+
+#[test]
+fn ideal_mechanism_agrees_with_the_rounds() {
+    let args = |ideal: &str| -> Vec<String> {
+        [
+            "run", "scenarios/gavel-continuous-single.toml", "--json", "--set", "workload.jobs=700",
+            "--set", "window.first_job=300", "--set", "window.last_job=499", "--set", "workload.seeds=[0]",
+            "--set", ideal,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let run = |ideal: &str| {
+        let a = args(ideal);
+        json(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let rounds = run("simulation.ideal=false");
+    let ideal = run("simulation.ideal=true");
+    for policy in ["max-min-fairness", "max-min-fairness-het"] {
+        let jct = |v: &serde_json::Value| {
+            v["results"].as_array().expect("rows").iter().find(|r| r["policy"] == policy).and_then(|r| r["avg_jct_s"].as_f64()).expect("row")
+        };
+        let diff = (jct(&rounds) - jct(&ideal)).abs() / jct(&ideal);
+        assert!(diff < 0.1, "{policy}: rounds {} vs ideal {}", jct(&rounds), jct(&ideal));
+    }
+    // The ideal mechanism only exists for Gavel's allocation policies.
+    let out = arbiter(&["run", "scenarios/muri-traces.toml", "--set", "simulation.ideal=true", "--set", r#"policies=["srtf"]"#]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a Gavel allocation policy"));
+}

@@ -183,6 +183,25 @@ impl Default for PolicyConfig {
     }
 }
 
+/// Builds a Gavel policy as its concrete type (for the ideal mechanism), or `None` for a kind
+/// that is not one of Gavel's allocation policies.
+pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gavel>, PolicyError> {
+    let (name, objective, aware) = match kind {
+        PolicyKind::MaxMinFairness => ("max-min-fairness", Objective::MaxMinFairness, false),
+        PolicyKind::MaxMinFairnessHet => ("max-min-fairness-het", Objective::MaxMinFairness, true),
+        PolicyKind::FinishTimeFairness => ("finish-time-fairness", Objective::FinishTimeFairness, false),
+        PolicyKind::FinishTimeFairnessHet => ("finish-time-fairness-het", Objective::FinishTimeFairness, true),
+        PolicyKind::MinMakespan => ("min-makespan", Objective::MinMakespan, false),
+        PolicyKind::MinMakespanHet => ("min-makespan-het", Objective::MinMakespan, true),
+        PolicyKind::FifoHet => ("fifo-het", Objective::Fifo, true),
+        PolicyKind::MaxThroughput => ("max-throughput", Objective::MaxThroughput, true),
+        PolicyKind::MinCost => ("min-cost", Objective::MinCost, true),
+        PolicyKind::Hierarchical => ("hierarchical", Objective::Hierarchical, true),
+        _ => return Ok(None),
+    };
+    Ok(Some(Gavel::new(name, objective, aware, config.rounds)?.with_tenant_weights(config.tenant_weights.clone())))
+}
+
 /// Builds a policy.
 pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
     let greedy = GreedyOptions {
@@ -205,30 +224,19 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
             Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
         }
         PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
-        PolicyKind::MaxMinFairness => {
-            Box::new(Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, config.rounds)?)
-        }
-        PolicyKind::MaxMinFairnessHet => {
-            Box::new(Gavel::new("max-min-fairness-het", Objective::MaxMinFairness, true, config.rounds)?)
-        }
-        PolicyKind::FinishTimeFairness => {
-            Box::new(Gavel::new("finish-time-fairness", Objective::FinishTimeFairness, false, config.rounds)?)
-        }
-        PolicyKind::FinishTimeFairnessHet => {
-            Box::new(Gavel::new("finish-time-fairness-het", Objective::FinishTimeFairness, true, config.rounds)?)
-        }
-        PolicyKind::MinMakespan => Box::new(Gavel::new("min-makespan", Objective::MinMakespan, false, config.rounds)?),
-        PolicyKind::MinMakespanHet => {
-            Box::new(Gavel::new("min-makespan-het", Objective::MinMakespan, true, config.rounds)?)
-        }
-        PolicyKind::FifoHet => Box::new(Gavel::new("fifo-het", Objective::Fifo, true, config.rounds)?),
-        PolicyKind::MaxThroughput => {
-            Box::new(Gavel::new("max-throughput", Objective::MaxThroughput, true, config.rounds)?)
-        }
-        PolicyKind::MinCost => Box::new(Gavel::new("min-cost", Objective::MinCost, true, config.rounds)?),
-        PolicyKind::Hierarchical => Box::new(
-            Gavel::new("hierarchical", Objective::Hierarchical, true, config.rounds)?.with_tenant_weights(config.tenant_weights.clone()),
-        ),
+        PolicyKind::MaxMinFairness
+        | PolicyKind::MaxMinFairnessHet
+        | PolicyKind::FinishTimeFairness
+        | PolicyKind::FinishTimeFairnessHet
+        | PolicyKind::MinMakespan
+        | PolicyKind::MinMakespanHet
+        | PolicyKind::FifoHet
+        | PolicyKind::MaxThroughput
+        | PolicyKind::MinCost
+        | PolicyKind::Hierarchical => match build_gavel(kind, config)? {
+            Some(gavel) => Box::new(gavel),
+            None => return Err(PolicyError::Invariant(format!("{kind} is not a Gavel policy"))),
+        },
     })
 }
 

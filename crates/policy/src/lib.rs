@@ -28,7 +28,7 @@ pub mod qssf;
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
 use thiserror::Error;
 
-pub use kind::{PolicyConfig, PolicyKind, build};
+pub use kind::{PolicyConfig, PolicyKind, build, build_gavel};
 pub use placement::PlacementStrategy;
 
 /// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.

@@ -65,6 +65,9 @@ pub struct SimConfig {
     pub failures: Option<FailureConfig>,
     /// Seed of the engine's random stream (failures).
     pub seed: u64,
+    /// Realize Gavel allocations exactly (fluid, [`crate::ideal`]) instead of with placements and
+    /// rounds; only for Gavel's allocation policies.
+    pub ideal: bool,
     /// Stop as soon as every job in this window has finished (set from a scenario's
     /// `window.stop_when_done`); jobs still active then are reported unfinished.
     #[serde(skip)]
@@ -80,6 +83,7 @@ impl Default for SimConfig {
             restart_overhead_s: 0.0,
             failures: None,
             seed: 0,
+            ideal: false,
             stop_when_finished: None,
         }
     }

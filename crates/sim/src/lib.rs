@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod engine;
+pub mod ideal;
 pub mod metrics;
 pub mod report;
 pub mod scenario;

@@ -290,6 +290,44 @@ impl Gavel {
         }
     }
 
+    /// The allocation in force at `now` for the active jobs of `view`, recomputing it under the
+    /// same rule as the rounds (the job set changed and the interval has passed). For Gavel's
+    /// "ideal" mechanism, which gives every job exactly X; `job_finished` keeps the set current.
+    /// Jobs not yet included in a recomputation get no row.
+    pub fn allocation_at(&mut self, view: &SchedulerView<'_>, now: SimTime) -> BTreeMap<JobId, Vec<f64>> {
+        let m = view.cluster.gpu_type_names.len();
+        let mut gpus_per_type = vec![0.0; m];
+        for node in &view.cluster.nodes {
+            gpus_per_type[node.gpu_type.index()] += node.gpus as f64;
+        }
+        let half = self.half_round();
+        for job in view.jobs {
+            self.books.entry(job.id).or_insert_with(|| {
+                self.job_set_changed = true;
+                JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m] }
+            });
+        }
+        if self.job_set_changed && self.recompute_due(now) {
+            self.last_reset = Some(now);
+            self.recompute(view, &gpus_per_type, now);
+            self.job_set_changed = false;
+        }
+        self.books.iter().filter_map(|(id, b)| b.allocation.clone().map(|x| (*id, x))).collect()
+    }
+
+    /// Whether a recomputation may happen at `now` (none yet, or the interval has passed).
+    fn recompute_due(&self, now: SimTime) -> bool {
+        self.last_reset.is_none_or(|r| now.saturating_since(r).as_secs_f64() >= self.options.recompute_interval_s)
+    }
+
+    /// When the next recomputation may happen, if the job set has changed since the last one.
+    pub fn next_recompute_at(&self) -> Option<SimTime> {
+        if !self.job_set_changed {
+            return None;
+        }
+        Some(self.last_reset.map_or(SimTime::ZERO, |r| r + SimDuration::from_secs_f64(self.options.recompute_interval_s)))
+    }
+
     /// GPU types in the order their GPUs are handed out this round.
     fn type_order(&mut self, view: &SchedulerView<'_>) -> Vec<GpuTypeId> {
         let m = view.cluster.gpu_type_names.len();
@@ -331,8 +369,7 @@ impl Policy for Gavel {
                 JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m] }
             });
         }
-        let due = self.last_reset.is_none_or(|r| now.saturating_since(r).as_secs_f64() >= self.options.recompute_interval_s);
-        if self.job_set_changed && due {
+        if self.job_set_changed && self.recompute_due(now) {
             self.reset(now);
             self.recompute(view, &gpus_per_type, now);
             self.job_set_changed = false;

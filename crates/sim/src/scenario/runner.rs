@@ -3,9 +3,10 @@
 
 use super::{Published, Scenario, ScenarioError};
 use crate::engine::{simulate, SimConfig, SimError};
+use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
 use arbiter_model::Cluster;
-use arbiter_policy::{build, PolicyKind};
+use arbiter_policy::{build, build_gavel, PolicyKind};
 use arbiter_trace::Trace;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -154,7 +155,14 @@ impl Scenario {
                     ..self.simulation.clone()
                 };
                 let started = clock();
-                let output = simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?;
+                let output = if sim_config.ideal {
+                    let mut gavel = build_gavel(task.policy, &task_config)
+                        .map_err(|e| sim_err(SimError::Config(e.to_string())))?
+                        .ok_or_else(|| sim_err(SimError::Config(format!("simulation.ideal needs a Gavel allocation policy, not {}", task.policy))))?;
+                    simulate_ideal(&task.cluster, &task.jobs.jobs, &mut gavel, &sim_config).map_err(sim_err)?
+                } else {
+                    simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?
+                };
                 let wall_s = clock() - started;
                 let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
                 let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
