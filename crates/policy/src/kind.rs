@@ -77,6 +77,23 @@ impl PolicyKind {
         PolicyKind::Hierarchical,
     ];
 
+    /// Whether this is one of Gavel's allocation policies (computed as X, realized by rounds).
+    pub fn is_gavel(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::MaxMinFairness
+                | PolicyKind::MaxMinFairnessHet
+                | PolicyKind::FinishTimeFairness
+                | PolicyKind::FinishTimeFairnessHet
+                | PolicyKind::MinMakespan
+                | PolicyKind::MinMakespanHet
+                | PolicyKind::FifoHet
+                | PolicyKind::MaxThroughput
+                | PolicyKind::MinCost
+                | PolicyKind::Hierarchical
+        )
+    }
+
     /// The identifier.
     pub fn name(self) -> &'static str {
         match self {
@@ -224,18 +241,9 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
             Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
         }
         PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
-        PolicyKind::MaxMinFairness
-        | PolicyKind::MaxMinFairnessHet
-        | PolicyKind::FinishTimeFairness
-        | PolicyKind::FinishTimeFairnessHet
-        | PolicyKind::MinMakespan
-        | PolicyKind::MinMakespanHet
-        | PolicyKind::FifoHet
-        | PolicyKind::MaxThroughput
-        | PolicyKind::MinCost
-        | PolicyKind::Hierarchical => match build_gavel(kind, config)? {
-            Some(gavel) => Box::new(gavel),
-            None => return Err(PolicyError::Invariant(format!("{kind} is not a Gavel policy"))),
+        gavel => match build_gavel(gavel, config)? {
+            Some(policy) => Box::new(policy),
+            None => return Err(PolicyError::Invariant(format!("{gavel} has no builder"))),
         },
     })
 }

@@ -76,22 +76,6 @@ fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy:
     Ok(())
 }
 
-fn is_gavel(kind: PolicyKind) -> bool {
-    matches!(
-        kind,
-        PolicyKind::MaxMinFairness
-            | PolicyKind::MaxMinFairnessHet
-            | PolicyKind::FinishTimeFairness
-            | PolicyKind::FinishTimeFairnessHet
-            | PolicyKind::MinMakespan
-            | PolicyKind::MinMakespanHet
-            | PolicyKind::FifoHet
-            | PolicyKind::MaxThroughput
-            | PolicyKind::MinCost
-            | PolicyKind::Hierarchical
-    )
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
 
@@ -102,7 +86,7 @@ proptest! {
         strategy in strategies(),
         rounds in prop_oneof![Just(None), Just(Some(60.0))],
     ) {
-        for kind in PolicyKind::ALL.into_iter().filter(|k| !is_gavel(*k)) {
+        for kind in PolicyKind::ALL.into_iter().filter(|k| !k.is_gavel()) {
             check_policy(kind, &cluster, &jobs, strategy, rounds)?;
         }
     }
@@ -118,7 +102,7 @@ proptest! {
         (cluster, jobs) in workload(),
         rounds in prop_oneof![Just(None), Just(Some(360.0))],
     ) {
-        for kind in PolicyKind::ALL.into_iter().filter(|k| is_gavel(*k)) {
+        for kind in PolicyKind::ALL.into_iter().filter(|k| k.is_gavel()) {
             check_policy(kind, &cluster, &jobs, PlacementStrategy::Consolidated, rounds)?;
         }
     }

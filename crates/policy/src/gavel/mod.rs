@@ -63,6 +63,15 @@ pub struct RoundOptions {
 /// Tenant weights for `hierarchical` (tenants not listed weigh 1).
 pub type TenantWeights = BTreeMap<String, f64>;
 
+/// GPUs of each type in the cluster, indexed by type id.
+fn gpus_per_type(view: &SchedulerView<'_>) -> Vec<f64> {
+    let mut gpus = vec![0.0; view.cluster.gpu_type_names.len()];
+    for node in &view.cluster.nodes {
+        gpus[node.gpu_type.index()] += node.gpus as f64;
+    }
+    gpus
+}
+
 /// Price per GPU-hour of a GPU type, for `min-cost`: Gavel's GCP spot prices for the types it
 /// knows (V100 $0.74, P100 $0.43, K80 $0.135), $1 for others.
 pub fn default_cost_per_hour(gpu_type: &str) -> f64 {
@@ -295,11 +304,20 @@ impl Gavel {
     /// "ideal" mechanism, which gives every job exactly X; `job_finished` keeps the set current.
     /// Jobs not yet included in a recomputation get no row.
     pub fn allocation_at(&mut self, view: &SchedulerView<'_>, now: SimTime) -> BTreeMap<JobId, Vec<f64>> {
-        let m = view.cluster.gpu_type_names.len();
-        let mut gpus_per_type = vec![0.0; m];
-        for node in &view.cluster.nodes {
-            gpus_per_type[node.gpu_type.index()] += node.gpus as f64;
+        let gpus_per_type = gpus_per_type(view);
+        self.admit_new_jobs(view);
+        if self.job_set_changed && self.recompute_due(now) {
+            self.last_reset = Some(now);
+            self.recompute(view, &gpus_per_type, now);
+            self.job_set_changed = false;
         }
+        self.books.iter().filter_map(|(id, b)| b.allocation.clone().map(|x| (*id, x))).collect()
+    }
+
+    /// Opens a book for every job seen for the first time (received time starts at half a
+    /// round); a new job marks the job set as changed.
+    fn admit_new_jobs(&mut self, view: &SchedulerView<'_>) {
+        let m = view.cluster.gpu_type_names.len();
         let half = self.half_round();
         for job in view.jobs {
             self.books.entry(job.id).or_insert_with(|| {
@@ -307,12 +325,6 @@ impl Gavel {
                 JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m] }
             });
         }
-        if self.job_set_changed && self.recompute_due(now) {
-            self.last_reset = Some(now);
-            self.recompute(view, &gpus_per_type, now);
-            self.job_set_changed = false;
-        }
-        self.books.iter().filter_map(|(id, b)| b.allocation.clone().map(|x| (*id, x))).collect()
     }
 
     /// Whether a recomputation may happen at `now` (none yet, or the interval has passed).
@@ -357,18 +369,9 @@ impl Policy for Gavel {
         if self.type_time_s.len() != m {
             self.type_time_s = vec![0.0; m];
         }
-        let mut gpus_per_type = vec![0.0; m];
-        for node in &view.cluster.nodes {
-            gpus_per_type[node.gpu_type.index()] += node.gpus as f64;
-        }
+        let gpus_per_type = gpus_per_type(view);
         self.credit_round(view, now);
-        let half = self.half_round();
-        for job in view.jobs {
-            self.books.entry(job.id).or_insert_with(|| {
-                self.job_set_changed = true;
-                JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m] }
-            });
-        }
+        self.admit_new_jobs(view);
         if self.job_set_changed && self.recompute_due(now) {
             self.reset(now);
             self.recompute(view, &gpus_per_type, now);
