@@ -2,6 +2,7 @@
 //! and [`build`], which turns a name plus configuration into a policy object.
 
 use crate::backfill::FifoBackfill;
+use crate::gavel::allocation::InnerPolicy;
 use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
 use crate::gittins::{Gittins, GittinsPrior};
 use crate::greedy::GreedyOptions;
@@ -183,6 +184,8 @@ pub struct PolicyConfig {
     pub rounds: RoundOptions,
     /// Tenant weights for `hierarchical` (unlisted tenants weigh 1).
     pub tenant_weights: TenantWeights,
+    /// How `hierarchical` splits a tenant's share among its jobs.
+    pub inner_policy: InnerPolicy,
 }
 
 impl Default for PolicyConfig {
@@ -196,6 +199,7 @@ impl Default for PolicyConfig {
             qssf_history: DEFAULT_HISTORY,
             rounds: RoundOptions::default(),
             tenant_weights: TenantWeights::new(),
+            inner_policy: InnerPolicy::Fairness,
         }
     }
 }
@@ -216,7 +220,11 @@ pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gav
         PolicyKind::Hierarchical => ("hierarchical", Objective::Hierarchical, true),
         _ => return Ok(None),
     };
-    Ok(Some(Gavel::new(name, objective, aware, config.rounds)?.with_tenant_weights(config.tenant_weights.clone())))
+    Ok(Some(
+        Gavel::new(name, objective, aware, config.rounds)?
+            .with_tenant_weights(config.tenant_weights.clone())
+            .with_inner_policy(config.inner_policy),
+    ))
 }
 
 /// Builds a policy.

@@ -205,6 +205,45 @@ pub fn max_throughput(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Result<Alloca
     Ok(read_allocation(&solution, &x))
 }
 
+/// How a tenant's share is divided among its jobs in [`hierarchical`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InnerPolicy {
+    /// Max-min fairness among the tenant's jobs.
+    #[default]
+    Fairness,
+    /// Arrival order: each job takes as much of its fastest types as it can use before the next
+    /// job gets anything.
+    Fifo,
+}
+
+/// Fractional FIFO inside a share: jobs in the given (arrival) order fill the capacity of
+/// their fastest types first (the first listed type when `aware` is false), up to a total share
+/// of 1 each.
+pub fn fifo_fractional(jobs: &[AllocJob], capacity: &[f64], aware: bool) -> Allocation {
+    let m = capacity.len();
+    let mut free = capacity.to_vec();
+    let mut x = vec![vec![0.0; m]; jobs.len()];
+    for (j, job) in jobs.iter().enumerate() {
+        let mut types: Vec<usize> = (0..m).filter(|&k| job.throughput[k] > 0.0).collect();
+        if aware {
+            types.sort_by(|a, b| job.throughput[*b].total_cmp(&job.throughput[*a]).then(a.cmp(b)));
+        }
+        let mut left: f64 = 1.0;
+        for k in types {
+            if left <= 1e-12 {
+                break;
+            }
+            let share = left.min(free[k] / job.scale_factor.max(1e-12));
+            if share > 1e-12 {
+                x[j][k] = share;
+                free[k] -= share * job.scale_factor;
+                left -= share;
+            }
+        }
+    }
+    x
+}
+
 /// Hierarchical max-min fairness: first across tenants, by water-filling, then among each
 /// tenant's jobs.
 ///
@@ -217,13 +256,15 @@ pub fn max_throughput(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Result<Alloca
 ///
 /// Bottom level: each tenant's jobs share what the top level gave the tenant — per type,
 /// Σ_{j ∈ e} sf_j · X[j][k] GPUs (Gavel sums X without sf; the two agree for single-GPU jobs) —
-/// by [`max_min_fairness`] with equal job weights.
+/// by [`max_min_fairness`] with equal job weights, or in arrival order ([`fifo_fractional`];
+/// `jobs` must then be in arrival order).
 pub fn hierarchical(
     jobs: &[AllocJob],
     tenant_of: &[usize],
     tenant_weights: &[f64],
     gpus_per_type: &[f64],
     aware: bool,
+    inner: InnerPolicy,
 ) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -298,8 +339,11 @@ pub fn hierarchical(
     let mut result = vec![vec![0.0; m]; jobs.len()];
     for e in active {
         let share: Vec<f64> = (0..m).map(|k| members[e].iter().map(|&j| jobs[j].scale_factor * top[j][k]).sum()).collect();
-        let inner: Vec<AllocJob> = members[e].iter().map(|&j| AllocJob { weight: 1.0, ..jobs[j].clone() }).collect();
-        let x = max_min_fairness(&inner, &share, aware)?;
+        let tenant_jobs: Vec<AllocJob> = members[e].iter().map(|&j| AllocJob { weight: 1.0, ..jobs[j].clone() }).collect();
+        let x = match inner {
+            InnerPolicy::Fairness => max_min_fairness(&tenant_jobs, &share, aware)?,
+            InnerPolicy::Fifo => fifo_fractional(&tenant_jobs, &share, aware),
+        };
         for (row, &j) in x.into_iter().zip(&members[e]) {
             result[j] = row;
         }
@@ -556,7 +600,7 @@ mod tests {
         // Across tenants, shares go 3:1 — but a single job can use at most one GPU, so tenant 0
         // gets 1 GPU and tenant 1 the rest; inside tenant 1 the three jobs split evenly.
         let jobs = vec![job(vec![1.0]), job(vec![1.0]), job(vec![1.0]), job(vec![1.0])];
-        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[3.0, 1.0], &[4.0], true).expect("solves");
+        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[3.0, 1.0], &[4.0], true, InnerPolicy::Fairness).expect("solves");
         assert_feasible(&jobs, &[4.0], &x);
         assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
         for j in 1..4 {
@@ -564,17 +608,29 @@ mod tests {
         }
         // Scarce GPUs: 2 GPUs, weights 3:1 → tenant 0's single job gets 1.0 (its cap), and the
         // other three share the remaining GPU equally (1/3 each) although tenant 1 has 3 jobs.
-        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[3.0, 1.0], &[2.0], true).expect("solves");
+        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[3.0, 1.0], &[2.0], true, InnerPolicy::Fairness).expect("solves");
         assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
         for j in 1..4 {
             assert!((x[j][0] - 1.0 / 3.0).abs() < 1e-3, "{x:?}");
         }
         // Equal weights, 1 GPU: each tenant gets half; tenant 1's three jobs a sixth each.
-        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[1.0, 1.0], &[1.0], true).expect("solves");
+        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[1.0, 1.0], &[1.0], true, InnerPolicy::Fairness).expect("solves");
         assert!((x[0][0] - 0.5).abs() < 1e-3, "{x:?}");
         for j in 1..4 {
             assert!((x[j][0] - 1.0 / 6.0).abs() < 1e-3, "{x:?}");
         }
+        // FIFO inside: tenant 1's half goes to its first job.
+        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[1.0, 1.0], &[1.0], true, InnerPolicy::Fifo).expect("solves");
+        assert!((x[1][0] - 0.5).abs() < 1e-3 && x[2][0] < 1e-6 && x[3][0] < 1e-6, "{x:?}");
+    }
+
+    #[test]
+    fn fractional_fifo_fills_fastest_types_in_order() {
+        // Capacity: 1.5 V100 (type 0), 1 K80. Job 0 takes a whole V100, job 1 the remaining half
+        // V100 and half a K80, job 2 the other half K80.
+        let jobs = vec![job(vec![1.0, 0.5]), job(vec![1.0, 0.5]), job(vec![1.0, 0.5])];
+        let x = fifo_fractional(&jobs, &[1.5, 1.0], true);
+        assert_eq!(x, vec![vec![1.0, 0.0], vec![0.5, 0.5], vec![0.0, 0.5]]);
     }
 
     #[test]

@@ -119,6 +119,8 @@ pub struct Gavel {
     pub lease_extensions: u64,
     /// Tenant weights (hierarchical policy).
     tenant_weights: TenantWeights,
+    /// How a tenant's share is split among its jobs (hierarchical policy).
+    inner: allocation::InnerPolicy,
     /// Allocation recomputations, and those whose LP failed (the previous X was kept).
     pub recomputations: u64,
     /// Recomputations that failed.
@@ -145,6 +147,7 @@ impl Gavel {
             rng: ChaCha8Rng::seed_from_u64(options.seed),
             lease_extensions: 0,
             tenant_weights: TenantWeights::new(),
+            inner: allocation::InnerPolicy::Fairness,
             recomputations: 0,
             failed_recomputations: 0,
         })
@@ -153,6 +156,12 @@ impl Gavel {
     /// Sets the tenant weights the hierarchical objective uses.
     pub fn with_tenant_weights(mut self, weights: TenantWeights) -> Self {
         self.tenant_weights = weights;
+        self
+    }
+
+    /// Sets how the hierarchical objective splits a tenant's share among its jobs.
+    pub fn with_inner_policy(mut self, inner: allocation::InnerPolicy) -> Self {
+        self.inner = inner;
         self
     }
 
@@ -268,7 +277,7 @@ impl Gavel {
                     .map(|id| tenants.binary_search(&view.specs[id.index()].tenant.as_str()).unwrap_or(0))
                     .collect();
                 let weights: Vec<f64> = tenants.iter().map(|t| self.tenant_weights.get(*t).copied().unwrap_or(1.0)).collect();
-                allocation::hierarchical(&jobs, &tenant_of, &weights, gpus_per_type, self.aware)
+                allocation::hierarchical(&jobs, &tenant_of, &weights, gpus_per_type, self.aware, self.inner)
             }
             Objective::Fifo => {
                 let order: Vec<usize> = self.type_order(view).iter().map(|t| t.index()).collect();

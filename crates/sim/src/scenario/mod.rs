@@ -184,6 +184,8 @@ pub struct PolicySpec {
     pub recompute_interval_s: f64,
     /// Tenant weights for `hierarchical` (unlisted tenants weigh 1).
     pub tenant_weights: std::collections::BTreeMap<String, f64>,
+    /// How `hierarchical` splits a tenant's share among its jobs: `fairness` or `fifo`.
+    pub hierarchical_inner: String,
 }
 
 impl Default for PolicySpec {
@@ -198,6 +200,7 @@ impl Default for PolicySpec {
             qssf_history: d.qssf_history,
             recompute_interval_s: d.rounds.recompute_interval_s,
             tenant_weights: d.tenant_weights,
+            hierarchical_inner: "fairness".into(),
         }
     }
 }
@@ -389,6 +392,11 @@ impl Scenario {
         config.qssf_history = self.policy.qssf_history;
         config.rounds.recompute_interval_s = self.policy.recompute_interval_s;
         config.tenant_weights = self.policy.tenant_weights.clone();
+        config.inner_policy = match self.policy.hierarchical_inner.as_str() {
+            "fairness" => arbiter_policy::gavel::allocation::InnerPolicy::Fairness,
+            "fifo" => arbiter_policy::gavel::allocation::InnerPolicy::Fifo,
+            other => return Err(self.invalid(format!("policy.hierarchical_inner `{other}` is not fairness or fifo"))),
+        };
         if let Some(round_s) = self.simulation.round_s {
             config.rounds.round_s = round_s;
         }
