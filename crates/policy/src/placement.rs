@@ -73,11 +73,6 @@ impl<'a> Placer<'a> {
         self.free_total
     }
 
-    /// Free GPUs per node.
-    pub fn free(&self) -> &[u32] {
-        &self.free
-    }
-
     fn max_free(&mut self) -> u32 {
         if let Some(m) = self.max_free_cache {
             return m;

@@ -118,11 +118,6 @@ impl Trace {
         Trace { jobs, origin_unix_s: self.origin_unix_s }
     }
 
-    /// Unix time (seconds) of a job's submission, if the trace has an origin.
-    pub fn submit_unix_s(&self, job: &JobSpec) -> Option<i64> {
-        self.origin_unix_s.map(|o| o + (job.submit.0 / 1000) as i64)
-    }
-
     /// Distinct tenants, sorted.
     pub fn tenants(&self) -> Vec<String> {
         let mut t: Vec<String> = self.jobs.iter().map(|j| j.tenant.clone()).collect();

@@ -472,8 +472,9 @@ impl Policy for Gavel {
                 }
             }
         }
+        let explained: BTreeSet<JobId> = decision.pending.iter().map(|(id, _)| *id).collect();
         for job in view.jobs {
-            if !placed_type.contains_key(&job.id) && !decision.pending.iter().any(|(id, _)| *id == job.id) {
+            if !placed_type.contains_key(&job.id) && !explained.contains(&job.id) {
                 decision.pending.push((job.id, PendingReason::LowerPriority));
             }
         }
