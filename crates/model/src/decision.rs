@@ -52,6 +52,29 @@ pub struct Assignment {
     pub job: JobId,
     /// Its GPUs. If the job already runs elsewhere, the engine migrates it.
     pub placement: Placement,
+    /// Space sharing: the job shares these GPUs with another job (Gavel's packing). `None`: the
+    /// GPUs are the job's alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colocation: Option<Colocation>,
+}
+
+impl Assignment {
+    /// The job runs alone on `placement`.
+    pub fn exclusive(job: JobId, placement: Placement) -> Self {
+        Assignment { job, placement, colocation: None }
+    }
+}
+
+/// Two jobs sharing the same GPUs. Both jobs' assignments name each other and the same
+/// placement; the GPUs count once against capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Colocation {
+    /// The job sharing the GPUs.
+    pub partner: JobId,
+    /// This job's speed while sharing, relative to its reference speed (the same unit as
+    /// `JobSpec::speed_by_gpu_type`): the policy's interference model, e.g. Gavel's measured
+    /// pair throughputs.
+    pub speed: f64,
 }
 
 /// Why a job that wants to run was not placed (Nomad's `AllocMetric`, in small). Closed on

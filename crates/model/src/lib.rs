@@ -19,7 +19,7 @@ mod time;
 
 pub use active::{ActiveJob, RunState};
 pub use cluster::{Cluster, ClusterError, Node};
-pub use decision::{Assignment, Decision, PendingReason, Placement};
+pub use decision::{Assignment, Colocation, Decision, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::JobSpec;
 pub use occupancy::{AllocError, Occupancy};

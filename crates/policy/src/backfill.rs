@@ -45,7 +45,7 @@ impl Policy for FifoBackfill {
             match job.placement() {
                 Some(placement) => {
                     placer.take(placement);
-                    decision.run.push(Assignment { job: job.id, placement: placement.clone() });
+                    decision.run.push(Assignment::exclusive(job.id, placement.clone()));
                     holders.push((finish_time(job, now), job.id, placement.clone()));
                 }
                 None => pending.push(index),
@@ -64,7 +64,7 @@ impl Policy for FifoBackfill {
                 match placer.place(spec, job.pending_since, now) {
                     Ok(placement) => {
                         holders.push((finish_time(job, now), job.id, placement.clone()));
-                        decision.run.push(Assignment { job: job.id, placement });
+                        decision.run.push(Assignment::exclusive(job.id, placement));
                     }
                     Err(reason) => {
                         decision.pending.push((job.id, reason));
@@ -92,7 +92,7 @@ impl Policy for FifoBackfill {
                     res.future.take(&placement);
                 }
                 placer = trial;
-                decision.run.push(Assignment { job: job.id, placement });
+                decision.run.push(Assignment::exclusive(job.id, placement));
             } else {
                 decision.pending.push((job.id, PendingReason::WouldDelayReservation));
             }

@@ -50,7 +50,7 @@ pub fn schedule_in_order<K: Ord + Copy>(
                 // Non-preemptive: a running job keeps its GPUs. They were allocated consistently
                 // by the engine, so taking them again cannot fail.
                 placer.take(placement);
-                decision.run.push(Assignment { job: job.id, placement: placement.clone() });
+                decision.run.push(Assignment::exclusive(job.id, placement.clone()));
                 continue;
             }
         }
@@ -79,7 +79,7 @@ pub fn schedule_in_order<K: Ord + Copy>(
         if options.keep_placements {
             if let Some(current) = job.placement() {
                 if placer.take(current) {
-                    decision.run.push(Assignment { job: job.id, placement: current.clone() });
+                    decision.run.push(Assignment::exclusive(job.id, current.clone()));
                     continue;
                 }
             }
@@ -94,7 +94,7 @@ pub fn schedule_in_order<K: Ord + Copy>(
                 if let Some(u) = unclaimed.as_mut() {
                     u.take_overlap(&placement);
                 }
-                decision.run.push(Assignment { job: job.id, placement })
+                decision.run.push(Assignment::exclusive(job.id, placement))
             }
             Err(reason) => {
                 let reason = if Placer::could_ever_fit(view.cluster, spec) { reason } else { PendingReason::NeverFits };

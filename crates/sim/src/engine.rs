@@ -12,7 +12,7 @@
 
 use crate::metrics::{JobOutcome, JobRecord, Window};
 use arbiter_model::{
-    ActiveJob, Cluster, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
+    ActiveJob, Assignment, Cluster, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
 use arbiter_policy::{Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
@@ -177,6 +177,11 @@ struct Engine<'a> {
     stamp: Vec<u64>,
     /// Jobs of `config.stop_when_finished` not finished yet.
     window_outstanding: Option<usize>,
+    /// Per job id: the running job it shares its GPUs with (space sharing). The pair's GPUs are
+    /// taken once, by whichever started first, and given back when the last of the two stops.
+    partner: Vec<Option<JobId>>,
+    /// Per job id: when its GPU-seconds were last credited to its record.
+    gpu_credited_at: Vec<SimTime>,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -230,6 +235,8 @@ pub fn simulate(
         stats: EngineStats::default(),
         stamp: vec![0; n],
         window_outstanding: config.stop_when_finished.map(|w| specs.iter().filter(|s| w.contains(s.id.0)).count()),
+        partner: vec![None; n],
+        gpu_credited_at: vec![SimTime::ZERO; n],
     };
     engine.run(policy)?;
     Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats })
@@ -353,10 +360,12 @@ impl Engine<'_> {
     }
 
     /// Checks a decision without changing anything: known active jobs, each once, right gang
-    /// sizes, and all placements fitting the cluster together.
+    /// sizes, co-located pairs that name each other on the same GPUs, and all placements fitting
+    /// the cluster together (a shared placement counted once).
     fn validate(&mut self, decision: &Decision) -> Result<(), String> {
         let stamp = self.stats.scheduling_points;
         let mut occupancy = Occupancy::new(self.cluster);
+        let assigned: std::collections::BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
         for a in &decision.run {
             let i = a.job.index();
             if i >= self.slot.len() || self.slot[i] == NOT_ACTIVE {
@@ -378,6 +387,18 @@ impl Engine<'_> {
             if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| self.cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
                 return Err(format!("{} cannot run on {} GPUs ({})", a.job, self.cluster.gpu_type_name(node.gpu_type), node.name));
             }
+            if let Some(c) = a.colocation {
+                let partner = assigned.get(&c.partner).ok_or_else(|| format!("{} shares GPUs with {}, which is not assigned", a.job, c.partner))?;
+                if partner.placement != a.placement || partner.colocation.map(|p| p.partner) != Some(a.job) || c.partner == a.job {
+                    return Err(format!("{} and {} do not name each other on the same GPUs", a.job, c.partner));
+                }
+                if !(c.speed.is_finite() && c.speed > 0.0) {
+                    return Err(format!("{} shares GPUs at speed {}; it must be finite and > 0", a.job, c.speed));
+                }
+                if c.partner < a.job {
+                    continue; // the pair's GPUs were counted with its first job
+                }
+            }
             occupancy.allocate(&a.placement).map_err(|e| format!("{}: {e}", a.job))?;
         }
         Ok(())
@@ -392,7 +413,6 @@ impl Engine<'_> {
         }
         // Stop first (preemptions and the old side of migrations), then start, so that GPUs
         // handed from one job to another are free when taken.
-        let mut moves: Vec<(JobId, &Placement)> = Vec::new();
         for i in 0..self.active.len() {
             let id = self.active[i].id;
             if !self.active[i].is_running() {
@@ -406,50 +426,126 @@ impl Engine<'_> {
                 job.preemptions += 1;
             }
         }
+        let mut moves: Vec<&Assignment> = Vec::new();
         for a in &decision.run {
             let i = self.slot[a.job.index()] as usize;
             match self.active[i].placement() {
-                Some(current) if *current == a.placement => {}
+                Some(current) if *current == a.placement => self.keep(a, now),
                 Some(_) => {
                     self.stop(i, now);
                     self.active[i].migrations += 1;
-                    moves.push((a.job, &a.placement));
+                    moves.push(a);
                 }
-                None => moves.push((a.job, &a.placement)),
+                None => moves.push(a),
             }
         }
-        for (id, placement) in moves {
-            self.start(id, placement.clone(), now);
+        for a in moves {
+            self.start(a, now);
         }
+        #[cfg(debug_assertions)]
+        {
+            let mut expected = Occupancy::new(self.cluster);
+            for a in decision.run.iter().filter(|a| a.colocation.is_none_or(|c| c.partner > a.job)) {
+                let allocated = expected.allocate(&a.placement);
+                debug_assert!(allocated.is_ok());
+            }
+            debug_assert_eq!(expected, self.occupancy, "engine occupancy differs from the decision");
+        }
+    }
+
+    /// The speed a job runs at under `assignment`: its speed on the GPU type, or its shared
+    /// speed when co-located.
+    fn speed_of(&self, assignment: &Assignment) -> f64 {
+        if let Some(c) = assignment.colocation {
+            return c.speed;
+        }
+        assignment
+            .placement
+            .slots
+            .first()
+            .and_then(|(node, _)| self.cluster.node(*node))
+            .map_or(1.0, |node| self.specs[assignment.job.index()].speed_on(node.gpu_type))
+    }
+
+    /// Credits a running job's GPU-seconds up to `now` (a co-located job holds half of its
+    /// GPUs).
+    fn credit_gpu_time(&mut self, index: usize, now: SimTime) {
+        let job = &self.active[index];
+        if let RunState::Running { placement, .. } = &job.state {
+            let id = job.id.index();
+            let share = if self.partner[id].is_some() { 0.5 } else { 1.0 };
+            self.records[id].gpu_s_allocated +=
+                now.saturating_since(self.gpu_credited_at[id]).as_secs_f64() * placement.gpus() as f64 * share;
+        }
+        self.gpu_credited_at[job.id.index()] = now;
+    }
+
+    /// A running job stays on its GPUs; its partner (and so its speed) may change.
+    fn keep(&mut self, assignment: &Assignment, now: SimTime) {
+        let id = assignment.job;
+        let partner = assignment.colocation.map(|c| c.partner);
+        let speed = self.speed_of(assignment);
+        let index = self.slot[id.index()] as usize;
+        if self.partner[id.index()] == partner && self.active[index].speed() == speed {
+            return;
+        }
+        self.credit_gpu_time(index, now);
+        self.partner[id.index()] = partner;
+        let job = &mut self.active[index];
+        job.account(now);
+        if let RunState::Running { speed: current, .. } = &mut job.state {
+            *current = speed;
+        }
+        self.generation[id.index()] += 1;
+        self.schedule_end(id, now);
     }
 
     /// Ends the current stint of a running job: progress accounted, GPUs released.
     fn stop(&mut self, index: usize, now: SimTime) {
+        self.credit_gpu_time(index, now);
+        let id = self.active[index].id;
+        // A partner still running keeps the shared GPUs, alone from now on.
+        let partner_keeps = match self.partner[id.index()].take() {
+            Some(p) if self.slot[p.index()] != NOT_ACTIVE && self.partner[p.index()] == Some(id) => {
+                let p_index = self.slot[p.index()] as usize;
+                self.credit_gpu_time(p_index, now);
+                self.partner[p.index()] = None;
+                self.active[p_index].is_running()
+            }
+            _ => false,
+        };
         let job = &mut self.active[index];
         job.account(now);
-        if let RunState::Running { placement, since, .. } = &job.state {
-            let record = &mut self.records[job.id.index()];
-            record.gpu_s_allocated += now.saturating_since(*since).as_secs_f64() * placement.gpus() as f64;
-            // The engine only releases what it allocated, so this cannot fail; an error here would
-            // be an engine bug, and the occupancy is left unchanged by a failed release.
-            let released = self.occupancy.release(placement);
-            debug_assert!(released.is_ok(), "engine released GPUs it did not hold: {released:?}");
+        if let RunState::Running { placement, .. } = &job.state {
+            if !partner_keeps {
+                // The engine only releases what it allocated, so this cannot fail; an error here
+                // would be an engine bug, and the occupancy is left unchanged by a failed release.
+                let released = self.occupancy.release(placement);
+                debug_assert!(released.is_ok(), "engine released GPUs it did not hold: {released:?}");
+            }
         }
         job.state = RunState::Pending;
         self.generation[job.id.index()] += 1;
         self.attempt[job.id.index()] += 1;
     }
 
-    fn start(&mut self, id: JobId, placement: Placement, now: SimTime) {
+    fn start(&mut self, assignment: &Assignment, now: SimTime) {
+        let id = assignment.job;
+        let placement: Placement = assignment.placement.clone();
         let overhead = self.overhead_s(id);
-        let allocated = self.occupancy.allocate(&placement);
-        debug_assert!(allocated.is_ok(), "validated decision failed to allocate: {allocated:?}");
+        let partner = assignment.colocation.map(|c| c.partner);
+        // The GPUs of a pair are taken by whichever of the two gets them first.
+        let partner_holds = partner.is_some_and(|p| {
+            self.slot[p.index()] != NOT_ACTIVE && self.active[self.slot[p.index()] as usize].placement() == Some(&placement)
+        });
+        if !partner_holds {
+            let allocated = self.occupancy.allocate(&placement);
+            debug_assert!(allocated.is_ok(), "validated decision failed to allocate: {allocated:?}");
+        }
+        self.partner[id.index()] = partner;
+        self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;
-        let speed = placement
-            .slots
-            .first()
-            .and_then(|(node, _)| self.cluster.node(*node))
-            .map_or(1.0, |node| self.specs[id.index()].speed_on(node.gpu_type));
+        let speed = self.speed_of(assignment);
         let job = &mut self.active[index];
         job.account(now);
         job.state = RunState::Running { placement, since: now, speed };

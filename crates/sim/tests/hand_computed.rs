@@ -284,3 +284,71 @@ fn jobs_run_at_their_speed_on_each_gpu_type() {
     let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
     assert_eq!(jcts(&out), vec![100.0, 400.0]);
 }
+
+/// A scripted policy for the space-sharing tests: while both jobs are active they share GPU 0
+/// (job 0 at half speed, job 1 at a quarter); a job left alone gets the GPU to itself.
+struct ShareWhileBoth;
+
+impl arbiter_policy::Policy for ShareWhileBoth {
+    fn name(&self) -> &'static str {
+        "share-while-both"
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+        use arbiter_model::{Assignment, Colocation, Decision};
+        let gpu = Placement::single(NodeId(0), 1);
+        let mut decision = Decision::default();
+        match view.jobs {
+            [a, b] => {
+                let speed = |id: JobId| if id == JobId(0) { 0.5 } else { 0.25 };
+                for (me, other) in [(a.id, b.id), (b.id, a.id)] {
+                    decision.run.push(Assignment {
+                        job: me,
+                        placement: gpu.clone(),
+                        colocation: Some(Colocation { partner: other, speed: speed(me) }),
+                    });
+                }
+            }
+            [only] => decision.run.push(Assignment::exclusive(only.id, gpu)),
+            _ => {}
+        }
+        Ok(decision)
+    }
+}
+
+#[test]
+fn co_located_jobs_share_one_gpu_at_their_shared_speeds() {
+    // One GPU; two 100 s jobs share it: job 0 at 0.5 finishes at 200 s, when job 1 (at 0.25)
+    // has done 50 s of work; alone from then on at full speed it finishes at 250 s.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 100.0), job(1, 0, 1, 100.0)];
+    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let out = simulate(&cluster, &jobs, &mut ShareWhileBoth, &sim).expect("simulation runs");
+    assert_eq!(jcts(&out), vec![200.0, 250.0]);
+    // The shared GPU counts once: half of it to each job while shared.
+    assert_eq!(out.records[0].gpu_s_allocated, 100.0);
+    assert_eq!(out.records[1].gpu_s_allocated, 150.0);
+    assert_eq!(out.records[1].preemptions + out.records[1].migrations, 0, "keeping its GPU is not a restart");
+}
+
+#[test]
+fn co_location_must_be_mutual_and_on_the_same_gpus() {
+    struct OneSided;
+    impl arbiter_policy::Policy for OneSided {
+        fn name(&self) -> &'static str {
+            "one-sided"
+        }
+        fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+            use arbiter_model::{Assignment, Colocation, Decision};
+            let gpu = Placement::single(NodeId(0), 1);
+            let mut decision = Decision::default();
+            decision.run.push(Assignment { job: view.jobs[0].id, placement: gpu.clone(), colocation: Some(Colocation { partner: JobId(1), speed: 0.5 }) });
+            decision.run.push(Assignment::exclusive(JobId(1), gpu));
+            Ok(decision)
+        }
+    }
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 100.0), job(1, 0, 1, 100.0)];
+    let err = simulate(&cluster, &jobs, &mut OneSided, &SimConfig::default()).expect_err("refused");
+    assert!(err.to_string().contains("do not name each other"), "{err}");
+}

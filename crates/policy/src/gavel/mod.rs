@@ -444,7 +444,7 @@ impl Policy for Gavel {
                 match job.placement() {
                     Some(p) if self.last_type.get(&job.id) == Some(&k) && placer.take(p) => {
                         self.lease_extensions += 1;
-                        decision.run.push(Assignment { job: job.id, placement: p.clone() });
+                        decision.run.push(Assignment::exclusive(job.id, p.clone()));
                         placed_type.insert(job.id, k);
                     }
                     _ => fresh.push(i),
@@ -465,7 +465,7 @@ impl Policy for Gavel {
                 match placed {
                     Ok(p) => {
                         placer.take(&p);
-                        decision.run.push(Assignment { job: job.id, placement: p });
+                        decision.run.push(Assignment::exclusive(job.id, p));
                         placed_type.insert(job.id, k);
                     }
                     Err(reason) => decision.pending.push((job.id, reason)),
