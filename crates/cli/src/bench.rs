@@ -143,6 +143,31 @@ pub fn run_gavel(json: bool) -> Result<()> {
         time("finish-time-fairness-het, 512 jobs (bisection)", &|| allocation::finish_time_fairness(&jobs, &progress, &g, true))?;
         time("min-makespan-het LP, 512 jobs", &|| allocation::min_makespan(&jobs, &progress, &g, true))?;
     }
+    {
+        // Space sharing over every measured pair of the table's single-GPU job types.
+        use arbiter_policy::gavel::packing::{self, PackJob, PairSpeeds};
+        let mut pairs = PairSpeeds::default();
+        for a in &types {
+            for b in &types {
+                let (Some(ra), Some(rb)) = (table.solo("v100", a, 1), table.solo("v100", b, 1)) else { continue };
+                let key = |t: &String| (t.clone(), 1u32);
+                let per_type: Vec<(f64, f64)> = gpu_types
+                    .iter()
+                    .map(|g| table.pair(g, &key(a), &key(b)).map_or((0.0, 0.0), |(x, y)| (x / ra, y / rb)))
+                    .collect();
+                pairs.insert(key(a), key(b), per_type);
+            }
+        }
+        for n in [32usize, 256] {
+            let jobs: Vec<PackJob> = jobs_of(n)
+                .into_iter()
+                .enumerate()
+                .map(|(i, job)| PackJob { job, pair_key: Some((types[i % types.len()].clone(), 1)) })
+                .collect();
+            let g: Vec<f64> = gpus.iter().map(|x| (x * n as f64 / 2048.0).max(1.0)).collect();
+            time(&format!("max-min-fairness-packed LP, {n} jobs"), &|| packing::max_min_fairness_packed(&jobs, &pairs, &g).map(|x| x.solo))?;
+        }
+    }
     if json {
         outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "lp": rows }))?);
     }

@@ -3,6 +3,7 @@
 
 use crate::backfill::FifoBackfill;
 use crate::gavel::allocation::InnerPolicy;
+use crate::gavel::packing::PairSpeeds;
 use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
 use crate::gittins::{Gittins, GittinsPrior};
 use crate::greedy::GreedyOptions;
@@ -12,6 +13,7 @@ use crate::placement::PlacementStrategy;
 use crate::qssf::{Qssf, DEFAULT_HISTORY};
 use crate::{Policy, PolicyError};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Every policy Arbiter implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -53,11 +55,14 @@ pub enum PolicyKind {
     MinCost,
     /// Weighted fairness across tenants, then fairness among each tenant's jobs (Gavel).
     Hierarchical,
+    /// Heterogeneity-aware max-min fairness with space sharing: pairs of jobs may share GPUs
+    /// (Gavel).
+    MaxMinFairnessPacked,
 }
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 18] = [
+    pub const ALL: [PolicyKind; 19] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -76,6 +81,7 @@ impl PolicyKind {
         PolicyKind::MaxThroughput,
         PolicyKind::MinCost,
         PolicyKind::Hierarchical,
+        PolicyKind::MaxMinFairnessPacked,
     ];
 
     /// Whether this is one of Gavel's allocation policies (computed as X, realized by rounds).
@@ -92,6 +98,7 @@ impl PolicyKind {
                 | PolicyKind::MaxThroughput
                 | PolicyKind::MinCost
                 | PolicyKind::Hierarchical
+                | PolicyKind::MaxMinFairnessPacked
         )
     }
 
@@ -116,6 +123,7 @@ impl PolicyKind {
             PolicyKind::MaxThroughput => "max-throughput",
             PolicyKind::MinCost => "min-cost",
             PolicyKind::Hierarchical => "hierarchical",
+            PolicyKind::MaxMinFairnessPacked => "max-min-fairness-packed",
         }
     }
 
@@ -153,6 +161,7 @@ impl PolicyKind {
             PolicyKind::MaxThroughput => "maximum total throughput over GPU types (Gavel OSDI'20)",
             PolicyKind::MinCost => "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)",
             PolicyKind::Hierarchical => "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)",
+            PolicyKind::MaxMinFairnessPacked => "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)",
         }
     }
 }
@@ -186,6 +195,8 @@ pub struct PolicyConfig {
     pub tenant_weights: TenantWeights,
     /// How `hierarchical` splits a tenant's share among its jobs.
     pub inner_policy: InnerPolicy,
+    /// Co-location speeds for space sharing (required by `max-min-fairness-packed`).
+    pub pair_speeds: Option<Arc<PairSpeeds>>,
 }
 
 impl Default for PolicyConfig {
@@ -200,6 +211,7 @@ impl Default for PolicyConfig {
             rounds: RoundOptions::default(),
             tenant_weights: TenantWeights::new(),
             inner_policy: InnerPolicy::Fairness,
+            pair_speeds: None,
         }
     }
 }
@@ -218,13 +230,19 @@ pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gav
         PolicyKind::MaxThroughput => ("max-throughput", Objective::MaxThroughput, true),
         PolicyKind::MinCost => ("min-cost", Objective::MinCost, true),
         PolicyKind::Hierarchical => ("hierarchical", Objective::Hierarchical, true),
+        PolicyKind::MaxMinFairnessPacked => ("max-min-fairness-packed", Objective::MaxMinFairnessPacked, true),
         _ => return Ok(None),
     };
-    Ok(Some(
-        Gavel::new(name, objective, aware, config.rounds)?
-            .with_tenant_weights(config.tenant_weights.clone())
-            .with_inner_policy(config.inner_policy),
-    ))
+    let mut gavel = Gavel::new(name, objective, aware, config.rounds)?
+        .with_tenant_weights(config.tenant_weights.clone())
+        .with_inner_policy(config.inner_policy);
+    if objective == Objective::MaxMinFairnessPacked {
+        let pairs = config.pair_speeds.clone().ok_or_else(|| {
+            PolicyError::Config(format!("{name} needs co-location speeds (a scenario's `throughputs` table with pair entries)"))
+        })?;
+        gavel = gavel.with_pair_speeds(pairs);
+    }
+    Ok(Some(gavel))
 }
 
 /// Builds a policy.

@@ -177,8 +177,8 @@ struct Engine<'a> {
     stamp: Vec<u64>,
     /// Jobs of `config.stop_when_finished` not finished yet.
     window_outstanding: Option<usize>,
-    /// Per job id: the running job it shares its GPUs with (space sharing). The pair's GPUs are
-    /// taken once, by whichever started first, and given back when the last of the two stops.
+    /// Per job id: the running job it shares its GPUs with (space sharing). The pair's GPUs
+    /// count once, and are given back when the last of the two stops.
     partner: Vec<Option<JobId>>,
     /// Per job id: when its GPU-seconds were last credited to its record.
     gpu_credited_at: Vec<SimTime>,
@@ -347,9 +347,10 @@ impl Engine<'_> {
         let decision = policy
             .schedule(&view, now)
             .map_err(|source| SimError::Policy { policy: policy.name(), at: now, source })?;
-        self.validate(&decision)
+        let occupancy = self
+            .validate(&decision)
             .map_err(|reason| SimError::InvalidDecision { policy: policy.name(), at: now, reason })?;
-        self.apply(&decision, now);
+        self.apply(&decision, occupancy, now);
         // The latest decision's wish replaces earlier ones.
         self.wake_token += 1;
         if let Some(at) = decision.wake_at {
@@ -362,7 +363,7 @@ impl Engine<'_> {
     /// Checks a decision without changing anything: known active jobs, each once, right gang
     /// sizes, co-located pairs that name each other on the same GPUs, and all placements fitting
     /// the cluster together (a shared placement counted once).
-    fn validate(&mut self, decision: &Decision) -> Result<(), String> {
+    fn validate(&mut self, decision: &Decision) -> Result<Occupancy, String> {
         let stamp = self.stats.scheduling_points;
         let mut occupancy = Occupancy::new(self.cluster);
         let assigned: std::collections::BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
@@ -401,10 +402,14 @@ impl Engine<'_> {
             }
             occupancy.allocate(&a.placement).map_err(|e| format!("{}: {e}", a.job))?;
         }
-        Ok(())
+        Ok(occupancy)
     }
 
-    fn apply(&mut self, decision: &Decision, now: SimTime) {
+    /// Applies a validated decision; `occupancy` is its GPU use (validated), which the cluster
+    /// has once the decision is in force. (Placements name GPU counts per node, not GPUs, so two
+    /// jobs that shared a GPU may keep their placements and each run alone — on two GPUs of the
+    /// node. Taking the decision's occupancy as a whole keeps such transitions exact.)
+    fn apply(&mut self, decision: &Decision, occupancy: Occupancy, now: SimTime) {
         let stamp = self.stats.scheduling_points;
         for &(job, reason) in &decision.pending {
             if let Some(record) = self.records.get_mut(job.index()) {
@@ -419,37 +424,56 @@ impl Engine<'_> {
                 continue;
             }
             if self.stamp[id.index()] != stamp {
-                self.stop(i, now);
+                self.stop(i, now, false);
                 let job = &mut self.active[i];
                 job.state = RunState::Pending;
                 job.pending_since = now;
                 job.preemptions += 1;
             }
         }
+        // Then the old side of migrations, so that every job leaving shared GPUs has left before
+        // the jobs staying on them learn their new partner (or none).
         let mut moves: Vec<&Assignment> = Vec::new();
+        let mut kept: Vec<&Assignment> = Vec::new();
         for a in &decision.run {
             let i = self.slot[a.job.index()] as usize;
             match self.active[i].placement() {
-                Some(current) if *current == a.placement => self.keep(a, now),
+                Some(current) if *current == a.placement => kept.push(a),
                 Some(_) => {
-                    self.stop(i, now);
+                    self.stop(i, now, false);
                     self.active[i].migrations += 1;
                     moves.push(a);
                 }
                 None => moves.push(a),
             }
         }
+        for a in kept {
+            self.keep(a, now);
+        }
         for a in moves {
             self.start(a, now);
         }
+        self.occupancy = occupancy;
+        self.debug_check_occupancy();
+    }
+
+    /// Debug builds: the occupancy equals the running jobs' placements, a shared placement
+    /// counted once — the engine's partner links and GPU accounting agree.
+    fn debug_check_occupancy(&self) {
         #[cfg(debug_assertions)]
         {
             let mut expected = Occupancy::new(self.cluster);
-            for a in decision.run.iter().filter(|a| a.colocation.is_none_or(|c| c.partner > a.job)) {
-                let allocated = expected.allocate(&a.placement);
-                debug_assert!(allocated.is_ok());
+            for job in &self.active {
+                let Some(placement) = job.placement() else { continue };
+                let counted_with_partner = self.partner[job.id.index()].is_some_and(|p| {
+                    p < job.id && self.partner[p.index()] == Some(job.id) && self.active[self.slot[p.index()] as usize].placement() == Some(placement)
+                });
+                if !counted_with_partner {
+                    let allocated = expected.allocate(placement);
+                    debug_assert!(allocated.is_ok(), "running jobs over-commit: {allocated:?}");
+                }
             }
-            debug_assert_eq!(expected, self.occupancy, "engine occupancy differs from the decision");
+            debug_assert_eq!(expected, self.occupancy, "engine occupancy differs from the running jobs");
         }
     }
 
@@ -473,9 +497,12 @@ impl Engine<'_> {
         let job = &self.active[index];
         if let RunState::Running { placement, .. } = &job.state {
             let id = job.id.index();
+            let elapsed_s = now.saturating_since(self.gpu_credited_at[id]).as_secs_f64();
             let share = if self.partner[id].is_some() { 0.5 } else { 1.0 };
-            self.records[id].gpu_s_allocated +=
-                now.saturating_since(self.gpu_credited_at[id]).as_secs_f64() * placement.gpus() as f64 * share;
+            self.records[id].gpu_s_allocated += elapsed_s * placement.gpus() as f64 * share;
+            if self.partner[id].is_some() {
+                self.records[id].colocated_s += elapsed_s;
+            }
         }
         self.gpu_credited_at[job.id.index()] = now;
     }
@@ -501,7 +528,9 @@ impl Engine<'_> {
     }
 
     /// Ends the current stint of a running job: progress accounted, GPUs released.
-    fn stop(&mut self, index: usize, now: SimTime) {
+    /// `release`: give the GPUs back to the occupancy (a job ending between decisions); inside
+    /// [`Self::apply`] the decision's occupancy replaces it as a whole.
+    fn stop(&mut self, index: usize, now: SimTime, release: bool) {
         self.credit_gpu_time(index, now);
         let id = self.active[index].id;
         // A partner still running keeps the shared GPUs, alone from now on.
@@ -517,7 +546,7 @@ impl Engine<'_> {
         let job = &mut self.active[index];
         job.account(now);
         if let RunState::Running { placement, .. } = &job.state {
-            if !partner_keeps {
+            if release && !partner_keeps {
                 // The engine only releases what it allocated, so this cannot fail; an error here
                 // would be an engine bug, and the occupancy is left unchanged by a failed release.
                 let released = self.occupancy.release(placement);
@@ -533,16 +562,7 @@ impl Engine<'_> {
         let id = assignment.job;
         let placement: Placement = assignment.placement.clone();
         let overhead = self.overhead_s(id);
-        let partner = assignment.colocation.map(|c| c.partner);
-        // The GPUs of a pair are taken by whichever of the two gets them first.
-        let partner_holds = partner.is_some_and(|p| {
-            self.slot[p.index()] != NOT_ACTIVE && self.active[self.slot[p.index()] as usize].placement() == Some(&placement)
-        });
-        if !partner_holds {
-            let allocated = self.occupancy.allocate(&placement);
-            debug_assert!(allocated.is_ok(), "validated decision failed to allocate: {allocated:?}");
-        }
-        self.partner[id.index()] = partner;
+        self.partner[id.index()] = assignment.colocation.map(|c| c.partner);
         self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;
         let speed = self.speed_of(assignment);
@@ -581,13 +601,14 @@ impl Engine<'_> {
     fn finish(&mut self, id: JobId, now: SimTime, outcome: JobOutcome, policy: &mut dyn Policy) {
         let index = self.slot[id.index()] as usize;
         if self.active[index].is_running() {
-            self.stop(index, now);
+            self.stop(index, now, true);
         }
         let job = self.active.swap_remove(index);
         if let Some(moved) = self.active.get(index) {
             self.slot[moved.id.index()] = index as u32;
         }
         self.slot[id.index()] = NOT_ACTIVE;
+        self.debug_check_occupancy();
         if let (Some(left), Some(w)) = (self.window_outstanding.as_mut(), self.config.stop_when_finished) {
             if w.contains(id.0) {
                 *left = left.saturating_sub(1);
@@ -606,7 +627,7 @@ impl Engine<'_> {
 
     fn fail(&mut self, id: JobId, now: SimTime, policy: &mut dyn Policy) {
         let index = self.slot[id.index()] as usize;
-        self.stop(index, now);
+        self.stop(index, now, true);
         let max_retries = self.config.failures.map_or(0, |f| f.max_retries);
         let job = &mut self.active[index];
         job.failures += 1;

@@ -39,8 +39,11 @@ pub struct JobRecord {
     pub run_time_s: f64,
     /// Seconds it held GPUs.
     pub executed_s: f64,
-    /// GPU-seconds allocated to it.
+    /// GPU-seconds allocated to it (half of a GPU's time while sharing it with another job).
     pub gpu_s_allocated: f64,
+    /// Seconds it ran sharing its GPUs with another job (space sharing).
+    #[serde(default)]
+    pub colocated_s: f64,
     /// Preemptions.
     pub preemptions: u32,
     /// Migrations.
@@ -69,6 +72,7 @@ impl JobRecord {
             run_time_s: spec.run_time_s,
             executed_s: 0.0,
             gpu_s_allocated: 0.0,
+            colocated_s: 0.0,
             preemptions: 0,
             migrations: 0,
             failures: 0,
@@ -139,6 +143,9 @@ pub struct Summary {
     pub unfinished: usize,
     /// Share of measured jobs with an SLO that completed by their deadline (`None` without SLOs).
     pub deadlines_met: Option<f64>,
+    /// Share of the measured jobs' GPU time spent sharing GPUs with another job (space sharing).
+    #[serde(default)]
+    pub colocated_fraction: f64,
 }
 
 /// Exact percentile with linear interpolation; `sorted` must be ascending and non-empty.
@@ -154,7 +161,8 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 impl Summary {
     /// The value of a metric by its field name (`avg_jct_s`, `p50_jct_s`, `p95_jct_s`,
-    /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`).
+    /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`, `deadlines_met`,
+    /// `colocated_fraction`).
     pub fn metric(&self, name: &str) -> Option<f64> {
         Some(match name {
             "avg_jct_s" => self.avg_jct_s,
@@ -165,6 +173,7 @@ impl Summary {
             "makespan_s" => self.makespan_s,
             "gpu_utilization" => self.gpu_utilization,
             "deadlines_met" => self.deadlines_met?,
+            "colocated_fraction" => self.colocated_fraction,
             _ => return None,
         })
     }
@@ -199,6 +208,10 @@ impl Summary {
             migrations_per_job: measured.iter().map(|r| r.migrations as f64).sum::<f64>() / n,
             failed: measured.iter().filter(|r| r.outcome == JobOutcome::Failed).count(),
             unfinished: measured.iter().filter(|r| r.outcome == JobOutcome::Unfinished).count(),
+            colocated_fraction: {
+                let executed: f64 = measured.iter().map(|r| r.executed_s).sum();
+                if executed > 0.0 { measured.iter().map(|r| r.colocated_s).sum::<f64>() / executed } else { 0.0 }
+            },
             deadlines_met: {
                 let with_slo: Vec<&&JobRecord> = measured.iter().filter(|r| r.deadline_s.is_some()).collect();
                 (!with_slo.is_empty()).then(|| {
@@ -223,7 +236,7 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
     let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
-        "run_time_s", "executed_s", "gpu_s_allocated", "preemptions", "migrations", "failures", "outcome",
+        "run_time_s", "executed_s", "gpu_s_allocated", "colocated_s", "preemptions", "migrations", "failures", "outcome",
         "last_wait_reason", "deadline_s",
     ])?;
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
@@ -241,6 +254,7 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
             format!("{:.3}", r.run_time_s),
             format!("{:.3}", r.executed_s),
             format!("{:.3}", r.gpu_s_allocated),
+            format!("{:.3}", r.colocated_s),
             r.preemptions.to_string(),
             r.migrations.to_string(),
             r.failures.to_string(),

@@ -328,6 +328,7 @@ fn co_located_jobs_share_one_gpu_at_their_shared_speeds() {
     // The shared GPU counts once: half of it to each job while shared.
     assert_eq!(out.records[0].gpu_s_allocated, 100.0);
     assert_eq!(out.records[1].gpu_s_allocated, 150.0);
+    assert_eq!((out.records[0].colocated_s, out.records[1].colocated_s), (200.0, 200.0));
     assert_eq!(out.records[1].preemptions + out.records[1].migrations, 0, "keeping its GPU is not a restart");
 }
 

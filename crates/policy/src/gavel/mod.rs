@@ -18,17 +18,26 @@
 //!   most once per round, never on a type where it cannot run.
 //! - A job scheduled on the type it ran on keeps its GPUs when they are still free (a lease
 //!   extension, counted); others get free GPUs of the type, largest jobs first.
+//! - Space sharing (`max-min-fairness-packed`, [`packing`]): the candidates of a round are job
+//!   *combinations* — single jobs and the pairs the allocation gives time together — each with
+//!   its own allocation, received time and deficit, as in Gavel. A pair takes its scale factor's
+//!   GPUs once; both jobs run on them at their measured co-located speeds.
 
 pub mod allocation;
+pub mod packing;
 
 use crate::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use allocation::AllocJob;
-use arbiter_model::{ActiveJob, Assignment, Decision, GpuTypeId, JobId, JobSpec, PendingReason, SimDuration, SimTime};
+use arbiter_model::{
+    ActiveJob, Assignment, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimDuration, SimTime,
+};
+use packing::{PackJob, PairKey, PairSpeeds};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Which allocation policy computes X.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +56,39 @@ pub enum Objective {
     MinCost,
     /// Weighted max-min fairness across tenants (water-filling), then among a tenant's jobs.
     Hierarchical,
+    /// Max-min fairness with space sharing: pairs of jobs may share GPUs.
+    MaxMinFairnessPacked,
+}
+
+/// What the mechanism schedules: one job alone, or two jobs sharing GPUs (first id smaller).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Combo {
+    Single(JobId),
+    Pair(JobId, JobId),
+}
+
+impl Combo {
+    fn contains(self, id: JobId) -> bool {
+        match self {
+            Combo::Single(a) => a == id,
+            Combo::Pair(a, b) => a == id || b == id,
+        }
+    }
+
+    /// The job whose spec stands for the combination (GPU count, placement).
+    fn first(self) -> JobId {
+        match self {
+            Combo::Single(a) | Combo::Pair(a, _) => a,
+        }
+    }
+
+    fn jobs(self) -> impl Iterator<Item = JobId> {
+        let (a, b) = match self {
+            Combo::Single(a) => (a, None),
+            Combo::Pair(a, b) => (a, Some(b)),
+        };
+        std::iter::once(a).chain(b)
+    }
 }
 
 /// Mechanism settings.
@@ -97,6 +139,8 @@ struct JobBook {
     received_s: Vec<f64>,
     /// Deficit per type, carried over resets.
     deficit_s: Vec<f64>,
+    /// Pairs: both jobs' co-located speeds per type (empty for single jobs).
+    pair_speeds: Vec<(f64, f64)>,
 }
 
 /// Gavel: an allocation objective realized by rounds.
@@ -106,14 +150,14 @@ pub struct Gavel {
     objective: Objective,
     aware: bool,
     options: RoundOptions,
-    books: BTreeMap<JobId, JobBook>,
+    books: BTreeMap<Combo, JobBook>,
     /// Seconds all jobs received per type since the last reset.
     type_time_s: Vec<f64>,
     last_reset: Option<SimTime>,
     last_round: Option<SimTime>,
     job_set_changed: bool,
-    /// Type each job ran on in the last round.
-    last_type: BTreeMap<JobId, GpuTypeId>,
+    /// Type each combination ran on in the last round.
+    last_type: BTreeMap<Combo, GpuTypeId>,
     rng: ChaCha8Rng,
     /// Lease extensions granted (a job kept its GPUs from one round to the next).
     pub lease_extensions: u64,
@@ -125,6 +169,8 @@ pub struct Gavel {
     pub recomputations: u64,
     /// Recomputations that failed.
     pub failed_recomputations: u64,
+    /// Co-location speeds (space sharing).
+    pair_speeds: Option<Arc<PairSpeeds>>,
 }
 
 impl Gavel {
@@ -150,7 +196,32 @@ impl Gavel {
             inner: allocation::InnerPolicy::Fairness,
             recomputations: 0,
             failed_recomputations: 0,
+            pair_speeds: None,
         })
+    }
+
+    /// Sets the co-location speeds space sharing uses (required by the packed objective).
+    pub fn with_pair_speeds(mut self, speeds: Arc<PairSpeeds>) -> Self {
+        self.pair_speeds = Some(speeds);
+        self
+    }
+
+    /// Speeds of `a` and `b` sharing GPUs of type `k`, if measured.
+    fn pair_speed(&self, view: &SchedulerView<'_>, a: JobId, b: JobId, k: GpuTypeId) -> Option<(f64, f64)> {
+        let pairs = self.pair_speeds.as_ref()?;
+        let key = |id: JobId| -> Option<PairKey> {
+            let spec = &view.specs[id.index()];
+            Some((spec.model.clone()?, spec.gpus))
+        };
+        pairs.get(&key(a)?, &key(b)?, k.index())
+    }
+
+    /// Whether every job of `combo` (with its book) can make progress on type `k`.
+    fn can_run(view: &SchedulerView<'_>, combo: Combo, book: &JobBook, k: GpuTypeId) -> bool {
+        match combo {
+            Combo::Single(a) => view.specs[a.index()].speed_on(k) > 0.0,
+            Combo::Pair(..) => book.pair_speeds.get(k.index()).is_some_and(|&(x, y)| x > 0.0 && y > 0.0),
+        }
     }
 
     /// Sets the tenant weights the hierarchical objective uses.
@@ -173,13 +244,15 @@ impl Gavel {
     fn credit_round(&mut self, view: &SchedulerView<'_>, now: SimTime) {
         let Some(last) = self.last_round else { return };
         let elapsed = now.saturating_since(last).as_secs_f64();
-        for job in view.jobs.iter().filter(|j| j.is_running()) {
-            if let Some(&k) = self.last_type.get(&job.id) {
-                if let Some(book) = self.books.get_mut(&job.id) {
-                    book.received_s[k.index()] += elapsed;
-                }
-                self.type_time_s[k.index()] += elapsed * job.gpus as f64;
+        let running: BTreeSet<JobId> = view.jobs.iter().filter(|j| j.is_running()).map(|j| j.id).collect();
+        for (&combo, &k) in &self.last_type {
+            if !combo.jobs().any(|id| running.contains(&id)) {
+                continue;
             }
+            if let Some(book) = self.books.get_mut(&combo) {
+                book.received_s[k.index()] += elapsed;
+            }
+            self.type_time_s[k.index()] += elapsed * view.specs[combo.first().index()].gpus as f64;
         }
     }
 
@@ -208,10 +281,19 @@ impl Gavel {
         // Jobs too large for every type they can run on never get GPUs; they are left out of the
         // program (with a zero allocation) so they cannot make it infeasible or degenerate.
         let fits = |spec: &JobSpec| (0..m).any(|k| spec.speed_on(GpuTypeId(k as u8)) > 0.0 && spec.gpus as f64 <= gpus_per_type[k]);
-        let (ids, unplaceable): (Vec<JobId>, Vec<JobId>) =
-            self.books.keys().copied().partition(|id| fits(&view.specs[id.index()]));
+        let singles = self.books.keys().filter_map(|c| match c {
+            Combo::Single(id) => Some(*id),
+            Combo::Pair(..) => None,
+        });
+        let (ids, unplaceable): (Vec<JobId>, Vec<JobId>) = singles.partition(|id| fits(&view.specs[id.index()]));
         for id in unplaceable {
-            if let Some(book) = self.books.get_mut(&id) {
+            if let Some(book) = self.books.get_mut(&Combo::Single(id)) {
+                book.allocation = Some(vec![0.0; m]);
+            }
+        }
+        // Pairs get a fresh share from every recomputation (none unless the objective packs).
+        for (combo, book) in self.books.iter_mut() {
+            if matches!(combo, Combo::Pair(..)) {
                 book.allocation = Some(vec![0.0; m]);
             }
         }
@@ -284,13 +366,46 @@ impl Gavel {
                 Ok(allocation::fifo(&jobs, gpus_per_type, self.aware, &order))
             }
             Objective::MaxMinFairness => allocation::max_min_fairness(&jobs, gpus_per_type, self.aware),
+            Objective::MaxMinFairnessPacked => {
+                let pack_jobs: Vec<PackJob> = ids
+                    .iter()
+                    .zip(&jobs)
+                    .map(|(id, job)| {
+                        let spec = &view.specs[id.index()];
+                        PackJob { job: job.clone(), pair_key: spec.model.clone().map(|m| (m, spec.gpus)) }
+                    })
+                    .collect();
+                let no_pairs = PairSpeeds::default();
+                let pairs = self.pair_speeds.as_deref().unwrap_or(&no_pairs);
+                match packing::max_min_fairness_packed(&pack_jobs, pairs, gpus_per_type) {
+                    Ok(packed) => {
+                        let half = self.half_round();
+                        for ((i, j), x) in packed.pairs {
+                            let (a, b) = (ids[i].min(ids[j]), ids[i].max(ids[j]));
+                            let combo = Combo::Pair(a, b);
+                            if !self.books.contains_key(&combo) {
+                                let pair_speeds = (0..m)
+                                    .map(|k| self.pair_speed(view, a, b, GpuTypeId(k as u8)).unwrap_or((0.0, 0.0)))
+                                    .collect();
+                                let book = JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m], pair_speeds };
+                                self.books.insert(combo, book);
+                            }
+                            if let Some(book) = self.books.get_mut(&combo) {
+                                book.allocation = Some(x);
+                            }
+                        }
+                        Ok(packed.solo)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
             Objective::FinishTimeFairness => allocation::finish_time_fairness(&jobs, &progress, gpus_per_type, self.aware),
             Objective::MinMakespan => allocation::min_makespan(&jobs, &progress, gpus_per_type, self.aware),
         };
         match result {
             Ok(x) => {
                 for (id, row) in ids.iter().zip(x) {
-                    if let Some(book) = self.books.get_mut(id) {
+                    if let Some(book) = self.books.get_mut(&Combo::Single(*id)) {
                         book.allocation = Some(row);
                     }
                 }
@@ -300,7 +415,7 @@ impl Gavel {
             Err(_) => {
                 self.failed_recomputations += 1;
                 for (id, row) in ids.iter().zip(allocation::equal_share(&jobs, gpus_per_type)) {
-                    if let Some(book) = self.books.get_mut(id) {
+                    if let Some(book) = self.books.get_mut(&Combo::Single(*id)) {
                         book.allocation = Some(row);
                     }
                 }
@@ -320,7 +435,13 @@ impl Gavel {
             self.recompute(view, &gpus_per_type, now);
             self.job_set_changed = false;
         }
-        self.books.iter().filter_map(|(id, b)| b.allocation.clone().map(|x| (*id, x))).collect()
+        self.books
+            .iter()
+            .filter_map(|(combo, b)| match combo {
+                Combo::Single(id) => b.allocation.clone().map(|x| (*id, x)),
+                Combo::Pair(..) => None,
+            })
+            .collect()
     }
 
     /// Opens a book for every job seen for the first time (received time starts at half a
@@ -329,9 +450,9 @@ impl Gavel {
         let m = view.cluster.gpu_type_names.len();
         let half = self.half_round();
         for job in view.jobs {
-            self.books.entry(job.id).or_insert_with(|| {
+            self.books.entry(Combo::Single(job.id)).or_insert_with(|| {
                 self.job_set_changed = true;
-                JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m] }
+                JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m], pair_speeds: Vec::new() }
             });
         }
     }
@@ -368,6 +489,25 @@ impl Gavel {
     }
 }
 
+impl Gavel {
+    /// Adds the assignment(s) of a combination placed on `placement` of type `k`.
+    fn assign(&self, combo: Combo, k: GpuTypeId, placement: Placement, decision: &mut Decision) {
+        match combo {
+            Combo::Single(id) => decision.run.push(Assignment::exclusive(id, placement)),
+            Combo::Pair(a, b) => {
+                // `can_run` checked the pair is measured with both speeds positive on k.
+                let (speed_a, speed_b) = self
+                    .books
+                    .get(&combo)
+                    .and_then(|book| book.pair_speeds.get(k.index()).copied())
+                    .unwrap_or((f64::MIN_POSITIVE, f64::MIN_POSITIVE));
+                decision.run.push(Assignment { job: a, placement: placement.clone(), colocation: Some(Colocation { partner: b, speed: speed_a }) });
+                decision.run.push(Assignment { job: b, placement, colocation: Some(Colocation { partner: a, speed: speed_b }) });
+            }
+        }
+    }
+}
+
 impl Policy for Gavel {
     fn name(&self) -> &'static str {
         self.name
@@ -391,90 +531,99 @@ impl Policy for Gavel {
         let order = self.type_order(view);
         let index_of: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
         let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
-        let mut chosen: Vec<Vec<usize>> = vec![Vec::new(); m];
+        let mut chosen: Vec<Vec<Combo>> = vec![Vec::new(); m];
         let mut scheduled: BTreeSet<JobId> = BTreeSet::new();
         for &k in &order {
             let ki = k.index();
-            let mut entries: Vec<(f64, f64, f64, JobId)> = Vec::new();
-            for (id, book) in &self.books {
+            // (priority, deficit, allocation, combination, whether it can run on k)
+            let mut entries: Vec<(f64, f64, f64, Combo, bool)> = Vec::new();
+            for (&combo, book) in &self.books {
                 let Some(x) = book.allocation.as_ref() else { continue };
-                if !index_of.contains_key(id) {
+                if !combo.jobs().all(|id| index_of.contains_key(&id)) {
                     continue;
                 }
+                if matches!(combo, Combo::Pair(..)) && x.iter().all(|v| *v <= 0.0) {
+                    continue; // a pair the allocation no longer uses is no candidate
+                }
                 let allocation = x[ki];
-                let speed = view.specs[id.index()].speed_on(k);
                 let fraction = if self.type_time_s[ki] > 0.0 { book.received_s[ki] / self.type_time_s[ki] } else { 0.0 };
-                let priority = if allocation <= 0.0 || speed <= 0.0 {
+                let runnable = Self::can_run(view, combo, book, k);
+                let priority = if allocation <= 0.0 || !runnable {
                     0.0
                 } else if fraction > 0.0 {
                     allocation / fraction
                 } else {
                     allocation * 1e9
                 };
-                entries.push((priority, book.deficit_s[ki], allocation, *id));
+                entries.push((priority, book.deficit_s[ki], allocation, combo, runnable));
             }
             entries.sort_by(|a, b| {
                 b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)).then(b.2.total_cmp(&a.2)).then(a.3.cmp(&b.3))
             });
-            for (_, _, _, id) in entries {
-                let i = index_of[&id];
-                let job = &view.jobs[i];
+            for (_, _, _, combo, runnable) in entries {
                 if left[ki] == 0 {
                     break;
                 }
-                if scheduled.contains(&id) || view.spec(job).speed_on(k) <= 0.0 || job.gpus > left[ki] {
+                let gpus = view.jobs[index_of[&combo.first()]].gpus;
+                if combo.jobs().any(|id| scheduled.contains(&id)) || !runnable || gpus > left[ki] {
                     continue;
                 }
-                left[ki] -= job.gpus;
-                scheduled.insert(id);
-                chosen[ki].push(i);
+                left[ki] -= gpus;
+                scheduled.extend(combo.jobs());
+                chosen[ki].push(combo);
             }
         }
 
         // Placement: per type, largest jobs first; lease extensions before new placements.
         let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
         let mut decision = Decision::default();
-        let mut placed_type: BTreeMap<JobId, GpuTypeId> = BTreeMap::new();
-        for (ki, jobs) in chosen.iter_mut().enumerate() {
+        let mut placed_type: BTreeMap<Combo, GpuTypeId> = BTreeMap::new();
+        for (ki, combos) in chosen.iter_mut().enumerate() {
             let k = GpuTypeId(ki as u8);
-            jobs.sort_by_key(|&i| (std::cmp::Reverse(view.jobs[i].gpus), view.jobs[i].id));
+            combos.sort_by_key(|c| (std::cmp::Reverse(view.jobs[index_of[&c.first()]].gpus), *c));
             let mut fresh = Vec::new();
-            for &i in jobs.iter() {
-                let job = &view.jobs[i];
+            for &combo in combos.iter() {
+                let job = &view.jobs[index_of[&combo.first()]];
+                // A lease extends when the combination ran on this type last round and all its
+                // jobs still sit on the same GPUs.
+                let same_gpus = combo.jobs().all(|id| view.jobs[index_of[&id]].placement() == job.placement());
                 match job.placement() {
-                    Some(p) if self.last_type.get(&job.id) == Some(&k) && placer.take(p) => {
+                    Some(p) if same_gpus && self.last_type.get(&combo) == Some(&k) && placer.take(p) => {
                         self.lease_extensions += 1;
-                        decision.run.push(Assignment::exclusive(job.id, p.clone()));
-                        placed_type.insert(job.id, k);
+                        self.assign(combo, k, p.clone(), &mut decision);
+                        placed_type.insert(combo, k);
                     }
-                    _ => fresh.push(i),
+                    _ => fresh.push(combo),
                 }
             }
-            for i in fresh {
-                let job: &ActiveJob = &view.jobs[i];
+            for combo in fresh {
+                let job: &ActiveJob = &view.jobs[index_of[&combo.first()]];
                 let spec: &JobSpec = view.spec(job);
-                let placed = placer
-                    .place_on_type(spec, k, job.pending_since, now)
-                    .or_else(|_| {
-                        // GPU counts were checked; only fragmentation across servers can stop a
-                        // consolidated placement, so fall back to any free GPUs of the type.
-                        let mut any = Placer::new(view.cluster, PlacementStrategy::Anywhere);
-                        any.take_overlap_all(&placer);
-                        any.place_on_type(spec, k, job.pending_since, now)
-                    });
+                // `place_on_type` takes the GPUs it finds.
+                let placed = placer.place_on_type(spec, k, job.pending_since, now).or_else(|_| {
+                    // GPU counts were checked; only fragmentation across servers can stop a
+                    // consolidated placement, so fall back to any free GPUs of the type.
+                    let mut any = Placer::new(view.cluster, PlacementStrategy::Anywhere);
+                    any.take_overlap_all(&placer);
+                    let found = any.place_on_type(spec, k, job.pending_since, now);
+                    if let Ok(p) = &found {
+                        placer.take(p);
+                    }
+                    found
+                });
                 match placed {
                     Ok(p) => {
-                        placer.take(&p);
-                        decision.run.push(Assignment::exclusive(job.id, p));
-                        placed_type.insert(job.id, k);
+                        self.assign(combo, k, p, &mut decision);
+                        placed_type.insert(combo, k);
                     }
-                    Err(reason) => decision.pending.push((job.id, reason)),
+                    Err(reason) => decision.pending.extend(combo.jobs().map(|id| (id, reason))),
                 }
             }
         }
+        let placed_jobs: BTreeSet<JobId> = placed_type.keys().flat_map(|c| c.jobs()).collect();
         let explained: BTreeSet<JobId> = decision.pending.iter().map(|(id, _)| *id).collect();
         for job in view.jobs {
-            if !placed_type.contains_key(&job.id) && !explained.contains(&job.id) {
+            if !placed_jobs.contains(&job.id) && !explained.contains(&job.id) {
                 decision.pending.push((job.id, PendingReason::LowerPriority));
             }
         }
@@ -491,15 +640,18 @@ impl Policy for Gavel {
     }
 
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
-        // Credit the partial round the job ran before finishing, then forget it.
-        if let (Some(last), Some(&k)) = (self.last_round, self.last_type.get(&job.id)) {
-            let ran = now.saturating_since(last).as_secs_f64();
-            if let Some(t) = self.type_time_s.get_mut(k.index()) {
-                *t += ran * spec.gpus as f64;
+        // Credit the partial round the job ran before finishing, then forget it and every
+        // combination it was part of.
+        let combos: Vec<Combo> = self.books.keys().copied().filter(|c| c.contains(job.id)).collect();
+        for combo in combos {
+            if let (Some(last), Some(k)) = (self.last_round, self.last_type.remove(&combo)) {
+                let ran = now.saturating_since(last).as_secs_f64();
+                if let Some(t) = self.type_time_s.get_mut(k.index()) {
+                    *t += ran * spec.gpus as f64;
+                }
             }
+            self.books.remove(&combo);
         }
-        self.books.remove(&job.id);
-        self.last_type.remove(&job.id);
         self.job_set_changed = true;
     }
 }
@@ -592,5 +744,66 @@ mod tests {
         assert!(d.run.iter().all(|a| a.job != JobId(1)));
         let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::from_ms(1_920_000)).expect("decides");
         assert!(d.run.iter().any(|a| a.job == JobId(1)));
+    }
+
+    #[test]
+    fn complementary_pairs_share_gpus_every_round() {
+        // Two GPUs (one type), four jobs of types A and B that each keep 0.8 of their speed when
+        // an A shares with a B, but only 0.3 when two of a kind share. Taking turns would give
+        // each job half the time (0.5); the packed allocation pairs every A with a B, and the
+        // rounds run those pairs every round at 0.8 each.
+        let c = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+        let specs: Vec<JobSpec> = (0..4)
+            .map(|i| {
+                let mut spec = JobSpec::new(JobId(i), SimTime::ZERO, 1, 1e12);
+                spec.model = Some(if i % 2 == 0 { "A".into() } else { "B".into() });
+                spec
+            })
+            .collect();
+        let mut pairs = PairSpeeds::default();
+        pairs.insert(("A".into(), 1), ("B".into(), 1), vec![(0.8, 0.8)]);
+        pairs.insert(("A".into(), 1), ("A".into(), 1), vec![(0.3, 0.3)]);
+        pairs.insert(("B".into(), 1), ("B".into(), 1), vec![(0.3, 0.3)]);
+        let mut policy = Gavel::new("max-min-fairness-packed", Objective::MaxMinFairnessPacked, true, RoundOptions::default())
+            .expect("valid")
+            .with_pair_speeds(Arc::new(pairs));
+        let mut jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+        let mut rounds_of_pair: BTreeMap<(JobId, JobId), u32> = BTreeMap::new();
+        for round in 0..50u64 {
+            let now = SimTime::from_ms(round * 360_000);
+            let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, now).expect("decides");
+            assert_eq!(d.run.len(), 4, "round {round}: every job runs");
+            for a in &d.run {
+                let partner = a.colocation.expect("every job shares").partner;
+                assert_ne!(partner.0 % 2, a.job.0 % 2, "an A shares with a B");
+                assert!((a.colocation.expect("shares").speed - 0.8).abs() < 1e-12);
+                let other = d.run.iter().find(|b| b.job == partner).expect("partner assigned");
+                assert_eq!(other.placement, a.placement);
+                if a.job < partner {
+                    *rounds_of_pair.entry((a.job, partner)).or_insert(0u32) += 1;
+                }
+            }
+            let placed: BTreeMap<JobId, arbiter_model::Placement> = d.run.into_iter().map(|a| (a.job, a.placement)).collect();
+            for job in &mut jobs {
+                job.state = RunState::Running { placement: placed[&job.id].clone(), since: now, speed: 0.8 };
+            }
+        }
+        // The allocation gives each of the four A–B pairs half of the time; the rounds realize it.
+        assert_eq!(rounds_of_pair.len(), 4, "{rounds_of_pair:?}");
+        for (pair, rounds) in &rounds_of_pair {
+            assert!((23..=27).contains(rounds), "{pair:?} ran {rounds} of 50 rounds");
+        }
+    }
+
+    #[test]
+    fn multi_gpu_servers_are_filled() {
+        // One server with four GPUs and four one-GPU jobs: all four run (a placement takes its
+        // GPUs once).
+        let c = Cluster::homogeneous(1, 1, 4, 8, 64, "V100").expect("valid");
+        let specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 1e9)).collect();
+        let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+        let mut policy = Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, RoundOptions::default()).expect("valid");
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::ZERO).expect("decides");
+        assert_eq!(d.run.len(), 4, "{d:?}");
     }
 }

@@ -6,7 +6,9 @@ use crate::engine::{simulate, SimConfig, SimError};
 use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
 use arbiter_model::Cluster;
+use arbiter_policy::gavel::packing::PairSpeeds;
 use arbiter_policy::{build, build_gavel, PolicyKind};
+use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::Trace;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -99,6 +101,7 @@ impl Scenario {
             cluster: Arc<Cluster>,
             policy: PolicyKind,
             seed: u64,
+            pair_speeds: Option<Arc<PairSpeeds>>,
         }
         let mut tasks = Vec::new();
         for loaded in &traces {
@@ -110,8 +113,12 @@ impl Scenario {
                     let t = tenant.clone();
                     (**trace).clone().filter(|j| j.tenant == t)
                 };
+                let mut pair_speeds = None;
                 if let Some(table) = &table {
                     self.bind_speeds(&mut jobs, &cluster, table)?;
+                    if self.policies.contains(&PolicyKind::MaxMinFairnessPacked) {
+                        pair_speeds = Some(Arc::new(pair_speeds_for(&jobs, &cluster, table)));
+                    }
                 }
                 let jobs = Arc::new(jobs);
                 let cluster = Arc::new(cluster);
@@ -128,6 +135,7 @@ impl Scenario {
                             cluster: Arc::clone(&cluster),
                             policy,
                             seed,
+                            pair_speeds: pair_speeds.clone(),
                         });
                     }
                 }
@@ -147,6 +155,7 @@ impl Scenario {
                 };
                 let mut task_config = config.clone();
                 task_config.rounds.seed = task.seed;
+                task_config.pair_speeds = task.pair_speeds.clone();
                 let mut policy = build(task.policy, &task_config)
                     .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
                 let sim_config = SimConfig {
@@ -155,6 +164,9 @@ impl Scenario {
                     ..self.simulation.clone()
                 };
                 let started = clock();
+                if sim_config.ideal && task.policy == PolicyKind::MaxMinFairnessPacked {
+                    return Err(sim_err(SimError::Config("simulation.ideal does not model space sharing (max-min-fairness-packed)".into())));
+                }
                 let output = if sim_config.ideal {
                     let mut gavel = build_gavel(task.policy, &task_config)
                         .map_err(|e| sim_err(SimError::Config(e.to_string())))?
@@ -198,4 +210,29 @@ impl Scenario {
             })
             .collect()
     }
+}
+
+/// Co-location speeds for every pair of job types in `trace`, on each GPU type of `cluster`,
+/// from the throughput table's pair measurements: each job's shared throughput divided by its
+/// solo throughput on the reference GPU (V100), the unit job speeds are in. A type where the
+/// pair is not measured gets (0, 0): they do not share there.
+pub fn pair_speeds_for(trace: &Trace, cluster: &Cluster, table: &ThroughputTable) -> PairSpeeds {
+    let keys: std::collections::BTreeSet<(String, u32)> =
+        trace.jobs.iter().filter_map(|j| j.model.clone().map(|m| (m, j.gpus))).collect();
+    let reference = |key: &(String, u32)| table.solo(arbiter_trace::generator::REFERENCE_GPU, &key.0, key.1).filter(|t| *t > 0.0);
+    let mut speeds = PairSpeeds::default();
+    for a in &keys {
+        for b in keys.range(a.clone()..) {
+            let (Some(ref_a), Some(ref_b)) = (reference(a), reference(b)) else { continue };
+            let per_type: Vec<(f64, f64)> = cluster
+                .gpu_type_names
+                .iter()
+                .map(|t| table.pair(&t.to_ascii_lowercase(), a, b).map_or((0.0, 0.0), |(x, y)| (x / ref_a, y / ref_b)))
+                .collect();
+            if per_type.iter().any(|(x, y)| *x > 0.0 && *y > 0.0) {
+                speeds.insert(a.clone(), b.clone(), per_type);
+            }
+        }
+    }
+    speeds
 }
