@@ -137,6 +137,19 @@ pub fn run_gavel(json: bool) -> Result<()> {
         time(&format!("max-min-fairness-het LP, {n} jobs x 3 types"), &|| allocation::max_min_fairness(&jobs, &g, true))?;
     }
     {
+        // The same with every job's throughputs distinct (no two jobs interchangeable): the LP
+        // cannot be reduced to job classes.
+        let jobs: Vec<AllocJob> = jobs_of(2048)
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut job)| {
+                job.throughput.iter_mut().for_each(|t| *t *= 1.0 + i as f64 * 1e-6);
+                job
+            })
+            .collect();
+        time("max-min-fairness-het LP, 2048 distinct jobs", &|| allocation::max_min_fairness(&jobs, &gpus, true))?;
+    }
+    {
         let jobs = jobs_of(512);
         let progress = progress_of(512);
         let g = [170.0, 170.0, 170.0];

@@ -199,3 +199,24 @@ fn ideal_mechanism_agrees_with_the_rounds() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a Gavel allocation policy"));
 }
+
+#[test]
+fn space_sharing_scenario_shares_gpus_and_finishes_every_job() {
+    let v = json(&[
+        "run", "scenarios/gavel-space-sharing.toml", "--json", "--set", "workload.jobs=400",
+        "--set", "window.first_job=200", "--set", "window.last_job=299", "--set", "workload.jobs_per_hour=6",
+    ]);
+    let results = v["results"].as_array().expect("results");
+    let row = |p: &str| results.iter().find(|r| r["policy"] == p).expect("row").clone();
+    for policy in ["max-min-fairness-het", "max-min-fairness-packed"] {
+        assert_eq!(row(policy)["jobs"], 100, "{policy}: {results:?}");
+        assert_eq!(row(policy)["unfinished"], 0);
+    }
+    assert_eq!(row("max-min-fairness-het")["colocated_fraction"].as_f64(), Some(0.0));
+    let shared = row("max-min-fairness-packed")["colocated_fraction"].as_f64().expect("metric");
+    assert!(shared > 0.0, "the packed policy co-locates jobs: {shared}");
+    // Space sharing has no fluid "ideal" realization here: refused with a clear message.
+    let out = arbiter(&["run", "scenarios/gavel-space-sharing.toml", "--set", "simulation.ideal=true"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not model space sharing"));
+}

@@ -137,6 +137,18 @@ impl Cluster {
     }
 }
 
+/// Price of one GPU-hour of a GPU type, dollars: Gavel's GCP prices for the types it knows (V100
+/// $0.74, P100 $0.43, K80 $0.135 — the `min-cost` policy's and the cost metric's default), $1 for
+/// others.
+pub fn default_price_per_gpu_hour(gpu_type: &str) -> f64 {
+    match gpu_type.to_ascii_lowercase().as_str() {
+        "v100" => 0.74,
+        "p100" => 0.43,
+        "k80" => 0.135,
+        _ => 1.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,3 +168,4 @@ mod tests {
         assert_eq!(Cluster::homogeneous(1, 2, 0, 8, 8, "none"), Err(ClusterError::NoGpus));
     }
 }
+

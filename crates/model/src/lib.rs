@@ -18,7 +18,7 @@ mod occupancy;
 mod time;
 
 pub use active::{ActiveJob, RunState};
-pub use cluster::{Cluster, ClusterError, Node};
+pub use cluster::{default_price_per_gpu_hour, Cluster, ClusterError, Node};
 pub use decision::{Assignment, Colocation, Decision, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::JobSpec;

@@ -12,7 +12,7 @@
 
 use crate::metrics::{JobOutcome, JobRecord, Window};
 use arbiter_model::{
-    ActiveJob, Assignment, Cluster, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
+    default_price_per_gpu_hour, ActiveJob, Assignment, Cluster, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
 use arbiter_policy::{Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
@@ -182,6 +182,8 @@ struct Engine<'a> {
     partner: Vec<Option<JobId>>,
     /// Per job id: when its GPU-seconds were last credited to its record.
     gpu_credited_at: Vec<SimTime>,
+    /// Per node: dollars per GPU-hour of its GPU type (for the cost metric).
+    price_per_gpu_hour: Vec<f64>,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -237,6 +239,7 @@ pub fn simulate(
         window_outstanding: config.stop_when_finished.map(|w| specs.iter().filter(|s| w.contains(s.id.0)).count()),
         partner: vec![None; n],
         gpu_credited_at: vec![SimTime::ZERO; n],
+        price_per_gpu_hour: cluster.nodes.iter().map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type))).collect(),
     };
     engine.run(policy)?;
     Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats })
@@ -499,7 +502,10 @@ impl Engine<'_> {
             let id = job.id.index();
             let elapsed_s = now.saturating_since(self.gpu_credited_at[id]).as_secs_f64();
             let share = if self.partner[id].is_some() { 0.5 } else { 1.0 };
-            self.records[id].gpu_s_allocated += elapsed_s * placement.gpus() as f64 * share;
+            let gpu_s = elapsed_s * placement.gpus() as f64 * share;
+            self.records[id].gpu_s_allocated += gpu_s;
+            let price = placement.slots.first().and_then(|(node, _)| self.price_per_gpu_hour.get(node.index())).copied().unwrap_or(1.0);
+            self.records[id].cost_usd += gpu_s / 3600.0 * price;
             if self.partner[id].is_some() {
                 self.records[id].colocated_s += elapsed_s;
             }

@@ -44,6 +44,9 @@ pub struct JobRecord {
     /// Seconds it ran sharing its GPUs with another job (space sharing).
     #[serde(default)]
     pub colocated_s: f64,
+    /// What its GPU time cost, dollars, at the default GPU-hour prices of the types it ran on.
+    #[serde(default)]
+    pub cost_usd: f64,
     /// Preemptions.
     pub preemptions: u32,
     /// Migrations.
@@ -73,6 +76,7 @@ impl JobRecord {
             executed_s: 0.0,
             gpu_s_allocated: 0.0,
             colocated_s: 0.0,
+            cost_usd: 0.0,
             preemptions: 0,
             migrations: 0,
             failures: 0,
@@ -146,6 +150,9 @@ pub struct Summary {
     /// Share of the measured jobs' GPU time spent sharing GPUs with another job (space sharing).
     #[serde(default)]
     pub colocated_fraction: f64,
+    /// Dollars the measured jobs' GPU time cost (default GPU-hour prices per type).
+    #[serde(default)]
+    pub cost_usd: f64,
 }
 
 /// Exact percentile with linear interpolation; `sorted` must be ascending and non-empty.
@@ -162,7 +169,7 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 impl Summary {
     /// The value of a metric by its field name (`avg_jct_s`, `p50_jct_s`, `p95_jct_s`,
     /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`, `deadlines_met`,
-    /// `colocated_fraction`).
+    /// `colocated_fraction`, `cost_usd`).
     pub fn metric(&self, name: &str) -> Option<f64> {
         Some(match name {
             "avg_jct_s" => self.avg_jct_s,
@@ -174,6 +181,7 @@ impl Summary {
             "gpu_utilization" => self.gpu_utilization,
             "deadlines_met" => self.deadlines_met?,
             "colocated_fraction" => self.colocated_fraction,
+            "cost_usd" => self.cost_usd,
             _ => return None,
         })
     }
@@ -212,6 +220,7 @@ impl Summary {
                 let executed: f64 = measured.iter().map(|r| r.executed_s).sum();
                 if executed > 0.0 { measured.iter().map(|r| r.colocated_s).sum::<f64>() / executed } else { 0.0 }
             },
+            cost_usd: measured.iter().map(|r| r.cost_usd).sum(),
             deadlines_met: {
                 let with_slo: Vec<&&JobRecord> = measured.iter().filter(|r| r.deadline_s.is_some()).collect();
                 (!with_slo.is_empty()).then(|| {
@@ -236,7 +245,7 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
     let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
-        "run_time_s", "executed_s", "gpu_s_allocated", "colocated_s", "preemptions", "migrations", "failures", "outcome",
+        "run_time_s", "executed_s", "gpu_s_allocated", "colocated_s", "cost_usd", "preemptions", "migrations", "failures", "outcome",
         "last_wait_reason", "deadline_s",
     ])?;
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
@@ -255,6 +264,7 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
             format!("{:.3}", r.executed_s),
             format!("{:.3}", r.gpu_s_allocated),
             format!("{:.3}", r.colocated_s),
+            format!("{:.4}", r.cost_usd),
             r.preemptions.to_string(),
             r.migrations.to_string(),
             r.failures.to_string(),

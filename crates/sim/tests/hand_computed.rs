@@ -279,6 +279,9 @@ fn jobs_run_at_their_speed_on_each_gpu_type() {
     let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
     // First fit: job 0 on node 0 (K80, 400 s), job 1 on node 1 (V100, 100 s).
     assert_eq!(jcts(&out), vec![400.0, 100.0]);
+    // Cost: 400 s of a K80 at $0.135/h and 100 s of a V100 at $0.74/h.
+    assert!((out.records[0].cost_usd - 400.0 / 3600.0 * 0.135).abs() < 1e-12);
+    assert!((out.records[1].cost_usd - 100.0 / 3600.0 * 0.74).abs() < 1e-12);
     // A job that cannot run on K80s waits for the V100.
     jobs[0].speed_by_gpu_type = vec![0.0, 1.0];
     let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());

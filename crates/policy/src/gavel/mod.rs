@@ -114,16 +114,6 @@ fn gpus_per_type(view: &SchedulerView<'_>) -> Vec<f64> {
     gpus
 }
 
-/// Price per GPU-hour of a GPU type, for `min-cost`: Gavel's GCP spot prices for the types it
-/// knows (V100 $0.74, P100 $0.43, K80 $0.135), $1 for others.
-pub fn default_cost_per_hour(gpu_type: &str) -> f64 {
-    match gpu_type.to_ascii_lowercase().as_str() {
-        "v100" => 0.74,
-        "p100" => 0.43,
-        "k80" => 0.135,
-        _ => 1.0,
-    }
-}
 
 impl Default for RoundOptions {
     fn default() -> Self {
@@ -344,7 +334,7 @@ impl Gavel {
                     .iter()
                     .map(|id| view.specs[id.index()].deadline.map(|d| d.saturating_since(now).as_secs_f64()))
                     .collect();
-                let costs: Vec<f64> = view.cluster.gpu_type_names.iter().map(|n| default_cost_per_hour(n)).collect();
+                let costs: Vec<f64> = view.cluster.gpu_type_names.iter().map(|n| arbiter_model::default_price_per_gpu_hour(n)).collect();
                 allocation::min_cost(&absolute, &progress, &time_left, &relative, &costs, gpus_per_type)
             }
             Objective::Hierarchical => {

@@ -16,24 +16,28 @@
 //!
 //! ```text
 //!   s[c][k]     share of time a job of c runs alone on k
-//!   p[c][d][k]  share of time a job of c runs on k sharing with some job of d
+//!   q[c][d][k]  (c <= d) job-seconds per second that c jobs spend sharing type-k GPUs with d
+//!               jobs; each c job shares with d jobs for p[c][d][k] = q / n_c of its time, each
+//!               d job with c jobs for q / n_d — Gavel's "pairs pair up" equality constraint
+//!               n_c · p[c][d] = n_d · p[d][c], substituted away
 //!
-//!   Σ_k s[c][k] + Σ_d Σ_k p[c][d][k] <= 1                                    (time)
-//!   n_c · p[c][d][k] = n_d · p[d][c][k]                          for c < d   (pairs pair up)
-//!   Σ_c n_c sf_c s[c][k] + ½ Σ_c Σ_d n_c sf_c p[c][d][k] <= G_k              (a shared GPU counts once)
-//!   maximise min_c  sf_c / (w_c · iso_c) · (Σ_k T[c][k] s[c][k] + Σ_d Σ_k P[c|d][k] p[c][d][k])
+//!   Σ_k s[c][k] + Σ_d Σ_k q[c][d][k] / n_c <= 1                                  (time)
+//!   Σ_c n_c sf_c s[c][k] + Σ_{c<d} sf q[c][d][k] + Σ_c ½ sf q[c][c][k] <= G_k    (a shared GPU counts once)
+//!   maximise min_c  sf_c / (w_c · iso_c) · (Σ_k T[c][k] s[c][k] + Σ_d Σ_k P[c|d][k] q[c][d][k] / n_c)
 //! ```
 //!
 //! with T the solo speeds, P[c|d][k] the speed of a c job sharing type-k GPUs with a d job (both
 //! relative to the job's reference speed), w the priority weight and iso the throughput under
 //! the equal share, exactly as `max-min-fairness-het` normalizes — so with no useful pairs the
-//! program is `max-min-fairness-het`. A class paired with itself needs two jobs.
+//! program is `max-min-fairness-het`. A class paired with itself needs two jobs. Only pairs of
+//! equal scale factor share (as in Gavel), and a pair where neither job keeps more than half its
+//! solo speed is left out: taking turns on the same GPUs does at least as well for both.
 //!
 //! Back at job level, job i of class c and job j of class d share for
-//! `X[i,j][k] = p[c][d][k] / n_d` (`p[c][c][k] / (n_c − 1)` within a class), Gavel's
-//! `convert_job_type_allocation` applied to the class solution.
+//! `X[i,j][k] = q[c][d][k] / (n_c · n_d)` (`q[c][c][k] / (n_c · (n_c − 1))` within a class) —
+//! Gavel's `convert_job_type_allocation` applied to the class solution.
 
-use super::allocation::{equal_share, AllocJob, Allocation};
+use super::allocation::{equal_share, group_by_key, job_class_key, AllocJob, Allocation};
 use arbiter_solver::{Direction, LinearProgram, SolverError, VarId};
 use std::collections::BTreeMap;
 
@@ -118,21 +122,7 @@ pub fn max_min_fairness_packed(jobs: &[PackJob], pairs: &PairSpeeds, gpus_per_ty
     let isolated = equal_share(&jobs.iter().map(|j| j.job.clone()).collect::<Vec<_>>(), gpus_per_type);
 
     // Classes of interchangeable jobs, in order of first appearance.
-    let class_key = |j: &PackJob| {
-        let bits: Vec<u64> = j.job.throughput.iter().map(|t| t.to_bits()).collect();
-        (j.pair_key.clone(), j.job.scale_factor.to_bits(), j.job.weight.to_bits(), bits)
-    };
-    let mut class_of_key = BTreeMap::new();
-    let mut class_of_job = Vec::with_capacity(jobs.len());
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (i, job) in jobs.iter().enumerate() {
-        let c = *class_of_key.entry(class_key(job)).or_insert_with(|| {
-            members.push(Vec::new());
-            members.len() - 1
-        });
-        members[c].push(i);
-        class_of_job.push(c);
-    }
+    let (class_of_job, members) = group_by_key(jobs.iter().map(|j| (j.pair_key.clone(), job_class_key(&j.job))));
     let classes = members.len();
     let first = |c: usize| &jobs[members[c][0]];
     let count = |c: usize| members[c].len() as f64;
