@@ -1,6 +1,7 @@
 //! What a policy returns: the set of jobs that should run, where, and why the rest wait.
 
 use crate::ids::{JobId, NodeId};
+use crate::sensitivity::HostShare;
 use crate::time::SimTime;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -56,12 +57,16 @@ pub struct Assignment {
     /// GPUs are the job's alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub colocation: Option<Colocation>,
+    /// CPU cores and memory per GPU; `None`: each node's GPU-proportional share (its CPUs and
+    /// memory divided by its GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostShare>,
 }
 
 impl Assignment {
-    /// The job runs alone on `placement`.
+    /// The job runs alone on `placement`, with the GPU-proportional CPU and memory.
     pub fn exclusive(job: JobId, placement: Placement) -> Self {
-        Assignment { job, placement, colocation: None }
+        Assignment { job, placement, colocation: None, host: None }
     }
 }
 
@@ -95,6 +100,9 @@ pub enum PendingReason {
     LowerPriority,
     /// The job asks for more GPUs (or a GPU type) than the whole cluster has: it can never run.
     NeverFits,
+    /// GPUs are free, but not with the CPU cores or memory the job needs on the same servers
+    /// (multi-resource fragmentation).
+    HostResources,
 }
 
 impl fmt::Display for PendingReason {
@@ -106,6 +114,7 @@ impl fmt::Display for PendingReason {
             PendingReason::WouldDelayReservation => "would delay the head job's reservation",
             PendingReason::LowerPriority => "lower priority than the running jobs",
             PendingReason::NeverFits => "asks for more than the cluster has",
+            PendingReason::HostResources => "GPUs free, but not enough CPU or memory next to them",
         };
         f.write_str(text)
     }

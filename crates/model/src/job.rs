@@ -2,7 +2,9 @@
 
 use crate::ids::{GpuTypeId, JobId};
 use crate::time::{SimDuration, SimTime};
+use crate::sensitivity::{HostShare, ResourceSensitivity};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A training job as submitted. Immutable once submitted; progress lives in the engine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,6 +44,10 @@ pub struct JobSpec {
     /// throughput on a V100). Empty: 1.0 everywhere. 0 on a type: cannot run there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speed_by_gpu_type: Vec<f64>,
+    /// How its speed depends on the CPU cores and memory given with its GPUs (Synergy); `None`:
+    /// it does not. `run_time_s` is measured at the node's GPU-proportional share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitivity: Option<Arc<ResourceSensitivity>>,
 }
 
 impl JobSpec {
@@ -63,7 +69,14 @@ impl JobSpec {
             restart_overhead: None,
             deadline: None,
             speed_by_gpu_type: Vec::new(),
+            sensitivity: None,
         }
+    }
+
+    /// Speed factor from CPU and memory: the job's throughput with `share` relative to that with
+    /// `proportional` (the node's GPU-proportional share); 1 without a sensitivity profile.
+    pub fn host_speedup(&self, share: HostShare, proportional: HostShare) -> f64 {
+        self.sensitivity.as_ref().map_or(1.0, |s| s.speedup(share, proportional))
     }
 
     /// Relative speed on GPUs of type `gpu_type` (1.0 when the job has no per-type speeds).

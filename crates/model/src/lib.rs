@@ -15,6 +15,7 @@ mod decision;
 mod ids;
 mod job;
 mod occupancy;
+mod sensitivity;
 mod time;
 
 pub use active::{ActiveJob, RunState};
@@ -23,4 +24,5 @@ pub use decision::{Assignment, Colocation, Decision, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::JobSpec;
 pub use occupancy::{AllocError, Occupancy};
+pub use sensitivity::{HostShare, ResourceSensitivity, SensitivityError};
 pub use time::{SimDuration, SimTime};

@@ -12,7 +12,7 @@
 
 use crate::metrics::{JobOutcome, JobRecord, Window};
 use arbiter_model::{
-    default_price_per_gpu_hour, ActiveJob, Assignment, Cluster, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
+    default_price_per_gpu_hour, ActiveJob, Assignment, Cluster, HostShare, Node, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
 use arbiter_policy::{Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
@@ -151,6 +151,12 @@ enum EventKind {
 }
 
 const NOT_ACTIVE: u32 = u32::MAX;
+
+/// A node's CPU cores and memory per GPU: what a job gets when its assignment names no share.
+fn proportional_share(node: &Node) -> HostShare {
+    let gpus = node.gpus.max(1) as f64;
+    HostShare { cpus_per_gpu: node.cpus as f64 / gpus, memory_per_gpu: node.memory_gib as f64 / gpus }
+}
 
 struct Engine<'a> {
     cluster: &'a Cluster,
@@ -370,6 +376,8 @@ impl Engine<'_> {
         let stamp = self.stats.scheduling_points;
         let mut occupancy = Occupancy::new(self.cluster);
         let assigned: std::collections::BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
+        // CPU cores and memory taken per node.
+        let mut host_used: Vec<(f64, f64)> = vec![(0.0, 0.0); self.cluster.nodes.len()];
         for a in &decision.run {
             let i = a.job.index();
             if i >= self.slot.len() || self.slot[i] == NOT_ACTIVE {
@@ -399,11 +407,33 @@ impl Engine<'_> {
                 if !(c.speed.is_finite() && c.speed > 0.0) {
                     return Err(format!("{} shares GPUs at speed {}; it must be finite and > 0", a.job, c.speed));
                 }
+                if a.host.is_some() {
+                    return Err(format!("{} shares GPUs and sets its own CPU/memory; a pair keeps the proportional share", a.job));
+                }
                 if c.partner < a.job {
                     continue; // the pair's GPUs were counted with its first job
                 }
             }
             occupancy.allocate(&a.placement).map_err(|e| format!("{}: {e}", a.job))?;
+            if let Some(share) = a.host {
+                if !share.is_valid() {
+                    return Err(format!("{}: {share} is not valid", a.job));
+                }
+            }
+            for &(node_id, gpus) in &a.placement.slots {
+                let Some(node) = self.cluster.node(node_id) else { continue };
+                let share = a.host.unwrap_or_else(|| proportional_share(node));
+                let used = &mut host_used[node_id.index()];
+                used.0 += share.cpus_per_gpu * gpus as f64;
+                used.1 += share.memory_per_gpu * gpus as f64;
+                // A little slack for floating-point sums of fractional shares.
+                if used.0 > node.cpus as f64 + 1e-6 || used.1 > node.memory_gib as f64 + 1e-6 {
+                    return Err(format!(
+                        "{}: {} has {} CPUs and {} memory; the decision uses {:.3} and {:.3}",
+                        a.job, node.name, node.cpus, node.memory_gib, used.0, used.1
+                    ));
+                }
+            }
         }
         Ok(occupancy)
     }
@@ -486,12 +516,11 @@ impl Engine<'_> {
         if let Some(c) = assignment.colocation {
             return c.speed;
         }
-        assignment
-            .placement
-            .slots
-            .first()
-            .and_then(|(node, _)| self.cluster.node(*node))
-            .map_or(1.0, |node| self.specs[assignment.job.index()].speed_on(node.gpu_type))
+        let spec = &self.specs[assignment.job.index()];
+        assignment.placement.slots.first().and_then(|(node, _)| self.cluster.node(*node)).map_or(1.0, |node| {
+            let proportional = proportional_share(node);
+            spec.speed_on(node.gpu_type) * spec.host_speedup(assignment.host.unwrap_or(proportional), proportional)
+        })
     }
 
     /// Credits a running job's GPU-seconds up to `now` (a co-located job holds half of its

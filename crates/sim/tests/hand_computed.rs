@@ -309,6 +309,7 @@ impl arbiter_policy::Policy for ShareWhileBoth {
                         job: me,
                         placement: gpu.clone(),
                         colocation: Some(Colocation { partner: other, speed: speed(me) }),
+                        host: None,
                     });
                 }
             }
@@ -346,7 +347,7 @@ fn co_location_must_be_mutual_and_on_the_same_gpus() {
             use arbiter_model::{Assignment, Colocation, Decision};
             let gpu = Placement::single(NodeId(0), 1);
             let mut decision = Decision::default();
-            decision.run.push(Assignment { job: view.jobs[0].id, placement: gpu.clone(), colocation: Some(Colocation { partner: JobId(1), speed: 0.5 }) });
+            decision.run.push(Assignment { job: view.jobs[0].id, placement: gpu.clone(), colocation: Some(Colocation { partner: JobId(1), speed: 0.5 }), host: None });
             decision.run.push(Assignment::exclusive(JobId(1), gpu));
             Ok(decision)
         }

@@ -491,8 +491,8 @@ impl Gavel {
                     .get(&combo)
                     .and_then(|book| book.pair_speeds.get(k.index()).copied())
                     .unwrap_or((f64::MIN_POSITIVE, f64::MIN_POSITIVE));
-                decision.run.push(Assignment { job: a, placement: placement.clone(), colocation: Some(Colocation { partner: b, speed: speed_a }) });
-                decision.run.push(Assignment { job: b, placement, colocation: Some(Colocation { partner: a, speed: speed_b }) });
+                decision.run.push(Assignment { job: a, placement: placement.clone(), colocation: Some(Colocation { partner: b, speed: speed_a }), host: None });
+                decision.run.push(Assignment { job: b, placement, colocation: Some(Colocation { partner: a, speed: speed_b }), host: None });
             }
         }
     }
