@@ -16,6 +16,7 @@ pub mod muri;
 pub mod native;
 pub mod philly;
 pub mod pollux;
+pub mod synergy;
 mod rows;
 pub mod tiresias;
 
