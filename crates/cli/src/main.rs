@@ -92,8 +92,8 @@ enum Command {
         /// Trace format: philly, tiresias, muri, gavel, pollux, native.
         #[arg(long, default_value = "native")]
         format: String,
-        /// Policy.
-        #[arg(long, value_enum, default_value_t = PolicyKind::Fifo)]
+        /// Policy (`arbiter policies` lists them), e.g. fifo, las, max-min-fairness-het, srtf+tune.
+        #[arg(long, default_value_t = PolicyKind::Fifo)]
         policy: PolicyKind,
         /// Cluster as NODESxGPUS (one rack), e.g. 8x8.
         #[arg(long, default_value = "8x8")]
@@ -134,7 +134,8 @@ enum Command {
     /// Replay the whole Philly trace per VC (as Helios does) with fifo, srtf and las; print wall
     /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
-        /// `philly` (the simulator on all of philly.csv) or `gavel` (Gavel's allocation LPs).
+        /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs) or
+        /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism).
         #[arg(long, default_value = "philly")]
         suite: String,
         /// Philly CSV (defaults to the bundled data/philly/philly.csv).
@@ -144,7 +145,7 @@ enum Command {
         #[arg(long)]
         vc_sizes: Option<PathBuf>,
         /// Policies to time.
-        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las])]
+        #[arg(long, value_delimiter = ',', default_values_t = [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las])]
         policies: Vec<PolicyKind>,
         /// Print JSON.
         #[arg(long)]
@@ -273,7 +274,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench { suite, trace, vc_sizes, policies, json } => match suite.as_str() {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
-            other => bail!("--suite `{other}`: expected philly or gavel"),
+            "synergy" => bench::run_synergy(json),
+            other => bail!("--suite `{other}`: expected philly, gavel or synergy"),
         },
     }
 }

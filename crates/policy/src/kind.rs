@@ -11,13 +11,15 @@ use crate::las::{Las, LasConfig};
 use crate::ordered::{Order, OrderedPolicy};
 use crate::placement::PlacementStrategy;
 use crate::qssf::{Qssf, DEFAULT_HISTORY};
+use crate::synergy::{Mechanism, Synergy, SynergyOrder};
 use crate::{Policy, PolicyError};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Every policy Arbiter implements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
+///
+/// Serialized and parsed by [`PolicyKind::name`] (`fifo`, `max-min-fairness-het`, `srtf+tune`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PolicyKind {
     /// Strict FIFO with head-of-line blocking (YARN-CS). Non-preemptive.
     Fifo,
@@ -58,11 +60,45 @@ pub enum PolicyKind {
     /// Heterogeneity-aware max-min fairness with space sharing: pairs of jobs may share GPUs
     /// (Gavel).
     MaxMinFairnessPacked,
+    /// Synergy: a job order composed with a CPU/memory allocation mechanism (`srtf+tune`).
+    Synergy(SynergyOrder, Mechanism),
+}
+
+/// `order+mechanism` names of the Synergy policies, indexed like [`SynergyOrder::ALL`] ×
+/// [`Mechanism::ALL`].
+const SYNERGY_NAMES: [[&str; 4]; 4] = [
+    ["fifo+proportional", "fifo+greedy", "fifo+tune", "fifo+opt"],
+    ["srtf+proportional", "srtf+greedy", "srtf+tune", "srtf+opt"],
+    ["las+proportional", "las+greedy", "las+tune", "las+opt"],
+    ["ftf+proportional", "ftf+greedy", "ftf+tune", "ftf+opt"],
+];
+
+impl Serialize for PolicyKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicyKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        PolicyKind::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("unknown policy `{name}` (`arbiter policies` lists them)"))
+        })
+    }
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        PolicyKind::from_name(name).ok_or_else(|| format!("unknown policy `{name}` (`arbiter policies` lists them)"))
+    }
 }
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 19] = [
+    pub const ALL: [PolicyKind; 35] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -82,7 +118,28 @@ impl PolicyKind {
         PolicyKind::MinCost,
         PolicyKind::Hierarchical,
         PolicyKind::MaxMinFairnessPacked,
+        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Proportional),
+        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Greedy),
+        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Tune),
+        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Opt),
+        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Proportional),
+        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Greedy),
+        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Tune),
+        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Opt),
+        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Proportional),
+        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Greedy),
+        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Tune),
+        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Opt),
+        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Proportional),
+        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Greedy),
+        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Tune),
+        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Opt),
     ];
+
+    /// Whether this is one of Synergy's resource-sensitive policies.
+    pub fn is_synergy(self) -> bool {
+        matches!(self, PolicyKind::Synergy(..))
+    }
 
     /// Whether this is one of Gavel's allocation policies (computed as X, realized by rounds).
     pub fn is_gavel(self) -> bool {
@@ -124,6 +181,7 @@ impl PolicyKind {
             PolicyKind::MinCost => "min-cost",
             PolicyKind::Hierarchical => "hierarchical",
             PolicyKind::MaxMinFairnessPacked => "max-min-fairness-packed",
+            PolicyKind::Synergy(order, mechanism) => SYNERGY_NAMES[order as usize][mechanism as usize],
         }
     }
 
@@ -162,6 +220,10 @@ impl PolicyKind {
             PolicyKind::MinCost => "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)",
             PolicyKind::Hierarchical => "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)",
             PolicyKind::MaxMinFairnessPacked => "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)",
+            PolicyKind::Synergy(_, Mechanism::Proportional) => "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)",
+            PolicyKind::Synergy(_, Mechanism::Greedy) => "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)",
+            PolicyKind::Synergy(_, Mechanism::Tune) => "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)",
+            PolicyKind::Synergy(_, Mechanism::Opt) => "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)",
         }
     }
 }
@@ -267,6 +329,7 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
             Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
         }
         PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
+        PolicyKind::Synergy(order, mechanism) => Box::new(Synergy::new(kind.name(), order, mechanism)),
         gavel => match build_gavel(gavel, config)? {
             Some(policy) => Box::new(policy),
             None => return Err(PolicyError::Invariant(format!("{gavel} has no builder"))),

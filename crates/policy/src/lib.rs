@@ -24,6 +24,7 @@ pub mod las;
 pub mod ordered;
 pub mod placement;
 pub mod qssf;
+pub mod synergy;
 
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
 use thiserror::Error;

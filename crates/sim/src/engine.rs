@@ -128,6 +128,19 @@ pub struct EngineStats {
     pub events: u64,
     /// Times the policy was called.
     pub scheduling_points: u64,
+    /// GPU-seconds left idle while some job waited (fragmentation, including CPU/memory that
+    /// strands GPUs, and rounds that leave GPUs empty).
+    pub idle_gpu_s_while_waiting: f64,
+    /// Seconds from the first arrival to the last event.
+    pub span_s: f64,
+}
+
+impl EngineStats {
+    /// Share of the cluster's GPU time left idle while jobs waited.
+    pub fn stranded_gpu_fraction(&self, capacity_gpus: u32) -> f64 {
+        let total = self.span_s * capacity_gpus as f64;
+        if total > 0.0 { self.idle_gpu_s_while_waiting / total } else { 0.0 }
+    }
 }
 
 /// A finished simulation.
@@ -190,6 +203,16 @@ struct Engine<'a> {
     gpu_credited_at: Vec<SimTime>,
     /// Per node: dollars per GPU-hour of its GPU type (for the cost metric).
     price_per_gpu_hour: Vec<f64>,
+    /// Jobs holding GPUs.
+    running: usize,
+    /// Whether any decision so far shared GPUs or set CPU/memory shares.
+    shares_seen: bool,
+    /// Per job id: whether its current speed came from sharing GPUs or a CPU/memory share (and
+    /// must be re-rated when its assignment becomes plain).
+    special_rate: Vec<bool>,
+    /// Free GPUs while some job waits (0 when none waits), since `idle_since`.
+    idle_gpus: u32,
+    idle_since: SimTime,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -246,6 +269,11 @@ pub fn simulate(
         partner: vec![None; n],
         gpu_credited_at: vec![SimTime::ZERO; n],
         price_per_gpu_hour: cluster.nodes.iter().map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type))).collect(),
+        running: 0,
+        shares_seen: false,
+        special_rate: vec![false; n],
+        idle_gpus: 0,
+        idle_since: specs.first().map_or(SimTime::ZERO, |s| s.submit),
     };
     engine.run(policy)?;
     Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats })
@@ -284,6 +312,11 @@ impl Engine<'_> {
                 (Some(a), Some(e)) => a.min(e),
             };
             let now = SimTime::from_ms(now);
+            self.stats.idle_gpu_s_while_waiting += now.saturating_since(self.idle_since).as_secs_f64() * self.idle_gpus as f64;
+            self.idle_since = now;
+            if let Some(first) = self.specs.first() {
+                self.stats.span_s = now.saturating_since(first.submit).as_secs_f64();
+            }
             let mut reschedule = false;
             let mut round_due = false;
             while let Some(spec) = self.specs.get(next_arrival).filter(|s| s.submit == now) {
@@ -325,6 +358,8 @@ impl Engine<'_> {
             if reschedule && !self.active.is_empty() {
                 self.scheduling_point(now, policy)?;
             }
+            let waiting = self.active.len() > self.running;
+            self.idle_gpus = if waiting { self.occupancy.free_total() } else { 0 };
             // The next round, unless nothing can change any more: no job runs, no arrival or
             // other event is ahead, so another round would see the same snapshot forever.
             if let (true, Some(r)) = (round_due, round) {
@@ -375,9 +410,15 @@ impl Engine<'_> {
     fn validate(&mut self, decision: &Decision) -> Result<Occupancy, String> {
         let stamp = self.stats.scheduling_points;
         let mut occupancy = Occupancy::new(self.cluster);
-        let assigned: std::collections::BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
+        // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
+        // CPU and memory always fit where the GPUs fit).
+        let (any_colocation, check_host) =
+            decision.run.iter().fold((false, false), |(c, h), a| (c || a.colocation.is_some(), h || a.host.is_some()));
+        self.shares_seen |= any_colocation || check_host;
+        let assigned: std::collections::BTreeMap<JobId, &Assignment> =
+            if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
         // CPU cores and memory taken per node.
-        let mut host_used: Vec<(f64, f64)> = vec![(0.0, 0.0); self.cluster.nodes.len()];
+        let mut host_used: Vec<(f64, f64)> = if check_host { vec![(0.0, 0.0); self.cluster.nodes.len()] } else { Vec::new() };
         for a in &decision.run {
             let i = a.job.index();
             if i >= self.slot.len() || self.slot[i] == NOT_ACTIVE {
@@ -420,7 +461,7 @@ impl Engine<'_> {
                     return Err(format!("{}: {share} is not valid", a.job));
                 }
             }
-            for &(node_id, gpus) in &a.placement.slots {
+            for &(node_id, gpus) in a.placement.slots.iter().filter(|_| check_host) {
                 let Some(node) = self.cluster.node(node_id) else { continue };
                 let share = a.host.unwrap_or_else(|| proportional_share(node));
                 let used = &mut host_used[node_id.index()];
@@ -468,10 +509,17 @@ impl Engine<'_> {
         // the jobs staying on them learn their new partner (or none).
         let mut moves: Vec<&Assignment> = Vec::new();
         let mut kept: Vec<&Assignment> = Vec::new();
+        // Kept jobs can change speed only where GPUs are shared or CPU/memory shares are set (in
+        // this decision or an earlier one, `validate` notes it); classic policies never do, and
+        // skip the check.
         for a in &decision.run {
             let i = self.slot[a.job.index()] as usize;
             match self.active[i].placement() {
-                Some(current) if *current == a.placement => kept.push(a),
+                Some(current) if *current == a.placement => {
+                    if self.shares_seen {
+                        kept.push(a);
+                    }
+                }
                 Some(_) => {
                     self.stop(i, now, false);
                     self.active[i].migrations += 1;
@@ -507,6 +555,7 @@ impl Engine<'_> {
                 }
             }
             debug_assert_eq!(expected, self.occupancy, "engine occupancy differs from the running jobs");
+            debug_assert_eq!(self.running, self.active.iter().filter(|j| j.is_running()).count(), "running-job count drifted");
         }
     }
 
@@ -545,6 +594,13 @@ impl Engine<'_> {
     /// A running job stays on its GPUs; its partner (and so its speed) may change.
     fn keep(&mut self, assignment: &Assignment, now: SimTime) {
         let id = assignment.job;
+        // Same GPUs, alone before and after, proportional CPU/memory: nothing changes. (A job
+        // with a host share before and none now is re-rated below.)
+        let plain = assignment.colocation.is_none() && assignment.host.is_none() && self.partner[id.index()].is_none();
+        if plain && !self.special_rate[id.index()] {
+            return;
+        }
+        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some();
         let partner = assignment.colocation.map(|c| c.partner);
         let speed = self.speed_of(assignment);
         let index = self.slot[id.index()] as usize;
@@ -588,6 +644,9 @@ impl Engine<'_> {
                 debug_assert!(released.is_ok(), "engine released GPUs it did not hold: {released:?}");
             }
         }
+        if job.is_running() {
+            self.running -= 1;
+        }
         job.state = RunState::Pending;
         self.generation[job.id.index()] += 1;
         self.attempt[job.id.index()] += 1;
@@ -598,11 +657,15 @@ impl Engine<'_> {
         let placement: Placement = assignment.placement.clone();
         let overhead = self.overhead_s(id);
         self.partner[id.index()] = assignment.colocation.map(|c| c.partner);
+        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some();
         self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;
         let speed = self.speed_of(assignment);
         let job = &mut self.active[index];
         job.account(now);
+        if !job.is_running() {
+            self.running += 1;
+        }
         job.state = RunState::Running { placement, since: now, speed };
         job.startup_left_s = overhead;
         job.first_start.get_or_insert(now);

@@ -23,6 +23,9 @@ fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
                 let mut j = JobSpec::new(JobId(i as u32), SimTime::from_ms(submit_s * 1000), gpus, run_ms as f64 / 1000.0);
                 j.tenant = format!("t{}", i % 3);
                 j.model = Some(["A", "B", "C"][i % 3].to_string());
+                if i % 2 == 0 {
+                    j.sensitivity = Some(sensitivity(i % 4 == 0));
+                }
                 j
             })
             .collect();
@@ -37,6 +40,18 @@ fn policy_config(strategy: PlacementStrategy) -> PolicyConfig {
         pair_speeds: Some(std::sync::Arc::new(pair_speeds())),
         ..PolicyConfig::default()
     }
+}
+
+/// An image-model-like profile (up to 3× with 12 cores and 64 memory per GPU) or a
+/// language-model-like one (flat, ideal 1 core and 8 memory per GPU).
+fn sensitivity(sensitive: bool) -> std::sync::Arc<arbiter_model::ResourceSensitivity> {
+    use arbiter_model::{HostShare, ResourceSensitivity};
+    let (rows, ideal) = if sensitive {
+        (vec![vec![0.1, 0.5, 0.5], vec![0.1, 1.0, 1.2], vec![0.1, 2.0, 3.0]], HostShare { cpus_per_gpu: 12.0, memory_per_gpu: 64.0 })
+    } else {
+        (vec![vec![1.0; 3]; 3], HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 8.0 })
+    };
+    std::sync::Arc::new(ResourceSensitivity::new(vec![1.0, 4.0, 12.0], vec![8.0, 32.0, 64.0], rows, ideal).expect("valid"))
 }
 
 /// Co-location speeds for the space-sharing policy on the one-type clusters of [`workload`]:
@@ -79,7 +94,9 @@ fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy:
             let stints = 1.0 + (record.preemptions + record.migrations) as f64;
             let slack = 0.001 * stints * spec.gpus as f64 + 1e-6;
             // (Shared GPUs count half per job, and jobs progress at their shared speed there.)
-            prop_assert!(record.colocated_s > 0.0 || (record.gpu_s_allocated - spec.gpu_seconds()).abs() <= slack,
+            // (Jobs with a CPU/memory profile progress at their host speedup instead.)
+            let unit_speed = record.colocated_s == 0.0 && spec.sensitivity.is_none();
+            prop_assert!(!unit_speed || (record.gpu_s_allocated - spec.gpu_seconds()).abs() <= slack,
                 "{} job {}: allocated {} GPU-s for {} of work", kind, spec.id, record.gpu_s_allocated, spec.gpu_seconds());
             prop_assert!(record.first_start_s.expect("started") >= record.submit_s);
         } else {

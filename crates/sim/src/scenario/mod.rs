@@ -17,6 +17,7 @@ use arbiter_model::Cluster;
 use arbiter_policy::{PlacementStrategy, PolicyConfig, PolicyKind};
 use arbiter_trace::generator::GavelWorkload;
 use arbiter_trace::gavel::ThroughputTable;
+use arbiter_trace::synergy::{SynergyProfiles, SynergyWorkload};
 use arbiter_trace::{ReadOptions, Trace, TraceError, TraceFormat};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -243,16 +244,51 @@ pub struct LoadedTrace {
     pub trace: Arc<Trace>,
 }
 
-/// A generated workload (Gavel's Philly-fitted generator).
+/// Which generator a `[workload]` uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Generator {
+    /// Gavel's Philly-fitted generator (needs `throughputs`).
+    #[default]
+    Gavel,
+    /// Synergy's generator (needs `profiles`).
+    Synergy,
+}
+
+/// A generated workload: Gavel's Philly-fitted generator or Synergy's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
     /// Name used in results.
     #[serde(default = "default_workload_name")]
     pub name: String,
-    /// Generator parameters.
-    #[serde(flatten)]
-    pub generator: GavelWorkload,
+    /// Which generator.
+    #[serde(default)]
+    pub generator: Generator,
+    /// Arrival rate, jobs per hour; 0: every job at t = 0.
+    #[serde(default)]
+    pub jobs_per_hour: Option<f64>,
+    /// Jobs to generate.
+    #[serde(default = "default_workload_jobs")]
+    pub jobs: usize,
+    /// Multi-GPU sizes (1/2/4/8 w.p. 0.70/0.10/0.15/0.05).
+    #[serde(default)]
+    pub multi_gpu: bool,
+    /// Gavel: 20% of jobs get priority weight 5.
+    #[serde(default)]
+    pub priority_weights: bool,
+    /// Gavel: SLO deadlines.
+    #[serde(default)]
+    pub slos: bool,
+    /// Gavel: spread jobs over this many tenants.
+    #[serde(default)]
+    pub tenants: u32,
+    /// Synergy: image / language / speech split, percent.
+    #[serde(default = "default_class_split")]
+    pub class_split: [f64; 3],
+    /// Synergy: CPU cores per GPU the profiles are taken for (3, 4, 5, 6).
+    #[serde(default = "default_cpu_gpu_ratio")]
+    pub cpu_gpu_ratio: u32,
     /// Seeds: one job stream per seed, and the same seed drives the simulation; every policy
     /// sees the same stream for a seed. Defaults to the scenario's `seeds`.
     #[serde(default)]
@@ -261,6 +297,37 @@ pub struct WorkloadSpec {
 
 fn default_workload_name() -> String {
     "generated".into()
+}
+
+fn default_workload_jobs() -> usize {
+    1000
+}
+
+fn default_class_split() -> [f64; 3] {
+    [20.0, 70.0, 10.0]
+}
+
+fn default_cpu_gpu_ratio() -> u32 {
+    3
+}
+
+impl WorkloadSpec {
+    /// Gavel's generator with these parameters.
+    pub fn gavel(&self) -> GavelWorkload {
+        GavelWorkload {
+            jobs_per_hour: self.jobs_per_hour,
+            jobs: self.jobs,
+            multi_gpu: self.multi_gpu,
+            priority_weights: self.priority_weights,
+            slos: self.slos,
+            tenants: self.tenants,
+        }
+    }
+
+    /// Synergy's generator with these parameters.
+    pub fn synergy(&self) -> SynergyWorkload {
+        SynergyWorkload { jobs_per_hour: self.jobs_per_hour, jobs: self.jobs, multi_gpu: self.multi_gpu, class_split: self.class_split }
+    }
 }
 
 /// A whole scenario file.
@@ -282,6 +349,9 @@ pub struct Scenario {
     /// (jobs are matched by their model / job type and GPU count).
     #[serde(default)]
     pub throughputs: Option<PathBuf>,
+    /// Synergy's model profiles (`models.json`): CPU/memory sensitivity per model.
+    #[serde(default)]
+    pub profiles: Option<PathBuf>,
     /// Cluster.
     #[serde(default)]
     pub cluster: ClusterSpec,
@@ -347,8 +417,11 @@ impl Scenario {
         match (self.trace.is_empty(), &self.workload) {
             (true, None) => return Err(self.invalid("give [[trace]] entries or a [workload]".into())),
             (false, Some(_)) => return Err(self.invalid("give either [[trace]] entries or a [workload], not both".into())),
-            (true, Some(_)) if self.throughputs.is_none() => {
-                return Err(self.invalid("a [workload] needs `throughputs` (Gavel's simulation_throughputs.json)".into()))
+            (true, Some(w)) if w.generator == Generator::Gavel && self.throughputs.is_none() => {
+                return Err(self.invalid("a Gavel [workload] needs `throughputs` (Gavel's simulation_throughputs.json)".into()))
+            }
+            (true, Some(w)) if w.generator == Generator::Synergy && self.profiles.is_none() => {
+                return Err(self.invalid("a Synergy [workload] needs `profiles` (Synergy's models.json)".into()))
             }
             _ => {}
         }
@@ -423,9 +496,22 @@ impl Scenario {
     pub fn load_traces(&self, table: Option<&ThroughputTable>) -> Result<Vec<LoadedTrace>, ScenarioError> {
         let mut out = Vec::new();
         if let Some(workload) = &self.workload {
-            let table = table.ok_or_else(|| self.invalid("a [workload] needs `throughputs`".into()))?;
+            let profiles = match workload.generator {
+                Generator::Synergy => {
+                    let path = self.profiles.as_ref().ok_or_else(|| self.invalid("a Synergy [workload] needs `profiles`".into()))?;
+                    Some(SynergyProfiles::read(&self.resolve(path), workload.cpu_gpu_ratio)?)
+                }
+                Generator::Gavel => None,
+            };
             for &seed in self.run_seeds() {
-                let trace = workload.generator.generate(table, seed).map_err(|m| self.invalid(format!("workload: {m}")))?;
+                let trace = match (&profiles, workload.generator) {
+                    (Some(profiles), _) => workload.synergy().generate(profiles, seed),
+                    (None, _) => {
+                        let table = table.ok_or_else(|| self.invalid("a Gavel [workload] needs `throughputs`".into()))?;
+                        workload.gavel().generate(table, seed)
+                    }
+                }
+                .map_err(|m| self.invalid(format!("workload: {m}")))?;
                 out.push(LoadedTrace { name: workload.name.clone(), seed: Some(seed), trace: Arc::new(trace) });
             }
             return Ok(out);

@@ -34,6 +34,9 @@ pub struct ResultRow {
     pub wall_s: f64,
     /// GPUs simulated (the sum over tenants for an aggregate row).
     pub capacity_gpus: u32,
+    /// Share of GPU time left idle while jobs waited (fragmentation; capacity-weighted over
+    /// tenants for an aggregate row).
+    pub stranded_gpu_fraction: f64,
     /// Per-job records (not serialized in the summary).
     #[serde(skip)]
     pub records: Vec<JobRecord>,
@@ -59,6 +62,11 @@ fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
             seed,
             summary: Summary::compute(&records, window, capacity),
             events: group.iter().map(|r| r.events).sum(),
+            stranded_gpu_fraction: {
+                let capacity: f64 = group.iter().map(|r| r.capacity_gpus as f64).sum();
+                let weighted: f64 = group.iter().map(|r| r.stranded_gpu_fraction * r.capacity_gpus as f64).sum();
+                if capacity > 0.0 { weighted / capacity } else { 0.0 }
+            },
             wall_s: group.iter().map(|r| r.wall_s).sum(),
             capacity_gpus: capacity,
             records: Vec::new(),
@@ -186,6 +194,7 @@ impl Scenario {
                     seed: task.seed,
                     summary,
                     events: output.stats.events,
+                    stranded_gpu_fraction: output.stats.stranded_gpu_fraction(output.capacity_gpus),
                     wall_s,
                     capacity_gpus: output.capacity_gpus,
                     records: output.records,
