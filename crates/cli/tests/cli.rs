@@ -220,3 +220,24 @@ fn space_sharing_scenario_shares_gpus_and_finishes_every_job() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not model space sharing"));
 }
+
+#[test]
+fn synergy_scenario_tune_beats_proportional_under_load() {
+    let v = json(&[
+        "run", "scenarios/synergy-single-gpu.toml", "--json", "--set", "workload.jobs=3000",
+        "--set", "window.first_job=2000", "--set", "window.last_job=2299", "--set", "workload.jobs_per_hour=8.5",
+    ]);
+    let results = v["results"].as_array().expect("results");
+    let jct = |p: &str| results.iter().find(|r| r["policy"] == p).and_then(|r| r["avg_jct_s"].as_f64()).expect("row");
+    assert!(results.iter().all(|r| r["jobs"] == 300 && r["unfinished"] == 0), "{results:?}");
+    let ratio = jct("fifo+proportional") / jct("fifo+tune");
+    assert!(ratio > 1.5, "tune should cut average JCT clearly under load: proportional / tune = {ratio}");
+    assert!(jct("fifo+opt") <= jct("fifo+tune") * 1.05);
+    // Multi-GPU jobs and GPU demands taken from the Philly trace run from the same file.
+    let v = json(&[
+        "run", "scenarios/synergy-single-gpu.toml", "--json", "--set", "workload.jobs=400", "--set", "window.first_job=100",
+        "--set", "window.last_job=199", "--set", "workload.gpu_demands_trace=../data/philly/philly.csv",
+        "--set", r#"policies=["fifo+tune", "las+tune"]"#,
+    ]);
+    assert!(v["results"].as_array().expect("rows").iter().all(|r| r["jobs"] == 100));
+}

@@ -16,7 +16,8 @@
 //!   round-robin, which keeps the split exact;
 //! - iterations = ⌊D / iteration time⌋; the job's work is iterations × iteration time;
 //! - GPUs: 1, or with `multi_gpu` 1/2/4/8 with probability 0.70/0.10/0.15/0.05 (Synergy's
-//!   synthetic mode).
+//!   synthetic mode), or taken from a trace's jobs ([`philly_gpu_demands`]; job k gets the demand
+//!   of trace job k mod N, as Synergy's Philly mode does).
 
 use crate::{Trace, TraceError};
 use arbiter_model::{HostShare, JobId, JobSpec, ResourceSensitivity, SimTime};
@@ -131,6 +132,15 @@ impl Default for SynergyWorkload {
 impl SynergyWorkload {
     /// Generates the workload with `seed` from the profiles.
     pub fn generate(&self, profiles: &SynergyProfiles, seed: u64) -> Result<Trace, String> {
+        self.generate_with_demands(profiles, seed, None)
+    }
+
+    /// Like [`Self::generate`], with GPU demands taken in turn from `demands` (job k gets
+    /// `demands[k mod N]`) instead of drawn.
+    pub fn generate_with_demands(&self, profiles: &SynergyProfiles, seed: u64, demands: Option<&[u32]>) -> Result<Trace, String> {
+        if demands.is_some_and(|d| d.is_empty() || d.contains(&0)) {
+            return Err("the GPU demands taken from a trace are empty or contain 0".into());
+        }
         let split_sum: f64 = self.class_split.iter().sum();
         if self.class_split.iter().any(|s| !s.is_finite() || *s < 0.0) || split_sum <= 0.0 {
             return Err(format!("class_split must be three non-negative percentages, got {:?}", self.class_split));
@@ -169,7 +179,9 @@ impl SynergyWorkload {
             next_model[class] += 1;
             let (lo, hi) = if rng.random::<f64>() < 0.8 { (1.5, 3.0) } else { (3.0, 4.0) };
             let duration_s = 60.0 * 10f64.powf(lo + (hi - lo) * rng.random::<f64>());
-            let gpus = if self.multi_gpu {
+            let gpus = if let Some(d) = demands {
+                d[i % d.len()]
+            } else if self.multi_gpu {
                 let u: f64 = rng.random();
                 if u < 0.70 {
                     1
@@ -193,6 +205,19 @@ impl SynergyWorkload {
         }
         Ok(Trace::from_jobs(jobs, None))
     }
+}
+
+/// GPU demands of a Philly trace's jobs in submission order, filtered as Synergy's Philly mode
+/// does: jobs lasting between 60·10^1.5 s and 60·10^4 s, more than 16 GPUs dropped, counts other
+/// than 1, 2, 4, 8, 16 taken as 1.
+pub fn philly_gpu_demands(trace: &Trace) -> Vec<u32> {
+    let (lo, hi) = (60.0 * 10f64.powf(1.5), 60.0 * 1e4);
+    trace
+        .jobs
+        .iter()
+        .filter(|j| j.run_time_s > lo && j.run_time_s < hi && j.gpus <= 16)
+        .map(|j| if matches!(j.gpus, 1 | 2 | 4 | 8 | 16) { j.gpus } else { 1 })
+        .collect()
 }
 
 #[cfg(test)]
@@ -238,5 +263,19 @@ mod tests {
         let last = trace.jobs.last().expect("jobs").submit.as_secs_f64();
         assert!((last / 3600.0 - 1000.0 / 9.0).abs() < 15.0, "{last}");
         assert!(trace.jobs.iter().all(|j| j.submit.as_ms() % 1000 == 0));
+    }
+
+    #[test]
+    fn gpu_demands_come_from_a_trace_in_turn() {
+        let p = profiles(3);
+        let w = SynergyWorkload { jobs: 7, ..SynergyWorkload::default() };
+        let trace = w.generate_with_demands(&p, 1, Some(&[1, 4, 8])).expect("generates");
+        let gpus: Vec<u32> = trace.jobs.iter().map(|j| j.gpus).collect();
+        assert_eq!(gpus, vec![1, 4, 8, 1, 4, 8, 1]);
+        assert!(w.generate_with_demands(&p, 1, Some(&[])).is_err());
+        // Synergy's Philly filter: too short, too long and > 16 GPUs dropped; 3 GPUs become 1.
+        let job = |gpus: u32, run_s: f64| JobSpec::new(JobId(0), SimTime::ZERO, gpus, run_s);
+        let philly = Trace::from_jobs(vec![job(2, 5000.0), job(3, 5000.0), job(32, 5000.0), job(8, 100.0), job(16, 700_000.0)], None);
+        assert_eq!(philly_gpu_demands(&philly), vec![2, 1]);
     }
 }

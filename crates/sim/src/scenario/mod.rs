@@ -289,6 +289,10 @@ pub struct WorkloadSpec {
     /// Synergy: CPU cores per GPU the profiles are taken for (3, 4, 5, 6).
     #[serde(default = "default_cpu_gpu_ratio")]
     pub cpu_gpu_ratio: u32,
+    /// Synergy: take GPU demands from this Philly trace (`philly.csv`) in turn instead of
+    /// drawing them.
+    #[serde(default)]
+    pub gpu_demands_trace: Option<PathBuf>,
     /// Seeds: one job stream per seed, and the same seed drives the simulation; every policy
     /// sees the same stream for a seed. Defaults to the scenario's `seeds`.
     #[serde(default)]
@@ -503,9 +507,16 @@ impl Scenario {
                 }
                 Generator::Gavel => None,
             };
+            let demands = match &workload.gpu_demands_trace {
+                Some(path) => {
+                    let trace = arbiter_trace::read(&self.resolve(path), TraceFormat::Philly, &ReadOptions::default())?;
+                    Some(arbiter_trace::synergy::philly_gpu_demands(&trace))
+                }
+                None => None,
+            };
             for &seed in self.run_seeds() {
                 let trace = match (&profiles, workload.generator) {
-                    (Some(profiles), _) => workload.synergy().generate(profiles, seed),
+                    (Some(profiles), _) => workload.synergy().generate_with_demands(profiles, seed, demands.as_deref()),
                     (None, _) => {
                         let table = table.ok_or_else(|| self.invalid("a Gavel [workload] needs `throughputs`".into()))?;
                         workload.gavel().generate(table, seed)
