@@ -14,7 +14,22 @@ macro_rules! outln {
     }};
 }
 
+/// Like `outln!` without the newline.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        match write!(stdout, $($arg)*) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            other => other?,
+        }
+    }};
+}
+
+pub(crate) use {out, outln};
+
 mod bench;
+mod production;
 mod table;
 
 use anyhow::{bail, Context, Result};
@@ -29,14 +44,22 @@ use std::path::{Path, PathBuf};
 
 /// Arbiter: a multi-tenant GPU cluster scheduler for deep-learning training jobs.
 ///
-/// This build has the scheduling core and the trace-driven simulator. Start with
-/// `arbiter run scenarios/muri-traces.toml`, which replays Muri's Philly-derived traces with
-/// four policies and prints our numbers next to the published ones.
+/// Simulation: `arbiter run scenarios/muri-traces.toml` replays Muri's Philly-derived traces
+/// with four policies and prints our numbers next to the published ones (see `scenarios/`).
+/// Production: `arbiter serve --gpus 4xa100 --policy las` runs the daemon on this machine; then
+/// `arbiter submit -- python train.py`, `arbiter jobs`, `arbiter logs ID` (ARBITER_URL,
+/// ARBITER_TOKEN).
 #[derive(Parser)]
 #[command(name = "arbiter", version, about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Client commands: print the daemon's JSON (`arbiter --json jobs`).
+    #[arg(long)]
+    json: bool,
+    /// Client commands: read the bearer token from this file instead of ARBITER_TOKEN.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -131,6 +154,13 @@ enum Command {
     },
     /// List the policies with one line each.
     Policies,
+    /// Run the scheduler daemon on this machine (production mode): HTTP API, embedded store,
+    /// jobs as local processes. `arbiter serve --gpus 4xa100 --policy las`.
+    Serve(production::ServeArgs),
+    /// Talk to a running daemon (ARBITER_URL, ARBITER_TOKEN): submit, jobs, show, cancel, logs,
+    /// cluster, tenants.
+    #[command(flatten)]
+    Client(production::ClientCommand),
     /// Replay the whole Philly trace per VC (as Helios does) with fifo, srtf and las; print wall
     /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
@@ -265,6 +295,8 @@ fn run(cli: Cli) -> Result<()> {
                 Ok(())
             }
         },
+        Command::Serve(args) => production::serve(args),
+        Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
         Command::Policies => {
             for kind in PolicyKind::ALL {
                 outln!("{:<26} {}", kind.name(), kind.describe());

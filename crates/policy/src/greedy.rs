@@ -45,15 +45,14 @@ pub fn schedule_in_order<K: Ord + Copy>(
     let mut candidates: Vec<(K, u32, u32)> = Vec::with_capacity(view.jobs.len());
     let mut demand: u64 = 0;
     for (index, job) in view.jobs.iter().enumerate() {
-        if !options.preemptive {
-            if let Some(placement) = job.placement() {
+        if !options.preemptive
+            && let Some(placement) = job.placement() {
                 // Non-preemptive: a running job keeps its GPUs. They were allocated consistently
                 // by the engine, so taking them again cannot fail.
                 placer.take(placement);
                 decision.run.push(Assignment::exclusive(job.id, placement.clone()));
                 continue;
             }
-        }
         demand += u64::from(job.gpus);
         candidates.push((key(job), job.id.0, index as u32));
     }
@@ -76,14 +75,12 @@ pub fn schedule_in_order<K: Ord + Copy>(
         }
         let job = &view.jobs[index as usize];
         let spec = view.spec(job);
-        if options.keep_placements {
-            if let Some(current) = job.placement() {
-                if placer.take(current) {
+        if options.keep_placements
+            && let Some(current) = job.placement()
+                && placer.take(current) {
                     decision.run.push(Assignment::exclusive(job.id, current.clone()));
                     continue;
                 }
-            }
-        }
         let preferred = unclaimed.as_mut().and_then(|u| u.place(spec, job.pending_since, now).ok());
         let placed = match preferred {
             Some(p) if placer.take(&p) => Ok(p),

@@ -234,16 +234,14 @@ pub fn simulate(
     if specs.windows(2).any(|w| w[1].submit < w[0].submit) {
         return Err(SimError::Config("job specs must be sorted by submission time".into()));
     }
-    if let Some(r) = config.round_s {
-        if !(r.is_finite() && r > 0.0) {
+    if let Some(r) = config.round_s
+        && !(r.is_finite() && r > 0.0) {
             return Err(SimError::Config(format!("round_s must be > 0, got {r}")));
         }
-    }
-    if let Some(f) = config.failures {
-        if !(0.0..=1.0).contains(&f.probability_per_attempt) {
+    if let Some(f) = config.failures
+        && !(0.0..=1.0).contains(&f.probability_per_attempt) {
             return Err(SimError::Config("failures.probability_per_attempt must be in [0, 1]".into()));
         }
-    }
     if !(config.restart_overhead_s.is_finite() && config.restart_overhead_s >= 0.0) {
         return Err(SimError::Config("restart_overhead_s must be >= 0".into()));
     }
@@ -431,11 +429,10 @@ impl Engine<'_> {
             if a.placement.gpus() != self.specs[i].gpus {
                 return Err(format!("{} asks for {} GPUs, placement {} has {}", a.job, self.specs[i].gpus, a.placement, a.placement.gpus()));
             }
-            if let Some(t) = self.specs[i].gpu_type {
-                if a.placement.slots.iter().any(|(n, _)| self.cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
+            if let Some(t) = self.specs[i].gpu_type
+                && a.placement.slots.iter().any(|(n, _)| self.cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
                     return Err(format!("{} needs GPU type {}, placement {} has others", a.job, self.cluster.gpu_type_name(t), a.placement));
                 }
-            }
             let spec = &self.specs[i];
             if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| self.cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
                 return Err(format!("{} cannot run on {} GPUs ({})", a.job, self.cluster.gpu_type_name(node.gpu_type), node.name));
@@ -456,11 +453,10 @@ impl Engine<'_> {
                 }
             }
             occupancy.allocate(&a.placement).map_err(|e| format!("{}: {e}", a.job))?;
-            if let Some(share) = a.host {
-                if !share.is_valid() {
+            if let Some(share) = a.host
+                && !share.is_valid() {
                     return Err(format!("{}: {share} is not valid", a.job));
                 }
-            }
             for &(node_id, gpus) in a.placement.slots.iter().filter(|_| check_host) {
                 let Some(node) = self.cluster.node(node_id) else { continue };
                 let share = a.host.unwrap_or_else(|| proportional_share(node));
@@ -636,14 +632,13 @@ impl Engine<'_> {
         };
         let job = &mut self.active[index];
         job.account(now);
-        if let RunState::Running { placement, .. } = &job.state {
-            if release && !partner_keeps {
+        if let RunState::Running { placement, .. } = &job.state
+            && release && !partner_keeps {
                 // The engine only releases what it allocated, so this cannot fail; an error here
                 // would be an engine bug, and the occupancy is left unchanged by a failed release.
                 let released = self.occupancy.release(placement);
                 debug_assert!(released.is_ok(), "engine released GPUs it did not hold: {released:?}");
             }
-        }
         if job.is_running() {
             self.running -= 1;
         }
@@ -674,12 +669,11 @@ impl Engine<'_> {
         self.attempt[id.index()] += 1;
         let to_finish_s = self.schedule_end(id, now);
         // Whether this attempt fails, and when: drawn once per attempt, uniform over its run.
-        if let Some(f) = self.config.failures.filter(|f| f.probability_per_attempt > 0.0) {
-            if self.rng.random::<f64>() < f.probability_per_attempt {
+        if let Some(f) = self.config.failures.filter(|f| f.probability_per_attempt > 0.0)
+            && self.rng.random::<f64>() < f.probability_per_attempt {
                 let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
                 self.push(at, EventKind::Failure { job: id.0, attempt: self.attempt[id.index()] });
             }
-        }
     }
 
     /// Pushes the completion event of a running job from its state at `now`; returns the seconds
@@ -707,11 +701,10 @@ impl Engine<'_> {
         }
         self.slot[id.index()] = NOT_ACTIVE;
         self.debug_check_occupancy();
-        if let (Some(left), Some(w)) = (self.window_outstanding.as_mut(), self.config.stop_when_finished) {
-            if w.contains(id.0) {
+        if let (Some(left), Some(w)) = (self.window_outstanding.as_mut(), self.config.stop_when_finished)
+            && w.contains(id.0) {
                 *left = left.saturating_sub(1);
             }
-        }
         let record = &mut self.records[id.index()];
         record.first_start_s = job.first_start.map(SimTime::as_secs_f64);
         record.finish_s = Some(now.as_secs_f64());

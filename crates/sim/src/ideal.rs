@@ -87,11 +87,10 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
             record.finish_s = Some(now.as_secs_f64());
             record.outcome = JobOutcome::Completed;
             stats.events += 1;
-            if let (Some(left), Some(w)) = (window_left.as_mut(), window) {
-                if w.contains(job.id.0) {
+            if let (Some(left), Some(w)) = (window_left.as_mut(), window)
+                && w.contains(job.id.0) {
                     *left -= 1;
                 }
-            }
             policy.job_finished(&specs[job.id.index()], &job, now);
         }
     }

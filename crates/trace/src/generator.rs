@@ -60,11 +60,10 @@ impl GavelWorkload {
             return Err(format!("the throughput table has no {REFERENCE_GPU} entries"));
         }
         let rate = self.jobs_per_hour.filter(|r| *r > 0.0);
-        if let Some(r) = rate {
-            if !r.is_finite() {
+        if let Some(r) = rate
+            && !r.is_finite() {
                 return Err(format!("jobs_per_hour must be finite, got {r}"));
             }
-        }
         let mut jobs = Vec::with_capacity(self.jobs);
         let mut arrival_s = 0.0f64;
         for i in 0..self.jobs {
