@@ -41,7 +41,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         gpus,
         cpus: if config.cpus > 0 { config.cpus } else { cpus },
         memory_gib: if config.memory_gib > 0 { config.memory_gib } else { memory_gib },
-        public_url: config.public_url.clone().unwrap_or_else(|| format!("http://{}", config.listen)),
+        public_url: config.public_url.clone().unwrap_or_default(),
         cgroups: executor::cgroup_v2_writable(),
     };
     let token_file = config.admin_token_file.clone().unwrap_or_else(|| data_dir.join("admin.token"));
@@ -53,8 +53,14 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
             token
         }
     };
-    let daemon = Daemon::start(settings.clone())?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let mut settings = settings;
+    if settings.public_url.is_empty() {
+        settings.public_url = format!("http://{}", listener.local_addr()?);
+    }
+    let daemon = Daemon::start(settings.clone())?;
+    // Where it really listens (with `--listen 127.0.0.1:0` the OS picks the port).
+    std::fs::write(data_dir.join("daemon.addr"), format!("{}\n", listener.local_addr()?))?;
     let total: u32 = settings.gpus.iter().map(|(_, n)| n).sum();
     eprintln!(
         "arbiter: serving http://{} (policy {}, {} GPUs, {} CPUs, {} GiB; CPU/memory limits {}); admin token in {}",
