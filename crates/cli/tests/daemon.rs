@@ -41,11 +41,10 @@ impl Daemon {
             .expect("daemon starts");
         let deadline = Instant::now() + Duration::from_secs(20);
         let listen = loop {
-            if let Ok(addr) = std::fs::read_to_string(&addr_file) {
-                if addr.ends_with('\n') {
+            if let Ok(addr) = std::fs::read_to_string(&addr_file)
+                && addr.ends_with('\n') {
                     break addr.trim().to_string();
                 }
-            }
             assert!(Instant::now() < deadline, "daemon did not start listening");
             std::thread::sleep(Duration::from_millis(20));
         };
