@@ -1,0 +1,154 @@
+"""Tests of the arbiter_job helper: checkpoints, the preemption signal, progress reports, and a
+real run under `arbiter serve` when the binary is built."""
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON_DIR = ROOT / "python"
+sys.path.insert(0, str(PYTHON_DIR))
+
+from arbiter_job import Job  # noqa: E402
+
+
+def test_save_is_atomic_and_load_returns_none_on_a_first_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARBITER_CHECKPOINT_DIR", str(tmp_path))
+    job = Job(install_signal_handler=False)
+    assert job.load() is None
+    job.save({"step": 7, "weights": [1, 2]})
+    assert job.load() == {"step": 7, "weights": [1, 2]}
+    assert [p.name for p in tmp_path.iterdir()] == ["arbiter_state.json"], "no temporary files left"
+
+
+def test_the_checkpoint_signal_sets_should_stop(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARBITER_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("ARBITER_CHECKPOINT_SIGNAL", "USR1")
+    job = Job()
+    try:
+        assert not job.should_stop
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert job.should_stop
+    finally:
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+
+
+TRAINING = """
+import sys, time
+sys.path.insert(0, {python_dir!r})
+from arbiter_job import Job
+job = Job()
+print("started at", (job.load() or {{"step": 0}})["step"], flush=True)
+def step(user):
+    time.sleep(0.02)
+    return {{"sum": user.get("sum", 0) + 1}}
+result = job.run(step, total_steps=100)
+print("done", result["sum"], flush=True)
+"""
+
+
+def test_run_checkpoints_exits_cleanly_when_preempted_and_resumes(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING.format(python_dir=str(PYTHON_DIR)))
+    env = dict(os.environ, ARBITER_CHECKPOINT_DIR=str(tmp_path / "ckpt"))
+    first = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    first.send_signal(signal.SIGTERM)
+    out, _ = first.communicate(timeout=10)
+    assert first.returncode == 0, out
+    saved = json.loads((tmp_path / "ckpt" / "arbiter_state.json").read_text())
+    assert 0 < saved["step"] < 100
+    assert saved["user"]["sum"] == saved["step"]
+    second = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=30)
+    assert second.returncode == 0
+    assert f"started at {saved['step']}" in second.stdout
+    assert "done 100" in second.stdout, "every step counted exactly once across the two runs"
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    received = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        _Recorder.received.append((self.path, self.headers["Authorization"], json.loads(body)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_reports_carry_the_job_token_and_measured_throughput(monkeypatch):
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("ARBITER_JOB_ID", "5")
+        monkeypatch.setenv("ARBITER_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("ARBITER_JOB_TOKEN", "secret")
+        job = Job(report_interval_s=0, install_signal_handler=False)
+        assert job.report(10)
+        time.sleep(0.1)
+        assert job.report(20)
+        path, auth, body = _Recorder.received[-1]
+        assert path == "/v1/jobs/5/progress"
+        assert auth == "Bearer secret"
+        assert body["steps"] == 20 and 10 < body["throughput"] < 1000
+    finally:
+        server.shutdown()
+    # An unreachable scheduler never breaks training.
+    monkeypatch.setenv("ARBITER_URL", "http://127.0.0.1:1")
+    assert Job(report_interval_s=0, install_signal_handler=False).report(1) is False
+
+
+def _arbiter_binary():
+    for candidate in [os.environ.get("ARBITER_BIN"), ROOT / "target" / "debug" / "arbiter", ROOT / "target" / "release" / "arbiter"]:
+        if candidate and Path(candidate).is_file():
+            return str(candidate)
+    return None
+
+
+@pytest.mark.skipif(_arbiter_binary() is None, reason="build the arbiter binary first (cargo build)")
+def test_a_job_reports_progress_to_a_real_daemon(tmp_path):
+    data = tmp_path / "data"
+    daemon = subprocess.Popen(
+        [_arbiter_binary(), "serve", "--data-dir", str(data), "--gpus", "1xa100", "--listen", "127.0.0.1:0", "--round-s", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 20
+        while not (data / "daemon.addr").exists() or not (data / "daemon.addr").read_text().endswith("\n"):
+            assert time.time() < deadline, "daemon did not start"
+            time.sleep(0.05)
+        url = "http://" + (data / "daemon.addr").read_text().strip()
+        token = (data / "admin.token").read_text().strip()
+
+        def call(method, path, body=None):
+            request = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode() if body else None,
+                                             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return json.loads(response.read() or b"null")
+
+        script = tmp_path / "train.py"
+        script.write_text(TRAINING.format(python_dir=str(PYTHON_DIR)).replace("Job()", "Job(report_interval_s=0.2)"))
+        job_id = call("POST", "/v1/jobs", {"command": f"{sys.executable} {script}", "working_dir": str(tmp_path)})["id"]
+        deadline = time.time() + 60
+        while (job := call("GET", f"/v1/jobs/{job_id}"))["state"]["state"] != "succeeded":
+            assert job["state"]["state"] in ("queued", "running"), job
+            assert time.time() < deadline, job
+            time.sleep(0.1)
+        assert job["progress"]["steps"] == 100, job
+        assert job["progress"]["throughput"] > 0
+    finally:
+        daemon.kill()
+        daemon.wait()
