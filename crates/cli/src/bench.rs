@@ -228,3 +228,132 @@ pub fn run_synergy(json: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// `arbiter bench --suite daemon`: starts `arbiter serve` (this binary) on a declared 1-GPU
+/// machine in a temporary directory and measures submit → running latency on the idle daemon
+/// (as the client sees it, and inside the daemon), submissions per second from 8 client threads,
+/// and the daemon's memory with 10,000 queued jobs.
+pub fn run_daemon(json_out: bool) -> Result<()> {
+    use arbiter_daemon::client::Client;
+    use serde_json::json;
+    let dir = tempfile_dir()?;
+    let exe = std::env::current_exe()?;
+    let mut child = std::process::Command::new(&exe)
+        .args(["serve", "--data-dir", dir.to_str().context("utf-8 path")?, "--listen", "127.0.0.1:0", "--gpus", "1xa100", "--policy", "fifo", "--round-s", "30"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let result = (|| -> Result<Vec<(String, f64, &'static str)>> {
+        let addr_file = dir.join("daemon.addr");
+        let started = Instant::now();
+        let addr = loop {
+            match std::fs::read_to_string(&addr_file) {
+                Ok(a) if a.ends_with('\n') => break a.trim().to_string(),
+                _ if started.elapsed().as_secs() > 20 => anyhow::bail!("the daemon did not start"),
+                _ => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        };
+        let url = format!("http://{addr}");
+        let token = std::fs::read_to_string(dir.join("admin.token"))?;
+        let client = Client::new(&url, &token);
+        let mut rows = Vec::new();
+        // 1. Latency on an idle daemon: one short job at a time.
+        let mut latencies = Vec::new();
+        for _ in 0..20 {
+            let t = Instant::now();
+            let id = client.post("/v1/jobs", &json!({ "command": "sleep 0.05" }))?["id"].as_u64().context("id")?;
+            loop {
+                let state = client.get(&format!("/v1/jobs/{id}"))?["state"]["state"].as_str().unwrap_or("").to_string();
+                if state != "queued" {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+            while client.get(&format!("/v1/jobs/{id}"))?["state"]["state"] != "succeeded" {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        latencies.sort_by(f64::total_cmp);
+        rows.push(("submit → running, median (client, 1 ms polling)".to_string(), latencies[latencies.len() / 2], "ms"));
+        rows.push(("submit → running, max of 20".to_string(), latencies[latencies.len() - 1], "ms"));
+        let metrics = client.get_text("/metrics")?;
+        let metric = |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0);
+        let inside = metric("arbiter_submit_to_start_seconds_sum") / metric("arbiter_submit_to_start_seconds_count").max(1.0) * 1000.0;
+        rows.push(("submit → running, mean inside the daemon".to_string(), inside, "ms"));
+        // 2. Throughput: the GPU held, 8 threads submit 2,000 jobs that stay queued.
+        client.post("/v1/jobs", &json!({ "command": "sleep 600", "grace_s": 1 }))?;
+        let t = Instant::now();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (url, token) = (url.clone(), token.clone());
+                std::thread::spawn(move || -> Result<()> {
+                    let client = Client::new(&url, &token);
+                    for _ in 0..250 {
+                        client.post("/v1/jobs", &json!({ "command": "true" }))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+        }
+        rows.push(("submissions per second (8 clients, each persisted)".to_string(), 2000.0 / t.elapsed().as_secs_f64(), "/s"));
+        // 3. Memory with 10,000 queued jobs.
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (url, token) = (url.clone(), token.clone());
+                std::thread::spawn(move || -> Result<()> {
+                    let client = Client::new(&url, &token);
+                    for _ in 0..1000 {
+                        client.post("/v1/jobs", &json!({ "command": "true" }))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+        }
+        let queued = client.get("/v1/jobs?state=queued")?["jobs"].as_array().map_or(0, Vec::len);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        let rss_kib: f64 = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0.0);
+        rows.push((format!("daemon memory with {queued} queued jobs"), rss_kib / 1024.0, "MiB"));
+        Ok(rows)
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    // The `sleep 600` job outlives the daemon in its own process group: stop it.
+    kill_leftover_runs(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let rows = result?;
+    if json_out {
+        let v: Vec<serde_json::Value> = rows.iter().map(|(k, v, u)| json!({ "case": k, "value": v, "unit": u })).collect();
+        outln!("{}", serde_json::to_string_pretty(&json!({ "daemon": v }))?);
+    } else {
+        for (k, v, u) in &rows {
+            outln!("{k:<52} {v:>10.1} {u}");
+        }
+    }
+    Ok(())
+}
+
+/// A fresh directory under the system temporary directory.
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("arbiter-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Kills process groups whose command line mentions the bench directory's `sleep 600`.
+fn kill_leftover_runs(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for entry in entries.flatten() {
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        if String::from_utf8_lossy(&environ).contains(&dir.display().to_string())
+            && let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() {
+                let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            }
+    }
+}

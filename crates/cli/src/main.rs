@@ -165,7 +165,8 @@ enum Command {
     /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
         /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs) or
-        /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism).
+        /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
+        /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs).
         #[arg(long, default_value = "philly")]
         suite: String,
         /// Philly CSV (defaults to the bundled data/philly/philly.csv).
@@ -307,7 +308,8 @@ fn run(cli: Cli) -> Result<()> {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
-            other => bail!("--suite `{other}`: expected philly, gavel or synergy"),
+            "daemon" => bench::run_daemon(json),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy or daemon"),
         },
     }
 }

@@ -254,6 +254,7 @@ impl Daemon {
                 request,
                 state: JobState::Queued,
                 submitted_unix_s: now,
+                submitted_unix_ms: unix_ms(),
                 executed_s: 0.0,
                 runs: 0,
                 failures: 0,
@@ -517,7 +518,7 @@ impl Daemon {
             Ok(child) => {
                 let pid = child.id().unwrap_or(0);
                 let first_start = job.runs == 0;
-                let submitted_ms = job.submitted_unix_s.max(0) as u64 * 1000;
+                let submitted_ms = job.submitted_unix_ms;
                 let job = &mut state.jobs[id as usize];
                 job.runs += 1;
                 job.pending_reason = None;

@@ -240,6 +240,9 @@ pub struct JobRecord {
     pub state: JobState,
     /// Unix seconds of submission.
     pub submitted_unix_s: i64,
+    /// Unix milliseconds of submission (for latency metrics).
+    #[serde(default)]
+    pub submitted_unix_ms: u64,
     /// Seconds it has held GPUs over all runs (as of the last stop).
     pub executed_s: f64,
     /// Runs started.

@@ -161,6 +161,7 @@ mod tests {
             request,
             state: JobState::Queued,
             submitted_unix_s: 0,
+            submitted_unix_ms: 0,
             executed_s: 0.0,
             runs: 0,
             failures: 0,
