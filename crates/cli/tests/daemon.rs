@@ -179,11 +179,26 @@ fn tenants_are_isolated_and_bad_submissions_name_the_field() {
     // The owner can cancel.
     a.post(&format!("/v1/jobs/{id}/cancel"), &json!({})).expect("cancels");
     wait_for("the cancelled job to end", 20, || state_of(&a, id) == "cancelled");
+    // GPU quotas: team-q may hold one GPU; its second job waits although a GPU is free.
+    let token_q = admin.post("/v1/tenants", &json!({ "name": "team-q", "gpu_quota": 1 })).expect("created")["token"].as_str().expect("token").to_string();
+    let q = Client::new(&daemon.url, &token_q);
+    let first = submit(&q, json!({ "command": "sleep 20", "grace_s": 1 }));
+    let second = submit(&q, json!({ "command": "sleep 20", "grace_s": 1 }));
+    wait_for("team-q's first job to run", 20, || state_of(&q, first) == "running");
+    wait_for("the quota to be reported", 20, || {
+        q.get(&format!("/v1/jobs/{second}")).expect("job")["pending_reason"].as_str().is_some_and(|r| r.contains("quota"))
+    });
+    assert_eq!(state_of(&q, second), "queued");
+    q.post(&format!("/v1/jobs/{first}/cancel"), &json!({})).expect("cancels");
+    wait_for("the second job to start within the quota", 20, || state_of(&q, second) == "running");
+    q.post(&format!("/v1/jobs/{second}/cancel"), &json!({})).expect("cancels");
     // OpenAPI and metrics are served.
     let openapi = admin.get("/v1/openapi.json").expect("openapi");
     assert!(openapi["paths"]["/v1/jobs"]["post"].is_object());
     let metrics = admin.get_text("/metrics").expect("metrics");
-    assert!(metrics.contains("arbiter_jobs{state=\"cancelled\"} 1"), "{metrics}");
+    let cancelled: u32 = metrics.lines().find_map(|l| l.strip_prefix("arbiter_jobs{state=\"cancelled\"} ")).and_then(|v| v.parse().ok()).expect("metric");
+    assert!(cancelled >= 1, "{metrics}");
+    assert!(metrics.contains("arbiter_submissions_total 3"), "{metrics}");
 }
 
 #[test]

@@ -451,10 +451,24 @@ impl Daemon {
             self.stop(&mut state, id, StopReason::Preempted)?;
             state.counters.preemptions += 1;
         }
-        // Start queued jobs the policy placed, on free GPUs of the placed type.
+        // Start queued jobs the policy placed, on free GPUs of the placed type, within their
+        // tenant's GPU quota.
+        let mut held_by_tenant: BTreeMap<String, u32> = BTreeMap::new();
+        for job in &state.jobs {
+            if let Some(gpus) = job.state.gpus() {
+                *held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
+            }
+        }
         let mut starts = Vec::new();
         for (&id, assignment) in &wanted {
             if !matches!(state.jobs[id as usize].state, JobState::Queued) {
+                continue;
+            }
+            let tenant = state.jobs[id as usize].tenant.clone();
+            let quota = state.tenants.get(&tenant).and_then(|t| t.gpu_quota);
+            let held = held_by_tenant.get(&tenant).copied().unwrap_or(0);
+            if let Some(quota) = quota.filter(|q| held + state.specs[id as usize].gpus > *q) {
+                state.jobs[id as usize].pending_reason = Some(format!("tenant {tenant} is at its GPU quota ({quota})"));
                 continue;
             }
             let gpu_type = assignment.placement.slots.first().map_or(0, |(node, _)| node.0 as u8);
@@ -469,9 +483,14 @@ impl Daemon {
             for g in &gpus {
                 state.free_gpus.remove(g);
             }
+            *held_by_tenant.entry(tenant).or_insert(0) += need as u32;
             starts.push((id, gpus));
         }
-        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
+        let started: BTreeSet<u32> = starts.iter().map(|(id, _)| *id).collect();
+        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id)) {
+            if wanted.contains_key(&job.id) {
+                continue; // placed but held back above (quota, GPUs still being released)
+            }
             if let Some(reason) = reasons.get(&job.id) {
                 job.pending_reason = Some(reason.clone());
             } else if !wanted.contains_key(&job.id) {
