@@ -109,11 +109,12 @@ class Job:
 
     # -- progress ---------------------------------------------------------------------------
 
-    def report(self, steps: int, throughput: Optional[float] = None, force: bool = False) -> bool:
+    def report(self, steps: int, throughput: Optional[float] = None, total_steps: Optional[int] = None, force: bool = False) -> bool:
         """Tell the scheduler how far the job is (at most every `report_interval_s` unless
-        `force`). Throughput in steps/s is measured between reports when not given. Returns
-        whether a report was sent. Never raises: a scheduler that is briefly unreachable must
-        not kill training."""
+        `force`). Throughput in steps/s is measured between reports when not given; with
+        `total_steps` the scheduler estimates the remaining time from it, and it learns the job's
+        speed on each GPU type it runs on. Returns whether a report was sent. Never raises: a
+        scheduler that is briefly unreachable must not kill training."""
         now = time.monotonic()
         if not force and now - self._last_report < self.report_interval_s:
             return False
@@ -125,6 +126,8 @@ class Job:
         body = {"steps": int(steps)}
         if throughput is not None and throughput >= 0:
             body["throughput"] = float(throughput)
+        if total_steps is not None:
+            body["total_steps"] = int(total_steps)
         request = urllib.request.Request(
             f"{self.url.rstrip('/')}/v1/jobs/{self.job_id}/progress",
             data=json.dumps(body).encode(),
@@ -158,11 +161,11 @@ class Job:
         while state["step"] < total_steps:
             state["user"] = step(state["user"])
             state["step"] += 1
-            self.report(state["step"])
+            self.report(state["step"], total_steps=total_steps)
             if self.should_stop:
                 save(state)
-                self.report(state["step"], force=True)
+                self.report(state["step"], total_steps=total_steps, force=True)
                 self.exit_preempted()
         save(state)
-        self.report(state["step"], force=True)
+        self.report(state["step"], total_steps=total_steps, force=True)
         return state["user"]

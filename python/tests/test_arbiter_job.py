@@ -149,6 +149,8 @@ def test_a_job_reports_progress_to_a_real_daemon(tmp_path):
             time.sleep(0.1)
         assert job["progress"]["steps"] == 100, job
         assert job["progress"]["throughput"] > 0
+        assert job["total_steps"] == 100
+        assert job["throughput_by_gpu_type"]["a100"] > 0, "the daemon learned its speed on the type it ran on"
     finally:
         daemon.kill()
         daemon.wait()

@@ -195,6 +195,8 @@ struct ProgressReport {
     steps: u64,
     #[serde(default)]
     throughput: Option<f64>,
+    #[serde(default)]
+    total_steps: Option<u64>,
 }
 
 async fn report_progress(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>, body: Result<Json<ProgressReport>, JsonRejection>) -> Result<StatusCode, ApiError> {
@@ -209,7 +211,7 @@ async fn report_progress(State(api): State<Api>, headers: HeaderMap, Path(id): P
     if report.throughput.is_some_and(|t| !t.is_finite() || t < 0.0) {
         return Err(ApiError { status: StatusCode::BAD_REQUEST, message: "throughput: must be finite and >= 0".into(), field: Some("throughput") });
     }
-    tokio::task::spawn_blocking(move || api.daemon.report_progress(id, &token, report.steps, report.throughput))
+    tokio::task::spawn_blocking(move || api.daemon.report_progress(id, &token, report.steps, report.throughput, report.total_steps))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     Ok(StatusCode::NO_CONTENT)

@@ -262,6 +262,8 @@ impl Daemon {
                 exit_code: None,
                 pending_reason: None,
                 progress: None,
+                throughput_by_gpu_type: BTreeMap::new(),
+                total_steps: None,
                 history: Vec::new(),
                 token_sha256: crate::auth::sha256_hex(&token),
             };
@@ -310,14 +312,29 @@ impl Daemon {
     }
 
     /// Records a progress report from the job itself (authenticated by its token).
-    pub fn report_progress(&self, id: u32, token: &str, steps: u64, throughput: Option<f64>) -> Result<(), RequestError> {
-        let mut state = self.lock();
-        let job = state.jobs.get_mut(id as usize).ok_or(RequestError::NotFound(id))?;
+    ///
+    /// A measured throughput is remembered per GPU type (smoothed: ¾ old, ¼ new) and, with
+    /// `total_steps`, gives the job's remaining time; both feed the policy's view of the job
+    /// (speeds per GPU type for heterogeneity-aware policies, remaining time for SRTF-like ones).
+    pub fn report_progress(&self, id: u32, token: &str, steps: u64, throughput: Option<f64>, total_steps: Option<u64>) -> Result<(), RequestError> {
+        let mut guard = self.lock();
+        let State { jobs, cluster, specs, gpu_type_of, .. } = &mut *guard;
+        let gpu_type_names = &cluster.gpu_type_names;
+        let job = jobs.get_mut(id as usize).ok_or(RequestError::NotFound(id))?;
         if crate::auth::sha256_hex(token) != job.token_sha256 {
             return Err(RequestError::Forbidden(id));
         }
         job.progress = Some(crate::job::Progress { steps, throughput, at_unix_s: unix_s() });
+        if total_steps.is_some() {
+            job.total_steps = total_steps;
+        }
+        let running_type = job.state.gpus().and_then(|g| g.first()).and_then(|g| gpu_type_of.get(*g as usize)).and_then(|t| gpu_type_names.get(*t as usize));
+        if let (Some(t), Some(measured)) = (running_type, throughput.filter(|t| *t > 0.0)) {
+            let entry = job.throughput_by_gpu_type.entry(t.clone()).or_insert(measured);
+            *entry = 0.75 * *entry + 0.25 * measured;
+        }
         self.store.put_jobs(&[job])?;
+        specs[id as usize] = spec_of(job, cluster);
         Ok(())
     }
 
@@ -679,10 +696,26 @@ fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
     spec.priority = r.priority;
     spec.deadline = r.deadline_unix_s.map(|d| SimTime::from_ms(d.max(0) as u64 * 1000));
     spec.restart_overhead = Some(SimDuration::from_ms(0));
-    if !r.gpu_types.is_empty() {
-        // Allowed types: speed 1 where allowed, 0 elsewhere.
-        spec.speed_by_gpu_type = cluster.gpu_type_names.iter().map(|t| if r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t)) { 1.0 } else { 0.0 }).collect();
+    // Speed per GPU type: 0 where the job may not run; measured throughput relative to its best
+    // measured type where it has run; 1 (optimistic, so it gets tried) elsewhere.
+    let allowed = |t: &str| r.gpu_types.is_empty() || r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t));
+    let best = job.throughput_by_gpu_type.values().copied().fold(0.0, f64::max);
+    if !r.gpu_types.is_empty() || best > 0.0 {
+        spec.speed_by_gpu_type = cluster
+            .gpu_type_names
+            .iter()
+            .map(|t| match (allowed(t), job.throughput_by_gpu_type.get(t)) {
+                (false, _) => 0.0,
+                (true, Some(m)) if best > 0.0 => m / best,
+                (true, _) => 1.0,
+            })
+            .collect();
     }
+    // Remaining work from measured progress, when the job said how many steps it has.
+    if let (Some(total), Some(p)) = (job.total_steps, job.progress.as_ref())
+        && let Some(rate) = p.throughput.filter(|t| *t > 0.0) {
+            spec.run_time_s = job.executed_s + (total.saturating_sub(p.steps) as f64 / rate).max(1.0);
+        }
     spec
 }
 
@@ -695,5 +728,49 @@ impl State {
     /// Name of the policy.
     pub fn policy_name(&self) -> &'static str {
         self.policy.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_throughput_gives_speeds_per_type_and_remaining_time() {
+        let nodes = vec![
+            Node { id: NodeId(0), name: "a".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 2, cpus: 8, memory_gib: 32 },
+            Node { id: NodeId(1), name: "b".into(), rack: RackId(0), gpu_type: GpuTypeId(1), gpus: 2, cpus: 8, memory_gib: 32 },
+            Node { id: NodeId(2), name: "c".into(), rack: RackId(0), gpu_type: GpuTypeId(2), gpus: 2, cpus: 8, memory_gib: 32 },
+        ];
+        let cluster = Cluster::new(vec!["v100".into(), "k80".into(), "t4".into()], nodes).expect("valid");
+        let request: SubmitRequest = serde_json::from_str(r#"{"command": "x", "gpu_types": ["v100", "k80"]}"#).expect("valid");
+        let mut job = JobRecord {
+            id: 0,
+            tenant: "t".into(),
+            request,
+            state: JobState::Queued,
+            submitted_unix_s: 0,
+            submitted_unix_ms: 0,
+            executed_s: 100.0,
+            runs: 1,
+            failures: 0,
+            preemptions: 0,
+            exit_code: None,
+            pending_reason: None,
+            progress: None,
+            throughput_by_gpu_type: BTreeMap::new(),
+            total_steps: None,
+            history: Vec::new(),
+            token_sha256: String::new(),
+        };
+        // Not measured yet: allowed types 1, the others 0.
+        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 1.0, 0.0]);
+        // Measured 40 steps/s on V100s and 10 on K80s: K80 runs at a quarter of the speed.
+        job.throughput_by_gpu_type = BTreeMap::from([("v100".to_string(), 40.0), ("k80".to_string(), 10.0)]);
+        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 0.25, 0.0]);
+        // 1,000 of 5,000 steps done at 40 steps/s: 100 s left after the 100 s already run.
+        job.total_steps = Some(5000);
+        job.progress = Some(crate::job::Progress { steps: 1000, throughput: Some(40.0), at_unix_s: 0 });
+        assert_eq!(spec_of(&job, &cluster).run_time_s, 200.0);
     }
 }

@@ -257,6 +257,12 @@ pub struct JobRecord {
     pub pending_reason: Option<String>,
     /// Latest progress report.
     pub progress: Option<Progress>,
+    /// Measured steps per second on each GPU type it ran on (smoothed over reports).
+    #[serde(default)]
+    pub throughput_by_gpu_type: BTreeMap<String, f64>,
+    /// Total steps, if the job said (turns progress into a remaining-time estimate).
+    #[serde(default)]
+    pub total_steps: Option<u64>,
     /// Every transition.
     pub history: Vec<Transition>,
     /// Hash of the job's own token (it reports progress with it).

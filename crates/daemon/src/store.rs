@@ -169,6 +169,8 @@ mod tests {
             exit_code: None,
             pending_reason: None,
             progress: None,
+            throughput_by_gpu_type: Default::default(),
+            total_steps: None,
             history: Vec::new(),
             token_sha256: String::new(),
         }
