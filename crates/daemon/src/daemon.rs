@@ -211,8 +211,14 @@ impl Daemon {
         let now = unix_s();
         let mut changed = Vec::new();
         for job in &mut state.jobs {
-            let (Some(pid), Some(gpus)) = (job.state.pid(), job.state.gpus().map(<[u32]>::to_vec)) else { continue };
-            if executor::group_alive(pid) {
+            let (Some(recorded), Some(gpus)) = (job.state.pid(), job.state.gpus().map(<[u32]>::to_vec)) else { continue };
+            let runs = self.settings.data_dir.join("runs");
+            // Started but its id not recorded (the daemon died in between): the pid file has it.
+            let pid = if recorded == 0 { executor::read_pid(&runs.join(format!("{}.pid", job.id))).unwrap_or(0) } else { recorded };
+            if let JobState::Running { pid: p, .. } | JobState::Stopping { pid: p, .. } = &mut job.state {
+                *p = pid;
+            }
+            if pid != 0 && executor::group_alive(pid) {
                 for g in &gpus {
                     state.free_gpus.remove(g);
                 }
@@ -520,8 +526,8 @@ impl Daemon {
         Ok(())
     }
 
-    /// Starts a run: persist `running` (with the process id) right after spawning; on a spawn
-    /// failure the job fails this run.
+    /// Starts a run: persists `running` without a process id, spawns, persists the id; on a
+    /// spawn failure the job fails this run.
     fn start_run(&self, state: &mut State, id: u32, gpus: Vec<u32>) -> Result<(), DaemonError> {
         let settings = &self.settings;
         let job = &state.jobs[id as usize];
@@ -547,14 +553,22 @@ impl Daemon {
             env,
             log_path: self.log_path(id),
             exit_file: settings.data_dir.join("runs").join(format!("{id}.exit")),
+            pid_file: settings.data_dir.join("runs").join(format!("{id}.pid")),
         };
         let _ = std::fs::create_dir_all(settings.data_dir.join("runs"));
         let now = unix_s();
+        let first_start = job.runs == 0;
+        let submitted_ms = job.submitted_unix_ms;
+        // Persist the start before acting: `running` with no process id yet. If the daemon dies
+        // before the id is recorded, recovery finds the run through its pid file.
+        {
+            let job = &mut state.jobs[id as usize];
+            job.state = JobState::Running { gpus: gpus.clone(), pid: 0, started_unix_s: now };
+            self.store.put_jobs(&[job])?;
+        }
         match executor::spawn(&launch) {
             Ok(child) => {
                 let pid = child.id().unwrap_or(0);
-                let first_start = job.runs == 0;
-                let submitted_ms = job.submitted_unix_ms;
                 let job = &mut state.jobs[id as usize];
                 job.runs += 1;
                 job.pending_reason = None;

@@ -29,10 +29,13 @@ pub struct Launch {
     pub log_path: PathBuf,
     /// Where the wrapper writes the command's exit code.
     pub exit_file: PathBuf,
+    /// Where the wrapper writes its process id (= the group id) as its first act, so that a
+    /// daemon that died between spawning and recording the id can still find the run.
+    pub pid_file: PathBuf,
 }
 
 /// The wrapper: run the command, record its exit code, exit with it.
-const WRAPPER: &str = r#"sh -c "$1"; code=$?; echo "$code" > "$ARBITER_EXIT_FILE"; exit "$code""#;
+const WRAPPER: &str = r#"echo $$ > "$ARBITER_PID_FILE"; sh -c "$1"; code=$?; echo "$code" > "$ARBITER_EXIT_FILE"; exit "$code""#;
 
 /// Starts a run in its own process group; returns the child (the group leader).
 pub fn spawn(launch: &Launch) -> std::io::Result<tokio::process::Child> {
@@ -40,6 +43,7 @@ pub fn spawn(launch: &Launch) -> std::io::Result<tokio::process::Child> {
         std::fs::create_dir_all(dir)?;
     }
     let _ = std::fs::remove_file(&launch.exit_file);
+    let _ = std::fs::remove_file(&launch.pid_file);
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&launch.log_path)?;
     let err = log.try_clone()?;
     let mut command = tokio::process::Command::new("sh");
@@ -51,6 +55,7 @@ pub fn spawn(launch: &Launch) -> std::io::Result<tokio::process::Child> {
         .current_dir(&launch.working_dir)
         .envs(&launch.env)
         .env("ARBITER_EXIT_FILE", &launch.exit_file)
+        .env("ARBITER_PID_FILE", &launch.pid_file)
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(err)
@@ -88,6 +93,11 @@ pub fn group_alive(pgid: u32) -> bool {
         let pgrp = fields.next().and_then(|f| f.parse::<u32>().ok());
         pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
     })
+}
+
+/// The process (group) id a run's wrapper recorded, if it started.
+pub fn read_pid(pid_file: &Path) -> Option<u32> {
+    std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()
 }
 
 /// The exit code a finished run's wrapper recorded, if it got that far.
@@ -135,6 +145,7 @@ mod tests {
             env: BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_string(), "1,2".to_string())]),
             log_path: dir.path().join("logs/0.log"),
             exit_file: dir.path().join("0.exit"),
+            pid_file: dir.path().join("0.pid"),
         };
         let mut child = spawn(&launch).expect("spawns");
         let pgid = child.id().expect("pid");
@@ -157,6 +168,7 @@ mod tests {
             env: BTreeMap::new(),
             log_path: dir.path().join("1.log"),
             exit_file: dir.path().join("1.exit"),
+            pid_file: dir.path().join("1.pid"),
         };
         let mut child = spawn(&launch).expect("spawns");
         let pgid = child.id().expect("pid");
