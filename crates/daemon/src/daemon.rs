@@ -94,6 +94,8 @@ pub struct State {
     policy: Box<dyn Policy>,
     free_gpus: BTreeSet<u32>,
     watched: BTreeMap<u32, Watched>,
+    /// When the policy asked to be called again.
+    wake_at_ms: Option<u64>,
     /// GPU index → GPU type index.
     gpu_type_of: Vec<u8>,
 }
@@ -155,7 +157,7 @@ impl Daemon {
         std::fs::create_dir_all(&settings.data_dir).map_err(|e| DaemonError::Config(format!("data_dir {}: {e}", settings.data_dir.display())))?;
         let store = Store::open(&settings.data_dir.join("arbiter.redb"))?;
         let jobs = store.jobs()?;
-        let tenants = store.tenants()?.into_iter().map(|t| (t.name.clone(), t)).collect();
+        let tenants: BTreeMap<String, Tenant> = store.tenants()?.into_iter().map(|t| (t.name.clone(), t)).collect();
         let mut nodes_gpus = 0;
         let mut gpu_type_of = Vec::new();
         let type_names: Vec<String> = if settings.gpus.is_empty() { vec!["none".into()] } else { settings.gpus.iter().map(|(t, _)| t.clone()).collect() };
@@ -180,7 +182,7 @@ impl Daemon {
             nodes.push(Node { id: NodeId(0), name: "local-0".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 0, cpus: settings.cpus, memory_gib: settings.memory_gib });
         }
         let cluster = Cluster::new(type_names, nodes).map_err(|e| DaemonError::Config(e.to_string()))?;
-        let policy = arbiter_policy::build(settings.policy, &arbiter_policy::PolicyConfig::default()).map_err(|e| DaemonError::Config(e.to_string()))?;
+        let policy = arbiter_policy::build(settings.policy, &policy_config(&tenants)).map_err(|e| DaemonError::Config(e.to_string()))?;
         let specs = jobs.iter().map(|j| spec_of(j, &cluster)).collect();
         let state = State {
             jobs,
@@ -191,6 +193,7 @@ impl Daemon {
             policy,
             free_gpus: (0..nodes_gpus).collect(),
             watched: BTreeMap::new(),
+            wake_at_ms: None,
             gpu_type_of,
         };
         let daemon = Daemon { state: Arc::new(Mutex::new(state)), store: Arc::new(store), settings: Arc::new(settings), wake: Arc::new(Notify::new()) };
@@ -377,9 +380,20 @@ impl Daemon {
     }
 
     /// Adds or replaces a tenant.
+    ///
+    /// A `hierarchical` policy is rebuilt with the new weights (it keeps no state a rebuild
+    /// would lose beyond its allocation, which the next round recomputes).
     pub fn put_tenant(&self, tenant: Tenant) -> Result<(), RequestError> {
         self.store.put_tenant(&tenant)?;
-        self.lock().tenants.insert(tenant.name.clone(), tenant);
+        let mut state = self.lock();
+        state.tenants.insert(tenant.name.clone(), tenant);
+        if self.settings.policy == PolicyKind::Hierarchical {
+            let config = policy_config(&state.tenants);
+            match arbiter_policy::build(self.settings.policy, &config) {
+                Ok(policy) => state.policy = policy,
+                Err(e) => eprintln!("arbiter: could not rebuild the policy with the new tenant weights: {e}"),
+            }
+        }
         Ok(())
     }
 
@@ -396,8 +410,15 @@ impl Daemon {
                 eprintln!("arbiter: scheduling round failed: {e}");
             }
             // Runs being stopped are checked often (their SIGKILL deadlines), else once a round.
-            let soon = self.lock().watched.values().any(|w| w.kill_at_ms.is_some());
-            let wait = if soon { round.min(Duration::from_millis(200)) } else { round };
+            let (soon, wake_at_ms) = {
+                let state = self.lock();
+                (state.watched.values().any(|w| w.kill_at_ms.is_some()), state.wake_at_ms)
+            };
+            let mut wait = if soon { round.min(Duration::from_millis(200)) } else { round };
+            // The policy may ask to be called again earlier (a queue demotion, a Gavel round).
+            if let Some(at) = wake_at_ms {
+                wait = wait.min(Duration::from_millis(at.saturating_sub(unix_ms()).max(10)));
+            }
             tokio::select! {
                 _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
@@ -465,6 +486,7 @@ impl Daemon {
             let view = SchedulerView { cluster, jobs: &active, specs };
             policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", policy.name())))?
         };
+        state.wake_at_ms = decision.wake_at.map(|t| t.as_ms());
         let wanted: BTreeMap<u32, &arbiter_model::Assignment> = decision.run.iter().map(|a| (a.job.0, a)).collect();
         let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
 
@@ -689,6 +711,12 @@ impl Daemon {
     pub fn free_gpus(&self) -> Vec<u32> {
         self.lock().free_gpus.iter().copied().collect()
     }
+}
+
+/// The policy configuration: defaults, with the tenants' weights and the daemon's round length
+/// for round-based policies.
+fn policy_config(tenants: &BTreeMap<String, Tenant>) -> arbiter_policy::PolicyConfig {
+    arbiter_policy::PolicyConfig { tenant_weights: tenants.values().map(|t| (t.name.clone(), t.weight)).collect(), ..Default::default() }
 }
 
 /// Polls until no live process is left in group `pgid`.
