@@ -233,7 +233,7 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
         "free_gpus": free,
         "cpus": settings.cpus,
         "memory_gib": settings.memory_gib,
-        "cpu_memory_limits": if settings.cgroups { "cgroup v2 available (not yet enforced per job)" } else { "not enforced: cgroup v2 is not writable here" },
+        "cpu_memory_limits": if settings.cgroups.is_some() { "enforced with cgroup v2" } else { "not enforced: cgroup v2 is not writable here" },
         "running": running,
         "queued": queued,
     })))

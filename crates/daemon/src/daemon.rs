@@ -52,8 +52,8 @@ pub struct Settings {
     pub memory_gib: u32,
     /// URL jobs reach the API at.
     pub public_url: String,
-    /// Whether cgroup v2 limits could be enforced here.
-    pub cgroups: bool,
+    /// The cgroup v2 subtree limits are enforced with, where the machine allows it.
+    pub cgroups: Option<crate::cgroup::Cgroups>,
 }
 
 /// A run the daemon watches.
@@ -569,6 +569,19 @@ impl Daemon {
         // one is issued per run.
         let token = crate::auth::new_token();
         env.insert("ARBITER_JOB_TOKEN".into(), token.clone());
+        // CPU and memory limits: what the job asked for, else its GPU-proportional share.
+        let total_gpus: u32 = settings.gpus.iter().map(|(_, n)| n).sum::<u32>().max(1);
+        let share = gpus.len() as f64 / total_gpus as f64;
+        let cpus = if job.request.cpus > 0 { job.request.cpus as f64 } else { (settings.cpus as f64 * share).max(1.0) };
+        let memory_gib = if job.request.memory_gib > 0 { job.request.memory_gib as f64 } else { (settings.memory_gib as f64 * share).max(1.0) };
+        let cgroup = settings.cgroups.as_ref().and_then(|cg| match cg.prepare(id, cpus, (memory_gib * (1u64 << 30) as f64) as u64) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                eprintln!("arbiter: job {id}: cgroup limits not applied: {e}");
+                None
+            }
+        });
+        env.insert("ARBITER_CGROUP".into(), cgroup.map(|d| d.display().to_string()).unwrap_or_default());
         let launch = Launch {
             command: job.request.command.clone(),
             working_dir,
@@ -703,6 +716,9 @@ impl Daemon {
             for g in gpus {
                 state.free_gpus.insert(g);
             }
+        }
+        if let Some(cg) = &self.settings.cgroups {
+            cg.remove(id);
         }
         self.wake.notify_one();
     }

@@ -35,7 +35,9 @@ pub struct Launch {
 }
 
 /// The wrapper: run the command, record its exit code, exit with it.
-const WRAPPER: &str = r#"echo $$ > "$ARBITER_PID_FILE"; sh -c "$1"; code=$?; echo "$code" > "$ARBITER_EXIT_FILE"; exit "$code""#;
+const WRAPPER: &str = r#"echo $$ > "$ARBITER_PID_FILE"
+if [ -n "$ARBITER_CGROUP" ]; then echo $$ > "$ARBITER_CGROUP/cgroup.procs" || echo "arbiter: could not join $ARBITER_CGROUP; limits not applied" >&2; fi
+sh -c "$1"; code=$?; echo "$code" > "$ARBITER_EXIT_FILE"; exit "$code""#;
 
 /// Starts a run in its own process group; returns the child (the group leader).
 pub fn spawn(launch: &Launch) -> std::io::Result<tokio::process::Child> {
@@ -118,18 +120,6 @@ pub fn parse_signal(name: &str) -> Option<Signal> {
         "QUIT" => Signal::SIGQUIT,
         _ => return None,
     })
-}
-
-/// Whether CPU and memory limits can be enforced with cgroup v2 here: the unified hierarchy is
-/// mounted and the daemon may create a child group. (Not yet used to enforce: reported.)
-pub fn cgroup_v2_writable() -> bool {
-    let root = Path::new("/sys/fs/cgroup");
-    root.join("cgroup.controllers").is_file() && std::fs::metadata(root).map(|m| !m.permissions().readonly()).unwrap_or(false) && {
-        let probe = root.join(format!("arbiter-probe-{}", std::process::id()));
-        let ok = std::fs::create_dir(&probe).is_ok();
-        let _ = std::fs::remove_dir(&probe);
-        ok
-    }
 }
 
 #[cfg(test)]

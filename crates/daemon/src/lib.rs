@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod daemon;
@@ -42,7 +43,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         cpus: if config.cpus > 0 { config.cpus } else { cpus },
         memory_gib: if config.memory_gib > 0 { config.memory_gib } else { memory_gib },
         public_url: config.public_url.clone().unwrap_or_default(),
-        cgroups: executor::cgroup_v2_writable(),
+        cgroups: cgroup::Cgroups::detect(std::path::Path::new("/sys/fs/cgroup")),
     };
     let token_file = config.admin_token_file.clone().unwrap_or_else(|| data_dir.join("admin.token"));
     let admin_token = match std::fs::read_to_string(&token_file) {
@@ -69,7 +70,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         total,
         settings.cpus,
         settings.memory_gib,
-        if settings.cgroups { "enforceable (cgroup v2), not yet enforced" } else { "NOT enforced (no writable cgroup v2)" },
+        if settings.cgroups.is_some() { "enforced with cgroup v2" } else { "NOT enforced (no writable cgroup v2 here)" },
         token_file.display()
     );
     let api = api::Api { daemon: daemon.clone(), admin_token_sha256: auth::sha256_hex(&admin_token) };
