@@ -60,6 +60,7 @@ class Job:
         self._last_report = 0.0
         self._last_steps: Optional[int] = None
         self._last_time: Optional[float] = None
+        self._last_throughput: Optional[float] = None
         if install_signal_handler:
             name = env.get("ARBITER_CHECKPOINT_SIGNAL", "TERM").upper()
             name = name if name.startswith("SIG") else "SIG" + name
@@ -119,7 +120,12 @@ class Job:
         if not force and now - self._last_report < self.report_interval_s:
             return False
         if throughput is None and self._last_steps is not None and self._last_time is not None and now > self._last_time:
-            throughput = (steps - self._last_steps) / (now - self._last_time)
+            if steps > self._last_steps:
+                throughput = (steps - self._last_steps) / (now - self._last_time)
+            else:
+                throughput = self._last_throughput  # no new steps since the last report
+        if throughput is not None:
+            self._last_throughput = throughput
         self._last_report, self._last_steps, self._last_time = now, steps, now
         if not (self.job_id and self.url and self._token):
             return False

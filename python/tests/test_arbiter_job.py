@@ -103,6 +103,9 @@ def test_reports_carry_the_job_token_and_measured_throughput(monkeypatch):
         assert path == "/v1/jobs/5/progress"
         assert auth == "Bearer secret"
         assert body["steps"] == 20 and 10 < body["throughput"] < 1000
+        # A report without new steps repeats the last measured throughput instead of 0.
+        assert job.report(20, force=True)
+        assert _Recorder.received[-1][2]["throughput"] == body["throughput"]
     finally:
         server.shutdown()
     # An unreachable scheduler never breaks training.

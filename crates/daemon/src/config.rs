@@ -135,8 +135,14 @@ pub fn detect_gpus() -> GpuInventory {
     if !out.status.success() {
         return Vec::new();
     }
+    parse_nvidia_smi(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Groups `nvidia-smi --query-gpu=name --format=csv,noheader` output into consecutive runs of
+/// one type, named by the model number (`NVIDIA A100-SXM4-80GB` → `a100`).
+pub fn parse_nvidia_smi(output: &str) -> GpuInventory {
     let mut groups: GpuInventory = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()) {
+    for line in output.lines().filter(|l| !l.trim().is_empty()) {
         // "NVIDIA A100-SXM4-80GB" → "a100": the first word that contains a digit.
         let name = line.split_whitespace().find(|w| w.chars().any(|c| c.is_ascii_digit())).unwrap_or(line.trim());
         let kind = name.split('-').next().unwrap_or(name).to_ascii_lowercase();
@@ -169,6 +175,13 @@ mod tests {
         assert_eq!(parse_gpus("auto").expect("ok"), None);
         assert!(parse_gpus("four").expect_err("bad").to_string().contains("COUNTxTYPE"));
         assert!(parse_gpus("ax100").expect_err("bad").to_string().contains("not a number"));
+    }
+
+    #[test]
+    fn nvidia_smi_names_become_gpu_types() {
+        let out = "NVIDIA A100-SXM4-80GB\nNVIDIA A100-SXM4-80GB\nTesla V100-PCIE-16GB\nNVIDIA H100 80GB HBM3\n";
+        assert_eq!(parse_nvidia_smi(out), vec![("a100".into(), 2), ("v100".into(), 1), ("h100".into(), 1)]);
+        assert!(parse_nvidia_smi("").is_empty());
     }
 
     #[test]
