@@ -227,3 +227,19 @@ fn a_thousand_concurrent_submissions_are_all_accepted_and_kept() {
     let jobs = admin.get("/v1/jobs?state=queued").expect("list")["jobs"].as_array().expect("jobs").len();
     assert_eq!(jobs, 1000);
 }
+
+#[test]
+fn failing_runs_are_retried_then_failed_with_their_exit_code() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(dir.path(), &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let id = submit(&admin, json!({ "command": "echo attempt $ARBITER_RUN; exit 3", "max_retries": 1 }));
+    wait_for("the job to fail for good", 30, || state_of(&admin, id) == "failed");
+    let job = admin.get(&format!("/v1/jobs/{id}")).expect("job");
+    assert_eq!((job["runs"].as_u64(), job["failures"].as_u64(), job["exit_code"].as_i64()), (Some(2), Some(2), Some(3)), "{job}");
+    let log = admin.get_text(&format!("/v1/jobs/{id}/logs")).expect("logs");
+    assert_eq!(log, "attempt 1\nattempt 2\n");
+    // A run over its time limit is stopped and fails.
+    let slow = submit(&admin, json!({ "command": "sleep 30", "max_run_time_s": 1, "grace_s": 1 }));
+    wait_for("the slow job to time out", 30, || state_of(&admin, slow) == "failed");
+}
