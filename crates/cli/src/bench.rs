@@ -284,38 +284,10 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
         // 2. Throughput: the GPU held, 8 threads submit 2,000 jobs that stay queued.
         client.post("/v1/jobs", &json!({ "command": "sleep 600", "grace_s": 1 }))?;
         let t = Instant::now();
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let (url, token) = (url.clone(), token.clone());
-                std::thread::spawn(move || -> Result<()> {
-                    let client = Client::new(&url, &token);
-                    for _ in 0..250 {
-                        client.post("/v1/jobs", &json!({ "command": "true" }))?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().map_err(|_| anyhow::anyhow!("client thread panicked"))??;
-        }
+        submit_many(&url, &token, 8, 250)?;
         rows.push(("submissions per second (8 clients, each persisted)".to_string(), 2000.0 / t.elapsed().as_secs_f64(), "/s"));
         // 3. Memory with 10,000 queued jobs.
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let (url, token) = (url.clone(), token.clone());
-                std::thread::spawn(move || -> Result<()> {
-                    let client = Client::new(&url, &token);
-                    for _ in 0..1000 {
-                        client.post("/v1/jobs", &json!({ "command": "true" }))?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().map_err(|_| anyhow::anyhow!("client thread panicked"))??;
-        }
+        submit_many(&url, &token, 8, 1000)?;
         let queued = client.get("/v1/jobs?state=queued")?["jobs"].as_array().map_or(0, Vec::len);
         let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
         let rss_kib: f64 = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0.0);
@@ -335,6 +307,27 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
         for (k, v, u) in &rows {
             outln!("{k:<52} {v:>10.1} {u}");
         }
+    }
+    Ok(())
+}
+
+/// Submits `threads × per_thread` trivial jobs from parallel clients.
+fn submit_many(url: &str, token: &str, threads: usize, per_thread: usize) -> Result<()> {
+    use arbiter_daemon::client::Client;
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (url, token) = (url.to_string(), token.to_string());
+            std::thread::spawn(move || -> Result<()> {
+                let client = Client::new(&url, &token);
+                for _ in 0..per_thread {
+                    client.post("/v1/jobs", &serde_json::json!({ "command": "true" }))?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().map_err(|_| anyhow::anyhow!("client thread panicked"))??;
     }
     Ok(())
 }

@@ -114,8 +114,13 @@ impl Store {
 
     /// Every job, by id.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.read_all(JOBS)
+    }
+
+    /// Every JSON value of `table`, in key order.
+    fn read_all<K: redb::Key + 'static, T: serde::de::DeserializeOwned>(&self, table: TableDefinition<K, &str>) -> Result<Vec<T>, StoreError> {
         let txn = self.db.begin_read().map_err(db_error)?;
-        let table = txn.open_table(JOBS).map_err(db_error)?;
+        let table = txn.open_table(table).map_err(db_error)?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(db_error)? {
             let (_, value) = entry.map_err(db_error)?;
@@ -137,14 +142,7 @@ impl Store {
 
     /// Every tenant, by name.
     pub fn tenants(&self) -> Result<Vec<Tenant>, StoreError> {
-        let txn = self.db.begin_read().map_err(db_error)?;
-        let table = txn.open_table(TENANTS).map_err(db_error)?;
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(db_error)? {
-            let (_, value) = entry.map_err(db_error)?;
-            out.push(serde_json::from_str(value.value()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-        }
-        Ok(out)
+        self.read_all(TENANTS)
     }
 }
 

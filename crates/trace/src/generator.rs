@@ -48,6 +48,21 @@ impl Default for GavelWorkload {
     }
 }
 
+/// A multi-GPU size as Gavel's and Synergy's generators draw it: 1, 2, 4 or 8 GPUs with
+/// probability 0.70, 0.10, 0.15, 0.05.
+pub fn draw_gpu_count(rng: &mut impl Rng) -> u32 {
+    let u: f64 = rng.random();
+    if u < 0.70 {
+        1
+    } else if u < 0.80 {
+        2
+    } else if u < 0.95 {
+        4
+    } else {
+        8
+    }
+}
+
 /// The reference GPU type run times and steps are measured on.
 pub const REFERENCE_GPU: &str = "v100";
 
@@ -71,20 +86,7 @@ impl GavelWorkload {
                 let u: f64 = rng.random();
                 arrival_s += -(1.0 - u).ln() * 3600.0 / r;
             }
-            let gpus = if self.multi_gpu {
-                let u: f64 = rng.random();
-                if u < 0.70 {
-                    1
-                } else if u < 0.80 {
-                    2
-                } else if u < 0.95 {
-                    4
-                } else {
-                    8
-                }
-            } else {
-                1
-            };
+            let gpus = if self.multi_gpu { draw_gpu_count(&mut rng) } else { 1 };
             let candidates: Vec<&String> =
                 types.iter().filter(|t| table.solo(REFERENCE_GPU, t, gpus).is_some_and(|x| x > 0.0)).collect();
             if candidates.is_empty() {

@@ -182,16 +182,7 @@ impl SynergyWorkload {
             let gpus = if let Some(d) = demands {
                 d[i % d.len()]
             } else if self.multi_gpu {
-                let u: f64 = rng.random();
-                if u < 0.70 {
-                    1
-                } else if u < 0.80 {
-                    2
-                } else if u < 0.95 {
-                    4
-                } else {
-                    8
-                }
+                crate::generator::draw_gpu_count(&mut rng)
             } else {
                 1
             };
