@@ -57,6 +57,8 @@ pub struct Placer<'a> {
     max_free_cache: Option<u32>,
     /// While set, only GPUs of this type are considered ([`Placer::place_on_type`]).
     only_type: Option<GpuTypeId>,
+    /// GPUs of the largest node (fixed for the cluster).
+    max_gpus_per_node: u32,
 }
 
 impl<'a> Placer<'a> {
@@ -64,7 +66,8 @@ impl<'a> Placer<'a> {
     pub fn new(cluster: &'a Cluster, strategy: PlacementStrategy) -> Self {
         let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = free.iter().sum();
-        Placer { cluster, free, free_total, strategy, max_free_cache: None, only_type: None }
+        let max_gpus_per_node = cluster.max_gpus_per_node();
+        Placer { cluster, free, free_total, strategy, max_free_cache: None, only_type: None, max_gpus_per_node }
     }
 
     /// GPUs free in total.
@@ -198,7 +201,7 @@ impl<'a> Placer<'a> {
     /// any rack may span racks.
     fn consolidated(&mut self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
         let nodes = &self.cluster.nodes;
-        if gpus <= self.cluster.max_gpus_per_node() {
+        if gpus <= self.max_gpus_per_node {
             if gpus > self.max_free() {
                 return None;
             }

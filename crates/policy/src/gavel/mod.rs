@@ -519,7 +519,14 @@ impl Policy for Gavel {
 
         // Priority entries per type, in hand-out order.
         let order = self.type_order(view);
-        let index_of: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        // Position in `view.jobs` by job id (a dense table: looked up for every entry of every type).
+        let mut index_table = vec![usize::MAX; view.specs.len()];
+        for (i, job) in view.jobs.iter().enumerate() {
+            if let Some(slot) = index_table.get_mut(job.id.index()) {
+                *slot = i;
+            }
+        }
+        let index_of = |id: JobId| index_table.get(id.index()).copied().filter(|i| *i != usize::MAX);
         let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
         let mut chosen: Vec<Vec<Combo>> = vec![Vec::new(); m];
         let mut scheduled: BTreeSet<JobId> = BTreeSet::new();
@@ -529,7 +536,7 @@ impl Policy for Gavel {
             let mut entries: Vec<(f64, f64, f64, Combo, bool)> = Vec::new();
             for (&combo, book) in &self.books {
                 let Some(x) = book.allocation.as_ref() else { continue };
-                if !combo.jobs().all(|id| index_of.contains_key(&id)) {
+                if !combo.jobs().all(|id| index_of(id).is_some()) {
                     continue;
                 }
                 if matches!(combo, Combo::Pair(..)) && x.iter().all(|v| *v <= 0.0) {
@@ -554,7 +561,7 @@ impl Policy for Gavel {
                 if left[ki] == 0 {
                     break;
                 }
-                let gpus = view.jobs[index_of[&combo.first()]].gpus;
+                let gpus = view.jobs[index_of(combo.first()).unwrap_or(0)].gpus;
                 if combo.jobs().any(|id| scheduled.contains(&id)) || !runnable || gpus > left[ki] {
                     continue;
                 }
@@ -570,13 +577,13 @@ impl Policy for Gavel {
         let mut placed_type: BTreeMap<Combo, GpuTypeId> = BTreeMap::new();
         for (ki, combos) in chosen.iter_mut().enumerate() {
             let k = GpuTypeId(ki as u8);
-            combos.sort_by_key(|c| (std::cmp::Reverse(view.jobs[index_of[&c.first()]].gpus), *c));
+            combos.sort_by_cached_key(|c| (std::cmp::Reverse(view.jobs[index_of(c.first()).unwrap_or(0)].gpus), *c));
             let mut fresh = Vec::new();
             for &combo in combos.iter() {
-                let job = &view.jobs[index_of[&combo.first()]];
+                let job = &view.jobs[index_of(combo.first()).unwrap_or(0)];
                 // A lease extends when the combination ran on this type last round and all its
                 // jobs still sit on the same GPUs.
-                let same_gpus = combo.jobs().all(|id| view.jobs[index_of[&id]].placement() == job.placement());
+                let same_gpus = combo.jobs().all(|id| view.jobs[index_of(id).unwrap_or(0)].placement() == job.placement());
                 match job.placement() {
                     Some(p) if same_gpus && self.last_type.get(&combo) == Some(&k) && placer.take(p) => {
                         self.lease_extensions += 1;
@@ -587,7 +594,7 @@ impl Policy for Gavel {
                 }
             }
             for combo in fresh {
-                let job: &ActiveJob = &view.jobs[index_of[&combo.first()]];
+                let job: &ActiveJob = &view.jobs[index_of(combo.first()).unwrap_or(0)];
                 let spec: &JobSpec = view.spec(job);
                 // `place_on_type` takes the GPUs it finds.
                 let placed = placer.place_on_type(spec, k, job.pending_since, now).or_else(|_| {
