@@ -225,7 +225,9 @@ impl Daemon {
                 for g in &gpus {
                     state.free_gpus.remove(g);
                 }
-                state.watched.insert(job.id, Watched { pgid: pid, kill_at_ms: None });
+                // A run that was being stopped gets its grace period again, then SIGKILL.
+                let kill_at_ms = matches!(job.state, JobState::Stopping { .. }).then(|| unix_ms() + job.request.grace_s * 1000);
+                state.watched.insert(job.id, Watched { pgid: pid, kill_at_ms });
                 job.history.push(crate::job::Transition { at_unix_s: now, to: job.state.name().into(), why: format!("re-adopted process group {pid} after a daemon restart") });
                 changed.push(job.id);
                 continue;
