@@ -258,27 +258,7 @@ impl Daemon {
         let id = {
             let mut state = self.lock();
             let id = state.jobs.len() as u32;
-            let now = unix_s();
-            let mut record = JobRecord {
-                id,
-                tenant: tenant.to_string(),
-                request,
-                state: JobState::Queued,
-                submitted_unix_s: now,
-                submitted_unix_ms: unix_ms(),
-                executed_s: 0.0,
-                runs: 0,
-                failures: 0,
-                preemptions: 0,
-                exit_code: None,
-                pending_reason: None,
-                progress: None,
-                throughput_by_gpu_type: BTreeMap::new(),
-                total_steps: None,
-                history: Vec::new(),
-                token_sha256: crate::auth::sha256_hex(&token),
-            };
-            record.transition(JobState::Queued, "submitted", now);
+            let record = JobRecord::submitted(id, tenant, request, unix_ms(), crate::auth::sha256_hex(&token));
             self.store.put_jobs(&[&record])?;
             let spec = spec_of(&record, &state.cluster);
             state.specs.push(spec);
@@ -804,25 +784,9 @@ mod tests {
         ];
         let cluster = Cluster::new(vec!["v100".into(), "k80".into(), "t4".into()], nodes).expect("valid");
         let request: SubmitRequest = serde_json::from_str(r#"{"command": "x", "gpu_types": ["v100", "k80"]}"#).expect("valid");
-        let mut job = JobRecord {
-            id: 0,
-            tenant: "t".into(),
-            request,
-            state: JobState::Queued,
-            submitted_unix_s: 0,
-            submitted_unix_ms: 0,
-            executed_s: 100.0,
-            runs: 1,
-            failures: 0,
-            preemptions: 0,
-            exit_code: None,
-            pending_reason: None,
-            progress: None,
-            throughput_by_gpu_type: BTreeMap::new(),
-            total_steps: None,
-            history: Vec::new(),
-            token_sha256: String::new(),
-        };
+        let mut job = JobRecord::submitted(0, "t", request, 0, String::new());
+        job.executed_s = 100.0;
+        job.runs = 1;
         // Not measured yet: allowed types 1, the others 0.
         assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 1.0, 0.0]);
         // Measured 40 steps/s on V100s and 10 on K80s: K80 runs at a quarter of the speed.

@@ -270,6 +270,32 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// A job just submitted (queued, nothing run yet), its submission recorded in its history.
+    pub fn submitted(id: u32, tenant: &str, request: SubmitRequest, now_unix_ms: u64, token_sha256: String) -> Self {
+        let now_s = (now_unix_ms / 1000) as i64;
+        let mut record = JobRecord {
+            id,
+            tenant: tenant.to_string(),
+            request,
+            state: JobState::Queued,
+            submitted_unix_s: now_s,
+            submitted_unix_ms: now_unix_ms,
+            executed_s: 0.0,
+            runs: 0,
+            failures: 0,
+            preemptions: 0,
+            exit_code: None,
+            pending_reason: None,
+            progress: None,
+            throughput_by_gpu_type: BTreeMap::new(),
+            total_steps: None,
+            history: Vec::new(),
+            token_sha256,
+        };
+        record.transition(JobState::Queued, "submitted", now_s);
+        record
+    }
+
     /// Records a transition to `state`.
     pub fn transition(&mut self, state: JobState, why: impl Into<String>, now_unix_s: i64) {
         self.history.push(Transition { at_unix_s: now_unix_s, to: state.name().to_string(), why: why.into() });

@@ -153,25 +153,9 @@ mod tests {
 
     fn record(id: u32) -> JobRecord {
         let request: SubmitRequest = serde_json::from_str(r#"{"command": "true"}"#).expect("valid");
-        JobRecord {
-            id,
-            tenant: "t".into(),
-            request,
-            state: JobState::Queued,
-            submitted_unix_s: 0,
-            submitted_unix_ms: 0,
-            executed_s: 0.0,
-            runs: 0,
-            failures: 0,
-            preemptions: 0,
-            exit_code: None,
-            pending_reason: None,
-            progress: None,
-            throughput_by_gpu_type: Default::default(),
-            total_steps: None,
-            history: Vec::new(),
-            token_sha256: String::new(),
-        }
+        let mut record = JobRecord::submitted(id, "t", request, 0, String::new());
+        record.history.clear();
+        record
     }
 
     #[test]

@@ -116,10 +116,9 @@ impl Synergy {
         Synergy { name, order, mechanism, opt_cache: opt::SplitCache::default() }
     }
 
-    /// `opt`: per-server splits solved so far (not reused from the cache) and the seconds spent.
-    /// Timing uses the wall clock and is for reports only; it never influences a decision.
-    pub fn opt_stats(&self) -> (u64, f64) {
-        (self.opt_cache.solves, self.opt_cache.solve_s)
+    /// `opt`: per-server splits solved so far (not reused from the cache).
+    pub fn opt_splits(&self) -> u64 {
+        self.opt_cache.solves
     }
 
     /// Jobs in scheduling order.

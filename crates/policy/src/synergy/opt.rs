@@ -31,8 +31,6 @@ pub struct SplitCache {
     by_server: BTreeMap<NodeId, (ServerKey, Vec<HostShare>)>,
     /// Servers solved (not reused from the cache), for reporting.
     pub solves: u64,
-    /// Wall-clock seconds spent solving, for reporting only (never read by a decision).
-    pub solve_s: f64,
 }
 
 impl SplitCache {
@@ -50,9 +48,7 @@ impl SplitCache {
                 Some((cached, shares)) if *cached == key => shares.clone(),
                 _ => {
                     self.solves += 1;
-                    let started = std::time::Instant::now();
                     let shares = best_split(view, &jobs, cpus, memory, proportional);
-                    self.solve_s += started.elapsed().as_secs_f64();
                     self.by_server.insert(server, (key, shares.clone()));
                     shares
                 }
