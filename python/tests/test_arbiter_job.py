@@ -4,6 +4,7 @@ real run under `arbiter serve` when the binary is built."""
 import http.server
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -50,6 +51,8 @@ from arbiter_job import Job
 job = Job()
 print("started at", (job.load() or {{"step": 0}})["step"], flush=True)
 def step(user):
+    if "sum" not in user:
+        print("ready: first step running", flush=True)  # the signal handler is installed
     time.sleep(0.02)
     return {{"sum": user.get("sum", 0) + 1}}
 result = job.run(step, total_steps=100)
@@ -62,10 +65,22 @@ def test_run_checkpoints_exits_cleanly_when_preempted_and_resumes(tmp_path):
     script.write_text(TRAINING.format(python_dir=str(PYTHON_DIR)))
     env = dict(os.environ, ARBITER_CHECKPOINT_DIR=str(tmp_path / "ckpt"))
     first = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    # Signal only once the child says its handler is installed and a step is under way (a fixed
+    # sleep lost the race on a busy machine: issue 9, item 28).
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in first.stdout] + [lines.put(None)], daemon=True).start()
+    seen = []
+    while not (seen and seen[-1] is not None and seen[-1].startswith("ready")):
+        try:
+            seen.append(lines.get(timeout=60))
+        except queue.Empty:
+            first.kill()
+            pytest.fail(f"no readiness marker from the child within 60 s; it printed {seen}")
+        assert seen[-1] is not None, f"the child ended before it was ready: {seen}"
     first.send_signal(signal.SIGTERM)
-    out, _ = first.communicate(timeout=10)
-    assert first.returncode == 0, out
+    assert first.wait(timeout=30) == 0, seen
+    out = "".join(line for line in iter(lines.get, None))
+    assert "done" not in out, "the child stopped early, on the signal"
     saved = json.loads((tmp_path / "ckpt" / "arbiter_state.json").read_text())
     assert 0 < saved["step"] < 100
     assert saved["user"]["sum"] == saved["step"]

@@ -54,11 +54,12 @@ use std::path::{Path, PathBuf};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Client commands: print the daemon's JSON (`arbiter --json jobs`).
-    #[arg(long)]
+    /// Print JSON instead of tables: simulation results, or the daemon's JSON for client
+    /// commands. Accepted before or after the subcommand (`arbiter jobs --json`).
+    #[arg(long, global = true)]
     json: bool,
     /// Client commands: read the bearer token from this file instead of ARBITER_TOKEN.
-    #[arg(long)]
+    #[arg(long, global = true, value_name = "FILE")]
     token_file: Option<PathBuf>,
 }
 
@@ -75,9 +76,6 @@ enum Command {
         /// Override a scenario key: KEY=VALUE (VALUE in TOML syntax; bare words are strings).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
-        /// Print one JSON object instead of the table.
-        #[arg(long)]
-        json: bool,
         /// Write one per-job CSV per simulation into this folder.
         #[arg(long, value_name = "DIR")]
         jobs_dir: Option<PathBuf>,
@@ -103,9 +101,6 @@ enum Command {
         /// Output folder.
         #[arg(long, default_value = "out/sweep")]
         out: PathBuf,
-        /// Print the sweep as JSON instead of the table.
-        #[arg(long)]
-        json: bool,
     },
     /// Simulate one ad-hoc configuration from flags.
     Simulate {
@@ -143,9 +138,6 @@ enum Command {
         /// Write per-job CSV here.
         #[arg(long)]
         jobs_csv: Option<PathBuf>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// Work with trace files.
     Trace {
@@ -157,6 +149,12 @@ enum Command {
     /// Run the scheduler daemon on this machine (production mode): HTTP API, embedded store,
     /// jobs as local processes. `arbiter serve --gpus 4xa100 --policy las`.
     Serve(production::ServeArgs),
+    /// Internal: the run wrapper the daemon starts (by absolute path) for every run.
+    #[command(hide = true)]
+    JobWrapper {
+        /// The run's launch spec, written by the daemon.
+        spec: PathBuf,
+    },
     /// Talk to a running daemon (ARBITER_URL, ARBITER_TOKEN): submit, jobs, show, cancel, logs,
     /// cluster, tenants.
     #[command(flatten)]
@@ -178,9 +176,12 @@ enum Command {
         /// Policies to time.
         #[arg(long, value_delimiter = ',', default_values_t = [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las])]
         policies: Vec<PolicyKind>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+    },
+    /// Print a shell completion script: `arbiter completions bash > ~/.local/share/bash-completion/completions/arbiter`,
+    /// `arbiter completions zsh > ~/.zfunc/_arbiter`, `arbiter completions fish > ~/.config/fish/completions/arbiter.fish`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -224,9 +225,10 @@ fn parse_format(name: &str) -> Result<TraceFormat> {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let json = cli.json;
     match cli.command {
-        Command::Run { file, overrides, json, jobs_dir } => run_scenario(&file, &overrides, json, jobs_dir.as_deref()),
-        Command::Sweep { file, key, values, overrides, out, json } => run_sweep(&file, &key, &values, &overrides, &out, json),
+        Command::Run { file, overrides, jobs_dir } => run_scenario(&file, &overrides, json, jobs_dir.as_deref()),
+        Command::Sweep { file, key, values, overrides, out } => run_sweep(&file, &key, &values, &overrides, &out, json),
         Command::Simulate {
             trace,
             format,
@@ -239,15 +241,18 @@ fn run(cli: Cli) -> Result<()> {
             gittins_prior,
             seed,
             jobs_csv,
-            json,
         } => {
             let format = parse_format(&format)?;
-            let trace = arbiter_trace::read(&trace, format, &ReadOptions::default())?;
+            let trace_path = trace;
+            let trace = arbiter_trace::read(&trace_path, format, &ReadOptions::default())?;
             let (nodes, gpus) = cluster
                 .split_once('x')
                 .and_then(|(n, g)| Some((n.parse::<u32>().ok()?, g.parse::<u32>().ok()?)))
                 .with_context(|| format!("--cluster `{cluster}`: expected NODESxGPUS, e.g. 8x8"))?;
             let cluster = Cluster::homogeneous(1, nodes, gpus, 64, 512, "GPU")?;
+            if let Some(warning) = arbiter_sim::UnplaceableJobs::count(&cluster, &trace.jobs).warning(&trace_path.display().to_string()) {
+                eprintln!("warning: {warning}");
+            }
             let placement = PlacementStrategy::from_name(&placement, relax_after_s).with_context(|| {
                 format!("--placement `{placement}`: expected one of {}", PlacementStrategy::NAMES.join(", "))
             })?;
@@ -297,6 +302,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         },
         Command::Serve(args) => production::serve(args),
+        Command::JobWrapper { spec } => std::process::exit(arbiter_daemon::wrapper::run(&spec)),
         Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
         Command::Policies => {
             for kind in PolicyKind::ALL {
@@ -304,7 +310,14 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Bench { suite, trace, vc_sizes, policies, json } => match suite.as_str() {
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "arbiter", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
+            Ok(())
+        }
+        Command::Bench { suite, trace, vc_sizes, policies } => match suite.as_str() {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
@@ -326,6 +339,7 @@ fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], ou
         &|| origin.elapsed().as_secs_f64(),
     )?;
     bar.finish_and_clear();
+    print_warnings(sweep.points.iter().flat_map(|p| &p.results));
     let written = sweep.write(out)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&sweep)?);
@@ -361,6 +375,16 @@ fn progress_bar(enabled: bool, message: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// Prints each distinct warning of the result rows once, on stderr.
+fn print_warnings<'a>(rows: impl IntoIterator<Item = &'a arbiter_sim::scenario::ResultRow>) {
+    let mut seen = std::collections::BTreeSet::new();
+    for warning in rows.into_iter().flat_map(|r| &r.warnings) {
+        if seen.insert(warning.as_str()) {
+            eprintln!("warning: {warning}");
+        }
+    }
+}
+
 fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<&Path>) -> Result<()> {
     let scenario = Scenario::load(file, overrides)?;
     let bar = progress_bar(!json, &scenario.name);
@@ -370,6 +394,7 @@ fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<
         &|| origin.elapsed().as_secs_f64(),
     )?;
     bar.finish_and_clear();
+    print_warnings(&rows);
     if let Some(dir) = jobs_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for r in &rows {

@@ -7,27 +7,34 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-/// `arbiter serve` options (each overrides the config file).
+/// `arbiter serve` options. Each overrides the config file's key of the same name; the defaults
+/// shown apply when neither gives one.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nConnections (config keys): header_timeout_s (default 10), idle_timeout_s (60), max_connections (1024).")]
 pub struct ServeArgs {
-    /// TOML config (see README "Production mode"); every key optional.
+    /// TOML config (keys: see README "Production mode"); every key optional.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Data directory (store, logs, checkpoints, admin token).
+    /// Data directory (store, logs, checkpoints, admin token) [default: arbiter-data]
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Address to listen on, e.g. 127.0.0.1:7070.
+    /// Address to listen on [default: 127.0.0.1:7070]
     #[arg(long)]
     pub listen: Option<std::net::SocketAddr>,
-    /// Policy (any simulator policy: fifo, las, srtf, max-min-fairness, ...).
+    /// Policy (any simulator policy: fifo, las, srtf, max-min-fairness, ...) [default: fifo]
     #[arg(long)]
     pub policy: Option<String>,
-    /// GPUs: `auto` (nvidia-smi) or declared, e.g. 4xa100, 2xv100,2xk80, 0.
+    /// GPUs: `auto` (nvidia-smi) or declared, e.g. 4xa100, 2xv100,2xk80, 0 [default: auto]
     #[arg(long)]
     pub gpus: Option<String>,
-    /// Seconds between scheduling rounds (the policy also runs at every submit and job end).
+    /// Seconds between scheduling rounds (the policy also runs at every submit and job end)
+    /// [default: 30]
     #[arg(long)]
     pub round_s: Option<f64>,
+    /// Log level (error, warn, info, debug, trace) or a filter such as
+    /// `info,arbiter_daemon=debug`; logs go to stderr [default: $RUST_LOG, else info]
+    #[arg(long)]
+    pub log_level: Option<String>,
 }
 
 /// Client commands; the daemon is found with `ARBITER_URL` (default http://127.0.0.1:7070) and
@@ -35,6 +42,16 @@ pub struct ServeArgs {
 #[derive(Subcommand, Debug)]
 pub enum ClientCommand {
     /// Submit a job: `arbiter submit --gpus 2 -- python train.py --epochs 10`.
+    ///
+    /// Environment: like Slurm's `--export`, the job gets the environment `arbiter submit` runs
+    /// in (`--export ALL`, the default), none of it (`--export NONE`), or only the variables
+    /// listed (`--export PATH,HOME`; `NAME=VALUE` items set a value, and `ALL,NAME=VALUE` adds to
+    /// the whole environment); `--env KEY=VALUE` then adds or overrides. Variables Arbiter sets
+    /// for each run are never passed: `ARBITER_*` (your `ARBITER_TOKEN` included),
+    /// `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER`; `--env` refuses them.
+    ///
+    /// The submission carries a random idempotency key and is retried a few times if the daemon
+    /// cannot be reached: a retry never creates a second job.
     Submit {
         /// GPUs.
         #[arg(long, default_value_t = 1)]
@@ -48,7 +65,11 @@ pub enum ClientCommand {
         /// Working directory (default: the current one).
         #[arg(long)]
         working_dir: Option<PathBuf>,
-        /// Environment variables, KEY=VALUE (repeatable).
+        /// Which of this shell's environment variables the job gets: ALL, NONE, or a list
+        /// (NAME or NAME=VALUE items, comma-separated, optionally after ALL or NONE).
+        #[arg(long, default_value = "ALL", value_name = "ALL|NONE|NAME,...")]
+        export: String,
+        /// Environment variables for the job, KEY=VALUE (repeatable), on top of --export.
         #[arg(long = "env", value_name = "KEY=VALUE")]
         env: Vec<String>,
         /// Checkpoint directory (default: one per job in the daemon's data directory).
@@ -92,32 +113,72 @@ pub enum ClientCommand {
         /// Job id.
         id: u32,
     },
-    /// Print a job's output.
+    /// Print a job's output (at most 16 MiB per call; `--offset` pages through longer logs).
     Logs {
         /// Job id.
         id: u32,
         /// Only the last N bytes.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "offset")]
         tail_bytes: Option<u64>,
+        /// Start at this byte.
+        #[arg(long)]
+        offset: Option<u64>,
     },
     /// GPUs, free GPUs, running jobs.
     Cluster,
-    /// List tenants, or create one (admin): `arbiter tenants add NAME --weight 2`.
+    /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
-        /// `add NAME` creates (or replaces) a tenant and prints its token once.
-        #[arg(num_args = 0..=2)]
-        action: Vec<String>,
-        /// Weight for `add`.
+        /// What to do; without one, list the tenants.
+        #[command(subcommand)]
+        action: Option<TenantsCommand>,
+    },
+}
+
+/// `arbiter tenants ...` (admin only).
+#[derive(Subcommand, Debug)]
+pub enum TenantsCommand {
+    /// List the tenants.
+    List,
+    /// Create a tenant and print its token (shown once). An existing tenant is refused.
+    Add {
+        /// Name: 1-64 of [A-Za-z0-9_-].
+        name: String,
+        /// Fair-share weight (hierarchical policies).
         #[arg(long, default_value_t = 1.0)]
         weight: f64,
-        /// GPU quota for `add`.
+        /// Most GPUs its jobs may hold at once (default: no limit).
         #[arg(long)]
         gpu_quota: Option<u32>,
+    },
+    /// Change a tenant's weight or GPU quota; its token stays.
+    Update {
+        /// Tenant.
+        name: String,
+        /// New fair-share weight.
+        #[arg(long)]
+        weight: Option<f64>,
+        /// New GPU quota.
+        #[arg(long, conflicts_with = "no_gpu_quota")]
+        gpu_quota: Option<u32>,
+        /// Remove the GPU quota.
+        #[arg(long)]
+        no_gpu_quota: bool,
+    },
+    /// Remove a tenant (its token stops working). Refused while it has queued or running jobs.
+    Remove {
+        /// Tenant.
+        name: String,
+    },
+    /// Give a tenant a new token (shown once); the old one stops working at once.
+    RotateToken {
+        /// Tenant.
+        name: String,
     },
 }
 
 /// Runs `arbiter serve`.
 pub fn serve(args: ServeArgs) -> Result<()> {
+    init_logging(args.log_level.as_deref())?;
     let mut config = match &args.config {
         Some(path) => ServeConfig::read(path)?,
         None => ServeConfig::default(),
@@ -138,7 +199,36 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         config.round_s = v;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(arbiter_daemon::serve(config)).map_err(|e| anyhow::anyhow!("{e}"))
+    let result = runtime.block_on(arbiter_daemon::serve(config)).map_err(|e| anyhow::anyhow!("{e}"));
+    // Blocking tasks (store writes) get a moment to finish; runs are not ours to wait for.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    result
+}
+
+/// Logs to stderr at `level` (else `RUST_LOG`, else `info`).
+fn init_logging(level: Option<&str>) -> Result<()> {
+    use tracing_subscriber::EnvFilter;
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let filter = match level {
+        Some(l) => {
+            // A bare word that is not a level would silently be read as a target name.
+            if !l.contains(['=', ',']) && !LEVELS.contains(&l.to_ascii_lowercase().as_str()) {
+                bail!("--log-level `{l}`: not one of {} (or a filter such as `info,arbiter_daemon=debug`)", LEVELS.join(", "));
+            }
+            EnvFilter::try_new(l).with_context(|| format!("--log-level `{l}`"))?
+        }
+        None => match std::env::var("RUST_LOG") {
+            Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v).with_context(|| format!("RUST_LOG `{v}`"))?,
+            _ => EnvFilter::new("info"),
+        },
+    };
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("logging: {e}"))
 }
 
 fn client(token_file: Option<&PathBuf>) -> Result<Client> {
@@ -164,6 +254,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             gpu_types,
             priority,
             working_dir,
+            export,
             env,
             checkpoint_dir,
             checkpoint_signal,
@@ -174,11 +265,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             name,
             command,
         } => {
-            let mut env_map = serde_json::Map::new();
-            for pair in env {
-                let (k, v) = pair.split_once('=').with_context(|| format!("--env `{pair}` is not KEY=VALUE"))?;
-                env_map.insert(k.to_string(), json!(v));
-            }
+            let env_map = job_env(&export, &env, std::env::vars_os())?;
             let cwd = match working_dir {
                 Some(d) => std::fs::canonicalize(&d).with_context(|| format!("--working-dir {}", d.display()))?,
                 None => std::env::current_dir()?,
@@ -203,7 +290,8 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             if let Some(v) = name {
                 body["name"] = json!(v);
             }
-            let reply = client.post("/v1/jobs", &body)?;
+            // One key per invocation: the retries inside `submit` reuse it.
+            let reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
             if json_out {
                 print(&reply)?;
             } else {
@@ -219,23 +307,17 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             if json_out {
                 print(&reply)?;
             } else {
-                crate::outln!("{:>5}  {:<12} {:<10} {:<8} {:<40} {}", "id", "tenant", "state", "gpus", "command", "waiting because");
-                for job in reply["jobs"].as_array().into_iter().flatten() {
-                    let gpus = job["state"]["gpus"].as_array().map(|g| g.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")).unwrap_or_else(|| job["request"]["gpus"].to_string());
-                    let command: String = job["request"]["command"].as_str().unwrap_or("").chars().take(40).collect();
-                    crate::outln!(
-                        "{:>5}  {:<12} {:<10} {:<8} {:<40} {}",
-                        job["id"].as_u64().unwrap_or(0),
-                        job["tenant"].as_str().unwrap_or(""),
-                        job["state"]["state"].as_str().unwrap_or(""),
-                        gpus,
-                        command,
-                        job["pending_reason"].as_str().unwrap_or("")
-                    );
-                }
+                crate::out!("{}", jobs_table(reply["jobs"].as_array().map_or(&[][..], Vec::as_slice)));
             }
         }
-        ClientCommand::Show { id } => print(&client.get(&format!("/v1/jobs/{id}"))?)?,
+        ClientCommand::Show { id } => {
+            let job = client.get(&format!("/v1/jobs/{id}"))?;
+            if json_out {
+                print(&job)?;
+            } else {
+                crate::out!("{}", job_text(&job));
+            }
+        }
         ClientCommand::Cancel { id } => {
             let reply = client.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))?;
             if json_out {
@@ -244,17 +326,43 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
                 crate::outln!("cancelling job {id}");
             }
         }
-        ClientCommand::Logs { id, tail_bytes } => {
-            let path = match tail_bytes {
-                Some(n) => format!("/v1/jobs/{id}/logs?tail_bytes={n}"),
-                None => format!("/v1/jobs/{id}/logs"),
+        ClientCommand::Logs { id, tail_bytes, offset } => {
+            let path = match (tail_bytes, offset) {
+                (Some(n), _) => format!("/v1/jobs/{id}/logs?tail_bytes={n}"),
+                (None, Some(n)) => format!("/v1/jobs/{id}/logs?offset={n}"),
+                (None, None) => format!("/v1/jobs/{id}/logs"),
             };
-            crate::out!("{}", client.get_text(&path)?);
+            let part = match client.get_log(&path, &mut std::io::stdout().lock()) {
+                Err(arbiter_daemon::client::ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                other => other?,
+            };
+            if part.truncated {
+                let next = part.start + part.len;
+                if tail_bytes.is_some() {
+                    eprintln!("arbiter: only the last {} bytes of {} were sent (the daemon's per-response cap)", part.len, part.size);
+                } else {
+                    eprintln!("arbiter: output cut at byte {next} of {}; continue with `arbiter logs {id} --offset {next}`", part.size);
+                }
+            }
         }
-        ClientCommand::Cluster => print(&client.get("/v1/cluster")?)?,
-        ClientCommand::Tenants { action, weight, gpu_quota } => match action.as_slice() {
-            [] => print(&client.get("/v1/tenants")?)?,
-            [verb, name] if verb == "add" => {
+        ClientCommand::Cluster => {
+            let cluster = client.get("/v1/cluster")?;
+            if json_out {
+                print(&cluster)?;
+            } else {
+                crate::out!("{}", cluster_text(&cluster));
+            }
+        }
+        ClientCommand::Tenants { action } => match action.unwrap_or(TenantsCommand::List) {
+            TenantsCommand::List => {
+                let reply = client.get("/v1/tenants")?;
+                if json_out {
+                    print(&reply)?;
+                } else {
+                    crate::out!("{}", tenants_table(reply["tenants"].as_array().map_or(&[][..], Vec::as_slice)));
+                }
+            }
+            TenantsCommand::Add { name, weight, gpu_quota } => {
                 let reply = client.post("/v1/tenants", &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota }))?;
                 if json_out {
                     print(&reply)?;
@@ -262,10 +370,324 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
                     crate::outln!("tenant {name} created; its token (shown once): {}", reply["token"].as_str().unwrap_or(""));
                 }
             }
-            _ => bail!("usage: arbiter tenants [add NAME [--weight W] [--gpu-quota N]]"),
+            TenantsCommand::Update { name, weight, gpu_quota, no_gpu_quota } => {
+                let mut body = serde_json::Map::new();
+                if let Some(w) = weight {
+                    body.insert("weight".into(), json!(w));
+                }
+                if no_gpu_quota {
+                    body.insert("gpu_quota".into(), Value::Null);
+                } else if let Some(q) = gpu_quota {
+                    body.insert("gpu_quota".into(), json!(q));
+                }
+                if body.is_empty() {
+                    bail!("nothing to change: give --weight, --gpu-quota or --no-gpu-quota");
+                }
+                let reply = client.patch(&format!("/v1/tenants/{name}"), &Value::Object(body))?;
+                if json_out {
+                    print(&reply)?;
+                } else {
+                    crate::outln!("tenant {name}: weight {}, GPU quota {}", number(&reply["weight"]), quota(&reply["gpu_quota"]));
+                }
+            }
+            TenantsCommand::Remove { name } => {
+                let reply = client.delete(&format!("/v1/tenants/{name}"))?;
+                if json_out {
+                    print(&reply)?;
+                } else {
+                    crate::outln!("tenant {name} removed; its token no longer works");
+                }
+            }
+            TenantsCommand::RotateToken { name } => {
+                let reply = client.post(&format!("/v1/tenants/{name}/token"), &json!({}))?;
+                if json_out {
+                    print(&reply)?;
+                } else {
+                    crate::outln!("tenant {name}: new token (shown once; the old one no longer works): {}", reply["token"].as_str().unwrap_or(""));
+                }
+            }
         },
     }
     Ok(())
+}
+
+/// Whether Arbiter sets `key` for every run itself (a submission may not).
+fn arbiter_owned(key: &str) -> bool {
+    key.starts_with("ARBITER_") || key == "CUDA_VISIBLE_DEVICES" || key == "CUDA_DEVICE_ORDER"
+}
+
+/// The job's environment from `--export` (applied to `environment`, the submitter's) and
+/// `--env` on top, without the variables Arbiter owns (dropped from the export, refused in
+/// `--env` and in an explicit export list).
+fn job_env(export: &str, env: &[String], environment: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut all = false;
+    let mut named = Vec::new();
+    let mut set = Vec::new();
+    for item in export.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        match item {
+            "ALL" => all = true,
+            "NONE" => {}
+            _ => {
+                let (key, value) = match item.split_once('=') {
+                    Some((k, v)) => (k, Some(v)),
+                    None => (item, None),
+                };
+                if arbiter_owned(key) {
+                    bail!("--export {key}: Arbiter sets {key} for each run itself (ARBITER_*, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER cannot be passed)");
+                }
+                match value {
+                    Some(v) => set.push((key.to_string(), v.to_string())),
+                    None => named.push(key.to_string()),
+                }
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for (key, value) in environment {
+        let (Some(key), Some(value)) = (key.to_str(), value.to_str()) else {
+            eprintln!("arbiter: not exporting {}: not UTF-8", key.to_string_lossy());
+            continue;
+        };
+        if (all || named.iter().any(|n| n == key)) && !arbiter_owned(key) {
+            out.insert(key.to_string(), value.to_string());
+        }
+    }
+    out.extend(set);
+    for pair in env {
+        let (key, value) = pair.split_once('=').with_context(|| format!("--env `{pair}` is not KEY=VALUE"))?;
+        if key.is_empty() {
+            bail!("--env `{pair}`: empty name");
+        }
+        if arbiter_owned(key) {
+            bail!("--env {key}: Arbiter sets {key} for each run itself (ARBITER_*, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER cannot be set)");
+        }
+        out.insert(key.to_string(), value.to_string());
+    }
+    Ok(out)
+}
+
+/// `text` on one line, at most `width` characters: cut at a word boundary, with `…`.
+fn cut_words(text: &str, width: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= width {
+        return flat;
+    }
+    let mut out = String::new();
+    for word in flat.split(' ') {
+        let extra = word.chars().count() + usize::from(!out.is_empty());
+        if out.chars().count() + extra > width - 1 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.is_empty() {
+        // One word longer than the column: no boundary to cut at.
+        out = flat.chars().take(width - 1).collect();
+    }
+    out.push('…');
+    out
+}
+
+/// Pads `text` (already at most `width` characters) to `width` characters.
+fn pad(text: &str, width: usize) -> String {
+    format!("{text}{}", " ".repeat(width.saturating_sub(text.chars().count())))
+}
+
+fn gpu_list(v: &Value) -> Option<String> {
+    v.as_array().map(|g| g.iter().map(Value::to_string).collect::<Vec<_>>().join(","))
+}
+
+fn number(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn quota(v: &Value) -> String {
+    if v.is_null() { "none".into() } else { v.to_string() }
+}
+
+/// The `arbiter jobs` table: `gpus` is how many the job asked for, `on` the GPU indices it holds;
+/// the reason it waits only for queued jobs.
+fn jobs_table(jobs: &[Value]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "{:>5}  {:<12} {:<16} {:<10} {:>4} {:<8} {:<40} waiting because", "id", "tenant", "name", "state", "gpus", "on", "command");
+    for job in jobs {
+        let state = job["state"]["state"].as_str().unwrap_or("");
+        let on = gpu_list(&job["state"]["gpus"]).unwrap_or_else(|| "-".into());
+        let waiting = if state == "queued" { job["pending_reason"].as_str().unwrap_or("") } else { "" };
+        let line = format!(
+            "{:>5}  {} {} {} {:>4} {} {} {}",
+            job["id"].as_u64().unwrap_or(0),
+            pad(&cut_words(job["tenant"].as_str().unwrap_or(""), 12), 12),
+            pad(&cut_words(job["request"]["name"].as_str().unwrap_or("-"), 16), 16),
+            pad(state, 10),
+            number(&job["request"]["gpus"]),
+            pad(&cut_words(&on, 8), 8),
+            pad(&cut_words(job["request"]["command"].as_str().unwrap_or(""), 40), 40),
+            waiting
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
+fn utc(unix_s: i64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let (days, secs) = (unix_s.div_euclid(86_400), unix_s.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+/// `arbiter show ID` as text.
+fn job_text(job: &Value) -> String {
+    use std::fmt::Write;
+    let r = &job["request"];
+    let st = &job["state"];
+    let state = st["state"].as_str().unwrap_or("?");
+    let mut out = String::new();
+    let name = r["name"].as_str().map(|n| format!(" ({n})")).unwrap_or_default();
+    let _ = writeln!(out, "job {}{name}, tenant {}", number(&job["id"]), job["tenant"].as_str().unwrap_or("?"));
+    let mut state_line = state.to_string();
+    if let Some(gpus) = gpu_list(&st["gpus"]) {
+        let _ = write!(state_line, " on GPUs {gpus}");
+    }
+    if let Some(pid) = st["pid"].as_u64().filter(|p| *p > 0) {
+        let _ = write!(state_line, ", process group {pid}");
+    }
+    if let Some(t) = st["started_unix_s"].as_i64() {
+        let _ = write!(state_line, ", since {} UTC", utc(t));
+    }
+    if let Some(reason) = st["reason"].as_str() {
+        let _ = write!(state_line, " ({reason})");
+    }
+    let _ = writeln!(out, "  state:      {state_line}");
+    if state == "queued"
+        && let Some(reason) = job["pending_reason"].as_str() {
+            let _ = writeln!(out, "  waiting:    {reason}");
+        }
+    let _ = writeln!(out, "  command:    {}", r["command"].as_str().unwrap_or("").trim());
+    if let Some(dir) = r["working_dir"].as_str() {
+        let _ = writeln!(out, "  directory:  {dir}");
+    }
+    let types = r["gpu_types"].as_array().filter(|t| !t.is_empty()).map(|t| format!(" of type {}", t.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("/"))).unwrap_or_default();
+    let plural = if r["gpus"].as_u64() == Some(1) { "" } else { "s" };
+    let _ = writeln!(out, "  asks for:   {} GPU{plural}{types}, priority {}", number(&r["gpus"]), number(&r["priority"]));
+    if let Some(t) = job["submitted_unix_s"].as_i64() {
+        let _ = writeln!(out, "  submitted:  {} UTC", utc(t));
+    }
+    let exit = job["exit_code"].as_i64().map_or_else(|| "-".to_string(), |c| c.to_string());
+    let _ = writeln!(
+        out,
+        "  runs:       {} (failures {} of {} allowed retries, preemptions {}), {:.0} s on GPUs, last exit code {exit}",
+        number(&job["runs"]),
+        number(&job["failures"]),
+        number(&r["max_retries"]),
+        number(&job["preemptions"]),
+        job["executed_s"].as_f64().unwrap_or(0.0)
+    );
+    if job["progress"].is_object() {
+        let p = &job["progress"];
+        let total = job["total_steps"].as_u64().map(|t| format!(" of {t}")).unwrap_or_default();
+        let rate = p["throughput"].as_f64().map(|t| format!(" at {t:.2} steps/s")).unwrap_or_default();
+        let _ = writeln!(out, "  progress:   {} steps{total}{rate}", number(&p["steps"]));
+    }
+    if let Some(history) = job["history"].as_array() {
+        let _ = writeln!(out, "  history:");
+        for t in history {
+            let _ = writeln!(out, "    {} UTC  {:<10} {}", utc(t["at_unix_s"].as_i64().unwrap_or(0)), t["to"].as_str().unwrap_or(""), t["why"].as_str().unwrap_or(""));
+        }
+    }
+    out
+}
+
+/// `arbiter cluster` as text. Keys this client does not know are printed as they come, so that
+/// what a newer daemon adds (warnings above all) is not hidden.
+fn cluster_text(c: &Value) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "policy {}, a round every {} s", c["policy"].as_str().unwrap_or("?"), number(&c["round_s"]));
+    let groups: Vec<String> = c["gpus"].as_array().into_iter().flatten().map(|g| format!("{}x{}", number(&g["count"]), g["type"].as_str().unwrap_or("?"))).collect();
+    let total: u64 = c["gpus"].as_array().into_iter().flatten().filter_map(|g| g["count"].as_u64()).sum();
+    let free = gpu_list(&c["free_gpus"]).unwrap_or_default();
+    let free_count = c["free_gpus"].as_array().map_or(0, Vec::len);
+    let _ = writeln!(
+        out,
+        "GPUs: {total} ({}), {free_count} free{}",
+        if groups.is_empty() { "none".into() } else { groups.join(", ") },
+        if free.is_empty() { String::new() } else { format!(": {free}") }
+    );
+    let _ = writeln!(out, "CPUs: {}, memory: {} GiB; CPU/memory limits {}", number(&c["cpus"]), number(&c["memory_gib"]), c["cpu_memory_limits"].as_str().unwrap_or("?"));
+    let running = c["running"].as_array().map_or(&[][..], Vec::as_slice);
+    if running.is_empty() {
+        let _ = writeln!(out, "running: none");
+    } else {
+        let _ = writeln!(out, "running:");
+        let _ = writeln!(out, "  {:>5}  {:<12} {:<16} {:<10} on GPUs", "id", "tenant", "name", "state");
+        for job in running {
+            let gpus = gpu_list(&job["gpus"]).unwrap_or_default();
+            if job["id"].is_null() {
+                let _ = writeln!(out, "  {:>5}  {:<12} {:<16} {:<10} {gpus}", "-", "(another)", "-", "-");
+            } else {
+                let line = format!(
+                    "  {:>5}  {} {} {} {gpus}",
+                    number(&job["id"]),
+                    pad(&cut_words(job["tenant"].as_str().unwrap_or(""), 12), 12),
+                    pad(&cut_words(job["name"].as_str().unwrap_or("-"), 16), 16),
+                    pad(job["state"].as_str().unwrap_or("running"), 10)
+                );
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    match (c["queued"].as_u64(), c["queued_total"].as_u64()) {
+        (Some(mine), Some(total)) if mine != total => {
+            let _ = writeln!(out, "queued: {mine} of yours, {total} in all");
+        }
+        (Some(n), _) => {
+            let _ = writeln!(out, "queued: {n}");
+        }
+        _ => {}
+    }
+    if let Some(isolation) = c["tenant_isolation"].as_str() {
+        let warning = if c["tenants_isolated"] == false { "WARNING: " } else { "" };
+        let _ = writeln!(out, "tenants: {warning}{isolation}");
+    }
+    const SHOWN: [&str; 12] = ["policy", "round_s", "gpus", "free_gpus", "cpus", "memory_gib", "cpu_memory_limits", "running", "queued", "queued_total", "tenants_isolated", "tenant_isolation"];
+    for (key, value) in c.as_object().into_iter().flatten().filter(|(k, _)| !SHOWN.contains(&k.as_str())) {
+        let shown = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let _ = writeln!(out, "{}: {shown}", key.replace('_', " "));
+    }
+    out
+}
+
+/// `arbiter tenants` as a table.
+fn tenants_table(tenants: &[Value]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<24} {:>8} {:>9}", "tenant", "weight", "GPU quota");
+    for t in tenants {
+        let _ = writeln!(out, "{:<24} {:>8} {:>9}", t["name"].as_str().unwrap_or(""), number(&t["weight"]), quota(&t["gpu_quota"]));
+    }
+    out
 }
 
 /// Quotes an argument for `sh -c` when it needs it.
@@ -274,5 +696,72 @@ fn shell_quote(arg: &str) -> String {
         arg.to_string()
     } else {
         format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn environment(pairs: &[(&str, &str)]) -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+        pairs.iter().map(|(k, v)| (k.into(), v.into())).collect::<Vec<_>>().into_iter()
+    }
+
+    const SHELL: [(&str, &str); 6] = [("PATH", "/bin"), ("HOME", "/home/u"), ("ARBITER_TOKEN", "secret"), ("ARBITER_URL", "http://x"), ("CUDA_VISIBLE_DEVICES", "3"), ("CUDA_DEVICE_ORDER", "FASTEST_FIRST")];
+
+    #[test]
+    fn export_all_passes_the_environment_minus_the_variables_arbiter_owns() {
+        let env = job_env("ALL", &["EXTRA=1".into(), "HOME=/elsewhere".into()], environment(&SHELL)).expect("valid");
+        let keys: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(keys, vec!["EXTRA", "HOME", "PATH"]);
+        assert_eq!(env["HOME"], "/elsewhere", "--env overrides the export");
+    }
+
+    #[test]
+    fn export_none_and_lists_pass_only_what_is_named() {
+        assert!(job_env("NONE", &[], environment(&SHELL)).expect("valid").is_empty());
+        let env = job_env("PATH,MISSING,MODE=fast", &[], environment(&SHELL)).expect("valid");
+        assert_eq!(env.into_iter().collect::<Vec<_>>(), vec![("MODE".to_string(), "fast".to_string()), ("PATH".to_string(), "/bin".to_string())]);
+    }
+
+    #[test]
+    fn variables_arbiter_owns_are_refused_in_env_and_export_lists() {
+        for bad in ["ARBITER_JOB_ID=1", "CUDA_VISIBLE_DEVICES=0", "CUDA_DEVICE_ORDER=PCI_BUS_ID"] {
+            let e = job_env("NONE", &[bad.into()], environment(&[])).expect_err("refused").to_string();
+            assert!(e.contains("Arbiter sets") && e.contains(bad.split('=').next().unwrap_or("")), "{e}");
+        }
+        assert!(job_env("ARBITER_TOKEN", &[], environment(&SHELL)).is_err());
+        assert!(job_env("NONE", &["NOEQUALS".into()], environment(&[])).expect_err("refused").to_string().contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn long_commands_are_cut_at_a_word_boundary() {
+        assert_eq!(cut_words("python train.py", 40), "python train.py");
+        assert_eq!(cut_words("python train.py --epochs 10 --learning-rate 0.001", 30), "python train.py --epochs 10…");
+        assert!(cut_words("python train.py --epochs 10 --learning-rate 0.001", 30).chars().count() <= 30);
+        assert_eq!(cut_words("a\n  multi-line\tscript", 40), "a multi-line script");
+        assert_eq!(cut_words("averyveryverylongsingleword", 10), "averyvery…");
+    }
+
+    #[test]
+    fn unix_seconds_format_as_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20");
+    }
+
+    #[test]
+    fn queued_jobs_show_their_reason_and_others_do_not() {
+        let jobs = vec![
+            json!({ "id": 0, "tenant": "t", "state": { "state": "cancelled" }, "request": { "gpus": 2, "command": "sleep 1", "name": "old" }, "pending_reason": "stale" }),
+            json!({ "id": 1, "tenant": "t", "state": { "state": "running", "gpus": [2, 3] }, "request": { "gpus": 2, "command": "sleep 2" } }),
+            json!({ "id": 2, "tenant": "t", "state": { "state": "queued" }, "request": { "gpus": 4, "command": "sleep 3" }, "pending_reason": "no free GPUs" }),
+        ];
+        let table = jobs_table(&jobs);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("gpus") && lines[0].contains(" on ") && lines[0].contains("name"), "{table}");
+        assert!(!lines[1].contains("stale"), "{table}");
+        assert!(lines[2].contains("   2 2,3"), "{table}");
+        assert!(lines[3].ends_with("no free GPUs"), "{table}");
     }
 }

@@ -19,62 +19,139 @@ pub fn secs(v: f64) -> String {
     if whole < 0 { format!("-{out}") } else { out }
 }
 
-pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
+/// How a column is aligned.
+#[derive(Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// Renders rows under headers, each column as wide as its widest cell (so long policy names or
+/// numbers never push later columns out of line), one space apart, without trailing spaces.
+fn render(headers: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|(h, _)| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
     let mut s = String::new();
-    let _ = writeln!(s, "scenario {name}");
-    let _ = writeln!(
-        s,
-        "{:<12} {:<14} {:<8} {:>4} {:>6} {:>13} {:>12} {:>13} {:>12} {:>14} {:>6} {:>7}",
-        "trace", "policy", "tenant", "seed", "jobs", "avg JCT s", "p50 JCT s", "p99 JCT s", "avg queue s", "makespan s", "util", "wall s"
-    );
-    for r in rows {
-        let _ = writeln!(
-            s,
-            "{:<12} {:<14} {:<8} {:>4} {:>6} {:>13} {:>12} {:>13} {:>12} {:>14} {:>6.3} {:>7.3}",
-            r.trace,
-            r.policy.name(),
-            r.tenant,
-            r.seed,
-            r.summary.jobs,
-            secs(r.summary.avg_jct_s),
-            secs(r.summary.p50_jct_s),
-            secs(r.summary.p99_jct_s),
-            secs(r.summary.avg_queue_s),
-            secs(r.summary.makespan_s),
-            r.summary.gpu_utilization,
-            r.wall_s
-        );
+    let header: Vec<String> = headers.iter().map(|(h, _)| h.to_string()).collect();
+    for cells in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, ((cell, (_, align)), width)) in cells.iter().zip(headers).zip(&widths).enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            let _ = match align {
+                Align::Left => write!(line, "{cell:<width$}"),
+                Align::Right => write!(line, "{cell:>width$}"),
+            };
+        }
+        let _ = writeln!(s, "{}", line.trim_end());
     }
     s
 }
 
+pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
+    use Align::{Left, Right};
+    let headers = [
+        ("trace", Left),
+        ("policy", Left),
+        ("tenant", Left),
+        ("seed", Right),
+        ("jobs", Right),
+        ("unfinished", Right),
+        ("failed", Right),
+        ("unplaceable", Right),
+        ("avg JCT s", Right),
+        ("p50 JCT s", Right),
+        ("p99 JCT s", Right),
+        ("avg queue s", Right),
+        ("makespan s", Right),
+        ("util", Right),
+        ("wall s", Right),
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.trace.clone(),
+                r.policy.name().to_string(),
+                r.tenant.clone(),
+                r.seed.to_string(),
+                r.summary.jobs.to_string(),
+                r.summary.unfinished.to_string(),
+                r.summary.failed.to_string(),
+                r.summary.unplaceable.to_string(),
+                secs(r.summary.avg_jct_s),
+                secs(r.summary.p50_jct_s),
+                secs(r.summary.p99_jct_s),
+                secs(r.summary.avg_queue_s),
+                secs(r.summary.makespan_s),
+                fixed(r.summary.gpu_utilization, 3),
+                fixed(r.wall_s, 3),
+            ]
+        })
+        .collect();
+    format!("scenario {name}\n{}", render(&headers, &cells))
+}
+
+/// `v` with `decimals` decimals, never as a negative zero (`-0.000`).
+pub fn fixed(v: f64, decimals: usize) -> String {
+    let text = format!("{v:.decimals$}");
+    if text.starts_with('-') && text[1..].chars().all(|c| c == '0' || c == '.') { text[1..].to_string() } else { text }
+}
+
 pub fn comparison_table(rows: &[Comparison]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "published numbers vs ours (mean over seeds)");
-    let _ = writeln!(s, "{:<12} {:<8} {:<8} {:<12} {:>14} {:>14} {:>8}  source", "trace", "policy", "tenant", "metric", "published", "ours", "diff");
-    for c in rows {
-        let ours = c.ours.map(secs).unwrap_or_else(|| "-".into());
-        let diff = c.relative_diff.map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_else(|| "-".into());
-        let p = &c.published;
-        let _ = writeln!(
-            s,
-            "{:<12} {:<8} {:<8} {:<12} {:>14} {:>14} {:>8}  {}",
-            p.trace,
-            p.policy.name(),
-            p.tenant,
-            p.metric,
-            secs(p.value),
-            ours,
-            diff,
-            p.source.clone().unwrap_or_default()
-        );
+    use Align::{Left, Right};
+    let headers = [
+        ("trace", Left),
+        ("policy", Left),
+        ("tenant", Left),
+        ("metric", Left),
+        ("published", Right),
+        ("ours", Right),
+        ("diff", Right),
+        ("source", Left),
+    ];
+    let mut notes: Vec<String> = Vec::new();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|c| {
+            let diff = match (&c.not_comparable_because, c.relative_diff) {
+                (Some(because), _) => {
+                    if !notes.contains(because) {
+                        notes.push(because.clone());
+                    }
+                    "n/c".to_string()
+                }
+                (None, Some(d)) => format!("{:+.1}%", d * 100.0),
+                (None, None) => "-".into(),
+            };
+            let p = &c.published;
+            vec![
+                p.trace.clone(),
+                p.policy.name().to_string(),
+                p.tenant.clone(),
+                p.metric.clone(),
+                secs(p.value),
+                c.ours.map(secs).unwrap_or_else(|| "-".into()),
+                diff,
+                p.source.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut s = format!("published numbers vs ours (mean over seeds)\n{}", render(&headers, &cells));
+    for note in notes {
+        let _ = writeln!(s, "n/c: not comparable: {note}");
     }
     s
 }
 
 pub fn summary_text(s: &Summary) -> String {
     format!(
-        "jobs {}  avg JCT {} s  p50 {} s  p95 {} s  p99 {} s  avg queue {} s  makespan {} s  GPU util {:.3}  preemptions/job {:.2}  unfinished {}  failed {}",
+        "jobs {}  avg JCT {} s  p50 {} s  p95 {} s  p99 {} s  avg queue {} s  makespan {} s  GPU util {}  preemptions/job {}  unfinished {}  failed {}  unplaceable {}",
         s.jobs,
         secs(s.avg_jct_s),
         secs(s.p50_jct_s),
@@ -82,10 +159,11 @@ pub fn summary_text(s: &Summary) -> String {
         secs(s.p99_jct_s),
         secs(s.avg_queue_s),
         secs(s.makespan_s),
-        s.gpu_utilization,
-        s.preemptions_per_job,
+        fixed(s.gpu_utilization, 3),
+        fixed(s.preemptions_per_job, 2),
         s.unfinished,
-        s.failed
+        s.failed,
+        s.unplaceable
     )
 }
 
@@ -101,7 +179,7 @@ pub fn trace_stats(trace: &Trace) -> String {
         *tenants.entry(j.tenant.as_str()).or_default() += 1;
         gpu_s += j.gpu_seconds();
     }
-    let _ = writeln!(s, "GPU-hours of work: {:.1}", gpu_s / 3600.0);
+    let _ = writeln!(s, "GPU-hours of work: {}", fixed(gpu_s / 3600.0, 1));
     let sizes: Vec<String> = sizes.iter().map(|(g, n)| format!("{g}:{n}")).collect();
     let _ = writeln!(s, "GPUs per job (size:count): {}", sizes.join(" "));
     let tenants: Vec<String> = tenants.iter().map(|(t, n)| format!("{t}:{n}")).collect();
@@ -113,18 +191,49 @@ pub fn sweep_table(sweep: &arbiter_sim::sweep::Sweep) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sweep of {} over {} (mean average JCT over seeds, hours)", sweep.scenario, sweep.key);
     let by_policy = sweep.mean_avg_jct();
-    let _ = write!(s, "{:>10}", sweep.key.rsplit('.').next().unwrap_or(&sweep.key));
-    for policy in by_policy.keys() {
-        let _ = write!(s, " {policy:>22}");
-    }
-    let _ = writeln!(s);
-    for (i, point) in sweep.points.iter().enumerate() {
-        let _ = write!(s, "{:>10}", point.value);
-        for series in by_policy.values() {
-            let v = series.get(i).map(|(_, y)| format!("{:.2}", y / 3600.0)).unwrap_or_else(|| "-".into());
-            let _ = write!(s, " {v:>22}");
-        }
-        let _ = writeln!(s);
-    }
+    let key = sweep.key.rsplit('.').next().unwrap_or(&sweep.key);
+    let mut headers = vec![(key, Align::Right)];
+    headers.extend(by_policy.keys().map(|p| (p.as_str(), Align::Right)));
+    let cells: Vec<Vec<String>> = sweep
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, point)| {
+            let mut row = vec![point.value.clone()];
+            row.extend(
+                by_policy.values().map(|series| series.get(i).map(|(_, y)| fixed(y / 3600.0, 2)).unwrap_or_else(|| "-".into())),
+            );
+            row
+        })
+        .collect();
+    s.push_str(&render(&headers, &cells));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_columns_fit_long_policy_names() {
+        // Regression (issue 9, item 25): fixed-width columns misaligned long policy names.
+        let rows = vec![
+            vec!["a".to_string(), "max-min-fairness-packed".to_string(), "1,234".to_string()],
+            vec!["bb".to_string(), "las".to_string(), "5".to_string()],
+        ];
+        let text = render(&[("trace", Align::Left), ("policy", Align::Left), ("avg JCT s", Align::Right)], &rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "trace policy                  avg JCT s");
+        assert_eq!(lines[1], "a     max-min-fairness-packed     1,234");
+        assert_eq!(lines[2], "bb    las                             5");
+    }
+
+    #[test]
+    fn negative_zero_prints_as_zero() {
+        assert_eq!(fixed(-0.0, 2), "0.00");
+        assert_eq!(fixed(-0.0001, 3), "0.000");
+        assert_eq!(fixed(-0.5, 1), "-0.5");
+        assert_eq!(secs(-0.0), "0");
+        assert_eq!(secs(-1234.0), "-1,234");
+    }
 }

@@ -241,3 +241,156 @@ fn synergy_scenario_tune_beats_proportional_under_load() {
     ]);
     assert!(v["results"].as_array().expect("rows").iter().all(|r| r["jobs"] == 100));
 }
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn json_and_token_file_are_accepted_after_the_subcommand() {
+    // Regression (issue 9, item 23): `arbiter jobs --json` was rejected.
+    for args in [&["jobs", "--json", "--help"][..], &["--json", "jobs", "--help"], &["jobs", "--token-file", "/dev/null", "--help"]] {
+        let out = arbiter(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    // `run` takes it on either side too, with the same result.
+    let run = |args: &[&str]| {
+        let mut v = json(args);
+        for r in v["results"].as_array_mut().expect("results") {
+            r["wall_s"] = serde_json::Value::Null;
+        }
+        v
+    };
+    let after = run(&["run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["fifo"]"#, "--json"]);
+    let before = run(&["--json", "run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["fifo"]"#]);
+    assert_eq!(after, before);
+}
+
+#[test]
+fn completions_print_a_script_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok_stdout(&["completions", shell]);
+        assert!(script.len() > 1000, "{shell}: {script}");
+        for subcommand in ["simulate", "sweep", "completions"] {
+            assert!(script.contains(subcommand), "{shell} script does not mention {subcommand}");
+        }
+    }
+    let out = arbiter(&["completions", "tcsh"]);
+    assert!(!out.status.success() && stderr(&out).contains("tcsh"), "{}", stderr(&out));
+}
+
+#[test]
+fn jobs_that_never_fit_are_counted_unplaceable_and_warned_about() {
+    // Regression (issue 9, item 21): on 4 GPUs the ten 8-GPU jobs of the 60-job trace vanished
+    // (`jobs 50` and nothing else).
+    let out = arbiter(&["simulate", "--trace", "data/tiresias/60_job.csv", "--format", "tiresias", "--cluster", "1x4", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!((summary["jobs"].as_u64(), summary["unfinished"].as_u64(), summary["unplaceable"].as_u64()), (Some(50), Some(0), Some(10)));
+    let err = stderr(&out);
+    assert!(err.contains("10 of 60 jobs can never run") && err.contains("ask for more GPUs (up to 8) than the cluster has (4)"), "{err}");
+    // A scenario shows it in its table, and warns once however many policies ran.
+    let dir = tempfile::tempdir().expect("dir");
+    let file = write_scenario(dir.path(), "[cluster]\nnodes_per_rack = 1\ngpus_per_node = 4\n");
+    let out = arbiter(&["run", &file, "--set", r#"policies=["fifo","srtf"]"#]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let header = table.lines().nth(1).expect("header");
+    assert!(header.contains(" unfinished failed unplaceable "), "{table}");
+    assert!(table.lines().filter(|l| l.starts_with("sixty")).all(|l| l.split_whitespace().nth(7) == Some("10")), "{table}");
+    let err = stderr(&out);
+    assert_eq!(err.matches("can never run").count(), 1, "{err}");
+    assert!(err.starts_with("warning: sixty: 10 of 60 jobs can never run"), "{err}");
+}
+
+/// Writes a scenario of the bundled 60-job Tiresias trace (plus `extra` TOML) into `dir`.
+fn write_scenario(dir: &Path, extra: &str) -> String {
+    let trace = repo().join("data/tiresias/60_job.csv");
+    let text = format!(
+        "name = \"sixty\"\npolicies = [\"fifo\"]\n[[trace]]\nname = \"sixty\"\nformat = \"tiresias\"\npath = {:?}\n{extra}",
+        trace.display().to_string()
+    );
+    let path = dir.join("sixty.toml");
+    std::fs::write(&path, text).expect("write");
+    path.to_str().expect("utf-8").to_string()
+}
+
+#[test]
+fn set_errors_name_the_override_once_with_a_hint() {
+    // Regression (issue 9, item 25).
+    let dir = tempfile::tempdir().expect("dir");
+    let file = write_scenario(dir.path(), "");
+    let err = |set: &str| {
+        let out = arbiter(&["run", &file, "--set", set]);
+        assert!(!out.status.success(), "{set} accepted");
+        stderr(&out)
+    };
+    let e = err("simulation.round_s=abc");
+    assert!(e.contains("--set `simulation.round_s=abc`: invalid type: string \"abc\", expected f64") && !e.contains("sixty.toml"), "{e}");
+    let e = err("trace.0.max_jobs=[0,1");
+    assert!(e.contains("--set `trace.0.max_jobs=[0,1`: `[0,1` is not a valid TOML value"), "{e}");
+    let e = err("policies=las");
+    assert!(e.contains(r#"did you mean --set 'policies=["las"]'?"#), "{e}");
+    let e = err("simulation.round_s=-5");
+    assert_eq!(e.trim(), "error: --set `simulation.round_s=-5`: simulation.round_s must be > 0, got -5");
+}
+
+#[test]
+fn published_numbers_are_marked_not_comparable_after_an_input_changing_set() {
+    let published = "[[published]]\ntrace = \"sixty\"\npolicy = \"fifo\"\nmetric = \"avg_jct_s\"\nvalue = 1000.0\nsource = \"a long source name\"\n";
+    let dir = tempfile::tempdir().expect("dir");
+    let file = write_scenario(dir.path(), published);
+    let table = ok_stdout(&["run", &file, "--set", "trace.0.max_jobs=20"]);
+    let row = table.lines().find(|l| l.starts_with("sixty") && l.contains("avg_jct_s")).expect("comparison row");
+    assert!(row.split_whitespace().any(|w| w == "n/c"), "{table}");
+    assert!(table.contains("n/c: not comparable: --set trace.0.max_jobs=20 changed the input"), "{table}");
+    let v = json(&["run", &file, "--set", "trace.0.max_jobs=20", "--json"]);
+    assert_eq!(v["published"][0]["comparable"], false);
+    assert!(v["published"][0]["relative_diff"].is_null());
+    let v = json(&["run", &file, "--json"]);
+    assert_eq!(v["published"][0]["comparable"], true);
+    assert!(v["published"][0]["relative_diff"].is_number());
+}
+
+#[test]
+fn results_table_columns_line_up_with_long_policy_names() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = write_scenario(dir.path(), "");
+    let table = ok_stdout(&["run", &file, "--set", r#"policies=["finish-time-fairness","fifo"]"#]);
+    let lines: Vec<&str> = table.lines().skip(1).filter(|l| !l.is_empty()).collect();
+    // Every column of every row ends where its header ends (right-aligned) or starts where it
+    // starts (left-aligned): compare the positions of the `jobs` and `wall s` columns.
+    let end_of = |line: &str, column: usize| {
+        let mut words = 0;
+        let mut in_word = false;
+        for (i, c) in line.char_indices() {
+            if c != ' ' && !in_word {
+                in_word = true;
+            } else if c == ' ' && in_word {
+                in_word = false;
+                words += 1;
+                if words == column {
+                    return i;
+                }
+            }
+        }
+        line.len()
+    };
+    let header_jobs = lines[0].find("jobs").expect("jobs column") + 4;
+    for row in &lines[1..] {
+        assert_eq!(end_of(row, 5), header_jobs, "{table}");
+        assert_eq!(row.len(), lines[0].len(), "{table}");
+    }
+}
+
+#[test]
+fn a_header_only_trace_prints_zeros_not_negative_zeros() {
+    let dir = tempfile::tempdir().expect("dir");
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\r\n").expect("write");
+    let text = ok_stdout(&["simulate", "--trace", empty.to_str().expect("utf-8"), "--format", "tiresias"]);
+    assert!(!text.contains("-0"), "{text}");
+    assert!(text.contains("preemptions/job 0.00"), "{text}");
+    let text = ok_stdout(&["simulate", "--trace", empty.to_str().expect("utf-8"), "--format", "tiresias", "--json"]);
+    assert!(!text.contains("-0"), "{text}");
+}

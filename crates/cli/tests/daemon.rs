@@ -4,9 +4,8 @@
 
 use arbiter_daemon::client::{Client, ClientError};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// A "training" job: counts steps, checkpoints the count on SIGTERM and exits 0, resumes from
 /// the checkpoint, reports which GPUs it saw.
@@ -21,56 +20,8 @@ echo $step > "$ckpt"
 echo "finished at $step"
 "#;
 
-struct Daemon {
-    child: Child,
-    url: String,
-    data_dir: PathBuf,
-}
-
-impl Daemon {
-    /// Starts `arbiter serve` on a port the OS picks; the daemon writes it to `daemon.addr`.
-    fn start(data_dir: &Path, args: &[&str]) -> Daemon {
-        let addr_file = data_dir.join("daemon.addr");
-        let _ = std::fs::remove_file(&addr_file);
-        let child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
-            .args(["serve", "--data-dir", data_dir.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("daemon starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let listen = loop {
-            if let Ok(addr) = std::fs::read_to_string(&addr_file)
-                && addr.ends_with('\n') {
-                    break addr.trim().to_string();
-                }
-            assert!(Instant::now() < deadline, "daemon did not start listening");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Daemon { child, url: format!("http://{listen}"), data_dir: data_dir.to_path_buf() }
-    }
-
-    fn admin(&self) -> Client {
-        let token = std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin token");
-        Client::new(&self.url, &token)
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-fn submit(client: &Client, body: Value) -> u64 {
-    client.post("/v1/jobs", &body).expect("accepted")["id"].as_u64().expect("id")
-}
+mod common;
+use common::{checkpoint_dir, is_root, refused, state_of, submit, wait_for, Daemon, Options};
 
 fn train(total: u32, step_s: f64, gpus: u32, expected_s: u64) -> Value {
     json!({
@@ -79,27 +30,16 @@ fn train(total: u32, step_s: f64, gpus: u32, expected_s: u64) -> Value {
     })
 }
 
-fn state_of(client: &Client, id: u64) -> String {
-    client.get(&format!("/v1/jobs/{id}")).expect("job")["state"]["state"].as_str().expect("state").to_string()
-}
-
-fn wait_for(what: &str, timeout_s: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(timeout_s);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn jobs_run_on_their_gpus_and_a_preempted_job_resumes_from_its_checkpoint() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(dir.path(), &["--gpus", "2xa100", "--policy", "srtf", "--round-s", "1"]);
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "2xa100", "--policy", "srtf", "--round-s", "1"]);
     let admin = daemon.admin();
     // A long job on both GPUs...
     let long = submit(&admin, train(40, 0.1, 2, 1000));
+    let long_dir = checkpoint_dir(&admin, long);
     wait_for("the long job to make progress", 20, || {
-        std::fs::read_to_string(dir.path().join(format!("checkpoints/{long}/step.progress"))).is_ok_and(|s| s.trim().parse::<u32>().unwrap_or(0) >= 3)
+        std::fs::read_to_string(long_dir.join("step.progress")).is_ok_and(|s| s.trim().parse::<u32>().unwrap_or(0) >= 3)
     });
     // ...is preempted by a much shorter one (SRTF), which runs and finishes...
     let short = submit(&admin, train(3, 0.1, 2, 5));
@@ -125,14 +65,14 @@ fn jobs_run_on_their_gpus_and_a_preempted_job_resumes_from_its_checkpoint() {
 #[test]
 fn a_daemon_killed_with_sigkill_loses_nothing_and_readopts_running_jobs() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut daemon = Daemon::start(dir.path(), &["--gpus", "1xa100", "--policy", "fifo", "--round-s", "1"]);
+    let mut daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "fifo", "--round-s", "1"]);
     let admin = daemon.admin();
     let running = submit(&admin, train(30, 0.1, 1, 10));
     let queued = submit(&admin, train(2, 0.05, 1, 10));
     wait_for("the first job to run", 20, || state_of(&admin, running) == "running");
     daemon.kill9();
     std::thread::sleep(Duration::from_millis(300));
-    let daemon = Daemon::start(dir.path(), &["--gpus", "1xa100", "--policy", "fifo", "--round-s", "1"]);
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "fifo", "--round-s", "1"]);
     let admin = daemon.admin();
     // The running job was re-adopted (not restarted): it finishes in its first run.
     wait_for("the re-adopted job to finish", 30, || state_of(&admin, running) == "succeeded");
@@ -146,16 +86,13 @@ fn a_daemon_killed_with_sigkill_loses_nothing_and_readopts_running_jobs() {
 #[test]
 fn tenants_are_isolated_and_bad_submissions_name_the_field() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(dir.path(), &["--gpus", "2xa100"]);
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "2xa100"]);
     let admin = daemon.admin();
     let token_a = admin.post("/v1/tenants", &json!({ "name": "team-a", "weight": 2 })).expect("created")["token"].as_str().expect("token").to_string();
     let token_b = admin.post("/v1/tenants", &json!({ "name": "team-b" })).expect("created")["token"].as_str().expect("token").to_string();
     let (a, b) = (Client::new(&daemon.url, &token_a), Client::new(&daemon.url, &token_b));
     let id = submit(&a, json!({ "command": "sleep 30", "grace_s": 1 }));
-    let status = |r: Result<Value, ClientError>| match r {
-        Err(ClientError::Status { status, message }) => (status, message),
-        other => panic!("expected an error status, got {other:?}"),
-    };
+    let status = refused;
     assert_eq!(status(b.get(&format!("/v1/jobs/{id}"))).0, 403);
     assert_eq!(status(b.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))).0, 403);
     assert!(matches!(b.get_text(&format!("/v1/jobs/{id}/logs")), Err(ClientError::Status { status: 403, .. })));
@@ -204,13 +141,13 @@ fn tenants_are_isolated_and_bad_submissions_name_the_field() {
 #[test]
 fn a_thousand_concurrent_submissions_are_all_accepted_and_kept() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(dir.path(), &["--gpus", "1xa100", "--policy", "fifo"]);
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "fifo"]);
     let admin = daemon.admin();
     // Hold the only GPU so that every submission stays queued.
     let blocker = submit(&admin, json!({ "command": "sleep 20", "grace_s": 1 }));
     wait_for("the blocker to run", 20, || state_of(&admin, blocker) == "running");
     let url = daemon.url.clone();
-    let token = std::fs::read_to_string(dir.path().join("admin.token")).expect("token");
+    let token = std::fs::read_to_string(dir.path().join("data/admin.token")).expect("token");
     let threads: Vec<_> = (0..20)
         .map(|_| {
             let (url, token) = (url.clone(), token.clone());
@@ -231,7 +168,7 @@ fn a_thousand_concurrent_submissions_are_all_accepted_and_kept() {
 #[test]
 fn failing_runs_are_retried_then_failed_with_their_exit_code() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(dir.path(), &["--gpus", "1xa100", "--round-s", "1"]);
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--round-s", "1"]);
     let admin = daemon.admin();
     let id = submit(&admin, json!({ "command": "echo attempt $ARBITER_RUN; exit 3", "max_retries": 1 }));
     wait_for("the job to fail for good", 30, || state_of(&admin, id) == "failed");
@@ -242,4 +179,183 @@ fn failing_runs_are_retried_then_failed_with_their_exit_code() {
     // A run over its time limit is stopped and fails.
     let slow = submit(&admin, json!({ "command": "sleep 30", "max_run_time_s": 1, "grace_s": 1 }));
     wait_for("the slow job to time out", 30, || state_of(&admin, slow) == "failed");
+}
+
+#[test]
+fn a_deleted_store_is_refused_at_start_and_job_ids_are_never_reused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("data");
+    let mut daemon = Daemon::start(&data, &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let id = submit(&admin, json!({ "command": "echo secret-of-job-0" }));
+    wait_for("the job to finish", 20, || state_of(&admin, id) == "succeeded");
+    daemon.kill9();
+    // Deleted: refused, saying what was found and how to recover.
+    std::fs::rename(data.join("arbiter.redb"), dir.path().join("backup.redb")).expect("move");
+    let stderr = Daemon::try_start(&data, Options { args: &["--gpus", "1xa100"], ..Default::default() }).err().expect("refused");
+    assert!(stderr.contains("is missing (deleted)") && stderr.contains("restore") && stderr.contains(".old"), "{stderr}");
+    // Truncated to nothing: refused too.
+    std::fs::write(data.join("arbiter.redb"), b"").expect("truncate");
+    let stderr = Daemon::try_start(&data, Options { args: &["--gpus", "1xa100"], ..Default::default() }).err().expect("refused");
+    assert!(stderr.contains("store.id") || stderr.contains("job files"), "{stderr}");
+    // Restored from the backup: starts, and the next job gets a new id and a fresh log.
+    std::fs::rename(dir.path().join("backup.redb"), data.join("arbiter.redb")).expect("restore");
+    let daemon = Daemon::start(&data, &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let next = submit(&admin, json!({ "command": "echo job-1" }));
+    assert_eq!(next, id + 1);
+    wait_for("the next job to finish", 20, || state_of(&admin, next) == "succeeded");
+    let log = admin.get_text(&format!("/v1/jobs/{next}/logs")).expect("log");
+    assert_eq!(log, "job-1\n", "the new job's log holds only its own output");
+}
+
+#[test]
+fn a_run_that_fails_while_the_daemon_is_down_uses_up_its_retries() {
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("data");
+    let mut daemon = Daemon::start(&data, &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let id = submit(&admin, json!({ "command": "sleep 1; exit 7", "max_retries": 0 }));
+    wait_for("the job to run", 20, || state_of(&admin, id) == "running");
+    daemon.kill9();
+    std::thread::sleep(Duration::from_millis(1500));
+    let daemon = Daemon::start(&data, &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    wait_for("the job to be concluded", 20, || state_of(&admin, id) == "failed");
+    let job = admin.get(&format!("/v1/jobs/{id}")).expect("job");
+    assert_eq!((job["runs"].as_u64(), job["exit_code"].as_i64()), (Some(1), Some(7)), "max_retries 0: never run again: {job}");
+}
+
+#[test]
+fn a_checkpoint_signal_lost_in_a_crash_is_sent_again_on_readoption() {
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("data");
+    let mut daemon = Daemon::start(&data, &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let id = submit(&admin, json!({
+        "command": "trap 'echo checkpointed > \"$ARBITER_CHECKPOINT_DIR/saved\"; exit 0' TERM; echo ready; while true; do sleep 0.05; done",
+        "grace_s": 30,
+    }));
+    wait_for("the job to run", 20, || state_of(&admin, id) == "running" && admin.get_text(&format!("/v1/jobs/{id}/logs")).is_ok_and(|l| l.contains("ready")));
+    let ckpt = checkpoint_dir(&admin, id);
+    daemon.kill9();
+    // What a daemon killed between persisting `stopping` and signalling leaves behind: the store
+    // says stopping (cancelled), the process never got the signal.
+    {
+        let store = arbiter_daemon::store::Store::open(&data.join("arbiter.redb")).expect("store");
+        let mut job = store.jobs().expect("jobs").into_iter().find(|j| j.id == id as u32).expect("job");
+        let arbiter_daemon::job::JobState::Running { gpus, pid, .. } = job.state.clone() else { panic!("running: {:?}", job.state) };
+        job.transition(arbiter_daemon::job::JobState::Stopping { gpus, pid, reason: arbiter_daemon::job::StopReason::Cancelled, since_unix_s: 0 }, "cancelled", 0);
+        store.put_jobs(&[&job]).expect("write");
+    }
+    assert!(!ckpt.join("saved").exists());
+    let daemon = Daemon::start(&data, &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    wait_for("the job to end as cancelled", 20, || state_of(&admin, id) == "cancelled");
+    assert!(ckpt.join("saved").exists(), "the re-adopted run got its checkpoint signal and saved");
+}
+
+#[test]
+fn gavel_policies_start_a_new_job_within_one_round_of_the_daemon() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "2xa100", "--policy", "max-min-fairness", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let id = submit(&admin, json!({ "command": "sleep 5", "grace_s": 1 }));
+    // Gavel's defaults (360 s rounds, recompute every 1,920 s) made this wait 32 minutes.
+    wait_for("the job to start on the idle cluster", 10, || state_of(&admin, id) == "running");
+}
+
+#[test]
+fn a_started_run_is_not_preempted_before_its_minimum_run_time() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "srtf", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let long = submit(&admin, json!({ "command": "sleep 60", "expected_run_time_s": 1000, "min_run_time_s": 4, "grace_s": 1 }));
+    wait_for("the long job to run", 20, || state_of(&admin, long) == "running");
+    let short = submit(&admin, json!({ "command": "true", "expected_run_time_s": 1 }));
+    wait_for("the short job to wait for the minimum run time", 10, || {
+        admin.get(&format!("/v1/jobs/{short}")).expect("job")["pending_reason"].as_str().is_some_and(|r| r.contains("minimum run time"))
+    });
+    assert_eq!(state_of(&admin, long), "running");
+    // Once the protection ends, SRTF preempts the long job for the short one.
+    wait_for("the short job to finish", 30, || state_of(&admin, short) == "succeeded");
+    let job = admin.get(&format!("/v1/jobs/{long}")).expect("job");
+    let ran_s = job["history"].as_array().expect("history").iter().find(|t| t["to"] == "stopping").and_then(|t| t["at_unix_s"].as_i64()).expect("stopped")
+        - job["history"].as_array().expect("history").iter().find(|t| t["to"] == "running").and_then(|t| t["at_unix_s"].as_i64()).expect("ran");
+    assert!(ran_s >= 3, "ran {ran_s} s before being preempted");
+    admin.post(&format!("/v1/jobs/{long}/cancel"), &json!({})).ok();
+}
+
+#[test]
+fn a_finished_runs_token_is_refused_for_progress() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let id = submit(&admin, json!({ "command": "echo \"$ARBITER_JOB_TOKEN\" > \"$ARBITER_CHECKPOINT_DIR/token\"; echo \"order=$CUDA_DEVICE_ORDER\"" }));
+    wait_for("the job to finish", 20, || state_of(&admin, id) == "succeeded");
+    let token = std::fs::read_to_string(checkpoint_dir(&admin, id).join("token")).expect("token");
+    let job = Client::new(&daemon.url, token.trim());
+    let (status, _) = refused(job.post(&format!("/v1/jobs/{id}/progress"), &json!({ "steps": 5 })));
+    assert_eq!(status, 409, "a run that is over cannot report progress");
+    let log = admin.get_text(&format!("/v1/jobs/{id}/logs")).expect("log");
+    assert!(log.contains("order=PCI_BUS_ID"), "GPU indices follow nvidia-smi's PCI order: {log}");
+    // The daemon logs what happened to the job.
+    let stderr = daemon.stderr();
+    assert!(stderr.contains("submitted") && stderr.contains("started") && stderr.contains("run ended"), "{stderr}");
+}
+
+/// Needs root (it mounts a 4 MiB tmpfs as the data directory); `.ci/run` runs it as root.
+#[test]
+#[ignore = "needs root: mounts a small tmpfs (run with --ignored as root; .ci/run does)"]
+fn root_a_full_disk_refuses_changes_with_503_and_recovers_by_itself() {
+    assert!(is_root(), "this test mounts a tmpfs and must run as root");
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"]).arg(&data).status().expect("mount");
+    assert!(mounted.success(), "mount a tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(data.clone());
+    let daemon = Daemon::start(&data, &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let first = submit(&admin, json!({ "command": "true" }));
+    wait_for("the first job", 20, || state_of(&admin, first) == "succeeded");
+    // Fill the disk.
+    let _ = Command::new("dd").args(["if=/dev/zero", "bs=64k"]).arg(format!("of={}", data.join("filler").display())).stderr(Stdio::null()).status();
+    let mut refused_once = false;
+    for _ in 0..50 {
+        match admin.post("/v1/jobs", &json!({ "command": "true", "name": "x".repeat(200) })) {
+            Err(ClientError::Status { status: 503, message }) => {
+                assert!(message.contains("read-only") || message.contains("unavailable"), "{message}");
+                refused_once = true;
+                break;
+            }
+            Ok(_) => continue, // redb may still have room in pages it already owns
+            Err(e) => panic!("unexpected: {e}"),
+        }
+    }
+    assert!(refused_once, "a full disk is refused with 503");
+    let metrics = admin.get_text("/metrics").expect("metrics");
+    assert!(metrics.contains("arbiter_store_degraded 1"), "{metrics}");
+    // Space returns: the daemon recovers by itself; the next submission is kept and runs.
+    std::fs::remove_file(data.join("filler")).expect("rm filler");
+    let mut id = None;
+    wait_for("submissions to be accepted again", 20, || {
+        id = admin.post("/v1/jobs", &json!({ "command": "echo after" })).ok().and_then(|r| r["id"].as_u64());
+        id.is_some()
+    });
+    let id = id.expect("id");
+    wait_for("the job after recovery", 20, || state_of(&admin, id) == "succeeded");
+    assert!(admin.get_text("/metrics").expect("metrics").contains("arbiter_store_degraded 0"));
+    // No job is left half-started: every job is queued or ended, none running without a process.
+    let jobs = admin.get("/v1/jobs").expect("jobs");
+    for job in jobs["jobs"].as_array().expect("jobs") {
+        let state = job["state"]["state"].as_str().expect("state");
+        assert!(matches!(state, "queued" | "succeeded" | "running"), "{job}");
+    }
 }

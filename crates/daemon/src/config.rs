@@ -10,6 +10,23 @@
 //! memory_gib = 0                    # 0: detected
 //! admin_token_file = "/etc/arbiter/admin.token"   # default: <data_dir>/admin.token, created
 //! max_request_bytes = 65536
+//! header_timeout_s = 10             # a request's headers must arrive within this, counted from
+//!                                   # the connection's start or the previous response (so an idle
+//!                                   # keep-alive connection is closed after it too)
+//! idle_timeout_s = 60               # a connection on which no byte moves either way for this
+//!                                   # long mid-request (stalled upload, client not reading) is closed
+//! max_connections = 1024            # connections beyond it get a 503 and are closed
+//! min_run_s = 30                    # a started run is not preempted before this (default: round_s)
+//!
+//! # Tenant isolation (see README "Tenant isolation"). As root (or with CAP_SETUID and
+//! # CAP_SETGID) every run executes as its tenant's own unix identity:
+//! tenant_uid_range = [61184, 65519] # automatic uid = gid per tenant (systemd DynamicUser's range)
+//! tenant_users = { team-a = "alice" }  # or an existing user for a tenant
+//! checkpoint_roots = ["/data/ckpt"] # a job's checkpoint_dir must lie in <root>/<tenant>/
+//!                                   # (default: <data_dir>/checkpoints)
+//! # Without the privilege to switch users, runs share the daemon's identity and tenants are NOT
+//! # isolated from each other; the daemon then refuses more than one tenant unless you say so:
+//! allow_shared_identity = false
 //! ```
 
 use arbiter_policy::PolicyKind;
@@ -41,6 +58,28 @@ pub struct ServeConfig {
     pub max_request_bytes: usize,
     /// URL jobs use to reach the API (`ARBITER_URL`); default `http://<listen>`.
     pub public_url: Option<String>,
+    /// Seconds a client has to send a request's complete headers (also the keep-alive idle limit).
+    pub header_timeout_s: f64,
+    /// Seconds without a byte moving either way, mid-request, before a connection is closed.
+    pub idle_timeout_s: f64,
+    /// Most open connections; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Seconds a started run is protected from preemption (default: one round). A job may ask
+    /// for another value with `min_run_time_s`.
+    pub min_run_s: Option<f64>,
+    /// Automatic unix identities: tenant `n` runs as uid = gid = a free number in this range.
+    pub tenant_uid_range: [u32; 2],
+    /// Tenants that run as an existing user (tenant → user name) instead of an automatic uid.
+    pub tenant_users: std::collections::BTreeMap<String, String>,
+    /// Roots for checkpoint directories: a tenant's jobs checkpoint under `<root>/<tenant>/`.
+    /// Empty: `<data_dir>/checkpoints`.
+    pub checkpoint_roots: Vec<PathBuf>,
+    /// Acknowledges that, when the daemon cannot switch users, tenants share its identity and
+    /// can read each other's files; without it such a daemon serves one tenant only.
+    pub allow_shared_identity: bool,
+    /// Prior of job sizes (GPU-seconds, one `duration` column) for `gittins`; default: the
+    /// bundled samples from Tiresias' production YARN cluster.
+    pub gittins_prior: Option<PathBuf>,
 }
 
 impl Default for ServeConfig {
@@ -56,6 +95,15 @@ impl Default for ServeConfig {
             admin_token_file: None,
             max_request_bytes: 64 * 1024,
             public_url: None,
+            header_timeout_s: 10.0,
+            idle_timeout_s: 60.0,
+            max_connections: 1024,
+            min_run_s: None,
+            tenant_uid_range: [61184, 65519],
+            tenant_users: std::collections::BTreeMap::new(),
+            checkpoint_roots: Vec::new(),
+            allow_shared_identity: false,
+            gittins_prior: None,
         }
     }
 }
@@ -94,7 +142,32 @@ impl ServeConfig {
         if !(self.round_s.is_finite() && self.round_s > 0.0) {
             return Err(ConfigError::Invalid(format!("round_s: must be > 0, got {}", self.round_s)));
         }
+        for (key, value) in [("header_timeout_s", self.header_timeout_s), ("idle_timeout_s", self.idle_timeout_s)] {
+            if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+                return Err(ConfigError::Invalid(format!("{key}: must be > 0 and at most 86400 seconds, got {value}")));
+            }
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::Invalid("max_connections: must be at least 1".into()));
+        }
         parse_gpus(&self.gpus)?;
+        if let Some(min) = self.min_run_s
+            && !(min.is_finite() && min >= 0.0) {
+                return Err(ConfigError::Invalid(format!("min_run_s: must be >= 0, got {min}")));
+            }
+        let [low, high] = self.tenant_uid_range;
+        if low == 0 || low > high {
+            return Err(ConfigError::Invalid(format!("tenant_uid_range: [{low}, {high}] must be a non-empty range of non-root ids (low <= high, low > 0)")));
+        }
+        for root in &self.checkpoint_roots {
+            if !root.is_absolute() {
+                return Err(ConfigError::Invalid(format!("checkpoint_roots: `{}` is not an absolute path", root.display())));
+            }
+        }
+        let kind = self.policy_kind()?;
+        if let Some(reason) = crate::policy_support::unsupported(kind) {
+            return Err(ConfigError::Invalid(format!("policy: {reason}")));
+        }
         Ok(())
     }
 }

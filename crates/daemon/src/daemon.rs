@@ -6,15 +6,22 @@
 //! ```
 //!
 //! One mutex guards the state; nothing awaits while holding it. Every change of a job's state is
-//! written to the store before the daemon acts on it, so after a crash the store never claims
-//! less than happened: a run the store calls running is re-adopted if its process group lives,
-//! else requeued (or finished, if its exit file says how it ended).
+//! written to the store before the daemon acts on it and before memory shows it, so after a crash
+//! the store never claims less than happened: a run the store calls running is re-adopted if its
+//! process group lives, else concluded from its exit file (`recovery.rs`). Runs are started and
+//! stopped in `runs.rs`; the policy's view of the jobs is built in `view.rs`; tenants and their
+//! unix identities are managed in `tenants.rs`.
 
+use crate::cgroup::Cgroups;
 use crate::config::GpuInventory;
-use crate::executor::{self, Launch};
-use crate::job::{JobRecord, JobState, StopReason, SubmitRequest};
+use crate::confine::CheckpointRoots;
+use crate::datadir::{DataDir, Reconciled};
+use crate::executor;
+use crate::identity::{Isolation, UnixIdentity};
+use crate::job::{FieldError, JobRecord, JobState, Limits, StopReason, SubmitRequest};
 use crate::store::{Store, StoreError, Tenant};
-use arbiter_model::{ActiveJob, Cluster, GpuTypeId, JobId, JobSpec, Node, NodeId, Placement, RackId, RunState, SimDuration, SimTime};
+use crate::view;
+use arbiter_model::{Cluster, GpuTypeId, HostShare, JobSpec, Node, NodeId, RackId, SimTime};
 use arbiter_policy::{Policy, PolicyKind, SchedulerView};
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,12 +35,10 @@ pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-fn unix_s() -> i64 {
+/// Unix time now, seconds.
+pub(crate) fn unix_s() -> i64 {
     (unix_ms() / 1000) as i64
 }
-
-/// Run time assumed for jobs that give no estimate (policies like SRTF need one).
-const DEFAULT_EXPECTED_RUN_S: u64 = 3600;
 
 /// What the daemon was started with.
 #[derive(Clone, Debug)]
@@ -44,6 +49,8 @@ pub struct Settings {
     pub policy: PolicyKind,
     /// Seconds between rounds.
     pub round_s: f64,
+    /// Seconds a started run is protected from preemption, unless the job says otherwise.
+    pub min_run_s: f64,
     /// GPUs by type, in index order.
     pub gpus: GpuInventory,
     /// CPU cores.
@@ -53,15 +60,23 @@ pub struct Settings {
     /// URL jobs reach the API at.
     pub public_url: String,
     /// The cgroup v2 subtree limits are enforced with, where the machine allows it.
-    pub cgroups: Option<crate::cgroup::Cgroups>,
+    pub cgroups: Option<Cgroups>,
+    /// How tenants' runs are isolated from each other.
+    pub isolation: Isolation,
+    /// Where checkpoint directories may be.
+    pub checkpoint_roots: CheckpointRoots,
+    /// The run wrapper: this binary (`arbiter job-wrapper`), by absolute path.
+    pub wrapper_exe: PathBuf,
+    /// The Gittins prior (GPU-seconds).
+    pub gittins_prior: Arc<Vec<f64>>,
 }
 
 /// A run the daemon watches.
 #[derive(Clone, Debug)]
-struct Watched {
-    pgid: u32,
+pub(crate) struct Watched {
+    pub(crate) pgid: u32,
     /// When SIGKILL follows the checkpoint signal.
-    kill_at_ms: Option<u64>,
+    pub(crate) kill_at_ms: Option<u64>,
 }
 
 /// Counters for `/metrics`.
@@ -83,31 +98,41 @@ pub struct Counters {
 
 /// Everything mutable.
 pub struct State {
-    /// Jobs by id (dense).
+    /// Jobs by id (dense: job `i` is at index `i`).
     pub jobs: Vec<JobRecord>,
     /// Tenants by name.
     pub tenants: BTreeMap<String, Tenant>,
     /// Counters.
     pub counters: Counters,
-    specs: Vec<JobSpec>,
-    cluster: Cluster,
-    policy: Box<dyn Policy>,
-    free_gpus: BTreeSet<u32>,
-    watched: BTreeMap<u32, Watched>,
+    pub(crate) specs: Vec<JobSpec>,
+    pub(crate) cluster: Cluster,
+    pub(crate) policy: Box<dyn Policy>,
+    pub(crate) free_gpus: BTreeSet<u32>,
+    pub(crate) watched: BTreeMap<u32, Watched>,
     /// When the policy asked to be called again.
-    wake_at_ms: Option<u64>,
+    pub(crate) wake_at_ms: Option<u64>,
     /// GPU index → GPU type index.
-    gpu_type_of: Vec<u8>,
+    pub(crate) gpu_type_of: Vec<u8>,
+    /// Tenants whose checkpoint area is ready, with the identity their runs execute as.
+    pub(crate) identities: BTreeMap<String, Option<UnixIdentity>>,
+    /// Every automatic uid ever handed out (never reused, even after a tenant is removed).
+    pub(crate) allocated_uids: BTreeMap<String, u32>,
+    /// Idempotency keys: (tenant, client_request_id) → job.
+    pub(crate) requests: BTreeMap<(String, String), u32>,
+    /// Jobs whose last change the store refused; written again at the next round.
+    pub(crate) dirty: BTreeSet<u32>,
 }
 
 /// The daemon: state, store, settings and the wake-up for the loop.
 #[derive(Clone)]
 pub struct Daemon {
-    state: Arc<Mutex<State>>,
-    store: Arc<Store>,
+    pub(crate) state: Arc<Mutex<State>>,
+    pub(crate) store: Arc<Store>,
     /// Settings.
     pub settings: Arc<Settings>,
-    wake: Arc<Notify>,
+    pub(crate) wake: Arc<Notify>,
+    /// Held for the daemon's life: no second daemon on the same data directory.
+    _data_dir: Arc<DataDir>,
 }
 
 /// A daemon failure.
@@ -116,6 +141,9 @@ pub enum DaemonError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The data directory cannot be used.
+    #[error(transparent)]
+    DataDir(#[from] crate::datadir::DataDirError),
     /// Bad settings.
     #[error("{0}")]
     Config(String),
@@ -132,58 +160,101 @@ pub enum RequestError {
     Forbidden(u32),
     /// Bad input.
     #[error(transparent)]
-    Invalid(#[from] crate::job::FieldError),
+    Invalid(#[from] FieldError),
     /// The job has ended.
     #[error("job {0} has already ended")]
     Ended(u32),
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+    /// The daemon cannot take writes now (the store is read-only after an I/O error such as a
+    /// full disk); nothing was changed. Maps to 503.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// The request conflicts with what exists (an idempotency key reused with a different
+    /// request, a tenant that already exists). Maps to 409.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl From<StoreError> for RequestError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(reason) => RequestError::Unavailable(reason),
+            other => RequestError::Store(other),
+        }
+    }
+}
+
+/// What a submission created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The job's id.
+    pub id: u32,
+    /// True when the submission repeated an earlier one with the same `client_request_id`
+    /// (idempotency key): nothing new was created and `id` is the earlier job's.
+    pub duplicate: bool,
 }
 
 impl From<DaemonError> for RequestError {
     fn from(e: DaemonError) -> Self {
         match e {
-            DaemonError::Store(s) => RequestError::Store(s),
-            DaemonError::Config(m) => RequestError::Store(StoreError::Database(m)),
+            DaemonError::Store(s) => s.into(),
+            other => RequestError::Store(StoreError::Database(other.to_string())),
         }
     }
 }
 
 impl Daemon {
-    /// Opens the store, rebuilds the state, re-adopts or requeues runs left from a previous
-    /// daemon, and returns the daemon (call [`Daemon::run_loop`] to schedule).
+    /// Locks the data directory, opens the store (refusing one that does not match the
+    /// directory), rebuilds the state, re-adopts or concludes runs left from a previous daemon,
+    /// and returns the daemon (call [`Daemon::run_loop`] to schedule).
     pub fn start(settings: Settings) -> Result<Self, DaemonError> {
-        std::fs::create_dir_all(&settings.data_dir).map_err(|e| DaemonError::Config(format!("data_dir {}: {e}", settings.data_dir.display())))?;
-        let store = Store::open(&settings.data_dir.join("arbiter.redb"))?;
+        let data_dir = DataDir::open(&settings.data_dir, settings.isolation.is_isolated())?;
+        let before = data_dir.leftovers();
+        let store_path = data_dir.store_path();
+        let store_existed = std::fs::metadata(&store_path).is_ok_and(|m| m.len() > 0);
+        let store = Store::open(&store_path).map_err(|e| {
+            DaemonError::Config(format!(
+                "{}: {e}. If the store is damaged, restore it from a backup, or move the data directory aside (`mv {dir} {dir}.old`) to start afresh",
+                store_path.display(),
+                dir = data_dir.path.display()
+            ))
+        })?;
+        crate::datadir::set_mode(&store_path, 0o600)?;
         let jobs = store.jobs()?;
+        if let Reconciled::New(id) = data_dir.reconcile(&before, store_existed, store.store_id()?, !jobs.is_empty())? {
+            store.set_store_id(id)?;
+        }
+        if let Some((i, job)) = jobs.iter().enumerate().find(|(i, j)| j.id != *i as u32) {
+            return Err(StoreError::Corrupt(format!("job ids are not dense: record {i} holds job {}", job.id)).into());
+        }
+        let next = store.next_job_id()? as usize;
+        if next != jobs.len() {
+            return Err(StoreError::Corrupt(format!("the store's next job id is {next} but it holds {} jobs", jobs.len())).into());
+        }
+        settings.checkpoint_roots.prepare(settings.isolation.is_isolated()).map_err(DaemonError::Config)?;
         let tenants: BTreeMap<String, Tenant> = store.tenants()?.into_iter().map(|t| (t.name.clone(), t)).collect();
-        let mut nodes_gpus = 0;
-        let mut gpu_type_of = Vec::new();
-        let type_names: Vec<String> = if settings.gpus.is_empty() { vec!["none".into()] } else { settings.gpus.iter().map(|(t, _)| t.clone()).collect() };
-        for (i, (_, count)) in settings.gpus.iter().enumerate() {
-            nodes_gpus += count;
-            gpu_type_of.extend(std::iter::repeat_n(i as u8, *count as usize));
+        if tenants.len() > 1 && !settings.isolation.allows_many_tenants() {
+            return Err(DaemonError::Config(format!(
+                "{} tenants are configured but {}. Run the daemon as root (each tenant then runs as its own uid), or set allow_shared_identity = true to accept that",
+                tenants.len(),
+                settings.isolation.describe()
+            )));
         }
-        // One node per GPU type (a machine with mixed GPUs is several typed pools to a policy).
-        let mut nodes = Vec::new();
-        for (i, (_, count)) in settings.gpus.iter().enumerate() {
-            nodes.push(Node {
-                id: NodeId(i as u32),
-                name: format!("local-{i}"),
-                rack: RackId(0),
-                gpu_type: GpuTypeId(i as u8),
-                gpus: *count,
-                cpus: settings.cpus.max(1) * count / nodes_gpus.max(1),
-                memory_gib: settings.memory_gib * count / nodes_gpus.max(1),
-            });
+        let allocated_uids = store.identities()?;
+        let cluster = machine_cluster(&settings)?;
+        let gpu_type_of: Vec<u8> = settings.gpus.iter().enumerate().flat_map(|(i, (_, count))| std::iter::repeat_n(i as u8, *count as usize)).collect();
+        let config = crate::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
+        let mut policy = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
+        let specs: Vec<JobSpec> = jobs.iter().map(|j| view::spec_of(j, &cluster)).collect();
+        // Policies that learn from finished jobs (QSSF) learn the history again.
+        let restart = SimTime::from_ms(unix_ms());
+        for (job, spec) in jobs.iter().zip(&specs).filter(|(j, _)| j.state.is_terminal() && j.runs > 0) {
+            policy.job_finished(spec, &view::finished_of(job, spec), restart);
         }
-        if nodes.is_empty() {
-            nodes.push(Node { id: NodeId(0), name: "local-0".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 0, cpus: settings.cpus, memory_gib: settings.memory_gib });
-        }
-        let cluster = Cluster::new(type_names, nodes).map_err(|e| DaemonError::Config(e.to_string()))?;
-        let policy = arbiter_policy::build(settings.policy, &policy_config(&tenants)).map_err(|e| DaemonError::Config(e.to_string()))?;
-        let specs = jobs.iter().map(|j| spec_of(j, &cluster)).collect();
+        let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
+        let total_gpus = gpu_type_of.len() as u32;
         let state = State {
             jobs,
             tenants,
@@ -191,83 +262,76 @@ impl Daemon {
             specs,
             cluster,
             policy,
-            free_gpus: (0..nodes_gpus).collect(),
+            free_gpus: (0..total_gpus).collect(),
             watched: BTreeMap::new(),
             wake_at_ms: None,
             gpu_type_of,
+            identities: BTreeMap::new(),
+            allocated_uids,
+            requests,
+            dirty: BTreeSet::new(),
         };
-        let daemon = Daemon { state: Arc::new(Mutex::new(state)), store: Arc::new(store), settings: Arc::new(settings), wake: Arc::new(Notify::new()) };
+        let daemon = Daemon {
+            state: Arc::new(Mutex::new(state)),
+            store: Arc::new(store),
+            settings: Arc::new(settings),
+            wake: Arc::new(Notify::new()),
+            _data_dir: Arc::new(data_dir),
+        };
         daemon.recover()?;
         Ok(daemon)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock would be a bug; the state is still consistent at every
         // await-free step, so carry on with it.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Re-adopts runs whose process group lives; finishes or requeues the others.
-    fn recover(&self) -> Result<(), DaemonError> {
-        let mut guard = self.lock();
-        let state = &mut *guard;
-        let now = unix_s();
-        let mut changed = Vec::new();
-        for job in &mut state.jobs {
-            let (Some(recorded), Some(gpus)) = (job.state.pid(), job.state.gpus().map(<[u32]>::to_vec)) else { continue };
-            let runs = self.settings.data_dir.join("runs");
-            // Started but its id not recorded (the daemon died in between): the pid file has it.
-            let pid = if recorded == 0 { executor::read_pid(&runs.join(format!("{}.pid", job.id))).unwrap_or(0) } else { recorded };
-            if let JobState::Running { pid: p, .. } | JobState::Stopping { pid: p, .. } = &mut job.state {
-                *p = pid;
-            }
-            if pid != 0 && executor::group_alive(pid) {
-                for g in &gpus {
-                    state.free_gpus.remove(g);
-                }
-                // A run that was being stopped gets its grace period again, then SIGKILL.
-                let kill_at_ms = matches!(job.state, JobState::Stopping { .. }).then(|| unix_ms() + job.request.grace_s * 1000);
-                state.watched.insert(job.id, Watched { pgid: pid, kill_at_ms });
-                job.history.push(crate::job::Transition { at_unix_s: now, to: job.state.name().into(), why: format!("re-adopted process group {pid} after a daemon restart") });
-                changed.push(job.id);
-                continue;
-            }
-            let code = executor::read_exit_code(&self.settings.data_dir.join("runs").join(format!("{}.exit", job.id)));
-            match (&job.state, code) {
-                (JobState::Running { .. }, Some(0)) => job.transition(JobState::Succeeded, "exit code 0 (ended while the daemon was down)", now),
-                (JobState::Stopping { reason: StopReason::Cancelled, .. }, _) => job.transition(JobState::Cancelled, "cancelled", now),
-                _ => job.transition(JobState::Queued, "its run ended while the daemon was down; requeued from its checkpoint", now),
-            }
-            changed.push(job.id);
-        }
-        let records: Vec<&JobRecord> = changed.iter().map(|&id| &state.jobs[id as usize]).collect();
-        self.store.put_jobs(&records)?;
-        let adopted: Vec<(u32, u32)> = state.watched.iter().map(|(id, w)| (*id, w.pgid)).collect();
-        drop(guard);
-        for (id, pgid) in adopted {
-            self.watch_adopted(id, pgid);
-        }
-        Ok(())
+    /// Why the store refuses writes at the moment (`None`: it takes them).
+    pub fn store_degraded(&self) -> Option<String> {
+        self.store.degraded()
     }
 
-    /// Submits a job for `tenant`; returns its id. Persisted before it is acknowledged.
-    pub fn submit(&self, tenant: &str, request: SubmitRequest) -> Result<(u32, String), RequestError> {
-        let total_gpus: u32 = self.settings.gpus.iter().map(|(_, n)| n).sum();
-        request.validate(total_gpus)?;
-        let token = crate::auth::new_token();
-        let id = {
+    /// What submissions are checked against.
+    pub fn limits(&self) -> Limits {
+        Limits { gpus: self.settings.gpus.clone(), cpus: self.settings.cpus, memory_gib: self.settings.memory_gib }
+    }
+
+    /// Submits a job for `tenant`. Persisted before it is acknowledged. A repeated
+    /// `client_request_id` returns the earlier job (or a conflict if the request differs).
+    pub fn submit(&self, tenant: &str, request: SubmitRequest) -> Result<Submitted, RequestError> {
+        request.validate(&self.limits())?;
+        let submitted = {
             let mut state = self.lock();
+            if let Some(key) = &request.client_request_id
+                && let Some(&id) = state.requests.get(&(tenant.to_string(), key.clone())) {
+                    if state.jobs[id as usize].request != request {
+                        return Err(RequestError::Conflict(format!("client_request_id `{key}` was used for job {id} with a different request")));
+                    }
+                    return Ok(Submitted { id, duplicate: true });
+                }
             let id = state.jobs.len() as u32;
-            let record = JobRecord::submitted(id, tenant, request, unix_ms(), crate::auth::sha256_hex(&token));
+            let checkpoint_dir = match &request.checkpoint_dir {
+                Some(dir) => self.settings.checkpoint_roots.check(tenant, dir).map_err(|reason| FieldError { field: "checkpoint_dir", reason })?,
+                None => self.settings.checkpoint_roots.default_dir(tenant, id),
+            };
+            let token = crate::auth::new_token();
+            let mut record = JobRecord::submitted(id, tenant, request, unix_ms(), crate::auth::sha256_hex(&token));
+            record.checkpoint_dir = Some(checkpoint_dir.display().to_string());
             self.store.put_jobs(&[&record])?;
-            let spec = spec_of(&record, &state.cluster);
+            tracing::info!(job = id, tenant, gpus = record.request.gpus, "submitted");
+            if let Some(key) = &record.request.client_request_id {
+                state.requests.insert((tenant.to_string(), key.clone()), id);
+            }
+            let spec = view::spec_of(&record, &state.cluster);
             state.specs.push(spec);
             state.jobs.push(record);
             state.counters.submitted += 1;
-            id
+            Submitted { id, duplicate: false }
         };
         self.wake.notify_one();
-        Ok((id, token))
+        Ok(submitted)
     }
 
     /// Cancels a job (its run gets the checkpoint signal, then SIGKILL after the grace period).
@@ -283,18 +347,21 @@ impl Daemon {
             }
             match job.state {
                 JobState::Queued => {
-                    let job = &mut state.jobs[id as usize];
-                    job.transition(JobState::Cancelled, "cancelled while queued", unix_s());
-                    self.store.put_jobs(&[job])?;
+                    let mut cancelled = job.clone();
+                    cancelled.transition(JobState::Cancelled, "cancelled while queued", unix_s());
+                    self.store.put_jobs(&[&cancelled])?;
+                    tracing::info!(job = id, "cancelled while queued");
+                    state.jobs[id as usize] = cancelled;
                 }
                 JobState::Running { .. } => self.stop(&mut state, id, StopReason::Cancelled)?,
                 _ => {
                     // Already stopping: make it end as cancelled.
-                    if let JobState::Stopping { reason, .. } = &mut state.jobs[id as usize].state {
+                    let mut cancelled = job.clone();
+                    if let JobState::Stopping { reason, .. } = &mut cancelled.state {
                         *reason = StopReason::Cancelled;
                     }
-                    let job = &state.jobs[id as usize];
-                    self.store.put_jobs(&[job])?;
+                    self.store.put_jobs(&[&cancelled])?;
+                    state.jobs[id as usize] = cancelled;
                 }
             }
         }
@@ -302,30 +369,36 @@ impl Daemon {
         Ok(())
     }
 
-    /// Records a progress report from the job itself (authenticated by its token).
+    /// Records a progress report from the job itself (authenticated by its run's token; refused
+    /// once the run is over).
     ///
     /// A measured throughput is remembered per GPU type (smoothed: ¾ old, ¼ new) and, with
     /// `total_steps`, gives the job's remaining time; both feed the policy's view of the job
     /// (speeds per GPU type for heterogeneity-aware policies, remaining time for SRTF-like ones).
     pub fn report_progress(&self, id: u32, token: &str, steps: u64, throughput: Option<f64>, total_steps: Option<u64>) -> Result<(), RequestError> {
         let mut guard = self.lock();
-        let State { jobs, cluster, specs, gpu_type_of, .. } = &mut *guard;
-        let gpu_type_names = &cluster.gpu_type_names;
-        let job = jobs.get_mut(id as usize).ok_or(RequestError::NotFound(id))?;
+        let state = &mut *guard;
+        let job = state.jobs.get(id as usize).ok_or(RequestError::NotFound(id))?;
         if crate::auth::sha256_hex(token) != job.token_sha256 {
             return Err(RequestError::Forbidden(id));
         }
-        job.progress = Some(crate::job::Progress { steps, throughput, at_unix_s: unix_s() });
-        if total_steps.is_some() {
-            job.total_steps = total_steps;
+        if job.state.gpus().is_none() {
+            // The token belongs to a run that is over.
+            return Err(RequestError::Ended(id));
         }
-        let running_type = job.state.gpus().and_then(|g| g.first()).and_then(|g| gpu_type_of.get(*g as usize)).and_then(|t| gpu_type_names.get(*t as usize));
+        let mut updated = job.clone();
+        updated.progress = Some(crate::job::Progress { steps, throughput, at_unix_s: unix_s() });
+        if total_steps.is_some() {
+            updated.total_steps = total_steps;
+        }
+        let running_type = updated.state.gpus().and_then(|g| g.first()).and_then(|g| state.gpu_type_of.get(*g as usize)).and_then(|t| state.cluster.gpu_type_names.get(*t as usize));
         if let (Some(t), Some(measured)) = (running_type, throughput.filter(|t| *t > 0.0)) {
-            let entry = job.throughput_by_gpu_type.entry(t.clone()).or_insert(measured);
+            let entry = updated.throughput_by_gpu_type.entry(t.clone()).or_insert(measured);
             *entry = 0.75 * *entry + 0.25 * measured;
         }
-        self.store.put_jobs(&[job])?;
-        specs[id as usize] = spec_of(job, cluster);
+        self.store.put_jobs(&[&updated])?;
+        state.specs[id as usize] = view::spec_of(&updated, &state.cluster);
+        state.jobs[id as usize] = updated;
         Ok(())
     }
 
@@ -361,42 +434,19 @@ impl Daemon {
         f(&self.lock())
     }
 
-    /// Adds or replaces a tenant.
-    ///
-    /// A `hierarchical` policy is rebuilt with the new weights (it keeps no state a rebuild
-    /// would lose beyond its allocation, which the next round recomputes).
-    pub fn put_tenant(&self, tenant: Tenant) -> Result<(), RequestError> {
-        self.store.put_tenant(&tenant)?;
-        let mut state = self.lock();
-        state.tenants.insert(tenant.name.clone(), tenant);
-        if self.settings.policy == PolicyKind::Hierarchical {
-            let config = policy_config(&state.tenants);
-            match arbiter_policy::build(self.settings.policy, &config) {
-                Ok(policy) => state.policy = policy,
-                Err(e) => eprintln!("arbiter: could not rebuild the policy with the new tenant weights: {e}"),
-            }
-        }
-        Ok(())
-    }
-
-    /// The tenant whose token hashes to `hash`.
-    pub fn tenant_by_token_hash(&self, hash: &str) -> Option<String> {
-        self.lock().tenants.values().find(|t| t.token_sha256 == hash).map(|t| t.name.clone())
-    }
-
     /// Schedules forever: a round at every wake-up (submit, job end, cancel) and every `round_s`.
     pub async fn run_loop(self) {
         let round = Duration::from_secs_f64(self.settings.round_s);
         loop {
             if let Err(e) = self.tick() {
-                eprintln!("arbiter: scheduling round failed: {e}");
+                tracing::warn!("scheduling round failed: {e}");
             }
             // Runs being stopped are checked often (their SIGKILL deadlines), else once a round.
-            let (soon, wake_at_ms) = {
+            let (soon, wake_at_ms, dirty) = {
                 let state = self.lock();
-                (state.watched.values().any(|w| w.kill_at_ms.is_some()), state.wake_at_ms)
+                (state.watched.values().any(|w| w.kill_at_ms.is_some()), state.wake_at_ms, !state.dirty.is_empty())
             };
-            let mut wait = if soon { round.min(Duration::from_millis(200)) } else { round };
+            let mut wait = if soon || dirty || self.store.degraded().is_some() { round.min(Duration::from_millis(200)) } else { round };
             // The policy may ask to be called again earlier (a queue demotion, a Gavel round).
             if let Some(at) = wake_at_ms {
                 wait = wait.min(Duration::from_millis(at.saturating_sub(unix_ms()).max(10)));
@@ -408,75 +458,68 @@ impl Daemon {
         }
     }
 
-    /// One scheduling round: enforce deadlines, ask the policy, apply the difference.
+    /// One scheduling round: write what the store refused before, enforce grace periods and
+    /// time limits, ask the policy, apply the difference.
     pub fn tick(&self) -> Result<(), DaemonError> {
         let now_ms = unix_ms();
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
         state.counters.rounds += 1;
+        self.flush_dirty(state);
         // SIGKILL runs past their grace period.
-        for w in state.watched.values_mut() {
+        for (id, w) in state.watched.iter_mut() {
             if w.kill_at_ms.is_some_and(|at| now_ms >= at) {
+                tracing::warn!(job = id, pgid = w.pgid, "grace period over: SIGKILL");
                 let _ = executor::signal_group(w.pgid, Signal::SIGKILL);
                 w.kill_at_ms = None;
             }
         }
         // Runs over their time limit.
+        let now_s = unix_s();
         let over: Vec<u32> = state
             .jobs
             .iter()
             .filter_map(|j| match (&j.state, j.request.max_run_time_s) {
-                (JobState::Running { started_unix_s, .. }, Some(limit)) if unix_s() - started_unix_s >= limit as i64 => Some(j.id),
+                (JobState::Running { started_unix_s, .. }, Some(limit)) if i64::try_from(limit).is_ok_and(|l| now_s.saturating_sub(*started_unix_s) >= l) => Some(j.id),
                 _ => None,
             })
             .collect();
         for id in over {
-            self.stop(&mut state, id, StopReason::TimedOut)?;
+            self.stop(state, id, StopReason::TimedOut)?;
         }
 
         // The snapshot: queued and running jobs, as the simulator's engine would show them.
         let now = SimTime::from_ms(now_ms);
-        let mut active = Vec::new();
-        for job in &state.jobs {
-            let spec = &state.specs[job.id as usize];
-            let expected = spec.run_time_s;
-            match &job.state {
-                JobState::Queued => {
-                    let mut a = ActiveJob::submitted(JobId(job.id), spec.gpus, spec.submit, expected);
-                    a.executed_s = job.executed_s;
-                    a.remaining_s = (expected - job.executed_s).max(1.0);
-                    a.pending_since = job.history.last().map_or(now, |t| SimTime::from_ms(t.at_unix_s.max(0) as u64 * 1000));
-                    a.accounted_at = now;
-                    a.preemptions = job.preemptions;
-                    active.push(a);
-                }
-                JobState::Running { gpus, started_unix_s, .. } => {
-                    let since = SimTime::from_ms(started_unix_s.max(&0).unsigned_abs() * 1000);
-                    let mut a = ActiveJob::submitted(JobId(job.id), spec.gpus, spec.submit, expected);
-                    a.executed_s = job.executed_s;
-                    a.remaining_s = (expected - job.executed_s).max(1.0);
-                    a.accounted_at = since.min(now);
-                    a.first_start = Some(since);
-                    let node = state.gpu_type_of.get(gpus[0] as usize).copied().unwrap_or(0);
-                    a.state = RunState::Running { placement: Placement::single(NodeId(node as u32), spec.gpus), since: since.min(now), speed: 1.0 };
-                    active.push(a);
-                }
-                _ => {}
-            }
-        }
+        let active: Vec<_> = state.jobs.iter().filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.gpu_type_of, now)).collect();
         let decision = {
-            let State { cluster, specs, policy, .. } = &mut *state;
-            let view = SchedulerView { cluster, jobs: &active, specs };
-            policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", policy.name())))?
+            let view = SchedulerView { cluster: &state.cluster, jobs: &active, specs: &state.specs };
+            state.policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", state.policy.name())))?
         };
         state.wake_at_ms = decision.wake_at.map(|t| t.as_ms());
         let wanted: BTreeMap<u32, &arbiter_model::Assignment> = decision.run.iter().map(|a| (a.job.0, a)).collect();
         let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
 
-        // Preempt running jobs the policy no longer wants.
-        let running: Vec<u32> = state.jobs.iter().filter(|j| matches!(j.state, JobState::Running { .. })).map(|j| j.id).collect();
-        for id in running.iter().copied().filter(|id| !wanted.contains_key(id)) {
-            self.stop(&mut state, id, StopReason::Preempted)?;
+        // Preempt running jobs the policy no longer wants — unless they are still within their
+        // minimum run time (a policy re-deciding at every event must not thrash short runs).
+        let running: Vec<(u32, i64)> = state.jobs.iter().filter_map(|j| match j.state {
+            JobState::Running { started_unix_s, .. } => Some((j.id, started_unix_s)),
+            _ => None,
+        }).collect();
+        let mut protected: BTreeMap<u32, i64> = BTreeMap::new();
+        for (id, started) in running.into_iter().filter(|(id, _)| !wanted.contains_key(id)) {
+            let min_run_s = state.jobs[id as usize].request.min_run_time_s.map_or(self.settings.min_run_s, |s| s as f64);
+            let until_ms = started.max(0) as f64 * 1000.0 + min_run_s * 1000.0;
+            if (now_ms as f64) < until_ms {
+                protected.insert(id, (until_ms / 1000.0).ceil() as i64);
+                continue;
+            }
+            self.stop(state, id, StopReason::Preempted)?;
             state.counters.preemptions += 1;
+        }
+        if let Some(&until) = protected.values().min() {
+            // Come back when the first protection ends.
+            let at = (until.max(0) as u64) * 1000;
+            state.wake_at_ms = Some(state.wake_at_ms.map_or(at, |w| w.min(at)));
         }
         // Start queued jobs the policy placed, on free GPUs of the placed type, within their
         // tenant's GPU quota.
@@ -486,7 +529,8 @@ impl Daemon {
                 *held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
             }
         }
-        let mut starts = Vec::new();
+        let mut available = state.free_gpus.clone();
+        let mut starts: Vec<(u32, Vec<u32>, Option<HostShare>)> = Vec::new();
         for (&id, assignment) in &wanted {
             if !matches!(state.jobs[id as usize].state, JobState::Queued) {
                 continue;
@@ -499,210 +543,34 @@ impl Daemon {
                 continue;
             }
             let gpu_type = assignment.placement.slots.first().map_or(0, |(node, _)| node.0 as u8);
-            let free_of_type: Vec<u32> = state.free_gpus.iter().copied().filter(|g| state.gpu_type_of.get(*g as usize) == Some(&gpu_type)).collect();
+            let free_of_type: Vec<u32> = available.iter().copied().filter(|g| state.gpu_type_of.get(*g as usize) == Some(&gpu_type)).collect();
             let need = state.specs[id as usize].gpus as usize;
             if free_of_type.len() < need {
-                let job = &mut state.jobs[id as usize];
-                job.pending_reason = Some("waiting for a preempted job to release its GPUs".into());
+                let holder = protected.iter().find(|(p, _)| state.jobs[**p as usize].state.gpus().is_some_and(|g| g.iter().any(|g| state.gpu_type_of.get(*g as usize) == Some(&gpu_type))));
+                state.jobs[id as usize].pending_reason = Some(match holder {
+                    Some((p, until)) => format!("waiting for job {p}'s minimum run time (until {until}, Unix s) before it may be preempted"),
+                    None => "waiting for a preempted job to release its GPUs".into(),
+                });
                 continue;
             }
             let gpus: Vec<u32> = free_of_type[..need].to_vec();
             for g in &gpus {
-                state.free_gpus.remove(g);
+                available.remove(g);
             }
             *held_by_tenant.entry(tenant).or_insert(0) += need as u32;
-            starts.push((id, gpus));
+            starts.push((id, gpus, assignment.host));
         }
-        let started: BTreeSet<u32> = starts.iter().map(|(id, _)| *id).collect();
+        let started: BTreeSet<u32> = starts.iter().map(|(id, _, _)| *id).collect();
         for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id)) {
             if wanted.contains_key(&job.id) {
                 continue; // placed but held back above (quota, GPUs still being released)
             }
-            if let Some(reason) = reasons.get(&job.id) {
-                job.pending_reason = Some(reason.clone());
-            } else if !wanted.contains_key(&job.id) {
-                job.pending_reason = Some("lower priority than the running jobs".into());
-            }
+            job.pending_reason = Some(reasons.get(&job.id).cloned().unwrap_or_else(|| "lower priority than the running jobs".into()));
         }
-        for (id, gpus) in starts {
-            self.start_run(&mut state, id, gpus)?;
+        for (id, gpus, host) in starts {
+            self.start_run(state, id, gpus, host)?;
         }
         Ok(())
-    }
-
-    /// Starts a run: persists `running` without a process id, spawns, persists the id; on a
-    /// spawn failure the job fails this run.
-    fn start_run(&self, state: &mut State, id: u32, gpus: Vec<u32>) -> Result<(), DaemonError> {
-        let settings = &self.settings;
-        let job = &state.jobs[id as usize];
-        let checkpoint_dir = job.checkpoint_dir(&settings.data_dir);
-        let _ = std::fs::create_dir_all(&checkpoint_dir);
-        let working_dir = job.request.working_dir.as_ref().map(PathBuf::from).unwrap_or_else(|| settings.data_dir.clone());
-        let mut env = job.request.env.clone();
-        let visible: Vec<String> = gpus.iter().map(u32::to_string).collect();
-        env.insert("CUDA_VISIBLE_DEVICES".into(), visible.join(","));
-        env.insert("ARBITER_JOB_ID".into(), id.to_string());
-        env.insert("ARBITER_URL".into(), settings.public_url.clone());
-        env.insert("ARBITER_CHECKPOINT_DIR".into(), checkpoint_dir.display().to_string());
-        env.insert("ARBITER_LEASE_S".into(), format!("{}", settings.round_s));
-        env.insert("ARBITER_RUN".into(), (job.runs + 1).to_string());
-        env.insert("ARBITER_CHECKPOINT_SIGNAL".into(), job.request.checkpoint_signal.clone());
-        // The job's own token for progress reports; the daemon only keeps its hash, so a fresh
-        // one is issued per run.
-        let token = crate::auth::new_token();
-        env.insert("ARBITER_JOB_TOKEN".into(), token.clone());
-        // CPU and memory limits: what the job asked for, else its GPU-proportional share.
-        let total_gpus: u32 = settings.gpus.iter().map(|(_, n)| n).sum::<u32>().max(1);
-        let share = gpus.len() as f64 / total_gpus as f64;
-        let cpus = if job.request.cpus > 0 { job.request.cpus as f64 } else { (settings.cpus as f64 * share).max(1.0) };
-        let memory_gib = if job.request.memory_gib > 0 { job.request.memory_gib as f64 } else { (settings.memory_gib as f64 * share).max(1.0) };
-        let cgroup = settings.cgroups.as_ref().and_then(|cg| match cg.prepare(id, cpus, (memory_gib * (1u64 << 30) as f64) as u64) {
-            Ok(dir) => Some(dir),
-            Err(e) => {
-                eprintln!("arbiter: job {id}: cgroup limits not applied: {e}");
-                None
-            }
-        });
-        env.insert("ARBITER_CGROUP".into(), cgroup.map(|d| d.display().to_string()).unwrap_or_default());
-        let launch = Launch {
-            command: job.request.command.clone(),
-            working_dir,
-            env,
-            log_path: self.log_path(id),
-            exit_file: settings.data_dir.join("runs").join(format!("{id}.exit")),
-            pid_file: settings.data_dir.join("runs").join(format!("{id}.pid")),
-        };
-        let _ = std::fs::create_dir_all(settings.data_dir.join("runs"));
-        let now = unix_s();
-        let first_start = job.runs == 0;
-        let submitted_ms = job.submitted_unix_ms;
-        // Persist the start before acting: `running` with no process id yet. If the daemon dies
-        // before the id is recorded, recovery finds the run through its pid file.
-        {
-            let job = &mut state.jobs[id as usize];
-            job.state = JobState::Running { gpus: gpus.clone(), pid: 0, started_unix_s: now };
-            self.store.put_jobs(&[job])?;
-        }
-        match executor::spawn(&launch) {
-            Ok(child) => {
-                let pid = child.id().unwrap_or(0);
-                let job = &mut state.jobs[id as usize];
-                job.runs += 1;
-                job.pending_reason = None;
-                job.token_sha256 = crate::auth::sha256_hex(&token);
-                let shown: Vec<String> = gpus.iter().map(u32::to_string).collect();
-                job.transition(JobState::Running { gpus: gpus.clone(), pid, started_unix_s: now }, format!("started on GPUs {}", shown.join(",")), now);
-                self.store.put_jobs(&[job])?;
-                state.counters.runs_started += 1;
-                if first_start {
-                    state.counters.start_latency_ms_sum += unix_ms().saturating_sub(submitted_ms);
-                    state.counters.start_latency_count += 1;
-                }
-                state.watched.insert(id, Watched { pgid: pid, kill_at_ms: None });
-                self.watch_child(id, pid, child);
-            }
-            Err(e) => {
-                for g in &gpus {
-                    state.free_gpus.insert(*g);
-                }
-                let job = &mut state.jobs[id as usize];
-                job.failures += 1;
-                let to = if job.failures > job.request.max_retries { JobState::Failed } else { JobState::Queued };
-                job.transition(to, format!("could not start: {e}"), now);
-                self.store.put_jobs(&[job])?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends a running job its checkpoint signal and marks it stopping (persisted first).
-    fn stop(&self, state: &mut State, id: u32, reason: StopReason) -> Result<(), DaemonError> {
-        let job = &mut state.jobs[id as usize];
-        let JobState::Running { gpus, pid, .. } = job.state.clone() else { return Ok(()) };
-        let now = unix_s();
-        job.transition(JobState::Stopping { gpus, pid, reason, since_unix_s: now }, format!("{reason:?}").to_lowercase(), now);
-        self.store.put_jobs(&[job])?;
-        let signal = executor::parse_signal(&job.request.checkpoint_signal).unwrap_or(Signal::SIGTERM);
-        let grace_ms = job.request.grace_s * 1000;
-        let _ = executor::signal_group(pid, signal);
-        if let Some(w) = state.watched.get_mut(&id) {
-            w.kill_at_ms = Some(unix_ms() + grace_ms);
-        }
-        Ok(())
-    }
-
-    /// Waits for a spawned run to end (its group empty), then records how.
-    fn watch_child(&self, id: u32, pgid: u32, mut child: tokio::process::Child) {
-        let daemon = self.clone();
-        tokio::spawn(async move {
-            let status = child.wait().await.ok();
-            wait_group_empty(pgid).await;
-            let code = executor::read_exit_code(&daemon.settings.data_dir.join("runs").join(format!("{id}.exit"))).or(status.and_then(|s| s.code()));
-            daemon.run_ended(id, code);
-        });
-    }
-
-    /// Waits for a re-adopted run (not our child) to end.
-    fn watch_adopted(&self, id: u32, pgid: u32) {
-        let daemon = self.clone();
-        tokio::spawn(async move {
-            wait_group_empty(pgid).await;
-            let code = executor::read_exit_code(&daemon.settings.data_dir.join("runs").join(format!("{id}.exit")));
-            daemon.run_ended(id, code);
-        });
-    }
-
-    /// A run ended with `code` (None: killed, or unknown).
-    fn run_ended(&self, id: u32, code: Option<i32>) {
-        {
-            let mut state = self.lock();
-            state.watched.remove(&id);
-            let now = unix_s();
-            let job = &mut state.jobs[id as usize];
-            let (gpus, started) = match &job.state {
-                JobState::Running { gpus, started_unix_s, .. } => (gpus.clone(), Some(*started_unix_s)),
-                JobState::Stopping { gpus, .. } => (gpus.clone(), job.history.iter().rev().find(|t| t.to == "running").map(|t| t.at_unix_s)),
-                _ => return,
-            };
-            job.executed_s += started.map_or(0.0, |s| (now - s).max(0) as f64);
-            job.exit_code = code;
-            let next = match (&job.state, code) {
-                (JobState::Stopping { reason: StopReason::Preempted, .. }, _) => {
-                    job.preemptions += 1;
-                    (JobState::Queued, "preempted; requeued to resume from its checkpoint".to_string())
-                }
-                (JobState::Stopping { reason: StopReason::Cancelled, .. }, _) => (JobState::Cancelled, "cancelled".into()),
-                (JobState::Stopping { reason: StopReason::TimedOut, .. }, _) => (JobState::Failed, "over its max_run_time_s".into()),
-                (_, Some(0)) => (JobState::Succeeded, "exit code 0".into()),
-                (_, code) => {
-                    job.failures += 1;
-                    let what = code.map_or("killed".to_string(), |c| format!("exit code {c}"));
-                    if job.failures > job.request.max_retries {
-                        (JobState::Failed, format!("{what}; retries used up"))
-                    } else {
-                        (JobState::Queued, format!("{what}; retry {} of {}", job.failures, job.request.max_retries))
-                    }
-                }
-            };
-            job.transition(next.0, next.1, now);
-            if let Err(e) = self.store.put_jobs(&[job]) {
-                eprintln!("arbiter: could not persist job {id}: {e}");
-            }
-            if let Some(spec) = state.specs.get(id as usize).cloned() {
-                let record = state.jobs[id as usize].clone();
-                if record.state.is_terminal() {
-                    let active = ActiveJob::submitted(JobId(id), spec.gpus, spec.submit, spec.run_time_s);
-                    state.policy.job_finished(&spec, &active, SimTime::from_ms(unix_ms()));
-                }
-            }
-            for g in gpus {
-                state.free_gpus.insert(g);
-            }
-        }
-        if let Some(cg) = &self.settings.cgroups {
-            cg.remove(id);
-        }
-        self.wake.notify_one();
     }
 
     /// Free GPU indices.
@@ -711,52 +579,29 @@ impl Daemon {
     }
 }
 
-/// The policy configuration: defaults, with the tenants' weights and the daemon's round length
-/// for round-based policies.
-fn policy_config(tenants: &BTreeMap<String, Tenant>) -> arbiter_policy::PolicyConfig {
-    arbiter_policy::PolicyConfig { tenant_weights: tenants.values().map(|t| (t.name.clone(), t.weight)).collect(), ..Default::default() }
-}
-
-/// Polls until no live process is left in group `pgid`.
-async fn wait_group_empty(pgid: u32) {
-    let mut delay = Duration::from_millis(5);
-    while executor::group_alive(pgid) {
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_millis(250));
+/// The machine as the policy sees it: one node per GPU type (a machine with mixed GPUs is several
+/// typed pools to a policy), CPUs and memory split by GPUs.
+fn machine_cluster(settings: &Settings) -> Result<Cluster, DaemonError> {
+    let total: u32 = settings.gpus.iter().map(|(_, n)| n).sum();
+    let type_names: Vec<String> = if settings.gpus.is_empty() { vec!["none".into()] } else { settings.gpus.iter().map(|(t, _)| t.clone()).collect() };
+    let mut nodes: Vec<Node> = settings
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(i, (_, count))| Node {
+            id: NodeId(i as u32),
+            name: format!("local-{i}"),
+            rack: RackId(0),
+            gpu_type: GpuTypeId(i as u8),
+            gpus: *count,
+            cpus: settings.cpus.max(1) * count / total.max(1),
+            memory_gib: settings.memory_gib * count / total.max(1),
+        })
+        .collect();
+    if nodes.is_empty() {
+        nodes.push(Node { id: NodeId(0), name: "local-0".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 0, cpus: settings.cpus, memory_gib: settings.memory_gib });
     }
-}
-
-/// The policy's view of a job.
-fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
-    let r = &job.request;
-    let expected = r.expected_run_time_s.or(r.max_run_time_s).unwrap_or(DEFAULT_EXPECTED_RUN_S) as f64;
-    let mut spec = JobSpec::new(JobId(job.id), SimTime::from_ms(job.submitted_unix_s.max(0) as u64 * 1000), r.gpus, expected);
-    spec.tenant = job.tenant.clone();
-    spec.name = r.name.clone();
-    spec.priority = r.priority;
-    spec.deadline = r.deadline_unix_s.map(|d| SimTime::from_ms(d.max(0) as u64 * 1000));
-    spec.restart_overhead = Some(SimDuration::from_ms(0));
-    // Speed per GPU type: 0 where the job may not run; measured throughput relative to its best
-    // measured type where it has run; 1 (optimistic, so it gets tried) elsewhere.
-    let allowed = |t: &str| r.gpu_types.is_empty() || r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t));
-    let best = job.throughput_by_gpu_type.values().copied().fold(0.0, f64::max);
-    if !r.gpu_types.is_empty() || best > 0.0 {
-        spec.speed_by_gpu_type = cluster
-            .gpu_type_names
-            .iter()
-            .map(|t| match (allowed(t), job.throughput_by_gpu_type.get(t)) {
-                (false, _) => 0.0,
-                (true, Some(m)) if best > 0.0 => m / best,
-                (true, _) => 1.0,
-            })
-            .collect();
-    }
-    // Remaining work from measured progress, when the job said how many steps it has.
-    if let (Some(total), Some(p)) = (job.total_steps, job.progress.as_ref())
-        && let Some(rate) = p.throughput.filter(|t| *t > 0.0) {
-            spec.run_time_s = job.executed_s + (total.saturating_sub(p.steps) as f64 / rate).max(1.0);
-        }
-    spec
+    Cluster::new(type_names, nodes).map_err(|e| DaemonError::Config(e.to_string()))
 }
 
 impl State {
@@ -768,33 +613,5 @@ impl State {
     /// Name of the policy.
     pub fn policy_name(&self) -> &'static str {
         self.policy.name()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn measured_throughput_gives_speeds_per_type_and_remaining_time() {
-        let nodes = vec![
-            Node { id: NodeId(0), name: "a".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 2, cpus: 8, memory_gib: 32 },
-            Node { id: NodeId(1), name: "b".into(), rack: RackId(0), gpu_type: GpuTypeId(1), gpus: 2, cpus: 8, memory_gib: 32 },
-            Node { id: NodeId(2), name: "c".into(), rack: RackId(0), gpu_type: GpuTypeId(2), gpus: 2, cpus: 8, memory_gib: 32 },
-        ];
-        let cluster = Cluster::new(vec!["v100".into(), "k80".into(), "t4".into()], nodes).expect("valid");
-        let request: SubmitRequest = serde_json::from_str(r#"{"command": "x", "gpu_types": ["v100", "k80"]}"#).expect("valid");
-        let mut job = JobRecord::submitted(0, "t", request, 0, String::new());
-        job.executed_s = 100.0;
-        job.runs = 1;
-        // Not measured yet: allowed types 1, the others 0.
-        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 1.0, 0.0]);
-        // Measured 40 steps/s on V100s and 10 on K80s: K80 runs at a quarter of the speed.
-        job.throughput_by_gpu_type = BTreeMap::from([("v100".to_string(), 40.0), ("k80".to_string(), 10.0)]);
-        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 0.25, 0.0]);
-        // 1,000 of 5,000 steps done at 40 steps/s: 100 s left after the 100 s already run.
-        job.total_steps = Some(5000);
-        job.progress = Some(crate::job::Progress { steps: 1000, throughput: Some(40.0), at_unix_s: 0 });
-        assert_eq!(spec_of(&job, &cluster).run_time_s, 200.0);
     }
 }

@@ -1,63 +1,91 @@
 //! The local executor: each run of a job is a process group on this machine.
 //!
-//! A run is `sh -c '<wrapper>'` in a new process group: the wrapper runs the job's command with
-//! `sh -c` and then writes the command's exit code to the run's exit file. The exit file lets a
-//! restarted daemon learn how a job it did not spawn ended (after `kill -9` of the daemon, runs
-//! keep going; the new daemon re-adopts them by process-group id). A run is over when its
-//! process group is empty — not when the wrapper exits: a checkpoint signal sent to the group
-//! ends the wrapper at once while the job itself may still be writing its checkpoint.
+//! A run is the run wrapper (`arbiter job-wrapper SPEC`, this very binary, started by absolute
+//! path with an empty environment) in a new process group. The wrapper, still with the daemon's
+//! identity, records its pid, joins the run's cgroup, then starts the job — `/bin/sh -c COMMAND`
+//! with the job's environment only, as the tenant's unix identity when tenants are isolated — and
+//! records the job's exit code once it ends. Neither the job's environment (`PATH`, `LD_PRELOAD`)
+//! nor the job's own processes can reach the wrapper: it shares no environment with the job and,
+//! under isolation, runs as another user. The pid and exit files live in the daemon's private
+//! `runs/` directory, so a job cannot forge them.
+//!
+//! The exit file lets a restarted daemon learn how a job it did not spawn ended (after `kill -9`
+//! of the daemon, runs keep going; the new daemon re-adopts them by process-group id). A run is
+//! over when its process group is empty. The wrapper survives the checkpoint signal (it catches
+//! the signals a job may ask for), so it records the job's real exit code after a checkpoint.
 //!
 //! Signals go to the whole group (`kill(-pgid, sig)`): the checkpoint signal first (default
 //! SIGTERM), SIGKILL after the grace period.
 
+use crate::identity::UnixIdentity;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// What one run needs.
-#[derive(Clone, Debug)]
+/// What one run needs; handed to the run wrapper as a JSON file (0600, in the daemon's private
+/// `runs/` directory, removed by the wrapper once read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Launch {
     /// The job's shell command.
     pub command: String,
     /// Working directory.
     pub working_dir: PathBuf,
-    /// Environment added to the daemon's (job variables, `CUDA_VISIBLE_DEVICES`, `ARBITER_*`).
+    /// The job's whole environment (its own variables, `CUDA_VISIBLE_DEVICES`, `ARBITER_*`);
+    /// nothing of the daemon's is inherited.
     pub env: BTreeMap<String, String>,
-    /// Where stdout and stderr go (appended).
+    /// Where stdout and stderr go (appended; the daemon opens it).
     pub log_path: PathBuf,
     /// Where the wrapper writes the command's exit code.
     pub exit_file: PathBuf,
     /// Where the wrapper writes its process id (= the group id) as its first act, so that a
     /// daemon that died between spawning and recording the id can still find the run.
     pub pid_file: PathBuf,
+    /// The checkpoint directory, created by the job (as its identity) before the command runs.
+    pub checkpoint_dir: PathBuf,
+    /// Run the job as this identity (`None`: the daemon's own).
+    pub identity: Option<UnixIdentity>,
+    /// cgroup v2 directory the run joins (CPU/memory limits), if enforced.
+    pub cgroup: Option<PathBuf>,
 }
 
-/// The wrapper: run the command, record its exit code, exit with it.
-const WRAPPER: &str = r#"echo $$ > "$ARBITER_PID_FILE"
-if [ -n "$ARBITER_CGROUP" ]; then echo $$ > "$ARBITER_CGROUP/cgroup.procs" || echo "arbiter: could not join $ARBITER_CGROUP; limits not applied" >&2; fi
-sh -c "$1"; code=$?; echo "$code" > "$ARBITER_EXIT_FILE"; exit "$code""#;
+impl Launch {
+    /// Where the launch spec is written: beside the pid file.
+    pub fn spec_path(&self) -> PathBuf {
+        self.pid_file.with_extension("launch.json")
+    }
+}
 
-/// Starts a run in its own process group; returns the child (the group leader).
-pub fn spawn(launch: &Launch) -> std::io::Result<tokio::process::Child> {
-    if let Some(dir) = launch.log_path.parent() {
-        std::fs::create_dir_all(dir)?;
+/// Starts a run in its own process group through the wrapper `wrapper_exe`; returns the child
+/// (the group leader).
+pub fn spawn(launch: &Launch, wrapper_exe: &Path) -> std::io::Result<tokio::process::Child> {
+    for file in [&launch.log_path, &launch.pid_file] {
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
     }
     let _ = std::fs::remove_file(&launch.exit_file);
     let _ = std::fs::remove_file(&launch.pid_file);
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&launch.log_path)?;
+    let spec = serde_json::to_vec(launch).map_err(std::io::Error::other)?;
+    let spec_path = launch.spec_path();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&spec_path)?;
+        f.write_all(&spec)?;
+    }
+    // The log: the daemon's file (0600, never followed through a symlink), handed to the run as
+    // its stdout and stderr.
+    let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW).open(&launch.log_path)?;
     let err = log.try_clone()?;
-    let mut command = tokio::process::Command::new("sh");
+    let mut command = tokio::process::Command::new(wrapper_exe);
     command
-        .arg("-c")
-        .arg(WRAPPER)
-        .arg("arbiter-run")
-        .arg(&launch.command)
-        .current_dir(&launch.working_dir)
-        .envs(&launch.env)
-        .env("ARBITER_EXIT_FILE", &launch.exit_file)
-        .env("ARBITER_PID_FILE", &launch.pid_file)
+        .arg("job-wrapper")
+        .arg(&spec_path)
+        .env_clear()
+        .current_dir("/")
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(err)
@@ -125,55 +153,6 @@ pub fn parse_signal(name: &str) -> Option<Signal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn a_run_records_its_exit_code_and_its_group_ends() {
-        let dir = tempfile::tempdir().expect("dir");
-        let launch = Launch {
-            command: "echo hello $CUDA_VISIBLE_DEVICES; exit 3".into(),
-            working_dir: dir.path().to_path_buf(),
-            env: BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_string(), "1,2".to_string())]),
-            log_path: dir.path().join("logs/0.log"),
-            exit_file: dir.path().join("0.exit"),
-            pid_file: dir.path().join("0.pid"),
-        };
-        let mut child = spawn(&launch).expect("spawns");
-        let pgid = child.id().expect("pid");
-        let status = child.wait().await.expect("waits");
-        assert_eq!(status.code(), Some(3));
-        assert_eq!(read_exit_code(&launch.exit_file), Some(3));
-        assert!(!group_alive(pgid));
-        let log = std::fs::read_to_string(&launch.log_path).expect("log");
-        assert_eq!(log.trim(), "hello 1,2");
-    }
-
-    #[tokio::test]
-    async fn the_checkpoint_signal_reaches_the_command_and_the_group_outlives_the_wrapper() {
-        let dir = tempfile::tempdir().expect("dir");
-        let marker = dir.path().join("checkpointed");
-        let launch = Launch {
-            // On TERM: take a moment (as a checkpoint would), write a marker, exit 0.
-            command: format!("trap 'sleep 0.3; touch {}; exit 0' TERM; while true; do sleep 0.05; done", marker.display()),
-            working_dir: dir.path().to_path_buf(),
-            env: BTreeMap::new(),
-            log_path: dir.path().join("1.log"),
-            exit_file: dir.path().join("1.exit"),
-            pid_file: dir.path().join("1.pid"),
-        };
-        let mut child = spawn(&launch).expect("spawns");
-        let pgid = child.id().expect("pid");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        signal_group(pgid, Signal::SIGTERM).expect("signals");
-        let _ = child.wait().await;
-        for _ in 0..100 {
-            if !group_alive(pgid) {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        assert!(!group_alive(pgid), "the group ends once the command has checkpointed");
-        assert!(marker.exists(), "the command got the signal and checkpointed");
-    }
 
     #[test]
     fn signal_names_parse() {

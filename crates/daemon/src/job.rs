@@ -56,6 +56,14 @@ pub struct SubmitRequest {
     /// Job name, for people.
     #[serde(default)]
     pub name: Option<String>,
+    /// Idempotency key chosen by the client (also accepted as the `Idempotency-Key` header): a
+    /// second submission by the same tenant with the same key returns the first job instead of
+    /// creating another, so a client may retry after a lost reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_request_id: Option<String>,
+    /// Seconds a started run is protected from preemption (default: the daemon's `min_run_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_run_time_s: Option<u64>,
 }
 
 fn one() -> u32 {
@@ -84,42 +92,115 @@ pub struct FieldError {
     pub reason: String,
 }
 
+/// What a submission is checked against: the machine's GPUs, CPUs and memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// GPUs by type.
+    pub gpus: crate::config::GpuInventory,
+    /// CPU cores.
+    pub cpus: u32,
+    /// Memory, GiB.
+    pub memory_gib: u32,
+}
+
+/// Longest time a submission may name (run-time limits, estimates): ten years.
+pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+/// Environment variables Arbiter sets for every run; a submission may not set them.
+pub fn is_owned_variable(key: &str) -> bool {
+    key.starts_with("ARBITER_") || key == "CUDA_VISIBLE_DEVICES" || key == "CUDA_DEVICE_ORDER"
+}
+
 impl SubmitRequest {
-    /// Checks the submission against the daemon's limits.
-    pub fn validate(&self, gpus_in_cluster: u32) -> Result<(), FieldError> {
+    /// Checks the submission against the daemon's limits. Every refusal names the field.
+    pub fn validate(&self, limits: &Limits) -> Result<(), FieldError> {
         let bad = |field, reason: String| Err(FieldError { field, reason });
+        // NUL bytes cannot reach a process (argv, environment, paths are C strings): refuse them
+        // here rather than fail at start.
+        let strings = [
+            ("command", Some(self.command.as_str())),
+            ("working_dir", self.working_dir.as_deref()),
+            ("checkpoint_dir", self.checkpoint_dir.as_deref()),
+            ("checkpoint_signal", Some(self.checkpoint_signal.as_str())),
+            ("name", self.name.as_deref()),
+            ("client_request_id", self.client_request_id.as_deref()),
+        ];
+        for (field, value) in strings {
+            if value.is_some_and(|v| v.contains('\0')) {
+                return bad(field, "contains a NUL byte".into());
+            }
+        }
+        if self.gpu_types.iter().any(|t| t.contains('\0')) {
+            return bad("gpu_types", "contains a NUL byte".into());
+        }
+        if self.env.iter().any(|(k, v)| k.contains('\0') || v.contains('\0')) {
+            return bad("env", "contains a NUL byte".into());
+        }
         if self.command.trim().is_empty() {
             return bad("command", "must not be empty".into());
         }
         if self.command.len() > 16 * 1024 {
             return bad("command", "longer than 16 KiB".into());
         }
+        if self.name.as_ref().is_some_and(|n| n.len() > 256) {
+            return bad("name", "longer than 256 bytes".into());
+        }
+        if self.client_request_id.as_ref().is_some_and(|k| k.is_empty() || k.len() > 256) {
+            return bad("client_request_id", "must be 1-256 bytes".into());
+        }
         if self.gpus == 0 {
-            return bad("gpus", "must be at least 1".into());
+            return bad("gpus", "must be at least 1 (jobs without GPUs are not scheduled by Arbiter)".into());
         }
-        if self.gpus > gpus_in_cluster {
-            return bad("gpus", format!("asks for {} GPUs; this cluster has {gpus_in_cluster}", self.gpus));
+        let machine_types: Vec<&str> = limits.gpus.iter().map(|(t, _)| t.as_str()).collect();
+        if let Some(unknown) = self.gpu_types.iter().find(|t| !machine_types.iter().any(|m| m.eq_ignore_ascii_case(t))) {
+            return bad("gpu_types", format!("`{unknown}` is not a GPU type of this cluster (it has: {})", if machine_types.is_empty() { "none".into() } else { machine_types.join(", ") }));
         }
-        if let Some(dir) = &self.working_dir
-            && !dir.starts_with('/') {
+        let allowed: u32 = limits.gpus.iter().filter(|(t, _)| self.gpu_types.is_empty() || self.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t))).map(|(_, n)| n).sum();
+        let largest: u32 = limits.gpus.iter().filter(|(t, _)| self.gpu_types.is_empty() || self.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t))).map(|(_, n)| *n).max().unwrap_or(0);
+        if self.gpus > largest {
+            let what = if self.gpu_types.is_empty() { String::new() } else { format!(" of type {}", self.gpu_types.join("/")) };
+            // A job runs on GPUs of one type: a gang larger than the largest group never starts.
+            return bad("gpus", format!("asks for {} GPUs{what}; this cluster has {allowed}{}", self.gpus, if allowed > largest { format!(", at most {largest} of one type") } else { String::new() }));
+        }
+        if self.cpus > limits.cpus {
+            return bad("cpus", format!("asks for {} CPU cores; this machine has {}", self.cpus, limits.cpus));
+        }
+        if self.memory_gib > limits.memory_gib {
+            return bad("memory_gib", format!("asks for {} GiB; this machine has {}", self.memory_gib, limits.memory_gib));
+        }
+        if let Some(dir) = &self.working_dir {
+            if !dir.starts_with('/') {
                 return bad("working_dir", format!("`{dir}` is not an absolute path"));
             }
-        if let Some(dir) = &self.checkpoint_dir
-            && !dir.starts_with('/') {
-                return bad("checkpoint_dir", format!("`{dir}` is not an absolute path"));
+            match std::fs::metadata(dir) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => return bad("working_dir", format!("`{dir}` is not a directory")),
+                Err(e) => return bad("working_dir", format!("`{dir}`: {e}")),
             }
+        }
         if crate::executor::parse_signal(&self.checkpoint_signal).is_none() {
-            return bad("checkpoint_signal", format!("`{}` is not a signal name (TERM, INT, USR1, USR2, HUP)", self.checkpoint_signal));
+            return bad("checkpoint_signal", format!("`{}` is not a signal name (TERM, INT, USR1, USR2, HUP, QUIT)", self.checkpoint_signal));
         }
         if self.grace_s > 3600 {
             return bad("grace_s", "at most 3600".into());
         }
-        if let Some(key) = self.env.keys().find(|k| k.is_empty() || k.contains('=') || k.starts_with("ARBITER_")) {
-            return bad("env", format!("`{key}` is not allowed (empty, contains `=`, or reserved ARBITER_ prefix)"));
+        if let Some(key) = self.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+            return bad("env", format!("`{key}` is not a variable name (empty, or contains `=`)"));
         }
-        if self.max_run_time_s == Some(0) {
-            return bad("max_run_time_s", "must be > 0".into());
+        if let Some(key) = self.env.keys().find(|k| is_owned_variable(k)) {
+            return bad("env", format!("`{key}` is set by Arbiter for every run (ARBITER_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) and cannot be submitted"));
         }
+        for (field, value) in [("max_run_time_s", self.max_run_time_s), ("expected_run_time_s", self.expected_run_time_s), ("min_run_time_s", self.min_run_time_s)] {
+            match value {
+                Some(0) if field != "min_run_time_s" => return bad(field, "must be > 0".into()),
+                Some(v) if v > MAX_SECONDS => return bad(field, format!("{v} is more than ten years ({MAX_SECONDS} s)")),
+                _ => {}
+            }
+        }
+        if let Some(d) = self.deadline_unix_s
+            && !(0..=i64::try_from(MAX_SECONDS * 100).unwrap_or(i64::MAX)).contains(&d) {
+                return bad("deadline_unix_s", format!("{d} is not a plausible Unix time"));
+            }
         Ok(())
     }
 }
@@ -168,6 +249,17 @@ pub enum StopReason {
     Cancelled,
     /// Over its `max_run_time_s`; it fails.
     TimedOut,
+}
+
+impl StopReason {
+    /// Lower-case name (`preempted`, `cancelled`, `timed-out`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Preempted => "preempted",
+            StopReason::Cancelled => "cancelled",
+            StopReason::TimedOut => "timed-out",
+        }
+    }
 }
 
 impl JobState {
@@ -267,6 +359,10 @@ pub struct JobRecord {
     pub history: Vec<Transition>,
     /// Hash of the job's own token (it reports progress with it).
     pub token_sha256: String,
+    /// The checkpoint directory, fixed at submission (`None` in records written before it was:
+    /// `<data_dir>/checkpoints/<id>`).
+    #[serde(default)]
+    pub checkpoint_dir: Option<String>,
 }
 
 impl JobRecord {
@@ -291,6 +387,7 @@ impl JobRecord {
             total_steps: None,
             history: Vec::new(),
             token_sha256,
+            checkpoint_dir: None,
         };
         record.transition(JobState::Queued, "submitted", now_s);
         record
@@ -299,11 +396,20 @@ impl JobRecord {
     /// Records a transition to `state`.
     pub fn transition(&mut self, state: JobState, why: impl Into<String>, now_unix_s: i64) {
         self.history.push(Transition { at_unix_s: now_unix_s, to: state.name().to_string(), why: why.into() });
+        if state != JobState::Queued {
+            // Why it waited no longer applies.
+            self.pending_reason = None;
+        }
         self.state = state;
     }
 
-    /// The checkpoint directory: the requested one or `<data>/checkpoints/<id>`.
+    /// The checkpoint directory: as fixed at submission, or for older records the requested
+    /// one or `<data>/checkpoints/<id>`.
     pub fn checkpoint_dir(&self, data_dir: &std::path::Path) -> std::path::PathBuf {
-        self.request.checkpoint_dir.as_ref().map(std::path::PathBuf::from).unwrap_or_else(|| data_dir.join("checkpoints").join(self.id.to_string()))
+        self.checkpoint_dir
+            .as_ref()
+            .or(self.request.checkpoint_dir.as_ref())
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| data_dir.join("checkpoints").join(self.id.to_string()))
     }
 }

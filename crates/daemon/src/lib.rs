@@ -16,10 +16,19 @@ pub mod auth;
 pub mod cgroup;
 pub mod client;
 pub mod config;
+pub mod confine;
 pub mod daemon;
+pub mod datadir;
 pub mod executor;
+pub mod identity;
 pub mod job;
+pub mod policy_support;
+mod recovery;
+mod runs;
 pub mod store;
+mod tenants;
+pub mod view;
+pub mod wrapper;
 
 use config::ServeConfig;
 use daemon::{Daemon, Settings};
@@ -28,40 +37,28 @@ use daemon::{Daemon, Settings};
 /// token is.
 pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     config.validate()?;
-    std::fs::create_dir_all(&config.data_dir)?;
-    let data_dir = std::fs::canonicalize(&config.data_dir)?;
-    let gpus = match config::parse_gpus(&config.gpus)? {
-        Some(declared) => declared,
-        None => config::detect_gpus(),
-    };
-    let (cpus, memory_gib) = config::detect_host();
-    let settings = Settings {
-        data_dir: data_dir.clone(),
-        policy: config.policy_kind()?,
-        round_s: config.round_s,
-        gpus,
-        cpus: if config.cpus > 0 { config.cpus } else { cpus },
-        memory_gib: if config.memory_gib > 0 { config.memory_gib } else { memory_gib },
-        public_url: config.public_url.clone().unwrap_or_default(),
-        cgroups: cgroup::Cgroups::detect(std::path::Path::new("/sys/fs/cgroup")),
-    };
-    let token_file = config.admin_token_file.clone().unwrap_or_else(|| data_dir.join("admin.token"));
-    let admin_token = match std::fs::read_to_string(&token_file) {
-        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
-        _ => {
-            let token = auth::new_token();
-            write_private(&token_file, &token)?;
-            token
-        }
-    };
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    let mut settings = settings;
-    if settings.public_url.is_empty() {
-        settings.public_url = format!("http://{}", listener.local_addr()?);
+    let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse { " (another daemon? pick --listen)" } else { "" };
+        format!("cannot listen on {}: {e}{hint}", config.listen)
+    })?;
+    // Installed before the address is published, so a SIGTERM right after start is handled too.
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    // Everything the daemon creates is private unless it says otherwise.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let settings = settings(&config, format!("http://{}", listener.local_addr()?))?;
+    if settings.gpus.is_empty() {
+        tracing::warn!("no GPUs: nvidia-smi found none (or is missing); declare them with --gpus, e.g. --gpus 4xa100");
     }
-    let daemon = Daemon::start(settings.clone())?;
+    let daemon = Daemon::start(settings)?;
+    let settings = daemon.settings.clone();
+    let data_dir = settings.data_dir.clone();
+    // Read or created only now, with the data directory locked: two daemons started at once
+    // cannot leave a token the survivor does not know.
+    let token_file = config.admin_token_file.clone().unwrap_or_else(|| data_dir.join("admin.token"));
+    let admin_token = admin_token(&token_file)?;
     // Where it really listens (with `--listen 127.0.0.1:0` the OS picks the port).
-    std::fs::write(data_dir.join("daemon.addr"), format!("{}\n", listener.local_addr()?))?;
+    std::fs::write(data_dir.join("daemon.addr"), format!("{}\n", listener.local_addr()?)).map_err(|e| format!("{}: {e}", data_dir.join("daemon.addr").display()))?;
     let total: u32 = settings.gpus.iter().map(|(_, n)| n).sum();
     eprintln!(
         "arbiter: serving http://{} (policy {}, {} GPUs, {} CPUs, {} GiB; CPU/memory limits {}); admin token in {}",
@@ -73,19 +70,84 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         if settings.cgroups.is_some() { "enforced with cgroup v2" } else { "NOT enforced (no writable cgroup v2 here)" },
         token_file.display()
     );
-    let api = api::Api { daemon: daemon.clone(), admin_token_sha256: auth::sha256_hex(&admin_token) };
-    tokio::spawn(daemon.run_loop());
-    axum::serve(listener, api::router(api, config.max_request_bytes)).await?;
+    if settings.isolation.is_isolated() {
+        eprintln!("arbiter: {}", settings.isolation.describe());
+    } else {
+        eprintln!("arbiter: WARNING: {}", settings.isolation.describe());
+    }
+    let api = api::Api::new(daemon.clone(), auth::sha256_hex(&admin_token));
+    tokio::spawn(daemon.clone().run_loop());
+    let limits = api::ConnectionLimits {
+        header_timeout: std::time::Duration::from_secs_f64(config.header_timeout_s),
+        idle_timeout: std::time::Duration::from_secs_f64(config.idle_timeout_s),
+        max_connections: config.max_connections,
+        drain: std::time::Duration::from_secs(5),
+    };
+    // SIGTERM/SIGINT: stop accepting, let requests in flight finish, exit. Runs are left alone
+    // (their own process groups) and re-adopted at the next start.
+    let shutdown = async {
+        let signal = tokio::select! {
+            _ = sigterm.recv() => "SIGTERM",
+            _ = sigint.recv() => "SIGINT",
+        };
+        let runs = daemon.with_state(|s| s.jobs.iter().filter(|j| j.state.gpus().is_some()).count());
+        tracing::info!("shutting down on {signal}; {runs} runs keep running and will be re-adopted at the next start");
+    };
+    api::serve_connections(listener, api::router(api, config.max_request_bytes), limits, shutdown).await;
+    tracing::info!("stopped");
     Ok(())
 }
 
-/// Writes a secret readable by the owner only.
-fn write_private(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
+/// The daemon's settings from its configuration: GPUs (declared or from `nvidia-smi`), host
+/// size, isolation, checkpoint roots, the run wrapper (this binary) and the Gittins prior.
+fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, String> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("data_dir {}: {e}", config.data_dir.display()))?;
+    let data_dir = std::fs::canonicalize(&config.data_dir).map_err(|e| format!("data_dir {}: {e}", config.data_dir.display()))?;
+    let gpus = match config::parse_gpus(&config.gpus).map_err(|e| e.to_string())? {
+        Some(declared) => declared,
+        None => config::detect_gpus(),
+    };
+    let (cpus, memory_gib) = config::detect_host();
+    let isolation = identity::Isolation::detect(config.tenant_uid_range, config.tenant_users.clone(), config.allow_shared_identity);
+    if isolation.is_isolated() {
+        for (tenant, user) in &config.tenant_users {
+            identity::resolve_user(user).map_err(|e| format!("tenant_users: {tenant}: {e}"))?;
+        }
+    }
+    let wrapper_exe = std::env::current_exe().map_err(|e| format!("cannot find this program's own path for the run wrapper: {e}"))?;
+    let gittins_prior = policy_support::gittins_prior(config.gittins_prior.as_deref())?;
+    Ok(Settings {
+        checkpoint_roots: confine::CheckpointRoots::new(&config.checkpoint_roots, &data_dir),
+        data_dir,
+        policy: config.policy_kind().map_err(|e| e.to_string())?,
+        round_s: config.round_s,
+        min_run_s: config.min_run_s.unwrap_or(config.round_s),
+        gpus,
+        cpus: if config.cpus > 0 { config.cpus } else { cpus },
+        memory_gib: if config.memory_gib > 0 { config.memory_gib } else { memory_gib },
+        public_url: config.public_url.clone().unwrap_or(default_url),
+        cgroups: cgroup::Cgroups::detect(std::path::Path::new("/sys/fs/cgroup")),
+        isolation,
+        wrapper_exe,
+        gittins_prior: std::sync::Arc::new(gittins_prior),
+    })
+}
+
+/// The admin token: read from `path`, or created there (0600; never overwritten).
+fn admin_token(path: &std::path::Path) -> Result<String, String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => return Err(format!("{}: empty admin token file; remove it to have a new token created", path.display())),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", path.display())),
+        Err(_) => {}
     }
-    let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(path)?;
-    writeln!(f, "{secret}")
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let token = auth::new_token();
+    let mut f = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    writeln!(f, "{token}").map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(token)
 }

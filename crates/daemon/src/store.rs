@@ -3,18 +3,27 @@
 //! few keyed tables, not queries). Every job record is written, in one transaction with the
 //! job's state, *before* the daemon acts on the new state (starts a process, signals one).
 //!
-//! Tables: `meta` (schema version, next job id), `jobs` (id → JSON [`JobRecord`]), `tenants`
-//! (name → JSON [`Tenant`]). The schema version is checked at open; [`MIGRATIONS`] upgrade older
+//! Tables: `meta` (schema version, store id, next job id), `jobs` (id → JSON [`JobRecord`]),
+//! `tenants` (name → JSON [`Tenant`]), `identities` (tenant → automatic uid).
+//!
+//! A write that fails with an I/O error (a full disk) leaves the store *degraded*: redb refuses
+//! every later write on that handle, so the handle is dropped and the file reopened at the next
+//! write; until one succeeds, callers get [`StoreError::Unavailable`] and change nothing in
+//! memory (the API answers 503, `/metrics` shows `arbiter_store_degraded 1`). The schema version is checked at open; [`MIGRATIONS`] upgrade older
 //! files in order.
 
 use crate::job::JobRecord;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Mutex;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const JOBS: TableDefinition<u32, &str> = TableDefinition::new("jobs");
 const TENANTS: TableDefinition<&str, &str> = TableDefinition::new("tenants");
+/// Automatic unix identities: tenant name → uid (= gid), allocated once, never changed.
+const IDENTITIES: TableDefinition<&str, u32> = TableDefinition::new("identities");
 
 /// The schema this build writes.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -22,10 +31,12 @@ pub const SCHEMA_VERSION: u64 = 1;
 /// One schema upgrade, run inside the opening transaction.
 type Migration = fn(&redb::WriteTransaction) -> Result<(), StoreError>;
 
-/// Upgrades from version `i + 1` to `i + 2` (none yet: version 1 is the first).
+/// Upgrades from version `i + 1` to `i + 2` (none yet: version 1 is the first; the tables added
+/// since — `identities`, the `store_id` and `next_job_id` meta keys — are created when missing).
 const MIGRATIONS: &[Migration] = &[];
 
-/// A store failure. `Io`/`Database` may clear up on retry; `Corrupt` and `Schema` will not.
+/// A store failure. `Unavailable` clears up by itself (the store reopens once writes work
+/// again); `Corrupt` and `Schema` will not.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database failed.
@@ -42,10 +53,19 @@ pub enum StoreError {
         /// Version this build knows.
         supported: u64,
     },
+    /// Writes fail (an I/O error such as a full disk): the store is read-only until a write
+    /// works again; nothing was changed.
+    #[error("store is read-only after an I/O error ({0}); nothing was changed; it recovers by itself once writes work again")]
+    Unavailable(String),
 }
 
-fn db_error(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Database(e.to_string())
+fn db_error(e: impl Into<redb::Error>) -> StoreError {
+    match e.into() {
+        // An I/O failure (disk full, read-only file system): the database must be reopened
+        // before it takes writes again.
+        e @ (redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed) => StoreError::Unavailable(e.to_string()),
+        e => StoreError::Database(e.to_string()),
+    }
 }
 
 /// A tenant: its weight and GPU quota, and the hash of its bearer token.
@@ -61,17 +81,30 @@ pub struct Tenant {
     pub token_sha256: String,
 }
 
+/// Opens the database file (the real file, or a test's fault-injecting backend).
+type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
+
 /// The store.
 pub struct Store {
-    db: Database,
+    open: Opener,
+    /// `None` after an I/O error closed it; reopened at the next write.
+    db: Mutex<Option<Database>>,
+    /// Why writes fail, while they do.
+    degraded: Mutex<Option<String>>,
 }
 
 impl Store {
     /// Opens (or creates) the store at `path`, upgrading its schema if needed.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let db = Database::create(path).map_err(db_error)?;
-        let txn = db.begin_write().map_err(db_error)?;
-        {
+        let path = path.to_path_buf();
+        Self::open_with(Box::new(move || Database::create(&path)))
+    }
+
+    /// Opens the store through `open` (tests inject I/O failures this way).
+    pub fn open_with(open: Opener) -> Result<Self, StoreError> {
+        let db = open().map_err(db_error)?;
+        let store = Store { open, db: Mutex::new(Some(db)), degraded: Mutex::new(None) };
+        store.write(|txn| {
             let mut meta = txn.open_table(META).map_err(db_error)?;
             let version = meta.get("schema_version").map_err(db_error)?.map(|v| v.value());
             match version {
@@ -82,7 +115,7 @@ impl Store {
                 Some(v) => {
                     drop(meta);
                     for migrate in &MIGRATIONS[(v as usize).saturating_sub(1)..] {
-                        migrate(&txn)?;
+                        migrate(txn)?;
                     }
                     let mut meta = txn.open_table(META).map_err(db_error)?;
                     meta.insert("schema_version", SCHEMA_VERSION).map_err(db_error)?;
@@ -90,26 +123,105 @@ impl Store {
             }
             txn.open_table(JOBS).map_err(db_error)?;
             txn.open_table(TENANTS).map_err(db_error)?;
+            txn.open_table(IDENTITIES).map_err(db_error)?;
+            Ok(())
+        })?;
+        Ok(store)
+    }
+
+    /// Why writes fail at the moment (`None`: they work).
+    pub fn degraded(&self) -> Option<String> {
+        self.degraded.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Runs `body` in one write transaction and commits it. After an I/O error the database is
+    /// closed and reopened (redb refuses every later write on a handle that saw one), and the
+    /// store reports itself degraded until a write succeeds again.
+    fn write(&self, body: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        let mut db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        if db.is_none() {
+            match (self.open)() {
+                Ok(reopened) => *db = Some(reopened),
+                Err(e) => return Err(self.degrade(db_error(e))),
+            }
         }
-        txn.commit().map_err(db_error)?;
-        Ok(Store { db })
+        let Some(handle) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+        let result = (|| {
+            let txn = handle.begin_write().map_err(db_error)?;
+            body(&txn)?;
+            txn.commit().map_err(db_error)
+        })();
+        match result {
+            Ok(()) => {
+                let mut degraded = self.degraded.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(was) = degraded.take() {
+                    tracing::warn!("store writable again (it failed with: {was})");
+                }
+                Ok(())
+            }
+            Err(e @ StoreError::Unavailable(_)) => {
+                // Drop the handle; the next write reopens the file.
+                *db = None;
+                Err(self.degrade(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn degrade(&self, e: StoreError) -> StoreError {
+        let reason = match &e {
+            StoreError::Unavailable(r) => r.clone(),
+            other => other.to_string(),
+        };
+        let mut degraded = self.degraded.lock().unwrap_or_else(|p| p.into_inner());
+        if degraded.is_none() {
+            tracing::error!("store write failed ({reason}); the daemon refuses changes (503) until writes work again");
+        }
+        *degraded = Some(reason.clone());
+        StoreError::Unavailable(reason)
     }
 
     /// Writes `jobs` in one transaction (all or none), and the next free id.
     pub fn put_jobs(&self, jobs: &[&JobRecord]) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db_error)?;
-        {
+        let encoded = jobs.iter().map(|job| serde_json::to_string(job).map(|json| (job.id, json))).collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.write(|txn| {
             let mut table = txn.open_table(JOBS).map_err(db_error)?;
             let mut meta = txn.open_table(META).map_err(db_error)?;
             let mut next = meta.get("next_job_id").map_err(db_error)?.map_or(0, |v| v.value());
-            for job in jobs {
-                let json = serde_json::to_string(job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                table.insert(job.id, json.as_str()).map_err(db_error)?;
-                next = next.max(job.id as u64 + 1);
+            for (id, json) in &encoded {
+                table.insert(*id, json.as_str()).map_err(db_error)?;
+                next = next.max(*id as u64 + 1);
             }
             meta.insert("next_job_id", next).map_err(db_error)?;
-        }
-        txn.commit().map_err(db_error)
+            Ok(())
+        })
+    }
+
+    /// Reads one meta value.
+    fn meta(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+        let txn = db.begin_read().map_err(db_error)?;
+        let table = txn.open_table(META).map_err(db_error)?;
+        Ok(table.get(key).map_err(db_error)?.map(|v| v.value()))
+    }
+
+    /// The id of this store (`None` for a new store, or one written before stores had ids).
+    pub fn store_id(&self) -> Result<Option<u64>, StoreError> {
+        self.meta("store_id")
+    }
+
+    /// Records the store's id.
+    pub fn set_store_id(&self, id: u64) -> Result<(), StoreError> {
+        self.write(|txn| {
+            txn.open_table(META).map_err(db_error)?.insert("store_id", id).map_err(db_error)?;
+            Ok(())
+        })
+    }
+
+    /// The next job id: one past the highest ever written (ids are never reused).
+    pub fn next_job_id(&self) -> Result<u32, StoreError> {
+        Ok(self.meta("next_job_id")?.unwrap_or(0) as u32)
     }
 
     /// Every job, by id.
@@ -119,7 +231,9 @@ impl Store {
 
     /// Every JSON value of `table`, in key order.
     fn read_all<K: redb::Key + 'static, T: serde::de::DeserializeOwned>(&self, table: TableDefinition<K, &str>) -> Result<Vec<T>, StoreError> {
-        let txn = self.db.begin_read().map_err(db_error)?;
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+        let txn = db.begin_read().map_err(db_error)?;
         let table = txn.open_table(table).map_err(db_error)?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(db_error)? {
@@ -131,18 +245,49 @@ impl Store {
 
     /// Writes a tenant.
     pub fn put_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db_error)?;
-        {
-            let mut table = txn.open_table(TENANTS).map_err(db_error)?;
-            let json = serde_json::to_string(tenant).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            table.insert(tenant.name.as_str(), json.as_str()).map_err(db_error)?;
-        }
-        txn.commit().map_err(db_error)
+        let json = serde_json::to_string(tenant).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.write(|txn| {
+            txn.open_table(TENANTS).map_err(db_error)?.insert(tenant.name.as_str(), json.as_str()).map_err(db_error)?;
+            Ok(())
+        })
     }
 
     /// Every tenant, by name.
     pub fn tenants(&self) -> Result<Vec<Tenant>, StoreError> {
         self.read_all(TENANTS)
+    }
+
+    /// Deletes a tenant; true if it was there. Its automatic identity stays allocated (files it
+    /// owns may remain; the uid is not handed to another tenant).
+    pub fn delete_tenant(&self, name: &str) -> Result<bool, StoreError> {
+        let mut existed = false;
+        self.write(|txn| {
+            existed = txn.open_table(TENANTS).map_err(db_error)?.remove(name).map_err(db_error)?.is_some();
+            Ok(())
+        })?;
+        Ok(existed)
+    }
+
+    /// Automatic identities: tenant → uid.
+    pub fn identities(&self) -> Result<BTreeMap<String, u32>, StoreError> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+        let txn = db.begin_read().map_err(db_error)?;
+        let table = txn.open_table(IDENTITIES).map_err(db_error)?;
+        let mut out = BTreeMap::new();
+        for entry in table.iter().map_err(db_error)? {
+            let (name, uid) = entry.map_err(db_error)?;
+            out.insert(name.value().to_string(), uid.value());
+        }
+        Ok(out)
+    }
+
+    /// Records an automatic identity.
+    pub fn put_identity(&self, tenant: &str, uid: u32) -> Result<(), StoreError> {
+        self.write(|txn| {
+            txn.open_table(IDENTITIES).map_err(db_error)?.insert(tenant, uid).map_err(db_error)?;
+            Ok(())
+        })
     }
 }
 
@@ -150,6 +295,9 @@ impl Store {
 mod tests {
     use super::*;
     use crate::job::{JobState, SubmitRequest};
+    use std::ops::Bound;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
 
     fn record(id: u32) -> JobRecord {
         let request: SubmitRequest = serde_json::from_str(r#"{"command": "true"}"#).expect("valid");
@@ -176,5 +324,106 @@ mod tests {
         assert_eq!(jobs[1].state, JobState::Succeeded);
         assert_eq!(jobs[1].history.len(), 1);
         assert_eq!(store.tenants().expect("reads")[0].gpu_quota, Some(4));
+    }
+
+    /// A file backend that fails every write with ENOSPC while `full` is set.
+    #[derive(Debug)]
+    struct FillableDisk {
+        inner: redb::backends::FileBackend,
+        full: Arc<AtomicBool>,
+    }
+
+    impl FillableDisk {
+        fn check(&self) -> std::io::Result<()> {
+            if self.full.load(Ordering::SeqCst) {
+                Err(std::io::Error::from_raw_os_error(28)) // ENOSPC
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl redb::StorageBackend for FillableDisk {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.write(offset, data)
+        }
+        fn close(&self) -> std::io::Result<()> {
+            self.inner.close()
+        }
+        fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+            self.inner.try_lock_range(start, end)
+        }
+        fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+            self.inner.try_lock_shared_range(start, end)
+        }
+        fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+            self.inner.lock_range(start, end)
+        }
+        fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+            self.inner.lock_shared_range(start, end)
+        }
+        fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+            self.inner.unlock_range(start, end)
+        }
+        fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+            self.inner.query_lock_range(start, end)
+        }
+    }
+
+    #[test]
+    fn a_full_disk_makes_the_store_read_only_until_space_returns() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("arbiter.redb");
+        let full = Arc::new(AtomicBool::new(false));
+        let (p, f) = (path.clone(), full.clone());
+        let store = Store::open_with(Box::new(move || {
+            let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&p)?;
+            redb::Builder::new().create_with_backend(FillableDisk { inner: redb::backends::FileBackend::new(file)?, full: f.clone() })
+        }))
+        .expect("opens");
+        store.put_jobs(&[&record(0)]).expect("writes");
+        full.store(true, Ordering::SeqCst);
+        let e = store.put_jobs(&[&record(1)]).expect_err("disk full");
+        assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+        assert!(store.degraded().is_some());
+        // Still full: still refused (the reopen cannot write either), and nothing half-written.
+        assert!(matches!(store.put_jobs(&[&record(1)]), Err(StoreError::Unavailable(_))));
+        // Space returns: the next write reopens the file and works; the store is healthy again.
+        full.store(false, Ordering::SeqCst);
+        store.put_jobs(&[&record(2)]).expect("writes again");
+        assert_eq!(store.degraded(), None);
+        let ids: Vec<u32> = store.jobs().expect("reads").iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec![0, 2], "the refused write left nothing behind");
+        assert_eq!(store.next_job_id().expect("meta"), 3);
+    }
+
+    #[test]
+    fn store_ids_and_identities_persist() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("arbiter.redb");
+        {
+            let store = Store::open(&path).expect("opens");
+            assert_eq!(store.store_id().expect("id"), None);
+            store.set_store_id(42).expect("writes");
+            store.put_identity("team-a", 61184).expect("writes");
+        }
+        let store = Store::open(&path).expect("reopens");
+        assert_eq!(store.store_id().expect("id"), Some(42));
+        assert_eq!(store.identities().expect("reads").get("team-a"), Some(&61184));
     }
 }

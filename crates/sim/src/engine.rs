@@ -11,6 +11,7 @@
 //! which by definition touches every running job at every event).
 
 use crate::metrics::{JobOutcome, JobRecord, Window};
+use crate::unplaceable::GpuPools;
 use arbiter_model::{
     default_price_per_gpu_hour, ActiveJob, Assignment, Cluster, HostShare, Node, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
@@ -89,18 +90,36 @@ impl Default for SimConfig {
     }
 }
 
+impl SimConfig {
+    /// Checks the settings; the message names the offending key (relative to `[simulation]`).
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(r) = self.round_s
+            && !(r.is_finite() && r > 0.0) {
+                return Err(format!("round_s must be > 0, got {r}"));
+            }
+        if let Some(f) = self.failures
+            && !(0.0..=1.0).contains(&f.probability_per_attempt) {
+                return Err(format!("failures.probability_per_attempt must be in [0, 1], got {}", f.probability_per_attempt));
+            }
+        if !(self.restart_overhead_s.is_finite() && self.restart_overhead_s >= 0.0) {
+            return Err(format!("restart_overhead_s must be >= 0, got {}", self.restart_overhead_s));
+        }
+        Ok(())
+    }
+}
+
 /// Why a simulation stopped early.
 #[derive(Debug, Error)]
 pub enum SimError {
     /// The policy returned an error.
-    #[error("policy {policy} failed at t={at}: {source}")]
+    #[error("policy {policy} failed at t={at}: {error}")]
     Policy {
         /// Policy name.
         policy: &'static str,
         /// Simulated time.
         at: SimTime,
-        /// The error.
-        source: arbiter_policy::PolicyError,
+        /// The error (part of the message, not a `source`, so a printed chain says it once).
+        error: arbiter_policy::PolicyError,
     },
     /// The policy returned a decision that breaks an invariant (over-allocation, unknown job,
     /// wrong gang size). A bug in the policy; reported, never applied.
@@ -234,17 +253,7 @@ pub fn simulate(
     if specs.windows(2).any(|w| w[1].submit < w[0].submit) {
         return Err(SimError::Config("job specs must be sorted by submission time".into()));
     }
-    if let Some(r) = config.round_s
-        && !(r.is_finite() && r > 0.0) {
-            return Err(SimError::Config(format!("round_s must be > 0, got {r}")));
-        }
-    if let Some(f) = config.failures
-        && !(0.0..=1.0).contains(&f.probability_per_attempt) {
-            return Err(SimError::Config("failures.probability_per_attempt must be in [0, 1]".into()));
-        }
-    if !(config.restart_overhead_s.is_finite() && config.restart_overhead_s >= 0.0) {
-        return Err(SimError::Config("restart_overhead_s must be >= 0".into()));
-    }
+    config.validate().map_err(SimError::Config)?;
     let n = specs.len();
     let mut engine = Engine {
         cluster,
@@ -263,7 +272,11 @@ pub fn simulate(
         rng: ChaCha8Rng::seed_from_u64(config.seed),
         stats: EngineStats::default(),
         stamp: vec![0; n],
-        window_outstanding: config.stop_when_finished.map(|w| specs.iter().filter(|s| w.contains(s.id.0)).count()),
+        // Jobs that can never run would keep the window open to the end of the trace.
+        window_outstanding: config.stop_when_finished.map(|w| {
+            let pools = GpuPools::new(cluster);
+            specs.iter().filter(|s| w.contains(s.id.0) && pools.check(s).is_none()).count()
+        }),
         partner: vec![None; n],
         gpu_credited_at: vec![SimTime::ZERO; n],
         price_per_gpu_hour: cluster.nodes.iter().map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type))).collect(),
@@ -274,6 +287,7 @@ pub fn simulate(
         idle_since: specs.first().map_or(SimTime::ZERO, |s| s.submit),
     };
     engine.run(policy)?;
+    crate::unplaceable::mark(cluster, specs, &mut engine.records);
     Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats })
 }
 
@@ -388,7 +402,7 @@ impl Engine<'_> {
         let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: self.specs };
         let decision = policy
             .schedule(&view, now)
-            .map_err(|source| SimError::Policy { policy: policy.name(), at: now, source })?;
+            .map_err(|error| SimError::Policy { policy: policy.name(), at: now, error })?;
         let occupancy = self
             .validate(&decision)
             .map_err(|reason| SimError::InvalidDecision { policy: policy.name(), at: now, reason })?;

@@ -23,7 +23,8 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
     let mut next_arrival = 0usize;
     let mut now = specs.first().map_or(SimTime::ZERO, |s| s.submit);
     let window = config.stop_when_finished;
-    let mut window_left = window.map(|w| specs.iter().filter(|s| w.contains(s.id.0)).count());
+    let pools = crate::unplaceable::GpuPools::new(cluster);
+    let mut window_left = window.map(|w| specs.iter().filter(|s| w.contains(s.id.0) && pools.check(s).is_none()).count());
     loop {
         while let Some(spec) = specs.get(next_arrival).filter(|s| s.submit <= now) {
             active.push(ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s));
@@ -94,5 +95,6 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
             policy.job_finished(&specs[job.id.index()], &job, now);
         }
     }
+    crate::unplaceable::mark(cluster, specs, &mut records);
     Ok(SimOutput { records, capacity_gpus: cluster.total_gpus(), stats })
 }

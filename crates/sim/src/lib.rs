@@ -9,6 +9,8 @@ pub mod metrics;
 pub mod report;
 pub mod scenario;
 pub mod sweep;
+pub mod unplaceable;
 
 pub use engine::{simulate, EngineStats, FailureConfig, OverheadModel, SimConfig, SimError, SimOutput};
 pub use metrics::{JobOutcome, JobRecord, Summary, Window};
+pub use unplaceable::{Unplaceable, UnplaceableJobs};

@@ -14,8 +14,11 @@ pub enum JobOutcome {
     Completed,
     /// Failed more often than retries allow.
     Failed,
-    /// Still pending or running when the simulation ended (e.g. asks for more GPUs than exist).
+    /// Still pending or running when the simulation ended.
     Unfinished,
+    /// Could never run on the cluster (more GPUs than it has of a usable type, or no usable
+    /// type); see [`crate::unplaceable`].
+    Unplaceable,
 }
 
 /// One job's history, as written to the per-job CSV.
@@ -121,7 +124,7 @@ impl Window {
 /// Summary metrics over the measured jobs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// Jobs measured (completed ones; see `failed`, `unfinished`).
+    /// Jobs measured (completed ones; see `failed`, `unfinished`, `unplaceable`).
     pub jobs: usize,
     /// Mean JCT, seconds.
     pub avg_jct_s: f64,
@@ -143,8 +146,12 @@ pub struct Summary {
     pub migrations_per_job: f64,
     /// Measured jobs that failed for good.
     pub failed: usize,
-    /// Measured jobs that never finished.
+    /// Measured jobs that never finished (though they could have run).
     pub unfinished: usize,
+    /// Measured jobs that could never run on the cluster (asked for more GPUs than it has, or
+    /// for a GPU type it lacks); not counted in `unfinished` or the JCT metrics.
+    #[serde(default)]
+    pub unplaceable: usize,
     /// Share of measured jobs with an SLO that completed by their deadline (`None` without SLOs).
     pub deadlines_met: Option<f64>,
     /// Share of the measured jobs' GPU time spent sharing GPUs with another job (space sharing).
@@ -153,6 +160,12 @@ pub struct Summary {
     /// Dollars the measured jobs' GPU time cost (default GPU-hour prices per type).
     #[serde(default)]
     pub cost_usd: f64,
+}
+
+/// Sum that is +0.0 when empty (`Iterator::sum` over `f64` starts from −0.0, which prints as
+/// `-0.00`).
+fn total(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |a, b| a + b)
 }
 
 /// Exact percentile with linear interpolation; `sorted` must be ascending and non-empty.
@@ -212,15 +225,16 @@ impl Summary {
             avg_queue_s: mean(&queues),
             makespan_s,
             gpu_utilization: if busy > 0.0 && busy.is_finite() { allocated / busy } else { 0.0 },
-            preemptions_per_job: measured.iter().map(|r| r.preemptions as f64).sum::<f64>() / n,
-            migrations_per_job: measured.iter().map(|r| r.migrations as f64).sum::<f64>() / n,
+            preemptions_per_job: total(measured.iter().map(|r| r.preemptions as f64)) / n,
+            migrations_per_job: total(measured.iter().map(|r| r.migrations as f64)) / n,
             failed: measured.iter().filter(|r| r.outcome == JobOutcome::Failed).count(),
             unfinished: measured.iter().filter(|r| r.outcome == JobOutcome::Unfinished).count(),
+            unplaceable: measured.iter().filter(|r| r.outcome == JobOutcome::Unplaceable).count(),
             colocated_fraction: {
                 let executed: f64 = measured.iter().map(|r| r.executed_s).sum();
-                if executed > 0.0 { measured.iter().map(|r| r.colocated_s).sum::<f64>() / executed } else { 0.0 }
+                if executed > 0.0 { total(measured.iter().map(|r| r.colocated_s)) / executed } else { 0.0 }
             },
-            cost_usd: measured.iter().map(|r| r.cost_usd).sum(),
+            cost_usd: total(measured.iter().map(|r| r.cost_usd)),
             deadlines_met: {
                 let with_slo: Vec<&&JobRecord> = measured.iter().filter(|r| r.deadline_s.is_some()).collect();
                 (!with_slo.is_empty()).then(|| {
@@ -280,6 +294,17 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_summary_has_no_negative_zeros() {
+        // Regression (issue 9, item 25): a header-only trace printed `-0.00`.
+        let s = Summary::compute(&[], Window::default(), 8);
+        let json = serde_json::to_string(&s).expect("serializes");
+        assert!(!json.contains("-0"), "{json}");
+        for v in [s.avg_jct_s, s.preemptions_per_job, s.migrations_per_job, s.cost_usd, s.colocated_fraction, s.gpu_utilization, s.makespan_s] {
+            assert!(v == 0.0 && v.is_sign_positive(), "{v} in {s:?}");
+        }
+    }
 
     #[test]
     fn percentiles_interpolate_like_numpy() {

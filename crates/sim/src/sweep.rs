@@ -37,14 +37,14 @@ pub struct Sweep {
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     /// The scenario failed at one value.
-    #[error("{key}={value}: {source}")]
+    #[error("{key}={value}: {error}")]
     Scenario {
         /// Swept key.
         key: String,
         /// Value.
         value: String,
-        /// What failed.
-        source: Box<ScenarioError>,
+        /// What failed (part of the message, not a `source`, so a printed chain says it once).
+        error: Box<ScenarioError>,
     },
     /// A value is not a number.
     #[error("sweep value `{0}` is not a number")]
@@ -78,7 +78,7 @@ pub fn run(
         let x: f64 = value.trim().parse().map_err(|_| SweepError::NotANumber(value.clone()))?;
         let mut all = overrides.to_vec();
         all.push(format!("{key}={value}"));
-        let wrap = |source| SweepError::Scenario { key: key.to_string(), value: value.clone(), source: Box::new(source) };
+        let wrap = |source| SweepError::Scenario { key: key.to_string(), value: value.clone(), error: Box::new(source) };
         let scenario = Scenario::load(file, &all).map_err(wrap)?;
         name = scenario.name.clone();
         let results = scenario.run(&|_, _| {}, clock).map_err(wrap)?;
@@ -131,7 +131,7 @@ impl Sweep {
         let mut w = csv::Writer::from_path(&csv_path).map_err(|e| io(&csv_path, &e))?;
         w.write_record([
             self.key.as_str(), "trace", "policy", "tenant", "seed", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s",
-            "avg_queue_s", "makespan_s", "gpu_utilization", "unfinished", "wall_s",
+            "avg_queue_s", "makespan_s", "gpu_utilization", "unfinished", "unplaceable", "wall_s",
         ])
         .map_err(|e| io(&csv_path, &e))?;
         for p in &self.points {
@@ -151,6 +151,7 @@ impl Sweep {
                     format!("{:.3}", s.makespan_s),
                     format!("{:.4}", s.gpu_utilization),
                     s.unfinished.to_string(),
+                    s.unplaceable.to_string(),
                     format!("{:.3}", r.wall_s),
                 ])
                 .map_err(|e| io(&csv_path, &e))?;

@@ -205,14 +205,32 @@ fn restart_overhead_is_charged_on_every_start() {
 }
 
 #[test]
-fn a_job_larger_than_the_cluster_is_reported_unfinished_not_hung() {
+fn a_job_larger_than_the_cluster_is_reported_unplaceable_not_hung() {
+    // Regression (issue 9, item 21): such jobs used to vanish into `unfinished`, which the
+    // results table did not show.
     let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
     let jobs = vec![job(0, 0, 4, 1.0), job(1, 0, 1, 1.0)];
     for kind in [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Srtf, PolicyKind::Las] {
         let out = run(kind, &cluster, &jobs, &PolicyConfig::default());
-        assert_eq!(out.records[0].outcome, arbiter_sim::JobOutcome::Unfinished, "{kind}");
+        assert_eq!(out.records[0].outcome, arbiter_sim::JobOutcome::Unplaceable, "{kind}");
         assert_eq!(out.records[1].finish_s, Some(1.0), "{kind}");
+        let summary = arbiter_sim::Summary::compute(&out.records, arbiter_sim::Window::default(), out.capacity_gpus);
+        assert_eq!((summary.jobs, summary.unfinished, summary.unplaceable), (1, 0, 1), "{kind}");
     }
+}
+
+#[test]
+fn unplaceable_jobs_do_not_hold_a_stop_when_done_window_open() {
+    // Job 0 can never run; the window (jobs 0..=1) ends when job 1 finishes, before job 2.
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 4, 1.0), job(1, 0, 1, 1.0), job(2, 5, 1, 1.0)];
+    let window = arbiter_sim::Window { first_job: Some(0), last_job: Some(1), stop_when_done: true };
+    let sim = SimConfig { stop_when_finished: Some(window), ..SimConfig::default() };
+    let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
+    let out = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
+    assert_eq!(out.records[1].finish_s, Some(1.0));
+    assert_eq!(out.records[2].outcome, arbiter_sim::JobOutcome::Unfinished, "stopped before job 2 arrived");
+    assert_eq!(out.records[0].outcome, arbiter_sim::JobOutcome::Unplaceable);
 }
 
 #[test]

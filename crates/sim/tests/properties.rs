@@ -100,7 +100,7 @@ fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy:
                 "{} job {}: allocated {} GPU-s for {} of work", kind, spec.id, record.gpu_s_allocated, spec.gpu_seconds());
             prop_assert!(record.first_start_s.expect("started") >= record.submit_s);
         } else {
-            prop_assert_eq!(record.outcome, JobOutcome::Unfinished);
+            prop_assert_eq!(record.outcome, JobOutcome::Unplaceable);
         }
     }
     let mut again = build(kind, &config).expect("builds");

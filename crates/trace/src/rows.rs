@@ -27,8 +27,12 @@ pub(crate) fn read_csv(
 ) -> Result<(), TraceError> {
     let handle = std::fs::File::open(path)
         .map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
+    // Rows end at `\n` only, not csv's default "\r, \n or \r\n": with that default a CRLF row
+    // ends at its `\r` and its `\n` is counted into the next row, whose line number then comes
+    // out one short (issue 9, item 20). A trailing `\r` is whitespace, which trimming removes.
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(delimiter)
+        .terminator(csv::Terminator::Any(b'\n'))
         .flexible(true)
         .trim(csv::Trim::All)
         .from_reader(std::io::BufReader::new(handle));

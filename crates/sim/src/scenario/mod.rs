@@ -57,8 +57,9 @@ pub enum ScenarioError {
     /// A trace failed to load.
     #[error(transparent)]
     Trace(#[from] TraceError),
-    /// A simulation failed.
-    #[error("{trace}/{policy}/{tenant}/seed {seed}: {source}")]
+    /// A simulation failed. (The error is part of the message, not a `source`, so that
+    /// printing the chain does not repeat it.)
+    #[error("{trace}/{policy}/{tenant}/seed {seed}: {error}")]
     Sim {
         /// Trace name.
         trace: String,
@@ -69,7 +70,7 @@ pub enum ScenarioError {
         /// Seed.
         seed: u64,
         /// The error.
-        source: SimError,
+        error: SimError,
     },
 }
 
@@ -385,6 +386,74 @@ pub struct Scenario {
     /// The file itself.
     #[serde(skip)]
     pub file: PathBuf,
+    /// What `--set` overrides changed in the simulated input, against the file alone: published
+    /// numbers for a changed input are not comparable.
+    #[serde(skip)]
+    pub input_changes: InputChanges,
+}
+
+/// Top-level keys a `--set` may change without changing any simulated input.
+const PRESENTATION_KEYS: [&str; 4] = ["name", "description", "policies", "published"];
+
+/// What `--set` overrides changed in the simulated input.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InputChanges {
+    /// The overrides of input keys (anything but `name`, `description`, `policies`, `published`),
+    /// as given.
+    pub overrides: Vec<String>,
+    /// Something every trace shares changed (cluster, simulation, placement, policy, window,
+    /// seeds, throughputs, profiles, workload), or the file alone could not be compared.
+    pub all: bool,
+    /// Traces (by result name) whose own entry changed or that the file does not have.
+    pub traces: std::collections::BTreeSet<String>,
+}
+
+impl InputChanges {
+    /// Why results for `trace` are not comparable with numbers taken on the file's input, or
+    /// `None` if they are.
+    pub fn not_comparable(&self, trace: &str) -> Option<String> {
+        if !(self.all || self.traces.contains(trace)) {
+            return None;
+        }
+        let sets: Vec<String> = self.overrides.iter().map(|o| format!("--set {o}")).collect();
+        Some(format!("{} changed the input", sets.join(", ")))
+    }
+
+    /// Compares the scenario as overridden with the file alone (`None` if that does not load).
+    fn between(base: Option<&Scenario>, scenario: &Scenario, overrides: &[String]) -> Self {
+        let overrides: Vec<String> = overrides
+            .iter()
+            .filter(|o| {
+                let top = overrides::override_key(o).and_then(|k| k.split('.').next()).unwrap_or("");
+                !PRESENTATION_KEYS.contains(&top)
+            })
+            .cloned()
+            .collect();
+        if overrides.is_empty() {
+            return InputChanges::default();
+        }
+        let Some(base) = base else { return InputChanges { overrides, all: true, traces: Default::default() } };
+        let all = (&base.workload, &base.throughputs, &base.profiles, &base.cluster, &base.seeds)
+            != (&scenario.workload, &scenario.throughputs, &scenario.profiles, &scenario.cluster, &scenario.seeds)
+            || (&base.simulation, &base.placement, &base.policy, &base.window)
+                != (&scenario.simulation, &scenario.placement, &scenario.policy, &scenario.window);
+        let traces = scenario
+            .trace
+            .iter()
+            .filter(|t| !base.trace.iter().any(|b| b == *t))
+            .map(TraceSpec::result_name)
+            .collect();
+        InputChanges { overrides, all, traces }
+    }
+}
+
+impl TraceSpec {
+    /// The trace's name in results: `name`, or the file stem.
+    pub fn result_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into())
+        })
+    }
 }
 
 fn default_seeds() -> Vec<u64> {
@@ -398,19 +467,80 @@ impl Scenario {
         Self::parse(&text, path, overrides)
     }
 
-    /// Parses scenario text as if read from `path`.
+    /// Parses scenario text as if read from `path`. An error that a `--set` override causes is
+    /// reported as coming from that override, not from the file.
     pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Self, ScenarioError> {
-        let parse_err = |message: String| ScenarioError::Parse { path: path.to_path_buf(), message };
-        let doc: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
-        let mut root = toml::Value::Table(doc);
+        let doc: toml::Table =
+            toml::from_str(text).map_err(|e| ScenarioError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })?;
+        let error = match Self::build(&doc, path, overrides) {
+            Ok(mut scenario) => {
+                if !overrides.is_empty() {
+                    let base = Self::build(&doc, path, &[]).ok();
+                    scenario.input_changes = InputChanges::between(base.as_ref(), &scenario, overrides);
+                }
+                return Ok(scenario);
+            }
+            Err(e @ ScenarioError::Override(_)) => return Err(e),
+            Err(e) => e,
+        };
+        Err(Self::blame_override(&doc, path, overrides, error))
+    }
+
+    /// The scenario from a parsed file plus overrides, checked.
+    fn build(doc: &toml::Table, path: &Path, overrides: &[String]) -> Result<Self, ScenarioError> {
+        let mut root = toml::Value::Table(doc.clone());
         for o in overrides {
             apply_override(&mut root, o)?;
         }
-        let mut scenario: Scenario = root.try_into().map_err(|e: toml::de::Error| parse_err(e.to_string()))?;
+        let mut scenario: Scenario = root
+            .try_into()
+            .map_err(|e: toml::de::Error| ScenarioError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })?;
         scenario.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         scenario.file = path.to_path_buf();
         scenario.check()?;
         Ok(scenario)
+    }
+
+    /// Finds the override behind `error` (the file with all overrides failed): the first one
+    /// that breaks a file that is fine on its own, or else the one naming the key the error is
+    /// about. Returns `error` unchanged when no override is to blame.
+    fn blame_override(doc: &toml::Table, path: &Path, overrides: &[String], error: ScenarioError) -> ScenarioError {
+        let message = |e: &ScenarioError| match e {
+            ScenarioError::Parse { message, .. } | ScenarioError::Invalid { message, .. } => Some(message.clone()),
+            _ => None,
+        };
+        let culprit = if overrides.is_empty() {
+            None
+        } else if Self::build(doc, path, &[]).is_ok() {
+            (1..=overrides.len()).find_map(|k| {
+                Self::build(doc, path, &overrides[..k]).err().map(|e| (&overrides[k - 1], message(&e)))
+            })
+        } else {
+            // The file alone is broken too: blame an override only if the error names its key.
+            let about = message(&error).and_then(|m| {
+                let start = m.rfind("in `")? + 4;
+                m[start..].split('`').next().map(str::to_string)
+            });
+            about.and_then(|about| {
+                overrides.iter().rev().find(|o| {
+                    let key: Vec<&str> = overrides::override_key(o)
+                        .unwrap_or("")
+                        .split('.')
+                        .filter(|part| part.parse::<usize>().is_err())
+                        .collect();
+                    let key = key.join(".");
+                    about == key || about.starts_with(&format!("{key}."))
+                })
+            })
+            .map(|o| (o, message(&error)))
+        };
+        match culprit {
+            Some((assignment, Some(text))) => {
+                let text = text.trim().replace("\nin `", " in `").replace('\n', " ");
+                ScenarioError::Override(format!("`{assignment}`: {text}{}", sequence_hint(assignment, &text)))
+            }
+            _ => error,
+        }
     }
 
     fn invalid(&self, message: String) -> ScenarioError {
@@ -435,6 +565,7 @@ impl Scenario {
         if self.seeds.is_empty() {
             return Err(self.invalid("`seeds` is empty".into()));
         }
+        self.simulation.validate().map_err(|m| self.invalid(format!("simulation.{m}")))?;
         self.placement_strategy()?;
         Ok(())
     }
@@ -552,9 +683,7 @@ impl Scenario {
                 jobs.truncate(max);
                 trace = Trace::from_jobs(jobs, origin);
             }
-            let name = spec.name.clone().unwrap_or_else(|| {
-                path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into())
-            });
+            let name = spec.result_name();
             out.push(LoadedTrace { name, seed: None, trace: Arc::new(trace) });
         }
         Ok(out)
@@ -639,6 +768,17 @@ impl Scenario {
     }
 }
 
+/// A hint for a bare word given where a list is expected (`--set policies=las`).
+fn sequence_hint(assignment: &str, message: &str) -> String {
+    let Some((key, raw)) = assignment.split_once('=') else { return String::new() };
+    let raw = raw.trim();
+    if !message.contains("expected a sequence") || raw.starts_with(['[', '"', '\'']) || raw.is_empty() {
+        return String::new();
+    }
+    let items: Vec<String> = raw.split(',').map(|item| format!("{:?}", item.trim())).collect();
+    format!("; did you mean --set '{}=[{}]'?", key.trim(), items.join(", "))
+}
+
 /// `YYYY-MM-DD` (start of day, or end of day when `end_of_day`) or `YYYY-MM-DD HH:MM:SS`, as
 /// Unix seconds.
 fn parse_when(text: &str, end_of_day: bool) -> Result<i64, String> {
@@ -650,3 +790,104 @@ fn parse_when(text: &str, end_of_day: bool) -> Result<i64, String> {
         .ok_or_else(|| format!("`{text}` is not YYYY-MM-DD or YYYY-MM-DD HH:MM:SS"))
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "name = \"t\"\npolicies = [\"fifo\"]\n[[trace]]\nname = \"sixty\"\nformat = \"tiresias\"\npath = \"../data/tiresias/60_job.csv\"\n";
+
+    /// A scenario parsed as if it were `scenarios/t.toml` of this repository (so that
+    /// `../data/...` resolves).
+    fn load_text(text: &str, overrides: &[&str]) -> Result<Scenario, ScenarioError> {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/t.toml");
+        Scenario::parse(text, &path, &overrides)
+    }
+
+    fn load_error(overrides: &[&str]) -> String {
+        match load_text(BASE, overrides) {
+            Ok(_) => panic!("{overrides:?} should be refused"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn set_errors_name_the_override_not_the_file() {
+        let e = load_error(&["seeds=[1]", "simulation.round_s=abc"]);
+        assert_eq!(e, "--set `simulation.round_s=abc`: invalid type: string \"abc\", expected f64 in `simulation.round_s`");
+        let e = load_error(&["trace.0.max_jobs=-1"]);
+        assert!(e.starts_with("--set `trace.0.max_jobs=-1`: invalid value: integer `-1`"), "{e}");
+        // The file alone is broken (no `policies`): an override is blamed only for its own key.
+        let no_policies = BASE.replace("policies = [\"fifo\"]\n", "");
+        let e = load_text(&no_policies, &["policies=[\"las\"]", "cluster.racks=x"]).expect_err("bad racks").to_string();
+        assert!(e.starts_with("--set `cluster.racks=x`: invalid type: string \"x\", expected u32"), "{e}");
+        let e = load_text(&no_policies, &["seeds=[1]"]).expect_err("no policies").to_string();
+        assert!(e.ends_with("t.toml: missing field `policies`"), "{e}");
+    }
+
+    #[test]
+    fn set_with_malformed_toml_is_refused() {
+        let e = load_error(&["trace.0.max_jobs=[0,1"]);
+        assert!(e.starts_with("--set `trace.0.max_jobs=[0,1`: `[0,1` is not a valid TOML value"), "{e}");
+    }
+
+    #[test]
+    fn set_bare_word_for_a_list_suggests_the_list() {
+        let e = load_error(&["policies=las"]);
+        assert!(e.ends_with("expected a sequence in `policies`; did you mean --set 'policies=[\"las\"]'?"), "{e}");
+        let e = load_error(&["policies=las,fifo"]);
+        assert!(e.ends_with("did you mean --set 'policies=[\"las\", \"fifo\"]'?"), "{e}");
+    }
+
+    #[test]
+    fn invalid_simulation_settings_are_refused_at_load_and_said_once() {
+        let e = load_error(&["simulation.round_s=-5"]);
+        assert_eq!(e, "--set `simulation.round_s=-5`: simulation.round_s must be > 0, got -5");
+        let in_file = format!("{BASE}[simulation]\nround_s = -5.0\n");
+        let e = load_text(&in_file, &[]).expect_err("negative round").to_string();
+        assert!(e.ends_with("t.toml: simulation.round_s must be > 0, got -5"), "{e}");
+        assert_eq!(e.matches("must be > 0").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn published_numbers_are_not_comparable_when_a_set_changed_the_input() {
+        let text = format!("{BASE}[[published]]\ntrace = \"sixty\"\npolicy = \"fifo\"\nmetric = \"avg_jct_s\"\nvalue = 100.0\n");
+        let rows = |scenario: &Scenario| scenario.run(&|_, _| {}, &|| 0.0).expect("runs");
+        let same = load_text(&text, &["policies=[\"fifo\"]", "name=renamed", "trace.0.name=sixty"]).expect("loads");
+        let c = &same.compare(&rows(&same))[0];
+        assert!(c.comparable && c.relative_diff.is_some() && c.not_comparable_because.is_none(), "{c:?}");
+        // Another trace added beside it leaves this one comparable; a changed cluster does not.
+        let two = format!("{text}[[trace]]\nname = \"other\"\nformat = \"tiresias\"\npath = \"../data/tiresias/60_job.csv\"\n");
+        let one = load_text(&two, &["trace.1.max_jobs=5"]).expect("loads");
+        assert!(one.compare(&rows(&one))[0].comparable);
+        let smaller = load_text(&two, &["cluster.nodes_per_rack=4"]).expect("loads");
+        assert!(!smaller.compare(&rows(&smaller))[0].comparable);
+        let fewer = load_text(&text, &["trace.0.max_jobs=10"]).expect("loads");
+        let c = &fewer.compare(&rows(&fewer))[0];
+        assert!(!c.comparable && c.ours.is_some() && c.relative_diff.is_none(), "{c:?}");
+        assert_eq!(c.not_comparable_because.as_deref(), Some("--set trace.0.max_jobs=10 changed the input"));
+        let json = serde_json::to_value(c).expect("serializes");
+        assert_eq!(json["comparable"], serde_json::json!(false));
+    }
+
+    #[test]
+    fn jobs_too_large_for_the_cluster_are_counted_unplaceable_with_a_warning() {
+        // Regression (issue 9, item 21): ten of the sixty jobs ask for 8 GPUs; on 2 nodes of 2
+        // GPUs they can never run and used to vanish from the results.
+        let scenario = load_text(BASE, &["cluster.nodes_per_rack=2", "cluster.gpus_per_node=2"]).expect("loads");
+        let rows = scenario.run(&|_, _| {}, &|| 0.0).expect("runs");
+        let s = &rows[0].summary;
+        assert_eq!((s.jobs, s.unfinished, s.failed, s.unplaceable), (50, 0, 0, 10));
+        assert_eq!(
+            rows[0].warnings,
+            vec!["sixty: 10 of 60 jobs can never run on this cluster and are counted as unplaceable, not in the metrics: \
+                  10 jobs ask for more GPUs (up to 8) than the cluster has (4)".to_string()]
+        );
+        let json = serde_json::to_value(&rows[0]).expect("serializes");
+        assert_eq!(json["unplaceable"], serde_json::json!(10));
+        let fits = load_text(BASE, &[]).expect("loads").run(&|_, _| {}, &|| 0.0).expect("runs");
+        assert_eq!((fits[0].summary.jobs, fits[0].summary.unplaceable), (60, 0));
+        assert!(fits[0].warnings.is_empty());
+    }
+}

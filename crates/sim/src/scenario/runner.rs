@@ -5,6 +5,7 @@ use super::{Published, Scenario, ScenarioError};
 use crate::engine::{simulate, SimConfig, SimError};
 use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
+use crate::unplaceable::UnplaceableJobs;
 use arbiter_model::Cluster;
 use arbiter_policy::gavel::packing::PairSpeeds;
 use arbiter_policy::{build, build_gavel, PolicyKind};
@@ -40,6 +41,10 @@ pub struct ResultRow {
     /// Per-job records (not serialized in the summary).
     #[serde(skip)]
     pub records: Vec<JobRecord>,
+    /// Things a front end should tell the user on stderr (e.g. jobs that can never run on the
+    /// cluster); repeated on every row of the same (trace, tenant), so deduplicate.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// Adds, after each (trace, policy, seed) group of per-tenant rows, a row for tenant `all`
@@ -70,6 +75,7 @@ fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
             wall_s: group.iter().map(|r| r.wall_s).sum(),
             capacity_gpus: capacity,
             records: Vec::new(),
+            warnings: Vec::new(),
         });
     }
     out
@@ -84,8 +90,14 @@ pub struct Comparison {
     pub published: Published,
     /// Ours (mean over seeds), if the scenario ran that combination.
     pub ours: Option<f64>,
-    /// (ours − published) / published.
+    /// (ours − published) / published; `None` when not comparable.
     pub relative_diff: Option<f64>,
+    /// Whether ours was measured on the published input: false when a `--set` changed the
+    /// trace, cluster or settings (e.g. `trace.0.max_jobs`).
+    pub comparable: bool,
+    /// Why not, when not comparable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_comparable_because: Option<String>,
 }
 
 impl Scenario {
@@ -110,6 +122,7 @@ impl Scenario {
             policy: PolicyKind,
             seed: u64,
             pair_speeds: Option<Arc<PairSpeeds>>,
+            warnings: Arc<Vec<String>>,
         }
         let mut tasks = Vec::new();
         for loaded in &traces {
@@ -128,6 +141,9 @@ impl Scenario {
                         pair_speeds = Some(Arc::new(pair_speeds_for(&jobs, &cluster, table)));
                     }
                 }
+                let context = if tenant == "all" { name.clone() } else { format!("{name}/{tenant}") };
+                let warnings: Arc<Vec<String>> =
+                    Arc::new(UnplaceableJobs::count(&cluster, &jobs.jobs).warning(&context).into_iter().collect());
                 let jobs = Arc::new(jobs);
                 let cluster = Arc::new(cluster);
                 let seeds: Vec<u64> = match trace_seed {
@@ -144,6 +160,7 @@ impl Scenario {
                             policy,
                             seed,
                             pair_speeds: pair_speeds.clone(),
+                            warnings: Arc::clone(&warnings),
                         });
                     }
                 }
@@ -154,12 +171,12 @@ impl Scenario {
         let rows: Vec<ResultRow> = tasks
             .par_iter()
             .map(|task| {
-                let sim_err = |source| ScenarioError::Sim {
+                let sim_err = |error| ScenarioError::Sim {
                     trace: task.trace.clone(),
                     policy: task.policy,
                     tenant: task.tenant.clone(),
                     seed: task.seed,
-                    source,
+                    error,
                 };
                 let mut task_config = config.clone();
                 task_config.rounds.seed = task.seed;
@@ -198,13 +215,16 @@ impl Scenario {
                     wall_s,
                     capacity_gpus: output.capacity_gpus,
                     records: output.records,
+                    warnings: task.warnings.to_vec(),
                 })
             })
             .collect::<Result<_, ScenarioError>>()?;
         Ok(if self.cluster.per_tenant_nodes.is_some() { with_aggregates(rows, self.window) } else { rows })
     }
 
-    /// Published numbers next to ours (averaged over seeds).
+    /// Published numbers next to ours (averaged over seeds). Where `--set` overrides changed a
+    /// trace's input (its entry, or the cluster and settings every trace shares), its comparisons
+    /// are marked not comparable and have no relative difference.
     pub fn compare(&self, rows: &[ResultRow]) -> Vec<Comparison> {
         self.published
             .iter()
@@ -215,7 +235,14 @@ impl Scenario {
                     .filter_map(|r| r.summary.metric(&p.metric))
                     .collect();
                 let ours = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
-                Comparison { published: p.clone(), ours, relative_diff: ours.map(|o| (o - p.value) / p.value) }
+                let because = self.input_changes.not_comparable(&p.trace);
+                Comparison {
+                    published: p.clone(),
+                    ours,
+                    relative_diff: ours.filter(|_| because.is_none()).map(|o| (o - p.value) / p.value),
+                    comparable: because.is_none(),
+                    not_comparable_because: because.clone(),
+                }
             })
             .collect()
     }

@@ -1,0 +1,148 @@
+//! The harness of the daemon's end-to-end tests: a real `arbiter serve` process on a port the OS
+//! picks, its stderr kept in a file, helpers to submit and wait.
+#![allow(dead_code)]
+
+use arbiter_daemon::client::{Client, ClientError};
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether the tests run as root (then the daemon isolates tenants with real uids).
+pub fn is_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
+
+/// A running daemon.
+pub struct Daemon {
+    pub child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+    pub stderr_path: PathBuf,
+}
+
+/// How to start one.
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Extra `serve` arguments.
+    pub args: &'a [&'a str],
+    /// A config file's text (written beside the data dir).
+    pub config: Option<&'a str>,
+    /// Run the daemon as this uid (the test must be root).
+    pub uid: Option<u32>,
+}
+
+impl Daemon {
+    /// Starts `arbiter serve --data-dir DIR --listen 127.0.0.1:0 ARGS`.
+    pub fn start(data_dir: &Path, args: &[&str]) -> Daemon {
+        Self::start_with(data_dir, Options { args, ..Default::default() })
+    }
+
+    /// Starts a daemon; panics with its stderr if it does not come up.
+    pub fn start_with(data_dir: &Path, options: Options<'_>) -> Daemon {
+        match Self::try_start(data_dir, options) {
+            Ok(d) => d,
+            Err(stderr) => panic!("daemon did not start:\n{stderr}"),
+        }
+    }
+
+    /// Starts a daemon, or returns its stderr if it exits (or does not listen within 20 s).
+    pub fn try_start(data_dir: &Path, options: Options<'_>) -> Result<Daemon, String> {
+        let addr_file = data_dir.join("daemon.addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let parent = data_dir.parent().unwrap_or(data_dir);
+        let name = data_dir.file_name().and_then(|n| n.to_str()).unwrap_or("data");
+        let stderr_path = parent.join(format!("{name}.stderr"));
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path).expect("stderr file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_arbiter"));
+        command.args(["serve", "--data-dir", data_dir.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"]).args(options.args);
+        // Without root the daemon cannot give tenants their own uids and serves one tenant
+        // unless told that sharing its identity is accepted; tests that create several tenants
+        // accept it (the isolation tests pass their own config).
+        let shared = "allow_shared_identity = true\n";
+        let config = options.config.or((!is_root()).then_some(shared));
+        if let Some(text) = config {
+            let path = parent.join(format!("{name}.toml"));
+            std::fs::write(&path, text).expect("config");
+            command.args(["--config", path.to_str().expect("utf-8")]);
+        }
+        if let Some(uid) = options.uid {
+            command.uid(uid).gid(uid);
+        }
+        let mut child = command.env("RUST_LOG", "info").stdout(Stdio::null()).stderr(stderr).spawn().expect("daemon starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let listen = loop {
+            if let Ok(addr) = std::fs::read_to_string(&addr_file)
+                && addr.ends_with('\n') {
+                    break addr.trim().to_string();
+                }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("exited with {status}: {}", std::fs::read_to_string(&stderr_path).unwrap_or_default()));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err(format!("did not listen within 20 s: {}", std::fs::read_to_string(&stderr_path).unwrap_or_default()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Ok(Daemon { child, url: format!("http://{listen}"), data_dir: data_dir.to_path_buf(), stderr_path })
+    }
+
+    /// A client with the admin token.
+    pub fn admin(&self) -> Client {
+        let token = std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin token");
+        Client::new(&self.url, &token)
+    }
+
+    /// Creates a tenant; returns a client with its token.
+    pub fn tenant(&self, name: &str) -> Client {
+        let token = self.admin().post("/v1/tenants", &json!({ "name": name })).expect("tenant created")["token"].as_str().expect("token").to_string();
+        Client::new(&self.url, &token)
+    }
+
+    /// What the daemon wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn submit(client: &Client, body: Value) -> u64 {
+    client.post("/v1/jobs", &body).expect("accepted")["id"].as_u64().expect("id")
+}
+
+pub fn state_of(client: &Client, id: u64) -> String {
+    client.get(&format!("/v1/jobs/{id}")).expect("job")["state"]["state"].as_str().expect("state").to_string()
+}
+
+pub fn wait_for(what: &str, timeout_s: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The HTTP status and message of a refused call.
+pub fn refused(r: Result<Value, ClientError>) -> (u16, String) {
+    match r {
+        Err(ClientError::Status { status, message }) => (status, message),
+        other => panic!("expected an error status, got {other:?}"),
+    }
+}
+
+/// The checkpoint directory the daemon gave job `id`.
+pub fn checkpoint_dir(client: &Client, id: u64) -> PathBuf {
+    PathBuf::from(client.get(&format!("/v1/jobs/{id}")).expect("job")["checkpoint_dir"].as_str().expect("checkpoint_dir"))
+}

@@ -1,0 +1,173 @@
+//! Where a job's files may be: checkpoint directories confined to roots the admin configures.
+//!
+//! Tenant `t` owns the area `<root>/<t>/` of each checkpoint root (created by the daemon, owned
+//! by `t`'s unix identity, mode 0700). A submitted `checkpoint_dir` must be a normalised absolute
+//! path strictly inside the submitter's own area: `..`, `.`, empty components, NUL bytes, paths
+//! through a symlink and other tenants' areas are refused with a 400 naming the field. The
+//! directory itself is created by the run, as the tenant's identity (never by the daemon as
+//! root), so a symlink swapped in after validation leads nowhere the tenant could not already
+//! write.
+
+use crate::identity::UnixIdentity;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// The checkpoint roots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointRoots {
+    roots: Vec<PathBuf>,
+}
+
+impl CheckpointRoots {
+    /// Roots as configured (absolute paths); none: `<data_dir>/checkpoints`.
+    pub fn new(configured: &[PathBuf], data_dir: &Path) -> Self {
+        let roots = if configured.is_empty() { vec![data_dir.join("checkpoints")] } else { configured.to_vec() };
+        CheckpointRoots { roots }
+    }
+
+    /// The configured roots.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// `tenant`'s area in the first root: the default home of its checkpoints and its runs'
+    /// default working directory.
+    pub fn tenant_area(&self, tenant: &str) -> PathBuf {
+        self.roots[0].join(tenant)
+    }
+
+    /// The default checkpoint directory of job `id`.
+    pub fn default_dir(&self, tenant: &str, id: u32) -> PathBuf {
+        self.tenant_area(tenant).join(format!("job-{id}"))
+    }
+
+    /// Creates the roots (owned by the daemon; 0711 when tenants must traverse them) and checks
+    /// that, with isolation, other users can reach them (every ancestor searchable).
+    pub fn prepare(&self, isolated: bool) -> Result<(), String> {
+        for root in &self.roots {
+            std::fs::create_dir_all(root).map_err(|e| format!("checkpoint root {}: {e}", root.display()))?;
+            let mode = if isolated { 0o711 } else { 0o700 };
+            std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode)).map_err(|e| format!("checkpoint root {}: {e}", root.display()))?;
+            if isolated {
+                for ancestor in root.ancestors().skip(1) {
+                    let meta = std::fs::metadata(ancestor).map_err(|e| format!("{}: {e}", ancestor.display()))?;
+                    if meta.permissions().mode() & 0o001 == 0 {
+                        return Err(format!(
+                            "checkpoint root {}: {} is not searchable by other users (mode {:o}), so jobs running as their tenant's uid could not reach their checkpoints; `chmod o+x {}` or choose checkpoint_roots / --data-dir elsewhere",
+                            root.display(),
+                            ancestor.display(),
+                            meta.permissions().mode() & 0o7777,
+                            ancestor.display()
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates `tenant`'s area in every root, owned by `identity` (or the daemon) with mode
+    /// 0700. The area sits in a root only the daemon can write, so nobody can race this.
+    pub fn prepare_tenant(&self, tenant: &str, identity: Option<UnixIdentity>) -> Result<(), String> {
+        for root in &self.roots {
+            let area = root.join(tenant);
+            match std::fs::symlink_metadata(&area) {
+                Ok(meta) if !meta.file_type().is_dir() => return Err(format!("{}: exists and is not a directory", area.display())),
+                Ok(_) => {}
+                Err(_) => std::fs::create_dir(&area).map_err(|e| format!("{}: {e}", area.display()))?,
+            }
+            if let Some(id) = identity {
+                let meta = std::fs::symlink_metadata(&area).map_err(|e| format!("{}: {e}", area.display()))?;
+                if meta.uid() != id.uid || meta.gid() != id.gid {
+                    std::os::unix::fs::lchown(&area, Some(id.uid), Some(id.gid)).map_err(|e| format!("{}: chown to {}:{}: {e}", area.display(), id.uid, id.gid))?;
+                }
+            }
+            std::fs::set_permissions(&area, std::fs::Permissions::from_mode(0o700)).map_err(|e| format!("{}: {e}", area.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Checks a submitted `checkpoint_dir` for `tenant`: normalised, absolute, inside the
+    /// tenant's own area of a root, not through a symlink.
+    pub fn check(&self, tenant: &str, requested: &str) -> Result<PathBuf, String> {
+        if requested.contains('\0') {
+            return Err("contains a NUL byte".into());
+        }
+        let path = Path::new(requested);
+        if !path.is_absolute() {
+            return Err(format!("`{requested}` is not an absolute path"));
+        }
+        if requested.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == "..") && requested != "/" {
+            // `a//b`, `a/./b`, `a/../b` and a trailing `/` are refused rather than normalised:
+            // what is checked is exactly what the job gets.
+            return Err(format!("`{requested}` is not a normalised path (no `.`, `..` or empty components)"));
+        }
+        if path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+            return Err(format!("`{requested}` contains `..` or `.`"));
+        }
+        let area = self.roots.iter().map(|r| r.join(tenant)).find(|area| path.starts_with(area) && path != area.as_path()).ok_or_else(|| {
+            let allowed: Vec<String> = self.roots.iter().map(|r| format!("{}/", r.join(tenant).display())).collect();
+            format!("`{requested}` is outside this tenant's checkpoint areas (allowed: below {})", allowed.join(" or "))
+        })?;
+        // No symlink anywhere from the area down to the deepest existing component.
+        let mut at = area.clone();
+        let rest = path.strip_prefix(&area).map_err(|_| format!("`{requested}` is outside the tenant's area"))?;
+        let mut components = vec![None];
+        components.extend(rest.components().map(Some));
+        for component in components {
+            if let Some(c) = component {
+                at.push(c);
+            }
+            match std::fs::symlink_metadata(&at) {
+                Ok(meta) if meta.file_type().is_symlink() => return Err(format!("`{}` is a symlink", at.display())),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        Ok(path.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_dir_outside_the_tenants_area_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let roots = CheckpointRoots::new(&[], dir.path());
+        roots.prepare(false).expect("roots");
+        roots.prepare_tenant("a", None).expect("area a");
+        roots.prepare_tenant("b", None).expect("area b");
+        let root = dir.path().join("checkpoints");
+        let ok = format!("{}/a/run-1", root.display());
+        assert_eq!(roots.check("a", &ok).expect("inside"), PathBuf::from(&ok));
+        for (bad, why) in [
+            (format!("{}/b/run-1", root.display()), "outside"),
+            (format!("{}/a/../b/run-1", root.display()), "normalised"),
+            (format!("{}/a/./x", root.display()), "normalised"),
+            (format!("{}/a", root.display()), "outside"),
+            ("/etc/arbiter".to_string(), "outside"),
+            ("relative/dir".to_string(), "absolute"),
+            (format!("{}/a/x\0y", root.display()), "NUL"),
+            (format!("{}/a/x/", root.display()), "normalised"),
+        ] {
+            let e = roots.check("a", &bad).expect_err(&bad);
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        // A symlink planted inside the tenant's own area, pointing at another tenant's.
+        std::os::unix::fs::symlink(root.join("b"), root.join("a/link")).expect("symlink");
+        let e = roots.check("a", &format!("{}/a/link/stolen", root.display())).expect_err("symlink");
+        assert!(e.contains("symlink"), "{e}");
+    }
+
+    #[test]
+    fn tenant_areas_are_private() {
+        let dir = tempfile::tempdir().expect("dir");
+        let roots = CheckpointRoots::new(&[], dir.path());
+        roots.prepare(false).expect("roots");
+        roots.prepare_tenant("a", None).expect("area");
+        let mode = std::fs::metadata(roots.tenant_area("a")).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+}

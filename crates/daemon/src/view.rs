@@ -1,0 +1,140 @@
+//! The policy's view of the daemon's jobs: each job as a [`JobSpec`] and the queued and running
+//! ones as the simulator's engine would show them ([`ActiveJob`]), so that the very same policy
+//! code decides in both worlds.
+
+use crate::job::{JobRecord, JobState};
+use arbiter_model::{ActiveJob, Cluster, JobId, JobSpec, NodeId, Placement, RunState, SimDuration, SimTime};
+
+/// Run time assumed for jobs that give no estimate (policies like SRTF need one).
+pub const DEFAULT_EXPECTED_RUN_S: u64 = 3600;
+
+/// Unix seconds as the policies' clock.
+pub fn sim_time_s(unix_s: i64) -> SimTime {
+    SimTime::from_ms(unix_s.max(0).unsigned_abs().saturating_mul(1000))
+}
+
+/// The policy's view of a job.
+pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
+    let r = &job.request;
+    let expected = r.expected_run_time_s.or(r.max_run_time_s).unwrap_or(DEFAULT_EXPECTED_RUN_S) as f64;
+    let mut spec = JobSpec::new(JobId(job.id), sim_time_s(job.submitted_unix_s), r.gpus, expected);
+    spec.tenant = job.tenant.clone();
+    spec.name = r.name.clone();
+    spec.priority = r.priority;
+    spec.deadline = r.deadline_unix_s.map(sim_time_s);
+    spec.restart_overhead = Some(SimDuration::from_ms(0));
+    // Speed per GPU type: 0 where the job may not run; measured throughput relative to its best
+    // measured type where it has run; 1 (optimistic, so it gets tried) elsewhere.
+    let allowed = |t: &str| r.gpu_types.is_empty() || r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t));
+    let best = job.throughput_by_gpu_type.values().copied().fold(0.0, f64::max);
+    if !r.gpu_types.is_empty() || best > 0.0 {
+        spec.speed_by_gpu_type = cluster
+            .gpu_type_names
+            .iter()
+            .map(|t| match (allowed(t), job.throughput_by_gpu_type.get(t)) {
+                (false, _) => 0.0,
+                (true, Some(m)) if best > 0.0 => m / best,
+                (true, _) => 1.0,
+            })
+            .collect();
+    }
+    // Remaining work from measured progress, when the job said how many steps it has.
+    if let (Some(total), Some(p)) = (job.total_steps, job.progress.as_ref())
+        && let Some(rate) = p.throughput.filter(|t| *t > 0.0) {
+            spec.run_time_s = job.executed_s + (total.saturating_sub(p.steps) as f64 / rate).max(1.0);
+        }
+    spec
+}
+
+/// A job as the engine shows it to a policy: queued or running (with the GPU type it runs on),
+/// its attained service and preemptions. `None` for jobs that hold no GPUs and wait for none.
+pub fn active_of(job: &JobRecord, spec: &JobSpec, gpu_type_of: &[u8], now: SimTime) -> Option<ActiveJob> {
+    let expected = spec.run_time_s;
+    let mut a = ActiveJob::submitted(JobId(job.id), spec.gpus, spec.submit, expected);
+    a.executed_s = job.executed_s;
+    a.remaining_s = (expected - job.executed_s).max(1.0);
+    a.preemptions = job.preemptions;
+    a.failures = job.failures;
+    match &job.state {
+        JobState::Queued => {
+            a.pending_since = job.history.last().map_or(now, |t| sim_time_s(t.at_unix_s));
+            a.accounted_at = now;
+            a.first_start = job.history.iter().find(|t| t.to == "running").map(|t| sim_time_s(t.at_unix_s));
+        }
+        JobState::Running { gpus, started_unix_s, .. } => {
+            let since = sim_time_s(*started_unix_s).min(now);
+            a.accounted_at = since;
+            a.first_start = Some(job.history.iter().find(|t| t.to == "running").map_or(since, |t| sim_time_s(t.at_unix_s)));
+            let node = gpus.first().and_then(|g| gpu_type_of.get(*g as usize)).copied().unwrap_or(0);
+            a.state = RunState::Running { placement: Placement::single(NodeId(node as u32), spec.gpus), since, speed: 1.0 };
+        }
+        _ => return None,
+    }
+    Some(a)
+}
+
+/// A job that has ended, as the engine hands it to [`arbiter_policy::Policy::job_finished`]:
+/// with the service it really attained (QSSF learns its predictions from `executed_s`).
+pub fn finished_of(job: &JobRecord, spec: &JobSpec) -> ActiveJob {
+    let mut a = ActiveJob::submitted(JobId(job.id), spec.gpus, spec.submit, spec.run_time_s);
+    a.executed_s = job.executed_s;
+    a.remaining_s = 0.0;
+    a.preemptions = job.preemptions;
+    a.failures = job.failures;
+    a.first_start = job.history.iter().find(|t| t.to == "running").map(|t| sim_time_s(t.at_unix_s));
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::SubmitRequest;
+    use arbiter_model::{GpuTypeId, Node, RackId};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn measured_throughput_gives_speeds_per_type_and_remaining_time() {
+        let nodes = vec![
+            Node { id: NodeId(0), name: "a".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 2, cpus: 8, memory_gib: 32 },
+            Node { id: NodeId(1), name: "b".into(), rack: RackId(0), gpu_type: GpuTypeId(1), gpus: 2, cpus: 8, memory_gib: 32 },
+            Node { id: NodeId(2), name: "c".into(), rack: RackId(0), gpu_type: GpuTypeId(2), gpus: 2, cpus: 8, memory_gib: 32 },
+        ];
+        let cluster = Cluster::new(vec!["v100".into(), "k80".into(), "t4".into()], nodes).expect("valid");
+        let request: SubmitRequest = serde_json::from_str(r#"{"command": "x", "gpu_types": ["v100", "k80"]}"#).expect("valid");
+        let mut job = JobRecord::submitted(0, "t", request, 0, String::new());
+        job.executed_s = 100.0;
+        job.runs = 1;
+        // Not measured yet: allowed types 1, the others 0.
+        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 1.0, 0.0]);
+        // Measured 40 steps/s on V100s and 10 on K80s: K80 runs at a quarter of the speed.
+        job.throughput_by_gpu_type = BTreeMap::from([("v100".to_string(), 40.0), ("k80".to_string(), 10.0)]);
+        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 0.25, 0.0]);
+        // 1,000 of 5,000 steps done at 40 steps/s: 100 s left after the 100 s already run.
+        job.total_steps = Some(5000);
+        job.progress = Some(crate::job::Progress { steps: 1000, throughput: Some(40.0), at_unix_s: 0 });
+        assert_eq!(spec_of(&job, &cluster).run_time_s, 200.0);
+    }
+
+    #[test]
+    fn qssf_learns_the_real_run_time_of_a_finished_job() {
+        // The daemon used to hand `job_finished` a fresh ActiveJob: QSSF learned 0 s from every
+        // job. It must learn what the job attained.
+        let request: SubmitRequest = serde_json::from_str(r#"{"command": "x"}"#).expect("valid");
+        let mut job = JobRecord::submitted(3, "t", request, 0, String::new());
+        job.executed_s = 4321.0;
+        let cluster = Cluster::new(vec!["a100".into()], vec![Node { id: NodeId(0), name: "n".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 4, cpus: 8, memory_gib: 32 }]).expect("valid");
+        let spec = spec_of(&job, &cluster);
+        let finished = finished_of(&job, &spec);
+        assert_eq!(finished.executed_s, 4321.0);
+        let mut qssf = arbiter_policy::qssf::Qssf::new(
+            arbiter_policy::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: arbiter_policy::PlacementStrategy::Consolidated },
+            10,
+        );
+        use arbiter_policy::Policy;
+        qssf.job_finished(&spec, &finished, SimTime::from_ms(5_000_000));
+        // A new job of the same tenant and size is predicted from that history.
+        let mut next = spec.clone();
+        next.id = JobId(4);
+        assert_eq!(qssf.predict_duration_s(&next), Some(4321.0));
+    }
+}

@@ -1,0 +1,101 @@
+//! The run wrapper: `arbiter job-wrapper SPEC`, the leader of each run's process group.
+//!
+//! Started by the daemon (by absolute path, empty environment, the daemon's identity), it
+//! 1. reads and removes its launch spec ([`Launch`]),
+//! 2. writes its pid (= the run's process-group id) to the run's pid file,
+//! 3. joins the run's cgroup, so that every process of the job is inside before it starts,
+//! 4. catches the signals a job may ask to be checkpointed with (so a checkpoint signal sent to
+//!    the group reaches the job but does not end the wrapper),
+//! 5. starts the job: `/bin/sh -c PRELUDE arbiter-job COMMAND` with exactly the job's
+//!    environment, as the tenant's identity where one is set (supplementary groups dropped),
+//!    stdin from /dev/null, stdout/stderr to the log the daemon opened; the prelude creates the
+//!    checkpoint directory as that identity (mode 0700) and then `exec`s the command,
+//! 6. waits for it and writes its exit code (128 + signal when killed) to the exit file.
+
+use crate::executor::Launch;
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Creates the checkpoint directory (as the job's identity: a symlink swapped in cannot lead
+/// anywhere the tenant could not write anyway), then runs the command. `command -p` finds the
+/// tools on the default path whatever the job's PATH says.
+const PRELUDE: &str = r#"umask 077
+command -p mkdir -p -- "$ARBITER_CHECKPOINT_DIR" && command -p chmod 0700 -- "$ARBITER_CHECKPOINT_DIR" || { echo "arbiter: cannot create the checkpoint directory $ARBITER_CHECKPOINT_DIR" >&2; exit 125; }
+exec /bin/sh -c "$1""#;
+
+/// Exit code recorded when the job could not be started at all.
+const COULD_NOT_START: i32 = 127;
+
+/// Runs the wrapper; returns the process exit code.
+pub fn run(spec_path: &Path) -> i32 {
+    let launch: Launch = match std::fs::read(spec_path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+        Ok(launch) => launch,
+        Err(e) => {
+            eprintln!("arbiter: job wrapper: cannot read its launch spec {}: {e}", spec_path.display());
+            return COULD_NOT_START;
+        }
+    };
+    let _ = std::fs::remove_file(spec_path);
+    if let Err(e) = write_atomically(&launch.pid_file, &format!("{}\n", std::process::id())) {
+        eprintln!("arbiter: job wrapper: cannot write {}: {e}", launch.pid_file.display());
+    }
+    if let Some(cgroup) = &launch.cgroup
+        && let Err(e) = std::fs::write(cgroup.join("cgroup.procs"), format!("{}\n", std::process::id())) {
+            eprintln!("arbiter: could not join {}; CPU/memory limits not applied: {e}", cgroup.display());
+        }
+    // Catch (not ignore: ignored dispositions would be inherited by the job) every signal a job
+    // may ask to be checkpointed with.
+    let caught = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP, signal_hook::consts::SIGUSR1, signal_hook::consts::SIGUSR2, signal_hook::consts::SIGQUIT] {
+        if let Err(e) = signal_hook::flag::register(signal, caught.clone()) {
+            eprintln!("arbiter: job wrapper: cannot catch signal {signal}: {e}");
+        }
+    }
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let mut command = Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(PRELUDE)
+        .arg("arbiter-job")
+        .arg(&launch.command)
+        .env_clear()
+        .envs(&launch.env)
+        .current_dir(&launch.working_dir)
+        .stdin(Stdio::null());
+    if let Some(identity) = launch.identity {
+        // std drops the supplementary groups when root switches users.
+        command.uid(identity.uid).gid(identity.gid);
+    }
+    let code = match command.spawn() {
+        Ok(mut child) => match child.wait() {
+            Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+            Err(e) => {
+                eprintln!("arbiter: job wrapper: waiting for the job: {e}");
+                COULD_NOT_START
+            }
+        },
+        Err(e) => {
+            let who = launch.identity.map(|i| format!(" as uid {} gid {}", i.uid, i.gid)).unwrap_or_default();
+            eprintln!("arbiter: could not start the job{who} in {}: {e}", launch.working_dir.display());
+            COULD_NOT_START
+        }
+    };
+    if let Err(e) = write_atomically(&launch.exit_file, &format!("{code}\n")) {
+        eprintln!("arbiter: job wrapper: cannot write {}: {e}", launch.exit_file.display());
+    }
+    code
+}
+
+/// Writes a file through a temporary one and a rename: a reader never sees half of it.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
