@@ -5,6 +5,7 @@ import http.server
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,18 +136,47 @@ def _arbiter_binary():
     return None
 
 
+def _reachable_by_others(path, mode=0o001):
+    """Whether any user can reach `path` (every folder above it lets others in) and has `mode`
+    on it (0o001: run it, 0o004: read it)."""
+    path = Path(os.path.realpath(path))
+    return bool(os.stat(path).st_mode & mode) and all(os.stat(p).st_mode & 0o001 for p in path.parents)
+
+
+def _job_python():
+    """A Python interpreter the job can run. As root the daemon runs jobs as their tenant's own
+    unprivileged uid, which cannot enter e.g. /root/.pyenv."""
+    if os.geteuid() != 0:
+        return sys.executable
+    candidates = [sys.executable, shutil.which("python3"), "/usr/bin/python3", "/usr/local/bin/python3"]
+    return next((c for c in candidates if c and Path(c).is_file() and _reachable_by_others(c)), None)
+
+
 @pytest.mark.skipif(_arbiter_binary() is None, reason="build the arbiter binary first (cargo build)")
-def test_a_job_reports_progress_to_a_real_daemon(tmp_path):
-    data = tmp_path / "data"
-    daemon = subprocess.Popen(
-        [_arbiter_binary(), "serve", "--data-dir", str(data), "--gpus", "1xa100", "--listen", "127.0.0.1:0", "--round-s", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def test_a_job_reports_progress_to_a_real_daemon():
+    python = _job_python()
+    if python is None:
+        pytest.skip("running as root, and no Python interpreter that other users can run (the job runs as a tenant uid)")
+    if os.geteuid() == 0 and not (_reachable_by_others(_arbiter_binary())
+                                  and _reachable_by_others(PYTHON_DIR / "arbiter_job" / "__init__.py", 0o004)):
+        pytest.skip("running as root, and the checkout is not readable by the tenant uids jobs run as")
+    # Not pytest's tmp_path: as root that is private (mode 700) and the tenant's uid could not
+    # reach the script, its working folder or its checkpoint folder.
+    base = Path(tempfile.mkdtemp(prefix="arbiter-pytest-"))
+    base.chmod(0o755)
+    data = base / "data"
+    stderr_path = base / "daemon.stderr"
+    with open(stderr_path, "wb") as stderr:
+        daemon = subprocess.Popen(
+            [_arbiter_binary(), "serve", "--data-dir", str(data), "--gpus", "1xa100", "--listen", "127.0.0.1:0", "--round-s", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         deadline = time.time() + 20
         while not (data / "daemon.addr").exists() or not (data / "daemon.addr").read_text().endswith("\n"):
-            assert time.time() < deadline, "daemon did not start"
+            assert daemon.poll() is None, "daemon exited: " + stderr_path.read_text(errors="replace")
+            assert time.time() < deadline, "daemon did not start: " + stderr_path.read_text(errors="replace")
             time.sleep(0.05)
         url = "http://" + (data / "daemon.addr").read_text().strip()
         token = (data / "admin.token").read_text().strip()
@@ -157,9 +187,10 @@ def test_a_job_reports_progress_to_a_real_daemon(tmp_path):
             with urllib.request.urlopen(request, timeout=5) as response:
                 return json.loads(response.read() or b"null")
 
-        script = tmp_path / "train.py"
+        script = base / "train.py"
         script.write_text(TRAINING.format(python_dir=str(PYTHON_DIR)).replace("Job()", "Job(report_interval_s=0.2)"))
-        job_id = call("POST", "/v1/jobs", {"command": f"{sys.executable} {script}", "working_dir": str(tmp_path)})["id"]
+        script.chmod(0o644)
+        job_id = call("POST", "/v1/jobs", {"command": f"{python} {script}", "working_dir": str(base)})["id"]
         deadline = time.time() + 60
         while (job := call("GET", f"/v1/jobs/{job_id}"))["state"]["state"] != "succeeded":
             assert job["state"]["state"] in ("queued", "running"), job
@@ -172,3 +203,4 @@ def test_a_job_reports_progress_to_a_real_daemon(tmp_path):
     finally:
         daemon.kill()
         daemon.wait()
+        shutil.rmtree(base, ignore_errors=True)

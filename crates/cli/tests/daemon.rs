@@ -359,3 +359,17 @@ fn root_a_full_disk_refuses_changes_with_503_and_recovers_by_itself() {
         assert!(matches!(state, "queued" | "succeeded" | "running"), "{job}");
     }
 }
+
+#[test]
+fn round_based_policies_do_not_swap_jobs_between_rounds() {
+    // Synergy's and Gavel's policies decide per round; called at every event they used to
+    // re-rank and swap short jobs all the time (hundreds of preemptions for eight 3-s jobs).
+    let dir = tempfile::tempdir().expect("dir");
+    let config = if is_root() { "min_run_s = 0\n" } else { "min_run_s = 0\nallow_shared_identity = true\n" };
+    let daemon = Daemon::start_with(&dir.path().join("data"), Options { args: &["--gpus", "2xa100", "--policy", "las+greedy", "--round-s", "30"], config: Some(config), uid: None });
+    let admin = daemon.admin();
+    let ids: Vec<u64> = (0..4).map(|_| submit(&admin, json!({ "command": "sleep 1", "expected_run_time_s": 1 }))).collect();
+    wait_for("all four jobs to finish", 40, || ids.iter().all(|&id| state_of(&admin, id) == "succeeded"));
+    let metrics = admin.get_text("/metrics").expect("metrics");
+    assert!(metrics.contains("arbiter_preemptions_total 0"), "{metrics}");
+}
