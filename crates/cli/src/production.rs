@@ -24,7 +24,7 @@ pub struct ServeArgs {
     /// Policy (any simulator policy: fifo, las, srtf, max-min-fairness, ...) [default: fifo]
     #[arg(long)]
     pub policy: Option<String>,
-    /// GPUs: `auto` (nvidia-smi) or declared, e.g. 4xa100, 2xv100,2xk80, 0 [default: auto]
+    /// GPUs: `auto` (nvidia-smi) or declared, e.g. 4xa100, 2xv100,2xk80 [default: auto]
     #[arg(long)]
     pub gpus: Option<String>,
     /// Seconds between scheduling rounds (the policy also runs at every submit and job end)

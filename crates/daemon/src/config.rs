@@ -5,7 +5,7 @@
 //! listen = "127.0.0.1:7070"
 //! policy = "las"                    # any simulator policy name
 //! round_s = 30                      # the policy is also called at every submit and job end
-//! gpus = "auto"                     # `nvidia-smi`, or declared: "4xa100", "2xv100,2xk80", "0"
+//! gpus = "auto"                     # `nvidia-smi`, or declared: "4xa100", "2xv100,2xk80"
 //! cpus = 0                          # 0: detected
 //! memory_gib = 0                    # 0: detected
 //! admin_token_file = "/etc/arbiter/admin.token"   # default: <data_dir>/admin.token, created
@@ -46,7 +46,7 @@ pub struct ServeConfig {
     pub policy: String,
     /// Seconds between scheduling rounds.
     pub round_s: f64,
-    /// `auto` or declared GPUs (`4xa100`, `2xv100,2xk80`, `0`).
+    /// `auto` or declared GPUs (`4xa100`, `2xv100,2xk80`).
     pub gpus: String,
     /// CPU cores (0: detected).
     pub cpus: u32,
@@ -182,7 +182,7 @@ pub fn parse_gpus(text: &str) -> Result<Option<GpuInventory>, ConfigError> {
         return Ok(None);
     }
     if text == "0" || text.is_empty() {
-        return Ok(Some(Vec::new()));
+        return Err(ConfigError::Invalid("gpus: a daemon needs at least one GPU to schedule; declare the machine's, e.g. 4xa100 (or `auto` to ask nvidia-smi)".into()));
     }
     let mut out = Vec::new();
     for part in text.split(',') {
@@ -194,6 +194,9 @@ pub fn parse_gpus(text: &str) -> Result<Option<GpuInventory>, ConfigError> {
         let kind = kind.trim();
         if kind.is_empty() {
             return Err(ConfigError::Invalid(format!("gpus: `{part}` has no GPU type")));
+        }
+        if count == 0 {
+            return Err(ConfigError::Invalid(format!("gpus: `{part}` declares no GPUs")));
         }
         out.push((kind.to_ascii_lowercase(), count));
     }
@@ -248,6 +251,7 @@ mod tests {
         assert_eq!(parse_gpus("auto").expect("ok"), None);
         assert!(parse_gpus("four").expect_err("bad").to_string().contains("COUNTxTYPE"));
         assert!(parse_gpus("ax100").expect_err("bad").to_string().contains("not a number"));
+        assert!(parse_gpus("0").expect_err("no GPUs").to_string().contains("at least one GPU"));
     }
 
     #[test]
@@ -255,6 +259,24 @@ mod tests {
         let out = "NVIDIA A100-SXM4-80GB\nNVIDIA A100-SXM4-80GB\nTesla V100-PCIE-16GB\nNVIDIA H100 80GB HBM3\n";
         assert_eq!(parse_nvidia_smi(out), vec![("a100".into(), 2), ("v100".into(), 1), ("h100".into(), 1)]);
         assert!(parse_nvidia_smi("").is_empty());
+    }
+
+    #[test]
+    fn the_example_config_in_the_repository_parses_and_validates() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../arbiter.example.toml");
+        let config = ServeConfig::read(&path).expect("parses");
+        config.validate().expect("valid");
+        let defaults = ServeConfig::default();
+        assert_eq!((config.round_s, config.tenant_uid_range, config.max_connections), (defaults.round_s, defaults.tenant_uid_range, defaults.max_connections));
+    }
+
+    #[test]
+    fn a_policy_the_daemon_cannot_carry_out_is_refused_with_the_reason() {
+        let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"").expect("parses");
+        let e = c.validate().expect_err("refused").to_string();
+        assert!(e.contains("co-location"), "{e}");
+        let c: ServeConfig = toml::from_str("policy = \"gittins\"").expect("parses");
+        c.validate().expect("gittins runs with the bundled prior");
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let settings = settings(&config, format!("http://{}", listener.local_addr()?))?;
     if settings.gpus.is_empty() {
-        tracing::warn!("no GPUs: nvidia-smi found none (or is missing); declare them with --gpus, e.g. --gpus 4xa100");
+        return Err("no GPUs: nvidia-smi found none (or is not installed); declare the machine's GPUs with --gpus, e.g. --gpus 4xa100".into());
     }
     let daemon = Daemon::start(settings)?;
     let settings = daemon.settings.clone();

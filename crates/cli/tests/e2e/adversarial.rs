@@ -4,8 +4,8 @@
 //! attacks must fail for real; without root the daemon must say that tenants are not isolated
 //! and refuse a second tenant unless that is acknowledged.
 
-mod common;
-use common::{checkpoint_dir, is_root, refused, state_of, submit, wait_for, Daemon, Options};
+
+use crate::common::{checkpoint_dir, is_root, refused, state_of, submit, wait_for, Daemon, Options};
 use serde_json::json;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

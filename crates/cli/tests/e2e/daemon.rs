@@ -20,8 +20,8 @@ echo $step > "$ckpt"
 echo "finished at $step"
 "#;
 
-mod common;
-use common::{checkpoint_dir, is_root, refused, state_of, submit, wait_for, Daemon, Options};
+
+use crate::common::{checkpoint_dir, is_root, refused, state_of, submit, wait_for, Daemon, Options};
 
 fn train(total: u32, step_s: f64, gpus: u32, expected_s: u64) -> Value {
     json!({

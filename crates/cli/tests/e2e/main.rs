@@ -1,0 +1,16 @@
+//! End-to-end tests of the `arbiter` binary, in one test binary (one link instead of five):
+//!
+//! - `cli`: the simulator commands on bundled data (scenarios on subsets, conversions, errors);
+//! - `daemon`: production mode's life cycle with real processes (preemption and resume, kill -9
+//!   and re-adoption, crash recovery, deleted stores, full disks as root, policy timing);
+//! - `daemon_api`: the HTTP API and the client commands (logs, connections, shutdown, tenants,
+//!   output, `--export`);
+//! - `adversarial`: a hostile tenant attacking another through the API and from inside its jobs.
+//!
+//! Tests named `root_*` need root and are `#[ignore]`d; `.ci/run` runs them when it is root.
+
+mod adversarial;
+mod cli;
+mod common;
+mod daemon;
+mod daemon_api;
