@@ -1,0 +1,390 @@
+//! The HTTP/JSON API under `/v1` (axum), `/metrics` (Prometheus text) and
+//! `/v1/openapi.json`.
+//!
+//! Errors are JSON `{"error": "...", "field": "..."}` with 400 (bad input or query parameter,
+//! naming it), 401 (no or unknown token; the `Bearer` scheme in any case), 403 (another tenant's
+//! job, or admin only), 404, 409 (job ended, tenant exists or still has jobs), 413 (body over the
+//! limit), 500 (store failure), 503 (the store cannot take writes now; nothing was changed).
+//!
+//! Connections are served by [`serve_connections`] with a header timeout, an idle timeout and a
+//! connection limit; logs are streamed from their files, at most [`MAX_LOG_RESPONSE_BYTES`] a
+//! response.
+
+use crate::auth::{sha256_hex, Caller};
+use crate::daemon::{Daemon, RequestError};
+use crate::job::{JobRecord, SubmitRequest};
+use crate::store::Tenant;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use http_body::{Frame, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncSeekExt, ReadBuf};
+
+mod logs;
+mod openapi;
+mod server;
+mod tenants;
+
+pub use openapi::openapi_document;
+pub use server::{serve_connections, ConnectionLimits};
+use logs::job_logs;
+use openapi::openapi;
+use tenants::{add_tenant, list_tenants, remove_tenant, rotate_tenant_token, update_tenant};
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct Api {
+    /// The daemon.
+    pub daemon: Daemon,
+    /// SHA-256 of the admin token.
+    pub admin_token_sha256: String,
+    /// Serializes tenant changes, so that "add refuses an existing tenant" holds between two
+    /// concurrent `add`s of the same name.
+    tenant_changes: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The job states `?state=` accepts.
+pub const JOB_STATES: [&str; 6] = ["queued", "running", "stopping", "succeeded", "failed", "cancelled"];
+
+/// Responses of `GET /v1/jobs/{id}/logs` are at most this long unless `?max_bytes=` asks for less.
+pub const MAX_LOG_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// An API error response.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    field: Option<&'static str>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into(), field: None }
+    }
+
+    /// 400 naming `field`; the message starts with the field's name.
+    fn bad(field: &'static str, reason: impl std::fmt::Display) -> Self {
+        ApiError { status: StatusCode::BAD_REQUEST, message: format!("{field}: {reason}"), field: Some(field) }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "error": self.message });
+        if let Some(f) = self.field {
+            body["field"] = json!(f);
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, e.to_string()),
+            RequestError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, e.to_string()),
+            RequestError::Ended(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+            RequestError::Invalid(f) => ApiError { status: StatusCode::BAD_REQUEST, message: f.to_string(), field: Some(f.field) },
+            RequestError::Store(s) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, s.to_string()),
+            RequestError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            RequestError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+        }
+    }
+}
+
+fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    body.map(|Json(v)| v).map_err(|rejection| {
+        let status = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
+        // serde's message names the field (`unknown field `gpu`, expected ...`, `invalid type:
+        // ... for key `gpus``).
+        ApiError::new(status, rejection.body_text())
+    })
+}
+
+/// The token of an `Authorization: Bearer <token>` header. The scheme is matched without regard
+/// to case (RFC 7235: `bearer`, `BEARER` and `Bearer` are the same scheme).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get("authorization")?.to_str().ok()?.trim_start();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+impl Api {
+    /// The API of `daemon`, whose admin token hashes to `admin_token_sha256`.
+    pub fn new(daemon: Daemon, admin_token_sha256: String) -> Self {
+        Api { daemon, admin_token_sha256, tenant_changes: Arc::default() }
+    }
+
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        let token = bearer_token(headers).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing `Authorization: Bearer <token>`"))?;
+        let hash = sha256_hex(token);
+        if hash == self.admin_token_sha256 {
+            return Ok(Caller::Admin);
+        }
+        self.daemon.tenant_by_token_hash(&hash).map(Caller::Tenant).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
+    }
+
+    fn admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        match self.caller(headers)? {
+            Caller::Admin => Ok(()),
+            Caller::Tenant(_) => Err(ApiError::new(StatusCode::FORBIDDEN, "admin only")),
+        }
+    }
+}
+
+/// The router.
+pub fn router(api: Api, max_request_bytes: usize) -> Router {
+    Router::new()
+        .route("/v1/jobs", post(submit).get(list_jobs))
+        .route("/v1/jobs/{id}", get(show_job))
+        .route("/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/v1/jobs/{id}/logs", get(job_logs))
+        .route("/v1/jobs/{id}/progress", post(report_progress))
+        .route("/v1/cluster", get(cluster))
+        .route("/v1/tenants", get(list_tenants).post(add_tenant))
+        .route("/v1/tenants/{name}", patch(update_tenant).delete(remove_tenant))
+        .route("/v1/tenants/{name}/token", post(rotate_tenant_token))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(max_request_bytes))
+        .with_state(api)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitQuery {
+    /// Admin only: submit on behalf of this tenant.
+    tenant: Option<String>,
+}
+
+/// A query string that does not parse (`?tail_bytes=x`) is a 400 naming the parameter, in the
+/// same JSON shape as every other error.
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(v)| v).map_err(|rejection| ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text()))
+}
+
+/// Checks an admin's `?tenant=`: a tenant that exists, or `admin` (the admin's own jobs); with
+/// `or_has_jobs`, also a removed tenant that still has jobs on record.
+fn known_tenant(api: &Api, tenant: &str, or_has_jobs: bool) -> Result<(), ApiError> {
+    let known = tenant == "admin" || api.daemon.with_state(|s| s.tenants.contains_key(tenant) || (or_has_jobs && s.jobs.iter().any(|j| j.tenant == tenant)));
+    if known { Ok(()) } else { Err(ApiError::bad("tenant", format!("unknown tenant `{tenant}` (`arbiter tenants` lists them)"))) }
+}
+
+async fn submit(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    q: Result<Query<SubmitQuery>, QueryRejection>,
+    body: Result<Json<SubmitRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let caller = api.caller(&headers)?;
+    let q = query(q)?;
+    let mut request = json_body(body)?;
+    // The `Idempotency-Key` header is another way to give `client_request_id`.
+    if let Some(value) = headers.get("idempotency-key") {
+        let key = value.to_str().map_err(|_| ApiError::bad("client_request_id", "the Idempotency-Key header is not visible ASCII"))?.trim().to_string();
+        match &request.client_request_id {
+            Some(given) if *given != key => return Err(ApiError::bad("client_request_id", format!("`{given}` differs from the Idempotency-Key header `{key}`"))),
+            _ => request.client_request_id = Some(key),
+        }
+    }
+    let tenant = match (&caller, q.tenant) {
+        (Caller::Tenant(t), Some(asked)) if asked != *t => return Err(ApiError::new(StatusCode::FORBIDDEN, "a tenant can only submit its own jobs")),
+        (Caller::Tenant(t), _) => t.clone(),
+        (Caller::Admin, Some(t)) => {
+            known_tenant(&api, &t, false)?;
+            t
+        }
+        (Caller::Admin, None) => "admin".to_string(),
+    };
+    let submitted = tokio::task::spawn_blocking(move || api.daemon.submit(&tenant, request))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    if submitted.duplicate {
+        Ok((StatusCode::OK, Json(json!({ "id": submitted.id, "duplicate": true }))))
+    } else {
+        Ok((StatusCode::CREATED, Json(json!({ "id": submitted.id }))))
+    }
+}
+
+/// A job as the API shows it (no token hash).
+fn job_json(job: &JobRecord) -> Value {
+    let mut v = serde_json::to_value(job).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("token_sha256");
+    }
+    v
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    tenant: Option<String>,
+}
+
+async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<ListQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+    let caller = api.caller(&headers)?;
+    let q = query(q)?;
+    if let Some(state) = q.state.as_deref()
+        && !JOB_STATES.contains(&state) {
+            return Err(ApiError::bad("state", format!("unknown state `{state}`; one of {}", JOB_STATES.join(", "))));
+        }
+    let tenant = match &caller {
+        Caller::Tenant(t) => {
+            if q.tenant.as_ref().is_some_and(|asked| asked != t) {
+                return Err(ApiError::new(StatusCode::FORBIDDEN, "a tenant can only list its own jobs"));
+            }
+            Some(t.clone())
+        }
+        Caller::Admin => {
+            if let Some(t) = &q.tenant {
+                known_tenant(&api, t, true)?;
+            }
+            q.tenant.clone()
+        }
+    };
+    let jobs = api.daemon.jobs(tenant.as_deref(), q.state.as_deref());
+    Ok(Json(json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>() })))
+}
+
+async fn show_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<Json<Value>, ApiError> {
+    let caller = api.caller(&headers)?;
+    Ok(Json(job_json(&api.daemon.job(id, caller.tenant())?)))
+}
+
+async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let caller = api.caller(&headers)?;
+    let tenant = caller.tenant().map(str::to_string);
+    tokio::task::spawn_blocking(move || api.daemon.cancel(id, tenant.as_deref()))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "id": id, "cancelling": true }))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgressReport {
+    steps: u64,
+    #[serde(default)]
+    throughput: Option<f64>,
+    #[serde(default)]
+    total_steps: Option<u64>,
+}
+
+async fn report_progress(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>, body: Result<Json<ProgressReport>, JsonRejection>) -> Result<StatusCode, ApiError> {
+    let token = bearer_token(&headers).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing the job token"))?.to_string();
+    let report = json_body(body)?;
+    if report.throughput.is_some_and(|t| !t.is_finite() || t < 0.0) {
+        return Err(ApiError { status: StatusCode::BAD_REQUEST, message: "throughput: must be finite and >= 0".into(), field: Some("throughput") });
+    }
+    tokio::task::spawn_blocking(move || api.daemon.report_progress(id, &token, report.steps, report.throughput, report.total_steps))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The cluster. The admin sees every running job; a tenant sees its own running jobs in full and
+/// the others' only as the GPUs they hold (no id, name or tenant), and counts only its own queued
+/// jobs (`queued`) next to the total (`queued_total`).
+async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let caller = api.caller(&headers)?;
+    let settings = api.daemon.settings.clone();
+    let free = api.daemon.free_gpus();
+    let viewer = caller.tenant().map(str::to_string);
+    let (policy, running, queued, queued_total) = api.daemon.with_state(|s| {
+        let mine = |tenant: &str| viewer.as_deref().is_none_or(|v| v == tenant);
+        let running = s
+            .jobs
+            .iter()
+            .filter(|j| j.state.gpus().is_some())
+            .map(|j| {
+                if mine(&j.tenant) {
+                    json!({ "id": j.id, "tenant": j.tenant, "name": j.request.name, "state": j.state.name(), "gpus": j.state.gpus() })
+                } else {
+                    json!({ "gpus": j.state.gpus(), "other_tenant": true })
+                }
+            })
+            .collect::<Vec<_>>();
+        let queued_jobs = s.jobs.iter().filter(|j| j.state.name() == "queued");
+        let queued = queued_jobs.clone().filter(|j| mine(&j.tenant)).count();
+        (s.policy_name(), running, queued, queued_jobs.count())
+    });
+    Ok(Json(json!({
+        "policy": policy,
+        "round_s": settings.round_s,
+        "gpus": settings.gpus.iter().map(|(t, n)| json!({ "type": t, "count": n })).collect::<Vec<_>>(),
+        "free_gpus": free,
+        "cpus": settings.cpus,
+        "memory_gib": settings.memory_gib,
+        "cpu_memory_limits": if settings.cgroups.is_some() { "enforced with cgroup v2" } else { "not enforced: cgroup v2 is not writable here" },
+        "tenants_isolated": settings.isolation.is_isolated(),
+        "tenant_isolation": settings.isolation.describe(),
+        "store": match api.daemon.store_degraded() { None => "ok".to_string(), Some(why) => format!("read-only: {why}") },
+        "running": running,
+        "queued": queued,
+        "queued_total": queued_total,
+    })))
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    let text = api.daemon.with_state(|s| {
+        let mut by_state = std::collections::BTreeMap::new();
+        for job in &s.jobs {
+            *by_state.entry(job.state.name()).or_insert(0u64) += 1;
+        }
+        let mut out = String::new();
+        out.push_str("# HELP arbiter_jobs Jobs by state.\n# TYPE arbiter_jobs gauge\n");
+        for state in ["queued", "running", "stopping", "succeeded", "failed", "cancelled"] {
+            out.push_str(&format!("arbiter_jobs{{state=\"{state}\"}} {}\n", by_state.get(state).copied().unwrap_or(0)));
+        }
+        let c = &s.counters;
+        out.push_str(&format!("# TYPE arbiter_submissions_total counter\narbiter_submissions_total {}\n", c.submitted));
+        out.push_str(&format!("# TYPE arbiter_runs_started_total counter\narbiter_runs_started_total {}\n", c.runs_started));
+        out.push_str(&format!("# TYPE arbiter_preemptions_total counter\narbiter_preemptions_total {}\n", c.preemptions));
+        out.push_str(&format!("# TYPE arbiter_rounds_total counter\narbiter_rounds_total {}\n", c.rounds));
+        out.push_str(&format!(
+            "# HELP arbiter_submit_to_start_seconds Submission to first start.\n# TYPE arbiter_submit_to_start_seconds summary\narbiter_submit_to_start_seconds_sum {}\narbiter_submit_to_start_seconds_count {}\n",
+            c.start_latency_ms_sum as f64 / 1000.0,
+            c.start_latency_count
+        ));
+        out
+    });
+    let free = api.daemon.free_gpus().len();
+    let total: u32 = api.daemon.settings.gpus.iter().map(|(_, n)| n).sum();
+    let degraded = u8::from(api.daemon.store_degraded().is_some());
+    let text = format!(
+        "{text}# TYPE arbiter_gpus gauge\narbiter_gpus{{state=\"free\"}} {free}\narbiter_gpus{{state=\"total\"}} {total}\n# HELP arbiter_store_degraded 1 while the store refuses writes (an I/O error such as a full disk); the API answers 503 to changes.\n# TYPE arbiter_store_degraded gauge\narbiter_store_degraded {degraded}\n"
+    );
+    ([("content-type", "text/plain; version=0.0.4")], text).into_response()
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_without_regard_to_case() {
+        for value in ["Bearer abc", "bearer abc", "BEARER  abc ", " bEaReR abc"] {
+            let mut headers = HeaderMap::new();
+            headers.insert("authorization", value.parse().expect("header"));
+            assert_eq!(bearer_token(&headers), Some("abc"), "{value:?}");
+        }
+        for value in ["Basic abc", "Bearer", "Bearer ", "Bearerabc"] {
+            let mut headers = HeaderMap::new();
+            headers.insert("authorization", value.parse().expect("header"));
+            assert_eq!(bearer_token(&headers), None, "{value:?}");
+        }
+    }
+}

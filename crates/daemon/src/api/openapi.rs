@@ -1,0 +1,96 @@
+//! The OpenAPI 3.1 description of the API, written by hand next to the handlers.
+
+use super::*;
+
+pub(super) async fn openapi() -> Json<Value> {
+    Json(openapi_document())
+}
+
+/// The OpenAPI 3.1 description of the API (written by hand next to the handlers above).
+pub fn openapi_document() -> Value {
+    let bearer = json!([{ "bearer": [] }]);
+    let id = json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "integer" } });
+    let name = json!({ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } });
+    let query = |name: &str, schema: Value, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description });
+    let tenant_param = query("tenant", json!({ "type": "string" }), "admin only: this tenant (400 if unknown)");
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "Arbiter", "version": env!("CARGO_PKG_VERSION"), "description": "GPU cluster scheduler daemon. Errors: {\"error\": ..., \"field\": ...}." },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": {
+                "SubmitRequest": {
+                    "type": "object", "required": ["command"], "additionalProperties": false,
+                    "properties": {
+                        "command": { "type": "string" }, "working_dir": { "type": "string" },
+                        "env": { "type": "object", "additionalProperties": { "type": "string" } },
+                        "gpus": { "type": "integer", "minimum": 1, "default": 1 },
+                        "gpu_types": { "type": "array", "items": { "type": "string" } },
+                        "cpus": { "type": "integer" }, "memory_gib": { "type": "integer" },
+                        "priority": { "type": "integer" }, "deadline_unix_s": { "type": "integer" },
+                        "max_run_time_s": { "type": "integer" }, "expected_run_time_s": { "type": "integer" },
+                        "checkpoint_dir": { "type": "string" }, "checkpoint_signal": { "type": "string", "default": "TERM" },
+                        "grace_s": { "type": "integer", "default": 30 }, "max_retries": { "type": "integer", "default": 2 },
+                        "name": { "type": "string" },
+                        "client_request_id": { "type": "string", "description": "idempotency key (or the Idempotency-Key header): a repeat by the same tenant returns the first job" },
+                        "min_run_time_s": { "type": "integer", "description": "seconds a started run is protected from preemption (default: the daemon's min_run_s)" }
+                    }
+                },
+                "Tenant": { "type": "object", "properties": { "name": { "type": "string" }, "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] } } },
+                "Error": { "type": "object", "properties": { "error": { "type": "string" }, "field": { "type": "string" } } }
+            }
+        },
+        "paths": {
+            "/v1/jobs": {
+                "post": { "summary": "Submit a job (admin: ?tenant=NAME)", "security": bearer,
+                    "parameters": [tenant_param, { "name": "Idempotency-Key", "in": "header", "required": false, "schema": { "type": "string" }, "description": "same as client_request_id (400 if both are given and differ)" }],
+                    "requestBody": { "content": { "application/json": { "schema": { "$ref": "#/components/schemas/SubmitRequest" } } } },
+                    "responses": {
+                        "201": { "description": "{\"id\": N}" }, "200": { "description": "{\"id\": N, \"duplicate\": true}: the idempotency key was seen; nothing new created" },
+                        "400": { "description": "invalid; names the field" }, "401": { "description": "no token" }, "403": { "description": "?tenant= another tenant" },
+                        "409": { "description": "idempotency key reused with a different request" }, "413": { "description": "too large" },
+                        "503": { "description": "the store cannot take writes now (a full disk); nothing was changed" } } },
+                "get": { "summary": "List jobs", "security": bearer,
+                    "parameters": [query("state", json!({ "type": "string", "enum": JOB_STATES }), "only jobs in this state (400 if unknown)"), tenant_param],
+                    "responses": { "200": { "description": "{\"jobs\": [...]}" }, "400": { "description": "unknown state or tenant; names the parameter" } } }
+            },
+            "/v1/jobs/{id}": { "get": { "summary": "One job: state, GPUs, progress, history, pending reason", "security": bearer, "parameters": [id], "responses": { "200": { "description": "the job" }, "403": { "description": "another tenant's" }, "404": { "description": "no such job" } } } },
+            "/v1/jobs/{id}/cancel": { "post": { "summary": "Cancel (checkpoint signal, then SIGKILL after grace_s)", "security": bearer, "parameters": [id], "responses": { "202": { "description": "cancelling" }, "409": { "description": "already ended" } } } },
+            "/v1/jobs/{id}/logs": { "get": {
+                "summary": "stdout+stderr, streamed; at most 16 MiB (max_bytes) per response",
+                "security": bearer,
+                "parameters": [id,
+                    query("tail_bytes", json!({ "type": "integer", "minimum": 0 }), "only the last N bytes"),
+                    query("offset", json!({ "type": "integer", "minimum": 0 }), "start at this byte (not with tail_bytes)"),
+                    query("max_bytes", json!({ "type": "integer", "minimum": 1, "maximum": MAX_LOG_RESPONSE_BYTES, "default": MAX_LOG_RESPONSE_BYTES }), "at most this many bytes")],
+                "responses": { "200": { "description": "text/plain",
+                    "headers": {
+                        "x-arbiter-log-size": { "schema": { "type": "integer" }, "description": "bytes in the whole log" },
+                        "x-arbiter-log-start": { "schema": { "type": "integer" }, "description": "offset of the first byte sent" },
+                        "x-arbiter-log-truncated": { "schema": { "type": "boolean" }, "description": "true when the cap left out bytes that were asked for" } } },
+                    "400": { "description": "bad parameter; names it" } } } },
+            "/v1/jobs/{id}/progress": { "post": { "summary": "The job reports progress with its own token (ARBITER_JOB_TOKEN)", "parameters": [id], "responses": { "204": { "description": "recorded" } } } },
+            "/v1/cluster": { "get": { "summary": "GPUs, free GPUs, running jobs, policy. A tenant sees other tenants' running jobs only as the GPUs they hold ({\"gpus\": [...], \"other_tenant\": true}); `queued` counts its own, `queued_total` all", "security": bearer, "responses": { "200": { "description": "cluster state" } } } },
+            "/v1/tenants": {
+                "get": { "summary": "Tenants (admin)", "security": bearer, "responses": { "200": { "description": "{\"tenants\": [Tenant...]}" } } },
+                "post": { "summary": "Create a tenant; returns its token once (admin)", "security": bearer,
+                    "requestBody": { "content": { "application/json": { "schema": { "type": "object", "required": ["name"], "additionalProperties": false,
+                        "properties": { "name": { "type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$" }, "weight": { "type": "number", "default": 1 }, "gpu_quota": { "type": ["integer", "null"] } } } } } },
+                    "responses": { "201": { "description": "{\"name\", \"token\"}" }, "400": { "description": "bad name or weight" }, "409": { "description": "the tenant exists: use PATCH /v1/tenants/{name} or POST /v1/tenants/{name}/token" } } }
+            },
+            "/v1/tenants/{name}": {
+                "patch": { "summary": "Change a tenant's weight and/or GPU quota (null: none); its token stays (admin)", "security": bearer, "parameters": [name],
+                    "requestBody": { "content": { "application/json": { "schema": { "type": "object", "additionalProperties": false,
+                        "properties": { "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] } } } } } },
+                    "responses": { "200": { "description": "the tenant", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Tenant" } } } }, "400": { "description": "bad value or nothing to change" }, "404": { "description": "no such tenant" } } },
+                "delete": { "summary": "Remove a tenant; its token stops working, its ended jobs stay on record (admin)", "security": bearer, "parameters": [name],
+                    "responses": { "200": { "description": "{\"name\", \"removed\": true}" }, "404": { "description": "no such tenant" }, "409": { "description": "it has queued or running jobs" } } }
+            },
+            "/v1/tenants/{name}/token": {
+                "post": { "summary": "A new token for the tenant, shown once; the old one stops working at once (admin)", "security": bearer, "parameters": [name],
+                    "responses": { "200": { "description": "{\"name\", \"token\"}" }, "404": { "description": "no such tenant" } } }
+            },
+            "/metrics": { "get": { "summary": "Prometheus metrics", "responses": { "200": { "description": "text" } } } }
+        }
+    })
+}

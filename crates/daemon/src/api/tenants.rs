@@ -1,0 +1,148 @@
+//! `/v1/tenants`: add, list, update, rotate a token, remove (admin only).
+
+use super::*;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TenantRequest {
+    name: String,
+    #[serde(default = "one")]
+    weight: f64,
+    #[serde(default)]
+    gpu_quota: Option<u32>,
+}
+
+pub(super) fn one() -> f64 {
+    1.0
+}
+
+/// A tenant name: 1-64 of `[A-Za-z0-9_-]`, not `admin`.
+pub(super) fn check_tenant_name(name: &str) -> Result<(), ApiError> {
+    let valid = !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid || name == "admin" {
+        return Err(ApiError::bad("name", "1-64 of [A-Za-z0-9_-], not `admin`"));
+    }
+    Ok(())
+}
+
+pub(super) fn check_weight(weight: f64) -> Result<(), ApiError> {
+    if !(weight.is_finite() && weight > 0.0) {
+        return Err(ApiError::bad("weight", "must be > 0"));
+    }
+    Ok(())
+}
+
+pub(super) fn tenant_json(t: &Tenant) -> Value {
+    json!({ "name": t.name, "weight": t.weight, "gpu_quota": t.gpu_quota })
+}
+
+pub(super) fn no_tenant(name: &str) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, format!("no tenant `{name}`"))
+}
+
+/// Writes a tenant through the daemon (which persists it first and rebuilds a hierarchical
+/// policy with the new weights).
+pub(super) async fn write_tenant(api: &Api, tenant: Tenant) -> Result<(), ApiError> {
+    let daemon = api.daemon.clone();
+    tokio::task::spawn_blocking(move || daemon.put_tenant(tenant))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(())
+}
+
+/// `POST /v1/tenants`: creates a tenant and returns its token, once. An existing tenant is not
+/// replaced (409): `PATCH /v1/tenants/{name}` changes one, `POST /v1/tenants/{name}/token`
+/// gives it a new token.
+pub(super) async fn add_tenant(State(api): State<Api>, headers: HeaderMap, body: Result<Json<TenantRequest>, JsonRejection>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    api.admin(&headers)?;
+    let request = json_body(body)?;
+    check_tenant_name(&request.name)?;
+    check_weight(request.weight)?;
+    let _serial = api.tenant_changes.lock().await;
+    if api.daemon.tenant(&request.name).is_some() {
+        let name = &request.name;
+        return Err(RequestError::Conflict(format!("tenant {name} exists; use `arbiter tenants update {name}` or `arbiter tenants rotate-token {name}`")).into());
+    }
+    let token = crate::auth::new_token();
+    let tenant = Tenant { name: request.name.clone(), weight: request.weight, gpu_quota: request.gpu_quota, token_sha256: sha256_hex(&token) };
+    write_tenant(&api, tenant).await?;
+    tracing::info!(tenant = %request.name, weight = request.weight, gpu_quota = ?request.gpu_quota, "tenant added");
+    // The token is shown once, here; only its hash is kept.
+    Ok((StatusCode::CREATED, Json(json!({ "name": request.name, "token": token }))))
+}
+
+/// Deserializes a field that is present (`null` included) as `Some`.
+pub(super) fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TenantUpdate {
+    #[serde(default)]
+    weight: Option<f64>,
+    /// Absent: unchanged; `null`: no quota; N: at most N GPUs.
+    #[serde(default, deserialize_with = "present")]
+    gpu_quota: Option<Option<u32>>,
+}
+
+/// `PATCH /v1/tenants/{name}`: changes a tenant's weight and/or GPU quota, keeping its token.
+pub(super) async fn update_tenant(State(api): State<Api>, headers: HeaderMap, Path(name): Path<String>, body: Result<Json<TenantUpdate>, JsonRejection>) -> Result<Json<Value>, ApiError> {
+    api.admin(&headers)?;
+    let update = json_body(body)?;
+    if update.weight.is_none() && update.gpu_quota.is_none() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "nothing to change: give `weight` and/or `gpu_quota`"));
+    }
+    if let Some(w) = update.weight {
+        check_weight(w)?;
+    }
+    let _serial = api.tenant_changes.lock().await;
+    // Only these fields change; whatever else the record holds is kept.
+    let mut tenant = api.daemon.tenant(&name).ok_or_else(|| no_tenant(&name))?;
+    if let Some(w) = update.weight {
+        tenant.weight = w;
+    }
+    if let Some(q) = update.gpu_quota {
+        tenant.gpu_quota = q;
+    }
+    let shown = tenant_json(&tenant);
+    write_tenant(&api, tenant).await?;
+    tracing::info!(tenant = %name, weight = ?update.weight, gpu_quota = ?update.gpu_quota, "tenant updated");
+    Ok(Json(shown))
+}
+
+/// `POST /v1/tenants/{name}/token`: a new token for the tenant, shown once; the old one stops
+/// working at once.
+pub(super) async fn rotate_tenant_token(State(api): State<Api>, headers: HeaderMap, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
+    api.admin(&headers)?;
+    let _serial = api.tenant_changes.lock().await;
+    let mut tenant = api.daemon.tenant(&name).ok_or_else(|| no_tenant(&name))?;
+    let token = crate::auth::new_token();
+    tenant.token_sha256 = sha256_hex(&token);
+    write_tenant(&api, tenant).await?;
+    tracing::info!(tenant = %name, "tenant token rotated");
+    Ok(Json(json!({ "name": name, "token": token })))
+}
+
+/// `DELETE /v1/tenants/{name}`: removes a tenant (its token stops working). Refused (409) while
+/// it has queued or running jobs; its ended jobs stay on record.
+pub(super) async fn remove_tenant(State(api): State<Api>, headers: HeaderMap, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
+    api.admin(&headers)?;
+    let _serial = api.tenant_changes.lock().await;
+    let daemon = api.daemon.clone();
+    let asked = name.clone();
+    let removed = tokio::task::spawn_blocking(move || daemon.remove_tenant(&asked))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    if removed.is_none() {
+        return Err(no_tenant(&name));
+    }
+    tracing::info!(tenant = %name, "tenant removed");
+    Ok(Json(json!({ "name": name, "removed": true })))
+}
+
+pub(super) async fn list_tenants(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    api.admin(&headers)?;
+    let tenants = api.daemon.with_state(|s| s.tenants.values().map(tenant_json).collect::<Vec<_>>());
+    Ok(Json(json!({ "tenants": tenants })))
+}
