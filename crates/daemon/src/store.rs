@@ -199,11 +199,18 @@ impl Store {
 
     /// Reads one meta value.
     fn meta(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        self.read(|txn| {
+            let table = txn.open_table(META).map_err(db_error)?;
+            Ok(table.get(key).map_err(db_error)?.map(|v| v.value()))
+        })
+    }
+
+    /// Runs `body` in one read transaction.
+    fn read<T>(&self, body: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
         let txn = db.begin_read().map_err(db_error)?;
-        let table = txn.open_table(META).map_err(db_error)?;
-        Ok(table.get(key).map_err(db_error)?.map(|v| v.value()))
+        body(&txn)
     }
 
     /// The id of this store (`None` for a new store, or one written before stores had ids).
@@ -231,16 +238,15 @@ impl Store {
 
     /// Every JSON value of `table`, in key order.
     fn read_all<K: redb::Key + 'static, T: serde::de::DeserializeOwned>(&self, table: TableDefinition<K, &str>) -> Result<Vec<T>, StoreError> {
-        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
-        let txn = db.begin_read().map_err(db_error)?;
-        let table = txn.open_table(table).map_err(db_error)?;
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(db_error)? {
-            let (_, value) = entry.map_err(db_error)?;
-            out.push(serde_json::from_str(value.value()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-        }
-        Ok(out)
+        self.read(|txn| {
+            let table = txn.open_table(table).map_err(db_error)?;
+            let mut out = Vec::new();
+            for entry in table.iter().map_err(db_error)? {
+                let (_, value) = entry.map_err(db_error)?;
+                out.push(serde_json::from_str(value.value()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            }
+            Ok(out)
+        })
     }
 
     /// Writes a tenant.
@@ -270,16 +276,15 @@ impl Store {
 
     /// Automatic identities: tenant → uid.
     pub fn identities(&self) -> Result<BTreeMap<String, u32>, StoreError> {
-        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
-        let txn = db.begin_read().map_err(db_error)?;
-        let table = txn.open_table(IDENTITIES).map_err(db_error)?;
-        let mut out = BTreeMap::new();
-        for entry in table.iter().map_err(db_error)? {
-            let (name, uid) = entry.map_err(db_error)?;
-            out.insert(name.value().to_string(), uid.value());
-        }
-        Ok(out)
+        self.read(|txn| {
+            let table = txn.open_table(IDENTITIES).map_err(db_error)?;
+            let mut out = BTreeMap::new();
+            for entry in table.iter().map_err(db_error)? {
+                let (name, uid) = entry.map_err(db_error)?;
+                out.insert(name.value().to_string(), uid.value());
+            }
+            Ok(out)
+        })
     }
 
     /// Records an automatic identity.
