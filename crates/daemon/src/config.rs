@@ -20,8 +20,10 @@
 //!
 //! # Tenant isolation (see README "Tenant isolation"). As root (or with CAP_SETUID and
 //! # CAP_SETGID) every run executes as its tenant's own unix identity:
-//! tenant_uid_range = [61184, 65519] # automatic uid = gid per tenant (systemd DynamicUser's range)
+//! tenant_uid_range = [1900000000, 1900065535] # automatic uid = gid per tenant (a range systemd leaves unused)
 //! tenant_users = { team-a = "alice" }  # or an existing user for a tenant
+//! max_processes_per_tenant = 32768  # RLIMIT_NPROC of a tenant's uid (threads count); 0: none
+//! max_queued_per_tenant = 10000     # jobs a tenant may have queued or running (429 beyond)
 //! checkpoint_roots = ["/data/ckpt"] # a job's checkpoint_dir must lie in <root>/<tenant>/
 //!                                   # (default: <data_dir>/checkpoints)
 //! # Without the privilege to switch users, runs share the daemon's identity and tenants are NOT
@@ -74,6 +76,11 @@ pub struct ServeConfig {
     /// Roots for checkpoint directories: a tenant's jobs checkpoint under `<root>/<tenant>/`.
     /// Empty: `<data_dir>/checkpoints`.
     pub checkpoint_roots: Vec<PathBuf>,
+    /// Most processes (threads count) one tenant's uid may have at once (RLIMIT_NPROC), when it
+    /// runs as its own uid; 0: no limit. Stops a fork bomb at its tenant.
+    pub max_processes_per_tenant: u64,
+    /// Most jobs one tenant may have queued or running (429 beyond).
+    pub max_queued_per_tenant: usize,
     /// Acknowledges that, when the daemon cannot switch users, tenants share its identity and
     /// can read each other's files; without it such a daemon serves one tenant only.
     pub allow_shared_identity: bool,
@@ -99,10 +106,12 @@ impl Default for ServeConfig {
             idle_timeout_s: 60.0,
             max_connections: 1024,
             min_run_s: None,
-            tenant_uid_range: [61184, 65519],
+            tenant_uid_range: [1_900_000_000, 1_900_065_535],
             tenant_users: std::collections::BTreeMap::new(),
             checkpoint_roots: Vec::new(),
             allow_shared_identity: false,
+            max_processes_per_tenant: 32768,
+            max_queued_per_tenant: 10_000,
             gittins_prior: None,
         }
     }

@@ -69,6 +69,10 @@ pub struct Settings {
     pub wrapper_exe: PathBuf,
     /// The Gittins prior (GPU-seconds).
     pub gittins_prior: Arc<Vec<f64>>,
+    /// RLIMIT_NPROC for a tenant's uid (None: no limit).
+    pub max_processes_per_tenant: Option<u64>,
+    /// Most jobs one tenant may have queued or running.
+    pub max_queued_per_tenant: usize,
 }
 
 /// A run the daemon watches.
@@ -177,6 +181,9 @@ pub enum RequestError {
     /// request, a tenant that already exists). Maps to 409.
     #[error("{0}")]
     Conflict(String),
+    /// Over a limit (queued jobs per tenant). Maps to 429.
+    #[error("{0}")]
+    TooMany(String),
 }
 
 impl From<StoreError> for RequestError {
@@ -314,6 +321,12 @@ impl Daemon {
                     }
                     return Ok(Submitted { id, duplicate: true });
                 }
+            let queued = state.jobs.iter().filter(|j| j.tenant == tenant && !j.state.is_terminal()).count();
+            if queued >= self.settings.max_queued_per_tenant {
+                return Err(RequestError::TooMany(format!(
+                    "tenant {tenant} has {queued} jobs queued or running, the most this daemon takes (max_queued_per_tenant); wait for some to end"
+                )));
+            }
             let id = state.jobs.len() as u32;
             let checkpoint_dir = match &request.checkpoint_dir {
                 Some(dir) => self.settings.checkpoint_roots.check(tenant, dir).map_err(|reason| FieldError { field: "checkpoint_dir", reason })?,
@@ -352,19 +365,24 @@ impl Daemon {
                 JobState::Queued => {
                     let mut cancelled = job.clone();
                     cancelled.transition(JobState::Cancelled, "cancelled while queued", unix_s());
-                    self.store.put_jobs(&[&cancelled])?;
+                    if let Err(e) = self.store.put_jobs(&[&cancelled]) {
+                        // A cancel is honoured even while the store is read-only (a full disk):
+                        // written once it works again.
+                        tracing::warn!(job = id, "cancelled although the store refused the change (written later): {e}");
+                        state.dirty.insert(id);
+                    }
                     tracing::info!(job = id, "cancelled while queued");
                     state.jobs[id as usize] = cancelled;
                 }
-                JobState::Running { .. } => self.stop(&mut state, id, StopReason::Cancelled)?,
+                JobState::Running { .. } => self.stop(&mut state, id, StopReason::Cancelled, true)?,
                 _ => {
                     // Already stopping: make it end as cancelled.
                     let mut cancelled = job.clone();
                     if let JobState::Stopping { reason, .. } = &mut cancelled.state {
                         *reason = StopReason::Cancelled;
                     }
-                    self.store.put_jobs(&[&cancelled])?;
                     state.jobs[id as usize] = cancelled;
+                    self.record(&mut state, id);
                 }
             }
         }
@@ -440,9 +458,17 @@ impl Daemon {
     /// Schedules forever: a round at every wake-up (submit, job end, cancel) and every `round_s`.
     pub async fn run_loop(self) {
         let round = Duration::from_secs_f64(self.settings.round_s);
+        let mut last_error: Option<String> = None;
         loop {
-            if let Err(e) = self.tick() {
-                tracing::warn!("scheduling round failed: {e}");
+            // Said once per distinct failure, not at every retry.
+            match self.tick() {
+                Err(e) if last_error.as_deref() != Some(&e.to_string()) => {
+                    tracing::warn!("scheduling round failed: {e}");
+                    last_error = Some(e.to_string());
+                }
+                Err(_) => {}
+                Ok(()) if last_error.take().is_some() => tracing::info!("scheduling rounds work again"),
+                Ok(()) => {}
             }
             // Runs being stopped are checked often (their SIGKILL deadlines), else once a round.
             let (soon, wake_at_ms, dirty) = {
@@ -469,11 +495,12 @@ impl Daemon {
         let state = &mut *guard;
         state.counters.rounds += 1;
         self.flush_dirty(state);
+        self.kill_strays(state);
         // SIGKILL runs past their grace period.
         for (id, w) in state.watched.iter_mut() {
             if w.kill_at_ms.is_some_and(|at| now_ms >= at) {
                 tracing::warn!(job = id, pgid = w.pgid, "grace period over: SIGKILL");
-                let _ = executor::signal_group(w.pgid, Signal::SIGKILL);
+                let _ = executor::signal_run(w.pgid, Signal::SIGKILL);
                 w.kill_at_ms = None;
             }
         }
@@ -488,17 +515,29 @@ impl Daemon {
             })
             .collect();
         for id in over {
-            self.stop(state, id, StopReason::TimedOut)?;
+            self.stop(state, id, StopReason::TimedOut, false)?;
         }
 
         // The snapshot: queued and running jobs, as the simulator's engine would show them.
         let now = SimTime::from_ms(now_ms);
-        let active: Vec<_> = state.jobs.iter().filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.gpu_type_of, now)).collect();
+        // Jobs backing off after a failed run are not offered to the policy until their time.
+        let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
+        let active: Vec<_> = state.jobs.iter().filter(|j| !backing_off(j)).filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.gpu_type_of, now)).collect();
+        let mut retry_wake: Option<u64> = None;
+        for job in state.jobs.iter_mut().filter(|j| backing_off(j)) {
+            let at = job.retry_after_unix_s.unwrap_or(now_s);
+            job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
+            let at_ms = at.max(0) as u64 * 1000;
+            retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+        }
         let decision = {
             let view = SchedulerView { cluster: &state.cluster, jobs: &active, specs: &state.specs };
             state.policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", state.policy.name())))?
         };
-        state.wake_at_ms = decision.wake_at.map(|t| t.as_ms());
+        state.wake_at_ms = match (decision.wake_at.map(|t| t.as_ms()), retry_wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let wanted: BTreeMap<u32, &arbiter_model::Assignment> = decision.run.iter().map(|a| (a.job.0, a)).collect();
         let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
 
@@ -534,7 +573,7 @@ impl Daemon {
                 protected.insert(id, (round_ends_ms, "round"));
                 continue;
             }
-            self.stop(state, id, StopReason::Preempted)?;
+            self.stop(state, id, StopReason::Preempted, false)?;
             state.counters.preemptions += 1;
         }
         if let Some(&(until, _)) = protected.values().min_by_key(|(until, _)| *until) {
@@ -583,7 +622,7 @@ impl Daemon {
         }
         let started: BTreeSet<u32> = starts.iter().map(|(id, _, _)| *id).collect();
         for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id)) {
-            if wanted.contains_key(&job.id) {
+            if wanted.contains_key(&job.id) || job.retry_after_unix_s.is_some_and(|t| t > now_s) {
                 continue; // placed but held back above (quota, GPUs still being released)
             }
             job.pending_reason = Some(reasons.get(&job.id).cloned().unwrap_or_else(|| "lower priority than the running jobs".into()));

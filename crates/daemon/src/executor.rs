@@ -10,12 +10,13 @@
 //! `runs/` directory, so a job cannot forge them.
 //!
 //! The exit file lets a restarted daemon learn how a job it did not spawn ended (after `kill -9`
-//! of the daemon, runs keep going; the new daemon re-adopts them by process-group id). A run is
-//! over when its process group is empty. The wrapper survives the checkpoint signal (it catches
+//! of the daemon, runs keep going; the new daemon re-adopts them by the wrapper's pid, start time
+//! and boot id). Each run is its own session (the wrapper calls `setsid()`): a run is over when no
+//! process is left in its session, and a job cannot join another run's process group. The wrapper survives the checkpoint signal (it catches
 //! the signals a job may ask for), so it records the job's real exit code after a checkpoint.
 //!
-//! Signals go to the whole group (`kill(-pgid, sig)`): the checkpoint signal first (default
-//! SIGTERM), SIGKILL after the grace period.
+//! Signals go to the whole session: the checkpoint signal first (default SIGTERM), SIGKILL after
+//! the grace period.
 
 use crate::identity::UnixIdentity;
 use nix::errno::Errno;
@@ -50,6 +51,9 @@ pub struct Launch {
     pub identity: Option<UnixIdentity>,
     /// cgroup v2 directory the run joins (CPU/memory limits), if enforced.
     pub cgroup: Option<PathBuf>,
+    /// Most processes the tenant's uid may have (RLIMIT_NPROC), when it runs as its own uid.
+    #[serde(default)]
+    pub max_processes: Option<u64>,
 }
 
 impl Launch {
@@ -89,45 +93,35 @@ pub fn spawn(launch: &Launch, wrapper_exe: &Path) -> std::io::Result<tokio::proc
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(err)
-        .process_group(0)
+        // No process group here: the wrapper makes its own session (setsid), which a caller
+        // that is already a group leader could not.
         .kill_on_drop(false);
     command.spawn()
 }
 
-/// Sends `signal` to the process group `pgid`. A group that is already gone is not an error.
-pub fn signal_group(pgid: u32, signal: Signal) -> Result<(), Errno> {
-    match kill(Pid::from_raw(-(pgid as i32)), signal) {
+/// Sends `signal` to every process of the run whose session is `sid` (its process group and
+/// any group the job made inside its session). A run that is already gone is not an error.
+pub fn signal_run(sid: u32, signal: Signal) -> Result<(), Errno> {
+    let group = match kill(Pid::from_raw(-(sid as i32)), signal) {
         Ok(()) | Err(Errno::ESRCH) => Ok(()),
         Err(e) => Err(e),
-    }
-}
-
-/// Whether any live (non-zombie) process is in group `pgid`. Zombies are skipped: a process
-/// orphaned when its wrapper died is reaped by whatever is PID 1, which in a container may never
-/// do it. Reads `/proc`; where there is none, asks the kernel with signal 0 (zombies count).
-pub fn group_alive(pgid: u32) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return matches!(kill(Pid::from_raw(-(pgid as i32)), None), Ok(()) | Err(Errno::EPERM));
     };
-    entries.flatten().any(|entry| {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            return false;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
-        // `pid (comm) state ppid pgrp ...`; comm may contain spaces and parentheses.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return false };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let _ppid = fields.next();
-        let pgrp = fields.next().and_then(|f| f.parse::<u32>().ok());
-        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
-    })
+    for p in crate::procs::processes().into_iter().filter(|p| p.session == sid && !p.dead) {
+        let _ = kill(Pid::from_raw(p.pid as i32), signal);
+    }
+    group
 }
 
-/// The process (group) id a run's wrapper recorded, if it started.
-pub fn read_pid(pid_file: &Path) -> Option<u32> {
-    std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()
+/// Whether any live (non-zombie) process is in the run's session `sid`. Zombies are skipped: a
+/// process orphaned when its wrapper died is reaped by whatever is PID 1, which in a container
+/// may never do it.
+pub fn run_alive(sid: u32) -> bool {
+    crate::procs::processes().iter().any(|p| p.session == sid && !p.dead)
+}
+
+/// Who a run's wrapper was, if it started (its pid file).
+pub fn read_run_identity(pid_file: &Path) -> Option<crate::procs::RunIdentity> {
+    crate::procs::RunIdentity::parse(&std::fs::read_to_string(pid_file).ok()?)
 }
 
 /// The exit code a finished run's wrapper recorded, if it got that far.

@@ -2,9 +2,9 @@
 //!
 //! When the daemon may switch users (it runs as root, or holds CAP_SETUID and CAP_SETGID), every
 //! run executes as its tenant's own identity: an existing user named in `tenant_users`, or an
-//! automatic uid = gid picked once per tenant from `tenant_uid_range` (as systemd's DynamicUser
-//! does: numbers no account in the user database uses), recorded in the store so that it never
-//! changes. A tenant's checkpoint area `<root>/<tenant>` is owned by that identity with mode 0700;
+//! automatic uid = gid picked once per tenant from `tenant_uid_range` (default 1900000000–
+//! 1900065535, a block systemd leaves unused; numbers no account, group or subordinate id range
+//! uses), recorded in the store so that it never changes. A tenant's checkpoint area `<root>/<tenant>` is owned by that identity with mode 0700;
 //! the data directory, store, tokens, logs and run files stay the daemon's (0600/0700), so a job
 //! can reach neither the admin token nor another tenant's files, environment (`/proc/PID/environ`
 //! needs the same uid) or processes.
@@ -112,12 +112,31 @@ pub fn resolve_user(name: &str) -> Result<UnixIdentity, String> {
     }
 }
 
-/// The first number in `range` that no tenant holds (`taken`) and no account or group in the
-/// user database uses.
+/// The first number in `range` that no tenant holds (`taken`), no running process has, no
+/// account or group in the user database uses, and no subordinate range (`/etc/subuid`, `/etc/subgid`: rootless containers)
+/// covers.
 pub fn allocate_uid(range: [u32; 2], taken: &BTreeSet<u32>) -> Option<u32> {
+    let subordinate: Vec<(u64, u64)> = ["/etc/subuid", "/etc/subgid"].iter().flat_map(|f| parse_subordinate(&std::fs::read_to_string(f).unwrap_or_default())).collect();
+    // A uid that owns a process belongs to somebody (another daemon's tenant, say).
+    let running: BTreeSet<u32> = crate::procs::processes().iter().map(|p| p.uid).collect();
     (range[0].max(1)..=range[1]).find(|&id| {
-        !taken.contains(&id) && !matches!(User::from_uid(Uid::from_raw(id)), Ok(Some(_))) && !matches!(Group::from_gid(Gid::from_raw(id)), Ok(Some(_)))
+        !taken.contains(&id)
+            && !running.contains(&id)
+            && !subordinate.iter().any(|(start, count)| (*start..start.saturating_add(*count)).contains(&(id as u64)))
+            && !matches!(User::from_uid(Uid::from_raw(id)), Ok(Some(_)))
+            && !matches!(Group::from_gid(Gid::from_raw(id)), Ok(Some(_)))
     })
+}
+
+/// `name:start:count` lines of `/etc/subuid` or `/etc/subgid`.
+fn parse_subordinate(text: &str) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.trim().split(':');
+            let _owner = parts.next()?;
+            Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -136,6 +155,11 @@ mod tests {
             let id = user.uid.as_raw();
             assert_ne!(allocate_uid([id, id.saturating_add(5)], &BTreeSet::new()), Some(id));
         }
+    }
+
+    #[test]
+    fn subordinate_id_ranges_parse() {
+        assert_eq!(parse_subordinate("alice:100000:65536\nbad line\nbob:165536:65536\n"), vec![(100000, 65536), (165536, 65536)]);
     }
 
     #[test]

@@ -181,6 +181,9 @@ impl SubmitRequest {
         if crate::executor::parse_signal(&self.checkpoint_signal).is_none() {
             return bad("checkpoint_signal", format!("`{}` is not a signal name (TERM, INT, USR1, USR2, HUP, QUIT)", self.checkpoint_signal));
         }
+        if self.max_retries > MAX_RETRIES {
+            return bad("max_retries", format!("at most {MAX_RETRIES}"));
+        }
         if self.grace_s > 3600 {
             return bad("grace_s", "at most 3600".into());
         }
@@ -230,6 +233,10 @@ pub enum JobState {
         reason: StopReason,
         /// Unix seconds the signal was sent.
         since_unix_s: i64,
+        /// Whether the signal was sent (recorded right after sending): a restarted daemon sends
+        /// it again only when it was not, so a checkpoint in progress is not interrupted.
+        #[serde(default)]
+        signal_sent: bool,
     },
     /// Finished with exit code 0.
     Succeeded,
@@ -363,6 +370,28 @@ pub struct JobRecord {
     /// `<data_dir>/checkpoints/<id>`).
     #[serde(default)]
     pub checkpoint_dir: Option<String>,
+    /// After a failed run, not started again before this (Unix seconds): retries back off
+    /// (1, 2, 4, ... s, at most 5 minutes), so a crash-looping job cannot saturate the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_unix_s: Option<i64>,
+    /// Transitions dropped from the middle of `history` to keep it bounded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Transitions kept per job: the first (its submission) and the latest ones.
+pub const MAX_HISTORY: usize = 200;
+
+/// Most retries a job may ask for.
+pub const MAX_RETRIES: u32 = 100;
+
+/// Backoff after the `failures`-th failed run: 1, 2, 4, ... seconds, at most 300.
+pub fn retry_backoff_s(failures: u32) -> i64 {
+    (1i64 << failures.saturating_sub(1).min(9)).min(300)
 }
 
 impl JobRecord {
@@ -388,6 +417,8 @@ impl JobRecord {
             history: Vec::new(),
             token_sha256,
             checkpoint_dir: None,
+            retry_after_unix_s: None,
+            history_omitted: 0,
         };
         record.transition(JobState::Queued, "submitted", now_s);
         record
@@ -396,6 +427,12 @@ impl JobRecord {
     /// Records a transition to `state`.
     pub fn transition(&mut self, state: JobState, why: impl Into<String>, now_unix_s: i64) {
         self.history.push(Transition { at_unix_s: now_unix_s, to: state.name().to_string(), why: why.into() });
+        if self.history.len() > MAX_HISTORY {
+            // Keep the submission and the latest transitions; count what was dropped.
+            let drop = self.history.len() - MAX_HISTORY;
+            self.history.drain(1..1 + drop);
+            self.history_omitted += drop as u64;
+        }
         if state != JobState::Queued {
             // Why it waited no longer applies.
             self.pending_reason = None;

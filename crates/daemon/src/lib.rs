@@ -23,6 +23,7 @@ pub mod executor;
 pub mod identity;
 pub mod job;
 pub mod policy_support;
+pub mod procs;
 mod recovery;
 mod runs;
 pub mod store;
@@ -130,6 +131,8 @@ fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, Strin
         isolation,
         wrapper_exe,
         gittins_prior: std::sync::Arc::new(gittins_prior),
+        max_processes_per_tenant: (config.max_processes_per_tenant > 0).then_some(config.max_processes_per_tenant),
+        max_queued_per_tenant: config.max_queued_per_tenant,
     })
 }
 

@@ -19,19 +19,30 @@ impl Daemon {
         let mut changed = Vec::new();
         for job in &mut state.jobs {
             let (Some(recorded), Some(gpus)) = (job.state.pid(), job.state.gpus().map(<[u32]>::to_vec)) else { continue };
-            // Started but its id not recorded (the daemon died in between): the pid file has it.
-            let pid = if recorded == 0 { executor::read_pid(&self.run_file(job.id, "pid")).unwrap_or(0) } else { recorded };
+            // The wrapper's pid file says who it was (pid, start time, boot): only that very
+            // process is re-adopted, never an unrelated one that got the same pid after a reboot
+            // or a pid wrap. It also has the pid of a run whose id the daemon had not recorded.
+            let identity = executor::read_run_identity(&self.run_file(job.id, "pid")).filter(|i| recorded == 0 || i.pid == recorded);
+            let pid = identity.as_ref().map_or(0, |i| i.pid);
             if let JobState::Running { pid: p, .. } | JobState::Stopping { pid: p, .. } = &mut job.state {
                 *p = pid;
             }
-            if pid != 0 && executor::group_alive(pid) {
+            if identity.as_ref().is_some_and(|i| i.is_alive()) {
                 for g in &gpus {
                     state.free_gpus.remove(g);
                 }
-                let kill_at_ms = if let JobState::Stopping { .. } = job.state {
-                    let signal = executor::parse_signal(&job.request.checkpoint_signal).unwrap_or(Signal::SIGTERM);
-                    let _ = executor::signal_group(pid, signal);
-                    tracing::info!(job = job.id, pid, "re-adopted while stopping: {signal} sent again, SIGKILL after {} s", job.request.grace_s);
+                let kill_at_ms = if let JobState::Stopping { signal_sent, .. } = &mut job.state {
+                    // The previous daemon may have died between persisting `stopping` and
+                    // signalling; a signal it recorded as sent is not sent twice (that would
+                    // interrupt a checkpoint in progress).
+                    if !*signal_sent {
+                        let signal = executor::parse_signal(&job.request.checkpoint_signal).unwrap_or(Signal::SIGTERM);
+                        let _ = executor::signal_run(pid, signal);
+                        *signal_sent = true;
+                        tracing::info!(job = job.id, pid, "re-adopted while stopping: {signal} sent (it had not been), SIGKILL after {} s", job.request.grace_s);
+                    } else {
+                        tracing::info!(job = job.id, pid, "re-adopted while stopping; SIGKILL after {} s", job.request.grace_s);
+                    }
                     Some(unix_ms() + job.request.grace_s * 1000)
                 } else {
                     tracing::info!(job = job.id, pid, "re-adopted its running process group");
@@ -39,7 +50,7 @@ impl Daemon {
                 };
                 state.watched.insert(job.id, Watched { pgid: pid, kill_at_ms });
                 let why = match kill_at_ms {
-                    Some(_) => format!("re-adopted process group {pid} after a daemon restart; checkpoint signal sent again"),
+                    Some(_) => format!("re-adopted process group {pid} after a daemon restart, while stopping"),
                     None => format!("re-adopted process group {pid} after a daemon restart"),
                 };
                 job.history.push(Transition { at_unix_s: now, to: job.state.name().into(), why });

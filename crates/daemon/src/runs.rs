@@ -91,6 +91,7 @@ impl Daemon {
             checkpoint_dir,
             identity,
             cgroup,
+            max_processes: identity.and(settings.max_processes_per_tenant),
         };
         let now = unix_s();
         let first_start = job.runs == 0;
@@ -141,19 +142,32 @@ impl Daemon {
         Ok(())
     }
 
-    /// Sends a running job its checkpoint signal and marks it stopping (persisted first).
-    pub(crate) fn stop(&self, state: &mut State, id: u32, reason: StopReason) -> Result<(), DaemonError> {
+    /// Sends a running job its checkpoint signal and marks it stopping: persisted first, then
+    /// signalled, then recorded as signalled. With `force` (its owner cancels it) a store that
+    /// cannot be written does not stop it: the change is written once the store works again.
+    pub(crate) fn stop(&self, state: &mut State, id: u32, reason: StopReason, force: bool) -> Result<(), DaemonError> {
         let job = &state.jobs[id as usize];
         let JobState::Running { gpus, pid, .. } = job.state.clone() else { return Ok(()) };
         let now = unix_s();
         let mut stopping = job.clone();
-        stopping.transition(JobState::Stopping { gpus, pid, reason, since_unix_s: now }, reason.as_str(), now);
-        self.store.put_jobs(&[&stopping])?;
+        stopping.transition(JobState::Stopping { gpus, pid, reason, since_unix_s: now, signal_sent: false }, reason.as_str(), now);
+        match self.store.put_jobs(&[&stopping]) {
+            Ok(()) => {}
+            Err(e) if force => {
+                tracing::warn!(job = id, "stopping although the store refused the change (written later): {e}");
+                state.dirty.insert(id);
+            }
+            Err(e) => return Err(e.into()),
+        }
         let signal = executor::parse_signal(&stopping.request.checkpoint_signal).unwrap_or(Signal::SIGTERM);
         let grace_ms = stopping.request.grace_s * 1000;
         tracing::info!(job = id, pid, "stopping ({}): {signal} now, SIGKILL after {} s", reason.as_str(), stopping.request.grace_s);
         state.jobs[id as usize] = stopping;
-        let _ = executor::signal_group(pid, signal);
+        let _ = executor::signal_run(pid, signal);
+        if let JobState::Stopping { signal_sent, .. } = &mut state.jobs[id as usize].state {
+            *signal_sent = true;
+        }
+        self.record(state, id);
         if let Some(w) = state.watched.get_mut(&id) {
             w.kill_at_ms = Some(unix_ms() + grace_ms);
         }
@@ -168,6 +182,31 @@ impl Daemon {
         }
         let spec = view::spec_of(&state.jobs[id as usize], &state.cluster);
         state.specs[id as usize] = spec;
+    }
+
+    /// Kills the processes that escaped their run: a process of a tenant's *automatic* uid (one
+    /// the daemon allocated, so nothing else runs as it) outside the sessions of that tenant's
+    /// live runs was started by a job and left its session (`setsid`, a double fork) to outlive
+    /// the run and its GPUs. Existing users named in `tenant_users` are left alone (their logins
+    /// run as them too).
+    pub(crate) fn kill_strays(&self, state: &State) {
+        if !self.settings.isolation.is_isolated() {
+            return;
+        }
+        let automatic: std::collections::BTreeMap<u32, &str> = state.allocated_uids.iter().map(|(tenant, uid)| (*uid, tenant.as_str())).collect();
+        if automatic.is_empty() {
+            return;
+        }
+        let live: std::collections::BTreeSet<u32> = state.watched.values().map(|w| w.pgid).collect();
+        for p in crate::procs::processes() {
+            if p.dead || live.contains(&p.session) {
+                continue;
+            }
+            if let Some(tenant) = automatic.get(&p.uid) {
+                tracing::warn!(tenant, pid = p.pid, session = p.session, "killing a process that left its run's session");
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+            }
+        }
     }
 
     /// Writes the jobs the store refused earlier.
@@ -261,17 +300,19 @@ pub(crate) fn conclude(job: &mut JobRecord, code: Option<i32>, now: i64, while_d
             if job.failures > job.request.max_retries {
                 (JobState::Failed, format!("{what}{when}; retries used up"))
             } else {
-                (JobState::Queued, format!("{what}{when}; retry {} of {}", job.failures, job.request.max_retries))
+                let backoff = crate::job::retry_backoff_s(job.failures);
+                job.retry_after_unix_s = Some(now + backoff);
+                (JobState::Queued, format!("{what}{when}; retry {} of {} in {backoff} s", job.failures, job.request.max_retries))
             }
         }
     };
     job.transition(next, why, now);
 }
 
-/// Polls until no live process is left in group `pgid`.
-async fn wait_group_empty(pgid: u32) {
+/// Polls until no live process is left in the run's session `sid`.
+async fn wait_group_empty(sid: u32) {
     let mut delay = Duration::from_millis(5);
-    while executor::group_alive(pgid) {
+    while executor::run_alive(sid) {
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_millis(250));
     }
@@ -298,6 +339,19 @@ mod tests {
         let mut job = running(r#"{"command": "exit 7", "max_retries": 1}"#, 100);
         conclude(&mut job, Some(7), 110, true);
         assert_eq!((job.state.clone(), job.failures), (JobState::Queued, 1));
+        assert_eq!(job.retry_after_unix_s, Some(111), "the first retry waits 1 s");
+    }
+
+    #[test]
+    fn retries_back_off_and_history_stays_bounded() {
+        assert_eq!((1..=10).map(crate::job::retry_backoff_s).collect::<Vec<_>>(), vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300]);
+        let mut job = running(r#"{"command": "exit 1", "max_retries": 100}"#, 0);
+        for t in 0..1000 {
+            job.transition(JobState::Queued, "retry", t);
+        }
+        assert_eq!(job.history.len(), crate::job::MAX_HISTORY);
+        assert_eq!(job.history[0].why, "submitted");
+        assert_eq!(job.history_omitted, 1002 - crate::job::MAX_HISTORY as u64);
     }
 
     #[test]

@@ -20,6 +20,14 @@ impl Daemon {
                 self.settings.isolation.describe()
             )));
         }
+        // A removed tenant's name is not handed out again: its jobs (with their environments),
+        // logs, checkpoint area and uid are keyed by that name and would pass to the newcomer.
+        if new && (state.allocated_uids.contains_key(&tenant.name) || state.jobs.iter().any(|j| j.tenant == tenant.name)) {
+            return Err(RequestError::Conflict(format!(
+                "the name {} belonged to a tenant that was removed; its jobs, logs and checkpoints are still on record, so the name is not reused: choose another",
+                tenant.name
+            )));
+        }
         self.store.put_tenant(&tenant)?;
         state.tenants.insert(tenant.name.clone(), tenant);
         self.rebuild_policy(&mut state);

@@ -1,8 +1,10 @@
 //! The run wrapper: `arbiter job-wrapper SPEC`, the leader of each run's process group.
 //!
 //! Started by the daemon (by absolute path, empty environment, the daemon's identity), it
-//! 1. reads and removes its launch spec ([`Launch`]),
-//! 2. writes its pid (= the run's process-group id) to the run's pid file,
+//! 1. makes its own session (`setsid`: the run's processes can be found by session, and no job
+//!    can move a process into another run's group), reads and removes its launch spec
+//!    ([`Launch`]),
+//! 2. writes who it is (pid = the run's session id, start time, boot id) to the run's pid file,
 //! 3. joins the run's cgroup, so that every process of the job is inside before it starts,
 //! 4. catches the signals a job may ask to be checkpointed with (so a checkpoint signal sent to
 //!    the group reaches the job but does not end the wrapper),
@@ -30,29 +32,38 @@ exec /bin/sh -c "$1""#;
 /// Exit code recorded when the job could not be started at all.
 const COULD_NOT_START: i32 = 127;
 
+/// Writes a line to the run's log (the wrapper's stderr). Never fails and never panics: a log on
+/// a full disk must not turn into an exit code of the wrapper's own.
+fn note(message: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "arbiter: {message}");
+}
+
 /// Runs the wrapper; returns the process exit code.
 pub fn run(spec_path: &Path) -> i32 {
+    if let Err(e) = nix::unistd::setsid() {
+        note(format_args!("job wrapper: setsid: {e}"));
+    }
     let launch: Launch = match std::fs::read(spec_path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
         Ok(launch) => launch,
         Err(e) => {
-            eprintln!("arbiter: job wrapper: cannot read its launch spec {}: {e}", spec_path.display());
+            note(format_args!("job wrapper: cannot read its launch spec {}: {e}", spec_path.display()));
             return COULD_NOT_START;
         }
     };
     let _ = std::fs::remove_file(spec_path);
-    if let Err(e) = write_atomically(&launch.pid_file, &format!("{}\n", std::process::id())) {
-        eprintln!("arbiter: job wrapper: cannot write {}: {e}", launch.pid_file.display());
+    if let Err(e) = write_atomically(&launch.pid_file, &crate::procs::RunIdentity::of_self().to_line()) {
+        note(format_args!("job wrapper: cannot write {}: {e}", launch.pid_file.display()));
     }
     if let Some(cgroup) = &launch.cgroup
         && let Err(e) = std::fs::write(cgroup.join("cgroup.procs"), format!("{}\n", std::process::id())) {
-            eprintln!("arbiter: could not join {}; CPU/memory limits not applied: {e}", cgroup.display());
+            note(format_args!("could not join {}; CPU/memory limits not applied: {e}", cgroup.display()));
         }
     // Catch (not ignore: ignored dispositions would be inherited by the job) every signal a job
     // may ask to be checkpointed with.
     let caught = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP, signal_hook::consts::SIGUSR1, signal_hook::consts::SIGUSR2, signal_hook::consts::SIGQUIT] {
         if let Err(e) = signal_hook::flag::register(signal, caught.clone()) {
-            eprintln!("arbiter: job wrapper: cannot catch signal {signal}: {e}");
+            note(format_args!("job wrapper: cannot catch signal {signal}: {e}"));
         }
     }
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
@@ -69,23 +80,30 @@ pub fn run(spec_path: &Path) -> i32 {
     if let Some(identity) = launch.identity {
         // std drops the supplementary groups when root switches users.
         command.uid(identity.uid).gid(identity.gid);
+        if let Some(limit) = launch.max_processes {
+            // Counted per uid, and each tenant has its own: a fork bomb stops at its tenant's
+            // limit. (The wrapper, as root, is not held by it; the job inherits it.)
+            if let Err(e) = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, limit, limit) {
+                note(format_args!("job wrapper: cannot limit processes to {limit}: {e}"));
+            }
+        }
     }
     let code = match command.spawn() {
         Ok(mut child) => match child.wait() {
             Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
             Err(e) => {
-                eprintln!("arbiter: job wrapper: waiting for the job: {e}");
+                note(format_args!("job wrapper: waiting for the job: {e}"));
                 COULD_NOT_START
             }
         },
         Err(e) => {
             let who = launch.identity.map(|i| format!(" as uid {} gid {}", i.uid, i.gid)).unwrap_or_default();
-            eprintln!("arbiter: could not start the job{who} in {}: {e}", launch.working_dir.display());
+            note(format_args!("could not start the job{who} in {}: {e}", launch.working_dir.display()));
             COULD_NOT_START
         }
     };
     if let Err(e) = write_atomically(&launch.exit_file, &format!("{code}\n")) {
-        eprintln!("arbiter: job wrapper: cannot write {}: {e}", launch.exit_file.display());
+        note(format_args!("job wrapper: cannot write {}: {e}", launch.exit_file.display()));
     }
     code
 }

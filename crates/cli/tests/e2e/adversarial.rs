@@ -182,6 +182,7 @@ fn never_runnable_submissions_and_reused_idempotency_keys_are_refused() {
         (json!({ "command": "true", "max_run_time_s": u64::MAX }), "max_run_time_s"),
         (json!({ "command": "true", "expected_run_time_s": 0 }), "expected_run_time_s"),
         (json!({ "command": "true", "cpus": 100_000 }), "cpus"),
+        (json!({ "command": "true", "max_retries": 1_000_000 }), "max_retries"),
     ] {
         let (status, message) = refused(a.post("/v1/jobs", &body));
         assert!(status == 400 && message.starts_with(field), "{body}: {status} {message}");
@@ -194,4 +195,49 @@ fn never_runnable_submissions_and_reused_idempotency_keys_are_refused() {
     assert_eq!(status, 409);
     let other = b.post("/v1/jobs", &json!({ "command": "sleep 1", "client_request_id": "k1" })).expect("b's own");
     assert_ne!(other["id"], first["id"]);
+}
+
+#[test]
+fn a_job_cannot_join_another_runs_process_group_and_hold_its_gpus() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "2xa100", "--round-s", "1"]);
+    let (victim, hostile) = (daemon.tenant("victim"), daemon.tenant("hostile"));
+    let victim_job = submit(&victim, json!({ "command": "echo ready; sleep 2" }));
+    wait_for("the victim's job to run", 20, || victim.get_text(&format!("/v1/jobs/{victim_job}/logs")).is_ok_and(|l| l.contains("ready")));
+    let pgid = daemon.admin().get(&format!("/v1/jobs/{victim_job}")).expect("job")["state"]["pid"].as_u64().expect("pid");
+    let attack = submit(&hostile, json!({
+        "command": "perl -e 'if (setpgrp(0, $ENV{VICTIM_PGID})) { print \"joined\\n\"; sleep 60 } else { print \"refused: $!\\n\" }'",
+        "env": { "VICTIM_PGID": pgid.to_string() },
+    }));
+    wait_for("the attack to end", 20, || state_of(&hostile, attack) == "succeeded");
+    let log = hostile.get_text(&format!("/v1/jobs/{attack}/logs")).expect("log");
+    assert!(log.contains("refused"), "each run is its own session, so setpgid into another run fails: {log}");
+    // The victim ends on time and frees its GPU.
+    wait_for("the victim's job to finish on time", 10, || state_of(&victim, victim_job) == "succeeded");
+}
+
+#[test]
+fn a_process_that_leaves_its_run_is_killed_when_tenants_have_their_own_uids() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--round-s", "1"]);
+    let hostile = daemon.tenant("hostile");
+    let id = submit(&hostile, json!({ "command": "id -u; setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 0.2; echo escaped" }));
+    wait_for("the job to end", 20, || state_of(&hostile, id) == "succeeded");
+    let log = hostile.get_text(&format!("/v1/jobs/{id}/logs")).expect("log");
+    assert!(log.contains("escaped"), "{log}");
+    let uid: u32 = log.lines().next().and_then(|l| l.trim().parse().ok()).expect("uid");
+    let sleeping = || {
+        std::fs::read_dir("/proc").expect("proc").flatten().any(|e| {
+            std::fs::metadata(e.path()).is_ok_and(|m| m.uid() == uid)
+                && std::fs::read_to_string(e.path().join("cmdline")).is_ok_and(|c| c.starts_with("sleep\0300"))
+        })
+    };
+    if is_root() {
+        // The job's GPU went to others while its escaped process would still run: killed.
+        wait_for("the escaped process to be killed", 10, || !sleeping());
+    } else {
+        // Without per-tenant uids nothing can tell an escaped process from the daemon's own: the
+        // README says so. Clean up.
+        let _ = std::process::Command::new("pkill").args(["-f", "^sleep 300$"]).status();
+    }
 }

@@ -9,6 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A `tenant_uid_range` line of its own for each test daemon. Daemons on one machine must not
+/// share automatic uids: each kills the processes of its uids that left their runs, and tests run
+/// many daemons at once.
+pub fn own_uid_range() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let base = 1_950_000_000 + (std::process::id() % 10_000) * 1_000 + (n % 50) * 20;
+    format!("tenant_uid_range = [{base}, {}]\n", base + 19)
+}
+
 /// Whether the tests run as root (then the daemon isolates tenants with real uids).
 pub fn is_root() -> bool {
     nix::unistd::Uid::effective().is_root()
@@ -60,13 +70,11 @@ impl Daemon {
         // Without root the daemon cannot give tenants their own uids and serves one tenant
         // unless told that sharing its identity is accepted; tests that create several tenants
         // accept it (the isolation tests pass their own config).
-        let shared = "allow_shared_identity = true\n";
-        let config = options.config.or((!is_root()).then_some(shared));
-        if let Some(text) = config {
-            let path = parent.join(format!("{name}.toml"));
-            std::fs::write(&path, text).expect("config");
-            command.args(["--config", path.to_str().expect("utf-8")]);
-        }
+        let shared = if is_root() { "" } else { "allow_shared_identity = true\n" };
+        let text = format!("{}{}", options.config.unwrap_or(shared), own_uid_range());
+        let path = parent.join(format!("{name}.toml"));
+        std::fs::write(&path, text).expect("config");
+        command.args(["--config", path.to_str().expect("utf-8")]);
         if let Some(uid) = options.uid {
             command.uid(uid).gid(uid);
         }

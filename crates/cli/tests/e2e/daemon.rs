@@ -245,7 +245,7 @@ fn a_checkpoint_signal_lost_in_a_crash_is_sent_again_on_readoption() {
         let store = arbiter_daemon::store::Store::open(&data.join("arbiter.redb")).expect("store");
         let mut job = store.jobs().expect("jobs").into_iter().find(|j| j.id == id as u32).expect("job");
         let arbiter_daemon::job::JobState::Running { gpus, pid, .. } = job.state.clone() else { panic!("running: {:?}", job.state) };
-        job.transition(arbiter_daemon::job::JobState::Stopping { gpus, pid, reason: arbiter_daemon::job::StopReason::Cancelled, since_unix_s: 0 }, "cancelled", 0);
+        job.transition(arbiter_daemon::job::JobState::Stopping { gpus, pid, reason: arbiter_daemon::job::StopReason::Cancelled, since_unix_s: 0, signal_sent: false }, "cancelled", 0);
         store.put_jobs(&[&job]).expect("write");
     }
     assert!(!ckpt.join("saved").exists());

@@ -31,7 +31,7 @@ impl Daemon {
         let _ = std::fs::remove_file(&addr_file);
         let parent = data_dir.parent().expect("parent");
         let config_file = parent.join("arbiter.toml");
-        std::fs::write(&config_file, format!("{BASE_CONFIG}{config}")).expect("config");
+        std::fs::write(&config_file, format!("{BASE_CONFIG}{config}{}", crate::common::own_uid_range())).expect("config");
         let stderr = (0..).map(|n| parent.join(format!("stderr-{n}.log"))).find(|p| !p.exists()).expect("a free name");
         let child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
             .args(["serve", "--config", config_file.to_str().expect("utf-8"), "--data-dir", data_dir.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"])
