@@ -229,7 +229,7 @@ fn a_process_that_leaves_its_run_is_killed_when_tenants_have_their_own_uids() {
     let sleeping = || {
         std::fs::read_dir("/proc").expect("proc").flatten().any(|e| {
             std::fs::metadata(e.path()).is_ok_and(|m| m.uid() == uid)
-                && std::fs::read_to_string(e.path().join("cmdline")).is_ok_and(|c| c.starts_with("sleep\0300"))
+                && std::fs::read_to_string(e.path().join("cmdline")).is_ok_and(|c| c.starts_with("sleep\x00300"))
         })
     };
     if is_root() {
