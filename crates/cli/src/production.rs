@@ -307,7 +307,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             if json_out {
                 print(&reply)?;
             } else {
-                crate::out!("{}", jobs_table(reply["jobs"].as_array().map_or(&[][..], Vec::as_slice)));
+                crate::out!("{}", printable(&jobs_table(reply["jobs"].as_array().map_or(&[][..], Vec::as_slice))));
             }
         }
         ClientCommand::Show { id } => {
@@ -315,7 +315,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             if json_out {
                 print(&job)?;
             } else {
-                crate::out!("{}", job_text(&job));
+                crate::out!("{}", printable(&job_text(&job)));
             }
         }
         ClientCommand::Cancel { id } => {
@@ -350,7 +350,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             if json_out {
                 print(&cluster)?;
             } else {
-                crate::out!("{}", cluster_text(&cluster));
+                crate::out!("{}", printable(&cluster_text(&cluster)));
             }
         }
         ClientCommand::Tenants { action } => match action.unwrap_or(TenantsCommand::List) {
@@ -359,7 +359,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
                 if json_out {
                     print(&reply)?;
                 } else {
-                    crate::out!("{}", tenants_table(reply["tenants"].as_array().map_or(&[][..], Vec::as_slice)));
+                    crate::out!("{}", printable(&tenants_table(reply["tenants"].as_array().map_or(&[][..], Vec::as_slice))));
                 }
             }
             TenantsCommand::Add { name, weight, gpu_quota } => {
@@ -467,6 +467,13 @@ fn job_env(export: &str, env: &[String], environment: impl Iterator<Item = (std:
 }
 
 /// `text` on one line, at most `width` characters: cut at a word boundary, with `…`.
+/// Text a tenant wrote (job names, commands, reasons) made safe for a terminal: control
+/// characters other than newlines are shown escaped (`\u{1b}`), so a name cannot carry escape
+/// sequences that rewrite the admin's screen or clipboard.
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() && c != '\n' { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
 fn cut_words(text: &str, width: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= width {
@@ -741,6 +748,13 @@ mod tests {
         assert!(cut_words("python train.py --epochs 10 --learning-rate 0.001", 30).chars().count() <= 30);
         assert_eq!(cut_words("a\n  multi-line\tscript", 40), "a multi-line script");
         assert_eq!(cut_words("averyveryverylongsingleword", 10), "averyvery…");
+    }
+
+    #[test]
+    fn terminal_escapes_in_tenant_text_are_shown_escaped() {
+        let shown = printable("job\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[1A\u{1b}[2Kok\nnext");
+        assert!(!shown.contains('\u{1b}') && !shown.contains('\u{7}'), "{shown:?}");
+        assert!(shown.contains("\\u{1b}") && shown.ends_with("ok\nnext"), "{shown:?}");
     }
 
     #[test]

@@ -46,6 +46,19 @@ impl CheckpointRoots {
     pub fn prepare(&self, isolated: bool) -> Result<(), String> {
         for root in &self.roots {
             std::fs::create_dir_all(root).map_err(|e| format!("checkpoint root {}: {e}", root.display()))?;
+            // The root must be the daemon's alone: in a directory others can write (a shared
+            // 1777 /scratch), a tenant could plant another tenant's area before the daemon makes it.
+            let meta = std::fs::symlink_metadata(root).map_err(|e| format!("checkpoint root {}: {e}", root.display()))?;
+            let me = nix::unistd::Uid::effective().as_raw();
+            if meta.file_type().is_symlink() || meta.uid() != me || meta.permissions().mode() & 0o022 != 0 {
+                return Err(format!(
+                    "checkpoint root {} must be a directory owned by the daemon's user (uid {me}) that nobody else can write (it is uid {}, mode {:o}); use a subdirectory, e.g. {}/arbiter",
+                    root.display(),
+                    meta.uid(),
+                    meta.permissions().mode() & 0o7777,
+                    root.display()
+                ));
+            }
             let mode = if isolated { 0o711 } else { 0o700 };
             std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode)).map_err(|e| format!("checkpoint root {}: {e}", root.display()))?;
             if isolated {
@@ -87,12 +100,44 @@ impl CheckpointRoots {
         Ok(())
     }
 
+    /// Checks that `dir` is a directory the job's user can enter: for an identity, every
+    /// directory on the way must grant it search permission (mode bits; ACLs are not read).
+    /// A missing directory and one it cannot reach get the same answer, so a tenant learns
+    /// nothing about paths it could not see itself.
+    pub fn usable_dir(dir: &str, identity: Option<UnixIdentity>) -> Result<(), String> {
+        check_lengths(dir)?;
+        let Some(id) = identity else {
+            return match std::fs::metadata(dir) {
+                Ok(meta) if meta.is_dir() => Ok(()),
+                Ok(_) => Err(format!("`{dir}` is not a directory")),
+                Err(e) => Err(format!("`{dir}`: {e}")),
+            };
+        };
+        let refused = || format!("`{dir}` is not a directory that the job's user (uid {}) can enter", id.uid);
+        let real = std::fs::canonicalize(dir).map_err(|_| refused())?;
+        for at in real.ancestors() {
+            let meta = std::fs::metadata(at).map_err(|_| refused())?;
+            let bit = if meta.uid() == id.uid {
+                0o100
+            } else if meta.gid() == id.gid {
+                0o010
+            } else {
+                0o001
+            };
+            if !meta.is_dir() || meta.permissions().mode() & bit == 0 {
+                return Err(refused());
+            }
+        }
+        Ok(())
+    }
+
     /// Checks a submitted `checkpoint_dir` for `tenant`: normalised, absolute, inside the
     /// tenant's own area of a root, not through a symlink.
     pub fn check(&self, tenant: &str, requested: &str) -> Result<PathBuf, String> {
         if requested.contains('\0') {
             return Err("contains a NUL byte".into());
         }
+        check_lengths(requested)?;
         let path = Path::new(requested);
         if !path.is_absolute() {
             return Err(format!("`{requested}` is not an absolute path"));
@@ -128,6 +173,17 @@ impl CheckpointRoots {
     }
 }
 
+/// Paths the kernel would refuse anyway: at most 4,095 bytes, components at most 255.
+fn check_lengths(path: &str) -> Result<(), String> {
+    if path.len() > 4095 {
+        return Err(format!("longer than 4095 bytes ({})", path.len()));
+    }
+    if let Some(long) = path.split('/').find(|c| c.len() > 255) {
+        return Err(format!("a component is longer than 255 bytes ({} bytes)", long.len()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +207,7 @@ mod tests {
             ("relative/dir".to_string(), "absolute"),
             (format!("{}/a/x\0y", root.display()), "NUL"),
             (format!("{}/a/x/", root.display()), "normalised"),
+            (format!("{}/a/{}", root.display(), "x".repeat(300)), "255 bytes"),
         ] {
             let e = roots.check("a", &bad).expect_err(&bad);
             assert!(e.contains(why), "{bad}: {e}");
@@ -159,6 +216,36 @@ mod tests {
         std::os::unix::fs::symlink(root.join("b"), root.join("a/link")).expect("symlink");
         let e = roots.check("a", &format!("{}/a/link/stolen", root.display())).expect_err("symlink");
         assert!(e.contains("symlink"), "{e}");
+    }
+
+    #[test]
+    fn a_working_dir_the_job_cannot_enter_is_refused_without_saying_whether_it_exists() {
+        let dir = tempfile::tempdir().expect("dir");
+        let private = dir.path().join("private");
+        std::fs::create_dir(&private).expect("mkdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let stranger = Some(UnixIdentity { uid: 1_999_999_999, gid: 1_999_999_999 });
+        let open = dir.path().to_str().expect("utf-8");
+        CheckpointRoots::usable_dir(open, stranger).expect("a 0755 directory is usable");
+        let inside = format!("{}/sub", private.display());
+        std::fs::create_dir(&inside).expect("mkdir");
+        let denied = CheckpointRoots::usable_dir(&inside, stranger).expect_err("behind a 0700 directory");
+        let missing = CheckpointRoots::usable_dir(&format!("{}/none", private.display()), stranger).expect_err("missing");
+        assert_eq!(denied.replace("/sub", ""), missing.replace("/none", ""), "same answer for both");
+        // The owner may enter.
+        let me = UnixIdentity { uid: nix::unistd::Uid::effective().as_raw(), gid: nix::unistd::Gid::effective().as_raw() };
+        CheckpointRoots::usable_dir(&inside, Some(me)).expect("its owner enters");
+    }
+
+    #[test]
+    fn a_checkpoint_root_others_can_write_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let shared = dir.path().join("scratch");
+        std::fs::create_dir(&shared).expect("mkdir");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        let e = CheckpointRoots::new(std::slice::from_ref(&shared), dir.path()).prepare(false).expect_err("refused");
+        assert!(e.contains("nobody else can write"), "{e}");
     }
 
     #[test]

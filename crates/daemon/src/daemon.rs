@@ -181,6 +181,9 @@ pub enum RequestError {
     /// request, a tenant that already exists). Maps to 409.
     #[error("{0}")]
     Conflict(String),
+    /// A progress report with a token that is not the one of the job's current run. Maps to 403.
+    #[error("not the token of job {0}'s current run")]
+    WrongJobToken(u32),
     /// Over a limit (queued jobs per tenant). Maps to 429.
     #[error("{0}")]
     TooMany(String),
@@ -327,6 +330,12 @@ impl Daemon {
                     "tenant {tenant} has {queued} jobs queued or running, the most this daemon takes (max_queued_per_tenant); wait for some to end"
                 )));
             }
+            if let Some(dir) = &request.working_dir {
+                // Checked as the job's user would see it (and with the same answer whether the
+                // directory is missing or merely out of its reach).
+                let identity = self.identity_for(&mut state, tenant).map_err(RequestError::Unavailable)?;
+                crate::confine::CheckpointRoots::usable_dir(dir, identity).map_err(|reason| FieldError { field: "working_dir", reason })?;
+            }
             let id = state.jobs.len() as u32;
             let checkpoint_dir = match &request.checkpoint_dir {
                 Some(dir) => self.settings.checkpoint_roots.check(tenant, dir).map_err(|reason| FieldError { field: "checkpoint_dir", reason })?,
@@ -401,7 +410,7 @@ impl Daemon {
         let state = &mut *guard;
         let job = state.jobs.get(id as usize).ok_or(RequestError::NotFound(id))?;
         if crate::auth::sha256_hex(token) != job.token_sha256 {
-            return Err(RequestError::Forbidden(id));
+            return Err(RequestError::WrongJobToken(id));
         }
         if job.state.gpus().is_none() {
             // The token belongs to a run that is over.

@@ -168,16 +168,10 @@ impl SubmitRequest {
         if self.memory_gib > limits.memory_gib {
             return bad("memory_gib", format!("asks for {} GiB; this machine has {}", self.memory_gib, limits.memory_gib));
         }
-        if let Some(dir) = &self.working_dir {
-            if !dir.starts_with('/') {
+        if let Some(dir) = &self.working_dir
+            && !dir.starts_with('/') {
                 return bad("working_dir", format!("`{dir}` is not an absolute path"));
             }
-            match std::fs::metadata(dir) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => return bad("working_dir", format!("`{dir}` is not a directory")),
-                Err(e) => return bad("working_dir", format!("`{dir}`: {e}")),
-            }
-        }
         if crate::executor::parse_signal(&self.checkpoint_signal).is_none() {
             return bad("checkpoint_signal", format!("`{}` is not a signal name (TERM, INT, USR1, USR2, HUP, QUIT)", self.checkpoint_signal));
         }
@@ -187,8 +181,9 @@ impl SubmitRequest {
         if self.grace_s > 3600 {
             return bad("grace_s", "at most 3600".into());
         }
-        if let Some(key) = self.env.keys().find(|k| k.is_empty() || k.contains('=')) {
-            return bad("env", format!("`{key}` is not a variable name (empty, or contains `=`)"));
+        let is_name = |k: &str| k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if let Some(key) = self.env.keys().find(|k| !is_name(k)) {
+            return bad("env", format!("`{}` is not a variable name ([A-Za-z_][A-Za-z0-9_]*)", key.escape_debug()));
         }
         if let Some(key) = self.env.keys().find(|k| is_owned_variable(k)) {
             return bad("env", format!("`{key}` is set by Arbiter for every run (ARBITER_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) and cannot be submitted"));

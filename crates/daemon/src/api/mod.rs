@@ -98,6 +98,7 @@ impl From<RequestError> for ApiError {
             RequestError::Store(s) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, s.to_string()),
             RequestError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             RequestError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+            RequestError::WrongJobToken(_) => ApiError::new(StatusCode::FORBIDDEN, e.to_string()),
             RequestError::TooMany(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
         }
     }
