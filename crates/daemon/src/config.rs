@@ -15,6 +15,7 @@
 //!                                   # keep-alive connection is closed after it too)
 //! idle_timeout_s = 60               # a connection on which no byte moves either way for this
 //!                                   # long mid-request (stalled upload, client not reading) is closed
+//! request_timeout_s = 30            # a whole request, body included (a trickled body: 408)
 //! max_connections = 1024            # connections beyond it get a 503 and are closed
 //! min_run_s = 30                    # a started run is not preempted before this (default: round_s)
 //!
@@ -64,6 +65,8 @@ pub struct ServeConfig {
     pub header_timeout_s: f64,
     /// Seconds without a byte moving either way, mid-request, before a connection is closed.
     pub idle_timeout_s: f64,
+    /// Seconds a whole request (its body included) may take before it is answered 408.
+    pub request_timeout_s: f64,
     /// Most open connections; more are answered 503 and closed.
     pub max_connections: usize,
     /// Seconds a started run is protected from preemption (default: one round). A job may ask
@@ -104,6 +107,7 @@ impl Default for ServeConfig {
             public_url: None,
             header_timeout_s: 10.0,
             idle_timeout_s: 60.0,
+            request_timeout_s: 30.0,
             max_connections: 1024,
             min_run_s: None,
             tenant_uid_range: [1_900_000_000, 1_900_065_535],
@@ -151,7 +155,7 @@ impl ServeConfig {
         if !(self.round_s.is_finite() && self.round_s > 0.0) {
             return Err(ConfigError::Invalid(format!("round_s: must be > 0, got {}", self.round_s)));
         }
-        for (key, value) in [("header_timeout_s", self.header_timeout_s), ("idle_timeout_s", self.idle_timeout_s)] {
+        for (key, value) in [("header_timeout_s", self.header_timeout_s), ("idle_timeout_s", self.idle_timeout_s), ("request_timeout_s", self.request_timeout_s)] {
             if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
                 return Err(ConfigError::Invalid(format!("{key}: must be > 0 and at most 86400 seconds, got {value}")));
             }

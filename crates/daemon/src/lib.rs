@@ -94,7 +94,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         let runs = daemon.with_state(|s| s.jobs.iter().filter(|j| j.state.gpus().is_some()).count());
         tracing::info!("shutting down on {signal}; {runs} runs keep running and will be re-adopted at the next start");
     };
-    api::serve_connections(listener, api::router(api, config.max_request_bytes), limits, shutdown).await;
+    api::serve_connections(listener, api::router(api, config.max_request_bytes, std::time::Duration::from_secs_f64(config.request_timeout_s)), limits, shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -255,6 +255,36 @@ fn a_stalled_upload_is_closed_after_the_idle_timeout() {
 }
 
 #[test]
+fn a_trickled_body_is_answered_408_within_the_request_timeout() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), "request_timeout_s = 1\nidle_timeout_s = 60\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);
+    let mut slow = TcpStream::connect(&daemon.addr).expect("connects");
+    slow.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+    let head = format!("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", daemon.admin_token());
+    slow.write_all(head.as_bytes()).expect("writes");
+    // One byte every 100 ms keeps the idle timeout from firing; the request deadline does not.
+    let started = Instant::now();
+    let mut reply = Vec::new();
+    while started.elapsed() < Duration::from_secs(10) {
+        if slow.write_all(b" ").is_err() {
+            break;
+        }
+        let mut buf = [0u8; 512];
+        match slow.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                reply.extend_from_slice(&buf[..n]);
+                break;
+            }
+            Err(_) => {}
+        }
+    }
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "answered within {:?}: {reply}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
 fn a_client_cannot_hold_more_connections_than_the_limit() {
     let dir = tempfile::tempdir().expect("dir");
     let daemon = Daemon::start(&dir.path().join("data"), "max_connections = 2\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);

@@ -145,8 +145,16 @@ impl Api {
     }
 }
 
-/// The router.
-pub fn router(api: Api, max_request_bytes: usize) -> Router {
+/// The router. Every request must be handled — its body read included — within
+/// `request_timeout` (408 beyond): a client trickling a body one byte at a time cannot hold a
+/// connection for longer than that. A streamed response (a log) is not cut by it.
+pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Duration) -> Router {
+    let deadline = move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+        match tokio::time::timeout(request_timeout, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, format!("the request took longer than {} s (request_timeout_s)", request_timeout.as_secs_f64())).into_response(),
+        }
+    };
     Router::new()
         .route("/v1/jobs", post(submit).get(list_jobs))
         .route("/v1/jobs/{id}", get(show_job))
@@ -160,6 +168,7 @@ pub fn router(api: Api, max_request_bytes: usize) -> Router {
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(max_request_bytes))
+        .layer(axum::middleware::from_fn(deadline))
         .with_state(api)
 }
 
