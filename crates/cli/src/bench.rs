@@ -245,8 +245,13 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
     use serde_json::json;
     let dir = tempfile_dir()?;
     let exe = std::env::current_exe()?;
+    // 10,000 queued jobs of one tenant: the default cap (max_queued_per_tenant) is exactly that.
+    let config = dir.with_extension("toml");
+    std::fs::write(&config, "max_queued_per_tenant = 20000\n")?;
     let mut child = std::process::Command::new(&exe)
         .args(["serve", "--data-dir", dir.to_str().context("utf-8 path")?, "--listen", "127.0.0.1:0", "--gpus", "1xa100", "--policy", "fifo", "--round-s", "30"])
+        .arg("--config")
+        .arg(&config)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()?;
@@ -306,6 +311,7 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
     // The `sleep 600` job outlives the daemon in its own process group: stop it.
     kill_leftover_runs(&dir);
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
     let rows = result?;
     if json_out {
         let v: Vec<serde_json::Value> = rows.iter().map(|(k, v, u)| json!({ "case": k, "value": v, "unit": u })).collect();

@@ -127,6 +127,10 @@ pub struct State {
     pub(crate) dirty: BTreeSet<u32>,
     /// When the current scheduling round began (Unix ms).
     pub(crate) round_started_ms: u64,
+    /// When the process table was last searched for escaped processes (Unix ms), and whether a
+    /// run has ended since (then it is searched at the next round).
+    pub(crate) strays_checked_ms: u64,
+    pub(crate) run_ended_since_check: bool,
 }
 
 /// The daemon: state, store, settings and the wake-up for the loop.
@@ -283,6 +287,8 @@ impl Daemon {
             requests,
             dirty: BTreeSet::new(),
             round_started_ms: 0,
+            strays_checked_ms: 0,
+            run_ended_since_check: true,
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),
@@ -504,7 +510,13 @@ impl Daemon {
         let state = &mut *guard;
         state.counters.rounds += 1;
         self.flush_dirty(state);
-        self.kill_strays(state);
+        // The process table is read when a run has ended, else every few seconds (not at every
+        // submission: a burst of them would read /proc hundreds of times a second).
+        if state.run_ended_since_check || now_ms >= state.strays_checked_ms + 5_000 {
+            self.kill_strays(state);
+            state.strays_checked_ms = now_ms;
+            state.run_ended_since_check = false;
+        }
         // SIGKILL runs past their grace period.
         for (id, w) in state.watched.iter_mut() {
             if w.kill_at_ms.is_some_and(|at| now_ms >= at) {

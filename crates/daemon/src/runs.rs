@@ -248,6 +248,7 @@ impl Daemon {
             let mut guard = self.lock();
             let state = &mut *guard;
             state.watched.remove(&id);
+            state.run_ended_since_check = true;
             let Some(gpus) = state.jobs[id as usize].state.gpus().map(<[u32]>::to_vec) else { return };
             let job = &mut state.jobs[id as usize];
             conclude(job, code, unix_s(), false);
