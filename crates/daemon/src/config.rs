@@ -25,6 +25,7 @@
 //! tenant_users = { team-a = "alice" }  # or an existing user for a tenant
 //! max_processes_per_tenant = 32768  # RLIMIT_NPROC of a tenant's uid (threads count); 0: none
 //! max_queued_per_tenant = 10000     # jobs a tenant may have queued or running (429 beyond)
+//! max_log_bytes = 1073741824        # output one run may add to its log (the rest is dropped)
 //! checkpoint_roots = ["/data/ckpt"] # a job's checkpoint_dir must lie in <root>/<tenant>/
 //!                                   # (default: <data_dir>/checkpoints)
 //! # Without the privilege to switch users, runs share the daemon's identity and tenants are NOT
@@ -84,6 +85,8 @@ pub struct ServeConfig {
     pub max_processes_per_tenant: u64,
     /// Most jobs one tenant may have queued or running (429 beyond).
     pub max_queued_per_tenant: usize,
+    /// Most bytes of output one run may add to its job's log; 0: no limit.
+    pub max_log_bytes: u64,
     /// Acknowledges that, when the daemon cannot switch users, tenants share its identity and
     /// can read each other's files; without it such a daemon serves one tenant only.
     pub allow_shared_identity: bool,
@@ -116,6 +119,7 @@ impl Default for ServeConfig {
             allow_shared_identity: false,
             max_processes_per_tenant: 32768,
             max_queued_per_tenant: 10_000,
+            max_log_bytes: 1 << 30,
             gittins_prior: None,
         }
     }

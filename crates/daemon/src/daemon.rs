@@ -73,6 +73,8 @@ pub struct Settings {
     pub max_processes_per_tenant: Option<u64>,
     /// Most jobs one tenant may have queued or running.
     pub max_queued_per_tenant: usize,
+    /// Most bytes one run may add to its job's log (None: no limit).
+    pub max_log_bytes: Option<u64>,
 }
 
 /// A run the daemon watches.

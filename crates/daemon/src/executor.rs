@@ -54,6 +54,9 @@ pub struct Launch {
     /// Most processes the tenant's uid may have (RLIMIT_NPROC), when it runs as its own uid.
     #[serde(default)]
     pub max_processes: Option<u64>,
+    /// Most bytes of output the run may add to its log (`None`: no limit).
+    #[serde(default)]
+    pub max_log_bytes: Option<u64>,
 }
 
 impl Launch {

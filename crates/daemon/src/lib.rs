@@ -133,6 +133,7 @@ fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, Strin
         gittins_prior: std::sync::Arc::new(gittins_prior),
         max_processes_per_tenant: (config.max_processes_per_tenant > 0).then_some(config.max_processes_per_tenant),
         max_queued_per_tenant: config.max_queued_per_tenant,
+        max_log_bytes: (config.max_log_bytes > 0).then_some(config.max_log_bytes),
     })
 }
 

@@ -92,6 +92,7 @@ impl Daemon {
             identity,
             cgroup,
             max_processes: identity.and(settings.max_processes_per_tenant),
+            max_log_bytes: settings.max_log_bytes,
         };
         let now = unix_s();
         let first_start = job.runs == 0;

@@ -88,7 +88,22 @@ pub fn run(spec_path: &Path) -> i32 {
             }
         }
     }
-    let code = match command.spawn() {
+    // The job's stdout and stderr go through the wrapper to the log, so that a run's share of
+    // the log can be capped (a job printing without end would fill the daemon's disk).
+    let mut copier = None;
+    match nix::unistd::pipe().and_then(|(read, write)| Ok((read, write.try_clone().map_err(|_| nix::errno::Errno::EMFILE)?, write))) {
+        Ok((read, write_out, write_err)) => {
+            command.stdout(Stdio::from(write_out)).stderr(Stdio::from(write_err));
+            let cap = launch.max_log_bytes;
+            copier = Some(std::thread::spawn(move || copy_capped(std::fs::File::from(read), cap)));
+        }
+        Err(e) => note(format_args!("job wrapper: no pipe for the job's output ({e}); its log is not capped")),
+    }
+    let spawned = command.spawn();
+    // The wrapper's copies of the pipe's write end go with the command: the copier sees the end
+    // of the output once the job's own processes have closed it.
+    drop(command);
+    let code = match spawned {
         Ok(mut child) => match child.wait() {
             Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
             Err(e) => {
@@ -105,7 +120,42 @@ pub fn run(spec_path: &Path) -> i32 {
     if let Err(e) = write_atomically(&launch.exit_file, &format!("{code}\n")) {
         note(format_args!("job wrapper: cannot write {}: {e}", launch.exit_file.display()));
     }
+    // Processes the job left in the background may still write: the wrapper (and so the run)
+    // lasts until they have closed the output too.
+    if let Some(copier) = copier {
+        let _ = copier.join();
+    }
     code
+}
+
+/// Copies the job's output to the log (the wrapper's stdout), at most `cap` bytes; beyond it,
+/// says so once and drops the rest (still reading, so the job never blocks on a full pipe). Write
+/// errors (a full disk) are ignored for the same reason.
+fn copy_capped(mut from: std::fs::File, cap: Option<u64>) {
+    use std::io::Read;
+    let mut log = std::io::stdout().lock();
+    let mut written: u64 = 0;
+    let mut said = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let room = cap.map_or(n as u64, |c| c.saturating_sub(written)).min(n as u64) as usize;
+        if room > 0 {
+            let _ = log.write_all(&buf[..room]);
+            written += room as u64;
+        }
+        if room < n && !said {
+            let _ = log.flush();
+            let _ = writeln!(log, "\narbiter: this run's output reached max_log_bytes ({} bytes); the rest is dropped", cap.unwrap_or(0));
+            said = true;
+        }
+    }
+    let _ = log.flush();
 }
 
 /// Writes a file through a temporary one and a rename: a reader never sees half of it.

@@ -373,3 +373,18 @@ fn round_based_policies_do_not_swap_jobs_between_rounds() {
     let metrics = admin.get_text("/metrics").expect("metrics");
     assert!(metrics.contains("arbiter_preemptions_total 0"), "{metrics}");
 }
+
+#[test]
+fn a_runs_output_beyond_max_log_bytes_is_dropped_and_the_log_says_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = if is_root() { "max_log_bytes = 1000\n" } else { "max_log_bytes = 1000\nallow_shared_identity = true\n" };
+    let daemon = Daemon::start_with(&dir.path().join("data"), Options { args: &["--gpus", "1xa100", "--round-s", "1"], config: Some(config), uid: None });
+    let admin = daemon.admin();
+    let id = submit(&admin, json!({ "command": "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo after the flood; exit 4", "max_retries": 0 }));
+    wait_for("the job to end", 30, || state_of(&admin, id) == "failed");
+    let job = admin.get(&format!("/v1/jobs/{id}")).expect("job");
+    assert_eq!(job["exit_code"].as_i64(), Some(4), "the job's own exit code, not the wrapper's: {job}");
+    let log = admin.get_text(&format!("/v1/jobs/{id}/logs")).expect("log");
+    assert!(log.len() < 2000 && log.starts_with(&"x".repeat(1000)), "{} bytes", log.len());
+    assert!(log.contains("reached max_log_bytes (1000 bytes)"), "{log}");
+}
