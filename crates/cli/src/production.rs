@@ -299,11 +299,25 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             }
         }
         ClientCommand::Jobs { state } => {
-            let path = match state {
-                Some(s) => format!("/v1/jobs?state={s}"),
-                None => "/v1/jobs".into(),
-            };
-            let reply = client.get(&path)?;
+            // Every page (the daemon answers 1,000 jobs at a time).
+            let mut all = Vec::new();
+            let mut after: Option<u64> = None;
+            loop {
+                let mut path = format!("/v1/jobs?limit={}", arbiter_daemon::api::MAX_JOBS_PAGE);
+                if let Some(s) = &state {
+                    path.push_str(&format!("&state={s}"));
+                }
+                if let Some(a) = after {
+                    path.push_str(&format!("&after={a}"));
+                }
+                let page = client.get(&path)?;
+                all.extend(page["jobs"].as_array().cloned().unwrap_or_default());
+                match page["next_after"].as_u64() {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            let reply = json!({ "jobs": all });
             if json_out {
                 print(&reply)?;
             } else {

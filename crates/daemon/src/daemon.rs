@@ -450,16 +450,15 @@ impl Daemon {
         Ok(job.clone())
     }
 
-    /// Jobs the caller may see, optionally only in one state.
-    pub fn jobs(&self, tenant: Option<&str>, state_filter: Option<&str>) -> Vec<JobRecord> {
+    /// A page of the jobs the caller may see (optionally only in one state), in id order: at
+    /// most `limit` with ids above `after`, and whether more follow.
+    pub fn jobs_page(&self, tenant: Option<&str>, state_filter: Option<&str>, after: Option<u32>, limit: usize) -> (Vec<JobRecord>, bool) {
         let state = self.lock();
-        state
-            .jobs
-            .iter()
-            .filter(|j| tenant.is_none_or(|t| t == j.tenant))
-            .filter(|j| state_filter.is_none_or(|s| s == j.state.name()))
-            .cloned()
-            .collect()
+        let start = after.map_or(0, |a| a as usize + 1).min(state.jobs.len());
+        let mut matching = state.jobs[start..].iter().filter(|j| tenant.is_none_or(|t| t == j.tenant)).filter(|j| state_filter.is_none_or(|s| s == j.state.name()));
+        let page: Vec<JobRecord> = matching.by_ref().take(limit).cloned().collect();
+        let more = matching.next().is_some();
+        (page, more)
     }
 
     /// Path of a job's log file.

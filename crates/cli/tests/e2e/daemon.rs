@@ -388,3 +388,29 @@ fn a_runs_output_beyond_max_log_bytes_is_dropped_and_the_log_says_so() {
     assert!(log.len() < 2000 && log.starts_with(&"x".repeat(1000)), "{} bytes", log.len());
     assert!(log.contains("reached max_log_bytes (1000 bytes)"), "{log}");
 }
+
+#[test]
+fn the_job_list_comes_in_pages() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "fifo"]);
+    let admin = daemon.admin();
+    let ids: Vec<u64> = (0..5).map(|_| submit(&admin, json!({ "command": "sleep 30", "grace_s": 1 }))).collect();
+    let mut seen = Vec::new();
+    let mut path = "/v1/jobs?limit=2".to_string();
+    loop {
+        let page = admin.get(&path).expect("page");
+        let jobs = page["jobs"].as_array().expect("jobs");
+        assert!(jobs.len() <= 2);
+        seen.extend(jobs.iter().map(|j| j["id"].as_u64().expect("id")));
+        match page["next_after"].as_u64() {
+            Some(after) => path = format!("/v1/jobs?limit=2&after={after}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids, "every job once, in id order");
+    let (status, message) = refused(admin.get("/v1/jobs?limit=0"));
+    assert!(status == 400 && message.starts_with("limit"), "{message}");
+    for id in ids {
+        let _ = admin.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
+    }
+}

@@ -242,7 +242,14 @@ fn job_json(job: &JobRecord) -> Value {
 struct ListQuery {
     state: Option<String>,
     tenant: Option<String>,
+    limit: Option<usize>,
+    after: Option<u32>,
 }
+
+/// Jobs per page of `GET /v1/jobs` unless `?limit=` says otherwise, and the most it may say.
+pub const DEFAULT_JOBS_PAGE: usize = 1000;
+/// See [`DEFAULT_JOBS_PAGE`].
+pub const MAX_JOBS_PAGE: usize = 10_000;
 
 async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<ListQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
@@ -265,8 +272,14 @@ async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<L
             q.tenant.clone()
         }
     };
-    let jobs = api.daemon.jobs(tenant.as_deref(), q.state.as_deref());
-    Ok(Json(json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>() })))
+    let limit = match q.limit {
+        None => DEFAULT_JOBS_PAGE,
+        Some(n) if (1..=MAX_JOBS_PAGE).contains(&n) => n,
+        Some(n) => return Err(ApiError::bad("limit", format!("{n} is not in 1..={MAX_JOBS_PAGE}"))),
+    };
+    let (jobs, more) = api.daemon.jobs_page(tenant.as_deref(), q.state.as_deref(), q.after, limit);
+    let next_after = if more { jobs.last().map(|j| j.id) } else { None };
+    Ok(Json(json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "next_after": next_after })))
 }
 
 async fn show_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<Json<Value>, ApiError> {

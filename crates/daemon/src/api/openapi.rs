@@ -50,9 +50,11 @@ pub fn openapi_document() -> Value {
                         "400": { "description": "invalid; names the field" }, "401": { "description": "no token" }, "403": { "description": "?tenant= another tenant" },
                         "409": { "description": "idempotency key reused with a different request" }, "413": { "description": "too large" },
                         "503": { "description": "the store cannot take writes now (a full disk); nothing was changed" } } },
-                "get": { "summary": "List jobs", "security": bearer,
-                    "parameters": [query("state", json!({ "type": "string", "enum": JOB_STATES }), "only jobs in this state (400 if unknown)"), tenant_param],
-                    "responses": { "200": { "description": "{\"jobs\": [...]}" }, "400": { "description": "unknown state or tenant; names the parameter" } } }
+                "get": { "summary": "List jobs, by id, a page at a time", "security": bearer,
+                    "parameters": [query("state", json!({ "type": "string", "enum": JOB_STATES }), "only jobs in this state (400 if unknown)"), tenant_param,
+                        query("limit", json!({ "type": "integer", "minimum": 1, "maximum": MAX_JOBS_PAGE, "default": DEFAULT_JOBS_PAGE }), "at most this many jobs"),
+                        query("after", json!({ "type": "integer" }), "only jobs with a larger id (the previous page's next_after)")],
+                    "responses": { "200": { "description": "{\"jobs\": [...], \"next_after\": ID or null when this is the last page}" }, "400": { "description": "unknown state or tenant, bad limit; names the parameter" } } }
             },
             "/v1/jobs/{id}": { "get": { "summary": "One job: state, GPUs, progress, history, pending reason", "security": bearer, "parameters": [id], "responses": { "200": { "description": "the job" }, "403": { "description": "another tenant's" }, "404": { "description": "no such job" } } } },
             "/v1/jobs/{id}/cancel": { "post": { "summary": "Cancel (checkpoint signal, then SIGKILL after grace_s)", "security": bearer, "parameters": [id], "responses": { "202": { "description": "cancelling" }, "409": { "description": "already ended" } } } },
