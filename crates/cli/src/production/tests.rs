@@ -1,0 +1,70 @@
+use super::*;
+
+fn environment(pairs: &[(&str, &str)]) -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+    pairs.iter().map(|(k, v)| (k.into(), v.into())).collect::<Vec<_>>().into_iter()
+}
+
+const SHELL: [(&str, &str); 6] = [("PATH", "/bin"), ("HOME", "/home/u"), ("ARBITER_TOKEN", "secret"), ("ARBITER_URL", "http://x"), ("CUDA_VISIBLE_DEVICES", "3"), ("CUDA_DEVICE_ORDER", "FASTEST_FIRST")];
+
+#[test]
+fn export_all_passes_the_environment_minus_the_variables_arbiter_owns() {
+    let env = job_env("ALL", &["EXTRA=1".into(), "HOME=/elsewhere".into()], environment(&SHELL)).expect("valid");
+    let keys: Vec<&str> = env.keys().map(String::as_str).collect();
+    assert_eq!(keys, vec!["EXTRA", "HOME", "PATH"]);
+    assert_eq!(env["HOME"], "/elsewhere", "--env overrides the export");
+}
+
+#[test]
+fn export_none_and_lists_pass_only_what_is_named() {
+    assert!(job_env("NONE", &[], environment(&SHELL)).expect("valid").is_empty());
+    let env = job_env("PATH,MISSING,MODE=fast", &[], environment(&SHELL)).expect("valid");
+    assert_eq!(env.into_iter().collect::<Vec<_>>(), vec![("MODE".to_string(), "fast".to_string()), ("PATH".to_string(), "/bin".to_string())]);
+}
+
+#[test]
+fn variables_arbiter_owns_are_refused_in_env_and_export_lists() {
+    for bad in ["ARBITER_JOB_ID=1", "CUDA_VISIBLE_DEVICES=0", "CUDA_DEVICE_ORDER=PCI_BUS_ID"] {
+        let e = job_env("NONE", &[bad.into()], environment(&[])).expect_err("refused").to_string();
+        assert!(e.contains("Arbiter sets") && e.contains(bad.split('=').next().unwrap_or("")), "{e}");
+    }
+    assert!(job_env("ARBITER_TOKEN", &[], environment(&SHELL)).is_err());
+    assert!(job_env("NONE", &["NOEQUALS".into()], environment(&[])).expect_err("refused").to_string().contains("KEY=VALUE"));
+}
+
+#[test]
+fn long_commands_are_cut_at_a_word_boundary() {
+    assert_eq!(cut_words("python train.py", 40), "python train.py");
+    assert_eq!(cut_words("python train.py --epochs 10 --learning-rate 0.001", 30), "python train.py --epochs 10…");
+    assert!(cut_words("python train.py --epochs 10 --learning-rate 0.001", 30).chars().count() <= 30);
+    assert_eq!(cut_words("a\n  multi-line\tscript", 40), "a multi-line script");
+    assert_eq!(cut_words("averyveryverylongsingleword", 10), "averyvery…");
+}
+
+#[test]
+fn terminal_escapes_in_tenant_text_are_shown_escaped() {
+    let shown = printable("job\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[1A\u{1b}[2Kok\nnext");
+    assert!(!shown.contains('\u{1b}') && !shown.contains('\u{7}'), "{shown:?}");
+    assert!(shown.contains("\\u{1b}") && shown.ends_with("ok\nnext"), "{shown:?}");
+}
+
+#[test]
+fn unix_seconds_format_as_utc() {
+    assert_eq!(utc(0), "1970-01-01 00:00:00");
+    assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+    assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20");
+}
+
+#[test]
+fn queued_jobs_show_their_reason_and_others_do_not() {
+    let jobs = vec![
+        json!({ "id": 0, "tenant": "t", "state": { "state": "cancelled" }, "request": { "gpus": 2, "command": "sleep 1", "name": "old" }, "pending_reason": "stale" }),
+        json!({ "id": 1, "tenant": "t", "state": { "state": "running", "gpus": [2, 3] }, "request": { "gpus": 2, "command": "sleep 2" } }),
+        json!({ "id": 2, "tenant": "t", "state": { "state": "queued" }, "request": { "gpus": 4, "command": "sleep 3" }, "pending_reason": "no free GPUs" }),
+    ];
+    let table = jobs_table(&jobs);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].contains("gpus") && lines[0].contains(" on ") && lines[0].contains("name"), "{table}");
+    assert!(!lines[1].contains("stale"), "{table}");
+    assert!(lines[2].contains("   2 2,3"), "{table}");
+    assert!(lines[3].ends_with("no free GPUs"), "{table}");
+}

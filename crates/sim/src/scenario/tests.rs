@@ -1,0 +1,97 @@
+use super::*;
+
+const BASE: &str = "name = \"t\"\npolicies = [\"fifo\"]\n[[trace]]\nname = \"sixty\"\nformat = \"tiresias\"\npath = \"../data/tiresias/60_job.csv\"\n";
+
+/// A scenario parsed as if it were `scenarios/t.toml` of this repository (so that
+/// `../data/...` resolves).
+fn load_text(text: &str, overrides: &[&str]) -> Result<Scenario, ScenarioError> {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/t.toml");
+    Scenario::parse(text, &path, &overrides)
+}
+
+fn load_error(overrides: &[&str]) -> String {
+    match load_text(BASE, overrides) {
+        Ok(_) => panic!("{overrides:?} should be refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn set_errors_name_the_override_not_the_file() {
+    let e = load_error(&["seeds=[1]", "simulation.round_s=abc"]);
+    assert_eq!(e, "--set `simulation.round_s=abc`: invalid type: string \"abc\", expected f64 in `simulation.round_s`");
+    let e = load_error(&["trace.0.max_jobs=-1"]);
+    assert!(e.starts_with("--set `trace.0.max_jobs=-1`: invalid value: integer `-1`"), "{e}");
+    // The file alone is broken (no `policies`): an override is blamed only for its own key.
+    let no_policies = BASE.replace("policies = [\"fifo\"]\n", "");
+    let e = load_text(&no_policies, &["policies=[\"las\"]", "cluster.racks=x"]).expect_err("bad racks").to_string();
+    assert!(e.starts_with("--set `cluster.racks=x`: invalid type: string \"x\", expected u32"), "{e}");
+    let e = load_text(&no_policies, &["seeds=[1]"]).expect_err("no policies").to_string();
+    assert!(e.ends_with("t.toml: missing field `policies`"), "{e}");
+}
+
+#[test]
+fn set_with_malformed_toml_is_refused() {
+    let e = load_error(&["trace.0.max_jobs=[0,1"]);
+    assert!(e.starts_with("--set `trace.0.max_jobs=[0,1`: `[0,1` is not a valid TOML value"), "{e}");
+}
+
+#[test]
+fn set_bare_word_for_a_list_suggests_the_list() {
+    let e = load_error(&["policies=las"]);
+    assert!(e.ends_with("expected a sequence in `policies`; did you mean --set 'policies=[\"las\"]'?"), "{e}");
+    let e = load_error(&["policies=las,fifo"]);
+    assert!(e.ends_with("did you mean --set 'policies=[\"las\", \"fifo\"]'?"), "{e}");
+}
+
+#[test]
+fn invalid_simulation_settings_are_refused_at_load_and_said_once() {
+    let e = load_error(&["simulation.round_s=-5"]);
+    assert_eq!(e, "--set `simulation.round_s=-5`: simulation.round_s must be > 0, got -5");
+    let in_file = format!("{BASE}[simulation]\nround_s = -5.0\n");
+    let e = load_text(&in_file, &[]).expect_err("negative round").to_string();
+    assert!(e.ends_with("t.toml: simulation.round_s must be > 0, got -5"), "{e}");
+    assert_eq!(e.matches("must be > 0").count(), 1, "{e}");
+}
+
+#[test]
+fn published_numbers_are_not_comparable_when_a_set_changed_the_input() {
+    let text = format!("{BASE}[[published]]\ntrace = \"sixty\"\npolicy = \"fifo\"\nmetric = \"avg_jct_s\"\nvalue = 100.0\n");
+    let rows = |scenario: &Scenario| scenario.run(&|_, _| {}, &|| 0.0).expect("runs");
+    let same = load_text(&text, &["policies=[\"fifo\"]", "name=renamed", "trace.0.name=sixty"]).expect("loads");
+    let c = &same.compare(&rows(&same))[0];
+    assert!(c.comparable && c.relative_diff.is_some() && c.not_comparable_because.is_none(), "{c:?}");
+    // Another trace added beside it leaves this one comparable; a changed cluster does not.
+    let two = format!("{text}[[trace]]\nname = \"other\"\nformat = \"tiresias\"\npath = \"../data/tiresias/60_job.csv\"\n");
+    let one = load_text(&two, &["trace.1.max_jobs=5"]).expect("loads");
+    assert!(one.compare(&rows(&one))[0].comparable);
+    let smaller = load_text(&two, &["cluster.nodes_per_rack=4"]).expect("loads");
+    assert!(!smaller.compare(&rows(&smaller))[0].comparable);
+    let fewer = load_text(&text, &["trace.0.max_jobs=10"]).expect("loads");
+    let c = &fewer.compare(&rows(&fewer))[0];
+    assert!(!c.comparable && c.ours.is_some() && c.relative_diff.is_none(), "{c:?}");
+    assert_eq!(c.not_comparable_because.as_deref(), Some("--set trace.0.max_jobs=10 changed the input"));
+    let json = serde_json::to_value(c).expect("serializes");
+    assert_eq!(json["comparable"], serde_json::json!(false));
+}
+
+#[test]
+fn jobs_too_large_for_the_cluster_are_counted_unplaceable_with_a_warning() {
+    // Regression (issue 9, item 21): ten of the sixty jobs ask for 8 GPUs; on 2 nodes of 2
+    // GPUs they can never run and used to vanish from the results.
+    let scenario = load_text(BASE, &["cluster.nodes_per_rack=2", "cluster.gpus_per_node=2"]).expect("loads");
+    let rows = scenario.run(&|_, _| {}, &|| 0.0).expect("runs");
+    let s = &rows[0].summary;
+    assert_eq!((s.jobs, s.unfinished, s.failed, s.unplaceable), (50, 0, 0, 10));
+    assert_eq!(
+        rows[0].warnings,
+        vec!["sixty: 10 of 60 jobs can never run on this cluster and are counted as unplaceable, not in the metrics: \
+              10 jobs ask for more GPUs (up to 8) than the cluster has (4)".to_string()]
+    );
+    let json = serde_json::to_value(&rows[0]).expect("serializes");
+    assert_eq!(json["unplaceable"], serde_json::json!(10));
+    let fits = load_text(BASE, &[]).expect("loads").run(&|_, _| {}, &|| 0.0).expect("runs");
+    assert_eq!((fits[0].summary.jobs, fits[0].summary.unplaceable), (60, 0));
+    assert!(fits[0].warnings.is_empty());
+}
