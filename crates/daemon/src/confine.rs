@@ -114,9 +114,11 @@ impl CheckpointRoots {
             };
         };
         let refused = || format!("`{dir}` is not a directory that the job's user (uid {}) can enter", id.uid);
-        let real = std::fs::canonicalize(dir).map_err(|_| refused())?;
-        for at in real.ancestors() {
-            let meta = std::fs::metadata(at).map_err(|_| refused())?;
+        // Walk the path as the kernel would for that user: each directory passed through must
+        // grant it search permission *before* anything below it is looked at, and symlinks are
+        // followed the same way. (Resolving the path as root first would answer, for `a/x/..`,
+        // whether `x` exists inside a directory the user cannot search.)
+        let searchable = |meta: &std::fs::Metadata| {
             let bit = if meta.uid() == id.uid {
                 0o100
             } else if meta.gid() == id.gid {
@@ -124,9 +126,43 @@ impl CheckpointRoots {
             } else {
                 0o001
             };
-            if !meta.is_dir() || meta.permissions().mode() & bit == 0 {
+            meta.is_dir() && meta.permissions().mode() & bit != 0
+        };
+        let mut at = PathBuf::from("/");
+        if !std::fs::metadata(&at).is_ok_and(|m| searchable(&m)) {
+            return Err(refused());
+        }
+        let mut pending: Vec<String> = dir.split('/').filter(|c| !c.is_empty()).rev().map(str::to_string).collect();
+        let mut links = 0;
+        while let Some(component) = pending.pop() {
+            match component.as_str() {
+                "." => continue,
+                ".." => {
+                    // `at` is searchable, so its parent was passed through on the way here.
+                    at.pop();
+                    continue;
+                }
+                _ => {}
+            }
+            let next = at.join(&component);
+            let meta = std::fs::symlink_metadata(&next).map_err(|_| refused())?;
+            if meta.file_type().is_symlink() {
+                links += 1;
+                let target = std::fs::read_link(&next).map_err(|_| refused())?;
+                if links > 40 {
+                    return Err(refused());
+                }
+                let target = target.to_str().ok_or_else(refused)?.to_string();
+                if target.starts_with('/') {
+                    at = PathBuf::from("/");
+                }
+                pending.extend(target.split('/').filter(|c| !c.is_empty()).rev().map(str::to_string));
+                continue;
+            }
+            if !searchable(&meta) {
                 return Err(refused());
             }
+            at = next;
         }
         Ok(())
     }
@@ -233,6 +269,14 @@ mod tests {
         let denied = CheckpointRoots::usable_dir(&inside, stranger).expect_err("behind a 0700 directory");
         let missing = CheckpointRoots::usable_dir(&format!("{}/none", private.display()), stranger).expect_err("missing");
         assert_eq!(denied.replace("/sub", ""), missing.replace("/none", ""), "same answer for both");
+        // `..` does not reveal what exists behind a directory the user cannot search.
+        std::fs::create_dir(private.join("hidden")).expect("mkdir");
+        let through_hidden = CheckpointRoots::usable_dir(&format!("{}/hidden/../..", private.display()), stranger).expect_err("through the private dir");
+        let through_missing = CheckpointRoots::usable_dir(&format!("{}/nothere/../..", private.display()), stranger).expect_err("through a missing one");
+        assert_eq!(through_hidden.replace("hidden", "X"), through_missing.replace("nothere", "X"));
+        // A symlink into the private directory does not help either.
+        std::os::unix::fs::symlink(private.join("hidden"), dir.path().join("link")).expect("symlink");
+        CheckpointRoots::usable_dir(&format!("{}/link", dir.path().display()), stranger).expect_err("through a symlink");
         // The owner may enter.
         let me = UnixIdentity { uid: nix::unistd::Uid::effective().as_raw(), gid: nix::unistd::Gid::effective().as_raw() };
         CheckpointRoots::usable_dir(&inside, Some(me)).expect("its owner enters");

@@ -81,8 +81,11 @@ pub struct Settings {
 #[derive(Clone, Debug)]
 pub(crate) struct Watched {
     pub(crate) pgid: u32,
-    /// When SIGKILL follows the checkpoint signal.
+    /// When SIGKILL follows the checkpoint signal (then again every 200 ms until the run's
+    /// session is empty).
     pub(crate) kill_at_ms: Option<u64>,
+    /// Whether SIGKILL was sent (it is said once in the log).
+    pub(crate) sigkilled: bool,
 }
 
 /// Counters for `/metrics`.
@@ -133,6 +136,8 @@ pub struct State {
     /// run has ended since (then it is searched at the next round).
     pub(crate) strays_checked_ms: u64,
     pub(crate) run_ended_since_check: bool,
+    /// Tenants with a run that ended since the last search.
+    pub(crate) ended_tenants: BTreeSet<String>,
 }
 
 /// The daemon: state, store, settings and the wake-up for the loop.
@@ -291,6 +296,7 @@ impl Daemon {
             round_started_ms: 0,
             strays_checked_ms: 0,
             run_ended_since_check: true,
+            ended_tenants: BTreeSet::new(),
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),
@@ -517,13 +523,19 @@ impl Daemon {
             self.kill_strays(state);
             state.strays_checked_ms = now_ms;
             state.run_ended_since_check = false;
+            state.ended_tenants.clear();
         }
         // SIGKILL runs past their grace period.
+        // (Sent again at every round until the session is empty: a job forking faster than one
+        // scan of the process table must not outlive its run.)
         for (id, w) in state.watched.iter_mut() {
             if w.kill_at_ms.is_some_and(|at| now_ms >= at) {
-                tracing::warn!(job = id, pgid = w.pgid, "grace period over: SIGKILL");
+                if !w.sigkilled {
+                    tracing::warn!(job = id, pgid = w.pgid, "grace period over: SIGKILL");
+                    w.sigkilled = true;
+                }
                 let _ = executor::signal_run(w.pgid, Signal::SIGKILL);
-                w.kill_at_ms = None;
+                w.kill_at_ms = Some(now_ms + 200);
             }
         }
         // Runs over their time limit.

@@ -48,7 +48,7 @@ impl Daemon {
                     tracing::info!(job = job.id, pid, "re-adopted its running process group");
                     None
                 };
-                state.watched.insert(job.id, Watched { pgid: pid, kill_at_ms });
+                state.watched.insert(job.id, Watched { pgid: pid, kill_at_ms, sigkilled: false });
                 let why = match kill_at_ms {
                     Some(_) => format!("re-adopted process group {pid} after a daemon restart, while stopping"),
                     None => format!("re-adopted process group {pid} after a daemon restart"),

@@ -122,7 +122,7 @@ impl Daemon {
                     state.counters.start_latency_ms_sum += unix_ms().saturating_sub(submitted_ms);
                     state.counters.start_latency_count += 1;
                 }
-                state.watched.insert(id, Watched { pgid: pid, kill_at_ms: None });
+                state.watched.insert(id, Watched { pgid: pid, kill_at_ms: None, sigkilled: false });
                 self.watch_child(id, pid, child);
             }
             Err(e) => {
@@ -198,15 +198,47 @@ impl Daemon {
         if automatic.is_empty() {
             return;
         }
+        // Sessions of live runs, by the uid of the tenant they run for.
         let live: std::collections::BTreeSet<u32> = state.watched.values().map(|w| w.pgid).collect();
-        for p in crate::procs::processes() {
-            if p.dead || live.contains(&p.session) {
-                continue;
-            }
-            if let Some(tenant) = automatic.get(&p.uid) {
-                tracing::warn!(tenant, pid = p.pid, session = p.session, "killing a process that left its run's session");
+        let busy: std::collections::BTreeSet<u32> = state
+            .watched
+            .keys()
+            .filter_map(|id| state.allocated_uids.get(&state.jobs[*id as usize].tenant))
+            .copied()
+            .collect();
+        // A scan of /proc is not atomic: a process that forks and exits faster than the scan
+        // reads the table is never seen. So: where a tenant has no live run, everything of its
+        // uid is killed at once with kill(-1) issued *as that uid* (the kernel signals all of a
+        // uid's processes under one lock, so no fork escapes); where it has live runs, the scan
+        // is repeated while it still finds strays.
+        // Tenants whose run just ended and that have none left: killed whether or not the scan
+        // below sees anything (a chain of short-lived processes may be invisible to it).
+        let mut idle_with_processes: std::collections::BTreeSet<u32> =
+            state.ended_tenants.iter().filter_map(|t| state.allocated_uids.get(t)).copied().filter(|uid| !busy.contains(uid)).collect();
+        for pass in 0..5 {
+            let mut found = false;
+            for p in crate::procs::processes() {
+                if p.dead || live.contains(&p.session) {
+                    continue;
+                }
+                let Some(tenant) = automatic.get(&p.uid) else { continue };
+                if !busy.contains(&p.uid) {
+                    idle_with_processes.insert(p.uid);
+                    continue;
+                }
+                if pass == 0 {
+                    tracing::warn!(tenant, pid = p.pid, session = p.session, "killing a process that left its run's session");
+                }
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+                found = true;
             }
+            if !found {
+                break;
+            }
+        }
+        for uid in idle_with_processes {
+            tracing::warn!(tenant = automatic.get(&uid).copied().unwrap_or(""), uid, "killing every process of a tenant with no live run");
+            kill_everything_of(uid);
         }
     }
 
@@ -250,6 +282,7 @@ impl Daemon {
             let state = &mut *guard;
             state.watched.remove(&id);
             state.run_ended_since_check = true;
+            state.ended_tenants.insert(state.jobs[id as usize].tenant.clone());
             let Some(gpus) = state.jobs[id as usize].state.gpus().map(<[u32]>::to_vec) else { return };
             let job = &mut state.jobs[id as usize];
             conclude(job, code, unix_s(), false);
@@ -309,6 +342,25 @@ pub(crate) fn conclude(job: &mut JobRecord, code: Option<i32>, now: i64, while_d
         }
     };
     job.transition(next, why, now);
+}
+
+/// Sends SIGKILL to every process of `uid` at once: `kill -9 -1` run as that uid (the kernel
+/// signals all processes the caller may signal, atomically with respect to fork).
+fn kill_everything_of(uid: u32) {
+    use std::os::unix::process::CommandExt;
+    let status = std::process::Command::new("/bin/kill")
+        .args(["-9", "-1"])
+        .env_clear()
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .uid(uid)
+        .gid(uid)
+        .status();
+    if let Err(e) = status {
+        tracing::warn!(uid, "could not run /bin/kill as uid {uid}: {e}");
+    }
 }
 
 /// Polls until no live process is left in the run's session `sid`.

@@ -43,6 +43,9 @@ pub fn run(spec_path: &Path) -> i32 {
     if let Err(e) = nix::unistd::setsid() {
         note(format_args!("job wrapper: setsid: {e}"));
     }
+    // Descriptors the daemon inherited from whoever started it (a supervisor's pipe, say) must
+    // not reach the job: close everything above stderr.
+    close_inherited_descriptors();
     let launch: Launch = match std::fs::read(spec_path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
         Ok(launch) => launch,
         Err(e) => {
@@ -91,7 +94,9 @@ pub fn run(spec_path: &Path) -> i32 {
     // The job's stdout and stderr go through the wrapper to the log, so that a run's share of
     // the log can be capped (a job printing without end would fill the daemon's disk).
     let mut copier = None;
-    match nix::unistd::pipe().and_then(|(read, write)| Ok((read, write.try_clone().map_err(|_| nix::errno::Errno::EMFILE)?, write))) {
+    // Close-on-exec: the job gets the write end as its stdout/stderr only, never as an extra
+    // descriptor that could keep the run's output open.
+    match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).and_then(|(read, write)| Ok((read, write.try_clone().map_err(|_| nix::errno::Errno::EMFILE)?, write))) {
         Ok((read, write_out, write_err)) => {
             command.stdout(Stdio::from(write_out)).stderr(Stdio::from(write_err));
             let cap = launch.max_log_bytes;
@@ -156,6 +161,16 @@ fn copy_capped(mut from: std::fs::File, cap: Option<u64>) {
         }
     }
     let _ = log.flush();
+}
+
+/// Closes every descriptor above 2 (listed in `/proc/self/fd`).
+fn close_inherited_descriptors() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<i32> = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).filter(|fd| *fd > 2).collect();
+    for fd in fds {
+        // The directory listing's own descriptor is among them and already closed: EBADF.
+        let _ = nix::unistd::close(fd);
+    }
 }
 
 /// Writes a file through a temporary one and a rename: a reader never sees half of it.

@@ -241,3 +241,39 @@ fn a_process_that_leaves_its_run_is_killed_when_tenants_have_their_own_uids() {
         let _ = std::process::Command::new("pkill").args(["-f", "^sleep 300$"]).status();
     }
 }
+
+/// Needs root (per-tenant uids); `.ci/run` runs it as root. Without root the chain would run on
+/// as the test's own user.
+#[test]
+#[ignore = "needs root: per-tenant uids (run with --ignored as root; .ci/run does)"]
+fn root_a_fork_chain_faster_than_a_process_scan_does_not_outlive_its_run() {
+    assert!(is_root(), "needs root");
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // Each generation notes itself, starts the next in a new session and exits at once: no
+    // process lives long enough for a scan of /proc to find it reliably (nor for this test: it
+    // watches the notes instead).
+    let chain = dir.path().join("chain.sh");
+    std::fs::write(&chain, "echo $$ >> \"$ARBITER_CHECKPOINT_DIR/generations\"\nsetsid /bin/sh \"$0\" </dev/null >/dev/null 2>&1 &\nexit 0\n").expect("write");
+    std::fs::set_permissions(&chain, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--round-s", "1"]);
+    let hostile = daemon.tenant("hostile");
+    let id = submit(&hostile, json!({ "command": format!("/bin/sh {}; sleep 0.5; echo launched", chain.display()), "max_retries": 0 }));
+    wait_for("the job to end", 20, || state_of(&hostile, id) == "succeeded");
+    let notes = checkpoint_dir(&hostile, id).join("generations");
+    let generations = || std::fs::read_to_string(&notes).map(|s| s.lines().count()).unwrap_or(0);
+    assert!(generations() > 10, "the chain ran while the job did: {} generations", generations());
+    // Stopped for good: no new generation for a whole second.
+    let mut last = generations();
+    wait_for("the chain to be killed", 20, || {
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        let now = generations();
+        let stopped = now == last;
+        last = now;
+        stopped
+    });
+    // Stop it in any case (so that a failure does not leave it running): the next generation
+    // reads an empty script.
+    std::fs::write(&chain, "exit 0\n").expect("write");
+    assert!(daemon.stderr().contains("killing every process of a tenant with no live run"), "{}", daemon.stderr());
+}
