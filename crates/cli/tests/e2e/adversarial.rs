@@ -277,3 +277,16 @@ fn root_a_fork_chain_faster_than_a_process_scan_does_not_outlive_its_run() {
     std::fs::write(&chain, "exit 0\n").expect("write");
     assert!(daemon.stderr().contains("killing every process of a tenant with no live run"), "{}", daemon.stderr());
 }
+
+#[test]
+fn a_job_inherits_no_descriptor_beyond_stdin_stdout_and_stderr() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--round-s", "1"]);
+    let a = daemon.tenant("a");
+    // (Tested one number at a time: a glob over /proc/$$/fd would list its own directory's fd.)
+    let id = submit(&a, json!({ "command": "i=0; while [ $i -lt 1024 ]; do [ -e /proc/$$/fd/$i ] && echo \"fd $i\"; i=$((i+1)); done" }));
+    wait_for("the job to end", 20, || state_of(&a, id) == "succeeded");
+    let log = a.get_text(&format!("/v1/jobs/{id}/logs")).expect("log");
+    let fds: Vec<&str> = log.lines().filter_map(|l| l.strip_prefix("fd ")).collect();
+    assert_eq!(fds, vec!["0", "1", "2"], "{log}");
+}
