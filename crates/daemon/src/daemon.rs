@@ -138,6 +138,8 @@ pub struct State {
     pub(crate) run_ended_since_check: bool,
     /// Tenants with a run that ended since the last search.
     pub(crate) ended_tenants: BTreeSet<String>,
+    /// Checks the policy's decisions by the simulator's rules.
+    pub(crate) planner: arbiter_model::Planner,
 }
 
 /// The daemon: state, store, settings and the wake-up for the loop.
@@ -297,6 +299,7 @@ impl Daemon {
             strays_checked_ms: 0,
             run_ended_since_check: true,
             ended_tenants: BTreeSet::new(),
+            planner: arbiter_model::Planner::default(),
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),
@@ -568,6 +571,12 @@ impl Daemon {
             let view = SchedulerView { cluster: &state.cluster, jobs: &active, specs: &state.specs };
             state.policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", state.policy.name())))?
         };
+        // The simulator's own check of a decision (gang sizes, GPU types, capacity, co-location,
+        // CPU/memory): a decision that fails it is refused whole, loudly, and nothing is applied.
+        let offered: BTreeSet<u32> = active.iter().map(|a| a.id.0).collect();
+        if let Err(e) = state.planner.check(&state.cluster, &state.specs, |id| offered.contains(&id.0), &decision) {
+            return Err(DaemonError::Config(format!("policy {} decided what cannot be carried out; nothing applied: {e}", state.policy.name())));
+        }
         state.wake_at_ms = match (decision.wake_at.map(|t| t.as_ms()), retry_wake) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -607,6 +616,26 @@ impl Daemon {
                 protected.insert(id, (round_ends_ms, "round"));
                 continue;
             }
+            self.stop(state, id, StopReason::Preempted, false)?;
+            state.counters.preemptions += 1;
+        }
+        // A running job the policy moves to another GPU type (a migration) is checkpointed and
+        // requeued; the policy places it on the new type once its GPUs are free.
+        // (Within its minimum run time, or mid-round for a round-based policy, it stays put.)
+        let moving: Vec<(u32, u8)> = wanted
+            .iter()
+            .filter_map(|(&id, a)| {
+                let JobState::Running { gpus, started_unix_s, .. } = &state.jobs[id as usize].state else { return None };
+                let now_on = gpus.first().and_then(|g| state.gpu_type_of.get(*g as usize)).copied()?;
+                let wanted_on = a.placement.slots.first().map(|(node, _)| node.0 as u8)?;
+                let min_run_s = state.jobs[id as usize].request.min_run_time_s.map_or(self.settings.min_run_s, |s| s as f64);
+                let settled = now_ms as f64 >= started_unix_s.max(&0).unsigned_abs() as f64 * 1000.0 + min_run_s * 1000.0 && !(by_rounds && now_ms < round_ends_ms);
+                (now_on != wanted_on && settled).then_some((id, wanted_on))
+            })
+            .collect();
+        for (id, to) in moving {
+            let to = state.cluster.gpu_type_names.get(to as usize).cloned().unwrap_or_default();
+            tracing::info!(job = id, "the policy moves it to {to} GPUs: checkpoint and requeue");
             self.stop(state, id, StopReason::Preempted, false)?;
             state.counters.preemptions += 1;
         }

@@ -15,6 +15,7 @@ mod decision;
 mod ids;
 mod job;
 mod occupancy;
+mod plan;
 mod sensitivity;
 mod time;
 
@@ -24,5 +25,6 @@ pub use decision::{Assignment, Colocation, Decision, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::JobSpec;
 pub use occupancy::{AllocError, Occupancy};
+pub use plan::{proportional_share, PlanError, Planner};
 pub use sensitivity::{HostShare, ResourceSensitivity, SensitivityError};
 pub use time::{SimDuration, SimTime};

@@ -13,7 +13,7 @@
 use crate::metrics::{JobOutcome, JobRecord, Window};
 use crate::unplaceable::GpuPools;
 use arbiter_model::{
-    default_price_per_gpu_hour, ActiveJob, Assignment, Cluster, HostShare, Node, Decision, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
+    default_price_per_gpu_hour, proportional_share, ActiveJob, Assignment, Cluster, Decision, Planner, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
 use arbiter_policy::{Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
@@ -184,12 +184,6 @@ enum EventKind {
 
 const NOT_ACTIVE: u32 = u32::MAX;
 
-/// A node's CPU cores and memory per GPU: what a job gets when its assignment names no share.
-fn proportional_share(node: &Node) -> HostShare {
-    let gpus = node.gpus.max(1) as f64;
-    HostShare { cpus_per_gpu: node.cpus as f64 / gpus, memory_per_gpu: node.memory_gib as f64 / gpus }
-}
-
 struct Engine<'a> {
     cluster: &'a Cluster,
     specs: &'a [JobSpec],
@@ -211,8 +205,8 @@ struct Engine<'a> {
     wake_token: u64,
     rng: ChaCha8Rng,
     stats: EngineStats,
-    /// Scratch: decision stamp per job id.
-    stamp: Vec<u64>,
+    /// Checks decisions (the daemon's rules too) and remembers which jobs the last one assigned.
+    planner: Planner,
     /// Jobs of `config.stop_when_finished` not finished yet.
     window_outstanding: Option<usize>,
     /// Per job id: the running job it shares its GPUs with (space sharing). The pair's GPUs
@@ -271,7 +265,7 @@ pub fn simulate(
         wake_token: 0,
         rng: ChaCha8Rng::seed_from_u64(config.seed),
         stats: EngineStats::default(),
-        stamp: vec![0; n],
+        planner: Planner::new(n),
         // Jobs that can never run would keep the window open to the end of the trace.
         window_outstanding: config.stop_when_finished.map(|w| {
             let pools = GpuPools::new(cluster);
@@ -416,77 +410,12 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Checks a decision without changing anything: known active jobs, each once, right gang
-    /// sizes, co-located pairs that name each other on the same GPUs, and all placements fitting
-    /// the cluster together (a shared placement counted once).
+    /// Checks a decision without changing anything, by the rules the daemon applies too
+    /// ([`Planner::check`]); notes whether GPU sharing or CPU/memory shares were ever used.
     fn validate(&mut self, decision: &Decision) -> Result<Occupancy, String> {
-        let stamp = self.stats.scheduling_points;
-        let mut occupancy = Occupancy::new(self.cluster);
-        // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
-        // CPU and memory always fit where the GPUs fit).
-        let (any_colocation, check_host) =
-            decision.run.iter().fold((false, false), |(c, h), a| (c || a.colocation.is_some(), h || a.host.is_some()));
-        self.shares_seen |= any_colocation || check_host;
-        let assigned: std::collections::BTreeMap<JobId, &Assignment> =
-            if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
-        // CPU cores and memory taken per node.
-        let mut host_used: Vec<(f64, f64)> = if check_host { vec![(0.0, 0.0); self.cluster.nodes.len()] } else { Vec::new() };
-        for a in &decision.run {
-            let i = a.job.index();
-            if i >= self.slot.len() || self.slot[i] == NOT_ACTIVE {
-                return Err(format!("{} is not an active job", a.job));
-            }
-            if self.stamp[i] == stamp {
-                return Err(format!("{} is assigned twice", a.job));
-            }
-            self.stamp[i] = stamp;
-            if a.placement.gpus() != self.specs[i].gpus {
-                return Err(format!("{} asks for {} GPUs, placement {} has {}", a.job, self.specs[i].gpus, a.placement, a.placement.gpus()));
-            }
-            if let Some(t) = self.specs[i].gpu_type
-                && a.placement.slots.iter().any(|(n, _)| self.cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
-                    return Err(format!("{} needs GPU type {}, placement {} has others", a.job, self.cluster.gpu_type_name(t), a.placement));
-                }
-            let spec = &self.specs[i];
-            if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| self.cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
-                return Err(format!("{} cannot run on {} GPUs ({})", a.job, self.cluster.gpu_type_name(node.gpu_type), node.name));
-            }
-            if let Some(c) = a.colocation {
-                let partner = assigned.get(&c.partner).ok_or_else(|| format!("{} shares GPUs with {}, which is not assigned", a.job, c.partner))?;
-                if partner.placement != a.placement || partner.colocation.map(|p| p.partner) != Some(a.job) || c.partner == a.job {
-                    return Err(format!("{} and {} do not name each other on the same GPUs", a.job, c.partner));
-                }
-                if !(c.speed.is_finite() && c.speed > 0.0) {
-                    return Err(format!("{} shares GPUs at speed {}; it must be finite and > 0", a.job, c.speed));
-                }
-                if a.host.is_some() {
-                    return Err(format!("{} shares GPUs and sets its own CPU/memory; a pair keeps the proportional share", a.job));
-                }
-                if c.partner < a.job {
-                    continue; // the pair's GPUs were counted with its first job
-                }
-            }
-            occupancy.allocate(&a.placement).map_err(|e| format!("{}: {e}", a.job))?;
-            if let Some(share) = a.host
-                && !share.is_valid() {
-                    return Err(format!("{}: {share} is not valid", a.job));
-                }
-            for &(node_id, gpus) in a.placement.slots.iter().filter(|_| check_host) {
-                let Some(node) = self.cluster.node(node_id) else { continue };
-                let share = a.host.unwrap_or_else(|| proportional_share(node));
-                let used = &mut host_used[node_id.index()];
-                used.0 += share.cpus_per_gpu * gpus as f64;
-                used.1 += share.memory_per_gpu * gpus as f64;
-                // A little slack for floating-point sums of fractional shares.
-                if used.0 > node.cpus as f64 + 1e-6 || used.1 > node.memory_gib as f64 + 1e-6 {
-                    return Err(format!(
-                        "{}: {} has {} CPUs and {} memory; the decision uses {:.3} and {:.3}",
-                        a.job, node.name, node.cpus, node.memory_gib, used.0, used.1
-                    ));
-                }
-            }
-        }
-        Ok(occupancy)
+        self.shares_seen |= decision.run.iter().any(|a| a.colocation.is_some() || a.host.is_some());
+        let slot = &self.slot;
+        self.planner.check(self.cluster, self.specs, |id| slot.get(id.index()).is_some_and(|s| *s != NOT_ACTIVE), decision).map_err(|e| e.to_string())
     }
 
     /// Applies a validated decision; `occupancy` is its GPU use (validated), which the cluster
@@ -494,7 +423,6 @@ impl Engine<'_> {
     /// jobs that shared a GPU may keep their placements and each run alone — on two GPUs of the
     /// node. Taking the decision's occupancy as a whole keeps such transitions exact.)
     fn apply(&mut self, decision: &Decision, occupancy: Occupancy, now: SimTime) {
-        let stamp = self.stats.scheduling_points;
         for &(job, reason) in &decision.pending {
             if let Some(record) = self.records.get_mut(job.index()) {
                 record.last_wait_reason = Some(reason);
@@ -507,7 +435,7 @@ impl Engine<'_> {
             if !self.active[i].is_running() {
                 continue;
             }
-            if self.stamp[id.index()] != stamp {
+            if !self.planner.assigned(id) {
                 self.stop(i, now, false);
                 let job = &mut self.active[i];
                 job.state = RunState::Pending;

@@ -1,0 +1,284 @@
+//! The one check of a policy's decision, shared by the simulator's engine and the daemon: can
+//! this decision be carried out on this cluster?
+//!
+//! Known active jobs, each assigned once, the right gang size, a GPU type the job may run on,
+//! co-located pairs that name each other on the same GPUs, all placements fitting the cluster
+//! together (a shared placement counted once), and CPU/memory shares fitting every node. The
+//! answer is the decision's GPU occupancy, or a [`PlanError`] naming the job and the rule.
+
+use crate::{Assignment, Cluster, Decision, HostShare, JobId, JobSpec, Node, Occupancy};
+
+/// Why a decision cannot be carried out.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    /// The job is not queued or running.
+    #[error("{0} is not an active job")]
+    NotActive(JobId),
+    /// The decision names the job twice.
+    #[error("{0} is assigned twice")]
+    AssignedTwice(JobId),
+    /// The placement's GPU count is not the job's gang size.
+    #[error("{job} asks for {wanted} GPUs, placement {placement} has {got}")]
+    GangSize {
+        /// The job.
+        job: JobId,
+        /// Its gang size.
+        wanted: u32,
+        /// The placement, as text.
+        placement: String,
+        /// GPUs in the placement.
+        got: u32,
+    },
+    /// The job asked for one GPU type; the placement uses another.
+    #[error("{job} needs GPU type {gpu_type}, placement {placement} has others")]
+    WrongGpuType {
+        /// The job.
+        job: JobId,
+        /// The type it needs.
+        gpu_type: String,
+        /// The placement, as text.
+        placement: String,
+    },
+    /// The job cannot run on a node's GPU type (speed 0 there).
+    #[error("{job} cannot run on {gpu_type} GPUs ({node})")]
+    CannotRunOn {
+        /// The job.
+        job: JobId,
+        /// The node's GPU type.
+        gpu_type: String,
+        /// The node.
+        node: String,
+    },
+    /// A co-located job's partner is not in the decision.
+    #[error("{job} shares GPUs with {partner}, which is not assigned")]
+    PartnerNotAssigned {
+        /// The job.
+        job: JobId,
+        /// Its partner.
+        partner: JobId,
+    },
+    /// Two co-located jobs do not name each other on the same GPUs.
+    #[error("{job} and {partner} do not name each other on the same GPUs")]
+    PartnersDisagree {
+        /// The job.
+        job: JobId,
+        /// Its partner.
+        partner: JobId,
+    },
+    /// A shared speed that is not finite and positive.
+    #[error("{job} shares GPUs at speed {speed}; it must be finite and > 0")]
+    BadSharedSpeed {
+        /// The job.
+        job: JobId,
+        /// The speed.
+        speed: f64,
+    },
+    /// A co-located job that also sets its own CPU/memory share.
+    #[error("{0} shares GPUs and sets its own CPU/memory; a pair keeps the proportional share")]
+    SharedWithHostShare(JobId),
+    /// More GPUs than a node has.
+    #[error("{job}: {reason}")]
+    OverAllocated {
+        /// The job.
+        job: JobId,
+        /// The occupancy's reason.
+        reason: String,
+    },
+    /// A CPU/memory share that is negative or not finite.
+    #[error("{job}: {share} is not valid")]
+    BadHostShare {
+        /// The job.
+        job: JobId,
+        /// The share, as text.
+        share: String,
+    },
+    /// More CPU or memory than a node has.
+    #[error("{job}: {node} has {cpus} CPUs and {memory_gib} memory; the decision uses {used_cpus:.3} and {used_memory:.3}")]
+    HostCapacity {
+        /// The job that went over.
+        job: JobId,
+        /// The node.
+        node: String,
+        /// Its CPUs.
+        cpus: u32,
+        /// Its memory.
+        memory_gib: u32,
+        /// CPUs the decision uses there.
+        used_cpus: f64,
+        /// Memory the decision uses there.
+        used_memory: f64,
+    },
+}
+
+/// A node's CPU cores and memory per GPU: what a job gets when its assignment names no share.
+pub fn proportional_share(node: &Node) -> HostShare {
+    let gpus = node.gpus.max(1) as f64;
+    HostShare { cpus_per_gpu: node.cpus as f64 / gpus, memory_per_gpu: node.memory_gib as f64 / gpus }
+}
+
+/// Checks decisions, one after another (it keeps scratch space between calls so that checking
+/// costs no allocation per job).
+#[derive(Clone, Debug, Default)]
+pub struct Planner {
+    /// Per job id: the round in which it was last assigned.
+    stamp: Vec<u64>,
+    round: u64,
+}
+
+impl Planner {
+    /// A planner for job ids below `jobs` (it grows when it meets larger ids).
+    pub fn new(jobs: usize) -> Self {
+        Planner { stamp: vec![0; jobs], round: 0 }
+    }
+
+    /// Whether the last checked decision assigned `job`.
+    pub fn assigned(&self, job: JobId) -> bool {
+        self.stamp.get(job.index()).is_some_and(|s| *s == self.round && self.round > 0)
+    }
+
+    /// Checks `decision` for `cluster`, where `specs[id]` is each job's spec and `is_active(id)`
+    /// says whether it is queued or running. Returns the decision's GPU occupancy.
+    pub fn check(&mut self, cluster: &Cluster, specs: &[JobSpec], is_active: impl Fn(JobId) -> bool, decision: &Decision) -> Result<Occupancy, PlanError> {
+        self.round += 1;
+        let round = self.round;
+        if self.stamp.len() < specs.len() {
+            self.stamp.resize(specs.len(), 0);
+        }
+        let mut occupancy = Occupancy::new(cluster);
+        // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
+        // CPU and memory always fit where the GPUs fit).
+        let (any_colocation, check_host) = decision.run.iter().fold((false, false), |(c, h), a| (c || a.colocation.is_some(), h || a.host.is_some()));
+        let assigned: std::collections::BTreeMap<JobId, &Assignment> =
+            if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
+        // CPU cores and memory taken per node.
+        let mut host_used: Vec<(f64, f64)> = if check_host { vec![(0.0, 0.0); cluster.nodes.len()] } else { Vec::new() };
+        for a in &decision.run {
+            let i = a.job.index();
+            if i >= specs.len() || !is_active(a.job) {
+                return Err(PlanError::NotActive(a.job));
+            }
+            if self.stamp[i] == round {
+                return Err(PlanError::AssignedTwice(a.job));
+            }
+            self.stamp[i] = round;
+            let spec = &specs[i];
+            if a.placement.gpus() != spec.gpus {
+                return Err(PlanError::GangSize { job: a.job, wanted: spec.gpus, placement: a.placement.to_string(), got: a.placement.gpus() });
+            }
+            if let Some(t) = spec.gpu_type
+                && a.placement.slots.iter().any(|(n, _)| cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
+                    return Err(PlanError::WrongGpuType { job: a.job, gpu_type: cluster.gpu_type_name(t).to_string(), placement: a.placement.to_string() });
+                }
+            if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
+                return Err(PlanError::CannotRunOn { job: a.job, gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(), node: node.name.clone() });
+            }
+            if let Some(c) = a.colocation {
+                let partner = assigned.get(&c.partner).ok_or(PlanError::PartnerNotAssigned { job: a.job, partner: c.partner })?;
+                if partner.placement != a.placement || partner.colocation.map(|p| p.partner) != Some(a.job) || c.partner == a.job {
+                    return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
+                }
+                if !(c.speed.is_finite() && c.speed > 0.0) {
+                    return Err(PlanError::BadSharedSpeed { job: a.job, speed: c.speed });
+                }
+                if a.host.is_some() {
+                    return Err(PlanError::SharedWithHostShare(a.job));
+                }
+                if c.partner < a.job {
+                    continue; // the pair's GPUs were counted with its first job
+                }
+            }
+            occupancy.allocate(&a.placement).map_err(|e| PlanError::OverAllocated { job: a.job, reason: e.to_string() })?;
+            if let Some(share) = a.host
+                && !share.is_valid() {
+                    return Err(PlanError::BadHostShare { job: a.job, share: share.to_string() });
+                }
+            for &(node_id, gpus) in a.placement.slots.iter().filter(|_| check_host) {
+                let Some(node) = cluster.node(node_id) else { continue };
+                let share = a.host.unwrap_or_else(|| proportional_share(node));
+                let used = &mut host_used[node_id.index()];
+                used.0 += share.cpus_per_gpu * gpus as f64;
+                used.1 += share.memory_per_gpu * gpus as f64;
+                // A little slack for floating-point sums of fractional shares.
+                if used.0 > node.cpus as f64 + 1e-6 || used.1 > node.memory_gib as f64 + 1e-6 {
+                    return Err(PlanError::HostCapacity {
+                        job: a.job,
+                        node: node.name.clone(),
+                        cpus: node.cpus,
+                        memory_gib: node.memory_gib,
+                        used_cpus: used.0,
+                        used_memory: used.1,
+                    });
+                }
+            }
+        }
+        Ok(occupancy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Colocation, GpuTypeId, NodeId, Placement, RackId, SimTime};
+
+    fn cluster() -> Cluster {
+        let node = |i: u32, t: u8| Node { id: NodeId(i), name: format!("n{i}"), rack: RackId(0), gpu_type: GpuTypeId(t), gpus: 2, cpus: 8, memory_gib: 32 };
+        Cluster::new(vec!["v100".into(), "k80".into()], vec![node(0, 0), node(1, 1)]).expect("valid")
+    }
+
+    fn specs() -> Vec<JobSpec> {
+        let mut specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 10.0)).collect();
+        specs[2].gpus = 2;
+        specs[3].speed_by_gpu_type = vec![1.0, 0.0];
+        specs
+    }
+
+    fn on(job: u32, node: u32, gpus: u32) -> Assignment {
+        Assignment::exclusive(JobId(job), Placement::single(NodeId(node), gpus))
+    }
+
+    fn check(decision: Vec<Assignment>) -> Result<Occupancy, PlanError> {
+        let (cluster, specs) = (cluster(), specs());
+        Planner::new(4).check(&cluster, &specs, |_| true, &Decision { run: decision, ..Default::default() })
+    }
+
+    #[test]
+    fn a_valid_decision_gives_its_occupancy() {
+        let occupancy = check(vec![on(0, 0, 1), on(2, 1, 2)]).expect("valid");
+        assert_eq!(occupancy.free_on(NodeId(0)), 1);
+        assert_eq!(occupancy.free_on(NodeId(1)), 0);
+    }
+
+    #[test]
+    fn every_rule_has_its_error() {
+        assert!(matches!(check(vec![on(0, 0, 1), on(0, 1, 1)]), Err(PlanError::AssignedTwice(_))));
+        assert!(matches!(check(vec![on(2, 0, 1)]), Err(PlanError::GangSize { wanted: 2, got: 1, .. })));
+        assert!(matches!(check(vec![on(3, 1, 1)]), Err(PlanError::CannotRunOn { .. })));
+        assert!(matches!(check(vec![on(0, 0, 1), on(1, 0, 1), on(3, 0, 1)]), Err(PlanError::OverAllocated { .. })));
+        let (cluster, specs) = (cluster(), specs());
+        let inactive = Planner::new(4).check(&cluster, &specs, |id| id.0 != 1, &Decision { run: vec![on(1, 0, 1)], ..Default::default() });
+        assert!(matches!(inactive, Err(PlanError::NotActive(JobId(1)))));
+        let mut typed = specs.clone();
+        typed[0].gpu_type = Some(GpuTypeId(1));
+        let wrong = Planner::new(4).check(&cluster, &typed, |_| true, &Decision { run: vec![on(0, 0, 1)], ..Default::default() });
+        assert!(matches!(wrong, Err(PlanError::WrongGpuType { .. })));
+        let pair = |a: u32, b: u32, speed: f64| Assignment { colocation: Some(Colocation { partner: JobId(b), speed }), ..on(a, 0, 1) };
+        assert!(matches!(check(vec![pair(0, 1, 0.5)]), Err(PlanError::PartnerNotAssigned { .. })));
+        assert!(matches!(check(vec![pair(0, 1, 0.5), on(1, 0, 1)]), Err(PlanError::PartnersDisagree { .. })));
+        assert!(matches!(check(vec![pair(0, 1, f64::NAN), pair(1, 0, 0.5)]), Err(PlanError::BadSharedSpeed { .. })));
+        check(vec![pair(0, 1, 0.5), pair(1, 0, 0.5)]).expect("a pair counts its GPUs once");
+        let hosted = |job: u32, cpus: f64| Assignment { host: Some(HostShare { cpus_per_gpu: cpus, memory_per_gpu: 1.0 }), ..on(job, 0, 1) };
+        assert!(matches!(check(vec![Assignment { host: Some(HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 1.0 }), ..pair(0, 1, 0.5) }, pair(1, 0, 0.5)]), Err(PlanError::SharedWithHostShare(_))));
+        assert!(matches!(check(vec![hosted(0, -1.0)]), Err(PlanError::BadHostShare { .. })));
+        assert!(matches!(check(vec![hosted(0, 6.0), hosted(1, 6.0)]), Err(PlanError::HostCapacity { .. })));
+    }
+
+    #[test]
+    fn the_planner_remembers_what_the_last_decision_assigned() {
+        let (cluster, specs) = (cluster(), specs());
+        let mut planner = Planner::new(4);
+        planner.check(&cluster, &specs, |_| true, &Decision { run: vec![on(0, 0, 1)], ..Default::default() }).expect("valid");
+        assert!(planner.assigned(JobId(0)) && !planner.assigned(JobId(1)));
+        planner.check(&cluster, &specs, |_| true, &Decision { run: vec![on(1, 0, 1)], ..Default::default() }).expect("valid");
+        assert!(!planner.assigned(JobId(0)) && planner.assigned(JobId(1)));
+    }
+}
