@@ -2,7 +2,7 @@
 //! present, so that tests needing an absent one are reported as ignored rather than passing
 //! without checking anything: `cfg(shared_gavel_traces)`, `cfg(shared_pollux_traces)`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// (cfg name, files the tests read, relative to `../shared/traces`).
 const DATA: [(&str, &[&str]); 2] = [
@@ -22,15 +22,11 @@ fn main() {
             println!("cargo:rustc-cfg={cfg}");
         }
     }
-    // Re-run when the data appears: watch the nearest folder that exists (a folder's time stamp
-    // changes when an entry is added to it). Watching a missing path would re-run every build.
-    let mut watch: &Path = &shared;
-    while !watch.exists() {
-        match watch.parent() {
-            Some(parent) => watch = parent,
-            None => break,
-        }
+    // Re-run when the data changes; when it is absent, only when this script changes (watching
+    // the nearest folder that exists — `/tmp`, `~` — would rebuild three crates at every build as
+    // that folder changes). After adding `../shared`, `cargo clean -p arbiter-trace` picks it up.
+    if shared.exists() {
+        println!("cargo:rerun-if-changed={}", shared.display());
     }
-    println!("cargo:rerun-if-changed={}", watch.display());
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -40,6 +40,7 @@ pub struct ServeArgs {
 /// Client commands; the daemon is found with `ARBITER_URL` (default http://127.0.0.1:7070) and
 /// the caller identified by `ARBITER_TOKEN` (or `--token-file`).
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process: its size does not matter
 pub enum ClientCommand {
     /// Submit a job: `arbiter submit --gpus 2 -- python train.py --epochs 10`.
     ///
@@ -87,9 +88,18 @@ pub enum ClientCommand {
         /// Expected run time, seconds (for SRTF/SJF-like policies).
         #[arg(long)]
         expected_run_time_s: Option<u64>,
-        /// Retries after failed runs.
+        /// Retries after failed runs (at most 100; they back off 1, 2, 4, ... s).
         #[arg(long, default_value_t = 2)]
         max_retries: u32,
+        /// CPU cores (default: the policy's share, else the GPU-proportional share).
+        #[arg(long)]
+        cpus: Option<u32>,
+        /// Memory, GiB (default: the policy's share, else the GPU-proportional share).
+        #[arg(long)]
+        memory_gib: Option<u32>,
+        /// Seconds a started run is protected from preemption (default: the daemon's min_run_s).
+        #[arg(long)]
+        min_run_time_s: Option<u64>,
         /// Name.
         #[arg(long)]
         name: Option<String>,
@@ -262,6 +272,9 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             max_run_time_s,
             expected_run_time_s,
             max_retries,
+            cpus,
+            memory_gib,
+            min_run_time_s,
             name,
             command,
         } => {
@@ -286,6 +299,15 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             }
             if let Some(v) = expected_run_time_s {
                 body["expected_run_time_s"] = json!(v);
+            }
+            if let Some(v) = cpus {
+                body["cpus"] = json!(v);
+            }
+            if let Some(v) = memory_gib {
+                body["memory_gib"] = json!(v);
+            }
+            if let Some(v) = min_run_time_s {
+                body["min_run_time_s"] = json!(v);
             }
             if let Some(v) = name {
                 body["name"] = json!(v);

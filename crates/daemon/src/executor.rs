@@ -109,7 +109,9 @@ pub fn signal_run(sid: u32, signal: Signal) -> Result<(), Errno> {
         Ok(()) | Err(Errno::ESRCH) => Ok(()),
         Err(e) => Err(e),
     };
-    for p in crate::procs::processes().into_iter().filter(|p| p.session == sid && !p.dead) {
+    // Processes the job moved to other groups of its session; those still in the run's group
+    // got the signal above (once: a checkpoint handler must not run twice).
+    for p in crate::procs::processes().into_iter().filter(|p| p.session == sid && p.pgrp != sid && !p.dead) {
         let _ = kill(Pid::from_raw(p.pid as i32), signal);
     }
     group

@@ -15,6 +15,8 @@ pub struct ProcInfo {
     pub pid: u32,
     /// Effective uid (the owner of `/proc/PID`).
     pub uid: u32,
+    /// Process group id.
+    pub pgrp: u32,
     /// Session id.
     pub session: u32,
     /// Start time, clock ticks after boot (with the boot id, tells a reused pid apart).
@@ -30,7 +32,7 @@ pub fn parse_stat(pid: u32, uid: u32, stat: &str) -> Option<ProcInfo> {
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let state = *fields.first()?;
-    Some(ProcInfo { pid, uid, session: fields.get(3)?.parse().ok()?, start_ticks: fields.get(19)?.parse().ok()?, dead: state == "Z" || state == "X" })
+    Some(ProcInfo { pid, uid, pgrp: fields.get(2)?.parse().ok()?, session: fields.get(3)?.parse().ok()?, start_ticks: fields.get(19)?.parse().ok()?, dead: state == "Z" || state == "X" })
 }
 
 /// One process, if it exists.
@@ -100,7 +102,7 @@ mod tests {
     fn stat_lines_with_odd_command_names_parse() {
         let stat = "4242 (my (odd) job) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615";
         let p = parse_stat(4242, 61184, stat).expect("parses");
-        assert_eq!((p.session, p.start_ticks, p.dead), (4242, 987654, false));
+        assert_eq!((p.pgrp, p.session, p.start_ticks, p.dead), (4242, 4242, 987654, false));
         assert!(parse_stat(1, 0, "1 (x) Z 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0").expect("parses").dead);
     }
 

@@ -24,10 +24,15 @@ use std::sync::Arc;
 
 /// Creates the checkpoint directory (as the job's identity: a symlink swapped in cannot lead
 /// anywhere the tenant could not write anyway), then runs the command. `command -p` finds the
-/// tools on the default path whatever the job's PATH says.
+/// tools on the default path whatever the job's PATH says. The shell that runs the command
+/// catches the checkpoint signals with `exit $?`: the signal (sent to the whole run) reaches the
+/// job's own processes, and once the one in the foreground has ended the shell exits with *its*
+/// status — a job that checkpoints and exits 0 is recorded as exit 0, not as the shell's 143 —
+/// and runs no further commands.
 const PRELUDE: &str = r#"umask 077
 command -p mkdir -p -- "$ARBITER_CHECKPOINT_DIR" && command -p chmod 0700 -- "$ARBITER_CHECKPOINT_DIR" || { echo "arbiter: cannot create the checkpoint directory $ARBITER_CHECKPOINT_DIR" >&2; exit 125; }
-exec /bin/sh -c "$1""#;
+exec /bin/sh -c "trap 'exit \$?' TERM INT HUP USR1 USR2 QUIT
+$1""#;
 
 /// Exit code recorded when the job could not be started at all.
 const COULD_NOT_START: i32 = 127;

@@ -414,3 +414,24 @@ fn the_job_list_comes_in_pages() {
         let _ = admin.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
     }
 }
+
+#[test]
+fn the_checkpoint_signal_arrives_once_and_the_jobs_own_exit_code_is_recorded() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--round-s", "1"]);
+    let admin = daemon.admin();
+    // The job is a program under the wrapper's shell (not the shell itself): it checkpoints on
+    // SIGTERM and exits 0; the shell must neither die with 143 nor run the next command.
+    let id = submit(&admin, json!({
+        "command": "sh -c 'trap \"echo got-term; sleep 0.3; echo saved; exit 0\" TERM; echo ready; while :; do sleep 0.05; done'\necho should-not-run",
+        "grace_s": 10,
+    }));
+    wait_for("the job to run", 20, || admin.get_text(&format!("/v1/jobs/{id}/logs")).is_ok_and(|l| l.contains("ready")));
+    admin.post(&format!("/v1/jobs/{id}/cancel"), &json!({})).expect("cancel");
+    wait_for("the job to end", 20, || state_of(&admin, id) == "cancelled");
+    let log = admin.get_text(&format!("/v1/jobs/{id}/logs")).expect("log");
+    assert_eq!(log.matches("got-term").count(), 1, "one signal, one checkpoint: {log}");
+    assert!(log.contains("saved") && !log.contains("should-not-run"), "{log}");
+    let job = admin.get(&format!("/v1/jobs/{id}")).expect("job");
+    assert_eq!(job["exit_code"].as_i64(), Some(0), "the job's exit code, not its shell's 143: {job}");
+}
