@@ -603,17 +603,23 @@ impl Daemon {
                 _ => None,
             })
             .collect();
-        // Protected runs: until when (Unix ms), and why.
-        let mut protected: BTreeMap<u32, (u64, &'static str)> = BTreeMap::new();
-        for (id, started) in running.into_iter().filter(|(id, _)| !wanted.contains_key(id)) {
+        // Until when (Unix ms) a run that started at `started` may not be stopped, and why.
+        let protection = |state: &State, id: u32, started: i64| -> Option<(u64, &'static str)> {
             let min_run_s = state.jobs[id as usize].request.min_run_time_s.map_or(self.settings.min_run_s, |s| s as f64);
             let min_run_ends_ms = (started.max(0) as f64 * 1000.0 + min_run_s * 1000.0) as u64;
             if now_ms < min_run_ends_ms {
-                protected.insert(id, (min_run_ends_ms, "minimum run time"));
-                continue;
+                Some((min_run_ends_ms, "minimum run time"))
+            } else if by_rounds && now_ms < round_ends_ms {
+                Some((round_ends_ms, "round"))
+            } else {
+                None
             }
-            if by_rounds && now_ms < round_ends_ms {
-                protected.insert(id, (round_ends_ms, "round"));
+        };
+        // Protected runs: until when (Unix ms), and why.
+        let mut protected: BTreeMap<u32, (u64, &'static str)> = BTreeMap::new();
+        for (id, started) in running.iter().copied().filter(|(id, _)| !wanted.contains_key(id)) {
+            if let Some(until) = protection(state, id, started) {
+                protected.insert(id, until);
                 continue;
             }
             self.stop(state, id, StopReason::Preempted, false)?;
@@ -622,15 +628,12 @@ impl Daemon {
         // A running job the policy moves to another GPU type (a migration) is checkpointed and
         // requeued; the policy places it on the new type once its GPUs are free.
         // (Within its minimum run time, or mid-round for a round-based policy, it stays put.)
-        let moving: Vec<(u32, u8)> = wanted
+        let moving: Vec<(u32, u8)> = running
             .iter()
-            .filter_map(|(&id, a)| {
-                let JobState::Running { gpus, started_unix_s, .. } = &state.jobs[id as usize].state else { return None };
-                let now_on = gpus.first().and_then(|g| state.gpu_type_of.get(*g as usize)).copied()?;
-                let wanted_on = a.placement.slots.first().map(|(node, _)| node.0 as u8)?;
-                let min_run_s = state.jobs[id as usize].request.min_run_time_s.map_or(self.settings.min_run_s, |s| s as f64);
-                let settled = now_ms as f64 >= started_unix_s.max(&0).unsigned_abs() as f64 * 1000.0 + min_run_s * 1000.0 && !(by_rounds && now_ms < round_ends_ms);
-                (now_on != wanted_on && settled).then_some((id, wanted_on))
+            .filter_map(|&(id, started)| {
+                let wanted_on = wanted.get(&id)?.placement.slots.first().map(|(node, _)| node.0 as u8)?;
+                let now_on = state.jobs[id as usize].state.gpus()?.first().and_then(|g| state.gpu_type_of.get(*g as usize)).copied()?;
+                (now_on != wanted_on && protection(state, id, started).is_none()).then_some((id, wanted_on))
             })
             .collect();
         for (id, to) in moving {

@@ -142,7 +142,7 @@ impl DataDir {
             Reconciled::Matches(id) | Reconciled::New(id) => id,
         };
         let marker = self.path.join("store.id");
-        write_private(&marker, &format!("{id:016x}\n"))?;
+        write_private(&marker, &format!("{id:016x}\n")).map_err(io(&marker))?;
         Ok(reconciled)
     }
 }
@@ -175,13 +175,15 @@ pub fn set_mode(path: &Path, mode: u32) -> Result<(), DataDirError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io(path))
 }
 
-/// Writes a small file readable by the owner only (replacing it atomically).
-pub fn write_private(path: &Path, text: &str) -> Result<(), DataDirError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp).map_err(io(&tmp))?;
-    f.write_all(text.as_bytes()).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+/// Writes a small file readable by the owner only, through a temporary file and a rename: a
+/// reader never sees half of it.
+pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let mut f = OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub fn run(spec_path: &Path) -> i32 {
         }
     };
     let _ = std::fs::remove_file(spec_path);
-    if let Err(e) = write_atomically(&launch.pid_file, &crate::procs::RunIdentity::of_self().to_line()) {
+    if let Err(e) = crate::datadir::write_private(&launch.pid_file, &crate::procs::RunIdentity::of_self().to_line()) {
         note(format_args!("job wrapper: cannot write {}: {e}", launch.pid_file.display()));
     }
     if let Some(cgroup) = &launch.cgroup
@@ -127,7 +127,7 @@ pub fn run(spec_path: &Path) -> i32 {
             COULD_NOT_START
         }
     };
-    if let Err(e) = write_atomically(&launch.exit_file, &format!("{code}\n")) {
+    if let Err(e) = crate::datadir::write_private(&launch.exit_file, &format!("{code}\n")) {
         note(format_args!("job wrapper: cannot write {}: {e}", launch.exit_file.display()));
     }
     // Processes the job left in the background may still write: the wrapper (and so the run)
@@ -178,12 +178,3 @@ fn close_inherited_descriptors() {
     }
 }
 
-/// Writes a file through a temporary one and a rename: a reader never sees half of it.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}

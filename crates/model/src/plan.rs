@@ -123,17 +123,24 @@ pub struct Planner {
     /// Per job id: the round in which it was last assigned.
     stamp: Vec<u64>,
     round: u64,
+    /// Whether the last decision shared GPUs or set CPU/memory shares.
+    shares: bool,
 }
 
 impl Planner {
     /// A planner for job ids below `jobs` (it grows when it meets larger ids).
     pub fn new(jobs: usize) -> Self {
-        Planner { stamp: vec![0; jobs], round: 0 }
+        Planner { stamp: vec![0; jobs], round: 0, shares: false }
     }
 
     /// Whether the last checked decision assigned `job`.
     pub fn assigned(&self, job: JobId) -> bool {
         self.stamp.get(job.index()).is_some_and(|s| *s == self.round && self.round > 0)
+    }
+
+    /// Whether the last checked decision shared GPUs or set its own CPU/memory shares.
+    pub fn last_decision_had_shares(&self) -> bool {
+        self.shares
     }
 
     /// Checks `decision` for `cluster`, where `specs[id]` is each job's spec and `is_active(id)`
@@ -148,6 +155,7 @@ impl Planner {
         // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
         // CPU and memory always fit where the GPUs fit).
         let (any_colocation, check_host) = decision.run.iter().fold((false, false), |(c, h), a| (c || a.colocation.is_some(), h || a.host.is_some()));
+        self.shares = any_colocation || check_host;
         let assigned: std::collections::BTreeMap<JobId, &Assignment> =
             if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
         // CPU cores and memory taken per node.

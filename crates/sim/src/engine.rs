@@ -413,9 +413,10 @@ impl Engine<'_> {
     /// Checks a decision without changing anything, by the rules the daemon applies too
     /// ([`Planner::check`]); notes whether GPU sharing or CPU/memory shares were ever used.
     fn validate(&mut self, decision: &Decision) -> Result<Occupancy, String> {
-        self.shares_seen |= decision.run.iter().any(|a| a.colocation.is_some() || a.host.is_some());
         let slot = &self.slot;
-        self.planner.check(self.cluster, self.specs, |id| slot.get(id.index()).is_some_and(|s| *s != NOT_ACTIVE), decision).map_err(|e| e.to_string())
+        let occupancy = self.planner.check(self.cluster, self.specs, |id| slot.get(id.index()).is_some_and(|s| *s != NOT_ACTIVE), decision).map_err(|e| e.to_string())?;
+        self.shares_seen |= self.planner.last_decision_had_shares();
+        Ok(occupancy)
     }
 
     /// Applies a validated decision; `occupancy` is its GPU use (validated), which the cluster

@@ -28,6 +28,8 @@ pub fn is_root() -> bool {
 pub struct Daemon {
     pub child: Child,
     pub url: String,
+    /// `host:port` it listens on.
+    pub addr: String,
     pub data_dir: PathBuf,
     pub stderr_path: PathBuf,
 }
@@ -94,19 +96,43 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        Ok(Daemon { child, url: format!("http://{listen}"), data_dir: data_dir.to_path_buf(), stderr_path })
+        Ok(Daemon { child, url: format!("http://{listen}"), addr: listen, data_dir: data_dir.to_path_buf(), stderr_path })
+    }
+
+    /// The admin token.
+    pub fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin token").trim().to_string()
     }
 
     /// A client with the admin token.
     pub fn admin(&self) -> Client {
-        let token = std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin token");
-        Client::new(&self.url, &token)
+        Client::new(&self.url, &self.admin_token())
+    }
+
+    /// Creates a tenant; returns its token and a client with it.
+    pub fn tenant_with_token(&self, name: &str) -> (String, Client) {
+        let token = self.admin().post("/v1/tenants", &json!({ "name": name })).expect("tenant created")["token"].as_str().expect("token").to_string();
+        let client = Client::new(&self.url, &token);
+        (token, client)
     }
 
     /// Creates a tenant; returns a client with its token.
     pub fn tenant(&self, name: &str) -> Client {
-        let token = self.admin().post("/v1/tenants", &json!({ "name": name })).expect("tenant created")["token"].as_str().expect("token").to_string();
-        Client::new(&self.url, &token)
+        self.tenant_with_token(name).1
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) and waits for the process to exit.
+    pub fn signal_and_wait(&mut self, signal: &str) -> std::process::ExitStatus {
+        let sent = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the daemon did not exit after SIG{signal}: {}", self.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// What the daemon wrote to stderr so far.

@@ -3,116 +3,20 @@
 //! bearer scheme, what a tenant sees of others, refused parameters, idempotent submissions,
 //! tenant management, the client's text output, `--export`, and `serve`'s errors and help.
 
+use crate::common::{refused as status, state_of, submit, wait_for, Daemon, Options};
 use arbiter_daemon::client::{Client, ClientError};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// Config every test daemon gets: tests here run several tenants as whatever user runs them.
-const BASE_CONFIG: &str = "allow_shared_identity = true\n";
-
-struct Daemon {
-    child: Child,
-    url: String,
-    addr: String,
-    data_dir: PathBuf,
-    stderr: PathBuf,
-}
-
-impl Daemon {
-    /// Starts `arbiter serve` on a port the OS picks, with `config` (TOML) and `args`; its
-    /// stderr goes to `<data_dir>/../stderr-N.log`.
-    fn start(data_dir: &Path, config: &str, args: &[&str]) -> Daemon {
-        std::fs::create_dir_all(data_dir).expect("data dir");
-        let addr_file = data_dir.join("daemon.addr");
-        let _ = std::fs::remove_file(&addr_file);
-        let parent = data_dir.parent().expect("parent");
-        let config_file = parent.join("arbiter.toml");
-        std::fs::write(&config_file, format!("{BASE_CONFIG}{config}{}", crate::common::own_uid_range())).expect("config");
-        let stderr = (0..).map(|n| parent.join(format!("stderr-{n}.log"))).find(|p| !p.exists()).expect("a free name");
-        let child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
-            .args(["serve", "--config", config_file.to_str().expect("utf-8"), "--data-dir", data_dir.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-            .spawn()
-            .expect("daemon starts");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&addr_file)
-                && addr.ends_with('\n') {
-                    break addr.trim().to_string();
-                }
-            assert!(Instant::now() < deadline, "daemon did not start listening: {}", std::fs::read_to_string(&stderr).unwrap_or_default());
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Daemon { child, url: format!("http://{addr}"), addr, data_dir: data_dir.to_path_buf(), stderr }
-    }
-
-    fn admin_token(&self) -> String {
-        std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin token").trim().to_string()
-    }
-
-    fn admin(&self) -> Client {
-        Client::new(&self.url, &self.admin_token())
-    }
-
-    fn tenant(&self, name: &str) -> (String, Client) {
-        let token = self.admin().post("/v1/tenants", &json!({ "name": name })).expect("created")["token"].as_str().expect("token").to_string();
-        let client = Client::new(&self.url, &token);
-        (token, client)
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Sends `signal` (`TERM`, `INT`) and waits for the process to exit.
-    fn signal_and_wait(&mut self, signal: &str) -> std::process::ExitStatus {
-        let sent = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status().expect("kill runs");
-        assert!(sent.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the daemon did not exit after SIG{signal}: {}", self.stderr());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn status(r: Result<Value, ClientError>) -> (u16, String) {
-    match r {
-        Err(ClientError::Status { status, message }) => (status, message),
-        other => panic!("expected an error status, got {other:?}"),
-    }
-}
-
-fn state_of(client: &Client, id: u64) -> String {
-    client.get(&format!("/v1/jobs/{id}")).expect("job")["state"]["state"].as_str().expect("state").to_string()
-}
-
-fn wait_for(what: &str, timeout_s: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(timeout_s);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn submit(client: &Client, body: Value) -> u64 {
-    client.post("/v1/jobs", &body).expect("accepted")["id"].as_u64().expect("id")
+/// Starts a daemon with `config` (TOML) and `args`. Tests here run several tenants as whatever
+/// user runs them (without root that needs `allow_shared_identity`).
+fn start(data_dir: &Path, config: &str, args: &[&str]) -> Daemon {
+    let config = format!("allow_shared_identity = true\n{config}");
+    Daemon::start_with(data_dir, Options { args, config: Some(&config), uid: None })
 }
 
 /// Sends `request` as is on a new connection and returns everything read until the server
@@ -160,7 +64,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 #[test]
 fn logs_are_streamed_capped_and_tail_bytes_returns_exactly_the_last_bytes() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "1xa100", "--round-s", "1"]);
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100", "--round-s", "1"]);
     let admin = daemon.admin();
     let id = submit(&admin, json!({ "command": "true" }));
     wait_for("the job to end", 30, || state_of(&admin, id) == "succeeded");
@@ -229,7 +133,7 @@ fn logs_are_streamed_capped_and_tail_bytes_returns_exactly_the_last_bytes() {
 #[test]
 fn partial_headers_and_silent_connections_are_closed_after_the_header_timeout() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "header_timeout_s = 1\n", &["--gpus", "1xa100"]);
+    let daemon = start(&dir.path().join("data"), "header_timeout_s = 1\n", &["--gpus", "1xa100"]);
     let mut silent = TcpStream::connect(&daemon.addr).expect("connects");
     let mut partial = TcpStream::connect(&daemon.addr).expect("connects");
     partial.write_all(b"GET /v1/cluster HTTP/1.1\r\nHost: x\r\nX-Slow: ").expect("writes");
@@ -246,7 +150,7 @@ fn partial_headers_and_silent_connections_are_closed_after_the_header_timeout() 
 #[test]
 fn a_stalled_upload_is_closed_after_the_idle_timeout() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "idle_timeout_s = 1\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);
+    let daemon = start(&dir.path().join("data"), "idle_timeout_s = 1\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);
     let mut stalled = TcpStream::connect(&daemon.addr).expect("connects");
     let head = format!("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"command\"", daemon.admin_token());
     stalled.write_all(head.as_bytes()).expect("writes");
@@ -257,7 +161,7 @@ fn a_stalled_upload_is_closed_after_the_idle_timeout() {
 #[test]
 fn a_trickled_body_is_answered_408_within_the_request_timeout() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "request_timeout_s = 1\nidle_timeout_s = 60\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);
+    let daemon = start(&dir.path().join("data"), "request_timeout_s = 1\nidle_timeout_s = 60\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);
     let mut slow = TcpStream::connect(&daemon.addr).expect("connects");
     slow.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
     let head = format!("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", daemon.admin_token());
@@ -287,7 +191,7 @@ fn a_trickled_body_is_answered_408_within_the_request_timeout() {
 #[test]
 fn a_client_cannot_hold_more_connections_than_the_limit() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "max_connections = 2\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);
+    let daemon = start(&dir.path().join("data"), "max_connections = 2\nheader_timeout_s = 60\n", &["--gpus", "1xa100"]);
     let first = TcpStream::connect(&daemon.addr).expect("connects");
     let _second = TcpStream::connect(&daemon.addr).expect("connects");
     // The third is answered 503 and closed at once (it sends nothing: unread bytes would turn
@@ -304,7 +208,7 @@ fn a_client_cannot_hold_more_connections_than_the_limit() {
 fn sigterm_stops_the_daemon_cleanly_and_running_jobs_are_readopted() {
     let dir = tempfile::tempdir().expect("dir");
     let data = dir.path().join("data");
-    let mut daemon = Daemon::start(&data, "", &["--gpus", "1xa100", "--round-s", "1"]);
+    let mut daemon = start(&data, "", &["--gpus", "1xa100", "--round-s", "1"]);
     let admin = daemon.admin();
     let id = submit(&admin, json!({ "command": "sleep 60", "grace_s": 1 }));
     wait_for("the job to run", 30, || state_of(&admin, id) == "running");
@@ -313,7 +217,7 @@ fn sigterm_stops_the_daemon_cleanly_and_running_jobs_are_readopted() {
     let stderr = daemon.stderr();
     assert!(stderr.contains("shutting down on SIGTERM; 1 runs keep running and will be re-adopted at the next start"), "{stderr}");
     // The run kept running and the next daemon adopts it.
-    let daemon = Daemon::start(&data, "", &["--gpus", "1xa100", "--round-s", "1"]);
+    let daemon = start(&data, "", &["--gpus", "1xa100", "--round-s", "1"]);
     let admin = daemon.admin();
     let job = admin.get(&format!("/v1/jobs/{id}")).expect("job");
     assert_eq!((job["state"]["state"].as_str(), job["runs"].as_u64()), (Some("running"), Some(1)), "{job}");
@@ -324,7 +228,7 @@ fn sigterm_stops_the_daemon_cleanly_and_running_jobs_are_readopted() {
 #[test]
 fn sigint_stops_the_daemon_cleanly_too() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
+    let mut daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
     let exit = daemon.signal_and_wait("INT");
     assert_eq!(exit.code(), Some(0), "{}", daemon.stderr());
     assert!(daemon.stderr().contains("shutting down on SIGINT; 0 runs keep running"), "{}", daemon.stderr());
@@ -360,7 +264,7 @@ fn serve_help_shows_the_defaults() {
 #[test]
 fn a_lowercase_bearer_scheme_is_accepted() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
     let token = daemon.admin_token();
     for scheme in ["bearer", "BEARER", "Bearer"] {
         let reply = raw(&daemon.addr, &format!("GET /v1/cluster HTTP/1.1\r\nHost: x\r\nAuthorization: {scheme} {token}\r\nConnection: close\r\n\r\n"));
@@ -373,10 +277,10 @@ fn a_lowercase_bearer_scheme_is_accepted() {
 #[test]
 fn a_tenant_sees_other_tenants_running_jobs_only_as_gpus_held() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "2xa100", "--round-s", "1"]);
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "2xa100", "--round-s", "1"]);
     let admin = daemon.admin();
-    let (_, a) = daemon.tenant("team-a");
-    let (_, b) = daemon.tenant("team-b");
+    let (_, a) = daemon.tenant_with_token("team-a");
+    let (_, b) = daemon.tenant_with_token("team-b");
     let secret = submit(&a, json!({ "command": "sleep 60", "name": "secret-project", "grace_s": 1 }));
     let own = submit(&b, json!({ "command": "sleep 60", "name": "b-job", "grace_s": 1 }));
     wait_for("both jobs to run", 30, || state_of(&a, secret) == "running" && state_of(&b, own) == "running");
@@ -399,9 +303,9 @@ fn a_tenant_sees_other_tenants_running_jobs_only_as_gpus_held() {
 #[test]
 fn unknown_tenant_and_state_parameters_are_refused_naming_them() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
     let admin = daemon.admin();
-    let (_, a) = daemon.tenant("team-a");
+    let (_, a) = daemon.tenant_with_token("team-a");
     let (code, message) = status(admin.get("/v1/jobs?tenant=nobody"));
     assert!(code == 400 && message.starts_with("tenant:") && message.contains("nobody"), "{message}");
     let (code, message) = status(admin.post("/v1/jobs?tenant=nobody", &json!({ "command": "true" })));
@@ -423,8 +327,8 @@ fn unknown_tenant_and_state_parameters_are_refused_naming_them() {
 #[test]
 fn the_same_idempotency_key_gives_one_job() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
-    let (token, a) = daemon.tenant("team-a");
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
+    let (token, a) = daemon.tenant_with_token("team-a");
     let body = json!({ "command": "sleep 1" });
     let first = a.submit(&body, "key-1").expect("accepted");
     let again = a.submit(&body, "key-1").expect("accepted");
@@ -451,7 +355,7 @@ fn the_same_idempotency_key_gives_one_job() {
 #[test]
 fn tenants_add_refuses_an_existing_tenant_and_update_rotate_remove_work() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "1xa100", "--round-s", "1"]);
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100", "--round-s", "1"]);
     let admin_token = daemon.admin_token();
     let out = cli_ok(&daemon, &admin_token, &["tenants", "add", "team-a", "--weight", "2", "--gpu-quota", "1"]);
     let token1 = out.rsplit(' ').next().expect("token").trim().to_string();
@@ -503,10 +407,10 @@ fn tenants_add_refuses_an_existing_tenant_and_update_rotate_remove_work() {
 #[test]
 fn client_commands_print_text_and_json_only_with_the_flag() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "2xa100", "--round-s", "1"]);
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "2xa100", "--round-s", "1"]);
     let admin_token = daemon.admin_token();
     let admin = daemon.admin();
-    let (token, a) = daemon.tenant("team-a");
+    let (token, a) = daemon.tenant_with_token("team-a");
     let long_command = "sleep 60 && echo averyveryverylongargumentthatwouldbecutinthemiddle";
     let running = submit(&a, json!({ "command": long_command, "name": "train-resnet", "gpus": 2, "grace_s": 1 }));
     wait_for("the job to run", 30, || state_of(&a, running) == "running");
@@ -557,8 +461,8 @@ fn client_commands_print_text_and_json_only_with_the_flag() {
 #[test]
 fn submit_exports_the_environment_minus_the_variables_arbiter_owns() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = Daemon::start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
-    let (token, a) = daemon.tenant("team-a");
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100"]);
+    let (token, a) = daemon.tenant_with_token("team-a");
     let submit_env = |args: &[&str]| -> Output {
         Command::new(env!("CARGO_BIN_EXE_arbiter"))
             .arg("submit")
