@@ -93,6 +93,71 @@ pub struct ServeConfig {
     /// Prior of job sizes (GPU-seconds, one `duration` column) for `gittins`; default: the
     /// bundled samples from Tiresias' production YARN cluster.
     pub gittins_prior: Option<PathBuf>,
+    /// Who runs the jobs: `local` (process sessions on this machine) or `slurm` (batch jobs
+    /// pinned to the nodes the policy chose).
+    pub executor: ExecutorKind,
+    /// The Slurm executor's settings.
+    pub slurm: SlurmConfig,
+}
+
+/// Which executor carries out the daemon's decisions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// Process sessions on this machine.
+    #[default]
+    Local,
+    /// Slurm batch jobs.
+    Slurm,
+}
+
+impl ExecutorKind {
+    /// What the executor can carry out.
+    pub fn capabilities(self) -> crate::executor::Capabilities {
+        match self {
+            ExecutorKind::Local => crate::executor::local::CAPABILITIES,
+            ExecutorKind::Slurm => crate::slurm::CAPABILITIES,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecutorKind::Local => "local",
+            ExecutorKind::Slurm => "slurm",
+        }
+    }
+}
+
+impl std::str::FromStr for ExecutorKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "local" => Ok(ExecutorKind::Local),
+            "slurm" => Ok(ExecutorKind::Slurm),
+            other => Err(format!("unknown executor `{other}` (local or slurm)")),
+        }
+    }
+}
+
+/// `[slurm]`: where the Slurm executor submits.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlurmConfig {
+    /// The partition Arbiter owns (no other scheduler's jobs, no Slurm preemption there).
+    pub partition: String,
+    /// Directory of `sbatch`, `squeue`, `scancel`, `sinfo` (default: found on PATH).
+    pub bin_dir: Option<PathBuf>,
+    /// Seconds a Slurm command may take before the daemon gives up on it.
+    pub command_timeout_s: f64,
+    /// Seconds between polls of `squeue` for runs that ended.
+    pub poll_s: f64,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig { partition: "arbiter".into(), bin_dir: None, command_timeout_s: 10.0, poll_s: 1.0 }
+    }
 }
 
 impl Default for ServeConfig {
@@ -121,6 +186,8 @@ impl Default for ServeConfig {
             max_queued_per_tenant: 10_000,
             max_log_bytes: 1 << 30,
             gittins_prior: None,
+            executor: ExecutorKind::Local,
+            slurm: SlurmConfig::default(),
         }
     }
 }
@@ -182,8 +249,11 @@ impl ServeConfig {
             }
         }
         let kind = self.policy_kind()?;
-        if let Some(reason) = crate::policy_support::unsupported(kind) {
-            return Err(ConfigError::Invalid(format!("policy: {reason}")));
+        if let Some(reason) = crate::policy_support::unsupported(kind, self.executor.capabilities()) {
+            return Err(ConfigError::Invalid(format!("policy: {} executor: {reason}", self.executor.name())));
+        }
+        if ![self.slurm.command_timeout_s, self.slurm.poll_s].iter().all(|s| s.is_finite() && *s > 0.0) {
+            return Err(ConfigError::Invalid("slurm.command_timeout_s and slurm.poll_s must be > 0".into()));
         }
         Ok(())
     }
@@ -291,7 +361,10 @@ mod tests {
     fn a_policy_the_daemon_cannot_carry_out_is_refused_with_the_reason() {
         let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"").expect("parses");
         let e = c.validate().expect_err("refused").to_string();
-        assert!(e.contains("co-location"), "{e}");
+        assert!(e.contains("co-location throughput"), "{e}");
+        let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"\nexecutor = \"slurm\"").expect("parses");
+        let e = c.validate().expect_err("refused").to_string();
+        assert!(e.contains("slurm executor") && e.contains("one job at a time"), "{e}");
         let c: ServeConfig = toml::from_str("policy = \"gittins\"").expect("parses");
         c.validate().expect("gittins runs with the bundled prior");
     }

@@ -16,29 +16,23 @@ use crate::cgroup::Cgroups;
 use crate::config::GpuInventory;
 use crate::confine::CheckpointRoots;
 use crate::datadir::{DataDir, Reconciled};
-use crate::executor;
+use crate::clock::Clock;
+use crate::executor::local::LocalExecutor;
+use crate::executor::Executor;
 use crate::identity::{Isolation, UnixIdentity};
+use crate::topology::{NodeSpec, Topology};
 use crate::job::{FieldError, JobRecord, JobState, Limits, StopReason, SubmitRequest};
 use crate::store::{Store, StoreError, Tenant};
 use crate::view;
-use arbiter_model::{Cluster, GpuTypeId, HostShare, JobSpec, Node, NodeId, RackId, SimTime};
-use arbiter_policy::{Policy, PolicyKind, SchedulerView};
-use nix::sys::signal::Signal;
+use arbiter_model::{Cluster, JobSpec, SimTime};
+use arbiter_policy::{Policy, PolicyKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::Notify;
 
-/// Unix time now, milliseconds.
-pub fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
-/// Unix time now, seconds.
-pub(crate) fn unix_s() -> i64 {
-    (unix_ms() / 1000) as i64
-}
 
 /// What the daemon was started with.
 #[derive(Clone, Debug)]
@@ -51,7 +45,7 @@ pub struct Settings {
     pub round_s: f64,
     /// Seconds a started run is protected from preemption, unless the job says otherwise.
     pub min_run_s: f64,
-    /// GPUs by type, in index order.
+    /// GPUs by type, in type order (over all nodes).
     pub gpus: GpuInventory,
     /// CPU cores.
     pub cpus: u32,
@@ -75,12 +69,17 @@ pub struct Settings {
     pub max_queued_per_tenant: usize,
     /// Most bytes one run may add to its job's log (None: no limit).
     pub max_log_bytes: Option<u64>,
+    /// The cluster's nodes (one machine, declared nodes, or a Slurm partition's).
+    pub nodes: Vec<NodeSpec>,
+    /// The daemon's clock (the system's; a virtual one in tests).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// A run the daemon watches.
 #[derive(Clone, Debug)]
 pub(crate) struct Watched {
-    pub(crate) pgid: u32,
+    /// The run's handle (the executor's: a process id, a Slurm job id).
+    pub(crate) handle: u32,
     /// When SIGKILL follows the checkpoint signal (then again every 200 ms until the run's
     /// session is empty).
     pub(crate) kill_at_ms: Option<u64>,
@@ -114,14 +113,11 @@ pub struct State {
     /// Counters.
     pub counters: Counters,
     pub(crate) specs: Vec<JobSpec>,
-    pub(crate) cluster: Cluster,
+    pub(crate) topology: Topology,
     pub(crate) policy: Box<dyn Policy>,
-    pub(crate) free_gpus: BTreeSet<u32>,
     pub(crate) watched: BTreeMap<u32, Watched>,
     /// When the policy asked to be called again.
     pub(crate) wake_at_ms: Option<u64>,
-    /// GPU index → GPU type index.
-    pub(crate) gpu_type_of: Vec<u8>,
     /// Tenants whose checkpoint area is ready, with the identity their runs execute as.
     pub(crate) identities: BTreeMap<String, Option<UnixIdentity>>,
     /// Every automatic uid ever handed out (never reused, even after a tenant is removed).
@@ -150,6 +146,8 @@ pub struct Daemon {
     /// Settings.
     pub settings: Arc<Settings>,
     pub(crate) wake: Arc<Notify>,
+    /// Carries runs out.
+    pub(crate) executor: Arc<dyn Executor>,
     /// Held for the daemon's life: no second daemon on the same data directory.
     _data_dir: Arc<DataDir>,
 }
@@ -231,10 +229,23 @@ impl From<DaemonError> for RequestError {
 }
 
 impl Daemon {
-    /// Locks the data directory, opens the store (refusing one that does not match the
-    /// directory), rebuilds the state, re-adopts or concludes runs left from a previous daemon,
-    /// and returns the daemon (call [`Daemon::run_loop`] to schedule).
+    /// Starts the daemon with the local executor (runs are process sessions on this machine).
     pub fn start(settings: Settings) -> Result<Self, DaemonError> {
+        let runs_dir = settings.data_dir.join("runs");
+        let (wrapper, cgroups) = (settings.wrapper_exe.clone(), settings.cgroups.clone());
+        Self::start_with(settings, move |wake| Arc::new(LocalExecutor::new(runs_dir, wrapper, cgroups, wake)))
+    }
+
+    /// Locks the data directory, opens the store (refusing one that does not match the
+    /// directory), rebuilds the state, re-adopts or concludes runs left from a previous daemon
+    /// through the executor `make_executor` builds (it gets the loop's wake-up, to call when a
+    /// run ends), and returns the daemon (call [`Daemon::run_loop`] to schedule).
+    pub fn start_with(settings: Settings, make_executor: impl FnOnce(Arc<Notify>) -> Arc<dyn Executor>) -> Result<Self, DaemonError> {
+        let wake = Arc::new(Notify::new());
+        let executor = make_executor(wake.clone());
+        if let Some(reason) = crate::policy_support::unsupported(settings.policy, executor.capabilities()) {
+            return Err(DaemonError::Config(format!("policy {} cannot run on the {} executor: {reason}", settings.policy, executor.name())));
+        }
         let data_dir = DataDir::open(&settings.data_dir, settings.isolation.is_isolated())?;
         let before = data_dir.leftovers();
         let store_path = data_dir.store_path();
@@ -268,29 +279,26 @@ impl Daemon {
             )));
         }
         let allocated_uids = store.identities()?;
-        let cluster = machine_cluster(&settings)?;
-        let gpu_type_of: Vec<u8> = settings.gpus.iter().enumerate().flat_map(|(i, (_, count))| std::iter::repeat_n(i as u8, *count as usize)).collect();
+        let topology = Topology::new(settings.nodes.clone()).map_err(DaemonError::Config)?;
+        let cluster = topology.cluster();
         let config = crate::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
         let mut policy = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
-        let specs: Vec<JobSpec> = jobs.iter().map(|j| view::spec_of(j, &cluster)).collect();
+        let specs: Vec<JobSpec> = jobs.iter().map(|j| view::spec_of(j, cluster)).collect();
         // Policies that learn from finished jobs (QSSF) learn the history again.
-        let restart = SimTime::from_ms(unix_ms());
+        let restart = SimTime::from_ms(settings.clock.now_ms());
         for (job, spec) in jobs.iter().zip(&specs).filter(|(j, _)| j.state.is_terminal() && j.runs > 0) {
             policy.job_finished(spec, &view::finished_of(job, spec), restart);
         }
         let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
-        let total_gpus = gpu_type_of.len() as u32;
         let state = State {
             jobs,
             tenants,
             counters: Counters::default(),
             specs,
-            cluster,
+            topology,
             policy,
-            free_gpus: (0..total_gpus).collect(),
             watched: BTreeMap::new(),
             wake_at_ms: None,
-            gpu_type_of,
             identities: BTreeMap::new(),
             allocated_uids,
             requests,
@@ -305,7 +313,8 @@ impl Daemon {
             state: Arc::new(Mutex::new(state)),
             store: Arc::new(store),
             settings: Arc::new(settings),
-            wake: Arc::new(Notify::new()),
+            wake,
+            executor,
             _data_dir: Arc::new(data_dir),
         };
         daemon.recover()?;
@@ -359,14 +368,14 @@ impl Daemon {
                 None => self.settings.checkpoint_roots.default_dir(tenant, id),
             };
             let token = crate::auth::new_token();
-            let mut record = JobRecord::submitted(id, tenant, request, unix_ms(), crate::auth::sha256_hex(&token));
+            let mut record = JobRecord::submitted(id, tenant, request, self.now_ms(), crate::auth::sha256_hex(&token));
             record.checkpoint_dir = Some(checkpoint_dir.display().to_string());
             self.store.put_jobs(&[&record])?;
             tracing::info!(job = id, tenant, gpus = record.request.gpus, "submitted");
             if let Some(key) = &record.request.client_request_id {
                 state.requests.insert((tenant.to_string(), key.clone()), id);
             }
-            let spec = view::spec_of(&record, &state.cluster);
+            let spec = view::spec_of(&record, state.topology.cluster());
             state.specs.push(spec);
             state.jobs.push(record);
             state.counters.submitted += 1;
@@ -390,7 +399,7 @@ impl Daemon {
             match job.state {
                 JobState::Queued => {
                     let mut cancelled = job.clone();
-                    cancelled.transition(JobState::Cancelled, "cancelled while queued", unix_s());
+                    cancelled.transition(JobState::Cancelled, "cancelled while queued", self.now_s());
                     if let Err(e) = self.store.put_jobs(&[&cancelled]) {
                         // A cancel is honoured even while the store is read-only (a full disk):
                         // written once it works again.
@@ -434,17 +443,17 @@ impl Daemon {
             return Err(RequestError::Ended(id));
         }
         let mut updated = job.clone();
-        updated.progress = Some(crate::job::Progress { steps, throughput, at_unix_s: unix_s() });
+        updated.progress = Some(crate::job::Progress { steps, throughput, at_unix_s: self.now_s() });
         if total_steps.is_some() {
             updated.total_steps = total_steps;
         }
-        let running_type = updated.state.gpus().and_then(|g| g.first()).and_then(|g| state.gpu_type_of.get(*g as usize)).and_then(|t| state.cluster.gpu_type_names.get(*t as usize));
+        let running_type = updated.state.gpus().and_then(|g| g.first()).and_then(|g| state.topology.gpu_type_name(*g)).map(str::to_string);
         if let (Some(t), Some(measured)) = (running_type, throughput.filter(|t| *t > 0.0)) {
-            let entry = updated.throughput_by_gpu_type.entry(t.clone()).or_insert(measured);
+            let entry = updated.throughput_by_gpu_type.entry(t).or_insert(measured);
             *entry = 0.75 * *entry + 0.25 * measured;
         }
         self.store.put_jobs(&[&updated])?;
-        state.specs[id as usize] = view::spec_of(&updated, &state.cluster);
+        state.specs[id as usize] = view::spec_of(&updated, state.topology.cluster());
         state.jobs[id as usize] = updated;
         Ok(())
     }
@@ -503,7 +512,7 @@ impl Daemon {
             let mut wait = if soon || dirty || self.store.degraded().is_some() { round.min(Duration::from_millis(200)) } else { round };
             // The policy may ask to be called again earlier (a queue demotion, a Gavel round).
             if let Some(at) = wake_at_ms {
-                wait = wait.min(Duration::from_millis(at.saturating_sub(unix_ms()).max(10)));
+                wait = wait.min(Duration::from_millis(at.saturating_sub(self.now_ms()).max(10)));
             }
             tokio::select! {
                 _ = self.wake.notified() => {}
@@ -512,228 +521,38 @@ impl Daemon {
         }
     }
 
-    /// One scheduling round: write what the store refused before, enforce grace periods and
-    /// time limits, ask the policy, apply the difference.
-    pub fn tick(&self) -> Result<(), DaemonError> {
-        let now_ms = unix_ms();
-        let mut guard = self.lock();
-        let state = &mut *guard;
-        state.counters.rounds += 1;
-        self.flush_dirty(state);
-        // The process table is read when a run has ended, else every few seconds (not at every
-        // submission: a burst of them would read /proc hundreds of times a second).
-        if state.run_ended_since_check || now_ms >= state.strays_checked_ms + 5_000 {
-            self.kill_strays(state);
-            state.strays_checked_ms = now_ms;
-            state.run_ended_since_check = false;
-            state.ended_tenants.clear();
-        }
-        // SIGKILL runs past their grace period.
-        // (Sent again at every round until the session is empty: a job forking faster than one
-        // scan of the process table must not outlive its run.)
-        for (id, w) in state.watched.iter_mut() {
-            if w.kill_at_ms.is_some_and(|at| now_ms >= at) {
-                if !w.sigkilled {
-                    tracing::warn!(job = id, pgid = w.pgid, "grace period over: SIGKILL");
-                    w.sigkilled = true;
-                }
-                let _ = executor::signal_run(w.pgid, Signal::SIGKILL);
-                w.kill_at_ms = Some(now_ms + 200);
-            }
-        }
-        // Runs over their time limit.
-        let now_s = unix_s();
-        let over: Vec<u32> = state
-            .jobs
-            .iter()
-            .filter_map(|j| match (&j.state, j.request.max_run_time_s) {
-                (JobState::Running { started_unix_s, .. }, Some(limit)) if i64::try_from(limit).is_ok_and(|l| now_s.saturating_sub(*started_unix_s) >= l) => Some(j.id),
-                _ => None,
-            })
-            .collect();
-        for id in over {
-            self.stop(state, id, StopReason::TimedOut, false)?;
-        }
-
-        // The snapshot: queued and running jobs, as the simulator's engine would show them.
-        let now = SimTime::from_ms(now_ms);
-        // Jobs backing off after a failed run are not offered to the policy until their time.
-        let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
-        let active: Vec<_> = state.jobs.iter().filter(|j| !backing_off(j)).filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.gpu_type_of, now)).collect();
-        let mut retry_wake: Option<u64> = None;
-        for job in state.jobs.iter_mut().filter(|j| backing_off(j)) {
-            let at = job.retry_after_unix_s.unwrap_or(now_s);
-            job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
-            let at_ms = at.max(0) as u64 * 1000;
-            retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
-        }
-        let decision = {
-            let view = SchedulerView { cluster: &state.cluster, jobs: &active, specs: &state.specs };
-            state.policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", state.policy.name())))?
-        };
-        // The simulator's own check of a decision (gang sizes, GPU types, capacity, co-location,
-        // CPU/memory): a decision that fails it is refused whole, loudly, and nothing is applied.
-        let offered: BTreeSet<u32> = active.iter().map(|a| a.id.0).collect();
-        if let Err(e) = state.planner.check(&state.cluster, &state.specs, |id| offered.contains(&id.0), &decision) {
-            return Err(DaemonError::Config(format!("policy {} decided what cannot be carried out; nothing applied: {e}", state.policy.name())));
-        }
-        state.wake_at_ms = match (decision.wake_at.map(|t| t.as_ms()), retry_wake) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let wanted: BTreeMap<u32, &arbiter_model::Assignment> = decision.run.iter().map(|a| (a.job.0, a)).collect();
-        let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
-
-        // Preempt running jobs the policy no longer wants — unless they are still within their
-        // minimum run time, or the policy decides by rounds (Gavel's and Synergy's families) and
-        // the round is not over: such a policy called at every event between rounds would
-        // otherwise re-rank and swap jobs each time (eight 3-second jobs on 4 GPUs: 1,483
-        // preemptions under ftf+proportional). Between rounds it may still start jobs on free GPUs.
-        let round_ms = (self.settings.round_s * 1000.0) as u64;
-        if now_ms >= state.round_started_ms.saturating_add(round_ms) {
-            state.round_started_ms = now_ms;
-        }
-        let round_ends_ms = state.round_started_ms.saturating_add(round_ms);
-        let by_rounds = self.settings.policy.is_gavel() || self.settings.policy.is_synergy();
-        let running: Vec<(u32, i64)> = state
-            .jobs
-            .iter()
-            .filter_map(|j| match j.state {
-                JobState::Running { started_unix_s, .. } => Some((j.id, started_unix_s)),
-                _ => None,
-            })
-            .collect();
-        // Until when (Unix ms) a run that started at `started` may not be stopped, and why.
-        let protection = |state: &State, id: u32, started: i64| -> Option<(u64, &'static str)> {
-            let min_run_s = state.jobs[id as usize].request.min_run_time_s.map_or(self.settings.min_run_s, |s| s as f64);
-            let min_run_ends_ms = (started.max(0) as f64 * 1000.0 + min_run_s * 1000.0) as u64;
-            if now_ms < min_run_ends_ms {
-                Some((min_run_ends_ms, "minimum run time"))
-            } else if by_rounds && now_ms < round_ends_ms {
-                Some((round_ends_ms, "round"))
-            } else {
-                None
-            }
-        };
-        // Protected runs: until when (Unix ms), and why.
-        let mut protected: BTreeMap<u32, (u64, &'static str)> = BTreeMap::new();
-        for (id, started) in running.iter().copied().filter(|(id, _)| !wanted.contains_key(id)) {
-            if let Some(until) = protection(state, id, started) {
-                protected.insert(id, until);
-                continue;
-            }
-            self.stop(state, id, StopReason::Preempted, false)?;
-            state.counters.preemptions += 1;
-        }
-        // A running job the policy moves to another GPU type (a migration) is checkpointed and
-        // requeued; the policy places it on the new type once its GPUs are free.
-        // (Within its minimum run time, or mid-round for a round-based policy, it stays put.)
-        let moving: Vec<(u32, u8)> = running
-            .iter()
-            .filter_map(|&(id, started)| {
-                let wanted_on = wanted.get(&id)?.placement.slots.first().map(|(node, _)| node.0 as u8)?;
-                let now_on = state.jobs[id as usize].state.gpus()?.first().and_then(|g| state.gpu_type_of.get(*g as usize)).copied()?;
-                (now_on != wanted_on && protection(state, id, started).is_none()).then_some((id, wanted_on))
-            })
-            .collect();
-        for (id, to) in moving {
-            let to = state.cluster.gpu_type_names.get(to as usize).cloned().unwrap_or_default();
-            tracing::info!(job = id, "the policy moves it to {to} GPUs: checkpoint and requeue");
-            self.stop(state, id, StopReason::Preempted, false)?;
-            state.counters.preemptions += 1;
-        }
-        if let Some(&(until, _)) = protected.values().min_by_key(|(until, _)| *until) {
-            // Come back when the first protection ends.
-            state.wake_at_ms = Some(state.wake_at_ms.map_or(until, |w| w.min(until)));
-        }
-        // Start queued jobs the policy placed, on free GPUs of the placed type, within their
-        // tenant's GPU quota.
-        let mut held_by_tenant: BTreeMap<String, u32> = BTreeMap::new();
-        for job in &state.jobs {
-            if let Some(gpus) = job.state.gpus() {
-                *held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
-            }
-        }
-        let mut available = state.free_gpus.clone();
-        let mut starts: Vec<(u32, Vec<u32>, Option<HostShare>)> = Vec::new();
-        for (&id, assignment) in &wanted {
-            if !matches!(state.jobs[id as usize].state, JobState::Queued) {
-                continue;
-            }
-            let tenant = state.jobs[id as usize].tenant.clone();
-            let quota = state.tenants.get(&tenant).and_then(|t| t.gpu_quota);
-            let held = held_by_tenant.get(&tenant).copied().unwrap_or(0);
-            if let Some(quota) = quota.filter(|q| held + state.specs[id as usize].gpus > *q) {
-                state.jobs[id as usize].pending_reason = Some(format!("tenant {tenant} is at its GPU quota ({quota})"));
-                continue;
-            }
-            let gpu_type = assignment.placement.slots.first().map_or(0, |(node, _)| node.0 as u8);
-            let free_of_type: Vec<u32> = available.iter().copied().filter(|g| state.gpu_type_of.get(*g as usize) == Some(&gpu_type)).collect();
-            let need = state.specs[id as usize].gpus as usize;
-            if free_of_type.len() < need {
-                let holder = protected.iter().find(|(p, _)| state.jobs[**p as usize].state.gpus().is_some_and(|g| g.iter().any(|g| state.gpu_type_of.get(*g as usize) == Some(&gpu_type))));
-                state.jobs[id as usize].pending_reason = Some(match holder {
-                    Some((p, (until, "round"))) => format!("waiting for the round to end ({:.0} s) before job {p} may be preempted", until.saturating_sub(now_ms) as f64 / 1000.0),
-                    Some((p, (until, _))) => format!("waiting for job {p}'s minimum run time ({:.0} s left) before it may be preempted", until.saturating_sub(now_ms) as f64 / 1000.0),
-                    None => "waiting for a preempted job to release its GPUs".into(),
-                });
-                continue;
-            }
-            let gpus: Vec<u32> = free_of_type[..need].to_vec();
-            for g in &gpus {
-                available.remove(g);
-            }
-            *held_by_tenant.entry(tenant).or_insert(0) += need as u32;
-            starts.push((id, gpus, assignment.host));
-        }
-        let started: BTreeSet<u32> = starts.iter().map(|(id, _, _)| *id).collect();
-        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id)) {
-            if wanted.contains_key(&job.id) || job.retry_after_unix_s.is_some_and(|t| t > now_s) {
-                continue; // placed but held back above (quota, GPUs still being released)
-            }
-            job.pending_reason = Some(reasons.get(&job.id).cloned().unwrap_or_else(|| "lower priority than the running jobs".into()));
-        }
-        for (id, gpus, host) in starts {
-            self.start_run(state, id, gpus, host)?;
-        }
-        Ok(())
-    }
-
-    /// Free GPU indices.
+    /// Free GPU ids (global, node by node).
     pub fn free_gpus(&self) -> Vec<u32> {
-        self.lock().free_gpus.iter().copied().collect()
+        let state = self.lock();
+        let held = crate::tick::held_gpus(&state);
+        (0..state.topology.total_gpus()).filter(|g| !held.contains(g)).collect()
     }
-}
 
-/// The machine as the policy sees it: one node per GPU type (a machine with mixed GPUs is several
-/// typed pools to a policy), CPUs and memory split by GPUs.
-fn machine_cluster(settings: &Settings) -> Result<Cluster, DaemonError> {
-    let total: u32 = settings.gpus.iter().map(|(_, n)| n).sum();
-    let type_names: Vec<String> = if settings.gpus.is_empty() { vec!["none".into()] } else { settings.gpus.iter().map(|(t, _)| t.clone()).collect() };
-    let mut nodes: Vec<Node> = settings
-        .gpus
-        .iter()
-        .enumerate()
-        .map(|(i, (_, count))| Node {
-            id: NodeId(i as u32),
-            name: format!("local-{i}"),
-            rack: RackId(0),
-            gpu_type: GpuTypeId(i as u8),
-            gpus: *count,
-            cpus: settings.cpus.max(1) * count / total.max(1),
-            memory_gib: settings.memory_gib * count / total.max(1),
-        })
-        .collect();
-    if nodes.is_empty() {
-        nodes.push(Node { id: NodeId(0), name: "local-0".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 0, cpus: settings.cpus, memory_gib: settings.memory_gib });
+    /// Now, Unix milliseconds, by the daemon's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.settings.clock.now_ms()
     }
-    Cluster::new(type_names, nodes).map_err(|e| DaemonError::Config(e.to_string()))
+
+    /// Now, Unix seconds, by the daemon's clock.
+    pub(crate) fn now_s(&self) -> i64 {
+        (self.now_ms() / 1000) as i64
+    }
+
+    /// The executor's name (`local`, `slurm`).
+    pub fn executor_name(&self) -> &'static str {
+        self.executor.name()
+    }
 }
 
 impl State {
     /// The cluster the policy sees.
     pub fn cluster(&self) -> &Cluster {
-        &self.cluster
+        self.topology.cluster()
+    }
+
+    /// The nodes and the GPU numbering.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
     }
 
     /// Name of the policy.

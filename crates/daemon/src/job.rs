@@ -372,6 +372,10 @@ pub struct JobRecord {
     /// Transitions dropped from the middle of `history` to keep it bounded.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub history_omitted: u64,
+    /// The CPU/memory share per GPU the policy gave its current run (`None`: its node's
+    /// GPU-proportional share, or what the job asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_share: Option<arbiter_model::HostShare>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -414,6 +418,7 @@ impl JobRecord {
             checkpoint_dir: None,
             retry_after_unix_s: None,
             history_omitted: 0,
+            host_share: None,
         };
         record.transition(JobState::Queued, "submitted", now_s);
         record

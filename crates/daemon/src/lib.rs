@@ -15,6 +15,7 @@ pub mod api;
 pub mod auth;
 pub mod cgroup;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod confine;
 pub mod daemon;
@@ -26,8 +27,11 @@ pub mod policy_support;
 pub mod procs;
 mod recovery;
 mod runs;
+pub mod slurm;
 pub mod store;
 mod tenants;
+mod tick;
+pub mod topology;
 pub mod view;
 pub mod wrapper;
 
@@ -109,6 +113,8 @@ fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, Strin
         None => config::detect_gpus(),
     };
     let (cpus, memory_gib) = config::detect_host();
+    let cpus = if config.cpus > 0 { config.cpus } else { cpus };
+    let memory_gib = if config.memory_gib > 0 { config.memory_gib } else { memory_gib };
     let isolation = identity::Isolation::detect(config.tenant_uid_range, config.tenant_users.clone(), config.allow_shared_identity);
     if isolation.is_isolated() {
         for (tenant, user) in &config.tenant_users {
@@ -123,9 +129,8 @@ fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, Strin
         policy: config.policy_kind().map_err(|e| e.to_string())?,
         round_s: config.round_s,
         min_run_s: config.min_run_s.unwrap_or(config.round_s),
-        gpus,
-        cpus: if config.cpus > 0 { config.cpus } else { cpus },
-        memory_gib: if config.memory_gib > 0 { config.memory_gib } else { memory_gib },
+        cpus,
+        memory_gib,
         public_url: config.public_url.clone().unwrap_or(default_url),
         cgroups: cgroup::Cgroups::detect(std::path::Path::new("/sys/fs/cgroup")),
         isolation,
@@ -134,6 +139,9 @@ fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, Strin
         max_processes_per_tenant: (config.max_processes_per_tenant > 0).then_some(config.max_processes_per_tenant),
         max_queued_per_tenant: config.max_queued_per_tenant,
         max_log_bytes: (config.max_log_bytes > 0).then_some(config.max_log_bytes),
+        nodes: topology::Topology::machine(&host_name(), &gpus, cpus, memory_gib),
+        gpus,
+        clock: std::sync::Arc::new(clock::SystemClock),
     })
 }
 
@@ -154,4 +162,9 @@ fn admin_token(path: &std::path::Path) -> Result<String, String> {
     let mut f = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     writeln!(f, "{token}").map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(token)
+}
+
+/// This machine's name (the local executor's node name).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "local".into())
 }

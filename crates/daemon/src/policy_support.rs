@@ -7,6 +7,7 @@
 //! simulator's defaults (360 s rounds, recompute every 1,920 s), so that a new job on free GPUs
 //! starts within one round under every policy.
 
+use crate::executor::Capabilities;
 use crate::store::Tenant;
 use arbiter_policy::gavel::RoundOptions;
 use arbiter_policy::{PolicyConfig, PolicyKind};
@@ -17,11 +18,21 @@ use std::path::Path;
 /// (`data/tiresias/yarn-gput10000.csv`, Apache-2.0).
 const BUNDLED_GITTINS_PRIOR: &str = include_str!("../../../data/tiresias/yarn-gput10000.csv");
 
-/// Why the daemon cannot run `kind`, or `None` when it can.
-pub fn unsupported(kind: PolicyKind) -> Option<String> {
+/// Why the daemon cannot run `kind` on an executor that can do `capabilities`, or `None` when
+/// it can. (Migrations are carried out by every executor — checkpoint, then start on the new
+/// GPUs — and so are CPU/memory shares: an executor that cannot change a run's limits live
+/// restarts it from its checkpoint with the new ones.)
+pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<String> {
     match kind {
+        PolicyKind::MaxMinFairnessPacked if !capabilities.colocation => Some(format!(
+            "`{}` decides GPU sharing (two jobs on the same GPUs), which this executor cannot carry out (Slurm gives a GPU to one job at a time); use max-min-fairness-het",
+            kind.name()
+        )),
+        // The executor could carry the pairs out (both runs see the same GPUs); what is missing
+        // is the policy's input: measured speeds of job pairs sharing a GPU, which the daemon
+        // does not collect yet.
         PolicyKind::MaxMinFairnessPacked => Some(format!(
-            "`{}` decides GPU sharing (two jobs on the same GPUs); the daemon cannot carry out co-location yet, so it refuses this policy rather than run it half-applied (use max-min-fairness-het)",
+            "`{}` needs the speeds of job pairs sharing a GPU (Gavel's co-location throughput table), which the daemon does not measure yet; use max-min-fairness-het",
             kind.name()
         )),
         _ => None,
@@ -80,13 +91,15 @@ mod tests {
         assert!(prior.len() > 1000);
         let config = policy_config(&BTreeMap::new(), 30.0, &prior);
         for kind in PolicyKind::ALL {
-            match unsupported(kind) {
+            for executor in [crate::config::ExecutorKind::Local, crate::config::ExecutorKind::Slurm] {
+            match unsupported(kind, executor.capabilities()) {
                 Some(reason) => assert!(reason.contains(kind.name()), "{reason}"),
                 None => {
                     if let Err(e) = arbiter_policy::build(kind, &config) {
                         panic!("{} passes validation but fails to build: {e}", kind.name());
                     }
                 }
+            }
             }
         }
     }

@@ -3,6 +3,7 @@
 //! code decides in both worlds.
 
 use crate::job::{JobRecord, JobState};
+use crate::topology::Topology;
 use arbiter_model::{ActiveJob, Cluster, JobId, JobSpec, NodeId, Placement, RunState, SimDuration, SimTime};
 
 /// Run time assumed for jobs that give no estimate (policies like SRTF need one).
@@ -48,7 +49,7 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
 
 /// A job as the engine shows it to a policy: queued or running (with the GPU type it runs on),
 /// its attained service and preemptions. `None` for jobs that hold no GPUs and wait for none.
-pub fn active_of(job: &JobRecord, spec: &JobSpec, gpu_type_of: &[u8], now: SimTime) -> Option<ActiveJob> {
+pub fn active_of(job: &JobRecord, spec: &JobSpec, topology: &Topology, now: SimTime) -> Option<ActiveJob> {
     let expected = spec.run_time_s;
     let mut a = ActiveJob::submitted(JobId(job.id), spec.gpus, spec.submit, expected);
     a.executed_s = job.executed_s;
@@ -65,8 +66,8 @@ pub fn active_of(job: &JobRecord, spec: &JobSpec, gpu_type_of: &[u8], now: SimTi
             let since = sim_time_s(*started_unix_s).min(now);
             a.accounted_at = since;
             a.first_start = Some(job.history.iter().find(|t| t.to == "running").map_or(since, |t| sim_time_s(t.at_unix_s)));
-            let node = gpus.first().and_then(|g| gpu_type_of.get(*g as usize)).copied().unwrap_or(0);
-            a.state = RunState::Running { placement: Placement::single(NodeId(node as u32), spec.gpus), since, speed: 1.0 };
+            let placement = topology.placement_of(gpus).unwrap_or_else(|| Placement::single(NodeId(0), spec.gpus));
+            a.state = RunState::Running { placement, since, speed: 1.0 };
         }
         _ => return None,
     }

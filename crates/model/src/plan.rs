@@ -4,9 +4,62 @@
 //! Known active jobs, each assigned once, the right gang size, a GPU type the job may run on,
 //! co-located pairs that name each other on the same GPUs, all placements fitting the cluster
 //! together (a shared placement counted once), and CPU/memory shares fitting every node. The
-//! answer is the decision's GPU occupancy, or a [`PlanError`] naming the job and the rule.
+//! answer is a [`Plan`] — the decision's GPU occupancy and what it asks of each job (preempt,
+//! start, keep, migrate, re-share) — or a [`PlanError`] naming the job and the rule. The engine
+//! and the daemon both carry out the plan; neither diffs a decision by itself.
 
-use crate::{Assignment, Cluster, Decision, HostShare, JobId, JobSpec, Node, Occupancy};
+use crate::{Assignment, Cluster, Decision, HostShare, JobId, JobSpec, Node, Occupancy, Placement};
+
+/// Where an active job stands before a decision.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Standing<'a> {
+    /// Waiting for GPUs.
+    Queued,
+    /// Holding GPUs.
+    Running {
+        /// Its GPUs.
+        placement: &'a Placement,
+        /// The job it shares them with, if any.
+        partner: Option<JobId>,
+        /// Its CPU/memory share, if it has its own (`None`: the GPU-proportional one).
+        host: Option<HostShare>,
+    },
+}
+
+/// What a decision asks of one job it assigns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Action<'d> {
+    /// A queued job starts (alone, or on its partner's GPUs, or with its own CPU/memory share).
+    Start(&'d Assignment),
+    /// A running job stays on its GPUs with the same partner and CPU/memory share.
+    Keep(&'d Assignment),
+    /// A running job stays on its GPUs, but its partner or CPU/memory share changes.
+    Reshare(&'d Assignment),
+    /// A running job moves to other GPUs (stop here, start there).
+    Migrate(&'d Assignment),
+}
+
+impl<'d> Action<'d> {
+    /// The assignment the action carries out.
+    pub fn assignment(&self) -> &'d Assignment {
+        match self {
+            Action::Start(a) | Action::Keep(a) | Action::Reshare(a) | Action::Migrate(a) => a,
+        }
+    }
+}
+
+/// A checked decision, as actions: first the preemptions and the stopping side of migrations,
+/// then the starts (new jobs and the other side of migrations) — GPUs handed from one job to
+/// another are free when taken.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan<'d> {
+    /// The decision's GPU occupancy once it is in force.
+    pub occupancy: Occupancy,
+    /// Running jobs the decision does not assign, in the order the caller listed its running jobs.
+    pub preempt: Vec<JobId>,
+    /// One action per assignment, in the decision's order.
+    pub actions: Vec<Action<'d>>,
+}
 
 /// Why a decision cannot be carried out.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -143,9 +196,50 @@ impl Planner {
         self.shares
     }
 
+    /// Checks `decision` and turns it into actions. `standing(id)` says where each job stands
+    /// (`None`: not active), `running` lists the running jobs (preemptions come in its order).
+    pub fn plan<'a, 'd>(
+        &mut self,
+        cluster: &Cluster,
+        specs: &[JobSpec],
+        standing: impl Fn(JobId) -> Option<Standing<'a>>,
+        running: impl IntoIterator<Item = JobId>,
+        decision: &'d Decision,
+    ) -> Result<Plan<'d>, PlanError> {
+        let mut actions = Vec::with_capacity(decision.run.len());
+        let occupancy = self.check_each(cluster, specs, standing, decision, |a, standing| {
+            actions.push(match standing {
+                Standing::Running { placement, partner, host } if *placement == a.placement => {
+                    if partner == a.colocation.map(|c| c.partner) && host == a.host {
+                        Action::Keep(a)
+                    } else {
+                        Action::Reshare(a)
+                    }
+                }
+                Standing::Running { .. } => Action::Migrate(a),
+                Standing::Queued => Action::Start(a),
+            })
+        })?;
+        let preempt = running.into_iter().filter(|id| !self.assigned(*id)).collect();
+        Ok(Plan { occupancy, preempt, actions })
+    }
+
     /// Checks `decision` for `cluster`, where `specs[id]` is each job's spec and `is_active(id)`
     /// says whether it is queued or running. Returns the decision's GPU occupancy.
     pub fn check(&mut self, cluster: &Cluster, specs: &[JobSpec], is_active: impl Fn(JobId) -> bool, decision: &Decision) -> Result<Occupancy, PlanError> {
+        self.check_each(cluster, specs, |id| is_active(id).then_some(Standing::Queued), decision, |_, _| {})
+    }
+
+    /// The check, calling `each` with every assignment and where its job stands (`standing` is
+    /// asked once per assignment: for the engine it is a memory access per running job).
+    fn check_each<'a, 'd>(
+        &mut self,
+        cluster: &Cluster,
+        specs: &[JobSpec],
+        standing: impl Fn(JobId) -> Option<Standing<'a>>,
+        decision: &'d Decision,
+        mut each: impl FnMut(&'d Assignment, Standing<'a>),
+    ) -> Result<Occupancy, PlanError> {
         self.round += 1;
         let round = self.round;
         if self.stamp.len() < specs.len() {
@@ -162,9 +256,10 @@ impl Planner {
         let mut host_used: Vec<(f64, f64)> = if check_host { vec![(0.0, 0.0); cluster.nodes.len()] } else { Vec::new() };
         for a in &decision.run {
             let i = a.job.index();
-            if i >= specs.len() || !is_active(a.job) {
+            let Some(stands) = standing(a.job).filter(|_| i < specs.len()) else {
                 return Err(PlanError::NotActive(a.job));
-            }
+            };
+            each(a, stands);
             if self.stamp[i] == round {
                 return Err(PlanError::AssignedTwice(a.job));
             }
@@ -278,6 +373,34 @@ mod tests {
         assert!(matches!(check(vec![Assignment { host: Some(HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 1.0 }), ..pair(0, 1, 0.5) }, pair(1, 0, 0.5)]), Err(PlanError::SharedWithHostShare(_))));
         assert!(matches!(check(vec![hosted(0, -1.0)]), Err(PlanError::BadHostShare { .. })));
         assert!(matches!(check(vec![hosted(0, 6.0), hosted(1, 6.0)]), Err(PlanError::HostCapacity { .. })));
+    }
+
+    #[test]
+    fn a_plan_names_each_jobs_action() {
+        let (cluster, specs) = (cluster(), specs());
+        let on_0 = Placement::single(NodeId(0), 1);
+        let on_1 = Placement::single(NodeId(1), 1);
+        // Job 0 runs on node 0, job 1 on node 1, job 3 on node 0 with its own CPU share; job 2 waits.
+        let share = HostShare { cpus_per_gpu: 2.0, memory_per_gpu: 4.0 };
+        let standing = |id: JobId| match id.0 {
+            0 => Some(Standing::Running { placement: &on_0, partner: None, host: None }),
+            1 => Some(Standing::Running { placement: &on_1, partner: None, host: None }),
+            3 => Some(Standing::Running { placement: &on_0, partner: None, host: Some(share) }),
+            _ => Some(Standing::Queued),
+        };
+        // Job 0 moves to node 1, job 1 is preempted, job 3 stays but drops its share, job 2 starts.
+        let decision = Decision { run: vec![on(0, 1, 1), on(3, 0, 1), on(2, 0, 1)], ..Default::default() };
+        let mut narrow = specs.clone();
+        narrow[2].gpus = 1;
+        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0), JobId(1), JobId(3)], &decision).expect("valid");
+        assert_eq!(plan.preempt, vec![JobId(1)]);
+        assert_eq!(plan.actions, vec![Action::Migrate(&decision.run[0]), Action::Reshare(&decision.run[1]), Action::Start(&decision.run[2])]);
+        let keep = Decision { run: vec![on(0, 0, 1)], ..Default::default() };
+        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0)], &keep).expect("valid");
+        assert_eq!(plan.actions, vec![Action::Keep(&keep.run[0])]);
+        // A job that is not active is refused by the same rules as `check`.
+        let none = |_: JobId| None;
+        assert!(matches!(Planner::new(4).plan(&cluster, &narrow, none, [], &keep), Err(PlanError::NotActive(JobId(0)))));
     }
 
     #[test]

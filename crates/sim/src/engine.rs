@@ -13,7 +13,7 @@
 use crate::metrics::{JobOutcome, JobRecord, Window};
 use crate::unplaceable::GpuPools;
 use arbiter_model::{
-    default_price_per_gpu_hour, proportional_share, ActiveJob, Assignment, Cluster, Decision, Planner, JobId, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
+    default_price_per_gpu_hour, proportional_share, Action, ActiveJob, Assignment, Cluster, Decision, HostShare, JobId, Plan, Planner, Standing, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
 use arbiter_policy::{Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
@@ -212,6 +212,8 @@ struct Engine<'a> {
     /// Per job id: the running job it shares its GPUs with (space sharing). The pair's GPUs
     /// count once, and are given back when the last of the two stops.
     partner: Vec<Option<JobId>>,
+    /// Per job id: its own CPU/memory share while it runs (`None`: GPU-proportional).
+    host: Vec<Option<HostShare>>,
     /// Per job id: when its GPU-seconds were last credited to its record.
     gpu_credited_at: Vec<SimTime>,
     /// Per node: dollars per GPU-hour of its GPU type (for the cost metric).
@@ -272,6 +274,7 @@ pub fn simulate(
             specs.iter().filter(|s| w.contains(s.id.0) && pools.check(s).is_none()).count()
         }),
         partner: vec![None; n],
+        host: vec![None; n],
         gpu_credited_at: vec![SimTime::ZERO; n],
         price_per_gpu_hour: cluster.nodes.iter().map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type))).collect(),
         running: 0,
@@ -397,10 +400,26 @@ impl Engine<'_> {
         let decision = policy
             .schedule(&view, now)
             .map_err(|error| SimError::Policy { policy: policy.name(), at: now, error })?;
-        let occupancy = self
-            .validate(&decision)
-            .map_err(|reason| SimError::InvalidDecision { policy: policy.name(), at: now, reason })?;
-        self.apply(&decision, occupancy, now);
+        // The daemon's path too: the decision is checked and turned into actions by the planner.
+        let (active, slot, partner, host, shares_seen) = (&self.active, &self.slot, &self.partner, &self.host, self.shares_seen);
+        let standing = |id: JobId| {
+            let i = *slot.get(id.index())?;
+            let job = active.get(i as usize).filter(|_| i != NOT_ACTIVE)?;
+            Some(match job.placement() {
+                // Before the first decision that shares GPUs or sets CPU/memory shares, no job has
+                // a partner or a share (and the two tables are not read: a cache miss each).
+                Some(placement) if !shares_seen => Standing::Running { placement, partner: None, host: None },
+                Some(placement) => Standing::Running { placement, partner: partner[id.index()], host: host[id.index()] },
+                None => Standing::Queued,
+            })
+        };
+        let running = active.iter().filter(|j| j.is_running()).map(|j| j.id);
+        let plan = self
+            .planner
+            .plan(self.cluster, self.specs, standing, running, &decision)
+            .map_err(|e| SimError::InvalidDecision { policy: policy.name(), at: now, reason: e.to_string() })?;
+        self.shares_seen |= self.planner.last_decision_had_shares();
+        self.apply(&decision, plan, now);
         // The latest decision's wish replaces earlier ones.
         self.wake_token += 1;
         if let Some(at) = decision.wake_at {
@@ -410,20 +429,12 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Checks a decision without changing anything, by the rules the daemon applies too
-    /// ([`Planner::check`]); notes whether GPU sharing or CPU/memory shares were ever used.
-    fn validate(&mut self, decision: &Decision) -> Result<Occupancy, String> {
-        let slot = &self.slot;
-        let occupancy = self.planner.check(self.cluster, self.specs, |id| slot.get(id.index()).is_some_and(|s| *s != NOT_ACTIVE), decision).map_err(|e| e.to_string())?;
-        self.shares_seen |= self.planner.last_decision_had_shares();
-        Ok(occupancy)
-    }
-
-    /// Applies a validated decision; `occupancy` is its GPU use (validated), which the cluster
-    /// has once the decision is in force. (Placements name GPU counts per node, not GPUs, so two
-    /// jobs that shared a GPU may keep their placements and each run alone — on two GPUs of the
-    /// node. Taking the decision's occupancy as a whole keeps such transitions exact.)
-    fn apply(&mut self, decision: &Decision, occupancy: Occupancy, now: SimTime) {
+    /// Carries out a checked decision's plan. The plan's occupancy is the decision's GPU use,
+    /// which the cluster has once the decision is in force. (Placements name GPU counts per node,
+    /// not GPUs, so two jobs that shared a GPU may keep their placements and each run alone — on
+    /// two GPUs of the node. Taking the decision's occupancy as a whole keeps such transitions
+    /// exact.)
+    fn apply(&mut self, decision: &Decision, plan: Plan<'_>, now: SimTime) {
         for &(job, reason) in &decision.pending {
             if let Some(record) = self.records.get_mut(job.index()) {
                 record.last_wait_reason = Some(reason);
@@ -431,49 +442,38 @@ impl Engine<'_> {
         }
         // Stop first (preemptions and the old side of migrations), then start, so that GPUs
         // handed from one job to another are free when taken.
-        for i in 0..self.active.len() {
-            let id = self.active[i].id;
-            if !self.active[i].is_running() {
-                continue;
-            }
-            if !self.planner.assigned(id) {
-                self.stop(i, now, false);
-                let job = &mut self.active[i];
-                job.state = RunState::Pending;
-                job.pending_since = now;
-                job.preemptions += 1;
-            }
+        for &id in &plan.preempt {
+            let i = self.slot[id.index()] as usize;
+            self.stop(i, now, false);
+            let job = &mut self.active[i];
+            job.state = RunState::Pending;
+            job.pending_since = now;
+            job.preemptions += 1;
         }
         // Then the old side of migrations, so that every job leaving shared GPUs has left before
         // the jobs staying on them learn their new partner (or none).
-        let mut moves: Vec<&Assignment> = Vec::new();
-        let mut kept: Vec<&Assignment> = Vec::new();
-        // Kept jobs can change speed only where GPUs are shared or CPU/memory shares are set (in
-        // this decision or an earlier one, `validate` notes it); classic policies never do, and
-        // skip the check.
-        for a in &decision.run {
-            let i = self.slot[a.job.index()] as usize;
-            match self.active[i].placement() {
-                Some(current) if *current == a.placement => {
-                    if self.shares_seen {
-                        kept.push(a);
-                    }
-                }
-                Some(_) => {
-                    self.stop(i, now, false);
-                    self.active[i].migrations += 1;
-                    moves.push(a);
-                }
-                None => moves.push(a),
+        for action in &plan.actions {
+            if let Action::Migrate(a) = action {
+                let i = self.slot[a.job.index()] as usize;
+                self.stop(i, now, false);
+                self.active[i].migrations += 1;
             }
         }
-        for a in kept {
-            self.keep(a, now);
+        // Kept jobs can change speed only where GPUs are shared or CPU/memory shares are set (in
+        // this decision or an earlier one); classic policies never do, and skip the check.
+        if self.shares_seen {
+            for action in &plan.actions {
+                if let Action::Keep(a) | Action::Reshare(a) = action {
+                    self.keep(a, now);
+                }
+            }
         }
-        for a in moves {
-            self.start(a, now);
+        for action in &plan.actions {
+            if let Action::Start(a) | Action::Migrate(a) = action {
+                self.start(a, now);
+            }
         }
-        self.occupancy = occupancy;
+        self.occupancy = plan.occupancy;
         self.debug_check_occupancy();
     }
 
@@ -540,6 +540,7 @@ impl Engine<'_> {
             return;
         }
         self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some();
+        self.host[id.index()] = assignment.host;
         let partner = assignment.colocation.map(|c| c.partner);
         let speed = self.speed_of(assignment);
         let index = self.slot[id.index()] as usize;
@@ -595,6 +596,7 @@ impl Engine<'_> {
         let placement: Placement = assignment.placement.clone();
         let overhead = self.overhead_s(id);
         self.partner[id.index()] = assignment.colocation.map(|c| c.partner);
+        self.host[id.index()] = assignment.host;
         self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some();
         self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;

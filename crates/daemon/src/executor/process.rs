@@ -1,4 +1,5 @@
-//! The local executor: each run of a job is a process group on this machine.
+//! Process mechanics of the local executor: each run of a job is a process session on this
+//! machine.
 //!
 //! A run is the run wrapper (`arbiter job-wrapper SPEC`, this very binary, started by absolute
 //! path with an empty environment) in a new process group. The wrapper, still with the daemon's

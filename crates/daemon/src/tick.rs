@@ -1,0 +1,323 @@
+//! One scheduling round of the daemon: the simulator's policy decides, the shared planner
+//! ([`arbiter_model::Planner::plan`]) checks the decision and turns it into actions, and the
+//! daemon carries the actions out through its executor.
+//!
+//! ```text
+//!   runs that ended ──► grace periods, time limits ──► snapshot ──► policy.schedule
+//!     ──► Planner::plan (refused whole if invalid) ──► preempt / migrate / reshare
+//!     ──► runs that ended meanwhile ──► start on concrete GPUs
+//! ```
+
+use crate::daemon::{Daemon, DaemonError, State};
+use crate::executor::{checkpoint_signal, Ended, SweepInput};
+use crate::job::{JobRecord, JobState, StopReason};
+use crate::view;
+use arbiter_model::{Action, Assignment, JobId, SimTime, Standing};
+use arbiter_policy::SchedulerView;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Why a running job may not be stopped yet, and until when (Unix ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protection {
+    /// Within its minimum run time.
+    MinRun(u64),
+    /// A round-based policy's round is not over.
+    Round(u64),
+}
+
+impl Protection {
+    fn until_ms(self) -> u64 {
+        match self {
+            Protection::MinRun(t) | Protection::Round(t) => t,
+        }
+    }
+}
+
+impl Daemon {
+    /// One scheduling round: write what the store refused before, learn which runs ended,
+    /// enforce grace periods and time limits, ask the policy, carry out its plan.
+    pub fn tick(&self) -> Result<(), DaemonError> {
+        let now_ms = self.now_ms();
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        state.counters.rounds += 1;
+        self.flush_dirty(state);
+        self.collect_ended(state);
+        // The process table is read when a run has ended, else every few seconds (not at every
+        // submission: a burst of them would read /proc hundreds of times a second).
+        if state.run_ended_since_check || now_ms >= state.strays_checked_ms + 5_000 {
+            self.sweep(state);
+            state.strays_checked_ms = now_ms;
+            state.run_ended_since_check = false;
+            state.ended_tenants.clear();
+        }
+        // Kill runs past their grace period (again at every round until they are gone: a job
+        // forking faster than one scan of the process table must not outlive its run).
+        for (id, w) in state.watched.iter_mut() {
+            if w.kill_at_ms.is_some_and(|at| now_ms >= at) {
+                if !w.sigkilled {
+                    tracing::warn!(job = id, handle = w.handle, "grace period over: killing the run");
+                    w.sigkilled = true;
+                }
+                self.executor.kill(*id, w.handle);
+                w.kill_at_ms = Some(now_ms + 200);
+            }
+        }
+        let now_s = (now_ms / 1000) as i64;
+        let over: Vec<u32> = state
+            .jobs
+            .iter()
+            .filter_map(|j| match (&j.state, j.request.max_run_time_s) {
+                (JobState::Running { started_unix_s, .. }, Some(limit)) if i64::try_from(limit).is_ok_and(|l| now_s.saturating_sub(*started_unix_s) >= l) => Some(j.id),
+                _ => None,
+            })
+            .collect();
+        for id in over {
+            self.stop(state, id, StopReason::TimedOut, false)?;
+        }
+        self.collect_ended(state);
+        self.schedule(state, now_ms)
+    }
+
+    /// Asks the policy and carries out its plan.
+    fn schedule(&self, state: &mut State, now_ms: u64) -> Result<(), DaemonError> {
+        let now_s = (now_ms / 1000) as i64;
+        let now = SimTime::from_ms(now_ms);
+        // The snapshot: queued and running jobs, as the simulator's engine would show them.
+        // Jobs backing off after a failed run are not offered to the policy until their time.
+        let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
+        let active: Vec<_> = state.jobs.iter().filter(|j| !backing_off(j)).filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.topology, now)).collect();
+        let mut retry_wake: Option<u64> = None;
+        for job in state.jobs.iter_mut().filter(|j| backing_off(j)) {
+            let at = job.retry_after_unix_s.unwrap_or(now_s);
+            job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
+            let at_ms = at.max(0) as u64 * 1000;
+            retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+        }
+        let decision = {
+            let view = SchedulerView { cluster: state.topology.cluster(), jobs: &active, specs: &state.specs };
+            state.policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", state.policy.name())))?
+        };
+        // Who shares GPUs with whom: running jobs holding exactly the same GPUs.
+        let mut by_gpus: BTreeMap<&[u32], Vec<u32>> = BTreeMap::new();
+        for j in state.jobs.iter().filter(|j| matches!(j.state, JobState::Running { .. })) {
+            if let Some(g) = j.state.gpus() {
+                by_gpus.entry(g).or_default().push(j.id);
+            }
+        }
+        let partner_of: BTreeMap<u32, u32> = by_gpus.values().filter(|ids| ids.len() == 2).flat_map(|ids| [(ids[0], ids[1]), (ids[1], ids[0])]).collect();
+        let slot: BTreeMap<u32, usize> = active.iter().enumerate().map(|(i, a)| (a.id.0, i)).collect();
+        let jobs = &state.jobs;
+        let standing = |id: JobId| {
+            let a = &active[*slot.get(&id.0)?];
+            Some(match a.placement() {
+                Some(placement) => Standing::Running { placement, partner: partner_of.get(&id.0).map(|p| JobId(*p)), host: jobs[id.index()].host_share },
+                None => Standing::Queued,
+            })
+        };
+        let running = active.iter().filter(|a| a.is_running()).map(|a| a.id);
+        // The simulator's own check (gang sizes, GPU types, capacity, co-location, CPU/memory):
+        // a decision that fails it is refused whole, loudly, and nothing is applied.
+        let plan = match state.planner.plan(state.topology.cluster(), &state.specs, standing, running, &decision) {
+            Ok(plan) => plan,
+            Err(e) => return Err(DaemonError::Config(format!("policy {} decided what cannot be carried out; nothing applied: {e}", state.policy.name()))),
+        };
+        state.wake_at_ms = match (decision.wake_at.map(|t| t.as_ms()), retry_wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
+
+        // Preempt what the plan stops — unless it is still within its minimum run time, or the
+        // policy decides by rounds (Gavel's and Synergy's families) and the round is not over: such
+        // a policy called at every event between rounds would otherwise re-rank and swap jobs each
+        // time (eight 3-second jobs on 4 GPUs: 1,483 preemptions under ftf+proportional). Between
+        // rounds it may still start jobs on free GPUs.
+        let round_ms = (self.settings.round_s * 1000.0) as u64;
+        if now_ms >= state.round_started_ms.saturating_add(round_ms) {
+            state.round_started_ms = now_ms;
+        }
+        let round_ends_ms = state.round_started_ms.saturating_add(round_ms);
+        let by_rounds = self.settings.policy.is_gavel() || self.settings.policy.is_synergy();
+        let protection = |state: &State, id: u32| -> Option<Protection> {
+            let JobState::Running { started_unix_s, .. } = state.jobs[id as usize].state else { return None };
+            let min_run_s = state.jobs[id as usize].request.min_run_time_s.map_or(self.settings.min_run_s, |s| s as f64);
+            let min_run_ends_ms = (started_unix_s.max(0) as f64 * 1000.0 + min_run_s * 1000.0) as u64;
+            if now_ms < min_run_ends_ms {
+                Some(Protection::MinRun(min_run_ends_ms))
+            } else if by_rounds && now_ms < round_ends_ms {
+                Some(Protection::Round(round_ends_ms))
+            } else {
+                None
+            }
+        };
+        let mut protected: BTreeMap<u32, Protection> = BTreeMap::new();
+        for &id in &plan.preempt {
+            if let Some(p) = protection(state, id.0) {
+                protected.insert(id.0, p);
+                continue;
+            }
+            self.stop(state, id.0, StopReason::Preempted, false)?;
+            state.counters.preemptions += 1;
+        }
+        let live_reshare = self.executor.capabilities().live_reshare;
+        // Starts, in the decision's order: new jobs, and jobs whose run is being moved.
+        let mut to_start: Vec<&Assignment> = Vec::new();
+        for action in &plan.actions {
+            match *action {
+                Action::Start(a) => to_start.push(a),
+                Action::Keep(_) => {}
+                Action::Reshare(a) if live_reshare || a.host == state.jobs[a.job.index()].host_share => self.reshare(state, a),
+                // A run the policy moves to other GPUs — or whose CPU/memory share changes on an
+                // executor that cannot change it live — is checkpointed and started again there
+                // once its run has ended. (Within its minimum run time, or mid-round for a
+                // round-based policy, it stays put.)
+                Action::Migrate(a) | Action::Reshare(a) => {
+                    if let Some(p) = protection(state, a.job.0) {
+                        protected.insert(a.job.0, p);
+                        continue;
+                    }
+                    tracing::info!(job = a.job.0, "the policy moves it to {}: checkpoint, then start there", a.placement);
+                    self.stop(state, a.job.0, StopReason::Preempted, false)?;
+                    state.counters.preemptions += 1;
+                    to_start.push(a);
+                }
+            }
+        }
+        if let Some(until) = protected.values().map(|p| p.until_ms()).min() {
+            // Come back when the first protection ends.
+            state.wake_at_ms = Some(state.wake_at_ms.map_or(until, |w| w.min(until)));
+        }
+        // Runs that ended meanwhile (an executor may end a run at its signal) free their GPUs for
+        // the starts below.
+        self.collect_ended(state);
+        let mut held = held_gpus(state);
+        let mut held_by_tenant: BTreeMap<String, u32> = BTreeMap::new();
+        for job in &state.jobs {
+            if let Some(gpus) = job.state.gpus() {
+                *held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
+            }
+        }
+        // GPUs given in this round, per job (co-located partners take the same ones).
+        let mut given: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut started: BTreeSet<u32> = BTreeSet::new();
+        for a in to_start {
+            let id = a.job.0;
+            if !matches!(state.jobs[id as usize].state, JobState::Queued) {
+                // Still stopping (its run has not ended yet): started at a later round.
+                state.jobs[id as usize].pending_reason = Some("waiting for its previous run to end before it moves".into());
+                continue;
+            }
+            let tenant = state.jobs[id as usize].tenant.clone();
+            let quota = state.tenants.get(&tenant).and_then(|t| t.gpu_quota);
+            let held_now = held_by_tenant.get(&tenant).copied().unwrap_or(0);
+            if let Some(quota) = quota.filter(|q| held_now + state.specs[id as usize].gpus > *q) {
+                state.jobs[id as usize].pending_reason = Some(format!("tenant {tenant} is at its GPU quota ({quota})"));
+                continue;
+            }
+            let partner_gpus = a.colocation.and_then(|c| given.get(&c.partner.0).cloned().or_else(|| state.jobs[c.partner.index()].state.gpus().map(<[u32]>::to_vec)));
+            let gpus = match partner_gpus {
+                Some(gpus) if state.topology.placement_of(&gpus).as_ref() == Some(&a.placement) => Some(gpus),
+                _ => pick_gpus(state, &held, a),
+            };
+            let Some(gpus) = gpus else {
+                let holder = protected.iter().find(|(p, _)| {
+                    state.jobs[**p as usize].state.gpus().is_some_and(|g| g.iter().any(|g| a.placement.slots.iter().any(|(n, _)| state.topology.node_of(*g) == Some(*n))))
+                });
+                state.jobs[id as usize].pending_reason = Some(match holder {
+                    Some((p, Protection::Round(until))) => format!("waiting for the round to end ({:.0} s) before job {p} may be preempted", until.saturating_sub(now_ms) as f64 / 1000.0),
+                    Some((p, Protection::MinRun(until))) => format!("waiting for job {p}'s minimum run time ({:.0} s left) before it may be preempted", until.saturating_sub(now_ms) as f64 / 1000.0),
+                    None => "waiting for a preempted job to release its GPUs".into(),
+                });
+                continue;
+            };
+            held.extend(gpus.iter().copied());
+            *held_by_tenant.entry(tenant).or_insert(0) += gpus.len() as u32;
+            given.insert(id, gpus.clone());
+            if self.start_run(state, id, gpus, a.host)? {
+                started.insert(id);
+            }
+        }
+        let placed: BTreeSet<u32> = decision.run.iter().map(|a| a.job.0).collect();
+        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id)) {
+            if placed.contains(&job.id) || job.retry_after_unix_s.is_some_and(|t| t > now_s) {
+                continue; // placed but held back above (quota, GPUs still being released)
+            }
+            job.pending_reason = Some(reasons.get(&job.id).cloned().unwrap_or_else(|| "lower priority than the running jobs".into()));
+        }
+        Ok(())
+    }
+
+    /// A running job keeps its GPUs with a new partner or CPU/memory share: its limits change
+    /// in place.
+    fn reshare(&self, state: &mut State, a: &Assignment) {
+        let id = a.job.0;
+        if state.jobs[id as usize].host_share == a.host {
+            return; // only the partner changed: nothing to do for the run
+        }
+        let Some(handle) = state.jobs[id as usize].state.pid() else { return };
+        let gpus = state.jobs[id as usize].state.gpus().map_or(0, <[u32]>::len) as u32;
+        let (cpus, memory_bytes) = self.limits_for(state, id, gpus, a.host);
+        match self.executor.reshare(id, handle, cpus, memory_bytes) {
+            Ok(()) => {
+                tracing::info!(job = id, cpus, memory_gib = memory_bytes as f64 / (1u64 << 30) as f64, "CPU/memory share changed");
+                state.jobs[id as usize].host_share = a.host;
+                self.record(state, id);
+            }
+            Err(e) => tracing::warn!(job = id, "could not change its CPU/memory limits: {e}"),
+        }
+    }
+
+    /// Concludes the runs the executor reports ended.
+    pub(crate) fn collect_ended(&self, state: &mut State) {
+        for ended in self.executor.take_ended() {
+            self.end_run(state, ended);
+        }
+    }
+
+    /// The executor's housekeeping (the local executor kills processes that escaped their run).
+    fn sweep(&self, state: &State) {
+        if !self.settings.isolation.is_isolated() {
+            return;
+        }
+        let automatic = crate::executor::local::automatic_uids(&state.allocated_uids);
+        let live: Vec<(u32, Option<u32>)> = state.watched.iter().map(|(id, w)| (w.handle, state.allocated_uids.get(&state.jobs[*id as usize].tenant).copied())).collect();
+        let ended: Vec<u32> = state.ended_tenants.iter().filter_map(|t| state.allocated_uids.get(t)).copied().collect();
+        self.executor.sweep(&SweepInput { automatic_uids: &automatic, live: &live, ended_uids: &ended });
+    }
+
+    /// Sends the checkpoint signal of a job being stopped (used by `stop` and recovery).
+    pub(crate) fn send_checkpoint_signal(&self, job: &JobRecord, handle: u32) {
+        self.executor.signal(job.id, handle, checkpoint_signal(&job.request.checkpoint_signal));
+    }
+
+    /// A run ended (reported by the executor): conclude it, unless it is not the job's current
+    /// run.
+    fn end_run(&self, state: &mut State, ended: Ended) {
+        let id = ended.job;
+        let Some(job) = state.jobs.get(id as usize) else { return };
+        if job.state.pid() != Some(ended.handle) {
+            return; // an earlier run of the job, already concluded
+        }
+        self.run_ended(state, id, ended.code);
+    }
+}
+
+/// GPUs held by running or stopping jobs.
+pub(crate) fn held_gpus(state: &State) -> BTreeSet<u32> {
+    state.jobs.iter().filter_map(|j| j.state.gpus()).flatten().copied().collect()
+}
+
+/// Free GPUs for `a`'s placement (the lowest ids free on each of its nodes), or `None` when a
+/// node does not have them free yet.
+fn pick_gpus(state: &State, held: &BTreeSet<u32>, a: &Assignment) -> Option<Vec<u32>> {
+    let mut gpus = Vec::with_capacity(a.placement.gpus() as usize);
+    for &(node, count) in &a.placement.slots {
+        let free: Vec<u32> = state.topology.gpus_of(node).filter(|g| !held.contains(g)).take(count as usize).collect();
+        if free.len() < count as usize {
+            return None;
+        }
+        gpus.extend(free);
+    }
+    Some(gpus)
+}
