@@ -538,6 +538,11 @@ impl Daemon {
         (self.now_ms() / 1000) as i64
     }
 
+    /// When the policy (or a protection, or a retry) asked for the next round (Unix ms).
+    pub fn next_wake_ms(&self) -> Option<u64> {
+        self.lock().wake_at_ms
+    }
+
     /// The executor's name (`local`, `slurm`).
     pub fn executor_name(&self) -> &'static str {
         self.executor.name()

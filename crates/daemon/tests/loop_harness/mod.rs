@@ -1,0 +1,91 @@
+//! A daemon stepped by hand: the recording fake executor, a virtual clock, a data directory in
+//! a temporary folder. Shared by the daemon's loop tests.
+#![allow(dead_code)] // each test binary uses part of it
+
+use arbiter_daemon::clock::VirtualClock;
+use arbiter_daemon::confine::CheckpointRoots;
+use arbiter_daemon::daemon::{Daemon, Settings};
+use arbiter_daemon::executor::fake::FakeExecutor;
+use arbiter_daemon::identity::Isolation;
+use arbiter_daemon::job::{JobRecord, SubmitRequest};
+use arbiter_daemon::topology::{NodeSpec, Topology};
+use arbiter_policy::PolicyKind;
+use std::sync::Arc;
+
+/// Virtual Unix time of the harness's start (ms).
+pub const T0_MS: u64 = 1_700_000_000_000;
+
+/// A daemon, its fake executor and its clock.
+pub struct Harness {
+    pub daemon: Daemon,
+    pub fake: Arc<FakeExecutor>,
+    pub clock: Arc<VirtualClock>,
+    _dir: tempfile::TempDir,
+}
+
+/// `count` nodes of `gpus` GPUs of `gpu_type` each, 8 CPUs and 32 GiB per GPU.
+pub fn nodes(prefix: &str, gpu_type: &str, count: u32, gpus: u32) -> Vec<NodeSpec> {
+    (0..count)
+        .map(|i| NodeSpec { name: format!("{prefix}{i}"), gpu_type: gpu_type.into(), devices: (0..gpus).collect(), cpus: 8 * gpus, memory_gib: 32 * gpus, rack: "r0".into() })
+        .collect()
+}
+
+impl Harness {
+    /// A daemon on `nodes` under `policy`, with no minimum run time and rounds of `round_s`.
+    pub fn new(policy: PolicyKind, nodes: Vec<NodeSpec>, round_s: f64) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = Arc::new(VirtualClock::at(T0_MS));
+        let fake = Arc::new(FakeExecutor::new(clock.clone()));
+        let topology = Topology::new(nodes.clone()).expect("valid nodes");
+        let settings = Settings {
+            data_dir: dir.path().to_path_buf(),
+            policy,
+            round_s,
+            min_run_s: 0.0,
+            gpus: topology.inventory(),
+            cpus: nodes.iter().map(|n| n.cpus).sum(),
+            memory_gib: nodes.iter().map(|n| n.memory_gib).sum(),
+            public_url: "http://127.0.0.1:1".into(),
+            cgroups: None,
+            isolation: Isolation::Shared { acknowledged: true, why: "test".into() },
+            checkpoint_roots: CheckpointRoots::new(&[], dir.path()),
+            wrapper_exe: "/nonexistent".into(),
+            gittins_prior: Arc::new(arbiter_daemon::policy_support::gittins_prior(None).expect("bundled prior")),
+            max_processes_per_tenant: None,
+            max_queued_per_tenant: 100_000,
+            max_log_bytes: None,
+            nodes,
+            clock: clock.clone(),
+        };
+        let executor = fake.clone();
+        let daemon = Daemon::start_with(settings, move |_| executor).expect("daemon starts");
+        Harness { daemon, fake, clock, _dir: dir }
+    }
+
+    /// Submits a job for tenant `t` from a JSON request.
+    pub fn submit(&self, request: &str) -> u32 {
+        let request: SubmitRequest = serde_json::from_str(request).expect("valid request");
+        self.daemon.submit("t", request).expect("accepted").id
+    }
+
+    /// Moves the clock to `ms`, lets due runs end, and runs one round.
+    pub fn step_to(&self, ms: u64) {
+        self.clock.set(ms);
+        self.fake.advance();
+        self.daemon.tick().expect("round");
+    }
+
+    /// A job's record.
+    pub fn job(&self, id: u32) -> JobRecord {
+        self.daemon.job(id, None).expect("job")
+    }
+}
+
+/// Seconds after the harness's start at which the job first started and at which it ended (the
+/// first `running` transition and its last one).
+pub fn start_end_s(job: &JobRecord) -> (Option<i64>, Option<i64>) {
+    let t0 = (T0_MS / 1000) as i64;
+    let start = job.history.iter().find(|t| t.to == "running").map(|t| t.at_unix_s - t0);
+    let end = job.state.is_terminal().then(|| job.history.last().map(|t| t.at_unix_s - t0)).flatten();
+    (start, end)
+}
