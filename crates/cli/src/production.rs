@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// `arbiter serve` options. Each overrides the config file's key of the same name; the defaults
 /// shown apply when neither gives one.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_queued_per_tenant (10000), max_log_bytes (1 GiB per run), max_processes_per_tenant (32768), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, gittins_prior.")]
+#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_queued_per_tenant (10000), max_log_bytes (1 GiB per run), max_processes_per_tenant (32768), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, gittins_prior, executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1).")]
 pub struct ServeArgs {
     /// TOML config (keys: see README "Production mode"); every key optional.
     #[arg(long)]
@@ -31,6 +31,11 @@ pub struct ServeArgs {
     /// [default: 30]
     #[arg(long)]
     pub round_s: Option<f64>,
+    /// Who runs the jobs: `local` (process sessions on this machine) or `slurm` (batch jobs
+    /// pinned to the nodes the policy chose, in the partition of `[slurm] partition`, default
+    /// `arbiter`; the cluster is read with `sinfo`) [default: local]
+    #[arg(long)]
+    pub executor: Option<String>,
     /// Log level (error, warn, info, debug, trace) or a filter such as
     /// `info,arbiter_daemon=debug`; logs go to stderr [default: $RUST_LOG, else info]
     #[arg(long)]
@@ -207,6 +212,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     }
     if let Some(v) = args.round_s {
         config.round_s = v;
+    }
+    if let Some(v) = args.executor {
+        config.executor = v.parse().map_err(|e: String| anyhow::anyhow!("--executor: {e}"))?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(arbiter_daemon::serve(config)).map_err(|e| anyhow::anyhow!("{e}"));
@@ -664,7 +672,7 @@ fn job_text(job: &Value) -> String {
 fn cluster_text(c: &Value) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = writeln!(out, "policy {}, a round every {} s", c["policy"].as_str().unwrap_or("?"), number(&c["round_s"]));
+    let _ = writeln!(out, "policy {}, a round every {} s, {} executor", c["policy"].as_str().unwrap_or("?"), number(&c["round_s"]), c["executor"].as_str().unwrap_or("local"));
     let groups: Vec<String> = c["gpus"].as_array().into_iter().flatten().map(|g| format!("{}x{}", number(&g["count"]), g["type"].as_str().unwrap_or("?"))).collect();
     let total: u64 = c["gpus"].as_array().into_iter().flatten().filter_map(|g| g["count"].as_u64()).sum();
     let free = gpu_list(&c["free_gpus"]).unwrap_or_default();
@@ -676,6 +684,32 @@ fn cluster_text(c: &Value) -> String {
         if free.is_empty() { String::new() } else { format!(": {free}") }
     );
     let _ = writeln!(out, "CPUs: {}, memory: {} GiB; CPU/memory limits {}", number(&c["cpus"]), number(&c["memory_gib"]), c["cpu_memory_limits"].as_str().unwrap_or("?"));
+    if let Some(nodes) = c["nodes"].as_array().filter(|n| !n.is_empty()) {
+        let _ = writeln!(out, "nodes:");
+        let _ = writeln!(out, "  {:<16} {:<8} {:>4} {:>5} {:>7}  {:<8} jobs (GPU ids)", "node", "type", "GPUs", "CPUs", "mem GiB", "rack");
+        for n in nodes {
+            let jobs: Vec<String> = n["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|j| {
+                    let gpus = gpu_list(&j["gpus"]).unwrap_or_default();
+                    if j["id"].is_null() { format!("(another tenant's): {gpus}") } else { format!("{}: {gpus}", number(&j["id"])) }
+                })
+                .collect();
+            let line = format!(
+                "  {} {} {:>4} {:>5} {:>7}  {} {}",
+                pad(&cut_words(n["name"].as_str().unwrap_or("?"), 16), 16),
+                pad(n["gpu_type"].as_str().unwrap_or("?"), 8),
+                n["gpu_ids"].as_array().map_or(0, Vec::len),
+                number(&n["cpus"]),
+                number(&n["memory_gib"]),
+                pad(n["rack"].as_str().unwrap_or("?"), 8),
+                if jobs.is_empty() { "-".to_string() } else { jobs.join("; ") }
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
     let running = c["running"].as_array().map_or(&[][..], Vec::as_slice);
     if running.is_empty() {
         let _ = writeln!(out, "running: none");
@@ -711,7 +745,7 @@ fn cluster_text(c: &Value) -> String {
         let warning = if c["tenants_isolated"] == false { "WARNING: " } else { "" };
         let _ = writeln!(out, "tenants: {warning}{isolation}");
     }
-    const SHOWN: [&str; 12] = ["policy", "round_s", "gpus", "free_gpus", "cpus", "memory_gib", "cpu_memory_limits", "running", "queued", "queued_total", "tenants_isolated", "tenant_isolation"];
+    const SHOWN: [&str; 14] = ["policy", "executor", "nodes", "round_s", "gpus", "free_gpus", "cpus", "memory_gib", "cpu_memory_limits", "running", "queued", "queued_total", "tenants_isolated", "tenant_isolation"];
     for (key, value) in c.as_object().into_iter().flatten().filter(|(k, _)| !SHOWN.contains(&k.as_str())) {
         let shown = match value {
             Value::String(s) => s.clone(),

@@ -51,11 +51,21 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     // Everything the daemon creates is private unless it says otherwise.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    let settings = settings(&config, format!("http://{}", listener.local_addr()?))?;
+    let slurm_cli = slurm_cli(&config);
+    let settings = settings(&config, format!("http://{}", listener.local_addr()?), slurm_cli.as_ref())?;
     if settings.gpus.is_empty() {
-        return Err("no GPUs: nvidia-smi found none (or is not installed); declare the machine's GPUs with --gpus, e.g. --gpus 4xa100".into());
+        return Err(match config.executor {
+            config::ExecutorKind::Local => "no GPUs: nvidia-smi found none (or is not installed); declare the machine's GPUs with --gpus, e.g. --gpus 4xa100".into(),
+            config::ExecutorKind::Slurm => format!("no GPUs: Slurm partition `{}` has no node with GPUs (gres gpu)", config.slurm.partition).into(),
+        });
     }
-    let daemon = Daemon::start(settings)?;
+    let daemon = match slurm_cli {
+        Some(cli) => {
+            let poll = std::time::Duration::from_secs_f64(config.slurm.poll_s);
+            Daemon::start_with(settings, move |wake| std::sync::Arc::new(slurm::SlurmExecutor::new(cli, poll, wake)))?
+        }
+        None => Daemon::start(settings)?,
+    };
     let settings = daemon.settings.clone();
     let data_dir = settings.data_dir.clone();
     // Read or created only now, with the data directory locked: two daemons started at once
@@ -103,9 +113,19 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     Ok(())
 }
 
-/// The daemon's settings from its configuration: GPUs (declared or from `nvidia-smi`), host
-/// size, isolation, checkpoint roots, the run wrapper (this binary) and the Gittins prior.
-fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, String> {
+/// The Slurm tools, when the daemon runs its jobs through Slurm.
+fn slurm_cli(config: &ServeConfig) -> Option<slurm::cli::SlurmCli> {
+    (config.executor == config::ExecutorKind::Slurm).then(|| slurm::cli::SlurmCli {
+        partition: config.slurm.partition.clone(),
+        bin_dir: config.slurm.bin_dir.clone(),
+        timeout: std::time::Duration::from_secs_f64(config.slurm.command_timeout_s),
+    })
+}
+
+/// The daemon's settings from its configuration: the nodes (this machine's GPUs, declared or
+/// from `nvidia-smi`, or the Slurm partition's nodes), host size, isolation, checkpoint roots,
+/// the run wrapper (this binary) and the Gittins prior.
+fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm::cli::SlurmCli>) -> Result<Settings, String> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("data_dir {}: {e}", config.data_dir.display()))?;
     let data_dir = std::fs::canonicalize(&config.data_dir).map_err(|e| format!("data_dir {}: {e}", config.data_dir.display()))?;
     let gpus = match config::parse_gpus(&config.gpus).map_err(|e| e.to_string())? {
@@ -115,6 +135,16 @@ fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, Strin
     let (cpus, memory_gib) = config::detect_host();
     let cpus = if config.cpus > 0 { config.cpus } else { cpus };
     let memory_gib = if config.memory_gib > 0 { config.memory_gib } else { memory_gib };
+    let nodes = match slurm_cli {
+        Some(cli) => slurm::nodes_of(cli)?,
+        None => topology::Topology::machine(&host_name(), &gpus, cpus, memory_gib),
+    };
+    // Submissions are checked against the largest node (a job on one node) and the whole
+    // cluster's GPUs per type (a gang over several nodes).
+    let (cpus, memory_gib) = match slurm_cli {
+        Some(_) => (nodes.iter().map(|n| n.cpus).max().unwrap_or(cpus), nodes.iter().map(|n| n.memory_gib).max().unwrap_or(memory_gib)),
+        None => (cpus, memory_gib),
+    };
     let isolation = identity::Isolation::detect(config.tenant_uid_range, config.tenant_users.clone(), config.allow_shared_identity);
     if isolation.is_isolated() {
         for (tenant, user) in &config.tenant_users {
@@ -139,8 +169,8 @@ fn settings(config: &ServeConfig, default_url: String) -> Result<Settings, Strin
         max_processes_per_tenant: (config.max_processes_per_tenant > 0).then_some(config.max_processes_per_tenant),
         max_queued_per_tenant: config.max_queued_per_tenant,
         max_log_bytes: (config.max_log_bytes > 0).then_some(config.max_log_bytes),
-        nodes: topology::Topology::machine(&host_name(), &gpus, cpus, memory_gib),
-        gpus,
+        gpus: topology::Topology::new(nodes.clone()).map(|t| t.inventory()).unwrap_or_default(),
+        nodes,
         clock: std::sync::Arc::new(clock::SystemClock),
     })
 }

@@ -85,6 +85,11 @@ impl Daemon {
         let identity = match &self.settings.isolation {
             Isolation::Shared { .. } => None,
             Isolation::PerTenant { users, .. } if users.contains_key(tenant) => Some(resolve_user(&users[tenant])?),
+            // Slurm runs a job as a named user: `sbatch --uid` refuses a uid without an account
+            // (and every node must know it), so an automatic uid cannot be used there.
+            Isolation::PerTenant { .. } if !self.executor.capabilities().automatic_uids => {
+                return Err(format!("the {} executor runs jobs as existing users only: map tenant {tenant} to a user in tenant_users (an account every node knows)", self.executor.name()));
+            }
             Isolation::PerTenant { uid_range, .. } => {
                 let uid = match state.allocated_uids.get(tenant) {
                     Some(uid) => *uid,

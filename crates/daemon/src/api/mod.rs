@@ -326,8 +326,31 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
     let settings = api.daemon.settings.clone();
     let free = api.daemon.free_gpus();
     let viewer = caller.tenant().map(str::to_string);
-    let (policy, running, queued, queued_total) = api.daemon.with_state(|s| {
+    let (policy, running, queued, queued_total, nodes) = api.daemon.with_state(|s| {
         let mine = |tenant: &str| viewer.as_deref().is_none_or(|v| v == tenant);
+        // Per node: its GPUs, and which of them each running job holds (others' jobs as GPUs
+        // only, as below).
+        let topology = s.topology();
+        let nodes: Vec<Value> = topology
+            .nodes()
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let ids = topology.gpus_of(arbiter_model::NodeId(i as u32));
+                let held: Vec<Value> = s
+                    .jobs
+                    .iter()
+                    .filter_map(|j| {
+                        let here: Vec<u32> = j.state.gpus()?.iter().copied().filter(|g| ids.contains(g)).collect();
+                        if here.is_empty() {
+                            return None;
+                        }
+                        Some(if mine(&j.tenant) { json!({ "id": j.id, "tenant": j.tenant, "gpus": here }) } else { json!({ "gpus": here, "other_tenant": true }) })
+                    })
+                    .collect();
+                json!({ "name": n.name, "gpu_type": n.gpu_type, "gpu_ids": ids.collect::<Vec<_>>(), "devices": n.devices, "cpus": n.cpus, "memory_gib": n.memory_gib, "rack": n.rack, "jobs": held })
+            })
+            .collect();
         let running = s
             .jobs
             .iter()
@@ -342,11 +365,13 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
             .collect::<Vec<_>>();
         let queued_jobs = s.jobs.iter().filter(|j| j.state.name() == "queued");
         let queued = queued_jobs.clone().filter(|j| mine(&j.tenant)).count();
-        (s.policy_name(), running, queued, queued_jobs.count())
+        (s.policy_name(), running, queued, queued_jobs.count(), nodes)
     });
     Ok(Json(json!({
         "policy": policy,
+        "executor": api.daemon.executor_name(),
         "round_s": settings.round_s,
+        "nodes": nodes,
         "gpus": settings.gpus.iter().map(|(t, n)| json!({ "type": t, "count": n })).collect::<Vec<_>>(),
         "free_gpus": free,
         "cpus": settings.cpus,

@@ -143,7 +143,7 @@ impl Executor for FakeExecutor {
     }
 
     fn capabilities(&self) -> Capabilities {
-        self.inner().capabilities.unwrap_or(Capabilities { colocation: true, live_reshare: true, multi_node: true })
+        self.inner().capabilities.unwrap_or(Capabilities { colocation: true, live_reshare: true, multi_node: true, automatic_uids: true })
     }
 
     fn launch(&self, run: &RunSpec) -> Result<u32, ExecError> {

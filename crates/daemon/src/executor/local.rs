@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 
 /// What the local executor can do: co-located runs simply see the same GPUs; cgroup limits
 /// change in place; one machine only.
-pub const CAPABILITIES: Capabilities = Capabilities { colocation: true, live_reshare: true, multi_node: false };
+pub const CAPABILITIES: Capabilities = Capabilities { colocation: true, live_reshare: true, multi_node: false, automatic_uids: true };
 
 /// Runs jobs as process sessions on this machine.
 pub struct LocalExecutor {

@@ -106,6 +106,8 @@ pub struct Capabilities {
     pub live_reshare: bool,
     /// A run may span several nodes.
     pub multi_node: bool,
+    /// Runs may execute as uids without an account (the daemon's automatic tenant uids).
+    pub automatic_uids: bool,
 }
 
 /// Why an executor could not do what it was asked.

@@ -1,0 +1,197 @@
+//! The Slurm executor: each run of a job is one Slurm batch job, pinned to the nodes the policy
+//! chose (`--nodelist`, exact GPUs, CPUs and memory), so Slurm only runs what Arbiter decided.
+//!
+//! A run is named `arbiter-<job>.<run>`; its handle is the Slurm
+//! job id. Preemption is the job's checkpoint signal to every process of the run
+//! (`scancel --signal=SIG --full`), then — after the grace period — `scancel`; the daemon starts
+//! the next run wherever the policy places it (a migration or a change of GPU type is a new
+//! batch job). A poller thread reads `squeue --json --states=all` and reports runs that ended,
+//! with their exit codes (kept by Slurm for `MinJobAge` seconds; `sacct` after that, where
+//! accounting exists). After a daemon restart, runs are found again by id (or, for a run whose
+//! id was not recorded, by name).
+
+use super::cli::{BatchJob, SlurmCli, SlurmJob};
+use crate::executor::{Adoption, Capabilities, Ended, ExecError, Executor, RunSpec};
+use nix::sys::signal::Signal;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Live runs: Slurm job id → Arbiter job.
+    live: BTreeMap<u32, u32>,
+    ended: Vec<Ended>,
+    /// The last `squeue` failure, said once.
+    last_error: Option<String>,
+}
+
+/// Runs jobs as Slurm batch jobs.
+pub struct SlurmExecutor {
+    cli: Arc<SlurmCli>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+    inner.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SlurmExecutor {
+    /// An executor submitting through `cli`, polling Slurm every `poll` for runs that ended and
+    /// calling `wake` when one has.
+    pub fn new(cli: SlurmCli, poll: Duration, wake: Arc<Notify>) -> Self {
+        let cli = Arc::new(cli);
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let (poll_cli, poll_inner) = (cli.clone(), Arc::downgrade(&inner));
+        std::thread::Builder::new()
+            .name("slurm-poll".into())
+            .spawn(move || {
+                // Ends with the executor (the weak reference dies with it).
+                while let Some(inner) = poll_inner.upgrade() {
+                    if !lock(&inner).live.is_empty() && poll_once(&poll_cli, &inner) {
+                        wake.notify_one();
+                    }
+                    drop(inner);
+                    std::thread::sleep(poll);
+                }
+            })
+            .map_err(|e| tracing::error!("cannot start the Slurm poller: {e}"))
+            .ok();
+        SlurmExecutor { cli, inner }
+    }
+
+    fn job_name(job: u32, run: u32) -> String {
+        format!("arbiter-{job}.{run}")
+    }
+}
+
+/// Reads Slurm's queue once and moves the live runs that ended to `ended`; returns whether any
+/// did.
+fn poll_once(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
+    let jobs = match cli.jobs() {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            let mut inner = lock(inner);
+            let said = e.to_string();
+            if inner.last_error.as_deref() != Some(&said) {
+                tracing::warn!("cannot read Slurm's queue (runs' ends are learned once it works again): {said}");
+                inner.last_error = Some(said);
+            }
+            return false;
+        }
+    };
+    let by_id: BTreeMap<u64, &SlurmJob> = jobs.iter().map(|j| (j.id, j)).collect();
+    let live: Vec<(u32, u32)> = lock(inner).live.iter().map(|(h, j)| (*h, *j)).collect();
+    let mut ended = Vec::new();
+    for (handle, job) in live {
+        match by_id.get(&u64::from(handle)) {
+            Some(j) if j.state.is_finished() => ended.push(Ended { job, handle, code: j.exit_code }),
+            Some(_) => {}
+            // Gone from the queue (older than MinJobAge): accounting, if any, knows its code.
+            None => ended.push(Ended { job, handle, code: cli.accounting_exit(u64::from(handle)).ok().flatten().map(|(_, code)| code) }),
+        }
+    }
+    let mut inner = lock(inner);
+    inner.last_error = None;
+    for e in &ended {
+        inner.live.remove(&e.handle);
+    }
+    let any = !ended.is_empty();
+    inner.ended.extend(ended);
+    any
+}
+
+impl Executor for SlurmExecutor {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        super::CAPABILITIES
+    }
+
+    fn launch(&self, run: &RunSpec) -> Result<u32, ExecError> {
+        let gpus_per_node = run.nodes.iter().map(|n| n.devices.len() as u32).max().unwrap_or(0);
+        if run.nodes.iter().any(|n| n.devices.len() as u32 != gpus_per_node) {
+            // sbatch asks the same GPUs of every node of a job.
+            return Err(ExecError::Refused(format!("job {} was placed unevenly over {} nodes; Slurm gives every node of a job the same GPUs", run.job, run.nodes.len())));
+        }
+        // The checkpoint directory is created by the job itself, as its identity (as the run
+        // wrapper does on the local executor).
+        let command = format!("mkdir -p -- \"$ARBITER_CHECKPOINT_DIR\" || exit 1\n{}", run.command);
+        let batch = BatchJob {
+            name: Self::job_name(run.job, run.run),
+            nodes: run.nodes.iter().map(|n| n.node.clone()).collect(),
+            gpu_type: Some(run.gpu_type.clone()),
+            gpus_per_node,
+            // Slurm takes whole CPUs and MiB: rounded down, so that what the policy fitted on a
+            // node still fits.
+            cpus_per_node: (run.cpus_per_node.floor() as u32).max(1),
+            memory_mb_per_node: (run.memory_bytes_per_node >> 20).max(1),
+            output: run.log_path.clone(),
+            working_dir: run.working_dir.clone(),
+            env: run.env.clone(),
+            command,
+            identity: run.identity.map(|i| (i.uid, i.gid)),
+        };
+        let id = self.cli.submit(&batch).map_err(|e| ExecError::Io(e.to_string()))?;
+        let handle = u32::try_from(id).map_err(|_| ExecError::Refused(format!("Slurm job id {id} does not fit 32 bits")))?;
+        lock(&self.inner).live.insert(handle, run.job);
+        Ok(handle)
+    }
+
+    fn signal(&self, job: u32, handle: u32, signal: Signal) {
+        let name = signal.as_str().trim_start_matches("SIG");
+        if let Err(e) = self.cli.signal_all(u64::from(handle), name) {
+            tracing::warn!(job, slurm_job = handle, "could not signal the run: {e}");
+        }
+    }
+
+    fn kill(&self, job: u32, handle: u32) {
+        if let Err(e) = self.cli.kill(u64::from(handle)) {
+            tracing::warn!(job, slurm_job = handle, "could not cancel the run: {e}");
+        }
+    }
+
+    fn reshare(&self, job: u32, _handle: u32, _cpus: f64, _memory_bytes: u64) -> Result<(), ExecError> {
+        Err(ExecError::Refused(format!("job {job}: Slurm cannot change a running job's CPUs or memory")))
+    }
+
+    fn take_ended(&self) -> Vec<Ended> {
+        std::mem::take(&mut lock(&self.inner).ended)
+    }
+
+    fn adopt(&self, job: u32, recorded: u32) -> Adoption {
+        let jobs = match self.cli.jobs() {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                // Not knowing is not ending: keep watching the recorded run; the poller learns
+                // its fate once Slurm answers.
+                tracing::warn!(job, "cannot ask Slurm about the run: {e}");
+                if recorded != 0 {
+                    lock(&self.inner).live.insert(recorded, job);
+                    return Adoption::Alive { handle: recorded };
+                }
+                return Adoption::NeverStarted;
+            }
+        };
+        let prefix = format!("arbiter-{job}.");
+        let found = if recorded != 0 {
+            jobs.iter().find(|j| j.id == u64::from(recorded))
+        } else {
+            // The daemon died between persisting the start and recording sbatch's answer.
+            jobs.iter().filter(|j| j.name.starts_with(&prefix) && !j.state.is_finished()).max_by_key(|j| j.id)
+        };
+        match found {
+            Some(j) if !j.state.is_finished() => {
+                let handle = j.id as u32;
+                lock(&self.inner).live.insert(handle, job);
+                Adoption::Alive { handle }
+            }
+            Some(j) => Adoption::Ended { code: j.exit_code },
+            None if recorded == 0 => Adoption::NeverStarted,
+            None => Adoption::Ended { code: self.cli.accounting_exit(u64::from(recorded)).ok().flatten().map(|(_, code)| code) },
+        }
+    }
+}
