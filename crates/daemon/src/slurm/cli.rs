@@ -336,6 +336,9 @@ pub fn parse_sbatch_output(out: &str) -> Result<u64, SlurmError> {
 #[derive(Deserialize)]
 struct SqueueOut {
     jobs: Vec<SqueueJob>,
+    /// With slurmctld down, squeue exits 0 with no jobs and says why only here.
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -353,6 +356,10 @@ struct SqueueJob {
 /// Parses `squeue --json` (openapi v0.0.38): the exit code is the raw wait status.
 pub fn parse_squeue_json(text: &str) -> Result<Vec<SlurmJob>, SlurmError> {
     let out: SqueueOut = serde_json::from_str(text).map_err(|e| SlurmError::Parse { what: "squeue --json".into(), reason: e.to_string() })?;
+    if !out.errors.is_empty() {
+        // An empty list with errors is not "every job is gone".
+        return Err(SlurmError::Parse { what: "squeue --json".into(), reason: format!("Slurm reported errors: {}", serde_json::Value::from(out.errors)) });
+    }
     Ok(out
         .jobs
         .into_iter()
@@ -451,6 +458,8 @@ mod tests {
         assert_eq!(nodes[0].0, SlurmNode { name: "n1".into(), cpus: 8, memory_mb: 16000, gpu_type: Some("v100".into()), gpus: 4, features: vec!["v100".into(), "rack1".into()], state: "idle".into() });
         assert_eq!(nodes[1].0.gpus, 0);
         assert!(parse_squeue_json("{}").is_err());
+        let down = r#"{"errors": [{"error": "Unable to contact slurm controller", "error_number": 1007}], "jobs": []}"#;
+        assert!(parse_squeue_json(down).is_err(), "a controller that is down must not read as no jobs");
     }
 
     #[test]
