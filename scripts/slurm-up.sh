@@ -41,11 +41,20 @@ export SLURM_CONF=$CONF_DIR/slurm.conf
 # sinfo call blocks for seconds.
 idle_nodes() { timeout 3 sinfo -h -N -p "$PARTITION" -o %t 2>/dev/null | grep -c '^idle$' || true; }
 
+# A recorded daemon counts as running if its PID exists, is not a zombie (PID 1 here may
+# reap late) and still runs a slurm/munge program (PIDs get reused).
+running() {
+    local f=$PIDS/$1.pid pid
+    [ -s "$f" ] || return 1
+    pid=$(cat "$f")
+    kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null \
+        && grep -qE 'slurm|munge' "/proc/$pid/cmdline" 2>/dev/null
+}
+
 # --- Already up? Every recorded daemon alive => nothing to do. -----------------------------
 alive=0
 for name in munged slurmctld $(printf 'slurmd-%s ' $NODES); do
-    f=$PIDS/$name.pid
-    [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=$((alive + 1))
+    if running "$name"; then alive=$((alive + 1)); fi
 done
 if [ "$alive" = 6 ]; then
     echo "slurm lab cluster already running (PIDs in $PIDS)"
@@ -166,8 +175,7 @@ done
 
 ok=0
 for _ in $(seq 300); do
-    kill -0 "$(cat "$PIDS/slurmctld.pid")" 2>/dev/null \
-        || { echo "slurmctld exited:" >&2; tail -5 "$LOGS/slurmctld.out" >&2; exit 1; }
+    running slurmctld || { echo "slurmctld exited:" >&2; tail -5 "$LOGS/slurmctld.out" >&2; exit 1; }
     [ "$(idle_nodes)" = 4 ] && { ok=1; break; }
     sleep 0.1
 done

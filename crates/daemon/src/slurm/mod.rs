@@ -1,6 +1,7 @@
 //! The Slurm executor: the daemon decides, Slurm runs.
 
 pub mod cli;
+pub mod parse;
 
 use crate::executor::Capabilities;
 
