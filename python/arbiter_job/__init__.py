@@ -8,6 +8,13 @@ Standard library only. Arbiter starts each run of a job with:
     ARBITER_LEASE_S, ARBITER_RUN                    round length, run number (1, 2, ...)
     CUDA_VISIBLE_DEVICES                            its GPUs
 
+A job that spans several nodes (Arbiter's Slurm executor) starts its command once, on the first
+node; ``srun`` in the command starts one process per node. Each process reads its place in the
+gang from :attr:`Job.rank`, :attr:`Job.world_size`, :attr:`Job.local_rank`, :attr:`Job.nodes`
+and :meth:`Job.dist_env` (what ``torch.distributed`` needs), taken from Slurm's variables
+(``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_JOB_NODELIST``, ...), else from torchrun's
+(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), else a single process.
+
 Use it like this::
 
     from arbiter_job import Job
@@ -39,7 +46,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Optional
 
-__all__ = ["Job"]
+__all__ = ["Job", "expand_hostlist"]
 
 _CHECKPOINT_FILE = "arbiter_state.json"
 
@@ -65,6 +72,54 @@ class Job:
             name = env.get("ARBITER_CHECKPOINT_SIGNAL", "TERM").upper()
             name = name if name.startswith("SIG") else "SIG" + name
             signal.signal(getattr(signal, name, signal.SIGTERM), self._on_signal)
+
+    # -- place in a multi-node gang ----------------------------------------------------------
+
+    @staticmethod
+    def _int_env(*names: str, default: int) -> int:
+        for name in names:
+            value = os.environ.get(name, "").strip()
+            if value.isdigit():
+                return int(value)
+        return default
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in the gang (0 on the first node, or when alone)."""
+        return self._int_env("SLURM_PROCID", "RANK", default=0)
+
+    @property
+    def world_size(self) -> int:
+        """How many processes the gang has (1 when alone)."""
+        return self._int_env("SLURM_NTASKS", "SLURM_NPROCS", "WORLD_SIZE", default=1)
+
+    @property
+    def local_rank(self) -> int:
+        """This process's rank among those on its node."""
+        return self._int_env("SLURM_LOCALID", "LOCAL_RANK", default=0)
+
+    @property
+    def node_rank(self) -> int:
+        """Which node of the gang this process is on (0 for the first)."""
+        return self._int_env("SLURM_NODEID", "GROUP_RANK", default=0)
+
+    @property
+    def nodes(self) -> list:
+        """The gang's node names, first node first (``[]`` outside Slurm)."""
+        return expand_hostlist(os.environ.get("SLURM_JOB_NODELIST", os.environ.get("SLURM_NODELIST", "")))
+
+    def dist_env(self, port: int = 29500) -> dict:
+        """``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` for
+        ``torch.distributed.init_process_group(init_method="env://")``: the first node is the
+        master (``MASTER_ADDR``/``MASTER_PORT`` already set win)."""
+        nodes = self.nodes
+        return {
+            "MASTER_ADDR": os.environ.get("MASTER_ADDR") or (nodes[0] if nodes else "127.0.0.1"),
+            "MASTER_PORT": os.environ.get("MASTER_PORT") or str(port),
+            "RANK": str(self.rank),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_RANK": str(self.local_rank),
+        }
 
     # -- preemption -------------------------------------------------------------------------
 
@@ -175,3 +230,49 @@ class Job:
         save(state)
         self.report(state["step"], total_steps=total_steps, force=True)
         return state["user"]
+
+
+def expand_hostlist(hostlist: str) -> list:
+    """Slurm's compressed host list as names: ``"n[1-2,4],gpu-a"`` → ``["n1", "n2", "n4",
+    "gpu-a"]`` (zero padding kept: ``x[01-02]`` → ``x01``, ``x02``). Raises ValueError on a
+    malformed list."""
+    names: list = []
+    for item in _split_top(hostlist):
+        expanded = [""]
+        rest = item
+        while rest:
+            open_at = rest.find("[")
+            if open_at < 0:
+                expanded = [e + rest for e in expanded]
+                break
+            close_at = rest.find("]", open_at)
+            if close_at < 0:
+                raise ValueError(f"unclosed [ in host list {hostlist!r}")
+            prefix, ranges, rest = rest[:open_at], rest[open_at + 1:close_at], rest[close_at + 1:]
+            values = []
+            for part in ranges.split(","):
+                low, _, high = part.partition("-")
+                if not low.isdigit() or (high and not high.isdigit()):
+                    raise ValueError(f"bad range {part!r} in host list {hostlist!r}")
+                high = high or low
+                if int(high) < int(low) or int(high) - int(low) > 100_000:
+                    raise ValueError(f"bad range {part!r} in host list {hostlist!r}")
+                values += [str(n).zfill(len(low)) for n in range(int(low), int(high) + 1)]
+            expanded = [e + prefix + v for e in expanded for v in values]
+        names += expanded
+    return names
+
+
+def _split_top(hostlist: str) -> list:
+    """Split at commas outside brackets."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(hostlist):
+        if c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(hostlist[start:i])
+            start = i + 1
+    items.append(hostlist[start:])
+    return [item.strip() for item in items if item.strip()]

@@ -204,3 +204,35 @@ def test_a_job_reports_progress_to_a_real_daemon():
         daemon.kill()
         daemon.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_gangs_ranks_come_from_slurm_then_torchrun_then_a_single_process(monkeypatch):
+    for name in ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_NODELIST",
+                 "SLURM_NODELIST", "RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"]:
+        monkeypatch.delenv(name, raising=False)
+    job = Job(install_signal_handler=False)
+    assert (job.rank, job.world_size, job.local_rank, job.node_rank, job.nodes) == (0, 1, 0, 0, [])
+    assert job.dist_env() == {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert (job.rank, job.world_size) == (3, 4)
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_NODEID", "1")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+    assert (job.rank, job.world_size, job.node_rank, job.nodes) == (1, 2, 1, ["gpu07", "gpu08"])
+    assert job.dist_env(port=1234)["MASTER_ADDR"] == "gpu07" and job.dist_env(port=1234)["MASTER_PORT"] == "1234"
+
+
+def test_host_lists_expand_like_slurms():
+    from arbiter_job import expand_hostlist
+
+    assert expand_hostlist("n[1-2,4],gpu-a,x[01-03]") == ["n1", "n2", "n4", "gpu-a", "x01", "x02", "x03"]
+    assert expand_hostlist("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
+    assert expand_hostlist("") == []
+    for bad in ["n[1-", "n[3-1]", "n[a]"]:
+        try:
+            expand_hostlist(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was accepted")

@@ -68,6 +68,9 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     };
     let settings = daemon.settings.clone();
     let data_dir = settings.data_dir.clone();
+    if daemon.executor_name() == "slurm" {
+        slurm::check_traversable(&data_dir.join("logs"))?;
+    }
     // Read or created only now, with the data directory locked: two daemons started at once
     // cannot leave a token the survivor does not know.
     let token_file = config.admin_token_file.clone().unwrap_or_else(|| data_dir.join("admin.token"));
@@ -76,13 +79,19 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     std::fs::write(data_dir.join("daemon.addr"), format!("{}\n", listener.local_addr()?)).map_err(|e| format!("{}: {e}", data_dir.join("daemon.addr").display()))?;
     let total: u32 = settings.gpus.iter().map(|(_, n)| n).sum();
     eprintln!(
-        "arbiter: serving http://{} (policy {}, {} GPUs, {} CPUs, {} GiB; CPU/memory limits {}); admin token in {}",
+        "arbiter: serving http://{} (policy {}, {} executor, {} nodes, {} GPUs, {} CPUs, {} GiB; CPU/memory limits {}); admin token in {}",
         listener.local_addr()?,
         settings.policy,
+        daemon.executor_name(),
+        settings.nodes.len(),
         total,
         settings.cpus,
         settings.memory_gib,
-        if settings.cgroups.is_some() { "enforced with cgroup v2" } else { "NOT enforced (no writable cgroup v2 here)" },
+        match (daemon.executor_name(), settings.cgroups.is_some()) {
+            ("slurm", _) => "given to Slurm (--cpus-per-task, --mem; enforced where its TaskPlugin confines tasks)",
+            (_, true) => "enforced with cgroup v2",
+            (_, false) => "NOT enforced (no writable cgroup v2 here)",
+        },
         token_file.display()
     );
     if settings.isolation.is_isolated() {

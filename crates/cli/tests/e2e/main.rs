@@ -7,10 +7,14 @@
 //!   output, `--export`);
 //! - `adversarial`: a hostile tenant attacking another through the API and from inside its jobs.
 //!
+//! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
+//!
 //! Tests named `root_*` need root and are `#[ignore]`d; `.ci/run` runs them when it is root.
+//! Tests named `slurm_*` need root and the lab cluster; `.ci/run` starts it and runs them.
 
 mod adversarial;
 mod cli;
 mod common;
 mod daemon;
 mod daemon_api;
+mod slurm;

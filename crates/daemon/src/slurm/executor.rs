@@ -69,6 +69,9 @@ impl SlurmExecutor {
 /// Reads Slurm's queue once and moves the live runs that ended to `ended`; returns whether any
 /// did.
 fn poll_once(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
+    // The runs to judge are those submitted before `squeue` is asked: a run submitted while it
+    // answers may be missing from its answer without having ended.
+    let live: Vec<(u32, u32)> = lock(inner).live.iter().map(|(h, j)| (*h, *j)).collect();
     let jobs = match cli.jobs() {
         Ok(jobs) => jobs,
         Err(e) => {
@@ -82,7 +85,6 @@ fn poll_once(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
         }
     };
     let by_id: BTreeMap<u64, &SlurmJob> = jobs.iter().map(|j| (j.id, j)).collect();
-    let live: Vec<(u32, u32)> = lock(inner).live.iter().map(|(h, j)| (*h, *j)).collect();
     let mut ended = Vec::new();
     for (handle, job) in live {
         match by_id.get(&u64::from(handle)) {
@@ -100,6 +102,22 @@ fn poll_once(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
     let any = !ended.is_empty();
     inner.ended.extend(ended);
     any
+}
+
+/// Makes the run's log writable by the job's identity, which is who opens it under Slurm
+/// (slurmstepd, as the job's uid): the logs directory becomes traversable (0711, still not
+/// listable or writable by tenants) and the log is created by the daemon — never through a
+/// link — owned by the identity with mode 0600, so no other tenant can read it.
+fn prepare_log(log: &std::path::Path, identity: Option<crate::identity::UnixIdentity>) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = log.parent() {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
+    }
+    let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW).open(log)?;
+    if let Some(id) = identity {
+        std::os::unix::fs::fchown(&file, Some(id.uid), Some(id.gid))?;
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
 }
 
 impl Executor for SlurmExecutor {
@@ -120,6 +138,7 @@ impl Executor for SlurmExecutor {
         // The checkpoint directory is created by the job itself, as its identity (as the run
         // wrapper does on the local executor).
         let command = format!("mkdir -p -- \"$ARBITER_CHECKPOINT_DIR\" || exit 1\n{}", run.command);
+        prepare_log(&run.log_path, run.identity).map_err(|e| ExecError::Io(format!("{}: {e}", run.log_path.display())))?;
         let batch = BatchJob {
             name: Self::job_name(run.job, run.run),
             nodes: run.nodes.iter().map(|n| n.node.clone()).collect(),

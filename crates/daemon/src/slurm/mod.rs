@@ -31,3 +31,22 @@ pub fn nodes_of(cli: &cli::SlurmCli) -> Result<Vec<crate::topology::NodeSpec>, S
         })
         .collect())
 }
+
+/// Under Slurm each run's log is opened on the node by slurmstepd as the tenant's user, so every
+/// directory above `logs` must let others pass (`o+x`); the logs themselves stay private (the
+/// directory is 0711 and each log 0600, owned by its tenant). Says which directory is not.
+pub fn check_traversable(logs: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in logs.ancestors().skip(1) {
+        let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if meta.permissions().mode() & 0o001 == 0 {
+            return Err(format!(
+                "{} (mode {:o}) must be traversable by others (chmod o+x) for the Slurm executor: each job opens its log in {} as its tenant's user; or choose a data_dir whose parents are",
+                dir.display(),
+                meta.permissions().mode() & 0o7777,
+                logs.display()
+            ));
+        }
+    }
+    Ok(())
+}
