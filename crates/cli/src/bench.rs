@@ -312,13 +312,18 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
     kill_leftover_runs(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&config);
-    let rows = result?;
+    print_rows("daemon", &result?, 1, json_out)
+}
+
+/// Prints a suite's `(case, value, unit)` rows: a table, or `{SUITE: [{case, value, unit}]}`.
+pub(crate) fn print_rows(suite: &str, rows: &[(String, f64, &'static str)], decimals: usize, json_out: bool) -> Result<()> {
     if json_out {
-        let v: Vec<serde_json::Value> = rows.iter().map(|(k, v, u)| json!({ "case": k, "value": v, "unit": u })).collect();
-        outln!("{}", serde_json::to_string_pretty(&json!({ "daemon": v }))?);
+        let v: Vec<serde_json::Value> = rows.iter().map(|(k, v, u)| serde_json::json!({ "case": k, "value": v, "unit": u })).collect();
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ suite: v }))?);
     } else {
-        for (k, v, u) in &rows {
-            outln!("{k:<52} {v:>10.1} {u}");
+        let width = rows.iter().map(|(k, _, _)| k.chars().count()).max().unwrap_or(0);
+        for (k, v, u) in rows {
+            outln!("{k:<width$} {v:>10.decimals$} {u}");
         }
     }
     Ok(())

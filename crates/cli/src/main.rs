@@ -29,6 +29,7 @@ macro_rules! out {
 pub(crate) use {out, outln};
 
 mod bench;
+mod bench_slurm;
 mod production;
 mod table;
 
@@ -164,9 +165,17 @@ enum Command {
     Bench {
         /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs) or
         /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
-        /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs).
+        /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
+        /// `slurm` (as root, on an idle Slurm partition such as scripts/slurm-up.sh's: submit →
+        /// RUNNING through Arbiter next to sbatch, a 200-job burst, daemon CPU per round).
         #[arg(long, default_value = "philly")]
         suite: String,
+        /// `--suite slurm`: the Slurm partition (Arbiter's alone while the bench runs).
+        #[arg(long, default_value = "arbiter")]
+        partition: String,
+        /// `--suite slurm`: the unix user the benchmark's jobs run as.
+        #[arg(long, default_value = "nobody")]
+        user: String,
         /// Philly CSV (defaults to the bundled data/philly/philly.csv).
         #[arg(long)]
         trace: Option<PathBuf>,
@@ -317,12 +326,13 @@ fn run(cli: Cli) -> Result<()> {
             out!("{}", String::from_utf8_lossy(&script));
             Ok(())
         }
-        Command::Bench { suite, trace, vc_sizes, policies } => match suite.as_str() {
+        Command::Bench { suite, trace, vc_sizes, policies, partition, user } => match suite.as_str() {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
             "daemon" => bench::run_daemon(json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy or daemon"),
+            "slurm" => bench_slurm::run(&partition, &user, json),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, daemon or slurm"),
         },
     }
 }
