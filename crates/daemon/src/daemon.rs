@@ -98,6 +98,8 @@ pub struct Counters {
     pub preemptions: u64,
     /// Scheduling rounds.
     pub rounds: u64,
+    /// Wall time spent in scheduling rounds of the loop, microseconds (a measurement only).
+    pub round_us_sum: u64,
     /// Milliseconds from submission to first start, summed, and how many.
     pub start_latency_ms_sum: u64,
     /// Jobs counted in the sum.
@@ -495,7 +497,10 @@ impl Daemon {
         let mut last_error: Option<String> = None;
         loop {
             // Said once per distinct failure, not at every retry.
-            match self.tick() {
+            let started = std::time::Instant::now();
+            let ticked = self.tick();
+            self.lock().counters.round_us_sum += started.elapsed().as_micros() as u64;
+            match ticked {
                 Err(e) if last_error.as_deref() != Some(&e.to_string()) => {
                     tracing::warn!("scheduling round failed: {e}");
                     last_error = Some(e.to_string());

@@ -402,6 +402,7 @@ async fn metrics(State(api): State<Api>) -> Response {
         out.push_str(&format!("# TYPE arbiter_runs_started_total counter\narbiter_runs_started_total {}\n", c.runs_started));
         out.push_str(&format!("# TYPE arbiter_preemptions_total counter\narbiter_preemptions_total {}\n", c.preemptions));
         out.push_str(&format!("# TYPE arbiter_rounds_total counter\narbiter_rounds_total {}\n", c.rounds));
+        out.push_str(&format!("# HELP arbiter_round_seconds_total Wall time spent in scheduling rounds.\n# TYPE arbiter_round_seconds_total counter\narbiter_round_seconds_total {}\n", c.round_us_sum as f64 / 1e6));
         out.push_str(&format!(
             "# HELP arbiter_submit_to_start_seconds Submission to first start.\n# TYPE arbiter_submit_to_start_seconds summary\narbiter_submit_to_start_seconds_sum {}\narbiter_submit_to_start_seconds_count {}\n",
             c.start_latency_ms_sum as f64 / 1000.0,

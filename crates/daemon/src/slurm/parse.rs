@@ -290,30 +290,54 @@ fn decode_exit(v: Option<&Value>) -> (Option<i32>, Option<i32>) {
     }
 }
 
+/// The fields of one `squeue --json` job that Arbiter reads; the dozens of others are skipped
+/// without being built (a busy queue prints megabytes, read every poll).
+#[derive(serde::Deserialize)]
+struct QueueJob {
+    job_id: Option<Value>,
+    job_state: Option<Value>,
+    nodes: Option<Value>,
+    exit_code: Option<Value>,
+    name: Option<Value>,
+    partition: Option<Value>,
+    state_reason: Option<Value>,
+    restart_cnt: Option<Value>,
+    user_id: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct Queue {
+    jobs: Option<Vec<QueueJob>>,
+    errors: Option<Value>,
+}
+
 /// Every job in `squeue --json` output (any partition).
 pub fn parse_squeue_json(text: &str) -> Result<Vec<SlurmJob>, SlurmError> {
     const WHAT: &str = "squeue --json output";
-    let root: Value = serde_json::from_str(text).map_err(|e| parse_err(WHAT, e.to_string()))?;
-    let mut jobs = Vec::new();
-    for (i, j) in json_array(&root, "jobs", WHAT)?.iter().enumerate() {
-        let id = j.get("job_id").and_then(num).and_then(|n| u64::try_from(n).ok());
+    let root: Queue = serde_json::from_str(text).map_err(|e| parse_err(WHAT, e.to_string()))?;
+    if let Some(errors) = root.errors.filter(|e| e.as_array().is_none_or(|a| !a.is_empty())) {
+        return Err(SlurmError::Reported { what: WHAT.into(), errors: errors.to_string() });
+    }
+    let queue = root.jobs.ok_or_else(|| parse_err(WHAT, "no `jobs` array"))?;
+    let mut jobs = Vec::with_capacity(queue.len());
+    for (i, j) in queue.iter().enumerate() {
+        let id = j.job_id.as_ref().and_then(num).and_then(|n| u64::try_from(n).ok());
         let id = id.ok_or_else(|| parse_err(format!("squeue job #{i}"), "no numeric `job_id`"))?;
-        let state = j.get("job_state").and_then(first_str);
-        let state =
-            SlurmJobState::parse(&state.ok_or_else(|| parse_err(format!("squeue job {id}"), "no `job_state`"))?);
-        let nodes = expand_hostlist(&str_of(j.get("nodes")))?;
-        let (exit_code, signal) = if state.is_finished() { decode_exit(j.get("exit_code")) } else { (None, None) };
+        let state = j.job_state.as_ref().and_then(first_str);
+        let state = SlurmJobState::parse(&state.ok_or_else(|| parse_err(format!("squeue job {id}"), "no `job_state`"))?);
+        let nodes = expand_hostlist(&str_of(j.nodes.as_ref()))?;
+        let (exit_code, signal) = if state.is_finished() { decode_exit(j.exit_code.as_ref()) } else { (None, None) };
         jobs.push(SlurmJob {
             id,
-            name: str_of(j.get("name")),
-            partition: str_of(j.get("partition")),
-            reason: str_of(j.get("state_reason")),
+            name: str_of(j.name.as_ref()),
+            partition: str_of(j.partition.as_ref()),
+            reason: str_of(j.state_reason.as_ref()),
             state,
             nodes,
             exit_code,
             signal,
-            restarts: j.get("restart_cnt").and_then(num).and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
-            user_id: j.get("user_id").and_then(num).and_then(|n| u32::try_from(n).ok()),
+            restarts: j.restart_cnt.as_ref().and_then(num).and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+            user_id: j.user_id.as_ref().and_then(num).and_then(|n| u32::try_from(n).ok()),
         });
     }
     Ok(jobs)
