@@ -49,6 +49,18 @@ impl Occupancy {
         Occupancy { free: capacity.clone(), capacity, free_total }
     }
 
+    /// Makes this an empty `cluster` again (every GPU free), reusing its memory when it already
+    /// has the cluster's shape.
+    pub fn reset(&mut self, cluster: &Cluster) {
+        let same = self.capacity.len() == cluster.nodes.len() && self.capacity.iter().zip(&cluster.nodes).all(|(c, n)| *c == n.gpus);
+        if !same {
+            *self = Occupancy::new(cluster);
+            return;
+        }
+        self.free.copy_from_slice(&self.capacity);
+        self.free_total = self.capacity.iter().sum();
+    }
+
     /// Free GPUs on a node (0 for an unknown node).
     #[inline]
     pub fn free_on(&self, node: NodeId) -> u32 {

@@ -178,12 +178,17 @@ pub struct Planner {
     round: u64,
     /// Whether the last decision shared GPUs or set CPU/memory shares.
     shares: bool,
+    /// Memory of earlier plans handed back ([`Planner::give_back`]): the simulator plans at
+    /// every event, and an allocation or two each time showed in its benchmark.
+    spare_occupancy: Option<Occupancy>,
+    spare_actions: Vec<Action<'static>>,
+    spare_preempt: Vec<JobId>,
 }
 
 impl Planner {
     /// A planner for job ids below `jobs` (it grows when it meets larger ids).
     pub fn new(jobs: usize) -> Self {
-        Planner { stamp: vec![0; jobs], round: 0, shares: false }
+        Planner { stamp: vec![0; jobs], ..Default::default() }
     }
 
     /// Whether the last checked decision assigned `job`.
@@ -206,7 +211,8 @@ impl Planner {
         running: impl IntoIterator<Item = JobId>,
         decision: &'d Decision,
     ) -> Result<Plan<'d>, PlanError> {
-        let mut actions = Vec::with_capacity(decision.run.len());
+        let mut actions = relifetime(std::mem::take(&mut self.spare_actions));
+        let mut preempt = std::mem::take(&mut self.spare_preempt);
         let occupancy = self.check_each(cluster, specs, standing, decision, |a, standing| {
             actions.push(match standing {
                 Standing::Running { placement, partner, host } if *placement == a.placement => {
@@ -220,8 +226,17 @@ impl Planner {
                 Standing::Queued => Action::Start(a),
             })
         })?;
-        let preempt = running.into_iter().filter(|id| !self.assigned(*id)).collect();
+        preempt.extend(running.into_iter().filter(|id| !self.assigned(*id)));
         Ok(Plan { occupancy, preempt, actions })
+    }
+
+    /// Hands a carried-out plan's memory back for the next one: its action and preemption lists
+    /// and an occupancy no longer needed (the one the plan's replaced). Optional.
+    pub fn give_back(&mut self, occupancy: Occupancy, actions: Vec<Action<'_>>, preempt: Vec<JobId>) {
+        self.spare_occupancy = Some(occupancy);
+        self.spare_actions = relifetime(actions);
+        self.spare_preempt = preempt;
+        self.spare_preempt.clear();
     }
 
     /// Checks `decision` for `cluster`, where `specs[id]` is each job's spec and `is_active(id)`
@@ -245,7 +260,13 @@ impl Planner {
         if self.stamp.len() < specs.len() {
             self.stamp.resize(specs.len(), 0);
         }
-        let mut occupancy = Occupancy::new(cluster);
+        let mut occupancy = match self.spare_occupancy.take() {
+            Some(mut spare) => {
+                spare.reset(cluster);
+                spare
+            }
+            None => Occupancy::new(cluster),
+        };
         // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
         // CPU and memory always fit where the GPUs fit).
         let (any_colocation, check_host) = decision.run.iter().fold((false, false), |(c, h), a| (c || a.colocation.is_some(), h || a.host.is_some()));
@@ -318,6 +339,15 @@ impl Planner {
     }
 }
 
+/// An empty list of actions borrowing from another decision, in the same memory: the list is
+/// emptied, and collecting a `Vec`'s own iterator into a `Vec` of an element of the same size
+/// reuses its allocation (no `unsafe`, no element survives to outlive what it borrowed).
+#[expect(clippy::unnecessary_filter_map, reason = "filter cannot change the element's lifetime; filter_map can")]
+fn relifetime<'to>(mut actions: Vec<Action<'_>>) -> Vec<Action<'to>> {
+    actions.clear();
+    actions.into_iter().filter_map(|_| None).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +403,15 @@ mod tests {
         assert!(matches!(check(vec![Assignment { host: Some(HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 1.0 }), ..pair(0, 1, 0.5) }, pair(1, 0, 0.5)]), Err(PlanError::SharedWithHostShare(_))));
         assert!(matches!(check(vec![hosted(0, -1.0)]), Err(PlanError::BadHostShare { .. })));
         assert!(matches!(check(vec![hosted(0, 6.0), hosted(1, 6.0)]), Err(PlanError::HostCapacity { .. })));
+    }
+
+    #[test]
+    fn a_plans_memory_is_reused() {
+        let a = on(0, 0, 1);
+        let mut actions = Vec::with_capacity(64);
+        actions.push(Action::Start(&a));
+        let reused: Vec<Action<'static>> = relifetime(actions);
+        assert!(reused.is_empty() && reused.capacity() >= 64);
     }
 
     #[test]

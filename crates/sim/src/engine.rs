@@ -413,7 +413,8 @@ impl Engine<'_> {
                 None => Standing::Queued,
             })
         };
-        let running = active.iter().filter(|j| j.is_running()).map(|j| j.id);
+        // Every running job, and no further scan once all are found.
+        let running = active.iter().filter(|j| j.is_running()).map(|j| j.id).take(self.running);
         let plan = self
             .planner
             .plan(self.cluster, self.specs, standing, running, &decision)
@@ -473,7 +474,8 @@ impl Engine<'_> {
                 self.start(a, now);
             }
         }
-        self.occupancy = plan.occupancy;
+        let replaced = std::mem::replace(&mut self.occupancy, plan.occupancy);
+        self.planner.give_back(replaced, plan.actions, plan.preempt);
         self.debug_check_occupancy();
     }
 
