@@ -9,10 +9,18 @@ use std::fmt;
 
 /// Where a job's GPUs are: GPUs taken on each node. Most jobs fit on one node, so the list is
 /// stored inline for up to two nodes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     /// `(node, gpus on that node)`, one entry per node, each with at least one GPU.
     pub slots: SmallVec<[(NodeId, u32); 2]>,
+}
+
+impl Clone for Placement {
+    /// A copy of the slots (`from_slice`: SmallVec's own `clone` goes through an iterator, and
+    /// policies clone every running job's placement at every scheduling point).
+    fn clone(&self) -> Self {
+        Placement { slots: SmallVec::from_slice(&self.slots) }
+    }
 }
 
 impl Placement {

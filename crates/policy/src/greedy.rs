@@ -41,7 +41,9 @@ pub fn schedule_in_order<K: Ord + Copy>(
     mut key: impl FnMut(&ActiveJob) -> K,
 ) -> Decision {
     let mut placer = Placer::new(view.cluster, options.strategy);
-    let mut decision = Decision::default();
+    // Every assignment takes a GPU of its own: room for all of them up front (the list is built
+    // at every scheduling point; growing it by doubling showed in the simulator's profile).
+    let mut decision = Decision { run: Vec::with_capacity(view.jobs.len().min(placer.free_total() as usize)), ..Decision::default() };
     let mut candidates: Vec<(K, u32, u32)> = Vec::with_capacity(view.jobs.len());
     let mut demand: u64 = 0;
     for (index, job) in view.jobs.iter().enumerate() {
