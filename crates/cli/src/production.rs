@@ -697,9 +697,12 @@ fn cluster_text(c: &Value) -> String {
                     if j["id"].is_null() { format!("(another tenant's): {gpus}") } else { format!("{}: {gpus}", number(&j["id"])) }
                 })
                 .collect();
+            // A node that takes no new runs (down or drained in Slurm) says so after its name.
+            let name = n["name"].as_str().unwrap_or("?");
+            let name = if n["takes_new_runs"] == false { format!("{name} (no new)") } else { name.to_string() };
             let line = format!(
                 "  {} {} {:>4} {:>5} {:>7}  {} {}",
-                pad(&cut_words(n["name"].as_str().unwrap_or("?"), 16), 16),
+                pad(&cut_words(&name, 16), 16),
                 pad(n["gpu_type"].as_str().unwrap_or("?"), 8),
                 n["gpu_ids"].as_array().map_or(0, Vec::len),
                 number(&n["cpus"]),

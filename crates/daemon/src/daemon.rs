@@ -552,6 +552,11 @@ impl Daemon {
     pub fn executor_name(&self) -> &'static str {
         self.executor.name()
     }
+
+    /// Nodes that take no new runs now (down or drained in Slurm).
+    pub fn unavailable_nodes(&self) -> std::collections::BTreeSet<String> {
+        self.executor.unavailable_nodes()
+    }
 }
 
 impl State {

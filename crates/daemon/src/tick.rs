@@ -94,8 +94,17 @@ impl Daemon {
             let at_ms = at.max(0) as u64 * 1000;
             retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
         }
+        // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
+        let reduced = usable_cluster(state, &self.executor.unavailable_nodes());
+        let cluster = reduced.as_ref().unwrap_or(state.topology.cluster());
+        if cluster.total_gpus() == 0 {
+            for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
+                job.pending_reason = Some("no node takes new runs (all are down or drained)".into());
+            }
+            return Ok(());
+        }
         let decision = {
-            let view = SchedulerView { cluster: state.topology.cluster(), jobs: &active, specs: &state.specs };
+            let view = SchedulerView { cluster, jobs: &active, specs: &state.specs };
             state.policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", state.policy.name())))?
         };
         // Who shares GPUs with whom: running jobs holding exactly the same GPUs.
@@ -118,7 +127,7 @@ impl Daemon {
         let running = active.iter().filter(|a| a.is_running()).map(|a| a.id);
         // The simulator's own check (gang sizes, GPU types, capacity, co-location, CPU/memory):
         // a decision that fails it is refused whole, loudly, and nothing is applied.
-        let plan = match state.planner.plan(state.topology.cluster(), &state.specs, standing, running, &decision) {
+        let plan = match state.planner.plan(cluster, &state.specs, standing, running, &decision) {
             Ok(plan) => plan,
             Err(e) => return Err(DaemonError::Config(format!("policy {} decided what cannot be carried out; nothing applied: {e}", state.policy.name()))),
         };
@@ -304,6 +313,20 @@ impl Daemon {
 }
 
 /// GPUs held by running or stopping jobs.
+/// The cluster as the policy sees it when some nodes take no new runs: each of them offers only
+/// the GPUs its runs hold (they keep them; nothing new lands there). `None` when all are usable.
+fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> Option<arbiter_model::Cluster> {
+    if unavailable.is_empty() {
+        return None;
+    }
+    let held = held_gpus(state);
+    let mut cluster = state.topology.cluster().clone();
+    for node in cluster.nodes.iter_mut().filter(|n| unavailable.contains(&n.name)) {
+        node.gpus = state.topology.gpus_of(node.id).filter(|g| held.contains(g)).count() as u32;
+    }
+    Some(cluster)
+}
+
 pub(crate) fn held_gpus(state: &State) -> BTreeSet<u32> {
     state.jobs.iter().filter_map(|j| j.state.gpus()).flatten().copied().collect()
 }

@@ -353,3 +353,33 @@ fn slurm_fifo_starts_the_same_jobs_in_the_same_order_as_the_local_executor() {
     assert_eq!(slurm_order.len(), 20, "{slurm_order:?}");
     assert_eq!(slurm_order, local_order);
 }
+
+#[test]
+#[ignore = "needs root and the lab Slurm cluster (scripts/slurm-up.sh); .ci/run runs it"]
+fn slurm_a_drained_node_gets_no_new_runs_until_it_is_resumed() {
+    let lab = Lab::start(&["--policy", "fifo", "--round-s", "1"]);
+    let alice = lab.tenant("alice");
+    /// Resumes n1 however the test ends.
+    struct Resume;
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            let _ = Command::new("scontrol").args(["update", "nodename=n1", "state=resume"]).status();
+        }
+    }
+    sh("scontrol update nodename=n1 state=drain reason=arbiter-e2e");
+    let resume = Resume;
+    // The daemon learns it from sinfo within a few seconds, and says so in `arbiter cluster`.
+    wait_for("the daemon to see n1 drained", 20, || lab.daemon.admin().get("/v1/cluster").expect("cluster")["nodes"][0]["takes_new_runs"] == false);
+    // Six one-GPU v100 jobs: four fit on n2; none goes to n1.
+    let ids: Vec<u64> = (0..6).map(|_| submit(&alice, json!({ "command": "sleep 30", "gpu_types": ["v100"], "grace_s": 1, "working_dir": lab.work() }))).collect();
+    wait_for("four jobs to run", 30, || ids.iter().filter(|id| state_of(&alice, **id) == "running").count() == 4);
+    std::thread::sleep(Duration::from_secs(2));
+    let on: Vec<String> = ids.iter().flat_map(|id| lab.runs_of(*id)).flat_map(|j| j.nodes).collect();
+    assert!(on.iter().all(|n| n == "n2"), "only n2: {on:?}");
+    assert_eq!(ids.iter().filter(|id| state_of(&alice, **id) == "queued").count(), 2);
+    drop(resume);
+    // Back: the two waiting jobs start on n1.
+    wait_for("the waiting jobs to start on n1", 30, || ids.iter().filter(|id| state_of(&alice, **id) == "running").count() == 6);
+    let on_n1 = ids.iter().flat_map(|id| lab.runs_of(*id)).filter(|j| j.nodes == ["n1"]).count();
+    assert_eq!(on_n1, 2);
+}

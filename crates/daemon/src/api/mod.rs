@@ -326,6 +326,7 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
     let settings = api.daemon.settings.clone();
     let free = api.daemon.free_gpus();
     let viewer = caller.tenant().map(str::to_string);
+    let unavailable = api.daemon.unavailable_nodes();
     let (policy, running, queued, queued_total, nodes) = api.daemon.with_state(|s| {
         let mine = |tenant: &str| viewer.as_deref().is_none_or(|v| v == tenant);
         // Per node: its GPUs, and which of them each running job holds (others' jobs as GPUs
@@ -348,7 +349,7 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
                         Some(if mine(&j.tenant) { json!({ "id": j.id, "tenant": j.tenant, "gpus": here }) } else { json!({ "gpus": here, "other_tenant": true }) })
                     })
                     .collect();
-                json!({ "name": n.name, "gpu_type": n.gpu_type, "gpu_ids": ids.collect::<Vec<_>>(), "devices": n.devices, "cpus": n.cpus, "memory_gib": n.memory_gib, "rack": n.rack, "jobs": held })
+                json!({ "name": n.name, "gpu_type": n.gpu_type, "gpu_ids": ids.collect::<Vec<_>>(), "devices": n.devices, "cpus": n.cpus, "memory_gib": n.memory_gib, "rack": n.rack, "takes_new_runs": !unavailable.contains(&n.name), "jobs": held })
             })
             .collect();
         let running = s

@@ -58,6 +58,7 @@ struct Inner {
     ended: Vec<Ended>,
     next_handle: u32,
     capabilities: Option<Capabilities>,
+    unavailable: std::collections::BTreeSet<String>,
 }
 
 /// The fake (see the module docs).
@@ -82,6 +83,11 @@ impl FakeExecutor {
         let mut inner = self.inner();
         inner.work_left_s.insert(job, seconds);
         inner.exit_code.insert(job, code);
+    }
+
+    /// Says these nodes take no new runs (as Slurm says of drained or down nodes).
+    pub fn set_unavailable(&self, nodes: &[&str]) {
+        self.inner().unavailable = nodes.iter().map(|n| n.to_string()).collect();
     }
 
     /// Pretends the executor can do only `capabilities`.
@@ -140,6 +146,10 @@ fn end(inner: &mut Inner, job: u32, now_ms: u64, code: Option<i32>) {
 impl Executor for FakeExecutor {
     fn name(&self) -> &'static str {
         "fake"
+    }
+
+    fn unavailable_nodes(&self) -> std::collections::BTreeSet<String> {
+        self.inner().unavailable.clone()
     }
 
     fn capabilities(&self) -> Capabilities {

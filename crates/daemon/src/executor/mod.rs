@@ -19,7 +19,7 @@ pub use process::{parse_signal, Launch};
 
 use crate::identity::UnixIdentity;
 use nix::sys::signal::Signal;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// GPUs of one node given to a run.
@@ -142,6 +142,11 @@ pub trait Executor: Send + Sync {
     fn adopt(&self, job: u32, recorded: u32) -> Adoption;
     /// Housekeeping at each round (the local executor kills processes that escaped their run).
     fn sweep(&self, _live: &SweepInput<'_>) {}
+    /// Nodes that take no new runs now (Slurm: down, drained, failing, not responding): the
+    /// daemon places nothing new there; runs already there go on until they end.
+    fn unavailable_nodes(&self) -> BTreeSet<String> {
+        BTreeSet::new()
+    }
 }
 
 /// What the periodic sweep needs to know of the daemon.

@@ -13,7 +13,7 @@
 use super::cli::{BatchJob, SlurmCli, SlurmJob};
 use crate::executor::{Adoption, Capabilities, Ended, ExecError, Executor, RunSpec};
 use nix::sys::signal::Signal;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -25,7 +25,14 @@ struct Inner {
     ended: Vec<Ended>,
     /// The last `squeue` failure, said once.
     last_error: Option<String>,
+    /// Nodes of the partition that take no new jobs (down, drained, gone), from `sinfo`.
+    unavailable: BTreeSet<String>,
+    /// Every node `sinfo` listed since the start.
+    seen: BTreeSet<String>,
 }
+
+/// How often the poller reads the partition's nodes (`sinfo`), at most.
+const NODES_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs jobs as Slurm batch jobs.
 pub struct SlurmExecutor {
@@ -48,9 +55,16 @@ impl SlurmExecutor {
             .name("slurm-poll".into())
             .spawn(move || {
                 // Ends with the executor (the weak reference dies with it).
+                let mut nodes_read: Option<std::time::Instant> = None;
                 while let Some(inner) = poll_inner.upgrade() {
                     if !lock(&inner).live.is_empty() && poll_once(&poll_cli, &inner) {
                         wake.notify_one();
+                    }
+                    if nodes_read.is_none_or(|t| t.elapsed() >= NODES_EVERY) {
+                        nodes_read = Some(std::time::Instant::now());
+                        if read_nodes(&poll_cli, &inner) {
+                            wake.notify_one();
+                        }
                     }
                     drop(inner);
                     std::thread::sleep(poll);
@@ -64,6 +78,36 @@ impl SlurmExecutor {
     fn job_name(job: u32, run: u32) -> String {
         format!("arbiter-{job}.{run}")
     }
+}
+
+/// Reads which nodes take no new jobs; returns whether that changed (said in the log).
+fn read_nodes(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
+    let nodes = match cli.nodes() {
+        Ok(nodes) => nodes,
+        // Not knowing is not a change: the last answer stands (squeue's failure is said already).
+        Err(e) => {
+            tracing::debug!("cannot read the partition's nodes: {e}");
+            return false;
+        }
+    };
+    let mut inner = lock(inner);
+    // A node that left the partition takes nothing new either.
+    inner.seen.extend(nodes.iter().map(|n| n.name.clone()));
+    let listed: BTreeSet<&String> = nodes.iter().map(|n| &n.name).collect();
+    let gone = inner.seen.iter().filter(|n| !listed.contains(n)).cloned();
+    let unavailable: BTreeSet<String> = nodes.iter().filter(|n| !n.takes_new_jobs()).map(|n| n.name.clone()).chain(gone).collect();
+    if inner.unavailable == unavailable {
+        return false;
+    }
+    for name in unavailable.symmetric_difference(&inner.unavailable) {
+        match nodes.iter().find(|n| &n.name == name) {
+            _ if !unavailable.contains(name) => tracing::info!(node = %name, "node takes new runs again"),
+            Some(n) => tracing::warn!(node = %name, state = %n.state, flags = ?n.state_flags, "node takes no new runs"),
+            None => tracing::warn!(node = %name, "node left the partition; it takes no new runs"),
+        }
+    }
+    inner.unavailable = unavailable;
+    true
 }
 
 /// Reads Slurm's queue once and moves the live runs that ended to `ended`; returns whether any
@@ -175,6 +219,10 @@ impl Executor for SlurmExecutor {
 
     fn reshare(&self, job: u32, _handle: u32, _cpus: f64, _memory_bytes: u64) -> Result<(), ExecError> {
         Err(ExecError::Refused(format!("job {job}: Slurm cannot change a running job's CPUs or memory")))
+    }
+
+    fn unavailable_nodes(&self) -> BTreeSet<String> {
+        lock(&self.inner).unavailable.clone()
     }
 
     fn take_ended(&self) -> Vec<Ended> {

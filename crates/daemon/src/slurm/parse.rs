@@ -124,6 +124,20 @@ pub struct SlurmNode {
     pub partitions: Vec<String>,
 }
 
+impl SlurmNode {
+    /// Whether Slurm would start a new job here now: its base state is one that runs jobs
+    /// (`idle`, `mixed`, `allocated`, `completing`) and no flag stops new ones (`DRAIN`,
+    /// `NOT_RESPONDING`, `FAIL`, `MAINTENANCE`, `REBOOT_REQUESTED`, `POWERED_DOWN`, ...).
+    pub fn takes_new_jobs(&self) -> bool {
+        const RUNS: [&str; 4] = ["idle", "mixed", "allocated", "completing"];
+        const STOPS: [&str; 11] = [
+            "DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "FAIL", "FAILING", "MAINTENANCE", "MAINT", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN",
+        ];
+        let base = self.state.to_ascii_lowercase();
+        RUNS.contains(&base.as_str()) && !self.state_flags.iter().any(|f| STOPS.contains(&f.to_ascii_uppercase().as_str()) || f.to_ascii_uppercase().starts_with("POWER"))
+    }
+}
+
 /// One entry of a GRES string such as `gpu:v100:4(S:0-1)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gres {
@@ -498,6 +512,11 @@ mod tests {
         );
         assert_eq!((n2.state.as_str(), n2.state_flags.clone()), ("idle", vec!["DRAIN".to_string()]));
         assert_eq!((nodes[2].state.as_str(), nodes[2].gpu_type.as_deref()), ("mixed", Some("a100")));
+        let takes: Vec<bool> = nodes.iter().map(SlurmNode::takes_new_jobs).collect();
+        assert_eq!(takes, [true, false, true, true], "n2 is drained");
+        let down = SlurmNode { state: "down".into(), state_flags: vec![], ..nodes[0].clone() };
+        let unresponsive = SlurmNode { state_flags: vec!["NOT_RESPONDING".into()], ..nodes[0].clone() };
+        assert!(!down.takes_new_jobs() && !unresponsive.takes_new_jobs());
         let mixed = r#"{"nodes":[{"name":"m","gres":"gpu:a:1,gpu:b:1"}]}"#;
         let m = parse_sinfo_json(mixed).expect("mixed types");
         assert_eq!((m[0].gpus, m[0].gpu_type.clone(), m[0].cpus), (2, None, 0));
