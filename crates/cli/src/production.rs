@@ -105,6 +105,11 @@ pub enum ClientCommand {
         /// Seconds a started run is protected from preemption (default: the daemon's min_run_s).
         #[arg(long)]
         min_run_time_s: Option<u64>,
+        /// Opportunistic (AntMan): run only on GPUs other jobs leave idle, outside the policy,
+        /// quotas and fair shares; yield at once (checkpoint signal, at most 5 s) when a job the
+        /// policy placed needs the GPUs.
+        #[arg(long)]
+        opportunistic: bool,
         /// Name.
         #[arg(long)]
         name: Option<String>,
@@ -283,6 +288,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             cpus,
             memory_gib,
             min_run_time_s,
+            opportunistic,
             name,
             command,
         } => {
@@ -319,6 +325,9 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             }
             if let Some(v) = name {
                 body["name"] = json!(v);
+            }
+            if opportunistic {
+                body["opportunistic"] = json!(true);
             }
             // One key per invocation: the retries inside `submit` reuse it.
             let reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
@@ -638,7 +647,8 @@ fn job_text(job: &Value) -> String {
     }
     let types = r["gpu_types"].as_array().filter(|t| !t.is_empty()).map(|t| format!(" of type {}", t.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("/"))).unwrap_or_default();
     let plural = if r["gpus"].as_u64() == Some(1) { "" } else { "s" };
-    let _ = writeln!(out, "  asks for:   {} GPU{plural}{types}, priority {}", number(&r["gpus"]), number(&r["priority"]));
+    let kind = if r["opportunistic"] == true { ", opportunistic (idle GPUs only; yields at once)" } else { "" };
+    let _ = writeln!(out, "  asks for:   {} GPU{plural}{types}, priority {}{kind}", number(&r["gpus"]), number(&r["priority"]));
     if let Some(t) = job["submitted_unix_s"].as_i64() {
         let _ = writeln!(out, "  submitted:  {} UTC", utc(t));
     }

@@ -64,7 +64,16 @@ pub struct SubmitRequest {
     /// Seconds a started run is protected from preemption (default: the daemon's `min_run_s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_run_time_s: Option<u64>,
+    /// An opportunistic job (AntMan's): it runs only on GPUs the other jobs leave idle, is never
+    /// seen by the policy nor counted against quotas or fair shares, and yields at once — its
+    /// checkpoint signal, then at most [`OPPORTUNISTIC_GRACE_S`] — when a job the policy placed
+    /// needs its GPUs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opportunistic: bool,
 }
+
+/// The longest an opportunistic job is given to checkpoint when it must yield its GPUs.
+pub const OPPORTUNISTIC_GRACE_S: u64 = 5;
 
 fn one() -> u32 {
     1
@@ -112,6 +121,12 @@ pub fn is_owned_variable(key: &str) -> bool {
 }
 
 impl SubmitRequest {
+    /// Seconds between the checkpoint signal and the kill when a run is stopped: `grace_s`, at
+    /// most [`OPPORTUNISTIC_GRACE_S`] for an opportunistic job.
+    pub fn effective_grace_s(&self) -> u64 {
+        if self.opportunistic { self.grace_s.min(OPPORTUNISTIC_GRACE_S) } else { self.grace_s }
+    }
+
     /// Checks the submission against the daemon's limits. Every refusal names the field.
     pub fn validate(&self, limits: &Limits) -> Result<(), FieldError> {
         let bad = |field, reason: String| Err(FieldError { field, reason });

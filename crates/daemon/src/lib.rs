@@ -23,6 +23,7 @@ pub mod datadir;
 pub mod executor;
 pub mod identity;
 pub mod job;
+mod opportunistic;
 pub mod policy_support;
 pub mod procs;
 mod recovery;

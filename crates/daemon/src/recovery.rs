@@ -30,13 +30,13 @@ impl Daemon {
                             // A signal recorded as sent is not sent twice (that would interrupt
                             // a checkpoint in progress).
                             *signal_sent = true;
-                            Some(self.now_ms() + job.request.grace_s * 1000)
+                            Some(self.now_ms() + job.request.effective_grace_s() * 1000)
                         }
                         _ => None,
                     };
                     if resend {
                         self.send_checkpoint_signal(job, handle);
-                        tracing::info!(job = job.id, handle, "re-adopted while stopping: {} sent (it had not been), killed after {} s", job.request.checkpoint_signal, job.request.grace_s);
+                        tracing::info!(job = job.id, handle, "re-adopted while stopping: {} sent (it had not been), killed after {} s", job.request.checkpoint_signal, job.request.effective_grace_s());
                     } else {
                         tracing::info!(job = job.id, handle, stopping = kill_at_ms.is_some(), "re-adopted its run");
                     }

@@ -153,8 +153,8 @@ impl Daemon {
             }
             Err(e) => return Err(e.into()),
         }
-        let grace_ms = stopping.request.grace_s * 1000;
-        tracing::info!(job = id, handle = pid, "stopping ({}): {} now, killed after {} s", reason.as_str(), stopping.request.checkpoint_signal, stopping.request.grace_s);
+        let grace_s = stopping.request.effective_grace_s();
+        tracing::info!(job = id, handle = pid, "stopping ({}): {} now, killed after {grace_s} s", reason.as_str(), stopping.request.checkpoint_signal);
         state.jobs[id as usize] = stopping;
         self.send_checkpoint_signal(&state.jobs[id as usize], pid);
         if let JobState::Stopping { signal_sent, .. } = &mut state.jobs[id as usize].state {
@@ -162,7 +162,7 @@ impl Daemon {
         }
         self.record(state, id);
         if let Some(w) = state.watched.get_mut(&id) {
-            w.kill_at_ms = Some(self.now_ms() + grace_ms);
+            w.kill_at_ms = Some(self.now_ms() + grace_s * 1000);
         }
         Ok(())
     }

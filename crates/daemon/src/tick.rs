@@ -86,7 +86,13 @@ impl Daemon {
         // The snapshot: queued and running jobs, as the simulator's engine would show them.
         // Jobs backing off after a failed run are not offered to the policy until their time.
         let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
-        let active: Vec<_> = state.jobs.iter().filter(|j| !backing_off(j)).filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.topology, now)).collect();
+        // Opportunistic jobs are not the policy's (see `opportunistic`).
+        let active: Vec<_> = state
+            .jobs
+            .iter()
+            .filter(|j| !backing_off(j) && !j.request.opportunistic)
+            .filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.topology, now))
+            .collect();
         let mut retry_wake: Option<u64> = None;
         for job in state.jobs.iter_mut().filter(|j| backing_off(j)) {
             let at = job.retry_after_unix_s.unwrap_or(now_s);
@@ -202,7 +208,7 @@ impl Daemon {
         self.collect_ended(state);
         let mut held = held_gpus(state);
         let mut held_by_tenant: BTreeMap<String, u32> = BTreeMap::new();
-        for job in &state.jobs {
+        for job in state.jobs.iter().filter(|j| !j.request.opportunistic) {
             if let Some(gpus) = job.state.gpus() {
                 *held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
             }
@@ -210,6 +216,8 @@ impl Daemon {
         // GPUs given in this round, per job (co-located partners take the same ones).
         let mut given: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         let mut started: BTreeSet<u32> = BTreeSet::new();
+        // Nodes a placed job waits for: no opportunistic job starts there.
+        let mut reserved: BTreeSet<arbiter_model::NodeId> = BTreeSet::new();
         for a in to_start {
             let id = a.job.0;
             if !matches!(state.jobs[id as usize].state, JobState::Queued) {
@@ -230,6 +238,13 @@ impl Daemon {
                 _ => pick_gpus(state, &held, a),
             };
             let Some(gpus) = gpus else {
+                reserved.extend(a.placement.slots.iter().map(|(n, _)| *n));
+                let yielding = self.make_room(state, &held, a)?;
+                if !yielding.is_empty() {
+                    let ids: Vec<String> = yielding.iter().map(u32::to_string).collect();
+                    state.jobs[id as usize].pending_reason = Some(format!("waiting for opportunistic job(s) {} to yield their GPUs", ids.join(", ")));
+                    continue;
+                }
                 let holder = protected.iter().find(|(p, _)| {
                     state.jobs[**p as usize].state.gpus().is_some_and(|g| g.iter().any(|g| a.placement.slots.iter().any(|(n, _)| state.topology.node_of(*g) == Some(*n))))
                 });
@@ -247,8 +262,9 @@ impl Daemon {
                 started.insert(id);
             }
         }
+        self.start_opportunistic(state, &mut held, &reserved, now_s)?;
         let placed: BTreeSet<u32> = decision.run.iter().map(|a| a.job.0).collect();
-        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id)) {
+        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id) && !j.request.opportunistic) {
             if placed.contains(&job.id) || job.retry_after_unix_s.is_some_and(|t| t > now_s) {
                 continue; // placed but held back above (quota, GPUs still being released)
             }

@@ -435,3 +435,26 @@ fn the_checkpoint_signal_arrives_once_and_the_jobs_own_exit_code_is_recorded() {
     let job = admin.get(&format!("/v1/jobs/{id}")).expect("job");
     assert_eq!(job["exit_code"].as_i64(), Some(0), "the job's exit code, not its shell's 143: {job}");
 }
+
+#[test]
+fn an_opportunistic_job_yields_within_its_short_grace_when_a_placed_job_arrives() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "fifo", "--round-s", "1"]);
+    let admin = daemon.admin();
+    // It ignores its checkpoint signal, and asks for a minute of grace: an opportunistic job
+    // gets at most 5 s, then it is killed.
+    let soak = submit(&admin, json!({ "command": "trap '' TERM; echo soaking; sleep 300", "opportunistic": true, "grace_s": 60 }));
+    // Its shell must have set its trap before the signal comes.
+    wait_for("the opportunistic job to run", 20, || admin.get_text(&format!("/v1/jobs/{soak}/logs")).is_ok_and(|l| l.contains("soaking")));
+    let asked = std::time::Instant::now();
+    let placed = submit(&admin, json!({ "command": "echo placed", "grace_s": 1 }));
+    wait_for("the placed job to finish", 30, || state_of(&admin, placed) == "succeeded");
+    let waited = asked.elapsed();
+    assert!(waited >= Duration::from_secs(4) && waited < Duration::from_secs(15), "the placed job waited {waited:?}: the 5-s grace, not 60: {} {}", admin.get(&format!("/v1/jobs/{soak}")).expect("job"), daemon.stderr());
+    let job = admin.get(&format!("/v1/jobs/{soak}")).expect("job");
+    assert_eq!((job["preemptions"].as_u64(), job["failures"].as_u64()), (Some(1), Some(0)), "{job}");
+    assert_eq!(job["request"]["opportunistic"], true);
+    // The GPU is idle again: it runs again.
+    wait_for("the opportunistic job to run again", 20, || admin.get(&format!("/v1/jobs/{soak}")).expect("job")["runs"] == 2);
+    admin.post(&format!("/v1/jobs/{soak}/cancel"), &json!({})).expect("cancel");
+}
