@@ -21,6 +21,7 @@ pub mod gittins;
 pub mod greedy;
 pub mod kind;
 pub mod las;
+pub mod matching;
 pub mod ordered;
 pub mod placement;
 pub mod qssf;
