@@ -7,6 +7,7 @@ use crate::gavel::packing::PairSpeeds;
 use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
 use crate::gittins::{Gittins, GittinsPrior};
 use crate::greedy::GreedyOptions;
+use crate::dlas::DlasGpu;
 use crate::las::{Las, LasConfig};
 use crate::ordered::{Order, OrderedPolicy};
 use crate::placement::PlacementStrategy;
@@ -33,6 +34,9 @@ pub enum PolicyKind {
     Srsf,
     /// Tiresias-L: discretized 2D least-attained-service queues. Preemptive.
     Las,
+    /// Tiresias-L as Tiresias' and Muri's simulators run it (their queue-list order, counting
+    /// placement, demotion timers). Preemptive.
+    DlasGpu,
     /// Tiresias-G: discretized 2D Gittins index from a job-size prior. Preemptive.
     Gittins,
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
@@ -98,13 +102,14 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 35] = [
+    pub const ALL: [PolicyKind; 36] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
         PolicyKind::Srtf,
         PolicyKind::Srsf,
         PolicyKind::Las,
+        PolicyKind::DlasGpu,
         PolicyKind::Gittins,
         PolicyKind::Qssf,
         PolicyKind::MaxMinFairness,
@@ -168,6 +173,7 @@ impl PolicyKind {
             PolicyKind::Srtf => "srtf",
             PolicyKind::Srsf => "srsf",
             PolicyKind::Las => "las",
+            PolicyKind::DlasGpu => "dlas-gpu",
             PolicyKind::Gittins => "gittins",
             PolicyKind::Qssf => "qssf",
             PolicyKind::MaxMinFairness => "max-min-fairness",
@@ -188,7 +194,7 @@ impl PolicyKind {
     /// Parses an identifier; `tiresias-l`/`tiresias-g` are accepted as aliases.
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
-            "tiresias-l" | "dlas-gpu" => Some(PolicyKind::Las),
+            "tiresias-l" => Some(PolicyKind::Las),
             "tiresias-g" => Some(PolicyKind::Gittins),
             "themis" | "ftf" => Some(PolicyKind::FinishTimeFairness),
             "ftf-het" => Some(PolicyKind::FinishTimeFairnessHet),
@@ -207,6 +213,7 @@ impl PolicyKind {
             PolicyKind::Srtf => "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)",
             PolicyKind::Srsf => "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)",
             PolicyKind::Las => "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)",
+            PolicyKind::DlasGpu => "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)",
             PolicyKind::Gittins => "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)",
             PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
             PolicyKind::MaxMinFairness => "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)",
@@ -323,6 +330,7 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::Srsf => ordered(Order::ShortestRemainingService),
         PolicyKind::FifoBackfill => Box::new(FifoBackfill::new(config.placement)),
         PolicyKind::Las => Box::new(Las::new(config.las.clone(), greedy)?),
+        PolicyKind::DlasGpu => Box::new(DlasGpu::new(&config.las)?),
         PolicyKind::Gittins => {
             let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
             let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();

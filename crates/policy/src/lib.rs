@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod backfill;
+pub mod dlas;
 pub mod gavel;
 pub mod gittins;
 pub mod greedy;

@@ -122,6 +122,35 @@ fn las_demotes_by_attained_gpu_service_and_lets_newcomers_in() {
 }
 
 #[test]
+fn dlas_gpu_scans_a_demoted_job_behind_the_jobs_already_waiting_in_its_new_queue() {
+    // One GPU, one limit of 4 GPU-s. J0 (t=0, 10 s) runs; at t=4 it drops to Q1 and J1 (t=1,
+    // 10 s, Q0) runs; at t=8 J1 drops to Q1 too. Muri's list: Q1 = [J0 (waiting), J1], so J0
+    // runs 8-14 and J1 14-20: JCTs 14 and 19. Tiresias' `las` keeps the running J1 ahead of the
+    // waiting J0 inside Q1: J1 runs 8-14, J0 14-20: JCTs 20 and 13.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 10.0), job(1, 1, 1, 10.0)];
+    let mut config = PolicyConfig::default();
+    config.las.queue_limits_gpu_s = vec![4.0];
+    config.las.queues = 2;
+    assert_eq!(jcts(&run(PolicyKind::DlasGpu, &cluster, &jobs, &config)), vec![14.0, 19.0]);
+    assert_eq!(jcts(&run(PolicyKind::Las, &cluster, &jobs, &config)), vec![20.0, 13.0]);
+}
+
+#[test]
+fn dlas_gpu_demotes_on_its_timers_and_queues_the_demoted_job_last() {
+    // One GPU, limits 4 and 100 (three queues). J0 (t=0, 10 s) runs to t=4, drops to Q1 and is
+    // preempted by J1 (t=1, 3 s, Q0), which runs 4-7. J2 (t=5, 20 s) waits in Q0 behind the
+    // running J1, then runs 7-11, when its timer demotes it to the tail of Q1, behind J0: J0
+    // runs 11-17, J2 17-33. JCTs: J0 17, J1 6, J2 28.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 10.0), job(1, 1, 1, 3.0), job(2, 5, 1, 20.0)];
+    let mut config = PolicyConfig::default();
+    config.las.queue_limits_gpu_s = vec![4.0, 100.0];
+    config.las.queues = 3;
+    assert_eq!(jcts(&run(PolicyKind::DlasGpu, &cluster, &jobs, &config)), vec![17.0, 6.0, 28.0]);
+}
+
+#[test]
 fn las_counts_service_in_two_dimensions() {
     // Two GPUs, limit 4 GPU-s. J0: 2 GPUs, 10 s, t=0 — it crosses 4 GPU-s after 2 s (not 4).
     // J1: 1 GPU, 1 s, t=1 — waits (J0 holds both GPUs, still Q0 and running) until t=2, when
