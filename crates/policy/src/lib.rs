@@ -20,6 +20,7 @@ pub mod dlas;
 pub mod gavel;
 pub mod gittins;
 pub mod greedy;
+pub mod interleave;
 pub mod kind;
 pub mod las;
 pub mod matching;
