@@ -120,7 +120,12 @@ impl Daemon {
                 by_gpus.entry(g).or_default().push(j.id);
             }
         }
-        let partner_of: BTreeMap<u32, u32> = by_gpus.values().filter(|ids| ids.len() == 2).flat_map(|ids| [(ids[0], ids[1]), (ids[1], ids[0])]).collect();
+        // A group of jobs on the same GPUs is a ring, each naming the next (a pair names each other).
+        let partner_of: BTreeMap<u32, u32> = by_gpus
+            .values()
+            .filter(|ids| (2..=arbiter_model::MAX_GROUP).contains(&ids.len()))
+            .flat_map(|ids| ids.iter().enumerate().map(|(i, id)| (*id, ids[(i + 1) % ids.len()])))
+            .collect();
         let slot: BTreeMap<u32, usize> = active.iter().enumerate().map(|(i, a)| (a.id.0, i)).collect();
         let jobs = &state.jobs;
         let standing = |id: JobId| {
@@ -216,6 +221,7 @@ impl Daemon {
         // GPUs given in this round, per job (co-located partners take the same ones).
         let mut given: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         let mut started: BTreeSet<u32> = BTreeSet::new();
+        let by_job: BTreeMap<u32, &Assignment> = decision.run.iter().map(|a| (a.job.0, a)).collect();
         // Nodes a placed job waits for: no opportunistic job starts there.
         let mut reserved: BTreeSet<arbiter_model::NodeId> = BTreeSet::new();
         for a in to_start {
@@ -232,7 +238,17 @@ impl Daemon {
                 state.jobs[id as usize].pending_reason = Some(format!("tenant {tenant} is at its GPU quota ({quota})"));
                 continue;
             }
-            let partner_gpus = a.colocation.and_then(|c| given.get(&c.partner.0).cloned().or_else(|| state.jobs[c.partner.index()].state.gpus().map(<[u32]>::to_vec)));
+            // A member of a group takes the GPUs another member has (given this round, or held).
+            let mut partner_gpus = None;
+            let mut at = a.colocation.map(|c| c.partner);
+            for _ in 1..arbiter_model::MAX_GROUP {
+                let Some(member) = at.filter(|m| *m != a.job) else { break };
+                partner_gpus = given.get(&member.0).cloned().or_else(|| state.jobs[member.index()].state.gpus().map(<[u32]>::to_vec));
+                if partner_gpus.is_some() {
+                    break;
+                }
+                at = by_job.get(&member.0).and_then(|m| m.colocation).map(|c| c.partner);
+            }
             let gpus = match partner_gpus {
                 Some(gpus) if state.topology.placement_of(&gpus).as_ref() == Some(&a.placement) => Some(gpus),
                 _ => pick_gpus(state, &held, a),

@@ -25,6 +25,6 @@ pub use decision::{Assignment, Colocation, Decision, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::JobSpec;
 pub use occupancy::{AllocError, Occupancy};
-pub use plan::{proportional_share, Action, Plan, PlanError, Planner, Standing};
+pub use plan::{proportional_share, Action, Plan, PlanError, Planner, Standing, MAX_GROUP};
 pub use sensitivity::{HostShare, ResourceSensitivity, SensitivityError};
 pub use time::{SimDuration, SimTime};

@@ -10,6 +10,9 @@
 
 use crate::{Assignment, Cluster, Decision, HostShare, JobId, JobSpec, Node, Occupancy, Placement};
 
+/// Most jobs that may share the same GPUs (Muri interleaves up to four).
+pub const MAX_GROUP: usize = 4;
+
 /// Where an active job stands before a decision.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Standing<'a> {
@@ -110,8 +113,9 @@ pub enum PlanError {
         /// Its partner.
         partner: JobId,
     },
-    /// Two co-located jobs do not name each other on the same GPUs.
-    #[error("{job} and {partner} do not name each other on the same GPUs")]
+    /// Co-located jobs do not form one group on the same GPUs: each names the next, back to
+    /// the first, at most [`MAX_GROUP`] of them (a pair names each other).
+    #[error("{job} and {partner} do not form one group of at most 4 jobs on the same GPUs")]
     PartnersDisagree {
         /// The job.
         job: JobId,
@@ -297,8 +301,22 @@ impl Planner {
                 return Err(PlanError::CannotRunOn { job: a.job, gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(), node: node.name.clone() });
             }
             if let Some(c) = a.colocation {
-                let partner = assigned.get(&c.partner).ok_or(PlanError::PartnerNotAssigned { job: a.job, partner: c.partner })?;
-                if partner.placement != a.placement || partner.colocation.map(|p| p.partner) != Some(a.job) || c.partner == a.job {
+                // A group: each member names the next, back to the first, all on the same GPUs.
+                let mut smallest = a.job;
+                let mut at = c.partner;
+                let mut members = 1;
+                while at != a.job {
+                    let member = assigned.get(&at).ok_or(PlanError::PartnerNotAssigned { job: a.job, partner: at })?;
+                    let next = member.colocation.map(|p| p.partner);
+                    if member.placement != a.placement || members >= MAX_GROUP {
+                        return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
+                    }
+                    let Some(next) = next else { return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner }) };
+                    smallest = smallest.min(at);
+                    at = next;
+                    members += 1;
+                }
+                if members < 2 {
                     return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
                 }
                 if !(c.speed.is_finite() && c.speed > 0.0) {
@@ -307,8 +325,8 @@ impl Planner {
                 if a.host.is_some() {
                     return Err(PlanError::SharedWithHostShare(a.job));
                 }
-                if c.partner < a.job {
-                    continue; // the pair's GPUs were counted with its first job
+                if smallest < a.job {
+                    continue; // the group's GPUs were counted with its smallest job
                 }
             }
             occupancy.allocate(&a.placement).map_err(|e| PlanError::OverAllocated { job: a.job, reason: e.to_string() })?;
@@ -399,6 +417,23 @@ mod tests {
         assert!(matches!(check(vec![pair(0, 1, 0.5), on(1, 0, 1)]), Err(PlanError::PartnersDisagree { .. })));
         assert!(matches!(check(vec![pair(0, 1, f64::NAN), pair(1, 0, 0.5)]), Err(PlanError::BadSharedSpeed { .. })));
         check(vec![pair(0, 1, 0.5), pair(1, 0, 0.5)]).expect("a pair counts its GPUs once");
+        // Groups of up to four: a ring of partners, counted once.
+        let ring = |ids: &[u32]| ids.iter().enumerate().map(|(i, &id)| pair(id, ids[(i + 1) % ids.len()], 0.3)).collect::<Vec<_>>();
+        let mut wide = specs.clone();
+        wide.extend((4..8).map(|i| JobSpec::new(JobId(i), crate::SimTime::ZERO, 1, 10.0)));
+        let check_wide = |run: Vec<Assignment>| Planner::new(8).check(&cluster, &wide, |_| true, &Decision { run, ..Default::default() });
+        let three = check_wide(ring(&[0, 1, 4])).expect("three jobs on one GPU");
+        assert_eq!(three.free_total(), 3);
+        check_wide(ring(&[4, 0, 5, 1])).expect("four");
+        assert!(matches!(check_wide(ring(&[0, 1, 4, 5, 6])), Err(PlanError::PartnersDisagree { .. })), "five is too many");
+        let mut open = ring(&[0, 1, 4]);
+        open[2].colocation = None;
+        assert!(matches!(check_wide(open), Err(PlanError::PartnersDisagree { .. })), "a chain that does not close");
+        let mut apart = ring(&[0, 1, 4]);
+        apart[1].placement = Placement::single(NodeId(0), 1);
+        apart[2].placement = Placement::single(NodeId(0), 1);
+        apart[0].placement = Placement::single(NodeId(1), 1);
+        assert!(check_wide(apart).is_err(), "members on other GPUs");
         let hosted = |job: u32, cpus: f64| Assignment { host: Some(HostShare { cpus_per_gpu: cpus, memory_per_gpu: 1.0 }), ..on(job, 0, 1) };
         assert!(matches!(check(vec![Assignment { host: Some(HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 1.0 }), ..pair(0, 1, 0.5) }, pair(1, 0, 0.5)]), Err(PlanError::SharedWithHostShare(_))));
         assert!(matches!(check(vec![hosted(0, -1.0)]), Err(PlanError::BadHostShare { .. })));

@@ -487,10 +487,9 @@ impl Engine<'_> {
             let mut expected = Occupancy::new(self.cluster);
             for job in &self.active {
                 let Some(placement) = job.placement() else { continue };
-                let counted_with_partner = self.partner[job.id.index()].is_some_and(|p| {
-                    p < job.id && self.partner[p.index()] == Some(job.id) && self.active[self.slot[p.index()] as usize].placement() == Some(placement)
-                });
-                if !counted_with_partner {
+                let members = self.group_members(job.id);
+                let counted_with_group = members.iter().any(|m| *m < job.id && self.active[self.slot[m.index()] as usize].placement() == Some(placement));
+                if !counted_with_group {
                     let allocated = expected.allocate(placement);
                     debug_assert!(allocated.is_ok(), "running jobs over-commit: {allocated:?}");
                 }
@@ -498,6 +497,24 @@ impl Engine<'_> {
             debug_assert_eq!(expected, self.occupancy, "engine occupancy differs from the running jobs");
             debug_assert_eq!(self.running, self.active.iter().filter(|j| j.is_running()).count(), "running-job count drifted");
         }
+    }
+
+    /// The other jobs of `id`'s co-located group, in ring order from its partner (empty when it
+    /// runs alone, or if the ring does not close).
+    fn group_members(&self, id: JobId) -> Vec<JobId> {
+        let mut members = Vec::new();
+        let mut at = self.partner[id.index()];
+        while let Some(m) = at {
+            if m == id {
+                return members;
+            }
+            if members.len() >= arbiter_model::MAX_GROUP || self.slot[m.index()] == NOT_ACTIVE {
+                break;
+            }
+            members.push(m);
+            at = self.partner[m.index()];
+        }
+        Vec::new()
     }
 
     /// The speed a job runs at under `assignment`: its speed on the GPU type, or its shared
@@ -520,7 +537,7 @@ impl Engine<'_> {
         if let RunState::Running { placement, .. } = &job.state {
             let id = job.id.index();
             let elapsed_s = now.saturating_since(self.gpu_credited_at[id]).as_secs_f64();
-            let share = if self.partner[id].is_some() { 0.5 } else { 1.0 };
+            let share = 1.0 / (1 + self.group_members(job.id).len()) as f64;
             let gpu_s = elapsed_s * placement.gpus() as f64 * share;
             self.records[id].gpu_s_allocated += gpu_s;
             let price = placement.slots.first().and_then(|(node, _)| self.price_per_gpu_hour.get(node.index())).copied().unwrap_or(1.0);
@@ -566,16 +583,22 @@ impl Engine<'_> {
     fn stop(&mut self, index: usize, now: SimTime, release: bool) {
         self.credit_gpu_time(index, now);
         let id = self.active[index].id;
-        // A partner still running keeps the shared GPUs, alone from now on.
-        let partner_keeps = match self.partner[id.index()].take() {
-            Some(p) if self.slot[p.index()] != NOT_ACTIVE && self.partner[p.index()] == Some(id) => {
-                let p_index = self.slot[p.index()] as usize;
-                self.credit_gpu_time(p_index, now);
-                self.partner[p.index()] = None;
-                self.active[p_index].is_running()
+        // The rest of its group keeps the shared GPUs: the ring closes around the leaving job
+        // (a pair's other job is alone from now on). Their GPU time is credited first, at the
+        // share they had.
+        let others = self.group_members(id);
+        for m in &others {
+            let m_index = self.slot[m.index()] as usize;
+            self.credit_gpu_time(m_index, now);
+        }
+        let partner_keeps = match (others.first(), others.last()) {
+            (Some(&next), Some(&before)) => {
+                self.partner[before.index()] = (before != next).then_some(next);
+                others.iter().any(|m| self.active[self.slot[m.index()] as usize].is_running())
             }
             _ => false,
         };
+        self.partner[id.index()] = None;
         let job = &mut self.active[index];
         job.account(now);
         if let RunState::Running { placement, .. } = &job.state

@@ -402,5 +402,46 @@ fn co_location_must_be_mutual_and_on_the_same_gpus() {
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
     let jobs = vec![job(0, 0, 1, 100.0), job(1, 0, 1, 100.0)];
     let err = simulate(&cluster, &jobs, &mut OneSided, &SimConfig::default()).expect_err("refused");
-    assert!(err.to_string().contains("do not name each other"), "{err}");
+    assert!(err.to_string().contains("do not form one group"), "{err}");
+}
+
+/// A scripted policy interleaving every active job on GPU 0 as one group (Muri-style), each at
+/// the group's speed: alone 1, two 0.75, three 0.5.
+struct OneGroup;
+
+impl arbiter_policy::Policy for OneGroup {
+    fn name(&self) -> &'static str {
+        "one-group"
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+        use arbiter_model::{Assignment, Colocation, Decision};
+        let gpu = Placement::single(NodeId(0), 1);
+        let mut ids: Vec<JobId> = view.jobs.iter().map(|j| j.id).collect();
+        ids.sort();
+        let speed = [1.0, 1.0, 0.75, 0.5][ids.len().min(3)];
+        let mut decision = Decision::default();
+        for (i, &id) in ids.iter().enumerate() {
+            let colocation = (ids.len() > 1).then(|| Colocation { partner: ids[(i + 1) % ids.len()], speed });
+            decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None });
+        }
+        Ok(decision)
+    }
+}
+
+#[test]
+fn a_group_of_three_shares_one_gpu_and_the_rest_keeps_it_when_one_leaves() {
+    // One GPU; A (10 s of work), B and C (30 s) interleave at 0.5 each: A ends at 20 s, when B and
+    // C have 20 s left and go on as a pair at 0.75: 26.667 s more, ending at 46.667 s. GPU time:
+    // a third each for 20 s, then half each: A 6.667, B and C 6.667 + 13.333 = 20.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 10.0), job(1, 0, 1, 30.0), job(2, 0, 1, 30.0)];
+    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let out = simulate(&cluster, &jobs, &mut OneGroup, &sim).expect("simulation runs");
+    let j = jcts(&out);
+    assert_eq!(j[0], 20.0);
+    assert!((j[1] - 46.667).abs() < 0.002 && j[1] == j[2], "{j:?}");
+    assert!((out.records[0].gpu_s_allocated - 20.0 / 3.0).abs() < 1e-6, "{}", out.records[0].gpu_s_allocated);
+    assert!((out.records[1].gpu_s_allocated - 20.0).abs() < 0.01, "{}", out.records[1].gpu_s_allocated);
+    assert_eq!(out.records[1].preemptions + out.records[1].migrations, 0, "staying on the GPU is not a restart");
 }
