@@ -48,6 +48,32 @@ pub struct JobSpec {
     /// it does not. `run_time_s` is measured at the node's GPU-proportional share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensitivity: Option<Arc<ResourceSensitivity>>,
+    /// Per-iteration stage times (Muri's traces: `resource_time_0..2`), for policies that
+    /// interleave jobs using different resources; `None` when the trace has none.
+    pub stages: Option<IterationStages>,
+    /// One iteration's time alone, seconds (the trace's iteration time, scaled like the work).
+    pub iteration_s: Option<f64>,
+    /// The trace's own `duration` column, seconds, where it differs from the simulated work
+    /// (Muri-S ranks a job that never ran by it).
+    pub trace_duration_s: Option<f64>,
+}
+
+/// One training iteration's time on each resource, seconds: storage I/O, CPU, GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IterationStages {
+    /// Storage I/O (`resource_time_0`).
+    pub io_s: f64,
+    /// CPU (`resource_time_1`).
+    pub cpu_s: f64,
+    /// GPU (`resource_time_2`).
+    pub gpu_s: f64,
+}
+
+impl IterationStages {
+    /// Time on all resources.
+    pub fn total_s(&self) -> f64 {
+        self.io_s + self.cpu_s + self.gpu_s
+    }
 }
 
 impl JobSpec {
@@ -70,6 +96,9 @@ impl JobSpec {
             deadline: None,
             speed_by_gpu_type: Vec::new(),
             sensitivity: None,
+            stages: None,
+            iteration_s: None,
+            trace_duration_s: None,
         }
     }
 

@@ -23,7 +23,7 @@ pub use active::{ActiveJob, RunState};
 pub use cluster::{default_price_per_gpu_hour, Cluster, ClusterError, Node};
 pub use decision::{Assignment, Colocation, Decision, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
-pub use job::JobSpec;
+pub use job::{IterationStages, JobSpec};
 pub use occupancy::{AllocError, Occupancy};
 pub use plan::{proportional_share, Action, Plan, PlanError, Planner, Standing, MAX_GROUP};
 pub use sensitivity::{HostShare, ResourceSensitivity, SensitivityError};

@@ -11,23 +11,8 @@
 //! also tried. The result is multiplied by the slowdown Muri measured for 2, 3 and 4 interleaved
 //! jobs. Every member of a group advances one iteration per group iteration.
 
-/// One job's stage times in one iteration, seconds.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Stages {
-    /// Storage I/O (`resource_time_0`).
-    pub io_s: f64,
-    /// CPU (`resource_time_1`).
-    pub cpu_s: f64,
-    /// GPU (`resource_time_2`).
-    pub gpu_s: f64,
-}
-
-impl Stages {
-    /// Time on all resources.
-    pub fn total_s(&self) -> f64 {
-        self.io_s + self.cpu_s + self.gpu_s
-    }
-}
+/// One job's stage times in one iteration, seconds (the job spec's).
+pub use arbiter_model::IterationStages as Stages;
 
 /// Which order of the group's jobs the pipeline uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

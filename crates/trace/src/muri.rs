@@ -7,7 +7,7 @@
 
 use crate::rows::read_csv;
 use crate::{Trace, TraceError};
-use arbiter_model::{JobId, JobSpec, SimDuration, SimTime};
+use arbiter_model::{IterationStages, JobId, JobSpec, SimDuration, SimTime};
 use std::path::Path;
 
 /// Muri's profiled start-up overhead in seconds for a model on `gpus` GPUs (table in Muri's
@@ -55,6 +55,15 @@ pub fn read(path: &Path, iteration_time_factor: f64) -> Result<Trace, TraceError
             if let Ok(p) = row.get("priority") {
                 job.priority = p.parse().unwrap_or(0);
             }
+            // Stage times as Muri's simulator takes them: milliseconds to seconds, not scaled by
+            // the iteration-time factor (its iteration time is).
+            let stage = |i: usize| row.optional_non_negative(&format!("resource_time_{i}"));
+            if let (Some(io), Some(cpu), Some(gpu)) = (stage(0)?, stage(1)?, stage(2)?) {
+                job.stages = Some(IterationStages { io_s: io / 1000.0, cpu_s: cpu / 1000.0, gpu_s: gpu / 1000.0 });
+            }
+            job.iteration_s = Some(iteration_ms * iteration_time_factor / 1000.0);
+            // Muri truncates the column to whole milliseconds first.
+            job.trace_duration_s = row.optional_non_negative("duration")?.map(|ms| ms.trunc() / 1000.0);
             jobs.push(job);
             Ok(())
         },

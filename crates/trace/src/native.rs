@@ -13,19 +13,23 @@
 //! | `priority` | integer, larger first (empty = 0) | no |
 //! | `restart_overhead_s` | start-up cost on every (re)start (empty = simulator default) | no |
 //! | `deadline_s` | SLO: time the job should be done by, seconds from the trace start (empty = none) | no |
+//! | `io_s`, `cpu_s`, `gpu_s` | one iteration's storage-I/O, CPU and GPU stage times, seconds (all three or none; Muri) | no |
+//! | `iteration_s` | one iteration alone, seconds (empty = unknown) | no |
+//! | `trace_duration_s` | the source trace's own duration column, seconds, where it differs from `run_time_s` (Muri-S) | no |
 //!
 //! `arbiter trace convert` writes it from any other format; reading it back gives the same jobs.
 
 use crate::rows::read_csv;
 use crate::{Trace, TraceError};
-use arbiter_model::{GpuTypeId, JobId, JobSpec, SimDuration, SimTime};
+use arbiter_model::{GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime};
 use std::io::Write;
 use std::path::Path;
 
 /// Column order of the native format.
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 18] = [
     "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
-    "iterations", "priority", "restart_overhead_s", "deadline_s",
+    "iterations", "priority", "restart_overhead_s", "deadline_s", "io_s", "cpu_s", "gpu_s", "iteration_s",
+    "trace_duration_s",
 ];
 
 /// Reads a native trace.
@@ -64,6 +68,19 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             if optional("deadline_s").is_some() {
                 job.deadline = Some(SimTime::from_secs_f64(row.non_negative("deadline_s")?));
             }
+            let stages = ["io_s", "cpu_s", "gpu_s"].map(|f| optional(f).is_some());
+            if stages.iter().any(|s| *s) {
+                if !stages.iter().all(|s| *s) {
+                    return Err(row.error("io_s", "io_s, cpu_s and gpu_s come together (all three or none)"));
+                }
+                job.stages = Some(IterationStages { io_s: row.non_negative("io_s")?, cpu_s: row.non_negative("cpu_s")?, gpu_s: row.non_negative("gpu_s")? });
+            }
+            if optional("iteration_s").is_some() {
+                job.iteration_s = Some(row.non_negative("iteration_s")?);
+            }
+            if optional("trace_duration_s").is_some() {
+                job.trace_duration_s = Some(row.non_negative("trace_duration_s")?);
+            }
             jobs.push(job);
             Ok(())
         },
@@ -91,6 +108,11 @@ pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
             job.priority.to_string(),
             job.restart_overhead.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
             job.deadline.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
+            job.stages.map(|s| format!("{}", s.io_s)).unwrap_or_default(),
+            job.stages.map(|s| format!("{}", s.cpu_s)).unwrap_or_default(),
+            job.stages.map(|s| format!("{}", s.gpu_s)).unwrap_or_default(),
+            job.iteration_s.map(|s| format!("{s}")).unwrap_or_default(),
+            job.trace_duration_s.map(|s| format!("{s}")).unwrap_or_default(),
         ])?;
     }
     w.flush()?;

@@ -108,6 +108,15 @@ impl Row<'_> {
         self.at(index, field)
     }
 
+    /// A named column that the file may lack: `None` without the column, its value (checked
+    /// like [`Row::non_negative`]) with it.
+    pub(crate) fn optional_non_negative(&self, field: &str) -> Result<Option<f64>, TraceError> {
+        if self.file.column(field).is_err() {
+            return Ok(None);
+        }
+        self.non_negative(field).map(Some)
+    }
+
     /// A named column parsed as `T`.
     pub(crate) fn parse<T: FromStr>(&self, field: &str) -> Result<T, TraceError>
     where

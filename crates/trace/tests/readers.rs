@@ -55,6 +55,12 @@ fn muri_times_are_milliseconds_and_work_is_iterations_times_iteration_time() {
     assert_eq!(j0.trace_id, "0");
     assert!((j0.run_time_s - 5_853_661.0 * 490.0 * 1.015 / 1000.0).abs() < 1e-6);
     assert_eq!(j0.restart_overhead.map(|d| d.as_ms()), Some(5_000)); // dqn on 1 GPU: 5 s
+    // Stage times in seconds, unscaled; the iteration time scaled like the work; the trace's
+    // duration column kept apart (Muri-S ranks new jobs by it).
+    let stages = j0.stages.expect("resource_time_0..2");
+    assert_eq!((stages.io_s, stages.cpu_s, stages.gpu_s), (0.446, 0.008, 0.0));
+    assert!((j0.iteration_s.expect("iteration time") - 0.490 * 1.015).abs() < 1e-12);
+    assert_eq!(j0.trace_duration_s, Some(2_868_294.0));
     let j1 = trace.jobs.iter().find(|j| j.trace_id == "1").expect("job 1");
     assert_eq!(j1.submit.as_ms(), 201_694_000);
     assert_eq!(j1.gpus, 8);
