@@ -34,8 +34,9 @@ pub enum OverheadModel {
     #[default]
     OnRestart,
     /// Muri's simulator: at *every* scheduling point, each running job loses its overhead from the
-    /// progress credited since the previous point, while its completion is predicted without it.
-    /// Only for reproducing Muri's numbers.
+    /// progress credited since the previous point, while its completion is predicted without it;
+    /// a job interleaved with others loses the sum of its group's overheads. Only for
+    /// reproducing Muri's numbers.
     PerEvent,
 }
 
@@ -386,6 +387,7 @@ impl Engine<'_> {
             for i in 0..self.active.len() {
                 if self.active[i].is_running() {
                     let id = self.active[i].id;
+                    // (A job in a group pays its whole group's: set once the decision is in force.)
                     let overhead = self.overhead_s(id);
                     let job = &mut self.active[i];
                     job.account(now);
@@ -472,6 +474,19 @@ impl Engine<'_> {
         for action in &plan.actions {
             if let Action::Start(a) | Action::Migrate(a) = action {
                 self.start(a, now);
+            }
+        }
+        // Muri's per-event model: a job interleaved with others loses its whole group's
+        // overheads in the interval that follows.
+        if self.config.overhead == OverheadModel::PerEvent && self.shares_seen {
+            for action in &plan.actions {
+                let id = action.assignment().job;
+                let members = self.group_members(id);
+                if !members.is_empty() {
+                    let overhead = self.overhead_s(id) + members.iter().map(|m| self.overhead_s(*m)).sum::<f64>();
+                    let index = self.slot[id.index()] as usize;
+                    self.active[index].startup_left_s = overhead;
+                }
             }
         }
         let replaced = std::mem::replace(&mut self.occupancy, plan.occupancy);

@@ -445,3 +445,36 @@ fn a_group_of_three_shares_one_gpu_and_the_rest_keeps_it_when_one_leaves() {
     assert!((out.records[1].gpu_s_allocated - 20.0).abs() < 0.01, "{}", out.records[1].gpu_s_allocated);
     assert_eq!(out.records[1].preemptions + out.records[1].migrations, 0, "staying on the GPU is not a restart");
 }
+
+#[test]
+fn under_per_event_overhead_a_group_member_pays_the_whole_groups_overhead() {
+    // Muri's model: one GPU; A (30 s of work, 2 s overhead) and B (30 s, 3 s) interleave at 0.5
+    // each from t=0; C arrives at t=10 (a scheduling point) and waits. Each pays the pair's 5 s:
+    // by t=10 each is credited (10 - 5) x 0.5 = 2.5 s (not (10 - 2) x 0.5 = 4 for A), and 27.5 s
+    // left at 0.5 ends both at 10 + 55 = 65 s (the end itself is predicted without overhead).
+    struct PairFirstTwo;
+    impl arbiter_policy::Policy for PairFirstTwo {
+        fn name(&self) -> &'static str {
+            "pair-first-two"
+        }
+        fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+            use arbiter_model::{Assignment, Colocation, Decision};
+            let gpu = Placement::single(NodeId(0), 1);
+            let mut ids: Vec<JobId> = view.jobs.iter().map(|j| j.id).collect();
+            ids.sort();
+            ids.truncate(2);
+            let mut decision = Decision::default();
+            for (i, &id) in ids.iter().enumerate() {
+                let colocation = (ids.len() > 1).then(|| Colocation { partner: ids[(i + 1) % ids.len()], speed: 0.5 });
+                decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None });
+            }
+            Ok(decision)
+        }
+    }
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let with_overhead = |id: u32, submit_s: u64, run_s: f64, overhead_s: u64| JobSpec { restart_overhead: Some(arbiter_model::SimDuration::from_secs(overhead_s)), ..job(id, submit_s, 1, run_s) };
+    let jobs = [with_overhead(0, 0, 30.0, 2), with_overhead(1, 0, 30.0, 3), with_overhead(2, 10, 100.0, 1)];
+    let sim = SimConfig { overhead: OverheadModel::PerEvent, ..SimConfig::default() };
+    let out = simulate(&cluster, &jobs, &mut PairFirstTwo, &sim).expect("runs");
+    assert_eq!((out.records[0].jct_s(), out.records[1].jct_s()), (Some(65.0), Some(65.0)));
+}
