@@ -8,6 +8,7 @@ use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
 use crate::gittins::{Gittins, GittinsPrior};
 use crate::greedy::GreedyOptions;
 use crate::dlas::DlasGpu;
+use crate::muri::{Muri, MuriConfig, MuriRanking};
 use crate::las::{Las, LasConfig};
 use crate::ordered::{Order, OrderedPolicy};
 use crate::placement::PlacementStrategy;
@@ -39,6 +40,10 @@ pub enum PolicyKind {
     DlasGpu,
     /// Tiresias-G: discretized 2D Gittins index from a job-size prior. Preemptive.
     Gittins,
+    /// Muri-S: interleaves jobs with different resource needs, least remaining service first.
+    MuriS,
+    /// Muri-L: the same, least attained service first (durations unknown).
+    MuriL,
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
     Qssf,
     /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
@@ -102,7 +107,7 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 36] = [
+    pub const ALL: [PolicyKind; 38] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -111,6 +116,8 @@ impl PolicyKind {
         PolicyKind::Las,
         PolicyKind::DlasGpu,
         PolicyKind::Gittins,
+        PolicyKind::MuriS,
+        PolicyKind::MuriL,
         PolicyKind::Qssf,
         PolicyKind::MaxMinFairness,
         PolicyKind::MaxMinFairnessHet,
@@ -174,6 +181,8 @@ impl PolicyKind {
             PolicyKind::Srsf => "srsf",
             PolicyKind::Las => "las",
             PolicyKind::DlasGpu => "dlas-gpu",
+            PolicyKind::MuriS => "muri-s",
+            PolicyKind::MuriL => "muri-l",
             PolicyKind::Gittins => "gittins",
             PolicyKind::Qssf => "qssf",
             PolicyKind::MaxMinFairness => "max-min-fairness",
@@ -214,6 +223,8 @@ impl PolicyKind {
             PolicyKind::Srsf => "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)",
             PolicyKind::Las => "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)",
             PolicyKind::DlasGpu => "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)",
+            PolicyKind::MuriS => "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)",
+            PolicyKind::MuriL => "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)",
             PolicyKind::Gittins => "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)",
             PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
             PolicyKind::MaxMinFairness => "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)",
@@ -266,6 +277,8 @@ pub struct PolicyConfig {
     pub inner_policy: InnerPolicy,
     /// Co-location speeds for space sharing (required by `max-min-fairness-packed`).
     pub pair_speeds: Option<Arc<PairSpeeds>>,
+    /// Muri-S / Muri-L: group size and autopack.
+    pub muri: MuriConfig,
 }
 
 impl Default for PolicyConfig {
@@ -281,6 +294,7 @@ impl Default for PolicyConfig {
             tenant_weights: TenantWeights::new(),
             inner_policy: InnerPolicy::Fairness,
             pair_speeds: None,
+            muri: MuriConfig::default(),
         }
     }
 }
@@ -331,6 +345,8 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::FifoBackfill => Box::new(FifoBackfill::new(config.placement)),
         PolicyKind::Las => Box::new(Las::new(config.las.clone(), greedy)?),
         PolicyKind::DlasGpu => Box::new(DlasGpu::new(&config.las)?),
+        PolicyKind::MuriS => Box::new(Muri::new(MuriRanking::RemainingService, config.muri)?),
+        PolicyKind::MuriL => Box::new(Muri::new(MuriRanking::AttainedService, config.muri)?),
         PolicyKind::Gittins => {
             let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
             let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();

@@ -24,6 +24,7 @@ pub mod interleave;
 pub mod kind;
 pub mod las;
 pub mod matching;
+pub mod muri;
 pub mod ordered;
 pub mod placement;
 pub mod qssf;

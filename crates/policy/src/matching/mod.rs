@@ -36,6 +36,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use thiserror::Error;
+pub mod muri;
 
 /// Which networkx release's choice among equally heavy matchings to reproduce.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

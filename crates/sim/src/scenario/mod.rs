@@ -188,6 +188,10 @@ pub struct PolicySpec {
     pub tenant_weights: std::collections::BTreeMap<String, f64>,
     /// How `hierarchical` splits a tenant's share among its jobs: `fairness` or `fifo`.
     pub hierarchical_inner: String,
+    /// Muri: most jobs interleaved on the same GPUs (`--packing_num`).
+    pub muri_packing: usize,
+    /// Muri: split groups slower than their members in turn (`--autopack`).
+    pub muri_autopack: bool,
 }
 
 impl Default for PolicySpec {
@@ -203,6 +207,8 @@ impl Default for PolicySpec {
             recompute_interval_s: d.rounds.recompute_interval_s,
             tenant_weights: d.tenant_weights,
             hierarchical_inner: "fairness".into(),
+            muri_packing: d.muri.packing,
+            muri_autopack: d.muri.autopack,
         }
     }
 }
@@ -600,6 +606,8 @@ impl Scenario {
         config.qssf_history = self.policy.qssf_history;
         config.rounds.recompute_interval_s = self.policy.recompute_interval_s;
         config.tenant_weights = self.policy.tenant_weights.clone();
+        config.muri.packing = self.policy.muri_packing;
+        config.muri.autopack = self.policy.muri_autopack;
         config.inner_policy = match self.policy.hierarchical_inner.as_str() {
             "fairness" => arbiter_policy::gavel::allocation::InnerPolicy::Fairness,
             "fifo" => arbiter_policy::gavel::allocation::InnerPolicy::Fifo,

@@ -1,0 +1,299 @@
+//! Muri-S and Muri-L (Zhao et al., SIGCOMM'22), as Muri's simulator runs them
+//! (`multi_resource_blossom_same_sim_jobs`; see `docs/muri-reference.md` §3): jobs whose
+//! iterations stress different resources (storage I/O, CPU, GPU) are interleaved on the same
+//! GPUs, up to four per group, all members advancing one iteration per interleaved iteration.
+//!
+//! At each scheduling point:
+//! 1. the jobs are ranked — Muri-S by remaining GPU time (for a job that never ran: its trace's
+//!    duration × GPUs), Muri-L by attained service (seconds run × GPUs) — by a stable sort of a
+//!    list kept between points (arrivals at its end; after each point it is re-sorted by GPU count,
+//!    largest first, which breaks the next point's ties);
+//! 2. walking that order on an empty cluster (consolidated placement), each job that still fits
+//!    opens a slot that takes it and the next `packing - 1` not yet taken jobs with the same GPU
+//!    count as candidates;
+//! 3. while the candidates need more GPUs than the cluster has, groups of each GPU-size class are
+//!    merged by a maximum-weight matching (Muri's own blossom code, [`crate::matching::muri`];
+//!    edges between groups of at most `packing` jobs together, weighted by the resources their
+//!    jobs use over four resources' time in the merged group's interleaved iteration), at most
+//!    `packing` rounds, merging pairs in order only while demand exceeds capacity;
+//! 4. with autopack, a group slower than its members run in turn is split, and groups are placed
+//!    in rank order (dropping those that no longer fit); without, all go on;
+//! 5. groups are placed (largest jobs first); members share their first member's GPUs and run at
+//!    the group's speed (their own iteration time over the group's, [`crate::interleave`]).
+//!
+//! Jobs without stage times (not from a Muri trace) run alone, as SRSF / LAS would place them.
+
+use crate::interleave::{iteration_time_s, used_ratio, JobOrder, Stages};
+use crate::matching::muri::muri_max_weight_matching;
+use crate::placement::{PlacementStrategy, Placer};
+use crate::{Policy, PolicyError, SchedulerView};
+use arbiter_model::{ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec, Placement, SimTime};
+use std::collections::BTreeMap;
+
+/// Which of Muri's two rankings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MuriRanking {
+    /// Muri-S: least remaining GPU time first (durations known).
+    RemainingService,
+    /// Muri-L: least attained GPU time first (durations unknown).
+    AttainedService,
+}
+
+/// Muri's knobs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MuriConfig {
+    /// Most jobs in one group (`--packing_num`, 4).
+    pub packing: usize,
+    /// Split groups slower than running their members in turn (`--autopack`).
+    pub autopack: bool,
+    /// Which job order inside a group the interleaving assumes (best, as Muri; worst for its
+    /// ablation).
+    pub order: JobOrder,
+}
+
+impl Default for MuriConfig {
+    fn default() -> Self {
+        MuriConfig { packing: 4, autopack: false, order: JobOrder::Best }
+    }
+}
+
+/// Muri-S or Muri-L.
+#[derive(Clone, Debug)]
+pub struct Muri {
+    ranking: MuriRanking,
+    config: MuriConfig,
+    /// The runnable jobs in Muri's list order (see the module docs).
+    list: Vec<JobId>,
+    /// Per job id: whether it is in `list`.
+    listed: Vec<bool>,
+    /// Per job id: its last rank value (Muri-S keeps a waiting job's last one).
+    sort_val: Vec<f64>,
+}
+
+/// One group: its jobs (list order), and their GPU count.
+#[derive(Clone, Debug)]
+struct Group {
+    jobs: Vec<usize>,
+    gpus: u32,
+}
+
+impl Muri {
+    /// A Muri policy.
+    pub fn new(ranking: MuriRanking, config: MuriConfig) -> Result<Self, PolicyError> {
+        if !(1..=arbiter_model::MAX_GROUP).contains(&config.packing) {
+            return Err(PolicyError::Config(format!("muri packing must be 1 to {}, got {}", arbiter_model::MAX_GROUP, config.packing)));
+        }
+        Ok(Muri { ranking, config, list: Vec::new(), listed: Vec::new(), sort_val: Vec::new() })
+    }
+
+    fn rank_value(&self, job: &ActiveJob, spec: &JobSpec, now: SimTime) -> f64 {
+        let g = job.gpus as f64;
+        match self.ranking {
+            MuriRanking::AttainedService => job.executed_s_at(now) * g,
+            MuriRanking::RemainingService => match job.first_start {
+                None => spec.trace_duration_s.unwrap_or(spec.run_time_s) * g,
+                Some(_) if job.is_running() => job.remaining_s_at(now) * g,
+                // A waiting job keeps the value it had when it last ran.
+                Some(_) => self.sort_val.get(job.id.index()).copied().unwrap_or(job.remaining_s * g),
+            },
+        }
+    }
+}
+
+/// A group's interleaved iteration time (a job alone: its own).
+fn group_time(members: &[&JobSpec], order: JobOrder) -> f64 {
+    let stages: Vec<Stages> = members.iter().filter_map(|s| s.stages).collect();
+    let solo = members.first().and_then(|s| s.iteration_s).unwrap_or(1.0);
+    if stages.len() != members.len() {
+        return solo;
+    }
+    iteration_time_s(&stages, solo, order)
+}
+
+impl Policy for Muri {
+    fn name(&self) -> &'static str {
+        match self.ranking {
+            MuriRanking::RemainingService => "muri-s",
+            MuriRanking::AttainedService => "muri-l",
+        }
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+        let n_ids = view.jobs.iter().map(|j| j.id.index() + 1).max().unwrap_or(0);
+        if self.listed.len() < n_ids {
+            self.listed.resize(n_ids, false);
+            self.sort_val.resize(n_ids, 0.0);
+        }
+        // The list: finished jobs out, arrivals appended in arrival order.
+        let mut position: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        self.list.retain(|id| position.contains_key(id));
+        let mut arrivals: Vec<&ActiveJob> = view.jobs.iter().filter(|j| !self.listed[j.id.index()]).collect();
+        arrivals.sort_by_key(|j| (j.submit, j.id));
+        for j in arrivals {
+            self.listed[j.id.index()] = true;
+            self.list.push(j.id);
+        }
+        // 1. Rank (stable).
+        for j in view.jobs {
+            let v = self.rank_value(j, view.spec(j), now);
+            self.sort_val[j.id.index()] = v;
+        }
+        let sort_val = &self.sort_val;
+        self.list.sort_by(|a, b| sort_val[a.index()].total_cmp(&sort_val[b.index()]));
+        let order: Vec<usize> = self.list.iter().filter_map(|id| position.remove(id)).collect();
+        let job = |i: usize| &view.jobs[i];
+        let spec = |i: usize| view.spec(&view.jobs[i]);
+
+        // 2. Slots and candidates per GPU count (classes in order of first appearance).
+        let mut classes: Vec<u32> = Vec::new();
+        let mut by_class: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for &i in &order {
+            let g = job(i).gpus;
+            if !by_class.contains_key(&g) {
+                classes.push(g);
+            }
+            by_class.entry(g).or_default().push(i);
+        }
+        let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
+        let mut chosen: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut taken = vec![false; view.jobs.len()];
+        for &i in &order {
+            if taken[i] {
+                continue;
+            }
+            let g = job(i).gpus;
+            if placer.place(spec(i), job(i).pending_since, now).is_ok() {
+                let list = &by_class[&g];
+                let from = chosen.get(&g).copied().unwrap_or(0);
+                let up = (from + self.config.packing).min(list.len());
+                for &k in &list[from..up] {
+                    taken[k] = true;
+                }
+                chosen.insert(g, up);
+            }
+        }
+        let capacity = view.cluster.total_gpus() as u64;
+        let mut required: u64 = chosen.iter().map(|(g, c)| u64::from(*g) * *c as u64).sum();
+        let mut groups: BTreeMap<u32, Vec<Group>> = classes
+            .iter()
+            .map(|g| (*g, by_class[g][..chosen.get(g).copied().unwrap_or(0)].iter().map(|&i| Group { jobs: vec![i], gpus: *g }).collect()))
+            .collect();
+
+        // 3. Merge by matching while demand exceeds capacity (the first round always runs).
+        let order_kind = self.config.order;
+        for round in 0..self.config.packing {
+            if round > 0 && required <= capacity {
+                break;
+            }
+            for g in &classes {
+                let Some(current) = groups.get(g) else { continue };
+                let packing = self.config.packing;
+                let weight = |u: usize, v: usize| -> Option<f64> {
+                    let (a, b) = (&current[u], &current[v]);
+                    if a.jobs.len() + b.jobs.len() > packing {
+                        return None;
+                    }
+                    let members: Vec<&JobSpec> = a.jobs.iter().chain(&b.jobs).map(|&i| spec(i)).collect();
+                    let stages: Vec<Stages> = members.iter().filter_map(|s| s.stages).collect();
+                    if stages.len() != members.len() {
+                        return None;
+                    }
+                    let w = used_ratio(&stages, members[0].iteration_s.unwrap_or(1.0), order_kind);
+                    (w > 0.0).then_some(w)
+                };
+                let mate = muri_max_weight_matching(current.len(), weight).map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
+                // Ready list: unmatched in order; a pair when the loop reaches its larger index.
+                let mut ready: Vec<Vec<usize>> = Vec::new();
+                for u in 0..current.len() {
+                    match mate[u] {
+                        Some(v) if v < u && mate[v] == Some(u) => ready.push(vec![v, u]),
+                        Some(v) if v > u && mate[v] == Some(u) => {}
+                        _ => ready.push(vec![u]),
+                    }
+                }
+                let mut next: Vec<Group> = Vec::new();
+                for entry in ready {
+                    if entry.len() == 2 && required > capacity {
+                        let mut jobs = current[entry[0]].jobs.clone();
+                        jobs.extend(&current[entry[1]].jobs);
+                        next.push(Group { jobs, gpus: *g });
+                        required -= u64::from(*g);
+                    } else {
+                        next.extend(entry.iter().map(|&k| current[k].clone()));
+                    }
+                }
+                groups.insert(*g, next);
+            }
+        }
+
+        // 4. Autopack: split groups slower than their members in turn; place in rank order.
+        let mut runnable: Vec<Group> = classes.iter().flat_map(|g| groups.remove(g).unwrap_or_default()).collect();
+        if self.config.autopack {
+            let mut keyed: Vec<(f64, Group)> = Vec::new();
+            for group in runnable {
+                let members: Vec<&JobSpec> = group.jobs.iter().map(|&i| spec(i)).collect();
+                let together = group_time(&members, JobOrder::Best);
+                let in_turn: f64 = members.iter().map(|s| s.iteration_s.unwrap_or(1.0)).sum();
+                if group.jobs.len() > 1 && together / in_turn > 1.0 {
+                    keyed.extend(group.jobs.iter().map(|&i| (self.sort_val[job(i).id.index()], Group { jobs: vec![i], gpus: group.gpus })));
+                } else {
+                    let key = group.jobs.iter().map(|&i| self.sort_val[job(i).id.index()]).fold(f64::INFINITY, f64::min);
+                    keyed.push((key, group));
+                }
+            }
+            keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut dry = Placer::new(view.cluster, PlacementStrategy::Consolidated);
+            runnable = keyed.into_iter().filter(|(_, g)| dry.place(spec(g.jobs[0]), job(g.jobs[0]).pending_since, now).is_ok()).map(|(_, g)| g).collect();
+        }
+
+        // 5. Place, largest jobs first (stable), members on their group's GPUs.
+        let mut group_of: BTreeMap<usize, usize> = BTreeMap::new();
+        for (k, group) in runnable.iter().enumerate() {
+            for &i in &group.jobs {
+                group_of.insert(i, k);
+            }
+        }
+        let mut final_order = order.clone();
+        final_order.sort_by_key(|&i| std::cmp::Reverse(job(i).gpus));
+        let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
+        // Per group: its GPUs once its first member (in this order) was placed, or `None` when
+        // that failed (the whole group waits).
+        let mut placed: BTreeMap<usize, Option<Placement>> = BTreeMap::new();
+        let mut decision = Decision::default();
+        for &i in &final_order {
+            let Some(&k) = group_of.get(&i) else { continue };
+            let placement = match placed.get(&k) {
+                Some(Some(p)) => p.clone(),
+                Some(None) => continue,
+                None => {
+                    let p = placer.place(spec(i), job(i).pending_since, now).ok();
+                    placed.insert(k, p.clone());
+                    match p {
+                        Some(p) => p,
+                        None => continue,
+                    }
+                }
+            };
+            let group = &runnable[k];
+            let colocation = (group.jobs.len() > 1).then(|| {
+                let members: Vec<&JobSpec> = group.jobs.iter().map(|&m| spec(m)).collect();
+                let together = group_time(&members, order_kind);
+                let at = group.jobs.iter().position(|&m| m == i).unwrap_or(0);
+                let partner = job(group.jobs[(at + 1) % group.jobs.len()]).id;
+                Colocation { partner, speed: spec(i).iteration_s.unwrap_or(together) / together }
+            });
+            decision.run.push(Assignment { job: job(i).id, placement, colocation, host: None });
+        }
+        // The list for the next point: largest GPU count first (stable).
+        let gpus_of: BTreeMap<JobId, u32> = view.jobs.iter().map(|j| (j.id, j.gpus)).collect();
+        self.list.sort_by_key(|id| std::cmp::Reverse(gpus_of.get(id).copied().unwrap_or(0)));
+        Ok(decision)
+    }
+
+    fn job_finished(&mut self, _spec: &JobSpec, job: &ActiveJob, _now: SimTime) {
+        if let Some(l) = self.listed.get_mut(job.id.index()) {
+            *l = false;
+        }
+        self.list.retain(|id| *id != job.id);
+    }
+}
