@@ -878,4 +878,6 @@ impl<'g> Matcher<'g> {
 }
 
 #[cfg(test)]
+mod fixture_json;
+#[cfg(test)]
 mod tests;

@@ -7,125 +7,7 @@ use rand_chacha::ChaCha8Rng;
 /// The networkx answers; see `fixtures/matching/gen.py`.
 const CASES: &str = include_str!("../fixtures/matching/cases.json");
 
-/// Just enough JSON for the fixture (objects, arrays, plain strings, numbers); numbers keep
-/// their text so weights are parsed by Rust's correctly rounded `f64` parser.
-#[derive(Debug)]
-enum Json {
-    Num(String),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(Vec<(String, Json)>),
-}
-
-struct Parser<'a> {
-    text: &'a [u8],
-    at: usize,
-}
-
-impl Parser<'_> {
-    fn skip_ws(&mut self) {
-        while self.at < self.text.len() && self.text[self.at].is_ascii_whitespace() {
-            self.at += 1;
-        }
-    }
-
-    fn eat(&mut self, byte: u8) {
-        self.skip_ws();
-        assert_eq!(self.text.get(self.at), Some(&byte), "fixture: expected {:?} at {}", byte as char, self.at);
-        self.at += 1;
-    }
-
-    fn string(&mut self) -> String {
-        self.eat(b'"');
-        let start = self.at;
-        while self.text[self.at] != b'"' {
-            assert_ne!(self.text[self.at], b'\\', "fixture: escapes are not supported");
-            self.at += 1;
-        }
-        self.at += 1;
-        String::from_utf8_lossy(&self.text[start..self.at - 1]).into_owned()
-    }
-
-    fn value(&mut self) -> Json {
-        self.skip_ws();
-        match self.text[self.at] {
-            b'"' => Json::Str(self.string()),
-            b'[' => {
-                self.at += 1;
-                let mut items = Vec::new();
-                self.skip_ws();
-                if self.text[self.at] == b']' {
-                    self.at += 1;
-                    return Json::Arr(items);
-                }
-                loop {
-                    items.push(self.value());
-                    self.skip_ws();
-                    self.at += 1;
-                    if self.text[self.at - 1] == b']' {
-                        return Json::Arr(items);
-                    }
-                }
-            }
-            b'{' => {
-                self.at += 1;
-                let mut fields = Vec::new();
-                loop {
-                    let key = self.string();
-                    self.eat(b':');
-                    fields.push((key, self.value()));
-                    self.skip_ws();
-                    self.at += 1;
-                    if self.text[self.at - 1] == b'}' {
-                        return Json::Obj(fields);
-                    }
-                }
-            }
-            _ => {
-                let start = self.at;
-                while self.at < self.text.len() && b"+-.eE0123456789".contains(&self.text[self.at]) {
-                    self.at += 1;
-                }
-                Json::Num(String::from_utf8_lossy(&self.text[start..self.at]).into_owned())
-            }
-        }
-    }
-}
-
-impl Json {
-    fn get(&self, key: &str) -> &Json {
-        match self {
-            Json::Obj(fields) => {
-                &fields.iter().find(|(k, _)| k == key).unwrap_or_else(|| panic!("no field {key}")).1
-            }
-            _ => panic!("not an object"),
-        }
-    }
-    fn items(&self) -> &[Json] {
-        match self {
-            Json::Arr(items) => items,
-            _ => panic!("not an array"),
-        }
-    }
-    fn num(&self) -> f64 {
-        match self {
-            Json::Num(text) => text.parse().unwrap_or_else(|_| panic!("bad number {text}")),
-            _ => panic!("not a number"),
-        }
-    }
-    fn index(&self) -> usize {
-        match self {
-            Json::Num(text) => text.parse().unwrap_or_else(|_| panic!("bad index {text}")),
-            _ => panic!("not a number"),
-        }
-    }
-    fn str(&self) -> &str {
-        match self {
-            Json::Str(s) => s,
-            _ => panic!("not a string"),
-        }
-    }
-}
+use super::fixture_json::{parse, Json};
 
 struct Case {
     name: String,
@@ -152,7 +34,7 @@ fn pair_list(json: &Json) -> Vec<(usize, usize)> {
 
 /// The cases and the networkx versions that answered them.
 fn load_cases() -> ([String; 2], Vec<Case>) {
-    let doc = Parser { text: CASES.as_bytes(), at: 0 }.value();
+    let doc = parse(CASES);
     let versions = [doc.get("networkx").str().to_string(), doc.get("networkx_before_3_2").str().to_string()];
     let cases = doc
         .get("cases")
