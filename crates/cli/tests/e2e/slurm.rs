@@ -380,6 +380,8 @@ fn slurm_a_drained_node_gets_no_new_runs_until_it_is_resumed() {
     drop(resume);
     // Back: the two waiting jobs start on n1.
     wait_for("the waiting jobs to start on n1", 30, || ids.iter().filter(|id| state_of(&alice, **id) == "running").count() == 6);
-    let on_n1 = ids.iter().flat_map(|id| lab.runs_of(*id)).filter(|j| j.nodes == ["n1"]).count();
-    assert_eq!(on_n1, 2);
+    // Slurm lists a pinned job's node once it has allocated it (up to a second after sbatch).
+    let on_n1 = || ids.iter().flat_map(|id| lab.runs_of(*id)).filter(|j| j.nodes == ["n1"]).count();
+    wait_for("Slurm to run them on n1", 15, || on_n1() >= 2);
+    assert_eq!(on_n1(), 2);
 }
