@@ -110,6 +110,13 @@ pub enum ClientCommand {
         /// policy placed needs the GPUs.
         #[arg(long)]
         opportunistic: bool,
+        /// Seconds one training iteration spends reading input (storage I/O), on the CPU
+        /// (preprocessing) and on the GPU, e.g. `--stages 0.05,0.1,0.35`. Muri's policies
+        /// (`muri-s`, `muri-l`) use them to decide which jobs interleave well: jobs stressing
+        /// different resources may share the same GPUs, taking turns within each iteration.
+        /// Without it the job runs alone under them; other policies ignore it.
+        #[arg(long, value_name = "IO,CPU,GPU")]
+        stages: Option<String>,
         /// Name.
         #[arg(long)]
         name: Option<String>,
@@ -289,6 +296,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             memory_gib,
             min_run_time_s,
             opportunistic,
+            stages,
             name,
             command,
         } => {
@@ -328,6 +336,9 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             }
             if opportunistic {
                 body["opportunistic"] = json!(true);
+            }
+            if let Some(text) = stages {
+                body["iteration_stages"] = parse_stages(&text)?;
             }
             // One key per invocation: the retries inside `submit` reuse it.
             let reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
@@ -572,15 +583,20 @@ fn quota(v: &Value) -> String {
     if v.is_null() { "none".into() } else { v.to_string() }
 }
 
-/// The `arbiter jobs` table: `gpus` is how many the job asked for, `on` the GPU indices it holds;
-/// the reason it waits only for queued jobs.
+/// The `arbiter jobs` table: `gpus` is how many the job asked for, `on` the GPU indices it holds
+/// (marked `*` when another job holds them too); the reason it waits only for queued jobs.
 fn jobs_table(jobs: &[Value]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(out, "{:>5}  {:<12} {:<16} {:<10} {:>4} {:<8} {:<40} waiting because", "id", "tenant", "name", "state", "gpus", "on", "command");
+    let mut shared = false;
     for job in jobs {
         let state = job["state"]["state"].as_str().unwrap_or("");
-        let on = gpu_list(&job["state"]["gpus"]).unwrap_or_else(|| "-".into());
+        let mut on = gpu_list(&job["state"]["gpus"]).unwrap_or_else(|| "-".into());
+        if job["shares_gpus_with"].as_array().is_some_and(|s| !s.is_empty()) {
+            on.push('*');
+            shared = true;
+        }
         let waiting = if state == "queued" { job["pending_reason"].as_str().unwrap_or("") } else { "" };
         let line = format!(
             "{:>5}  {} {} {} {:>4} {} {} {}",
@@ -594,6 +610,9 @@ fn jobs_table(jobs: &[Value]) -> String {
             waiting
         );
         let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if shared {
+        let _ = writeln!(out, "* shares its GPUs with another job (the policy interleaves them; `arbiter show ID` says which)");
     }
     out
 }
@@ -637,6 +656,9 @@ fn job_text(job: &Value) -> String {
         let _ = write!(state_line, " ({reason})");
     }
     let _ = writeln!(out, "  state:      {state_line}");
+    if let Some(shares) = sharing_text(&job["shares_gpus_with"]) {
+        let _ = writeln!(out, "  shares:     {shares} (the policy interleaves them)");
+    }
     if state == "queued"
         && let Some(reason) = job["pending_reason"].as_str() {
             let _ = writeln!(out, "  waiting:    {reason}");
@@ -649,6 +671,10 @@ fn job_text(job: &Value) -> String {
     let plural = if r["gpus"].as_u64() == Some(1) { "" } else { "s" };
     let kind = if r["opportunistic"] == true { ", opportunistic (idle GPUs only; yields at once)" } else { "" };
     let _ = writeln!(out, "  asks for:   {} GPU{plural}{types}, priority {}{kind}", number(&r["gpus"]), number(&r["priority"]));
+    if let Some(st) = r["iteration_stages"].as_object() {
+        let s = |k: &str| st.get(k).and_then(Value::as_f64).map_or_else(|| "?".to_string(), |v| format!("{v}"));
+        let _ = writeln!(out, "  iteration:  I/O {} s, CPU {} s, GPU {} s", s("io_s"), s("cpu_s"), s("gpu_s"));
+    }
     if let Some(t) = job["submitted_unix_s"].as_i64() {
         let _ = writeln!(out, "  submitted:  {} UTC", utc(t));
     }
@@ -780,6 +806,35 @@ fn tenants_table(tenants: &[Value]) -> String {
     out
 }
 
+/// `--stages IO,CPU,GPU`: three finite, non-negative numbers of seconds, as the API's
+/// `iteration_stages` (the daemon checks the rest: their sum, the upper bounds).
+fn parse_stages(text: &str) -> Result<Value> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let numbers: Option<Vec<f64>> = parts.iter().map(|p| p.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0)).collect();
+    match numbers.as_deref() {
+        Some(&[io_s, cpu_s, gpu_s]) => Ok(json!({ "io_s": io_s, "cpu_s": cpu_s, "gpu_s": gpu_s })),
+        _ => bail!("--stages {text}: expected three numbers of seconds (finite, >= 0) per iteration, IO,CPU,GPU (e.g. 0.05,0.1,0.35)"),
+    }
+}
+
+/// The other jobs on a running job's GPUs (`shares_gpus_with`), as `GPUs 0 with job 7; GPUs 1
+/// with another tenant's job`; `None` when it shares none.
+fn sharing_text(shares: &Value) -> Option<String> {
+    let items: Vec<String> = shares
+        .as_array()?
+        .iter()
+        .map(|s| {
+            let gpus = gpu_list(&s["gpus"]).unwrap_or_default();
+            let plural = if s["gpus"].as_array().is_some_and(|g| g.len() == 1) { "" } else { "s" };
+            match s["id"].as_u64() {
+                Some(id) => format!("GPU{plural} {gpus} with job {id}"),
+                None => format!("GPU{plural} {gpus} with another tenant's job"),
+            }
+        })
+        .collect();
+    (!items.is_empty()).then(|| items.join("; "))
+}
+
 /// Quotes an argument for `sh -c` when it needs it.
 fn shell_quote(arg: &str) -> String {
     if !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
@@ -791,3 +846,35 @@ fn shell_quote(arg: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod colocation_tests {
+    use super::*;
+
+    #[test]
+    fn stages_are_three_numbers_of_seconds() {
+        assert_eq!(parse_stages("0.05, 0.1,0.35").expect("valid"), json!({ "io_s": 0.05, "cpu_s": 0.1, "gpu_s": 0.35 }));
+        for bad in ["", "1,2", "1,2,3,4", "a,b,c", "1;2;3", "nan,0,1", "inf,0,1", "-1,0,1"] {
+            let e = parse_stages(bad).expect_err("refused").to_string();
+            assert!(e.contains("--stages") && e.contains("IO,CPU,GPU"), "{e}");
+        }
+    }
+
+    #[test]
+    fn show_says_which_jobs_share_the_gpus_and_jobs_marks_them() {
+        let job = json!({
+            "id": 3, "tenant": "a", "request": { "command": "train", "gpus": 1, "iteration_stages": { "io_s": 0.3, "cpu_s": 0.15, "gpu_s": 0.05 } },
+            "state": { "state": "running", "gpus": [0], "pid": 10, "started_unix_s": 0 },
+            "shares_gpus_with": [{ "id": 7, "gpus": [0] }, { "gpus": [0], "other_tenant": true }],
+        });
+        let text = job_text(&job);
+        assert!(text.contains("  shares:     GPU 0 with job 7; GPU 0 with another tenant's job"), "{text}");
+        assert!(text.contains("  iteration:  I/O 0.3 s, CPU 0.15 s, GPU 0.05 s"), "{text}");
+        let table = jobs_table(&[job]);
+        assert!(table.lines().nth(1).is_some_and(|l| l.contains(" 0* ")), "{table}");
+        assert!(table.lines().last().is_some_and(|l| l.starts_with("* shares its GPUs")), "{table}");
+        let alone = json!({ "id": 4, "request": { "command": "x", "gpus": 1 }, "state": { "state": "running", "gpus": [1] }, "shares_gpus_with": [] });
+        assert!(!job_text(&alone).contains("shares:"));
+        assert!(!jobs_table(&[alone]).contains('*'));
+    }
+}

@@ -70,6 +70,60 @@ pub struct SubmitRequest {
     /// needs its GPUs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opportunistic: bool,
+    /// One training iteration's time on each resource (storage I/O, CPU, GPU), seconds: Muri's
+    /// policies (`muri-s`, `muri-l`) interleave jobs whose iterations stress different resources
+    /// on the same GPUs. Without it the job runs alone under them. (Absent in records written
+    /// before it existed.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration_stages: Option<StageTimes>,
+}
+
+/// One iteration's time on each resource, seconds (`SubmitRequest::iteration_stages`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageTimes {
+    /// Reading input from storage.
+    pub io_s: f64,
+    /// CPU work (preprocessing, data loading).
+    pub cpu_s: f64,
+    /// GPU compute (forward and backward pass).
+    pub gpu_s: f64,
+}
+
+/// Longest iteration a submission may describe (each stage and their sum), seconds: one day.
+pub const MAX_ITERATION_S: f64 = 86_400.0;
+
+/// Shortest iteration a submission may describe (the sum of its stages), seconds: a
+/// microsecond, which keeps the interleaving arithmetic away from denormal numbers.
+pub const MIN_ITERATION_S: f64 = 1e-6;
+
+impl StageTimes {
+    /// One iteration alone: the sum of the stages, seconds.
+    pub fn iteration_s(&self) -> f64 {
+        self.io_s + self.cpu_s + self.gpu_s
+    }
+
+    /// The stages as the policies see them.
+    pub fn to_model(self) -> arbiter_model::IterationStages {
+        arbiter_model::IterationStages { io_s: self.io_s, cpu_s: self.cpu_s, gpu_s: self.gpu_s }
+    }
+
+    /// Why these stage times are not acceptable, if they are not.
+    fn problem(&self) -> Option<String> {
+        for (name, v) in [("io_s", self.io_s), ("cpu_s", self.cpu_s), ("gpu_s", self.gpu_s)] {
+            if !v.is_finite() || v < 0.0 {
+                return Some(format!("{name} is {v}; each stage must be a finite number of seconds >= 0"));
+            }
+            if v > MAX_ITERATION_S {
+                return Some(format!("{name} is {v} s; an iteration stage is at most {MAX_ITERATION_S} s (a day)"));
+            }
+        }
+        let sum = self.iteration_s();
+        if !(MIN_ITERATION_S..=MAX_ITERATION_S).contains(&sum) {
+            return Some(format!("the stages sum to {sum} s; an iteration takes {MIN_ITERATION_S} to {MAX_ITERATION_S} s"));
+        }
+        None
+    }
 }
 
 /// The longest an opportunistic job is given to checkpoint when it must yield its GPUs.
@@ -214,6 +268,9 @@ impl SubmitRequest {
             && !(0..=i64::try_from(MAX_SECONDS * 100).unwrap_or(i64::MAX)).contains(&d) {
                 return bad("deadline_unix_s", format!("{d} is not a plausible Unix time"));
             }
+        if let Some(problem) = self.iteration_stages.as_ref().and_then(StageTimes::problem) {
+            return bad("iteration_stages", problem);
+        }
         Ok(())
     }
 }
@@ -393,6 +450,65 @@ pub struct JobRecord {
     pub host_share: Option<arbiter_model::HostShare>,
 }
 
+/// Another job holding GPUs a job holds (the policy co-located them), as one caller may see it:
+/// its id only when the caller may see that job (the admin, or the same tenant); for another
+/// tenant's job only that the GPUs are shared — what `/v1/cluster` already shows of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedGpus {
+    /// The other job, when the caller may see it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u32>,
+    /// The GPU indices both hold.
+    pub gpus: Vec<u32>,
+    /// The other job belongs to another tenant (its id is not shown).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub other_tenant: bool,
+}
+
+/// Which jobs hold each GPU (running or stopping), built once per request.
+#[derive(Clone, Debug, Default)]
+pub struct GpuHolders {
+    /// GPU index → (job id, tenant) of the jobs holding it, by job id.
+    by_gpu: BTreeMap<u32, Vec<(u32, String)>>,
+}
+
+impl GpuHolders {
+    /// The holders among `jobs`.
+    pub fn of<'a>(jobs: impl IntoIterator<Item = &'a JobRecord>) -> Self {
+        let mut by_gpu: BTreeMap<u32, Vec<(u32, String)>> = BTreeMap::new();
+        for job in jobs {
+            for &g in job.state.gpus().unwrap_or_default() {
+                by_gpu.entry(g).or_default().push((job.id, job.tenant.clone()));
+            }
+        }
+        GpuHolders { by_gpu }
+    }
+
+    /// The other jobs holding GPUs `job` holds, as `viewer` (`None`: the admin) may see them:
+    /// the ones it may see by id first, then other tenants' (ordered by their GPUs, not their
+    /// ids).
+    pub fn shared_with(&self, job: &JobRecord, viewer: Option<&str>) -> Vec<SharedGpus> {
+        let mut by_job: BTreeMap<u32, (bool, Vec<u32>)> = BTreeMap::new();
+        for &g in job.state.gpus().unwrap_or_default() {
+            for (other, tenant) in self.by_gpu.get(&g).into_iter().flatten().filter(|(other, _)| *other != job.id) {
+                let visible = viewer.is_none_or(|v| v == tenant.as_str());
+                by_job.entry(*other).or_insert_with(|| (visible, Vec::new())).1.push(g);
+            }
+        }
+        let (mut seen, mut hidden): (Vec<SharedGpus>, Vec<SharedGpus>) = (Vec::new(), Vec::new());
+        for (other, (visible, gpus)) in by_job {
+            if visible {
+                seen.push(SharedGpus { id: Some(other), gpus, other_tenant: false });
+            } else {
+                hidden.push(SharedGpus { id: None, gpus, other_tenant: true });
+            }
+        }
+        hidden.sort_by(|a, b| a.gpus.cmp(&b.gpus));
+        seen.extend(hidden);
+        seen
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -463,5 +579,92 @@ impl JobRecord {
             .or(self.request.checkpoint_dir.as_ref())
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| data_dir.join("checkpoints").join(self.id.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits { gpus: vec![("a100".into(), 1)], cpus: 8, memory_gib: 32 }
+    }
+
+    fn with_stages(io_s: f64, cpu_s: f64, gpu_s: f64) -> SubmitRequest {
+        let mut r: SubmitRequest = serde_json::from_str(r#"{"command": "train"}"#).expect("valid");
+        r.iteration_stages = Some(StageTimes { io_s, cpu_s, gpu_s });
+        r
+    }
+
+    #[test]
+    fn iteration_stages_are_finite_non_negative_and_sum_to_a_plausible_iteration() {
+        assert_eq!(with_stages(0.05, 0.1, 0.35).validate(&limits()), Ok(()));
+        assert_eq!(with_stages(0.0, 0.0, 0.2).validate(&limits()), Ok(()), "a stage may be 0");
+        for (io, cpu, gpu) in [
+            (f64::NAN, 0.1, 0.1),
+            (0.1, f64::INFINITY, 0.1),
+            (0.1, 0.1, f64::NEG_INFINITY),
+            (-0.1, 0.1, 0.5),
+            (0.0, -1e-9, 0.5),
+            (0.0, 0.0, 0.0),
+            (1e-300, 0.0, 0.0),
+            (1e300, 0.0, 0.0),
+            (86_400.0, 86_400.0, 0.0),
+            (f64::MAX, f64::MAX, f64::MAX),
+        ] {
+            let e = with_stages(io, cpu, gpu).validate(&limits()).expect_err("refused");
+            assert_eq!(e.field, "iteration_stages", "({io}, {cpu}, {gpu}): {e}");
+            assert!(e.to_string().starts_with("iteration_stages: "), "{e}");
+        }
+        // Over JSON: unknown keys, missing stages, strings, and numbers beyond f64 are refused
+        // by the parser (the API answers 400 with serde's message, which names the key).
+        for body in [
+            r#"{"command": "x", "iteration_stages": {"io_s": 1, "cpu_s": 1, "gpu_s": 1, "net_s": 1}}"#,
+            r#"{"command": "x", "iteration_stages": {"io_s": 1, "cpu_s": 1}}"#,
+            r#"{"command": "x", "iteration_stages": {"io_s": "1", "cpu_s": 1, "gpu_s": 1}}"#,
+            r#"{"command": "x", "iteration_stages": {"io_s": 1e400, "cpu_s": 1, "gpu_s": 1}}"#,
+            r#"{"command": "x", "iteration_stages": {"io_s": NaN, "cpu_s": 1, "gpu_s": 1}}"#,
+            r#"{"command": "x", "iteration_stages": {"io_s": null, "cpu_s": 1, "gpu_s": 1}}"#,
+        ] {
+            assert!(serde_json::from_str::<SubmitRequest>(body).is_err(), "{body}");
+        }
+    }
+
+    #[test]
+    fn records_written_before_iteration_stages_still_load_and_new_ones_keep_them() {
+        // A record as an Arbiter without the field wrote it.
+        let old = r#"{"id": 3, "tenant": "t", "request": {"command": "train", "working_dir": null, "env": {}, "gpus": 1,
+            "gpu_types": [], "cpus": 0, "memory_gib": 0, "priority": 0, "deadline_unix_s": null, "max_run_time_s": null,
+            "expected_run_time_s": null, "checkpoint_dir": null, "checkpoint_signal": "TERM", "grace_s": 30, "max_retries": 2,
+            "name": null}, "state": {"state": "queued"}, "submitted_unix_s": 1, "executed_s": 0.0, "runs": 0, "failures": 0,
+            "preemptions": 0, "exit_code": null, "pending_reason": null, "progress": null, "history": [], "token_sha256": "x"}"#;
+        let record: JobRecord = serde_json::from_str(old).expect("an old record loads");
+        assert_eq!(record.request.iteration_stages, None);
+        // Without stages nothing new is written (an older Arbiter still reads the record) ...
+        assert!(!serde_json::to_string(&record).expect("json").contains("iteration_stages"));
+        // ... with them they survive the round trip.
+        let mut record = record;
+        record.request.iteration_stages = Some(StageTimes { io_s: 0.1, cpu_s: 0.2, gpu_s: 0.3 });
+        let back: JobRecord = serde_json::from_str(&serde_json::to_string(&record).expect("json")).expect("loads");
+        assert_eq!(back.request.iteration_stages, record.request.iteration_stages);
+    }
+
+    #[test]
+    fn a_tenant_sees_another_tenants_job_on_its_gpus_only_as_shared_gpus() {
+        let running = |id: u32, tenant: &str, gpus: &[u32]| {
+            let mut j = JobRecord::submitted(id, tenant, with_stages(0.1, 0.1, 0.1), 0, String::new());
+            j.state = JobState::Running { gpus: gpus.to_vec(), pid: 100 + id, started_unix_s: 0 };
+            j
+        };
+        let jobs = [running(0, "a", &[0]), running(1, "a", &[0]), running(2, "b", &[0]), running(3, "b", &[1]), JobRecord::submitted(4, "a", with_stages(0.1, 0.1, 0.1), 0, String::new())];
+        let holders = GpuHolders::of(&jobs);
+        let mine = |id: Option<u32>, gpus: &[u32]| SharedGpus { id, gpus: gpus.to_vec(), other_tenant: id.is_none() };
+        assert_eq!(holders.shared_with(&jobs[0], Some("a")), vec![mine(Some(1), &[0]), mine(None, &[0])]);
+        assert_eq!(holders.shared_with(&jobs[2], Some("b")), vec![mine(None, &[0]), mine(None, &[0])]);
+        assert_eq!(holders.shared_with(&jobs[0], None), vec![mine(Some(1), &[0]), mine(Some(2), &[0])], "the admin sees every id");
+        assert_eq!(holders.shared_with(&jobs[3], Some("b")), vec![]);
+        assert_eq!(holders.shared_with(&jobs[4], Some("a")), vec![], "a queued job shares nothing");
+        let json = serde_json::to_value(holders.shared_with(&jobs[2], Some("b"))).expect("json");
+        assert_eq!(json, serde_json::json!([{"gpus": [0], "other_tenant": true}, {"gpus": [0], "other_tenant": true}]));
     }
 }

@@ -22,6 +22,12 @@ const BUNDLED_GITTINS_PRIOR: &str = include_str!("../../../data/tiresias/yarn-gp
 /// it can. (Migrations are carried out by every executor — checkpoint, then start on the new
 /// GPUs — and so are CPU/memory shares: an executor that cannot change a run's limits live
 /// restarts it from its checkpoint with the new ones.)
+///
+/// The other policies that put jobs on the same GPUs (`muri-s`, `muri-l`, `gandiva`) run on
+/// every executor: on one without [`Capabilities::colocation`] (Slurm gives a GPU to one job at
+/// a time) the round starts no run on GPUs another run holds and moves no running job into a
+/// group — the first member of a group runs alone and the others wait, each with a pending
+/// reason that says so (`tick`), so a decision is never carried out half-shared.
 pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<String> {
     match kind {
         PolicyKind::MaxMinFairnessPacked if !capabilities.colocation => Some(format!(
@@ -33,6 +39,12 @@ pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<Strin
         // does not collect yet.
         PolicyKind::MaxMinFairnessPacked => Some(format!(
             "`{}` needs the speeds of job pairs sharing a GPU (Gavel's co-location throughput table), which the daemon does not measure yet; use max-min-fairness-het",
+            kind.name()
+        )),
+        // AntMan's opportunistic jobs run on GPUs that other runs hold; the daemon gives each
+        // GPU to one run (its opportunistic jobs take only idle GPUs and yield them).
+        PolicyKind::AntMan => Some(format!(
+            "`{}` runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)",
             kind.name()
         )),
         _ => None,

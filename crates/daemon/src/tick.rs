@@ -149,7 +149,7 @@ impl Daemon {
         let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
 
         // Preempt what the plan stops — unless it is still within its minimum run time, or the
-        // policy decides by rounds (Gavel's and Synergy's families) and the round is not over: such
+        // policy decides by rounds (Gavel's and Synergy's families, Gandiva) and the round is not over: such
         // a policy called at every event between rounds would otherwise re-rank and swap jobs each
         // time (eight 3-second jobs on 4 GPUs: 1,483 preemptions under ftf+proportional). Between
         // rounds it may still start jobs on free GPUs.
@@ -158,7 +158,7 @@ impl Daemon {
             state.round_started_ms = now_ms;
         }
         let round_ends_ms = state.round_started_ms.saturating_add(round_ms);
-        let by_rounds = self.settings.policy.is_gavel() || self.settings.policy.is_synergy();
+        let by_rounds = self.settings.policy.decides_by_rounds();
         let protection = |state: &State, id: u32| -> Option<Protection> {
             let JobState::Running { started_unix_s, .. } = state.jobs[id as usize].state else { return None };
             let min_run_s = state.jobs[id as usize].request.min_run_time_s.map_or(self.settings.min_run_s, |s| s as f64);
@@ -181,6 +181,7 @@ impl Daemon {
             state.counters.preemptions += 1;
         }
         let live_reshare = self.executor.capabilities().live_reshare;
+        let colocation = self.executor.capabilities().colocation;
         // Starts, in the decision's order: new jobs, and jobs whose run is being moved.
         let mut to_start: Vec<&Assignment> = Vec::new();
         for action in &plan.actions {
@@ -188,6 +189,9 @@ impl Daemon {
                 Action::Start(a) => to_start.push(a),
                 Action::Keep(_) => {}
                 Action::Reshare(a) if live_reshare || a.host == state.jobs[a.job.index()].host_share => self.reshare(state, a),
+                // Without co-location (Slurm), a run is not moved into a group: it would be
+                // stopped only to wait for its partners' GPUs (see the starts below).
+                Action::Migrate(a) if !colocation && a.colocation.is_some() => {}
                 // A run the policy moves to other GPUs — or whose CPU/memory share changes on an
                 // executor that cannot change it live — is checkpointed and started again there
                 // once its run has ended. (Within its minimum run time, or mid-round for a
@@ -243,16 +247,34 @@ impl Daemon {
             let mut at = a.colocation.map(|c| c.partner);
             for _ in 1..arbiter_model::MAX_GROUP {
                 let Some(member) = at.filter(|m| *m != a.job) else { break };
-                partner_gpus = given.get(&member.0).cloned().or_else(|| state.jobs[member.index()].state.gpus().map(<[u32]>::to_vec));
+                partner_gpus = given.get(&member.0).cloned().or_else(|| state.jobs[member.index()].state.gpus().map(<[u32]>::to_vec)).map(|g| (member.0, g));
                 if partner_gpus.is_some() {
                     break;
                 }
                 at = by_job.get(&member.0).and_then(|m| m.colocation).map(|c| c.partner);
             }
-            let gpus = match partner_gpus {
-                Some(gpus) if state.topology.placement_of(&gpus).as_ref() == Some(&a.placement) => Some(gpus),
-                _ => pick_gpus(state, &held, a),
-            };
+            // An executor that gives a GPU to one run at a time (Slurm) cannot carry the sharing
+            // out: the first member of a group to start runs alone, the others wait — said in
+            // their pending reason, never started on GPUs another run holds.
+            let shares_with = partner_gpus.filter(|(_, g)| state.topology.placement_of(g).as_ref() == Some(&a.placement));
+            if !colocation
+                && let Some((member, gpus)) = &shares_with
+            {
+                let with = if state.jobs[*member as usize].tenant == state.jobs[id as usize].tenant { format!("job {member}") } else { "another tenant's job".into() };
+                let gpus: Vec<String> = gpus.iter().map(u32::to_string).collect();
+                let reason = format!(
+                    "the policy ({}) shares GPUs {} between it and {with}, which the {} executor cannot do (it gives a GPU to one job at a time): waiting for them to be free",
+                    state.policy.name(),
+                    gpus.join(","),
+                    self.executor.name()
+                );
+                if state.jobs[id as usize].pending_reason.as_deref() != Some(reason.as_str()) {
+                    tracing::warn!(job = id, "not started: {reason}");
+                }
+                state.jobs[id as usize].pending_reason = Some(reason);
+                continue;
+            }
+            let gpus = shares_with.map(|(_, g)| g).or_else(|| pick_gpus(state, &held, a));
             let Some(gpus) = gpus else {
                 reserved.extend(a.placement.slots.iter().map(|(n, _)| *n));
                 let yielding = self.make_room(state, &held, a)?;

@@ -24,6 +24,12 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
     spec.priority = r.priority;
     spec.deadline = r.deadline_unix_s.map(sim_time_s);
     spec.restart_overhead = Some(SimDuration::from_ms(0));
+    // Per-iteration stage times (Muri's policies interleave jobs by them); one iteration alone
+    // takes their sum.
+    if let Some(stages) = r.iteration_stages {
+        spec.stages = Some(stages.to_model());
+        spec.iteration_s = Some(stages.iteration_s());
+    }
     // Speed per GPU type: 0 where the job may not run; measured throughput relative to its best
     // measured type where it has run; 1 (optimistic, so it gets tried) elsewhere.
     let allowed = |t: &str| r.gpu_types.is_empty() || r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t));

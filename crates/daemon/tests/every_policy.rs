@@ -63,7 +63,9 @@ fn every_policy_runs_through_the_daemon_loop_or_is_refused_with_its_reason() {
             ran += 1;
         }
     }
-    assert!(ran >= 2 * (PolicyKind::ALL.len() - 1), "only {ran} policy runs");
+    // Refused on both executors: max-min-fairness-packed (no measured pair speeds) and antman
+    // (guests on held GPUs).
+    assert!(ran >= 2 * (PolicyKind::ALL.len() - 2), "only {ran} policy runs");
 }
 
 #[test]

@@ -69,13 +69,33 @@ pub struct Assignment {
     /// memory divided by its GPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostShare>,
+    /// An opportunistic job (AntMan): it runs on GPUs that other jobs hold or leave idle without
+    /// taking them. `None`: the job holds its GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Guest>,
 }
 
 impl Assignment {
     /// The job runs alone on `placement`, with the GPU-proportional CPU and memory.
     pub fn exclusive(job: JobId, placement: Placement) -> Self {
-        Assignment { job, placement, colocation: None, host: None }
+        Assignment { job, placement, colocation: None, host: None, guest: None }
     }
+
+    /// The job runs opportunistically on `placement` at `speed` (see [`Guest`]).
+    pub fn guest(job: JobId, placement: Placement, speed: f64) -> Self {
+        Assignment { job, placement, colocation: None, host: None, guest: Some(Guest { speed }) }
+    }
+}
+
+/// An opportunistic job (AntMan's): it runs on GPUs without holding them — they stay free for
+/// (or held by) the jobs that hold GPUs, and its speed reflects whom it shares them with. At
+/// most one guest per GPU (a node's guests use at most its GPU count). The simulator credits
+/// its GPU time to it and counts its time as co-located.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Guest {
+    /// Its speed relative to running alone (the policy's interference model), recomputed at
+    /// every decision.
+    pub speed: f64,
 }
 
 /// Two jobs sharing the same GPUs. Both jobs' assignments name each other and the same

@@ -21,7 +21,7 @@ mod time;
 
 pub use active::{ActiveJob, RunState};
 pub use cluster::{default_price_per_gpu_hour, Cluster, ClusterError, Node};
-pub use decision::{Assignment, Colocation, Decision, PendingReason, Placement};
+pub use decision::{Assignment, Colocation, Decision, Guest, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::{IterationStages, JobSpec};
 pub use occupancy::{AllocError, Occupancy};

@@ -130,6 +130,25 @@ pub enum PlanError {
         /// The speed.
         speed: f64,
     },
+    /// An opportunistic job that also shares GPUs in a group or sets its own CPU/memory share.
+    #[error("{0} runs opportunistically (a guest) and also names a partner or a CPU/memory share")]
+    GuestWithShares(JobId),
+    /// A guest speed that is not finite and positive.
+    #[error("{job} runs opportunistically at speed {speed}; it must be finite and > 0")]
+    BadGuestSpeed {
+        /// The job.
+        job: JobId,
+        /// The speed.
+        speed: f64,
+    },
+    /// More opportunistic jobs on a node than it has GPUs.
+    #[error("{job}: opportunistic jobs over-commit: {reason}")]
+    GuestsOverAllocated {
+        /// The job.
+        job: JobId,
+        /// The occupancy's reason.
+        reason: String,
+    },
     /// A co-located job that also sets its own CPU/memory share.
     #[error("{0} shares GPUs and sets its own CPU/memory; a pair keeps the proportional share")]
     SharedWithHostShare(JobId),
@@ -273,8 +292,13 @@ impl Planner {
         };
         // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
         // CPU and memory always fit where the GPUs fit).
-        let (any_colocation, check_host) = decision.run.iter().fold((false, false), |(c, h), a| (c || a.colocation.is_some(), h || a.host.is_some()));
-        self.shares = any_colocation || check_host;
+        let (any_colocation, check_host, any_guest) = decision
+            .run
+            .iter()
+            .fold((false, false, false), |(c, h, g), a| (c || a.colocation.is_some(), h || a.host.is_some(), g || a.guest.is_some()));
+        self.shares = any_colocation || check_host || any_guest;
+        // Opportunistic jobs (guests) are counted apart: on top of the GPUs' holders, one each.
+        let mut guests = if any_guest { Some(Occupancy::new(cluster)) } else { None };
         let assigned: std::collections::BTreeMap<JobId, &Assignment> =
             if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
         // CPU cores and memory taken per node.
@@ -299,6 +323,18 @@ impl Planner {
                 }
             if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
                 return Err(PlanError::CannotRunOn { job: a.job, gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(), node: node.name.clone() });
+            }
+            if let Some(g) = a.guest {
+                if a.colocation.is_some() || a.host.is_some() {
+                    return Err(PlanError::GuestWithShares(a.job));
+                }
+                if !(g.speed.is_finite() && g.speed > 0.0) {
+                    return Err(PlanError::BadGuestSpeed { job: a.job, speed: g.speed });
+                }
+                if let Some(guests) = guests.as_mut() {
+                    guests.allocate(&a.placement).map_err(|e| PlanError::GuestsOverAllocated { job: a.job, reason: e.to_string() })?;
+                }
+                continue;
             }
             if let Some(c) = a.colocation {
                 // A group: each member names the next, back to the first, all on the same GPUs.

@@ -15,7 +15,7 @@
 pub use arbiter_model::IterationStages as Stages;
 
 /// Which order of the group's jobs the pipeline uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum JobOrder {
     /// The fastest order (Muri).
     Best,

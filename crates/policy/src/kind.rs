@@ -13,6 +13,7 @@ use crate::las::{Las, LasConfig};
 use crate::ordered::{Order, OrderedPolicy};
 use crate::placement::PlacementStrategy;
 use crate::qssf::{Qssf, DEFAULT_HISTORY};
+use crate::themis::ThemisConfig;
 use crate::synergy::{Mechanism, Synergy, SynergyOrder};
 use crate::{Policy, PolicyError};
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,18 @@ pub enum PolicyKind {
     MuriS,
     /// Muri-L: the same, least attained service first (durations unknown).
     MuriL,
+    /// AntMan: non-preemptive; resource-guaranteed jobs get GPUs of their own (reserving partial
+    /// gangs while they wait), opportunistic jobs soak up lightly used GPUs anywhere.
+    AntMan,
+    /// Themis as Muri's simulator runs it: a finish-time-fairness allocation recomputed at every
+    /// event, ranked by allocation over time received.
+    ThemisMuri,
+    /// Themis' own mechanism: leases, finish-time fairness ρ, GPUs offered to the `1 − f`
+    /// fraction of jobs with the worst ρ, partial-allocation auction.
+    Themis,
+    /// Gandiva as Gavel implements it: time-slicing in rounds, random pairing with
+    /// introspection when over-subscribed, migration to defragment.
+    Gandiva,
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
     Qssf,
     /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
@@ -107,7 +120,7 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 38] = [
+    pub const ALL: [PolicyKind; 42] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -118,6 +131,10 @@ impl PolicyKind {
         PolicyKind::Gittins,
         PolicyKind::MuriS,
         PolicyKind::MuriL,
+        PolicyKind::AntMan,
+        PolicyKind::ThemisMuri,
+        PolicyKind::Themis,
+        PolicyKind::Gandiva,
         PolicyKind::Qssf,
         PolicyKind::MaxMinFairness,
         PolicyKind::MaxMinFairnessHet,
@@ -153,6 +170,19 @@ impl PolicyKind {
         matches!(self, PolicyKind::Synergy(..))
     }
 
+    /// Whether the policy needs measured speeds of job pairs sharing GPUs (a throughput table
+    /// with pair entries).
+    pub fn needs_pair_speeds(self) -> bool {
+        matches!(self, PolicyKind::MaxMinFairnessPacked | PolicyKind::Gandiva)
+    }
+
+    /// Whether the policy decides in rounds (Gavel's and Synergy's families, Gandiva): called
+    /// between rounds it would re-rank and swap jobs, so the daemon lets running jobs finish
+    /// their round.
+    pub fn decides_by_rounds(self) -> bool {
+        self.is_gavel() || self.is_synergy() || self == PolicyKind::Gandiva
+    }
+
     /// Whether this is one of Gavel's allocation policies (computed as X, realized by rounds).
     pub fn is_gavel(self) -> bool {
         matches!(
@@ -183,6 +213,10 @@ impl PolicyKind {
             PolicyKind::DlasGpu => "dlas-gpu",
             PolicyKind::MuriS => "muri-s",
             PolicyKind::MuriL => "muri-l",
+            PolicyKind::AntMan => "antman",
+            PolicyKind::ThemisMuri => "themis-muri",
+            PolicyKind::Themis => "themis",
+            PolicyKind::Gandiva => "gandiva",
             PolicyKind::Gittins => "gittins",
             PolicyKind::Qssf => "qssf",
             PolicyKind::MaxMinFairness => "max-min-fairness",
@@ -205,7 +239,7 @@ impl PolicyKind {
         match name {
             "tiresias-l" => Some(PolicyKind::Las),
             "tiresias-g" => Some(PolicyKind::Gittins),
-            "themis" | "ftf" => Some(PolicyKind::FinishTimeFairness),
+            "ftf" => Some(PolicyKind::FinishTimeFairness),
             "ftf-het" => Some(PolicyKind::FinishTimeFairnessHet),
             "las-het" => Some(PolicyKind::MaxMinFairnessHet),
             "yarn-cs" => Some(PolicyKind::Fifo),
@@ -225,6 +259,10 @@ impl PolicyKind {
             PolicyKind::DlasGpu => "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)",
             PolicyKind::MuriS => "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)",
             PolicyKind::MuriL => "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)",
+            PolicyKind::AntMan => "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)",
+            PolicyKind::ThemisMuri => "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)",
+            PolicyKind::Themis => "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)",
+            PolicyKind::Gandiva => "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)",
             PolicyKind::Gittins => "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)",
             PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
             PolicyKind::MaxMinFairness => "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)",
@@ -279,6 +317,8 @@ pub struct PolicyConfig {
     pub pair_speeds: Option<Arc<PairSpeeds>>,
     /// Muri-S / Muri-L: group size and autopack.
     pub muri: MuriConfig,
+    /// Themis (`themis`): fairness knob and lease length.
+    pub themis: ThemisConfig,
 }
 
 impl Default for PolicyConfig {
@@ -295,6 +335,7 @@ impl Default for PolicyConfig {
             inner_policy: InnerPolicy::Fairness,
             pair_speeds: None,
             muri: MuriConfig::default(),
+            themis: ThemisConfig::default(),
         }
     }
 }
@@ -347,6 +388,10 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::DlasGpu => Box::new(DlasGpu::new(&config.las)?),
         PolicyKind::MuriS => Box::new(Muri::new(MuriRanking::RemainingService, config.muri)?),
         PolicyKind::MuriL => Box::new(Muri::new(MuriRanking::AttainedService, config.muri)?),
+        PolicyKind::AntMan => crate::antman::build(config)?,
+        PolicyKind::ThemisMuri => crate::themis::build_muri(config)?,
+        PolicyKind::Themis => crate::themis::build_lease(config)?,
+        PolicyKind::Gandiva => crate::gavel::gandiva::build(config)?,
         PolicyKind::Gittins => {
             let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
             let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();

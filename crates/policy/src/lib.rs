@@ -15,6 +15,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod antman;
 pub mod backfill;
 pub mod dlas;
 pub mod gavel;
@@ -29,6 +30,7 @@ pub mod ordered;
 pub mod placement;
 pub mod qssf;
 pub mod synergy;
+pub mod themis;
 
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
 use thiserror::Error;

@@ -28,7 +28,7 @@ use crate::matching::muri::muri_max_weight_matching;
 use crate::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec, Placement, SimTime};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Which of Muri's two rankings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +68,82 @@ pub struct Muri {
     listed: Vec<bool>,
     /// Per job id: its last rank value (Muri-S keeps a waiting job's last one).
     sort_val: Vec<f64>,
+    /// Interleaving results by group shape, computed once.
+    memo: ShapeMemo,
+}
+
+/// Jobs with the same stage and iteration times interleave alike: Muri's traces have a handful
+/// of such shapes and thousands of jobs, and the matching asks for the weight of every pair of
+/// groups at every scheduling point (a third of the run time before this memo). Looked up, never
+/// iterated, so the hash maps cannot reorder a decision.
+#[derive(Clone, Debug, Default)]
+struct ShapeMemo {
+    /// Shape number by (io, cpu, gpu, iteration) bits.
+    shapes: HashMap<[u64; 4], u32>,
+    /// Per job id: its shape number (`NO_SHAPE` before it is looked up, `NO_STAGES` without
+    /// stage times).
+    shape_of: Vec<u32>,
+    /// `used_ratio` by the members' shapes in group order (`NO_SHAPE` pads) and job order.
+    weights: HashMap<([u32; 4], JobOrder), f64>,
+    /// Interleaved iteration time by the members' shapes in group order and job order.
+    times: HashMap<([u32; 4], JobOrder), f64>,
+}
+
+const NO_SHAPE: u32 = u32::MAX;
+const NO_STAGES: u32 = u32::MAX - 1;
+
+impl ShapeMemo {
+    /// The shape of a job (assigned on first sight).
+    fn shape(&mut self, spec: &JobSpec) -> u32 {
+        let i = spec.id.index();
+        if self.shape_of.len() <= i {
+            self.shape_of.resize(i + 1, NO_SHAPE);
+        }
+        if self.shape_of[i] == NO_SHAPE {
+            self.shape_of[i] = match spec.stages {
+                None => NO_STAGES,
+                Some(st) => {
+                    let key = [st.io_s.to_bits(), st.cpu_s.to_bits(), st.gpu_s.to_bits(), spec.iteration_s.unwrap_or(1.0).to_bits()];
+                    let next = self.shapes.len() as u32;
+                    *self.shapes.entry(key).or_insert(next)
+                }
+            };
+        }
+        self.shape_of[i]
+    }
+
+    /// The key of a group (`None` when a member has no stage times or it has over 4 members).
+    fn key(&mut self, members: &[&JobSpec]) -> Option<[u32; 4]> {
+        if members.len() > 4 {
+            return None;
+        }
+        let mut key = [NO_SHAPE; 4];
+        for (k, spec) in key.iter_mut().zip(members) {
+            *k = self.shape(spec);
+            if *k == NO_STAGES {
+                return None;
+            }
+        }
+        Some(key)
+    }
+
+    /// Muri's edge weight of a would-be group, `None` if its members cannot interleave.
+    fn weight(&mut self, members: &[&JobSpec], order: JobOrder) -> Option<f64> {
+        let key = self.key(members)?;
+        let w = *self.weights.entry((key, order)).or_insert_with(|| {
+            let stages: Vec<Stages> = members.iter().filter_map(|s| s.stages).collect();
+            used_ratio(&stages, members[0].iteration_s.unwrap_or(1.0), order)
+        });
+        (w > 0.0).then_some(w)
+    }
+
+    /// A group's interleaved iteration time (a job alone, or one without stages: its own).
+    fn time(&mut self, members: &[&JobSpec], order: JobOrder) -> f64 {
+        match self.key(members) {
+            Some(key) => *self.times.entry((key, order)).or_insert_with(|| group_time(members, order)),
+            None => group_time(members, order),
+        }
+    }
 }
 
 /// One group: its jobs (list order), and their GPU count.
@@ -83,7 +159,7 @@ impl Muri {
         if !(1..=arbiter_model::MAX_GROUP).contains(&config.packing) {
             return Err(PolicyError::Config(format!("muri packing must be 1 to {}, got {}", arbiter_model::MAX_GROUP, config.packing)));
         }
-        Ok(Muri { ranking, config, list: Vec::new(), listed: Vec::new(), sort_val: Vec::new() })
+        Ok(Muri { ranking, config, list: Vec::new(), listed: Vec::new(), sort_val: Vec::new(), memo: ShapeMemo::default() })
     }
 
     fn rank_value(&self, job: &ActiveJob, spec: &JobSpec, now: SimTime) -> f64 {
@@ -188,18 +264,16 @@ impl Policy for Muri {
             for g in &classes {
                 let Some(current) = groups.get(g) else { continue };
                 let packing = self.config.packing;
+                let memo = &mut self.memo;
+                let mut members: Vec<&JobSpec> = Vec::with_capacity(packing);
                 let weight = |u: usize, v: usize| -> Option<f64> {
                     let (a, b) = (&current[u], &current[v]);
                     if a.jobs.len() + b.jobs.len() > packing {
                         return None;
                     }
-                    let members: Vec<&JobSpec> = a.jobs.iter().chain(&b.jobs).map(|&i| spec(i)).collect();
-                    let stages: Vec<Stages> = members.iter().filter_map(|s| s.stages).collect();
-                    if stages.len() != members.len() {
-                        return None;
-                    }
-                    let w = used_ratio(&stages, members[0].iteration_s.unwrap_or(1.0), order_kind);
-                    (w > 0.0).then_some(w)
+                    members.clear();
+                    members.extend(a.jobs.iter().chain(&b.jobs).map(|&i| spec(i)));
+                    memo.weight(&members, order_kind)
                 };
                 let mate = muri_max_weight_matching(current.len(), weight).map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
                 // Ready list: unmatched in order; a pair when the loop reaches its larger index.
@@ -232,7 +306,7 @@ impl Policy for Muri {
             let mut keyed: Vec<(f64, Group)> = Vec::new();
             for group in runnable {
                 let members: Vec<&JobSpec> = group.jobs.iter().map(|&i| spec(i)).collect();
-                let together = group_time(&members, JobOrder::Best);
+                let together = self.memo.time(&members, JobOrder::Best);
                 let in_turn: f64 = members.iter().map(|s| s.iteration_s.unwrap_or(1.0)).sum();
                 if group.jobs.len() > 1 && together / in_turn > 1.0 {
                     keyed.extend(group.jobs.iter().map(|&i| (self.sort_val[job(i).id.index()], Group { jobs: vec![i], gpus: group.gpus })));
@@ -277,12 +351,12 @@ impl Policy for Muri {
             let group = &runnable[k];
             let colocation = (group.jobs.len() > 1).then(|| {
                 let members: Vec<&JobSpec> = group.jobs.iter().map(|&m| spec(m)).collect();
-                let together = group_time(&members, order_kind);
+                let together = self.memo.time(&members, order_kind);
                 let at = group.jobs.iter().position(|&m| m == i).unwrap_or(0);
                 let partner = job(group.jobs[(at + 1) % group.jobs.len()]).id;
                 Colocation { partner, speed: spec(i).iteration_s.unwrap_or(together) / together }
             });
-            decision.run.push(Assignment { job: job(i).id, placement, colocation, host: None });
+            decision.run.push(Assignment { job: job(i).id, placement, colocation, host: None, guest: None });
         }
         // The list for the next point: largest GPU count first (stable).
         let gpus_of: BTreeMap<JobId, u32> = view.jobs.iter().map(|j| (j.id, j.gpus)).collect();
@@ -297,3 +371,6 @@ impl Policy for Muri {
         self.list.retain(|id| *id != job.id);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -215,6 +215,9 @@ struct Engine<'a> {
     partner: Vec<Option<JobId>>,
     /// Per job id: its own CPU/memory share while it runs (`None`: GPU-proportional).
     host: Vec<Option<HostShare>>,
+    /// Per job id: whether it runs as a guest (opportunistically, on GPUs it does not hold: not
+    /// in the occupancy; its GPU time is credited to it and its time counts as co-located).
+    guest: Vec<bool>,
     /// Per job id: when its GPU-seconds were last credited to its record.
     gpu_credited_at: Vec<SimTime>,
     /// Per node: dollars per GPU-hour of its GPU type (for the cost metric).
@@ -276,6 +279,7 @@ pub fn simulate(
         }),
         partner: vec![None; n],
         host: vec![None; n],
+        guest: vec![false; n],
         gpu_credited_at: vec![SimTime::ZERO; n],
         price_per_gpu_hour: cluster.nodes.iter().map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type))).collect(),
         running: 0,
@@ -501,7 +505,7 @@ impl Engine<'_> {
         {
             let mut expected = Occupancy::new(self.cluster);
             for job in &self.active {
-                let Some(placement) = job.placement() else { continue };
+                let Some(placement) = job.placement().filter(|_| !self.guest[job.id.index()]) else { continue };
                 let members = self.group_members(job.id);
                 let counted_with_group = members.iter().any(|m| *m < job.id && self.active[self.slot[m.index()] as usize].placement() == Some(placement));
                 if !counted_with_group {
@@ -538,6 +542,9 @@ impl Engine<'_> {
         if let Some(c) = assignment.colocation {
             return c.speed;
         }
+        if let Some(g) = assignment.guest {
+            return g.speed;
+        }
         let spec = &self.specs[assignment.job.index()];
         assignment.placement.slots.first().and_then(|(node, _)| self.cluster.node(*node)).map_or(1.0, |node| {
             let proportional = proportional_share(node);
@@ -557,7 +564,7 @@ impl Engine<'_> {
             self.records[id].gpu_s_allocated += gpu_s;
             let price = placement.slots.first().and_then(|(node, _)| self.price_per_gpu_hour.get(node.index())).copied().unwrap_or(1.0);
             self.records[id].cost_usd += gpu_s / 3600.0 * price;
-            if self.partner[id].is_some() {
+            if self.partner[id].is_some() || self.guest[id] {
                 self.records[id].colocated_s += elapsed_s;
             }
         }
@@ -569,11 +576,11 @@ impl Engine<'_> {
         let id = assignment.job;
         // Same GPUs, alone before and after, proportional CPU/memory: nothing changes. (A job
         // with a host share before and none now is re-rated below.)
-        let plain = assignment.colocation.is_none() && assignment.host.is_none() && self.partner[id.index()].is_none();
+        let plain = assignment.colocation.is_none() && assignment.host.is_none() && assignment.guest.is_none() && self.partner[id.index()].is_none();
         if plain && !self.special_rate[id.index()] {
             return;
         }
-        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some();
+        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some() || assignment.guest.is_some();
         self.host[id.index()] = assignment.host;
         let partner = assignment.colocation.map(|c| c.partner);
         let speed = self.speed_of(assignment);
@@ -617,7 +624,7 @@ impl Engine<'_> {
         let job = &mut self.active[index];
         job.account(now);
         if let RunState::Running { placement, .. } = &job.state
-            && release && !partner_keeps {
+            && release && !partner_keeps && !self.guest[id.index()] {
                 // The engine only releases what it allocated, so this cannot fail; an error here
                 // would be an engine bug, and the occupancy is left unchanged by a failed release.
                 let released = self.occupancy.release(placement);
@@ -637,7 +644,8 @@ impl Engine<'_> {
         let overhead = self.overhead_s(id);
         self.partner[id.index()] = assignment.colocation.map(|c| c.partner);
         self.host[id.index()] = assignment.host;
-        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some();
+        self.guest[id.index()] = assignment.guest.is_some();
+        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some() || assignment.guest.is_some();
         self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;
         let speed = self.speed_of(assignment);

@@ -357,6 +357,7 @@ impl arbiter_policy::Policy for ShareWhileBoth {
                         placement: gpu.clone(),
                         colocation: Some(Colocation { partner: other, speed: speed(me) }),
                         host: None,
+                        guest: None,
                     });
                 }
             }
@@ -394,7 +395,7 @@ fn co_location_must_be_mutual_and_on_the_same_gpus() {
             use arbiter_model::{Assignment, Colocation, Decision};
             let gpu = Placement::single(NodeId(0), 1);
             let mut decision = Decision::default();
-            decision.run.push(Assignment { job: view.jobs[0].id, placement: gpu.clone(), colocation: Some(Colocation { partner: JobId(1), speed: 0.5 }), host: None });
+            decision.run.push(Assignment { job: view.jobs[0].id, placement: gpu.clone(), colocation: Some(Colocation { partner: JobId(1), speed: 0.5 }), host: None, guest: None });
             decision.run.push(Assignment::exclusive(JobId(1), gpu));
             Ok(decision)
         }
@@ -423,7 +424,7 @@ impl arbiter_policy::Policy for OneGroup {
         let mut decision = Decision::default();
         for (i, &id) in ids.iter().enumerate() {
             let colocation = (ids.len() > 1).then(|| Colocation { partner: ids[(i + 1) % ids.len()], speed });
-            decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None });
+            decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None, guest: None });
         }
         Ok(decision)
     }
@@ -466,7 +467,7 @@ fn under_per_event_overhead_a_group_member_pays_the_whole_groups_overhead() {
             let mut decision = Decision::default();
             for (i, &id) in ids.iter().enumerate() {
                 let colocation = (ids.len() > 1).then(|| Colocation { partner: ids[(i + 1) % ids.len()], speed: 0.5 });
-                decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None });
+                decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None, guest: None });
             }
             Ok(decision)
         }

@@ -24,19 +24,22 @@ fn json(args: &[&str]) -> serde_json::Value {
 const TRACE3_ONLY: &str = r#"trace=[{name="trace3",format="muri",path="../data/muri/trace3.csv",iteration_time_factor=1.015}]"#;
 
 #[test]
-fn muri_scenario_reproduces_trace3_srtf_srsf_and_muris_tiresias_l() {
-    let v = json(&["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf","srsf","dlas-gpu"]"#]);
+fn muri_scenario_reproduces_trace3_for_every_deterministic_policy_of_muris_evaluation() {
+    let policies = ["srtf", "srsf", "dlas-gpu", "muri-s", "muri-l", "antman"];
+    let set_policies = format!("policies={policies:?}");
+    let v = json(&["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", &set_policies]);
     assert_eq!(v["scenario"], "muri-traces");
     let results = v["results"].as_array().expect("results");
-    assert_eq!(results.len(), 3);
+    assert_eq!(results.len(), policies.len());
     for key in ["trace", "policy", "tenant", "seed", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "gpu_utilization", "wall_s"] {
         assert!(results[0].get(key).is_some(), "missing {key}");
     }
     let published = v["published"].as_array().expect("published");
-    let trace3: Vec<_> = published.iter().filter(|c| c["trace"] == "trace3").collect();
-    assert_eq!(trace3.len(), 4);
+    let trace3: Vec<_> = published.iter().filter(|c| c["trace"] == "trace3" && policies.iter().any(|p| c["policy"] == *p)).collect();
+    assert_eq!(trace3.len(), 7);
     for c in trace3 {
-        // SRTF and SRSF to the digit, Tiresias-L (347,213 s) to the second.
+        // SRTF, SRSF, Tiresias-L (347,213 s), Muri-S (85,502.55 s, autopack off), Muri-L
+        // (88,686.97 s, autopack on) and AntMan (305,453.94 s) to the second.
         let diff = c["relative_diff"].as_f64().expect("ran");
         assert!(diff.abs() <= 1e-5, "{c}");
     }

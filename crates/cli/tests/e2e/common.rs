@@ -180,3 +180,15 @@ pub fn refused(r: Result<Value, ClientError>) -> (u16, String) {
 pub fn checkpoint_dir(client: &Client, id: u64) -> PathBuf {
     PathBuf::from(client.get(&format!("/v1/jobs/{id}")).expect("job")["checkpoint_dir"].as_str().expect("checkpoint_dir"))
 }
+
+/// Runs the `arbiter` binary as a client of `daemon` with `token`.
+pub fn cli(daemon: &Daemon, token: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_arbiter")).args(args).env("ARBITER_URL", &daemon.url).env("ARBITER_TOKEN", token).output().expect("binary runs")
+}
+
+/// [`cli`], which must succeed; its standard output.
+pub fn cli_ok(daemon: &Daemon, token: &str, args: &[&str]) -> String {
+    let out = cli(daemon, token, args);
+    assert!(out.status.success(), "arbiter {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}

@@ -3,7 +3,7 @@
 //! bearer scheme, what a tenant sees of others, refused parameters, idempotent submissions,
 //! tenant management, the client's text output, `--export`, and `serve`'s errors and help.
 
-use crate::common::{refused as status, state_of, submit, wait_for, Daemon, Options};
+use crate::common::{cli, cli_ok, refused as status, state_of, submit, wait_for, Daemon, Options};
 use arbiter_daemon::client::{Client, ClientError};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -42,17 +42,6 @@ fn closed_by_server(stream: &mut TcpStream, within: Duration) -> bool {
             Err(_) => return true,
         }
     }
-}
-
-/// Runs the `arbiter` binary as a client of `daemon` with `token`.
-fn cli(daemon: &Daemon, token: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_arbiter")).args(args).env("ARBITER_URL", &daemon.url).env("ARBITER_TOKEN", token).output().expect("binary runs")
-}
-
-fn cli_ok(daemon: &Daemon, token: &str, args: &[&str]) -> String {
-    let out = cli(daemon, token, args);
-    assert!(out.status.success(), "arbiter {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("utf-8")
 }
 
 /// Peak resident memory of a process, KiB.

@@ -6,6 +6,8 @@
 //! - `daemon_api`: the HTTP API and the client commands (logs, connections, shutdown, tenants,
 //!   output, `--export`);
 //! - `adversarial`: a hostile tenant attacking another through the API and from inside its jobs.
+//! - `colocation`: jobs a policy co-locates (`muri-s`) share a GPU, and say so — naming another
+//!   tenant's job to no one but the admin.
 //!
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
 //!
@@ -14,6 +16,7 @@
 
 mod adversarial;
 mod cli;
+mod colocation;
 mod common;
 mod daemon;
 mod daemon_api;

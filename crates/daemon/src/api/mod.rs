@@ -12,7 +12,7 @@
 
 use crate::auth::{sha256_hex, Caller};
 use crate::daemon::{Daemon, RequestError};
-use crate::job::{JobRecord, SubmitRequest};
+use crate::job::{GpuHolders, JobRecord, SubmitRequest};
 use crate::store::Tenant;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::body::{Body, Bytes, HttpBody};
@@ -228,13 +228,21 @@ async fn submit(
     }
 }
 
-/// A job as the API shows it (no token hash).
-fn job_json(job: &JobRecord) -> Value {
+/// A job as the API shows it (no token hash), with `shares_gpus_with`: the other jobs holding
+/// GPUs it holds (a co-locating policy put them there), as `viewer` (`None`: the admin) may see
+/// them — by id when they are its own tenant's, else only as shared GPUs.
+fn job_json(job: &JobRecord, holders: &GpuHolders, viewer: Option<&str>) -> Value {
     let mut v = serde_json::to_value(job).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
         o.remove("token_sha256");
+        o.insert("shares_gpus_with".into(), serde_json::to_value(holders.shared_with(job, viewer)).unwrap_or(Value::Null));
     }
     v
+}
+
+/// Who holds which GPUs now, read only when one of `jobs` holds any.
+fn holders_for(api: &Api, jobs: &[&JobRecord]) -> GpuHolders {
+    if jobs.iter().any(|j| j.state.gpus().is_some()) { api.daemon.with_state(|s| GpuHolders::of(&s.jobs)) } else { GpuHolders::default() }
 }
 
 #[derive(Deserialize)]
@@ -279,12 +287,16 @@ async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<L
     };
     let (jobs, more) = api.daemon.jobs_page(tenant.as_deref(), q.state.as_deref(), q.after, limit);
     let next_after = if more { jobs.last().map(|j| j.id) } else { None };
-    Ok(Json(json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "next_after": next_after })))
+    let holders = holders_for(&api, &jobs.iter().collect::<Vec<_>>());
+    let viewer = caller.tenant();
+    Ok(Json(json!({ "jobs": jobs.iter().map(|j| job_json(j, &holders, viewer)).collect::<Vec<_>>(), "next_after": next_after })))
 }
 
 async fn show_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
-    Ok(Json(job_json(&api.daemon.job(id, caller.tenant())?)))
+    let job = api.daemon.job(id, caller.tenant())?;
+    let holders = holders_for(&api, &[&job]);
+    Ok(Json(job_json(&job, &holders, caller.tenant())))
 }
 
 async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<(StatusCode, Json<Value>), ApiError> {

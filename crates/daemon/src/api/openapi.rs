@@ -34,8 +34,23 @@ pub fn openapi_document() -> Value {
                         "name": { "type": "string" },
                         "client_request_id": { "type": "string", "description": "idempotency key (or the Idempotency-Key header): a repeat by the same tenant returns the first job" },
                         "min_run_time_s": { "type": "integer", "description": "seconds a started run is protected from preemption (default: the daemon's min_run_s)" },
-                        "opportunistic": { "type": "boolean", "default": false, "description": "run only on idle GPUs, outside the policy, quotas and fair shares; yield at once (at most 5 s of grace) to a placed job" }
+                        "opportunistic": { "type": "boolean", "default": false, "description": "run only on idle GPUs, outside the policy, quotas and fair shares; yield at once (at most 5 s of grace) to a placed job" },
+                        "iteration_stages": { "$ref": "#/components/schemas/IterationStages" }
                     }
+                },
+                "IterationStages": {
+                    "type": "object", "required": ["io_s", "cpu_s", "gpu_s"], "additionalProperties": false,
+                    "description": "one training iteration's time on each resource, seconds (each finite and >= 0, at most 86400; their sum, the iteration alone, 1e-6 to 86400). Muri's policies (muri-s, muri-l) interleave jobs whose iterations stress different resources on the same GPUs; without it a job runs alone under them",
+                    "properties": {
+                        "io_s": { "type": "number", "minimum": 0, "maximum": 86400, "description": "reading input from storage" },
+                        "cpu_s": { "type": "number", "minimum": 0, "maximum": 86400, "description": "CPU work (preprocessing)" },
+                        "gpu_s": { "type": "number", "minimum": 0, "maximum": 86400, "description": "GPU compute" }
+                    }
+                },
+                "SharedGpus": {
+                    "type": "object", "required": ["gpus"],
+                    "description": "another job holding GPUs this job holds (co-located by the policy): its id when the caller may see it (same tenant, or the admin); another tenant's job only as the shared GPUs with other_tenant: true",
+                    "properties": { "id": { "type": "integer" }, "gpus": { "type": "array", "items": { "type": "integer" } }, "other_tenant": { "type": "boolean" } }
                 },
                 "Tenant": { "type": "object", "properties": { "name": { "type": "string" }, "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] } } },
                 "Error": { "type": "object", "properties": { "error": { "type": "string" }, "field": { "type": "string" } } }
@@ -57,7 +72,7 @@ pub fn openapi_document() -> Value {
                         query("after", json!({ "type": "integer" }), "only jobs with a larger id (the previous page's next_after)")],
                     "responses": { "200": { "description": "{\"jobs\": [...], \"next_after\": ID or null when this is the last page}" }, "400": { "description": "unknown state or tenant, bad limit; names the parameter" } } }
             },
-            "/v1/jobs/{id}": { "get": { "summary": "One job: state, GPUs, progress, history, pending reason", "security": bearer, "parameters": [id], "responses": { "200": { "description": "the job" }, "403": { "description": "another tenant's" }, "404": { "description": "no such job" } } } },
+            "/v1/jobs/{id}": { "get": { "summary": "One job: state, GPUs, progress, history, pending reason, and shares_gpus_with: [SharedGpus] (the other jobs on its GPUs; also in GET /v1/jobs)", "security": bearer, "parameters": [id], "responses": { "200": { "description": "the job, with shares_gpus_with (see the SharedGpus schema)" }, "403": { "description": "another tenant's" }, "404": { "description": "no such job" } } } },
             "/v1/jobs/{id}/cancel": { "post": { "summary": "Cancel (checkpoint signal, then SIGKILL after grace_s)", "security": bearer, "parameters": [id], "responses": { "202": { "description": "cancelling" }, "409": { "description": "already ended" } } } },
             "/v1/jobs/{id}/logs": { "get": {
                 "summary": "stdout+stderr, streamed; at most 16 MiB (max_bytes) per response",

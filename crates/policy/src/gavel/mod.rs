@@ -24,6 +24,7 @@
 //!   GPUs once; both jobs run on them at their measured co-located speeds.
 
 pub mod allocation;
+pub mod gandiva;
 pub mod packing;
 
 use crate::placement::{PlacementStrategy, Placer};
@@ -58,6 +59,9 @@ pub enum Objective {
     Hierarchical,
     /// Max-min fairness with space sharing: pairs of jobs may share GPUs.
     MaxMinFairnessPacked,
+    /// Gandiva as Gavel runs it: equal time shares over job combinations, random pairs kept
+    /// while they pay ([`gandiva`]).
+    Gandiva,
 }
 
 /// What the mechanism schedules: one job alone, or two jobs sharing GPUs (first id smaller).
@@ -161,6 +165,8 @@ pub struct Gavel {
     pub failed_recomputations: u64,
     /// Co-location speeds (space sharing).
     pair_speeds: Option<Arc<PairSpeeds>>,
+    /// Gandiva's pairs, kept across recomputations (the `Gandiva` objective only).
+    gandiva: gandiva::Pairing,
 }
 
 impl Gavel {
@@ -187,6 +193,7 @@ impl Gavel {
             recomputations: 0,
             failed_recomputations: 0,
             pair_speeds: None,
+            gandiva: gandiva::Pairing::default(),
         })
     }
 
@@ -391,6 +398,7 @@ impl Gavel {
             }
             Objective::FinishTimeFairness => allocation::finish_time_fairness(&jobs, &progress, gpus_per_type, self.aware),
             Objective::MinMakespan => allocation::min_makespan(&jobs, &progress, gpus_per_type, self.aware),
+            Objective::Gandiva => Ok(self.gandiva_allocation(view, &ids, gpus_per_type)),
         };
         match result {
             Ok(x) => {
@@ -491,8 +499,8 @@ impl Gavel {
                     .get(&combo)
                     .and_then(|book| book.pair_speeds.get(k.index()).copied())
                     .unwrap_or((f64::MIN_POSITIVE, f64::MIN_POSITIVE));
-                decision.run.push(Assignment { job: a, placement: placement.clone(), colocation: Some(Colocation { partner: b, speed: speed_a }), host: None });
-                decision.run.push(Assignment { job: b, placement, colocation: Some(Colocation { partner: a, speed: speed_b }), host: None });
+                decision.run.push(Assignment { job: a, placement: placement.clone(), colocation: Some(Colocation { partner: b, speed: speed_a }), host: None, guest: None });
+                decision.run.push(Assignment { job: b, placement, colocation: Some(Colocation { partner: a, speed: speed_b }), host: None, guest: None });
             }
         }
     }

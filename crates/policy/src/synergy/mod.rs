@@ -294,7 +294,7 @@ impl Policy for Synergy {
         let mut placed: Vec<(JobId, hosts::Placed)> = hosts.placed.into_iter().collect();
         placed.sort_by_key(|(id, _)| *id);
         for (id, p) in placed {
-            decision.run.push(Assignment { job: id, placement: p.placement, colocation: None, host: Some(p.share) });
+            decision.run.push(Assignment { job: id, placement: p.placement, colocation: None, host: Some(p.share), guest: None });
         }
         Ok(decision)
     }

@@ -20,6 +20,7 @@ use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::synergy::{SynergyProfiles, SynergyWorkload};
 use arbiter_trace::{ReadOptions, Trace, TraceError, TraceFormat};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
@@ -192,6 +193,18 @@ pub struct PolicySpec {
     pub muri_packing: usize,
     /// Muri: split groups slower than their members in turn (`--autopack`).
     pub muri_autopack: bool,
+    /// Muri: the order of a group's jobs its interleaving assumes: `best` (Muri) or `worst`
+    /// (its ablation).
+    pub muri_order: String,
+    /// Themis (`themis`): fairness knob f; GPUs are offered to the `1 − f` fraction of jobs
+    /// with the worst finish-time fairness.
+    pub themis_f: f64,
+    /// Themis (`themis`): lease length, seconds.
+    pub themis_lease_s: f64,
+    /// Keys of this table that apply to one policy only, e.g. `[policy.per_policy.muri-l]
+    /// muri_autopack = true` (a published number produced with another setting than the rest).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub per_policy: BTreeMap<PolicyKind, toml::Table>,
 }
 
 impl Default for PolicySpec {
@@ -209,6 +222,10 @@ impl Default for PolicySpec {
             hierarchical_inner: "fairness".into(),
             muri_packing: d.muri.packing,
             muri_autopack: d.muri.autopack,
+            muri_order: "best".into(),
+            themis_f: d.themis.fairness_knob,
+            themis_lease_s: d.themis.lease_s,
+            per_policy: BTreeMap::new(),
         }
     }
 }
@@ -573,6 +590,18 @@ impl Scenario {
         }
         self.simulation.validate().map_err(|m| self.invalid(format!("simulation.{m}")))?;
         self.placement_strategy()?;
+        let mut specs = vec![("policy".to_string(), self.policy.clone())];
+        for &kind in self.policy.per_policy.keys() {
+            specs.push((format!("policy.per_policy.{kind}"), self.policy_spec_for(kind)?));
+        }
+        for (context, t) in &specs {
+            if !(0.0..1.0).contains(&t.themis_f) {
+                return Err(self.invalid(format!("{context}.themis_f {} is not in [0, 1)", t.themis_f)));
+            }
+            if !(t.themis_lease_s.is_finite() && t.themis_lease_s > 0.0) {
+                return Err(self.invalid(format!("{context}.themis_lease_s {} is not a positive number of seconds", t.themis_lease_s)));
+            }
+        }
         Ok(())
     }
 
@@ -592,23 +621,51 @@ impl Scenario {
         })
     }
 
-    /// The policy configuration this scenario implies (reads the Gittins prior if named).
-    pub fn policy_config(&self) -> Result<PolicyConfig, ScenarioError> {
+    /// The `[policy]` settings `kind` runs with: the table, with its `per_policy` entry for
+    /// `kind` laid over it.
+    pub fn policy_spec_for(&self, kind: PolicyKind) -> Result<PolicySpec, ScenarioError> {
+        let Some(own) = self.policy.per_policy.get(&kind) else {
+            return Ok(self.policy.clone());
+        };
+        let context = format!("policy.per_policy.{kind}");
+        if own.contains_key("per_policy") {
+            return Err(self.invalid(format!("{context}: per_policy cannot be nested")));
+        }
+        let mut merged = toml::Table::try_from(PolicySpec { per_policy: BTreeMap::new(), ..self.policy.clone() })
+            .map_err(|e| self.invalid(format!("{context}: {e}")))?;
+        for (key, value) in own {
+            merged.insert(key.clone(), value.clone());
+        }
+        toml::Value::Table(merged)
+            .try_into::<PolicySpec>()
+            .map_err(|e| self.invalid(format!("{context}: {}", e.to_string().trim())))
+    }
+
+    /// The policy configuration `kind` runs with (reads the Gittins prior if named).
+    pub fn policy_config_for(&self, kind: PolicyKind) -> Result<PolicyConfig, ScenarioError> {
+        let spec = self.policy_spec_for(kind)?;
         let mut config = PolicyConfig {
             placement: self.placement_strategy()?,
             keep_placements: self.placement.keep_placements,
             ..PolicyConfig::default()
         };
-        config.las.queue_limits_gpu_s = self.policy.las_queue_limits_gpu_s.clone();
-        config.las.queues = self.policy.las_queues;
-        config.las.starvation_factor = self.policy.starvation_factor;
-        config.gittins_delta_gpu_s = self.policy.gittins_delta_gpu_s;
-        config.qssf_history = self.policy.qssf_history;
-        config.rounds.recompute_interval_s = self.policy.recompute_interval_s;
-        config.tenant_weights = self.policy.tenant_weights.clone();
-        config.muri.packing = self.policy.muri_packing;
-        config.muri.autopack = self.policy.muri_autopack;
-        config.inner_policy = match self.policy.hierarchical_inner.as_str() {
+        config.las.queue_limits_gpu_s = spec.las_queue_limits_gpu_s.clone();
+        config.las.queues = spec.las_queues;
+        config.las.starvation_factor = spec.starvation_factor;
+        config.gittins_delta_gpu_s = spec.gittins_delta_gpu_s;
+        config.qssf_history = spec.qssf_history;
+        config.rounds.recompute_interval_s = spec.recompute_interval_s;
+        config.tenant_weights = spec.tenant_weights.clone();
+        config.muri.packing = spec.muri_packing;
+        config.muri.autopack = spec.muri_autopack;
+        config.muri.order = match spec.muri_order.as_str() {
+            "best" => arbiter_policy::interleave::JobOrder::Best,
+            "worst" => arbiter_policy::interleave::JobOrder::Worst,
+            other => return Err(self.invalid(format!("policy.muri_order `{other}` is not best or worst"))),
+        };
+        config.themis.fairness_knob = spec.themis_f;
+        config.themis.lease_s = spec.themis_lease_s;
+        config.inner_policy = match spec.hierarchical_inner.as_str() {
             "fairness" => arbiter_policy::gavel::allocation::InnerPolicy::Fairness,
             "fifo" => arbiter_policy::gavel::allocation::InnerPolicy::Fifo,
             other => return Err(self.invalid(format!("policy.hierarchical_inner `{other}` is not fairness or fifo"))),
@@ -616,9 +673,9 @@ impl Scenario {
         if let Some(round_s) = self.simulation.round_s {
             config.rounds.round_s = round_s;
         }
-        if let Some(prior) = &self.policy.gittins_prior {
+        if let Some(prior) = &spec.gittins_prior {
             config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&self.resolve(prior))?;
-        } else if self.policies.contains(&PolicyKind::Gittins) {
+        } else if kind == PolicyKind::Gittins {
             return Err(self.invalid("policy `gittins` needs policy.gittins_prior (a CSV of GPU-time samples)".into()));
         }
         Ok(config)

@@ -8,11 +8,12 @@ use crate::metrics::{JobRecord, Summary, Window};
 use crate::unplaceable::UnplaceableJobs;
 use arbiter_model::Cluster;
 use arbiter_policy::gavel::packing::PairSpeeds;
-use arbiter_policy::{build, build_gavel, PolicyKind};
+use arbiter_policy::{build, build_gavel, PolicyConfig, PolicyKind};
 use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::Trace;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One result row (the `--json` schema): which simulation, then its [`Summary`] flattened in.
@@ -111,7 +112,8 @@ impl Scenario {
         progress: &(dyn Fn(usize, usize) + Sync),
         clock: &(dyn Fn() -> f64 + Sync),
     ) -> Result<Vec<ResultRow>, ScenarioError> {
-        let config = self.policy_config()?;
+        let configs: BTreeMap<PolicyKind, PolicyConfig> =
+            self.policies.iter().map(|&kind| Ok((kind, self.policy_config_for(kind)?))).collect::<Result<_, ScenarioError>>()?;
         let table = self.throughput_table()?;
         let traces = self.load_traces(table.as_ref())?;
         struct Task {
@@ -137,7 +139,7 @@ impl Scenario {
                 let mut pair_speeds = None;
                 if let Some(table) = &table {
                     self.bind_speeds(&mut jobs, &cluster, table)?;
-                    if self.policies.contains(&PolicyKind::MaxMinFairnessPacked) {
+                    if self.policies.iter().any(|p| p.needs_pair_speeds()) {
                         pair_speeds = Some(Arc::new(pair_speeds_for(&jobs, &cluster, table)));
                     }
                 }
@@ -178,7 +180,7 @@ impl Scenario {
                     seed: task.seed,
                     error,
                 };
-                let mut task_config = config.clone();
+                let mut task_config = configs[&task.policy].clone();
                 task_config.rounds.seed = task.seed;
                 task_config.pair_speeds = task.pair_speeds.clone();
                 let mut policy = build(task.policy, &task_config)

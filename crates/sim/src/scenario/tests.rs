@@ -95,3 +95,31 @@ fn jobs_too_large_for_the_cluster_are_counted_unplaceable_with_a_warning() {
     assert_eq!((fits[0].summary.jobs, fits[0].summary.unplaceable), (60, 0));
     assert!(fits[0].warnings.is_empty());
 }
+
+#[test]
+fn per_policy_keys_apply_to_their_policy_only() {
+    let text = format!("{BASE}[policy]\nmuri_packing = 3\nthemis_f = 0.5\n[policy.per_policy.muri-l]\nmuri_autopack = true\nmuri_packing = 2\n")
+        .replace("policies = [\"fifo\"]", "policies = [\"muri-s\", \"muri-l\"]");
+    let scenario = load_text(&text, &[]).expect("loads");
+    let s = scenario.policy_config_for(PolicyKind::MuriS).expect("muri-s");
+    let l = scenario.policy_config_for(PolicyKind::MuriL).expect("muri-l");
+    assert_eq!((s.muri.packing, s.muri.autopack, s.themis.fairness_knob), (3, false, 0.5));
+    // The override replaces only the keys it names; the rest of [policy] still applies.
+    assert_eq!((l.muri.packing, l.muri.autopack, l.themis.fairness_knob), (2, true, 0.5));
+    // A --set reaches into the override too.
+    let set = load_text(&text, &["policy.per_policy.muri-l.muri_packing=4"]).expect("loads");
+    assert_eq!(set.policy_config_for(PolicyKind::MuriL).expect("muri-l").muri.packing, 4);
+}
+
+#[test]
+fn per_policy_mistakes_name_the_policy_and_key() {
+    let bad_key = format!("{BASE}[policy.per_policy.muri-l]\nmuri_autopak = true\n");
+    let e = load_text(&bad_key, &[]).expect_err("unknown key").to_string();
+    assert!(e.contains("policy.per_policy.muri-l: unknown field `muri_autopak`"), "{e}");
+    let bad_policy = format!("{BASE}[policy.per_policy.muri-x]\nmuri_autopack = true\n");
+    let e = load_text(&bad_policy, &[]).expect_err("unknown policy").to_string();
+    assert!(e.contains("unknown policy `muri-x`"), "{e}");
+    let bad_value = format!("{BASE}[policy.per_policy.themis]\nthemis_f = 1.5\n");
+    let e = load_text(&bad_value, &[]).expect_err("f out of range").to_string();
+    assert!(e.contains("policy.per_policy.themis.themis_f 1.5 is not in [0, 1)"), "{e}");
+}

@@ -1,0 +1,72 @@
+//! Muri's grouping on a hand-made example, stepped by hand.
+
+use super::*;
+use arbiter_model::{Cluster, IterationStages};
+use std::collections::BTreeSet;
+
+/// A single-GPU job of `run_s` seconds whose iteration is `io_s` of storage I/O and `gpu_s` of
+/// GPU (no CPU).
+fn spec(id: u32, run_s: f64, io_s: f64, gpu_s: f64) -> JobSpec {
+    let mut s = JobSpec::new(JobId(id), SimTime::ZERO, 1, run_s);
+    s.stages = Some(IterationStages { io_s, cpu_s: 0.0, gpu_s });
+    s.iteration_s = Some(io_s + gpu_s);
+    s.trace_duration_s = Some(run_s);
+    s
+}
+
+#[test]
+fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
+    // Eight single-GPU jobs, all waiting, on one node of two GPUs: Muri-S walks them shortest
+    // first; job 0 opens a slot of four candidates (0-3), job 4 fits beside it and opens the
+    // next (4-7): eight candidates for two GPUs. Round one matches singles: an I/O-bound job
+    // (even ids: 2 s of I/O, 1 s of GPU) overlaps a GPU-bound one (odd ids: 1 s of I/O, 2 s of
+    // GPU) best, so the matching pairs evens with odds, and all four pairs merge (demand 8 →
+    // 4). Round two merges pairs into fours (4 → 2), which fit: two groups of four, each on one
+    // GPU, two I/O-bound and two GPU-bound jobs in each.
+    let cluster = Cluster::homogeneous(1, 1, 2, 16, 64, "V100").expect("valid");
+    let specs: Vec<JobSpec> =
+        (0..8).map(|i| if i % 2 == 0 { spec(i, 100.0 + i as f64, 2.0, 1.0) } else { spec(i, 100.0 + i as f64, 1.0, 2.0) }).collect();
+    let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, 1, s.submit, s.run_time_s)).collect();
+    let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs };
+    let mut muri = Muri::new(MuriRanking::RemainingService, MuriConfig::default()).expect("valid");
+    let decision = muri.schedule(&view, SimTime::ZERO).expect("decides");
+    assert_eq!(decision.run.len(), 8, "{decision:?}");
+    // Groups: follow each ring of partners.
+    let by_job: BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for a in &decision.run {
+        if !seen.insert(a.job) {
+            continue;
+        }
+        let mut ring = vec![a.job.0];
+        let mut at = a.colocation.expect("grouped").partner;
+        while at != a.job {
+            assert!(seen.insert(at));
+            assert_eq!(by_job[&at].placement, a.placement, "a group shares its GPUs");
+            ring.push(at.0);
+            at = by_job[&at].colocation.expect("grouped").partner;
+        }
+        ring.sort();
+        groups.push(ring);
+    }
+    groups.sort();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    for g in &groups {
+        assert_eq!(g.len(), 4);
+        assert_eq!(g.iter().filter(|j| *j % 2 == 0).count(), 2, "two I/O-bound jobs in {g:?}");
+    }
+    // One GPU each, and every member at the group's interleaved speed.
+    let placements: BTreeSet<String> = decision.run.iter().map(|a| a.placement.to_string()).collect();
+    assert_eq!(placements.len(), 1, "both groups take one GPU of node 0: {placements:?}");
+    for g in &groups {
+        let members: Vec<&JobSpec> = g.iter().map(|&j| &specs[j as usize]).collect();
+        let together = group_time(&members, JobOrder::Best);
+        // Interleaving beats taking turns (4 × 3 s), even with Muri's factor for four jobs.
+        assert!(together < 12.0, "{together}");
+        for &j in g {
+            let speed = by_job[&JobId(j)].colocation.expect("grouped").speed;
+            assert_eq!(speed, 3.0 / together);
+        }
+    }
+}
