@@ -136,6 +136,55 @@ fn partial_headers_and_silent_connections_are_closed_after_the_header_timeout() 
     assert!(daemon.admin().get("/v1/cluster").is_ok());
 }
 
+/// Reads one HTTP/1.1 response (headers, then `content-length` bytes) from `stream`, leaving the
+/// connection open; returns the head and the body.
+fn read_response(stream: &mut TcpStream) -> (String, String) {
+    stream.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+            let length: usize = head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return (head, String::from_utf8_lossy(&data[end + 4..end + 4 + length]).into_owned());
+            }
+        }
+        let n = stream.read(&mut buf).expect("the server answers on this connection");
+        assert!(n > 0, "the server closed the connection: {}", String::from_utf8_lossy(&data));
+        data.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn a_refused_request_whose_body_the_route_ignores_leaves_the_connection_usable() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = start(&dir.path().join("data"), "max_request_bytes = 1000\n", &["--gpus", "1xa100"]);
+    let token = daemon.admin_token();
+    let mut stream = TcpStream::connect(&daemon.addr).expect("connects");
+    // The body comes in its own packet, after the server has answered: a handler that never
+    // reads it (cancel of an unknown job) used to leave it on the connection, which hyper then
+    // closed without a word, so the client's next request hit a broken pipe.
+    for _ in 0..3 {
+        let head = format!("POST /v1/jobs/999/cancel HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n");
+        stream.write_all(head.as_bytes()).expect("writes");
+        std::thread::sleep(Duration::from_millis(100));
+        stream.write_all(b"{}").expect("writes the body");
+        let (head, body) = read_response(&mut stream);
+        assert!(head.starts_with("http/1.1 404"), "{head}\n{body}");
+        assert!(!head.contains("connection: close"), "{head}");
+        stream.write_all(format!("GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes()).expect("writes");
+        let (head, body) = read_response(&mut stream);
+        assert!(head.starts_with("http/1.1 200") && body.contains("\"jobs\""), "{head}\n{body}");
+    }
+    // A body over the limit is refused with 413, and the server says it closes the connection.
+    let mut big = TcpStream::connect(&daemon.addr).expect("connects");
+    let head = format!("POST /v1/jobs/999/cancel HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: 5000\r\n\r\n{}", "x".repeat(5000));
+    big.write_all(head.as_bytes()).expect("writes");
+    let (head, body) = read_response(&mut big);
+    assert!(head.starts_with("http/1.1 413") && head.contains("connection: close") && body.contains("max_request_bytes"), "{head}\n{body}");
+}
+
 #[test]
 fn a_stalled_upload_is_closed_after_the_idle_timeout() {
     let dir = tempfile::tempdir().expect("dir");

@@ -148,9 +148,21 @@ impl Api {
 /// The router. Every request must be handled — its body read included — within
 /// `request_timeout` (408 beyond): a client trickling a body one byte at a time cannot hold a
 /// connection for longer than that. A streamed response (a log) is not cut by it.
+///
+/// The body is read whole (up to `max_request_bytes`) before any handler runs, even by routes
+/// that ignore it (`cancel`) or refuse the caller first: a body left unread makes hyper close
+/// the keep-alive connection after the response without saying so, and the client's next
+/// request on it fails with a broken pipe.
 pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Duration) -> Router {
     let deadline = move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-        match tokio::time::timeout(request_timeout, next.run(request)).await {
+        let handled = async {
+            let (parts, body) = request.into_parts();
+            match axum::body::to_bytes(body, max_request_bytes).await {
+                Ok(bytes) => next.run(axum::extract::Request::from_parts(parts, Body::from(bytes))).await,
+                Err(_) => body_refused(max_request_bytes),
+            }
+        };
+        match tokio::time::timeout(request_timeout, handled).await {
             Ok(response) => response,
             Err(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, format!("the request took longer than {} s (request_timeout_s)", request_timeout.as_secs_f64())).into_response(),
         }
@@ -170,6 +182,14 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .layer(DefaultBodyLimit::max(max_request_bytes))
         .layer(axum::middleware::from_fn(deadline))
         .with_state(api)
+}
+
+/// A body over `max_request_bytes` (or one the client broke off): 413, and the connection is
+/// closed — the rest of the body is still on it — with a header that says so.
+fn body_refused(max_request_bytes: usize) -> Response {
+    let mut response = ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is over {max_request_bytes} bytes (max_request_bytes) or was not sent whole")).into_response();
+    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
 }
 
 #[derive(Deserialize)]
