@@ -146,6 +146,64 @@ impl ShapeMemo {
     }
 }
 
+/// The matching's edge weights for one class at one round: the groups' shapes numbered in
+/// order of first sight, and the weight of every ordered pair of those shapes, computed (or
+/// memoised) once. The matching asks for all `n·(n−1)` ordered pairs of up to 256 groups, while
+/// a class holds a few dozen distinct shapes.
+struct PairTable {
+    /// Per group: its row in `weights` (`None`: it cannot interleave with anyone — a member
+    /// without stage times).
+    row: Vec<Option<usize>>,
+    /// Per group: its member count.
+    size: Vec<usize>,
+    /// Weight by (row, row), `rows × rows`, `None` where the pair cannot interleave.
+    weights: Vec<Option<f64>>,
+    rows: usize,
+    packing: usize,
+}
+
+impl PairTable {
+    fn new<'a>(memo: &mut ShapeMemo, groups: &[Group], spec: &impl Fn(usize) -> &'a JobSpec, packing: usize, order: JobOrder) -> Self {
+        let mut keys: Vec<[u32; 4]> = Vec::new();
+        let mut representative: Vec<usize> = Vec::new();
+        let mut row = Vec::with_capacity(groups.len());
+        let mut members: Vec<&JobSpec> = Vec::with_capacity(4);
+        for (k, group) in groups.iter().enumerate() {
+            members.clear();
+            members.extend(group.jobs.iter().map(|&i| spec(i)));
+            row.push(memo.key(&members).map(|key| match keys.iter().position(|x| *x == key) {
+                Some(r) => r,
+                None => {
+                    keys.push(key);
+                    representative.push(k);
+                    keys.len() - 1
+                }
+            }));
+        }
+        let rows = keys.len();
+        let mut weights = vec![None; rows * rows];
+        for (a, &ga) in representative.iter().enumerate() {
+            for (b, &gb) in representative.iter().enumerate() {
+                if groups[ga].jobs.len() + groups[gb].jobs.len() > packing {
+                    continue;
+                }
+                members.clear();
+                members.extend(groups[ga].jobs.iter().chain(&groups[gb].jobs).map(|&i| spec(i)));
+                weights[a * rows + b] = memo.weight(&members, order);
+            }
+        }
+        PairTable { row, size: groups.iter().map(|g| g.jobs.len()).collect(), weights, rows, packing }
+    }
+
+    /// The weight of merging group `u` with group `v` (in that order), as [`ShapeMemo::weight`].
+    fn weight(&self, u: usize, v: usize) -> Option<f64> {
+        if self.size[u] + self.size[v] > self.packing {
+            return None;
+        }
+        self.weights[self.row[u]? * self.rows + self.row[v]?]
+    }
+}
+
 /// One group: its jobs (list order), and their GPU count.
 #[derive(Clone, Debug)]
 struct Group {
@@ -264,18 +322,8 @@ impl Policy for Muri {
             for g in &classes {
                 let Some(current) = groups.get(g) else { continue };
                 let packing = self.config.packing;
-                let memo = &mut self.memo;
-                let mut members: Vec<&JobSpec> = Vec::with_capacity(packing);
-                let weight = |u: usize, v: usize| -> Option<f64> {
-                    let (a, b) = (&current[u], &current[v]);
-                    if a.jobs.len() + b.jobs.len() > packing {
-                        return None;
-                    }
-                    members.clear();
-                    members.extend(a.jobs.iter().chain(&b.jobs).map(|&i| spec(i)));
-                    memo.weight(&members, order_kind)
-                };
-                let mate = muri_max_weight_matching(current.len(), weight).map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
+                let table = PairTable::new(&mut self.memo, current, &spec, packing, order_kind);
+                let mate = muri_max_weight_matching(current.len(), |u, v| table.weight(u, v)).map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
                 // Ready list: unmatched in order; a pair when the loop reaches its larger index.
                 let mut ready: Vec<Vec<usize>> = Vec::new();
                 for u in 0..current.len() {
