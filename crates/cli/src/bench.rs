@@ -236,6 +236,42 @@ pub fn run_synergy(json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `arbiter bench --suite muri`: the whole `scenarios/muri-traces.toml` (every policy of Muri's
+/// evaluation on its eight traces) as `arbiter run` runs it, all simulations in parallel: the
+/// total wall time, then per policy the sum of its eight simulations' wall times (each timed by
+/// the runner) and the slowest trace.
+pub fn run_muri(json: bool) -> Result<()> {
+    use arbiter_sim::scenario::Scenario;
+    use std::collections::BTreeMap;
+    let scenario = Scenario::load(std::path::Path::new("scenarios/muri-traces.toml"), &[])
+        .context("reading scenarios/muri-traces.toml (run from the repository root)")?;
+    let origin = Instant::now();
+    let rows = scenario.run(&|_, _| {}, &|| origin.elapsed().as_secs_f64())?;
+    let total_s = origin.elapsed().as_secs_f64();
+    // Per policy, in the scenario's order: (summed wall s, slowest trace, its wall s).
+    let mut per_policy: BTreeMap<usize, (String, f64, String, f64)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.tenant == "all") {
+        let at = scenario.policies.iter().position(|p| *p == r.policy).unwrap_or(usize::MAX);
+        let entry = per_policy.entry(at).or_insert_with(|| (r.policy.name().to_string(), 0.0, String::new(), 0.0));
+        entry.1 += r.wall_s;
+        if r.wall_s >= entry.3 {
+            (entry.2, entry.3) = (r.trace.clone(), r.wall_s);
+        }
+    }
+    let threads = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
+    if json {
+        let policies: Vec<_> = per_policy.values().map(|(p, sum, slowest, slowest_s)| serde_json::json!({ "policy": p, "wall_s": sum, "slowest_trace": slowest, "slowest_wall_s": slowest_s })).collect();
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "muri": { "total_wall_s": total_s, "threads": threads, "simulations": rows.len(), "policies": policies } }))?);
+        return Ok(());
+    }
+    outln!("muri-traces: {} simulations on {threads} threads in {total_s:.1} s", rows.len());
+    outln!("{:<12} {:>12} {:>14} {:>10}", "policy", "sum wall s", "slowest trace", "wall s");
+    for (policy, sum, slowest, slowest_s) in per_policy.values() {
+        outln!("{policy:<12} {sum:>12.2} {slowest:>14} {slowest_s:>10.2}");
+    }
+    Ok(())
+}
+
 /// `arbiter bench --suite daemon`: starts `arbiter serve` (this binary) on a declared 1-GPU
 /// machine in a temporary directory and measures submit → running latency on the idle daemon
 /// (as the client sees it, and inside the daemon), submissions per second from 8 client threads,

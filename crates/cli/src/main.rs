@@ -165,6 +165,8 @@ enum Command {
     Bench {
         /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs) or
         /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
+        /// `muri` (the whole scenarios/muri-traces.toml as `arbiter run` runs it: total wall
+        /// time and each policy's simulation time over the eight traces) or
         /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
         /// `slurm` (as root, on an idle Slurm partition such as scripts/slurm-up.sh's: submit →
         /// RUNNING through Arbiter next to sbatch, a 200-job burst, daemon CPU per round).
@@ -330,9 +332,10 @@ fn run(cli: Cli) -> Result<()> {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
+            "muri" => bench::run_muri(json),
             "daemon" => bench::run_daemon(json),
             "slurm" => bench_slurm::run(&partition, &user, json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, daemon or slurm"),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, daemon or slurm"),
         },
     }
 }

@@ -23,7 +23,7 @@ const BUNDLED_GITTINS_PRIOR: &str = include_str!("../../../data/tiresias/yarn-gp
 /// GPUs — and so are CPU/memory shares: an executor that cannot change a run's limits live
 /// restarts it from its checkpoint with the new ones.)
 ///
-/// The other policies that put jobs on the same GPUs (`muri-s`, `muri-l`, `gandiva`) run on
+/// The other policies that put jobs on the same GPUs (`muri-s`, `muri-l`, `gandiva`, `horus`) run on
 /// every executor: on one without [`Capabilities::colocation`] (Slurm gives a GPU to one job at
 /// a time) the round starts no run on GPUs another run holds and moves no running job into a
 /// group — the first member of a group runs alone and the others wait, each with a pending

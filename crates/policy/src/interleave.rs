@@ -25,15 +25,30 @@ pub enum JobOrder {
     AsGiven,
 }
 
-/// Muri's measured slowdown of `jobs` interleaved jobs over its model, relative to the 1.015 per
-/// iteration every job's time already carries (1 for a job alone).
-pub fn group_factor(jobs: usize) -> f64 {
-    match jobs {
-        2 => 1.33 / 1.015,
-        3 => 1.5 / 1.015,
-        4 => 1.37 / 1.015,
-        _ => 1.0,
+/// Muri's measured slowdowns of 2, 3 and 4 interleaved jobs over its model, relative to the
+/// 1.015 per iteration every job's time already carries.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GroupFactors(pub [f64; 3]);
+
+impl GroupFactors {
+    /// Muri's (`itertime_overhead_list` in its `jobs.py`).
+    pub const MURI: GroupFactors = GroupFactors([1.33 / 1.015, 1.5 / 1.015, 1.37 / 1.015]);
+    /// Muri's simulator for its "without Blossom" ablation (`multi-resource-gpu-unaware`),
+    /// which sets four jobs' slowdown to 1.3.
+    pub const MURI_WITHOUT_BLOSSOM: GroupFactors = GroupFactors([1.33 / 1.015, 1.5 / 1.015, 1.3 / 1.015]);
+
+    /// The slowdown of `jobs` interleaved jobs (1 for a job alone).
+    pub fn of(&self, jobs: usize) -> f64 {
+        match jobs {
+            2..=4 => self.0[jobs - 2],
+            _ => 1.0,
+        }
     }
+}
+
+/// Muri's measured slowdown of `jobs` interleaved jobs over its model ([`GroupFactors::MURI`]).
+pub fn group_factor(jobs: usize) -> f64 {
+    GroupFactors::MURI.of(jobs)
 }
 
 /// `math.isclose(a, b, rel_tol)` with no absolute tolerance.
@@ -80,6 +95,11 @@ fn next_permutation(p: &mut [usize]) -> bool {
 /// takes its own `solo_iteration_s`. Groups have 1 to 4 jobs (more are not interleaved by the
 /// pipeline: only the first four stages' slots exist).
 pub fn iteration_time_s(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder) -> f64 {
+    iteration_time_with_s(jobs, solo_iteration_s, order, GroupFactors::MURI)
+}
+
+/// [`iteration_time_s`] with other group slowdowns.
+pub fn iteration_time_with_s(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder, factors: GroupFactors) -> f64 {
     if jobs.len() <= 1 {
         return solo_iteration_s;
     }
@@ -116,15 +136,15 @@ pub fn iteration_time_s(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder)
             }
         }
     }
-    best * group_factor(jobs.len())
+    best * factors.of(jobs.len())
 }
 
 /// Muri's edge weight between two groups that could merge: the resources the merged group's
 /// jobs use per iteration over what four resources offer in its interleaved iteration time
 /// (`calc_used_ratio`: the denominator counts four resources although three are modelled).
-pub fn used_ratio(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder) -> f64 {
+pub fn used_ratio(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder, factors: GroupFactors) -> f64 {
     let used: f64 = jobs.iter().map(Stages::total_s).sum();
-    used / (iteration_time_s(jobs, solo_iteration_s, order) * 4.0)
+    used / (iteration_time_with_s(jobs, solo_iteration_s, order, factors) * 4.0)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::gavel::packing::PairSpeeds;
 use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
 use crate::gittins::{Gittins, GittinsPrior};
 use crate::greedy::GreedyOptions;
+use crate::horus::HorusConfig;
 use crate::dlas::DlasGpu;
 use crate::muri::{Muri, MuriConfig, MuriRanking};
 use crate::las::{Las, LasConfig};
@@ -57,6 +58,9 @@ pub enum PolicyKind {
     /// Gandiva as Gavel implements it: time-slicing in rounds, random pairing with
     /// introspection when over-subscribed, migration to defragment.
     Gandiva,
+    /// Horus: interference-aware co-location of jobs on GPUs in use, only where predicted
+    /// utilization and memory stay under limits; look-ahead over the queue. Non-preemptive.
+    Horus,
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
     Qssf,
     /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
@@ -120,7 +124,7 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 42] = [
+    pub const ALL: [PolicyKind; 43] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -135,6 +139,7 @@ impl PolicyKind {
         PolicyKind::ThemisMuri,
         PolicyKind::Themis,
         PolicyKind::Gandiva,
+        PolicyKind::Horus,
         PolicyKind::Qssf,
         PolicyKind::MaxMinFairness,
         PolicyKind::MaxMinFairnessHet,
@@ -170,10 +175,11 @@ impl PolicyKind {
         matches!(self, PolicyKind::Synergy(..))
     }
 
-    /// Whether the policy needs measured speeds of job pairs sharing GPUs (a throughput table
-    /// with pair entries).
+    /// Whether the policy uses measured speeds of job pairs sharing GPUs (a throughput table
+    /// with pair entries): `max-min-fairness-packed` needs them; `gandiva` and `horus` use them
+    /// where the scenario has them.
     pub fn needs_pair_speeds(self) -> bool {
-        matches!(self, PolicyKind::MaxMinFairnessPacked | PolicyKind::Gandiva)
+        matches!(self, PolicyKind::MaxMinFairnessPacked | PolicyKind::Gandiva | PolicyKind::Horus)
     }
 
     /// Whether the policy decides in rounds (Gavel's and Synergy's families, Gandiva): called
@@ -217,6 +223,7 @@ impl PolicyKind {
             PolicyKind::ThemisMuri => "themis-muri",
             PolicyKind::Themis => "themis",
             PolicyKind::Gandiva => "gandiva",
+            PolicyKind::Horus => "horus",
             PolicyKind::Gittins => "gittins",
             PolicyKind::Qssf => "qssf",
             PolicyKind::MaxMinFairness => "max-min-fairness",
@@ -263,6 +270,7 @@ impl PolicyKind {
             PolicyKind::ThemisMuri => "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)",
             PolicyKind::Themis => "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)",
             PolicyKind::Gandiva => "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)",
+            PolicyKind::Horus => "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)",
             PolicyKind::Gittins => "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)",
             PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
             PolicyKind::MaxMinFairness => "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)",
@@ -319,6 +327,8 @@ pub struct PolicyConfig {
     pub muri: MuriConfig,
     /// Themis (`themis`): fairness knob and lease length.
     pub themis: ThemisConfig,
+    /// Horus: look-ahead, co-location limits, predictions' defaults, interference.
+    pub horus: HorusConfig,
 }
 
 impl Default for PolicyConfig {
@@ -336,6 +346,7 @@ impl Default for PolicyConfig {
             pair_speeds: None,
             muri: MuriConfig::default(),
             themis: ThemisConfig::default(),
+            horus: HorusConfig::default(),
         }
     }
 }
@@ -392,6 +403,7 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::ThemisMuri => crate::themis::build_muri(config)?,
         PolicyKind::Themis => crate::themis::build_lease(config)?,
         PolicyKind::Gandiva => crate::gavel::gandiva::build(config)?,
+        PolicyKind::Horus => crate::horus::build(config)?,
         PolicyKind::Gittins => {
             let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
             let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();

@@ -21,6 +21,7 @@ pub mod dlas;
 pub mod gavel;
 pub mod gittins;
 pub mod greedy;
+pub mod horus;
 pub mod interleave;
 pub mod kind;
 pub mod las;

@@ -23,7 +23,7 @@
 //!
 //! Jobs without stage times (not from a Muri trace) run alone, as SRSF / LAS would place them.
 
-use crate::interleave::{iteration_time_s, used_ratio, JobOrder, Stages};
+use crate::interleave::{iteration_time_with_s, used_ratio, GroupFactors, JobOrder, Stages};
 use crate::matching::muri::muri_max_weight_matching;
 use crate::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
@@ -49,11 +49,17 @@ pub struct MuriConfig {
     /// Which job order inside a group the interleaving assumes (best, as Muri; worst for its
     /// ablation).
     pub order: JobOrder,
+    /// Merge groups by maximum-weight matching (Muri). `false` is its ablation "without
+    /// Blossom" (`multi-resource-gpu-unaware`): each slot's candidates are merged into the
+    /// slot's first job, in list order, while demand exceeds capacity; Muri's simulator also
+    /// takes four interleaved jobs' slowdown as 1.3 instead of 1.37 then
+    /// ([`GroupFactors::MURI_WITHOUT_BLOSSOM`]).
+    pub blossom: bool,
 }
 
 impl Default for MuriConfig {
     fn default() -> Self {
-        MuriConfig { packing: 4, autopack: false, order: JobOrder::Best }
+        MuriConfig { packing: 4, autopack: false, order: JobOrder::Best, blossom: true }
     }
 }
 
@@ -76,8 +82,10 @@ pub struct Muri {
 /// of such shapes and thousands of jobs, and the matching asks for the weight of every pair of
 /// groups at every scheduling point (a third of the run time before this memo). Looked up, never
 /// iterated, so the hash maps cannot reorder a decision.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct ShapeMemo {
+    /// The group slowdowns of the interleaving (Muri's; other for its ablation).
+    factors: GroupFactors,
     /// Shape number by (io, cpu, gpu, iteration) bits.
     shapes: HashMap<[u64; 4], u32>,
     /// Per job id: its shape number (`NO_SHAPE` before it is looked up, `NO_STAGES` without
@@ -93,6 +101,10 @@ const NO_SHAPE: u32 = u32::MAX;
 const NO_STAGES: u32 = u32::MAX - 1;
 
 impl ShapeMemo {
+    fn new(factors: GroupFactors) -> Self {
+        ShapeMemo { factors, shapes: HashMap::new(), shape_of: Vec::new(), weights: HashMap::new(), times: HashMap::new() }
+    }
+
     /// The shape of a job (assigned on first sight).
     fn shape(&mut self, spec: &JobSpec) -> u32 {
         let i = spec.id.index();
@@ -132,7 +144,7 @@ impl ShapeMemo {
         let key = self.key(members)?;
         let w = *self.weights.entry((key, order)).or_insert_with(|| {
             let stages: Vec<Stages> = members.iter().filter_map(|s| s.stages).collect();
-            used_ratio(&stages, members[0].iteration_s.unwrap_or(1.0), order)
+            used_ratio(&stages, members[0].iteration_s.unwrap_or(1.0), order, self.factors)
         });
         (w > 0.0).then_some(w)
     }
@@ -140,8 +152,8 @@ impl ShapeMemo {
     /// A group's interleaved iteration time (a job alone, or one without stages: its own).
     fn time(&mut self, members: &[&JobSpec], order: JobOrder) -> f64 {
         match self.key(members) {
-            Some(key) => *self.times.entry((key, order)).or_insert_with(|| group_time(members, order)),
-            None => group_time(members, order),
+            Some(key) => *self.times.entry((key, order)).or_insert_with(|| group_time(members, order, self.factors)),
+            None => group_time(members, order, self.factors),
         }
     }
 }
@@ -217,7 +229,7 @@ impl Muri {
         if !(1..=arbiter_model::MAX_GROUP).contains(&config.packing) {
             return Err(PolicyError::Config(format!("muri packing must be 1 to {}, got {}", arbiter_model::MAX_GROUP, config.packing)));
         }
-        Ok(Muri { ranking, config, list: Vec::new(), listed: Vec::new(), sort_val: Vec::new(), memo: ShapeMemo::default() })
+        Ok(Muri { ranking, config, list: Vec::new(), listed: Vec::new(), sort_val: Vec::new(), memo: ShapeMemo::new(if config.blossom { GroupFactors::MURI } else { GroupFactors::MURI_WITHOUT_BLOSSOM }) })
     }
 
     fn rank_value(&self, job: &ActiveJob, spec: &JobSpec, now: SimTime) -> f64 {
@@ -234,14 +246,40 @@ impl Muri {
     }
 }
 
+/// Muri's grouping without Blossom (`blossom=False` in `multi_resource_blossom_same_sim_jobs`):
+/// per class (in order of first appearance), the candidates come in slots of `packing`
+/// consecutive jobs; a slot's later jobs join its first while the demand (over all classes)
+/// exceeds `capacity`, and once it does not they stay alone, listed before their slot's group.
+fn merge_slots_in_order(classes: &[u32], singles: &BTreeMap<u32, Vec<Group>>, packing: usize, required: &mut u64, capacity: u64) -> BTreeMap<u32, Vec<Group>> {
+    let mut merged = BTreeMap::new();
+    for g in classes {
+        let Some(candidates) = singles.get(g) else { continue };
+        let mut out: Vec<Group> = Vec::new();
+        for slot in candidates.chunks(packing) {
+            let mut group = slot[0].clone();
+            for single in &slot[1..] {
+                if *required > capacity {
+                    group.jobs.extend(&single.jobs);
+                    *required -= u64::from(*g);
+                } else {
+                    out.push(single.clone());
+                }
+            }
+            out.push(group);
+        }
+        merged.insert(*g, out);
+    }
+    merged
+}
+
 /// A group's interleaved iteration time (a job alone: its own).
-fn group_time(members: &[&JobSpec], order: JobOrder) -> f64 {
+fn group_time(members: &[&JobSpec], order: JobOrder, factors: GroupFactors) -> f64 {
     let stages: Vec<Stages> = members.iter().filter_map(|s| s.stages).collect();
     let solo = members.first().and_then(|s| s.iteration_s).unwrap_or(1.0);
     if stages.len() != members.len() {
         return solo;
     }
-    iteration_time_s(&stages, solo, order)
+    iteration_time_with_s(&stages, solo, order, factors)
 }
 
 impl Policy for Muri {
@@ -313,9 +351,13 @@ impl Policy for Muri {
             .map(|g| (*g, by_class[g][..chosen.get(g).copied().unwrap_or(0)].iter().map(|&i| Group { jobs: vec![i], gpus: *g }).collect()))
             .collect();
 
-        // 3. Merge by matching while demand exceeds capacity (the first round always runs).
+        // 3. Merge by matching while demand exceeds capacity (the first round always runs);
+        // without Blossom, each slot's candidates into its first job, in order.
         let order_kind = self.config.order;
-        for round in 0..self.config.packing {
+        if !self.config.blossom {
+            groups = merge_slots_in_order(&classes, &groups, self.config.packing, &mut required, capacity);
+        }
+        for round in 0..if self.config.blossom { self.config.packing } else { 0 } {
             if round > 0 && required <= capacity {
                 break;
             }

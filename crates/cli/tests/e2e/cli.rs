@@ -38,10 +38,29 @@ fn muri_scenario_reproduces_trace3_for_every_deterministic_policy_of_muris_evalu
     let trace3: Vec<_> = published.iter().filter(|c| c["trace"] == "trace3" && policies.iter().any(|p| c["policy"] == *p)).collect();
     assert_eq!(trace3.len(), 7);
     for c in trace3 {
-        // SRTF, SRSF, Tiresias-L (347,213 s), Muri-S (85,502.55 s, autopack off), Muri-L
-        // (88,686.97 s, autopack on) and AntMan (305,453.94 s) to the second.
+        // SRTF, SRSF, Tiresias-L (347,213 s), Muri-S (85,502.55 s, autopack off) and AntMan
+        // (305,453.94 s) to the second; Muri-L (autopack off, as for the other traces) within
+        // 0.5% of the 88,686.97 s that Muri's simulator gives with it on.
         let diff = c["relative_diff"].as_f64().expect("ran");
-        assert!(diff.abs() <= 1e-5, "{c}");
+        let tolerance = if c["policy"] == "muri-l" { 5e-3 } else { 1e-5 };
+        assert!(diff.abs() <= tolerance, "{c}");
+    }
+    // With autopack on, Muri-L is Muri's to the second too (a changed key makes the published
+    // row "not comparable", so ours is compared by hand).
+    let v = json(&["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", r#"policies=["muri-l"]"#, "--set", "policy.muri_autopack=true"]);
+    let c = v["published"].as_array().expect("published").iter().find(|c| c["trace"] == "trace3" && c["policy"] == "muri-l").cloned().expect("trace3 muri-l");
+    assert_eq!(c["comparable"], false, "{c}");
+    let (ours, published) = (c["ours"].as_f64().expect("ran"), c["value"].as_f64().expect("value"));
+    assert!((ours / published - 1.0).abs() <= 1e-5, "{c}");
+}
+
+#[test]
+fn muri_ablations_without_blossom_and_with_the_worst_order_reproduce_trace3() {
+    for (scenario, value) in [("scenarios/muri-no-blossom.toml", 96_016.954_07), ("scenarios/muri-ablations.toml", 146_324.408_4)] {
+        let v = json(&["run", scenario, "--json", "--set", TRACE3_ONLY]);
+        let c = v["published"].as_array().expect("published").iter().find(|c| c["trace"] == "trace3" && c["policy"] == "muri-l").cloned().expect("trace3");
+        assert_eq!(c["value"].as_f64(), Some(value));
+        assert!(c["relative_diff"].as_f64().expect("ran").abs() <= 1e-5, "{scenario}: {c}");
     }
 }
 

@@ -61,7 +61,7 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
     assert_eq!(placements.len(), 1, "both groups take one GPU of node 0: {placements:?}");
     for g in &groups {
         let members: Vec<&JobSpec> = g.iter().map(|&j| &specs[j as usize]).collect();
-        let together = group_time(&members, JobOrder::Best);
+        let together = group_time(&members, JobOrder::Best, GroupFactors::MURI);
         // Interleaving beats taking turns (4 × 3 s), even with Muri's factor for four jobs.
         assert!(together < 12.0, "{together}");
         for &j in g {
@@ -69,4 +69,28 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
             assert_eq!(speed, 3.0 / together);
         }
     }
+}
+
+#[test]
+fn without_blossom_each_slot_merges_into_its_first_job_while_demand_exceeds_capacity() {
+    // Six one-GPU candidates in two slots of four (0-3, 4-5), demand 6 on 4 GPUs: job 1 and then
+    // job 2 join job 0 (demand 5, then 4); job 3 stays alone, listed before its slot's group;
+    // slot two needs no merge: 5 alone, then 4.
+    let singles: BTreeMap<u32, Vec<Group>> = BTreeMap::from([(1, (0..6).map(|i| Group { jobs: vec![i], gpus: 1 }).collect())]);
+    let mut required = 6;
+    let merged = merge_slots_in_order(&[1], &singles, 4, &mut required, 4);
+    let jobs: Vec<Vec<usize>> = merged[&1].iter().map(|g| g.jobs.clone()).collect();
+    assert_eq!(jobs, vec![vec![3], vec![0, 1, 2], vec![5], vec![4]]);
+    assert_eq!(required, 4);
+}
+
+#[test]
+fn without_blossom_four_jobs_slow_down_by_muris_1_3_instead_of_1_37() {
+    let s = |io_s, cpu_s, gpu_s| Stages { io_s, cpu_s, gpu_s };
+    let four = [s(0.0006, 0.419, 0.049), s(0.769, 0.057, 0.01), s(0.0006, 0.419, 0.049), s(0.769, 0.057, 0.01)];
+    let with = crate::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI);
+    let without = crate::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI_WITHOUT_BLOSSOM);
+    assert!((with / without - 1.37 / 1.3).abs() < 1e-12);
+    // The group of Muri's trace3 at 674,521 s (its Python prints 1.5945812807881774 s).
+    assert!((without - 1.5945812807881774).abs() < 1e-12, "{without}");
 }

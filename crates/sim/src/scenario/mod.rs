@@ -196,11 +196,31 @@ pub struct PolicySpec {
     /// Muri: the order of a group's jobs its interleaving assumes: `best` (Muri) or `worst`
     /// (its ablation).
     pub muri_order: String,
+    /// Muri: merge groups by maximum-weight matching (`true`, Muri) or, for its ablation
+    /// ("Muri-L w/o Blossom", `multi-resource-gpu-unaware`), each slot's jobs in list order.
+    pub muri_blossom: bool,
     /// Themis (`themis`): fairness knob f; GPUs are offered to the `1 − f` fraction of jobs
     /// with the worst finish-time fairness.
     pub themis_f: f64,
     /// Themis (`themis`): lease length, seconds.
     pub themis_lease_s: f64,
+    /// Horus: queued jobs looked at per step (k).
+    pub horus_lookahead: usize,
+    /// Horus: most predicted GPU utilization, percent, of the jobs sharing a GPU.
+    pub horus_util_limit_pct: f64,
+    /// Horus: most predicted GPU memory, GiB, of the jobs sharing a GPU.
+    pub horus_memory_limit_gib: f64,
+    /// Horus: a GPU's memory, GiB (the cost's denominator).
+    pub horus_gpu_memory_gib: f64,
+    /// Horus: most jobs on one GPU.
+    pub horus_max_jobs_per_gpu: usize,
+    /// Horus: a shared GPU slows each of its jobs to speed / (1 + this), where no measured pair
+    /// speed applies.
+    pub horus_interference: f64,
+    /// Horus: predicted utilization, percent, of a job without stage times.
+    pub horus_default_util_pct: f64,
+    /// Horus: predicted GPU memory of every job, GiB.
+    pub horus_job_memory_gib: f64,
     /// Keys of this table that apply to one policy only, e.g. `[policy.per_policy.muri-l]
     /// muri_autopack = true` (a published number produced with another setting than the rest).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -223,9 +243,34 @@ impl Default for PolicySpec {
             muri_packing: d.muri.packing,
             muri_autopack: d.muri.autopack,
             muri_order: "best".into(),
+            muri_blossom: d.muri.blossom,
             themis_f: d.themis.fairness_knob,
             themis_lease_s: d.themis.lease_s,
+            horus_lookahead: d.horus.lookahead,
+            horus_util_limit_pct: d.horus.util_limit_pct,
+            horus_memory_limit_gib: d.horus.memory_limit_gib,
+            horus_gpu_memory_gib: d.horus.gpu_memory_gib,
+            horus_max_jobs_per_gpu: d.horus.max_jobs_per_gpu,
+            horus_interference: d.horus.interference,
+            horus_default_util_pct: d.horus.default_util_pct,
+            horus_job_memory_gib: d.horus.job_memory_gib,
             per_policy: BTreeMap::new(),
+        }
+    }
+}
+
+impl PolicySpec {
+    /// The Horus settings of these keys.
+    pub fn horus_config(&self) -> arbiter_policy::horus::HorusConfig {
+        arbiter_policy::horus::HorusConfig {
+            lookahead: self.horus_lookahead,
+            util_limit_pct: self.horus_util_limit_pct,
+            memory_limit_gib: self.horus_memory_limit_gib,
+            gpu_memory_gib: self.horus_gpu_memory_gib,
+            max_jobs_per_gpu: self.horus_max_jobs_per_gpu,
+            interference: self.horus_interference,
+            default_util_pct: self.horus_default_util_pct,
+            job_memory_gib: self.horus_job_memory_gib,
         }
     }
 }
@@ -601,6 +646,7 @@ impl Scenario {
             if !(t.themis_lease_s.is_finite() && t.themis_lease_s > 0.0) {
                 return Err(self.invalid(format!("{context}.themis_lease_s {} is not a positive number of seconds", t.themis_lease_s)));
             }
+            t.horus_config().validate().map_err(|m| self.invalid(format!("{context}.{m}")))?;
         }
         Ok(())
     }
@@ -663,8 +709,10 @@ impl Scenario {
             "worst" => arbiter_policy::interleave::JobOrder::Worst,
             other => return Err(self.invalid(format!("policy.muri_order `{other}` is not best or worst"))),
         };
+        config.muri.blossom = spec.muri_blossom;
         config.themis.fairness_knob = spec.themis_f;
         config.themis.lease_s = spec.themis_lease_s;
+        config.horus = spec.horus_config();
         config.inner_policy = match spec.hierarchical_inner.as_str() {
             "fairness" => arbiter_policy::gavel::allocation::InnerPolicy::Fairness,
             "fifo" => arbiter_policy::gavel::allocation::InnerPolicy::Fifo,

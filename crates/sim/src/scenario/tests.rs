@@ -123,3 +123,16 @@ fn per_policy_mistakes_name_the_policy_and_key() {
     let e = load_text(&bad_value, &[]).expect_err("f out of range").to_string();
     assert!(e.contains("policy.per_policy.themis.themis_f 1.5 is not in [0, 1)"), "{e}");
 }
+
+#[test]
+fn horus_keys_reach_the_policy_and_bad_ones_are_refused() {
+    let text = format!("{BASE}[policy]\nhorus_lookahead = 3\nhorus_util_limit_pct = 150\nhorus_interference = 0.5\nhorus_job_memory_gib = 4\n");
+    let scenario = load_text(&text, &["policies=[\"horus\"]"]).expect("valid");
+    let horus = scenario.policy_config_for(PolicyKind::Horus).expect("config").horus;
+    assert_eq!((horus.lookahead, horus.util_limit_pct, horus.interference, horus.job_memory_gib), (3, 150.0, 0.5, 4.0));
+    assert_eq!(horus.max_jobs_per_gpu, 3, "unset keys keep their defaults");
+    let e = load_error(&["policy.horus_lookahead=0"]);
+    assert!(e.ends_with("policy.horus_lookahead must be at least 1"), "{e}");
+    let e = load_error(&["policy.horus_max_jobs_per_gpu=9"]);
+    assert!(e.contains("horus_max_jobs_per_gpu 9 is not in 1..=4"), "{e}");
+}
