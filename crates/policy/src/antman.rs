@@ -364,23 +364,40 @@ impl Policy for AntMan {
         let total = self.util.len();
         let per_node = view.cluster.nodes.iter().map(|n| n.gpus as usize).max().unwrap_or(0);
         // Jobs that left since the last point give their GPUs back, in Muri's runnable order.
-        let present: BTreeSet<JobId> = view.jobs.iter().map(|j| j.id).collect();
+        let mut present = vec![false; view.specs.len()];
+        for j in view.jobs {
+            present[j.id.index()] = true;
+        }
         let mut gone: Vec<(Class, SimTime, JobId)> =
-            self.jobs.iter().filter(|(id, _)| !present.contains(id)).map(|(id, t)| (t.class, t.submit, *id)).collect();
+            self.jobs.iter().filter(|(id, _)| !present.get(id.index()).copied().unwrap_or(false)).map(|(id, t)| (t.class, t.submit, *id)).collect();
         gone.sort();
         for (_, _, id) in gone {
             self.release(id);
         }
         // Muri's order: guaranteed first, then submission, then id; every waiting job is tried.
         let mut order: Vec<(Class, SimTime, JobId, u32)> = view.jobs.iter().map(|j| (Class::of(view.spec(j)), j.submit, j.id, j.gpus)).collect();
-        order.sort();
+        // The ids make the keys unique: an unstable sort gives the same order.
+        order.sort_unstable();
         let mut decision = Decision::default();
+        // Whether a guaranteed job could get any GPU, and how many GPUs an opportunistic one
+        // could use: once both are nothing, an attempt changes nothing and fails (thousands of
+        // jobs wait at every point of Muri's big traces), so it is not made.
+        let room = |me: &Self| (me.holder.iter().any(Option::is_none), me.util.iter().filter(|&&u| u < OPPORTUNISTIC_BELOW).count());
+        let (mut guaranteed_room, mut opportunistic_room) = room(self);
         for &(class, submit, id, gang) in &order {
             if self.jobs.get(&id).is_some_and(|t| t.remaining == 0) {
                 continue; // running
             }
             if gang as usize > total || gang == 0 {
                 decision.pending.push((id, PendingReason::NeverFits));
+                continue;
+            }
+            let hopeless = match class {
+                Class::Guaranteed => !guaranteed_room,
+                Class::Opportunistic => opportunistic_room < gang as usize,
+            };
+            if hopeless {
+                decision.pending.push((id, PendingReason::InsufficientGpus));
                 continue;
             }
             self.jobs.entry(id).or_insert(Tracked { class, gpus: Vec::new(), remaining: gang, last_node: None, submit });
@@ -394,6 +411,7 @@ impl Policy for AntMan {
                 }
                 decision.pending.push((id, PendingReason::InsufficientGpus));
             }
+            (guaranteed_room, opportunistic_room) = room(self);
         }
         // Every running job, at its speed from now on.
         let specs = view.specs;

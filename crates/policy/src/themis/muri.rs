@@ -150,6 +150,12 @@ pub fn min_max_allocation(terms: &[FtfTerm], capacity: f64) -> Option<MinMaxAllo
                 return None;
             }
         }
+        // The answer is the least double `hi` whose floors fit. The floating-point demand is
+        // monotone in τ (each floor is, and rounding preserves order), so that double is the
+        // same whatever points probe the bracket: false-position steps shrink it to a few ulps
+        // in a handful of evaluations of the O(jobs) demand, and bisection finishes it to
+        // adjacent doubles (bisection alone took ~55 evaluations).
+        (lo, hi) = false_position(lo, hi, |tau| demand_at(tau) - capacity, |v| v <= 0.0);
         loop {
             let mid = lo + (hi - lo) / 2.0;
             if mid <= lo || mid >= hi {
@@ -198,6 +204,39 @@ pub fn min_max_allocation(terms: &[FtfTerm], capacity: f64) -> Option<MinMaxAllo
         rho,
         capacity_bound: false,
     })
+}
+
+/// Narrows a bracket `[lo, hi]` of the sign change of a monotone `f` — `past(f(hi))` holds and
+/// `past(f(lo))` does not — by false-position steps with the Illinois modification, to within a
+/// relative 1e-13, keeping that invariant (a step that would leave the bracket bisects instead).
+/// Callers finish by bisection to adjacent doubles.
+fn false_position(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64, past: impl Fn(f64) -> bool) -> (f64, f64) {
+    let (mut f_lo, mut f_hi) = (f(lo), f(hi));
+    let mut last_side = 0_i8;
+    for _ in 0..60 {
+        if hi - lo <= hi.abs() * 1e-13 {
+            break;
+        }
+        let mut t = (lo * f_hi - hi * f_lo) / (f_hi - f_lo);
+        if !(t > lo && t < hi) {
+            t = lo + (hi - lo) / 2.0;
+        }
+        let v = f(t);
+        if past(v) {
+            (hi, f_hi) = (t, v);
+            if last_side == -1 {
+                f_lo /= 2.0;
+            }
+            last_side = -1;
+        } else {
+            (lo, f_lo) = (t, v);
+            if last_side == 1 {
+                f_hi /= 2.0;
+            }
+            last_side = 1;
+        }
+    }
+    (lo, hi)
 }
 
 /// The per-job optimum of `2 ln(x − l) + ln(1 − x) − μ x` on `(l, 1)`: the smaller root of
@@ -254,6 +293,9 @@ fn analytic_centre(floors: &[f64], gpus: &[f64], fixed: &[bool], budget: f64) ->
             return shares(0.0);
         }
     }
+    // As for τ above; `g` is monotone up to rounding, so the λ found may differ from
+    // bisection's alone in its last bits.
+    (lo, hi) = false_position(lo, hi, g, |v| v >= 0.0);
     loop {
         let mid = lo + (hi - lo) / 2.0;
         if mid <= lo || mid >= hi {
