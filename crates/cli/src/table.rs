@@ -1,5 +1,6 @@
 //! Plain-text tables for the terminal.
 
+use arbiter_policy::PolicyKind;
 use arbiter_sim::scenario::{Comparison, ResultRow};
 use arbiter_sim::Summary;
 use arbiter_trace::Trace;
@@ -55,7 +56,12 @@ fn render(headers: &[(&str, Align)], rows: &[Vec<String>]) -> String {
 
 pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
     use Align::{Left, Right};
-    let headers = [
+    // Finish-time fairness (Themis' max ρ and share of jobs with ρ > 1) is shown when a policy
+    // of that family ran; it is in every row's JSON.
+    let fairness = rows.iter().any(|r| {
+        matches!(r.policy, PolicyKind::Themis | PolicyKind::ThemisMuri | PolicyKind::FinishTimeFairness | PolicyKind::FinishTimeFairnessHet)
+    });
+    let mut headers = vec![
         ("trace", Left),
         ("policy", Left),
         ("tenant", Left),
@@ -72,10 +78,13 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
         ("util", Right),
         ("wall s", Right),
     ];
+    if fairness {
+        headers.splice(14..14, [("max rho", Right), ("rho>1", Right)]);
+    }
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            vec![
+            let mut cells = vec![
                 r.trace.clone(),
                 r.policy.name().to_string(),
                 r.tenant.clone(),
@@ -91,7 +100,11 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
                 secs(r.summary.makespan_s),
                 fixed(r.summary.gpu_utilization, 3),
                 fixed(r.wall_s, 3),
-            ]
+            ];
+            if fairness {
+                cells.splice(14..14, [fixed(r.summary.max_ftf_rho, 2), format!("{}%", fixed(100.0 * r.summary.ftf_unfair_fraction, 1))]);
+            }
+            cells
         })
         .collect();
     format!("scenario {name}\n{}", render(&headers, &cells))

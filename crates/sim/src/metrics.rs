@@ -160,6 +160,77 @@ pub struct Summary {
     /// Dollars the measured jobs' GPU time cost (default GPU-hour prices per type).
     #[serde(default)]
     pub cost_usd: f64,
+    /// Themis' finish-time fairness (NSDI'20) over the completed measured jobs: the largest
+    /// `ρ = JCT / T_independent`, `T_independent` the job's work on its own `1/N` of the cluster
+    /// with `N` the mean number of jobs in the system over its lifetime
+    /// ([`arbiter_policy::themis::finish_time_fairness`]); 0 without completed jobs.
+    #[serde(default)]
+    pub max_ftf_rho: f64,
+    /// Share of the completed measured jobs with `ρ > 1`: that finished later than they would
+    /// have on their own fair share.
+    #[serde(default)]
+    pub ftf_unfair_fraction: f64,
+}
+
+/// The mean number of jobs in the system (submitted, not yet finished) over a span of time,
+/// from every record of a run: a step function integrated once, then read per span.
+struct Contention {
+    /// Times at which the count changes, ascending.
+    times: Vec<f64>,
+    /// Jobs in the system from `times[i]` to `times[i + 1]`.
+    counts: Vec<f64>,
+    /// The count integrated from `times[0]` to `times[i]`.
+    integral: Vec<f64>,
+}
+
+impl Contention {
+    fn of(records: &[JobRecord]) -> Self {
+        let mut changes: Vec<(f64, f64)> = Vec::with_capacity(records.len() * 2);
+        for r in records.iter().filter(|r| r.outcome != JobOutcome::Unplaceable) {
+            changes.push((r.submit_s, 1.0));
+            if let Some(f) = r.finish_s {
+                changes.push((f, -1.0));
+            }
+        }
+        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut times, mut counts, mut integral) = (Vec::new(), Vec::new(), Vec::new());
+        let mut count = 0.0;
+        for (t, delta) in changes {
+            if times.last() != Some(&t) {
+                let area = match (times.last(), counts.last(), integral.last()) {
+                    (Some(&t0), Some(&c0), Some(&i0)) => i0 + c0 * (t - t0),
+                    _ => 0.0,
+                };
+                times.push(t);
+                counts.push(count);
+                integral.push(area);
+            }
+            count += delta;
+            if let Some(c) = counts.last_mut() {
+                *c = count;
+            }
+        }
+        Contention { times, counts, integral }
+    }
+
+    /// The count integrated from the first change to `t`.
+    fn area_to(&self, t: f64) -> f64 {
+        let i = self.times.partition_point(|&x| x <= t);
+        if i == 0 {
+            return 0.0;
+        }
+        self.integral[i - 1] + self.counts[i - 1] * (t - self.times[i - 1])
+    }
+
+    /// Mean jobs in the system over `[from, to]` (the count at `from` for an empty span).
+    fn mean(&self, from: f64, to: f64) -> f64 {
+        if to > from {
+            (self.area_to(to) - self.area_to(from)) / (to - from)
+        } else {
+            let i = self.times.partition_point(|&x| x <= from);
+            if i == 0 { 0.0 } else { self.counts[i - 1] }
+        }
+    }
 }
 
 /// Sum that is +0.0 when empty (`Iterator::sum` over `f64` starts from −0.0, which prints as
@@ -182,7 +253,7 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 impl Summary {
     /// The value of a metric by its field name (`avg_jct_s`, `p50_jct_s`, `p95_jct_s`,
     /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`, `deadlines_met`,
-    /// `colocated_fraction`, `cost_usd`).
+    /// `colocated_fraction`, `cost_usd`, `max_ftf_rho`, `ftf_unfair_fraction`).
     pub fn metric(&self, name: &str) -> Option<f64> {
         Some(match name {
             "avg_jct_s" => self.avg_jct_s,
@@ -195,6 +266,8 @@ impl Summary {
             "deadlines_met" => self.deadlines_met?,
             "colocated_fraction" => self.colocated_fraction,
             "cost_usd" => self.cost_usd,
+            "max_ftf_rho" => self.max_ftf_rho,
+            "ftf_unfair_fraction" => self.ftf_unfair_fraction,
             _ => return None,
         })
     }
@@ -216,7 +289,18 @@ impl Summary {
         let allocated: f64 = records.iter().map(|r| r.gpu_s_allocated).sum();
         let busy = (run_end - run_start) * capacity_gpus as f64;
         let n = measured.len().max(1) as f64;
+        let contention = Contention::of(records);
+        let rhos: Vec<f64> = completed
+            .iter()
+            .filter_map(|r| {
+                let (finish, jct) = (r.finish_s?, r.jct_s()?);
+                let jobs = contention.mean(r.submit_s, finish).round().max(1.0) as usize;
+                arbiter_policy::themis::finish_time_fairness(jct, r.run_time_s, r.gpus, capacity_gpus, jobs)
+            })
+            .collect();
         Summary {
+            max_ftf_rho: rhos.iter().copied().fold(0.0, f64::max),
+            ftf_unfair_fraction: if rhos.is_empty() { 0.0 } else { rhos.iter().filter(|&&r| r > 1.0).count() as f64 / rhos.len() as f64 },
             jobs: completed.len(),
             avg_jct_s: mean(&jcts),
             p50_jct_s: percentile(&jcts, 0.5),
@@ -304,6 +388,38 @@ mod tests {
         for v in [s.avg_jct_s, s.preemptions_per_job, s.migrations_per_job, s.cost_usd, s.colocated_fraction, s.gpu_utilization, s.makespan_s] {
             assert!(v == 0.0 && v.is_sign_positive(), "{v} in {s:?}");
         }
+    }
+
+    fn finished(id: u32, gpus: u32, submit_s: f64, finish_s: f64, run_time_s: f64) -> JobRecord {
+        let spec = JobSpec::new(arbiter_model::JobId(id), SimTime::from_secs_f64(submit_s), gpus, run_time_s);
+        JobRecord { first_start_s: Some(submit_s), finish_s: Some(finish_s), outcome: JobOutcome::Completed, ..JobRecord::new(&spec) }
+    }
+
+    #[test]
+    fn finish_time_fairness_is_reported_by_hand() {
+        // 4 GPUs; two 4-GPU jobs of 50 s of work, submitted together, finishing at 100 s and
+        // 150 s. A: two jobs in the system all its life, a fair share of half the cluster, so
+        // T_independent = 100 s and ρ = 100 / 100 = 1. B: two jobs for 100 s, then one for 50 s,
+        // a mean of 1.67 (rounded: 2), T_independent = 100 s, ρ = 150 / 100 = 1.5.
+        let records = [finished(0, 4, 0.0, 100.0, 50.0), finished(1, 4, 0.0, 150.0, 50.0)];
+        let s = Summary::compute(&records, Window::default(), 4);
+        assert!((s.max_ftf_rho - 1.5).abs() < 1e-12, "{s:?}");
+        assert_eq!(s.ftf_unfair_fraction, 0.5);
+        assert_eq!(s.metric("max_ftf_rho"), Some(s.max_ftf_rho));
+        // A job alone on the cluster, finishing as soon as it could: ρ = 1, nobody unfair.
+        let alone = Summary::compute(&[finished(0, 2, 10.0, 60.0, 50.0)], Window::default(), 4);
+        assert_eq!((alone.max_ftf_rho, alone.ftf_unfair_fraction), (1.0, 0.0));
+    }
+
+    #[test]
+    fn contention_is_the_time_mean_of_jobs_in_the_system() {
+        let records = [finished(0, 1, 0.0, 10.0, 1.0), finished(1, 1, 5.0, 20.0, 1.0), finished(2, 1, 5.0, 6.0, 1.0)];
+        let c = Contention::of(&records);
+        // [0, 5): 1 job; [5, 6): 3; [6, 10): 2; [10, 20): 1.
+        assert!((c.mean(0.0, 10.0) - (5.0 + 3.0 + 8.0) / 10.0).abs() < 1e-12);
+        assert!((c.mean(5.0, 20.0) - (3.0 + 8.0 + 10.0) / 15.0).abs() < 1e-12);
+        assert_eq!(c.mean(5.5, 5.5), 3.0);
+        assert_eq!(c.mean(-1.0, -1.0), 0.0);
     }
 
     #[test]

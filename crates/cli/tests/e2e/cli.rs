@@ -417,3 +417,16 @@ fn a_header_only_trace_prints_zeros_not_negative_zeros() {
     let text = ok_stdout(&["simulate", "--trace", empty.to_str().expect("utf-8"), "--format", "tiresias", "--json"]);
     assert!(!text.contains("-0"), "{text}");
 }
+
+#[test]
+fn finish_time_fairness_is_reported_for_themis() {
+    let table = ok_stdout(&["run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf","themis-muri"]"#]);
+    assert!(table.contains("max rho") && table.contains("rho>1"), "{table}");
+    let v = json(&["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", r#"policies=["themis-muri"]"#]);
+    let row = &v["results"][0];
+    let (max_rho, unfair) = (row["max_ftf_rho"].as_f64().expect("max ρ"), row["ftf_unfair_fraction"].as_f64().expect("share"));
+    assert!(max_rho > 1.0 && unfair > 0.0 && unfair < 1.0, "{row}");
+    // Without such a policy the table keeps its usual columns.
+    let plain = ok_stdout(&["run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf"]"#]);
+    assert!(!plain.contains("max rho"), "{plain}");
+}
