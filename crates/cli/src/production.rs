@@ -117,6 +117,12 @@ pub enum ClientCommand {
         /// Without it the job runs alone under them; other policies ignore it.
         #[arg(long, value_name = "IO,CPU,GPU")]
         stages: Option<String>,
+        /// What kind of job this is (`resnet50`, `bert-bs32`; letters, digits, `. _ - + : /`),
+        /// within your tenant. The daemon learns from progress reports how fast each type runs
+        /// next to each other type on the same GPUs (`arbiter pairs`), and `gandiva`,
+        /// `max-min-fairness-packed` and `horus` pair jobs by it.
+        #[arg(long)]
+        job_type: Option<String>,
         /// Name.
         #[arg(long)]
         name: Option<String>,
@@ -153,6 +159,9 @@ pub enum ClientCommand {
     },
     /// GPUs, free GPUs, running jobs.
     Cluster,
+    /// What the daemon learned of job types sharing GPUs: each type's speed next to another
+    /// type over its speed alone (yours; the admin sees all).
+    Pairs,
     /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
         /// What to do; without one, list the tenants.
@@ -297,6 +306,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             min_run_time_s,
             opportunistic,
             stages,
+            job_type,
             name,
             command,
         } => {
@@ -339,6 +349,9 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             }
             if let Some(text) = stages {
                 body["iteration_stages"] = parse_stages(&text)?;
+            }
+            if let Some(t) = job_type {
+                body["job_type"] = json!(t);
             }
             // One key per invocation: the retries inside `submit` reuse it.
             let reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
@@ -415,6 +428,14 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
                 print(&cluster)?;
             } else {
                 crate::out!("{}", printable(&cluster_text(&cluster)));
+            }
+        }
+        ClientCommand::Pairs => {
+            let reply = client.get("/v1/pairs")?;
+            if json_out {
+                print(&reply)?;
+            } else {
+                crate::out!("{}", printable(&pairs_table(reply["pairs"].as_array().map_or(&[][..], Vec::as_slice))));
             }
         }
         ClientCommand::Tenants { action } => match action.unwrap_or(TenantsCommand::List) {
@@ -671,6 +692,9 @@ fn job_text(job: &Value) -> String {
     let plural = if r["gpus"].as_u64() == Some(1) { "" } else { "s" };
     let kind = if r["opportunistic"] == true { ", opportunistic (idle GPUs only; yields at once)" } else { "" };
     let _ = writeln!(out, "  asks for:   {} GPU{plural}{types}, priority {}{kind}", number(&r["gpus"]), number(&r["priority"]));
+    if let Some(t) = r["job_type"].as_str() {
+        let _ = writeln!(out, "  job type:   {t}");
+    }
     if let Some(st) = r["iteration_stages"].as_object() {
         let s = |k: &str| st.get(k).and_then(Value::as_f64).map_or_else(|| "?".to_string(), |v| format!("{v}"));
         let _ = writeln!(out, "  iteration:  I/O {} s, CPU {} s, GPU {} s", s("io_s"), s("cpu_s"), s("gpu_s"));
@@ -803,6 +827,29 @@ fn tenants_table(tenants: &[Value]) -> String {
     for t in tenants {
         let _ = writeln!(out, "{:<24} {:>8} {:>9}", t["name"].as_str().unwrap_or(""), number(&t["weight"]), quota(&t["gpu_quota"]));
     }
+    out
+}
+
+/// The learned co-location table (`GET /v1/pairs`): one line per job type and partner type.
+fn pairs_table(rows: &[Value]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    if rows.is_empty() {
+        let _ = writeln!(out, "nothing learned yet (jobs submitted with --job-type that share GPUs and report progress teach it)");
+        return out;
+    }
+    let _ = writeln!(out, "{:<32} {:<32} {:>4} {:<8} {:>6} {:>7}", "job type", "next to", "GPUs", "GPU type", "speed", "samples");
+    for r in rows {
+        let me = format!("{}/{}", r["tenant"].as_str().unwrap_or("?"), r["job_type"].as_str().unwrap_or("?"));
+        let partner = if r["partner_other_tenant"] == true {
+            "another tenant's type".to_string()
+        } else {
+            format!("{}/{}", r["partner_tenant"].as_str().unwrap_or("?"), r["partner_job_type"].as_str().unwrap_or("?"))
+        };
+        let speed = r["normalized_speed"].as_f64().map_or_else(|| "?".into(), |v| format!("{v:.2}"));
+        let _ = writeln!(out, "{me:<32} {partner:<32} {:>4} {:<8} {speed:>6} {:>7}", number(&r["gpus"]), r["gpu_type"].as_str().unwrap_or("?"), number(&r["samples"]));
+    }
+    let _ = writeln!(out, "speed: throughput sharing the GPUs over throughput alone (1 = no slowdown)");
     out
 }
 

@@ -359,9 +359,10 @@ mod tests {
 
     #[test]
     fn a_policy_the_daemon_cannot_carry_out_is_refused_with_the_reason() {
+        // With the local executor it runs on the pair speeds the daemon learns; Slurm cannot
+        // co-locate.
         let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"").expect("parses");
-        let e = c.validate().expect_err("refused").to_string();
-        assert!(e.contains("co-location throughput"), "{e}");
+        c.validate().expect("max-min-fairness-packed runs on the learned pair speeds");
         let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"\nexecutor = \"slurm\"").expect("parses");
         let e = c.validate().expect_err("refused").to_string();
         assert!(e.contains("slurm executor") && e.contains("one job at a time"), "{e}");

@@ -138,6 +138,13 @@ pub struct State {
     pub(crate) ended_tenants: BTreeSet<String>,
     /// Checks the policy's decisions by the simulator's rules.
     pub(crate) planner: arbiter_model::Planner,
+    /// The learned co-location table (`pairs.rs`), and whether it changed since the policy was
+    /// last given it.
+    pub(crate) pairs: crate::pairs::PairTable,
+    pub(crate) pairs_changed: bool,
+    /// Per job holding GPUs: the other jobs on its GPUs and since when (Unix ms) — its reports
+    /// count for the co-location table once that has lasted `pairs::SETTLE_S`.
+    pub(crate) sharing_since: BTreeMap<u32, (Vec<u32>, u64)>,
 }
 
 /// The daemon: state, store, settings and the wake-up for the loop.
@@ -283,7 +290,9 @@ impl Daemon {
         let allocated_uids = store.identities()?;
         let topology = Topology::new(settings.nodes.clone()).map_err(DaemonError::Config)?;
         let cluster = topology.cluster();
-        let config = crate::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
+        let pairs = crate::pairs::PairTable::from_entries(store.pairs()?);
+        let mut config = crate::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
+        config.pair_speeds = crate::policy_support::pair_speeds(settings.policy, &pairs, &cluster.gpu_type_names);
         let mut policy = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
         let specs: Vec<JobSpec> = jobs.iter().map(|j| view::spec_of(j, cluster)).collect();
         // Policies that learn from finished jobs (QSSF) learn the history again.
@@ -310,6 +319,9 @@ impl Daemon {
             run_ended_since_check: true,
             ended_tenants: BTreeSet::new(),
             planner: arbiter_model::Planner::default(),
+            pairs,
+            pairs_changed: false,
+            sharing_since: BTreeMap::new(),
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),
@@ -430,10 +442,15 @@ impl Daemon {
     /// Records a progress report from the job itself (authenticated by its run's token; refused
     /// once the run is over).
     ///
-    /// A measured throughput is remembered per GPU type (smoothed: ¾ old, ¼ new) and, with
-    /// `total_steps`, gives the job's remaining time; both feed the policy's view of the job
-    /// (speeds per GPU type for heterogeneity-aware policies, remaining time for SRTF-like ones).
+    /// A measured throughput reported while the job holds its GPUs alone is remembered per GPU
+    /// type (smoothed: ¾ old, ¼ new) and, with `total_steps`, gives the job's remaining time;
+    /// both feed the policy's view of the job (speeds per GPU type for heterogeneity-aware
+    /// policies, remaining time for SRTF-like ones). Reports made once the job's situation has
+    /// settled also teach the co-location table (`pairs.rs`): alone, its solo speed; sharing its
+    /// GPUs with one other job of a known type, its normalized speed next to that type. The job
+    /// and the table's changes are written in one transaction.
     pub fn report_progress(&self, id: u32, token: &str, steps: u64, throughput: Option<f64>, total_steps: Option<u64>) -> Result<(), RequestError> {
+        let now_ms = self.now_ms();
         let mut guard = self.lock();
         let state = &mut *guard;
         let job = state.jobs.get(id as usize).ok_or(RequestError::NotFound(id))?;
@@ -450,14 +467,55 @@ impl Daemon {
             updated.total_steps = total_steps;
         }
         let running_type = updated.state.gpus().and_then(|g| g.first()).and_then(|g| state.topology.gpu_type_name(*g)).map(str::to_string);
-        if let (Some(t), Some(measured)) = (running_type, throughput.filter(|t| *t > 0.0)) {
-            let entry = updated.throughput_by_gpu_type.entry(t).or_insert(measured);
-            *entry = 0.75 * *entry + 0.25 * measured;
+        let (sharing, others) = crate::pairs::sharing_of(&updated, &state.jobs);
+        let settled = settled(state, &updated, others, now_ms);
+        let mut writes = Vec::new();
+        let mut undo = Vec::new();
+        if let (Some(t), Some(measured)) = (running_type, throughput.filter(|t| *t > 0.0 && t.is_finite())) {
+            if sharing == crate::pairs::Sharing::Alone {
+                // A speed measured while sharing is not the job's speed on that type.
+                let entry = updated.throughput_by_gpu_type.entry(t.clone()).or_insert(measured);
+                *entry = 0.75 * *entry + 0.25 * measured;
+            }
+            let partner = match sharing {
+                crate::pairs::Sharing::Pair(other) => {
+                    let o = &state.jobs[other as usize];
+                    Some(o.request.job_type.as_ref().map(|job_type| crate::pairs::TypeOf { tenant: o.tenant.clone(), job_type: job_type.clone() }))
+                }
+                _ => None,
+            };
+            let beside = match (&sharing, &partner) {
+                (crate::pairs::Sharing::Alone, _) => Some(crate::pairs::Beside::Alone),
+                (crate::pairs::Sharing::Pair(_), Some(Some(p))) => Some(crate::pairs::Beside::Typed(p)),
+                (crate::pairs::Sharing::Pair(_), _) => Some(crate::pairs::Beside::Untyped),
+                (crate::pairs::Sharing::Other, _) => None,
+            };
+            if let Some(beside) = beside.filter(|_| settled) {
+                let me = updated.request.job_type.as_ref().map(|job_type| crate::pairs::TypeOf { tenant: updated.tenant.clone(), job_type: job_type.clone() });
+                let (measurements, samples) = crate::pairs::learn(&updated.measurements, me.as_ref(), updated.request.gpus, &t, beside, measured);
+                updated.measurements = measurements;
+                for (key, sample) in samples {
+                    writes.extend(state.pairs.record(key, sample, self.now_s(), &mut undo));
+                }
+            }
         }
-        self.store.put_jobs(&[&updated])?;
+        if let Err(e) = self.store.put_jobs_and_pairs(&[&updated], &writes) {
+            state.pairs.undo(undo);
+            return Err(e.into());
+        }
+        if !writes.is_empty() {
+            state.pairs_changed = true;
+            tracing::debug!(job = id, entries = writes.len(), "co-location table updated");
+        }
         state.specs[id as usize] = view::spec_of(&updated, state.topology.cluster());
         state.jobs[id as usize] = updated;
         Ok(())
+    }
+
+    /// The learned co-location table as `viewer` may see it (`None`: the admin, every entry; a
+    /// tenant: its own job types' entries, another tenant's partner type not named).
+    pub fn pair_rows(&self, viewer: Option<&str>) -> Vec<serde_json::Value> {
+        self.lock().pairs.rows(viewer)
     }
 
     /// A copy of a job's record, if the caller may see it.
@@ -574,4 +632,19 @@ impl State {
     pub fn policy_name(&self) -> &'static str {
         self.policy.name()
     }
+}
+
+/// Whether `job`'s run and the set of jobs on its GPUs (`others`) have lasted
+/// [`crate::pairs::SETTLE_S`] by `now_ms` (a change starts the clock again).
+pub(crate) fn settled(state: &mut State, job: &JobRecord, others: Vec<u32>, now_ms: u64) -> bool {
+    let JobState::Running { started_unix_s, .. } = job.state else { return false };
+    let since = match state.sharing_since.get(&job.id) {
+        Some((seen, since)) if *seen == others => *since,
+        _ => {
+            state.sharing_since.insert(job.id, (others, now_ms));
+            now_ms
+        }
+    };
+    let started_ms = started_unix_s.max(0) as u64 * 1000;
+    now_ms >= started_ms.max(since).saturating_add(crate::pairs::SETTLE_S * 1000)
 }

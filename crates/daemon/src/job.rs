@@ -76,6 +76,14 @@ pub struct SubmitRequest {
     /// before it existed.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration_stages: Option<StageTimes>,
+    /// What kind of job this is (`resnet50`, `bert-large-bs32`: 1-128 bytes of letters, digits
+    /// and `. _ - + : /`), within its tenant: jobs of a type are assumed to interfere alike when
+    /// they share GPUs. The daemon learns, from progress reports, how fast each type runs next
+    /// to each other type (`GET /v1/pairs`), and the co-locating policies (`gandiva`,
+    /// `max-min-fairness-packed`, `horus`) pair jobs by it. Types are the tenant's own: another
+    /// tenant's `resnet50` is another type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<String>,
 }
 
 /// One iteration's time on each resource, seconds (`SubmitRequest::iteration_stages`).
@@ -193,6 +201,7 @@ impl SubmitRequest {
             ("checkpoint_signal", Some(self.checkpoint_signal.as_str())),
             ("name", self.name.as_deref()),
             ("client_request_id", self.client_request_id.as_deref()),
+            ("job_type", self.job_type.as_deref()),
         ];
         for (field, value) in strings {
             if value.is_some_and(|v| v.contains('\0')) {
@@ -270,6 +279,9 @@ impl SubmitRequest {
             }
         if let Some(problem) = self.iteration_stages.as_ref().and_then(StageTimes::problem) {
             return bad("iteration_stages", problem);
+        }
+        if let Some(problem) = self.job_type.as_deref().and_then(crate::pairs::job_type_problem) {
+            return bad("job_type", problem);
         }
         Ok(())
     }
@@ -448,6 +460,11 @@ pub struct JobRecord {
     /// GPU-proportional share, or what the job asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_share: Option<arbiter_model::HostShare>,
+    /// What its settled progress reports taught the co-location table (`pairs.rs`): its speed
+    /// alone per GPU type, and shared speeds waiting for one. Not shown by the API (a pending
+    /// measurement names its partner's type, which may be another tenant's).
+    #[serde(default, skip_serializing_if = "crate::pairs::JobMeasurements::is_empty")]
+    pub measurements: crate::pairs::JobMeasurements,
 }
 
 /// Another job holding GPUs a job holds (the policy co-located them), as one caller may see it:
@@ -550,6 +567,7 @@ impl JobRecord {
             retry_after_unix_s: None,
             history_omitted: 0,
             host_share: None,
+            measurements: crate::pairs::JobMeasurements::default(),
         };
         record.transition(JobState::Queued, "submitted", now_s);
         record

@@ -24,6 +24,7 @@ pub mod executor;
 pub mod identity;
 pub mod job;
 mod opportunistic;
+pub mod pairs;
 pub mod policy_support;
 pub mod procs;
 mod recovery;

@@ -9,10 +9,12 @@
 
 use crate::executor::Capabilities;
 use crate::store::Tenant;
+use arbiter_policy::gavel::packing::PairSpeeds;
 use arbiter_policy::gavel::RoundOptions;
 use arbiter_policy::{PolicyConfig, PolicyKind};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The bundled Gittins prior: GPU-time samples from Tiresias' production YARN cluster
 /// (`data/tiresias/yarn-gput10000.csv`, Apache-2.0).
@@ -22,6 +24,10 @@ const BUNDLED_GITTINS_PRIOR: &str = include_str!("../../../data/tiresias/yarn-gp
 /// it can. (Migrations are carried out by every executor — checkpoint, then start on the new
 /// GPUs — and so are CPU/memory shares: an executor that cannot change a run's limits live
 /// restarts it from its checkpoint with the new ones.)
+///
+/// `max-min-fairness-packed` runs where the executor co-locates: its pair speeds are the ones
+/// the daemon learns from progress reports ([`pair_speeds`]); a pair not measured yet never
+/// shares, so until the table has entries it decides as `max-min-fairness-het`.
 ///
 /// The other policies that put jobs on the same GPUs (`muri-s`, `muri-l`, `gandiva`, `horus`) run on
 /// every executor: on one without [`Capabilities::colocation`] (Slurm gives a GPU to one job at
@@ -34,13 +40,6 @@ pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<Strin
             "`{}` decides GPU sharing (two jobs on the same GPUs), which this executor cannot carry out (Slurm gives a GPU to one job at a time); use max-min-fairness-het",
             kind.name()
         )),
-        // The executor could carry the pairs out (both runs see the same GPUs); what is missing
-        // is the policy's input: measured speeds of job pairs sharing a GPU, which the daemon
-        // does not collect yet.
-        PolicyKind::MaxMinFairnessPacked => Some(format!(
-            "`{}` needs the speeds of job pairs sharing a GPU (Gavel's co-location throughput table), which the daemon does not measure yet; use max-min-fairness-het",
-            kind.name()
-        )),
         // AntMan's opportunistic jobs run on GPUs that other runs hold; the daemon gives each
         // GPU to one run (its opportunistic jobs take only idle GPUs and yield them).
         PolicyKind::AntMan => Some(format!(
@@ -49,6 +48,21 @@ pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<Strin
         )),
         _ => None,
     }
+}
+
+/// The fraction of its solo speed a job is assumed to keep next to a job type it was not
+/// measured with, per policy: Gandiva must try a pair before its introspection can judge it, so
+/// an unmeasured pair counts as exactly as good as taking turns (each at half speed: normalized
+/// packed throughput 1, kept until measured below); the packed program and Horus take only
+/// measured pairs (`None`).
+pub fn assumed_pair_fraction(kind: PolicyKind) -> Option<f64> {
+    (kind == PolicyKind::Gandiva).then_some(0.5)
+}
+
+/// The learned co-location table as `kind` takes it (`None` for policies that use none), over
+/// the cluster's GPU types.
+pub fn pair_speeds(kind: PolicyKind, table: &crate::pairs::PairTable, gpu_types: &[String]) -> Option<Arc<PairSpeeds>> {
+    kind.needs_pair_speeds().then(|| Arc::new(table.speeds(gpu_types, assumed_pair_fraction(kind))))
 }
 
 /// Parses a prior of job sizes: one number per line after a header (`duration`), GPU-seconds.
@@ -101,8 +115,9 @@ mod tests {
     fn every_listed_policy_builds_with_the_daemon_configuration_or_is_refused_with_a_reason() {
         let prior = gittins_prior(None).expect("bundled prior parses");
         assert!(prior.len() > 1000);
-        let config = policy_config(&BTreeMap::new(), 30.0, &prior);
+        let mut config = policy_config(&BTreeMap::new(), 30.0, &prior);
         for kind in PolicyKind::ALL {
+            config.pair_speeds = pair_speeds(kind, &crate::pairs::PairTable::default(), &["a100".to_string()]);
             for executor in [crate::config::ExecutorKind::Local, crate::config::ExecutorKind::Slurm] {
             match unsupported(kind, executor.capabilities()) {
                 Some(reason) => assert!(reason.contains(kind.name()), "{reason}"),

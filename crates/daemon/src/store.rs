@@ -4,7 +4,8 @@
 //! job's state, *before* the daemon acts on the new state (starts a process, signals one).
 //!
 //! Tables: `meta` (schema version, store id, next job id), `jobs` (id → JSON [`JobRecord`]),
-//! `tenants` (name → JSON [`Tenant`]), `identities` (tenant → automatic uid).
+//! `tenants` (name → JSON [`Tenant`]), `identities` (tenant → automatic uid), `pairs` (the
+//! learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`]).
 //!
 //! A write that fails with an I/O error (a full disk) leaves the store *degraded*: redb refuses
 //! every later write on that handle, so the handle is dropped and the file reopened at the next
@@ -13,6 +14,7 @@
 //! files in order.
 
 use crate::job::JobRecord;
+use crate::pairs::{PairEntry, PairKey, PairWrite};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -24,6 +26,8 @@ const JOBS: TableDefinition<u32, &str> = TableDefinition::new("jobs");
 const TENANTS: TableDefinition<&str, &str> = TableDefinition::new("tenants");
 /// Automatic unix identities: tenant name → uid (= gid), allocated once, never changed.
 const IDENTITIES: TableDefinition<&str, u32> = TableDefinition::new("identities");
+/// The learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`].
+const PAIRS: TableDefinition<&str, &str> = TableDefinition::new("pairs");
 
 /// The schema this build writes.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -32,7 +36,8 @@ pub const SCHEMA_VERSION: u64 = 1;
 type Migration = fn(&redb::WriteTransaction) -> Result<(), StoreError>;
 
 /// Upgrades from version `i + 1` to `i + 2` (none yet: version 1 is the first; the tables added
-/// since — `identities`, the `store_id` and `next_job_id` meta keys — are created when missing).
+/// since — `identities`, `pairs`, the `store_id` and `next_job_id` meta keys — are created when
+/// missing).
 const MIGRATIONS: &[Migration] = &[];
 
 /// A store failure. `Unavailable` clears up by itself (the store reopens once writes work
@@ -66,6 +71,15 @@ fn db_error(e: impl Into<redb::Error>) -> StoreError {
         e @ (redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed) => StoreError::Unavailable(e.to_string()),
         e => StoreError::Database(e.to_string()),
     }
+}
+
+/// One row of the co-location table as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredPair {
+    /// What it is about.
+    pub key: PairKey,
+    /// What was learned.
+    pub entry: PairEntry,
 }
 
 /// A tenant: its weight and GPU quota, and the hash of its bearer token.
@@ -124,6 +138,7 @@ impl Store {
             txn.open_table(JOBS).map_err(db_error)?;
             txn.open_table(TENANTS).map_err(db_error)?;
             txn.open_table(IDENTITIES).map_err(db_error)?;
+            txn.open_table(PAIRS).map_err(db_error)?;
             Ok(())
         })?;
         Ok(store)
@@ -183,18 +198,47 @@ impl Store {
 
     /// Writes `jobs` in one transaction (all or none), and the next free id.
     pub fn put_jobs(&self, jobs: &[&JobRecord]) -> Result<(), StoreError> {
-        let encoded = jobs.iter().map(|job| serde_json::to_string(job).map(|json| (job.id, json))).collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.put_jobs_and_pairs(jobs, &[])
+    }
+
+    /// Writes `jobs` and the changes of the co-location table in one transaction (all or none).
+    pub fn put_jobs_and_pairs(&self, jobs: &[&JobRecord], pairs: &[PairWrite]) -> Result<(), StoreError> {
+        let corrupt = |e: serde_json::Error| StoreError::Corrupt(e.to_string());
+        let encoded = jobs.iter().map(|job| serde_json::to_string(job).map(|json| (job.id, json))).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
+        let mut pair_rows: Vec<(String, Option<String>)> = Vec::with_capacity(pairs.len());
+        for write in pairs {
+            pair_rows.push(match write {
+                PairWrite::Put(key, entry) => (serde_json::to_string(key).map_err(corrupt)?, Some(serde_json::to_string(&StoredPair { key: key.clone(), entry: *entry }).map_err(corrupt)?)),
+                PairWrite::Delete(key) => (serde_json::to_string(key).map_err(corrupt)?, None),
+            });
+        }
         self.write(|txn| {
-            let mut table = txn.open_table(JOBS).map_err(db_error)?;
-            let mut meta = txn.open_table(META).map_err(db_error)?;
-            let mut next = meta.get("next_job_id").map_err(db_error)?.map_or(0, |v| v.value());
-            for (id, json) in &encoded {
-                table.insert(*id, json.as_str()).map_err(db_error)?;
-                next = next.max(*id as u64 + 1);
+            if !encoded.is_empty() {
+                let mut table = txn.open_table(JOBS).map_err(db_error)?;
+                let mut meta = txn.open_table(META).map_err(db_error)?;
+                let mut next = meta.get("next_job_id").map_err(db_error)?.map_or(0, |v| v.value());
+                for (id, json) in &encoded {
+                    table.insert(*id, json.as_str()).map_err(db_error)?;
+                    next = next.max(*id as u64 + 1);
+                }
+                meta.insert("next_job_id", next).map_err(db_error)?;
             }
-            meta.insert("next_job_id", next).map_err(db_error)?;
+            if !pair_rows.is_empty() {
+                let mut table = txn.open_table(PAIRS).map_err(db_error)?;
+                for (key, row) in &pair_rows {
+                    match row {
+                        Some(row) => table.insert(key.as_str(), row.as_str()).map_err(db_error)?,
+                        None => table.remove(key.as_str()).map_err(db_error)?,
+                    };
+                }
+            }
             Ok(())
         })
+    }
+
+    /// The learned co-location table.
+    pub fn pairs(&self) -> Result<Vec<(PairKey, PairEntry)>, StoreError> {
+        Ok(self.read_all::<&str, StoredPair>(PAIRS)?.into_iter().map(|p| (p.key, p.entry)).collect())
     }
 
     /// Reads one meta value.
@@ -415,6 +459,23 @@ mod tests {
         let ids: Vec<u32> = store.jobs().expect("reads").iter().map(|j| j.id).collect();
         assert_eq!(ids, vec![0, 2], "the refused write left nothing behind");
         assert_eq!(store.next_job_id().expect("meta"), 3);
+    }
+
+    #[test]
+    fn the_learned_pair_table_survives_reopening_and_evictions_are_removed() {
+        use crate::pairs::TypeOf;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("arbiter.redb");
+        let key = |t: &str| PairKey { job: TypeOf { tenant: "a".into(), job_type: t.into() }, partner: TypeOf { tenant: "b".into(), job_type: "y".into() }, gpus: 2, gpu_type: "a100".into() };
+        let entry = PairEntry { normalized_speed: 0.4, samples: 3, updated_unix_s: 9 };
+        {
+            let store = Store::open(&path).expect("opens");
+            store.put_jobs_and_pairs(&[&record(0)], &[PairWrite::Put(key("x"), entry), PairWrite::Put(key("z"), entry)]).expect("writes");
+            store.put_jobs_and_pairs(&[], &[PairWrite::Delete(key("z"))]).expect("writes");
+        }
+        let store = Store::open(&path).expect("reopens");
+        assert_eq!(store.pairs().expect("reads"), vec![(key("x"), entry)]);
+        assert_eq!(store.jobs().expect("reads").len(), 1, "the job went in the same transaction");
     }
 
     #[test]

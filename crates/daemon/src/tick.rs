@@ -76,7 +76,9 @@ impl Daemon {
             self.stop(state, id, StopReason::TimedOut, false)?;
         }
         self.collect_ended(state);
-        self.schedule(state, now_ms)
+        let scheduled = self.schedule(state, now_ms);
+        observe_sharing(state, now_ms);
+        scheduled
     }
 
     /// Asks the policy and carries out its plan.
@@ -108,6 +110,14 @@ impl Daemon {
                 job.pending_reason = Some("no node takes new runs (all are down or drained)".into());
             }
             return Ok(());
+        }
+        // What was learned about co-located pairs since the last round (Gandiva's introspection
+        // and the packed program read it from this decision on).
+        if state.pairs_changed {
+            if let Some(speeds) = crate::policy_support::pair_speeds(self.settings.policy, &state.pairs, &state.topology.cluster().gpu_type_names) {
+                state.policy.set_pair_speeds(speeds);
+            }
+            state.pairs_changed = false;
         }
         let decision = {
             let view = SchedulerView { cluster, jobs: &active, specs: &state.specs };
@@ -154,7 +164,12 @@ impl Daemon {
         // time (eight 3-second jobs on 4 GPUs: 1,483 preemptions under ftf+proportional). Between
         // rounds it may still start jobs on free GPUs.
         let round_ms = (self.settings.round_s * 1000.0) as u64;
-        if now_ms >= state.round_started_ms.saturating_add(round_ms) {
+        // The round that began at `round_started_ms` is over: this call is the next round's
+        // boundary, where a round-based policy's preemptions are carried out. (Protecting runs
+        // until the end of the round that begins now would defer them forever: the loop's
+        // round timer lands on boundaries.)
+        let round_over = now_ms >= state.round_started_ms.saturating_add(round_ms);
+        if round_over {
             state.round_started_ms = now_ms;
         }
         let round_ends_ms = state.round_started_ms.saturating_add(round_ms);
@@ -165,7 +180,7 @@ impl Daemon {
             let min_run_ends_ms = (started_unix_s.max(0) as f64 * 1000.0 + min_run_s * 1000.0) as u64;
             if now_ms < min_run_ends_ms {
                 Some(Protection::MinRun(min_run_ends_ms))
-            } else if by_rounds && now_ms < round_ends_ms {
+            } else if by_rounds && !round_over && now_ms < round_ends_ms {
                 Some(Protection::Round(round_ends_ms))
             } else {
                 None
@@ -379,6 +394,36 @@ fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> Option<arbit
         node.gpus = state.topology.gpus_of(node.id).filter(|g| held.contains(g)).count() as u32;
     }
     Some(cluster)
+}
+
+/// Brings `state.sharing_since` in line with who holds which GPUs after a round: a job whose set
+/// of GPU partners changed starts settling again (`pairs::SETTLE_S`), jobs holding no GPUs are
+/// forgotten.
+fn observe_sharing(state: &mut State, now_ms: u64) {
+    let mut by_gpu: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for job in &state.jobs {
+        for &g in job.state.gpus().unwrap_or_default() {
+            by_gpu.entry(g).or_default().push(job.id);
+        }
+    }
+    let mut holding: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for ids in by_gpu.values() {
+        for &id in ids {
+            let others = holding.entry(id).or_default();
+            others.extend(ids.iter().copied().filter(|o| *o != id));
+        }
+    }
+    state.sharing_since.retain(|id, _| holding.contains_key(id));
+    for (id, mut others) in holding {
+        others.sort_unstable();
+        others.dedup();
+        match state.sharing_since.get(&id) {
+            Some((seen, _)) if *seen == others => {}
+            _ => {
+                state.sharing_since.insert(id, (others, now_ms));
+            }
+        }
+    }
 }
 
 pub(crate) fn held_gpus(state: &State) -> BTreeSet<u32> {

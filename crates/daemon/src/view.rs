@@ -21,6 +21,8 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
     let mut spec = JobSpec::new(JobId(job.id), sim_time_s(job.submitted_unix_s), r.gpus, expected);
     spec.tenant = job.tenant.clone();
     spec.name = r.name.clone();
+    // Co-location speeds are looked up by job type, namespaced by tenant (see `pairs.rs`).
+    spec.model = r.job_type.as_deref().map(|t| crate::pairs::namespaced(&job.tenant, t));
     spec.priority = r.priority;
     spec.deadline = r.deadline_unix_s.map(sim_time_s);
     spec.restart_overhead = Some(SimDuration::from_ms(0));

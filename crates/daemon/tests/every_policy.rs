@@ -63,8 +63,8 @@ fn every_policy_runs_through_the_daemon_loop_or_is_refused_with_its_reason() {
             ran += 1;
         }
     }
-    // Refused on both executors: max-min-fairness-packed (no measured pair speeds) and antman
-    // (guests on held GPUs).
+    // Refused: antman on both executors (guests on held GPUs), max-min-fairness-packed on Slurm
+    // (no co-location there; with the local executor it runs on the learned pair speeds).
     assert!(ran >= 2 * (PolicyKind::ALL.len() - 2), "only {ran} policy runs");
 }
 

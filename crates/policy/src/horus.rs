@@ -294,7 +294,7 @@ impl Horus {
     /// Measured speeds of `a` and `b` sharing GPUs of type `t`, if the table has the pair.
     fn measured_pair(&self, a: &JobSpec, b: &JobSpec, t: GpuTypeId) -> Option<(f64, f64)> {
         let pairs = self.pair_speeds.as_ref()?;
-        pairs.get(&Self::pair_key(a)?, &Self::pair_key(b)?, t.index())
+        pairs.speeds(&Self::pair_key(a)?, &Self::pair_key(b)?, t.index(), (a.speed_on(t), b.speed_on(t)))
     }
 
     /// The GPU type of a placement (its first node's; placements stay on one type).
@@ -374,6 +374,10 @@ impl Horus {
 impl Policy for Horus {
     fn name(&self) -> &'static str {
         "horus"
+    }
+
+    fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {
+        self.pair_speeds = Some(speeds);
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

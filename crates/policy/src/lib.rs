@@ -86,6 +86,12 @@ pub trait Policy: Send {
     /// Told when a job finishes, so policies that learn from history (QSSF) or keep per-job state
     /// (LAS queues) can update. Default: nothing.
     fn job_finished(&mut self, _spec: &JobSpec, _job: &ActiveJob, _now: SimTime) {}
+
+    /// Gives the policy a new co-location table (speeds of job pairs sharing GPUs), such as the
+    /// one a production daemon learns from its jobs' progress reports. Policies that use one
+    /// (`gandiva`, `horus`, `max-min-fairness-packed`) read it from their next decision on,
+    /// keeping the rest of their state (Gandiva's pairs); the others ignore it. Default: nothing.
+    fn set_pair_speeds(&mut self, _speeds: std::sync::Arc<gavel::packing::PairSpeeds>) {}
 }
 
 /// Maps a non-negative float to an integer with the same order, for sort keys (NaN and negative

@@ -152,3 +152,52 @@ fn raw_post(daemon: &Daemon, token: &str, body: &str) -> String {
     let _ = stream.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Reports 50 steps/s every half second with its run's token, until cancelled.
+const REPORT_PROGRESS: &str = r#"i=0; while true; do i=$((i+1)); curl -s -o /dev/null -X POST -H "Authorization: Bearer $ARBITER_JOB_TOKEN" -H 'Content-Type: application/json' -d "{\"steps\": $i, \"throughput\": 50}" "$ARBITER_URL/v1/jobs/$ARBITER_JOB_ID/progress"; sleep 0.5; done"#;
+
+#[test]
+fn co_located_jobs_teach_the_pair_table_which_each_tenant_sees_only_for_its_own_types() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = start(&dir);
+    let admin = daemon.admin();
+    let (token_a, a) = daemon.tenant_with_token("team-a");
+    let (token_b, b) = daemon.tenant_with_token("team-b");
+    let body = |job_type: &str, io_s: f64, gpu_s: f64| json!({ "command": REPORT_PROGRESS, "job_type": job_type, "grace_s": 1, "iteration_stages": { "io_s": io_s, "cpu_s": 0.05, "gpu_s": gpu_s } });
+    // a's job runs alone long enough for a settled solo speed, then b's joins it on the GPU.
+    let mine = submit(&a, body("lm", 0.02, 0.4));
+    wait_for("a's job to run", 30, || state_of(&a, mine) == "running");
+    std::thread::sleep(std::time::Duration::from_secs(arbiter_daemon::pairs::SETTLE_S + 2));
+    let theirs = submit(&b, body("secret-type", 0.3, 0.05));
+    wait_for("b's job to share the GPU", 30, || state_of(&b, theirs) == "running");
+    // Both report 50 steps/s: sharing costs a's job nothing (normalized speed 1).
+    let learned = |client: &Client| client.get("/v1/pairs").expect("pairs")["pairs"].as_array().cloned().unwrap_or_default();
+    wait_for("a's entry", 40, || !learned(&admin).is_empty());
+    let all = learned(&admin);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!((all[0]["tenant"].as_str(), all[0]["job_type"].as_str(), all[0]["partner_tenant"].as_str(), all[0]["partner_job_type"].as_str()), (Some("team-a"), Some("lm"), Some("team-b"), Some("secret-type")));
+    assert_eq!(all[0]["normalized_speed"].as_f64(), Some(1.0), "{all:?}");
+    // a sees its entry, its partner only as another tenant's type; b sees nothing of a's.
+    let for_a = learned(&a);
+    assert_eq!(for_a.len(), 1);
+    assert_eq!(for_a[0]["partner_other_tenant"], true);
+    assert!(!serde_json::to_string(&for_a).expect("json").contains("secret-type"));
+    assert!(learned(&b).iter().all(|r| r["tenant"] == "team-b"));
+    // The CLI: a table, or the JSON.
+    let text = cli_ok(&daemon, &token_a, &["pairs"]);
+    assert!(text.contains("team-a/lm") && text.contains("another tenant's type") && text.contains("1.00"), "{text}");
+    let json_text = cli_ok(&daemon, &token_b, &["pairs", "--json"]);
+    assert!(!json_text.contains("team-a") && !json_text.contains("\"lm\""), "{json_text}");
+    // A job's record does not carry what it measured (its partner's type) to its tenant.
+    let shown = job(&b, theirs).to_string();
+    assert!(!shown.contains("measurements") && !shown.contains("team-a"), "{shown}");
+    assert!(cli_ok(&daemon, &token_a, &["show", &mine.to_string()]).contains("job type:   lm"));
+    let openapi = admin.get("/v1/openapi.json").expect("openapi");
+    assert!(openapi["paths"]["/v1/pairs"]["get"].is_object() && openapi["components"]["schemas"]["SubmitRequest"]["properties"]["job_type"].is_object());
+    // A bad job type is refused naming the field.
+    let (status, message) = refused(a.post("/v1/jobs", &json!({ "command": "true", "job_type": "two words" })));
+    assert_eq!((status, message.starts_with("job_type")), (400, true), "{message}");
+    for id in [mine, theirs] {
+        admin.post(&format!("/v1/jobs/{id}/cancel"), &json!({})).expect("cancels");
+    }
+}

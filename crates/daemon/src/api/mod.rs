@@ -174,6 +174,7 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .route("/v1/jobs/{id}/logs", get(job_logs))
         .route("/v1/jobs/{id}/progress", post(report_progress))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/pairs", get(pairs))
         .route("/v1/tenants", get(list_tenants).post(add_tenant))
         .route("/v1/tenants/{name}", patch(update_tenant).delete(remove_tenant))
         .route("/v1/tenants/{name}/token", post(rotate_tenant_token))
@@ -255,6 +256,7 @@ fn job_json(job: &JobRecord, holders: &GpuHolders, viewer: Option<&str>) -> Valu
     let mut v = serde_json::to_value(job).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
         o.remove("token_sha256");
+        o.remove("measurements");
         o.insert("shares_gpus_with".into(), serde_json::to_value(holders.shared_with(job, viewer)).unwrap_or(Value::Null));
     }
     v
@@ -416,6 +418,17 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
         "running": running,
         "queued": queued,
         "queued_total": queued_total,
+    })))
+}
+
+/// The learned co-location table (`pairs.rs`): the admin sees every entry; a tenant the
+/// entries of its own job types, a partner of another tenant only as `partner_other_tenant`.
+async fn pairs(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let caller = api.caller(&headers)?;
+    Ok(Json(json!({
+        "pairs": api.daemon.pair_rows(caller.tenant()),
+        "settle_s": crate::pairs::SETTLE_S,
+        "policy": api.daemon.settings.policy.name(),
     })))
 }
 

@@ -35,7 +35,8 @@ pub fn openapi_document() -> Value {
                         "client_request_id": { "type": "string", "description": "idempotency key (or the Idempotency-Key header): a repeat by the same tenant returns the first job" },
                         "min_run_time_s": { "type": "integer", "description": "seconds a started run is protected from preemption (default: the daemon's min_run_s)" },
                         "opportunistic": { "type": "boolean", "default": false, "description": "run only on idle GPUs, outside the policy, quotas and fair shares; yield at once (at most 5 s of grace) to a placed job" },
-                        "iteration_stages": { "$ref": "#/components/schemas/IterationStages" }
+                        "iteration_stages": { "$ref": "#/components/schemas/IterationStages" },
+                        "job_type": { "type": "string", "pattern": "^[A-Za-z0-9._:/+-]{1,128}$", "description": "what kind of job this is, within the tenant (another tenant's type of the same name is another type): the daemon learns from progress reports how fast each type runs next to each other type on the same GPUs (GET /v1/pairs), and gandiva, max-min-fairness-packed and horus pair jobs by it" }
                     }
                 },
                 "IterationStages": {
@@ -51,6 +52,17 @@ pub fn openapi_document() -> Value {
                     "type": "object", "required": ["gpus"],
                     "description": "another job holding GPUs this job holds (co-located by the policy): its id when the caller may see it (same tenant, or the admin); another tenant's job only as the shared GPUs with other_tenant: true",
                     "properties": { "id": { "type": "integer" }, "gpus": { "type": "array", "items": { "type": "integer" } }, "other_tenant": { "type": "boolean" } }
+                },
+                "PairEntry": {
+                    "type": "object", "required": ["tenant", "job_type", "gpus", "gpu_type", "normalized_speed", "samples", "updated_unix_s"],
+                    "description": "what the daemon learned of jobs of one type (gangs of `gpus`) sharing GPUs of `gpu_type` with a job of another type: their speed then over their speed alone (shared ÷ solo throughput from progress reports made once the pairing had lasted settle_s; each sample clamped to [0, 1]; smoothed ¾ old, ¼ new). Written only by the reports of `tenant`'s own jobs",
+                    "properties": {
+                        "tenant": { "type": "string" }, "job_type": { "type": "string" }, "gpus": { "type": "integer" }, "gpu_type": { "type": "string" },
+                        "partner_tenant": { "type": "string", "description": "absent when the partner is another tenant's (for a tenant caller)" },
+                        "partner_job_type": { "type": "string", "description": "absent when the partner is another tenant's (for a tenant caller)" },
+                        "partner_other_tenant": { "type": "boolean", "description": "the partner type is another tenant's, not named" },
+                        "normalized_speed": { "type": "number", "minimum": 0, "maximum": 1 }, "samples": { "type": "integer" }, "updated_unix_s": { "type": "integer" }
+                    }
                 },
                 "Tenant": { "type": "object", "properties": { "name": { "type": "string" }, "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] } } },
                 "Error": { "type": "object", "properties": { "error": { "type": "string" }, "field": { "type": "string" } } }
@@ -89,6 +101,8 @@ pub fn openapi_document() -> Value {
                     "400": { "description": "bad parameter; names it" } } } },
             "/v1/jobs/{id}/progress": { "post": { "summary": "The job reports progress with its own token (ARBITER_JOB_TOKEN)", "parameters": [id], "responses": { "204": { "description": "recorded" } } } },
             "/v1/cluster": { "get": { "summary": "GPUs, free GPUs, running jobs, policy. A tenant sees other tenants' running jobs only as the GPUs they hold ({\"gpus\": [...], \"other_tenant\": true}); `queued` counts its own, `queued_total` all", "security": bearer, "responses": { "200": { "description": "cluster state" } } } },
+            "/v1/pairs": { "get": { "summary": "The learned co-location table: how fast each job type runs next to each other type on the same GPUs. The admin sees every entry; a tenant only its own job types' entries, and another tenant's partner type only as partner_other_tenant", "security": bearer,
+                "responses": { "200": { "description": "{\"pairs\": [PairEntry...], \"settle_s\": N, \"policy\": NAME}", "content": { "application/json": { "schema": { "type": "object", "properties": { "pairs": { "type": "array", "items": { "$ref": "#/components/schemas/PairEntry" } }, "settle_s": { "type": "integer" }, "policy": { "type": "string" } } } } } }, "401": { "description": "no token" } } } },
             "/v1/tenants": {
                 "get": { "summary": "Tenants (admin)", "security": bearer, "responses": { "200": { "description": "{\"tenants\": [Tenant...]}" } } },
                 "post": { "summary": "Create a tenant; returns its token once (admin)", "security": bearer,

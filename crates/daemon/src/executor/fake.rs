@@ -59,6 +59,8 @@ struct Inner {
     next_handle: u32,
     capabilities: Option<Capabilities>,
     unavailable: std::collections::BTreeSet<String>,
+    /// Each job's latest run token (`ARBITER_JOB_TOKEN`), as its run would see it.
+    tokens: std::collections::BTreeMap<u32, String>,
 }
 
 /// The fake (see the module docs).
@@ -93,6 +95,11 @@ impl FakeExecutor {
     /// Pretends the executor can do only `capabilities`.
     pub fn set_capabilities(&self, capabilities: Capabilities) {
         self.inner().capabilities = Some(capabilities);
+    }
+
+    /// The token job `job`'s latest run got for its progress reports (`ARBITER_JOB_TOKEN`).
+    pub fn token(&self, job: u32) -> Option<String> {
+        self.inner().tokens.get(&job).cloned()
     }
 
     /// Every call so far.
@@ -163,6 +170,9 @@ impl Executor for FakeExecutor {
             return Err(ExecError::Refused(format!("job {} already has a live run", run.job)));
         }
         inner.calls.push(Call::Launch { job: run.job, nodes: run.nodes.clone(), cpus_per_node: run.cpus_per_node, at_ms });
+        if let Some(token) = run.env.get("ARBITER_JOB_TOKEN") {
+            inner.tokens.insert(run.job, token.clone());
+        }
         inner.next_handle += 1;
         let handle = inner.next_handle;
         inner.live.insert(run.job, (handle, at_ms));

@@ -62,6 +62,30 @@ impl Harness {
         Harness { daemon, fake, clock, _dir: dir }
     }
 
+    /// Stops this daemon and starts another on the same data directory, clock and fake executor
+    /// (as after `kill -9` and a restart).
+    pub fn restart(self) -> Self {
+        let policy = self.daemon.settings.policy;
+        self.restart_with(policy)
+    }
+
+    /// [`Harness::restart`] under another policy.
+    pub fn restart_with(self, policy: PolicyKind) -> Self {
+        let Harness { daemon, fake, clock, _dir } = self;
+        let mut settings = (*daemon.settings).clone();
+        settings.policy = policy;
+        drop(daemon);
+        let executor = fake.clone();
+        let daemon = Daemon::start_with(settings, move |_| executor).expect("daemon restarts");
+        Harness { daemon, fake, clock, _dir }
+    }
+
+    /// Reports progress for job `id` with its run's token, as the job would.
+    pub fn report(&self, id: u32, steps: u64, throughput: f64) -> Result<(), arbiter_daemon::daemon::RequestError> {
+        let token = self.fake.token(id).expect("the job has run");
+        self.daemon.report_progress(id, &token, steps, Some(throughput), None)
+    }
+
     /// Submits a job for tenant `t` from a JSON request.
     pub fn submit(&self, request: &str) -> u32 {
         let request: SubmitRequest = serde_json::from_str(request).expect("valid request");

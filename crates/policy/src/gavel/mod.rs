@@ -210,7 +210,8 @@ impl Gavel {
             let spec = &view.specs[id.index()];
             Some((spec.model.clone()?, spec.gpus))
         };
-        pairs.get(&key(a)?, &key(b)?, k.index())
+        let solo = (view.specs[a.index()].speed_on(k), view.specs[b.index()].speed_on(k));
+        pairs.speeds(&key(a)?, &key(b)?, k.index(), solo)
     }
 
     /// Whether every job of `combo` (with its book) can make progress on type `k`.
@@ -509,6 +510,15 @@ impl Gavel {
 impl Policy for Gavel {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// Replaces the co-location table (a daemon's learned one). New speeds are new input: the
+    /// allocation is recomputed at the next due recomputation, as when the job set changes.
+    fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {
+        if self.pair_speeds.is_some() || self.objective == Objective::MaxMinFairnessPacked {
+            self.pair_speeds = Some(speeds);
+            self.job_set_changed = true;
+        }
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

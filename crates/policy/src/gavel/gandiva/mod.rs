@@ -23,6 +23,12 @@
 //! type (`model`) pair, and only when the policy has a co-location table (without one, Gandiva
 //! is pure time slicing).
 //!
+//! In production the table is learned ([`PairSpeeds::solo_fractions`], from the daemon's progress
+//! reports, given with [`Policy::set_pair_speeds`]): a pair not measured yet counts as exactly as
+//! good as taking turns, so it is tried; new measurements trigger a recomputation, whose
+//! introspection dissolves a pair measured below 1; and a draw of a pair the learned table
+//! already measured below 1 is wasted rather than formed again.
+//!
 //! Round by round the allocation is realized by Gavel's mechanism exactly as for the other Gavel
 //! policies (priorities = share ÷ time received, lease extensions, fastest type first: Gavel
 //! does not shuffle the types for its packing policies). On top of it, a pass over each round's
@@ -188,6 +194,7 @@ impl Gavel {
             .filter(|&id| !self.gandiva.is_paired(id) && pairable(id))
             .collect();
         let draws = pool.len();
+        let learned = self.pair_speeds.as_ref().is_some_and(|p| p.is_solo_fractions());
         let mut drawn = 0;
         while pool.len() > 1 && drawn < draws {
             drawn += 1;
@@ -198,6 +205,14 @@ impl Gavel {
             }
             let (a, b) = (pool[i], pool[j]);
             if view.specs[a.index()].gpus != view.specs[b.index()].gpus {
+                continue;
+            }
+            // A learned table (a daemon's measurements) that already says the pair does not pay
+            // wastes the draw too: introspection would dissolve it at once. (With Gavel's table
+            // the pair is formed and dissolved at the next recomputation, as in Gavel.)
+            if learned
+                && normalized_packed_throughput(&self.pair_speeds_per_type(view, a, b), &solo(a), &solo(b)) < 1.0
+            {
                 continue;
             }
             pool.remove(i.max(j));
@@ -337,6 +352,14 @@ impl Policy for Gandiva {
 
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
         self.gavel.job_finished(spec, job, now);
+    }
+
+    /// Replaces the co-location table (a daemon's learned one): the pairs are kept, and the next
+    /// due recomputation (new speeds count as a change, like a new job) judges them by the new
+    /// speeds.
+    fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {
+        self.gavel.pair_speeds = Some(speeds);
+        self.gavel.job_set_changed = true;
     }
 }
 
