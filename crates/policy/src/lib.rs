@@ -32,6 +32,8 @@ pub mod placement;
 pub mod qssf;
 pub mod synergy;
 pub mod themis;
+#[cfg(test)]
+mod test_support;
 
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
 use thiserror::Error;

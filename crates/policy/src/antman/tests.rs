@@ -1,7 +1,8 @@
 //! AntMan stepped by hand: placements, reservations, Muri's utilization arithmetic and speeds.
 
 use super::*;
-use arbiter_model::{ActiveJob, Cluster, RunState};
+use crate::test_support::step;
+use arbiter_model::Cluster;
 
 fn stages(io_s: f64, cpu_s: f64, gpu_s: f64) -> IterationStages {
     IterationStages { io_s, cpu_s, gpu_s }
@@ -14,26 +15,6 @@ fn spec(id: u32, submit_s: u64, gpus: u32, priority: i32) -> JobSpec {
     s.stages = Some(stages(0.01, 0.02, 0.07));
     s.iteration_s = Some(0.1);
     s
-}
-
-/// Jobs as the policy's last decision left them (running where it ran them).
-fn active(specs: &[JobSpec], live: &[u32], last: &Decision) -> Vec<ActiveJob> {
-    live.iter()
-        .map(|&i| {
-            let s = &specs[i as usize];
-            let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
-            if let Some(a) = last.run.iter().find(|a| a.job == s.id) {
-                j.state = RunState::Running { placement: a.placement.clone(), since: s.submit, speed: 1.0 };
-            }
-            j
-        })
-        .collect()
-}
-
-fn step(policy: &mut AntMan, cluster: &Cluster, specs: &[JobSpec], live: &[u32], last: &Decision) -> Decision {
-    let jobs = active(specs, live, last);
-    let view = SchedulerView { cluster, jobs: &jobs, specs };
-    policy.schedule(&view, SimTime::ZERO).expect("decides")
 }
 
 fn running(d: &Decision) -> Vec<(u32, String, Option<f64>)> {

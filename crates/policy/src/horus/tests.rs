@@ -1,7 +1,8 @@
 //! Horus stepped by hand: predictions, the cost, the limits, the look-ahead and the speeds.
 
 use super::*;
-use arbiter_model::{ActiveJob, IterationStages, NodeId, RunState};
+use crate::test_support::step;
+use arbiter_model::{IterationStages, NodeId};
 
 /// A job of `gpus` GPUs whose GPU stage is `util_pct` % of a one-second iteration.
 fn spec(id: u32, submit_s: u64, gpus: u32, util_pct: f64) -> JobSpec {
@@ -10,26 +11,6 @@ fn spec(id: u32, submit_s: u64, gpus: u32, util_pct: f64) -> JobSpec {
     s.stages = Some(IterationStages { io_s: 1.0 - gpu_s, cpu_s: 0.0, gpu_s });
     s.iteration_s = Some(1.0);
     s
-}
-
-/// Jobs as the policy's last decision left them (running where it ran them).
-fn active(specs: &[JobSpec], live: &[u32], last: &Decision) -> Vec<ActiveJob> {
-    live.iter()
-        .map(|&i| {
-            let s = &specs[i as usize];
-            let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
-            if let Some(a) = last.run.iter().find(|a| a.job == s.id) {
-                j.state = RunState::Running { placement: a.placement.clone(), since: s.submit, speed: 1.0 };
-            }
-            j
-        })
-        .collect()
-}
-
-fn step(policy: &mut Horus, cluster: &Cluster, specs: &[JobSpec], live: &[u32], last: &Decision) -> Decision {
-    let jobs = active(specs, live, last);
-    let view = SchedulerView { cluster, jobs: &jobs, specs };
-    policy.schedule(&view, SimTime::ZERO).expect("decides")
 }
 
 /// (job, placement, partner, speed) of every running job, by job id.
