@@ -632,6 +632,11 @@ impl State {
     pub fn policy_name(&self) -> &'static str {
         self.policy.name()
     }
+
+    /// The learned co-location table (`pairs.rs`).
+    pub fn pairs(&self) -> &crate::pairs::PairTable {
+        &self.pairs
+    }
 }
 
 /// Whether `job`'s run and the set of jobs on its GPUs (`others`) have lasted

@@ -24,8 +24,10 @@
 //! input is untrusted, and a shared `resnet50` would let any tenant poison (or read) how every
 //! other tenant's `resnet50` is paired. The price is that two tenants running the same model
 //! learn its pairs separately. A pair of jobs of two tenants has two entries, one per
-//! direction, each written by its own tenant's job; the policy's view of the *pair* combines
-//! both (Gandiva sums them), which is inherent in pairing two jobs.
+//! direction, each written by its own tenant's job; the policy gets the lower of the two in both
+//! directions ([`PairTable::speeds`]), so one tenant's reports can make such a pair look worse
+//! (its job is half of it) but never better than the other tenant's reports say it is for its
+//! job.
 //!
 //! The table is bounded per tenant ([`MAX_ENTRIES_PER_TENANT`]; a tenant's least recently
 //! updated entry makes room for its new one, so no tenant can evict another's) and persisted in
@@ -218,23 +220,54 @@ impl PairTable {
     /// GPU type (indices by `gpu_types`, the cluster's type names; entries of other types are
     /// left out), with `assumed` as the fraction of pairs not measured (see
     /// [`PairSpeeds::solo_fractions`]).
+    ///
+    /// A pair of two tenants' types is given to the policy at the lower of its two jobs'
+    /// fractions, each as its own tenant's reports say (or `assumed`, where not measured), in
+    /// both directions: so the pair counts as good only as far as it is good for both. Taken
+    /// as reported, one tenant's job could claim to lose nothing next to another tenant's job
+    /// (a normalized speed of 1) and so keep that job paired with it however much the pair
+    /// slows it — Gandiva keeps a pair whose two fractions sum to 1 or more, and 1 + anything is
+    /// 1 or more, even when the victim's own reports say it gets nothing. With the lower of the
+    /// two, a tenant's reports can only make a pair with another tenant's type look worse (which
+    /// is its right: its job is half of the pair), never better than the other tenant's own
+    /// reports say it is for that tenant's job.
     pub fn speeds(&self, gpu_types: &[String], assumed: Option<f64>) -> PairSpeeds {
         let mut speeds = PairSpeeds::solo_fractions(assumed);
         for (key, entry) in &self.entries {
             let Some(k) = gpu_types.iter().position(|t| *t == key.gpu_type) else { continue };
             let job = (namespaced(&key.job.tenant, &key.job.job_type), key.gpus);
             let partner = (namespaced(&key.partner.tenant, &key.partner.job_type), key.gpus);
-            speeds.insert_fraction(job, partner, k, gpu_types.len(), entry.normalized_speed);
+            let mut fraction = entry.normalized_speed;
+            if key.job.tenant != key.partner.tenant {
+                let mirror = PairKey { job: key.partner.clone(), partner: key.job.clone(), gpus: key.gpus, gpu_type: key.gpu_type.clone() };
+                if let Some(theirs) = self.entries.get(&mirror).map(|e| e.normalized_speed).or(assumed) {
+                    fraction = fraction.min(theirs);
+                }
+            }
+            speeds.insert_fraction(job, partner, k, gpu_types.len(), fraction);
         }
         speeds
     }
 
     /// The entries `viewer` may see (`None`: the admin, all of them; a tenant: those of its own
     /// job types, with a partner of another tenant shown only as such), as JSON rows.
+    ///
+    /// In key order, except that a tenant's rows with another tenant's partner are ordered by
+    /// what the tenant sees of them (after its own partners, then by GPU type, time of the
+    /// latest sample, ...): in key order they would tell it how the hidden partners' tenant and
+    /// type names sort, against each other and against its own name.
     pub fn rows(&self, viewer: Option<&str>) -> Vec<serde_json::Value> {
-        self.entries
-            .iter()
-            .filter(|(k, _)| viewer.is_none_or(|v| v == k.job.tenant))
+        let mut visible: Vec<(&PairKey, &PairEntry)> = self.entries.iter().filter(|(k, _)| viewer.is_none_or(|v| v == k.job.tenant)).collect();
+        if let Some(v) = viewer {
+            let hidden = |k: &PairKey| k.partner.tenant != v;
+            visible.sort_by(|(a, x), (b, y)| {
+                (&a.job.job_type, hidden(a), if hidden(a) { "" } else { a.partner.job_type.as_str() }, a.gpus, &a.gpu_type, x.updated_unix_s, x.samples)
+                    .cmp(&(&b.job.job_type, hidden(b), if hidden(b) { "" } else { b.partner.job_type.as_str() }, b.gpus, &b.gpu_type, y.updated_unix_s, y.samples))
+                    .then(x.normalized_speed.total_cmp(&y.normalized_speed))
+            });
+        }
+        visible
+            .into_iter()
             .map(|(k, e)| {
                 let mut row = serde_json::json!({
                     "tenant": k.job.tenant,
@@ -423,16 +456,30 @@ mod tests {
         table.record(PairKey { job: ty("a", "x"), partner: ty("b", "x"), gpus: 1, gpu_type: "a100".into() }, 0.3, 0, &mut Vec::new());
         table.record(PairKey { job: ty("b", "x"), partner: ty("a", "x"), gpus: 1, gpu_type: "a100".into() }, 0.6, 0, &mut Vec::new());
         table.record(PairKey { job: ty("a", "x"), partner: ty("b", "x"), gpus: 1, gpu_type: "h100".into() }, 0.9, 0, &mut Vec::new());
+        // Within a tenant each direction keeps its own fraction.
+        table.record(PairKey { job: ty("a", "x"), partner: ty("a", "y"), gpus: 1, gpu_type: "a100".into() }, 0.3, 0, &mut Vec::new());
+        table.record(PairKey { job: ty("a", "y"), partner: ty("a", "x"), gpus: 1, gpu_type: "a100".into() }, 0.6, 0, &mut Vec::new());
         let speeds = table.speeds(&["v100".into(), "a100".into()], None);
-        let (ax, bx) = (("a/x".to_string(), 1), ("b/x".to_string(), 1));
-        assert_eq!(speeds.speeds(&ax, &bx, 1, (2.0, 1.0)), Some((0.6, 0.6)), "fractions times each job's solo speed");
-        assert_eq!(speeds.speeds(&bx, &ax, 1, (1.0, 1.0)), Some((0.6, 0.3)));
+        let (ax, ay, bx) = (("a/x".to_string(), 1), ("a/y".to_string(), 1), ("b/x".to_string(), 1));
+        assert_eq!(speeds.speeds(&ax, &ay, 1, (2.0, 1.0)), Some((0.6, 0.6)), "fractions times each job's solo speed");
+        assert_eq!(speeds.speeds(&ay, &ax, 1, (1.0, 1.0)), Some((0.6, 0.3)));
+        // Across tenants both directions get the lower fraction (0.3, a's): neither tenant's
+        // reports make the pair look better for the other's job than its own reports say.
+        assert_eq!(speeds.speeds(&ax, &bx, 1, (2.0, 1.0)), Some((0.6, 0.3)), "fractions times each job's solo speed");
+        assert_eq!(speeds.speeds(&bx, &ax, 1, (1.0, 1.0)), Some((0.3, 0.3)));
         assert_eq!(speeds.speeds(&ax, &bx, 0, (1.0, 1.0)), None, "not measured on v100");
         assert_eq!(speeds.speeds(&ax, &ax, 1, (1.0, 1.0)), None);
         // With an assumed fraction, what was not measured is assumed.
         let assumed = table.speeds(&["v100".into(), "a100".into()], Some(0.5));
         assert_eq!(assumed.speeds(&ax, &ax, 1, (1.0, 1.0)), Some((0.5, 0.5)));
-        assert_eq!(assumed.speeds(&ax, &bx, 1, (1.0, 1.0)), Some((0.3, 0.6)));
+        assert_eq!(assumed.speeds(&ax, &bx, 1, (1.0, 1.0)), Some((0.3, 0.3)));
+        // ... and caps a measured fraction across tenants: a's claim of 0.9 next to a type of b
+        // that b has not measured counts as the assumed 0.5, not more.
+        let mut table = PairTable::default();
+        table.record(PairKey { job: ty("a", "x"), partner: ty("b", "x"), gpus: 1, gpu_type: "a100".into() }, 0.9, 0, &mut Vec::new());
+        let assumed = table.speeds(&["a100".into()], Some(0.5));
+        assert_eq!(assumed.speeds(&ax, &bx, 0, (1.0, 1.0)), Some((0.5, 0.5)));
+        assert_eq!(table.speeds(&["a100".into()], None).speeds(&ax, &bx, 0, (1.0, 1.0)), None, "one direction is not a measured pair");
     }
 
     #[test]
@@ -449,6 +496,24 @@ mod tests {
         assert!(rows.iter().any(|r| r["partner_other_tenant"] == true));
         assert!(rows.iter().any(|r| r["partner_job_type"] == "y"));
         assert_eq!(table.rows(None).len(), 3, "the admin sees every entry");
+    }
+
+    #[test]
+    fn the_order_of_a_tenants_rows_does_not_tell_how_the_hidden_partners_names_sort() {
+        // a's type x next to two of b's types and one of c's, with the same speed and time: in
+        // key order the rows would follow the hidden names (`b/...` < `c/...`; `aaa` < `zzz`).
+        let rows_for = |names: [(&str, &str); 3]| {
+            let mut table = PairTable::default();
+            for (tenant, job_type) in names {
+                table.record(PairKey { job: ty("m", "x"), partner: ty(tenant, job_type), gpus: 1, gpu_type: "a100".into() }, 0.5, 7, &mut Vec::new());
+            }
+            table.record(PairKey { job: ty("m", "x"), partner: ty("m", "own"), gpus: 1, gpu_type: "a100".into() }, 0.5, 7, &mut Vec::new());
+            table.rows(Some("m"))
+        };
+        let one = rows_for([("b", "aaa"), ("b", "zzz"), ("c", "q")]);
+        let other = rows_for([("z", "zzz"), ("a", "aaa"), ("n", "q")]);
+        assert_eq!(one, other, "the rows depend on what the tenant sees only");
+        assert_eq!(one[0]["partner_job_type"], "own", "its own partners first");
     }
 
     #[test]

@@ -176,3 +176,155 @@ fn a_tenants_reports_never_change_or_reveal_another_tenants_entries() {
     assert_eq!(for_a.len(), 1);
     assert_eq!(for_a[0]["partner_other_tenant"], true);
 }
+
+/// Attack: tenant `a`'s job claims to lose nothing next to tenant `b`'s type (a normalized speed
+/// of 1) while `b`'s job, by its own reports, gets a tenth of its speed next to `a`'s. Gandiva
+/// keeps a pair whose two fractions sum to at least 1, so taken as reported the lie (1 + 0.1)
+/// would keep `b`'s job paired with `a`'s however much it suffers — even `b` reporting 0 would
+/// leave the sum at 1. Across tenants the policy takes the lower of the two fractions: the pair
+/// is not formed again, and the two take turns.
+#[test]
+fn a_tenant_cannot_keep_another_tenants_job_in_a_pair_that_starves_it_by_claiming_to_lose_nothing() {
+    let h = Harness::new(PolicyKind::Gandiva, nodes("n", "a100", 1, 1), 10.0);
+    // a's hog runs alone and reports 100 steps/s.
+    let hog = h.daemon.submit("a", typed("hog")).expect("accepted").id;
+    h.step_to(T0_MS + S);
+    h.clock.set(T0_MS + (1 + SETTLE_S) * S);
+    h.report(hog, 100, 100.0).expect("recorded");
+    // b's victim joins it on the GPU (an unmeasured pair is tried).
+    let victim = h.daemon.submit("b", typed("victim")).expect("accepted").id;
+    h.step_to(T0_MS + 20 * S);
+    assert_eq!((gpus(&h, hog), gpus(&h, victim)), (Some(vec![0]), Some(vec![0])), "paired across tenants");
+    // Settled: the hog says it runs at full speed (a lie: 1.0 after clamping); the victim
+    // measures 10 steps/s (it has no solo speed yet: the sample waits).
+    h.clock.set(T0_MS + (21 + SETTLE_S) * S);
+    for i in 0..5 {
+        h.report(hog, 200 + i, 1e9).expect("recorded");
+    }
+    h.report(victim, 10, 10.0).expect("recorded");
+    // The hog ends; the victim runs alone and its solo speed (100) makes its entry: 0.1.
+    h.fake.exit(hog, Some(0));
+    h.step_to(T0_MS + 40 * S);
+    assert_eq!(gpus(&h, victim), Some(vec![0]));
+    h.clock.set(T0_MS + (41 + SETTLE_S) * S);
+    h.report(victim, 500, 100.0).expect("recorded");
+    let lie = h.daemon.pair_rows(Some("a"));
+    assert_eq!(lie.len(), 1);
+    assert_eq!(speed(&lie[0]), 1.0, "a's claim, clamped: {lie:?}");
+    let honest = h.daemon.pair_rows(Some("b"));
+    assert_eq!(honest.len(), 1);
+    assert!((speed(&honest[0]) - 0.1).abs() < 1e-9, "{honest:?}");
+    // A new hog of the same type arrives: the GPU is over-subscribed again. By a's claim the pair
+    // is worth 1 + 0.1 = 1.1 and would be formed; by the lower fraction it is 0.2 and is not.
+    let hog2 = h.daemon.submit("a", typed("hog")).expect("accepted").id;
+    for t in 55..=120 {
+        h.step_to(T0_MS + t * S);
+        assert!(gpus(&h, hog2).is_none() || gpus(&h, victim).is_none(), "at {t} s a's claim paired b's job with its hog again");
+    }
+    // What the policy is given for the pair: the lower fraction, in both directions.
+    let speeds = h.daemon.with_state(|s| s.pairs().speeds(&s.cluster().gpu_type_names, Some(0.5)));
+    let (a_hog, b_victim) = (("a/hog".to_string(), 1), ("b/victim".to_string(), 1));
+    let (x, y) = speeds.speeds(&a_hog, &b_victim, 0, (1.0, 1.0)).expect("measured");
+    assert!((x - 0.1).abs() < 1e-9 && (y - 0.1).abs() < 1e-9, "{x} {y}");
+}
+
+/// Attack: a job process lies with every value a report can carry, reports before and after it
+/// settles, after its run ended, and with another job's token. Nothing panics, every entry stays
+/// within [0, 1], the table and the job records survive a restart (a value JSON cannot hold
+/// would make the store unreadable), and the ended run's and the foreign token's reports are
+/// refused.
+#[test]
+fn hostile_reports_neither_crash_the_daemon_nor_corrupt_the_table_or_the_store() {
+    let h = Harness::new(PolicyKind::Gandiva, nodes("n", "a100", 1, 1), 10.0);
+    // Path-like and odd-but-valid types are only names.
+    let a = h.daemon.submit("t", typed("../x")).expect("accepted").id;
+    h.step_to(T0_MS + S);
+    let values = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 0.0, -0.0, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e-300, 1e300];
+    // Rapid-fire, before settling: nothing learned.
+    for (i, v) in values.iter().enumerate() {
+        h.report(a, i as u64, *v).expect("a report is accepted whatever it says");
+    }
+    assert!(h.job(a).measurements.is_empty(), "{:?}", h.job(a).measurements);
+    h.clock.set(T0_MS + (1 + SETTLE_S) * S);
+    for (i, v) in values.iter().enumerate() {
+        h.report(a, i as u64, *v).expect("accepted");
+    }
+    let solo = h.job(a).measurements.solo.get("a100").copied().expect("a solo speed");
+    assert!(solo.is_finite() && solo > 0.0, "{solo}");
+    let b = h.daemon.submit("t", typed("a/b")).expect("accepted").id;
+    h.step_to(T0_MS + 20 * S);
+    assert_eq!((gpus(&h, a), gpus(&h, b)), (Some(vec![0]), Some(vec![0])));
+    h.clock.set(T0_MS + (21 + SETTLE_S) * S);
+    for _ in 0..3 {
+        for (i, v) in values.iter().enumerate() {
+            h.report(a, i as u64, *v).expect("accepted");
+            h.report(b, i as u64, *v).expect("accepted");
+        }
+    }
+    let rows = h.daemon.pair_rows(None);
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| (0.0..=1.0).contains(&speed(r))), "{rows:?}");
+    let speeds = h.daemon.with_state(|s| s.pairs().speeds(&s.cluster().gpu_type_names, Some(0.5)));
+    let x = speeds.speeds(&("t/../x".to_string(), 1), &("t/a/b".to_string(), 1), 0, (1.0, 1.0)).expect("known");
+    assert!(x.0.is_finite() && x.1.is_finite(), "{x:?}");
+    // Another job's token is refused; so is a run's token once its run is over.
+    let b_token = h.fake.token(b).expect("ran");
+    let a_token = h.fake.token(a).expect("ran");
+    assert!(matches!(h.daemon.report_progress(a, &b_token, 1, Some(1.0), None), Err(arbiter_daemon::daemon::RequestError::WrongJobToken(_))));
+    h.daemon.cancel(a, Some("t")).expect("cancels");
+    for t in 45..60 {
+        h.step_to(T0_MS + t * S);
+    }
+    assert!(h.job(a).state.is_terminal(), "{:?}", h.job(a).state);
+    let before = h.daemon.pair_rows(None);
+    assert!(h.daemon.report_progress(a, &a_token, 1, Some(1e9), None).is_err(), "an ended run's token reports nothing");
+    assert_eq!(h.daemon.pair_rows(None), before);
+    // The store reads back.
+    let jobs_before: Vec<_> = [a, b].iter().map(|id| h.job(*id).measurements).collect();
+    let h = h.restart();
+    assert_eq!(h.daemon.pair_rows(None), before, "the table survives a restart");
+    assert_eq!([a, b].iter().map(|id| h.job(*id).measurements).collect::<Vec<_>>(), jobs_before);
+    // Types that are not plain names are refused at submission.
+    for bad in ["", "a b", "x\n", "x\u{1b}[31m", "é", "x\0"] {
+        let request: Result<SubmitRequest, _> = serde_json::from_value(serde_json::json!({ "command": "train", "job_type": bad }));
+        let refused = request.map_or(true, |r| h.daemon.submit("t", r).is_err());
+        assert!(refused, "{bad:?}");
+    }
+    let long: SubmitRequest = serde_json::from_value(serde_json::json!({ "command": "train", "job_type": "x".repeat(129) })).expect("parses");
+    assert!(h.daemon.submit("t", long).is_err());
+}
+
+/// Attack: two tenants' typed jobs report the most extreme values the API accepts (tiny and huge
+/// throughputs, remaining steps that make their remaining time overflow to infinity), over and
+/// over, under each policy that reads the table; every round still succeeds (no panic, no
+/// refused decision) and the table stays within [0, 1].
+#[test]
+fn the_co_locating_policies_survive_extreme_reports_from_every_job() {
+    for kind in [PolicyKind::Gandiva, PolicyKind::Horus, PolicyKind::MaxMinFairnessPacked] {
+        let mut n = nodes("a", "a100", 1, 2);
+        n.extend(nodes("v", "v100", 1, 2));
+        let h = Harness::new(kind, n, 10.0);
+        let mut ids = Vec::new();
+        let values = [5e-324, f64::MAX, 1e-300, 1e300, 0.0, 1.0];
+        for t in 1..=120u64 {
+            // Four jobs run alone first (their solo speeds), four more arrive and share.
+            if t == 1 || t == 15 {
+                for (i, tenant) in ["a", "b", "a", "b"].into_iter().enumerate() {
+                    ids.push(h.daemon.submit(tenant, typed(&format!("t{}", (i + t as usize) % 3))).expect("accepted").id);
+                }
+            }
+            h.step_to(T0_MS + t * S);
+            for (i, id) in ids.iter().enumerate() {
+                if gpus(&h, *id).is_none() {
+                    continue;
+                }
+                let token = h.fake.token(*id).expect("ran");
+                let v = values[(i + t as usize) % values.len()];
+                h.daemon.report_progress(*id, &token, t, Some(v), Some(u64::MAX)).expect("recorded");
+            }
+        }
+        let rows = h.daemon.pair_rows(None);
+        assert!(kind != PolicyKind::Gandiva || !rows.is_empty(), "{kind}: the jobs that shared taught the table");
+        assert!(rows.iter().all(|r| (0.0..=1.0).contains(&speed(r))), "{kind}: {rows:?}");
+    }
+}

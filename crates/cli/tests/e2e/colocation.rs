@@ -201,3 +201,104 @@ fn co_located_jobs_teach_the_pair_table_which_each_tenant_sees_only_for_its_own_
         admin.post(&format!("/v1/jobs/{id}/cancel"), &json!({})).expect("cancels");
     }
 }
+
+/// Sends `request` (a whole HTTP/1.1 request) as is and returns the reply.
+fn raw(daemon: &Daemon, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(&daemon.addr).expect("connects");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).expect("timeout");
+    stream.write_all(request.as_bytes()).expect("writes");
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Attacks on the pair table's surface from another tenant and from a job process: the admin
+/// paths refuse a tenant's token (403) and a job's token (401), `/v1/pairs` refuses a job's
+/// token and no token, a tenant's job type shows nowhere another tenant (or the unauthenticated
+/// `/metrics`) can read, and progress reports the JSON of a client library would not write, or
+/// with the wrong token, are refused.
+#[test]
+fn another_tenant_and_a_job_process_reach_neither_the_admin_paths_nor_the_types_of_others() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = start(&dir);
+    let admin = daemon.admin();
+    let (_token_a, a) = daemon.tenant_with_token("team-a");
+    let (token_b, b) = daemon.tenant_with_token("team-b");
+    let keep_token = r#"echo "$ARBITER_JOB_TOKEN" > "$ARBITER_CHECKPOINT_DIR/token"; exec sleep 120"#;
+    let mine = submit(&a, json!({ "command": keep_token, "job_type": "secret-type-a", "grace_s": 1, "iteration_stages": { "io_s": 0.02, "cpu_s": 0.05, "gpu_s": 0.4 } }));
+    let theirs = submit(&b, json!({ "command": keep_token, "job_type": "../b/x", "grace_s": 1, "iteration_stages": { "io_s": 0.3, "cpu_s": 0.05, "gpu_s": 0.05 } }));
+    let token_file = |client: &Client, id: u64| std::fs::read_to_string(checkpoint_dir(client, id).join("token")).ok().filter(|s| s.ends_with('\n')).map(|s| s.trim().to_string());
+    wait_for("both jobs to run and keep their tokens", 60, || token_file(&a, mine).is_some() && token_file(&b, theirs).is_some());
+    let job_token_a = token_file(&a, mine).expect("a's job token");
+    let job_token_b = token_file(&b, theirs).expect("b's job token");
+    assert_eq!(job(&b, theirs)["request"]["job_type"], "../b/x", "a path-like type is only a name");
+
+    // Admin paths: a tenant's token is refused (403), a job's token and none too (401).
+    let as_job = Client::new(&format!("http://{}", daemon.addr), &job_token_b);
+    let admin_calls: [(&str, &str, &str); 6] = [
+        ("GET", "/v1/tenants", ""),
+        ("POST", "/v1/tenants", r#"{"name": "evil"}"#),
+        ("PATCH", "/v1/tenants/team-a", r#"{"weight": 100}"#),
+        ("DELETE", "/v1/tenants/team-a", ""),
+        ("POST", "/v1/tenants/team-a/token", ""),
+        ("POST", "/v1/tenants/team-b/token", ""),
+    ];
+    for (method, path, body) in admin_calls {
+        for (token, expected) in [(token_b.as_str(), "403"), (job_token_b.as_str(), "401"), (job_token_a.as_str(), "401")] {
+            let reply = raw(&daemon, &format!("{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()));
+            assert!(reply.starts_with(&format!("HTTP/1.1 {expected}")), "{method} {path}: {reply}");
+        }
+    }
+    assert_eq!(admin.get("/v1/tenants").expect("tenants")["tenants"].as_array().map(Vec::len), Some(2), "no tenant was added or removed");
+    assert!(a.get("/v1/pairs").is_ok(), "team-a's token still works (b could not rotate it)");
+    // The pair table: a job's token and no token are refused.
+    assert_eq!(refused(as_job.get("/v1/pairs")).0, 401);
+    assert!(raw(&daemon, "GET /v1/pairs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").starts_with("HTTP/1.1 401"));
+
+    // a's type appears nowhere b or anyone without a token can read.
+    let unauthenticated = raw(&daemon, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(unauthenticated.starts_with("HTTP/1.1 200"));
+    let reads = [
+        b.get("/v1/pairs").expect("pairs").to_string(),
+        b.get("/v1/jobs").expect("jobs").to_string(),
+        b.get(&format!("/v1/jobs/{theirs}")).expect("job").to_string(),
+        b.get("/v1/cluster").expect("cluster").to_string(),
+        refused(b.get(&format!("/v1/jobs/{mine}"))).1,
+        refused(b.post(&format!("/v1/jobs/{mine}/cancel"), &json!({}))).1,
+        cli_ok(&daemon, &token_b, &["pairs"]),
+        cli_ok(&daemon, &token_b, &["jobs"]),
+        unauthenticated,
+    ];
+    for text in reads {
+        assert!(!text.contains("secret-type-a") && !text.contains("team-a"), "{text}");
+    }
+    assert_eq!(state_of(&a, mine), "running", "b's cancel was refused");
+
+    // Progress: b's tenant token, b's job token and a garbled token cannot report for a's job;
+    // values JSON does not hold, negatives and non-numbers are refused before the daemon sees them.
+    let progress = |id: u64, token: &str, body: &str| {
+        raw(&daemon, &format!("POST /v1/jobs/{id}/progress HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()))
+    };
+    for token in [token_b.as_str(), job_token_b.as_str(), "x"] {
+        let reply = progress(mine, token, r#"{"steps": 1, "throughput": 1}"#);
+        assert!(reply.starts_with("HTTP/1.1 403"), "{reply}");
+    }
+    for body in [
+        r#"{"steps": 1, "throughput": NaN}"#,
+        r#"{"steps": 1, "throughput": 1e999}"#,
+        r#"{"steps": 1, "throughput": -1e999}"#,
+        r#"{"steps": 1, "throughput": -1}"#,
+        r#"{"steps": 1, "throughput": "1"}"#,
+        r#"{"steps": -1, "throughput": 1}"#,
+        r#"{"steps": 18446744073709551616, "throughput": 1}"#,
+    ] {
+        let reply = progress(mine, &job_token_a, body);
+        assert!(reply.starts_with("HTTP/1.1 400") || reply.starts_with("HTTP/1.1 422"), "{body}: {reply}");
+    }
+    assert!(progress(mine, &job_token_a, r#"{"steps": 18446744073709551615, "throughput": 1.7976931348623157e308, "total_steps": 0}"#).starts_with("HTTP/1.1 204"));
+    assert_eq!(state_of(&a, mine), "running", "{}", daemon.stderr());
+    for id in [mine, theirs] {
+        admin.post(&format!("/v1/jobs/{id}/cancel"), &json!({})).expect("cancels");
+    }
+}
