@@ -170,9 +170,16 @@ impl Scenario {
         }
         let total = tasks.len();
         let done = std::sync::atomic::AtomicUsize::new(0);
-        let rows: Vec<ResultRow> = tasks
-            .par_iter()
-            .map(|task| {
+        // Tasks of the largest traces first, each pulled by the next free thread: the longest
+        // simulations start early instead of being left for the end on one thread. The rows
+        // (and the first error) keep the task order.
+        let mut order: Vec<usize> = (0..tasks.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].jobs.jobs.len()));
+        let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> = order
+            .into_iter()
+            .par_bridge()
+            .map(|i| (i, &tasks[i]))
+            .map(|(i, task)| (i, (|| {
                 let sim_err = |error| ScenarioError::Sim {
                     trace: task.trace.clone(),
                     policy: task.policy,
@@ -219,8 +226,10 @@ impl Scenario {
                     records: output.records,
                     warnings: task.warnings.to_vec(),
                 })
-            })
-            .collect::<Result<_, ScenarioError>>()?;
+            })()))
+            .collect();
+        indexed.sort_by_key(|(i, _)| *i);
+        let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
         Ok(if self.cluster.per_tenant_nodes.is_some() { with_aggregates(rows, self.window) } else { rows })
     }
 
