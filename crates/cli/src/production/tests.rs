@@ -68,3 +68,31 @@ fn queued_jobs_show_their_reason_and_others_do_not() {
     assert!(lines[2].contains("   2 2,3"), "{table}");
     assert!(lines[3].ends_with("no free GPUs"), "{table}");
 }
+
+
+#[test]
+fn stages_are_three_numbers_of_seconds() {
+    assert_eq!(parse_stages("0.05, 0.1,0.35").expect("valid"), json!({ "io_s": 0.05, "cpu_s": 0.1, "gpu_s": 0.35 }));
+    for bad in ["", "1,2", "1,2,3,4", "a,b,c", "1;2;3", "nan,0,1", "inf,0,1", "-1,0,1"] {
+        let e = parse_stages(bad).expect_err("refused").to_string();
+        assert!(e.contains("--stages") && e.contains("IO,CPU,GPU"), "{e}");
+    }
+}
+
+#[test]
+fn show_says_which_jobs_share_the_gpus_and_jobs_marks_them() {
+    let job = json!({
+        "id": 3, "tenant": "a", "request": { "command": "train", "gpus": 1, "iteration_stages": { "io_s": 0.3, "cpu_s": 0.15, "gpu_s": 0.05 } },
+        "state": { "state": "running", "gpus": [0], "pid": 10, "started_unix_s": 0 },
+        "shares_gpus_with": [{ "id": 7, "gpus": [0] }, { "gpus": [0], "other_tenant": true }],
+    });
+    let text = job_text(&job);
+    assert!(text.contains("  shares:     GPU 0 with job 7; GPU 0 with another tenant's job"), "{text}");
+    assert!(text.contains("  iteration:  I/O 0.3 s, CPU 0.15 s, GPU 0.05 s"), "{text}");
+    let table = jobs_table(&[job]);
+    assert!(table.lines().nth(1).is_some_and(|l| l.contains(" 0* ")), "{table}");
+    assert!(table.lines().last().is_some_and(|l| l.starts_with("* shares its GPUs")), "{table}");
+    let alone = json!({ "id": 4, "request": { "command": "x", "gpus": 1 }, "state": { "state": "running", "gpus": [1] }, "shares_gpus_with": [] });
+    assert!(!job_text(&alone).contains("shares:"));
+    assert!(!jobs_table(&[alone]).contains('*'));
+}
