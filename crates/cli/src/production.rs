@@ -116,8 +116,9 @@ pub enum ClientCommand {
         /// Seconds one training iteration spends reading input (storage I/O), on the CPU
         /// (preprocessing) and on the GPU, e.g. `--stages 0.05,0.1,0.35`. Muri's policies
         /// (`muri-s`, `muri-l`) use them to decide which jobs interleave well: jobs stressing
-        /// different resources may share the same GPUs, taking turns within each iteration.
-        /// Without it the job runs alone under them; other policies ignore it.
+        /// different resources may share the same GPUs, taking turns within each iteration;
+        /// `horus` predicts the job's GPU utilization from them (the GPU stage's share). Without
+        /// it the job runs alone under them; other policies ignore it.
         #[arg(long, value_name = "IO,CPU,GPU")]
         stages: Option<String>,
         /// What kind of job this is (`resnet50`, `bert-bs32`; letters, digits, `. _ - + : /`),
