@@ -99,6 +99,33 @@ const SYNERGY_NAMES: [[&str; 4]; 4] = [
     ["ftf+proportional", "ftf+greedy", "ftf+tune", "ftf+opt"],
 ];
 
+/// What is known about a policy before it is built ([`PolicyKind::descriptor`]): one entry per
+/// policy instead of a table per question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    /// The identifier (scenarios, `--policy`, JSON).
+    pub name: &'static str,
+    /// One line on what it does and where it comes from (`arbiter policies`).
+    pub describe: &'static str,
+    /// How it decides.
+    pub family: Family,
+    /// Whether it uses measured speeds of job pairs sharing GPUs.
+    pub pair_speeds: bool,
+}
+
+/// How a policy decides, as its callers need to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// At arrivals, completions and its own wake-ups.
+    Events,
+    /// Gavel's allocation programs, realized by rounds.
+    GavelAllocation,
+    /// Synergy's CPU/memory-aware mechanisms, in rounds.
+    Synergy,
+    /// Another round-based policy (Gandiva).
+    OtherRounds,
+}
+
 impl Serialize for PolicyKind {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.name())
@@ -172,73 +199,68 @@ impl PolicyKind {
 
     /// Whether this is one of Synergy's resource-sensitive policies.
     pub fn is_synergy(self) -> bool {
-        matches!(self, PolicyKind::Synergy(..))
+        self.descriptor().family == Family::Synergy
     }
 
     /// Whether the policy uses measured speeds of job pairs sharing GPUs (a throughput table
     /// with pair entries): `max-min-fairness-packed` needs them; `gandiva` and `horus` use them
     /// where the scenario has them.
     pub fn needs_pair_speeds(self) -> bool {
-        matches!(self, PolicyKind::MaxMinFairnessPacked | PolicyKind::Gandiva | PolicyKind::Horus)
+        self.descriptor().pair_speeds
     }
 
     /// Whether the policy decides in rounds (Gavel's and Synergy's families, Gandiva): called
     /// between rounds it would re-rank and swap jobs, so the daemon lets running jobs finish
     /// their round.
     pub fn decides_by_rounds(self) -> bool {
-        self.is_gavel() || self.is_synergy() || self == PolicyKind::Gandiva
+        self.descriptor().family != Family::Events
     }
 
     /// Whether this is one of Gavel's allocation policies (computed as X, realized by rounds).
     pub fn is_gavel(self) -> bool {
-        matches!(
-            self,
-            PolicyKind::MaxMinFairness
-                | PolicyKind::MaxMinFairnessHet
-                | PolicyKind::FinishTimeFairness
-                | PolicyKind::FinishTimeFairnessHet
-                | PolicyKind::MinMakespan
-                | PolicyKind::MinMakespanHet
-                | PolicyKind::FifoHet
-                | PolicyKind::MaxThroughput
-                | PolicyKind::MinCost
-                | PolicyKind::Hierarchical
-                | PolicyKind::MaxMinFairnessPacked
-        )
+        self.descriptor().family == Family::GavelAllocation
+    }
+
+    /// Everything known about the policy before it is built, in one place.
+    pub fn descriptor(self) -> Descriptor {
+        match self {
+            PolicyKind::Fifo => Descriptor { name: "fifo", describe: "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)", family: Family::Events, pair_speeds: false },
+            PolicyKind::FifoBackfill => Descriptor { name: "fifo-backfill", describe: "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Sjf => Descriptor { name: "sjf", describe: "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Srtf => Descriptor { name: "srtf", describe: "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Srsf => Descriptor { name: "srsf", describe: "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Las => Descriptor { name: "las", describe: "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)", family: Family::Events, pair_speeds: false },
+            PolicyKind::DlasGpu => Descriptor { name: "dlas-gpu", describe: "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)", family: Family::Events, pair_speeds: false },
+            PolicyKind::MuriS => Descriptor { name: "muri-s", describe: "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)", family: Family::Events, pair_speeds: false },
+            PolicyKind::MuriL => Descriptor { name: "muri-l", describe: "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)", family: Family::Events, pair_speeds: false },
+            PolicyKind::AntMan => Descriptor { name: "antman", describe: "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)", family: Family::Events, pair_speeds: false },
+            PolicyKind::ThemisMuri => Descriptor { name: "themis-muri", describe: "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Themis => Descriptor { name: "themis", describe: "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Gandiva => Descriptor { name: "gandiva", describe: "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)", family: Family::OtherRounds, pair_speeds: true },
+            PolicyKind::Horus => Descriptor { name: "horus", describe: "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)", family: Family::Events, pair_speeds: true },
+            PolicyKind::Gittins => Descriptor { name: "gittins", describe: "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Qssf => Descriptor { name: "qssf", describe: "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)", family: Family::Events, pair_speeds: false },
+            PolicyKind::MaxMinFairness => Descriptor { name: "max-min-fairness", describe: "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::MaxMinFairnessHet => Descriptor { name: "max-min-fairness-het", describe: "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::FinishTimeFairness => Descriptor { name: "finish-time-fairness", describe: "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::FinishTimeFairnessHet => Descriptor { name: "finish-time-fairness-het", describe: "finish-time fairness over per-type throughputs (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::MinMakespan => Descriptor { name: "min-makespan", describe: "minimum makespan as a Gavel allocation, agnostic of GPU types", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::MinMakespanHet => Descriptor { name: "min-makespan-het", describe: "minimum makespan over per-type throughputs (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::FifoHet => Descriptor { name: "fifo-het", describe: "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::MaxThroughput => Descriptor { name: "max-throughput", describe: "maximum total throughput over GPU types (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::MinCost => Descriptor { name: "min-cost", describe: "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::Hierarchical => Descriptor { name: "hierarchical", describe: "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
+            PolicyKind::MaxMinFairnessPacked => Descriptor { name: "max-min-fairness-packed", describe: "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: true },
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Proportional) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)", family: Family::Synergy, pair_speeds: false },
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Greedy) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)", family: Family::Synergy, pair_speeds: false },
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Tune) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)", family: Family::Synergy, pair_speeds: false },
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Opt) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)", family: Family::Synergy, pair_speeds: false },
+        }
     }
 
     /// The identifier.
     pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::Fifo => "fifo",
-            PolicyKind::FifoBackfill => "fifo-backfill",
-            PolicyKind::Sjf => "sjf",
-            PolicyKind::Srtf => "srtf",
-            PolicyKind::Srsf => "srsf",
-            PolicyKind::Las => "las",
-            PolicyKind::DlasGpu => "dlas-gpu",
-            PolicyKind::MuriS => "muri-s",
-            PolicyKind::MuriL => "muri-l",
-            PolicyKind::AntMan => "antman",
-            PolicyKind::ThemisMuri => "themis-muri",
-            PolicyKind::Themis => "themis",
-            PolicyKind::Gandiva => "gandiva",
-            PolicyKind::Horus => "horus",
-            PolicyKind::Gittins => "gittins",
-            PolicyKind::Qssf => "qssf",
-            PolicyKind::MaxMinFairness => "max-min-fairness",
-            PolicyKind::MaxMinFairnessHet => "max-min-fairness-het",
-            PolicyKind::FinishTimeFairness => "finish-time-fairness",
-            PolicyKind::FinishTimeFairnessHet => "finish-time-fairness-het",
-            PolicyKind::MinMakespan => "min-makespan",
-            PolicyKind::MinMakespanHet => "min-makespan-het",
-            PolicyKind::FifoHet => "fifo-het",
-            PolicyKind::MaxThroughput => "max-throughput",
-            PolicyKind::MinCost => "min-cost",
-            PolicyKind::Hierarchical => "hierarchical",
-            PolicyKind::MaxMinFairnessPacked => "max-min-fairness-packed",
-            PolicyKind::Synergy(order, mechanism) => SYNERGY_NAMES[order as usize][mechanism as usize],
-        }
+        self.descriptor().name
     }
 
     /// Parses an identifier; `tiresias-l`/`tiresias-g` are accepted as aliases.
@@ -256,39 +278,7 @@ impl PolicyKind {
 
     /// One line on what it does and where it comes from.
     pub fn describe(self) -> &'static str {
-        match self {
-            PolicyKind::Fifo => "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)",
-            PolicyKind::FifoBackfill => "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)",
-            PolicyKind::Sjf => "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)",
-            PolicyKind::Srtf => "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)",
-            PolicyKind::Srsf => "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)",
-            PolicyKind::Las => "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)",
-            PolicyKind::DlasGpu => "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)",
-            PolicyKind::MuriS => "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)",
-            PolicyKind::MuriL => "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)",
-            PolicyKind::AntMan => "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)",
-            PolicyKind::ThemisMuri => "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)",
-            PolicyKind::Themis => "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)",
-            PolicyKind::Gandiva => "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)",
-            PolicyKind::Horus => "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)",
-            PolicyKind::Gittins => "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)",
-            PolicyKind::Qssf => "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)",
-            PolicyKind::MaxMinFairness => "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)",
-            PolicyKind::MaxMinFairnessHet => "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)",
-            PolicyKind::FinishTimeFairness => "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types",
-            PolicyKind::FinishTimeFairnessHet => "finish-time fairness over per-type throughputs (Gavel OSDI'20)",
-            PolicyKind::MinMakespan => "minimum makespan as a Gavel allocation, agnostic of GPU types",
-            PolicyKind::MinMakespanHet => "minimum makespan over per-type throughputs (Gavel OSDI'20)",
-            PolicyKind::FifoHet => "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)",
-            PolicyKind::MaxThroughput => "maximum total throughput over GPU types (Gavel OSDI'20)",
-            PolicyKind::MinCost => "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)",
-            PolicyKind::Hierarchical => "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)",
-            PolicyKind::MaxMinFairnessPacked => "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)",
-            PolicyKind::Synergy(_, Mechanism::Proportional) => "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)",
-            PolicyKind::Synergy(_, Mechanism::Greedy) => "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)",
-            PolicyKind::Synergy(_, Mechanism::Tune) => "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)",
-            PolicyKind::Synergy(_, Mechanism::Opt) => "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)",
-        }
+        self.descriptor().describe
     }
 }
 
@@ -354,20 +344,21 @@ impl Default for PolicyConfig {
 /// Builds a Gavel policy as its concrete type (for the ideal mechanism), or `None` for a kind
 /// that is not one of Gavel's allocation policies.
 pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gavel>, PolicyError> {
-    let (name, objective, aware) = match kind {
-        PolicyKind::MaxMinFairness => ("max-min-fairness", Objective::MaxMinFairness, false),
-        PolicyKind::MaxMinFairnessHet => ("max-min-fairness-het", Objective::MaxMinFairness, true),
-        PolicyKind::FinishTimeFairness => ("finish-time-fairness", Objective::FinishTimeFairness, false),
-        PolicyKind::FinishTimeFairnessHet => ("finish-time-fairness-het", Objective::FinishTimeFairness, true),
-        PolicyKind::MinMakespan => ("min-makespan", Objective::MinMakespan, false),
-        PolicyKind::MinMakespanHet => ("min-makespan-het", Objective::MinMakespan, true),
-        PolicyKind::FifoHet => ("fifo-het", Objective::Fifo, true),
-        PolicyKind::MaxThroughput => ("max-throughput", Objective::MaxThroughput, true),
-        PolicyKind::MinCost => ("min-cost", Objective::MinCost, true),
-        PolicyKind::Hierarchical => ("hierarchical", Objective::Hierarchical, true),
-        PolicyKind::MaxMinFairnessPacked => ("max-min-fairness-packed", Objective::MaxMinFairnessPacked, true),
+    let (objective, aware) = match kind {
+        PolicyKind::MaxMinFairness => (Objective::MaxMinFairness, false),
+        PolicyKind::MaxMinFairnessHet => (Objective::MaxMinFairness, true),
+        PolicyKind::FinishTimeFairness => (Objective::FinishTimeFairness, false),
+        PolicyKind::FinishTimeFairnessHet => (Objective::FinishTimeFairness, true),
+        PolicyKind::MinMakespan => (Objective::MinMakespan, false),
+        PolicyKind::MinMakespanHet => (Objective::MinMakespan, true),
+        PolicyKind::FifoHet => (Objective::Fifo, true),
+        PolicyKind::MaxThroughput => (Objective::MaxThroughput, true),
+        PolicyKind::MinCost => (Objective::MinCost, true),
+        PolicyKind::Hierarchical => (Objective::Hierarchical, true),
+        PolicyKind::MaxMinFairnessPacked => (Objective::MaxMinFairnessPacked, true),
         _ => return Ok(None),
     };
+    let name = kind.name();
     let mut gavel = Gavel::new(name, objective, aware, config.rounds)?
         .with_tenant_weights(config.tenant_weights.clone())
         .with_inner_policy(config.inner_policy);
@@ -421,6 +412,17 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gavel_family_is_what_build_gavel_builds() {
+        let config = PolicyConfig { pair_speeds: Some(Arc::new(PairSpeeds::default())), ..PolicyConfig::default() };
+        for kind in PolicyKind::ALL {
+            let built = build_gavel(kind, &config).expect("builds").is_some();
+            assert_eq!(kind.is_gavel(), built, "{kind}");
+            assert!(!kind.is_gavel() || kind.decides_by_rounds(), "{kind}");
+            assert_eq!(kind.is_synergy(), matches!(kind, PolicyKind::Synergy(..)), "{kind}");
+        }
+    }
 
     #[test]
     fn names_round_trip_and_aliases_resolve() {
