@@ -354,10 +354,13 @@ impl Policy for Muri {
         // 3. Merge by matching while demand exceeds capacity (the first round always runs);
         // without Blossom, each slot's candidates into its first job, in order.
         let order_kind = self.config.order;
-        if !self.config.blossom {
+        let matching_rounds = if self.config.blossom {
+            self.config.packing
+        } else {
             groups = merge_slots_in_order(&classes, &groups, self.config.packing, &mut required, capacity);
-        }
-        for round in 0..if self.config.blossom { self.config.packing } else { 0 } {
+            0
+        };
+        for round in 0..matching_rounds {
             if round > 0 && required <= capacity {
                 break;
             }

@@ -20,7 +20,10 @@ pub fn active(specs: &[JobSpec], live: &[u32], last: &Decision) -> Vec<ActiveJob
 
 /// One decision of `policy` at time 0 over the jobs `live`, after `last`.
 pub fn step(policy: &mut dyn Policy, cluster: &Cluster, specs: &[JobSpec], live: &[u32], last: &Decision) -> Decision {
-    let jobs = active(specs, live, last);
-    let view = SchedulerView { cluster, jobs: &jobs, specs };
-    policy.schedule(&view, SimTime::ZERO).expect("decides")
+    decide(policy, cluster, &active(specs, live, last), specs, SimTime::ZERO)
+}
+
+/// One decision of `policy` over `jobs` at `now`.
+pub fn decide(policy: &mut dyn Policy, cluster: &Cluster, jobs: &[ActiveJob], specs: &[JobSpec], now: SimTime) -> Decision {
+    policy.schedule(&SchedulerView { cluster, jobs, specs }, now).expect("decides")
 }

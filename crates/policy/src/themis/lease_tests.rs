@@ -1,4 +1,5 @@
 use super::*;
+use crate::test_support::decide;
 use arbiter_model::{Cluster, JobId, NodeId, Placement, RunState};
 
 fn at(s: u64) -> SimTime {
@@ -64,44 +65,17 @@ fn a_lease_protects_its_holder_until_it_expires() {
     let cluster = one_node();
     let specs = vec![spec(0, 0, 4, 1000.0), spec(1, 100, 4, 1000.0)];
     let mut policy = themis(0.8, 600.0);
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &[pending(&specs[0])],
-                specs: &specs,
-            },
-            at(0),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &[pending(&specs[0])], &specs, at(0));
     assert_eq!((ids(&d), d.wake_at), (vec![0], Some(at(600))));
     // t = 100: J1 arrives and is worse off, but J0's lease runs until 600.
     let jobs = [running(&specs[0], 0, 100), pending(&specs[1])];
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &jobs,
-                specs: &specs,
-            },
-            at(100),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &jobs, &specs, at(100));
     assert_eq!((ids(&d), d.wake_at), (vec![0], Some(at(600))));
     // t = 600: the lease expired. T_independent = 2000 s for both (4 GPUs of 4, two jobs);
     // ρ_wait: J1 (500 + 1000 + 600)/2000 = 1.05, J0 (600 + 400 + 600)/2000 = 0.8. With f = 0.8
     // only ⌈0.2 × 2⌉ = 1 job bids, J1; it wins alone (no payment: a full lease).
     let jobs = [running(&specs[0], 0, 600), pending(&specs[1])];
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &jobs,
-                specs: &specs,
-            },
-            at(600),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &jobs, &specs, at(600));
     assert_eq!((ids(&d), d.wake_at), (vec![1], Some(at(1200))));
     assert_eq!(d.pending, vec![(JobId(0), PendingReason::LowerPriority)]);
 }
@@ -120,16 +94,7 @@ fn a_winner_pays_with_a_shorter_lease() {
     ];
     let mut policy = themis(0.0, 100.0);
     let jobs: Vec<ActiveJob> = specs.iter().map(pending).collect();
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &jobs,
-                specs: &specs,
-            },
-            at(0),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &jobs, &specs, at(0));
     assert_eq!(ids(&d), vec![0]);
     assert_eq!(d.wake_at, Some(at(75)));
 }
@@ -142,16 +107,7 @@ fn gpus_the_auction_leaves_go_to_the_other_jobs() {
     let specs = vec![spec(0, 0, 2, 1000.0), spec(1, 0, 2, 10.0)];
     let mut policy = themis(0.5, 600.0);
     let jobs: Vec<ActiveJob> = specs.iter().map(pending).collect();
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &jobs,
-                specs: &specs,
-            },
-            at(0),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &jobs, &specs, at(0));
     assert_eq!(ids(&d), vec![0, 1]);
     assert_eq!(policy.lease_end[0], Some(at(600)));
     assert_eq!(d.wake_at, Some(at(600)));
@@ -169,16 +125,7 @@ fn a_renewed_lease_keeps_the_same_gpus_and_a_finished_job_forgets_its_lease() {
         speed: 1.0,
     };
     // No lease known (as after a restart): it competes, wins alone and stays where it is.
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &[job.clone()],
-                specs: &specs,
-            },
-            at(60),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &[job.clone()], &specs, at(60));
     assert_eq!(d.run[0].placement, Placement::single(NodeId(1), 2));
     assert_eq!(d.wake_at, Some(at(120)));
     policy.job_finished(&specs[0], &job, at(100));
@@ -191,16 +138,7 @@ fn a_gang_larger_than_the_cluster_never_fits() {
     let specs = vec![spec(0, 0, 8, 10.0), spec(1, 0, 1, 10.0)];
     let mut policy = themis(0.0, 60.0);
     let jobs: Vec<ActiveJob> = specs.iter().map(pending).collect();
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &jobs,
-                specs: &specs,
-            },
-            at(0),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &jobs, &specs, at(0));
     assert_eq!(ids(&d), vec![1]);
     assert_eq!(d.pending, vec![(JobId(0), PendingReason::NeverFits)]);
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::test_support::decide;
 use arbiter_model::{Cluster, NodeId, Placement, RunState};
 
 fn term(since_arrival_s: f64, work_s: f64, isolated: f64, gpus: u32) -> FtfTerm {
@@ -175,32 +176,14 @@ fn a_newcomer_that_never_ran_displaces_a_job_that_did() {
     let cluster = cluster();
     let specs = vec![spec(0, 0, 4, 100.0), spec(1, 10, 2, 100.0)];
     let mut policy = ThemisMuri::new();
-    let first = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &[pending(&specs[0])],
-                specs: &specs,
-            },
-            at(0),
-        )
-        .expect("decides");
+    let first = decide(&mut policy, &cluster, &[pending(&specs[0])], &specs, at(0));
     assert_eq!(first.run.len(), 1);
     // t = 10: J0 ran 10 s (180 of 200 iterations left), J1 arrives. Shares: ceil(4/2) = 2 GPUs,
     // f0 = 1/2, f1 = 1. C0 = (200 − 180)/1 = 20, so ρ0(x) = (10 + 90/x)/380, ρ1(x) = (100/x)/200:
     // J1 is the bottleneck (ρ1(1) = 0.5) at x = 1, J0's floor at 0.5 is exactly 1/2 and fills the
     // cluster. J1 never ran: it ranks first and takes 2 GPUs; J0's 4 no longer fit.
     let jobs = [running(&specs[0], 0), pending(&specs[1])];
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &jobs,
-                specs: &specs,
-            },
-            at(10),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &jobs, &specs, at(10));
     assert_eq!(
         d.run.iter().map(|a| a.job).collect::<Vec<_>>(),
         vec![JobId(1)]
@@ -224,30 +207,12 @@ fn a_completion_that_empties_the_cluster_still_counts_as_an_event() {
     let cluster = cluster();
     let specs = vec![spec(0, 0, 1, 100.0), spec(1, 150, 1, 100.0)];
     let mut policy = ThemisMuri::new();
-    policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &[pending(&specs[0])],
-                specs: &specs,
-            },
-            at(0),
-        )
-        .expect("decides");
+    decide(&mut policy, &cluster, &[pending(&specs[0])], &specs, at(0));
     let mut done = running(&specs[0], 0);
     done.account(at(100));
     policy.job_finished(&specs[0], &done, at(100));
     assert!(policy.list.is_empty());
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &[pending(&specs[1])],
-                specs: &specs,
-            },
-            at(150),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &[pending(&specs[1])], &specs, at(150));
     assert_eq!(d.run.len(), 1);
     // Alone at x = 1, credited for the 50 s since the completion (not the 150 s since t = 0).
     assert!(
@@ -281,16 +246,7 @@ fn the_dry_run_picks_in_rank_order_and_the_real_placement_goes_by_gang_size() {
         pending(&specs[2]),
         pending(&specs[3]),
     ];
-    let d = policy
-        .schedule(
-            &SchedulerView {
-                cluster: &cluster,
-                jobs: &jobs,
-                specs: &specs,
-            },
-            at(100),
-        )
-        .expect("decides");
+    let d = decide(&mut policy, &cluster, &jobs, &specs, at(100));
     // Dry run: J2 and J3 fill node 0; then J1 (x/10 s of service beats J0's x/100 s) takes
     // node 1, and J0's 4 GPUs no longer fit anywhere. Real placement, largest first: the two
     // 2-GPU jobs on node 0, J1 on node 1.

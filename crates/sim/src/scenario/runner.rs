@@ -170,64 +170,61 @@ impl Scenario {
         }
         let total = tasks.len();
         let done = std::sync::atomic::AtomicUsize::new(0);
+        let run_task = |task: &Task| -> Result<ResultRow, ScenarioError> {
+            let sim_err = |error| ScenarioError::Sim {
+                trace: task.trace.clone(),
+                policy: task.policy,
+                tenant: task.tenant.clone(),
+                seed: task.seed,
+                error,
+            };
+            let mut task_config = configs[&task.policy].clone();
+            task_config.rounds.seed = task.seed;
+            task_config.pair_speeds = task.pair_speeds.clone();
+            let mut policy = build(task.policy, &task_config)
+                .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
+            let sim_config = SimConfig {
+                seed: task.seed,
+                stop_when_finished: self.window.stop_when_done.then_some(self.window),
+                ..self.simulation.clone()
+            };
+            let started = clock();
+            if sim_config.ideal && task.policy == PolicyKind::MaxMinFairnessPacked {
+                return Err(sim_err(SimError::Config("simulation.ideal does not model space sharing (max-min-fairness-packed)".into())));
+            }
+            let output = if sim_config.ideal {
+                let mut gavel = build_gavel(task.policy, &task_config)
+                    .map_err(|e| sim_err(SimError::Config(e.to_string())))?
+                    .ok_or_else(|| sim_err(SimError::Config(format!("simulation.ideal needs a Gavel allocation policy, not {}", task.policy))))?;
+                simulate_ideal(&task.cluster, &task.jobs.jobs, &mut gavel, &sim_config).map_err(sim_err)?
+            } else {
+                simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?
+            };
+            let wall_s = clock() - started;
+            let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
+            let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            progress(finished, total);
+            Ok(ResultRow {
+                trace: task.trace.clone(),
+                policy: task.policy,
+                tenant: task.tenant.clone(),
+                seed: task.seed,
+                summary,
+                events: output.stats.events,
+                stranded_gpu_fraction: output.stats.stranded_gpu_fraction(output.capacity_gpus),
+                wall_s,
+                capacity_gpus: output.capacity_gpus,
+                records: output.records,
+                warnings: task.warnings.to_vec(),
+            })
+        };
         // Tasks of the largest traces first, each pulled by the next free thread: the longest
         // simulations start early instead of being left for the end on one thread. The rows
         // (and the first error) keep the task order.
         let mut order: Vec<usize> = (0..tasks.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].jobs.jobs.len()));
-        let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> = order
-            .into_iter()
-            .par_bridge()
-            .map(|i| (i, &tasks[i]))
-            .map(|(i, task)| (i, (|| {
-                let sim_err = |error| ScenarioError::Sim {
-                    trace: task.trace.clone(),
-                    policy: task.policy,
-                    tenant: task.tenant.clone(),
-                    seed: task.seed,
-                    error,
-                };
-                let mut task_config = configs[&task.policy].clone();
-                task_config.rounds.seed = task.seed;
-                task_config.pair_speeds = task.pair_speeds.clone();
-                let mut policy = build(task.policy, &task_config)
-                    .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
-                let sim_config = SimConfig {
-                    seed: task.seed,
-                    stop_when_finished: self.window.stop_when_done.then_some(self.window),
-                    ..self.simulation.clone()
-                };
-                let started = clock();
-                if sim_config.ideal && task.policy == PolicyKind::MaxMinFairnessPacked {
-                    return Err(sim_err(SimError::Config("simulation.ideal does not model space sharing (max-min-fairness-packed)".into())));
-                }
-                let output = if sim_config.ideal {
-                    let mut gavel = build_gavel(task.policy, &task_config)
-                        .map_err(|e| sim_err(SimError::Config(e.to_string())))?
-                        .ok_or_else(|| sim_err(SimError::Config(format!("simulation.ideal needs a Gavel allocation policy, not {}", task.policy))))?;
-                    simulate_ideal(&task.cluster, &task.jobs.jobs, &mut gavel, &sim_config).map_err(sim_err)?
-                } else {
-                    simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?
-                };
-                let wall_s = clock() - started;
-                let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
-                let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                progress(finished, total);
-                Ok(ResultRow {
-                    trace: task.trace.clone(),
-                    policy: task.policy,
-                    tenant: task.tenant.clone(),
-                    seed: task.seed,
-                    summary,
-                    events: output.stats.events,
-                    stranded_gpu_fraction: output.stats.stranded_gpu_fraction(output.capacity_gpus),
-                    wall_s,
-                    capacity_gpus: output.capacity_gpus,
-                    records: output.records,
-                    warnings: task.warnings.to_vec(),
-                })
-            })()))
-            .collect();
+        let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> =
+            order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect();
         indexed.sort_by_key(|(i, _)| *i);
         let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
         Ok(if self.cluster.per_tenant_nodes.is_some() { with_aggregates(rows, self.window) } else { rows })
