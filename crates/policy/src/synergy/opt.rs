@@ -48,7 +48,8 @@ impl SplitCache {
                 Some((cached, shares)) if *cached == key => shares.clone(),
                 _ => {
                     self.solves += 1;
-                    let shares = best_split(view, &jobs, cpus, memory, proportional);
+                    let placed: Vec<HostShare> = jobs.iter().map(|(id, _)| hosts.placed.get(id).map_or(proportional, |p| p.share)).collect();
+                    let shares = best_split(view, &jobs, cpus, memory, proportional, placed);
                     self.by_server.insert(server, (key, shares.clone()));
                     shares
                 }
@@ -72,10 +73,11 @@ struct Choice {
     value: f64,
 }
 
-/// The best split of `cpus` and `memory` among `jobs` (id, GPUs), in the same order; every job's
-/// proportional vector if no split is found (it always fits: the jobs were placed with it).
-pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, memory: f64, proportional: HostShare) -> Vec<HostShare> {
-    let fallback = vec![proportional; jobs.len()];
+/// The best split of `cpus` and `memory` among `jobs` (id, GPUs), in the same order; the vectors
+/// they were `placed` with if no split is found (those fit: the placement checked them — the
+/// proportional vector need not, when a job was placed with less).
+pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, memory: f64, proportional: HostShare, placed: Vec<HostShare>) -> Vec<HostShare> {
+    let fallback = placed;
     // Units: one core; the smallest memory level of the profiles involved (Synergy: 20.83 GB).
     let memory_unit = jobs
         .iter()
