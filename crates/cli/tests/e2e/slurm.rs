@@ -319,8 +319,12 @@ fn fifo_start_order(daemon: &Daemon, client: &Client, work: &str, gpus: &[u32]) 
         wait_state(client, *blocker, "running", 30);
     }
     let ids: Vec<u64> = gpus.iter().map(|g| submit(client, json!({ "command": "sleep 1", "gpus": g, "working_dir": work }))).collect();
+    // One blocker at a time, each until its run has ended: cancelled together, whichever run
+    // ends first (Slurm's scancel is slower than a local kill, and not always in order) would
+    // free its node first, and FIFO would start the jobs that fit there ahead of the head.
     for blocker in blockers {
         client.post(&format!("/v1/jobs/{blocker}/cancel"), &json!({})).expect("cancel");
+        wait_state(client, blocker, "cancelled", 60);
     }
     for id in &ids {
         wait_state(client, *id, "succeeded", 120);
