@@ -139,3 +139,36 @@ fn a_submission_with_impossible_stage_times_is_refused_naming_the_field() {
     request.iteration_stages.as_mut().expect("stages").gpu_s = f64::NAN;
     assert!(matches!(h.daemon.submit("t", request), Err(RequestError::Invalid(e)) if e.field == "iteration_stages"));
 }
+
+/// Regression: Muri's and Themis-Muri's lists dropped a job whose preempted run was still
+/// stopping (the daemon leaves such a job out of the policy's view) and never took it back:
+/// three jobs waited for ever, "lower priority than the running jobs", next to 8 idle GPUs.
+#[test]
+fn a_job_whose_run_takes_time_to_stop_is_scheduled_again_and_no_gpu_idles_while_jobs_wait() {
+    for kind in [PolicyKind::MuriS, PolicyKind::MuriL, PolicyKind::ThemisMuri] {
+        let h = Harness::new(kind, nodes("n", "a100", 4, 4), 1.0);
+        h.fake.set_slow_stops();
+        let four = |stages: &str| format!(r#"{{"command": "train", "gpus": 4, "iteration_stages": {stages}}}"#);
+        let mut ids = Vec::new();
+        let mut t = T0_MS;
+        // Five 4-GPU jobs on 16 GPUs, one at a time: Muri moves running jobs to pair two.
+        for i in 0..5 {
+            ids.push(h.submit(&four(if i % 2 == 0 { GPU_HEAVY } else { INPUT_HEAVY })));
+            t += 30;
+            h.step_to(t);
+        }
+        // Runs end a while after their checkpoint signal.
+        for k in 0..30 {
+            if k % 3 == 2 {
+                for id in ids.iter().filter(|id| matches!(h.job(**id).state, JobState::Stopping { .. })) {
+                    h.fake.exit(*id, Some(0));
+                }
+            }
+            t += 200;
+            h.step_to(t);
+        }
+        let busy: std::collections::BTreeSet<u32> = ids.iter().filter_map(|id| gpus(&h, *id)).flatten().collect();
+        let waiting: Vec<String> = ids.iter().filter(|id| gpus(&h, **id).is_none()).map(|id| format!("{id}: {:?}", h.job(*id).pending_reason)).collect();
+        assert_eq!(busy.len(), 16, "{}: all GPUs busy while {waiting:?} wait", kind.name());
+    }
+}

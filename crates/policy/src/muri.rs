@@ -298,7 +298,16 @@ impl Policy for Muri {
         }
         // The list: finished jobs out, arrivals appended in arrival order.
         let mut position: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
-        self.list.retain(|id| position.contains_key(id));
+        // A job can leave the view and come back (the daemon leaves out a run that is still
+        // stopping): it is then an arrival again, not forgotten.
+        let listed = &mut self.listed;
+        self.list.retain(|id| {
+            let here = position.contains_key(id);
+            if !here {
+                listed[id.index()] = false;
+            }
+            here
+        });
         let mut arrivals: Vec<&ActiveJob> = view.jobs.iter().filter(|j| !self.listed[j.id.index()]).collect();
         arrivals.sort_by_key(|j| (j.submit, j.id));
         for j in arrivals {

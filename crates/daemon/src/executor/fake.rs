@@ -61,6 +61,9 @@ struct Inner {
     unavailable: std::collections::BTreeSet<String>,
     /// Each job's latest run token (`ARBITER_JOB_TOKEN`), as its run would see it.
     tokens: std::collections::BTreeMap<u32, String>,
+    /// Runs go on after their checkpoint signal until the test ends them ([`FakeExecutor::exit`]),
+    /// as real runs take a while to checkpoint.
+    slow_stops: bool,
 }
 
 /// The fake (see the module docs).
@@ -90,6 +93,11 @@ impl FakeExecutor {
     /// Says these nodes take no new runs (as Slurm says of drained or down nodes).
     pub fn set_unavailable(&self, nodes: &[&str]) {
         self.inner().unavailable = nodes.iter().map(|n| n.to_string()).collect();
+    }
+
+    /// Runs no longer end at their checkpoint signal; the test ends them with [`Self::exit`].
+    pub fn set_slow_stops(&self) {
+        self.inner().slow_stops = true;
     }
 
     /// Pretends the executor can do only `capabilities`.
@@ -183,8 +191,10 @@ impl Executor for FakeExecutor {
         let at_ms = self.clock.now_ms();
         let mut inner = self.inner();
         inner.calls.push(Call::Signal { job, signal, at_ms });
-        // The job checkpoints and exits at once.
-        end(&mut inner, job, at_ms, Some(0));
+        // The job checkpoints and exits at once (unless the test ends it later).
+        if !inner.slow_stops {
+            end(&mut inner, job, at_ms, Some(0));
+        }
     }
 
     fn kill(&self, job: u32, _handle: u32) {

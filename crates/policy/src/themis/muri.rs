@@ -315,6 +315,9 @@ fn analytic_centre(floors: &[f64], gpus: &[f64], fixed: &[bool], budget: f64) ->
 struct JobState {
     /// In the list.
     listed: bool,
+    /// Seen before (its state below is its own): a job that left the view (the daemon leaves
+    /// out a run that is still stopping) and comes back keeps it.
+    known: bool,
     /// `C_j`, iterations over fractions.
     cumulative_isolated: f64,
     /// Remaining iterations and isolated fraction at the previous point.
@@ -412,8 +415,14 @@ impl Policy for ThemisMuri {
         }
         // The list: finished jobs out, arrivals appended in arrival order.
         let position = &self.position;
-        self.list
-            .retain(|id| position.get(id.index()).is_some_and(|p| *p != u32::MAX));
+        let state = &mut self.state;
+        self.list.retain(|id| {
+            let here = position.get(id.index()).is_some_and(|p| *p != u32::MAX);
+            if !here {
+                state[id.index()].listed = false;
+            }
+            here
+        });
         let mut arrivals: Vec<&ActiveJob> = view
             .jobs
             .iter()
@@ -421,10 +430,11 @@ impl Policy for ThemisMuri {
             .collect();
         arrivals.sort_by_key(|j| (j.submit, j.id));
         for job in arrivals {
-            self.state[job.id.index()] = JobState {
-                listed: true,
-                ..JobState::default()
-            };
+            let state = &mut self.state[job.id.index()];
+            if !state.known {
+                *state = JobState { known: true, ..JobState::default() };
+            }
+            state.listed = true;
             self.list.push(job.id);
         }
         let jobs: Vec<&ActiveJob> = self
