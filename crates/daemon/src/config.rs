@@ -111,12 +111,22 @@ pub enum ExecutorKind {
     Slurm,
 }
 
+impl ServeConfig {
+    /// What the configured executor can carry out.
+    pub fn capabilities(&self) -> crate::executor::Capabilities {
+        match self.executor {
+            ExecutorKind::Slurm => crate::slurm::capabilities(self.slurm.share_gpus),
+            kind => kind.capabilities(),
+        }
+    }
+}
+
 impl ExecutorKind {
-    /// What the executor can carry out.
+    /// What the executor can carry out (Slurm: without `share_gpus`).
     pub fn capabilities(self) -> crate::executor::Capabilities {
         match self {
             ExecutorKind::Local => crate::executor::local::CAPABILITIES,
-            ExecutorKind::Slurm => crate::slurm::CAPABILITIES,
+            ExecutorKind::Slurm => crate::slurm::capabilities(false),
         }
     }
 
@@ -152,11 +162,15 @@ pub struct SlurmConfig {
     pub command_timeout_s: f64,
     /// Seconds between polls of `squeue` for runs that ended.
     pub poll_s: f64,
+    /// Run every job as a step of an allocation that holds its GPUs (`srun --jobid --overlap`,
+    /// started where the daemon runs), so that jobs the policy co-locates (muri-s/l, gandiva,
+    /// horus, max-min-fairness-packed) share GPUs; otherwise such jobs wait for free GPUs.
+    pub share_gpus: bool,
 }
 
 impl Default for SlurmConfig {
     fn default() -> Self {
-        SlurmConfig { partition: "arbiter".into(), bin_dir: None, command_timeout_s: 10.0, poll_s: 1.0 }
+        SlurmConfig { partition: "arbiter".into(), bin_dir: None, command_timeout_s: 10.0, poll_s: 1.0, share_gpus: false }
     }
 }
 
@@ -249,7 +263,7 @@ impl ServeConfig {
             }
         }
         let kind = self.policy_kind()?;
-        if let Some(reason) = crate::policy_support::unsupported(kind, self.executor.capabilities()) {
+        if let Some(reason) = crate::policy_support::unsupported(kind, self.capabilities()) {
             return Err(ConfigError::Invalid(format!("policy: {} executor: {reason}", self.executor.name())));
         }
         if ![self.slurm.command_timeout_s, self.slurm.poll_s].iter().all(|s| s.is_finite() && *s > 0.0) {
@@ -365,7 +379,10 @@ mod tests {
         c.validate().expect("max-min-fairness-packed runs on the learned pair speeds");
         let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"\nexecutor = \"slurm\"").expect("parses");
         let e = c.validate().expect_err("refused").to_string();
-        assert!(e.contains("slurm executor") && e.contains("one job at a time"), "{e}");
+        assert!(e.contains("slurm executor") && e.contains("one job at a time") && e.contains("share_gpus"), "{e}");
+        // Sharing GPUs as steps of one allocation, Slurm can.
+        let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"\nexecutor = \"slurm\"\n[slurm]\nshare_gpus = true").expect("parses");
+        c.validate().expect("with share_gpus Slurm co-locates");
         let c: ServeConfig = toml::from_str("policy = \"gittins\"").expect("parses");
         c.validate().expect("gittins runs with the bundled prior");
     }

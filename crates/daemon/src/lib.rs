@@ -64,7 +64,9 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     let daemon = match slurm_cli {
         Some(cli) => {
             let poll = std::time::Duration::from_secs_f64(config.slurm.poll_s);
-            Daemon::start_with(settings, move |wake| std::sync::Arc::new(slurm::SlurmExecutor::new(cli, poll, wake)))?
+            let files = slurm::StepFiles { runs_dir: settings.data_dir.join("runs"), wrapper_exe: settings.wrapper_exe.clone() };
+            let share = config.slurm.share_gpus;
+            Daemon::start_with(settings, move |wake| std::sync::Arc::new(slurm::SlurmExecutor::new(cli, poll, wake, files, share)))?
         }
         None => Daemon::start(settings)?,
     };

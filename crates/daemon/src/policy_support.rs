@@ -37,7 +37,7 @@ const BUNDLED_GITTINS_PRIOR: &str = include_str!("../../../data/tiresias/yarn-gp
 pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<String> {
     match kind {
         PolicyKind::MaxMinFairnessPacked if !capabilities.colocation => Some(format!(
-            "`{}` decides GPU sharing (two jobs on the same GPUs), which this executor cannot carry out (Slurm gives a GPU to one job at a time); use max-min-fairness-het",
+            "`{}` decides GPU sharing (two jobs on the same GPUs), which this executor cannot carry out (Slurm gives a GPU to one job at a time unless `[slurm] share_gpus = true`); use max-min-fairness-het",
             kind.name()
         )),
         // AntMan's opportunistic jobs run on GPUs that other runs hold; the daemon gives each

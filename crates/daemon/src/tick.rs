@@ -277,8 +277,9 @@ impl Daemon {
             {
                 let with = if state.jobs[*member as usize].tenant == state.jobs[id as usize].tenant { format!("job {member}") } else { "another tenant's job".into() };
                 let gpus: Vec<String> = gpus.iter().map(u32::to_string).collect();
+                let hint = if self.executor.name() == "slurm" { "; `[slurm] share_gpus = true` lets it" } else { "" };
                 let reason = format!(
-                    "the policy ({}) shares GPUs {} between it and {with}, which the {} executor cannot do (it gives a GPU to one job at a time): waiting for them to be free",
+                    "the policy ({}) shares GPUs {} between it and {with}, which the {} executor cannot do (it gives a GPU to one job at a time{hint}): waiting for them to be free",
                     state.policy.name(),
                     gpus.join(","),
                     self.executor.name()

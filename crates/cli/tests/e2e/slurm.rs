@@ -60,6 +60,11 @@ fn uid_of(user: &str) -> u32 {
 
 impl Lab {
     fn start(args: &[&str]) -> Lab {
+        Self::start_with(args, "")
+    }
+
+    /// [`Lab::start`] with more lines of daemon configuration.
+    fn start_with(args: &[&str], extra_config: &str) -> Lab {
         let turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
         assert!(crate::common::is_root(), "the Slurm tests need root (sbatch --uid)");
         let slurm = SlurmCli::new("arbiter");
@@ -81,7 +86,7 @@ impl Lab {
             std::fs::set_permissions(dir.join(sub), std::fs::Permissions::from_mode(0o755)).expect("mode");
         }
         let config = format!(
-            "executor = \"slurm\"\ntenant_users = {{ {} }}\ncheckpoint_roots = [\"{}\"]\nslurm.poll_s = 0.2\n",
+            "executor = \"slurm\"\ntenant_users = {{ {} }}\ncheckpoint_roots = [\"{}\"]\nslurm.poll_s = 0.2\n{extra_config}",
             USERS.iter().map(|(t, u)| format!("{t} = \"{u}\"")).collect::<Vec<_>>().join(", "),
             dir.join("ckpt").display()
         );
@@ -388,4 +393,101 @@ fn slurm_a_drained_node_gets_no_new_runs_until_it_is_resumed() {
     let on_n1 = || ids.iter().flat_map(|id| lab.runs_of(*id)).filter(|j| j.nodes == ["n1"]).count();
     wait_for("Slurm to run them on n1", 15, || on_n1() >= 2);
     assert_eq!(on_n1(), 2);
+}
+
+/// Writes where it runs (Slurm job, node, GPUs, user) into its checkpoint directory, notes a
+/// checkpoint signal there and exits 0 on it.
+const REPORT_WHERE: &str = r#"trap 'echo term >> "$ARBITER_CHECKPOINT_DIR/signals"; exit 0' TERM
+echo "$SLURM_JOB_ID $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $(id -un)" > "$ARBITER_CHECKPOINT_DIR/where"
+sleep 300 & wait"#;
+
+#[test]
+#[ignore = "needs root and the lab Slurm cluster (scripts/slurm-up.sh); .ci/run runs it"]
+fn slurm_co_located_jobs_share_gpus_as_steps_of_one_allocation_across_a_daemon_restart() {
+    let mut lab = Lab::start_with(&["--policy", "muri-s", "--round-s", "1"], "slurm.share_gpus = true\n");
+    let clients = [lab.tenant("alice"), lab.tenant("bob")];
+    // Five 4-GPU jobs of two kinds on 16 GPUs: Muri interleaves two of them on one node.
+    let stages = [json!({ "io_s": 0.02, "cpu_s": 0.08, "gpu_s": 0.4 }), json!({ "io_s": 0.3, "cpu_s": 0.15, "gpu_s": 0.05 })];
+    let jobs: Vec<(usize, u64)> = (0..5)
+        .map(|i| {
+            let t = i % 2;
+            (t, submit(&clients[t], json!({ "command": REPORT_WHERE, "gpus": 4, "iteration_stages": stages[i % 2], "grace_s": 5, "working_dir": lab.work() })))
+        })
+        .collect();
+    let file = |lab: &Lab, client: &Client, id: u64, name: &str| -> Option<String> {
+        let dir = PathBuf::from(lab.job(client, id)["checkpoint_dir"].as_str().expect("checkpoint_dir"));
+        std::fs::read_to_string(dir.join(name)).ok().filter(|s| s.ends_with('\n')).map(|s| s.trim().to_string())
+    };
+    // Muri regroups as the jobs arrive (one started alone may be moved next to another): wait
+    // for the plan of all five, then for it to hold.
+    let seen = |lab: &Lab, clients: &[Client; 2]| -> Vec<Vec<String>> {
+        jobs.iter().map(|(t, id)| file(lab, &clients[*t], *id, "where").unwrap_or_default().split(' ').map(str::to_string).collect()).collect()
+    };
+    let shared = |seen: &[Vec<String>]| -> Vec<(usize, usize)> { (0..5).flat_map(|a| (a + 1..5).map(move |b| (a, b))).filter(|(a, b)| seen[*a][0] == seen[*b][0]).collect() };
+    let settled = |lab: &Lab, clients: &[Client; 2]| {
+        jobs.iter().all(|(t, id)| state_of(&clients[*t], *id) == "running" && file(lab, &clients[*t], *id, "where").is_some()) && shared(&seen(lab, clients)).len() == 1
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !settled(&lab, &clients) {
+        let admin = lab.daemon.admin();
+        let states: Vec<String> = jobs.iter().map(|(_, id)| format!("{id}: {} {}", lab.job(&admin, *id)["state"], lab.job(&admin, *id)["pending_reason"])).collect();
+        assert!(Instant::now() < deadline, "all five jobs to run, two of them together: {states:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(settled(&lab, &clients));
+    let seen = seen(&lab, &clients);
+    for ((t, id), w) in jobs.iter().zip(&seen) {
+        assert_eq!(w.len(), 4, "job {id}: {w:?}");
+        assert_eq!(w[3], USERS[*t].1, "job {id} runs as its tenant's user: {w:?}");
+        assert_eq!(w[2].split(',').count(), 4, "job {id} sees four GPUs: {w:?}");
+    }
+    // Exactly one pair shares an allocation, and with it the node and the GPUs; the API says so.
+    let pairs = shared(&seen);
+    let [(a, b)] = pairs.as_slice() else { panic!("one shared allocation: {seen:?}") };
+    assert_eq!(seen[*a][1..3], seen[*b][1..3], "same node and GPUs");
+    let ((ta, ja), (_, jb)) = (jobs[*a], jobs[*b]);
+    assert_eq!(lab.job(&lab.daemon.admin(), ja)["shares_gpus_with"][0]["id"], json!(jb));
+    // Every run is a step: the only Slurm jobs are the four allocations holding GPUs.
+    let holders = |lab: &Lab| -> Vec<String> { lab.slurm.jobs().expect("squeue").into_iter().filter(|j| j.id >= lab.first_slurm_id && !j.state.is_finished()).map(|j| j.name).collect() };
+    let names = holders(&lab);
+    assert!(names.len() == 4 && names.iter().all(|n| n.starts_with("arbiter-share-")), "{names:?}");
+    // The daemon dies and comes back: it finds every run again, the pair included (Muri may
+    // then regroup: its list order is rebuilt from the arrivals).
+    lab.daemon.kill9();
+    lab.restart(&["--policy", "muri-s", "--round-s", "1"]);
+    let clients = [lab.tenant("alice"), lab.tenant("bob")];
+    for (t, id) in &jobs {
+        let job = lab.job(&clients[*t], *id);
+        let adopted = job["history"].as_array().expect("history").iter().any(|h| h["why"].as_str().is_some_and(|w| w.starts_with("re-adopted run")));
+        assert!(adopted, "job {id}'s run found again: {job}");
+    }
+    // One member is cancelled: its tasks get the checkpoint signal (the step, not srun, gets
+    // it: the job exits 0 on its own), the other keeps the allocation.
+    clients[ta].post(&format!("/v1/jobs/{ja}/cancel"), &json!({})).expect("cancel");
+    wait_state(&clients[ta], ja, "cancelled", 30);
+    let signals = file(&lab, &clients[ta], ja, "signals");
+    assert!(signals.as_deref().is_some_and(|s| s.ends_with("term")), "{signals:?}");
+    let log = clients[ta].get_text(&format!("/v1/jobs/{ja}/logs")).expect("log");
+    assert!(!log.contains("forcing job termination"), "{log}");
+    // All cancelled: every allocation is released.
+    for (t, id) in jobs.iter().filter(|(_, id)| *id != ja) {
+        clients[*t].post(&format!("/v1/jobs/{id}/cancel"), &json!({})).expect("cancel");
+    }
+    for (t, id) in &jobs {
+        wait_state(&clients[*t], *id, "cancelled", 30);
+    }
+    wait_for("the allocations to be released", 30, || holders(&lab).is_empty());
+    // Attack: bob's job asks to work in alice's private checkpoint directory. Its step is
+    // started by the allocation's owner (root); the job enters the directory only as bob, so
+    // it cannot, and fails without listing it.
+    let private = lab.job(&clients[0], jobs[0].1)["checkpoint_dir"].as_str().expect("checkpoint_dir").to_string();
+    let mut body = json!({ "command": "ls > \"$ARBITER_CHECKPOINT_DIR/stolen\"", "gpus": 1, "max_retries": 0, "working_dir": private });
+    body["iteration_stages"] = stages[0].clone();
+    if let Ok(answer) = clients[1].post("/v1/jobs", &body) {
+        let id = answer["id"].as_u64().expect("id");
+        wait_state(&clients[1], id, "failed", 60);
+        let ckpt = PathBuf::from(lab.job(&clients[1], id)["checkpoint_dir"].as_str().expect("checkpoint_dir"));
+        assert!(!ckpt.join("stolen").exists(), "bob listed alice's directory");
+    }
 }

@@ -227,6 +227,28 @@ impl SlurmCli {
         check(self.run("scancel", &os(&args), None)?).map(drop)
     }
 
+    /// The steps of job `id`, as `(step id, name)` (`63.2`, `arbiter-7.1`; the batch step
+    /// too). An unknown or finished job has none.
+    pub fn steps(&self, id: u64) -> Result<Vec<(String, String)>, SlurmError> {
+        let args = ["--steps".to_string(), "--noheader".into(), format!("--jobs={id}"), "--format=%i %j".into()];
+        let out = self.run("squeue", &os(&args), None)?;
+        if !out.status.success() && out.stderr.contains("Invalid job id") {
+            return Ok(Vec::new());
+        }
+        let out = check(out)?;
+        Ok(out.stdout.lines().filter_map(|l| l.trim().split_once(' ')).map(|(step, name)| (step.to_string(), name.trim().to_string())).collect())
+    }
+
+    /// Sends `signal` to every task of step `step` (`63.2`); slurmstepd logs the step as
+    /// "CANCELLED" even when the tasks catch the signal and go on.
+    pub fn signal_step(&self, step: &str, signal: &str) -> Result<(), SlurmError> {
+        let step_id = step.split_once('.').is_some_and(|(j, s)| !j.is_empty() && !s.is_empty() && j.chars().chain(s.chars()).all(|c| c.is_ascii_digit()));
+        if !step_id || signal.is_empty() || !signal.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(SlurmError::InvalidJob(format!("bad step {step:?} or signal {signal:?}")));
+        }
+        check(self.run("scancel", &os(&[format!("--signal={signal}"), step.to_string()]), None)?).map(drop)
+    }
+
     /// `(State, exit status)` from accounting; `Ok(None)` when accounting is disabled or does
     /// not know the job. A signal death reads as `128 + signal`.
     pub fn accounting_exit(&self, id: u64) -> Result<Option<(String, i32)>, SlurmError> {
@@ -350,6 +372,19 @@ fn command_line(program: &Path, args: &[OsString]) -> String {
 /// sbatch's arguments for `req`. Every option is one `--opt=value` argv entry, so a value
 /// starting with `-` can never be read as another option.
 fn sbatch_args(partition: &str, req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
+    let mut args = os(&["--parsable".to_string(), format!("--partition={partition}")]);
+    args.extend(placement_args(req)?);
+    args.extend(os(&["--open-mode=append".to_string(), format!("--output={}", escape_output_path(&req.output)?)]));
+    args.extend(run_args(req)?);
+    if let Some((uid, gid)) = req.identity {
+        args.extend(os(&[format!("--uid={uid}"), format!("--gid={gid}")]));
+    }
+    Ok(args)
+}
+
+/// The options pinning `req` to its nodes, GPUs, CPUs and memory (one task per node), the
+/// same for sbatch and srun; checks that every value is plain.
+fn placement_args(req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
     let bad = |m: String| Err(SlurmError::InvalidJob(m));
     let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if req.nodes.is_empty() {
@@ -364,34 +399,67 @@ fn sbatch_args(partition: &str, req: &BatchJob) -> Result<Vec<OsString>, SlurmEr
     if req.cpus_per_node == 0 || req.memory_mb_per_node == 0 {
         return bad("cpus and memory per node must be at least 1 (--mem=0 is the whole node)".into());
     }
-    if req.name.chars().any(char::is_control) {
-        return bad(format!("job name {:?} has control characters", req.name));
-    }
-    let mut args = os(&[
-        "--parsable".to_string(),
-        format!("--partition={partition}"),
-        format!("--nodelist={}", req.nodes.join(",")),
-        format!("--nodes={}", req.nodes.len()),
-        "--ntasks-per-node=1".into(),
-    ]);
+    let mut args = os(&[format!("--nodelist={}", req.nodes.join(",")), format!("--nodes={}", req.nodes.len()), "--ntasks-per-node=1".into()]);
     if req.gpus_per_node > 0 {
         let kind = req.gpu_type.as_ref().map(|t| format!("{t}:")).unwrap_or_default();
         args.push(format!("--gres=gpu:{kind}{}", req.gpus_per_node).into());
     }
-    args.extend(os(&[
-        format!("--cpus-per-task={}", req.cpus_per_node),
-        format!("--mem={}M", req.memory_mb_per_node),
-        "--open-mode=append".into(),
-        format!("--output={}", escape_output_path(&req.output)?),
-    ]));
+    args.extend(os(&[format!("--cpus-per-task={}", req.cpus_per_node), format!("--mem={}M", req.memory_mb_per_node)]));
+    Ok(args)
+}
+
+/// Working directory, name and a bare environment (the script exports the job's own), the
+/// same for sbatch and srun.
+fn run_args(req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
+    if req.name.chars().any(char::is_control) {
+        return Err(SlurmError::InvalidJob(format!("job name {:?} has control characters", req.name)));
+    }
     let mut chdir = OsString::from("--chdir=");
     chdir.push(req.working_dir.as_os_str());
-    args.push(chdir);
+    let mut args = vec![chdir];
     args.extend(os(&[format!("--job-name={}", req.name), "--export=NONE".into()]));
-    if let Some((uid, gid)) = req.identity {
-        args.extend(os(&[format!("--uid={uid}"), format!("--gid={gid}")]));
-    }
     Ok(args)
+}
+
+/// How long a step waits for its allocation to start before it gives up (seconds).
+pub const STEP_WAIT_S: u32 = 600;
+
+/// The shell command (for `/bin/sh -c`, run where the daemon runs) that runs `req` as a step
+/// of the allocation `holder`: it waits until the allocation runs (srun refuses a pending one:
+/// "Job is pending execution"), at most [`STEP_WAIT_S`], then execs `srun --jobid --overlap`
+/// (steps share the allocation's GPUs, each seeing the same `CUDA_VISIBLE_DEVICES`), whose exit
+/// status is the step's and whose output is the tasks'. On the nodes the task is `req`'s batch
+/// script ([`batch_script`]); with an identity it first becomes that user with `setpriv`
+/// (the allocation belongs to the daemon's user, so that jobs of several tenants may share it;
+/// supplementary groups are cleared).
+pub fn step_command(bin_dir: Option<&Path>, holder: u64, req: &BatchJob) -> Result<String, SlurmError> {
+    let tool = |name: &str| -> Result<String, SlurmError> {
+        let path = bin_dir.map_or_else(|| PathBuf::from(name), |d| d.join(name));
+        shell_quote(&path.to_string_lossy())
+    };
+    // The working directory is entered by the job itself, as its identity: slurmstepd would
+    // enter it as the allocation's owner (root), past permissions the tenant does not have.
+    let wd = req.working_dir.to_str().ok_or_else(|| SlurmError::InvalidJob(format!("working directory {} is not UTF-8", req.working_dir.display())))?;
+    let inner = BatchJob { command: format!("cd -- {} || exit 1\n{}", shell_quote(wd)?, req.command), ..req.clone() };
+    let script = batch_script(&inner)?;
+    let task = match req.identity {
+        Some((uid, gid)) => format!("exec setpriv --reuid={uid} --regid={gid} --clear-groups -- /bin/sh -c {}", shell_quote(&script)?),
+        None => script,
+    };
+    let mut args = os(&[format!("--jobid={holder}"), "--overlap".into(), "--kill-on-bad-exit=1".into()]);
+    args.extend(placement_args(req)?);
+    args.extend(run_args(&BatchJob { working_dir: PathBuf::from("/"), ..req.clone() })?);
+    let mut srun = tool("srun")?;
+    for a in args {
+        srun.push(' ');
+        srun.push_str(&shell_quote(&a.to_string_lossy())?);
+    }
+    let tries = STEP_WAIT_S * 4;
+    Ok(format!(
+        "n=0\nwhile :; do\n  s=$({squeue} --noheader --jobs={holder} --format=%T 2>/dev/null)\n  case \"$s\" in\n    RUNNING) break ;;\n    PENDING|CONFIGURING|'') ;;\n    *) echo \"arbiter: allocation {holder}, which holds this job's GPUs, is $s\" >&2; exit 1 ;;\n  esac\n  n=$((n + 1))\n  if [ \"$n\" -ge {tries} ]; then echo \"arbiter: allocation {holder} did not start within {STEP_WAIT_S} s\" >&2; exit 1; fi\n  sleep 0.25\ndone\nexec {srun} /bin/sh -c {}\n",
+        shell_quote(&task)?,
+        squeue = tool("squeue")?,
+    ))
 }
 
 /// `path` as a literal `--output` value: `%` is a pattern character (`%j`), `%%` a literal `%`;
@@ -504,6 +572,46 @@ mod tests {
         }
         req.env = [("A".to_string(), "nul\0".to_string())].into();
         assert!(batch_script(&req).is_err());
+    }
+
+    #[test]
+    fn a_step_waits_for_its_allocation_then_runs_the_job_through_srun() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tool = |name: &str, body: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        };
+        let state = dir.path().join("state");
+        let calls = dir.path().join("calls");
+        // squeue says PENDING twice, then whatever the test put in `state`; srun records its
+        // options and runs the task (its last argument) as the step would.
+        tool("squeue", &format!("echo x >> {c}; if [ $(wc -l < {c}) -le 2 ]; then echo PENDING; else cat {s}; fi", c = calls.display(), s = state.display()));
+        tool("srun", &format!("for a; do last=$a; done; echo \"$@\" > {}/srun-args; exec /bin/sh -c \"$last\"", dir.path().display()));
+        let mut req = job("echo \"[$A] $(pwd)\"; exit 7");
+        req.env = [("A".to_string(), "it's $HOME".to_string())].into();
+        let command = step_command(Some(dir.path()), 42, &req).expect("valid");
+        std::fs::write(&state, "RUNNING\n").expect("write");
+        let out = Command::new("/bin/sh").args(["-c", &command]).output().expect("runs");
+        assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "[it's $HOME] /tmp\n", "in its working directory");
+        assert_eq!(std::fs::read_to_string(&calls).expect("calls").lines().count(), 3, "asked until RUNNING");
+        let args = std::fs::read_to_string(dir.path().join("srun-args")).expect("srun ran");
+        for want in ["--jobid=42 --overlap", "--chdir=/ ", "--nodelist=n3", "--gres=gpu:a100:1", "--cpus-per-task=2", "--mem=1000M", "--job-name=arbiter-7.1", "--export=NONE"] {
+            assert!(args.contains(want), "{want} in {args}");
+        }
+        // An allocation that ended before the step could start: the run fails, saying why.
+        std::fs::remove_file(&calls).expect("reset");
+        std::fs::write(&state, "CANCELLED\n").expect("write");
+        let out = Command::new("/bin/sh").args(["-c", &command]).output().expect("runs");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("allocation 42, which holds this job's GPUs, is CANCELLED"), "{}", String::from_utf8_lossy(&out.stderr));
+        // With an identity the task first becomes that user.
+        req.identity = Some((1000, 1001));
+        let command = step_command(None, 42, &req).expect("valid");
+        assert!(command.contains("exec setpriv --reuid=1000 --regid=1001 --clear-groups -- /bin/sh -c"), "{command}");
+        assert!(step_command(None, 42, &BatchJob { nodes: vec!["a b".into()], ..job("") }).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! id was not recorded, by name).
 
 use super::cli::{BatchJob, SlurmCli, SlurmJob};
+use super::shared::SharedRuns;
 use crate::executor::{Adoption, Capabilities, Ended, ExecError, Executor, RunSpec};
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,10 +35,24 @@ struct Inner {
 /// How often the poller reads the partition's nodes (`sinfo`), at most.
 const NODES_EVERY: Duration = Duration::from_secs(5);
 
-/// Runs jobs as Slurm batch jobs.
+/// Runs jobs as Slurm batch jobs, or, sharing GPUs, as steps of GPU-holding allocations
+/// ([`SharedRuns`]).
 pub struct SlurmExecutor {
     cli: Arc<SlurmCli>,
     inner: Arc<Mutex<Inner>>,
+    /// Runs as steps: always there, so that a restarted daemon finds the runs of either kind;
+    /// new runs are steps when `share_gpus`.
+    shared: Arc<SharedRuns>,
+    share_gpus: bool,
+}
+
+/// Where the runs that share GPUs keep their files and what starts their srun.
+#[derive(Clone, Debug)]
+pub struct StepFiles {
+    /// The daemon's private run-file directory.
+    pub runs_dir: std::path::PathBuf,
+    /// The run wrapper (`arbiter job-wrapper`).
+    pub wrapper_exe: std::path::PathBuf,
 }
 
 fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
@@ -46,11 +61,12 @@ fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
 
 impl SlurmExecutor {
     /// An executor submitting through `cli`, polling Slurm every `poll` for runs that ended and
-    /// calling `wake` when one has.
-    pub fn new(cli: SlurmCli, poll: Duration, wake: Arc<Notify>) -> Self {
+    /// calling `wake` when one has; new runs are steps sharing GPUs when `share_gpus`.
+    pub fn new(cli: SlurmCli, poll: Duration, wake: Arc<Notify>, files: StepFiles, share_gpus: bool) -> Self {
         let cli = Arc::new(cli);
         let inner = Arc::new(Mutex::new(Inner::default()));
-        let (poll_cli, poll_inner) = (cli.clone(), Arc::downgrade(&inner));
+        let shared = Arc::new(SharedRuns::new(cli.clone(), files.runs_dir, files.wrapper_exe, wake.clone()));
+        let (poll_cli, poll_inner, poll_shared) = (cli.clone(), Arc::downgrade(&inner), Arc::downgrade(&shared));
         std::thread::Builder::new()
             .name("slurm-poll".into())
             .spawn(move || {
@@ -65,6 +81,11 @@ impl SlurmExecutor {
                         if read_nodes(&poll_cli, &inner) {
                             wake.notify_one();
                         }
+                        if let Some(shared) = poll_shared.upgrade()
+                            && let Ok(jobs) = poll_cli.jobs()
+                        {
+                            shared.sweep_orphans(&jobs);
+                        }
                     }
                     drop(inner);
                     std::thread::sleep(poll);
@@ -72,7 +93,7 @@ impl SlurmExecutor {
             })
             .map_err(|e| tracing::error!("cannot start the Slurm poller: {e}"))
             .ok();
-        SlurmExecutor { cli, inner }
+        SlurmExecutor { cli, inner, shared, share_gpus }
     }
 
     fn job_name(job: u32, run: u32) -> String {
@@ -170,7 +191,7 @@ impl Executor for SlurmExecutor {
     }
 
     fn capabilities(&self) -> Capabilities {
-        super::CAPABILITIES
+        super::capabilities(self.share_gpus)
     }
 
     fn launch(&self, run: &RunSpec) -> Result<u32, ExecError> {
@@ -198,6 +219,9 @@ impl Executor for SlurmExecutor {
             command,
             identity: run.identity.map(|i| (i.uid, i.gid)),
         };
+        if self.share_gpus {
+            return self.shared.launch(run, batch);
+        }
         let id = self.cli.submit(&batch).map_err(|e| ExecError::Io(e.to_string()))?;
         let handle = u32::try_from(id).map_err(|_| ExecError::Refused(format!("Slurm job id {id} does not fit 32 bits")))?;
         lock(&self.inner).live.insert(handle, run.job);
@@ -205,6 +229,9 @@ impl Executor for SlurmExecutor {
     }
 
     fn signal(&self, job: u32, handle: u32, signal: Signal) {
+        if self.shared.has(job) {
+            return self.shared.signal(job, handle, signal);
+        }
         let name = signal.as_str().trim_start_matches("SIG");
         if let Err(e) = self.cli.signal_all(u64::from(handle), name) {
             tracing::warn!(job, slurm_job = handle, "could not signal the run: {e}");
@@ -212,6 +239,9 @@ impl Executor for SlurmExecutor {
     }
 
     fn kill(&self, job: u32, handle: u32) {
+        if self.shared.has(job) {
+            return self.shared.kill(job, handle);
+        }
         if let Err(e) = self.cli.kill(u64::from(handle)) {
             tracing::warn!(job, slurm_job = handle, "could not cancel the run: {e}");
         }
@@ -226,10 +256,16 @@ impl Executor for SlurmExecutor {
     }
 
     fn take_ended(&self) -> Vec<Ended> {
-        std::mem::take(&mut lock(&self.inner).ended)
+        let mut ended = std::mem::take(&mut lock(&self.inner).ended);
+        ended.extend(self.shared.take_ended());
+        ended
     }
 
     fn adopt(&self, job: u32, recorded: u32) -> Adoption {
+        // A step's srun left its pid file (which names the very process): that kind first.
+        if let Some(adoption) = self.shared.adopt(job, recorded) {
+            return adoption;
+        }
         let jobs = match self.cli.jobs() {
             Ok(jobs) => jobs,
             Err(e) => {

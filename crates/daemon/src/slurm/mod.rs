@@ -5,13 +5,17 @@ pub mod parse;
 
 use crate::executor::Capabilities;
 
-/// What the Slurm executor can do: multi-node gangs; no GPU sharing (Slurm gives a GPU to one
-/// job); no live change of a job's CPU/memory (the daemon restarts the run from its checkpoint
-/// with the new share).
-pub const CAPABILITIES: Capabilities = Capabilities { colocation: false, live_reshare: false, multi_node: true, automatic_uids: false };
+/// What the Slurm executor can do: multi-node gangs; GPU sharing only with `share_gpus` (Slurm
+/// gives a GPU to one job: runs that share are steps of one allocation, [`shared`]); no live
+/// change of a job's CPU/memory (the daemon restarts the run from its checkpoint with the new
+/// share).
+pub const fn capabilities(share_gpus: bool) -> Capabilities {
+    Capabilities { colocation: share_gpus, live_reshare: false, multi_node: true, automatic_uids: false }
+}
 
 mod executor;
-pub use executor::SlurmExecutor;
+pub mod shared;
+pub use executor::{SlurmExecutor, StepFiles};
 
 /// The nodes of the Slurm partition that have GPUs, as the daemon's cluster: GPU type from the
 /// gres (`gpu:a100:4`; `gpu` when untyped), rack from a node feature starting with `rack`
