@@ -396,8 +396,10 @@ fn slurm_a_drained_node_gets_no_new_runs_until_it_is_resumed() {
 }
 
 /// Writes where it runs (Slurm job, node, GPUs, user) into its checkpoint directory, notes a
-/// checkpoint signal there and exits 0 on it.
+/// checkpoint signal there and exits 0 on it. For its first 6 s it also looks, as a hostile
+/// tenant would, for any job's secret (`SECRET`) on the machine's command lines, and notes it.
 const REPORT_WHERE: &str = r#"trap 'echo term >> "$ARBITER_CHECKPOINT_DIR/signals"; exit 0' TERM
+( for i in $(seq 60); do if cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | grep -q 'arbiter-secre[t]-'; then echo found >> "$ARBITER_CHECKPOINT_DIR/leak"; fi; sleep 0.1; done ) &
 echo "$SLURM_JOB_ID $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $(id -un)" > "$ARBITER_CHECKPOINT_DIR/where"
 sleep 300 & wait"#;
 
@@ -411,7 +413,8 @@ fn slurm_co_located_jobs_share_gpus_as_steps_of_one_allocation_across_a_daemon_r
     let jobs: Vec<(usize, u64)> = (0..5)
         .map(|i| {
             let t = i % 2;
-            (t, submit(&clients[t], json!({ "command": REPORT_WHERE, "gpus": 4, "iteration_stages": stages[i % 2], "grace_s": 5, "working_dir": lab.work() })))
+            let env = json!({ "SECRET": format!("arbiter-secret-{}", USERS[t].0) });
+            (t, submit(&clients[t], json!({ "command": REPORT_WHERE, "gpus": 4, "iteration_stages": stages[i % 2], "grace_s": 5, "env": env, "working_dir": lab.work() })))
         })
         .collect();
     let file = |lab: &Lab, client: &Client, id: u64, name: &str| -> Option<String> {
@@ -448,6 +451,11 @@ fn slurm_co_located_jobs_share_gpus_as_steps_of_one_allocation_across_a_daemon_r
     assert_eq!(seen[*a][1..3], seen[*b][1..3], "same node and GPUs");
     let ((ta, ja), (_, jb)) = (jobs[*a], jobs[*b]);
     assert_eq!(lab.job(&lab.daemon.admin(), ja)["shares_gpus_with"][0]["id"], json!(jb));
+    // No job's environment was ever on a command line another tenant could read.
+    std::thread::sleep(Duration::from_secs(4));
+    for (t, id) in &jobs {
+        assert_eq!(file(&lab, &clients[*t], *id, "leak"), None, "job {id} saw a secret on a command line");
+    }
     // Every run is a step: the only Slurm jobs are the four allocations holding GPUs.
     let holders = |lab: &Lab| -> Vec<String> { lab.slurm.jobs().expect("squeue").into_iter().filter(|j| j.id >= lab.first_slurm_id && !j.state.is_finished()).map(|j| j.name).collect() };
     let names = holders(&lab);

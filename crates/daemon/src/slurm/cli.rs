@@ -375,7 +375,7 @@ fn sbatch_args(partition: &str, req: &BatchJob) -> Result<Vec<OsString>, SlurmEr
     let mut args = os(&["--parsable".to_string(), format!("--partition={partition}")]);
     args.extend(placement_args(req)?);
     args.extend(os(&["--open-mode=append".to_string(), format!("--output={}", escape_output_path(&req.output)?)]));
-    args.extend(run_args(req)?);
+    args.extend(run_args(req, "NONE")?);
     if let Some((uid, gid)) = req.identity {
         args.extend(os(&[format!("--uid={uid}"), format!("--gid={gid}")]));
     }
@@ -408,31 +408,47 @@ fn placement_args(req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
     Ok(args)
 }
 
-/// Working directory, name and a bare environment (the script exports the job's own), the
-/// same for sbatch and srun.
-fn run_args(req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
+/// Working directory, name and the environment Slurm passes (`--export`: none for sbatch,
+/// whose script exports the job's own; for srun the variable carrying the script).
+fn run_args(req: &BatchJob, export: &str) -> Result<Vec<OsString>, SlurmError> {
     if req.name.chars().any(char::is_control) {
         return Err(SlurmError::InvalidJob(format!("job name {:?} has control characters", req.name)));
     }
     let mut chdir = OsString::from("--chdir=");
     chdir.push(req.working_dir.as_os_str());
     let mut args = vec![chdir];
-    args.extend(os(&[format!("--job-name={}", req.name), "--export=NONE".into()]));
+    args.extend(os(&[format!("--job-name={}", req.name), format!("--export={export}")]));
     Ok(args)
 }
 
 /// How long a step waits for its allocation to start before it gives up (seconds).
 pub const STEP_WAIT_S: u32 = 600;
 
-/// The shell command (for `/bin/sh -c`, run where the daemon runs) that runs `req` as a step
-/// of the allocation `holder`: it waits until the allocation runs (srun refuses a pending one:
-/// "Job is pending execution"), at most [`STEP_WAIT_S`], then execs `srun --jobid --overlap`
-/// (steps share the allocation's GPUs, each seeing the same `CUDA_VISIBLE_DEVICES`), whose exit
-/// status is the step's and whose output is the tasks'. On the nodes the task is `req`'s batch
-/// script ([`batch_script`]); with an identity it first becomes that user with `setpriv`
-/// (the allocation belongs to the daemon's user, so that jobs of several tenants may share it;
-/// supplementary groups are cleared).
-pub fn step_command(bin_dir: Option<&Path>, holder: u64, req: &BatchJob) -> Result<String, SlurmError> {
+/// The environment variable that carries a step's script to its task (never its argv, which
+/// every user of the machine can read).
+pub const STEP_SCRIPT_VAR: &str = "ARBITER_STEP_SCRIPT";
+
+/// How a run becomes a step of an allocation: the command and the script for its task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// For `/bin/sh -c` where the daemon runs, with [`STEP_SCRIPT_VAR`] = `script` in its
+    /// environment: it waits until the allocation runs (srun refuses a pending one: "Job is
+    /// pending execution"), at most [`STEP_WAIT_S`], then execs `srun --jobid --overlap` (steps
+    /// share the allocation's GPUs, each seeing the same `CUDA_VISIBLE_DEVICES`), whose exit
+    /// status is the step's and whose output is the tasks'. It holds nothing of the job's.
+    pub command: String,
+    /// What each task runs: `req`'s batch script ([`batch_script`]), preceded by entering its
+    /// working directory. srun hands it over in the environment (`--export=` that variable
+    /// only); on the node the task, as the allocation's owner, first becomes the job's identity
+    /// (`setpriv`: uid, gid, no supplementary groups, no inheritable capabilities; the
+    /// allocation belongs to the daemon's user, so that several tenants' jobs may share it),
+    /// limits its processes (`prlimit --nproc`), and only then reads the script.
+    pub script: String,
+}
+
+/// The [`Step`] that runs `req` in the allocation `holder`, at most `max_processes` processes of
+/// its user on a node.
+pub fn step_command(bin_dir: Option<&Path>, holder: u64, req: &BatchJob, max_processes: Option<u64>) -> Result<Step, SlurmError> {
     let tool = |name: &str| -> Result<String, SlurmError> {
         let path = bin_dir.map_or_else(|| PathBuf::from(name), |d| d.join(name));
         shell_quote(&path.to_string_lossy())
@@ -442,24 +458,27 @@ pub fn step_command(bin_dir: Option<&Path>, holder: u64, req: &BatchJob) -> Resu
     let wd = req.working_dir.to_str().ok_or_else(|| SlurmError::InvalidJob(format!("working directory {} is not UTF-8", req.working_dir.display())))?;
     let inner = BatchJob { command: format!("cd -- {} || exit 1\n{}", shell_quote(wd)?, req.command), ..req.clone() };
     let script = batch_script(&inner)?;
+    let run = shell_quote(&format!("s=${STEP_SCRIPT_VAR}; unset {STEP_SCRIPT_VAR}; eval \"$s\""))?;
+    let limit = max_processes.map(|n| format!("/usr/bin/prlimit --nproc={n}:{n} -- ")).unwrap_or_default();
     let task = match req.identity {
-        Some((uid, gid)) => format!("exec setpriv --reuid={uid} --regid={gid} --clear-groups -- /bin/sh -c {}", shell_quote(&script)?),
-        None => script,
+        Some((uid, gid)) => format!("exec {limit}/usr/bin/setpriv --reuid={uid} --regid={gid} --clear-groups --inh-caps=-all -- /bin/sh -c {run}"),
+        None => format!("exec {limit}/bin/sh -c {run}"),
     };
-    let mut args = os(&[format!("--jobid={holder}"), "--overlap".into(), "--kill-on-bad-exit=1".into()]);
+    let mut args = os(&[format!("--jobid={holder}"), "--overlap".into(), "--kill-on-bad-exit=1".into(), "--mpi=none".into()]);
     args.extend(placement_args(req)?);
-    args.extend(run_args(&BatchJob { working_dir: PathBuf::from("/"), ..req.clone() })?);
+    args.extend(run_args(&BatchJob { working_dir: PathBuf::from("/"), ..req.clone() }, STEP_SCRIPT_VAR)?);
     let mut srun = tool("srun")?;
     for a in args {
         srun.push(' ');
         srun.push_str(&shell_quote(&a.to_string_lossy())?);
     }
     let tries = STEP_WAIT_S * 4;
-    Ok(format!(
+    let command = format!(
         "n=0\nwhile :; do\n  s=$({squeue} --noheader --jobs={holder} --format=%T 2>/dev/null)\n  case \"$s\" in\n    RUNNING) break ;;\n    PENDING|CONFIGURING|'') ;;\n    *) echo \"arbiter: allocation {holder}, which holds this job's GPUs, is $s\" >&2; exit 1 ;;\n  esac\n  n=$((n + 1))\n  if [ \"$n\" -ge {tries} ]; then echo \"arbiter: allocation {holder} did not start within {STEP_WAIT_S} s\" >&2; exit 1; fi\n  sleep 0.25\ndone\nexec {srun} /bin/sh -c {}\n",
         shell_quote(&task)?,
         squeue = tool("squeue")?,
-    ))
+    );
+    Ok(Step { command, script })
 }
 
 /// `path` as a literal `--output` value: `%` is a pattern character (`%j`), `%%` a literal `%`;
@@ -589,29 +608,32 @@ mod tests {
         // options and runs the task (its last argument) as the step would.
         tool("squeue", &format!("echo x >> {c}; if [ $(wc -l < {c}) -le 2 ]; then echo PENDING; else cat {s}; fi", c = calls.display(), s = state.display()));
         tool("srun", &format!("for a; do last=$a; done; echo \"$@\" > {}/srun-args; exec /bin/sh -c \"$last\"", dir.path().display()));
-        let mut req = job("echo \"[$A] $(pwd)\"; exit 7");
-        req.env = [("A".to_string(), "it's $HOME".to_string())].into();
-        let command = step_command(Some(dir.path()), 42, &req).expect("valid");
+        let mut req = job("echo \"[$A] $(pwd) [${ARBITER_STEP_SCRIPT-unset}]\"; exit 7");
+        let secret = "it's $HOME, a secret";
+        req.env = [("A".to_string(), secret.to_string())].into();
+        let step = step_command(Some(dir.path()), 42, &req, None).expect("valid");
+        assert!(!step.command.contains("secret"), "the job's environment stays out of every command line: {}", step.command);
         std::fs::write(&state, "RUNNING\n").expect("write");
-        let out = Command::new("/bin/sh").args(["-c", &command]).output().expect("runs");
+        let run = |step: &Step| Command::new("/bin/sh").args(["-c", &step.command]).env(STEP_SCRIPT_VAR, &step.script).output().expect("runs");
+        let out = run(&step);
         assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "[it's $HOME] /tmp\n", "in its working directory");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("[{secret}] /tmp [unset]\n"), "its environment, in its working directory, the script variable gone");
         assert_eq!(std::fs::read_to_string(&calls).expect("calls").lines().count(), 3, "asked until RUNNING");
         let args = std::fs::read_to_string(dir.path().join("srun-args")).expect("srun ran");
-        for want in ["--jobid=42 --overlap", "--chdir=/ ", "--nodelist=n3", "--gres=gpu:a100:1", "--cpus-per-task=2", "--mem=1000M", "--job-name=arbiter-7.1", "--export=NONE"] {
+        for want in ["--jobid=42 --overlap", "--mpi=none", "--chdir=/ ", "--nodelist=n3", "--gres=gpu:a100:1", "--cpus-per-task=2", "--mem=1000M", "--job-name=arbiter-7.1", "--export=ARBITER_STEP_SCRIPT"] {
             assert!(args.contains(want), "{want} in {args}");
         }
         // An allocation that ended before the step could start: the run fails, saying why.
         std::fs::remove_file(&calls).expect("reset");
         std::fs::write(&state, "CANCELLED\n").expect("write");
-        let out = Command::new("/bin/sh").args(["-c", &command]).output().expect("runs");
+        let out = run(&step);
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stderr).contains("allocation 42, which holds this job's GPUs, is CANCELLED"), "{}", String::from_utf8_lossy(&out.stderr));
-        // With an identity the task first becomes that user.
+        // With an identity the task first becomes that user, with its process limit.
         req.identity = Some((1000, 1001));
-        let command = step_command(None, 42, &req).expect("valid");
-        assert!(command.contains("exec setpriv --reuid=1000 --regid=1001 --clear-groups -- /bin/sh -c"), "{command}");
-        assert!(step_command(None, 42, &BatchJob { nodes: vec!["a b".into()], ..job("") }).is_err());
+        let step = step_command(None, 42, &req, Some(64)).expect("valid");
+        assert!(step.command.contains("exec /usr/bin/prlimit --nproc=64:64 -- /usr/bin/setpriv --reuid=1000 --regid=1001 --clear-groups --inh-caps=-all -- /bin/sh -c"), "{}", step.command);
+        assert!(step_command(None, 42, &BatchJob { nodes: vec!["a b".into()], ..job("") }, None).is_err());
     }
 
     #[test]

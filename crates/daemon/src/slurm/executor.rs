@@ -203,7 +203,10 @@ impl Executor for SlurmExecutor {
         // The checkpoint directory is created by the job itself, as its identity (as the run
         // wrapper does on the local executor).
         let command = format!("mkdir -p -- \"$ARBITER_CHECKPOINT_DIR\" || exit 1\n{}", run.command);
-        prepare_log(&run.log_path, run.identity).map_err(|e| ExecError::Io(format!("{}: {e}", run.log_path.display())))?;
+        // A step's log is written by the run wrapper here (srun relays the tasks' output), a
+        // batch job's by slurmstepd as the tenant's user.
+        let log_owner = if self.share_gpus { None } else { run.identity };
+        prepare_log(&run.log_path, log_owner).map_err(|e| ExecError::Io(format!("{}: {e}", run.log_path.display())))?;
         let batch = BatchJob {
             name: Self::job_name(run.job, run.run),
             nodes: run.nodes.iter().map(|n| n.node.clone()).collect(),

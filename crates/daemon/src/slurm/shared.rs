@@ -25,10 +25,12 @@ use tokio::sync::Notify;
 /// Name prefix of holder allocations.
 pub const HOLDER_PREFIX: &str = "arbiter-share-";
 
-/// One holder: its Slurm job id and the jobs whose runs are steps in it.
+/// One holder: its Slurm job id, its CPUs and memory (MB) per node (`None` when adopted: not
+/// known) and the jobs whose runs are steps in it.
 #[derive(Debug)]
 struct Holder {
     id: u64,
+    size: Option<(u32, u64)>,
     members: BTreeSet<u32>,
 }
 
@@ -95,11 +97,11 @@ impl SharedRuns {
         lock(&self.holders).members.contains_key(&job)
     }
 
-    /// The holder for `run`'s placement: the live one, or a new allocation sized to the GPUs'
-    /// share of each node (at least the run's own CPUs and memory).
-    fn holder_for(&self, run: &RunSpec, key: &str, gpus_per_node: u32, cpus: u32, memory_mb: u64) -> Result<u64, ExecError> {
+    /// The holder for `run`'s placement and its size: the live one, or a new allocation sized to
+    /// the GPUs' share of each node (at least the run's own CPUs and memory).
+    fn holder_for(&self, run: &RunSpec, key: &str, gpus_per_node: u32, cpus: u32, memory_mb: u64) -> Result<(u64, Option<(u32, u64)>), ExecError> {
         if let Some(h) = lock(&self.holders).by_key.get(key) {
-            return Ok(h.id);
+            return Ok((h.id, h.size));
         }
         let nodes = self.cli.nodes().map_err(|e| ExecError::Io(format!("reading the partition's nodes: {e}")))?;
         let share = |f: &dyn Fn(&super::cli::SlurmNode) -> u64| -> u64 {
@@ -110,13 +112,14 @@ impl SharedRuns {
                 .min()
                 .unwrap_or(0)
         };
+        let size = ((share(&|s| u64::from(s.cpus)) as u32).max(cpus), share(&|s| s.memory_mb).max(memory_mb));
         let holder = BatchJob {
             name: format!("{HOLDER_PREFIX}{}.{}", run.job, run.run),
             nodes: run.nodes.iter().map(|n| n.node.clone()).collect(),
             gpu_type: Some(run.gpu_type.clone()),
             gpus_per_node,
-            cpus_per_node: (share(&|s| u64::from(s.cpus)) as u32).max(cpus),
-            memory_mb_per_node: share(&|s| s.memory_mb).max(memory_mb),
+            cpus_per_node: size.0,
+            memory_mb_per_node: size.1,
             output: PathBuf::from("/dev/null"),
             working_dir: PathBuf::from("/"),
             env: BTreeMap::new(),
@@ -124,32 +127,50 @@ impl SharedRuns {
             identity: None,
         };
         let id = self.cli.submit(&holder).map_err(|e| ExecError::Io(e.to_string()))?;
-        lock(&self.holders).by_key.insert(key.to_string(), Holder { id, members: BTreeSet::new() });
+        lock(&self.holders).by_key.insert(key.to_string(), Holder { id, size: Some(size), members: BTreeSet::new() });
         tracing::info!(slurm_job = id, placement = key, "holding GPUs for shared runs");
-        Ok(id)
+        Ok((id, Some(size)))
     }
 
     /// Starts `run` as a step of its placement's holder; `batch` is the run as a batch job
     /// (what the step runs on the nodes). Returns the handle (the srun session's pid).
-    pub fn launch(&self, run: &RunSpec, batch: BatchJob) -> Result<u32, ExecError> {
+    pub fn launch(&self, run: &RunSpec, mut batch: BatchJob) -> Result<u32, ExecError> {
         self.recovered.store(true, Ordering::SeqCst);
+        // A previous run's pid and exit files must not speak for this one if the daemon dies
+        // before its srun starts (it would be concluded with the old exit code).
+        for ext in ["pid", "exit"] {
+            let _ = std::fs::remove_file(self.runs_dir.join(format!("{}.{ext}", run.job)));
+        }
         let key = key_of(&run.gpu_type, &run.nodes);
-        let holder = self.holder_for(run, &key, batch.gpus_per_node, batch.cpus_per_node, batch.memory_mb_per_node)?;
-        let command = super::cli::step_command(self.cli.bin_dir.as_deref(), holder, &batch).map_err(|e| ExecError::Refused(e.to_string()))?;
+        let (holder, size) = self.holder_for(run, &key, batch.gpus_per_node, batch.cpus_per_node, batch.memory_mb_per_node)?;
+        // Co-located steps overlap on the allocation's CPUs and memory; one never asks more
+        // than the allocation has (Slurm would refuse to create it).
+        if let Some((cpus, memory_mb)) = size {
+            batch.cpus_per_node = batch.cpus_per_node.min(cpus);
+            batch.memory_mb_per_node = batch.memory_mb_per_node.min(memory_mb);
+        }
+        let undo = |e: ExecError| {
+            let _ = std::fs::remove_file(self.holder_file(run.job));
+            self.release_if_empty(&key);
+            e
+        };
+        let step = super::cli::step_command(self.cli.bin_dir.as_deref(), holder, &batch, run.max_processes).map_err(|e| undo(ExecError::Refused(e.to_string())))?;
         let step_name = batch.name.clone();
         std::fs::write(self.holder_file(run.job), format!("{holder}\n{key}\n{step_name}\n"))
-            .map_err(|e| ExecError::Io(format!("{}: {e}", self.holder_file(run.job).display())))?;
+            .map_err(|e| undo(ExecError::Io(format!("{}: {e}", self.holder_file(run.job).display()))))?;
         // srun runs as the daemon with a bare environment: the job's variables are in the
-        // task's script, never in the environment of a program the daemon runs. The job
+        // task's script, handed over in the environment (readable by root alone until the task
+        // has become the job's user), never on a command line, which anyone may read. The job
         // creates its checkpoint directory on the nodes; the wrapper's is a private one here.
         let private = self.runs_dir.join("srun");
-        std::fs::create_dir_all(&private).map_err(|e| ExecError::Io(format!("{}: {e}", private.display())))?;
+        std::fs::create_dir_all(&private).map_err(|e| undo(ExecError::Io(format!("{}: {e}", private.display()))))?;
         let env = BTreeMap::from([
             ("PATH".to_string(), "/usr/local/bin:/usr/bin:/bin".to_string()),
             ("ARBITER_CHECKPOINT_DIR".to_string(), private.display().to_string()),
+            (super::cli::STEP_SCRIPT_VAR.to_string(), step.script),
         ]);
         let srun = RunSpec {
-            command,
+            command: step.command,
             working_dir: PathBuf::from("/"),
             env,
             checkpoint_dir: private,
@@ -158,14 +179,7 @@ impl SharedRuns {
             max_processes: None,
             ..run.clone()
         };
-        let handle = match self.local.launch(&srun) {
-            Ok(handle) => handle,
-            Err(e) => {
-                let _ = std::fs::remove_file(self.holder_file(run.job));
-                self.release_if_empty(&key);
-                return Err(e);
-            }
-        };
+        let handle = self.local.launch(&srun).map_err(undo)?;
         let mut holders = lock(&self.holders);
         if let Some(h) = holders.by_key.get_mut(&key) {
             h.members.insert(run.job);
@@ -239,6 +253,10 @@ impl SharedRuns {
         self.recovered.store(true, Ordering::SeqCst);
         let ended = self.local.take_ended();
         for e in &ended {
+            // srun is gone; a step it left (killed before Slurm could end it) goes too.
+            if let Some(step) = self.step_of(e.job) {
+                let _ = self.cli.signal_step(&step, "KILL");
+            }
             self.forget(e.job);
         }
         ended
@@ -257,7 +275,7 @@ impl SharedRuns {
             let mut lines = text.lines();
             if let (Some(Ok(holder)), Some(key), Some(step_name)) = (lines.next().map(str::parse::<u64>), lines.next(), lines.next()) {
                 let mut holders = lock(&self.holders);
-                holders.by_key.entry(key.to_string()).or_insert(Holder { id: holder, members: BTreeSet::new() }).members.insert(job);
+                holders.by_key.entry(key.to_string()).or_insert(Holder { id: holder, size: None, members: BTreeSet::new() }).members.insert(job);
                 holders.members.insert(job, Member { key: key.to_string(), holder, step_name: step_name.to_string() });
             }
         }
@@ -272,8 +290,12 @@ impl SharedRuns {
             return;
         }
         let known: BTreeSet<u64> = lock(&self.holders).by_key.values().map(|h| h.id).collect();
-        let unclaimed: BTreeSet<u64> =
-            jobs.iter().filter(|j| j.name.starts_with(HOLDER_PREFIX) && !j.state.is_finished() && !known.contains(&j.id)).map(|j| j.id).collect();
+        let me = nix::unistd::geteuid().as_raw();
+        let unclaimed: BTreeSet<u64> = jobs
+            .iter()
+            .filter(|j| j.name.starts_with(HOLDER_PREFIX) && j.user_id == Some(me) && !j.state.is_finished() && !known.contains(&j.id))
+            .map(|j| j.id)
+            .collect();
         let mut suspects = self.suspects.lock().unwrap_or_else(|p| p.into_inner());
         for id in unclaimed.intersection(&suspects) {
             tracing::warn!(slurm_job = id, "releasing an allocation of shared GPUs that no run uses");
