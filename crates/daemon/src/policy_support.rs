@@ -103,6 +103,8 @@ pub fn policy_config(tenants: &BTreeMap<String, Tenant>, round_s: f64, gittins_p
         tenant_weights: tenants.values().map(|t| (t.name.clone(), t.weight)).collect(),
         rounds: RoundOptions { round_s, recompute_interval_s: round_s, seed: 0 },
         gittins_prior_gpu_s: gittins_prior.to_vec(),
+        // VTC charges a job handed GPUs one round of them, and decides again each round.
+        vtc: arbiter_policy::vtc::VtcConfig { quantum_s: round_s, ..Default::default() },
         ..Default::default()
     }
 }

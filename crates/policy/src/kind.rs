@@ -63,6 +63,9 @@ pub enum PolicyKind {
     Horus,
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
     Qssf,
+    /// VTC: tenants served by the lowest counter of weighted service received over time, no
+    /// banked credit; a job order inside each tenant. Preemptive.
+    Vtc,
     /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
     MaxMinFairness,
     /// Gavel max-min fairness over normalized throughputs (heterogeneity-aware LAS), by rounds.
@@ -151,7 +154,7 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 43] = [
+    pub const ALL: [PolicyKind; 44] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -168,6 +171,7 @@ impl PolicyKind {
         PolicyKind::Gandiva,
         PolicyKind::Horus,
         PolicyKind::Qssf,
+        PolicyKind::Vtc,
         PolicyKind::MaxMinFairness,
         PolicyKind::MaxMinFairnessHet,
         PolicyKind::FinishTimeFairness,
@@ -240,6 +244,7 @@ impl PolicyKind {
             PolicyKind::Horus => Descriptor { name: "horus", describe: "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)", family: Family::Events, pair_speeds: true },
             PolicyKind::Gittins => Descriptor { name: "gittins", describe: "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::Qssf => Descriptor { name: "qssf", describe: "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Vtc => Descriptor { name: "vtc", describe: "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc_inner) inside a tenant (OSDI'24)", family: Family::Events, pair_speeds: false },
             PolicyKind::MaxMinFairness => Descriptor { name: "max-min-fairness", describe: "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
             PolicyKind::MaxMinFairnessHet => Descriptor { name: "max-min-fairness-het", describe: "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
             PolicyKind::FinishTimeFairness => Descriptor { name: "finish-time-fairness", describe: "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types", family: Family::GavelAllocation, pair_speeds: false },
@@ -319,6 +324,8 @@ pub struct PolicyConfig {
     pub themis: ThemisConfig,
     /// Horus: look-ahead, co-location limits, predictions' defaults, interference.
     pub horus: HorusConfig,
+    /// VTC: charge per job handed out, order inside a tenant (tenant weights: `tenant_weights`).
+    pub vtc: crate::vtc::VtcConfig,
 }
 
 impl Default for PolicyConfig {
@@ -337,6 +344,7 @@ impl Default for PolicyConfig {
             muri: MuriConfig::default(),
             themis: ThemisConfig::default(),
             horus: HorusConfig::default(),
+            vtc: crate::vtc::VtcConfig::default(),
         }
     }
 }
@@ -401,6 +409,7 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
             Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
         }
         PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
+        PolicyKind::Vtc => Box::new(crate::vtc::Vtc::new(config.vtc, config.tenant_weights.clone(), greedy)?),
         PolicyKind::Synergy(order, mechanism) => Box::new(Synergy::new(kind.name(), order, mechanism)),
         gavel => match build_gavel(gavel, config)? {
             Some(policy) => Box::new(policy),

@@ -32,6 +32,7 @@ pub mod placement;
 pub mod qssf;
 pub mod synergy;
 pub mod themis;
+pub mod vtc;
 #[cfg(test)]
 mod test_support;
 

@@ -343,6 +343,10 @@ pub struct Scenario {
     /// Published numbers to print beside ours.
     #[serde(default)]
     pub published: Vec<Published>,
+    /// On a shared cluster, also a row per tenant over its own jobs (its `util` is its share
+    /// of the cluster's GPU time): how a tenant-fairness policy treated each one.
+    #[serde(default)]
+    pub tenant_rows: bool,
     /// Folder the file was read from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -356,7 +360,7 @@ pub struct Scenario {
 }
 
 /// Top-level keys a `--set` may change without changing any simulated input.
-const PRESENTATION_KEYS: [&str; 4] = ["name", "description", "policies", "published"];
+const PRESENTATION_KEYS: [&str; 5] = ["name", "description", "policies", "published", "tenant_rows"];
 
 /// What `--set` overrides changed in the simulated input.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -608,6 +612,7 @@ impl Scenario {
         config.themis.fairness_knob = spec.themis_f;
         config.themis.lease_s = spec.themis_lease_s;
         config.horus = spec.horus_config();
+        config.vtc = arbiter_policy::vtc::VtcConfig { quantum_s: spec.vtc_quantum_s, inner: spec.vtc_inner };
         config.inner_policy = match spec.hierarchical_inner.as_str() {
             "fairness" => arbiter_policy::gavel::allocation::InnerPolicy::Fairness,
             "fifo" => arbiter_policy::gavel::allocation::InnerPolicy::Fifo,

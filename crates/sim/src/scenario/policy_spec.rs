@@ -59,6 +59,11 @@ pub struct PolicySpec {
     pub horus_default_util_pct: f64,
     /// Horus: predicted GPU memory of every job, GiB.
     pub horus_job_memory_gib: f64,
+    /// VTC: service charged when a job is handed GPUs, seconds of its GPUs; also how often it
+    /// decides again while jobs wait.
+    pub vtc_quantum_s: f64,
+    /// VTC: the order inside a tenant: `fifo`, `srtf`, `sjf` or `las`.
+    pub vtc_inner: arbiter_policy::vtc::VtcInner,
     /// Keys of this table that apply to one policy only, e.g. `[policy.per_policy.muri-l]
     /// muri_autopack = true` (a published number produced with another setting than the rest).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -92,6 +97,8 @@ impl Default for PolicySpec {
             horus_interference: d.horus.interference,
             horus_default_util_pct: d.horus.default_util_pct,
             horus_job_memory_gib: d.horus.job_memory_gib,
+            vtc_quantum_s: d.vtc.quantum_s,
+            vtc_inner: d.vtc.inner,
             per_policy: BTreeMap::new(),
         }
     }

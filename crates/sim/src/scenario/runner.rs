@@ -48,6 +48,29 @@ pub struct ResultRow {
     pub warnings: Vec<String>,
 }
 
+/// Adds, after each row of a shared cluster, one row per tenant over that tenant's jobs (tenants
+/// in name order); utilization is over the shared capacity: the tenant's share of GPU time.
+fn with_tenant_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
+    let mut out = Vec::with_capacity(rows.len());
+    for mut row in rows {
+        let mut by_tenant: std::collections::BTreeMap<String, Vec<JobRecord>> = std::collections::BTreeMap::new();
+        for r in &row.records {
+            by_tenant.entry(r.tenant.clone()).or_default().push(r.clone());
+        }
+        let records = std::mem::take(&mut row.records);
+        let template = ResultRow { events: 0, wall_s: 0.0, stranded_gpu_fraction: 0.0, warnings: Vec::new(), ..row.clone() };
+        row.records = records;
+        out.push(row);
+        out.extend(by_tenant.into_iter().map(|(tenant, records)| ResultRow {
+            tenant,
+            summary: Summary::compute(&records, window, template.capacity_gpus),
+            records,
+            ..template.clone()
+        }));
+    }
+    out
+}
+
 /// Adds, after each (trace, policy, seed) group of per-tenant rows, a row for tenant `all`
 /// computed over the union of their jobs (as Helios reports its "all" row). Utilization is over
 /// the summed capacity.
@@ -227,7 +250,13 @@ impl Scenario {
             order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect();
         indexed.sort_by_key(|(i, _)| *i);
         let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
-        Ok(if self.cluster.per_tenant_nodes.is_some() { with_aggregates(rows, self.window) } else { rows })
+        Ok(if self.cluster.per_tenant_nodes.is_some() {
+            with_aggregates(rows, self.window)
+        } else if self.tenant_rows {
+            with_tenant_rows(rows, self.window)
+        } else {
+            rows
+        })
     }
 
     /// Published numbers next to ours (averaged over seeds). Where `--set` overrides changed a

@@ -136,3 +136,20 @@ fn horus_keys_reach_the_policy_and_bad_ones_are_refused() {
     let e = load_error(&["policy.horus_max_jobs_per_gpu=9"]);
     assert!(e.contains("horus_max_jobs_per_gpu 9 is not in 1..=4"), "{e}");
 }
+
+#[test]
+fn tenant_rows_split_a_shared_cluster_by_tenant() {
+    let text = "name = \"t\"\npolicies = [\"fifo\", \"vtc\"]\ntenant_rows = true\n[cluster]\nnodes_per_rack = 4\n[[trace]]\nname = \"philly\"\nformat = \"philly\"\npath = \"../data/philly/philly.csv\"\nmax_jobs = 300\n";
+    let rows = load_text(text, &[]).expect("loads").run(&|_, _| {}, &|| 0.0).expect("runs");
+    for policy in [PolicyKind::Fifo, PolicyKind::Vtc] {
+        let of: Vec<&ResultRow> = rows.iter().filter(|r| r.policy == policy).collect();
+        assert_eq!(of[0].tenant, "all");
+        let tenants: Vec<&str> = of[1..].iter().map(|r| r.tenant.as_str()).collect();
+        assert!(tenants.len() > 1 && tenants.windows(2).all(|w| w[0] < w[1]), "one row per tenant, in name order: {tenants:?}");
+        assert_eq!(of[1..].iter().map(|r| r.summary.jobs).sum::<usize>(), of[0].summary.jobs);
+        assert_eq!(of[1..].iter().map(|r| r.records.len()).sum::<usize>(), of[0].records.len());
+    }
+    // Off by default: one row per simulation.
+    let plain = load_text(&text.replace("tenant_rows = true\n", ""), &[]).expect("loads").run(&|_, _| {}, &|| 0.0).expect("runs");
+    assert_eq!(plain.len(), 2);
+}
