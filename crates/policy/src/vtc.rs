@@ -101,8 +101,13 @@ impl Vtc {
         let delta = attained - self.counted[i];
         if delta > 0.0 {
             self.counted[i] = attained;
-            let w = self.weight(tenant);
-            *self.counters.entry(tenant.to_string()).or_insert(0.0) += delta / w;
+            let add = delta / self.weight(tenant);
+            match self.counters.get_mut(tenant) {
+                Some(c) => *c += add,
+                None => {
+                    self.counters.insert(tenant.to_string(), add);
+                }
+            }
         }
     }
 
@@ -131,21 +136,24 @@ impl Policy for Vtc {
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
         // 1. Service received since the last point.
         for job in view.jobs {
-            let tenant = view.spec(job).tenant.clone();
-            self.count(&tenant, job, now);
+            self.count(&view.spec(job).tenant, job, now);
         }
         // 2. Arrivals from idle: no banked credit.
-        let present: BTreeSet<String> = view.jobs.iter().map(|j| view.spec(j).tenant.clone()).collect();
-        let staying: Vec<f64> = present.intersection(&self.present).filter_map(|t| self.counters.get(t).copied()).collect();
-        let floor = if staying.is_empty() { self.last_left } else { staying.iter().copied().fold(f64::INFINITY, f64::min) };
-        for tenant in present.difference(&self.present) {
-            let c = self.counters.entry(tenant.clone()).or_insert(0.0);
-            *c = c.max(floor);
+        let present: BTreeSet<&str> = view.jobs.iter().map(|j| view.spec(j).tenant.as_str()).collect();
+        let was = |t: &str| self.present.contains(t);
+        if present.len() != self.present.len() || present.iter().any(|t| !was(t)) {
+            let staying: Vec<f64> = present.iter().filter(|t| was(t)).filter_map(|t| self.counters.get(*t).copied()).collect();
+            let floor = if staying.is_empty() { self.last_left } else { staying.iter().copied().fold(f64::INFINITY, f64::min) };
+            let arrived: Vec<&str> = present.iter().copied().filter(|t| !was(t)).collect();
+            for tenant in arrived {
+                let c = self.counters.entry(tenant.to_string()).or_insert(0.0);
+                *c = c.max(floor);
+            }
+            for tenant in self.present.iter().filter(|t| !present.contains(t.as_str())) {
+                self.last_left = self.counters.get(tenant).copied().unwrap_or(self.last_left);
+            }
+            self.present = present.iter().map(|t| t.to_string()).collect();
         }
-        for tenant in self.present.difference(&present) {
-            self.last_left = self.counters.get(tenant).copied().unwrap_or(self.last_left);
-        }
-        self.present = present;
 
         // 3. Hand out jobs: the lowest counter (with this point's charges) first.
         let mut queues: BTreeMap<&str, Vec<(u64, SimTime, u32, usize)>> = BTreeMap::new();
