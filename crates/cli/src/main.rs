@@ -111,9 +111,17 @@ enum Command {
         /// Trace format: philly, tiresias, muri, gavel, pollux, native.
         #[arg(long, default_value = "native")]
         format: String,
-        /// Policy (`arbiter policies` lists them), e.g. fifo, las, max-min-fairness-het, srtf+tune.
-        #[arg(long, default_value_t = PolicyKind::Fifo)]
-        policy: PolicyKind,
+        /// Policy (`arbiter policies` lists them), e.g. fifo, las, max-min-fairness-het, srtf+tune;
+        /// or `external`: the program of --policy-cmd decides (README: "External policies").
+        #[arg(long, default_value = "fifo")]
+        policy: String,
+        /// With --policy external: the agent, run with `sh -c`, e.g. "python3 agent.py"; it reads
+        /// an observation per scheduling point on stdin and answers a job order on stdout.
+        #[arg(long)]
+        policy_cmd: Option<String>,
+        /// With --policy external: seconds the agent may take to answer one observation.
+        #[arg(long, default_value_t = 10.0)]
+        policy_timeout_s: f64,
         /// Cluster as NODESxGPUS (one rack), e.g. 8x8.
         #[arg(long, default_value = "8x8")]
         cluster: String,
@@ -244,6 +252,8 @@ fn run(cli: Cli) -> Result<()> {
             trace,
             format,
             policy,
+            policy_cmd,
+            policy_timeout_s,
             cluster,
             placement,
             relax_after_s,
@@ -271,7 +281,16 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(p) = gittins_prior {
                 config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&p)?;
             }
-            let mut policy = build(policy, &config)?;
+            let mut policy: Box<dyn arbiter_policy::Policy> = match (policy.as_str(), policy_cmd) {
+                ("external", Some(command)) => {
+                    anyhow::ensure!(policy_timeout_s.is_finite() && policy_timeout_s > 0.0, "--policy-timeout-s must be > 0, got {policy_timeout_s}");
+                    let options = arbiter_policy::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: config.placement };
+                    Box::new(arbiter_policy::external::ExternalPolicy::spawn(&command, std::time::Duration::from_secs_f64(policy_timeout_s), options)?)
+                }
+                ("external", None) => anyhow::bail!("--policy external needs --policy-cmd, the agent to run (e.g. \"python3 python/examples/sjf_agent.py\")"),
+                (_, Some(_)) => anyhow::bail!("--policy-cmd is for --policy external"),
+                (name, None) => build(name.parse::<PolicyKind>().map_err(anyhow::Error::msg)?, &config)?,
+            };
             let sim = SimConfig {
                 restart_overhead_s,
                 round_s,

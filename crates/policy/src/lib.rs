@@ -18,6 +18,7 @@
 pub mod antman;
 pub mod backfill;
 pub mod dlas;
+pub mod external;
 pub mod gavel;
 pub mod gittins;
 pub mod greedy;

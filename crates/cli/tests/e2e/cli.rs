@@ -430,3 +430,37 @@ fn finish_time_fairness_is_reported_for_themis() {
     let plain = ok_stdout(&["run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf"]"#]);
     assert!(!plain.contains("max rho"), "{plain}");
 }
+
+#[test]
+fn an_external_agent_ordering_by_duration_decides_as_sjf_does() {
+    // One 8-GPU node: jobs queue, so the order matters.
+    let trace = ["simulate", "--trace", "data/tiresias/60_job.csv", "--format", "tiresias", "--cluster", "1x8", "--json"];
+    let with = |extra: &[&str]| json(&[&trace[..], extra].concat());
+    let agent = with(&["--policy", "external", "--policy-cmd", "python3 python/examples/sjf_agent.py"]);
+    assert_eq!(agent, with(&["--policy", "sjf"]), "the example agent is SJF");
+    assert_ne!(agent, with(&["--policy", "fifo"]), "and the order matters");
+    // The agent's reward over the episode is -(sum of JCTs).
+    let out = arbiter(&[&trace[..], &["--policy", "external", "--policy-cmd", "python3 python/examples/sjf_agent.py"]].concat());
+    let said = String::from_utf8_lossy(&out.stderr);
+    let total: f64 = agent["avg_jct_s"].as_f64().expect("avg") * agent["jobs"].as_f64().expect("jobs");
+    assert!(said.contains(&format!("total reward {:.0}", -total)), "{said}");
+}
+
+#[test]
+fn a_crashing_slow_or_lying_agent_fails_with_a_clear_error_never_a_hang() {
+    let run = |cmd: &str| {
+        let started = std::time::Instant::now();
+        let out = arbiter(&["simulate", "--trace", "data/tiresias/60_job.csv", "--format", "tiresias", "--policy", "external", "--policy-cmd", cmd, "--policy-timeout-s", "1"]);
+        assert!(!out.status.success(), "{cmd}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{cmd}: no hang");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let crashed = run("exit 3");
+    assert!(crashed.contains("it exited") && crashed.contains("(exit status: 3)"), "{crashed}");
+    assert!(run("sleep 30").contains("no answer within 1s"));
+    assert!(run("read l; read l; echo hello").contains("answer \"hello\" is not {\"order\""));
+    assert!(run("read l; read l; echo '{\"order\": [999]}'").contains("names job 999, which is not waiting or running"));
+    assert!(run("read l; read l; echo '{\"order\": [0, 0]}'").contains("names job 0 twice"));
+    let out = arbiter(&["simulate", "--trace", "data/tiresias/60_job.csv", "--format", "tiresias", "--policy", "external"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--policy external needs --policy-cmd"));
+}

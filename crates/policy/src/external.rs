@@ -1,0 +1,234 @@
+//! A policy that lives outside Rust (Decima-style learned policies, issue 12 item 6): a program
+//! the simulator starts (`sh -c CMD`) and talks to in JSON lines on its stdin and stdout.
+//!
+//! Protocol (version 1), one JSON object per line:
+//!
+//! * Arbiter → agent, once: `{"type": "start", "protocol": 1, "nodes": [{"id": 0, "gpus": 8,
+//!   "gpu_type": "V100"}, ...]}` (no answer);
+//! * Arbiter → agent, at every scheduling point: `{"type": "observation", "time_s": T,
+//!   "reward": R, "free_gpus": [per node], "jobs": [{"id", "tenant", "gpus", "submit_s",
+//!   "running", "executed_s", "attained_gpu_s", "duration_s", "remaining_s"}, ...]}` — `reward`
+//!   is −(jobs in the system at the previous point) × (seconds since it), so the sum over an
+//!   episode is −Σ JCT, the usual objective of a learned scheduler; `duration_s` and
+//!   `remaining_s` are oracle values, as SJF/SRTF use (an agent that should not know them
+//!   ignores them);
+//! * agent → Arbiter, one line per observation: `{"order": [job ids, first served first]}`, and
+//!   optionally `"preempt": true` (running jobs compete again and may be stopped; default: they
+//!   keep their GPUs). Jobs it leaves out come after, in submission order. The order goes
+//!   through the same greedy placement as the built-in ordered policies, so whatever the agent
+//!   answers, the decision fits the cluster;
+//! * Arbiter → agent, when the episode ends: `{"type": "end", "time_s": T, "reward": R}`; then
+//!   its stdin closes and it should exit (it is killed after a second).
+//!
+//! An answer that is not such an object, names a job that is not waiting or running, or names
+//! one twice is an error naming the problem; so is no answer within the time limit, or an agent
+//! that exits. Never a hang: every read has the deadline.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::greedy::{schedule_in_order, GreedyOptions};
+use crate::{Policy, PolicyError, SchedulerView};
+use arbiter_model::{Decision, SimTime};
+
+/// The agent's answer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    order: Vec<u32>,
+    #[serde(default)]
+    preempt: bool,
+}
+
+/// A policy answered by an external program (see the module docs).
+pub struct ExternalPolicy {
+    command: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<std::io::Result<String>>,
+    timeout: Duration,
+    options: GreedyOptions,
+    started: bool,
+    /// The last time the reward was counted to, and the jobs in the system since then.
+    previous: Option<(SimTime, usize)>,
+    /// Reward counted since the last observation (jobs that ended in between).
+    pending_reward: f64,
+}
+
+impl std::fmt::Debug for ExternalPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExternalPolicy").field("command", &self.command).finish_non_exhaustive()
+    }
+}
+
+impl ExternalPolicy {
+    /// Starts `command` (with `sh -c`); each answer must come within `timeout`; decisions place
+    /// as `options` say.
+    pub fn spawn(command: &str, timeout: Duration, options: GreedyOptions) -> Result<Self, PolicyError> {
+        use std::os::unix::process::CommandExt;
+        // Its own process group: at the end the whole agent goes, not only its shell.
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", command])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| PolicyError::Config(format!("external policy `{command}`: cannot start it: {e}")))?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().ok_or_else(|| PolicyError::Config(format!("external policy `{command}`: no stdout")))?;
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("external-policy".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    if send.send(line).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| PolicyError::Config(format!("external policy `{command}`: {e}")))?;
+        Ok(ExternalPolicy { command: command.to_string(), child, stdin, lines, timeout, options, started: false, previous: None, pending_reward: 0.0 })
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> PolicyError {
+        PolicyError::Config(format!("external policy `{}`: {what}", self.command))
+    }
+
+    fn send(&mut self, message: &serde_json::Value) -> Result<(), PolicyError> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| PolicyError::Config("external policy: its input is closed".into()))?;
+        let line = format!("{message}\n");
+        let sent = stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush());
+        sent.map_err(|e| match self.exit_status() {
+            Some(status) => self.fail(format_args!("it exited ({status})")),
+            None => self.fail(format_args!("it stopped reading its input: {e}")),
+        })
+    }
+
+    fn receive(&mut self) -> Result<String, PolicyError> {
+        match self.lines.recv_timeout(self.timeout) {
+            Ok(Ok(line)) => Ok(line),
+            Ok(Err(e)) => Err(self.fail(format_args!("cannot read its answer: {e}"))),
+            Err(RecvTimeoutError::Timeout) => Err(self.fail(format_args!("no answer within {:?}", self.timeout))),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = self.exit_status().map_or(String::new(), |s| format!(" ({s})"));
+                Err(self.fail(format_args!("it exited without answering{status}")))
+            }
+        }
+    }
+
+    /// How the agent ended, once it has (waiting a moment for it: its output closes first).
+    fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        for _ in 0..50 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Counts −(jobs in the system) × seconds up to `now`; returns the reward since the last
+    /// observation, and starts the next one with `jobs` in the system.
+    fn count_to(&mut self, now: SimTime, jobs: Option<usize>) -> f64 {
+        if let Some((at, n)) = self.previous {
+            self.pending_reward -= n as f64 * now.as_ms().saturating_sub(at.as_ms()) as f64 / 1000.0;
+            self.previous = Some((now, jobs.unwrap_or(n.saturating_sub(1))));
+        }
+        std::mem::take(&mut self.pending_reward)
+    }
+}
+
+impl Policy for ExternalPolicy {
+    fn name(&self) -> &'static str {
+        "external"
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+        if !self.started {
+            let nodes: Vec<serde_json::Value> = view
+                .cluster
+                .nodes
+                .iter()
+                .map(|n| json!({ "id": n.id.0, "gpus": n.gpus, "gpu_type": view.cluster.gpu_type_names.get(n.gpu_type.index()) }))
+                .collect();
+            self.send(&json!({ "type": "start", "protocol": 1, "nodes": nodes }))?;
+            self.started = true;
+        }
+        let mut free: Vec<u32> = view.cluster.nodes.iter().map(|n| n.gpus).collect();
+        for job in view.jobs {
+            if let Some(p) = job.placement() {
+                for (node, gpus) in &p.slots {
+                    if let Some(f) = free.get_mut(node.index()) {
+                        *f = f.saturating_sub(*gpus);
+                    }
+                }
+            }
+        }
+        let jobs: Vec<serde_json::Value> = view
+            .jobs
+            .iter()
+            .map(|j| {
+                let spec = view.spec(j);
+                json!({
+                    "id": j.id.0, "tenant": spec.tenant, "gpus": j.gpus, "submit_s": j.submit.as_ms() as f64 / 1000.0,
+                    "running": j.is_running(), "executed_s": j.executed_s_at(now), "attained_gpu_s": j.attained_gpu_s_at(now),
+                    "duration_s": spec.run_time_s, "remaining_s": j.remaining_s_at(now),
+                })
+            })
+            .collect();
+        let reward = self.count_to(now, Some(view.jobs.len()));
+        self.previous = Some((now, view.jobs.len()));
+        let observation = json!({ "type": "observation", "time_s": now.as_ms() as f64 / 1000.0, "reward": reward, "free_gpus": free, "jobs": jobs });
+        self.send(&observation)?;
+        let line = self.receive()?;
+        let answer: Answer = serde_json::from_str(&line).map_err(|e| self.fail(format_args!("answer {line:?} is not {{\"order\": [job ids], \"preempt\": bool}}: {e}")))?;
+        let mut position: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+        let known: std::collections::BTreeSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
+        for (i, id) in answer.order.iter().enumerate() {
+            if !known.contains(id) {
+                return Err(self.fail(format_args!("its order names job {id}, which is not waiting or running")));
+            }
+            if position.insert(*id, i).is_some() {
+                return Err(self.fail(format_args!("its order names job {id} twice")));
+            }
+        }
+        let options = GreedyOptions { preemptive: answer.preempt, head_of_line_blocking: false, ..self.options };
+        Ok(schedule_in_order(view, now, options, |j| (position.get(&j.id.0).copied().unwrap_or(usize::MAX), j.submit)))
+    }
+
+    fn job_finished(&mut self, _spec: &arbiter_model::JobSpec, _job: &arbiter_model::ActiveJob, now: SimTime) {
+        // Kept for the next observation (or the end): the job counted in the system until now.
+        let reward = self.count_to(now, None);
+        self.pending_reward = reward;
+    }
+}
+
+impl Drop for ExternalPolicy {
+    fn drop(&mut self) {
+        if self.started
+            && let Some((at, _)) = self.previous
+        {
+            // The episode ends with the last job: the reward since the last observation.
+            let end = json!({ "type": "end", "time_s": at.as_ms() as f64 / 1000.0, "reward": self.pending_reward });
+            let _ = self.send(&end);
+        }
+        // Closing its input tells it the episode is over.
+        self.stdin = None;
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
