@@ -191,8 +191,13 @@ impl Policy for Vtc {
         }
         let index: BTreeMap<arbiter_model::JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
         let mut decision = schedule_in_order(view, now, self.options, |j| index.get(&j.id).map_or(usize::MAX, |i| rank[*i]));
-        // Counters move while jobs run: decide again after a quantum when some job waits.
-        if decision.run.len() < view.jobs.len() {
+        // Counters move while jobs run: decide again after a quantum while a job that could
+        // run waits. With nothing running nothing moves (and a job too large for the cluster
+        // must not keep a simulation awake for ever).
+        let placed: BTreeSet<arbiter_model::JobId> = decision.run.iter().map(|a| a.job).collect();
+        let total = view.cluster.total_gpus();
+        let waits = view.jobs.iter().any(|j| !placed.contains(&j.id) && j.gpus <= total);
+        if waits && !decision.run.is_empty() {
             decision.wake_at = Some(now + arbiter_model::SimDuration::from_secs_f64(self.config.quantum_s));
         }
         Ok(decision)
