@@ -272,6 +272,40 @@ pub fn run_muri(json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `arbiter bench --suite external`: the overhead of a policy outside Rust. Muri's trace3 (992
+/// jobs) on 8×8 GPUs under the built-in `sjf` and under `python/examples/sjf_agent.py` through
+/// `--policy external` (the same decisions): wall time of each, scheduling points, and the
+/// extra time per decision (JSON both ways, the agent's sort, the pipe round trip).
+pub fn run_external(json: bool) -> Result<()> {
+    use arbiter_trace::{read, ReadOptions, TraceFormat};
+    let path = std::path::Path::new("data/muri/trace3.csv");
+    let options = ReadOptions { iteration_time_factor: Some(1.015), ..ReadOptions::default() };
+    let trace = read(path, TraceFormat::Muri, &options).context("reading data/muri/trace3.csv (run from the repository root)")?;
+    let cluster = arbiter_model::Cluster::homogeneous(1, 8, 8, 64, 512, "GPU")?;
+    let sim = SimConfig::default();
+    let config = arbiter_policy::PolicyConfig::default();
+    let mut builtin = arbiter_policy::build(PolicyKind::Sjf, &config)?;
+    let t = Instant::now();
+    let base = simulate(&cluster, &trace.jobs, builtin.as_mut(), &sim)?;
+    let builtin_s = t.elapsed().as_secs_f64();
+    let options = arbiter_policy::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: config.placement };
+    let t = Instant::now();
+    let out = {
+        let mut agent = arbiter_policy::external::ExternalPolicy::spawn("python3 python/examples/sjf_agent.py 2>/dev/null", std::time::Duration::from_secs(10), options)?;
+        simulate(&cluster, &trace.jobs, &mut agent, &sim)?
+    };
+    let external_s = t.elapsed().as_secs_f64();
+    anyhow::ensure!(out.records == base.records, "the example agent decided otherwise than sjf");
+    let points = out.stats.scheduling_points.max(1);
+    let rows = vec![
+        ("sjf (built in), wall".to_string(), builtin_s, "s"),
+        ("sjf_agent.py (external), wall".to_string(), external_s, "s"),
+        ("scheduling points".to_string(), points as f64, ""),
+        ("overhead per decision".to_string(), (external_s - builtin_s).max(0.0) * 1000.0 / points as f64, "ms"),
+    ];
+    print_rows("external", &rows, 3, json)
+}
+
 /// `arbiter bench --suite daemon`: starts `arbiter serve` (this binary) on a declared 1-GPU
 /// machine in a temporary directory and measures submit → running latency on the idle daemon
 /// (as the client sees it, and inside the daemon), submissions per second from 8 client threads,
