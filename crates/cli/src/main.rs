@@ -113,8 +113,8 @@ enum Command {
         format: String,
         /// Policy (`arbiter policies` lists them), e.g. fifo, las, max-min-fairness-het, srtf+tune;
         /// or `external`: the program of --policy-cmd decides (README: "External policies").
-        #[arg(long, default_value = "fifo")]
-        policy: String,
+        #[arg(long, default_value_t = PolicyKind::Fifo)]
+        policy: PolicyKind,
         /// With --policy external: the agent, run with `sh -c`, e.g. "python3 agent.py"; it reads
         /// an observation per scheduling point on stdin and answers a job order on stdout.
         #[arg(long)]
@@ -283,16 +283,16 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(p) = gittins_prior {
                 config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&p)?;
             }
-            let mut policy: Box<dyn arbiter_policy::Policy> = match (policy.as_str(), policy_cmd) {
-                ("external", Some(command)) => {
-                    anyhow::ensure!(policy_timeout_s.is_finite() && policy_timeout_s > 0.0, "--policy-timeout-s must be > 0, got {policy_timeout_s}");
-                    let options = arbiter_policy::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: config.placement };
-                    Box::new(arbiter_policy::external::ExternalPolicy::spawn(&command, std::time::Duration::from_secs_f64(policy_timeout_s), options)?)
+            anyhow::ensure!(policy_timeout_s.is_finite() && policy_timeout_s > 0.0, "--policy-timeout-s must be > 0, got {policy_timeout_s}");
+            match (policy, policy_cmd) {
+                (PolicyKind::External, Some(command)) => {
+                    config.external = Some(arbiter_policy::external::ExternalConfig { command, timeout: std::time::Duration::from_secs_f64(policy_timeout_s) });
                 }
-                ("external", None) => anyhow::bail!("--policy external needs --policy-cmd, the agent to run (e.g. \"python3 python/examples/sjf_agent.py\")"),
+                (PolicyKind::External, None) => anyhow::bail!("--policy external needs --policy-cmd, the agent to run (e.g. \"python3 python/examples/sjf_agent.py\")"),
                 (_, Some(_)) => anyhow::bail!("--policy-cmd is for --policy external"),
-                (name, None) => build(name.parse::<PolicyKind>().map_err(anyhow::Error::msg)?, &config)?,
-            };
+                (_, None) => {}
+            }
+            let mut policy = build(policy, &config)?;
             let sim = SimConfig {
                 restart_overhead_s,
                 round_s,

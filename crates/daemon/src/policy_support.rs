@@ -46,6 +46,10 @@ pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<Strin
             "`{}` runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)",
             kind.name()
         )),
+        PolicyKind::External => Some(format!(
+            "`{}` asks an agent program for every decision; the daemon does not start agents yet (arbiter simulate and arbiter run do)",
+            kind.name()
+        )),
         _ => None,
     }
 }

@@ -36,6 +36,15 @@ use crate::greedy::{schedule_in_order, GreedyOptions};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
 
+/// How to run an agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExternalConfig {
+    /// The command, run with `sh -c`.
+    pub command: String,
+    /// Most time one answer may take.
+    pub timeout: Duration,
+}
+
 /// The agent's answer.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -63,6 +63,9 @@ pub enum PolicyKind {
     Horus,
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
     Qssf,
+    /// A program outside Rust orders the jobs (JSON lines over a pipe; learned policies such as
+    /// Decima): see [`crate::external`].
+    External,
     /// VTC: tenants served by the lowest counter of weighted service received over time, no
     /// banked credit; a job order inside each tenant. Preemptive.
     Vtc,
@@ -154,7 +157,7 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 44] = [
+    pub const ALL: [PolicyKind; 45] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -172,6 +175,7 @@ impl PolicyKind {
         PolicyKind::Horus,
         PolicyKind::Qssf,
         PolicyKind::Vtc,
+        PolicyKind::External,
         PolicyKind::MaxMinFairness,
         PolicyKind::MaxMinFairnessHet,
         PolicyKind::FinishTimeFairness,
@@ -245,6 +249,7 @@ impl PolicyKind {
             PolicyKind::Gittins => Descriptor { name: "gittins", describe: "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::Qssf => Descriptor { name: "qssf", describe: "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)", family: Family::Events, pair_speeds: false },
             PolicyKind::Vtc => Descriptor { name: "vtc", describe: "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc_inner) inside a tenant (OSDI'24)", family: Family::Events, pair_speeds: false },
+            PolicyKind::External => Descriptor { name: "external", describe: "an external program orders the jobs: JSON lines over a pipe (policy.external_cmd, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::MaxMinFairness => Descriptor { name: "max-min-fairness", describe: "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
             PolicyKind::MaxMinFairnessHet => Descriptor { name: "max-min-fairness-het", describe: "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
             PolicyKind::FinishTimeFairness => Descriptor { name: "finish-time-fairness", describe: "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types", family: Family::GavelAllocation, pair_speeds: false },
@@ -326,6 +331,8 @@ pub struct PolicyConfig {
     pub horus: HorusConfig,
     /// VTC: charge per job handed out, order inside a tenant (tenant weights: `tenant_weights`).
     pub vtc: crate::vtc::VtcConfig,
+    /// `external`: the agent's command (`sh -c`) and how long one answer may take.
+    pub external: Option<crate::external::ExternalConfig>,
 }
 
 impl Default for PolicyConfig {
@@ -345,6 +352,7 @@ impl Default for PolicyConfig {
             themis: ThemisConfig::default(),
             horus: HorusConfig::default(),
             vtc: crate::vtc::VtcConfig::default(),
+            external: None,
         }
     }
 }
@@ -410,6 +418,10 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         }
         PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
         PolicyKind::Vtc => Box::new(crate::vtc::Vtc::new(config.vtc, config.tenant_weights.clone(), greedy)?),
+        PolicyKind::External => {
+            let agent = config.external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command (policy.external_cmd; arbiter simulate --policy-cmd)".into()))?;
+            Box::new(crate::external::ExternalPolicy::spawn(&agent.command, agent.timeout, greedy)?)
+        }
         PolicyKind::Synergy(order, mechanism) => Box::new(Synergy::new(kind.name(), order, mechanism)),
         gavel => match build_gavel(gavel, config)? {
             Some(policy) => Box::new(policy),

@@ -464,3 +464,30 @@ fn a_crashing_slow_or_lying_agent_fails_with_a_clear_error_never_a_hang() {
     let out = arbiter(&["simulate", "--trace", "data/tiresias/60_job.csv", "--format", "tiresias", "--policy", "external"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--policy external needs --policy-cmd"));
 }
+
+#[test]
+fn a_scenario_runs_an_external_agent_per_simulation() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("external.toml");
+    let repo = repo();
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"external\"\npolicies = [\"sjf\", \"external\"]\nseeds = [0, 1]\n[cluster]\nnodes_per_rack = 1\n[policy]\nexternal_cmd = \"python3 {}\"\n[[trace]]\nname = \"sixty\"\nformat = \"tiresias\"\npath = \"{}\"\n",
+            repo.join("python/examples/sjf_agent.py").display(),
+            repo.join("data/tiresias/60_job.csv").display()
+        ),
+    )
+    .expect("write");
+    let out = json(&["run", &file.display().to_string(), "--json"]);
+    let rows = out["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 4, "{out}");
+    let jct = |policy: &str, seed: u64| rows.iter().find(|r| r["policy"] == policy && r["seed"] == seed).map(|r| r["avg_jct_s"].clone()).expect("row");
+    for seed in [0, 1] {
+        assert_eq!(jct("external", seed), jct("sjf", seed));
+    }
+    // Without its command the policy is refused, naming the key.
+    std::fs::write(&file, std::fs::read_to_string(&file).expect("read").replace("external_cmd", "# external_cmd")).expect("write");
+    let out = arbiter(&["run", &file.display().to_string()]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("policy.external_cmd"), "{}", String::from_utf8_lossy(&out.stderr));
+}

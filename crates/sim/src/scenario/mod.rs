@@ -613,6 +613,13 @@ impl Scenario {
         config.themis.lease_s = spec.themis_lease_s;
         config.horus = spec.horus_config();
         config.vtc = arbiter_policy::vtc::VtcConfig { quantum_s: spec.vtc_quantum_s, inner: spec.vtc_inner };
+        if !(spec.external_timeout_s.is_finite() && spec.external_timeout_s > 0.0) {
+            return Err(self.invalid(format!("policy.external_timeout_s must be > 0, got {}", spec.external_timeout_s)));
+        }
+        config.external = spec.external_cmd.clone().map(|command| arbiter_policy::external::ExternalConfig {
+            command,
+            timeout: std::time::Duration::from_secs_f64(spec.external_timeout_s),
+        });
         config.inner_policy = match spec.hierarchical_inner.as_str() {
             "fairness" => arbiter_policy::gavel::allocation::InnerPolicy::Fairness,
             "fifo" => arbiter_policy::gavel::allocation::InnerPolicy::Fifo,

@@ -64,6 +64,11 @@ pub struct PolicySpec {
     pub vtc_quantum_s: f64,
     /// VTC: the order inside a tenant: `fifo`, `srtf`, `sjf` or `las`.
     pub vtc_inner: arbiter_policy::vtc::VtcInner,
+    /// `external`: the agent's command, run with `sh -c` (relative paths in it resolve against
+    /// the directory `arbiter run` is started in).
+    pub external_cmd: Option<String>,
+    /// `external`: seconds the agent may take to answer one observation.
+    pub external_timeout_s: f64,
     /// Keys of this table that apply to one policy only, e.g. `[policy.per_policy.muri-l]
     /// muri_autopack = true` (a published number produced with another setting than the rest).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -99,6 +104,8 @@ impl Default for PolicySpec {
             horus_job_memory_gib: d.horus.job_memory_gib,
             vtc_quantum_s: d.vtc.quantum_s,
             vtc_inner: d.vtc.inner,
+            external_cmd: None,
+            external_timeout_s: 10.0,
             per_policy: BTreeMap::new(),
         }
     }
