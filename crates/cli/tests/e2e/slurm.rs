@@ -72,7 +72,7 @@ impl Lab {
         assert_eq!(nodes.len(), 4, "the lab cluster has four nodes: {nodes:?}");
         // An empty partition: what an earlier test left is cancelled.
         sh("scancel --partition=arbiter");
-        wait_for("the partition to be empty", 30, || slurm.jobs().expect("squeue").iter().all(|j| j.state.is_finished()));
+        wait_for("the partition to be empty", 120, || slurm.jobs().expect("squeue").iter().all(|j| j.state.is_finished()));
         for (_, user) in USERS {
             sh(&format!("id -u {user} >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh {user}"));
         }
@@ -485,7 +485,8 @@ fn slurm_co_located_jobs_share_gpus_as_steps_of_one_allocation_across_a_daemon_r
     for (t, id) in &jobs {
         wait_state(&clients[*t], *id, "cancelled", 30);
     }
-    wait_for("the allocations to be released", 30, || holders(&lab).is_empty());
+    // Cancelled at once, but a loaded node may take Slurm's KillWait to end a killed step.
+    wait_for("the allocations to be released", 120, || holders(&lab).is_empty());
     // Attack: bob's job asks to work in alice's private checkpoint directory. Its step is
     // started by the allocation's owner (root); the job enters the directory only as bob, so
     // it cannot, and fails without listing it.
