@@ -142,14 +142,13 @@ impl ExternalPolicy {
         None
     }
 
-    /// Counts −(jobs in the system) × seconds up to `now`; returns the reward since the last
-    /// observation, and starts the next one with `jobs` in the system.
-    fn count_to(&mut self, now: SimTime, jobs: Option<usize>) -> f64 {
+    /// Counts −(jobs in the system) × seconds up to `now` into the pending reward; from then on
+    /// `jobs` are in the system (`None`: one fewer, a job ended).
+    fn count_to(&mut self, now: SimTime, jobs: Option<usize>) {
         if let Some((at, n)) = self.previous {
             self.pending_reward -= n as f64 * now.as_ms().saturating_sub(at.as_ms()) as f64 / 1000.0;
             self.previous = Some((now, jobs.unwrap_or(n.saturating_sub(1))));
         }
-        std::mem::take(&mut self.pending_reward)
     }
 }
 
@@ -191,7 +190,8 @@ impl Policy for ExternalPolicy {
                 })
             })
             .collect();
-        let reward = self.count_to(now, Some(view.jobs.len()));
+        self.count_to(now, Some(view.jobs.len()));
+        let reward = std::mem::take(&mut self.pending_reward);
         self.previous = Some((now, view.jobs.len()));
         let observation = json!({ "type": "observation", "time_s": now.as_ms() as f64 / 1000.0, "reward": reward, "free_gpus": free, "jobs": jobs });
         self.send(&observation)?;
@@ -213,8 +213,7 @@ impl Policy for ExternalPolicy {
 
     fn job_finished(&mut self, _spec: &arbiter_model::JobSpec, _job: &arbiter_model::ActiveJob, now: SimTime) {
         // Kept for the next observation (or the end): the job counted in the system until now.
-        let reward = self.count_to(now, None);
-        self.pending_reward = reward;
+        self.count_to(now, None);
     }
 }
 

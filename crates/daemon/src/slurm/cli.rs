@@ -593,15 +593,18 @@ mod tests {
         assert!(batch_script(&req).is_err());
     }
 
+    /// An executable shell script `name` in `dir` standing in for one of Slurm's tools.
+    fn fake_tool(dir: &Path, name: &str, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
     #[test]
     fn a_step_waits_for_its_allocation_then_runs_the_job_through_srun() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let tool = |name: &str, body: &str| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        };
+        let tool = |name: &str, body: &str| fake_tool(dir.path(), name, body);
         let state = dir.path().join("state");
         let calls = dir.path().join("calls");
         // squeue says PENDING twice, then whatever the test put in `state`; srun records its
@@ -638,13 +641,8 @@ mod tests {
 
     #[test]
     fn runner_times_out_and_reports() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let tool = |name: &str, body: &str| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        };
+        let tool = |name: &str, body: &str| fake_tool(dir.path(), name, body);
         tool("squeue", "sleep 5");
         tool("sbatch", "cat >/dev/null; echo 'sbatch: error: invalid partition specified: x' >&2; exit 1");
         tool("sinfo", "echo '{\"nodes\":[]}'");
