@@ -2,6 +2,7 @@
 
 use crate::ids::{GpuTypeId, JobId};
 use crate::time::{SimDuration, SimTime};
+use crate::scaling::{GpuRange, Scaling};
 use crate::sensitivity::{HostShare, ResourceSensitivity};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -56,6 +57,13 @@ pub struct JobSpec {
     /// The trace's own `duration` column, seconds, where it differs from the simulated work
     /// (Muri-S ranks a job that never ran by it).
     pub trace_duration_s: Option<f64>,
+    /// GPU counts it may also run with (an elastic job: AFS, Optimus); `None`: only `gpus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic: Option<GpuRange>,
+    /// How its speed depends on its placement's shape and size (Pollux's profiles); `None`: the
+    /// same speed on any placement of `gpus` GPUs. Not serialised.
+    #[serde(skip)]
+    pub scaling: Option<Scaling>,
 }
 
 /// One training iteration's time on each resource, seconds: storage I/O, CPU, GPU.
@@ -99,6 +107,8 @@ impl JobSpec {
             stages: None,
             iteration_s: None,
             trace_duration_s: None,
+            elastic: None,
+            scaling: None,
         }
     }
 
@@ -116,6 +126,21 @@ impl JobSpec {
         } else {
             self.speed_by_gpu_type.get(gpu_type.index()).copied().unwrap_or(0.0)
         }
+    }
+
+    /// Whether `gpus` GPUs is a size it may run with: its gang, or within its elastic range.
+    #[inline]
+    pub fn allows_gpus(&self, gpus: u32) -> bool {
+        gpus == self.gpus || self.elastic.is_some_and(|r| r.contains(gpus))
+    }
+
+    /// Speed from the placement's shape (1 without a scaling profile); `None` where the profile
+    /// does not cover it.
+    pub fn placement_speed(&self, placement: &crate::Placement) -> Option<f64> {
+        let Some(scaling) = &self.scaling else { return Some(1.0) };
+        let mut shape: smallvec::SmallVec<[u32; 8]> = placement.slots.iter().map(|(_, g)| *g).filter(|g| *g > 0).collect();
+        shape.sort_unstable_by(|a, b| b.cmp(a));
+        scaling.speed(&shape)
     }
 
     /// Total GPU-seconds of work: run time × GPUs.

@@ -73,13 +73,13 @@ pub enum PlanError {
     /// The decision names the job twice.
     #[error("{0} is assigned twice")]
     AssignedTwice(JobId),
-    /// The placement's GPU count is not the job's gang size.
+    /// The placement's GPU count is not the job's gang size (nor in its elastic range).
     #[error("{job} asks for {wanted} GPUs, placement {placement} has {got}")]
     GangSize {
         /// The job.
         job: JobId,
-        /// Its gang size.
-        wanted: u32,
+        /// Its gang size, or its elastic range (`2..8`).
+        wanted: String,
         /// The placement, as text.
         placement: String,
         /// GPUs in the placement.
@@ -104,6 +104,17 @@ pub enum PlanError {
         gpu_type: String,
         /// The node.
         node: String,
+    },
+    /// The job's scaling profile has no speed for the placement's shape (nothing measured or
+    /// interpolated covers it).
+    #[error("{job} ({profile}) has no measured speed for placement {placement}")]
+    NoSpeedFor {
+        /// The job.
+        job: JobId,
+        /// Its profile.
+        profile: String,
+        /// The placement, as text.
+        placement: String,
     },
     /// A co-located job's partner is not in the decision.
     #[error("{job} shares GPUs with {partner}, which is not assigned")]
@@ -314,8 +325,15 @@ impl Planner {
             }
             self.stamp[i] = round;
             let spec = &specs[i];
-            if a.placement.gpus() != spec.gpus {
-                return Err(PlanError::GangSize { job: a.job, wanted: spec.gpus, placement: a.placement.to_string(), got: a.placement.gpus() });
+            if !spec.allows_gpus(a.placement.gpus()) {
+                let wanted = match spec.elastic {
+                    Some(range) => format!("{} or {range}", spec.gpus),
+                    None => spec.gpus.to_string(),
+                };
+                return Err(PlanError::GangSize { job: a.job, wanted, placement: a.placement.to_string(), got: a.placement.gpus() });
+            }
+            if let Some(scaling) = spec.scaling.as_ref().filter(|_| spec.placement_speed(&a.placement).is_none()) {
+                return Err(PlanError::NoSpeedFor { job: a.job, profile: scaling.0.describe(), placement: a.placement.to_string() });
             }
             if let Some(t) = spec.gpu_type
                 && a.placement.slots.iter().any(|(n, _)| cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
@@ -438,7 +456,7 @@ mod tests {
     #[test]
     fn every_rule_has_its_error() {
         assert!(matches!(check(vec![on(0, 0, 1), on(0, 1, 1)]), Err(PlanError::AssignedTwice(_))));
-        assert!(matches!(check(vec![on(2, 0, 1)]), Err(PlanError::GangSize { wanted: 2, got: 1, .. })));
+        assert!(matches!(check(vec![on(2, 0, 1)]), Err(PlanError::GangSize { ref wanted, got: 1, .. }) if wanted == "2"));
         assert!(matches!(check(vec![on(3, 1, 1)]), Err(PlanError::CannotRunOn { .. })));
         assert!(matches!(check(vec![on(0, 0, 1), on(1, 0, 1), on(3, 0, 1)]), Err(PlanError::OverAllocated { .. })));
         let (cluster, specs) = (cluster(), specs());

@@ -69,6 +69,13 @@ pub enum PolicyKind {
     /// VTC: tenants served by the lowest counter of weighted service received over time, no
     /// banked credit; a job order inside each tenant. Preemptive.
     Vtc,
+    /// Tiresias as Pollux's simulator runs it (two queues, 16 GPU-hours, most-free-node
+    /// placement). Preemptive.
+    PolluxTiresias,
+    /// Optimus+Oracle as Pollux's simulator runs it: elastic GPU counts by marginal gain.
+    Optimus,
+    /// AFS-L: elastic sharing by relative throughput gain (NSDI'21).
+    Afs,
     /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
     MaxMinFairness,
     /// Gavel max-min fairness over normalized throughputs (heterogeneity-aware LAS), by rounds.
@@ -157,7 +164,7 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 45] = [
+    pub const ALL: [PolicyKind; 48] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
@@ -175,6 +182,9 @@ impl PolicyKind {
         PolicyKind::Horus,
         PolicyKind::Qssf,
         PolicyKind::Vtc,
+        PolicyKind::PolluxTiresias,
+        PolicyKind::Optimus,
+        PolicyKind::Afs,
         PolicyKind::External,
         PolicyKind::MaxMinFairness,
         PolicyKind::MaxMinFairnessHet,
@@ -248,6 +258,9 @@ impl PolicyKind {
             PolicyKind::Horus => Descriptor { name: "horus", describe: "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)", family: Family::Events, pair_speeds: true },
             PolicyKind::Gittins => Descriptor { name: "gittins", describe: "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::Qssf => Descriptor { name: "qssf", describe: "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)", family: Family::Events, pair_speeds: false },
+            PolicyKind::PolluxTiresias => Descriptor { name: "pollux-tiresias", describe: "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)", family: Family::OtherRounds, pair_speeds: false },
+            PolicyKind::Optimus => Descriptor { name: "optimus", describe: "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)", family: Family::OtherRounds, pair_speeds: false },
+            PolicyKind::Afs => Descriptor { name: "afs", describe: "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)", family: Family::OtherRounds, pair_speeds: false },
             PolicyKind::Vtc => Descriptor { name: "vtc", describe: "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc_inner) inside a tenant (OSDI'24)", family: Family::Events, pair_speeds: false },
             PolicyKind::External => Descriptor { name: "external", describe: "an external program orders the jobs: JSON lines over a pipe (policy.external_cmd, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::MaxMinFairness => Descriptor { name: "max-min-fairness", describe: "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
@@ -417,6 +430,9 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
             Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
         }
         PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
+        PolicyKind::PolluxTiresias => Box::new(crate::pollux_tiresias::PolluxTiresias::new(crate::pollux_tiresias::QUEUE_THRESHOLD_GPU_S)?),
+        PolicyKind::Optimus => Box::new(crate::optimus::Optimus),
+        PolicyKind::Afs => Box::new(crate::afs::Afs::default()),
         PolicyKind::Vtc => Box::new(crate::vtc::Vtc::new(config.vtc, config.tenant_weights.clone(), greedy)?),
         PolicyKind::External => {
             let agent = config.external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command (policy.external_cmd; arbiter simulate --policy-cmd)".into()))?;

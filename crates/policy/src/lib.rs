@@ -15,9 +15,11 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod afs;
 pub mod antman;
 pub mod backfill;
 pub mod dlas;
+mod elastic;
 pub mod external;
 pub mod gavel;
 pub mod gittins;
@@ -28,8 +30,10 @@ pub mod kind;
 pub mod las;
 pub mod matching;
 pub mod muri;
+pub mod optimus;
 pub mod ordered;
 pub mod placement;
+pub mod pollux_tiresias;
 pub mod qssf;
 pub mod synergy;
 pub mod themis;

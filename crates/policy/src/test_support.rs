@@ -27,3 +27,20 @@ pub fn step(policy: &mut dyn Policy, cluster: &Cluster, specs: &[JobSpec], live:
 pub fn decide(policy: &mut dyn Policy, cluster: &Cluster, jobs: &[ActiveJob], specs: &[JobSpec], now: SimTime) -> Decision {
     policy.schedule(&SchedulerView { cluster, jobs, specs }, now).expect("decides")
 }
+
+/// `nodes` nodes of `gpus_per_node` GPUs, one rack.
+pub fn cluster(nodes: u32, gpus_per_node: u32) -> Cluster {
+    Cluster::homogeneous(1, nodes, gpus_per_node, 16 * gpus_per_node, 64 * gpus_per_node, "T4").expect("valid cluster")
+}
+
+/// Job `id` submitted at `submit_s` asking for `gpus` GPUs with `run_time_s` of work.
+pub fn spec_with(id: u32, submit_s: u64, gpus: u32, run_time_s: f64) -> JobSpec {
+    JobSpec::new(arbiter_model::JobId(id), SimTime::from_ms((submit_s) * 1000), gpus, run_time_s)
+}
+
+/// `job` running on `placement` since `since`, at speed 1.
+pub fn running(mut job: ActiveJob, placement: arbiter_model::Placement, since: SimTime) -> ActiveJob {
+    job.state = RunState::Running { placement, since, speed: 1.0 };
+    job.accounted_at = since;
+    job
+}

@@ -59,6 +59,10 @@ pub struct SimConfig {
     pub schedule_on_events: bool,
     /// Also call it every `round_s` seconds (Gavel-style rounds); `None` for no rounds.
     pub round_s: Option<f64>,
+    /// Rounds fall on multiples of `round_s` from time zero (the first one after the first
+    /// arrival, and never at zero) rather than starting at the first arrival: Pollux's simulator
+    /// steps time by its interval from zero and decides at the end of each step.
+    pub align_rounds: bool,
     /// How restart overhead is charged.
     pub overhead: OverheadModel,
     /// Restart overhead in seconds for jobs whose spec does not set one.
@@ -81,6 +85,7 @@ impl Default for SimConfig {
         SimConfig {
             schedule_on_events: true,
             round_s: None,
+            align_rounds: false,
             overhead: OverheadModel::OnRestart,
             restart_overhead_s: 0.0,
             failures: None,
@@ -313,8 +318,14 @@ impl Engine<'_> {
         let round = self.config.round_s.map(SimDuration::from_secs_f64).filter(|d| d.as_ms() > 0);
 
         let mut next_arrival = 0usize;
-        if let (Some(_), Some(first)) = (round, self.specs.first()) {
-            self.push(first.submit, EventKind::Round);
+        if let (Some(r), Some(first)) = (round, self.specs.first()) {
+            let at = if self.config.align_rounds {
+                let r_ms = r.as_ms();
+                SimTime::from_ms(first.submit.as_ms().div_ceil(r_ms).max(1) * r_ms)
+            } else {
+                first.submit
+            };
+            self.push(at, EventKind::Round);
         }
         loop {
             let arrival_at = self.specs.get(next_arrival).map(|s| s.submit.as_ms());
@@ -546,7 +557,9 @@ impl Engine<'_> {
             return g.speed;
         }
         let spec = &self.specs[assignment.job.index()];
-        assignment.placement.slots.first().and_then(|(node, _)| self.cluster.node(*node)).map_or(1.0, |node| {
+        // The planner refused placements a job's profile does not cover.
+        let shape = spec.placement_speed(&assignment.placement).unwrap_or(1.0);
+        shape * assignment.placement.slots.first().and_then(|(node, _)| self.cluster.node(*node)).map_or(1.0, |node| {
             let proportional = proportional_share(node);
             spec.speed_on(node.gpu_type) * spec.host_speedup(assignment.host.unwrap_or(proportional), proportional)
         })

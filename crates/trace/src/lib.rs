@@ -109,6 +109,17 @@ impl Trace {
         Trace { jobs, origin_unix_s: origin }
     }
 
+    /// Jobs on the trace's own time axis (not shifted to start at zero): for traces whose zero
+    /// means something, such as Pollux's workloads (seconds from the start of the window, which a
+    /// simulator stepping from zero in fixed intervals sees).
+    pub fn from_jobs_keeping_times(mut jobs: Vec<JobSpec>) -> Self {
+        jobs.sort_by_key(|j| j.submit);
+        for (i, job) in jobs.iter_mut().enumerate() {
+            job.id = JobId(i as u32);
+        }
+        Trace { jobs, origin_unix_s: None }
+    }
+
     /// Keeps the jobs for which `keep` is true and renumbers them densely. Times are kept as they
     /// are, so tenants split out of one trace stay on one time axis.
     pub fn filter(self, mut keep: impl FnMut(&JobSpec) -> bool) -> Self {
