@@ -1,16 +1,15 @@
 //! Tells the tests which optional data sets from `../shared/traces` (next to the repository) are
 //! present, so that tests needing an absent one are reported as ignored rather than passing
-//! without checking anything: `cfg(shared_gavel_traces)`, `cfg(shared_pollux_traces)`.
+//! without checking anything: `cfg(shared_gavel_traces)`. (Pollux's data is bundled in `data/pollux`.)
 
 use std::path::PathBuf;
 
 /// (cfg name, files the tests read, relative to `../shared/traces`).
-const DATA: [(&str, &[&str]); 2] = [
+const DATA: [(&str, &[&str]); 1] = [
     (
         "shared_gavel_traces",
         &["gavel/scheduler/traces/msr/seed=0/6214e9.trace", "gavel/scheduler/traces/physical_cluster/small_test.trace"],
     ),
-    ("shared_pollux_traces", &["pollux/simulator/workloads/workload-1.csv"]),
 ];
 
 fn main() {

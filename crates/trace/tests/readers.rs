@@ -10,9 +10,9 @@ fn repo(path: &str) -> PathBuf {
 }
 
 /// A file under `../shared/traces`. Tests that read one are ignored unless `build.rs` found it
-/// (`cfg(shared_gavel_traces)`, `cfg(shared_pollux_traces)`), so a missing folder shows up as
+/// (`cfg(shared_gavel_traces)`), so a missing folder shows up as
 /// ignored in the summary rather than as a pass.
-#[cfg_attr(not(any(shared_gavel_traces, shared_pollux_traces)), allow(dead_code))]
+#[cfg_attr(not(shared_gavel_traces), allow(dead_code))]
 fn shared(path: &str) -> PathBuf {
     repo("../shared/traces").join(path)
 }
@@ -90,18 +90,60 @@ fn gavel_traces_read_in_both_row_forms() {
 }
 
 #[test]
-#[cfg_attr(not(shared_pollux_traces), ignore = "needs ../shared/traces/pollux")]
-fn pollux_workloads_get_run_times_from_profiles() {
-    let workload = shared("pollux/simulator/workloads/workload-1.csv");
+fn pollux_workloads_get_speeds_from_the_profiles() {
+    let workload = repo("data/pollux/workloads/workload-6.csv");
     let trace = read(&workload, TraceFormat::Pollux, &ReadOptions::default()).expect("reads");
     assert_eq!(trace.jobs.len(), 160);
-    assert!(trace.jobs.iter().all(|j| j.run_time_s > 0.0 && j.run_time_s.is_finite()));
+    assert!(trace.jobs.iter().all(|j| j.run_time_s > 0.0 && j.run_time_s.is_finite() && j.scaling.is_some()));
+    // Times are the workload's own (Pollux's simulator steps from zero): the first job at 53 s.
+    let first = &trace.jobs[0];
+    assert_eq!((first.trace_id.as_str(), first.submit.as_ms(), first.gpus), ("cifar10-0", 53_000, 6));
+    // cifar10, batch 2048 on 6 GPUs packed 4+2: local batch 342, no accumulation (total 2052);
+    // step time interpolated in placements.csv's row "24" between local batches 257
+    // (0.230765 s) and 363 (0.278169 s); 100 epochs of progress ÷ statistical efficiency at
+    // batch 2052 = 3,338.44 step-equivalents (the artifact's functions give the same):
+    // 897.30 s.
+    let step: f64 = 0.230_765_056_610_107_43 + (342.0 - 257.0) / (363.0 - 257.0) * (0.278_168_702_125_549_34 - 0.230_765_056_610_107_43);
+    assert!((step - 0.268_777_4).abs() < 1e-6);
+    assert!((first.run_time_s - 897.298).abs() < 0.01, "{}", first.run_time_s);
+    // Elastic from 1 GPU to 2048 / 32 (the smallest local batch measured) = 64.
+    assert_eq!(first.elastic, Some(arbiter_model::GpuRange { min: 1, max: 64 }));
+    let scaling = first.scaling.as_ref().expect("profile");
+    assert_eq!(scaling.speed(&[4, 2]), Some(1.0));
+    // Spread over three nodes (2+2+2, row "222") it is slower; packed on 8 GPUs faster.
+    let spread = scaling.speed(&[2, 2, 2]).expect("measured");
+    assert!(spread < 1.0, "{spread}");
+    assert!(scaling.speed(&[4, 4]).expect("measured") > 1.0);
+    // Six nodes of one GPU: not measured as a placement; interpolated over (nodes, GPUs, local
+    // batch) — scalability.csv has (6 nodes, 6 GPUs) at local batches 257 and 363, so along that
+    // edge the value is their linear interpolation at 342.
+    let six = scaling.speed(&[1, 1, 1, 1, 1, 1]).expect("interpolated");
+    let step6 = 0.216_358_971_595_764_17 + (342.0 - 257.0) / (363.0 - 257.0) * (0.270_731_067_657_470_7 - 0.216_358_971_595_764_17);
+    assert!((six - step / step6).abs() < 1e-9, "{six} vs {}", step / step6);
+    // 65 GPUs or nine per node: nothing covers it.
+    assert_eq!(scaling.speed(&[9]), None);
+    // NCF does not scale out under elastic policies (the artifact caps it at one GPU).
+    let ncf = trace.jobs.iter().find(|j| j.model.as_deref() == Some("ncf")).expect("an ncf job");
+    assert_eq!(ncf.elastic.map(|r| r.max), Some(1));
     // ImageNet trains far longer than CIFAR-10.
     let mean = |app: &str| {
         let v: Vec<f64> = trace.jobs.iter().filter(|j| j.model.as_deref() == Some(app)).map(|j| j.run_time_s).collect();
         v.iter().sum::<f64>() / v.len() as f64
     };
     assert!(mean("imagenet") > 10.0 * mean("cifar10"));
+}
+
+#[test]
+fn a_pollux_workload_with_an_unknown_model_or_batch_names_the_row() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workload = dir.path().join("w.csv");
+    std::fs::write(&workload, "name,time,application,num_replicas,batch_size\nx-0,1,resnet,1,128\n").expect("write");
+    let options = ReadOptions { profiles: Some(repo("data/pollux/traces")), ..ReadOptions::default() };
+    let err = read(&workload, TraceFormat::Pollux, &options).expect_err("unknown model").to_string();
+    assert!(err.contains("w.csv:2: application:") && err.contains("unknown Pollux model `resnet`"), "{err}");
+    std::fs::write(&workload, "name,time,application,num_replicas,batch_size\nx-0,1,cifar10,1,64\n").expect("write");
+    let err = read(&workload, TraceFormat::Pollux, &options).expect_err("batch too small").to_string();
+    assert!(err.contains("batch_size") && err.contains("outside cifar10's validated batch sizes 128..4096"), "{err}");
 }
 
 #[test]
