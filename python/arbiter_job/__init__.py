@@ -6,7 +6,13 @@ Standard library only. Arbiter starts each run of a job with:
     ARBITER_CHECKPOINT_DIR                          where to checkpoint (kept across runs)
     ARBITER_CHECKPOINT_SIGNAL                       the signal that asks it to stop (default TERM)
     ARBITER_LEASE_S, ARBITER_RUN                    round length, run number (1, 2, ...)
+    ARBITER_GPUS, ARBITER_PREVIOUS_GPUS             this run's GPU count, the last run's (if any)
     CUDA_VISIBLE_DEVICES                            its GPUs
+
+An elastic job (``arbiter submit --gpus 2..8``) may be restarted on another GPU count: read
+:attr:`Job.gpus` to size the data-parallel group (and the per-GPU batch, for a fixed global
+batch), and pass ``on_resize`` to :meth:`Job.run` (or check :attr:`Job.resized`) to adapt a
+checkpoint taken on another count.
 
 A job that spans several nodes (Arbiter's Slurm executor) starts its command once, on the first
 node; ``srun`` in the command starts one process per node. Each process reads its place in the
@@ -82,6 +88,25 @@ class Job:
             if value.isdigit():
                 return int(value)
         return default
+
+    # -- elastic jobs ---------------------------------------------------------------------------
+
+    @property
+    def gpus(self) -> int:
+        """GPUs this run has (``ARBITER_GPUS``; else those ``CUDA_VISIBLE_DEVICES`` lists; else 1)."""
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        return self._int_env("ARBITER_GPUS", default=len(visible) or 1)
+
+    @property
+    def previous_gpus(self) -> Optional[int]:
+        """GPUs the previous run of this job had (``ARBITER_PREVIOUS_GPUS``), None on the first run."""
+        value = os.environ.get("ARBITER_PREVIOUS_GPUS", "").strip()
+        return int(value) if value.isdigit() else None
+
+    @property
+    def resized(self) -> bool:
+        """Whether this run has another GPU count than the previous one (an elastic resize)."""
+        return self.previous_gpus is not None and self.previous_gpus != self.gpus
 
     @property
     def rank(self) -> int:
@@ -210,15 +235,20 @@ class Job:
         initial_state: Callable[[], Any] = lambda: {},
         save: Optional[Callable[[Any], None]] = None,
         load: Optional[Callable[[], Any]] = None,
+        on_resize: Optional[Callable[[Any, int, int], Any]] = None,
     ) -> Any:
         """Run `step(state) -> state` until `total_steps` steps are done, resuming from the last
         checkpoint and checkpointing (then exiting with code 0) when asked to stop. `save` and
         `load` default to :meth:`save` / :meth:`load` of a JSON state; pass your own to save
-        model weights. The state handed to `step` is a dict with `step` and `user` keys."""
+        model weights. The state handed to `step` is a dict with `step` and `user` keys. An
+        elastic job restarted on another GPU count has `on_resize(user_state, old_gpus,
+        new_gpus) -> user_state` called once, after the checkpoint is loaded."""
         save = save or self.save
         load = load or self.load
         resumed = load()
         state = resumed if resumed is not None else {"step": 0, "user": initial_state()}
+        if resumed is not None and self.resized and on_resize is not None and self.previous_gpus is not None:
+            state["user"] = on_resize(state["user"], self.previous_gpus, self.gpus)
         while state["step"] < total_steps:
             state["user"] = step(state["user"])
             state["step"] += 1

@@ -236,3 +236,36 @@ def test_host_lists_expand_like_slurms():
         except ValueError:
             continue
         raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_an_elastic_run_learns_its_gpu_count_and_adapts_a_checkpoint_from_another(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARBITER_CHECKPOINT_DIR", str(tmp_path))
+    for name in ("ARBITER_GPUS", "ARBITER_PREVIOUS_GPUS", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    job = Job(install_signal_handler=False)
+    assert (job.gpus, job.previous_gpus, job.resized) == (1, None, False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,3")
+    assert Job(install_signal_handler=False).gpus == 2
+    # A first run on 4 GPUs stops half way (a checkpoint with a per-GPU batch for 4 GPUs).
+    monkeypatch.setenv("ARBITER_GPUS", "4")
+    first = Job(install_signal_handler=False)
+    first.save({"step": 5, "user": {"per_gpu_batch": 64}})
+    # Restarted on 2: on_resize sees 4 -> 2 once, and the loop resumes at step 5.
+    monkeypatch.setenv("ARBITER_GPUS", "2")
+    monkeypatch.setenv("ARBITER_PREVIOUS_GPUS", "4")
+    job = Job(install_signal_handler=False)
+    assert (job.gpus, job.previous_gpus, job.resized) == (2, 4, True)
+    calls = []
+
+    def on_resize(state, old, new):
+        calls.append((old, new))
+        return {"per_gpu_batch": state["per_gpu_batch"] * old // new}
+
+    steps = []
+    result = job.run(lambda s: steps.append(1) or s, total_steps=8, on_resize=on_resize)
+    assert calls == [(4, 2)]
+    assert result == {"per_gpu_batch": 128}
+    assert len(steps) == 3, "resumed at step 5 of 8"
+    # Same count as before: no resize.
+    monkeypatch.setenv("ARBITER_PREVIOUS_GPUS", "2")
+    assert Job(install_signal_handler=False).resized is False

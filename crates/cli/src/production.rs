@@ -62,9 +62,12 @@ pub enum ClientCommand {
     /// The submission carries a random idempotency key and is retried a few times if the daemon
     /// cannot be reached: a retry never creates a second job.
     Submit {
-        /// GPUs.
-        #[arg(long, default_value_t = 1)]
-        gpus: u32,
+        /// GPUs: a count (`4`), or a range for an elastic job (`2..8`): policies that resize jobs
+        /// (afs, optimus) run it on any count in the range, learning its speed-up from the
+        /// throughput it reports at each; a resize is a checkpoint and a restart, and the run
+        /// reads its count from ARBITER_GPUS (the previous run's from ARBITER_PREVIOUS_GPUS).
+        #[arg(long, default_value = "1", value_parser = parse_gpu_range)]
+        gpus: (u32, Option<u32>),
         /// Allowed GPU types (comma-separated; default any).
         #[arg(long, value_delimiter = ',')]
         gpu_types: Vec<String>,
@@ -320,12 +323,16 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
                 None => std::env::current_dir()?,
             };
             let command_line = command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+            let (gpus, max_gpus) = gpus;
             let mut body = json!({
                 "command": command_line, "gpus": gpus, "priority": priority, "working_dir": cwd.display().to_string(),
                 "env": env_map, "checkpoint_signal": checkpoint_signal, "grace_s": grace_s, "max_retries": max_retries,
             });
             if !gpu_types.is_empty() {
                 body["gpu_types"] = json!(gpu_types);
+            }
+            if let Some(most) = max_gpus {
+                body["max_gpus"] = json!(most);
             }
             if let Some(d) = checkpoint_dir {
                 body["checkpoint_dir"] = json!(std::path::absolute(&d)?.display().to_string());
@@ -577,3 +584,18 @@ fn shell_quote(arg: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// `--gpus`: `N`, or `MIN..MAX` for an elastic job.
+fn parse_gpu_range(text: &str) -> std::result::Result<(u32, Option<u32>), String> {
+    let count = |s: &str| s.trim().parse::<u32>().map_err(|_| format!("`{s}` is not a GPU count; write N or MIN..MAX (e.g. 2..8)"));
+    match text.split_once("..") {
+        None => Ok((count(text)?, None)),
+        Some((least, most)) => {
+            let (least, most) = (count(least)?, count(most)?);
+            if least == 0 || most < least {
+                return Err(format!("`{text}`: an elastic range needs 1 <= MIN <= MAX"));
+            }
+            Ok((least, (most > least).then_some(most)))
+        }
+    }
+}

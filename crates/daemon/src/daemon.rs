@@ -476,6 +476,11 @@ impl Daemon {
                 // A speed measured while sharing is not the job's speed on that type.
                 let entry = updated.throughput_by_gpu_type.entry(t.clone()).or_insert(measured);
                 *entry = 0.75 * *entry + 0.25 * measured;
+                if updated.request.max_gpus.is_some() {
+                    let count = updated.state.gpus().map_or(0, |g| g.len() as u32);
+                    let entry = updated.throughput_by_gpu_count.entry(count).or_insert(measured);
+                    *entry = 0.75 * *entry + 0.25 * measured;
+                }
             }
             let partner = match sharing {
                 crate::pairs::Sharing::Pair(other) => {
@@ -492,7 +497,7 @@ impl Daemon {
             };
             if let Some(beside) = beside.filter(|_| settled) {
                 let me = updated.request.job_type.as_ref().map(|job_type| crate::pairs::TypeOf { tenant: updated.tenant.clone(), job_type: job_type.clone() });
-                let (measurements, samples) = crate::pairs::learn(&updated.measurements, me.as_ref(), updated.request.gpus, &t, beside, measured);
+                let (measurements, samples) = crate::pairs::learn(&updated.measurements, me.as_ref(), updated.state.gpus().map_or(updated.request.gpus, |g| g.len() as u32), &t, beside, measured);
                 updated.measurements = measurements;
                 for (key, sample) in samples {
                     writes.extend(state.pairs.record(key, sample, self.now_s(), &mut undo));

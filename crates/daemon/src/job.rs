@@ -19,6 +19,14 @@ pub struct SubmitRequest {
     /// GPUs, all at once.
     #[serde(default = "one")]
     pub gpus: u32,
+    /// An elastic job: it may run on any count from `gpus` up to this many. Policies that resize
+    /// jobs (`afs`, `optimus`) choose the count, from the throughput the job reports at each
+    /// count (untried counts are assumed to scale linearly from the nearest tried one); the
+    /// others run it on `gpus`. A resize is a checkpoint and a restart on the new count: the run
+    /// learns its count from `ARBITER_GPUS` and the previous run's from
+    /// `ARBITER_PREVIOUS_GPUS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u32>,
     /// GPU types the job may run on (empty: any).
     #[serde(default)]
     pub gpu_types: Vec<String>,
@@ -240,6 +248,17 @@ impl SubmitRequest {
             // A job runs on GPUs of one type: a gang larger than the largest group never starts.
             return bad("gpus", format!("asks for {} GPUs{what}; this cluster has {allowed}{}", self.gpus, if allowed > largest { format!(", at most {largest} of one type") } else { String::new() }));
         }
+        if let Some(most) = self.max_gpus {
+            if most < self.gpus {
+                return bad("max_gpus", format!("{most} is fewer than gpus ({}); an elastic job runs on gpus..max_gpus", self.gpus));
+            }
+            if most > largest {
+                return bad("max_gpus", format!("{most} GPUs; this cluster has at most {largest} of one type"));
+            }
+            if self.opportunistic {
+                return bad("max_gpus", "an opportunistic job cannot be elastic (it runs on whatever GPUs are idle)".into());
+            }
+        }
         if self.cpus > limits.cpus {
             return bad("cpus", format!("asks for {} CPU cores; this machine has {}", self.cpus, limits.cpus));
         }
@@ -438,6 +457,12 @@ pub struct JobRecord {
     /// Measured steps per second on each GPU type it ran on (smoothed over reports).
     #[serde(default)]
     pub throughput_by_gpu_type: BTreeMap<String, f64>,
+    /// Elastic jobs: measured steps per second by GPU count (smoothed over reports made alone).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub throughput_by_gpu_count: BTreeMap<u32, f64>,
+    /// GPUs its last run had (`ARBITER_PREVIOUS_GPUS` for the next run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_gpus: Option<u32>,
     /// Total steps, if the job said (turns progress into a remaining-time estimate).
     #[serde(default)]
     pub total_steps: Option<u64>,
@@ -560,6 +585,8 @@ impl JobRecord {
             pending_reason: None,
             progress: None,
             throughput_by_gpu_type: BTreeMap::new(),
+            throughput_by_gpu_count: BTreeMap::new(),
+            last_run_gpus: None,
             total_steps: None,
             history: Vec::new(),
             token_sha256,

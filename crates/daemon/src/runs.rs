@@ -78,6 +78,11 @@ impl Daemon {
         env.insert("ARBITER_CHECKPOINT_DIR".into(), checkpoint_dir.display().to_string());
         env.insert("ARBITER_LEASE_S".into(), format!("{}", settings.round_s));
         env.insert("ARBITER_RUN".into(), (job.runs + 1).to_string());
+        // An elastic job's run learns its GPU count, and whether it was resized.
+        env.insert("ARBITER_GPUS".into(), gpus.len().to_string());
+        if let Some(previous) = job.last_run_gpus {
+            env.insert("ARBITER_PREVIOUS_GPUS".into(), previous.to_string());
+        }
         env.insert("ARBITER_CHECKPOINT_SIGNAL".into(), job.request.checkpoint_signal.clone());
         // The job's own token for progress reports; the daemon keeps only its hash, so a fresh
         // one is issued per run (and dies with the run).
@@ -108,6 +113,7 @@ impl Daemon {
             Ok(handle) => {
                 let job = &mut state.jobs[id as usize];
                 job.runs += 1;
+                job.last_run_gpus = Some(gpus.len() as u32);
                 job.token_sha256 = crate::auth::sha256_hex(&token);
                 let who = identity.map(|i| format!(" as uid {}", i.uid)).unwrap_or_default();
                 job.transition(JobState::Running { gpus, pid: handle, started_unix_s: now }, format!("started on {where_}{who}"), now);

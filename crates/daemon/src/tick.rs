@@ -253,7 +253,7 @@ impl Daemon {
             let tenant = state.jobs[id as usize].tenant.clone();
             let quota = state.tenants.get(&tenant).and_then(|t| t.gpu_quota);
             let held_now = held_by_tenant.get(&tenant).copied().unwrap_or(0);
-            if let Some(quota) = quota.filter(|q| held_now + state.specs[id as usize].gpus > *q) {
+            if let Some(quota) = quota.filter(|q| held_now + a.placement.gpus() > *q) {
                 state.jobs[id as usize].pending_reason = Some(format!("tenant {tenant} is at its GPU quota ({quota})"));
                 continue;
             }

@@ -4,7 +4,9 @@
 
 use crate::job::{JobRecord, JobState};
 use crate::topology::Topology;
-use arbiter_model::{ActiveJob, Cluster, JobId, JobSpec, NodeId, Placement, RunState, SimDuration, SimTime};
+use arbiter_model::{ActiveJob, Cluster, GpuRange, JobId, JobSpec, NodeId, PlacementSpeed, Placement, RunState, Scaling, SimDuration, SimTime};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Run time assumed for jobs that give no estimate (policies like SRTF need one).
 pub const DEFAULT_EXPECTED_RUN_S: u64 = 3600;
@@ -47,12 +49,61 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
             })
             .collect();
     }
+    // An elastic job: its range, and its speed-up from the throughput measured at each count.
+    if let Some(most) = r.max_gpus.filter(|m| *m > r.gpus) {
+        spec.elastic = Some(GpuRange { min: r.gpus, max: most });
+        spec.scaling = Some(Scaling(Arc::new(MeasuredScaling { reference: r.gpus, by_count: job.throughput_by_gpu_count.clone() })));
+    }
     // Remaining work from measured progress, when the job said how many steps it has.
     if let (Some(total), Some(p)) = (job.total_steps, job.progress.as_ref())
         && let Some(rate) = p.throughput.filter(|t| *t > 0.0) {
             spec.run_time_s = job.executed_s + (total.saturating_sub(p.steps) as f64 / rate).max(1.0);
         }
     spec
+}
+
+/// An elastic job's speed-up curve from what it measured: steps per second by GPU count,
+/// relative to its least count. A count not tried yet is assumed to scale linearly from the
+/// nearest tried one (optimistic, so that it gets tried); nothing measured: linear throughout.
+struct MeasuredScaling {
+    reference: u32,
+    by_count: BTreeMap<u32, f64>,
+}
+
+impl MeasuredScaling {
+    /// Throughput at `n` GPUs, in measured units where any count was measured.
+    fn throughput(&self, n: u32) -> f64 {
+        if let Some(t) = self.by_count.get(&n) {
+            return *t;
+        }
+        let nearest = self.by_count.iter().filter(|(_, t)| **t > 0.0).min_by_key(|(c, _)| (c.abs_diff(n), **c));
+        match nearest {
+            Some((&c, &t)) if c > 0 => t * f64::from(n) / f64::from(c),
+            _ => f64::from(n),
+        }
+    }
+}
+
+impl PlacementSpeed for MeasuredScaling {
+    fn speed(&self, shape: &[u32]) -> Option<f64> {
+        let reference = self.throughput(self.reference.max(1));
+        (reference > 0.0).then(|| self.throughput(shape.iter().sum()) / reference)
+    }
+
+    fn remaining_iterations(&self, _done: f64) -> Option<f64> {
+        None
+    }
+
+    /// Relative to the least count's (seconds per unit of work at reference speed): comparable
+    /// across jobs, with remaining work in seconds standing in for iterations.
+    fn predicted_iteration_s(&self, gpus: u32, _gpus_per_node: u32) -> Option<f64> {
+        let t = self.throughput(gpus);
+        (t > 0.0).then(|| self.throughput(self.reference.max(1)) / t)
+    }
+
+    fn describe(&self) -> String {
+        format!("measured on {} GPU counts", self.by_count.len())
+    }
 }
 
 /// A job as the engine shows it to a policy: queued or running (with the GPU type it runs on),
@@ -100,6 +151,28 @@ mod tests {
     use crate::job::SubmitRequest;
     use arbiter_model::{GpuTypeId, Node, RackId};
     use std::collections::BTreeMap;
+
+    #[test]
+    fn an_elastic_jobs_speed_up_comes_from_its_measurements_and_untried_counts_scale_linearly() {
+        let measured = MeasuredScaling { reference: 2, by_count: BTreeMap::from([(2, 10.0), (4, 16.0)]) };
+        assert_eq!(measured.speed(&[2]), Some(1.0));
+        assert_eq!(measured.speed(&[2, 2]), Some(1.6));
+        // 8 GPUs untried: linear from the nearest tried count (4: 16 steps/s) — 32, 3.2x.
+        assert_eq!(measured.speed(&[4, 4]), Some(3.2));
+        // 3: equally near 2 and 4; the smaller wins — 15 steps/s.
+        assert_eq!(measured.speed(&[3]), Some(1.5));
+        assert_eq!(measured.predicted_iteration_s(4, 8), Some(10.0 / 16.0));
+        // Nothing measured yet: linear throughout.
+        let fresh = MeasuredScaling { reference: 1, by_count: BTreeMap::new() };
+        assert_eq!(fresh.speed(&[4]), Some(4.0));
+        // And a submission with max_gpus becomes an elastic spec.
+        let request: SubmitRequest = serde_json::from_value(serde_json::json!({"command": "true", "gpus": 2, "max_gpus": 8})).expect("request");
+        let record = JobRecord::submitted(0, "t", request, 0, String::new());
+        let cluster = Cluster::homogeneous(1, 1, 8, 64, 256, "a100").expect("cluster");
+        let spec = spec_of(&record, &cluster);
+        assert_eq!(spec.elastic, Some(GpuRange { min: 2, max: 8 }));
+        assert_eq!(spec.placement_speed(&Placement::single(NodeId(0), 4)), Some(2.0));
+    }
 
     #[test]
     fn measured_throughput_gives_speeds_per_type_and_remaining_time() {

@@ -175,3 +175,68 @@ mod tests {
         assert_eq!(counts(&specs, 2), vec![2, 0]);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::test_support::{cluster, spec_with};
+    use arbiter_model::{GpuRange, PlacementSpeed, Scaling};
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    /// Concave speed-up: T(n) = n^exponent (0 < exponent ≤ 1).
+    struct Power(f64);
+    impl PlacementSpeed for Power {
+        fn speed(&self, shape: &[u32]) -> Option<f64> {
+            Some(f64::from(shape.iter().sum::<u32>()).powf(self.0))
+        }
+        fn remaining_iterations(&self, _done: f64) -> Option<f64> {
+            None
+        }
+        fn predicted_iteration_s(&self, _gpus: u32, _per_node: u32) -> Option<f64> {
+            None
+        }
+        fn describe(&self) -> String {
+            format!("n^{}", self.0)
+        }
+    }
+
+    proptest! {
+        /// Counts stay within each job's range (or zero), placements fit the cluster, and no
+        /// GPU is left idle while a job could still grow into it.
+        #[test]
+        fn counts_respect_ranges_and_leave_no_usable_gpu_idle(
+            nodes in 1u32..5,
+            jobs in prop::collection::vec((1u32..4, 0u32..6, 1.0f64..1e4, 0.3f64..1.0, any::<bool>()), 1..12),
+        ) {
+            let cluster = cluster(nodes, 4);
+            let specs: Vec<_> = jobs.iter().enumerate().map(|(i, &(least, extra, work, exponent, elastic))| {
+                let mut s = spec_with(i as u32, 0, least, work);
+                if elastic {
+                    s.elastic = Some(GpuRange { min: least, max: least + extra });
+                    s.scaling = Some(Scaling(Arc::new(Power(exponent))));
+                }
+                s
+            }).collect();
+            let active: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
+            let d = Afs::default().schedule(&SchedulerView { cluster: &cluster, jobs: &active, specs: &specs }, SimTime::ZERO).expect("decides");
+            let mut used = vec![0u32; nodes as usize];
+            let mut count = vec![0u32; specs.len()];
+            for a in &d.run {
+                count[a.job.index()] = a.placement.gpus();
+                for &(node, g) in &a.placement.slots {
+                    used[node.index()] += g;
+                }
+            }
+            prop_assert!(used.iter().all(|u| *u <= 4), "over-allocated: {used:?}");
+            let free = 4 * nodes - used.iter().sum::<u32>();
+            for (s, &n) in specs.iter().zip(&count) {
+                let (least, most) = gpu_bounds(s);
+                prop_assert!(n == 0 || (least..=most).contains(&n), "{} got {n}, range {least}..{most}", s.id);
+                // Could it have used a free GPU? Growing by one (or starting at its least).
+                let step = if n == 0 { least } else { 1 };
+                prop_assert!(n == most || step > free, "{} at {n} of {least}..{most} with {free} GPUs free", s.id);
+            }
+        }
+    }
+}

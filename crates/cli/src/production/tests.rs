@@ -96,3 +96,13 @@ fn show_says_which_jobs_share_the_gpus_and_jobs_marks_them() {
     assert!(!job_text(&alone).contains("shares:"));
     assert!(!jobs_table(&[alone]).contains('*'));
 }
+
+#[test]
+fn gpus_take_a_count_or_an_elastic_range() {
+    assert_eq!(parse_gpu_range("4"), Ok((4, None)));
+    assert_eq!(parse_gpu_range("2..8"), Ok((2, Some(8))));
+    assert_eq!(parse_gpu_range("3..3"), Ok((3, None)));
+    assert!(parse_gpu_range("8..2").expect_err("reversed").contains("1 <= MIN <= MAX"));
+    assert!(parse_gpu_range("0..2").is_err());
+    assert!(parse_gpu_range("two").expect_err("not a number").contains("not a GPU count"));
+}

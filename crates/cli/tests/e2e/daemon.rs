@@ -458,3 +458,41 @@ fn an_opportunistic_job_yields_within_its_short_grace_when_a_placed_job_arrives(
     wait_for("the opportunistic job to run again", 20, || admin.get(&format!("/v1/jobs/{soak}")).expect("job")["runs"] == 2);
     admin.post(&format!("/v1/jobs/{soak}/cancel"), &json!({})).expect("cancel");
 }
+
+#[test]
+fn an_elastic_job_is_resized_by_afs_and_resumes_with_its_progress() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "2xa100", "--policy", "afs", "--round-s", "1"]);
+    let admin = daemon.admin();
+    // Alone, the elastic job (1..2 GPUs) gets both.
+    let mut body = train(60, 0.1, 1, 1000);
+    body["max_gpus"] = json!(2);
+    body["command"] = json!(format!("echo \"count=$ARBITER_GPUS previous=${{ARBITER_PREVIOUS_GPUS:-none}}\"\n{TRAIN}"));
+    let elastic = submit(&admin, body);
+    let ckpt = checkpoint_dir(&admin, elastic);
+    wait_for("the elastic job to make progress on two GPUs", 20, || {
+        std::fs::read_to_string(ckpt.join("step.progress")).is_ok_and(|s| s.trim().parse::<u32>().unwrap_or(0) >= 3)
+    });
+    // A rigid 1-GPU job arrives: AFS gives each job one GPU, so the elastic one is checkpointed
+    // and restarted on one GPU, resuming where it stopped.
+    let short = submit(&admin, train(3, 0.1, 1, 5));
+    wait_for("the short job to finish", 30, || state_of(&admin, short) == "succeeded");
+    wait_for("the elastic job to finish", 60, || state_of(&admin, elastic) == "succeeded");
+    let log = admin.get_text(&format!("/v1/jobs/{elastic}/logs")).expect("logs");
+    assert!(log.contains("count=2 previous=none\ngpus=0,1 run=1"), "{log}");
+    assert!(log.contains("count=1 previous=2"), "shrunk to one GPU: {log}");
+    let resumed: u32 = log.lines().find_map(|l| l.strip_prefix("resumed at ")).and_then(|n| n.trim().parse().ok()).expect("resumed");
+    assert!(resumed >= 3, "resumed from its checkpoint, not from 0: {log}");
+    assert!(log.contains("finished at 60"), "{log}");
+    let job = admin.get(&format!("/v1/jobs/{elastic}")).expect("job");
+    assert!(job["runs"].as_u64().unwrap_or(0) >= 2, "{job}");
+    // Out of range and malformed ranges are refused naming the field.
+    let mut bad = train(1, 0.1, 2, 5);
+    bad["max_gpus"] = json!(1);
+    let (status, message) = refused(admin.post("/v1/jobs", &bad));
+    assert_eq!(status, 400);
+    assert!(message.contains("max_gpus") && message.contains("fewer than gpus"), "{message}");
+    bad["max_gpus"] = json!(3);
+    let (_, message) = refused(admin.post("/v1/jobs", &bad));
+    assert!(message.contains("max_gpus") && message.contains("at most 2"), "{message}");
+}

@@ -26,6 +26,7 @@ pub fn openapi_document() -> Value {
                         "env": { "type": "object", "additionalProperties": { "type": "string" } },
                         "gpus": { "type": "integer", "minimum": 1, "default": 1 },
                         "gpu_types": { "type": "array", "items": { "type": "string" } },
+                        "max_gpus": { "type": "integer", "description": "elastic job: runs on gpus..max_gpus GPUs" },
                         "cpus": { "type": "integer" }, "memory_gib": { "type": "integer" },
                         "priority": { "type": "integer" }, "deadline_unix_s": { "type": "integer" },
                         "max_run_time_s": { "type": "integer" }, "expected_run_time_s": { "type": "integer" },
