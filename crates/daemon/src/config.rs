@@ -93,6 +93,11 @@ pub struct ServeConfig {
     /// Prior of job sizes (GPU-seconds, one `duration` column) for `gittins`; default: the
     /// bundled samples from Tiresias' production YARN cluster.
     pub gittins_prior: Option<PathBuf>,
+    /// With `policy = "external"`: the agent program (run with `sh -c` as the daemon's user, kept
+    /// running; the protocol of `arbiter simulate --policy external`). Set by the admin only.
+    pub policy_cmd: Option<String>,
+    /// With `policy = "external"`: seconds the agent may take to answer one observation.
+    pub policy_timeout_s: f64,
     /// Who runs the jobs: `local` (process sessions on this machine) or `slurm` (batch jobs
     /// pinned to the nodes the policy chose).
     pub executor: ExecutorKind,
@@ -200,6 +205,8 @@ impl Default for ServeConfig {
             max_queued_per_tenant: 10_000,
             max_log_bytes: 1 << 30,
             gittins_prior: None,
+            policy_cmd: None,
+            policy_timeout_s: 10.0,
             executor: ExecutorKind::Local,
             slurm: SlurmConfig::default(),
         }
@@ -263,6 +270,12 @@ impl ServeConfig {
             }
         }
         let kind = self.policy_kind()?;
+        if kind == PolicyKind::External && self.policy_cmd.as_deref().is_none_or(|c| c.trim().is_empty()) {
+            return Err(ConfigError::Invalid("policy_cmd: policy `external` needs the agent to run, e.g. policy_cmd = \"python3 /opt/agent.py\"".into()));
+        }
+        if !(self.policy_timeout_s.is_finite() && self.policy_timeout_s > 0.0) {
+            return Err(ConfigError::Invalid(format!("policy_timeout_s: must be > 0, got {}", self.policy_timeout_s)));
+        }
         if let Some(reason) = crate::policy_support::unsupported(kind, self.capabilities()) {
             return Err(ConfigError::Invalid(format!("policy: {} executor: {reason}", self.executor.name())));
         }

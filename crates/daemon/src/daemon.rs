@@ -39,6 +39,8 @@ use tokio::sync::Notify;
 pub struct Settings {
     /// Data directory.
     pub data_dir: PathBuf,
+    /// With the `external` policy: its agent.
+    pub external: Option<arbiter_policy::external::ExternalConfig>,
     /// Policy.
     pub policy: PolicyKind,
     /// Seconds between rounds.
@@ -293,6 +295,7 @@ impl Daemon {
         let pairs = crate::pairs::PairTable::from_entries(store.pairs()?);
         let mut config = crate::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
         config.pair_speeds = crate::policy_support::pair_speeds(settings.policy, &pairs, &cluster.gpu_type_names);
+        config.external = settings.external.clone();
         let mut policy = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
         let specs: Vec<JobSpec> = jobs.iter().map(|j| view::spec_of(j, cluster)).collect();
         // Policies that learn from finished jobs (QSSF) learn the history again.

@@ -170,6 +170,7 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         checkpoint_roots: confine::CheckpointRoots::new(&config.checkpoint_roots, &data_dir),
         data_dir,
         policy: config.policy_kind().map_err(|e| e.to_string())?,
+        external: config.policy_cmd.clone().map(|command| arbiter_policy::external::ExternalConfig { command, timeout: std::time::Duration::from_secs_f64(config.policy_timeout_s) }),
         round_s: config.round_s,
         min_run_s: config.min_run_s.unwrap_or(config.round_s),
         cpus,

@@ -46,10 +46,6 @@ pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<Strin
             "`{}` runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)",
             kind.name()
         )),
-        PolicyKind::External => Some(format!(
-            "`{}` asks an agent program for every decision; the daemon does not start agents yet (arbiter simulate and arbiter run do)",
-            kind.name()
-        )),
         _ => None,
     }
 }
@@ -124,6 +120,9 @@ mod tests {
         let mut config = policy_config(&BTreeMap::new(), 30.0, &prior);
         for kind in PolicyKind::ALL {
             config.pair_speeds = pair_speeds(kind, &crate::pairs::PairTable::default(), &["a100".to_string()]);
+            // The daemon's config requires policy_cmd for `external` (checked in config.rs).
+            config.external = (kind == PolicyKind::External)
+                .then(|| arbiter_policy::external::ExternalConfig { command: "cat > /dev/null".into(), timeout: std::time::Duration::from_secs(1) });
             for executor in [crate::config::ExecutorKind::Local, crate::config::ExecutorKind::Slurm] {
             match unsupported(kind, executor.capabilities()) {
                 Some(reason) => assert!(reason.contains(kind.name()), "{reason}"),

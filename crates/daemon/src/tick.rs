@@ -13,7 +13,7 @@ use crate::executor::{checkpoint_signal, Ended, SweepInput};
 use crate::job::{JobRecord, JobState, StopReason};
 use crate::view;
 use arbiter_model::{Action, Assignment, JobId, SimTime, Standing};
-use arbiter_policy::SchedulerView;
+use arbiter_policy::{PolicyKind, SchedulerView};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a running job may not be stopped yet, and until when (Unix ms).
@@ -119,9 +119,30 @@ impl Daemon {
             }
             state.pairs_changed = false;
         }
-        let decision = {
+        let decided = {
             let view = SchedulerView { cluster, jobs: &active, specs: &state.specs };
-            state.policy.schedule(&view, now).map_err(|e| DaemonError::Config(format!("policy {}: {e}", state.policy.name())))?
+            state.policy.schedule(&view, now)
+        };
+        let decision = match decided {
+            Ok(decision) => decision,
+            // An agent that crashed, hung or answered nonsense: nothing changes this round (runs
+            // keep their GPUs), the queued jobs say why, and a fresh agent decides the next one.
+            Err(e) if self.settings.policy == PolicyKind::External => {
+                tracing::error!("the policy agent failed: {e}; starting it again");
+                let reason = format!("the policy agent failed ({e}); it is being restarted");
+                for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
+                    job.pending_reason = Some(reason.clone());
+                }
+                let mut config = crate::policy_support::policy_config(&state.tenants, self.settings.round_s, &self.settings.gittins_prior);
+                config.external = self.settings.external.clone();
+                match arbiter_policy::build(self.settings.policy, &config) {
+                    Ok(policy) => state.policy = policy,
+                    Err(e) => tracing::error!("could not start the policy agent again: {e}"),
+                }
+                state.wake_at_ms = Some(self.now_ms() + (self.settings.round_s * 1000.0) as u64);
+                return Ok(());
+            }
+            Err(e) => return Err(DaemonError::Config(format!("policy {}: {e}", state.policy.name()))),
         };
         // Who shares GPUs with whom: running jobs holding exactly the same GPUs.
         let mut by_gpus: BTreeMap<&[u32], Vec<u32>> = BTreeMap::new();

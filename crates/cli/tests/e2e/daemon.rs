@@ -496,3 +496,40 @@ fn an_elastic_job_is_resized_by_afs_and_resumes_with_its_progress() {
     let (_, message) = refused(admin.post("/v1/jobs", &bad));
     assert!(message.contains("max_gpus") && message.contains("at most 2"), "{message}");
 }
+
+#[test]
+fn an_external_agent_decides_in_the_daemon_and_a_crashing_one_is_restarted() {
+    let agent = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/examples/sjf_agent.py");
+    let dir = tempfile::tempdir().expect("dir");
+    let cmd = format!("python3 {agent}");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "external", "--policy-cmd", &cmd, "--round-s", "1"]);
+    let admin = daemon.admin();
+    // One GPU: a first job runs; two more wait, the longer submitted first. The agent orders by
+    // expected run time (SJF), so the shorter one starts next.
+    let first = submit(&admin, train(15, 0.1, 1, 100));
+    wait_for("the first job to start", 20, || state_of(&admin, first) == "running");
+    let long = submit(&admin, train(2, 0.1, 1, 500));
+    let short = submit(&admin, train(2, 0.1, 1, 10));
+    wait_for("all jobs to finish", 60, || state_of(&admin, long) == "succeeded");
+    let started = |id: u64| -> i64 {
+        let job = admin.get(&format!("/v1/jobs/{id}")).expect("job");
+        job["history"].as_array().expect("history").iter().find(|t| t["to"] == "running").and_then(|t| t["at_unix_s"].as_i64()).expect("started")
+    };
+    assert_eq!(state_of(&admin, short), "succeeded");
+    assert!(started(short) <= started(long), "SJF through the agent: the short job first");
+    drop(daemon);
+
+    // An agent that dies at once: the daemon keeps serving, the job says why it waits.
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "external", "--policy-cmd", "exit 3", "--round-s", "1"]);
+    let admin = daemon.admin();
+    let job = submit(&admin, train(1, 0.1, 1, 10));
+    wait_for("the pending reason to name the agent", 20, || {
+        admin.get(&format!("/v1/jobs/{job}")).is_ok_and(|j| j["pending_reason"].as_str().is_some_and(|r| r.contains("policy agent failed")))
+    });
+    assert_eq!(state_of(&admin, job), "queued");
+    // Without an agent the daemon does not start, naming the key.
+    let dir = tempfile::tempdir().expect("dir");
+    let Err(err) = Daemon::try_start(&dir.path().join("data"), crate::common::Options { args: &["--gpus", "1xa100", "--policy", "external"], config: None, uid: None }) else { panic!("started without an agent") };
+    assert!(err.contains("policy_cmd"), "{err}");
+}

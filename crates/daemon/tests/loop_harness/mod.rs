@@ -39,6 +39,11 @@ impl Harness {
         let topology = Topology::new(nodes.clone()).expect("valid nodes");
         let settings = Settings {
             data_dir: dir.path().to_path_buf(),
+            // `external` decides through the example agent (SJF), as `arbiter serve --policy-cmd`.
+            external: (policy == arbiter_policy::PolicyKind::External).then(|| arbiter_policy::external::ExternalConfig {
+                command: format!("python3 {}/../../python/examples/sjf_agent.py", env!("CARGO_MANIFEST_DIR")),
+                timeout: std::time::Duration::from_secs(10),
+            }),
             policy,
             round_s,
             min_run_s: 0.0,
