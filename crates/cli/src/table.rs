@@ -78,6 +78,12 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
         ("util", Right),
         ("wall s", Right),
     ];
+    // Deadline columns when jobs have SLOs: first deadlines met, share of SLO value earned,
+    // best-effort jobs' average JCT.
+    let slos = rows.iter().any(|r| r.summary.deadlines_met.is_some());
+    if slos {
+        headers.splice(14..14, [("ddl met", Right), ("ddl value", Right), ("BE JCT s", Right)]);
+    }
     if fairness {
         headers.splice(14..14, [("max rho", Right), ("rho>1", Right)]);
     }
@@ -101,6 +107,10 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
                 fixed(r.summary.gpu_utilization, 3),
                 fixed(r.wall_s, 3),
             ];
+            if slos {
+                let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{}%", fixed(100.0 * v, 1)));
+                cells.splice(14..14, [pct(r.summary.deadlines_met), pct(r.summary.deadline_value), r.summary.best_effort_avg_jct_s.map_or("-".to_string(), secs)]);
+            }
             if fairness {
                 cells.splice(14..14, [fixed(r.summary.max_ftf_rho, 2), format!("{}%", fixed(100.0 * r.summary.ftf_unfair_fraction, 1))]);
             }
@@ -183,6 +193,14 @@ pub fn summary_text(s: &Summary) -> String {
 pub fn trace_stats(trace: &Trace) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "jobs: {}", trace.jobs.len());
+    for (rows, why) in &trace.skipped {
+        let _ = writeln!(s, "skipped: {rows} rows {why}");
+    }
+    let slo = trace.jobs.iter().filter(|j| j.deadline.is_some()).count();
+    if slo > 0 {
+        let soft = trace.jobs.iter().filter(|j| !j.deadline_options.is_empty()).count();
+        let _ = writeln!(s, "with a deadline: {slo} ({soft} with several options), best effort: {}", trace.jobs.len() - slo);
+    }
     let _ = writeln!(s, "submit span: {} s", secs(trace.submit_span().as_secs_f64()));
     let mut sizes = std::collections::BTreeMap::<u32, usize>::new();
     let mut tenants = std::collections::BTreeMap::<&str, usize>::new();

@@ -40,6 +40,10 @@ pub struct JobSpec {
     /// Time by which the job should be done (its SLO), if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<SimTime>,
+    /// A soft SLO's options (Chronus): later deadlines worth less, in order, the first being
+    /// `deadline` with the full value. Empty: `deadline` alone, all or nothing (a strict SLO).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deadline_options: Vec<DeadlineOption>,
     /// Speed on each GPU type of the cluster it runs on, indexed by [`GpuTypeId`], relative to
     /// the reference speed `run_time_s` is measured at (Gavel: throughput on the type ÷
     /// throughput on a V100). Empty: 1.0 everywhere. 0 on a type: cannot run there.
@@ -77,6 +81,16 @@ pub struct IterationStages {
     pub gpu_s: f64,
 }
 
+/// One deadline of a soft SLO and what meeting it is worth (Chronus: 10, 8, 5, 2).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadlineOption {
+    /// Finish by this time...
+    pub deadline: SimTime,
+    /// ...to earn this much.
+    pub value: f64,
+}
+
 impl IterationStages {
     /// Time on all resources.
     pub fn total_s(&self) -> f64 {
@@ -102,6 +116,7 @@ impl JobSpec {
             priority: 0,
             restart_overhead: None,
             deadline: None,
+            deadline_options: Vec::new(),
             speed_by_gpu_type: Vec::new(),
             sensitivity: None,
             stages: None,
@@ -141,6 +156,16 @@ impl JobSpec {
         let mut shape: smallvec::SmallVec<[u32; 8]> = placement.slots.iter().map(|(_, g)| *g).filter(|g| *g > 0).collect();
         shape.sort_unstable_by(|a, b| b.cmp(a));
         scaling.speed(&shape)
+    }
+
+    /// Share of its SLO's full value earned by finishing at `finish` (the value of the first
+    /// option met, over the first option's; 1 or 0 for a strict SLO); `None` without an SLO.
+    pub fn slo_value_at(&self, finish: SimTime) -> Option<f64> {
+        let deadline = self.deadline?;
+        let Some(first) = self.deadline_options.first().filter(|o| o.value > 0.0) else {
+            return Some(if finish <= deadline { 1.0 } else { 0.0 });
+        };
+        Some(self.deadline_options.iter().find(|o| finish <= o.deadline).map_or(0.0, |o| o.value / first.value))
     }
 
     /// Total GPU-seconds of work: run time × GPUs.

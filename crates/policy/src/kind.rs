@@ -35,6 +35,8 @@ pub enum PolicyKind {
     Srtf,
     /// Shortest remaining service (time × GPUs) first (oracle). Preemptive.
     Srsf,
+    /// Earliest deadline first (jobs without a deadline last). Preemptive.
+    Edf,
     /// Tiresias-L: discretized 2D least-attained-service queues. Preemptive.
     Las,
     /// Tiresias-L as Tiresias' and Muri's simulators run it (their queue-list order, counting
@@ -164,12 +166,13 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 48] = [
+    pub const ALL: [PolicyKind; 49] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
         PolicyKind::Srtf,
         PolicyKind::Srsf,
+        PolicyKind::Edf,
         PolicyKind::Las,
         PolicyKind::DlasGpu,
         PolicyKind::Gittins,
@@ -247,6 +250,7 @@ impl PolicyKind {
             PolicyKind::Sjf => Descriptor { name: "sjf", describe: "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)", family: Family::Events, pair_speeds: false },
             PolicyKind::Srtf => Descriptor { name: "srtf", describe: "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)", family: Family::Events, pair_speeds: false },
             PolicyKind::Srsf => Descriptor { name: "srsf", describe: "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Edf => Descriptor { name: "edf", describe: "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)", family: Family::Events, pair_speeds: false },
             PolicyKind::Las => Descriptor { name: "las", describe: "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::DlasGpu => Descriptor { name: "dlas-gpu", describe: "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)", family: Family::Events, pair_speeds: false },
             PolicyKind::MuriS => Descriptor { name: "muri-s", describe: "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)", family: Family::Events, pair_speeds: false },
@@ -414,6 +418,7 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::Sjf => ordered(Order::ShortestJob),
         PolicyKind::Srtf => ordered(Order::ShortestRemainingTime),
         PolicyKind::Srsf => ordered(Order::ShortestRemainingService),
+        PolicyKind::Edf => ordered(Order::EarliestDeadline),
         PolicyKind::FifoBackfill => Box::new(FifoBackfill::new(config.placement)),
         PolicyKind::Las => Box::new(Las::new(config.las.clone(), greedy)?),
         PolicyKind::DlasGpu => Box::new(DlasGpu::new(&config.las)?),

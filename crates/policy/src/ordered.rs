@@ -15,6 +15,8 @@ pub enum Order {
     ShortestRemainingTime,
     /// Remaining run time × GPUs (oracle), smallest first. Preemptive.
     ShortestRemainingService,
+    /// Earliest deadline first; jobs without one after, in submission order. Preemptive.
+    EarliestDeadline,
 }
 
 /// A fixed-order policy.
@@ -27,7 +29,7 @@ pub struct OrderedPolicy {
 impl OrderedPolicy {
     /// A policy with the classic switches for its order, and the given placement options.
     pub fn new(order: Order, strategy: crate::PlacementStrategy, keep_placements: bool) -> Self {
-        let preemptive = matches!(order, Order::ShortestRemainingTime | Order::ShortestRemainingService);
+        let preemptive = matches!(order, Order::ShortestRemainingTime | Order::ShortestRemainingService | Order::EarliestDeadline);
         let options = GreedyOptions {
             preemptive,
             head_of_line_blocking: order == Order::Fifo,
@@ -45,6 +47,7 @@ impl Policy for OrderedPolicy {
             Order::ShortestJob => "sjf",
             Order::ShortestRemainingTime => "srtf",
             Order::ShortestRemainingService => "srsf",
+            Order::EarliestDeadline => "edf",
         }
     }
 
@@ -60,6 +63,10 @@ impl Policy for OrderedPolicy {
             Order::ShortestRemainingService => schedule_in_order(view, now, self.options, |j| {
                 order_key(j.remaining_s_at(now) * j.gpus as f64)
             }),
+            // (deadline or none, submission): best-effort jobs after every job with a deadline.
+            Order::EarliestDeadline => {
+                schedule_in_order(view, now, self.options, |j| (view.spec(j).deadline.map_or(u64::MAX, SimTime::as_ms), j.submit))
+            }
         };
         Ok(decision)
     }

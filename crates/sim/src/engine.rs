@@ -715,6 +715,9 @@ impl Engine<'_> {
         record.first_start_s = job.first_start.map(SimTime::as_secs_f64);
         record.finish_s = Some(now.as_secs_f64());
         record.outcome = outcome;
+        if outcome == JobOutcome::Completed {
+            record.deadline_value = self.specs[id.index()].slo_value_at(now);
+        }
         record.preemptions = job.preemptions;
         record.migrations = job.migrations;
         record.failures = job.failures;

@@ -62,6 +62,9 @@ pub struct JobRecord {
     pub last_wait_reason: Option<PendingReason>,
     /// Its SLO deadline, seconds, if it has one.
     pub deadline_s: Option<f64>,
+    /// Share of its SLO's value earned (the first deadline option met; 0 unfinished or late);
+    /// `None` without an SLO. Set when it completes.
+    pub deadline_value: Option<f64>,
 }
 
 impl JobRecord {
@@ -86,6 +89,7 @@ impl JobRecord {
             outcome: JobOutcome::Unfinished,
             last_wait_reason: None,
             deadline_s: spec.deadline.map(SimTime::as_secs_f64),
+            deadline_value: spec.deadline.map(|_| 0.0),
         }
     }
 
@@ -154,6 +158,14 @@ pub struct Summary {
     pub unplaceable: usize,
     /// Share of measured jobs with an SLO that completed by their deadline (`None` without SLOs).
     pub deadlines_met: Option<f64>,
+    /// Mean share of their SLO's value the measured SLO jobs earned (a soft SLO's later options
+    /// earn less: Chronus' `1 − deadline-miss rate`); `None` without SLOs.
+    #[serde(default)]
+    pub deadline_value: Option<f64>,
+    /// Average JCT of the completed measured jobs without an SLO (best effort), when some jobs
+    /// have one and some do not; `None` otherwise.
+    #[serde(default)]
+    pub best_effort_avg_jct_s: Option<f64>,
     /// Share of the measured jobs' GPU time spent sharing GPUs with another job (space sharing).
     #[serde(default)]
     pub colocated_fraction: f64,
@@ -253,6 +265,7 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 impl Summary {
     /// The value of a metric by its field name (`avg_jct_s`, `p50_jct_s`, `p95_jct_s`,
     /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`, `deadlines_met`,
+    /// `deadline_value`, `best_effort_avg_jct_s`,
     /// `colocated_fraction`, `cost_usd`, `max_ftf_rho`, `ftf_unfair_fraction`).
     pub fn metric(&self, name: &str) -> Option<f64> {
         Some(match name {
@@ -264,6 +277,8 @@ impl Summary {
             "makespan_s" => self.makespan_s,
             "gpu_utilization" => self.gpu_utilization,
             "deadlines_met" => self.deadlines_met?,
+            "deadline_value" => self.deadline_value?,
+            "best_effort_avg_jct_s" => self.best_effort_avg_jct_s?,
             "colocated_fraction" => self.colocated_fraction,
             "cost_usd" => self.cost_usd,
             "max_ftf_rho" => self.max_ftf_rho,
@@ -319,6 +334,14 @@ impl Summary {
                 if executed > 0.0 { total(measured.iter().map(|r| r.colocated_s)) / executed } else { 0.0 }
             },
             cost_usd: total(measured.iter().map(|r| r.cost_usd)),
+            deadline_value: {
+                let values: Vec<f64> = measured.iter().filter_map(|r| r.deadline_value).collect();
+                (!values.is_empty()).then(|| mean(&values))
+            },
+            best_effort_avg_jct_s: {
+                let be: Vec<f64> = completed.iter().filter(|r| r.deadline_s.is_none()).filter_map(|r| r.jct_s()).collect();
+                (measured.iter().any(|r| r.deadline_s.is_some()) && !be.is_empty()).then(|| mean(&be))
+            },
             deadlines_met: {
                 let with_slo: Vec<&&JobRecord> = measured.iter().filter(|r| r.deadline_s.is_some()).collect();
                 (!with_slo.is_empty()).then(|| {

@@ -15,6 +15,7 @@ pub mod generator;
 pub mod muri;
 pub mod native;
 pub mod philly;
+pub mod chronus;
 pub mod pollux;
 pub mod synergy;
 mod rows;
@@ -40,18 +41,21 @@ pub enum TraceFormat {
     Gavel,
     /// Pollux's workload CSV: `name,time,application,num_replicas,batch_size`.
     Pollux,
+    /// Chronus' deadline traces (minutes; SLO options per job).
+    Chronus,
     /// Arbiter's native CSV (see [`native`]).
     Native,
 }
 
 impl TraceFormat {
     /// All formats, for help texts.
-    pub const ALL: [TraceFormat; 6] = [
+    pub const ALL: [TraceFormat; 7] = [
         TraceFormat::Philly,
         TraceFormat::Tiresias,
         TraceFormat::Muri,
         TraceFormat::Gavel,
         TraceFormat::Pollux,
+        TraceFormat::Chronus,
         TraceFormat::Native,
     ];
 
@@ -63,6 +67,7 @@ impl TraceFormat {
             TraceFormat::Muri => "muri",
             TraceFormat::Gavel => "gavel",
             TraceFormat::Pollux => "pollux",
+            TraceFormat::Chronus => "chronus",
             TraceFormat::Native => "native",
         }
     }
@@ -92,6 +97,8 @@ pub struct Trace {
     pub jobs: Vec<JobSpec>,
     /// Wall-clock time (Unix seconds) of `SimTime::ZERO`, for traces with real timestamps.
     pub origin_unix_s: Option<i64>,
+    /// Rows the reader left out on purpose, counted with why (Chronus' 0-GPU jobs).
+    pub skipped: Vec<(usize, String)>,
 }
 
 impl Trace {
@@ -104,9 +111,12 @@ impl Trace {
             job.id = JobId(i as u32);
             job.submit = SimTime(job.submit.0 - shift.0);
             job.deadline = job.deadline.map(|d| SimTime(d.0.saturating_sub(shift.0)));
+            for option in &mut job.deadline_options {
+                option.deadline = SimTime(option.deadline.0.saturating_sub(shift.0));
+            }
         }
         let origin = origin_unix_s.map(|o| o + (shift.0 / 1000) as i64);
-        Trace { jobs, origin_unix_s: origin }
+        Trace { jobs, origin_unix_s: origin, skipped: Vec::new() }
     }
 
     /// Jobs on the trace's own time axis (not shifted to start at zero): for traces whose zero
@@ -117,7 +127,7 @@ impl Trace {
         for (i, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(i as u32);
         }
-        Trace { jobs, origin_unix_s: None }
+        Trace { jobs, origin_unix_s: None, skipped: Vec::new() }
     }
 
     /// Keeps the jobs for which `keep` is true and renumbers them densely. Times are kept as they
@@ -127,7 +137,7 @@ impl Trace {
         for (i, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(i as u32);
         }
-        Trace { jobs, origin_unix_s: self.origin_unix_s }
+        Trace { jobs, origin_unix_s: self.origin_unix_s, skipped: self.skipped }
     }
 
     /// Distinct tenants, sorted.
@@ -155,6 +165,7 @@ pub fn read(path: &Path, format: TraceFormat, options: &ReadOptions) -> Result<T
         TraceFormat::Muri => muri::read(path, options.iteration_time_factor.unwrap_or(1.0)),
         TraceFormat::Gavel => gavel::read(path, options.profiles.as_deref()),
         TraceFormat::Pollux => pollux::read(path, options.profiles.as_deref()),
+        TraceFormat::Chronus => chronus::read(path),
         TraceFormat::Native => native::read(path),
     }
 }

@@ -305,3 +305,41 @@ fn crlf_muri_trace_errors_name_the_right_line() {
     let e = error_text(&p, TraceFormat::Muri);
     assert!(e.ends_with("m.csv:4: iteration_time: `slow`: invalid float literal"), "{e}");
 }
+
+#[test]
+fn chronus_traces_carry_deadline_options_in_minutes_and_skip_zero_gpu_rows() {
+    let (_dir, path) = write_temp(
+        "chronus.csv",
+        "job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,expect_time_list,expect_value_list,best_effort,job_type\n\
+         5,vc_a,1,10,9936,alexnet,76,5,123-163-193-233,10-8-5-2,0,soft\n\
+         6,vc_b,4,12,760,vgg16,100,6,235,10,0,strict\n\
+         7,vc_a,0,13,1,alexnet,5,1,20,10,0,strict\n\
+         8,vc_c,2,14,1,resnet101,30,1,0,0,1,best\n",
+    );
+    let trace = read(&path, TraceFormat::Chronus, &ReadOptions::default()).expect("reads");
+    assert_eq!(trace.jobs.len(), 3);
+    assert_eq!(trace.skipped, vec![(1, "asking for 0 GPUs".to_string())]);
+    let soft = &trace.jobs[0];
+    // Minutes to seconds; times shifted so the first submission is at 0.
+    assert_eq!((soft.trace_id.as_str(), soft.tenant.as_str(), soft.submit.as_ms(), soft.run_time_s), ("5", "vc_a", 0, 76.0 * 60.0));
+    assert_eq!(soft.deadline.map(|d| d.as_ms()), Some(123 * 60_000));
+    let options: Vec<(u64, f64)> = soft.deadline_options.iter().map(|o| (o.deadline.as_ms(), o.value)).collect();
+    assert_eq!(options, vec![(123 * 60_000, 10.0), (163 * 60_000, 8.0), (193 * 60_000, 5.0), (233 * 60_000, 2.0)]);
+    // Finishing by the second deadline earns 8 of 10.
+    assert_eq!(soft.slo_value_at(arbiter_model::SimTime::from_ms(150 * 60_000)), Some(0.8));
+    // Restart overhead 0.5 x (1 + log2 GPUs) minutes: 30 s on one GPU, 90 s on four.
+    assert_eq!(soft.restart_overhead.map(|d| d.as_ms()), Some(30_000));
+    let strict = &trace.jobs[1];
+    assert_eq!(strict.restart_overhead.map(|d| d.as_ms()), Some(90_000));
+    assert_eq!((strict.gpus, strict.deadline.map(|d| d.as_ms()), strict.deadline_options.len()), (4, Some((2 + 235) * 60_000), 0));
+    let best = &trace.jobs[2];
+    assert_eq!((best.deadline, best.slo_value_at(arbiter_model::SimTime::ZERO)), (None, None));
+    // Malformed options name the row and field.
+    let (_dir, path) = write_temp(
+        "bad.csv",
+        "job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,expect_time_list,expect_value_list,best_effort,job_type\n\
+         1,vc_a,1,10,1,alexnet,76,5,123-100,10-8,0,soft\n",
+    );
+    let err = read(&path, TraceFormat::Chronus, &ReadOptions::default()).expect_err("bad").to_string();
+    assert!(err.contains("bad.csv:2: expect_time_list"), "{err}");
+}

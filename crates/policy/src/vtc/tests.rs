@@ -144,11 +144,15 @@ proptest! {
     /// VTC's fairness bound (the paper's Theorem 4.1: 2U, U the largest cost of one request):
     /// between tenants that stay backlogged, the weighted service differs by at most twice one
     /// round of the largest job (one bound fails: measured at round ends, it is reached). Jobs of
-    /// one GPU, VTC's setting (a request is a unit of work). Known open: with gangs (4-GPU jobs
-    /// of two equal tenants next to 1-GPU jobs on 8 GPUs) one gang tenant was starved in a
-    /// proptest case; with sizes that
-    /// do not pack (two 3-GPU gangs on 5 GPUs), a work-conserving scheduler must give the gaps
-    /// to whoever fits them, and no counter can bound that.
+    /// one GPU, VTC's setting (a request is a unit of work). With gangs the bound does not hold
+    /// for a work-conserving VTC, and this is why the test keeps to single GPUs: on 8 GPUs with
+    /// tenants (weight 1, 1-GPU jobs), (3, 4-GPU), (3, 4-GPU), the first decision hands a 1-GPU
+    /// job to the first tenant (all counters 0, name order) and a gang to the second, after
+    /// which the third's gang no longer fits and the 3 GPUs left go to the 1-GPU tenant: weighted
+    /// service [240, 80, 0] after one round, above 2 × 80. It is transient, not starvation (the
+    /// third tenant is served from the next round, and the three are within one job's round of
+    /// each other from the fourth on, measured over 40 rounds at 4, 8 and 16 GPUs); sizes that
+    /// do not pack (3-GPU gangs on 8) give the gaps to whoever fits them for good.
     #[test]
     fn backlogged_tenants_service_differs_by_at_most_a_round_of_a_job(
         gpus in prop::sample::select(vec![4u32, 8, 16]),
