@@ -159,4 +159,8 @@ pub struct Decision {
     /// Ask to be called again at this time even if nothing else happens (a queue demotion, a
     /// locality wait expiring).
     pub wake_at: Option<SimTime>,
+    /// Admission answers given at this point (Chronus): whether the policy guarantees a newly
+    /// seen job's deadline (`true`) or not (`false`); each job is answered once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admitted: Vec<(JobId, bool)>,
 }

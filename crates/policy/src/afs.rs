@@ -100,7 +100,7 @@ impl Policy for Afs {
         let counts: Vec<_> = (0..jobs.len()).filter(|&k| count[k] > 0).map(|k| (jobs[k].id, count[k])).collect();
         let run = place_counts(view.cluster, &jobs, &counts);
         let pending = (0..jobs.len()).filter(|&k| count[k] == 0).map(|k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
-        Ok(Decision { run, pending, wake_at: None })
+        Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })
     }
 }
 

@@ -37,6 +37,8 @@ pub enum PolicyKind {
     Srsf,
     /// Earliest deadline first (jobs without a deadline last). Preemptive.
     Edf,
+    /// Chronus: lease-based deadline guarantees with admission control (SoCC'21).
+    Chronus,
     /// Tiresias-L: discretized 2D least-attained-service queues. Preemptive.
     Las,
     /// Tiresias-L as Tiresias' and Muri's simulators run it (their queue-list order, counting
@@ -166,13 +168,14 @@ impl std::str::FromStr for PolicyKind {
 
 impl PolicyKind {
     /// All policies.
-    pub const ALL: [PolicyKind; 49] = [
+    pub const ALL: [PolicyKind; 50] = [
         PolicyKind::Fifo,
         PolicyKind::FifoBackfill,
         PolicyKind::Sjf,
         PolicyKind::Srtf,
         PolicyKind::Srsf,
         PolicyKind::Edf,
+        PolicyKind::Chronus,
         PolicyKind::Las,
         PolicyKind::DlasGpu,
         PolicyKind::Gittins,
@@ -250,6 +253,7 @@ impl PolicyKind {
             PolicyKind::Sjf => Descriptor { name: "sjf", describe: "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)", family: Family::Events, pair_speeds: false },
             PolicyKind::Srtf => Descriptor { name: "srtf", describe: "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)", family: Family::Events, pair_speeds: false },
             PolicyKind::Srsf => Descriptor { name: "srsf", describe: "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Chronus => Descriptor { name: "chronus", describe: "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)", family: Family::Events, pair_speeds: false },
             PolicyKind::Edf => Descriptor { name: "edf", describe: "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)", family: Family::Events, pair_speeds: false },
             PolicyKind::Las => Descriptor { name: "las", describe: "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::DlasGpu => Descriptor { name: "dlas-gpu", describe: "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)", family: Family::Events, pair_speeds: false },
@@ -350,6 +354,8 @@ pub struct PolicyConfig {
     pub vtc: crate::vtc::VtcConfig,
     /// `external`: the agent's command (`sh -c`) and how long one answer may take.
     pub external: Option<crate::external::ExternalConfig>,
+    /// Chronus: lease length and run-time margin.
+    pub chronus: crate::chronus::ChronusConfig,
 }
 
 impl Default for PolicyConfig {
@@ -370,6 +376,7 @@ impl Default for PolicyConfig {
             horus: HorusConfig::default(),
             vtc: crate::vtc::VtcConfig::default(),
             external: None,
+            chronus: crate::chronus::ChronusConfig::default(),
         }
     }
 }
@@ -419,6 +426,7 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::Srtf => ordered(Order::ShortestRemainingTime),
         PolicyKind::Srsf => ordered(Order::ShortestRemainingService),
         PolicyKind::Edf => ordered(Order::EarliestDeadline),
+        PolicyKind::Chronus => Box::new(crate::chronus::Chronus::new(config.chronus, greedy)?),
         PolicyKind::FifoBackfill => Box::new(FifoBackfill::new(config.placement)),
         PolicyKind::Las => Box::new(Las::new(config.las.clone(), greedy)?),
         PolicyKind::DlasGpu => Box::new(DlasGpu::new(&config.las)?),

@@ -18,6 +18,7 @@
 pub mod afs;
 pub mod antman;
 pub mod backfill;
+pub mod chronus;
 pub mod dlas;
 mod elastic;
 pub mod external;

@@ -87,7 +87,7 @@ impl Policy for Optimus {
         let counts: Vec<_> = order.iter().filter(|&&k| count[k] > 0).map(|&k| (jobs[k].id, count[k])).collect();
         let run = place_counts(view.cluster, &jobs, &counts);
         let pending = order.iter().filter(|&&k| count[k] == 0).map(|&k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
-        Ok(Decision { run, pending, wake_at: None })
+        Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })
     }
 }
 

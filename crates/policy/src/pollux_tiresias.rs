@@ -131,7 +131,7 @@ impl Policy for PolluxTiresias {
                 }
             }
         }
-        Ok(Decision { run, pending, wake_at: None })
+        Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })
     }
 }
 

@@ -458,6 +458,11 @@ impl Engine<'_> {
                 record.last_wait_reason = Some(reason);
             }
         }
+        for &(job, admitted) in &decision.admitted {
+            if let Some(record) = self.records.get_mut(job.index()) {
+                record.admitted.get_or_insert(admitted);
+            }
+        }
         // Stop first (preemptions and the old side of migrations), then start, so that GPUs
         // handed from one job to another are free when taken.
         for &id in &plan.preempt {

@@ -65,6 +65,9 @@ pub struct JobRecord {
     /// Share of its SLO's value earned (the first deadline option met; 0 unfinished or late);
     /// `None` without an SLO. Set when it completes.
     pub deadline_value: Option<f64>,
+    /// Whether the policy guaranteed its deadline at submission (Chronus' admission); `None`
+    /// where no answer was given.
+    pub admitted: Option<bool>,
 }
 
 impl JobRecord {
@@ -90,6 +93,7 @@ impl JobRecord {
             last_wait_reason: None,
             deadline_s: spec.deadline.map(SimTime::as_secs_f64),
             deadline_value: spec.deadline.map(|_| 0.0),
+            admitted: None,
         }
     }
 
@@ -162,6 +166,10 @@ pub struct Summary {
     /// earn less: Chronus' `1 − deadline-miss rate`); `None` without SLOs.
     #[serde(default)]
     pub deadline_value: Option<f64>,
+    /// Share of the measured jobs given an admission answer that were admitted (their deadline
+    /// guaranteed at submission); `None` where the policy gives no answers.
+    #[serde(default)]
+    pub admitted: Option<f64>,
     /// Average JCT of the completed measured jobs without an SLO (best effort), when some jobs
     /// have one and some do not; `None` otherwise.
     #[serde(default)]
@@ -278,6 +286,7 @@ impl Summary {
             "gpu_utilization" => self.gpu_utilization,
             "deadlines_met" => self.deadlines_met?,
             "deadline_value" => self.deadline_value?,
+            "admitted" => self.admitted?,
             "best_effort_avg_jct_s" => self.best_effort_avg_jct_s?,
             "colocated_fraction" => self.colocated_fraction,
             "cost_usd" => self.cost_usd,
@@ -334,6 +343,10 @@ impl Summary {
                 if executed > 0.0 { total(measured.iter().map(|r| r.colocated_s)) / executed } else { 0.0 }
             },
             cost_usd: total(measured.iter().map(|r| r.cost_usd)),
+            admitted: {
+                let answered: Vec<bool> = measured.iter().filter_map(|r| r.admitted).collect();
+                (!answered.is_empty()).then(|| answered.iter().filter(|a| **a).count() as f64 / answered.len() as f64)
+            },
             deadline_value: {
                 let values: Vec<f64> = measured.iter().filter_map(|r| r.deadline_value).collect();
                 (!values.is_empty()).then(|| mean(&values))

@@ -613,6 +613,7 @@ impl Scenario {
         config.themis.lease_s = spec.themis_lease_s;
         config.horus = spec.horus_config();
         config.vtc = arbiter_policy::vtc::VtcConfig { quantum_s: spec.vtc_quantum_s, inner: spec.vtc_inner };
+        config.chronus.lease_s = spec.chronus_lease_s;
         if !(spec.external_timeout_s.is_finite() && spec.external_timeout_s > 0.0) {
             return Err(self.invalid(format!("policy.external_timeout_s must be > 0, got {}", spec.external_timeout_s)));
         }

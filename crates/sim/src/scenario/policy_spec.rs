@@ -64,6 +64,8 @@ pub struct PolicySpec {
     pub vtc_quantum_s: f64,
     /// VTC: the order inside a tenant: `fifo`, `srtf`, `sjf` or `las`.
     pub vtc_inner: arbiter_policy::vtc::VtcInner,
+    /// Chronus: lease length, seconds.
+    pub chronus_lease_s: f64,
     /// `external`: the agent's command, run with `sh -c` (relative paths in it resolve against
     /// the directory `arbiter run` is started in).
     pub external_cmd: Option<String>,
@@ -104,6 +106,7 @@ impl Default for PolicySpec {
             horus_job_memory_gib: d.horus.job_memory_gib,
             vtc_quantum_s: d.vtc.quantum_s,
             vtc_inner: d.vtc.inner,
+            chronus_lease_s: d.chronus.lease_s,
             external_cmd: None,
             external_timeout_s: 10.0,
             per_policy: BTreeMap::new(),

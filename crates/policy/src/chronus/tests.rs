@@ -1,0 +1,86 @@
+use super::*;
+use crate::test_support::{cluster, decide, spec_with};
+use arbiter_model::DeadlineOption;
+
+fn chronus(lease_s: f64) -> Chronus {
+    let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, keep_placements: true, strategy: crate::PlacementStrategy::Consolidated };
+    Chronus::new(ChronusConfig { lease_s, margin: 1.1, later_options: false }, options).expect("valid")
+}
+
+fn with_deadline(id: u32, gpus: u32, run_s: f64, deadline_s: u64) -> JobSpec {
+    let mut s = spec_with(id, 0, gpus, run_s);
+    s.deadline = Some(SimTime::from_ms(deadline_s * 1000));
+    s
+}
+
+fn submitted(specs: &[JobSpec]) -> Vec<ActiveJob> {
+    specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect()
+}
+
+#[test]
+fn jobs_are_admitted_while_leases_before_their_deadline_have_room_then_refused() {
+    // One GPU, leases of 100 s. Each job needs ⌈1.1 × 80 / 100⌉ = 1 lease ending by 300 s:
+    // leases 1 and 2 (lease 0 is under way). Two fit, the third does not.
+    let c = cluster(1, 1);
+    let specs: Vec<_> = (0..3).map(|i| with_deadline(i, 1, 80.0, 300)).collect();
+    let mut policy = chronus(100.0);
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true), (JobId(2), false)]);
+    // As late as possible: job 0 holds lease 2, job 1 lease 1.
+    assert_eq!(policy.standing[&JobId(0)], Standing::Admitted { leases: BTreeSet::from([2]), deadline: SimTime::from_ms(300_000) });
+    assert_eq!(policy.standing[&JobId(1)], Standing::Admitted { leases: BTreeSet::from([1]), deadline: SimTime::from_ms(300_000) });
+    // Meanwhile the GPU is spare: refused and best-effort jobs come before admitted ones (which
+    // have their leases), so the refused job runs now.
+    assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(2)]);
+    // Answers are given once.
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::from_ms(1_000));
+    assert!(d.admitted.is_empty());
+}
+
+#[test]
+fn a_soft_job_is_admitted_at_the_first_option_that_fits() {
+    let c = cluster(1, 1);
+    let mut specs = vec![with_deadline(0, 1, 80.0, 200), with_deadline(1, 1, 80.0, 200)];
+    specs[1].deadline_options = vec![
+        DeadlineOption { deadline: SimTime::from_ms(200_000), value: 10.0 },
+        DeadlineOption { deadline: SimTime::from_ms(400_000), value: 5.0 },
+    ];
+    // As the artifact: only the first option is guaranteed.
+    let mut policy = chronus(100.0);
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), false)]);
+    // With later options: job 0 takes lease 1, the only one ending by 200 s; job 1 falls back
+    // to its 400 s option.
+    let mut policy = chronus(100.0);
+    policy.config.later_options = true;
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true)]);
+    assert_eq!(policy.standing[&JobId(1)], Standing::Admitted { leases: BTreeSet::from([3]), deadline: SimTime::from_ms(400_000) });
+}
+
+#[test]
+fn at_a_boundary_the_guaranteed_job_runs_before_spare_work() {
+    let c = cluster(1, 1);
+    let mut specs = vec![spec_with(0, 0, 1, 1000.0), with_deadline(1, 1, 80.0, 300)];
+    specs[1].submit = SimTime::from_ms(10_000);
+    let mut policy = chronus(100.0);
+    let mut jobs = submitted(&specs);
+    // At 10 s: the best-effort job runs on the spare GPU; job 1 is admitted for lease 2.
+    let d = decide(&mut policy, &c, &jobs, &specs, SimTime::from_ms(10_000));
+    assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(0)]);
+    assert_eq!(d.wake_at, Some(SimTime::from_ms(100_000)));
+    jobs[0] = crate::test_support::running(jobs[0].clone(), d.run[0].placement.clone(), SimTime::from_ms(10_000));
+    // Lease 1: nobody holds it; the running job keeps going (least remaining GPU time first).
+    let d = decide(&mut policy, &c, &jobs, &specs, SimTime::from_ms(100_000));
+    assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(0)]);
+    // Lease 2: job 1's lease — it preempts.
+    let d = decide(&mut policy, &c, &jobs, &specs, SimTime::from_ms(200_000));
+    assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(1)]);
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, keep_placements: true, strategy: crate::PlacementStrategy::Consolidated };
+    assert!(Chronus::new(ChronusConfig { lease_s: 0.0, margin: 1.1, later_options: false }, options).is_err());
+    assert!(Chronus::new(ChronusConfig { lease_s: 60.0, margin: 0.5, later_options: false }, options).is_err());
+}
