@@ -104,9 +104,15 @@ pub enum ClientCommand {
         /// Wall-clock limit of a run, seconds.
         #[arg(long)]
         max_run_time_s: Option<u64>,
-        /// Expected run time, seconds (for SRTF/SJF-like policies).
+        /// Expected run time, seconds (for SRTF/SJF-like policies, and the deadline admission).
         #[arg(long)]
         expected_run_time_s: Option<u64>,
+        /// Finish within this long from now (`90m`, `2h`, `1d`, `3600` seconds). Under a policy
+        /// that admits deadlines (`chronus`) the answer comes at once: guaranteed (GPUs reserved
+        /// before it), or not (it runs on spare GPUs and may be late). Give
+        /// --expected-run-time-s: the guarantee is computed from it.
+        #[arg(long, value_parser = parse_duration_s)]
+        deadline: Option<u64>,
         /// Retries after failed runs (at most 100; they back off 1, 2, 4, ... s).
         #[arg(long, default_value_t = 2)]
         max_retries: u32,
@@ -321,6 +327,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             grace_s,
             max_run_time_s,
             expected_run_time_s,
+            deadline,
             max_retries,
             cpus,
             memory_gib,
@@ -378,12 +385,43 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             if let Some(t) = job_type {
                 body["job_type"] = json!(t);
             }
+            if let Some(within) = deadline {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                body["deadline_unix_s"] = json!(now + within);
+            }
             // One key per invocation: the retries inside `submit` reuse it.
-            let reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
+            let mut reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
+            // The admission answer comes with the first scheduling point after the submission
+            // (the daemon runs one at every submit): wait a moment for it.
+            let answer = match (deadline, reply["id"].as_u64()) {
+                (Some(_), Some(id)) => {
+                    let started = std::time::Instant::now();
+                    loop {
+                        let job = client.get(&format!("/v1/jobs/{id}"))?;
+                        if let Some(a) = job["deadline_admitted"].as_bool() {
+                            break Some(a);
+                        }
+                        if started.elapsed() > std::time::Duration::from_secs(5) {
+                            break None;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                }
+                _ => None,
+            };
+            if let Some(a) = answer {
+                reply["deadline_admitted"] = json!(a);
+            }
             if json_out {
                 print(&reply)?;
             } else {
                 crate::outln!("submitted job {}", reply["id"]);
+                match (deadline, answer) {
+                    (Some(_), Some(true)) => crate::outln!("deadline guaranteed: GPUs are reserved to finish it in time"),
+                    (Some(_), Some(false)) => crate::outln!("deadline NOT guaranteed: it runs on spare GPUs and may finish late"),
+                    (Some(_), None) => crate::outln!("no admission answer: the daemon's policy does not guarantee deadlines (`chronus` does); it will try"),
+                    _ => {}
+                }
             }
         }
         ClientCommand::Jobs { state } => {
@@ -613,3 +651,26 @@ fn parse_gpu_range(text: &str) -> std::result::Result<(u32, Option<u32>), String
         }
     }
 }
+
+/// `--deadline`: seconds, or a number with `s`, `m`, `h` or `d`.
+fn parse_duration_s(text: &str) -> std::result::Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
+        _ => (text, 's'),
+    };
+    let scale = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        'd' => 86_400.0,
+        _ => return Err(format!("`{text}`: use seconds or a number with s, m, h or d (e.g. 90m)")),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a duration (e.g. 3600, 90m, 2h)"))?;
+    let seconds = value * scale;
+    if !(seconds.is_finite() && (1.0..=3650.0 * 86_400.0).contains(&seconds)) {
+        return Err(format!("`{text}`: a deadline from 1 s to ten years away"));
+    }
+    Ok(seconds.round() as u64)
+}
+

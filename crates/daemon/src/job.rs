@@ -460,6 +460,10 @@ pub struct JobRecord {
     /// Elastic jobs: measured steps per second by GPU count (smoothed over reports made alone).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub throughput_by_gpu_count: BTreeMap<u32, f64>,
+    /// With a deadline, under a policy that admits deadlines (`chronus`): whether its deadline
+    /// was guaranteed when it was submitted (answered at the first scheduling point after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_admitted: Option<bool>,
     /// GPUs its last run had (`ARBITER_PREVIOUS_GPUS` for the next run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_gpus: Option<u32>,
@@ -587,6 +591,7 @@ impl JobRecord {
             throughput_by_gpu_type: BTreeMap::new(),
             throughput_by_gpu_count: BTreeMap::new(),
             last_run_gpus: None,
+            deadline_admitted: None,
             total_steps: None,
             history: Vec::new(),
             token_sha256,

@@ -178,6 +178,14 @@ impl Daemon {
             (a, b) => a.or(b),
         };
         let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
+        // Admission answers (Chronus): kept with the job, the first one only.
+        for &(id, admitted) in &decision.admitted {
+            if state.jobs.get(id.index()).is_some_and(|j| j.deadline_admitted.is_none()) {
+                state.jobs[id.index()].deadline_admitted = Some(admitted);
+                tracing::info!(job = id.0, admitted, "deadline {}", if admitted { "guaranteed" } else { "not guaranteed: runs on spare GPUs" });
+                self.record(state, id.0);
+            }
+        }
 
         // Preempt what the plan stops — unless it is still within its minimum run time, or the
         // policy decides by rounds (Gavel's and Synergy's families, Gandiva) and the round is not over: such

@@ -106,3 +106,14 @@ fn gpus_take_a_count_or_an_elastic_range() {
     assert!(parse_gpu_range("0..2").is_err());
     assert!(parse_gpu_range("two").expect_err("not a number").contains("not a GPU count"));
 }
+
+#[test]
+fn deadlines_take_seconds_or_a_unit() {
+    assert_eq!(parse_duration_s("3600"), Ok(3600));
+    assert_eq!(parse_duration_s("90m"), Ok(5400));
+    assert_eq!(parse_duration_s("1.5h"), Ok(5400));
+    assert_eq!(parse_duration_s("2d"), Ok(172_800));
+    assert!(parse_duration_s("2w").expect_err("unit").contains("s, m, h or d"));
+    assert!(parse_duration_s("soon").is_err());
+    assert!(parse_duration_s("0").is_err());
+}

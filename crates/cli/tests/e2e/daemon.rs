@@ -533,3 +533,21 @@ fn an_external_agent_decides_in_the_daemon_and_a_crashing_one_is_restarted() {
     let Err(err) = Daemon::try_start(&dir.path().join("data"), crate::common::Options { args: &["--gpus", "1xa100", "--policy", "external"], config: None, uid: None }) else { panic!("started without an agent") };
     assert!(err.contains("policy_cmd"), "{err}");
 }
+
+#[test]
+fn a_deadline_submission_gets_an_admission_answer_under_chronus() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "1xa100", "--policy", "chronus", "--round-s", "1"]);
+    let token = daemon.admin_token();
+    // A minute of work due in two hours: a 20-minute lease before then is free.
+    let out = crate::common::cli_ok(&daemon, &token, &["submit", "--deadline", "2h", "--expected-run-time-s", "60", "--", "sleep", "1"]);
+    assert!(out.contains("deadline guaranteed"), "{out}");
+    // Three hours of work due in one: no lease plan finishes it.
+    let out = crate::common::cli_ok(&daemon, &token, &["submit", "--deadline", "1h", "--expected-run-time-s", "10800", "--", "sleep", "1"]);
+    assert!(out.contains("deadline NOT guaranteed"), "{out}");
+    // The answer stays with the job.
+    let admin = daemon.admin();
+    let jobs = admin.get("/v1/jobs").expect("jobs");
+    let answers: Vec<Option<bool>> = jobs["jobs"].as_array().expect("list").iter().map(|j| j["deadline_admitted"].as_bool()).collect();
+    assert_eq!(answers, vec![Some(true), Some(false)]);
+}
