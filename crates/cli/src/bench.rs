@@ -241,10 +241,28 @@ pub fn run_synergy(json: bool) -> Result<()> {
 /// total wall time, then per policy the sum of its eight simulations' wall times (each timed by
 /// the runner) and the slowest trace.
 pub fn run_muri(json: bool) -> Result<()> {
+    run_scenario("muri", "scenarios/muri-traces.toml", json)
+}
+
+/// `arbiter bench --suite pollux`: `scenarios/pollux-workloads.toml` (8 workloads × 4 loads ×
+/// pollux-tiresias, optimus, afs), timed like the Muri suite (goal: under 20 s).
+pub fn run_pollux(json: bool) -> Result<()> {
+    run_scenario("pollux", "scenarios/pollux-workloads.toml", json)
+}
+
+/// `arbiter bench --suite chronus`: `scenarios/chronus-deadlines.toml` (Chronus' three
+/// 30,940-job traces at 960 GPUs × chronus, edf, las, fifo, min-cost; goal: Chronus under 30 s
+/// per trace).
+pub fn run_chronus(json: bool) -> Result<()> {
+    run_scenario("chronus", "scenarios/chronus-deadlines.toml", json)
+}
+
+/// A whole scenario as `arbiter run` runs it: total wall time, then per policy the sum of its
+/// simulations' wall times and its slowest trace.
+fn run_scenario(suite: &str, file: &str, json: bool) -> Result<()> {
     use arbiter_sim::scenario::Scenario;
     use std::collections::BTreeMap;
-    let scenario = Scenario::load(std::path::Path::new("scenarios/muri-traces.toml"), &[])
-        .context("reading scenarios/muri-traces.toml (run from the repository root)")?;
+    let scenario = Scenario::load(std::path::Path::new(file), &[]).with_context(|| format!("reading {file} (run from the repository root)"))?;
     let origin = Instant::now();
     let rows = scenario.run(&|_, _| {}, &|| origin.elapsed().as_secs_f64())?;
     let total_s = origin.elapsed().as_secs_f64();
@@ -261,10 +279,10 @@ pub fn run_muri(json: bool) -> Result<()> {
     let threads = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
     if json {
         let policies: Vec<_> = per_policy.values().map(|(p, sum, slowest, slowest_s)| serde_json::json!({ "policy": p, "wall_s": sum, "slowest_trace": slowest, "slowest_wall_s": slowest_s })).collect();
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "muri": { "total_wall_s": total_s, "threads": threads, "simulations": rows.len(), "policies": policies } }))?);
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ suite: { "total_wall_s": total_s, "threads": threads, "simulations": rows.len(), "policies": policies } }))?);
         return Ok(());
     }
-    outln!("muri-traces: {} simulations on {threads} threads in {total_s:.1} s", rows.len());
+    outln!("{}: {} simulations on {threads} threads in {total_s:.1} s", scenario.name, rows.len());
     outln!("{:<12} {:>12} {:>14} {:>10}", "policy", "sum wall s", "slowest trace", "wall s");
     for (policy, sum, slowest, slowest_s) in per_policy.values() {
         outln!("{policy:<12} {sum:>12.2} {slowest:>14} {slowest_s:>10.2}");

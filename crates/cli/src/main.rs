@@ -174,7 +174,9 @@ enum Command {
         /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs) or
         /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
         /// `muri` (the whole scenarios/muri-traces.toml as `arbiter run` runs it: total wall
-        /// time and each policy's simulation time over the eight traces) or `external` (the
+        /// time and each policy's simulation time over the eight traces) or `pollux` / `chronus`
+        /// (scenarios/pollux-workloads.toml, scenarios/chronus-deadlines.toml, timed the same
+        /// way) or `external` (the
         /// per-decision overhead of a policy outside Rust: the example Python agent against
         /// the built-in sjf, same decisions) or
         /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
@@ -354,10 +356,12 @@ fn run(cli: Cli) -> Result<()> {
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
             "muri" => bench::run_muri(json),
+            "pollux" => bench::run_pollux(json),
+            "chronus" => bench::run_chronus(json),
             "external" => bench::run_external(json),
             "daemon" => bench::run_daemon(json),
             "slurm" => bench_slurm::run(&partition, &user, json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, external, daemon or slurm"),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, external, daemon or slurm"),
         },
     }
 }
