@@ -16,20 +16,21 @@
 //! | `io_s`, `cpu_s`, `gpu_s` | one iteration's storage-I/O, CPU and GPU stage times, seconds (all three or none; Muri) | no |
 //! | `iteration_s` | one iteration alone, seconds (empty = unknown) | no |
 //! | `trace_duration_s` | the source trace's own duration column, seconds, where it differs from `run_time_s` (Muri-S) | no |
+//! | `deadline_options` | a soft SLO's deadlines with their values, `seconds:value` separated by `;`, the first being `deadline_s` (Chronus) | no |
 //!
 //! `arbiter trace convert` writes it from any other format; reading it back gives the same jobs.
 
 use crate::rows::read_csv;
 use crate::{Trace, TraceError};
-use arbiter_model::{GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime};
+use arbiter_model::{DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime};
 use std::io::Write;
 use std::path::Path;
 
 /// Column order of the native format.
-pub const COLUMNS: [&str; 18] = [
+pub const COLUMNS: [&str; 19] = [
     "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
     "iterations", "priority", "restart_overhead_s", "deadline_s", "io_s", "cpu_s", "gpu_s", "iteration_s",
-    "trace_duration_s",
+    "trace_duration_s", "deadline_options",
 ];
 
 /// Reads a native trace.
@@ -81,6 +82,21 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             if optional("trace_duration_s").is_some() {
                 job.trace_duration_s = Some(row.non_negative("trace_duration_s")?);
             }
+            if let Some(text) = optional("deadline_options") {
+                let parse = |item: &str| -> Option<DeadlineOption> {
+                    let (at, value) = item.split_once(':')?;
+                    let (at, value) = (at.trim().parse::<f64>().ok()?, value.trim().parse::<f64>().ok()?);
+                    (at.is_finite() && at >= 0.0 && value.is_finite() && value > 0.0).then(|| DeadlineOption { deadline: SimTime::from_secs_f64(at), value })
+                };
+                job.deadline_options = text
+                    .split(';')
+                    .map(parse)
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| row.error("deadline_options", format!("`{text}`: expected seconds:value pairs separated by `;`")))?;
+                if job.deadline.is_none() {
+                    job.deadline = job.deadline_options.first().map(|o| o.deadline);
+                }
+            }
             jobs.push(job);
             Ok(())
         },
@@ -113,6 +129,7 @@ pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
             job.stages.map(|s| format!("{}", s.gpu_s)).unwrap_or_default(),
             job.iteration_s.map(|s| format!("{s}")).unwrap_or_default(),
             job.trace_duration_s.map(|s| format!("{s}")).unwrap_or_default(),
+            job.deadline_options.iter().map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value)).collect::<Vec<_>>().join(";"),
         ])?;
     }
     w.flush()?;

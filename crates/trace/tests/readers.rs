@@ -155,6 +155,13 @@ fn native_format_round_trips() {
     native::write(std::fs::File::create(&path).expect("create"), &original.jobs).expect("writes");
     let back = read(&path, TraceFormat::Native, &ReadOptions::default()).expect("reads back");
     assert_eq!(back.jobs, original.jobs);
+    // Chronus' soft deadlines survive the round trip.
+    let original = read(&repo("data/chronus/trace_job_Philly_MIX2.csv"), TraceFormat::Chronus, &ReadOptions::default()).expect("reads");
+    let path = dir.path().join("chronus-native.csv");
+    native::write(std::fs::File::create(&path).expect("create"), &original.jobs).expect("writes");
+    let back = read(&path, TraceFormat::Native, &ReadOptions::default()).expect("reads back");
+    assert!(original.jobs.iter().any(|j| j.deadline_options.len() == 4));
+    assert_eq!(back.jobs, original.jobs);
 }
 
 #[test]
