@@ -20,7 +20,7 @@
 //! remaining time is remaining work ÷ `T`.
 //!
 //! The authors' simulator re-decides at arrivals and completions; Pollux's scenario calls every
-//! policy once a minute. Placement as [`crate::elastic::place_counts`]; a changed count is a
+//! policy once a minute. Placement as [`crate::elastic::place_counts`], smallest counts first; a changed count is a
 //! restart (the engine charges its restart overhead). A rigid job (no elastic range) goes from
 //! zero straight to its gang size and no further.
 
@@ -49,7 +49,7 @@ impl Policy for Afs {
         self.speeds.retain(|id, _| active.contains(id));
         let total = view.cluster.total_gpus();
         let per_node = view.cluster.max_gpus_per_node();
-        // Per job: (least, most, remaining work, T by count).
+        // Per job: (least, most, remaining work); its throughput by count is cached in `speeds`.
         let mut info = Vec::with_capacity(jobs.len());
         for j in &jobs {
             let spec = view.spec(j);
@@ -64,9 +64,10 @@ impl Policy for Afs {
                 };
                 speeds.push(t);
             }
-            info.push((least, most, j.remaining_s_at(now), speeds.clone()));
+            info.push((least, most, j.remaining_s_at(now)));
         }
-        let throughput = |k: usize, n: u32| info[k].3.get(n as usize).copied().unwrap_or(0.0);
+        let curves: Vec<&[f64]> = jobs.iter().map(|j| self.speeds.get(&j.id).map_or(&[][..], Vec::as_slice)).collect();
+        let throughput = |k: usize, n: u32| curves[k].get(n as usize).copied().unwrap_or(0.0);
         // Remaining time at count n (no GPUs, or a count that does not run: infinite).
         let rem = |k: usize, n: u32| {
             let t = throughput(k, n);
@@ -97,7 +98,8 @@ impl Policy for Afs {
             count[c] += step;
             left -= step;
         }
-        let counts: Vec<_> = (0..jobs.len()).filter(|&k| count[k] > 0).map(|k| (jobs[k].id, count[k])).collect();
+        let mut counts: Vec<_> = (0..jobs.len()).filter(|&k| count[k] > 0).map(|k| (jobs[k].id, count[k])).collect();
+        counts.sort_by_key(|(_, gpus)| *gpus);
         let run = place_counts(view.cluster, &jobs, &counts);
         let pending = (0..jobs.len()).filter(|&k| count[k] == 0).map(|k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
         Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })

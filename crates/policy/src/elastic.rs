@@ -33,10 +33,10 @@ pub(crate) fn most_free_first(free: &mut [u32], gpus: u32) -> Option<Placement> 
 }
 
 /// Turns GPU counts into assignments: jobs whose count equals the GPUs they hold keep them; the
-/// others are placed most-free-first in ascending order of count (ties by the order of `counts`).
-/// `counts` lists every job to run with its count (> 0), in the policy's order.
+/// others are placed most-free-first in the order of `counts` (every job to run with its count,
+/// > 0). `jobs` is sorted by id.
 pub(crate) fn place_counts(cluster: &Cluster, jobs: &[&ActiveJob], counts: &[(JobId, u32)]) -> Vec<Assignment> {
-    let held = |id: JobId| jobs.iter().find(|j| j.id == id).and_then(|j| j.placement());
+    let held = |id: JobId| jobs.binary_search_by_key(&id, |j| j.id).ok().and_then(|k| jobs[k].placement());
     let mut free = free_per_node(cluster);
     let mut run = Vec::with_capacity(counts.len());
     let mut to_place: Vec<(JobId, u32)> = Vec::new();
@@ -53,7 +53,6 @@ pub(crate) fn place_counts(cluster: &Cluster, jobs: &[&ActiveJob], counts: &[(Jo
             None => to_place.push((id, gpus)),
         }
     }
-    to_place.sort_by_key(|(_, gpus)| *gpus);
     for (id, gpus) in to_place {
         if let Some(placement) = most_free_first(&mut free, gpus) {
             run.push(Assignment::exclusive(id, placement));

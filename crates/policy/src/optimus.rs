@@ -7,8 +7,8 @@
 //!   predicted iteration time saved by one more GPU × iterations left (the oracle: the job's
 //!   profile, [`arbiter_model::PlacementSpeed::predicted_iteration_s`]; the first of equals in
 //!   submission order), up to its largest count;
-//! - placement as [`crate::elastic::place_counts`]: a job keeps its GPUs while its count is
-//!   unchanged, the others are placed most-free-node first — every change of count is a
+//! - placement as [`crate::elastic::place_counts`], smallest counts first: a job keeps its GPUs
+//!   while its count is unchanged, the others are placed most-free-node first — every change of count is a
 //!   restart.
 //!
 //! A job without a profile is predicted to scale linearly, its iterations left taken as its
@@ -84,7 +84,9 @@ impl Policy for Optimus {
             gain[k] = gain_of(k, count[k], left);
             left -= 1;
         }
-        let counts: Vec<_> = order.iter().filter(|&&k| count[k] > 0).map(|&k| (jobs[k].id, count[k])).collect();
+        // Placed in ascending order of count (a stable sort: the order above among equals).
+        let mut counts: Vec<_> = order.iter().filter(|&&k| count[k] > 0).map(|&k| (jobs[k].id, count[k])).collect();
+        counts.sort_by_key(|(_, gpus)| *gpus);
         let run = place_counts(view.cluster, &jobs, &counts);
         let pending = order.iter().filter(|&&k| count[k] == 0).map(|&k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
         Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })

@@ -14,9 +14,9 @@
 //!
 //! Jobs run with their requested GPU count (an elastic job's range is not used).
 
-use crate::elastic::{free_per_node, most_free_first};
+use crate::elastic::place_counts;
 use crate::{Policy, PolicyError, SchedulerView};
-use arbiter_model::{Assignment, Decision, JobId, PendingReason, SimTime};
+use arbiter_model::{Decision, JobId, PendingReason, SimTime};
 
 /// The artifact's demotion threshold: 16 GPU-hours.
 pub const QUEUE_THRESHOLD_GPU_S: f64 = 16.0 * 3600.0;
@@ -107,30 +107,11 @@ impl Policy for PolluxTiresias {
                 }
             }
         }
-        // Where: running jobs keep their GPUs; the others, in queue order, most-free first.
-        let mut free = free_per_node(view.cluster);
-        let mut run = Vec::new();
-        let held = |id: JobId| jobs.binary_search_by_key(&id, |j| j.id).ok().and_then(|k| jobs[k].placement());
-        for queue in &self.queues {
-            for &id in queue {
-                if self.status[id.index()] == Status::Running && let Some(p) = held(id) {
-                    for &(node, g) in &p.slots {
-                        free[node.index()] -= g;
-                    }
-                    run.push(Assignment::exclusive(id, p.clone()));
-                }
-            }
-        }
-        for queue in &self.queues {
-            for &id in queue {
-                if self.status[id.index()] == Status::Running && held(id).is_none() {
-                    let gpus = view.specs[id.index()].gpus;
-                    // Counting guarantees the GPUs are there.
-                    let placement = most_free_first(&mut free, gpus).ok_or_else(|| PolicyError::Config(format!("{id}: {gpus} GPUs counted free but not found")))?;
-                    run.push(Assignment::exclusive(id, placement));
-                }
-            }
-        }
+        // Where: running jobs keep their GPUs; the others, in queue order, most-free first
+        // (counting guarantees the GPUs are there).
+        let counts: Vec<(JobId, u32)> =
+            self.queues.iter().flatten().filter(|id| self.status[id.index()] == Status::Running).map(|id| (*id, view.specs[id.index()].gpus)).collect();
+        let run = place_counts(view.cluster, &jobs, &counts);
         Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })
     }
 }

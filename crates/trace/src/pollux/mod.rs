@@ -83,8 +83,7 @@ pub fn read(path: &Path, profiles: Option<&Path>) -> Result<Trace, TraceError> {
             let run_time_s = profile.time_on(&reference).ok_or_else(|| {
                 row.error("num_replicas", format!("{model}'s profile covers no run on {replicas} GPUs at batch size {batch}"))
             })?;
-            let config = app.batch_config(batch as f64, replicas);
-            let reference_batch = f64::from(replicas) * config.atomic_bsz * (config.accum_steps + 1.0);
+            let reference_batch = app.batch_config(batch as f64, replicas).total_batch(replicas);
             let (_, epoch_ends) = app.work_steps(reference_batch).ok_or_else(|| row.error("batch_size", format!("no gradient statistics for {model} at batch size {reference_batch}")))?;
             let most = if model == "ncf" { 1 } else { ((batch as f64 / app.min_local_bsz).floor() as u32).max(1) };
             let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(submit), replicas, run_time_s);
@@ -117,22 +116,29 @@ struct BatchProfile {
 impl BatchProfile {
     /// Seconds to train from scratch on a placement of this shape (largest first).
     fn time_on(&self, shape: &[u32]) -> Option<f64> {
-        if let Some(known) = self.memo.lock().ok().and_then(|m| m.get(shape).copied()) {
-            return known;
-        }
-        let replicas: u32 = shape.iter().sum();
-        let time = (replicas > 0).then(|| {
+        memoised(&self.memo, shape.to_vec(), || {
+            let replicas: u32 = shape.iter().sum();
+            if replicas == 0 {
+                return None;
+            }
             let config = self.app.batch_config(self.batch, replicas);
             let iteration_s = self.app.iteration_s(shape, config)?;
-            let total_batch = f64::from(replicas) * config.atomic_bsz * (config.accum_steps + 1.0);
-            let (work, _) = self.app.work_steps(total_batch)?;
+            let (work, _) = self.app.work_steps(config.total_batch(replicas))?;
             Some(iteration_s * work).filter(|t| t.is_finite() && *t > 0.0)
-        }).flatten();
-        if let Ok(mut memo) = self.memo.lock() {
-            memo.insert(shape.to_vec(), time);
-        }
-        time
+        })
     }
+}
+
+/// `compute()` the first time `key` is asked for, the remembered answer after.
+fn memoised<K: Ord, V: Copy>(memo: &Mutex<BTreeMap<K, V>>, key: K, compute: impl FnOnce() -> V) -> V {
+    if let Some(known) = memo.lock().ok().and_then(|m| m.get(&key).copied()) {
+        return known;
+    }
+    let value = compute();
+    if let Ok(mut m) = memo.lock() {
+        m.insert(key, value);
+    }
+    value
 }
 
 /// A job's view of its [`BatchProfile`]: speeds relative to its reference run time.
@@ -159,34 +165,13 @@ impl PlacementSpeed for PolluxJob {
     }
 
     fn predicted_iteration_s(&self, gpus: u32, gpus_per_node: u32) -> Option<f64> {
-        let key = (gpus, gpus_per_node);
-        if let Some(known) = self.profile.predictions.lock().ok().and_then(|m| m.get(&key).copied()) {
-            return known;
-        }
-        let predicted = self.predict(gpus, gpus_per_node);
-        if let Ok(mut memo) = self.profile.predictions.lock() {
-            memo.insert(key, predicted);
-        }
-        predicted
+        let app = &self.profile.app;
+        memoised(&self.profile.predictions, (gpus, gpus_per_node), || {
+            app.iteration_s(&consolidated_shape(gpus, gpus_per_node), app.optimus_batch_config(self.profile.batch, gpus))
+        })
     }
 
     fn describe(&self) -> String {
         format!("{} at batch size {}", self.profile.app.name, self.profile.batch)
-    }
-}
-
-impl PolluxJob {
-    fn predict(&self, gpus: u32, gpus_per_node: u32) -> Option<f64> {
-        let app = &self.profile.app;
-        let n = f64::from(gpus.max(1));
-        // Optimus's `predict_step_time`: like the simulator's split, but two accumulation steps
-        // on one GPU whatever the batch.
-        let local = (self.profile.batch / n - 1e-8).ceil();
-        let mut accum = (local / app.max_local_bsz - 1e-8).ceil() - 1.0;
-        if gpus == 1 {
-            accum = accum.max(1.0);
-        }
-        let atomic = ((local / (accum + 1.0) - 1e-8).ceil()).min((app.max_batch / (n * (accum + 1.0))).trunc());
-        app.iteration_s(&consolidated_shape(gpus, gpus_per_node), profile::BatchConfig { atomic_bsz: atomic, accum_steps: accum })
     }
 }

@@ -44,6 +44,13 @@ pub(crate) struct BatchConfig {
     pub accum_steps: f64,
 }
 
+impl BatchConfig {
+    /// The total batch on `replicas` GPUs (the ceilings may round it up from the one asked for).
+    pub(crate) fn total_batch(&self, replicas: u32) -> f64 {
+        f64::from(replicas) * self.atomic_bsz * (self.accum_steps + 1.0)
+    }
+}
+
 /// A model's profile.
 #[derive(Debug)]
 pub(crate) struct Application {
@@ -149,10 +156,20 @@ impl Application {
     /// largest local batch, at least two steps on one GPU above the initial batch, and no more
     /// than the largest validated batch in all.
     pub(crate) fn batch_config(&self, batch: f64, replicas: u32) -> BatchConfig {
+        self.split_batch(batch, replicas, batch > self.init_batch)
+    }
+
+    /// The split Optimus's oracle predicts with (`predict_step_time`): as [`Self::batch_config`],
+    /// but at least two accumulation steps on one GPU whatever the batch.
+    pub(crate) fn optimus_batch_config(&self, batch: f64, replicas: u32) -> BatchConfig {
+        self.split_batch(batch, replicas, true)
+    }
+
+    fn split_batch(&self, batch: f64, replicas: u32, accumulate_on_one: bool) -> BatchConfig {
         let n = f64::from(replicas.max(1));
         let local = (batch / n - 1e-8).ceil();
         let mut accum = (local / self.max_local_bsz - 1e-8).ceil() - 1.0;
-        if replicas == 1 && batch > self.init_batch {
+        if replicas == 1 && accumulate_on_one {
             accum = accum.max(1.0);
         }
         let atomic = (local / (accum + 1.0) - 1e-8).ceil();
