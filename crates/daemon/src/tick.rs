@@ -88,6 +88,15 @@ impl Daemon {
         // The snapshot: queued and running jobs, as the simulator's engine would show them.
         // Jobs backing off after a failed run are not offered to the policy until their time.
         let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
+        // An elastic job may not grow past its tenant's GPU quota: a policy that does not know
+        // quotas would keep choosing a count the quota then refuses, leaving it waiting beside
+        // free GPUs. (Quotas may change at any time, so this is done at every decision.)
+        for job in state.jobs.iter().filter(|j| !j.state.is_terminal()) {
+            if let (Some(most), Some(range)) = (job.request.max_gpus, state.specs[job.id as usize].elastic.as_mut()) {
+                let quota = state.tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
+                range.max = quota.map_or(most, |q| most.min(q).max(range.min));
+            }
+        }
         // Opportunistic jobs are not the policy's (see `opportunistic`).
         let active: Vec<_> = state
             .jobs

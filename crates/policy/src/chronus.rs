@@ -169,14 +169,6 @@ impl Policy for Chronus {
         let lease = self.lease_of(now);
         let boundary = self.lease.is_none_or(|l| lease > l);
         self.lease = Some(lease);
-        // Jobs gone (finished) give their reservations back.
-        let active: BTreeSet<JobId> = view.jobs.iter().map(|j| j.id).collect();
-        let gone: Vec<JobId> = self.standing.keys().filter(|id| !active.contains(id)).copied().collect();
-        for id in gone {
-            if let Some(Standing::Admitted { leases, .. }) = self.standing.remove(&id) {
-                self.release(&leases, view.specs[id.index()].gpus);
-            }
-        }
         let mut jobs: Vec<&ActiveJob> = view.jobs.iter().collect();
         jobs.sort_by_key(|j| (j.submit, j.id));
         let mut admitted = Vec::new();
@@ -189,6 +181,7 @@ impl Policy for Chronus {
         if boundary {
             // Past leases are spent; a job ahead of its plan gives back its earliest leases.
             self.reserved = self.reserved.split_off(&lease);
+            let mut given_back = Vec::new();
             for j in &jobs {
                 let spec = view.spec(j);
                 let needed = self.leases_needed(spec, j.remaining_s_at(now));
@@ -200,14 +193,18 @@ impl Policy for Chronus {
                             spare.insert(first);
                         }
                     }
-                    let gpus = spec.gpus;
-                    for l in &spare {
-                        if let Some(r) = self.reserved.get_mut(l) {
-                            *r = r.saturating_sub(gpus);
-                        }
-                    }
+                    given_back.push((spare, spec.gpus));
                 }
             }
+            for (spare, gpus) in given_back {
+                self.release(&spare, gpus);
+            }
+            // A job missing from the view is not necessarily gone: the daemon leaves out a job
+            // whose run is being stopped, and it comes back, promise intact. Finished jobs give
+            // their promises back in `job_finished`; one that left otherwise (cancelled while
+            // queued) keeps its leases until they are spent, then is forgotten.
+            let active: BTreeSet<JobId> = view.jobs.iter().map(|j| j.id).collect();
+            self.standing.retain(|id, s| active.contains(id) || matches!(s, Standing::Admitted { leases, .. } if leases.last().is_some_and(|l| *l >= lease)));
         }
         // Order: guaranteed this lease (largest first), then — between boundaries — the running
         // jobs, then refused and best-effort jobs by least remaining GPU time, then admitted ones

@@ -486,6 +486,16 @@ fn an_elastic_job_is_resized_by_afs_and_resumes_with_its_progress() {
     assert!(log.contains("finished at 60"), "{log}");
     let job = admin.get(&format!("/v1/jobs/{elastic}")).expect("job");
     assert!(job["runs"].as_u64().unwrap_or(0) >= 2, "{job}");
+    // A tenant's quota bounds its elastic job: with a quota of one GPU it runs on one (the other
+    // stays free), rather than asking for two and waiting.
+    let token_q = admin.post("/v1/tenants", &json!({ "name": "team-q", "gpu_quota": 1 })).expect("created")["token"].as_str().expect("token").to_string();
+    let q = Client::new(&daemon.url, &token_q);
+    let mut greedy = train(20, 0.1, 1, 1000);
+    greedy["max_gpus"] = json!(2);
+    let greedy = submit(&q, greedy);
+    wait_for("the quota-bound elastic job to finish", 30, || state_of(&q, greedy) == "succeeded");
+    let log = q.get_text(&format!("/v1/jobs/{greedy}/logs")).expect("logs");
+    assert!(log.contains("gpus=0 run=1") || log.contains("gpus=1 run=1"), "one GPU within the quota: {log}");
     // Out of range and malformed ranges are refused naming the field.
     let mut bad = train(1, 0.1, 2, 5);
     bad["max_gpus"] = json!(1);
