@@ -162,10 +162,22 @@ fn a_jobs_environment_cannot_replace_the_wrapper_and_owned_variables_are_refused
     wait_for("the job to end", 20, || matches!(state_of(&a, id).as_str(), "failed" | "succeeded"));
     let job = a.get(&format!("/v1/jobs/{id}")).expect("job");
     assert_eq!((job["state"]["state"].as_str(), job["exit_code"].as_i64()), (Some("failed"), Some(3)), "{job}");
-    for key in ["ARBITER_JOB_ID", "ARBITER_ANYTHING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"] {
+    // Including the elastic run's own count and its previous one (a faked ARBITER_PREVIOUS_GPUS
+    // would make a job think it was resized).
+    for key in ["ARBITER_JOB_ID", "ARBITER_ANYTHING", "ARBITER_GPUS", "ARBITER_PREVIOUS_GPUS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"] {
         let (status, message) = refused(a.post("/v1/jobs", &json!({ "command": "true", "env": { key: "0" } })));
         assert!(status == 400 && message.starts_with("env") && message.contains(key), "{key}: {status} {message}");
     }
+    // Malformed or impossible elastic ranges and deadlines are refused, never stored.
+    for bad in [json!({ "max_gpus": "2" }), json!({ "max_gpus": -1 }), json!({ "max_gpus": 4_294_967_295u64 }), json!({ "max_gpus": 2, "opportunistic": true }), json!({ "deadline_unix_s": -5 })] {
+        let mut body = json!({ "command": "true" });
+        for (k, v) in bad.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        let (status, message) = refused(a.post("/v1/jobs", &body));
+        assert_eq!(status, 400, "{body}: {message}");
+    }
+    assert_eq!(a.get("/v1/jobs").expect("list")["jobs"].as_array().map(Vec::len), Some(1), "only the first job was stored");
 }
 
 #[test]
