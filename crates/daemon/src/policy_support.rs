@@ -105,6 +105,10 @@ pub fn policy_config(tenants: &BTreeMap<String, Tenant>, round_s: f64, gittins_p
         gittins_prior_gpu_s: gittins_prior.to_vec(),
         // VTC charges a job handed GPUs one round of them, and decides again each round.
         vtc: arbiter_policy::vtc::VtcConfig { quantum_s: round_s, ..Default::default() },
+        // Chronus re-plans its promises within a wall-clock second as well as its node limit:
+        // the daemon's tick must not stall on a hard program (simulation uses the node limit
+        // alone, to stay deterministic).
+        chronus: arbiter_policy::chronus::ChronusConfig { mip_time_limit_s: Some(1.0), ..Default::default() },
         ..Default::default()
     }
 }

@@ -14,13 +14,16 @@
 //!   ([`Decision::admitted`]); refused: the job runs only on GPUs nobody is guaranteed, like a
 //!   best-effort job, and is never offered again. (The artifact, by a bug, also refuses every
 //!   later job of the same 5-minute batch after one refusal.)
+//! - **Re-planning** (`chronus/replan.rs`, `chronus/plan.rs`): when the greedy test fails, an
+//!   integer program re-plans the promises in the leases before the newcomer's deadline — each
+//!   promise kept, leases moved anywhere before its own deadline — and admits the newcomer if a
+//!   plan fits it too. The artifact re-plans every promise at every boundary (Gurobi, 5 s); the
+//!   whole plan is too large to solve at each decision here, and at a boundary only a job behind
+//!   its reservations, or one kept on a later option, can gain, so only those are re-planned
+//!   then. Solved by microlp with a node limit (deterministic), from the present plan.
 //! - **At each lease boundary** the jobs holding a reservation for the starting lease run first
 //!   (largest first, on the GPUs the reservations counted); an admitted job that got ahead on
-//!   spare GPUs gives back its earliest reservations it no longer needs. The artifact re-plans
-//!   every reservation with an integer program at each boundary (Gurobi, 5 s limit), maximizing
-//!   the value of the options kept; reservations made at admission are already feasible for the
-//!   first option met, so this keeps them (an integer program over thousands of leases × jobs
-//!   is the next step: `docs/chronus-reference.md`).
+//!   spare GPUs gives back its earliest reservations it no longer needs.
 //! - **Spare GPUs** go, at every scheduling point, to refused and best-effort jobs by least
 //!   remaining GPU time, then to admitted jobs by least slack; between boundaries running jobs
 //!   keep their GPUs (only boundaries preempt).
@@ -31,7 +34,11 @@
 use crate::greedy::{schedule_in_order, GreedyOptions};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobId, JobSpec, SimDuration, SimTime};
+use plan::PlanOption;
 use std::collections::{BTreeMap, BTreeSet};
+
+mod plan;
+mod replan;
 
 /// Chronus' settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,22 +50,41 @@ pub struct ChronusConfig {
     /// Also admit a soft job at a later, less valuable deadline when its first cannot be
     /// guaranteed (the artifact does not: false).
     pub later_options: bool,
+    /// Branch-and-bound nodes the lease-plan integer program may use per solve (deterministic;
+    /// 0: keep every plan as admitted, never re-plan).
+    pub mip_node_limit: u64,
+    /// Wall-clock limit of one solve, seconds (the daemon's; `None` in simulation, which must not
+    /// depend on the machine's speed).
+    pub mip_time_limit_s: Option<f64>,
+    /// The largest re-plan attempted, in binary variables (larger windows keep their plan).
+    pub mip_max_binaries: usize,
 }
 
 impl Default for ChronusConfig {
     fn default() -> Self {
-        ChronusConfig { lease_s: 1200.0, margin: 1.1, later_options: false }
+        ChronusConfig { lease_s: 1200.0, margin: 1.1, later_options: false, mip_node_limit: 200, mip_time_limit_s: None, mip_max_binaries: 4000 }
     }
 }
 
 /// Where a job with a deadline stands.
 #[derive(Clone, Debug, PartialEq)]
 enum Standing {
-    /// Its deadline is guaranteed: GPUs reserved in these leases (absolute lease indices), for
-    /// the option ending at `deadline`.
-    Admitted { leases: BTreeSet<u64>, deadline: SimTime },
+    /// Its deadline is guaranteed: `gpus` GPUs reserved in these leases (absolute lease
+    /// indices), for the option ending at `deadline`.
+    Admitted { leases: BTreeSet<u64>, deadline: SimTime, gpus: u32 },
     /// Not guaranteed: runs on spare GPUs only.
     Refused,
+}
+
+/// What the greedy admission test found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Admission {
+    /// Guaranteed, leases reserved.
+    Admitted,
+    /// No deadline window holds its leases even on an empty cluster: refused outright.
+    Impossible,
+    /// Not around the present reservations; re-planning them may make room.
+    NoRoom,
 }
 
 /// Chronus.
@@ -118,42 +144,63 @@ impl Chronus {
         None
     }
 
-    /// Admission of a job seen for the first time: the first of its deadline options that its
-    /// reservations fit before.
-    fn admit(&mut self, spec: &JobSpec, now: SimTime, capacity: u32) -> bool {
-        let Some(first_deadline) = spec.deadline else { return false };
-        let Some(needed) = self.leases_needed(spec, spec.run_time_s) else {
-            self.standing.insert(spec.id, Standing::Refused);
-            return false;
-        };
+    /// Admission of a job seen for the first time, by the greedy test: the first of its deadline
+    /// options that its reservations fit before, as late as possible, around the promises made.
+    fn admit(&mut self, spec: &JobSpec, now: SimTime, capacity: u32) -> Admission {
+        let Some(needed) = self.leases_needed(spec, spec.run_time_s) else { return Admission::Impossible };
         let next = self.lease_of(now) + 1;
-        // The artifact guarantees the first (most valuable) option or none: a soft job that
-        // cannot have it runs on spare GPUs, where its later options may still be met.
-        let deadlines: Vec<SimTime> = if self.config.later_options && !spec.deadline_options.is_empty() {
-            spec.deadline_options.iter().map(|o| o.deadline).collect()
-        } else {
-            vec![first_deadline]
-        };
-        for deadline in deadlines {
-            // The last lease that ends by the deadline.
-            let end = (deadline.as_secs_f64() / self.config.lease_s).floor() as u64;
-            let Some(last) = end.checked_sub(1).filter(|l| *l >= next) else { continue };
+        let mut impossible = true;
+        for (deadline, option) in self.options_of(spec, false) {
+            let Some(last) = Some(option.last_lease).filter(|l| *l >= next) else { continue };
+            impossible &= last + 1 - next < needed || spec.gpus > capacity;
             if let Some(leases) = self.latest_free(next, last, needed, spec.gpus, capacity) {
                 for l in &leases {
                     *self.reserved.entry(*l).or_insert(0) += spec.gpus;
                 }
-                self.standing.insert(spec.id, Standing::Admitted { leases, deadline });
-                return true;
+                self.standing.insert(spec.id, Standing::Admitted { leases, deadline, gpus: spec.gpus });
+                return Admission::Admitted;
             }
         }
-        self.standing.insert(spec.id, Standing::Refused);
-        false
+        if impossible {
+            Admission::Impossible
+        } else {
+            Admission::NoRoom
+        }
+    }
+
+    /// The last lease that ends by `deadline`.
+    fn last_lease_by(&self, deadline: SimTime) -> u64 {
+        ((deadline.as_secs_f64() / self.config.lease_s).floor() as u64).saturating_sub(1)
+    }
+
+    /// The deadline options a job may be guaranteed, with the last lease ending by each: its
+    /// first only (the artifact), or all of them with `later_options` (or `all`).
+    fn options_of(&self, spec: &JobSpec, all: bool) -> Vec<(SimTime, PlanOption)> {
+        let last_lease = |deadline: SimTime| self.last_lease_by(deadline);
+        let Some(first) = spec.deadline else { return Vec::new() };
+        let Some(best) = spec.deadline_options.first().filter(|o| o.value > 0.0) else {
+            return vec![(first, PlanOption { last_lease: last_lease(first), value: 1.0 })];
+        };
+        let take = if all || self.config.later_options { spec.deadline_options.len() } else { 1 };
+        spec.deadline_options.iter().take(take).map(|o| (o.deadline, PlanOption { last_lease: last_lease(o.deadline), value: o.value / best.value })).collect()
     }
 
     fn release(&mut self, leases: &BTreeSet<u64>, gpus: u32) {
         for l in leases {
             if let Some(r) = self.reserved.get_mut(l) {
                 *r = r.saturating_sub(gpus);
+            }
+        }
+    }
+
+    /// GPUs reserved per lease, recounted from the promises.
+    fn recount_reserved(&mut self) {
+        self.reserved.clear();
+        for s in self.standing.values() {
+            if let Standing::Admitted { leases, gpus, .. } = s {
+                for l in leases {
+                    *self.reserved.entry(*l).or_insert(0) += gpus;
+                }
             }
         }
     }
@@ -172,10 +219,29 @@ impl Policy for Chronus {
         let mut jobs: Vec<&ActiveJob> = view.jobs.iter().collect();
         jobs.sort_by_key(|j| (j.submit, j.id));
         let mut admitted = Vec::new();
+        let mut no_room = Vec::new();
         for j in &jobs {
             let spec = view.spec(j);
             if spec.deadline.is_some() && !self.standing.contains_key(&j.id) {
-                admitted.push((j.id, self.admit(spec, now, capacity)));
+                let answer = self.admit(spec, now, capacity);
+                admitted.push((j.id, answer == Admission::Admitted));
+                match answer {
+                    Admission::Admitted => {}
+                    Admission::Impossible => {
+                        self.standing.insert(j.id, Standing::Refused);
+                    }
+                    Admission::NoRoom => no_room.push(spec),
+                }
+            }
+        }
+        if !no_room.is_empty() {
+            // The greedy test failed: re-planning every promise may still make room.
+            let won = self.replan(view, lease + 1, capacity, &no_room, now);
+            for (id, answer) in &mut admitted {
+                *answer |= won.contains(id);
+            }
+            for spec in no_room {
+                self.standing.entry(spec.id).or_insert(Standing::Refused);
             }
         }
         if boundary {
@@ -205,6 +271,9 @@ impl Policy for Chronus {
             // queued) keeps its leases until they are spent, then is forgotten.
             let active: BTreeSet<JobId> = view.jobs.iter().map(|j| j.id).collect();
             self.standing.retain(|id, s| active.contains(id) || matches!(s, Standing::Admitted { leases, .. } if leases.last().is_some_and(|l| *l >= lease)));
+            // Re-plan where the plan can gain: a job behind its reservations (run times longer
+            // than declared), or one kept on a later option than its first.
+            self.replan(view, lease, capacity, &[], now);
         }
         // Order: guaranteed this lease (largest first), then — between boundaries — the running
         // jobs, then refused and best-effort jobs by least remaining GPU time, then admitted ones

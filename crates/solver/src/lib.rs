@@ -6,6 +6,10 @@
 //! `CONVENTIONS.md`) is an implementation detail behind this seam, so another backend can be
 //! swapped in behind a cargo feature without touching a policy.
 //!
+//! A program with integer variables is solved by [`LinearProgram::solve_integer`] (branch and
+//! bound in the pure-Rust `microlp`, see [`mip`]); [`LinearProgram::solve`] solves its linear
+//! relaxation.
+//!
 //! An interior-point solver returns a point in the *relative interior* of the optimal face when
 //! the optimum is not unique (it does not pick a vertex). Policies that rely on that — Gavel's
 //! max-min fairness leaves non-bottleneck jobs free — say so where they do.
@@ -42,6 +46,10 @@ pub enum SolverError {
     /// The backend failed (numerical trouble, iteration limit).
     #[error("the solver failed: {0}")]
     Backend(String),
+    /// An integer program's node or time limit was reached before any feasible point was found
+    /// (give a warm start to always have one).
+    #[error("the solver reached its limit before finding a feasible point")]
+    NoIncumbent,
 }
 
 /// A solved program.
@@ -88,6 +96,8 @@ enum Sense {
 pub struct LinearProgram {
     direction: Direction,
     bounds: Vec<(f64, f64)>,
+    /// Whether each variable must take an integer value ([`LinearProgram::solve_integer`]).
+    integer: Vec<bool>,
     objective: Vec<(VarId, f64)>,
     rows: Vec<Row>,
 }
@@ -103,13 +113,27 @@ struct Row {
 impl LinearProgram {
     /// An empty program.
     pub fn new(direction: Direction) -> Self {
-        LinearProgram { direction, bounds: Vec::new(), objective: Vec::new(), rows: Vec::new() }
+        LinearProgram { direction, bounds: Vec::new(), integer: Vec::new(), objective: Vec::new(), rows: Vec::new() }
     }
 
     /// Adds a variable with bounds `lower <= x <= upper` (use infinities for none).
     pub fn add_var(&mut self, lower: f64, upper: f64) -> VarId {
         self.bounds.push((lower, upper));
+        self.integer.push(false);
         VarId(self.bounds.len() - 1)
+    }
+
+    /// Adds a variable that must be 0 or 1 in [`LinearProgram::solve_integer`] (and lies in
+    /// `[0, 1]` in the relaxation [`LinearProgram::solve`] solves).
+    pub fn add_binary_var(&mut self) -> VarId {
+        self.bounds.push((0.0, 1.0));
+        self.integer.push(true);
+        VarId(self.bounds.len() - 1)
+    }
+
+    /// Whether any variable must be integral.
+    pub fn has_integer_vars(&self) -> bool {
+        self.integer.iter().any(|&i| i)
     }
 
     /// Number of variables.
@@ -143,7 +167,7 @@ impl LinearProgram {
     }
 
     /// Solves with Clarabel at default accuracy (relative gap and feasibility 1e-7), with no time
-    /// limit.
+    /// limit. Integer markers are ignored: this is the linear relaxation.
     pub fn solve(&self) -> Result<LpSolution, SolverError> {
         self.solve_with(&SolveOptions::default())
     }
@@ -203,6 +227,9 @@ impl LinearProgram {
         Ok(LpSolution { values, objective })
     }
 }
+
+pub mod mip;
+pub use mip::{MipOptions, MipSolution};
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@ use arbiter_model::DeadlineOption;
 
 fn chronus(lease_s: f64) -> Chronus {
     let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, keep_placements: true, strategy: crate::PlacementStrategy::Consolidated };
-    Chronus::new(ChronusConfig { lease_s, margin: 1.1, later_options: false }, options).expect("valid")
+    Chronus::new(ChronusConfig { lease_s, ..ChronusConfig::default() }, options).expect("valid")
 }
 
 fn with_deadline(id: u32, gpus: u32, run_s: f64, deadline_s: u64) -> JobSpec {
@@ -27,8 +27,8 @@ fn jobs_are_admitted_while_leases_before_their_deadline_have_room_then_refused()
     let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
     assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true), (JobId(2), false)]);
     // As late as possible: job 0 holds lease 2, job 1 lease 1.
-    assert_eq!(policy.standing[&JobId(0)], Standing::Admitted { leases: BTreeSet::from([2]), deadline: SimTime::from_ms(300_000) });
-    assert_eq!(policy.standing[&JobId(1)], Standing::Admitted { leases: BTreeSet::from([1]), deadline: SimTime::from_ms(300_000) });
+    assert_eq!(policy.standing[&JobId(0)], Standing::Admitted { leases: BTreeSet::from([2]), deadline: SimTime::from_ms(300_000), gpus: 1 });
+    assert_eq!(policy.standing[&JobId(1)], Standing::Admitted { leases: BTreeSet::from([1]), deadline: SimTime::from_ms(300_000), gpus: 1 });
     // Meanwhile the GPU is spare: refused and best-effort jobs come before admitted ones (which
     // have their leases), so the refused job runs now.
     assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(2)]);
@@ -49,13 +49,23 @@ fn a_soft_job_is_admitted_at_the_first_option_that_fits() {
     let mut policy = chronus(100.0);
     let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
     assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), false)]);
-    // With later options: job 0 takes lease 1, the only one ending by 200 s; job 1 falls back
-    // to its 400 s option.
+    // With later options: at admission (from lease 1 on, lease 0 being under way) job 0 takes
+    // lease 1, the only one ending by 200 s, and job 1 is guaranteed its 400 s option. Time 0 is
+    // also a lease boundary, where the plan is made again from the lease starting — lease 0 —
+    // and the integer program upgrades job 1 to its first deadline: job 0 runs in lease 0.
     let mut policy = chronus(100.0);
     policy.config.later_options = true;
     let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
     assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true)]);
-    assert_eq!(policy.standing[&JobId(1)], Standing::Admitted { leases: BTreeSet::from([3]), deadline: SimTime::from_ms(400_000) });
+    assert_eq!(policy.standing[&JobId(0)], Standing::Admitted { leases: BTreeSet::from([0]), deadline: SimTime::from_ms(200_000), gpus: 1 });
+    assert_eq!(policy.standing[&JobId(1)], Standing::Admitted { leases: BTreeSet::from([1]), deadline: SimTime::from_ms(200_000), gpus: 1 });
+    assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(0)]);
+    // Without the integer program, the promises stay as admitted.
+    let mut policy = chronus(100.0);
+    policy.config.later_options = true;
+    policy.config.mip_node_limit = 0;
+    decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(policy.standing[&JobId(1)], Standing::Admitted { leases: BTreeSet::from([3]), deadline: SimTime::from_ms(400_000), gpus: 1 });
 }
 
 #[test]
@@ -81,6 +91,36 @@ fn at_a_boundary_the_guaranteed_job_runs_before_spare_work() {
 #[test]
 fn bad_settings_are_refused() {
     let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, keep_placements: true, strategy: crate::PlacementStrategy::Consolidated };
-    assert!(Chronus::new(ChronusConfig { lease_s: 0.0, margin: 1.1, later_options: false }, options).is_err());
-    assert!(Chronus::new(ChronusConfig { lease_s: 60.0, margin: 0.5, later_options: false }, options).is_err());
+    assert!(Chronus::new(ChronusConfig { lease_s: 0.0, ..ChronusConfig::default() }, options).is_err());
+    assert!(Chronus::new(ChronusConfig { lease_s: 60.0, margin: 0.5, ..ChronusConfig::default() }, options).is_err());
+}
+
+#[test]
+fn re_planning_the_promises_admits_a_job_the_greedy_test_refuses() {
+    // 4 GPUs, leases of 100 s. A (2 GPUs, by 300 s) is admitted as late as possible, in lease 2;
+    // B (2 GPUs, by 200 s) can only have lease 1. C (4 GPUs, by 300 s) finds 2 free GPUs in each
+    // lease — the greedy test refuses it — but A can move to lease 1 beside B, freeing lease 2.
+    let c = cluster(1, 4);
+    let specs = vec![with_deadline(0, 2, 80.0, 300), with_deadline(1, 2, 80.0, 200), with_deadline(2, 4, 80.0, 300)];
+    let mut policy = chronus(100.0);
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true), (JobId(2), true)]);
+    let leases = |p: &Chronus, id: u32| match &p.standing[&JobId(id)] {
+        Standing::Admitted { leases, .. } => leases.clone(),
+        Standing::Refused => BTreeSet::new(),
+    };
+    assert_eq!((leases(&policy, 0), leases(&policy, 1), leases(&policy, 2)), (BTreeSet::from([1]), BTreeSet::from([1]), BTreeSet::from([2])));
+    assert_eq!(policy.reserved, BTreeMap::from([(1, 4), (2, 4)]));
+    // Without the integer program (the greedy test alone), C is refused.
+    let mut policy = chronus(100.0);
+    policy.config.mip_node_limit = 0;
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true), (JobId(2), false)]);
+    // And a candidate no plan can fit is refused with the promises untouched.
+    let mut specs = specs;
+    specs.push(with_deadline(3, 4, 80.0, 300));
+    let mut policy = chronus(100.0);
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true), (JobId(2), true), (JobId(3), false)]);
+    assert_eq!(policy.reserved, BTreeMap::from([(1, 4), (2, 4)]));
 }

@@ -614,6 +614,9 @@ impl Scenario {
         config.horus = spec.horus_config();
         config.vtc = arbiter_policy::vtc::VtcConfig { quantum_s: spec.vtc_quantum_s, inner: spec.vtc_inner };
         config.chronus.lease_s = spec.chronus_lease_s;
+        config.chronus.later_options = spec.chronus_later_options;
+        config.chronus.mip_node_limit = spec.chronus_mip_node_limit;
+        config.chronus.mip_max_binaries = spec.chronus_mip_max_binaries;
         if !(spec.external_timeout_s.is_finite() && spec.external_timeout_s > 0.0) {
             return Err(self.invalid(format!("policy.external_timeout_s must be > 0, got {}", spec.external_timeout_s)));
         }

@@ -66,6 +66,12 @@ pub struct PolicySpec {
     pub vtc_inner: arbiter_policy::vtc::VtcInner,
     /// Chronus: lease length, seconds.
     pub chronus_lease_s: f64,
+    /// Chronus: also guarantee a soft job's later deadline options.
+    pub chronus_later_options: bool,
+    /// Chronus: branch-and-bound nodes per re-plan (0: never re-plan).
+    pub chronus_mip_node_limit: u64,
+    /// Chronus: the largest re-plan attempted, binary variables.
+    pub chronus_mip_max_binaries: usize,
     /// `external`: the agent's command, run with `sh -c` (relative paths in it resolve against
     /// the directory `arbiter run` is started in).
     pub external_cmd: Option<String>,
@@ -107,6 +113,9 @@ impl Default for PolicySpec {
             vtc_quantum_s: d.vtc.quantum_s,
             vtc_inner: d.vtc.inner,
             chronus_lease_s: d.chronus.lease_s,
+            chronus_later_options: d.chronus.later_options,
+            chronus_mip_node_limit: d.chronus.mip_node_limit,
+            chronus_mip_max_binaries: d.chronus.mip_max_binaries,
             external_cmd: None,
             external_timeout_s: 10.0,
             per_policy: BTreeMap::new(),
