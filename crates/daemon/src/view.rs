@@ -27,6 +27,8 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
     spec.model = r.job_type.as_deref().map(|t| crate::pairs::namespaced(&job.tenant, t));
     spec.priority = r.priority;
     spec.deadline = r.deadline_unix_s.map(sim_time_s);
+    // An answer given before a restart stands: the policy re-reserves for it instead of asking.
+    spec.deadline_answer = job.deadline_admitted;
     spec.restart_overhead = Some(SimDuration::from_ms(0));
     // Per-iteration stage times (Muri's policies interleave jobs by them); one iteration alone
     // takes their sum.
@@ -195,6 +197,11 @@ mod tests {
         job.total_steps = Some(5000);
         job.progress = Some(crate::job::Progress { steps: 1000, throughput: Some(40.0), at_unix_s: 0 });
         assert_eq!(spec_of(&job, &cluster).run_time_s, 200.0);
+        // A deadline's admission answer, once given, goes with the job to the policy (after a
+        // restart Chronus keeps it rather than answering again).
+        assert_eq!(spec_of(&job, &cluster).deadline_answer, None);
+        job.deadline_admitted = Some(true);
+        assert_eq!(spec_of(&job, &cluster).deadline_answer, Some(true));
     }
 
     #[test]

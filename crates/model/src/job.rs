@@ -44,6 +44,11 @@ pub struct JobSpec {
     /// `deadline` with the full value. Empty: `deadline` alone, all or nothing (a strict SLO).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deadline_options: Vec<DeadlineOption>,
+    /// The admission answer its deadline already got (the daemon, after a restart): a policy
+    /// that admits deadlines keeps it — a guarantee stays a guarantee — instead of answering
+    /// again. `None`: not answered yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_answer: Option<bool>,
     /// Speed on each GPU type of the cluster it runs on, indexed by [`GpuTypeId`], relative to
     /// the reference speed `run_time_s` is measured at (Gavel: throughput on the type ÷
     /// throughput on a V100). Empty: 1.0 everywhere. 0 on a type: cannot run there.
@@ -117,6 +122,7 @@ impl JobSpec {
             restart_overhead: None,
             deadline: None,
             deadline_options: Vec::new(),
+            deadline_answer: None,
             speed_by_gpu_type: Vec::new(),
             sensitivity: None,
             stages: None,

@@ -220,9 +220,28 @@ impl Policy for Chronus {
         jobs.sort_by_key(|j| (j.submit, j.id));
         let mut admitted = Vec::new();
         let mut no_room = Vec::new();
+        let mut restored_behind = false;
         for j in &jobs {
             let spec = view.spec(j);
             if spec.deadline.is_some() && !self.standing.contains_key(&j.id) {
+                // An answer given before (the daemon restarted) stands: a refused job stays
+                // refused; a guaranteed one gets its reservations back — where the greedy test
+                // cannot place them, as a job behind its plan, re-planned below.
+                match spec.deadline_answer {
+                    Some(false) => {
+                        self.standing.insert(j.id, Standing::Refused);
+                        continue;
+                    }
+                    Some(true) => {
+                        if self.admit(spec, now, capacity) != Admission::Admitted {
+                            let deadline = spec.deadline.unwrap_or(SimTime::ZERO);
+                            self.standing.insert(j.id, Standing::Admitted { leases: BTreeSet::new(), deadline, gpus: spec.gpus });
+                            restored_behind = true;
+                        }
+                        continue;
+                    }
+                    None => {}
+                }
                 let answer = self.admit(spec, now, capacity);
                 admitted.push((j.id, answer == Admission::Admitted));
                 match answer {
@@ -233,6 +252,9 @@ impl Policy for Chronus {
                     Admission::NoRoom => no_room.push(spec),
                 }
             }
+        }
+        if restored_behind {
+            self.replan(view, lease + 1, capacity, &[], now);
         }
         if !no_room.is_empty() {
             // The greedy test failed: re-planning every promise may still make room.

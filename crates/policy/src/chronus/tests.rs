@@ -124,3 +124,33 @@ fn re_planning_the_promises_admits_a_job_the_greedy_test_refuses() {
     assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true), (JobId(2), true), (JobId(3), false)]);
     assert_eq!(policy.reserved, BTreeMap::from([(1, 4), (2, 4)]));
 }
+
+#[test]
+fn answers_given_before_a_restart_stand() {
+    // One GPU, leases of 100 s, all three need one lease ending by 300 s (leases 1 and 2). Job 0
+    // was guaranteed and job 1 refused before the daemon restarted: neither is asked again, job 0
+    // gets a lease back, and job 2, new, takes the other.
+    let c = cluster(1, 1);
+    let mut specs: Vec<_> = (0..3).map(|i| with_deadline(i, 1, 80.0, 300)).collect();
+    specs[0].deadline_answer = Some(true);
+    specs[1].deadline_answer = Some(false);
+    let mut policy = chronus(100.0);
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(2), true)]);
+    assert_eq!(policy.standing[&JobId(0)], Standing::Admitted { leases: BTreeSet::from([2]), deadline: SimTime::from_ms(300_000), gpus: 1 });
+    assert_eq!(policy.standing[&JobId(1)], Standing::Refused);
+    // A guarantee the greedy test cannot place again is re-planned as a job behind its plan.
+    // 2 GPUs. New A (1 GPU, by 300 s) takes lease 2, new B (1 GPU, by 200 s) lease 1; then the
+    // restored R (2 GPUs, by 300 s) finds one GPU free in each — A moves beside B, R gets lease 2.
+    let c = cluster(1, 2);
+    let mut specs = vec![with_deadline(0, 1, 80.0, 300), with_deadline(1, 1, 80.0, 200), with_deadline(2, 2, 80.0, 300)];
+    specs[2].deadline_answer = Some(true);
+    let mut policy = chronus(100.0);
+    let d = decide(&mut policy, &c, &submitted(&specs), &specs, SimTime::ZERO);
+    assert_eq!(d.admitted, vec![(JobId(0), true), (JobId(1), true)]);
+    let leases = |id: u32| match &policy.standing[&JobId(id)] {
+        Standing::Admitted { leases, .. } => leases.clone(),
+        Standing::Refused => BTreeSet::new(),
+    };
+    assert_eq!((leases(0), leases(1), leases(2)), (BTreeSet::from([1]), BTreeSet::from([1]), BTreeSet::from([2])));
+}
