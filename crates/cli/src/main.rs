@@ -231,6 +231,17 @@ enum TraceCommand {
         #[arg(long)]
         format: String,
     },
+    /// Characterise a trace as the Philly study (ATC'19) and Helios (SC'21) do: jobs and
+    /// GPU-time by job size (1, 2-4, 5-8, >8 GPUs) with duration percentiles, GPU-time
+    /// concentration in the largest jobs, load per tenant, arrivals by hour of day and day of
+    /// week (traces with timestamps). `--json` adds each size class's duration CDF.
+    Analyze {
+        /// Input file.
+        input: PathBuf,
+        /// Input format.
+        #[arg(long)]
+        format: String,
+    },
 }
 
 fn main() {
@@ -326,6 +337,16 @@ fn run(cli: Cli) -> Result<()> {
                     let file = std::fs::File::create(&output).with_context(|| format!("creating {}", output.display()))?;
                     arbiter_trace::native::write(std::io::BufWriter::new(file), &trace.jobs)?;
                     eprintln!("wrote {} jobs to {}", trace.jobs.len(), output.display());
+                }
+                Ok(())
+            }
+            TraceCommand::Analyze { input, format } => {
+                let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
+                let analysis = arbiter_trace::analysis::analyze(&trace);
+                if json {
+                    outln!("{}", serde_json::to_string_pretty(&analysis)?);
+                } else {
+                    outln!("{}", table::trace_analysis(&analysis));
                 }
                 Ok(())
             }

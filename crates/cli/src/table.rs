@@ -218,6 +218,35 @@ pub fn trace_stats(trace: &Trace) -> String {
     s
 }
 
+/// `arbiter trace analyze`: the Philly study's and Helios' views of a trace.
+pub fn trace_analysis(a: &arbiter_trace::analysis::TraceAnalysis) -> String {
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    let mut s = String::new();
+    let _ = writeln!(s, "jobs: {}, GPU-hours of work: {}", a.jobs, fixed(a.gpu_hours, 1));
+    let _ = writeln!(s, "GPU-time in the largest 1% of jobs: {}, in the largest 10%: {}", pct(a.top_1pct_gpu_time_share), pct(a.top_10pct_gpu_time_share));
+    let _ = writeln!(s, "\n{:<5} {:>8} {:>7} {:>12} {:>9} {:>12} {:>12}", "GPUs", "jobs", "share", "GPU-hours", "share", "p50 dur s", "p90 dur s");
+    for c in &a.sizes {
+        let _ = writeln!(s, "{:<5} {:>8} {:>7} {:>12} {:>9} {:>12} {:>12}", c.gpus, c.jobs, pct(c.job_share), fixed(c.gpu_hours, 1), pct(c.gpu_time_share), secs(c.p50_duration_s), secs(c.p90_duration_s));
+    }
+    let _ = writeln!(s, "\n{:<16} {:>8} {:>12} {:>9} {:>9}", "tenant", "jobs", "GPU-hours", "share", "mean GPUs");
+    for t in &a.tenants {
+        let _ = writeln!(s, "{:<16} {:>8} {:>12} {:>9} {:>9.2}", t.tenant, t.jobs, fixed(t.gpu_hours, 1), pct(t.gpu_time_share), t.mean_gpus);
+    }
+    match (&a.arrivals_by_hour, &a.arrivals_by_weekday) {
+        (Some(hours), Some(days)) => {
+            let hours: Vec<String> = hours.iter().enumerate().map(|(h, n)| format!("{h:02}:{n}")).collect();
+            let _ = writeln!(s, "\narrivals by hour of day (trace clock): {}", hours.join(" "));
+            let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+            let days: Vec<String> = names.iter().zip(days).map(|(d, n)| format!("{d}:{n}")).collect();
+            let _ = write!(s, "arrivals by day of week: {}", days.join(" "));
+        }
+        _ => {
+            let _ = write!(s, "\narrivals by hour and day: not available (the trace has no timestamps)");
+        }
+    }
+    s
+}
+
 pub fn sweep_table(sweep: &arbiter_sim::sweep::Sweep) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sweep of {} over {} (mean average JCT over seeds, hours)", sweep.scenario, sweep.key);

@@ -15,6 +15,7 @@ pub mod generator;
 pub mod muri;
 pub mod native;
 pub mod philly;
+pub mod analysis;
 pub mod chronus;
 pub mod pollux;
 pub mod synergy;

@@ -107,6 +107,12 @@ fn simulate_and_convert_work_from_flags() {
     ok_stdout(&["trace", "convert", "data/tiresias/60_job.csv", native, "--format", "tiresias"]);
     let stats = ok_stdout(&["trace", "stats", native, "--format", "native"]);
     assert!(stats.contains("jobs: 60"), "{stats}");
+    let analysis = ok_stdout(&["trace", "analyze", native, "--format", "native"]);
+    assert!(analysis.contains("GPU-time in the largest 1% of jobs") && analysis.contains("p50 dur s"), "{analysis}");
+    let analysis = json(&["trace", "analyze", native, "--format", "native", "--json"]);
+    let size_jobs: u64 = analysis["sizes"].as_array().expect("sizes").iter().filter_map(|c| c["jobs"].as_u64()).sum();
+    assert_eq!(size_jobs, 60, "every job in one size class: {analysis}");
+    assert!(analysis["sizes"][0]["duration_cdf"].as_array().is_some_and(|c| !c.is_empty()));
     let summary = json(&["simulate", "--trace", native, "--policy", "srtf", "--cluster", "4x4", "--json"]);
     assert_eq!(summary["jobs"].as_u64(), Some(60));
     let prior = repo().join("data/tiresias/yarn-gput1000.csv");
