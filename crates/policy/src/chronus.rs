@@ -151,7 +151,10 @@ impl Chronus {
         let next = self.lease_of(now) + 1;
         let mut impossible = true;
         for (deadline, option) in self.options_of(spec, false) {
-            let Some(last) = Some(option.last_lease).filter(|l| *l >= next) else { continue };
+            let last = option.last_lease;
+            if last < next {
+                continue;
+            }
             impossible &= last + 1 - next < needed || spec.gpus > capacity;
             if let Some(leases) = self.latest_free(next, last, needed, spec.gpus, capacity) {
                 for l in &leases {
@@ -176,13 +179,12 @@ impl Chronus {
     /// The deadline options a job may be guaranteed, with the last lease ending by each: its
     /// first only (the artifact), or all of them with `later_options` (or `all`).
     fn options_of(&self, spec: &JobSpec, all: bool) -> Vec<(SimTime, PlanOption)> {
-        let last_lease = |deadline: SimTime| self.last_lease_by(deadline);
         let Some(first) = spec.deadline else { return Vec::new() };
         let Some(best) = spec.deadline_options.first().filter(|o| o.value > 0.0) else {
-            return vec![(first, PlanOption { last_lease: last_lease(first), value: 1.0 })];
+            return vec![(first, PlanOption { last_lease: self.last_lease_by(first), value: 1.0 })];
         };
         let take = if all || self.config.later_options { spec.deadline_options.len() } else { 1 };
-        spec.deadline_options.iter().take(take).map(|o| (o.deadline, PlanOption { last_lease: last_lease(o.deadline), value: o.value / best.value })).collect()
+        spec.deadline_options.iter().take(take).map(|o| (o.deadline, PlanOption { last_lease: self.last_lease_by(o.deadline), value: o.value / best.value })).collect()
     }
 
     fn release(&mut self, leases: &BTreeSet<u64>, gpus: u32) {
