@@ -202,6 +202,8 @@ mod tests {
         assert_eq!(spec_of(&job, &cluster).deadline_answer, None);
         job.deadline_admitted = Some(true);
         assert_eq!(spec_of(&job, &cluster).deadline_answer, Some(true));
+        // A tenant cannot hand itself an answer: the submission has no such field.
+        assert!(serde_json::from_str::<SubmitRequest>(r#"{"command": "x", "deadline_admitted": true}"#).is_err());
     }
 
     #[test]
