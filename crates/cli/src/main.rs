@@ -80,13 +80,20 @@ enum Command {
         /// Write one per-job CSV per simulation into this folder.
         #[arg(long, value_name = "DIR")]
         jobs_dir: Option<PathBuf>,
+        /// Write a report into this folder: index.html (self-contained, opens offline) with JCT
+        /// and queueing-delay CDFs, utilization and queue length over time, per-tenant shares,
+        /// finish-time fairness, a Gantt chart and published vs ours; each figure also as SVG
+        /// and PNG under figures/.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
     /// Run a scenario at several values of one key and write a table and plots.
     ///
     /// Example (Gavel's Figure 8):
     /// `arbiter sweep scenarios/gavel-continuous-single.toml --key workload.jobs_per_hour
     /// --values 0.4,1,2,3,4,5,6 --out out/fig8`
-    /// writes out/fig8/sweep.csv, sweep.json, avg_jct.svg and one jct_cdf_<value>.svg per value.
+    /// writes out/fig8/sweep.csv, sweep.json, avg_jct.svg (also p99_jct, avg_queue,
+    /// utilization) and one jct_cdf_<value>.svg per value; --report DIR adds an HTML report.
     Sweep {
         /// The scenario (TOML).
         file: PathBuf,
@@ -102,6 +109,10 @@ enum Command {
         /// Output folder.
         #[arg(long, default_value = "out/sweep")]
         out: PathBuf,
+        /// Also write a report into this folder: index.html (self-contained) with every figure,
+        /// each also as SVG and PNG under figures/.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
     /// Simulate one ad-hoc configuration from flags.
     Simulate {
@@ -241,6 +252,10 @@ enum TraceCommand {
         /// Input format.
         #[arg(long)]
         format: String,
+        /// Also write a report into this folder: index.html (self-contained) with the size,
+        /// duration, tenant and arrival figures, each also as SVG and PNG under figures/.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
 }
 
@@ -261,8 +276,8 @@ fn parse_format(name: &str) -> Result<TraceFormat> {
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     match cli.command {
-        Command::Run { file, overrides, jobs_dir } => run_scenario(&file, &overrides, json, jobs_dir.as_deref()),
-        Command::Sweep { file, key, values, overrides, out } => run_sweep(&file, &key, &values, &overrides, &out, json),
+        Command::Run { file, overrides, jobs_dir, report } => run_scenario(&file, &overrides, json, jobs_dir.as_deref(), report.as_deref()),
+        Command::Sweep { file, key, values, overrides, out, report } => run_sweep(&file, &key, &values, &overrides, &out, report.as_deref(), json),
         Command::Simulate {
             trace,
             format,
@@ -340,9 +355,14 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 Ok(())
             }
-            TraceCommand::Analyze { input, format } => {
+            TraceCommand::Analyze { input, format, report } => {
                 let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
                 let analysis = arbiter_trace::analysis::analyze(&trace);
+                if let Some(dir) = report {
+                    let name = input.file_name().map_or_else(|| input.display().to_string(), |n| n.to_string_lossy().into_owned());
+                    let page = arbiter_report::trace::report(&name, &analysis).write(&dir)?;
+                    eprintln!("wrote {}", page.display());
+                }
                 if json {
                     outln!("{}", serde_json::to_string_pretty(&analysis)?);
                 } else {
@@ -387,7 +407,7 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], out: &Path, json: bool) -> Result<()> {
+fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], out: &Path, report: Option<&Path>, json: bool) -> Result<()> {
     let bar = progress_bar(!json, "sweep");
     let origin = std::time::Instant::now();
     let sweep = arbiter_sim::sweep::run(
@@ -400,7 +420,11 @@ fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], ou
     )?;
     bar.finish_and_clear();
     print_warnings(sweep.points.iter().flat_map(|p| &p.results));
-    let written = sweep.write(out)?;
+    let mut written = sweep.write(out)?;
+    written.extend(arbiter_report::sweep::write_figures(&sweep, out)?);
+    if let Some(dir) = report {
+        written.push(arbiter_report::sweep::report(&sweep).write(dir)?);
+    }
     if json {
         outln!("{}", serde_json::to_string_pretty(&sweep)?);
     } else {
@@ -445,8 +469,10 @@ fn print_warnings<'a>(rows: impl IntoIterator<Item = &'a arbiter_sim::scenario::
     }
 }
 
-fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<&Path>) -> Result<()> {
-    let scenario = Scenario::load(file, overrides)?;
+fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<&Path>, report: Option<&Path>) -> Result<()> {
+    let mut scenario = Scenario::load(file, overrides)?;
+    // The timeline feeds the report's Gantt chart and time series; it changes no result.
+    scenario.simulation.record_timeline = report.is_some();
     let bar = progress_bar(!json, &scenario.name);
     let origin = std::time::Instant::now();
     let rows = scenario.run(
@@ -464,6 +490,12 @@ fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<
         }
     }
     let comparisons = scenario.compare(&rows);
+    if let Some(dir) = report {
+        let started = std::time::Instant::now();
+        let input = arbiter_report::run::RunInput { scenario: &scenario, rows: &rows, comparisons: &comparisons };
+        let page = arbiter_report::run::report(&input).write(dir)?;
+        eprintln!("wrote {} in {:.2} s", page.display(), started.elapsed().as_secs_f64());
+    }
     if json {
         let out = serde_json::json!({
             "scenario": scenario.name,

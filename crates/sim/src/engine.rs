@@ -11,6 +11,7 @@
 //! which by definition touches every running job at every event).
 
 use crate::metrics::{JobOutcome, JobRecord, Window};
+use crate::timeline::RunSegment;
 use crate::unplaceable::GpuPools;
 use arbiter_model::{
     default_price_per_gpu_hour, proportional_share, Action, ActiveJob, Assignment, Cluster, Decision, HostShare, JobId, Plan, Planner, Standing, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
@@ -78,6 +79,10 @@ pub struct SimConfig {
     /// `window.stop_when_done`); jobs still active then are reported unfinished.
     #[serde(skip)]
     pub stop_when_finished: Option<Window>,
+    /// Record every job's [`RunSegment`]s in [`SimOutput::timeline`] (for reports; set by
+    /// `--report`, not a scenario key). Changes no result.
+    #[serde(skip)]
+    pub record_timeline: bool,
 }
 
 impl Default for SimConfig {
@@ -92,6 +97,7 @@ impl Default for SimConfig {
             seed: 0,
             ideal: false,
             stop_when_finished: None,
+            record_timeline: false,
         }
     }
 }
@@ -177,6 +183,9 @@ pub struct SimOutput {
     pub capacity_gpus: u32,
     /// Engine counters.
     pub stats: EngineStats,
+    /// Every job's time on GPUs, in the order the pieces ended; empty unless
+    /// [`SimConfig::record_timeline`].
+    pub timeline: Vec<RunSegment>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -237,6 +246,10 @@ struct Engine<'a> {
     /// Free GPUs while some job waits (0 when none waits), since `idle_since`.
     idle_gpus: u32,
     idle_since: SimTime,
+    /// The run segments recorded so far (with `config.record_timeline`).
+    timeline: Vec<RunSegment>,
+    /// The time of the last event handled.
+    last_event: SimTime,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -292,10 +305,13 @@ pub fn simulate(
         special_rate: vec![false; n],
         idle_gpus: 0,
         idle_since: specs.first().map_or(SimTime::ZERO, |s| s.submit),
+        timeline: Vec::new(),
+        last_event: SimTime::ZERO,
     };
     engine.run(policy)?;
+    engine.close_timeline();
     crate::unplaceable::mark(cluster, specs, &mut engine.records);
-    Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats })
+    Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats, timeline: engine.timeline })
 }
 
 impl Engine<'_> {
@@ -337,6 +353,7 @@ impl Engine<'_> {
                 (Some(a), Some(e)) => a.min(e),
             };
             let now = SimTime::from_ms(now);
+            self.last_event = now;
             self.stats.idle_gpu_s_while_waiting += now.saturating_since(self.idle_since).as_secs_f64() * self.idle_gpus as f64;
             self.idle_since = now;
             if let Some(first) = self.specs.first() {
@@ -573,6 +590,9 @@ impl Engine<'_> {
     /// Credits a running job's GPU-seconds up to `now` (a co-located job holds half of its
     /// GPUs).
     fn credit_gpu_time(&mut self, index: usize, now: SimTime) {
+        if self.config.record_timeline {
+            self.record_segment(index, now);
+        }
         let job = &self.active[index];
         if let RunState::Running { placement, .. } = &job.state {
             let id = job.id.index();
@@ -587,6 +607,35 @@ impl Engine<'_> {
             }
         }
         self.gpu_credited_at[job.id.index()] = now;
+    }
+
+    /// Ends the timeline of the jobs still running when the simulation stopped (a window that
+    /// stops early), without crediting them: their records stay as the metrics saw them.
+    fn close_timeline(&mut self) {
+        if self.config.record_timeline {
+            for index in 0..self.active.len() {
+                self.record_segment(index, self.last_event);
+            }
+        }
+    }
+
+    /// Adds the running job at `index`'s segment from its last credit to `end` to the timeline.
+    fn record_segment(&mut self, index: usize, end: SimTime) {
+        let job = &self.active[index];
+        let RunState::Running { placement, .. } = &job.state else { return };
+        let id = job.id.index();
+        let start = self.gpu_credited_at[id];
+        if end > start {
+            let segment = RunSegment {
+                job: job.id.0,
+                start_s: start.as_secs_f64(),
+                end_s: end.as_secs_f64(),
+                slots: placement.slots.iter().map(|(node, gpus)| (node.0, *gpus)).collect(),
+                gpu_share: 1.0 / (1 + self.group_members(job.id).len()) as f64,
+                guest: self.guest[id],
+            };
+            self.timeline.push(segment);
+        }
     }
 
     /// A running job stays on its GPUs; its partner (and so its speed) may change.

@@ -96,5 +96,5 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
         }
     }
     crate::unplaceable::mark(cluster, specs, &mut records);
-    Ok(SimOutput { records, capacity_gpus: cluster.total_gpus(), stats })
+    Ok(SimOutput { records, capacity_gpus: cluster.total_gpus(), stats, timeline: Vec::new() })
 }

@@ -6,11 +6,12 @@
 pub mod engine;
 pub mod ideal;
 pub mod metrics;
-pub mod report;
 pub mod scenario;
 pub mod sweep;
+pub mod timeline;
 pub mod unplaceable;
 
 pub use engine::{simulate, EngineStats, FailureConfig, OverheadModel, SimConfig, SimError, SimOutput};
 pub use metrics::{JobOutcome, JobRecord, Summary, Window};
+pub use timeline::RunSegment;
 pub use unplaceable::{Unplaceable, UnplaceableJobs};

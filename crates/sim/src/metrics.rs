@@ -253,6 +253,21 @@ impl Contention {
     }
 }
 
+/// Themis' finish-time fairness ρ of every completed job inside `window`, `(job, ρ)` in record
+/// order (see [`Summary::max_ftf_rho`]); jobs where ρ is undefined (no work) are left out.
+pub fn ftf_rhos(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Vec<(u32, f64)> {
+    let contention = Contention::of(records);
+    records
+        .iter()
+        .filter(|r| window.contains(r.job) && r.outcome == JobOutcome::Completed)
+        .filter_map(|r| {
+            let (finish, jct) = (r.finish_s?, r.jct_s()?);
+            let jobs = contention.mean(r.submit_s, finish).round().max(1.0) as usize;
+            Some((r.job, arbiter_policy::themis::finish_time_fairness(jct, r.run_time_s, r.gpus, capacity_gpus, jobs)?))
+        })
+        .collect()
+}
+
 /// Sum that is +0.0 when empty (`Iterator::sum` over `f64` starts from −0.0, which prints as
 /// `-0.00`).
 fn total(values: impl Iterator<Item = f64>) -> f64 {
@@ -313,15 +328,7 @@ impl Summary {
         let allocated: f64 = records.iter().map(|r| r.gpu_s_allocated).sum();
         let busy = (run_end - run_start) * capacity_gpus as f64;
         let n = measured.len().max(1) as f64;
-        let contention = Contention::of(records);
-        let rhos: Vec<f64> = completed
-            .iter()
-            .filter_map(|r| {
-                let (finish, jct) = (r.finish_s?, r.jct_s()?);
-                let jobs = contention.mean(r.submit_s, finish).round().max(1.0) as usize;
-                arbiter_policy::themis::finish_time_fairness(jct, r.run_time_s, r.gpus, capacity_gpus, jobs)
-            })
-            .collect();
+        let rhos: Vec<f64> = ftf_rhos(records, window, capacity_gpus).into_iter().map(|(_, rho)| rho).collect();
         Summary {
             max_ftf_rho: rhos.iter().copied().fold(0.0, f64::max),
             ftf_unfair_fraction: if rhos.is_empty() { 0.0 } else { rhos.iter().filter(|&&r| r > 1.0).count() as f64 / rhos.len() as f64 },

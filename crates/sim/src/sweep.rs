@@ -1,8 +1,7 @@
 //! Sweeps: run one scenario at several values of one key (e.g. `workload.jobs_per_hour` from 0.4
-//! to 6.0) and write a table, average JCT against the value (Gavel's Figure 8) and JCT CDFs.
+//! to 6.0) and write the results as CSV and JSON (the figures are `arbiter-report`'s).
 
 use crate::metrics::{JobOutcome, Window};
-use crate::report::{cdf_points, line_chart, PlotError, Series};
 use crate::scenario::{ResultRow, Scenario, ScenarioError};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -57,9 +56,6 @@ pub enum SweepError {
         /// What failed.
         message: String,
     },
-    /// A plot failed.
-    #[error(transparent)]
-    Plot(#[from] PlotError),
 }
 
 /// Runs `file` once per value of `key` (on top of `overrides`). `progress(done, total)` is
@@ -120,8 +116,7 @@ impl Sweep {
         out
     }
 
-    /// Writes `sweep.csv`, `sweep.json`, `avg_jct.svg` and `jct_cdf_<value>.svg` into `dir`;
-    /// returns the files written.
+    /// Writes `sweep.csv` and `sweep.json` into `dir`; returns the files written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, SweepError> {
         let io = |path: &Path, e: &dyn std::fmt::Display| SweepError::Output { path: path.to_path_buf(), message: e.to_string() };
         std::fs::create_dir_all(dir).map_err(|e| io(dir, &e))?;
@@ -165,32 +160,6 @@ impl Sweep {
         std::fs::write(&json_path, json).map_err(|e| io(&json_path, &e))?;
         written.push(json_path);
 
-        let series: Vec<Series> = self
-            .mean_avg_jct()
-            .into_iter()
-            .map(|(label, points)| Series { label, points: points.into_iter().map(|(x, s)| (x, s / 3600.0)).collect() })
-            .collect();
-        let plot = dir.join("avg_jct.svg");
-        line_chart(&plot, &format!("{}: average JCT", self.scenario), &self.key, "average JCT (hours)", &series)?;
-        written.push(plot);
-
-        for p in &self.points {
-            let series: Vec<Series> = p
-                .jcts_by_policy
-                .iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(label, v)| Series {
-                    label: label.clone(),
-                    points: cdf_points(&v.iter().map(|s| s / 3600.0).collect::<Vec<_>>()),
-                })
-                .collect();
-            if series.is_empty() {
-                continue;
-            }
-            let plot = dir.join(format!("jct_cdf_{}.svg", p.value.replace(['/', ' '], "_")));
-            line_chart(&plot, &format!("JCT CDF, {}={}", self.key, p.value), "JCT (hours)", "fraction of jobs", &series)?;
-            written.push(plot);
-        }
         Ok(written)
     }
 }

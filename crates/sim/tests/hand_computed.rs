@@ -507,3 +507,32 @@ fn edf_runs_the_earliest_deadline_first_and_best_effort_last() {
     assert_eq!(summary.deadline_value, Some(0.5));
     assert_eq!(summary.deadlines_met, Some(0.5));
 }
+
+#[test]
+fn the_timeline_records_every_stint_and_changes_no_result() {
+    // SRTF on one GPU: J0 (10 s) runs 0–2, is preempted by J1 (2 s, 2–4), resumes 4–12.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let jobs = vec![job(0, 0, 1, 10.0), job(1, 2, 1, 2.0)];
+    let mut policy = build(PolicyKind::Srtf, &PolicyConfig::default()).expect("policy builds");
+    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let plain = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
+    let mut policy = build(PolicyKind::Srtf, &PolicyConfig::default()).expect("policy builds");
+    let recorded = simulate(&cluster, &jobs, policy.as_mut(), &SimConfig { record_timeline: true, ..sim }).expect("runs");
+    assert_eq!(plain.records, recorded.records);
+    assert!(plain.timeline.is_empty());
+    for r in &recorded.records {
+        let mut own: Vec<_> = recorded.timeline.iter().filter(|s| s.job == r.job).collect();
+        own.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        // The segments add up to the job's GPU time, start at its first start, end at its finish,
+        // and never overlap.
+        let allocated: f64 = own.iter().map(|s| s.allocated_gpu_s()).sum();
+        assert!((allocated - r.gpu_s_allocated).abs() < 1e-6, "job {}: {allocated} vs {}", r.job, r.gpu_s_allocated);
+        assert_eq!(own.first().map(|s| s.start_s), r.first_start_s);
+        assert_eq!(own.last().map(|s| s.end_s), r.finish_s);
+        assert!(own.windows(2).all(|w| w[0].end_s <= w[1].start_s));
+        let executed: f64 = own.iter().map(|s| s.end_s - s.start_s).sum();
+        assert!((executed - r.executed_s).abs() < 1e-6);
+    }
+    let stints: Vec<(u32, f64, f64)> = recorded.timeline.iter().map(|s| (s.job, s.start_s, s.end_s)).collect();
+    assert_eq!(stints, vec![(0, 0.0, 2.0), (1, 2.0, 4.0), (0, 4.0, 12.0)]);
+}

@@ -7,11 +7,11 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn arbiter(args: &[&str]) -> Output {
+pub(crate) fn arbiter(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_arbiter")).args(args).current_dir(repo()).output().expect("binary runs")
 }
 
-fn ok_stdout(args: &[&str]) -> String {
+pub(crate) fn ok_stdout(args: &[&str]) -> String {
     let out = arbiter(args);
     assert!(out.status.success(), "arbiter {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8")
@@ -21,7 +21,7 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok_stdout(args)).expect("valid JSON")
 }
 
-const TRACE3_ONLY: &str = r#"trace=[{name="trace3",format="muri",path="../data/muri/trace3.csv",iteration_time_factor=1.015}]"#;
+pub(crate) const TRACE3_ONLY: &str = r#"trace=[{name="trace3",format="muri",path="../data/muri/trace3.csv",iteration_time_factor=1.015}]"#;
 
 #[test]
 fn muri_scenario_reproduces_trace3_for_every_deterministic_policy_of_muris_evaluation() {

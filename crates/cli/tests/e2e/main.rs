@@ -9,6 +9,7 @@
 //! - `colocation`: jobs a policy co-locates (`muri-s`) share a GPU, and say so — naming another
 //!   tenant's job to no one but the admin.
 //!
+//! - `report`: the HTML reports of `run`, `sweep` and `trace analyze`.
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
 //!
 //! Tests named `root_*` need root and are `#[ignore]`d; `.ci/run` runs them when it is root.
@@ -20,4 +21,5 @@ mod colocation;
 mod common;
 mod daemon;
 mod daemon_api;
+mod report;
 mod slurm;

@@ -5,6 +5,7 @@ use super::{Published, Scenario, ScenarioError};
 use crate::engine::{simulate, SimConfig, SimError};
 use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
+use crate::timeline::RunSegment;
 use crate::unplaceable::UnplaceableJobs;
 use arbiter_model::Cluster;
 use arbiter_policy::gavel::packing::PairSpeeds;
@@ -46,6 +47,11 @@ pub struct ResultRow {
     /// cluster); repeated on every row of the same (trace, tenant), so deduplicate.
     #[serde(skip)]
     pub warnings: Vec<String>,
+    /// What ran where and when (not serialized); recorded only with
+    /// `simulation.record_timeline` (reports), and only on the rows of simulations (not on
+    /// per-tenant or aggregate rows).
+    #[serde(skip)]
+    pub timeline: Vec<RunSegment>,
 }
 
 /// Adds, after each row of a shared cluster, one row per tenant over that tenant's jobs (tenants
@@ -58,8 +64,10 @@ fn with_tenant_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
             by_tenant.entry(r.tenant.clone()).or_default().push(r.clone());
         }
         let records = std::mem::take(&mut row.records);
+        let timeline = std::mem::take(&mut row.timeline);
         let template = ResultRow { events: 0, wall_s: 0.0, stranded_gpu_fraction: 0.0, warnings: Vec::new(), ..row.clone() };
         row.records = records;
+        row.timeline = timeline;
         out.push(row);
         out.extend(by_tenant.into_iter().map(|(tenant, records)| ResultRow {
             tenant,
@@ -100,6 +108,7 @@ fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
             capacity_gpus: capacity,
             records: Vec::new(),
             warnings: Vec::new(),
+            timeline: Vec::new(),
         });
     }
     out
@@ -239,6 +248,7 @@ impl Scenario {
                 capacity_gpus: output.capacity_gpus,
                 records: output.records,
                 warnings: task.warnings.to_vec(),
+                timeline: output.timeline,
             })
         };
         // Tasks of the largest traces first, each pulled by the next free thread: the longest

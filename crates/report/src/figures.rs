@@ -1,0 +1,328 @@
+//! The data behind each figure, computed from a simulation's records and timeline: thinned CDFs,
+//! time series averaged over bins, per-tenant shares with Jain's index. Pure functions, tested
+//! on hand-made runs.
+
+use arbiter_sim::{JobOutcome, JobRecord, RunSegment, Window};
+use std::collections::BTreeMap;
+
+/// Points a CDF is thinned to: smooth on a screen, a few kilobytes in an SVG.
+pub const CDF_POINTS: usize = 300;
+/// Bins of a time series.
+pub const TIME_BINS: usize = 400;
+
+/// The empirical CDF of `values` (finite ones), thinned to [`CDF_POINTS`], starting at the
+/// smallest value.
+pub fn cdf(values: impl IntoIterator<Item = f64>) -> Vec<(f64, f64)> {
+    let mut sorted: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let Some(&first) = sorted.first() else { return Vec::new() };
+    let mut points = arbiter_trace::analysis::thinned_cdf(&sorted, CDF_POINTS);
+    if points.first().is_some_and(|&(x, _)| x > first) {
+        points.insert(0, (first, 1.0 / sorted.len() as f64));
+    }
+    points
+}
+
+/// JCTs of the completed jobs inside `window`, seconds.
+pub fn jcts(records: &[JobRecord], window: Window) -> Vec<f64> {
+    records.iter().filter(|r| window.contains(r.job) && r.outcome == JobOutcome::Completed).filter_map(JobRecord::jct_s).collect()
+}
+
+/// Queueing delays (first start − submit) of the jobs inside `window` that started, seconds.
+pub fn queueing_delays(records: &[JobRecord], window: Window) -> Vec<f64> {
+    records.iter().filter(|r| window.contains(r.job)).filter_map(JobRecord::queue_s).collect()
+}
+
+/// The time average of a step function given by its changes `(time, delta)` over `bins` equal
+/// bins of `[from, to]`: `(bin middle, mean value)`.
+pub fn step_average(mut changes: Vec<(f64, f64)>, from: f64, to: f64, bins: usize) -> Vec<(f64, f64)> {
+    if to.partial_cmp(&from) != Some(std::cmp::Ordering::Greater) || bins == 0 {
+        return Vec::new();
+    }
+    // Decreases first at equal times: a job handing its GPUs to the next is never counted twice.
+    changes.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let width = (to - from) / bins as f64;
+    let mut area = vec![0.0; bins];
+    let (mut value, mut at) = (0.0, from);
+    let add = |area: &mut Vec<f64>, value: f64, start: f64, end: f64| {
+        let (mut t, end) = (start.max(from), end.min(to));
+        while t < end {
+            let bin = (((t - from) / width) as usize).min(bins - 1);
+            let bin_end = (from + (bin + 1) as f64 * width).min(end);
+            area[bin] += value * (bin_end - t);
+            if bin_end <= t {
+                break;
+            }
+            t = bin_end;
+        }
+    };
+    for (t, delta) in changes {
+        if t > at {
+            add(&mut area, value, at, t);
+            at = t;
+        }
+        value += delta;
+    }
+    add(&mut area, value, at, to);
+    area.iter().enumerate().map(|(i, a)| (from + (i as f64 + 0.5) * width, a / width)).collect()
+}
+
+/// The span a run's time series cover: first submission to last finish (or last segment end).
+pub fn span(records: &[JobRecord], timeline: &[RunSegment]) -> Option<(f64, f64)> {
+    let from = records.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
+    let to = records
+        .iter()
+        .filter_map(|r| r.finish_s)
+        .chain(timeline.iter().map(|s| s.end_s))
+        .fold(f64::NEG_INFINITY, f64::max);
+    (from.is_finite() && to > from).then_some((from, to))
+}
+
+/// GPU utilization over time (allocated GPUs / capacity), averaged per bin.
+pub fn utilization(timeline: &[RunSegment], capacity_gpus: u32, from: f64, to: f64) -> Vec<(f64, f64)> {
+    let capacity = capacity_gpus.max(1) as f64;
+    let changes = timeline
+        .iter()
+        .filter(|s| !s.guest)
+        .flat_map(|s| {
+            let gpus = s.gpus() as f64 * s.gpu_share / capacity;
+            [(s.start_s, gpus), (s.end_s, -gpus)]
+        })
+        .collect();
+    step_average(changes, from, to, TIME_BINS)
+}
+
+/// Jobs waiting (submitted, not finished, not running) over time, averaged per bin. Jobs that
+/// can never run on the cluster are left out.
+pub fn queue_length(records: &[JobRecord], timeline: &[RunSegment], from: f64, to: f64) -> Vec<(f64, f64)> {
+    let mut changes: Vec<(f64, f64)> = Vec::with_capacity(records.len() * 2 + timeline.len() * 2);
+    for r in records.iter().filter(|r| r.outcome != JobOutcome::Unplaceable) {
+        changes.push((r.submit_s, 1.0));
+        if let Some(f) = r.finish_s {
+            changes.push((f, -1.0));
+        }
+    }
+    for s in timeline {
+        changes.push((s.start_s, -1.0));
+        changes.push((s.end_s, 1.0));
+    }
+    // A job's last segment ends where it finishes: +1 then −1 at the same time, net zero.
+    step_average(changes, from, to, TIME_BINS)
+}
+
+/// One tenant's GPU time against its entitlement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantShare {
+    /// Tenant.
+    pub tenant: String,
+    /// GPU time it held, as a share of the cluster's GPU time over the run.
+    pub received: f64,
+    /// GPU time it was entitled to, as a share of the cluster's GPU time over the run.
+    pub entitled: f64,
+}
+
+/// Weighted max-min fair shares of `capacity` among `demands` (`(demand, weight)`): no tenant
+/// gets more than it asks for, and what one leaves is shared among the rest by weight.
+pub fn water_fill(capacity: f64, demands: &[(f64, f64)]) -> Vec<f64> {
+    let mut share = vec![0.0; demands.len()];
+    let mut open: Vec<usize> = (0..demands.len()).filter(|&i| demands[i].0 > 0.0 && demands[i].1 > 0.0).collect();
+    let mut left = capacity;
+    while !open.is_empty() && left > 1e-12 {
+        let weight: f64 = open.iter().map(|&i| demands[i].1).sum();
+        let satisfied: Vec<usize> = open.iter().copied().filter(|&i| demands[i].0 - share[i] <= left * demands[i].1 / weight).collect();
+        if satisfied.is_empty() {
+            for &i in &open {
+                share[i] += left * demands[i].1 / weight;
+            }
+            break;
+        }
+        for &i in &satisfied {
+            left -= demands[i].0 - share[i];
+            share[i] = demands[i].0;
+        }
+        open.retain(|i| !satisfied.contains(i));
+    }
+    share
+}
+
+/// GPU time received vs entitled per tenant (name order). At every moment a tenant is entitled
+/// to its weighted max-min fair share of the cluster given what each tenant then asks for (the
+/// GPUs of its jobs in the system: submitted, not finished), so a tenant that asks for less
+/// than its share is not counted as short-changed; it received the GPUs its jobs held
+/// (`timeline`). Both are integrated over the run and divided by the cluster's GPU time.
+/// `weights` from the scenario's `policy.tenant_weights` (missing tenants weigh 1).
+pub fn tenant_shares(records: &[JobRecord], timeline: &[RunSegment], capacity_gpus: u32, weights: &BTreeMap<String, f64>) -> Vec<TenantShare> {
+    let mut tenants: Vec<&str> = records.iter().map(|r| r.tenant.as_str()).collect();
+    tenants.sort_unstable();
+    tenants.dedup();
+    let index = |t: &str| tenants.binary_search(&t).unwrap_or(0);
+    let Some((from, to)) = span(records, timeline) else { return Vec::new() };
+    // (time, tenant, demand change, held change)
+    let mut changes: Vec<(f64, usize, f64, f64)> = Vec::with_capacity(records.len() * 2 + timeline.len() * 2);
+    for r in records.iter().filter(|r| r.outcome != JobOutcome::Unplaceable) {
+        let t = index(&r.tenant);
+        changes.push((r.submit_s, t, r.gpus as f64, 0.0));
+        changes.push((r.finish_s.unwrap_or(to), t, -(r.gpus as f64), 0.0));
+    }
+    let tenant_of = |job: u32| records.get(job as usize).filter(|r| r.job == job).map(|r| index(&r.tenant));
+    for s in timeline.iter().filter(|s| !s.guest) {
+        if let Some(t) = tenant_of(s.job) {
+            let gpus = s.gpus() as f64 * s.gpu_share;
+            changes.push((s.start_s, t, 0.0, gpus));
+            changes.push((s.end_s, t, 0.0, -gpus));
+        }
+    }
+    changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let weight = |t: &str| weights.get(t).copied().filter(|w| w.is_finite() && *w > 0.0).unwrap_or(1.0);
+    let mut demand = vec![(0.0, 0.0); tenants.len()];
+    for (i, t) in tenants.iter().enumerate() {
+        demand[i].1 = weight(t);
+    }
+    let mut held = vec![0.0; tenants.len()];
+    let (mut received, mut entitled) = (vec![0.0; tenants.len()], vec![0.0; tenants.len()]);
+    let capacity = capacity_gpus as f64;
+    let mut at = from;
+    let mut k = 0;
+    while k < changes.len() {
+        let t = changes[k].0;
+        if t > at {
+            let dt = t - at;
+            for (i, f) in water_fill(capacity, &demand).into_iter().enumerate() {
+                entitled[i] += f * dt;
+                received[i] += held[i] * dt;
+            }
+            at = t;
+        }
+        while k < changes.len() && changes[k].0 == t {
+            let (_, i, d, h) = changes[k];
+            demand[i].0 += d;
+            held[i] += h;
+            k += 1;
+        }
+    }
+    let total = capacity * (to - from);
+    tenants
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TenantShare { tenant: t.to_string(), received: received[i] / total, entitled: entitled[i] / total })
+        .collect()
+}
+
+/// Jain's fairness index of received / entitled over tenants: 1 when every tenant got exactly
+/// its entitlement, 1/n when one tenant got everything.
+pub fn jain_index(shares: &[TenantShare]) -> f64 {
+    let x: Vec<f64> = shares.iter().filter(|s| s.entitled > 0.0).map(|s| s.received / s.entitled).collect();
+    let (sum, squares): (f64, f64) = (x.iter().sum(), x.iter().map(|v| v * v).sum());
+    if squares > 0.0 { sum * sum / (x.len() as f64 * squares) } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(job: u32, tenant: &str, submit_s: f64, start_s: f64, finish_s: f64, gpus: u32) -> JobRecord {
+        JobRecord {
+            job,
+            trace_id: job.to_string(),
+            tenant: tenant.into(),
+            gpus,
+            submit_s,
+            first_start_s: Some(start_s),
+            finish_s: Some(finish_s),
+            run_time_s: finish_s - start_s,
+            executed_s: finish_s - start_s,
+            gpu_s_allocated: (finish_s - start_s) * gpus as f64,
+            colocated_s: 0.0,
+            cost_usd: 0.0,
+            preemptions: 0,
+            migrations: 0,
+            failures: 0,
+            outcome: JobOutcome::Completed,
+            last_wait_reason: None,
+            deadline_s: None,
+            deadline_value: None,
+            admitted: None,
+        }
+    }
+
+    fn segment(job: u32, start_s: f64, end_s: f64, gpus: u32) -> RunSegment {
+        RunSegment { job, start_s, end_s, slots: vec![(0, gpus)], gpu_share: 1.0, guest: false }
+    }
+
+    #[test]
+    fn a_cdf_of_many_values_is_thinned_and_keeps_both_ends() {
+        let points = cdf((1..=80_000).map(f64::from));
+        assert!(points.len() <= CDF_POINTS + 1, "{}", points.len());
+        assert_eq!(points.first(), Some(&(1.0, 1.0 / 80_000.0)));
+        assert_eq!(points.last(), Some(&(80_000.0, 1.0)));
+        assert_eq!(cdf([2.0, f64::NAN, 1.0]), vec![(1.0, 0.5), (2.0, 1.0)]);
+        assert!(cdf([]).is_empty());
+    }
+
+    #[test]
+    fn time_series_by_hand() {
+        // Two 4-GPU jobs on 8 GPUs: job 0 runs 0–100, job 1 waits until 100, runs to 200.
+        let records = vec![record(0, "a", 0.0, 0.0, 100.0, 4), record(1, "b", 0.0, 100.0, 200.0, 4)];
+        let timeline = vec![segment(0, 0.0, 100.0, 4), segment(1, 100.0, 200.0, 4)];
+        assert_eq!(span(&records, &timeline), Some((0.0, 200.0)));
+        let u = step_average(
+            timeline.iter().flat_map(|s| [(s.start_s, s.gpus() as f64 / 8.0), (s.end_s, -(s.gpus() as f64) / 8.0)]).collect(),
+            0.0,
+            200.0,
+            4,
+        );
+        assert_eq!(u, vec![(25.0, 0.5), (75.0, 0.5), (125.0, 0.5), (175.0, 0.5)]);
+        assert_eq!(utilization(&timeline, 8, 0.0, 200.0).len(), TIME_BINS);
+        let q = step_average(
+            {
+                let mut c = vec![(0.0, 1.0), (100.0, -1.0), (0.0, 1.0), (200.0, -1.0)];
+                c.extend(timeline.iter().flat_map(|s| [(s.start_s, -1.0), (s.end_s, 1.0)]));
+                c
+            },
+            0.0,
+            200.0,
+            2,
+        );
+        // Job 1 waits for the whole first half, nobody in the second.
+        assert_eq!(q, vec![(50.0, 1.0), (150.0, 0.0)]);
+        let q = queue_length(&records, &timeline, 0.0, 200.0);
+        assert!((q[0].1 - 1.0).abs() < 1e-9 && q[TIME_BINS - 1].1.abs() < 1e-9);
+        // A bin cut in the middle of a change averages it.
+        assert_eq!(step_average(vec![(0.0, 2.0), (150.0, -2.0)], 0.0, 200.0, 2), vec![(50.0, 2.0), (150.0, 1.0)]);
+    }
+
+    #[test]
+    fn water_filling_by_hand() {
+        // 8 GPUs, equal weights: a asks 2, b and c 10 each: a gets 2, b and c 3 each.
+        assert_eq!(water_fill(8.0, &[(2.0, 1.0), (10.0, 1.0), (10.0, 1.0)]), vec![2.0, 3.0, 3.0]);
+        // Weights 3:1 when both ask for everything.
+        assert_eq!(water_fill(8.0, &[(8.0, 3.0), (8.0, 1.0)]), vec![6.0, 2.0]);
+        // Enough for all.
+        assert_eq!(water_fill(8.0, &[(1.0, 1.0), (0.0, 1.0)]), vec![1.0, 0.0]);
+    }
+
+    #[test]
+    fn shares_and_jain_by_hand() {
+        // 4 GPUs. a submits a 4-GPU job at 0 and holds the cluster 0–100; b submits a 4-GPU job
+        // at 0 that runs 100–200. Both asked for all 4 GPUs during 0–100: each was entitled to
+        // 2; then b alone, entitled to all 4. Received: a 4×100, b 4×100.
+        let records = vec![record(0, "a", 0.0, 0.0, 100.0, 4), record(1, "b", 0.0, 100.0, 200.0, 4)];
+        let timeline = vec![segment(0, 0.0, 100.0, 4), segment(1, 100.0, 200.0, 4)];
+        let shares = tenant_shares(&records, &timeline, 4, &BTreeMap::new());
+        // Cluster GPU time: 4 × 200 = 800.
+        assert_eq!(
+            shares,
+            vec![
+                TenantShare { tenant: "a".into(), received: 0.5, entitled: 0.25 },
+                TenantShare { tenant: "b".into(), received: 0.5, entitled: 0.75 }
+            ]
+        );
+        // x = (2, 2/3): (8/3)² / (2 × (4 + 4/9)) = 0.8.
+        assert!((jain_index(&shares) - 0.8).abs() < 1e-12);
+        // With weight 3 for a, a is entitled to 3 GPUs of 4 while both wait: closer to fair.
+        let weights = BTreeMap::from([("a".to_string(), 3.0)]);
+        let weighted = tenant_shares(&records, &timeline, 4, &weights);
+        assert!((weighted[0].entitled - 300.0 / 800.0).abs() < 1e-12);
+        assert!(jain_index(&weighted) > jain_index(&shares));
+    }
+}

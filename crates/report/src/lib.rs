@@ -1,0 +1,161 @@
+//! Arbiter's reports: one self-contained `index.html` (styles inline, figures as inline SVG, no
+//! script, no font or URL fetched: it opens from disk, offline) plus an SVG and a PNG of every
+//! figure under `figures/` for papers.
+//!
+//! Three builders: [`run::report`] (a scenario run: JCT and queueing-delay CDFs, utilization
+//! and queue length over time, per-tenant shares with Jain's index, finish-time fairness, a
+//! Gantt chart, published vs ours), [`sweep::report`] (average JCT against the swept key) and
+//! [`trace::report`] (the Philly/Helios characterization of a trace).
+#![deny(missing_docs)]
+
+pub mod chart;
+pub mod figures;
+pub mod gantt;
+mod html;
+pub mod raster;
+pub mod run;
+pub mod sweep;
+pub mod trace;
+
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// Arbiter's version, printed on every figure.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file could not be written.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A figure could not be rasterized.
+    #[error("figure {figure}: {error}")]
+    Raster {
+        /// The figure's id.
+        figure: String,
+        /// What failed.
+        error: raster::RasterError,
+    },
+}
+
+/// A table cell's emphasis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// Plain.
+    None,
+    /// Good news (within tolerance).
+    Good,
+    /// Bad news (outside tolerance).
+    Bad,
+}
+
+/// A table of the report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table {
+    /// Column names.
+    pub head: Vec<String>,
+    /// Rows of cells, each with its mark.
+    pub rows: Vec<Vec<(String, Mark)>>,
+}
+
+/// A figure: its file name (without extension) and its SVG.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// File stem under `figures/`, also the HTML anchor.
+    pub id: String,
+    /// The SVG document.
+    pub svg: String,
+}
+
+/// A part of the page, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Section {
+    /// A heading (listed in the table of contents).
+    Heading(String),
+    /// A paragraph of plain text.
+    Text(String),
+    /// A table.
+    Table(Table),
+    /// A figure.
+    Figure(Figure),
+}
+
+/// A whole report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// Page title.
+    pub title: String,
+    /// Facts shown under the title (`scenario`, `seeds`, `overrides`, `Arbiter`...).
+    pub facts: Vec<(String, String)>,
+    /// Body.
+    pub sections: Vec<Section>,
+}
+
+impl Report {
+    /// The figures, in page order.
+    pub fn figures(&self) -> impl Iterator<Item = &Figure> {
+        self.sections.iter().filter_map(|s| if let Section::Figure(f) = s { Some(f) } else { None })
+    }
+
+    /// The page as HTML.
+    pub fn to_html(&self) -> String {
+        html::page(self)
+    }
+
+    /// Writes `index.html` and `figures/<id>.svg` and `.png` into `dir` (created); returns the
+    /// page's path. Figures are rasterized in parallel.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, ReportError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ReportError::Io { path, source }
+        };
+        let figures_dir = dir.join("figures");
+        std::fs::create_dir_all(&figures_dir).map_err(io(&figures_dir))?;
+        let figures: Vec<&Figure> = self.figures().collect();
+        figures.par_iter().try_for_each(|f| -> Result<(), ReportError> {
+            let svg_path = figures_dir.join(format!("{}.svg", f.id));
+            std::fs::write(&svg_path, &f.svg).map_err(io(&svg_path))?;
+            let png = raster::png(&f.svg, 2.0).map_err(|error| ReportError::Raster { figure: f.id.clone(), error })?;
+            let png_path = figures_dir.join(format!("{}.png", f.id));
+            std::fs::write(&png_path, png).map_err(io(&png_path))
+        })?;
+        let page = dir.join("index.html");
+        std::fs::write(&page, self.to_html()).map_err(io(&page))?;
+        Ok(page)
+    }
+}
+
+/// A figure id from free text: lower-case letters, digits and dashes only (safe as a file name
+/// and an HTML id whatever a trace or tenant is called).
+pub fn slug(parts: &[&str]) -> String {
+    let one = |part: &str| {
+        let mut out = String::new();
+        for c in part.chars() {
+            if c.is_ascii_alphanumeric() {
+                out.push(c.to_ascii_lowercase());
+            } else if !out.ends_with('-') {
+                out.push('-');
+            }
+        }
+        out.trim_matches('-').to_string()
+    };
+    let joined = parts.iter().map(|p| one(p)).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-");
+    if joined.is_empty() { "figure".into() } else { joined.chars().take(100).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_safe_file_names() {
+        assert_eq!(slug(&["Trace 1", "../etc/passwd", "jct"]), "trace-1-etc-passwd-jct");
+        assert_eq!(slug(&["<>"]), "figure");
+    }
+}

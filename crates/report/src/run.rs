@@ -1,0 +1,279 @@
+//! The report of a scenario run (`arbiter run FILE --report DIR`).
+
+use crate::chart::{Axis, Bars, BarChart, Format, Line, LineChart};
+use crate::figures::{self, TenantShare};
+use crate::{gantt, slug, Figure, Mark, Report, Section, Table, VERSION};
+use arbiter_sim::scenario::{Comparison, ResultRow, Scenario};
+use arbiter_sim::Window;
+
+/// Queueing delays under this are drawn at it on the log axis (a job that started at once has
+/// no place on a log scale).
+pub const MIN_DELAY_S: f64 = 1.0;
+
+/// What a run report is made of.
+pub struct RunInput<'a> {
+    /// The scenario that ran (name, file, seeds, window, tenant weights).
+    pub scenario: &'a Scenario,
+    /// Its result rows, with records (and timelines where recorded).
+    pub rows: &'a [ResultRow],
+    /// Published numbers next to ours.
+    pub comparisons: &'a [Comparison],
+}
+
+/// A number of seconds for a table.
+fn secs(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+/// The table of every result row.
+fn results_table(rows: &[ResultRow]) -> Table {
+    let head = [
+        "trace", "tenant", "policy", "seed", "jobs", "unfinished", "avg JCT s", "p50 JCT s", "p99 JCT s", "avg queue s", "util",
+        "preempt/job", "max ρ",
+    ];
+    Table {
+        head: head.iter().map(|h| h.to_string()).collect(),
+        rows: rows
+            .iter()
+            .map(|r| {
+                let s = &r.summary;
+                [
+                    r.trace.clone(),
+                    r.tenant.clone(),
+                    r.policy.name().to_string(),
+                    r.seed.to_string(),
+                    s.jobs.to_string(),
+                    s.unfinished.to_string(),
+                    secs(s.avg_jct_s),
+                    secs(s.p50_jct_s),
+                    secs(s.p99_jct_s),
+                    secs(s.avg_queue_s),
+                    format!("{:.1}%", s.gpu_utilization * 100.0),
+                    format!("{:.2}", s.preemptions_per_job),
+                    format!("{:.2}", s.max_ftf_rho),
+                ]
+                .into_iter()
+                .map(|c| (c, Mark::None))
+                .collect()
+            })
+            .collect(),
+    }
+}
+
+/// Published vs ours, each row marked within (green) or outside (red) its tolerance.
+pub fn published_table(comparisons: &[Comparison]) -> Table {
+    let head = ["trace", "policy", "tenant", "metric", "published", "ours", "diff", "tolerance", "verdict", "source"];
+    Table {
+        head: head.iter().map(|h| h.to_string()).collect(),
+        rows: comparisons
+            .iter()
+            .map(|c| {
+                let p = &c.published;
+                let (verdict, mark) = match (&c.not_comparable_because, c.relative_diff, p.tolerance) {
+                    (Some(because), _, _) => (format!("not comparable: {because}"), Mark::None),
+                    (None, None, _) => ("not run".to_string(), Mark::None),
+                    (None, Some(_), None) => ("no tolerance given".to_string(), Mark::None),
+                    (None, Some(d), Some(t)) if d.abs() <= t + 1e-12 => ("within".to_string(), Mark::Good),
+                    (None, Some(_), Some(_)) => ("outside".to_string(), Mark::Bad),
+                };
+                vec![
+                    (p.trace.clone(), Mark::None),
+                    (p.policy.name().to_string(), Mark::None),
+                    (p.tenant.clone(), Mark::None),
+                    (p.metric.clone(), Mark::None),
+                    (format!("{:.4}", p.value).trim_end_matches('0').trim_end_matches('.').to_string(), Mark::None),
+                    (c.ours.map(|o| format!("{o:.4}").trim_end_matches('0').trim_end_matches('.').to_string()).unwrap_or_else(|| "-".into()), Mark::None),
+                    (c.relative_diff.map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_else(|| "-".into()), mark),
+                    (p.tolerance.map(|t| format!("±{:.0}%", t * 100.0)).unwrap_or_else(|| "-".into()), Mark::None),
+                    (verdict, mark),
+                    (p.source.clone().unwrap_or_default(), Mark::None),
+                ]
+            })
+            .collect(),
+    }
+}
+
+/// The rows of one (trace, tenant) at one seed, in row (policy) order.
+struct Group<'a> {
+    trace: &'a str,
+    tenant: &'a str,
+    seed: u64,
+    rows: Vec<&'a ResultRow>,
+}
+
+/// The simulations to draw: rows with a timeline (or, where none was recorded, with records),
+/// grouped by (trace, tenant), at each group's first seed.
+fn groups(rows: &[ResultRow]) -> Vec<Group<'_>> {
+    let timelines = rows.iter().any(|r| !r.timeline.is_empty());
+    let drawn = |r: &&ResultRow| if timelines { !r.timeline.is_empty() } else { !r.records.is_empty() };
+    let mut out: Vec<Group> = Vec::new();
+    for r in rows.iter().filter(drawn) {
+        match out.iter_mut().find(|g| g.trace == r.trace && g.tenant == r.tenant) {
+            Some(g) if g.seed == r.seed => g.rows.push(r),
+            Some(_) => {}
+            None => out.push(Group { trace: &r.trace, tenant: &r.tenant, seed: r.seed, rows: vec![r] }),
+        }
+    }
+    out
+}
+
+/// The figures of one group.
+fn group_figures(group: &Group, scenario: &Scenario, window: Window) -> Vec<Figure> {
+    let name = if group.tenant == "all" { group.trace.to_string() } else { format!("{} / {}", group.trace, group.tenant) };
+    let caption = format!("{} · {} · seed {} · Arbiter {VERSION}", scenario.name, name, group.seed);
+    let id = |what: &str| slug(&[group.trace, group.tenant, what]);
+    let line_chart = |title: &str, x: Axis, y: Axis, lines: Vec<Line>| LineChart { title: format!("{name}: {title}"), caption: caption.clone(), x, y, lines };
+    let per_policy = |points: &dyn Fn(&ResultRow) -> Vec<(f64, f64)>| -> Vec<Line> {
+        group.rows.iter().map(|r| Line { label: r.policy.name().to_string(), points: points(r) }).collect()
+    };
+    let mut out = Vec::new();
+    let mut push = |id: String, chart: LineChart| {
+        if chart.has_data() {
+            out.push(Figure { id, svg: chart.to_svg() });
+        }
+    };
+    push(
+        id("jct-cdf"),
+        line_chart(
+            "JCT CDF",
+            Axis::log("job completion time (log)", Format::Seconds),
+            Axis::fraction("jobs"),
+            per_policy(&|r| figures::cdf(figures::jcts(&r.records, window))),
+        ),
+    );
+    push(
+        id("queue-cdf"),
+        line_chart(
+            "queueing delay CDF",
+            Axis::log("queueing delay (log; under 1 s drawn at 1 s)", Format::Seconds),
+            Axis::fraction("jobs"),
+            per_policy(&|r| figures::cdf(figures::queueing_delays(&r.records, window).into_iter().map(|d| d.max(MIN_DELAY_S)))),
+        ),
+    );
+    /// A series over `[from, to]` of one simulation.
+    type OverTime<'a> = &'a dyn Fn(&ResultRow, f64, f64) -> Vec<(f64, f64)>;
+    let over_time = |series: OverTime| {
+        per_policy(&|r| match figures::span(&r.records, &r.timeline) {
+            Some((from, to)) if !r.timeline.is_empty() => series(r, from, to).into_iter().map(|(t, v)| (t - from, v)).collect(),
+            _ => Vec::new(),
+        })
+    };
+    push(
+        id("utilization"),
+        line_chart(
+            "GPU utilization over time",
+            Axis::linear("time since the first submission", Format::Seconds),
+            // From the data, not fixed at 100%: an engine that over-counts shows it.
+            Axis::linear("GPUs allocated", Format::Percent),
+            over_time(&|r, from, to| figures::utilization(&r.timeline, r.capacity_gpus, from, to)),
+        ),
+    );
+    push(
+        id("queue-length"),
+        line_chart(
+            "jobs waiting over time",
+            Axis::linear("time since the first submission", Format::Seconds),
+            Axis::linear("jobs waiting (mean per bin)", Format::Number),
+            over_time(&|r, from, to| figures::queue_length(&r.records, &r.timeline, from, to)),
+        ),
+    );
+    push(
+        id("ftf-rho"),
+        line_chart(
+            "finish-time fairness ρ (Themis) CDF",
+            Axis::log("ρ = JCT / time on a fair 1/N share (log; > 1 is unfair)", Format::Number),
+            Axis::fraction("jobs"),
+            per_policy(&|r| {
+                figures::cdf(arbiter_sim::metrics::ftf_rhos(&r.records, window, r.capacity_gpus).into_iter().map(|(_, rho)| rho))
+            }),
+        ),
+    );
+    let weights = &scenario.policy.tenant_weights;
+    let shares: Vec<(String, Vec<TenantShare>)> =
+        group.rows.iter().map(|r| (r.policy.name().to_string(), figures::tenant_shares(&r.records, &r.timeline, r.capacity_gpus, weights))).collect();
+    if shares.first().is_some_and(|(_, s)| s.len() >= 2) && group.rows.iter().all(|r| !r.timeline.is_empty()) {
+        let tenants: Vec<String> = shares[0].1.iter().map(|s| s.tenant.clone()).collect();
+        // Each policy's received bars next to its own entitlement (demand, and so the fair
+        // share, depends on how long the policy kept a tenant's jobs in the system).
+        let mut series: Vec<Bars> = Vec::new();
+        for (policy, s) in &shares {
+            series.push(Bars { label: format!("{policy} got, Jain {:.3}", figures::jain_index(s)), values: s.iter().map(|t| t.received).collect() });
+            series.push(Bars { label: format!("{policy} fair share"), values: s.iter().map(|t| t.entitled).collect() });
+        }
+        let chart = BarChart {
+            title: format!("{name}: GPU time received vs fair share"),
+            caption: caption.clone(),
+            categories: tenants,
+            y: Axis::linear("share of the cluster's GPU time", Format::Percent),
+            series,
+        };
+        out.push(Figure { id: id("tenant-share"), svg: chart.to_svg() });
+    }
+    out
+}
+
+/// The whole run report.
+pub fn report(input: &RunInput) -> Report {
+    let scenario = input.scenario;
+    let window = scenario.window;
+    let mut facts = vec![("scenario".to_string(), scenario.name.clone()), ("file".to_string(), scenario.file.display().to_string())];
+    if let Some(d) = &scenario.description {
+        facts.push(("description".into(), d.clone()));
+    }
+    facts.push(("seeds".into(), scenario.run_seeds().iter().map(u64::to_string).collect::<Vec<_>>().join(", ")));
+    if !scenario.input_changes.overrides.is_empty() {
+        facts.push(("overrides".into(), scenario.input_changes.overrides.join(" ")));
+    }
+    if window != Window::default() {
+        facts.push(("measured jobs".into(), format!("ids {:?} to {:?}", window.first_job, window.last_job)));
+    }
+    facts.push(("Arbiter".into(), VERSION.into()));
+    let mut sections = Vec::new();
+    if !input.comparisons.is_empty() {
+        sections.push(Section::Heading("Published vs ours".into()));
+        sections.push(Section::Text("Our number is the mean over seeds; green: within the scenario's tolerance, red: outside.".into()));
+        sections.push(Section::Table(published_table(input.comparisons)));
+    }
+    sections.push(Section::Heading("Results".into()));
+    sections.push(Section::Table(results_table(input.rows)));
+    let groups = groups(input.rows);
+    if groups.is_empty() {
+        sections.push(Section::Text("No simulation kept its per-job records; there is nothing to draw.".into()));
+    }
+    let figure_lists: Vec<(String, Vec<Figure>)> = {
+        use rayon::prelude::*;
+        groups
+            .par_iter()
+            .map(|g| {
+                let name = if g.tenant == "all" { g.trace.to_string() } else { format!("{} / {}", g.trace, g.tenant) };
+                (name, group_figures(g, scenario, window))
+            })
+            .collect()
+    };
+    for (name, figures) in figure_lists {
+        sections.push(Section::Heading(name));
+        sections.extend(figures.into_iter().map(Section::Figure));
+    }
+    if let Some(first) = groups.first() {
+        sections.push(Section::Heading(format!("Gantt: {}", first.trace)));
+        sections.push(Section::Text(format!(
+            "The first {} measured jobs of {} under each policy (seed {}): GPU rows by node, one colour per job.",
+            gantt::GANTT_JOBS,
+            first.trace,
+            first.seed
+        )));
+        for r in &first.rows {
+            if r.timeline.is_empty() {
+                continue;
+            }
+            let (bars, labels) = gantt::bars(&r.timeline, |j| window.contains(j));
+            let title = format!("{} under {}: jobs on GPUs", first.trace, r.policy.name());
+            let caption = format!("{} · seed {} · Arbiter {VERSION}", scenario.name, first.seed);
+            sections.push(Section::Figure(Figure {
+                id: slug(&[first.trace, first.tenant, "gantt", r.policy.name()]),
+                svg: gantt::to_svg(&title, &caption, &bars, &labels),
+            }));
+        }
+    }
+    Report { title: format!("{}: simulation report", scenario.name), facts, sections }
+}

@@ -1,0 +1,135 @@
+//! The report of a trace characterization (`arbiter trace analyze FILE --report DIR`): what the
+//! Philly study (ATC'19) and Helios (SC'21) show about a cluster's workload.
+
+use crate::chart::{Axis, BarChart, Bars, Format, Line, LineChart};
+use crate::{Figure, Mark, Report, Section, Table, VERSION};
+use arbiter_trace::analysis::TraceAnalysis;
+
+/// Tenants drawn in the per-tenant figure (the rest are in the table).
+pub const TENANTS_DRAWN: usize = 20;
+
+/// The report of `analysis`, for the trace called `name`.
+pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
+    let caption = format!("{name} · {} jobs · Arbiter {VERSION}", analysis.jobs);
+    let sizes: Vec<String> = analysis.sizes.iter().map(|s| format!("{} GPU", s.gpus)).collect();
+    let mut figures = vec![
+        Figure {
+            id: "size-shares".into(),
+            svg: BarChart {
+                title: format!("{name}: jobs and GPU-time by job size"),
+                caption: caption.clone(),
+                categories: sizes.clone(),
+                y: Axis::linear("share", Format::Percent),
+                series: vec![
+                    Bars { label: "jobs".into(), values: analysis.sizes.iter().map(|s| s.job_share).collect() },
+                    Bars { label: "GPU-time".into(), values: analysis.sizes.iter().map(|s| s.gpu_time_share).collect() },
+                ],
+            }
+            .to_svg(),
+        },
+        Figure {
+            id: "duration-cdf".into(),
+            svg: LineChart {
+                title: format!("{name}: job duration CDF by size"),
+                caption: caption.clone(),
+                x: Axis::log("duration (log)", Format::Seconds),
+                y: Axis::fraction("jobs of the size"),
+                lines: analysis.sizes.iter().zip(&sizes).map(|(s, label)| Line { label: label.clone(), points: s.duration_cdf.clone() }).collect(),
+            }
+            .to_svg(),
+        },
+        Figure {
+            id: "tenant-load".into(),
+            svg: BarChart {
+                title: format!("{name}: GPU-time by tenant (largest {TENANTS_DRAWN})"),
+                caption: caption.clone(),
+                categories: analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.tenant.clone()).collect(),
+                y: Axis::linear("share of GPU-time", Format::Percent),
+                series: vec![Bars { label: "GPU-time".into(), values: analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.gpu_time_share).collect() }],
+            }
+            .to_svg(),
+        },
+    ];
+    let arrivals = |id: &str, title: &str, categories: Vec<String>, counts: &[usize]| Figure {
+        id: id.into(),
+        svg: BarChart {
+            title: format!("{name}: {title}"),
+            caption: caption.clone(),
+            categories,
+            y: Axis::linear("jobs submitted", Format::Number),
+            series: vec![Bars { label: "submissions".into(), values: counts.iter().map(|&c| c as f64).collect() }],
+        }
+        .to_svg(),
+    };
+    if let Some(hours) = &analysis.arrivals_by_hour {
+        figures.push(arrivals("arrivals-hour", "arrivals by hour of day (trace clock)", (0..24).map(|h| format!("{h}")).collect(), hours));
+    }
+    if let Some(days) = &analysis.arrivals_by_weekday {
+        let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"].map(String::from).to_vec();
+        figures.push(arrivals("arrivals-weekday", "arrivals by day of week", names, days));
+    }
+    let size_table = Table {
+        head: ["size", "jobs", "share of jobs", "GPU-hours", "share of GPU-time", "p50 duration s", "p90 duration s"].map(String::from).to_vec(),
+        rows: analysis
+            .sizes
+            .iter()
+            .map(|s| {
+                [
+                    format!("{} GPU", s.gpus),
+                    s.jobs.to_string(),
+                    format!("{:.1}%", s.job_share * 100.0),
+                    format!("{:.0}", s.gpu_hours),
+                    format!("{:.1}%", s.gpu_time_share * 100.0),
+                    format!("{:.0}", s.p50_duration_s),
+                    format!("{:.0}", s.p90_duration_s),
+                ]
+                .into_iter()
+                .map(|c| (c, Mark::None))
+                .collect()
+            })
+            .collect(),
+    };
+    let tenant_table = Table {
+        head: ["tenant", "jobs", "GPU-hours", "share of GPU-time", "mean GPUs per job"].map(String::from).to_vec(),
+        rows: analysis
+            .tenants
+            .iter()
+            .map(|t| {
+                [t.tenant.clone(), t.jobs.to_string(), format!("{:.0}", t.gpu_hours), format!("{:.1}%", t.gpu_time_share * 100.0), format!("{:.2}", t.mean_gpus)]
+                    .into_iter()
+                    .map(|c| (c, Mark::None))
+                    .collect()
+            })
+            .collect(),
+    };
+    let mut sections = vec![
+        Section::Heading("Job sizes".into()),
+        Section::Text(format!(
+            "The largest 1% of jobs (by GPU-time) hold {:.1}% of the GPU-time; the largest 10% hold {:.1}%.",
+            analysis.top_1pct_gpu_time_share * 100.0,
+            analysis.top_10pct_gpu_time_share * 100.0
+        )),
+        Section::Table(size_table),
+    ];
+    let mut figures = figures.into_iter();
+    sections.extend(figures.by_ref().take(2).map(Section::Figure));
+    sections.push(Section::Heading("Tenants".into()));
+    sections.extend(figures.by_ref().take(1).map(Section::Figure));
+    sections.push(Section::Table(tenant_table));
+    let arrivals: Vec<Section> = figures.map(Section::Figure).collect();
+    if !arrivals.is_empty() {
+        sections.push(Section::Heading("Arrivals".into()));
+        sections.extend(arrivals);
+    }
+    Report {
+        title: format!("{name}: trace characterization"),
+        facts: vec![
+            ("trace".into(), name.into()),
+            ("jobs".into(), analysis.jobs.to_string()),
+            ("GPU-hours".into(), format!("{:.0}", analysis.gpu_hours)),
+            ("tenants".into(), analysis.tenants.len().to_string()),
+            ("Arbiter".into(), VERSION.into()),
+        ],
+        sections,
+    }
+}
