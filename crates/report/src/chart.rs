@@ -184,6 +184,9 @@ fn nice_step(raw: f64) -> f64 {
     }
     let magnitude = 10f64.powf(raw.log10().floor());
     let f = raw / magnitude;
+    // (A hair over a step, e.g. 100.00001% / 5, is that step: floating-point noise must not
+    // double the axis.)
+    let f = f * (1.0 - 1e-6);
     magnitude * if f <= 1.0 { 1.0 } else if f <= 2.0 { 2.0 } else if f <= 5.0 { 5.0 } else { 10.0 }
 }
 
@@ -209,8 +212,8 @@ fn ticks(lo: f64, hi: f64, scale: Scale, format: Format) -> (Vec<f64>, f64, f64)
                 _ => 1.0,
             };
             let step = nice_step((hi - lo) / unit / 5.0) * unit;
-            let first = (lo / step).floor() * step;
-            let last = (hi / step).ceil() * step;
+            let first = (lo / step + 1e-6).floor() * step;
+            let last = (hi / step - 1e-6).ceil() * step;
             let n = ((last - first) / step).round() as usize;
             let ticks = (0..=n.min(50)).map(|i| first + i as f64 * step).collect();
             (ticks, first, last)
@@ -496,6 +499,8 @@ mod tests {
         assert_eq!((lo, hi), (10.0, 21_600.0));
         let (t, lo, hi) = ticks(0.0, 0.93, Scale::Linear, Format::Number);
         assert_eq!((t.len(), lo, hi), (6, 0.0, 1.0));
+        let (_, _, hi) = ticks(0.0, 1.000_000_1, Scale::Linear, Format::Percent);
+        assert_eq!(hi, 1.0);
     }
 
     #[test]

@@ -502,6 +502,16 @@ impl Engine<'_> {
         // Kept jobs can change speed only where GPUs are shared or CPU/memory shares are set (in
         // this decision or an earlier one); classic policies never do, and skip the check.
         if self.shares_seen {
+            // Every job sharing GPUs before or after is credited at its old share before any
+            // partner link changes: a job credited while its ring is half re-linked would find
+            // no closed ring and count the shared GPUs as its own.
+            for action in &plan.actions {
+                if let Action::Keep(a) | Action::Reshare(a) = action
+                    && (self.partner[a.job.index()].is_some() || a.colocation.is_some()) {
+                        let index = self.slot[a.job.index()] as usize;
+                        self.credit_gpu_time(index, now);
+                    }
+            }
             for action in &plan.actions {
                 if let Action::Keep(a) | Action::Reshare(a) = action {
                     self.keep(a, now);

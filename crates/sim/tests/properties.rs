@@ -103,9 +103,26 @@ fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy:
             prop_assert_eq!(record.outcome, JobOutcome::Unplaceable);
         }
     }
+    // The second run records its timeline, which changes nothing.
     let mut again = build(kind, &config).expect("builds");
-    let second = simulate(cluster, jobs, again.as_mut(), &sim).expect("runs");
+    let second = simulate(cluster, jobs, again.as_mut(), &SimConfig { record_timeline: true, ..sim }).expect("runs");
     prop_assert_eq!(&out.records, &second.records);
+    // GPU time is never counted twice: at no moment do a node's jobs hold more than its GPUs
+    // (jobs sharing GPUs each hold their share of them; guests hold none).
+    let mut changes: Vec<(f64, u32, f64)> = Vec::new();
+    for segment in second.timeline.iter().filter(|s| !s.guest) {
+        for &(node, gpus) in &segment.slots {
+            changes.push((segment.start_s, node, gpus as f64 * segment.gpu_share));
+            changes.push((segment.end_s, node, -(gpus as f64) * segment.gpu_share));
+        }
+    }
+    changes.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.total_cmp(&b.2)));
+    let mut held = vec![0.0; cluster.nodes.len()];
+    for (at, node, delta) in changes {
+        held[node as usize] += delta;
+        let gpus = cluster.nodes[node as usize].gpus as f64;
+        prop_assert!(held[node as usize] <= gpus + 1e-9, "{}: node {} holds {} of {} GPUs at {}", kind, node, held[node as usize], gpus, at);
+    }
     Ok(())
 }
 
