@@ -27,6 +27,6 @@ pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::{DeadlineOption, IterationStages, JobSpec};
 pub use occupancy::{AllocError, Occupancy};
 pub use plan::{proportional_share, Action, Plan, PlanError, Planner, Standing, MAX_GROUP};
-pub use scaling::{consolidated_shape, GpuRange, PlacementSpeed, Scaling};
+pub use scaling::{consolidated_shape, GpuRange, LocalitySlowdown, PlacementSpeed, Scaling};
 pub use sensitivity::{HostShare, ResourceSensitivity, SensitivityError};
 pub use time::{SimDuration, SimTime};

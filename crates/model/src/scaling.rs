@@ -77,6 +77,40 @@ pub fn consolidated_shape(gpus: u32, gpus_per_node: u32) -> Vec<u32> {
     shape
 }
 
+/// A job that slows down when spread over more nodes than it needs: each node beyond the
+/// fewest its GPUs fit on costs `slowdown_per_extra_node` of its speed (multiplicatively). The
+/// Philly study (ATC'19 §3.2) measured distributed jobs training slower the more servers they
+/// span; this is the simplest model of that, for traces that carry no per-job profile. Speed is
+/// relative to the consolidated placement, so a job placed as it asked runs at its trace speed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LocalitySlowdown {
+    /// GPUs per node of the cluster (the fewest nodes a job fits on follows from it).
+    pub gpus_per_node: u32,
+    /// Share of the speed lost per extra node (0 ≤ x < 1).
+    pub slowdown_per_extra_node: f64,
+}
+
+impl PlacementSpeed for LocalitySlowdown {
+    fn speed(&self, shape: &[u32]) -> Option<f64> {
+        let gpus: u32 = shape.iter().sum();
+        let fewest = gpus.div_ceil(self.gpus_per_node.max(1)).max(1) as usize;
+        let extra = shape.iter().filter(|g| **g > 0).count().saturating_sub(fewest);
+        Some((1.0 - self.slowdown_per_extra_node).powi(extra as i32))
+    }
+
+    fn remaining_iterations(&self, _done: f64) -> Option<f64> {
+        None
+    }
+
+    fn predicted_iteration_s(&self, _gpus: u32, _gpus_per_node: u32) -> Option<f64> {
+        None
+    }
+
+    fn describe(&self) -> String {
+        format!("{:.0}% slower per extra node", self.slowdown_per_extra_node * 100.0)
+    }
+}
+
 /// The GPU counts an elastic job may run with, both ends included. A rigid policy still gives it
 /// its requested `gpus`; policies that resize jobs (AFS, Optimus) choose within the range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +146,17 @@ mod tests {
         assert_eq!(consolidated_shape(6, 4), vec![4, 2]);
         assert_eq!(consolidated_shape(12, 4), vec![4, 4, 4]);
         assert_eq!(consolidated_shape(3, 0), vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn spreading_over_extra_nodes_costs_speed() {
+        let model = LocalitySlowdown { gpus_per_node: 8, slowdown_per_extra_node: 0.2 };
+        assert_eq!(model.speed(&[8]), Some(1.0));
+        assert_eq!(model.speed(&[4, 4]), Some(0.8));
+        assert_eq!(model.speed(&[8, 8]), Some(1.0), "16 GPUs need two nodes");
+        let speed = model.speed(&[4, 4, 4, 4]).expect("covered");
+        assert!((speed - 0.64).abs() < 1e-12);
+        assert_eq!(model.speed(&[1, 1, 1, 1, 1, 1, 1, 1]), Some(0.8f64.powi(7)));
     }
 
     #[test]

@@ -212,6 +212,91 @@ fn group_figures(group: &Group, scenario: &Scenario, window: Window) -> Vec<Figu
     out
 }
 
+/// Lines a by-size figure may have before it is left out (one per trace × policy).
+pub const MAX_SIZE_LINES: usize = 10;
+
+/// Queueing delay by job size (the Philly study's Figure of delay per size class): for each
+/// size class, the delay CDF of every (trace, policy) at its first seed, pooled over tenants;
+/// and a table of the median and p90. Left out where more than [`MAX_SIZE_LINES`] lines would
+/// crowd each chart.
+fn delay_by_size(rows: &[ResultRow], scenario: &Scenario, window: Window) -> Vec<Section> {
+    let timelines = rows.iter().any(|r| !r.timeline.is_empty());
+    // (trace, policy) → the first seed's simulations (one per tenant with per-tenant clusters).
+    let mut lines: Vec<((&str, &str), u64, Vec<&ResultRow>)> = Vec::new();
+    for r in rows.iter().filter(|r| if timelines { !r.timeline.is_empty() } else { !r.records.is_empty() }) {
+        let key = (r.trace.as_str(), r.policy.name());
+        match lines.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, seed, group)) if *seed == r.seed => group.push(r),
+            Some(_) => {}
+            None => lines.push((key, r.seed, vec![r])),
+        }
+    }
+    if lines.is_empty() || lines.len() > MAX_SIZE_LINES {
+        return Vec::new();
+    }
+    let one_policy = lines.iter().all(|((_, p), _, _)| *p == lines[0].0.1);
+    let one_trace = lines.iter().all(|((t, _), _, _)| *t == lines[0].0.0);
+    let label = |(trace, policy): (&str, &str)| match (one_trace, one_policy) {
+        (_, true) => trace.to_string(),
+        (true, false) => policy.to_string(),
+        _ => format!("{trace} · {policy}"),
+    };
+    let seeds: Vec<String> = lines.iter().map(|(_, seed, _)| seed.to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let caption = format!("{} · seed {} · Arbiter {VERSION}", scenario.name, seeds.join(","));
+    let mut sections = vec![
+        Section::Heading("Queueing delay by job size".into()),
+        Section::Text(format!(
+            "Queueing delay (first start − submission) of the measured jobs by GPUs requested, as the Philly study (ATC'19) shows it; delays under {MIN_DELAY_S} s are drawn at {MIN_DELAY_S} s."
+        )),
+    ];
+    let mut table = Table {
+        head: ["size", "run", "jobs", "p50 delay s", "p90 delay s", "mean delay s"].map(String::from).to_vec(),
+        rows: Vec::new(),
+    };
+    for (class, lo, hi) in arbiter_trace::analysis::SIZE_CLASSES {
+        let mut chart_lines = Vec::new();
+        for (key, _, group) in &lines {
+            let mut delays: Vec<f64> = group
+                .iter()
+                .flat_map(|r| r.records.iter())
+                .filter(|r| window.contains(r.job) && (lo..=hi).contains(&r.gpus))
+                .filter_map(arbiter_sim::JobRecord::queue_s)
+                .collect();
+            delays.sort_by(f64::total_cmp);
+            if delays.is_empty() {
+                continue;
+            }
+            let mean = delays.iter().sum::<f64>() / delays.len() as f64;
+            table.rows.push(
+                [
+                    format!("{class} GPU"),
+                    label(*key),
+                    delays.len().to_string(),
+                    secs(arbiter_sim::metrics::percentile(&delays, 0.5)),
+                    secs(arbiter_sim::metrics::percentile(&delays, 0.9)),
+                    secs(mean),
+                ]
+                .into_iter()
+                .map(|c| (c, Mark::None))
+                .collect(),
+            );
+            chart_lines.push(Line { label: label(*key), points: figures::cdf(delays.iter().map(|d| d.max(MIN_DELAY_S))) });
+        }
+        let chart = LineChart {
+            title: format!("queueing delay of {class}-GPU jobs"),
+            caption: caption.clone(),
+            x: Axis::log("queueing delay (log)", Format::Seconds),
+            y: Axis::fraction("jobs of the size"),
+            lines: chart_lines,
+        };
+        if chart.has_data() {
+            sections.push(Section::Figure(Figure { id: slug(&["delay-by-size", &class.replace('>', "gt")]), svg: chart.to_svg() }));
+        }
+    }
+    sections.push(Section::Table(table));
+    sections
+}
+
 /// The whole run report.
 pub fn report(input: &RunInput) -> Report {
     let scenario = input.scenario;
@@ -236,6 +321,7 @@ pub fn report(input: &RunInput) -> Report {
     }
     sections.push(Section::Heading("Results".into()));
     sections.push(Section::Table(results_table(input.rows)));
+    sections.extend(delay_by_size(input.rows, scenario, window));
     let groups = groups(input.rows);
     if groups.is_empty() {
         sections.push(Section::Text("No simulation kept its per-job records; there is nothing to draw.".into()));

@@ -98,3 +98,40 @@ fn sweep_and_trace_reports() {
     assert_eq!(ids, ["size-shares", "duration-cdf", "tenant-load", "arrivals-hour", "arrivals-weekday"]);
     assert!(page.contains("The largest 1% of jobs (by GPU-time) hold 67.4% of the GPU-time"), "the concentration is stated");
 }
+
+/// The `(size, run) → mean delay` cells of the report's delay-by-size table.
+fn mean_delays(page: &str) -> std::collections::BTreeMap<(String, String), f64> {
+    let start = page.find("Queueing delay by job size</h2>").expect("the by-size section");
+    let table = &page[start..];
+    let table = &table[table.find("<tbody>").expect("table")..table.find("</tbody>").expect("table end")];
+    table
+        .split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let cells: Vec<&str> = row.split("<td>").skip(1).map(|c| c.split('<').next().unwrap_or("")).collect();
+            ((cells[0].to_string(), cells[1].to_string()), cells[5].parse::<f64>().expect("mean delay"))
+        })
+        .collect()
+}
+
+#[test]
+fn philly_locality_strict_locality_delays_the_largest_jobs_and_relaxing_it_helps() {
+    let dir = tempfile::tempdir().expect("dir");
+    let report = dir.path().to_str().expect("utf-8");
+    let table = ok_stdout(&["run", "scenarios/philly-locality.toml", "--report", report]);
+    assert!(table.contains("philly-strict") && table.contains("philly-anywhere"), "{table}");
+    let (page, ids) = check_page(dir.path());
+    for id in ["delay-by-size-1", "delay-by-size-2-4", "delay-by-size-5-8", "delay-by-size-gt8"] {
+        assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
+        let svg = std::fs::read_to_string(dir.path().join("figures").join(format!("{id}.svg"))).expect("svg");
+        assert_eq!(curves(&svg), 3, "{id}: strict, relaxed, anywhere");
+    }
+    let mean = mean_delays(&page);
+    let at = |size: &str, run: &str| mean[&(format!("{size} GPU"), format!("philly-{run}"))];
+    // The Philly study's finding: under strict locality the largest jobs wait longest...
+    assert!(at("&gt;8", "strict") > 3.0 * at("1", "strict"), "{mean:?}");
+    // ...relaxing locality after a wait cuts their delay...
+    assert!(at("&gt;8", "relaxed") < 0.5 * at("&gt;8", "strict"), "{mean:?}");
+    // ...and giving it up entirely slows every spread job so much that everyone waits longer.
+    assert!(at("1", "anywhere") > 10.0 * at("1", "strict"), "{mean:?}");
+}

@@ -6,9 +6,11 @@
 //! Relative paths in a scenario are resolved against the scenario file's folder.
 
 mod overrides;
+mod placement;
 mod policy_spec;
 mod runner;
 
+pub use placement::PlacementSpec;
 pub use policy_spec::PolicySpec;
 
 pub use overrides::apply_override;
@@ -17,7 +19,7 @@ pub use runner::{Comparison, ResultRow};
 use crate::engine::{SimConfig, SimError};
 use crate::metrics::Window;
 use arbiter_model::Cluster;
-use arbiter_policy::{PlacementStrategy, PolicyConfig, PolicyKind};
+use arbiter_policy::{PolicyConfig, PolicyKind};
 use arbiter_trace::generator::GavelWorkload;
 use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::synergy::{SynergyProfiles, SynergyWorkload};
@@ -105,6 +107,11 @@ pub struct TraceSpec {
     /// Keep only the first N jobs (after the other filters).
     #[serde(default)]
     pub max_jobs: Option<usize>,
+    /// This trace's own `[placement]` (the same keys), replacing the scenario's for its
+    /// simulations: one workload listed under several names compares placement rules
+    /// (`scenarios/philly-locality.toml`).
+    #[serde(default)]
+    pub placement: Option<PlacementSpec>,
 }
 
 /// The cluster: either one homogeneous cluster, or one cluster per tenant sized from a CSV.
@@ -152,24 +159,6 @@ impl Default for ClusterSpec {
     }
 }
 
-/// Placement settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PlacementSpec {
-    /// `consolidated`, `spread`, `relaxed` or `anywhere`.
-    pub strategy: String,
-    /// For `relaxed`: seconds of waiting after which locality is given up.
-    pub relax_after_s: f64,
-    /// Preemptive policies keep a continuing job's GPUs (true) or re-place all jobs each time.
-    pub keep_placements: bool,
-}
-
-impl Default for PlacementSpec {
-    fn default() -> Self {
-        PlacementSpec { strategy: "consolidated".into(), relax_after_s: 600.0, keep_placements: true }
-    }
-}
-
 /// A published number a scenario reproduces.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -206,6 +195,8 @@ pub struct LoadedTrace {
     pub seed: Option<u64>,
     /// The jobs.
     pub trace: Arc<Trace>,
+    /// Its own placement settings, replacing the scenario's.
+    pub placement: Option<PlacementSpec>,
 }
 
 /// Which generator a `[workload]` uses.
@@ -533,7 +524,12 @@ impl Scenario {
             return Err(self.invalid("`seeds` is empty".into()));
         }
         self.simulation.validate().map_err(|m| self.invalid(format!("simulation.{m}")))?;
-        self.placement_strategy()?;
+        self.placement.strategy().map_err(|m| self.invalid(format!("placement.{m}")))?;
+        for t in &self.trace {
+            if let Some(p) = &t.placement {
+                p.strategy().map_err(|m| self.invalid(format!("trace `{}`: placement.{m}", t.result_name())))?;
+            }
+        }
         let mut specs = vec![("policy".to_string(), self.policy.clone())];
         for &kind in self.policy.per_policy.keys() {
             specs.push((format!("policy.per_policy.{kind}"), self.policy_spec_for(kind)?));
@@ -553,17 +549,6 @@ impl Scenario {
     /// Resolves a path relative to the scenario file.
     pub fn resolve(&self, p: &Path) -> PathBuf {
         if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
-    }
-
-    fn placement_strategy(&self) -> Result<PlacementStrategy, ScenarioError> {
-        let p = &self.placement;
-        PlacementStrategy::from_name(&p.strategy, p.relax_after_s).ok_or_else(|| {
-            self.invalid(format!(
-                "placement.strategy `{}` is not one of {}",
-                p.strategy,
-                PlacementStrategy::NAMES.join(", ")
-            ))
-        })
     }
 
     /// The `[policy]` settings `kind` runs with: the table, with its `per_policy` entry for
@@ -590,7 +575,7 @@ impl Scenario {
     pub fn policy_config_for(&self, kind: PolicyKind) -> Result<PolicyConfig, ScenarioError> {
         let spec = self.policy_spec_for(kind)?;
         let mut config = PolicyConfig {
-            placement: self.placement_strategy()?,
+            placement: self.placement.strategy().map_err(|m| self.invalid(format!("placement.{m}")))?,
             keep_placements: self.placement.keep_placements,
             ..PolicyConfig::default()
         };
@@ -678,7 +663,7 @@ impl Scenario {
                     }
                 }
                 .map_err(|m| self.invalid(format!("workload: {m}")))?;
-                out.push(LoadedTrace { name: workload.name.clone(), seed: Some(seed), trace: Arc::new(trace) });
+                out.push(LoadedTrace { name: workload.name.clone(), seed: Some(seed), trace: Arc::new(trace), placement: None });
             }
             return Ok(out);
         }
@@ -708,7 +693,7 @@ impl Scenario {
                 trace = Trace::from_jobs(jobs, origin);
             }
             let name = spec.result_name();
-            out.push(LoadedTrace { name, seed: None, trace: Arc::new(trace) });
+            out.push(LoadedTrace { name, seed: None, trace: Arc::new(trace), placement: spec.placement.clone() });
         }
         Ok(out)
     }

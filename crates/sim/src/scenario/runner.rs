@@ -157,10 +157,17 @@ impl Scenario {
             seed: u64,
             pair_speeds: Option<Arc<PairSpeeds>>,
             warnings: Arc<Vec<String>>,
+            /// The trace's own placement (strategy, keep placements), replacing the scenario's.
+            placement: Option<(arbiter_policy::PlacementStrategy, bool)>,
         }
         let mut tasks = Vec::new();
         for loaded in &traces {
             let (name, trace_seed, trace) = (&loaded.name, &loaded.seed, &loaded.trace);
+            let placement_spec = loaded.placement.as_ref().unwrap_or(&self.placement);
+            let placement = match &loaded.placement {
+                Some(p) => Some((p.strategy().map_err(|m| self.invalid(format!("trace `{name}`: placement.{m}")))?, p.keep_placements)),
+                None => None,
+            };
             for (tenant, cluster) in self.clusters_for(trace)? {
                 let mut jobs = if tenant == "all" {
                     (**trace).clone()
@@ -168,6 +175,8 @@ impl Scenario {
                     let t = tenant.clone();
                     (**trace).clone().filter(|j| j.tenant == t)
                 };
+                let gpus_per_node = cluster.nodes.iter().map(|n| n.gpus).max().unwrap_or(1);
+                placement_spec.bind_slowdown(&mut jobs.jobs, gpus_per_node);
                 let mut pair_speeds = None;
                 if let Some(table) = &table {
                     self.bind_speeds(&mut jobs, &cluster, table)?;
@@ -195,6 +204,7 @@ impl Scenario {
                             seed,
                             pair_speeds: pair_speeds.clone(),
                             warnings: Arc::clone(&warnings),
+                            placement,
                         });
                     }
                 }
@@ -213,6 +223,10 @@ impl Scenario {
             let mut task_config = configs[&task.policy].clone();
             task_config.rounds.seed = task.seed;
             task_config.pair_speeds = task.pair_speeds.clone();
+            if let Some((strategy, keep)) = task.placement {
+                task_config.placement = strategy;
+                task_config.keep_placements = keep;
+            }
             let mut policy = build(task.policy, &task_config)
                 .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
             let sim_config = SimConfig {
