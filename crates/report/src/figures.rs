@@ -10,8 +10,9 @@ pub const CDF_POINTS: usize = 300;
 /// Bins of a time series.
 pub const TIME_BINS: usize = 400;
 
-/// The empirical CDF of `values` (finite ones), thinned to [`CDF_POINTS`], starting at the
-/// smallest value.
+/// The empirical CDF of `values` (finite ones), thinned to [`CDF_POINTS`] steps from the
+/// smallest value, as a staircase (each step's corner included, so a line through the points
+/// draws a step function, not a ramp between a few jobs).
 pub fn cdf(values: impl IntoIterator<Item = f64>) -> Vec<(f64, f64)> {
     let mut sorted: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
     sorted.sort_by(f64::total_cmp);
@@ -20,7 +21,14 @@ pub fn cdf(values: impl IntoIterator<Item = f64>) -> Vec<(f64, f64)> {
     if points.first().is_some_and(|&(x, _)| x > first) {
         points.insert(0, (first, 1.0 / sorted.len() as f64));
     }
-    points
+    let mut steps = Vec::with_capacity(points.len() * 2);
+    for (i, &(x, y)) in points.iter().enumerate() {
+        if let Some(&(_, below)) = i.checked_sub(1).and_then(|j| points.get(j)) {
+            steps.push((x, below));
+        }
+        steps.push((x, y));
+    }
+    steps
 }
 
 /// JCTs of the completed jobs inside `window`, seconds.
@@ -252,10 +260,10 @@ mod tests {
     #[test]
     fn a_cdf_of_many_values_is_thinned_and_keeps_both_ends() {
         let points = cdf((1..=80_000).map(f64::from));
-        assert!(points.len() <= CDF_POINTS + 1, "{}", points.len());
+        assert!(points.len() <= 2 * CDF_POINTS + 1, "{}", points.len());
         assert_eq!(points.first(), Some(&(1.0, 1.0 / 80_000.0)));
         assert_eq!(points.last(), Some(&(80_000.0, 1.0)));
-        assert_eq!(cdf([2.0, f64::NAN, 1.0]), vec![(1.0, 0.5), (2.0, 1.0)]);
+        assert_eq!(cdf([2.0, f64::NAN, 1.0]), vec![(1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]);
         assert!(cdf([]).is_empty());
     }
 

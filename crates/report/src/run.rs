@@ -319,8 +319,6 @@ pub fn report(input: &RunInput) -> Report {
         sections.push(Section::Text("Our number is the mean over seeds; green: within the scenario's tolerance, red: outside.".into()));
         sections.push(Section::Table(published_table(input.comparisons)));
     }
-    sections.push(Section::Heading("Results".into()));
-    sections.push(Section::Table(results_table(input.rows)));
     sections.extend(delay_by_size(input.rows, scenario, window));
     let groups = groups(input.rows);
     if groups.is_empty() {
@@ -361,5 +359,8 @@ pub fn report(input: &RunInput) -> Report {
             }));
         }
     }
+    // The table of every number last: the figures are what a reader came for.
+    sections.push(Section::Heading("Every result".into()));
+    sections.push(Section::Table(results_table(input.rows)));
     Report { title: format!("{}: simulation report", scenario.name), facts, sections }
 }

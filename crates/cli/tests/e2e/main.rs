@@ -9,6 +9,7 @@
 //! - `colocation`: jobs a policy co-locates (`muri-s`) share a GPU, and say so — naming another
 //!   tenant's job to no one but the admin.
 //!
+//! - `dashboard`: the daemon's dashboard page and its snapshot endpoint.
 //! - `report`: the HTML reports of `run`, `sweep` and `trace analyze`.
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
 //!
@@ -21,5 +22,6 @@ mod colocation;
 mod common;
 mod daemon;
 mod daemon_api;
+mod dashboard;
 mod report;
 mod slurm;

@@ -30,11 +30,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncSeekExt, ReadBuf};
 
+mod dashboard;
 mod logs;
 mod openapi;
 mod server;
 mod tenants;
 
+pub use dashboard::page_weight_bytes;
 pub use openapi::openapi_document;
 pub use server::{serve_connections, ConnectionLimits};
 use logs::job_logs;
@@ -179,6 +181,11 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .route("/v1/tenants/{name}/token", post(rotate_tenant_token))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
+        .route("/", get(dashboard::page))
+        .route("/dashboard/app.js", get(dashboard::script))
+        .route("/dashboard/app.css", get(dashboard::style))
+        .route("/dashboard/icon.svg", get(dashboard::icon))
+        .route("/v1/dashboard", get(dashboard::snapshot))
         // The body limit is the one `deadline` enforces while reading every body (413), not
         // axum's per-extractor one.
         .layer(DefaultBodyLimit::disable())
@@ -364,29 +371,7 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
     let unavailable = api.daemon.unavailable_nodes();
     let (policy, running, queued, queued_total, nodes) = api.daemon.with_state(|s| {
         let mine = |tenant: &str| viewer.as_deref().is_none_or(|v| v == tenant);
-        // Per node: its GPUs, and which of them each running job holds (others' jobs as GPUs
-        // only, as below).
-        let topology = s.topology();
-        let nodes: Vec<Value> = topology
-            .nodes()
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                let ids = topology.gpus_of(arbiter_model::NodeId(i as u32));
-                let held: Vec<Value> = s
-                    .jobs
-                    .iter()
-                    .filter_map(|j| {
-                        let here: Vec<u32> = j.state.gpus()?.iter().copied().filter(|g| ids.contains(g)).collect();
-                        if here.is_empty() {
-                            return None;
-                        }
-                        Some(if mine(&j.tenant) { json!({ "id": j.id, "tenant": j.tenant, "gpus": here }) } else { json!({ "gpus": here, "other_tenant": true }) })
-                    })
-                    .collect();
-                json!({ "name": n.name, "gpu_type": n.gpu_type, "gpu_ids": ids.collect::<Vec<_>>(), "devices": n.devices, "cpus": n.cpus, "memory_gib": n.memory_gib, "rack": n.rack, "takes_new_runs": !unavailable.contains(&n.name), "jobs": held })
-            })
-            .collect();
+        let nodes = dashboard::node_views(s, viewer.as_deref(), &unavailable);
         let running = s
             .jobs
             .iter()

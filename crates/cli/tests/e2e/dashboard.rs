@@ -1,0 +1,84 @@
+//! The dashboard: the page and its assets are served from the binary with a strict policy, and
+//! `/v1/dashboard` follows the API's rules — a tenant sees its own jobs, another tenant's only
+//! as the GPUs they hold. (The browser tests drive the page itself: `tests/browser.rs`.)
+
+use crate::common::{state_of, submit, wait_for, Daemon, Options};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+/// `GET path` without a token; the whole response (headers and body).
+fn get_raw(addr: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("writes");
+    let mut out = String::new();
+    stream.read_to_string(&mut out).expect("reads");
+    out
+}
+
+#[test]
+fn the_page_is_served_whole_from_the_binary_with_a_strict_policy() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = "allow_shared_identity = true\n";
+    let daemon = Daemon::start_with(&dir.path().join("data"), Options { args: &["--gpus", "2xa100"], config: Some(config), uid: None });
+    let mut weight = 0;
+    for (path, kind) in [("/", "text/html"), ("/dashboard/app.js", "text/javascript"), ("/dashboard/app.css", "text/css")] {
+        let response = get_raw(&daemon.addr, path);
+        let (head, body) = response.split_once("\r\n\r\n").expect("a response");
+        let head = head.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
+        assert!(head.contains(&format!("content-type: {kind}")), "{path}: {head}");
+        assert!(head.contains("content-security-policy: default-src 'none'; script-src 'self'"), "{path}: {head}");
+        assert!(head.contains("x-content-type-options: nosniff") && head.contains("x-frame-options: deny"), "{path}: {head}");
+        assert!(!body.contains("http://") && !body.contains("https://"), "{path} names another origin");
+        weight += body.len();
+    }
+    assert!(weight < 300 * 1024, "page weight {weight} bytes");
+    let page = get_raw(&daemon.addr, "/");
+    assert!(!page.contains("<script>") && page.contains("<script src=\"/dashboard/app.js\""), "no inline script");
+    // The data needs a token.
+    assert!(get_raw(&daemon.addr, "/v1/dashboard").starts_with("HTTP/1.1 401"));
+}
+
+#[test]
+fn a_dashboard_snapshot_shows_a_tenant_only_its_own_jobs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = "allow_shared_identity = true\n";
+    let daemon = Daemon::start_with(&dir.path().join("data"), Options { args: &["--gpus", "4xa100", "--round-s", "1"], config: Some(config), uid: None });
+    let admin = daemon.admin();
+    let alice = daemon.tenant("alice");
+    let bob = daemon.tenant("bob");
+    let a_running = submit(&alice, json!({ "command": "sleep 60", "name": "alice-secret-run", "gpus": 2, "grace_s": 1 }));
+    let b_running = submit(&bob, json!({ "command": "sleep 60", "name": "bob-run", "gpus": 2, "grace_s": 1 }));
+    wait_for("both jobs to run", 30, || state_of(&alice, a_running) == "running" && state_of(&bob, b_running) == "running");
+    let a_queued = submit(&alice, json!({ "command": "true", "name": "alice-secret-queued", "gpus": 4 }));
+    wait_for("a pending reason", 30, || alice.get(&format!("/v1/jobs/{a_queued}")).expect("job")["pending_reason"].is_string());
+
+    let all: Value = admin.get("/v1/dashboard").expect("admin snapshot");
+    assert_eq!(all["viewer"], "admin");
+    assert_eq!((all["gpus_total"].as_u64(), all["gpus_held"].as_u64()), (Some(4), Some(4)));
+    let holders: Vec<&Value> = all["nodes"].as_array().expect("nodes").iter().flat_map(|n| n["jobs"].as_array().expect("jobs")).collect();
+    let ids: Vec<u64> = holders.iter().filter_map(|h| h["id"].as_u64()).collect();
+    assert!(ids.contains(&a_running) && ids.contains(&b_running), "{all}");
+    assert_eq!(all["queue"][0]["id"].as_u64(), Some(a_queued));
+    assert!(all["queue"][0]["pending_reason"].as_str().is_some_and(|r| !r.is_empty()));
+    assert_eq!(all["tenants"].as_array().map(Vec::len), Some(2));
+    assert!(all["events"].as_array().expect("events").iter().any(|e| e["job"].as_u64() == Some(b_running) && e["to"] == "running"));
+
+    let text = bob.get_text("/v1/dashboard").expect("bob's snapshot");
+    let mine: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(mine["viewer"], "tenant bob");
+    // Alice's job is GPUs held by another tenant: no id, name or tenant.
+    for forbidden in ["alice", &format!("\"id\":{a_running}"), &format!("\"job\":{a_running}"), &format!("\"id\":{a_queued}")] {
+        assert!(!text.contains(forbidden), "bob's snapshot shows `{forbidden}`: {text}");
+    }
+    let holders: Vec<&Value> = mine["nodes"].as_array().expect("nodes").iter().flat_map(|n| n["jobs"].as_array().expect("jobs")).collect();
+    assert_eq!(holders.iter().filter(|h| h["other_tenant"] == true).map(|h| h["gpus"].as_array().map_or(0, Vec::len)).sum::<usize>(), 2);
+    assert!(holders.iter().any(|h| h["id"].as_u64() == Some(b_running) && h["name"] == "bob-run"));
+    assert_eq!(mine["queue"].as_array().map(Vec::len), Some(0));
+    assert_eq!((mine["queued_visible"].as_u64(), mine["queued_total"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(mine["tenants"].as_array().map(|t| t.iter().map(|t| t["name"].clone()).collect::<Vec<_>>()), Some(vec![json!("bob")]));
+    assert!(mine["events"].as_array().expect("events").iter().all(|e| e["tenant"] == "bob"));
+    // And a tenant cannot open another's job page.
+    assert!(bob.get(&format!("/v1/jobs/{a_running}")).is_err());
+}

@@ -1,0 +1,229 @@
+// Arbiter's dashboard. Plain JavaScript, no library, served by the daemon with a CSP that
+// forbids inline script. Everything the API returns is set as text (textContent), never as
+// HTML: job names and reasons are tenants' text. The token lives in sessionStorage only and
+// goes out in the Authorization header, never in a URL.
+"use strict";
+
+const TOKEN_KEY = "arbiter-token";
+const POLL_MS = 2000;
+let timer = null;
+
+function $(id) {
+  return document.getElementById(id);
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function status(text, error) {
+  const s = $("status");
+  s.textContent = text;
+  s.className = error ? "error" : "";
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Authorization: "Bearer " + token() }, cache: "no-store" });
+  if (response.status === 401) {
+    signOut("The token was not accepted; sign in again.");
+    throw new Error("unauthorized");
+  }
+  if (!response.ok) {
+    let message = response.status + " " + response.statusText;
+    try {
+      message = (await response.json()).error || message;
+    } catch (_) {
+      // not JSON: keep the status line
+    }
+    throw new Error(message);
+  }
+  return response;
+}
+
+// A colour per tenant, stable across refreshes.
+function tenantColor(name) {
+  let h = 0;
+  for (const c of String(name)) h = (h * 31 + c.codePointAt(0)) >>> 0;
+  return "hsl(" + (h % 360) + ", 55%, 42%)";
+}
+
+function ago(unixS) {
+  const s = Math.max(0, Math.round(Date.now() / 1000 - unixS));
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  if (s < 172800) return (s / 3600).toFixed(1) + " h";
+  return (s / 86400).toFixed(1) + " d";
+}
+
+function when(unixS) {
+  return new Date(unixS * 1000).toLocaleString();
+}
+
+function fillRows(table, rows) {
+  const body = table.tBodies[0];
+  body.replaceChildren(...rows.map((cells) => {
+    const tr = el("tr");
+    for (const cell of cells) tr.append(cell instanceof Node ? wrapCell(cell) : el("td", cell));
+    return tr;
+  }));
+}
+
+function wrapCell(node) {
+  const td = el("td");
+  td.append(node);
+  return td;
+}
+
+function jobLink(id) {
+  const a = el("a", "#" + id);
+  a.href = "#job/" + id;
+  return a;
+}
+
+function renderGrid(nodes) {
+  const grid = $("grid");
+  grid.replaceChildren(...nodes.map((node) => {
+    const row = el("div", null, "node" + (node.takes_new_runs ? "" : " down"));
+    row.dataset.node = node.name;
+    const name = el("div", node.name + " · " + node.gpu_type + (node.takes_new_runs ? "" : " (down)"), "node-name");
+    name.title = node.cpus + " CPUs, " + node.memory_gib + " GiB";
+    row.append(name);
+    for (const gpu of node.gpu_ids) {
+      const holders = node.jobs.filter((j) => j.gpus.includes(gpu));
+      const cell = el("div", null, "gpu" + (holders.length === 0 ? " free" : ""));
+      cell.dataset.gpu = gpu;
+      const tips = ["GPU " + gpu];
+      for (const h of holders) {
+        let part;
+        if (h.other_tenant) {
+          part = el("span", "other", "other");
+          tips.push("another tenant's job");
+        } else {
+          part = el("span", "#" + h.id, "mine");
+          part.style.background = tenantColor(h.tenant);
+          part.dataset.job = h.id;
+          part.addEventListener("click", () => { location.hash = "#job/" + h.id; });
+          tips.push("job " + h.id + " (" + h.tenant + (h.name ? ", " + h.name : "") + ")");
+        }
+        cell.append(part);
+      }
+      if (holders.length > 1) tips.push(holders.length + " jobs share this GPU");
+      cell.title = tips.join("\n");
+      row.append(cell);
+    }
+    return row;
+  }));
+}
+
+function renderSnapshot(d) {
+  $("who").textContent = "signed in as " + d.viewer + " · policy " + d.policy + " · executor " + d.executor;
+  $("summary").textContent = d.gpus_held + " of " + d.gpus_total + " GPUs held · " + d.queued_visible + " queued" +
+    (d.queued_total !== d.queued_visible ? " (" + d.queued_total + " in all)" : "");
+  renderGrid(d.nodes);
+  fillRows($("queue"), d.queue.map((j) => [jobLink(j.id), j.tenant, j.name || "", j.gpus, j.priority, ago(j.submitted_unix_s), j.pending_reason || "waiting for the next round"]));
+  $("queue-more").textContent = d.queued_visible > d.queue.length ? "… and " + (d.queued_visible - d.queue.length) + " more" : "";
+  fillRows($("tenants"), d.tenants.map((t) => {
+    const bar = el("div", null, "bar");
+    const held = el("i");
+    held.style.width = Math.min(100, 100 * t.gpus_held / Math.max(1, d.gpus_total)) + "%";
+    const share = el("b");
+    share.style.left = Math.min(100, 100 * t.share) + "%";
+    bar.append(held, share);
+    bar.title = t.gpus_held + " GPUs held; fair share " + (t.share * d.gpus_total).toFixed(1) + " GPUs";
+    const name = el("span", t.name);
+    const swatch = el("span", "■ ");
+    swatch.style.color = tenantColor(t.name);
+    name.prepend(swatch);
+    return [name, t.gpus_held, t.queued, t.weight, (100 * t.share).toFixed(1) + "%", t.gpu_quota === null ? "none" : t.gpu_quota, bar];
+  }));
+  fillRows($("events"), d.events.map((e) => [when(e.at_unix_s), jobLink(e.job), e.tenant, e.to, e.why]));
+}
+
+async function showCluster() {
+  const d = await (await api("/v1/dashboard")).json();
+  renderSnapshot(d);
+  $("job").hidden = true;
+  $("cluster").hidden = false;
+}
+
+async function showJob(id) {
+  const j = await (await api("/v1/jobs/" + encodeURIComponent(id))).json();
+  $("job-title").textContent = "Job " + j.id + (j.request.name ? " · " + j.request.name : "");
+  const facts = [
+    ["tenant", j.tenant], ["state", j.state.state || j.state.name || JSON.stringify(j.state)], ["GPUs", j.request.gpus],
+    ["command", j.request.command], ["submitted", when(j.submitted_unix_s)], ["runs", j.runs],
+    ["preemptions", j.preemptions], ["failures", j.failures], ["held GPUs for", Math.round(j.executed_s) + " s"],
+    ["why pending", j.pending_reason || "-"],
+  ];
+  if (j.shares_gpus_with && j.shares_gpus_with.length) facts.push(["shares GPUs with", j.shares_gpus_with.map((s) => (s.id !== undefined && s.id !== null) ? "#" + s.id : "another tenant's job").join(", ")]);
+  $("job-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+  const p = j.progress;
+  const progress = [];
+  if (p) {
+    progress.push(el("div", "steps " + p.steps + (j.total_steps ? " of " + j.total_steps + " (" + (100 * p.steps / j.total_steps).toFixed(1) + "%)" : "")));
+    if (p.throughput !== undefined && p.throughput !== null) progress.push(el("div", "throughput " + Number(p.throughput).toFixed(2) + " steps/s"));
+  } else {
+    progress.push(el("div", "no progress reported"));
+  }
+  for (const [type, t] of Object.entries(j.throughput_by_gpu_type || {})) progress.push(el("div", "measured on " + type + ": " + Number(t).toFixed(2) + " steps/s"));
+  $("job-progress").replaceChildren(...progress);
+  fillRows($("job-history"), (j.history || []).slice().reverse().map((t) => [when(t.at_unix_s), t.to, t.why]));
+  const log = await (await api("/v1/jobs/" + encodeURIComponent(id) + "/logs?tail_bytes=8192")).text();
+  $("job-log").textContent = log || "(empty)";
+  $("cluster").hidden = true;
+  $("job").hidden = false;
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  if (!token()) return;
+  const m = /^#job\/(\d+)$/.exec(location.hash);
+  try {
+    if (m) await showJob(m[1]);
+    else await showCluster();
+    status("updated " + new Date().toLocaleTimeString());
+  } catch (e) {
+    if (e.message !== "unauthorized") status(e.message, true);
+  }
+  if (token() && !document.hidden) timer = setTimeout(refresh, POLL_MS);
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  clearTimeout(timer);
+  $("cluster").hidden = true;
+  $("job").hidden = true;
+  $("signin").hidden = false;
+  $("signout").hidden = true;
+  $("who").textContent = "";
+  status(message || "", Boolean(message));
+}
+
+function signedIn() {
+  $("signin").hidden = true;
+  $("signout").hidden = false;
+  refresh();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("signin-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("token").value.trim();
+    $("token").value = "";
+    if (!value) return;
+    sessionStorage.setItem(TOKEN_KEY, value);
+    signedIn();
+  });
+  $("signout").addEventListener("click", () => signOut());
+  window.addEventListener("hashchange", refresh);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
+  if (token()) signedIn();
+  else signOut();
+});

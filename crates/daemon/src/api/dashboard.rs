@@ -1,0 +1,185 @@
+//! The dashboard: a page at `/` (HTML, script and styles embedded in the binary, nothing
+//! fetched from elsewhere) that signs in with a token kept in the browser's session storage and
+//! polls `GET /v1/dashboard`, one snapshot of what the caller may see — the same rules as the
+//! rest of the API: a tenant sees its own jobs in full and other tenants' only as the GPUs they
+//! hold; the admin sees everything.
+//!
+//! The page is served with a strict Content-Security-Policy (scripts and styles from this
+//! origin only, no inline script, no framing): a job name is a tenant's text, shown to the admin,
+//! and the script only ever sets it as text.
+
+use super::{Api, ApiError};
+use crate::daemon::State as DaemonState;
+use crate::job::JobRecord;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+const PAGE: &str = include_str!("../../assets/dashboard/index.html");
+const SCRIPT: &str = include_str!("../../assets/dashboard/app.js");
+const STYLE: &str = include_str!("../../assets/dashboard/app.css");
+const ICON: &str = include_str!("../../assets/dashboard/icon.svg");
+
+/// Queued jobs a snapshot lists (oldest first); `queued_total` counts them all.
+pub const QUEUE_ROWS: usize = 200;
+/// Recent transitions a snapshot lists.
+pub const EVENT_ROWS: usize = 50;
+/// Transitions looked at per job for the recent events (its latest ones).
+const EVENTS_PER_JOB: usize = 4;
+
+/// The page's security headers: its own origin only, nothing inline, not framed, no referrer.
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// `GET /`: the dashboard page.
+pub(super) async fn page() -> Response {
+    asset(PAGE, "text/html; charset=utf-8")
+}
+
+/// `GET /dashboard/app.js`.
+pub(super) async fn script() -> Response {
+    asset(SCRIPT, "text/javascript; charset=utf-8")
+}
+
+/// `GET /dashboard/app.css`.
+pub(super) async fn style() -> Response {
+    asset(STYLE, "text/css; charset=utf-8")
+}
+
+/// `GET /dashboard/icon.svg` (named by the page, so the browser asks for no `/favicon.ico`).
+pub(super) async fn icon() -> Response {
+    asset(ICON, "image/svg+xml")
+}
+
+/// The bytes the page loads (page, script, styles): its weight before any data.
+pub fn page_weight_bytes() -> usize {
+    PAGE.len() + SCRIPT.len() + STYLE.len() + ICON.len()
+}
+
+/// Every node with its GPUs and who holds each: the viewer's own jobs by id, name and tenant,
+/// others' only as GPUs held (`other_tenant`). Shared by `/v1/cluster` and `/v1/dashboard`.
+pub(super) fn node_views(s: &DaemonState, viewer: Option<&str>, unavailable: &BTreeSet<String>) -> Vec<Value> {
+    let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
+    let topology = s.topology();
+    topology
+        .nodes()
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let ids = topology.gpus_of(arbiter_model::NodeId(i as u32));
+            let held: Vec<Value> = s
+                .jobs
+                .iter()
+                .filter_map(|j| {
+                    let here: Vec<u32> = j.state.gpus()?.iter().copied().filter(|g| ids.contains(g)).collect();
+                    if here.is_empty() {
+                        return None;
+                    }
+                    Some(if mine(&j.tenant) {
+                        json!({ "id": j.id, "tenant": j.tenant, "name": j.request.name, "gpus": here })
+                    } else {
+                        json!({ "gpus": here, "other_tenant": true })
+                    })
+                })
+                .collect();
+            json!({ "name": n.name, "gpu_type": n.gpu_type, "gpu_ids": ids.collect::<Vec<_>>(), "devices": n.devices, "cpus": n.cpus, "memory_gib": n.memory_gib, "rack": n.rack, "takes_new_runs": !unavailable.contains(&n.name), "jobs": held })
+        })
+        .collect()
+}
+
+/// A queued job as the queue table shows it.
+fn queued_view(j: &JobRecord) -> Value {
+    json!({
+        "id": j.id,
+        "tenant": j.tenant,
+        "name": j.request.name,
+        "gpus": j.request.gpus,
+        "priority": j.request.priority,
+        "submitted_unix_s": j.submitted_unix_s,
+        "pending_reason": j.pending_reason,
+        "preemptions": j.preemptions,
+    })
+}
+
+/// `GET /v1/dashboard`: one snapshot for the page.
+pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let caller = api.caller(&headers)?;
+    let viewer = caller.tenant().map(str::to_string);
+    let unavailable = api.daemon.unavailable_nodes();
+    let settings = api.daemon.settings.clone();
+    let snapshot = api.daemon.with_state(|s| {
+        let viewer = viewer.as_deref();
+        let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
+        let nodes = node_views(s, viewer, &unavailable);
+        let queued: Vec<&JobRecord> = s.jobs.iter().filter(|j| j.state.name() == "queued").collect();
+        let queue: Vec<Value> = queued.iter().filter(|j| mine(&j.tenant)).take(QUEUE_ROWS).map(|j| queued_view(j)).collect();
+        let visible_queued = queued.iter().filter(|j| mine(&j.tenant)).count();
+        // Per tenant: GPUs held, jobs queued, weight, quota. A tenant sees its own line and
+        // the cluster's totals, not the other tenants'.
+        let mut usage: std::collections::BTreeMap<&str, (u32, usize)> = std::collections::BTreeMap::new();
+        for j in &s.jobs {
+            let entry = usage.entry(j.tenant.as_str()).or_default();
+            entry.0 += j.state.gpus().map_or(0, |g| g.len() as u32);
+            entry.1 += usize::from(j.state.name() == "queued");
+        }
+        let total_weight: f64 = s.tenants.values().map(|t| t.weight).sum();
+        let tenants: Vec<Value> = s
+            .tenants
+            .values()
+            .filter(|t| mine(&t.name))
+            .map(|t| {
+                let (gpus, queued) = usage.get(t.name.as_str()).copied().unwrap_or_default();
+                json!({ "name": t.name, "gpus_held": gpus, "queued": queued, "weight": t.weight, "share": if total_weight > 0.0 { t.weight / total_weight } else { 0.0 }, "gpu_quota": t.gpu_quota })
+            })
+            .collect();
+        // Recent events: the latest transitions of the jobs the viewer may see, newest first.
+        let mut events: Vec<(i64, u32, &str, &str, &str)> = s
+            .jobs
+            .iter()
+            .filter(|j| mine(&j.tenant))
+            .flat_map(|j| j.history.iter().rev().take(EVENTS_PER_JOB).map(move |t| (t.at_unix_s, j.id, j.tenant.as_str(), t.to.as_str(), t.why.as_str())))
+            .collect();
+        let keep = EVENT_ROWS.min(events.len());
+        if keep > 0 && events.len() > keep {
+            events.select_nth_unstable_by(keep - 1, |a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+            events.truncate(keep);
+        }
+        events.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+        let events: Vec<Value> = events.into_iter().map(|(at, id, tenant, to, why)| json!({ "at_unix_s": at, "job": id, "tenant": tenant, "to": to, "why": why })).collect();
+        let gpus_total = s.topology().total_gpus();
+        let gpus_held: u32 = usage.values().map(|(g, _)| g).sum();
+        json!({
+            "viewer": viewer.map_or_else(|| "admin".to_string(), |t| format!("tenant {t}")),
+            "policy": s.policy_name(),
+            "nodes": nodes,
+            "queue": queue,
+            "queued_visible": visible_queued,
+            "queued_total": queued.len(),
+            "tenants": tenants,
+            "events": events,
+            "gpus_total": gpus_total,
+            "gpus_held": gpus_held,
+        })
+    });
+    let mut snapshot = snapshot;
+    if let Some(o) = snapshot.as_object_mut() {
+        o.insert("executor".into(), json!(api.daemon.executor_name()));
+        o.insert("round_s".into(), json!(settings.round_s));
+    }
+    Ok(Json(snapshot))
+}
