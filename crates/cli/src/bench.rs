@@ -244,6 +244,41 @@ pub fn run_muri(json: bool) -> Result<()> {
     run_scenario("muri", "scenarios/muri-traces.toml", json)
 }
 
+/// `arbiter bench --suite report`: the reports' own cost — the whole Muri scenario's run report
+/// (figures built, then written with every PNG; goal < 2 s) after its simulations (with the
+/// timeline recorded), and `trace analyze` of the whole Philly trace with its report (goal < 1 s).
+pub fn run_report(json: bool) -> Result<()> {
+    use arbiter_sim::scenario::Scenario;
+    let file = "scenarios/muri-traces.toml";
+    let mut scenario = Scenario::load(std::path::Path::new(file), &[]).with_context(|| format!("reading {file} (run from the repository root)"))?;
+    scenario.simulation.record_timeline = true;
+    let t = Instant::now();
+    let rows = scenario.run(&|_, _| {}, &|| 0.0)?;
+    let simulations_s = t.elapsed().as_secs_f64();
+    let comparisons = scenario.compare(&rows);
+    let dir = tempfile_dir()?;
+    let t = Instant::now();
+    let report = arbiter_report::run::report(&arbiter_report::run::RunInput { scenario: &scenario, rows: &rows, comparisons: &comparisons });
+    let built_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    report.write(&dir.join("muri"))?;
+    let written_s = t.elapsed().as_secs_f64();
+    let figures = report.figures().count();
+    let t = Instant::now();
+    let trace = arbiter_trace::read(std::path::Path::new("data/philly/philly.csv"), arbiter_trace::TraceFormat::Philly, &arbiter_trace::ReadOptions::default())?;
+    let analysis = arbiter_trace::analysis::analyze(&trace);
+    arbiter_report::trace::report("philly.csv", &analysis).write(&dir.join("philly"))?;
+    let philly_s = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    let rows = vec![
+        (format!("muri-traces: {} simulations, timeline recorded", rows.len()), simulations_s, "s"),
+        (format!("muri-traces report: {figures} figures built"), built_s, "s"),
+        ("muri-traces report: written (HTML, SVG, PNG at 2x)".to_string(), written_s, "s"),
+        ("philly.csv: read, analyzed, report written".to_string(), philly_s, "s"),
+    ];
+    print_rows("report", &rows, 2, json)
+}
+
 /// `arbiter bench --suite pollux`: `scenarios/pollux-workloads.toml` (8 workloads × 4 loads ×
 /// pollux-tiresias, optimus, afs), timed like the Muri suite (goal: under 20 s).
 pub fn run_pollux(json: bool) -> Result<()> {

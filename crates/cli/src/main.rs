@@ -187,7 +187,8 @@ enum Command {
         /// `muri` (the whole scenarios/muri-traces.toml as `arbiter run` runs it: total wall
         /// time and each policy's simulation time over the eight traces) or `pollux` / `chronus`
         /// (scenarios/pollux-workloads.toml, scenarios/chronus-deadlines.toml, timed the same
-        /// way) or `external` (the
+        /// way) or `report` (the Muri scenario's report and the Philly trace's, built and
+        /// written) or `external` (the
         /// per-decision overhead of a policy outside Rust: the example Python agent against
         /// the built-in sjf, same decisions) or
         /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
@@ -246,10 +247,15 @@ enum TraceCommand {
     /// GPU-time by job size (1, 2-4, 5-8, >8 GPUs) with duration percentiles, GPU-time
     /// concentration in the largest jobs, load per tenant, arrivals by hour of day and day of
     /// week (traces with timestamps). `--json` adds each size class's duration CDF.
+    ///
+    /// `--format pai-pods` reads an Alibaba PAI pod list (cluster-trace-gpu-v2023, FGD ATC'23):
+    /// pods by request (CPU only, a share of one GPU, whole GPUs by size), their final phases
+    /// (running, succeeded, failed, pending) per class, the GPU shares asked for, QoS classes
+    /// and GPU-type constraints.
     Analyze {
         /// Input file.
         input: PathBuf,
-        /// Input format.
+        /// Input format: any trace format, or `pai-pods` (a pod list: characterized only).
         #[arg(long)]
         format: String,
         /// Also write a report into this folder: index.html (self-contained) with the size,
@@ -356,19 +362,16 @@ fn run(cli: Cli) -> Result<()> {
                 Ok(())
             }
             TraceCommand::Analyze { input, format, report } => {
+                let name = input.file_name().map_or_else(|| input.display().to_string(), |n| n.to_string_lossy().into_owned());
+                if format == "pai-pods" {
+                    let analysis = arbiter_trace::pai::analyze(&arbiter_trace::pai::read(&input)?);
+                    let page = || arbiter_report::trace::pod_report(&name, &analysis);
+                    return print_analysis(&analysis, report.as_deref(), page, json, table::pod_analysis);
+                }
                 let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
                 let analysis = arbiter_trace::analysis::analyze(&trace);
-                if let Some(dir) = report {
-                    let name = input.file_name().map_or_else(|| input.display().to_string(), |n| n.to_string_lossy().into_owned());
-                    let page = arbiter_report::trace::report(&name, &analysis).write(&dir)?;
-                    eprintln!("wrote {}", page.display());
-                }
-                if json {
-                    outln!("{}", serde_json::to_string_pretty(&analysis)?);
-                } else {
-                    outln!("{}", table::trace_analysis(&analysis));
-                }
-                Ok(())
+                let page = || arbiter_report::trace::report(&name, &analysis);
+                print_analysis(&analysis, report.as_deref(), page, json, table::trace_analysis)
             }
             TraceCommand::Stats { input, format } => {
                 let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
@@ -399,12 +402,32 @@ fn run(cli: Cli) -> Result<()> {
             "muri" => bench::run_muri(json),
             "pollux" => bench::run_pollux(json),
             "chronus" => bench::run_chronus(json),
+            "report" => bench::run_report(json),
             "external" => bench::run_external(json),
             "daemon" => bench::run_daemon(json),
             "slurm" => bench_slurm::run(&partition, &user, json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, external, daemon or slurm"),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, external, daemon or slurm"),
         },
     }
+}
+
+/// Writes `page()` into `report` when asked, then prints `analysis` as JSON or as `text` says.
+fn print_analysis<T: serde::Serialize>(
+    analysis: &T,
+    report: Option<&Path>,
+    page: impl FnOnce() -> arbiter_report::Report,
+    json: bool,
+    text: impl FnOnce(&T) -> String,
+) -> Result<()> {
+    if let Some(dir) = report {
+        eprintln!("wrote {}", page().write(dir)?.display());
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(analysis)?);
+    } else {
+        outln!("{}", text(analysis));
+    }
+    Ok(())
 }
 
 fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], out: &Path, report: Option<&Path>, json: bool) -> Result<()> {

@@ -247,6 +247,22 @@ pub fn trace_analysis(a: &arbiter_trace::analysis::TraceAnalysis) -> String {
     s
 }
 
+/// A pod list characterized (`trace analyze --format pai-pods`).
+pub fn pod_analysis(a: &arbiter_trace::pai::PodAnalysis) -> String {
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    let named = |m: &std::collections::BTreeMap<String, f64>| m.iter().map(|(k, v)| format!("{k} {}", pct(*v))).collect::<Vec<_>>().join(", ");
+    let mut s = String::new();
+    let _ = writeln!(s, "pods: {}, GPUs asked for: {} (a share of a GPU counted as its fraction)", a.pods, fixed(a.gpu_demand, 1));
+    let _ = writeln!(s, "GPU pods asking for a share of one GPU: {}; constrained to GPU types: {}", pct(a.fractional_share_of_gpu_pods), pct(a.gpu_type_constrained_share));
+    let _ = writeln!(s, "final phase: {}", named(&a.phases));
+    let _ = writeln!(s, "QoS: {}", named(&a.qos));
+    let _ = writeln!(s, "\n{:<9} {:>7} {:>7} {:>11} {:>13}  final phase", "request", "pods", "share", "GPU demand", "p50 life s");
+    for c in &a.classes {
+        let _ = writeln!(s, "{:<9} {:>7} {:>7} {:>11} {:>13}  {}", c.class, c.pods, pct(c.pod_share), pct(c.gpu_demand_share), secs(c.p50_lifetime_s), named(&c.phases));
+    }
+    s.trim_end().to_string()
+}
+
 pub fn sweep_table(sweep: &arbiter_sim::sweep::Sweep) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sweep of {} over {} (mean average JCT over seeds, hours)", sweep.scenario, sweep.key);

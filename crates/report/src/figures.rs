@@ -48,7 +48,8 @@ pub fn step_average(mut changes: Vec<(f64, f64)>, from: f64, to: f64, bins: usiz
         return Vec::new();
     }
     // Decreases first at equal times: a job handing its GPUs to the next is never counted twice.
-    changes.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    // (Equal keys are equal entries: an unstable sort gives the same sums.)
+    changes.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
     let width = (to - from) / bins as f64;
     let mut area = vec![0.0; bins];
     let (mut value, mut at) = (0.0, from);
@@ -180,7 +181,8 @@ pub fn tenant_shares(records: &[JobRecord], timeline: &[RunSegment], capacity_gp
             changes.push((s.end_s, t, 0.0, -gpus));
         }
     }
-    changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Deterministic: the same changes always come out in the same order.
+    changes.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.total_cmp(&b.2)).then(a.3.total_cmp(&b.3)));
     let weight = |t: &str| weights.get(t).copied().filter(|w| w.is_finite() && *w > 0.0).unwrap_or(1.0);
     let mut demand = vec![(0.0, 0.0); tenants.len()];
     for (i, t) in tenants.iter().enumerate() {

@@ -189,9 +189,13 @@ fn group_figures(group: &Group, scenario: &Scenario, window: Window) -> Vec<Figu
         ),
     );
     let weights = &scenario.policy.tenant_weights;
+    let tenants: std::collections::BTreeSet<&str> = group.rows.first().map(|r| r.records.iter().map(|j| j.tenant.as_str()).collect()).unwrap_or_default();
+    if tenants.len() < 2 {
+        return out;
+    }
     let shares: Vec<(String, Vec<TenantShare>)> =
         group.rows.iter().map(|r| (r.policy.name().to_string(), figures::tenant_shares(&r.records, &r.timeline, r.capacity_gpus, weights))).collect();
-    if shares.first().is_some_and(|(_, s)| s.len() >= 2) && group.rows.iter().all(|r| !r.timeline.is_empty()) {
+    if group.rows.iter().all(|r| !r.timeline.is_empty()) {
         let tenants: Vec<String> = shares[0].1.iter().map(|s| s.tenant.clone()).collect();
         // Each policy's received bars next to its own entitlement (demand, and so the fair
         // share, depends on how long the policy kept a tenant's jobs in the system).

@@ -133,3 +133,94 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
         sections,
     }
 }
+
+/// The report of a pod list (`trace analyze --format pai-pods --report DIR`): requests by
+/// class, final phases per class, and the GPU shares the fractional pods ask for.
+pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Report {
+    let caption = format!("{name} · {} pods · Arbiter {VERSION}", analysis.pods);
+    let classes: Vec<String> = analysis.classes.iter().map(|c| c.class.clone()).collect();
+    let mut phases: Vec<&String> = analysis.phases.keys().collect();
+    phases.sort();
+    let figures = [
+        Figure {
+            id: "pod-classes".into(),
+            svg: BarChart {
+                title: format!("{name}: pods and GPU demand by request"),
+                caption: caption.clone(),
+                categories: classes.clone(),
+                y: Axis::linear("share", Format::Percent),
+                series: vec![
+                    Bars { label: "pods".into(), values: analysis.classes.iter().map(|c| c.pod_share).collect() },
+                    Bars { label: "GPUs asked for".into(), values: analysis.classes.iter().map(|c| c.gpu_demand_share).collect() },
+                ],
+            }
+            .to_svg(),
+        },
+        Figure {
+            id: "pod-phases".into(),
+            svg: BarChart {
+                title: format!("{name}: final phase by request"),
+                caption: caption.clone(),
+                categories: classes,
+                y: Axis { bounds: Some((0.0, 1.0)), ..Axis::linear("share of the class's pods", Format::Percent) },
+                series: phases
+                    .iter()
+                    .map(|phase| Bars { label: phase.to_string(), values: analysis.classes.iter().map(|c| c.phases.get(*phase).copied().unwrap_or(0.0)).collect() })
+                    .collect(),
+            }
+            .to_svg(),
+        },
+        Figure {
+            id: "gpu-share-cdf".into(),
+            svg: LineChart {
+                title: format!("{name}: GPU share asked for by pods sharing a GPU"),
+                caption,
+                x: Axis { bounds: Some((0.0, 1000.0)), ..Axis::linear("thousandths of a GPU", Format::Number) },
+                y: Axis::fraction("fractional pods"),
+                lines: vec![Line { label: "pods".into(), points: analysis.fractional_milli_cdf.clone() }],
+            }
+            .to_svg(),
+        },
+    ];
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let table = Table {
+        head: std::iter::once("request".to_string())
+            .chain(["pods", "share", "GPU demand", "p50 lifetime s"].map(String::from))
+            .chain(phases.iter().map(|p| p.to_string()))
+            .collect(),
+        rows: analysis
+            .classes
+            .iter()
+            .map(|c| {
+                [c.class.clone(), c.pods.to_string(), pct(c.pod_share), pct(c.gpu_demand_share), format!("{:.0}", c.p50_lifetime_s)]
+                    .into_iter()
+                    .chain(phases.iter().map(|p| pct(c.phases.get(*p).copied().unwrap_or(0.0))))
+                    .map(|c| (c, Mark::None))
+                    .collect()
+            })
+            .collect(),
+    };
+    let named = |m: &std::collections::BTreeMap<String, f64>| m.iter().map(|(k, v)| format!("{k} {}", pct(*v))).collect::<Vec<_>>().join(", ");
+    let mut sections = vec![
+        Section::Heading("Requests".into()),
+        Section::Text(format!(
+            "{} of the GPU pods ask for a share of one GPU; {} are constrained to GPU types. QoS: {}.",
+            pct(analysis.fractional_share_of_gpu_pods),
+            pct(analysis.gpu_type_constrained_share),
+            named(&analysis.qos)
+        )),
+        Section::Table(table),
+    ];
+    sections.extend(figures.into_iter().map(Section::Figure));
+    Report {
+        title: format!("{name}: pod list characterization"),
+        facts: vec![
+            ("pod list".into(), name.into()),
+            ("pods".into(), analysis.pods.to_string()),
+            ("GPUs asked for".into(), format!("{:.1}", analysis.gpu_demand)),
+            ("final phases".into(), named(&analysis.phases)),
+            ("Arbiter".into(), VERSION.into()),
+        ],
+        sections,
+    }
+}

@@ -14,6 +14,7 @@ pub mod gavel;
 pub mod generator;
 pub mod muri;
 pub mod native;
+pub mod pai;
 pub mod philly;
 pub mod analysis;
 pub mod chronus;

@@ -136,3 +136,30 @@ fn philly_locality_strict_locality_delays_the_largest_jobs_and_relaxing_it_helps
     // ...and giving it up entirely slows every spread job so much that everyone waits longer.
     assert!(at("1", "anywhere") > 10.0 * at("1", "strict"), "{mean:?}");
 }
+
+#[test]
+fn a_pai_pod_list_is_characterized_with_phases_and_gpu_shares() {
+    let dir = tempfile::tempdir().expect("dir");
+    let pods = dir.path().join("pods.csv");
+    std::fs::write(
+        &pods,
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n\
+         p0,12000,16384,1,1000,,LS,Running,0,100,0\n\
+         p1,6000,12288,1,500,,LS,Failed,10,30,10\n\
+         p2,6000,12288,1,250,V100M16|V100M32,BE,Succeeded,20,60,20\n\
+         p3,4000,4096,0,0,,BE,Running,0,10,0\n\
+         p4,32000,65536,8,1000,,LS,Failed,5,1005,5\n",
+    )
+    .expect("written");
+    let path = pods.to_str().expect("utf-8");
+    let text = ok_stdout(&["trace", "analyze", path, "--format", "pai-pods"]);
+    assert!(text.contains("GPU pods asking for a share of one GPU: 50.0%; constrained to GPU types: 25.0%"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("<1 GPU") && l.contains("Failed 50.0%, Succeeded 50.0%")), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&ok_stdout(&["trace", "analyze", path, "--format", "pai-pods", "--json"])).expect("json");
+    assert_eq!(v["pods"], 5);
+    assert_eq!(v["fractional_milli_cdf"], serde_json::json!([[250.0, 0.5], [500.0, 1.0]]));
+    let report = dir.path().join("report");
+    ok_stdout(&["trace", "analyze", path, "--format", "pai-pods", "--report", report.to_str().expect("utf-8")]);
+    let (_, ids) = check_page(&report);
+    assert_eq!(ids, ["pod-classes", "pod-phases", "gpu-share-cdf"]);
+}
