@@ -231,6 +231,11 @@ impl SubmitRequest {
         if self.name.as_ref().is_some_and(|n| n.len() > 256) {
             return bad("name", "longer than 256 bytes".into());
         }
+        // A name is shown to the admin (the dashboard, `arbiter jobs`): no control or
+        // direction-changing characters, which could forge lines or reorder text there.
+        if let Some(c) = self.name.as_ref().and_then(|n| n.chars().find(|c| c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))) {
+            return bad("name", format!("contains the control character {}", c.escape_unicode()));
+        }
         if self.client_request_id.as_ref().is_some_and(|k| k.is_empty() || k.len() > 256) {
             return bad("client_request_id", "must be 1-256 bytes".into());
         }

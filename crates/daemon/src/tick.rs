@@ -332,17 +332,29 @@ impl Daemon {
             let Some(gpus) = gpus else {
                 reserved.extend(a.placement.slots.iter().map(|(n, _)| *n));
                 let yielding = self.make_room(state, &held, a)?;
+                // A pending reason is shown to the job's tenant: another tenant's job is named
+                // only as that, with nothing of its timing (it would tell when it started and
+                // its minimum run time).
+                let own = |other: u32| state.jobs[other as usize].tenant == state.jobs[id as usize].tenant;
                 if !yielding.is_empty() {
-                    let ids: Vec<String> = yielding.iter().map(u32::to_string).collect();
-                    state.jobs[id as usize].pending_reason = Some(format!("waiting for opportunistic job(s) {} to yield their GPUs", ids.join(", ")));
+                    let mut names: Vec<String> = yielding.iter().filter(|j| own(**j)).map(|j| format!("job {j}")).collect();
+                    if yielding.iter().any(|j| !own(*j)) {
+                        names.push("another tenant's opportunistic job(s)".into());
+                    }
+                    state.jobs[id as usize].pending_reason = Some(format!("waiting for {} to yield their GPUs", names.join(", ")));
                     continue;
                 }
                 let holder = protected.iter().find(|(p, _)| {
                     state.jobs[**p as usize].state.gpus().is_some_and(|g| g.iter().any(|g| a.placement.slots.iter().any(|(n, _)| state.topology.node_of(*g) == Some(*n))))
                 });
+                let left_s = |until: &u64| until.saturating_sub(now_ms) as f64 / 1000.0;
                 state.jobs[id as usize].pending_reason = Some(match holder {
-                    Some((p, Protection::Round(until))) => format!("waiting for the round to end ({:.0} s) before job {p} may be preempted", until.saturating_sub(now_ms) as f64 / 1000.0),
-                    Some((p, Protection::MinRun(until))) => format!("waiting for job {p}'s minimum run time ({:.0} s left) before it may be preempted", until.saturating_sub(now_ms) as f64 / 1000.0),
+                    Some((p, protection)) if !own(*p) => match protection {
+                        Protection::Round(_) => "waiting for the round to end before another tenant's job may be preempted".into(),
+                        Protection::MinRun(_) => "waiting for another tenant's job's minimum run time before it may be preempted".into(),
+                    },
+                    Some((p, Protection::Round(until))) => format!("waiting for the round to end ({:.0} s) before job {p} may be preempted", left_s(until)),
+                    Some((p, Protection::MinRun(until))) => format!("waiting for job {p}'s minimum run time ({:.0} s left) before it may be preempted", left_s(until)),
                     None => "waiting for a preempted job to release its GPUs".into(),
                 });
                 continue;

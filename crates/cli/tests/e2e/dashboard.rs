@@ -75,10 +75,49 @@ fn a_dashboard_snapshot_shows_a_tenant_only_its_own_jobs() {
     let holders: Vec<&Value> = mine["nodes"].as_array().expect("nodes").iter().flat_map(|n| n["jobs"].as_array().expect("jobs")).collect();
     assert_eq!(holders.iter().filter(|h| h["other_tenant"] == true).map(|h| h["gpus"].as_array().map_or(0, Vec::len)).sum::<usize>(), 2);
     assert!(holders.iter().any(|h| h["id"].as_u64() == Some(b_running) && h["name"] == "bob-run"));
+    // His own entries first, then the others (by GPUs): Alice's job, older than his, is not
+    // listed before it (its place would tell its id's range).
+    let first_other = holders.iter().position(|h| h["other_tenant"] == true).expect("another tenant's entry");
+    assert!(holders[..first_other].iter().all(|h| h["id"].is_number()) && holders[first_other..].iter().all(|h| h["other_tenant"] == true), "{holders:?}");
     assert_eq!(mine["queue"].as_array().map(Vec::len), Some(0));
     assert_eq!((mine["queued_visible"].as_u64(), mine["queued_total"].as_u64()), (Some(0), Some(1)));
     assert_eq!(mine["tenants"].as_array().map(|t| t.iter().map(|t| t["name"].clone()).collect::<Vec<_>>()), Some(vec![json!("bob")]));
     assert!(mine["events"].as_array().expect("events").iter().all(|e| e["tenant"] == "bob"));
     // And a tenant cannot open another's job page.
     assert!(bob.get(&format!("/v1/jobs/{a_running}")).is_err());
+}
+
+#[test]
+fn pending_reasons_names_and_headers_tell_a_tenant_nothing_of_another() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = "allow_shared_identity = true\n";
+    let daemon = Daemon::start_with(&dir.path().join("data"), Options { args: &["--gpus", "4xa100", "--round-s", "1", "--policy", "srtf"], config: Some(config), uid: None });
+    let (alice_token, alice) = daemon.tenant_with_token("alice");
+    let (mallory_token, mallory) = daemon.tenant_with_token("mallory");
+    let _ = alice_token;
+    // Alice's long job is protected by its minimum run time; Mallory's short one waits for it.
+    let protected = submit(&alice, json!({ "command": "sleep 120", "gpus": 4, "min_run_time_s": 300, "expected_run_time_s": 100000, "grace_s": 1 }));
+    wait_for("alice's job to run", 30, || state_of(&alice, protected) == "running");
+    let waiting = submit(&mallory, json!({ "command": "true", "gpus": 4, "expected_run_time_s": 10 }));
+    wait_for("a pending reason", 30, || mallory.get(&format!("/v1/jobs/{waiting}")).expect("job")["pending_reason"].as_str().is_some_and(|r| r.contains("minimum run time")));
+    let reason = mallory.get(&format!("/v1/jobs/{waiting}")).expect("job")["pending_reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("another tenant's job") && !reason.contains(&format!("job {protected}")) && !reason.contains(" s left"), "{reason}");
+
+    // Names cannot carry control or direction characters (forged lines in the admin's view).
+    for name in ["x\ny", "prod\u{202e}niart", "tab\there"] {
+        let refused = mallory.post("/v1/jobs", &json!({ "command": "true", "name": name }));
+        assert!(refused.is_err(), "{name:?} accepted");
+    }
+
+    // Answers are not cached or sniffed; a tenant gets no fair share (it would tell the others'
+    // total weight).
+    let mut stream = TcpStream::connect(&daemon.addr).expect("connects");
+    write!(stream, "GET /v1/dashboard HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {mallory_token}\r\nConnection: close\r\n\r\n").expect("writes");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("reads");
+    let head = response.split("\r\n\r\n").next().unwrap_or_default().to_ascii_lowercase();
+    assert!(head.contains("cache-control: no-store") && head.contains("x-content-type-options: nosniff"), "{head}");
+    let body: Value = mallory.get("/v1/dashboard").expect("snapshot");
+    assert!(body["tenants"][0]["share"].is_null(), "{body}");
+    assert!(daemon.admin().get("/v1/dashboard").expect("admin")["tenants"][0]["share"].is_number());
 }

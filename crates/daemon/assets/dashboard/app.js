@@ -133,15 +133,19 @@ function renderSnapshot(d) {
     const bar = el("div", null, "bar");
     const held = el("i");
     held.style.width = Math.min(100, 100 * t.gpus_held / Math.max(1, d.gpus_total)) + "%";
-    const share = el("b");
-    share.style.left = Math.min(100, 100 * t.share) + "%";
-    bar.append(held, share);
-    bar.title = t.gpus_held + " GPUs held; fair share " + (t.share * d.gpus_total).toFixed(1) + " GPUs";
+    bar.append(held);
+    bar.title = t.gpus_held + " GPUs held of " + d.gpus_total;
+    if (t.share !== null && t.share !== undefined) {
+      const share = el("b");
+      share.style.left = Math.min(100, 100 * t.share) + "%";
+      bar.append(share);
+      bar.title += "; fair share " + (t.share * d.gpus_total).toFixed(1) + " GPUs";
+    }
     const name = el("span", t.name);
     const swatch = el("span", "■ ");
     swatch.style.color = tenantColor(t.name);
     name.prepend(swatch);
-    return [name, t.gpus_held, t.queued, t.weight, (100 * t.share).toFixed(1) + "%", t.gpu_quota === null ? "none" : t.gpu_quota, bar];
+    return [name, t.gpus_held, t.queued, t.weight, (t.share === null || t.share === undefined) ? "-" : (100 * t.share).toFixed(1) + "%", t.gpu_quota === null ? "none" : t.gpu_quota, bar];
   }));
   fillRows($("events"), d.events.map((e) => [when(e.at_unix_s), jobLink(e.job), e.tenant, e.to, e.why]));
 }

@@ -82,21 +82,23 @@ pub(super) fn node_views(s: &DaemonState, viewer: Option<&str>, unavailable: &BT
         .enumerate()
         .map(|(i, n)| {
             let ids = topology.gpus_of(arbiter_model::NodeId(i as u32));
-            let held: Vec<Value> = s
-                .jobs
-                .iter()
-                .filter_map(|j| {
-                    let here: Vec<u32> = j.state.gpus()?.iter().copied().filter(|g| ids.contains(g)).collect();
-                    if here.is_empty() {
-                        return None;
-                    }
-                    Some(if mine(&j.tenant) {
-                        json!({ "id": j.id, "tenant": j.tenant, "name": j.request.name, "gpus": here })
-                    } else {
-                        json!({ "gpus": here, "other_tenant": true })
-                    })
-                })
-                .collect();
+            // The viewer's own jobs by id, then other tenants' ordered by their GPUs: listing them
+            // among the viewer's in id order would tell their ids' range.
+            let (mut held, mut hidden): (Vec<Value>, Vec<(Vec<u32>, Value)>) = (Vec::new(), Vec::new());
+            for j in &s.jobs {
+                let Some(gpus) = j.state.gpus() else { continue };
+                let here: Vec<u32> = gpus.iter().copied().filter(|g| ids.contains(g)).collect();
+                if here.is_empty() {
+                    continue;
+                }
+                if mine(&j.tenant) {
+                    held.push(json!({ "id": j.id, "tenant": j.tenant, "name": j.request.name, "gpus": here }));
+                } else {
+                    hidden.push((here.clone(), json!({ "gpus": here, "other_tenant": true })));
+                }
+            }
+            hidden.sort_by(|a, b| a.0.cmp(&b.0));
+            held.extend(hidden.into_iter().map(|(_, v)| v));
             json!({ "name": n.name, "gpu_type": n.gpu_type, "gpu_ids": ids.collect::<Vec<_>>(), "devices": n.devices, "cpus": n.cpus, "memory_gib": n.memory_gib, "rack": n.rack, "takes_new_runs": !unavailable.contains(&n.name), "jobs": held })
         })
         .collect()
@@ -144,7 +146,10 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             .filter(|t| mine(&t.name))
             .map(|t| {
                 let (gpus, queued) = usage.get(t.name.as_str()).copied().unwrap_or_default();
-                json!({ "name": t.name, "gpus_held": gpus, "queued": queued, "weight": t.weight, "share": if total_weight > 0.0 { t.weight / total_weight } else { 0.0 }, "gpu_quota": t.gpu_quota })
+                // The share is the admin's to see: to a tenant it would tell the other tenants'
+                // total weight, which only the admin may list.
+                let share = (viewer.is_none() && total_weight > 0.0).then(|| t.weight / total_weight);
+                json!({ "name": t.name, "gpus_held": gpus, "queued": queued, "weight": t.weight, "share": share, "gpu_quota": t.gpu_quota })
             })
             .collect();
         // Recent events: the latest transitions of the jobs the viewer may see, newest first.

@@ -163,10 +163,17 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
                 Err(_) => body_refused(max_request_bytes),
             }
         };
-        match tokio::time::timeout(request_timeout, handled).await {
+        let mut response = match tokio::time::timeout(request_timeout, handled).await {
             Ok(response) => response,
             Err(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, format!("the request took longer than {} s (request_timeout_s)", request_timeout.as_secs_f64())).into_response(),
-        }
+        };
+        // Answers carry one caller's data (and logs and error texts echo tenants' text): never
+        // cached, never sniffed into another type.
+        let headers = response.headers_mut();
+        headers.entry(axum::http::header::CACHE_CONTROL).or_insert(axum::http::HeaderValue::from_static("no-store"));
+        headers.entry(axum::http::header::X_CONTENT_TYPE_OPTIONS).or_insert(axum::http::HeaderValue::from_static("nosniff"));
+        headers.entry(axum::http::header::VARY).or_insert(axum::http::HeaderValue::from_static("Authorization"));
+        response
     };
     Router::new()
         .route("/v1/jobs", post(submit).get(list_jobs))
@@ -372,18 +379,17 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
     let (policy, running, queued, queued_total, nodes) = api.daemon.with_state(|s| {
         let mine = |tenant: &str| viewer.as_deref().is_none_or(|v| v == tenant);
         let nodes = dashboard::node_views(s, viewer.as_deref(), &unavailable);
-        let running = s
-            .jobs
-            .iter()
-            .filter(|j| j.state.gpus().is_some())
-            .map(|j| {
-                if mine(&j.tenant) {
-                    json!({ "id": j.id, "tenant": j.tenant, "name": j.request.name, "state": j.state.name(), "gpus": j.state.gpus() })
-                } else {
-                    json!({ "gpus": j.state.gpus(), "other_tenant": true })
-                }
-            })
-            .collect::<Vec<_>>();
+        // The caller's own jobs, then other tenants' ordered by their GPUs (not by id, which
+        // their place among the caller's would tell).
+        let holding = s.jobs.iter().filter(|j| j.state.gpus().is_some());
+        let mut running: Vec<Value> = holding
+            .clone()
+            .filter(|j| mine(&j.tenant))
+            .map(|j| json!({ "id": j.id, "tenant": j.tenant, "name": j.request.name, "state": j.state.name(), "gpus": j.state.gpus() }))
+            .collect();
+        let mut others: Vec<&[u32]> = holding.filter(|j| !mine(&j.tenant)).filter_map(|j| j.state.gpus()).collect();
+        others.sort();
+        running.extend(others.into_iter().map(|gpus| json!({ "gpus": gpus, "other_tenant": true })));
         let queued_jobs = s.jobs.iter().filter(|j| j.state.name() == "queued");
         let queued = queued_jobs.clone().filter(|j| mine(&j.tenant)).count();
         (s.policy_name(), running, queued, queued_jobs.count(), nodes)
