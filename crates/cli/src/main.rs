@@ -29,6 +29,7 @@ macro_rules! out {
 pub(crate) use {out, outln};
 
 mod bench;
+mod bench_scale;
 mod bench_slurm;
 mod production;
 mod table;
@@ -188,7 +189,9 @@ enum Command {
         /// time and each policy's simulation time over the eight traces) or `pollux` / `chronus`
         /// (scenarios/pollux-workloads.toml, scenarios/chronus-deadlines.toml, timed the same
         /// way) or `report` (the Muri scenario's report and the Philly trace's, built and
-        /// written) or `external` (the
+        /// written) or `scale` (the cost curve: Philly-like streams of 10,000 to 1,000,000 jobs
+        /// on 64 to 16,384 GPUs under fifo, srtf, las and max-min-fairness; wall time,
+        /// events/s, peak memory, and a log-log plot in out/bench-scale.svg) or `external` (the
         /// per-decision overhead of a policy outside Rust: the example Python agent against
         /// the built-in sjf, same decisions) or
         /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
@@ -196,6 +199,9 @@ enum Command {
         /// RUNNING through Arbiter next to sbatch, a 200-job burst, daemon CPU per round).
         #[arg(long, default_value = "philly")]
         suite: String,
+        /// Internal (`--suite scale` runs each simulation in a child): JOBS:GPUS:POLICY.
+        #[arg(long, hide = true)]
+        point: Option<String>,
         /// `--suite slurm`: the Slurm partition (Arbiter's alone while the bench runs).
         #[arg(long, default_value = "arbiter")]
         partition: String,
@@ -395,7 +401,7 @@ fn run(cli: Cli) -> Result<()> {
             out!("{}", String::from_utf8_lossy(&script));
             Ok(())
         }
-        Command::Bench { suite, trace, vc_sizes, policies, partition, user } => match suite.as_str() {
+        Command::Bench { suite, trace, vc_sizes, policies, partition, user, point } => match suite.as_str() {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
@@ -403,10 +409,14 @@ fn run(cli: Cli) -> Result<()> {
             "pollux" => bench::run_pollux(json),
             "chronus" => bench::run_chronus(json),
             "report" => bench::run_report(json),
+            "scale" => match point {
+                Some(point) => bench_scale::run_point(&point),
+                None => bench_scale::run(json),
+            },
             "external" => bench::run_external(json),
             "daemon" => bench::run_daemon(json),
             "slurm" => bench_slurm::run(&partition, &user, json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, external, daemon or slurm"),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon or slurm"),
         },
     }
 }

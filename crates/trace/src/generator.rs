@@ -115,3 +115,53 @@ impl GavelWorkload {
         Ok(Trace::from_jobs(jobs, None))
     }
 }
+
+/// Work of a Gavel/Philly-fitted run time in expectation: 60·10^U(1.5,3) s with probability 0.8,
+/// else 60·10^U(3,4) s (E[10^U(a,b)] = (10^b − 10^a) / ((b − a) ln 10)).
+pub fn mean_run_time_s() -> f64 {
+    let mean = |a: f64, b: f64| (10f64.powf(b) - 10f64.powf(a)) / ((b - a) * std::f64::consts::LN_10);
+    60.0 * (0.8 * mean(1.5, 3.0) + 0.2 * mean(3.0, 4.0))
+}
+
+/// Expected GPUs of a [`draw_gpu_count`] job: 0.7 + 0.2 + 0.6 + 0.4 = 1.9.
+pub const MEAN_GPU_COUNT: f64 = 1.9;
+
+/// A synthetic Philly-like stream for scale tests: `jobs` jobs with Gavel's Philly-fitted sizes
+/// (1/2/4/8 GPUs) and run times, Poisson arrivals at the rate that offers `load` (0–1) of
+/// `cluster_gpus` GPUs' time, one tenant, no model (so any policy can run it). Deterministic in
+/// `seed`.
+pub fn philly_like(jobs: usize, cluster_gpus: u32, load: f64, seed: u64) -> Trace {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let per_s = load * cluster_gpus as f64 / (mean_run_time_s() * MEAN_GPU_COUNT);
+    let mut arrival_s = 0.0f64;
+    let mut out = Vec::with_capacity(jobs);
+    for i in 0..jobs {
+        if i > 0 && per_s > 0.0 {
+            let u: f64 = rng.random();
+            arrival_s += -(1.0 - u).ln() / per_s;
+        }
+        let gpus = draw_gpu_count(&mut rng);
+        let (lo, hi) = if rng.random::<f64>() < 0.8 { (1.5, 3.0) } else { (3.0, 4.0) };
+        let run_time_s = 60.0 * 10f64.powf(lo + (hi - lo) * rng.random::<f64>());
+        let mut job = JobSpec::new(JobId(i as u32), SimTime::from_secs_f64(arrival_s), gpus, run_time_s);
+        job.trace_id = i.to_string();
+        out.push(job);
+    }
+    Trace::from_jobs(out, None)
+}
+
+#[cfg(test)]
+mod philly_like_tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_offers_the_load_asked_for() {
+        let trace = philly_like(20_000, 256, 0.8, 7);
+        assert_eq!(trace.jobs.len(), 20_000);
+        let work: f64 = trace.jobs.iter().map(|j| j.gpu_seconds()).sum();
+        let span = trace.jobs.last().map_or(0.0, |j| j.submit.as_secs_f64());
+        let offered = work / (span * 256.0);
+        assert!((offered - 0.8).abs() < 0.08, "offered load {offered}");
+        assert_eq!(philly_like(100, 64, 0.8, 7).jobs, philly_like(100, 64, 0.8, 7).jobs);
+    }
+}
