@@ -148,32 +148,21 @@ fn short(value: f64) -> String {
     if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text }
 }
 
+/// `value` in the first unit whose threshold it reaches: `(threshold, size, suffix)`, largest
+/// first; below them all, as is with `plain`.
+fn in_units(value: f64, units: &[(f64, f64, &str)], plain: &str) -> String {
+    match units.iter().find(|(threshold, _, _)| value.abs() >= *threshold) {
+        Some((_, size, suffix)) => format!("{}{suffix}", short(value / size)),
+        None => format!("{}{plain}", short(value)),
+    }
+}
+
 /// A tick label.
 pub fn label(value: f64, format: Format) -> String {
     match format {
-        Format::Number => {
-            let a = value.abs();
-            if a >= 1e6 {
-                format!("{}M", short(value / 1e6))
-            } else if a >= 1e4 {
-                format!("{}k", short(value / 1e3))
-            } else {
-                short(value)
-            }
-        }
+        Format::Number => in_units(value, &[(1e6, 1e6, "M"), (1e4, 1e3, "k")], ""),
         Format::Percent => format!("{}%", short(value * 100.0)),
-        Format::Seconds => {
-            let a = value.abs();
-            if a >= 86_400.0 {
-                format!("{}d", short(value / 86_400.0))
-            } else if a >= 3_600.0 {
-                format!("{}h", short(value / 3_600.0))
-            } else if a >= 60.0 {
-                format!("{}m", short(value / 60.0))
-            } else {
-                format!("{}s", short(value))
-            }
-        }
+        Format::Seconds => in_units(value, &[(86_400.0, 86_400.0, "d"), (3_600.0, 3_600.0, "h"), (60.0, 60.0, "m")], "s"),
     }
 }
 
