@@ -264,9 +264,9 @@ fn footer(out: &mut String, caption: &str) {
     let _ = write!(out, r##"<text x="{LEFT}" y="{}" font-size="10" fill="#666">{}</text></svg>"##, HEIGHT - 8.0, escape(caption));
 }
 
-/// Axes, grid and tick labels.
-fn frame(out: &mut String, x: &Axis, y: &Axis, xm: &Mapping, ym: &Mapping, x_ticks: &[f64], y_ticks: &[f64]) {
-    for &t in y_ticks {
+/// Horizontal grid lines with their tick labels.
+fn y_grid(out: &mut String, y: &Axis, ym: &Mapping, ticks: &[f64]) {
+    for &t in ticks {
         let py = ym.at(t);
         let _ = write!(
             out,
@@ -276,6 +276,23 @@ fn frame(out: &mut String, x: &Axis, y: &Axis, xm: &Mapping, ym: &Mapping, x_tic
             label(t, y.format)
         );
     }
+}
+
+/// The plot's border and the vertical axis' name.
+fn plot_box(out: &mut String, y: &Axis) {
+    let _ = write!(
+        out,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#444"/><text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
+        RIGHT - LEFT,
+        BOTTOM - TOP,
+        (TOP + BOTTOM) / 2.0,
+        escape(&y.label)
+    );
+}
+
+/// Axes, grid and tick labels.
+fn frame(out: &mut String, x: &Axis, y: &Axis, xm: &Mapping, ym: &Mapping, x_ticks: &[f64], y_ticks: &[f64]) {
+    y_grid(out, y, ym, y_ticks);
     for &t in x_ticks {
         let px = xm.at(t);
         let _ = write!(
@@ -285,17 +302,8 @@ fn frame(out: &mut String, x: &Axis, y: &Axis, xm: &Mapping, ym: &Mapping, x_tic
             label(t, x.format)
         );
     }
-    let _ = write!(
-        out,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#444"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
-        RIGHT - LEFT,
-        BOTTOM - TOP,
-        (LEFT + RIGHT) / 2.0,
-        BOTTOM + 36.0,
-        escape(&x.label),
-        (TOP + BOTTOM) / 2.0,
-        escape(&y.label)
-    );
+    let _ = write!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, (LEFT + RIGHT) / 2.0, BOTTOM + 36.0, escape(&x.label));
+    plot_box(out, y);
 }
 
 /// A marker of shape `index` centred at (x, y).
@@ -309,9 +317,10 @@ fn marker(out: &mut String, index: usize, x: f64, y: f64, color: &str, tooltip: 
     };
 }
 
-/// A legend entry: swatch and label; `dash` for lines, `None` for bars.
-fn legend_entry(out: &mut String, index: usize, row: usize, text: &str, line: bool) {
-    let (x, y) = (RIGHT + 14.0, TOP + 8.0 + row as f64 * 20.0);
+/// The legend entry of series `index` (its row too): swatch and label, a line with its marker
+/// for line charts, a box for bars.
+fn legend_entry(out: &mut String, index: usize, text: &str, line: bool) {
+    let (x, y) = (RIGHT + 14.0, TOP + 8.0 + index as f64 * 20.0);
     let color = COLORS[index % COLORS.len()];
     if line {
         let dash = DASHES[index % DASHES.len()];
@@ -385,7 +394,7 @@ impl LineChart {
             }
         }
         for (i, text) in labels.iter().enumerate() {
-            legend_entry(&mut out, i, i, text, true);
+            legend_entry(&mut out, i, text, true);
         }
         footer(&mut out, &self.caption);
         out
@@ -405,16 +414,7 @@ impl BarChart {
         let (y_lo, y_hi) = data_range(self.series.iter().flat_map(|s| s.values.iter().copied()), &self.y);
         let (y_ticks, y_lo, y_hi) = ticks(y_lo, y_hi, Scale::Linear, self.y.format);
         let ym = Mapping { scale: Scale::Linear, lo: y_lo, hi: y_hi, from_px: BOTTOM, to_px: TOP };
-        for &t in &y_ticks {
-            let py = ym.at(t);
-            let _ = write!(
-                out,
-                r##"<line x1="{LEFT}" y1="{py:.1}" x2="{RIGHT}" y2="{py:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-                LEFT - 6.0,
-                py + 4.0,
-                label(t, self.y.format)
-            );
-        }
+        y_grid(&mut out, &self.y, &ym, &y_ticks);
         let groups = self.categories.len().max(1) as f64;
         let group_px = (RIGHT - LEFT) / groups;
         let bar_px = group_px * 0.8 / self.series.len().max(1) as f64;
@@ -449,16 +449,9 @@ impl BarChart {
                 );
             }
         }
-        let _ = write!(
-            out,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#444"/><text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
-            RIGHT - LEFT,
-            BOTTOM - TOP,
-            (TOP + BOTTOM) / 2.0,
-            escape(&self.y.label)
-        );
+        plot_box(&mut out, &self.y);
         for (i, s) in self.series.iter().enumerate() {
-            legend_entry(&mut out, i, i, &s.label, false);
+            legend_entry(&mut out, i, &s.label, false);
         }
         footer(&mut out, &self.caption);
         out

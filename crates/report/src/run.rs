@@ -93,35 +93,57 @@ pub fn published_table(comparisons: &[Comparison]) -> Table {
     }
 }
 
-/// The rows of one (trace, tenant) at one seed, in row (policy) order.
-struct Group<'a> {
-    trace: &'a str,
-    tenant: &'a str,
+/// Rows sharing a key, at the first seed the key has, in row order.
+struct Group<'a, K> {
+    key: K,
     seed: u64,
     rows: Vec<&'a ResultRow>,
 }
 
-/// The simulations to draw: rows with a timeline (or, where none was recorded, with records),
-/// grouped by (trace, tenant), at each group's first seed.
-fn groups(rows: &[ResultRow]) -> Vec<Group<'_>> {
+/// The simulations to draw — rows with a timeline (or, where none was recorded, with records)
+/// — grouped by `key`, each group at its key's first seed.
+fn first_seed_groups<'a, K: PartialEq>(rows: &'a [ResultRow], key: impl Fn(&'a ResultRow) -> K) -> Vec<Group<'a, K>> {
     let timelines = rows.iter().any(|r| !r.timeline.is_empty());
     let drawn = |r: &&ResultRow| if timelines { !r.timeline.is_empty() } else { !r.records.is_empty() };
-    let mut out: Vec<Group> = Vec::new();
+    let mut out: Vec<Group<K>> = Vec::new();
     for r in rows.iter().filter(drawn) {
-        match out.iter_mut().find(|g| g.trace == r.trace && g.tenant == r.tenant) {
+        let k = key(r);
+        match out.iter_mut().find(|g| g.key == k) {
             Some(g) if g.seed == r.seed => g.rows.push(r),
             Some(_) => {}
-            None => out.push(Group { trace: &r.trace, tenant: &r.tenant, seed: r.seed, rows: vec![r] }),
+            None => out.push(Group { key: k, seed: r.seed, rows: vec![r] }),
         }
     }
     out
 }
 
+/// One figure group per (trace, tenant).
+type TraceGroup<'a> = Group<'a, (&'a str, &'a str)>;
+
+fn groups(rows: &[ResultRow]) -> Vec<TraceGroup<'_>> {
+    first_seed_groups(rows, |r| (r.trace.as_str(), r.tenant.as_str()))
+}
+
+impl TraceGroup<'_> {
+    fn trace(&self) -> &str {
+        self.key.0
+    }
+
+    fn tenant(&self) -> &str {
+        self.key.1
+    }
+
+    /// `trace`, or `trace / tenant` for a tenant's own cluster.
+    fn name(&self) -> String {
+        if self.tenant() == "all" { self.trace().to_string() } else { format!("{} / {}", self.trace(), self.tenant()) }
+    }
+}
+
 /// The figures of one group.
-fn group_figures(group: &Group, scenario: &Scenario, window: Window) -> Vec<Figure> {
-    let name = if group.tenant == "all" { group.trace.to_string() } else { format!("{} / {}", group.trace, group.tenant) };
+fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window) -> Vec<Figure> {
+    let name = group.name();
     let caption = format!("{} · {} · seed {} · Arbiter {VERSION}", scenario.name, name, group.seed);
-    let id = |what: &str| slug(&[group.trace, group.tenant, what]);
+    let id = |what: &str| slug(&[group.trace(), group.tenant(), what]);
     let line_chart = |title: &str, x: Axis, y: Axis, lines: Vec<Line>| LineChart { title: format!("{name}: {title}"), caption: caption.clone(), x, y, lines };
     let per_policy = |points: &dyn Fn(&ResultRow) -> Vec<(f64, f64)>| -> Vec<Line> {
         group.rows.iter().map(|r| Line { label: r.policy.name().to_string(), points: points(r) }).collect()
@@ -224,28 +246,19 @@ pub const MAX_SIZE_LINES: usize = 10;
 /// and a table of the median and p90. Left out where more than [`MAX_SIZE_LINES`] lines would
 /// crowd each chart.
 fn delay_by_size(rows: &[ResultRow], scenario: &Scenario, window: Window) -> Vec<Section> {
-    let timelines = rows.iter().any(|r| !r.timeline.is_empty());
     // (trace, policy) → the first seed's simulations (one per tenant with per-tenant clusters).
-    let mut lines: Vec<((&str, &str), u64, Vec<&ResultRow>)> = Vec::new();
-    for r in rows.iter().filter(|r| if timelines { !r.timeline.is_empty() } else { !r.records.is_empty() }) {
-        let key = (r.trace.as_str(), r.policy.name());
-        match lines.iter_mut().find(|(k, _, _)| *k == key) {
-            Some((_, seed, group)) if *seed == r.seed => group.push(r),
-            Some(_) => {}
-            None => lines.push((key, r.seed, vec![r])),
-        }
-    }
+    let lines = first_seed_groups(rows, |r| (r.trace.as_str(), r.policy.name()));
     if lines.is_empty() || lines.len() > MAX_SIZE_LINES {
         return Vec::new();
     }
-    let one_policy = lines.iter().all(|((_, p), _, _)| *p == lines[0].0.1);
-    let one_trace = lines.iter().all(|((t, _), _, _)| *t == lines[0].0.0);
+    let one_policy = lines.iter().all(|g| g.key.1 == lines[0].key.1);
+    let one_trace = lines.iter().all(|g| g.key.0 == lines[0].key.0);
     let label = |(trace, policy): (&str, &str)| match (one_trace, one_policy) {
         (_, true) => trace.to_string(),
         (true, false) => policy.to_string(),
         _ => format!("{trace} · {policy}"),
     };
-    let seeds: Vec<String> = lines.iter().map(|(_, seed, _)| seed.to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let seeds: Vec<String> = lines.iter().map(|g| g.seed.to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     let caption = format!("{} · seed {} · Arbiter {VERSION}", scenario.name, seeds.join(","));
     let mut sections = vec![
         Section::Heading("Queueing delay by job size".into()),
@@ -259,7 +272,7 @@ fn delay_by_size(rows: &[ResultRow], scenario: &Scenario, window: Window) -> Vec
     };
     for (class, lo, hi) in arbiter_trace::analysis::SIZE_CLASSES {
         let mut chart_lines = Vec::new();
-        for (key, _, group) in &lines {
+        for Group { key, rows: group, .. } in &lines {
             let mut delays: Vec<f64> = group
                 .iter()
                 .flat_map(|r| r.records.iter())
@@ -333,8 +346,7 @@ pub fn report(input: &RunInput) -> Report {
         groups
             .par_iter()
             .map(|g| {
-                let name = if g.tenant == "all" { g.trace.to_string() } else { format!("{} / {}", g.trace, g.tenant) };
-                (name, group_figures(g, scenario, window))
+                (g.name(), group_figures(g, scenario, window))
             })
             .collect()
     };
@@ -343,11 +355,11 @@ pub fn report(input: &RunInput) -> Report {
         sections.extend(figures.into_iter().map(Section::Figure));
     }
     if let Some(first) = groups.first() {
-        sections.push(Section::Heading(format!("Gantt: {}", first.trace)));
+        sections.push(Section::Heading(format!("Gantt: {}", first.trace())));
         sections.push(Section::Text(format!(
             "The first {} measured jobs of {} under each policy (seed {}): GPU rows by node, one colour per job.",
             gantt::GANTT_JOBS,
-            first.trace,
+            first.trace(),
             first.seed
         )));
         for r in &first.rows {
@@ -355,10 +367,10 @@ pub fn report(input: &RunInput) -> Report {
                 continue;
             }
             let (bars, labels) = gantt::bars(&r.timeline, |j| window.contains(j));
-            let title = format!("{} under {}: jobs on GPUs", first.trace, r.policy.name());
+            let title = format!("{} under {}: jobs on GPUs", first.trace(), r.policy.name());
             let caption = format!("{} · seed {} · Arbiter {VERSION}", scenario.name, first.seed);
             sections.push(Section::Figure(Figure {
-                id: slug(&[first.trace, first.tenant, "gantt", r.policy.name()]),
+                id: slug(&[first.trace(), first.tenant(), "gantt", r.policy.name()]),
                 svg: gantt::to_svg(&title, &caption, &bars, &labels),
             }));
         }

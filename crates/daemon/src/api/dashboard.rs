@@ -123,7 +123,7 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
     let caller = api.caller(&headers)?;
     let viewer = caller.tenant().map(str::to_string);
     let unavailable = api.daemon.unavailable_nodes();
-    let settings = api.daemon.settings.clone();
+    let (executor, round_s) = (api.daemon.executor_name(), api.daemon.settings.round_s);
     let snapshot = api.daemon.with_state(|s| {
         let viewer = viewer.as_deref();
         let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
@@ -171,6 +171,8 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
         json!({
             "viewer": viewer.map_or_else(|| "admin".to_string(), |t| format!("tenant {t}")),
             "policy": s.policy_name(),
+            "executor": executor,
+            "round_s": round_s,
             "nodes": nodes,
             "queue": queue,
             "queued_visible": visible_queued,
@@ -181,10 +183,5 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             "gpus_held": gpus_held,
         })
     });
-    let mut snapshot = snapshot;
-    if let Some(o) = snapshot.as_object_mut() {
-        o.insert("executor".into(), json!(api.daemon.executor_name()));
-        o.insert("round_s".into(), json!(settings.round_s));
-    }
     Ok(Json(snapshot))
 }
