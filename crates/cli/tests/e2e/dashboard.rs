@@ -38,6 +38,13 @@ fn the_page_is_served_whole_from_the_binary_with_a_strict_policy() {
     assert!(!page.contains("<script>") && page.contains("<script src=\"/dashboard/app.js\""), "no inline script");
     // The data needs a token.
     assert!(get_raw(&daemon.addr, "/v1/dashboard").starts_with("HTTP/1.1 401"));
+    // The assets are embedded: no path reaches the data directory.
+    let admin_token = daemon.admin_token();
+    for path in ["/dashboard/../admin.token", "/dashboard/%2e%2e/admin.token", "/dashboard/..%2fadmin.token", "/admin.token", "/dashboard/"] {
+        let response = get_raw(&daemon.addr, path);
+        assert!(response.starts_with("HTTP/1.1 404") || response.starts_with("HTTP/1.1 400"), "{path}: {response}");
+        assert!(!response.contains(&admin_token), "{path} served the admin token");
+    }
 }
 
 #[test]
