@@ -1,8 +1,9 @@
 //! The discrete-event engine: virtual time, arrivals, completions, scheduling points, and the
 //! application of policy decisions (start, preempt, migrate).
 //!
-//! Time is integer milliseconds; events are ordered by `(time, sequence)` in a binary heap and
-//! invalidated lazily (each job carries a generation number that every start/stop bumps). All
+//! Time is integer milliseconds; events are ordered by `(time, sequence)` ([`crate::events`]); a
+//! job's superseded completion or failure is cancelled when its state changes (and each job
+//! carries a generation number that every start/stop bumps, checked again when an event fires). All
 //! events at one timestamp are handled together and followed by at most one scheduling point. No
 //! wall clock and no hash-map order is consulted: the same inputs and seed give the same output.
 //!
@@ -10,6 +11,7 @@
 //! point costs nothing per untouched running job (except under Muri's per-event overhead model,
 //! which by definition touches every running job at every event).
 
+use crate::events::{EventKey, EventKind, EventQueue};
 use crate::metrics::{JobOutcome, JobRecord, Window};
 use crate::timeline::RunSegment;
 use crate::unplaceable::GpuPools;
@@ -20,8 +22,6 @@ use arbiter_policy::{Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use thiserror::Error;
 
 /// How start-up (checkpoint-restore) cost is charged.
@@ -188,15 +188,6 @@ pub struct SimOutput {
     pub timeline: Vec<RunSegment>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum EventKind {
-    // Order matters only for determinism among same-time events: completions first.
-    Completion { job: u32, generation: u32 },
-    Failure { job: u32, attempt: u32 },
-    Wake { token: u64 },
-    Round,
-}
-
 const NOT_ACTIVE: u32 = u32::MAX;
 
 struct Engine<'a> {
@@ -215,8 +206,12 @@ struct Engine<'a> {
     stint_start_remaining_s: Vec<f64>,
     records: Vec<JobRecord>,
     occupancy: Occupancy,
-    heap: BinaryHeap<Reverse<(u64, u64, EventKind)>>,
-    sequence: u64,
+    events: EventQueue,
+    /// Per job id: its pending completion and failure events (cancelled when superseded).
+    completion_event: Vec<Option<EventKey>>,
+    failure_event: Vec<Option<EventKey>>,
+    /// The policy's pending wake-up (superseded by every decision).
+    wake_event: Option<EventKey>,
     wake_token: u64,
     rng: ChaCha8Rng,
     stats: EngineStats,
@@ -284,8 +279,10 @@ pub fn simulate(
         stint_start_remaining_s: vec![0.0; n],
         records: specs.iter().map(JobRecord::new).collect(),
         occupancy: Occupancy::new(cluster),
-        heap: BinaryHeap::new(),
-        sequence: 0,
+        events: EventQueue::default(),
+        completion_event: vec![None; n],
+        failure_event: vec![None; n],
+        wake_event: None,
         wake_token: 0,
         rng: ChaCha8Rng::seed_from_u64(config.seed),
         stats: EngineStats::default(),
@@ -315,9 +312,24 @@ pub fn simulate(
 }
 
 impl Engine<'_> {
-    fn push(&mut self, at: SimTime, kind: EventKind) {
-        self.sequence += 1;
-        self.heap.push(Reverse((at.as_ms(), self.sequence, kind)));
+    fn push(&mut self, at: SimTime, kind: EventKind) -> EventKey {
+        self.events.push(at.as_ms(), kind)
+    }
+
+    /// Bumps a job's generation: its predicted completion no longer holds.
+    fn invalidate_completion(&mut self, id: JobId) {
+        self.generation[id.index()] += 1;
+        if let Some(key) = self.completion_event[id.index()].take() {
+            self.events.cancel(key);
+        }
+    }
+
+    /// Bumps a job's attempt: a failure drawn for the attempt that ended no longer holds.
+    fn invalidate_failure(&mut self, id: JobId) {
+        self.attempt[id.index()] += 1;
+        if let Some(key) = self.failure_event[id.index()].take() {
+            self.events.cancel(key);
+        }
     }
 
     fn overhead_s(&self, id: JobId) -> f64 {
@@ -345,7 +357,7 @@ impl Engine<'_> {
         }
         loop {
             let arrival_at = self.specs.get(next_arrival).map(|s| s.submit.as_ms());
-            let event_at = self.heap.peek().map(|Reverse((t, _, _))| *t);
+            let event_at = self.events.next_time_ms();
             let now = match (arrival_at, event_at) {
                 (None, None) => break,
                 (Some(a), None) => a,
@@ -368,26 +380,27 @@ impl Engine<'_> {
                 self.stats.events += 1;
                 reschedule |= self.config.schedule_on_events;
             }
-            while let Some(Reverse((t, _, kind))) = self.heap.peek().copied() {
-                if t != now.as_ms() {
-                    break;
-                }
-                self.heap.pop();
+            while let Some(kind) = self.events.pop_due(now.as_ms()) {
                 self.stats.events += 1;
                 match kind {
                     EventKind::Completion { job, generation } => {
+                        self.completion_event[job as usize] = None;
                         if self.generation[job as usize] == generation {
                             self.finish(JobId(job), now, JobOutcome::Completed, policy);
                             reschedule |= self.config.schedule_on_events;
                         }
                     }
                     EventKind::Failure { job, attempt } => {
+                        self.failure_event[job as usize] = None;
                         if self.attempt[job as usize] == attempt {
                             self.fail(JobId(job), now, policy);
                             reschedule |= self.config.schedule_on_events;
                         }
                     }
-                    EventKind::Wake { token } => reschedule |= token == self.wake_token,
+                    EventKind::Wake { token } => {
+                        self.wake_event = None;
+                        reschedule |= token == self.wake_token;
+                    }
                     EventKind::Round => {
                         reschedule = true;
                         round_due = true;
@@ -406,7 +419,7 @@ impl Engine<'_> {
             // other event is ahead, so another round would see the same snapshot forever.
             if let (true, Some(r)) = (round_due, round) {
                 let anything_running = self.active.iter().any(ActiveJob::is_running);
-                if anything_running || next_arrival < self.specs.len() || !self.heap.is_empty() {
+                if anything_running || next_arrival < self.specs.len() || !self.events.is_empty() {
                     self.push(now + r, EventKind::Round);
                 }
             }
@@ -424,7 +437,7 @@ impl Engine<'_> {
                     let job = &mut self.active[i];
                     job.account(now);
                     job.startup_left_s = overhead;
-                    self.generation[id.index()] += 1;
+                    self.invalidate_completion(id);
                     self.schedule_end(id, now);
                 }
             }
@@ -457,9 +470,12 @@ impl Engine<'_> {
         self.apply(&decision, plan, now);
         // The latest decision's wish replaces earlier ones.
         self.wake_token += 1;
+        if let Some(key) = self.wake_event.take() {
+            self.events.cancel(key);
+        }
         if let Some(at) = decision.wake_at {
             let at = at.max(now + SimDuration::from_ms(1));
-            self.push(at, EventKind::Wake { token: self.wake_token });
+            self.wake_event = Some(self.push(at, EventKind::Wake { token: self.wake_token }));
         }
         Ok(())
     }
@@ -672,7 +688,7 @@ impl Engine<'_> {
         if let RunState::Running { speed: current, .. } = &mut job.state {
             *current = speed;
         }
-        self.generation[id.index()] += 1;
+        self.invalidate_completion(id);
         self.schedule_end(id, now);
     }
 
@@ -711,8 +727,8 @@ impl Engine<'_> {
             self.running -= 1;
         }
         job.state = RunState::Pending;
-        self.generation[job.id.index()] += 1;
-        self.attempt[job.id.index()] += 1;
+        self.invalidate_completion(id);
+        self.invalidate_failure(id);
     }
 
     fn start(&mut self, assignment: &Assignment, now: SimTime) {
@@ -735,14 +751,14 @@ impl Engine<'_> {
         job.startup_left_s = overhead;
         job.first_start.get_or_insert(now);
         self.stint_start_remaining_s[id.index()] = job.remaining_s;
-        self.generation[id.index()] += 1;
-        self.attempt[id.index()] += 1;
+        self.invalidate_completion(id);
+        self.invalidate_failure(id);
         let to_finish_s = self.schedule_end(id, now);
         // Whether this attempt fails, and when: drawn once per attempt, uniform over its run.
         if let Some(f) = self.config.failures.filter(|f| f.probability_per_attempt > 0.0)
             && self.rng.random::<f64>() < f.probability_per_attempt {
                 let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
-                self.push(at, EventKind::Failure { job: id.0, attempt: self.attempt[id.index()] });
+                self.failure_event[id.index()] = Some(self.push(at, EventKind::Failure { job: id.0, attempt: self.attempt[id.index()] }));
             }
     }
 
@@ -756,7 +772,10 @@ impl Engine<'_> {
             _ => job.time_to_finish_s_at(now),
         };
         let generation = self.generation[id.index()];
-        self.push(now + SimDuration::from_secs_f64_ceil(to_finish_s), EventKind::Completion { job: id.0, generation });
+        if let Some(stale) = self.completion_event[id.index()].take() {
+            self.events.cancel(stale);
+        }
+        self.completion_event[id.index()] = Some(self.push(now + SimDuration::from_secs_f64_ceil(to_finish_s), EventKind::Completion { job: id.0, generation }));
         to_finish_s
     }
 

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod engine;
+mod events;
 pub mod ideal;
 pub mod metrics;
 pub mod scenario;

@@ -37,7 +37,7 @@ use packing::{PackJob, PairKey, PairSpeeds};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Which allocation policy computes X.
@@ -167,6 +167,11 @@ pub struct Gavel {
     pair_speeds: Option<Arc<PairSpeeds>>,
     /// Gandiva's pairs, kept across recomputations (the `Gandiva` objective only).
     gandiva: gandiva::Pairing,
+    /// Max-min programs solved so far (they recur as jobs come and go).
+    max_min_memo: allocation::MaxMinMemo,
+    /// Scratch, sized to the trace: each job id's position in the view (`usize::MAX`: none),
+    /// reset after every round, so a round costs nothing per job of the trace.
+    position: Vec<usize>,
 }
 
 impl Gavel {
@@ -194,6 +199,8 @@ impl Gavel {
             failed_recomputations: 0,
             pair_speeds: None,
             gandiva: gandiva::Pairing::default(),
+            max_min_memo: allocation::MaxMinMemo::default(),
+            position: Vec::new(),
         })
     }
 
@@ -239,12 +246,14 @@ impl Gavel {
     }
 
     /// Credits the round that just ended to the jobs that ran in it.
+    /// (`self.position` holds the view's positions.)
     fn credit_round(&mut self, view: &SchedulerView<'_>, now: SimTime) {
         let Some(last) = self.last_round else { return };
         let elapsed = now.saturating_since(last).as_secs_f64();
-        let running: BTreeSet<JobId> = view.jobs.iter().filter(|j| j.is_running()).map(|j| j.id).collect();
+        let position = &self.position;
+        let running = |id: JobId| position.get(id.index()).and_then(|&i| view.jobs.get(i)).is_some_and(ActiveJob::is_running);
         for (&combo, &k) in &self.last_type {
-            if !combo.jobs().any(|id| running.contains(&id)) {
+            if !combo.jobs().any(running) {
                 continue;
             }
             if let Some(book) = self.books.get_mut(&combo) {
@@ -363,7 +372,7 @@ impl Gavel {
                 let order: Vec<usize> = self.type_order(view).iter().map(|t| t.index()).collect();
                 Ok(allocation::fifo(&jobs, gpus_per_type, self.aware, &order))
             }
-            Objective::MaxMinFairness => allocation::max_min_fairness(&jobs, gpus_per_type, self.aware),
+            Objective::MaxMinFairness => allocation::max_min_fairness_memo(&jobs, gpus_per_type, self.aware, &mut self.max_min_memo),
             Objective::MaxMinFairnessPacked => {
                 let pack_jobs: Vec<PackJob> = ids
                     .iter()
@@ -527,6 +536,18 @@ impl Policy for Gavel {
             self.type_time_s = vec![0.0; m];
         }
         let gpus_per_type = gpus_per_type(view);
+        // Position in `view.jobs` by job id (a dense table: looked up for every entry of every
+        // type), kept across rounds and cleared at the end of this one.
+        let mut index_table = std::mem::take(&mut self.position);
+        if index_table.len() < view.specs.len() {
+            index_table.resize(view.specs.len(), usize::MAX);
+        }
+        for (i, job) in view.jobs.iter().enumerate() {
+            if let Some(slot) = index_table.get_mut(job.id.index()) {
+                *slot = i;
+            }
+        }
+        self.position = index_table;
         self.credit_round(view, now);
         self.admit_new_jobs(view);
         if self.job_set_changed && self.recompute_due(now) {
@@ -537,17 +558,13 @@ impl Policy for Gavel {
 
         // Priority entries per type, in hand-out order.
         let order = self.type_order(view);
-        // Position in `view.jobs` by job id (a dense table: looked up for every entry of every type).
-        let mut index_table = vec![usize::MAX; view.specs.len()];
-        for (i, job) in view.jobs.iter().enumerate() {
-            if let Some(slot) = index_table.get_mut(job.id.index()) {
-                *slot = i;
-            }
-        }
+        let index_table = std::mem::take(&mut self.position);
         let index_of = |id: JobId| index_table.get(id.index()).copied().filter(|i| *i != usize::MAX);
         let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
         let mut chosen: Vec<Vec<Combo>> = vec![Vec::new(); m];
-        let mut scheduled: BTreeSet<JobId> = BTreeSet::new();
+        // Per position in the view: scheduled this round.
+        let mut scheduled = vec![false; view.jobs.len()];
+        let is_scheduled = |scheduled: &[bool], id: JobId| index_of(id).is_some_and(|i| scheduled[i]);
         for &k in &order {
             let ki = k.index();
             // (priority, deficit, allocation, combination, whether it can run on k)
@@ -572,7 +589,8 @@ impl Policy for Gavel {
                 };
                 entries.push((priority, book.deficit_s[ki], allocation, combo, runnable));
             }
-            entries.sort_by(|a, b| {
+            // A total order (the combination breaks every tie): an unstable sort gives the same.
+            entries.sort_unstable_by(|a, b| {
                 b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)).then(b.2.total_cmp(&a.2)).then(a.3.cmp(&b.3))
             });
             for (_, _, _, combo, runnable) in entries {
@@ -580,11 +598,13 @@ impl Policy for Gavel {
                     break;
                 }
                 let gpus = view.jobs[index_of(combo.first()).unwrap_or(0)].gpus;
-                if combo.jobs().any(|id| scheduled.contains(&id)) || !runnable || gpus > left[ki] {
+                if combo.jobs().any(|id| is_scheduled(&scheduled, id)) || !runnable || gpus > left[ki] {
                     continue;
                 }
                 left[ki] -= gpus;
-                scheduled.extend(combo.jobs());
+                for i in combo.jobs().filter_map(index_of) {
+                    scheduled[i] = true;
+                }
                 chosen[ki].push(combo);
             }
         }
@@ -635,13 +655,22 @@ impl Policy for Gavel {
                 }
             }
         }
-        let placed_jobs: BTreeSet<JobId> = placed_type.keys().flat_map(|c| c.jobs()).collect();
-        let explained: BTreeSet<JobId> = decision.pending.iter().map(|(id, _)| *id).collect();
+        // Per position in the view: placed, or its reason given.
+        let mut accounted = vec![false; view.jobs.len()];
+        for i in placed_type.keys().flat_map(|c| c.jobs()).chain(decision.pending.iter().map(|(id, _)| *id)).filter_map(index_of) {
+            accounted[i] = true;
+        }
+        for (job, _) in view.jobs.iter().zip(&accounted).filter(|(_, accounted)| !**accounted) {
+            decision.pending.push((job.id, PendingReason::LowerPriority));
+        }
+        // Clear the positions for the next round (only the entries this round set).
+        let mut index_table = index_table;
         for job in view.jobs {
-            if !placed_jobs.contains(&job.id) && !explained.contains(&job.id) {
-                decision.pending.push((job.id, PendingReason::LowerPriority));
+            if let Some(slot) = index_table.get_mut(job.id.index()) {
+                *slot = usize::MAX;
             }
         }
+        self.position = index_table;
         self.last_type = placed_type;
         self.last_round = Some(now);
         // The mechanism works in rounds: ask for the next one even where the engine has no
