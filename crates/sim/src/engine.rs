@@ -2,8 +2,8 @@
 //! application of policy decisions (start, preempt, migrate).
 //!
 //! Time is integer milliseconds; events are ordered by `(time, sequence)` ([`crate::events`]); a
-//! job's superseded completion or failure is cancelled when its state changes (and each job
-//! carries a generation number that every start/stop bumps, checked again when an event fires). All
+//! job's completion or failure event holds while its generation or attempt number (bumped at
+//! every start and stop) is the one it was drawn for, and superseded events are dropped. All
 //! events at one timestamp are handled together and followed by at most one scheduling point. No
 //! wall clock and no hash-map order is consulted: the same inputs and seed give the same output.
 //!
@@ -11,7 +11,7 @@
 //! point costs nothing per untouched running job (except under Muri's per-event overhead model,
 //! which by definition touches every running job at every event).
 
-use crate::events::{EventKey, EventKind, EventQueue};
+use crate::events::{EventKind, EventQueue};
 use crate::metrics::{JobOutcome, JobRecord, Window};
 use crate::timeline::RunSegment;
 use crate::unplaceable::GpuPools;
@@ -190,6 +190,30 @@ pub struct SimOutput {
 
 const NOT_ACTIVE: u32 = u32::MAX;
 
+/// What makes a queued event hold or not.
+struct Epochs {
+    /// Per job: bumped at every start and stop (and at every scheduling point under Muri's
+    /// per-event model), so a completion predicted before is void.
+    generation: Vec<u32>,
+    /// Per job: bumped at every start and stop, so a failure drawn for one attempt (stint) is
+    /// void once that attempt ends.
+    attempt: Vec<u32>,
+    /// Bumped at every decision: only the latest decision's wake-up holds.
+    wake_token: u64,
+}
+
+impl Epochs {
+    /// Whether a queued event still holds.
+    fn live(&self, kind: &EventKind) -> bool {
+        match *kind {
+            EventKind::Completion { job, generation } => self.generation[job as usize] == generation,
+            EventKind::Failure { job, attempt } => self.attempt[job as usize] == attempt,
+            EventKind::Wake { token } => token == self.wake_token,
+            EventKind::Round => true,
+        }
+    }
+}
+
 struct Engine<'a> {
     cluster: &'a Cluster,
     specs: &'a [JobSpec],
@@ -197,22 +221,12 @@ struct Engine<'a> {
     active: Vec<ActiveJob>,
     /// Position in `active` per job id, or `NOT_ACTIVE`.
     slot: Vec<u32>,
-    generation: Vec<u32>,
-    /// Per job: bumped at every start and stop, so a failure drawn for one attempt (stint) is
-    /// void once that attempt ends. Completion events use `generation`, which Muri's per-event
-    /// model also bumps at every scheduling point.
-    attempt: Vec<u32>,
+    epochs: Epochs,
     /// Remaining work when the current stint started (for failures).
     stint_start_remaining_s: Vec<f64>,
     records: Vec<JobRecord>,
     occupancy: Occupancy,
     events: EventQueue,
-    /// Per job id: its pending completion and failure events (cancelled when superseded).
-    completion_event: Vec<Option<EventKey>>,
-    failure_event: Vec<Option<EventKey>>,
-    /// The policy's pending wake-up (superseded by every decision).
-    wake_event: Option<EventKey>,
-    wake_token: u64,
     rng: ChaCha8Rng,
     stats: EngineStats,
     /// Checks decisions (the daemon's rules too) and remembers which jobs the last one assigned.
@@ -274,16 +288,11 @@ pub fn simulate(
         config,
         active: Vec::new(),
         slot: vec![NOT_ACTIVE; n],
-        generation: vec![0; n],
-        attempt: vec![0; n],
+        epochs: Epochs { generation: vec![0; n], attempt: vec![0; n], wake_token: 0 },
         stint_start_remaining_s: vec![0.0; n],
         records: specs.iter().map(JobRecord::new).collect(),
         occupancy: Occupancy::new(cluster),
         events: EventQueue::default(),
-        completion_event: vec![None; n],
-        failure_event: vec![None; n],
-        wake_event: None,
-        wake_token: 0,
         rng: ChaCha8Rng::seed_from_u64(config.seed),
         stats: EngineStats::default(),
         planner: Planner::new(n),
@@ -312,24 +321,8 @@ pub fn simulate(
 }
 
 impl Engine<'_> {
-    fn push(&mut self, at: SimTime, kind: EventKind) -> EventKey {
-        self.events.push(at.as_ms(), kind)
-    }
-
-    /// Bumps a job's generation: its predicted completion no longer holds.
-    fn invalidate_completion(&mut self, id: JobId) {
-        self.generation[id.index()] += 1;
-        if let Some(key) = self.completion_event[id.index()].take() {
-            self.events.cancel(key);
-        }
-    }
-
-    /// Bumps a job's attempt: a failure drawn for the attempt that ended no longer holds.
-    fn invalidate_failure(&mut self, id: JobId) {
-        self.attempt[id.index()] += 1;
-        if let Some(key) = self.failure_event[id.index()].take() {
-            self.events.cancel(key);
-        }
+    fn push(&mut self, at: SimTime, kind: EventKind) {
+        self.events.push(at.as_ms(), kind, |k| self.epochs.live(k));
     }
 
     fn overhead_s(&self, id: JobId) -> f64 {
@@ -357,7 +350,7 @@ impl Engine<'_> {
         }
         loop {
             let arrival_at = self.specs.get(next_arrival).map(|s| s.submit.as_ms());
-            let event_at = self.events.next_time_ms();
+            let event_at = self.events.next_time_ms(|k| self.epochs.live(k));
             let now = match (arrival_at, event_at) {
                 (None, None) => break,
                 (Some(a), None) => a,
@@ -380,27 +373,24 @@ impl Engine<'_> {
                 self.stats.events += 1;
                 reschedule |= self.config.schedule_on_events;
             }
-            while let Some(kind) = self.events.pop_due(now.as_ms()) {
+            while let Some(kind) = self.events.pop_due(now.as_ms(), |k| self.epochs.live(k)) {
                 self.stats.events += 1;
+                // Events are checked again as they are handled: handling one may end another's
+                // job (a failure, then the completion at the same instant).
                 match kind {
                     EventKind::Completion { job, generation } => {
-                        self.completion_event[job as usize] = None;
-                        if self.generation[job as usize] == generation {
+                        if self.epochs.generation[job as usize] == generation {
                             self.finish(JobId(job), now, JobOutcome::Completed, policy);
                             reschedule |= self.config.schedule_on_events;
                         }
                     }
                     EventKind::Failure { job, attempt } => {
-                        self.failure_event[job as usize] = None;
-                        if self.attempt[job as usize] == attempt {
+                        if self.epochs.attempt[job as usize] == attempt {
                             self.fail(JobId(job), now, policy);
                             reschedule |= self.config.schedule_on_events;
                         }
                     }
-                    EventKind::Wake { token } => {
-                        self.wake_event = None;
-                        reschedule |= token == self.wake_token;
-                    }
+                    EventKind::Wake { token } => reschedule |= token == self.epochs.wake_token,
                     EventKind::Round => {
                         reschedule = true;
                         round_due = true;
@@ -419,7 +409,7 @@ impl Engine<'_> {
             // other event is ahead, so another round would see the same snapshot forever.
             if let (true, Some(r)) = (round_due, round) {
                 let anything_running = self.active.iter().any(ActiveJob::is_running);
-                if anything_running || next_arrival < self.specs.len() || !self.events.is_empty() {
+                if anything_running || next_arrival < self.specs.len() || self.events.has_live(|k| self.epochs.live(k)) {
                     self.push(now + r, EventKind::Round);
                 }
             }
@@ -437,7 +427,7 @@ impl Engine<'_> {
                     let job = &mut self.active[i];
                     job.account(now);
                     job.startup_left_s = overhead;
-                    self.invalidate_completion(id);
+                    self.epochs.generation[id.index()] += 1;
                     self.schedule_end(id, now);
                 }
             }
@@ -469,13 +459,10 @@ impl Engine<'_> {
         self.shares_seen |= self.planner.last_decision_had_shares();
         self.apply(&decision, plan, now);
         // The latest decision's wish replaces earlier ones.
-        self.wake_token += 1;
-        if let Some(key) = self.wake_event.take() {
-            self.events.cancel(key);
-        }
+        self.epochs.wake_token += 1;
         if let Some(at) = decision.wake_at {
             let at = at.max(now + SimDuration::from_ms(1));
-            self.wake_event = Some(self.push(at, EventKind::Wake { token: self.wake_token }));
+            self.push(at, EventKind::Wake { token: self.epochs.wake_token });
         }
         Ok(())
     }
@@ -688,7 +675,7 @@ impl Engine<'_> {
         if let RunState::Running { speed: current, .. } = &mut job.state {
             *current = speed;
         }
-        self.invalidate_completion(id);
+        self.epochs.generation[id.index()] += 1;
         self.schedule_end(id, now);
     }
 
@@ -727,8 +714,8 @@ impl Engine<'_> {
             self.running -= 1;
         }
         job.state = RunState::Pending;
-        self.invalidate_completion(id);
-        self.invalidate_failure(id);
+        self.epochs.generation[id.index()] += 1;
+        self.epochs.attempt[id.index()] += 1;
     }
 
     fn start(&mut self, assignment: &Assignment, now: SimTime) {
@@ -751,14 +738,14 @@ impl Engine<'_> {
         job.startup_left_s = overhead;
         job.first_start.get_or_insert(now);
         self.stint_start_remaining_s[id.index()] = job.remaining_s;
-        self.invalidate_completion(id);
-        self.invalidate_failure(id);
+        self.epochs.generation[id.index()] += 1;
+        self.epochs.attempt[id.index()] += 1;
         let to_finish_s = self.schedule_end(id, now);
         // Whether this attempt fails, and when: drawn once per attempt, uniform over its run.
         if let Some(f) = self.config.failures.filter(|f| f.probability_per_attempt > 0.0)
             && self.rng.random::<f64>() < f.probability_per_attempt {
                 let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
-                self.failure_event[id.index()] = Some(self.push(at, EventKind::Failure { job: id.0, attempt: self.attempt[id.index()] }));
+                self.push(at, EventKind::Failure { job: id.0, attempt: self.epochs.attempt[id.index()] });
             }
     }
 
@@ -771,11 +758,8 @@ impl Engine<'_> {
             OverheadModel::PerEvent => job.remaining_s_at(now) / job.speed().max(f64::MIN_POSITIVE),
             _ => job.time_to_finish_s_at(now),
         };
-        let generation = self.generation[id.index()];
-        if let Some(stale) = self.completion_event[id.index()].take() {
-            self.events.cancel(stale);
-        }
-        self.completion_event[id.index()] = Some(self.push(now + SimDuration::from_secs_f64_ceil(to_finish_s), EventKind::Completion { job: id.0, generation }));
+        let generation = self.epochs.generation[id.index()];
+        self.push(now + SimDuration::from_secs_f64_ceil(to_finish_s), EventKind::Completion { job: id.0, generation });
         to_finish_s
     }
 
