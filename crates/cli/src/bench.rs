@@ -96,8 +96,7 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
 }
 
 /// `arbiter bench --suite gavel`: solve times of Gavel's allocation LPs at the sizes the issue
-/// names, and one Figure-8 point per policy (the continuous single-GPU scenario at 2 jobs/hour,
-/// seed 0).
+/// names, then Figure-8 points per policy ([`figure8_points`]).
 pub fn run_gavel(json: bool) -> Result<()> {
     use arbiter_policy::gavel::allocation::{self, AllocJob, JobProgress};
     let table = arbiter_trace::gavel::ThroughputTable::read(std::path::Path::new("data/gavel/simulation_throughputs.json"))
@@ -181,10 +180,42 @@ pub fn run_gavel(json: bool) -> Result<()> {
             time(&format!("max-min-fairness-packed LP, {n} jobs"), &|| packing::max_min_fairness_packed(&jobs, &pairs, &g).map(|x| x.solo))?;
         }
     }
+    let points = figure8_points(json)?;
     if json {
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "lp": rows }))?);
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "lp": rows, "figure8": points }))?);
     }
     Ok(())
+}
+
+/// Figure-8 points as `arbiter run` simulates them, one at a time (seed 0, 1,000 measured jobs of
+/// 6,500): LAS and LAS-het at 2 jobs/hour (`gavel-continuous-single.toml`), LAS-het and space
+/// sharing at 5 jobs/hour (`gavel-space-sharing.toml`). Wall time is the runner's, per simulation.
+fn figure8_points(json: bool) -> Result<Vec<serde_json::Value>> {
+    use arbiter_sim::scenario::Scenario;
+    let points = [
+        ("scenarios/gavel-continuous-single.toml", "max-min-fairness"),
+        ("scenarios/gavel-continuous-single.toml", "max-min-fairness-het"),
+        ("scenarios/gavel-space-sharing.toml", "max-min-fairness-het"),
+        ("scenarios/gavel-space-sharing.toml", "max-min-fairness-packed"),
+    ];
+    if !json {
+        outln!();
+        outln!("{:<24} {:>10} {:>8} {:>12}", "Figure-8 point, seed 0", "jobs/hour", "wall s", "avg JCT s");
+    }
+    let mut rows = Vec::new();
+    for (file, policy) in points {
+        let overrides = [format!("policies=[\"{policy}\"]"), "workload.seeds=[0]".to_string()];
+        let scenario = Scenario::load(std::path::Path::new(file), &overrides).with_context(|| format!("reading {file} (run from the repository root)"))?;
+        let origin = Instant::now();
+        let results = scenario.run(&|_, _| {}, &|| origin.elapsed().as_secs_f64())?;
+        let row = results.iter().find(|r| r.tenant == "all").context("the scenario gave no result")?;
+        let rate = scenario.workload.as_ref().and_then(|w| w.jobs_per_hour).unwrap_or(0.0);
+        if !json {
+            outln!("{policy:<24} {rate:>10.1} {:>8.2} {:>12.0}", row.wall_s, row.summary.avg_jct_s);
+        }
+        rows.push(serde_json::json!({ "policy": policy, "jobs_per_hour": rate, "wall_s": row.wall_s, "avg_jct_s": row.summary.avg_jct_s }));
+    }
+    Ok(rows)
 }
 
 /// `arbiter bench --suite synergy`: one 128-GPU point of `scenarios/synergy-single-gpu.toml` at

@@ -24,12 +24,14 @@
 //!   GPUs once; both jobs run on them at their measured co-located speeds.
 
 pub mod allocation;
+mod combo;
 pub mod gandiva;
 pub mod packing;
 
 use crate::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use allocation::AllocJob;
+use combo::{Candidate, Combo};
 use arbiter_model::{
     ActiveJob, Assignment, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimDuration, SimTime,
 };
@@ -62,37 +64,6 @@ pub enum Objective {
     /// Gandiva as Gavel runs it: equal time shares over job combinations, random pairs kept
     /// while they pay ([`gandiva`]).
     Gandiva,
-}
-
-/// What the mechanism schedules: one job alone, or two jobs sharing GPUs (first id smaller).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Combo {
-    Single(JobId),
-    Pair(JobId, JobId),
-}
-
-impl Combo {
-    fn contains(self, id: JobId) -> bool {
-        match self {
-            Combo::Single(a) => a == id,
-            Combo::Pair(a, b) => a == id || b == id,
-        }
-    }
-
-    /// The job whose spec stands for the combination (GPU count, placement).
-    fn first(self) -> JobId {
-        match self {
-            Combo::Single(a) | Combo::Pair(a, _) => a,
-        }
-    }
-
-    fn jobs(self) -> impl Iterator<Item = JobId> {
-        let (a, b) = match self {
-            Combo::Single(a) => (a, None),
-            Combo::Pair(a, b) => (a, Some(b)),
-        };
-        std::iter::once(a).chain(b)
-    }
 }
 
 /// Mechanism settings.
@@ -567,8 +538,8 @@ impl Policy for Gavel {
         let is_scheduled = |scheduled: &[bool], id: JobId| index_of(id).is_some_and(|i| scheduled[i]);
         for &k in &order {
             let ki = k.index();
-            // (priority, deficit, allocation, combination, whether it can run on k)
-            let mut entries: Vec<(f64, f64, f64, Combo, bool)> = Vec::new();
+            // Combinations that cannot run on k are never chosen there: not candidates.
+            let mut candidates: Vec<Candidate> = Vec::new();
             for (&combo, book) in &self.books {
                 let Some(x) = book.allocation.as_ref() else { continue };
                 if !combo.jobs().all(|id| index_of(id).is_some()) {
@@ -579,26 +550,27 @@ impl Policy for Gavel {
                 }
                 let allocation = x[ki];
                 let fraction = if self.type_time_s[ki] > 0.0 { book.received_s[ki] / self.type_time_s[ki] } else { 0.0 };
-                let runnable = Self::can_run(view, combo, book, k);
-                let priority = if allocation <= 0.0 || !runnable {
+                if !Self::can_run(view, combo, book, k) {
+                    continue;
+                }
+                let priority = if allocation <= 0.0 {
                     0.0
                 } else if fraction > 0.0 {
                     allocation / fraction
                 } else {
                     allocation * 1e9
                 };
-                entries.push((priority, book.deficit_s[ki], allocation, combo, runnable));
+                candidates.push(Candidate { priority, deficit_s: book.deficit_s[ki], allocation, combo });
             }
-            // A total order (the combination breaks every tie): an unstable sort gives the same.
-            entries.sort_unstable_by(|a, b| {
-                b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)).then(b.2.total_cmp(&a.2)).then(a.3.cmp(&b.3))
-            });
-            for (_, _, _, combo, runnable) in entries {
+            // Taken in order until the type's GPUs are gone, usually long before the last one
+            // (with space sharing there are thousands of pairs): a heap, not a sort.
+            let mut candidates = std::collections::BinaryHeap::from(candidates);
+            while let Some(Candidate { combo, .. }) = candidates.pop() {
                 if left[ki] == 0 {
                     break;
                 }
                 let gpus = view.jobs[index_of(combo.first()).unwrap_or(0)].gpus;
-                if combo.jobs().any(|id| is_scheduled(&scheduled, id)) || !runnable || gpus > left[ki] {
+                if combo.jobs().any(|id| is_scheduled(&scheduled, id)) || gpus > left[ki] {
                     continue;
                 }
                 left[ki] -= gpus;
