@@ -90,28 +90,32 @@ impl Daemon {
         // The snapshot: queued and running jobs, as the simulator's engine would show them.
         // Jobs backing off after a failed run are not offered to the policy until their time.
         let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
-        // An elastic job may not grow past its tenant's GPU quota: a policy that does not know
-        // quotas would keep choosing a count the quota then refuses, leaving it waiting beside
-        // free GPUs. (Quotas may change at any time, so this is done at every decision.)
-        for job in state.jobs.iter().filter(|j| j.request.max_gpus.is_some() && !j.state.is_terminal()) {
-            if let (Some(most), Some(range)) = (job.request.max_gpus, state.specs[job.id as usize].elastic.as_mut()) {
-                let quota = state.tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
+        // One pass over the jobs (each pass over 100,000 records costs milliseconds):
+        // - An elastic job may not grow past its tenant's GPU quota: a policy that does not know
+        //   quotas would keep choosing a count the quota then refuses, leaving it waiting beside
+        //   free GPUs. (Quotas may change at any time, so this is done at every decision.)
+        // - A job backing off says so, and the round ends when the first one's wait does.
+        // - Opportunistic jobs are not the policy's (see `opportunistic`).
+        let mut active = Vec::new();
+        let mut retry_wake: Option<u64> = None;
+        let State { jobs, specs, tenants, topology, .. } = &mut *state;
+        for (job, spec) in jobs.iter_mut().zip(specs.iter_mut()) {
+            if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
+                && !job.state.is_terminal()
+            {
+                let quota = tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
                 range.max = quota.map_or(most, |q| most.min(q).max(range.min));
             }
-        }
-        // Opportunistic jobs are not the policy's (see `opportunistic`).
-        let active: Vec<_> = state
-            .jobs
-            .iter()
-            .filter(|j| !backing_off(j) && !j.request.opportunistic)
-            .filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.topology, now))
-            .collect();
-        let mut retry_wake: Option<u64> = None;
-        for job in state.jobs.iter_mut().filter(|j| backing_off(j)) {
-            let at = job.retry_after_unix_s.unwrap_or(now_s);
-            job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
-            let at_ms = at.max(0) as u64 * 1000;
-            retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+            if backing_off(job) {
+                let at = job.retry_after_unix_s.unwrap_or(now_s);
+                job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
+                let at_ms = at.max(0) as u64 * 1000;
+                retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+            } else if !job.request.opportunistic
+                && let Some(a) = view::active_of(job, spec, topology, now)
+            {
+                active.push(a);
+            }
         }
         // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
         let reduced = usable_cluster(state, &self.executor.unavailable_nodes());
