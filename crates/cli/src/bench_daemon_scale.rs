@@ -4,8 +4,8 @@
 //! calls: the same validation, idempotency and per-tenant checks, each job persisted in its own
 //! store transaction before it is acknowledged). Measured: submissions/s, one scheduling round
 //! (the first, which places jobs onto the 8,000 free GPUs, and steady ones in which a few runs
-//! end), the API's job list by pages and its cluster views served over HTTP on 127.0.0.1 with
-//! the real router and bearer auth, and the process's peak RSS.
+//! end), a restart on that store, the API's job list by pages and its cluster views served over
+//! HTTP on 127.0.0.1 with the real router and bearer auth, and the process's peak RSS.
 //!
 //! Each policy runs in its own process (its peak memory is its own). The data directory is on
 //! tmpfs (`/dev/shm`) when there is one, so that the numbers are the daemon's own work, not the
@@ -268,7 +268,15 @@ pub fn run_point(point: &str) -> Result<()> {
     put("queued_at_end", json!(queued));
     put("runs_started", json!(counters.runs_started));
     put("preemptions", json!(counters.preemptions));
-    // 4. The API over HTTP, with the real router and auth.
+    // 4. A restart on the same store (as after `kill -9`): every job read back, the runs
+    //    re-adopted through the executor.
+    let settings = (*daemon.settings).clone();
+    drop(daemon);
+    let t = Instant::now();
+    let executor = fake.clone();
+    let daemon = Daemon::start_with(settings, move |_| executor)?;
+    put("restart_ms", json!(ms(t.elapsed())));
+    // 5. The API over HTTP, with the real router and auth.
     let url = serve_api(&daemon, &admin_token)?;
     let admin = Client::new(&url, &admin_token);
     let tenant = Client::new(&url, &tenant_tokens[3]);
@@ -312,7 +320,7 @@ fn disk_submissions_per_s() -> Result<(f64, PathBuf)> {
 }
 
 /// The rows printed: (key, label, unit, decimals).
-const ROWS: [(&str, &str, &str, usize); 27] = [
+const ROWS: [(&str, &str, &str, usize); 28] = [
     ("daemon_start_ms", "daemon start (empty store)", "ms", 1),
     ("submit_s", "submit 100,000 jobs (Daemon::submit, one after another)", "s", 1),
     ("submissions_per_s", "  submissions/s, all", "/s", 0),
@@ -327,6 +335,7 @@ const ROWS: [(&str, &str, &str, usize); 27] = [
     ("runs_ended_per_steady_round", "  runs ended per round, mean", "", 1),
     ("idle_round_ms", "round with nothing new, median of 5", "ms", 1),
     ("preemptions", "preemptions over all rounds", "", 0),
+    ("restart_ms", "restart on that store (jobs read back, runs re-adopted)", "ms", 0),
     ("list_first_page_ms", "GET /v1/jobs?limit=1000 (admin), median of 15", "ms", 1),
     ("list_middle_page_ms", "GET /v1/jobs?limit=1000&after=50000 (admin)", "ms", 1),
     ("list_queued_middle_page_ms", "GET /v1/jobs?state=queued&limit=1000&after=50000", "ms", 1),
