@@ -29,6 +29,7 @@ macro_rules! out {
 pub(crate) use {out, outln};
 
 mod bench;
+mod bench_daemon_scale;
 mod bench_scale;
 mod bench_slurm;
 mod production;
@@ -195,11 +196,15 @@ enum Command {
         /// per-decision overhead of a policy outside Rust: the example Python agent against
         /// the built-in sjf, same decisions) or
         /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
+        /// `daemon-scale` (in process, fake executor: 100,000 queued jobs on 1,000 8-GPU nodes
+        /// under fifo and las; submissions/s, one scheduling round, the API's job list by pages,
+        /// peak memory) or
         /// `slurm` (as root, on an idle Slurm partition such as scripts/slurm-up.sh's: submit →
         /// RUNNING through Arbiter next to sbatch, a 200-job burst, daemon CPU per round).
         #[arg(long, default_value = "philly")]
         suite: String,
-        /// Internal (`--suite scale` runs each simulation in a child): JOBS:GPUS:POLICY.
+        /// Internal (`--suite scale` runs each simulation in a child): JOBS:GPUS:POLICY;
+        /// (`--suite daemon-scale`, each policy in a child): POLICY.
         #[arg(long, hide = true)]
         point: Option<String>,
         /// `--suite slurm`: the Slurm partition (Arbiter's alone while the bench runs).
@@ -415,8 +420,12 @@ fn run(cli: Cli) -> Result<()> {
             },
             "external" => bench::run_external(json),
             "daemon" => bench::run_daemon(json),
+            "daemon-scale" => match point {
+                Some(point) => bench_daemon_scale::run_point(&point),
+                None => bench_daemon_scale::run(json),
+            },
             "slurm" => bench_slurm::run(&partition, &user, json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon or slurm"),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale or slurm"),
         },
     }
 }

@@ -130,6 +130,11 @@ pub struct State {
     pub(crate) requests: BTreeMap<(String, String), u32>,
     /// Jobs whose last change the store refused; written again at the next round.
     pub(crate) dirty: BTreeSet<u32>,
+    /// Per tenant: its jobs queued, running or stopping (a submission checks
+    /// `max_queued_per_tenant` against it). Counted at start; one more at each submission, one
+    /// less when a job ends for good (`run_ended`, a cancel while queued) — an ended job never
+    /// comes back.
+    pub(crate) live_by_tenant: BTreeMap<String, usize>,
     /// When the current scheduling round began (Unix ms).
     pub(crate) round_started_ms: u64,
     /// When the process table was last searched for escaped processes (Unix ms), and whether a
@@ -317,6 +322,7 @@ impl Daemon {
             allocated_uids,
             requests,
             dirty: BTreeSet::new(),
+            live_by_tenant: BTreeMap::new(),
             round_started_ms: 0,
             strays_checked_ms: 0,
             run_ended_since_check: true,
@@ -335,6 +341,11 @@ impl Daemon {
             _data_dir: Arc::new(data_dir),
         };
         daemon.recover()?;
+        {
+            let mut state = daemon.lock();
+            let live = live_by_tenant(&state.jobs);
+            state.live_by_tenant = live;
+        }
         Ok(daemon)
     }
 
@@ -367,7 +378,8 @@ impl Daemon {
                     }
                     return Ok(Submitted { id, duplicate: true });
                 }
-            let queued = state.jobs.iter().filter(|j| j.tenant == tenant && !j.state.is_terminal()).count();
+            let queued = state.live_by_tenant.get(tenant).copied().unwrap_or(0);
+            debug_assert_eq!(Some(&queued).filter(|q| **q > 0), live_by_tenant(&state.jobs).get(tenant), "live jobs of {tenant}");
             if queued >= self.settings.max_queued_per_tenant {
                 return Err(RequestError::TooMany(format!(
                     "tenant {tenant} has {queued} jobs queued or running, the most this daemon takes (max_queued_per_tenant); wait for some to end"
@@ -395,6 +407,7 @@ impl Daemon {
             let spec = view::spec_of(&record, state.topology.cluster());
             state.specs.push(spec);
             state.jobs.push(record);
+            *state.live_by_tenant.entry(tenant.to_string()).or_insert(0) += 1;
             state.counters.submitted += 1;
             Submitted { id, duplicate: false }
         };
@@ -425,6 +438,7 @@ impl Daemon {
                     }
                     tracing::info!(job = id, "cancelled while queued");
                     state.jobs[id as usize] = cancelled;
+                    state.job_ended_for_good(id);
                 }
                 JobState::Running { .. } => self.stop(&mut state, id, StopReason::Cancelled, true)?,
                 _ => {
@@ -626,6 +640,18 @@ impl Daemon {
 }
 
 impl State {
+    /// Job `id` has just ended for good (succeeded, failed, cancelled): one live job less for
+    /// its tenant.
+    pub(crate) fn job_ended_for_good(&mut self, id: u32) {
+        let tenant = &self.jobs[id as usize].tenant;
+        if let Some(live) = self.live_by_tenant.get_mut(tenant) {
+            *live = live.saturating_sub(1);
+            if *live == 0 {
+                self.live_by_tenant.remove(tenant);
+            }
+        }
+    }
+
     /// The cluster the policy sees.
     pub fn cluster(&self) -> &Cluster {
         self.topology.cluster()
@@ -645,6 +671,15 @@ impl State {
     pub fn pairs(&self) -> &crate::pairs::PairTable {
         &self.pairs
     }
+}
+
+/// Per tenant, its jobs queued, running or stopping (tenants with none are absent).
+pub(crate) fn live_by_tenant(jobs: &[JobRecord]) -> BTreeMap<String, usize> {
+    let mut live: BTreeMap<String, usize> = BTreeMap::new();
+    for job in jobs.iter().filter(|j| !j.state.is_terminal()) {
+        *live.entry(job.tenant.clone()).or_insert(0) += 1;
+    }
+    live
 }
 
 /// Whether `job`'s run and the set of jobs on its GPUs (`others`) have lasted

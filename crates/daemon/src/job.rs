@@ -2,7 +2,7 @@
 //! history of every state transition (persisted before it is acted on).
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A job submission (`POST /v1/jobs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -529,6 +529,18 @@ impl GpuHolders {
         let mut by_gpu: BTreeMap<u32, Vec<(u32, String)>> = BTreeMap::new();
         for job in jobs {
             for &g in job.state.gpus().unwrap_or_default() {
+                by_gpu.entry(g).or_default().push((job.id, job.tenant.clone()));
+            }
+        }
+        GpuHolders { by_gpu }
+    }
+
+    /// The holders among `jobs` of the GPUs in `gpus` only: enough for
+    /// [`GpuHolders::shared_with`] of jobs that hold no others (a page of the job list).
+    pub fn of_gpus<'a>(jobs: impl IntoIterator<Item = &'a JobRecord>, gpus: &BTreeSet<u32>) -> Self {
+        let mut by_gpu: BTreeMap<u32, Vec<(u32, String)>> = BTreeMap::new();
+        for job in jobs {
+            for &g in job.state.gpus().unwrap_or_default().iter().filter(|g| gpus.contains(g)) {
                 by_gpu.entry(g).or_default().push((job.id, job.tenant.clone()));
             }
         }

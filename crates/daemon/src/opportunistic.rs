@@ -11,6 +11,7 @@
 
 use crate::daemon::{Daemon, DaemonError, State};
 use crate::job::{JobState, StopReason};
+use crate::runs::Start;
 use arbiter_model::{Assignment, NodeId};
 use std::collections::BTreeSet;
 
@@ -69,6 +70,7 @@ impl Daemon {
             .filter(|j| j.request.opportunistic && matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_none_or(|t| t <= now_s))
             .map(|j| j.id)
             .collect();
+        let mut starts = Vec::new();
         for id in queued {
             let spec = &state.specs[id as usize];
             let node = state.topology.cluster().nodes.iter().find(|n| {
@@ -83,8 +85,9 @@ impl Daemon {
             };
             let gpus: Vec<u32> = state.topology.gpus_of(node).filter(|g| !held.contains(g)).take(spec.gpus as usize).collect();
             held.extend(gpus.iter().copied());
-            self.start_run(state, id, gpus, None)?;
+            starts.push(Start { id, gpus, host: None });
         }
+        self.start_runs(state, starts)?;
         Ok(())
     }
 }

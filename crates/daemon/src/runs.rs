@@ -18,6 +18,13 @@ use std::path::PathBuf;
 /// PATH for jobs whose environment sets none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// A run to start: the job, its GPUs (global ids), its CPU/memory share.
+pub(crate) struct Start {
+    pub(crate) id: u32,
+    pub(crate) gpus: Vec<u32>,
+    pub(crate) host: Option<HostShare>,
+}
+
 impl Daemon {
     /// CPU cores and memory (bytes) per node for a run of job `id` on `gpus` GPUs per node:
     /// what the job asked for, else the policy's share, else its node's GPU-proportional share.
@@ -41,105 +48,130 @@ impl Daemon {
         (cpus, (memory_gib * (1u64 << 30) as f64) as u64)
     }
 
-    /// Starts a run of queued job `id` on `gpus` (free; global ids), with the policy's CPU/memory
-    /// share. Persists `running` before launching; on a store failure nothing changes and the
-    /// error is returned. Returns whether the run started (a job whose tenant identity cannot be
-    /// set up, or whose launch failed on the daemon's side, stays queued with the reason).
-    pub(crate) fn start_run(&self, state: &mut State, id: u32, gpus: Vec<u32>, host: Option<HostShare>) -> Result<bool, DaemonError> {
+    /// Starts runs of queued jobs, each on its GPUs (free; global ids) with the policy's
+    /// CPU/memory share. Persists every start (`running`, no run handle yet) in one transaction
+    /// before launching any; on a store failure nothing changes and the error is returned. Then
+    /// launches them in order and writes what the launches changed in one more transaction.
+    /// Returns the jobs whose run started (a job whose tenant identity cannot be set up, or whose
+    /// launch failed on the daemon's side, stays queued with the reason).
+    pub(crate) fn start_runs(&self, state: &mut State, starts: Vec<Start>) -> Result<Vec<u32>, DaemonError> {
         let settings = &self.settings;
-        let tenant = state.jobs[id as usize].tenant.clone();
-        let identity = match self.identity_for(state, &tenant) {
-            Ok(identity) => identity,
-            Err(e) => {
-                tracing::error!(job = id, tenant = %tenant, "cannot run the job as its tenant's identity: {e}");
-                state.jobs[id as usize].pending_reason = Some(format!("cannot run as tenant {tenant}'s identity: {e}"));
-                return Ok(false);
-            }
-        };
-        let now = self.now_s();
-        // Persist the start before acting: `running` with no run handle yet. If the daemon dies
-        // before the handle is recorded, recovery asks the executor for the run.
-        let queued = state.jobs[id as usize].clone();
-        let mut starting = queued.clone();
-        starting.state = JobState::Running { gpus: gpus.clone(), pid: 0, started_unix_s: now };
-        starting.host_share = host;
-        self.store.put_jobs(&[&starting])?;
-        state.jobs[id as usize] = starting;
-        let job = &state.jobs[id as usize];
-        let nodes = state.topology.devices(&gpus);
-        let gpus_per_node = nodes.iter().map(|n| n.devices.len() as u32).max().unwrap_or(0);
-        let (cpus, memory_bytes) = self.limits_for(state, id, gpus_per_node, host);
-        let checkpoint_dir = job.checkpoint_dir(&settings.data_dir);
-        let working_dir = job.request.working_dir.as_ref().map(PathBuf::from).unwrap_or_else(|| settings.checkpoint_roots.tenant_area(&tenant));
-        let mut env = job.request.env.clone();
-        env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
-        env.insert("ARBITER_JOB_ID".into(), id.to_string());
-        env.insert("ARBITER_URL".into(), settings.public_url.clone());
-        env.insert("ARBITER_CHECKPOINT_DIR".into(), checkpoint_dir.display().to_string());
-        env.insert("ARBITER_LEASE_S".into(), format!("{}", settings.round_s));
-        env.insert("ARBITER_RUN".into(), (job.runs + 1).to_string());
-        // An elastic job's run learns its GPU count, and whether it was resized.
-        env.insert("ARBITER_GPUS".into(), gpus.len().to_string());
-        if let Some(previous) = job.last_run_gpus {
-            env.insert("ARBITER_PREVIOUS_GPUS".into(), previous.to_string());
-        }
-        env.insert("ARBITER_CHECKPOINT_SIGNAL".into(), job.request.checkpoint_signal.clone());
-        // The job's own token for progress reports; the daemon keeps only its hash, so a fresh
-        // one is issued per run (and dies with the run).
-        let token = crate::auth::new_token();
-        env.insert("ARBITER_JOB_TOKEN".into(), token.clone());
-        let gpu_type = gpus.first().and_then(|g| state.topology.gpu_type_name(*g)).unwrap_or_default().to_string();
-        let run = RunSpec {
-            job: id,
-            run: job.runs + 1,
-            tenant: tenant.clone(),
-            command: job.request.command.clone(),
-            working_dir,
-            env,
-            log_path: self.log_path(id),
-            checkpoint_dir,
-            identity,
-            nodes,
-            gpu_type,
-            cpus_per_node: cpus,
-            memory_bytes_per_node: memory_bytes,
-            max_processes: identity.and(settings.max_processes_per_tenant),
-            max_log_bytes: settings.max_log_bytes,
-        };
-        let first_start = job.runs == 0;
-        let submitted_ms = job.submitted_unix_ms;
-        let where_ = run.nodes.iter().map(|n| format!("{}:{}", n.node, n.devices.iter().map(u32::to_string).collect::<Vec<_>>().join(","))).collect::<Vec<_>>().join(" ");
-        match self.executor.launch(&run) {
-            Ok(handle) => {
-                let job = &mut state.jobs[id as usize];
-                job.runs += 1;
-                job.last_run_gpus = Some(gpus.len() as u32);
-                job.token_sha256 = crate::auth::sha256_hex(&token);
-                let who = identity.map(|i| format!(" as uid {}", i.uid)).unwrap_or_default();
-                job.transition(JobState::Running { gpus, pid: handle, started_unix_s: now }, format!("started on {where_}{who}"), now);
-                tracing::info!(job = id, tenant = %job.tenant, run = job.runs, handle, on = %where_, "started{who}");
-                self.record(state, id);
-                state.counters.runs_started += 1;
-                if first_start {
-                    state.counters.start_latency_ms_sum += self.now_ms().saturating_sub(submitted_ms);
-                    state.counters.start_latency_count += 1;
+        let mut ready = Vec::with_capacity(starts.len());
+        for start in starts {
+            let tenant = state.jobs[start.id as usize].tenant.clone();
+            match self.identity_for(state, &tenant) {
+                Ok(identity) => ready.push((start, identity)),
+                Err(e) => {
+                    tracing::error!(job = start.id, tenant = %tenant, "cannot run the job as its tenant's identity: {e}");
+                    state.jobs[start.id as usize].pending_reason = Some(format!("cannot run as tenant {tenant}'s identity: {e}"));
                 }
-                state.watched.insert(id, Watched { handle, kill_at_ms: None, sigkilled: false });
-                Ok(true)
-            }
-            Err(e) => {
-                // The daemon's side failed (writing the launch spec or the log, starting the
-                // wrapper, sbatch: a full disk, say), not the job: it stays queued, its retries
-                // intact. (A job that cannot start itself — a bad working directory — fails
-                // inside its run and is counted like any other failed run.)
-                tracing::warn!(job = id, "could not start a run: {e}");
-                let mut back = queued;
-                back.pending_reason = Some(format!("the daemon could not start its run: {e}; retrying every round"));
-                state.jobs[id as usize] = back;
-                self.record(state, id);
-                Ok(false)
             }
         }
+        if ready.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now_s();
+        // Persist the starts before acting: `running` with no run handle yet. If the daemon dies
+        // before the handles are recorded, recovery asks the executor for the runs. (Changed in
+        // memory under the lock and put back if the store refuses: no one sees it meanwhile.)
+        let mut queued_host = Vec::with_capacity(ready.len());
+        for (start, _) in &ready {
+            let job = &mut state.jobs[start.id as usize];
+            queued_host.push(job.host_share);
+            job.state = JobState::Running { gpus: start.gpus.clone(), pid: 0, started_unix_s: now };
+            job.host_share = start.host;
+        }
+        let records: Vec<&JobRecord> = ready.iter().map(|(start, _)| &state.jobs[start.id as usize]).collect();
+        if let Err(e) = self.store.put_jobs(&records) {
+            for ((start, _), host) in ready.iter().zip(queued_host) {
+                let job = &mut state.jobs[start.id as usize];
+                job.state = JobState::Queued;
+                job.host_share = host;
+            }
+            return Err(e.into());
+        }
+        let mut started = Vec::with_capacity(ready.len());
+        let mut changed = Vec::with_capacity(ready.len());
+        // Each run's own token for progress reports; the daemon keeps only its hash, so a fresh
+        // one is issued per run (and dies with the run).
+        let mut tokens = crate::auth::new_tokens(ready.len()).into_iter();
+        for ((Start { id, gpus, host }, identity), queued_host) in ready.into_iter().zip(queued_host) {
+            let tenant = state.jobs[id as usize].tenant.clone();
+            let job = &state.jobs[id as usize];
+            let nodes = state.topology.devices(&gpus);
+            let gpus_per_node = nodes.iter().map(|n| n.devices.len() as u32).max().unwrap_or(0);
+            let (cpus, memory_bytes) = self.limits_for(state, id, gpus_per_node, host);
+            let checkpoint_dir = job.checkpoint_dir(&settings.data_dir);
+            let working_dir = job.request.working_dir.as_ref().map(PathBuf::from).unwrap_or_else(|| settings.checkpoint_roots.tenant_area(&tenant));
+            let mut env = job.request.env.clone();
+            env.entry("PATH".into()).or_insert_with(|| DEFAULT_PATH.into());
+            env.insert("ARBITER_JOB_ID".into(), id.to_string());
+            env.insert("ARBITER_URL".into(), settings.public_url.clone());
+            env.insert("ARBITER_CHECKPOINT_DIR".into(), checkpoint_dir.display().to_string());
+            env.insert("ARBITER_LEASE_S".into(), format!("{}", settings.round_s));
+            env.insert("ARBITER_RUN".into(), (job.runs + 1).to_string());
+            // An elastic job's run learns its GPU count, and whether it was resized.
+            env.insert("ARBITER_GPUS".into(), gpus.len().to_string());
+            if let Some(previous) = job.last_run_gpus {
+                env.insert("ARBITER_PREVIOUS_GPUS".into(), previous.to_string());
+            }
+            env.insert("ARBITER_CHECKPOINT_SIGNAL".into(), job.request.checkpoint_signal.clone());
+            let token = tokens.next().unwrap_or_else(crate::auth::new_token);
+            env.insert("ARBITER_JOB_TOKEN".into(), token.clone());
+            let gpu_type = gpus.first().and_then(|g| state.topology.gpu_type_name(*g)).unwrap_or_default().to_string();
+            let run = RunSpec {
+                job: id,
+                run: job.runs + 1,
+                tenant: tenant.clone(),
+                command: job.request.command.clone(),
+                working_dir,
+                env,
+                log_path: self.log_path(id),
+                checkpoint_dir,
+                identity,
+                nodes,
+                gpu_type,
+                cpus_per_node: cpus,
+                memory_bytes_per_node: memory_bytes,
+                max_processes: identity.and(settings.max_processes_per_tenant),
+                max_log_bytes: settings.max_log_bytes,
+            };
+            let first_start = job.runs == 0;
+            let submitted_ms = job.submitted_unix_ms;
+            let where_ = run.nodes.iter().map(|n| format!("{}:{}", n.node, n.devices.iter().map(u32::to_string).collect::<Vec<_>>().join(","))).collect::<Vec<_>>().join(" ");
+            match self.executor.launch(&run) {
+                Ok(handle) => {
+                    let job = &mut state.jobs[id as usize];
+                    job.runs += 1;
+                    job.last_run_gpus = Some(gpus.len() as u32);
+                    job.token_sha256 = crate::auth::sha256_hex(&token);
+                    let who = identity.map(|i| format!(" as uid {}", i.uid)).unwrap_or_default();
+                    job.transition(JobState::Running { gpus, pid: handle, started_unix_s: now }, format!("started on {where_}{who}"), now);
+                    tracing::info!(job = id, tenant = %job.tenant, run = job.runs, handle, on = %where_, "started{who}");
+                    state.counters.runs_started += 1;
+                    if first_start {
+                        state.counters.start_latency_ms_sum += self.now_ms().saturating_sub(submitted_ms);
+                        state.counters.start_latency_count += 1;
+                    }
+                    state.watched.insert(id, Watched { handle, kill_at_ms: None, sigkilled: false });
+                    started.push(id);
+                }
+                Err(e) => {
+                    // The daemon's side failed (writing the launch spec or the log, starting the
+                    // wrapper, sbatch: a full disk, say), not the job: it stays queued, its retries
+                    // intact. (A job that cannot start itself — a bad working directory — fails
+                    // inside its run and is counted like any other failed run.)
+                    tracing::warn!(job = id, "could not start a run: {e}");
+                    let back = &mut state.jobs[id as usize];
+                    back.state = JobState::Queued;
+                    back.host_share = queued_host;
+                    back.pending_reason = Some(format!("the daemon could not start its run: {e}; retrying every round"));
+                }
+            }
+            changed.push(id);
+        }
+        self.record_all(state, &changed);
+        Ok(started)
     }
 
     /// Sends a running job its checkpoint signal and marks it stopping: persisted first, then
@@ -175,12 +207,24 @@ impl Daemon {
 
     /// Writes job `id` as it is in memory; if the store refuses, remembers to write it later.
     pub(crate) fn record(&self, state: &mut State, id: u32) {
-        if let Err(e) = self.store.put_jobs(&[&state.jobs[id as usize]]) {
-            tracing::warn!(job = id, "could not persist (will retry): {e}");
-            state.dirty.insert(id);
+        self.record_all(state, &[id]);
+    }
+
+    /// Writes jobs `ids` as they are in memory, in one transaction; if the store refuses,
+    /// remembers to write them later.
+    pub(crate) fn record_all(&self, state: &mut State, ids: &[u32]) {
+        if ids.is_empty() {
+            return;
         }
-        let spec = view::spec_of(&state.jobs[id as usize], state.topology.cluster());
-        state.specs[id as usize] = spec;
+        let records: Vec<&JobRecord> = ids.iter().map(|&id| &state.jobs[id as usize]).collect();
+        if let Err(e) = self.store.put_jobs(&records) {
+            tracing::warn!(jobs = ?ids, "could not persist (will retry): {e}");
+            state.dirty.extend(ids.iter().copied());
+        }
+        for &id in ids {
+            let spec = view::spec_of(&state.jobs[id as usize], state.topology.cluster());
+            state.specs[id as usize] = spec;
+        }
     }
 
     /// Writes the jobs the store refused earlier.
@@ -210,6 +254,7 @@ impl Daemon {
         tracing::info!(job = id, tenant = %job.tenant, code = ?code, "run ended: {} ({})", job.state.name(), job.history.last().map_or("", |t| t.why.as_str()));
         self.record(state, id);
         if state.jobs[id as usize].state.is_terminal() {
+            state.job_ended_for_good(id);
             let spec = &state.specs[id as usize];
             let finished = view::finished_of(&state.jobs[id as usize], spec);
             state.policy.job_finished(spec, &finished, arbiter_model::SimTime::from_ms(self.now_ms()));

@@ -29,6 +29,11 @@ const IDENTITIES: TableDefinition<&str, u32> = TableDefinition::new("identities"
 /// The learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`].
 const PAIRS: TableDefinition<&str, &str> = TableDefinition::new("pairs");
 
+/// redb's page cache (its default is 1 GiB). The daemon reads the store whole once, at start,
+/// and then only writes: a cache holding every page it ever touched only grows the daemon's
+/// memory with the number of jobs on record.
+const CACHE_BYTES: usize = 64 << 20;
+
 /// The schema this build writes.
 pub const SCHEMA_VERSION: u64 = 1;
 
@@ -111,7 +116,7 @@ impl Store {
     /// Opens (or creates) the store at `path`, upgrading its schema if needed.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let path = path.to_path_buf();
-        Self::open_with(Box::new(move || Database::create(&path)))
+        Self::open_with(Box::new(move || redb::Builder::new().set_cache_size(CACHE_BYTES).create(&path)))
     }
 
     /// Opens the store through `open` (tests inject I/O failures this way).

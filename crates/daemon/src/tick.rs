@@ -11,10 +11,12 @@
 use crate::daemon::{Daemon, DaemonError, State};
 use crate::executor::{checkpoint_signal, Ended, SweepInput};
 use crate::job::{JobRecord, JobState, StopReason};
+use crate::runs::Start;
 use crate::view;
 use arbiter_model::{Action, Assignment, JobId, SimTime, Standing};
 use arbiter_policy::{PolicyKind, SchedulerView};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 /// Why a running job may not be stopped yet, and until when (Unix ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,28 +90,32 @@ impl Daemon {
         // The snapshot: queued and running jobs, as the simulator's engine would show them.
         // Jobs backing off after a failed run are not offered to the policy until their time.
         let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
-        // An elastic job may not grow past its tenant's GPU quota: a policy that does not know
-        // quotas would keep choosing a count the quota then refuses, leaving it waiting beside
-        // free GPUs. (Quotas may change at any time, so this is done at every decision.)
-        for job in state.jobs.iter().filter(|j| !j.state.is_terminal()) {
-            if let (Some(most), Some(range)) = (job.request.max_gpus, state.specs[job.id as usize].elastic.as_mut()) {
-                let quota = state.tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
+        // One pass over the jobs (each pass over 100,000 records costs milliseconds):
+        // - An elastic job may not grow past its tenant's GPU quota: a policy that does not know
+        //   quotas would keep choosing a count the quota then refuses, leaving it waiting beside
+        //   free GPUs. (Quotas may change at any time, so this is done at every decision.)
+        // - A job backing off says so, and the round ends when the first one's wait does.
+        // - Opportunistic jobs are not the policy's (see `opportunistic`).
+        let mut active = Vec::new();
+        let mut retry_wake: Option<u64> = None;
+        let State { jobs, specs, tenants, topology, .. } = &mut *state;
+        for (job, spec) in jobs.iter_mut().zip(specs.iter_mut()) {
+            if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
+                && !job.state.is_terminal()
+            {
+                let quota = tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
                 range.max = quota.map_or(most, |q| most.min(q).max(range.min));
             }
-        }
-        // Opportunistic jobs are not the policy's (see `opportunistic`).
-        let active: Vec<_> = state
-            .jobs
-            .iter()
-            .filter(|j| !backing_off(j) && !j.request.opportunistic)
-            .filter_map(|j| view::active_of(j, &state.specs[j.id as usize], &state.topology, now))
-            .collect();
-        let mut retry_wake: Option<u64> = None;
-        for job in state.jobs.iter_mut().filter(|j| backing_off(j)) {
-            let at = job.retry_after_unix_s.unwrap_or(now_s);
-            job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
-            let at_ms = at.max(0) as u64 * 1000;
-            retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+            if backing_off(job) {
+                let at = job.retry_after_unix_s.unwrap_or(now_s);
+                job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
+                let at_ms = at.max(0) as u64 * 1000;
+                retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+            } else if !job.request.opportunistic
+                && let Some(a) = view::active_of(job, spec, topology, now)
+            {
+                active.push(a);
+            }
         }
         // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
         let reduced = usable_cluster(state, &self.executor.unavailable_nodes());
@@ -166,10 +172,10 @@ impl Daemon {
             .filter(|ids| (2..=arbiter_model::MAX_GROUP).contains(&ids.len()))
             .flat_map(|ids| ids.iter().enumerate().map(|(i, id)| (*id, ids[(i + 1) % ids.len()])))
             .collect();
-        let slot: BTreeMap<u32, usize> = active.iter().enumerate().map(|(i, a)| (a.id.0, i)).collect();
         let jobs = &state.jobs;
+        // `active` is in id order (built from the jobs in order).
         let standing = |id: JobId| {
-            let a = &active[*slot.get(&id.0)?];
+            let a = &active[active.binary_search_by_key(&id.0, |a| a.id.0).ok()?];
             Some(match a.placement() {
                 Some(placement) => Standing::Running { placement, partner: partner_of.get(&id.0).map(|p| JobId(*p)), host: jobs[id.index()].host_share },
                 None => Standing::Queued,
@@ -186,7 +192,13 @@ impl Daemon {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let reasons: BTreeMap<u32, String> = decision.pending.iter().map(|(id, r)| (id.0, r.to_string())).collect();
+        // Why each waiting job waits, by job id (the last word on a job counts).
+        let mut reasons: Vec<Option<&arbiter_model::PendingReason>> = vec![None; state.jobs.len()];
+        for (id, r) in &decision.pending {
+            if let Some(slot) = reasons.get_mut(id.index()) {
+                *slot = Some(r);
+            }
+        }
         // Admission answers (Chronus): kept with the job, the first one only.
         for &(id, admitted) in &decision.admitted {
             if state.jobs.get(id.index()).is_some_and(|j| j.deadline_admitted.is_none()) {
@@ -268,16 +280,21 @@ impl Daemon {
         // Runs that ended meanwhile (an executor may end a run at its signal) free their GPUs for
         // the starts below.
         self.collect_ended(state);
-        let mut held = held_gpus(state);
+        // GPUs held, and per tenant how many its jobs (not opportunistic ones) hold.
+        let mut held: BTreeSet<u32> = BTreeSet::new();
         let mut held_by_tenant: BTreeMap<String, u32> = BTreeMap::new();
-        for job in state.jobs.iter().filter(|j| !j.request.opportunistic) {
+        for job in &state.jobs {
             if let Some(gpus) = job.state.gpus() {
-                *held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
+                held.extend(gpus.iter().copied());
+                if !job.request.opportunistic {
+                    *held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
+                }
             }
         }
         // GPUs given in this round, per job (co-located partners take the same ones).
         let mut given: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         let mut started: BTreeSet<u32> = BTreeSet::new();
+        let mut starts: Vec<Start> = Vec::new();
         let by_job: BTreeMap<u32, &Assignment> = decision.run.iter().map(|a| (a.job.0, a)).collect();
         // Nodes a placed job waits for: no opportunistic job starts there.
         let mut reserved: BTreeSet<arbiter_model::NodeId> = BTreeSet::new();
@@ -362,17 +379,35 @@ impl Daemon {
             held.extend(gpus.iter().copied());
             *held_by_tenant.entry(tenant).or_insert(0) += gpus.len() as u32;
             given.insert(id, gpus.clone());
-            if self.start_run(state, id, gpus, a.host)? {
-                started.insert(id);
+            starts.push(Start { id, gpus, host: a.host });
+        }
+        // Persisted together, then launched in order.
+        started.extend(self.start_runs(state, starts)?);
+        self.start_opportunistic(state, &mut held, &reserved, now_s)?;
+        // Jobs the policy placed, and jobs started: by id.
+        let mut placed = vec![false; state.jobs.len()];
+        for id in decision.run.iter().map(|a| a.job.0).chain(started.iter().copied()) {
+            if let Some(p) = placed.get_mut(id as usize) {
+                *p = true;
             }
         }
-        self.start_opportunistic(state, &mut held, &reserved, now_s)?;
-        let placed: BTreeSet<u32> = decision.run.iter().map(|a| a.job.0).collect();
-        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !started.contains(&j.id) && !j.request.opportunistic) {
-            if placed.contains(&job.id) || job.retry_after_unix_s.is_some_and(|t| t > now_s) {
-                continue; // placed but held back above (quota, GPUs still being released)
+        let mut reason = String::new();
+        for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic) {
+            if placed[job.id as usize] || job.retry_after_unix_s.is_some_and(|t| t > now_s) {
+                continue; // started, or placed but held back above (quota, GPUs still being released)
             }
-            job.pending_reason = Some(reasons.get(&job.id).cloned().unwrap_or_else(|| "lower priority than the running jobs".into()));
+            // Written out only where it changed (most waiting jobs wait for the same reason as
+            // at the last round).
+            reason.clear();
+            match reasons.get(job.id as usize).copied().flatten() {
+                Some(r) => {
+                    let _ = write!(reason, "{r}");
+                }
+                None => reason.push_str("lower priority than the running jobs"),
+            }
+            if job.pending_reason.as_deref() != Some(reason.as_str()) {
+                job.pending_reason = Some(reason.clone());
+            }
         }
         Ok(())
     }
@@ -451,14 +486,18 @@ fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> Option<arbit
 /// of GPU partners changed starts settling again (`pairs::SETTLE_S`), jobs holding no GPUs are
 /// forgotten.
 fn observe_sharing(state: &mut State, now_ms: u64) {
-    let mut by_gpu: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    // Jobs by GPU held (indexed by GPU: no map of thousands of GPUs at every round).
+    let mut by_gpu: Vec<Vec<u32>> = vec![Vec::new(); state.topology.total_gpus() as usize];
     for job in &state.jobs {
         for &g in job.state.gpus().unwrap_or_default() {
-            by_gpu.entry(g).or_default().push(job.id);
+            if by_gpu.len() <= g as usize {
+                by_gpu.resize(g as usize + 1, Vec::new());
+            }
+            by_gpu[g as usize].push(job.id);
         }
     }
     let mut holding: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for ids in by_gpu.values() {
+    for ids in by_gpu.iter().filter(|ids| !ids.is_empty()) {
         for &id in ids {
             let others = holding.entry(id).or_default();
             others.extend(ids.iter().copied().filter(|o| *o != id));

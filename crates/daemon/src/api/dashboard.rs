@@ -76,21 +76,30 @@ pub fn page_weight_bytes() -> usize {
 pub(super) fn node_views(s: &DaemonState, viewer: Option<&str>, unavailable: &BTreeSet<String>) -> Vec<Value> {
     let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
     let topology = s.topology();
+    // Per node, the jobs holding GPUs there (in id order) and their GPUs on it: one pass over
+    // the jobs, not one per node.
+    let mut on_node: Vec<Vec<(&JobRecord, Vec<u32>)>> = vec![Vec::new(); topology.nodes().len()];
+    for j in &s.jobs {
+        let Some(gpus) = j.state.gpus() else { continue };
+        for &g in gpus {
+            let Some(node) = topology.node_of(g).and_then(|n| on_node.get_mut(n.index())) else { continue };
+            match node.last_mut() {
+                Some((last, here)) if last.id == j.id => here.push(g),
+                _ => node.push((j, vec![g])),
+            }
+        }
+    }
     topology
         .nodes()
         .iter()
+        .zip(on_node)
         .enumerate()
-        .map(|(i, n)| {
+        .map(|(i, (n, holders))| {
             let ids = topology.gpus_of(arbiter_model::NodeId(i as u32));
             // The viewer's own jobs by id, then other tenants' ordered by their GPUs: listing them
             // among the viewer's in id order would tell their ids' range.
             let (mut held, mut hidden): (Vec<Value>, Vec<(Vec<u32>, Value)>) = (Vec::new(), Vec::new());
-            for j in &s.jobs {
-                let Some(gpus) = j.state.gpus() else { continue };
-                let here: Vec<u32> = gpus.iter().copied().filter(|g| ids.contains(g)).collect();
-                if here.is_empty() {
-                    continue;
-                }
+            for (j, here) in holders {
                 if mine(&j.tenant) {
                     held.push(json!({ "id": j.id, "tenant": j.tenant, "name": j.request.name, "gpus": here }));
                 } else {

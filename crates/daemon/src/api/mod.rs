@@ -277,9 +277,10 @@ fn job_json(job: &JobRecord, holders: &GpuHolders, viewer: Option<&str>) -> Valu
     v
 }
 
-/// Who holds which GPUs now, read only when one of `jobs` holds any.
+/// Who holds the GPUs `jobs` hold now (read only when one of them holds any).
 fn holders_for(api: &Api, jobs: &[&JobRecord]) -> GpuHolders {
-    if jobs.iter().any(|j| j.state.gpus().is_some()) { api.daemon.with_state(|s| GpuHolders::of(&s.jobs)) } else { GpuHolders::default() }
+    let gpus: std::collections::BTreeSet<u32> = jobs.iter().filter_map(|j| j.state.gpus()).flatten().copied().collect();
+    if gpus.is_empty() { GpuHolders::default() } else { api.daemon.with_state(|s| GpuHolders::of_gpus(&s.jobs, &gpus)) }
 }
 
 #[derive(Deserialize)]

@@ -76,9 +76,14 @@ impl Harness {
 
     /// [`Harness::restart`] under another policy.
     pub fn restart_with(self, policy: PolicyKind) -> Self {
+        self.restart_with_settings(|settings| settings.policy = policy)
+    }
+
+    /// [`Harness::restart`] with settings `change` makes.
+    pub fn restart_with_settings(self, change: impl FnOnce(&mut Settings)) -> Self {
         let Harness { daemon, fake, clock, _dir } = self;
         let mut settings = (*daemon.settings).clone();
-        settings.policy = policy;
+        change(&mut settings);
         drop(daemon);
         let executor = fake.clone();
         let daemon = Daemon::start_with(settings, move |_| executor).expect("daemon restarts");
