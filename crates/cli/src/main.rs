@@ -184,7 +184,7 @@ enum Command {
     /// Replay the whole Philly trace per VC (as Helios does) with fifo, srtf and las; print wall
     /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
-        /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs) or
+        /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs, then Figure-8 points of LAS, LAS-het and space sharing) or
         /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
         /// `muri` (the whole scenarios/muri-traces.toml as `arbiter run` runs it: total wall
         /// time and each policy's simulation time over the eight traces) or `pollux` / `chronus`
