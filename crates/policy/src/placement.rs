@@ -59,6 +59,31 @@ pub struct Placer<'a> {
     only_type: Option<GpuTypeId>,
     /// GPUs of the largest node (fixed for the cluster).
     max_gpus_per_node: u32,
+    /// Nodes by rack, built the first time a job larger than a node is placed.
+    racks: Option<RackIndex>,
+}
+
+/// The cluster's nodes by rack: a multi-node placement looks at one rack's nodes, not at every
+/// node once per rack (O(racks × nodes) per attempt on a large cluster).
+#[derive(Clone, Debug)]
+struct RackIndex {
+    /// Per rack id, its node indices in id order.
+    members: Vec<Vec<usize>>,
+    /// Per GPU type, the GPUs of its largest rack.
+    largest_rack_gpus: Vec<u32>,
+}
+
+impl RackIndex {
+    fn new(cluster: &Cluster) -> Self {
+        let mut members = vec![Vec::new(); cluster.rack_count()];
+        let mut per_rack_type = vec![vec![0u32; cluster.gpu_type_names.len()]; members.len()];
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            members[node.rack.index()].push(i);
+            per_rack_type[node.rack.index()][node.gpu_type.index()] += node.gpus;
+        }
+        let largest_rack_gpus = (0..cluster.gpu_type_names.len()).map(|t| per_rack_type.iter().map(|r| r[t]).max().unwrap_or(0)).collect();
+        RackIndex { members, largest_rack_gpus }
+    }
 }
 
 impl<'a> Placer<'a> {
@@ -67,7 +92,7 @@ impl<'a> Placer<'a> {
         let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = free.iter().sum();
         let max_gpus_per_node = cluster.max_gpus_per_node();
-        Placer { cluster, free, free_total, strategy, max_free_cache: None, only_type: None, max_gpus_per_node }
+        Placer { cluster, free, free_total, strategy, max_free_cache: None, only_type: None, max_gpus_per_node, racks: None }
     }
 
     /// GPUs free in total.
@@ -211,35 +236,47 @@ impl<'a> Placer<'a> {
         }
         // One rack per job where a rack is big enough; a job larger than every rack of its type
         // spans racks (whole nodes first) rather than waiting forever.
-        let racks = self.cluster.rack_count();
+        let index = self.racks.take().unwrap_or_else(|| RackIndex::new(self.cluster));
+        let found = self.multi_node(gpus, spec, &index);
+        self.racks = Some(index);
+        found
+    }
+
+    /// [`Placer::consolidated`] for a job larger than a node: per rack in order (then all racks
+    /// together), per type, whole free nodes first, then one node for the remainder.
+    fn multi_node(&self, gpus: u32, spec: &JobSpec, index: &RackIndex) -> Option<Placement> {
+        let nodes = &self.cluster.nodes;
+        let racks = index.members.len();
+        // Every node, for a job larger than every rack (built only then).
+        let mut all: Option<Vec<usize>> = None;
         for rack in 0..=racks {
             for t in 0..self.cluster.gpu_type_names.len() {
                 let t = GpuTypeId(t as u8);
                 if !self.allows(spec, t) {
                     continue;
                 }
-                if rack == racks {
-                    let largest_rack = (0..racks)
-                        .map(|r| nodes.iter().filter(|n| n.rack.index() == r && n.gpu_type == t).map(|n| n.gpus).sum::<u32>())
-                        .max()
-                        .unwrap_or(0);
-                    if gpus <= largest_rack {
+                let group: &[usize] = if rack == racks {
+                    if gpus <= index.largest_rack_gpus[t.index()] {
                         continue;
                     }
-                }
-                let in_group = |i: usize| (rack == racks || nodes[i].rack.index() == rack) && nodes[i].gpu_type == t;
+                    all.get_or_insert_with(|| (0..nodes.len()).collect())
+                } else {
+                    &index.members[rack]
+                };
+                let in_type = |i: &&usize| nodes[**i].gpu_type == t;
                 let mut placement = Placement::default();
                 let mut left = gpus;
-                for (i, node) in nodes.iter().enumerate() {
-                    if left >= node.gpus && in_group(i) && self.free[i] == node.gpus && node.gpus > 0 {
+                for &i in group.iter().filter(in_type) {
+                    let node = &nodes[i];
+                    if left >= node.gpus && self.free[i] == node.gpus && node.gpus > 0 {
                         placement.slots.push((NodeId(i as u32), node.gpus));
                         left -= node.gpus;
                     }
                 }
                 if left > 0 {
                     let used = |i: usize| placement.slots.iter().any(|(n, _)| n.index() == i);
-                    match (0..nodes.len()).find(|&i| in_group(i) && !used(i) && self.free[i] >= left) {
-                        Some(i) => placement.slots.push((NodeId(i as u32), left)),
+                    match group.iter().filter(in_type).find(|&&i| !used(i) && self.free[i] >= left) {
+                        Some(&i) => placement.slots.push((NodeId(i as u32), left)),
                         None => continue,
                     }
                 }
@@ -350,6 +387,31 @@ mod tests {
         let big = p.place(&job(12), SimTime::ZERO, SimTime::ZERO).expect("spans racks");
         assert_eq!(big.node_count(), 3);
         assert_eq!(p.free_total(), 4);
+    }
+
+    #[test]
+    fn multi_node_jobs_use_their_racks_nodes_in_id_order_wherever_the_racks_nodes_sit() {
+        use arbiter_model::{Node, NodeId, RackId};
+        // Racks interleaved (node i in rack i % 2), two GPU types in rack 1: 4-GPU nodes.
+        let node = |i: u32, rack: u32, t: u8| Node {
+            id: NodeId(i),
+            name: format!("n{i}"),
+            rack: RackId(rack),
+            gpu_type: GpuTypeId(t),
+            gpus: 4,
+            cpus: 32,
+            memory_gib: 64,
+        };
+        let nodes = vec![node(0, 0, 0), node(1, 1, 0), node(2, 0, 0), node(3, 1, 1), node(4, 0, 0), node(5, 1, 0), node(6, 1, 0)];
+        let c = Cluster::new(vec!["V100".into(), "K80".into()], nodes).expect("valid");
+        let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
+        p.place(&job(1), SimTime::ZERO, SimTime::ZERO).expect("fits"); // node 0: 3 free
+        // 10 GPUs in rack 0 (V100: nodes 0, 2, 4): whole nodes 2 and 4, the remainder on node 0.
+        let ten = p.place(&job(10), SimTime::ZERO, SimTime::ZERO).expect("rack 0");
+        assert_eq!(ten.slots.as_slice(), &[(NodeId(2), 4), (NodeId(4), 4), (NodeId(0), 2)]);
+        // 12 V100 GPUs fit no rack now (rack 1 has three V100 nodes, 12 GPUs: whole nodes 1, 5, 6).
+        let twelve = p.place(&job(12), SimTime::ZERO, SimTime::ZERO).expect("rack 1's V100 nodes");
+        assert_eq!(twelve.slots.as_slice(), &[(NodeId(1), 4), (NodeId(5), 4), (NodeId(6), 4)]);
     }
 
     #[test]
