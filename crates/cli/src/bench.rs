@@ -13,13 +13,7 @@ use arbiter_trace::{ReadOptions, Trace, TraceFormat};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Peak resident memory of this process in MiB (Linux `VmHWM`), if known.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
+use crate::bench_util::{median, peak_rss_mib, status_mib};
 
 pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[PolicyKind], json: bool) -> Result<()> {
     let path = trace.unwrap_or_else(|| PathBuf::from("data/philly/philly.csv"));
@@ -456,9 +450,8 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
         submit_many(&url, &token, 8, 1000)?;
         // (The job list comes in pages of 1,000; the dashboard's snapshot counts them all.)
         let queued = client.get("/v1/dashboard")?["queued_total"].as_u64().unwrap_or(0);
-        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-        let rss_kib: f64 = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0.0);
-        rows.push((format!("daemon memory with {queued} queued jobs"), rss_kib / 1024.0, "MiB"));
+        let rss_mib = status_mib(Some(child.id()), "VmRSS").unwrap_or(0.0);
+        rows.push((format!("daemon memory with {queued} queued jobs"), rss_mib, "MiB"));
         // 4. What the dashboard polls, with those jobs: its snapshot, and a page of the job list.
         for (case, path) in [("dashboard poll (GET /v1/dashboard), median of 20", "/v1/dashboard"), ("job list page (GET /v1/jobs?limit=1000), median of 20", "/v1/jobs?limit=1000")] {
             let mut times = Vec::new();
@@ -467,8 +460,7 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
                 client.get_text(path)?;
                 times.push(t.elapsed().as_secs_f64() * 1000.0);
             }
-            times.sort_by(f64::total_cmp);
-            rows.push((format!("{case}, {queued} jobs"), times[times.len() / 2], "ms"));
+            rows.push((format!("{case}, {queued} jobs"), median(times), "ms"));
         }
         rows.push(("dashboard page weight (HTML, script, styles, icon)".to_string(), arbiter_daemon::api::page_weight_bytes() as f64 / 1024.0, "KiB"));
         Ok(rows)

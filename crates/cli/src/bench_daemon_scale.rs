@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use crate::bench_util::{median, peak_rss_mib, status_mib};
 
 /// Nodes, GPUs per node, nodes per rack.
 const NODES: u32 = 1_000;
@@ -45,23 +46,6 @@ const API_REPS: usize = 15;
 const T0_MS: u64 = 1_700_000_000_000;
 /// The policies measured: the default, and a preemptive one.
 const POLICIES: [PolicyKind; 2] = [PolicyKind::Fifo, PolicyKind::Las];
-
-/// Peak resident memory of this process, MiB (Linux `VmHWM`).
-fn peak_rss_mib() -> f64 {
-    status_kib("VmHWM:") / 1024.0
-}
-
-/// Resident memory now, MiB.
-fn rss_mib() -> f64 {
-    status_kib("VmRSS:") / 1024.0
-}
-
-fn status_kib(key: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
-        .unwrap_or(0.0)
-}
 
 /// A directory removed when dropped.
 struct ScratchDir(PathBuf);
@@ -152,14 +136,6 @@ fn tenant_name(t: u32) -> String {
     format!("team-{t:02}")
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -231,7 +207,7 @@ pub fn run_point(point: &str) -> Result<()> {
     put("submissions_per_s", json!(f64::from(JOBS) / submit_s));
     put("submissions_per_s_first_tenth", json!(f64::from(JOBS / 10) / tenths.first().copied().unwrap_or(f64::NAN)));
     put("submissions_per_s_last_tenth", json!(f64::from(JOBS / 10) / tenths.last().copied().unwrap_or(f64::NAN)));
-    put("rss_after_submit_mib", json!(rss_mib()));
+    put("rss_after_submit_mib", json!(status_mib(None, "VmRSS").unwrap_or(0.0)));
     // 2. The first round: jobs placed onto every free GPU.
     let t = Instant::now();
     daemon.tick()?;
@@ -301,7 +277,7 @@ pub fn run_point(point: &str) -> Result<()> {
         put(&format!("{key}_ms"), json!(time));
         put(&format!("{key}_kib"), json!(kib));
     }
-    put("peak_rss_mib", json!(peak_rss_mib()));
+    put("peak_rss_mib", json!(peak_rss_mib().unwrap_or(0.0)));
     outln!("{}", Value::Object(out));
     Ok(())
 }

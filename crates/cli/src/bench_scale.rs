@@ -26,14 +26,6 @@ fn cluster(gpus: u32) -> Result<Cluster> {
     Ok(Cluster::homogeneous(racks, per_rack, 8, 64, 512, "V100")?)
 }
 
-/// Peak resident memory of this process, MiB (Linux `VmHWM`).
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
-        .map_or(0.0, |kib| kib / 1024.0)
-}
-
 /// The child: one simulation, `JOBS:GPUS:POLICY`; prints `{wall_s, events, peak_rss_mib}`.
 pub fn run_point(point: &str) -> Result<()> {
     let parts: Vec<&str> = point.split(':').collect();
@@ -50,7 +42,7 @@ pub fn run_point(point: &str) -> Result<()> {
     let started = Instant::now();
     let out = simulate(&cluster, &trace.jobs, policy.as_mut(), &config)?;
     let wall_s = started.elapsed().as_secs_f64();
-    outln!("{}", serde_json::json!({ "wall_s": wall_s, "events": out.stats.events, "peak_rss_mib": peak_rss_mib() }));
+    outln!("{}", serde_json::json!({ "wall_s": wall_s, "events": out.stats.events, "peak_rss_mib": crate::bench_util::peak_rss_mib().unwrap_or(0.0) }));
     Ok(())
 }
 

@@ -16,6 +16,7 @@ use arbiter_daemon::slurm::cli::{BatchJob, SlurmCli};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use crate::bench_util::median;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -70,11 +71,6 @@ fn wait_running(slurm: &SlurmCli, what: &[&str], started: Instant) -> Result<f64
         ensure!(started.elapsed() < Duration::from_secs(60), "{what:?} not running after 60 s (state `{state}`)");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn measure(dir: &Path, daemon: &Child, slurm: &SlurmCli, node: &str, gpu_type: Option<String>, identity: (u32, u32)) -> Result<Vec<Row>> {

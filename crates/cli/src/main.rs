@@ -32,6 +32,7 @@ mod bench;
 mod bench_daemon_scale;
 mod bench_scale;
 mod bench_slurm;
+mod bench_util;
 mod production;
 mod table;
 

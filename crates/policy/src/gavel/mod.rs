@@ -216,12 +216,11 @@ impl Gavel {
         self.options.round_s / 2.0
     }
 
-    /// Credits the round that just ended to the jobs that ran in it.
-    /// (`self.position` holds the view's positions.)
-    fn credit_round(&mut self, view: &SchedulerView<'_>, now: SimTime) {
+    /// Credits the round that just ended to the jobs that ran in it (`position`: each job id's
+    /// position in the view, `usize::MAX` for none).
+    fn credit_round(&mut self, view: &SchedulerView<'_>, position: &[usize], now: SimTime) {
         let Some(last) = self.last_round else { return };
         let elapsed = now.saturating_since(last).as_secs_f64();
-        let position = &self.position;
         let running = |id: JobId| position.get(id.index()).and_then(|&i| view.jobs.get(i)).is_some_and(ActiveJob::is_running);
         for (&combo, &k) in &self.last_type {
             if !combo.jobs().any(running) {
@@ -518,8 +517,7 @@ impl Policy for Gavel {
                 *slot = i;
             }
         }
-        self.position = index_table;
-        self.credit_round(view, now);
+        self.credit_round(view, &index_table, now);
         self.admit_new_jobs(view);
         if self.job_set_changed && self.recompute_due(now) {
             self.reset(now);
@@ -529,7 +527,6 @@ impl Policy for Gavel {
 
         // Priority entries per type, in hand-out order.
         let order = self.type_order(view);
-        let index_table = std::mem::take(&mut self.position);
         let index_of = |id: JobId| index_table.get(id.index()).copied().filter(|i| *i != usize::MAX);
         let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
         let mut chosen: Vec<Vec<Combo>> = vec![Vec::new(); m];
@@ -636,7 +633,6 @@ impl Policy for Gavel {
             decision.pending.push((job.id, PendingReason::LowerPriority));
         }
         // Clear the positions for the next round (only the entries this round set).
-        let mut index_table = index_table;
         for job in view.jobs {
             if let Some(slot) = index_table.get_mut(job.id.index()) {
                 *slot = usize::MAX;
