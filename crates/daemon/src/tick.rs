@@ -135,7 +135,7 @@ impl Daemon {
             state.pairs_changed = false;
         }
         let decided = {
-            let view = SchedulerView { cluster, jobs: &active, specs: &state.specs };
+            let view = SchedulerView { cluster, jobs: &active, specs: &state.specs, current: None };
             state.policy.schedule(&view, now)
         };
         let decision = match decided {
@@ -184,7 +184,9 @@ impl Daemon {
         let running = active.iter().filter(|a| a.is_running()).map(|a| a.id);
         // The simulator's own check (gang sizes, GPU types, capacity, co-location, CPU/memory):
         // a decision that fails it is refused whole, loudly, and nothing is applied.
-        let plan = match state.planner.plan(cluster, &state.specs, standing, running, &decision) {
+        // The daemon offers policies no current state (`SchedulerView::current`), so a decision
+        // by changes would come only from a confused policy: the planner refuses it.
+        let plan = match state.planner.plan(cluster, &state.specs, standing, running, None, &decision) {
             Ok(plan) => plan,
             Err(e) => return Err(DaemonError::Config(format!("policy {} decided what cannot be carried out; nothing applied: {e}", state.policy.name()))),
         };

@@ -149,7 +149,8 @@ impl fmt::Display for PendingReason {
 }
 
 /// A policy's answer at one scheduling point: the complete set of jobs that should be running.
-/// Jobs running now but absent here are preempted; jobs present but not running are started.
+/// Jobs running now but absent here are preempted (unless [`Decision::keep_unlisted`]); jobs
+/// present but not running are started.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// Jobs to run, with placements.
@@ -163,4 +164,12 @@ pub struct Decision {
     /// seen job's deadline (`true`) or not (`false`); each job is answered once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub admitted: Vec<(JobId, bool)>,
+    /// A decision by changes: running jobs it does not list keep their GPUs as they are (instead
+    /// of being preempted), and `run` lists only jobs that start, each alone on its GPUs. A policy
+    /// returns one only when its caller offered the current state
+    /// (`SchedulerView::current`): deciding every running job again at every event makes a
+    /// simulation cost O(events × running jobs). Checked like any decision; a caller that
+    /// offers no current state refuses it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_unlisted: bool,
 }

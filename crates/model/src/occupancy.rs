@@ -61,6 +61,13 @@ impl Occupancy {
         self.free_total = self.capacity.iter().sum();
     }
 
+    /// Makes this a copy of `other`, reusing its memory.
+    pub fn copy_from(&mut self, other: &Occupancy) {
+        self.free.clone_from(&other.free);
+        self.capacity.clone_from(&other.capacity);
+        self.free_total = other.free_total;
+    }
+
     /// Free GPUs on a node (0 for an unknown node).
     #[inline]
     pub fn free_on(&self, node: NodeId) -> u32 {

@@ -179,6 +179,14 @@ pub enum PlanError {
         /// The share, as text.
         share: String,
     },
+    /// A decision by changes ([`Decision::keep_unlisted`]) from a caller that offered no current
+    /// state to change.
+    #[error("the decision keeps unlisted running jobs (a decision by changes), but no current occupancy was offered")]
+    NoCurrentState,
+    /// A decision by changes that does more than start jobs alone on their GPUs or keep running
+    /// jobs as they are.
+    #[error("{0}: a decision by changes may only start jobs, each alone on its GPUs, or keep running jobs as they are")]
+    ChangeNotAllowed(JobId),
     /// More CPU or memory than a node has.
     #[error("{job}: {node} has {cpus} CPUs and {memory_gib} memory; the decision uses {used_cpus:.3} and {used_memory:.3}")]
     HostCapacity {
@@ -237,17 +245,27 @@ impl Planner {
 
     /// Checks `decision` and turns it into actions. `standing(id)` says where each job stands
     /// (`None`: not active), `running` lists the running jobs (preemptions come in its order).
+    /// `current` is the occupancy now, when the caller keeps one that no shared GPUs complicate:
+    /// a decision by changes ([`Decision::keep_unlisted`]) is checked against it, in time
+    /// proportional to the changes (`running` is then not read); without it such a decision is
+    /// refused.
     pub fn plan<'a, 'd>(
         &mut self,
         cluster: &Cluster,
         specs: &[JobSpec],
         standing: impl Fn(JobId) -> Option<Standing<'a>>,
         running: impl IntoIterator<Item = JobId>,
+        current: Option<&Occupancy>,
         decision: &'d Decision,
     ) -> Result<Plan<'d>, PlanError> {
         let mut actions = relifetime(std::mem::take(&mut self.spare_actions));
         let mut preempt = std::mem::take(&mut self.spare_preempt);
-        let occupancy = self.check_each(cluster, specs, standing, decision, |a, standing| {
+        let base = match (decision.keep_unlisted, current) {
+            (false, _) => None,
+            (true, Some(current)) => Some(current),
+            (true, None) => return Err(PlanError::NoCurrentState),
+        };
+        let occupancy = self.check_each(cluster, specs, standing, base, decision, |a, standing| {
             actions.push(match standing {
                 Standing::Running { placement, partner, host } if *placement == a.placement => {
                     if partner == a.colocation.map(|c| c.partner) && host == a.host {
@@ -260,7 +278,9 @@ impl Planner {
                 Standing::Queued => Action::Start(a),
             })
         })?;
-        preempt.extend(running.into_iter().filter(|id| !self.assigned(*id)));
+        if !decision.keep_unlisted {
+            preempt.extend(running.into_iter().filter(|id| !self.assigned(*id)));
+        }
         Ok(Plan { occupancy, preempt, actions })
     }
 
@@ -276,16 +296,21 @@ impl Planner {
     /// Checks `decision` for `cluster`, where `specs[id]` is each job's spec and `is_active(id)`
     /// says whether it is queued or running. Returns the decision's GPU occupancy.
     pub fn check(&mut self, cluster: &Cluster, specs: &[JobSpec], is_active: impl Fn(JobId) -> bool, decision: &Decision) -> Result<Occupancy, PlanError> {
-        self.check_each(cluster, specs, |id| is_active(id).then_some(Standing::Queued), decision, |_, _| {})
+        if decision.keep_unlisted {
+            return Err(PlanError::NoCurrentState);
+        }
+        self.check_each(cluster, specs, |id| is_active(id).then_some(Standing::Queued), None, decision, |_, _| {})
     }
 
     /// The check, calling `each` with every assignment and where its job stands (`standing` is
-    /// asked once per assignment: for the engine it is a memory access per running job).
+    /// asked once per assignment: for the engine it is a memory access per running job). With
+    /// `base`, the decision is one by changes, checked on top of that occupancy.
     fn check_each<'a, 'd>(
         &mut self,
         cluster: &Cluster,
         specs: &[JobSpec],
         standing: impl Fn(JobId) -> Option<Standing<'a>>,
+        base: Option<&Occupancy>,
         decision: &'d Decision,
         mut each: impl FnMut(&'d Assignment, Standing<'a>),
     ) -> Result<Occupancy, PlanError> {
@@ -294,12 +319,17 @@ impl Planner {
         if self.stamp.len() < specs.len() {
             self.stamp.resize(specs.len(), 0);
         }
-        let mut occupancy = match self.spare_occupancy.take() {
-            Some(mut spare) => {
+        let mut occupancy = match (self.spare_occupancy.take(), base) {
+            (Some(mut spare), Some(base)) => {
+                spare.copy_from(base);
+                spare
+            }
+            (None, Some(base)) => base.clone(),
+            (Some(mut spare), None) => {
                 spare.reset(cluster);
                 spare
             }
-            None => Occupancy::new(cluster),
+            (None, None) => Occupancy::new(cluster),
         };
         // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
         // CPU and memory always fit where the GPUs fit).
@@ -341,6 +371,16 @@ impl Planner {
                 }
             if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
                 return Err(PlanError::CannotRunOn { job: a.job, gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(), node: node.name.clone() });
+            }
+            if base.is_some() {
+                // A decision by changes: starts alone, or running jobs kept exactly as they are
+                // (their GPUs are in the base occupancy already).
+                let alone = a.colocation.is_none() && a.host.is_none() && a.guest.is_none();
+                match stands {
+                    Standing::Running { placement, partner, host } if alone && *placement == a.placement && partner.is_none() && host.is_none() => continue,
+                    Standing::Queued if alone => {}
+                    _ => return Err(PlanError::ChangeNotAllowed(a.job)),
+                }
             }
             if let Some(g) = a.guest {
                 if a.colocation.is_some() || a.host.is_some() {
@@ -520,15 +560,51 @@ mod tests {
         let decision = Decision { run: vec![on(0, 1, 1), on(3, 0, 1), on(2, 0, 1)], ..Default::default() };
         let mut narrow = specs.clone();
         narrow[2].gpus = 1;
-        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0), JobId(1), JobId(3)], &decision).expect("valid");
+        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0), JobId(1), JobId(3)], None, &decision).expect("valid");
         assert_eq!(plan.preempt, vec![JobId(1)]);
         assert_eq!(plan.actions, vec![Action::Migrate(&decision.run[0]), Action::Reshare(&decision.run[1]), Action::Start(&decision.run[2])]);
         let keep = Decision { run: vec![on(0, 0, 1)], ..Default::default() };
-        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0)], &keep).expect("valid");
+        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0)], None, &keep).expect("valid");
         assert_eq!(plan.actions, vec![Action::Keep(&keep.run[0])]);
         // A job that is not active is refused by the same rules as `check`.
         let none = |_: JobId| None;
-        assert!(matches!(Planner::new(4).plan(&cluster, &narrow, none, [], &keep), Err(PlanError::NotActive(JobId(0)))));
+        assert!(matches!(Planner::new(4).plan(&cluster, &narrow, none, [], None, &keep), Err(PlanError::NotActive(JobId(0)))));
+    }
+
+    #[test]
+    fn a_decision_by_changes_starts_on_the_current_occupancy_and_keeps_the_rest() {
+        let (cluster, specs) = (cluster(), specs());
+        let on_0 = Placement::single(NodeId(0), 1);
+        // Job 0 runs on node 0 (one of its two GPUs); jobs 1 and 2 wait.
+        let standing = |id: JobId| match id.0 {
+            0 => Some(Standing::Running { placement: &on_0, partner: None, host: None }),
+            _ => Some(Standing::Queued),
+        };
+        let mut current = Occupancy::new(&cluster);
+        current.allocate(&on_0).expect("free");
+        let by_changes = |run: Vec<Assignment>| Decision { run, keep_unlisted: true, ..Default::default() };
+        // Job 1 starts on node 0's other GPU; job 0, unlisted, keeps its GPU (not preempted).
+        let start = by_changes(vec![on(1, 0, 1)]);
+        let unread = || -> std::iter::Empty<JobId> { std::iter::empty() };
+        let plan = Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &start).expect("valid");
+        assert_eq!((plan.preempt.clone(), plan.actions.clone()), (vec![], vec![Action::Start(&start.run[0])]));
+        assert_eq!(plan.occupancy.free_on(NodeId(0)), 0, "job 0's GPU and job 1's");
+        // Listing job 0 as it is keeps it, without counting its GPU twice.
+        let keep = by_changes(vec![on(0, 0, 1), on(1, 0, 1)]);
+        let plan = Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &keep).expect("valid");
+        assert_eq!(plan.actions, vec![Action::Keep(&keep.run[0]), Action::Start(&keep.run[1])]);
+        // Over-commit against the current occupancy: job 2 (two GPUs) on node 0.
+        let over = by_changes(vec![on(2, 0, 2)]);
+        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &over), Err(PlanError::OverAllocated { .. })));
+        // Anything but starts alone and kept jobs is refused: a move, a shared start.
+        let moved = by_changes(vec![on(0, 1, 1)]);
+        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &moved), Err(PlanError::ChangeNotAllowed(JobId(0)))));
+        let pair = |a: u32, b: u32| Assignment { colocation: Some(Colocation { partner: JobId(b), speed: 0.5 }), ..on(a, 0, 1) };
+        let shared = by_changes(vec![pair(1, 0), pair(0, 1)]);
+        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &shared), Err(PlanError::ChangeNotAllowed(JobId(1)))));
+        // A caller that keeps no current state (the daemon) refuses decisions by changes.
+        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), None, &start), Err(PlanError::NoCurrentState)));
+        assert!(matches!(Planner::new(4).check(&cluster, &specs, |_| true, &start), Err(PlanError::NoCurrentState)));
     }
 
     #[test]

@@ -102,7 +102,7 @@ impl Policy for Afs {
         counts.sort_by_key(|(_, gpus)| *gpus);
         let run = place_counts(view.cluster, &jobs, &counts);
         let pending = (0..jobs.len()).filter(|&k| count[k] == 0).map(|k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
-        Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })
+        Ok(Decision { run, pending, ..Decision::default() })
     }
 }
 
@@ -140,7 +140,7 @@ mod tests {
     fn counts(specs: &[arbiter_model::JobSpec], gpus: u32) -> Vec<u32> {
         let cluster = cluster(1, gpus);
         let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
-        let d = Afs::default().schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs }, SimTime::ZERO).expect("ok");
+        let d = Afs::default().schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs, current: None }, SimTime::ZERO).expect("ok");
         specs.iter().map(|s| d.run.iter().find(|a| a.job == s.id).map_or(0, |a| a.placement.gpus())).collect()
     }
 
@@ -221,7 +221,7 @@ mod properties {
                 s
             }).collect();
             let active: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
-            let d = Afs::default().schedule(&SchedulerView { cluster: &cluster, jobs: &active, specs: &specs }, SimTime::ZERO).expect("decides");
+            let d = Afs::default().schedule(&SchedulerView { cluster: &cluster, jobs: &active, specs: &specs, current: None }, SimTime::ZERO).expect("decides");
             let mut used = vec![0u32; nodes as usize];
             let mut count = vec![0u32; specs.len()];
             for a in &d.run {

@@ -11,7 +11,7 @@
 //! job in a lower queue that has waited `factor × its executed time` since it last ran is promoted
 //! back to Q0 and its executed time for queueing purposes restarts from zero.
 
-use crate::greedy::{GreedyOptions, schedule_in_order};
+use crate::greedy::{GreedyOptions, schedule_changes_in_order};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimDuration, SimTime};
 
@@ -136,7 +136,7 @@ impl Policy for Las {
         let anyone_waiting = view.jobs.iter().any(|j| !j.is_running());
         let wake_at = wake_at.filter(|_| anyone_waiting);
         let slots = &self.slots;
-        let mut decision = schedule_in_order(view, now, self.options, |job| {
+        let mut decision = schedule_changes_in_order(view, now, self.options, |job| {
             let slot = &slots[job.id.index()];
             // (queue, pending after running, queue entry, submission) packed into one integer:
             // 8 + 1 + 55 bits (ms, ~1,100 years) + 64 bits; sorting integers is what makes a

@@ -42,7 +42,7 @@ pub mod vtc;
 #[cfg(test)]
 mod test_support;
 
-use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
+use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
 pub use kind::{PolicyConfig, PolicyKind, build, build_gavel};
@@ -57,6 +57,20 @@ pub struct SchedulerView<'a> {
     pub jobs: &'a [ActiveJob],
     /// Specs of all jobs of the workload, indexed by job id.
     pub specs: &'a [JobSpec],
+    /// What the caller keeps of the present, when it does: a policy that sees it may answer with
+    /// a decision by changes ([`Decision::keep_unlisted`]) at a cost proportional to the jobs
+    /// waiting rather than to every running job. `None`: decide every job.
+    pub current: Option<Current<'a>>,
+}
+
+/// The present state of the cluster, as the simulator's engine keeps it between events.
+#[derive(Clone, Copy, Debug)]
+pub struct Current<'a> {
+    /// Free GPUs: the cluster minus every running job's placement. Offered only while no jobs
+    /// share GPUs (each running job holds its own).
+    pub free: &'a Occupancy,
+    /// Positions in `jobs` of the jobs that are not running, in no particular order.
+    pub queued: &'a [u32],
 }
 
 impl SchedulerView<'_> {

@@ -89,7 +89,7 @@ impl Policy for Optimus {
         counts.sort_by_key(|(_, gpus)| *gpus);
         let run = place_counts(view.cluster, &jobs, &counts);
         let pending = order.iter().filter(|&&k| count[k] == 0).map(|&k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
-        Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })
+        Ok(Decision { run, pending, ..Decision::default() })
     }
 }
 
@@ -108,7 +108,7 @@ mod tests {
             s.elastic = Some(GpuRange { min: 1, max: 4 });
         }
         let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
-        let d = Optimus.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs }, SimTime::ZERO).expect("ok");
+        let d = Optimus.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("ok");
         let gpus = |id: u32| d.run.iter().find(|a| a.job == JobId(id)).map(|a| a.placement.gpus());
         // Gains: long 500 (1→2), then 166.7 (2→3) > short's 50; long gets all three extra.
         assert_eq!((gpus(0), gpus(1)), (Some(3), Some(1)));
@@ -119,7 +119,7 @@ mod tests {
         let cluster = cluster(1, 2);
         let specs: Vec<_> = (0..3).map(|i| spec_with(i, 0, 1, 10.0)).collect();
         let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
-        let d = Optimus.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs }, SimTime::ZERO).expect("ok");
+        let d = Optimus.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("ok");
         assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(0), JobId(1)]);
         assert_eq!(d.pending, vec![(JobId(2), PendingReason::InsufficientGpus)]);
     }

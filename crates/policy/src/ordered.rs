@@ -1,6 +1,6 @@
 //! Policies that are a fixed order plus [`crate::greedy`]: FIFO, SJF, SRTF and SRSF.
 
-use crate::greedy::{GreedyOptions, schedule_in_order};
+use crate::greedy::{GreedyOptions, schedule_changes_in_order};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
 
@@ -53,19 +53,19 @@ impl Policy for OrderedPolicy {
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
         let decision = match self.order {
-            Order::Fifo => schedule_in_order(view, now, self.options, |j| j.submit),
+            Order::Fifo => schedule_changes_in_order(view, now, self.options, |j| j.submit),
             Order::ShortestJob => {
-                schedule_in_order(view, now, self.options, |j| order_key(view.spec(j).run_time_s))
+                schedule_changes_in_order(view, now, self.options, |j| order_key(view.spec(j).run_time_s))
             }
             Order::ShortestRemainingTime => {
-                schedule_in_order(view, now, self.options, |j| order_key(j.remaining_s_at(now)))
+                schedule_changes_in_order(view, now, self.options, |j| order_key(j.remaining_s_at(now)))
             }
-            Order::ShortestRemainingService => schedule_in_order(view, now, self.options, |j| {
+            Order::ShortestRemainingService => schedule_changes_in_order(view, now, self.options, |j| {
                 order_key(j.remaining_s_at(now) * j.gpus as f64)
             }),
             // (deadline or none, submission): best-effort jobs after every job with a deadline.
             Order::EarliestDeadline => {
-                schedule_in_order(view, now, self.options, |j| (view.spec(j).deadline.map_or(u64::MAX, SimTime::as_ms), j.submit))
+                schedule_changes_in_order(view, now, self.options, |j| (view.spec(j).deadline.map_or(u64::MAX, SimTime::as_ms), j.submit))
             }
         };
         Ok(decision)

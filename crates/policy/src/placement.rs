@@ -1,7 +1,7 @@
 //! Where a job's GPUs go: the placement strategies and the free-GPU bookkeeping policies use
 //! while building a decision.
 
-use arbiter_model::{Cluster, GpuTypeId, JobSpec, NodeId, PendingReason, Placement, SimDuration, SimTime};
+use arbiter_model::{Cluster, GpuTypeId, JobSpec, NodeId, Occupancy, PendingReason, Placement, SimDuration, SimTime};
 use serde::{Deserialize, Serialize};
 
 /// How a gang of GPUs is laid out on nodes.
@@ -93,6 +93,18 @@ impl<'a> Placer<'a> {
         let free_total = free.iter().sum();
         let max_gpus_per_node = cluster.max_gpus_per_node();
         Placer { cluster, free, free_total, strategy, max_free_cache: None, only_type: None, max_gpus_per_node, racks: None }
+    }
+
+    /// The cluster with `occupancy`'s free GPUs (`None` if it is not this cluster's: another
+    /// node count).
+    pub fn from_occupancy(cluster: &'a Cluster, occupancy: &Occupancy, strategy: PlacementStrategy) -> Option<Self> {
+        let mut placer = Placer::new(cluster, strategy);
+        if occupancy.free_per_node().len() != placer.free.len() {
+            return None;
+        }
+        placer.free.copy_from_slice(occupancy.free_per_node());
+        placer.free_total = occupancy.free_total();
+        Some(placer)
     }
 
     /// GPUs free in total.

@@ -112,7 +112,7 @@ impl Policy for PolluxTiresias {
         let counts: Vec<(JobId, u32)> =
             self.queues.iter().flatten().filter(|id| self.status[id.index()] == Status::Running).map(|id| (*id, view.specs[id.index()].gpus)).collect();
         let run = place_counts(view.cluster, &jobs, &counts);
-        Ok(Decision { run, pending, wake_at: None, admitted: Vec::new() })
+        Ok(Decision { run, pending, ..Decision::default() })
     }
 }
 
@@ -129,17 +129,17 @@ mod tests {
         let mut policy = PolluxTiresias::new(QUEUE_THRESHOLD_GPU_S).expect("valid");
         // Job 0 alone: it runs.
         let mut jobs = vec![ActiveJob::submitted(JobId(0), 4, SimTime::ZERO, 1e6)];
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs }, SimTime::from_ms((60) * 1000)).expect("ok");
+        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms((60) * 1000)).expect("ok");
         assert_eq!(d.run.len(), 1);
         jobs[0] = running(jobs[0].clone(), Placement::single(NodeId(0), 4), SimTime::from_ms((60) * 1000));
         // Job 1 arrives; job 0 has run 3 h 59 min (15.9 GPU-h): it keeps the GPUs.
         jobs.push(ActiveJob::submitted(JobId(1), 4, SimTime::from_ms((100) * 1000), 1e6));
         let t = SimTime::from_ms((60 + 4 * 3600 - 60) * 1000);
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs }, t).expect("ok");
+        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, t).expect("ok");
         assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(0)]);
         assert_eq!(d.pending, vec![(JobId(1), PendingReason::LowerPriority)]);
         // A minute later it reaches 16 GPU-h: demoted behind job 1, which takes the node.
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs }, t + arbiter_model::SimDuration::from_secs(60)).expect("ok");
+        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, t + arbiter_model::SimDuration::from_secs(60)).expect("ok");
         assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(1)]);
     }
 
@@ -149,7 +149,7 @@ mod tests {
         let specs = vec![spec_with(0, 0, 6, 100.0), spec_with(1, 0, 8, 100.0), spec_with(2, 0, 5, 100.0)];
         let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, 100.0)).collect();
         let mut policy = PolluxTiresias::new(QUEUE_THRESHOLD_GPU_S).expect("valid");
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs }, SimTime::from_ms((60) * 1000)).expect("ok");
+        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms((60) * 1000)).expect("ok");
         // 12 GPUs: job 0 (6) runs on the two emptiest nodes; job 1 (8) does not fit in the 6
         // left and is skipped, not blocking job 2 (5), which takes node 2 and node 1's last GPU.
         assert_eq!(d.run.len(), 2);

@@ -25,7 +25,7 @@ pub fn step(policy: &mut dyn Policy, cluster: &Cluster, specs: &[JobSpec], live:
 
 /// One decision of `policy` over `jobs` at `now`.
 pub fn decide(policy: &mut dyn Policy, cluster: &Cluster, jobs: &[ActiveJob], specs: &[JobSpec], now: SimTime) -> Decision {
-    policy.schedule(&SchedulerView { cluster, jobs, specs }, now).expect("decides")
+    policy.schedule(&SchedulerView { cluster, jobs, specs, current: None }, now).expect("decides")
 }
 
 /// `nodes` nodes of `gpus_per_node` GPUs, one rack.

@@ -18,7 +18,7 @@ use crate::unplaceable::GpuPools;
 use arbiter_model::{
     default_price_per_gpu_hour, proportional_share, Action, ActiveJob, Assignment, Cluster, Decision, HostShare, JobId, Plan, Planner, Standing, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
 };
-use arbiter_policy::{Policy, SchedulerView};
+use arbiter_policy::{Current, Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -221,6 +221,11 @@ struct Engine<'a> {
     active: Vec<ActiveJob>,
     /// Position in `active` per job id, or `NOT_ACTIVE`.
     slot: Vec<u32>,
+    /// Positions in `active` of the jobs not running (offered to policies as
+    /// [`Current::queued`], so that a decision by changes costs what waits, not what runs).
+    queued: Vec<u32>,
+    /// Position in `queued` per job id, or `NOT_ACTIVE`.
+    queued_at: Vec<u32>,
     epochs: Epochs,
     /// Remaining work when the current stint started (for failures).
     stint_start_remaining_s: Vec<f64>,
@@ -288,6 +293,8 @@ pub fn simulate(
         config,
         active: Vec::new(),
         slot: vec![NOT_ACTIVE; n],
+        queued: Vec::new(),
+        queued_at: vec![NOT_ACTIVE; n],
         epochs: Epochs { generation: vec![0; n], attempt: vec![0; n], wake_token: 0 },
         stint_start_remaining_s: vec![0.0; n],
         records: specs.iter().map(JobRecord::new).collect(),
@@ -323,6 +330,25 @@ pub fn simulate(
 impl Engine<'_> {
     fn push(&mut self, at: SimTime, kind: EventKind) {
         self.events.push(at.as_ms(), kind, |k| self.epochs.live(k));
+    }
+
+    /// `id` (active, not running) joins the waiting jobs.
+    fn enqueue(&mut self, id: JobId) {
+        if self.queued_at[id.index()] == NOT_ACTIVE {
+            self.queued_at[id.index()] = self.queued.len() as u32;
+            self.queued.push(self.slot[id.index()]);
+        }
+    }
+
+    /// `id` leaves the waiting jobs (it starts or ends).
+    fn dequeue(&mut self, id: JobId) {
+        let at = std::mem::replace(&mut self.queued_at[id.index()], NOT_ACTIVE);
+        if at != NOT_ACTIVE {
+            self.queued.swap_remove(at as usize);
+            if let Some(&moved) = self.queued.get(at as usize) {
+                self.queued_at[self.active[moved as usize].id.index()] = at;
+            }
+        }
     }
 
     fn overhead_s(&self, id: JobId) -> f64 {
@@ -369,6 +395,7 @@ impl Engine<'_> {
             while let Some(spec) = self.specs.get(next_arrival).filter(|s| s.submit == now) {
                 self.slot[spec.id.index()] = self.active.len() as u32;
                 self.active.push(ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s));
+                self.enqueue(spec.id);
                 next_arrival += 1;
                 self.stats.events += 1;
                 reschedule |= self.config.schedule_on_events;
@@ -433,7 +460,10 @@ impl Engine<'_> {
             }
         }
         self.stats.scheduling_points += 1;
-        let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: self.specs };
+        // While no GPUs are shared, the occupancy is every running job's placement: a policy may
+        // then decide by changes.
+        let current = (!self.shares_seen).then_some(Current { free: &self.occupancy, queued: &self.queued });
+        let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: self.specs, current };
         let decision = policy
             .schedule(&view, now)
             .map_err(|error| SimError::Policy { policy: policy.name(), at: now, error })?;
@@ -454,7 +484,7 @@ impl Engine<'_> {
         let running = active.iter().filter(|j| j.is_running()).map(|j| j.id).take(self.running);
         let plan = self
             .planner
-            .plan(self.cluster, self.specs, standing, running, &decision)
+            .plan(self.cluster, self.specs, standing, running, Some(&self.occupancy), &decision)
             .map_err(|e| SimError::InvalidDecision { policy: policy.name(), at: now, reason: e.to_string() })?;
         self.shares_seen |= self.planner.last_decision_had_shares();
         self.apply(&decision, plan, now);
@@ -561,6 +591,10 @@ impl Engine<'_> {
             }
             debug_assert_eq!(expected, self.occupancy, "engine occupancy differs from the running jobs");
             debug_assert_eq!(self.running, self.active.iter().filter(|j| j.is_running()).count(), "running-job count drifted");
+            let waiting: Vec<u32> = (0..self.active.len() as u32).filter(|&i| !self.active[i as usize].is_running()).collect();
+            let mut listed = self.queued.clone();
+            listed.sort_unstable();
+            debug_assert_eq!(waiting, listed, "the waiting jobs' list drifted");
         }
     }
 
@@ -716,6 +750,7 @@ impl Engine<'_> {
         job.state = RunState::Pending;
         self.epochs.generation[id.index()] += 1;
         self.epochs.attempt[id.index()] += 1;
+        self.enqueue(id);
     }
 
     fn start(&mut self, assignment: &Assignment, now: SimTime) {
@@ -729,6 +764,7 @@ impl Engine<'_> {
         self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;
         let speed = self.speed_of(assignment);
+        self.dequeue(id);
         let job = &mut self.active[index];
         job.account(now);
         if !job.is_running() {
@@ -768,9 +804,14 @@ impl Engine<'_> {
         if self.active[index].is_running() {
             self.stop(index, now, true);
         }
+        self.dequeue(id);
         let job = self.active.swap_remove(index);
         if let Some(moved) = self.active.get(index) {
             self.slot[moved.id.index()] = index as u32;
+            let at = self.queued_at[moved.id.index()];
+            if at != NOT_ACTIVE {
+                self.queued[at as usize] = index as u32;
+            }
         }
         self.slot[id.index()] = NOT_ACTIVE;
         self.debug_check_occupancy();

@@ -39,7 +39,7 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
         }
         stats.scheduling_points += 1;
         let allocation: BTreeMap<JobId, Vec<f64>> =
-            policy.allocation_at(&SchedulerView { cluster, jobs: &active, specs }, now);
+            policy.allocation_at(&SchedulerView { cluster, jobs: &active, specs, current: None }, now);
         // Rates and GPUs held under X.
         let rates: Vec<(f64, f64)> = active
             .iter()

@@ -50,7 +50,7 @@ impl Policy for Resize {
         let switch = SimTime::from_ms(self.switch_s * 1000);
         let gpus = if now < switch { self.first } else { self.then };
         let run = view.jobs.iter().map(|j| Assignment::exclusive(j.id, Placement::single(NodeId(0), gpus))).collect();
-        Ok(Decision { run, pending: Vec::new(), wake_at: (now < switch).then_some(switch), admitted: Vec::new() })
+        Ok(Decision { run, wake_at: (now < switch).then_some(switch), ..Decision::default() })
     }
 }
 

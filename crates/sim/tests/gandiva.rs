@@ -89,6 +89,7 @@ impl Bench {
             cluster: &self.cluster,
             jobs: &self.jobs,
             specs: &self.specs,
+            current: None,
         }
     }
 

@@ -62,7 +62,7 @@ fn fifo_backfill_refuses_a_job_that_would_delay_the_reservation() {
         ActiveJob::submitted(JobId(1), 2, SimTime::ZERO, 5.0),
         ActiveJob::submitted(JobId(2), 1, SimTime::from_ms(1000), 20.0),
     ];
-    let view = SchedulerView { cluster: &cluster, jobs: &active, specs: &jobs };
+    let view = SchedulerView { cluster: &cluster, jobs: &active, specs: &jobs, current: None };
     let mut policy = build(PolicyKind::FifoBackfill, &PolicyConfig::default()).expect("builds");
     let decision = policy.schedule(&view, SimTime::from_ms(1000)).expect("decides");
     assert_eq!(decision.run.len(), 1);

@@ -693,7 +693,7 @@ mod tests {
         let mut time_on = vec![vec![0.0; 2]; specs.len()];
         for round in 0..rounds {
             let now = SimTime::from_ms(round as u64 * 360_000);
-            let view = SchedulerView { cluster, jobs: &jobs, specs };
+            let view = SchedulerView { cluster, jobs: &jobs, specs, current: None };
             let decision = policy.schedule(&view, now).expect("decides");
             let placed: BTreeMap<JobId, arbiter_model::Placement> = decision.run.into_iter().map(|a| (a.job, a.placement)).collect();
             for job in &mut jobs {
@@ -745,16 +745,16 @@ mod tests {
         let mut specs = vec![JobSpec::new(JobId(0), SimTime::ZERO, 1, 1e9)];
         let mut policy = Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, RoundOptions::default()).expect("valid");
         let jobs = vec![ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 1e9)];
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::ZERO).expect("decides");
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("decides");
         assert_eq!(d.run.len(), 1);
         // A job arriving 360 s later (< 1,920 s since the last recomputation) gets nothing yet.
         specs.push(JobSpec::new(JobId(1), SimTime::from_ms(360_000), 1, 1e9));
         let mut jobs = jobs;
         jobs[0].state = RunState::Running { placement: d.run[0].placement.clone(), since: SimTime::ZERO, speed: 1.0 };
         jobs.push(ActiveJob::submitted(JobId(1), 1, SimTime::from_ms(360_000), 1e9));
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::from_ms(360_000)).expect("decides");
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms(360_000)).expect("decides");
         assert!(d.run.iter().all(|a| a.job != JobId(1)));
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::from_ms(1_920_000)).expect("decides");
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms(1_920_000)).expect("decides");
         assert!(d.run.iter().any(|a| a.job == JobId(1)));
     }
 
@@ -783,7 +783,7 @@ mod tests {
         let mut rounds_of_pair: BTreeMap<(JobId, JobId), u32> = BTreeMap::new();
         for round in 0..50u64 {
             let now = SimTime::from_ms(round * 360_000);
-            let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, now).expect("decides");
+            let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, now).expect("decides");
             assert_eq!(d.run.len(), 4, "round {round}: every job runs");
             for a in &d.run {
                 let partner = a.colocation.expect("every job shares").partner;
@@ -815,7 +815,7 @@ mod tests {
         let specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 1e9)).collect();
         let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
         let mut policy = Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, RoundOptions::default()).expect("valid");
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs }, SimTime::ZERO).expect("decides");
+        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("decides");
         assert_eq!(d.run.len(), 4, "{d:?}");
     }
 }

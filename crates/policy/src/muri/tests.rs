@@ -27,7 +27,7 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
     let specs: Vec<JobSpec> =
         (0..8).map(|i| if i % 2 == 0 { spec(i, 100.0 + i as f64, 2.0, 1.0) } else { spec(i, 100.0 + i as f64, 1.0, 2.0) }).collect();
     let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, 1, s.submit, s.run_time_s)).collect();
-    let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs };
+    let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None };
     let mut muri = Muri::new(MuriRanking::RemainingService, MuriConfig::default()).expect("valid");
     let decision = muri.schedule(&view, SimTime::ZERO).expect("decides");
     assert_eq!(decision.run.len(), 8, "{decision:?}");

@@ -353,7 +353,7 @@ mod tests {
         let mut p = crate::build(kind, &crate::PolicyConfig::default()).expect("builds");
         let specs: Vec<JobSpec> = jobs.iter().map(|(s, _)| s.clone()).collect();
         let active: Vec<ActiveJob> = jobs.iter().map(|(_, a)| a.clone()).collect();
-        p.schedule(&SchedulerView { cluster, jobs: &active, specs: &specs }, SimTime::ZERO).expect("decides")
+        p.schedule(&SchedulerView { cluster, jobs: &active, specs: &specs, current: None }, SimTime::ZERO).expect("decides")
     }
 
     fn share_of(d: &Decision, id: u32) -> HostShare {

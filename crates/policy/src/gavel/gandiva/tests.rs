@@ -51,6 +51,7 @@ fn a_kept_job_moves_to_the_server_the_gang_leaves() {
         cluster: &cluster,
         jobs: &jobs,
         specs: &specs,
+        current: None,
     };
     let mut decision = Decision::default();
     decision.run.push(Assignment::exclusive(
@@ -99,6 +100,7 @@ fn nothing_moves_when_no_server_can_be_freed() {
         cluster: &cluster,
         jobs: &jobs,
         specs: &specs,
+        current: None,
     };
     let mut decision = Decision::default();
     decision.run.push(Assignment::exclusive(
@@ -149,6 +151,7 @@ fn a_pair_moves_as_one() {
         cluster: &cluster,
         jobs: &jobs,
         specs: &specs,
+        current: None,
     };
     let mut decision = Decision::default();
     let shared = |job: u32, partner: u32| Assignment {
