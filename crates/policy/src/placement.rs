@@ -53,12 +53,11 @@ pub struct Placer<'a> {
     free: Vec<u32>,
     free_total: u32,
     strategy: PlacementStrategy,
-    /// Largest free count of any node, or `None` when it must be recomputed.
-    max_free_cache: Option<u32>,
     /// While set, only GPUs of this type are considered ([`Placer::place_on_type`]).
     only_type: Option<GpuTypeId>,
-    /// GPUs of the largest node (fixed for the cluster).
-    max_gpus_per_node: u32,
+    /// GPUs of the largest node (fixed for the cluster), found the first time it is needed: a
+    /// scheduling point that places a job or two must not cost a pass over every node.
+    max_gpus_per_node: Option<u32>,
     /// Nodes by rack, built the first time a job larger than a node is placed.
     racks: Option<RackIndex>,
 }
@@ -91,35 +90,28 @@ impl<'a> Placer<'a> {
     pub fn new(cluster: &'a Cluster, strategy: PlacementStrategy) -> Self {
         let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = free.iter().sum();
-        let max_gpus_per_node = cluster.max_gpus_per_node();
-        Placer { cluster, free, free_total, strategy, max_free_cache: None, only_type: None, max_gpus_per_node, racks: None }
+        Placer { cluster, free, free_total, strategy, only_type: None, max_gpus_per_node: None, racks: None }
     }
 
     /// The cluster with `occupancy`'s free GPUs (`None` if it is not this cluster's: another
     /// node count).
     pub fn from_occupancy(cluster: &'a Cluster, occupancy: &Occupancy, strategy: PlacementStrategy) -> Option<Self> {
-        let mut placer = Placer::new(cluster, strategy);
-        if occupancy.free_per_node().len() != placer.free.len() {
-            return None;
-        }
-        placer.free.copy_from_slice(occupancy.free_per_node());
-        placer.free_total = occupancy.free_total();
-        Some(placer)
+        let free = occupancy.free_per_node();
+        (free.len() == cluster.nodes.len()).then(|| Placer {
+            cluster,
+            free: free.to_vec(),
+            free_total: occupancy.free_total(),
+            strategy,
+            only_type: None,
+            max_gpus_per_node: None,
+            racks: None,
+        })
     }
 
     /// GPUs free in total.
     #[inline]
     pub fn free_total(&self) -> u32 {
         self.free_total
-    }
-
-    fn max_free(&mut self) -> u32 {
-        if let Some(m) = self.max_free_cache {
-            return m;
-        }
-        let m = self.free.iter().copied().max().unwrap_or(0);
-        self.max_free_cache = Some(m);
-        m
     }
 
     /// Takes exactly `placement` if it is free; returns whether it did.
@@ -133,7 +125,6 @@ impl<'a> Placer<'a> {
                 self.free[node.index()] -= gpus;
                 self.free_total -= gpus;
             }
-            self.max_free_cache = None;
         }
         fits
     }
@@ -148,7 +139,6 @@ impl<'a> Placer<'a> {
                 self.free_total -= taken;
             }
         }
-        self.max_free_cache = None;
     }
 
     /// Makes every GPU that is taken in `other` taken here too (both over the same cluster).
@@ -158,7 +148,6 @@ impl<'a> Placer<'a> {
             *mine -= taken;
             self.free_total -= taken;
         }
-        self.max_free_cache = None;
     }
 
     /// Gives back `placement` (it must have been taken).
@@ -169,7 +158,6 @@ impl<'a> Placer<'a> {
                 self.free_total += gpus;
             }
         }
-        self.max_free_cache = None;
     }
 
     /// Whether the job could ever be placed on the empty cluster with any strategy.
@@ -226,10 +214,8 @@ impl<'a> Placer<'a> {
         now: SimTime,
     ) -> Result<Placement, PendingReason> {
         self.only_type = Some(gpu_type);
-        self.max_free_cache = None;
         let placed = self.place(spec, pending_since, now);
         self.only_type = None;
-        self.max_free_cache = None;
         placed
     }
 
@@ -238,13 +224,14 @@ impl<'a> Placer<'a> {
     /// any rack may span racks.
     fn consolidated(&mut self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
         let nodes = &self.cluster.nodes;
-        if gpus <= self.max_gpus_per_node {
-            if gpus > self.max_free() {
-                return None;
-            }
-            return (0..nodes.len())
-                .find(|&i| self.free[i] >= gpus && self.allows(spec, nodes[i].gpu_type))
-                .map(|i| Placement::single(NodeId(i as u32), gpus));
+        // First fit on one node. (A node with that many GPUs free has at least that many, so
+        // only when none is found does it matter whether the job is larger than a node.)
+        if let Some(i) = (0..nodes.len()).find(|&i| self.free[i] >= gpus && self.allows(spec, nodes[i].gpu_type)) {
+            return Some(Placement::single(NodeId(i as u32), gpus));
+        }
+        let largest = *self.max_gpus_per_node.get_or_insert_with(|| self.cluster.max_gpus_per_node());
+        if gpus <= largest {
+            return None;
         }
         // One rack per job where a rack is big enough; a job larger than every rack of its type
         // spans racks (whole nodes first) rather than waiting forever.
