@@ -6,6 +6,11 @@
 //! never iterates a hash map, so the simulator and the daemon run the very same code and a
 //! simulation is reproducible bit for bit.
 //!
+//! Where the caller keeps the present state between calls (the simulator's engine:
+//! [`SchedulerView::current`]), a policy may answer with only what changes
+//! ([`Decision::keep_unlisted`]) — always the same schedule as the complete answer, at a cost in
+//! the waiting jobs rather than every running one.
+//!
 //! Most classic policies are "order the jobs, then place greedily" ([`greedy`]); they differ in
 //! the order and in whether running jobs can be displaced (preemptive) and whether a blocked job
 //! blocks the ones behind it (head-of-line). Placement strategies live in [`placement`].
