@@ -104,7 +104,7 @@ pub fn schedule_in_order<K: Ord + Copy>(
                 decision.run.push(Assignment::exclusive(job.id, placement))
             }
             Err(reason) => {
-                let reason = if Placer::could_ever_fit(view.cluster, spec) { reason } else { PendingReason::NeverFits };
+                let reason = Placer::pending_reason(view.cluster, spec, reason);
                 decision.pending.push((job.id, reason));
                 if options.head_of_line_blocking && reason != PendingReason::NeverFits {
                     break;
@@ -176,7 +176,7 @@ fn by_changes<K: Ord + Copy>(
         match placer.place(spec, job.pending_since, now) {
             Ok(placement) => decision.run.push(Assignment::exclusive(job.id, placement)),
             Err(reason) => {
-                let reason = if Placer::could_ever_fit(view.cluster, spec) { reason } else { PendingReason::NeverFits };
+                let reason = Placer::pending_reason(view.cluster, spec, reason);
                 // Preemptive: a job that could run might displace running jobs ranked below it.
                 if options.preemptive && reason != PendingReason::NeverFits {
                     return None;

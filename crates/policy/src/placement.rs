@@ -90,22 +90,18 @@ impl<'a> Placer<'a> {
     pub fn new(cluster: &'a Cluster, strategy: PlacementStrategy) -> Self {
         let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = free.iter().sum();
-        Placer { cluster, free, free_total, strategy, only_type: None, max_gpus_per_node: None, racks: None }
+        Self::with_free(cluster, strategy, free, free_total)
     }
 
     /// The cluster with `occupancy`'s free GPUs (`None` if it is not this cluster's: another
     /// node count).
     pub fn from_occupancy(cluster: &'a Cluster, occupancy: &Occupancy, strategy: PlacementStrategy) -> Option<Self> {
         let free = occupancy.free_per_node();
-        (free.len() == cluster.nodes.len()).then(|| Placer {
-            cluster,
-            free: free.to_vec(),
-            free_total: occupancy.free_total(),
-            strategy,
-            only_type: None,
-            max_gpus_per_node: None,
-            racks: None,
-        })
+        (free.len() == cluster.nodes.len()).then(|| Self::with_free(cluster, strategy, free.to_vec(), occupancy.free_total()))
+    }
+
+    fn with_free(cluster: &'a Cluster, strategy: PlacementStrategy, free: Vec<u32>, free_total: u32) -> Self {
+        Placer { cluster, free, free_total, strategy, only_type: None, max_gpus_per_node: None, racks: None }
     }
 
     /// GPUs free in total.
@@ -158,6 +154,12 @@ impl<'a> Placer<'a> {
                 self.free_total += gpus;
             }
         }
+    }
+
+    /// Why a job the placer could not place waits: `reason`, or [`PendingReason::NeverFits`] when
+    /// no GPUs of the whole cluster would do.
+    pub fn pending_reason(cluster: &Cluster, spec: &JobSpec, reason: PendingReason) -> PendingReason {
+        if Self::could_ever_fit(cluster, spec) { reason } else { PendingReason::NeverFits }
     }
 
     /// Whether the job could ever be placed on the empty cluster with any strategy.
