@@ -435,7 +435,7 @@ impl Engine<'_> {
             // The next round, unless nothing can change any more: no job runs, no arrival or
             // other event is ahead, so another round would see the same snapshot forever.
             if let (true, Some(r)) = (round_due, round) {
-                let anything_running = self.active.iter().any(ActiveJob::is_running);
+                let anything_running = self.running > 0;
                 if anything_running || next_arrival < self.specs.len() || self.events.has_live(|k| self.epochs.live(k)) {
                     self.push(now + r, EventKind::Round);
                 }
