@@ -94,6 +94,7 @@ fn daemon(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>) -> Result<(Daemo
         data_dir: dir.to_path_buf(),
         external: None,
         policy,
+        fallback: arbiter_policy::PolicyKind::Fifo,
         round_s: 30.0,
         min_run_s: 30.0,
         gpus: topology.inventory(),

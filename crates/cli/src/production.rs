@@ -13,7 +13,7 @@ use render::*;
 /// `arbiter serve` options. Each overrides the config file's key of the same name; the defaults
 /// shown apply when neither gives one.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_queued_per_tenant (10000), max_log_bytes (1 GiB per run), max_processes_per_tenant (32768), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them).")]
+#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_queued_per_tenant (10000), max_log_bytes (1 GiB per run), max_processes_per_tenant (32768), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them).")]
 pub struct ServeArgs {
     /// TOML config (keys: see README "Production mode"); every key optional.
     #[arg(long)]
@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// policy_timeout_s [default: 10]
     #[arg(long)]
     pub policy_timeout_s: Option<f64>,
+    /// The built-in policy that decides a round the policy could not (an agent that crashed,
+    /// hung past --policy-timeout-s or answered nonsense; it is restarted for the next round);
+    /// config key policy_fallback [default: fifo]
+    #[arg(long)]
+    pub policy_fallback: Option<String>,
     /// GPUs: `auto` (nvidia-smi) or declared, e.g. 4xa100, 2xv100,2xk80 [default: auto]
     #[arg(long)]
     pub gpus: Option<String>,
@@ -254,6 +259,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     }
     if let Some(v) = args.policy_timeout_s {
         config.policy_timeout_s = v;
+    }
+    if let Some(v) = args.policy_fallback {
+        config.policy_fallback = v;
     }
     if let Some(v) = args.gpus {
         config.gpus = v;

@@ -17,6 +17,7 @@
 //!                                   # long mid-request (stalled upload, client not reading) is closed
 //! request_timeout_s = 30            # a whole request, body included (a trickled body: 408)
 //! max_connections = 1024            # connections beyond it get a 503 and are closed
+//! policy_fallback = "fifo"         # decides a round the policy (an external agent) could not
 //! min_run_s = 30                    # a started run is not preempted before this (default: round_s)
 //!
 //! # Tenant isolation (see README "Tenant isolation"). As root (or with CAP_SETUID and
@@ -98,6 +99,9 @@ pub struct ServeConfig {
     pub policy_cmd: Option<String>,
     /// With `policy = "external"`: seconds the agent may take to answer one observation.
     pub policy_timeout_s: f64,
+    /// The built-in policy that decides a round the configured policy could not (an agent that
+    /// crashed, hung or answered nonsense; a policy that failed): `fifo` unless set.
+    pub policy_fallback: String,
     /// Who runs the jobs: `local` (process sessions on this machine) or `slurm` (batch jobs
     /// pinned to the nodes the policy chose).
     pub executor: ExecutorKind,
@@ -207,6 +211,7 @@ impl Default for ServeConfig {
             gittins_prior: None,
             policy_cmd: None,
             policy_timeout_s: 10.0,
+            policy_fallback: "fifo".into(),
             executor: ExecutorKind::Local,
             slurm: SlurmConfig::default(),
         }
@@ -241,9 +246,20 @@ impl ServeConfig {
         PolicyKind::from_name(&self.policy).ok_or_else(|| ConfigError::Invalid(format!("policy: unknown policy `{}` (`arbiter policies` lists them)", self.policy)))
     }
 
+    /// The policy that decides a round the configured one could not (`policy_fallback`): a
+    /// built-in one, the daemon's own code, so that it cannot fail the same way.
+    pub fn fallback_kind(&self) -> Result<PolicyKind, ConfigError> {
+        match PolicyKind::from_name(&self.policy_fallback) {
+            Some(PolicyKind::External) => Err(ConfigError::Invalid("policy_fallback: must be a built-in policy, not `external`".into())),
+            Some(kind) => Ok(kind),
+            None => Err(ConfigError::Invalid(format!("policy_fallback: unknown policy `{}` (`arbiter policies` lists them)", self.policy_fallback))),
+        }
+    }
+
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.policy_kind()?;
+        self.fallback_kind()?;
         if !(self.round_s.is_finite() && self.round_s > 0.0) {
             return Err(ConfigError::Invalid(format!("round_s: must be > 0, got {}", self.round_s)));
         }

@@ -43,6 +43,8 @@ pub struct Settings {
     pub external: Option<arbiter_policy::external::ExternalConfig>,
     /// Policy.
     pub policy: PolicyKind,
+    /// The built-in policy that decides a round `policy` could not (`policy_fallback`).
+    pub fallback: PolicyKind,
     /// Seconds between rounds.
     pub round_s: f64,
     /// Seconds a started run is protected from preemption, unless the job says otherwise.
@@ -106,6 +108,8 @@ pub struct Counters {
     pub start_latency_ms_sum: u64,
     /// Jobs counted in the sum.
     pub start_latency_count: u64,
+    /// Rounds the policy (or its agent) could not decide, decided by `policy_fallback`.
+    pub fallback_rounds: u64,
 }
 
 /// Everything mutable.
@@ -118,7 +122,14 @@ pub struct State {
     pub counters: Counters,
     pub(crate) specs: Vec<JobSpec>,
     pub(crate) topology: Topology,
-    pub(crate) policy: Box<dyn Policy>,
+    /// The configured policy, when it is built in (`None` with `external`: the agent is asked
+    /// outside the state lock, see [`Daemon::agent`]).
+    pub(crate) policy: Option<Box<dyn Policy>>,
+    /// Decides a round the policy (or the agent) could not.
+    pub(crate) fallback: Box<dyn Policy>,
+    /// With `external`: jobs that ended since the agent was last asked, told to it before the
+    /// next observation (its reward counts them).
+    pub(crate) agent_finished: Vec<(JobSpec, arbiter_model::ActiveJob, SimTime)>,
     pub(crate) watched: BTreeMap<u32, Watched>,
     /// When the policy asked to be called again.
     pub(crate) wake_at_ms: Option<u64>,
@@ -164,6 +175,12 @@ pub struct Daemon {
     pub(crate) wake: Arc<Notify>,
     /// Carries runs out.
     pub(crate) executor: Arc<dyn Executor>,
+    /// With `policy = "external"`: the agent, asked with the state unlocked (it may take up to
+    /// its timeout; the API must not wait for it). `None` inside: to be started again.
+    pub(crate) agent: Option<Arc<crate::decide::AgentSlot>>,
+    /// Held for a whole scheduling round: rounds never overlap, also while the state is unlocked
+    /// for the agent.
+    pub(crate) round: Arc<Mutex<()>>,
     /// Held for the daemon's life: no second daemon on the same data directory.
     _data_dir: Arc<DataDir>,
 }
@@ -262,6 +279,9 @@ impl Daemon {
         if let Some(reason) = crate::policy_support::unsupported(settings.policy, executor.capabilities()) {
             return Err(DaemonError::Config(format!("policy {} cannot run on the {} executor: {reason}", settings.policy, executor.name())));
         }
+        if let Some(reason) = crate::policy_support::unsupported(settings.fallback, executor.capabilities()) {
+            return Err(DaemonError::Config(format!("policy_fallback {} cannot run on the {} executor: {reason}", settings.fallback, executor.name())));
+        }
         let data_dir = DataDir::open(&settings.data_dir, settings.isolation.is_isolated())?;
         let before = data_dir.leftovers();
         let store_path = data_dir.store_path();
@@ -301,12 +321,19 @@ impl Daemon {
         let mut config = crate::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
         config.pair_speeds = crate::policy_support::pair_speeds(settings.policy, &pairs, &cluster.gpu_type_names);
         config.external = settings.external.clone();
-        let mut policy = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
+        let built = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
+        let fallback = arbiter_policy::build(settings.fallback, &config).map_err(|e| DaemonError::Config(format!("policy_fallback {}: {e}", settings.fallback)))?;
+        let (mut policy, agent) = match settings.policy {
+            PolicyKind::External => (None, Some(Arc::new(Mutex::new(Some(built))))),
+            _ => (Some(built), None),
+        };
         let specs: Vec<JobSpec> = jobs.iter().map(|j| view::spec_of(j, cluster)).collect();
         // Policies that learn from finished jobs (QSSF) learn the history again.
         let restart = SimTime::from_ms(settings.clock.now_ms());
-        for (job, spec) in jobs.iter().zip(&specs).filter(|(j, _)| j.state.is_terminal() && j.runs > 0) {
-            policy.job_finished(spec, &view::finished_of(job, spec), restart);
+        if let Some(policy) = policy.as_mut() {
+            for (job, spec) in jobs.iter().zip(&specs).filter(|(j, _)| j.state.is_terminal() && j.runs > 0) {
+                policy.job_finished(spec, &view::finished_of(job, spec), restart);
+            }
         }
         let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
         let state = State {
@@ -316,6 +343,8 @@ impl Daemon {
             specs,
             topology,
             policy,
+            fallback,
+            agent_finished: Vec::new(),
             watched: BTreeMap::new(),
             wake_at_ms: None,
             identities: BTreeMap::new(),
@@ -338,6 +367,8 @@ impl Daemon {
             settings: Arc::new(settings),
             wake,
             executor,
+            agent,
+            round: Arc::default(),
             _data_dir: Arc::new(data_dir),
         };
         daemon.recover()?;
@@ -466,7 +497,10 @@ impl Daemon {
     /// settled also teach the co-location table (`pairs.rs`): alone, its solo speed; sharing its
     /// GPUs with one other job of a known type, its normalized speed next to that type. The job
     /// and the table's changes are written in one transaction.
-    pub fn report_progress(&self, id: u32, token: &str, steps: u64, throughput: Option<f64>, total_steps: Option<u64>) -> Result<(), RequestError> {
+    pub fn report_progress(&self, id: u32, token: &str, report: crate::progress::ProgressReport) -> Result<(), RequestError> {
+        // Checked here too (not only by the API): nothing out of bounds reaches the record.
+        report.validate()?;
+        let crate::progress::ProgressReport { steps, throughput, total_steps } = report;
         let now_ms = self.now_ms();
         let mut guard = self.lock();
         let state = &mut *guard;
@@ -578,7 +612,13 @@ impl Daemon {
         loop {
             // Said once per distinct failure, not at every retry.
             let started = std::time::Instant::now();
-            let ticked = self.tick();
+            // On a blocking thread: a round waits for the executor and, under `external`, for
+            // the agent (up to its timeout); the runtime's workers keep serving the API.
+            let daemon = self.clone();
+            let ticked = match tokio::task::spawn_blocking(move || daemon.tick()).await {
+                Ok(ticked) => ticked,
+                Err(e) => Err(DaemonError::Config(format!("the scheduling round panicked: {e}"))),
+            };
             self.lock().counters.round_us_sum += started.elapsed().as_micros() as u64;
             match ticked {
                 Err(e) if last_error.as_deref() != Some(&e.to_string()) => {
@@ -664,7 +704,7 @@ impl State {
 
     /// Name of the policy.
     pub fn policy_name(&self) -> &'static str {
-        self.policy.name()
+        self.policy.as_ref().map_or(PolicyKind::External.name(), |p| p.name())
     }
 
     /// The learned co-location table (`pairs.rs`).

@@ -20,12 +20,14 @@ pub mod config;
 pub mod confine;
 pub mod daemon;
 pub mod datadir;
+mod decide;
 pub mod executor;
 pub mod identity;
 pub mod job;
 mod opportunistic;
 pub mod pairs;
 pub mod policy_support;
+pub mod progress;
 pub mod procs;
 mod recovery;
 mod runs;
@@ -170,6 +172,7 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         checkpoint_roots: confine::CheckpointRoots::new(&config.checkpoint_roots, &data_dir),
         data_dir,
         policy: config.policy_kind().map_err(|e| e.to_string())?,
+        fallback: config.fallback_kind().map_err(|e| e.to_string())?,
         external: config.policy_cmd.clone().map(|command| arbiter_policy::external::ExternalConfig { command, timeout: std::time::Duration::from_secs_f64(config.policy_timeout_s) }),
         round_s: config.round_s,
         min_run_s: config.min_run_s.unwrap_or(config.round_s),

@@ -257,7 +257,14 @@ impl Daemon {
             state.job_ended_for_good(id);
             let spec = &state.specs[id as usize];
             let finished = view::finished_of(&state.jobs[id as usize], spec);
-            state.policy.job_finished(spec, &finished, arbiter_model::SimTime::from_ms(self.now_ms()));
+            let now = arbiter_model::SimTime::from_ms(self.now_ms());
+            match state.policy.as_mut() {
+                Some(policy) => policy.job_finished(spec, &finished, now),
+                // The agent hears of it before its next observation (it is not asked while the
+                // state is locked). Bounded: an agent that is never asked again must not grow it.
+                None if state.agent_finished.len() < crate::decide::MAX_AGENT_BACKLOG => state.agent_finished.push((spec.clone(), finished, now)),
+                None => {}
+            }
         }
     }
 }

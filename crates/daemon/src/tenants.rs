@@ -70,7 +70,7 @@ impl Daemon {
         }
         let config = crate::policy_support::policy_config(&state.tenants, self.settings.round_s, &self.settings.gittins_prior);
         match arbiter_policy::build(self.settings.policy, &config) {
-            Ok(policy) => state.policy = policy,
+            Ok(policy) => state.policy = Some(policy),
             Err(e) => tracing::warn!("could not rebuild the policy with the new tenant weights: {e}"),
         }
     }

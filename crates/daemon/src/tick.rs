@@ -9,12 +9,12 @@
 //! ```
 
 use crate::daemon::{Daemon, DaemonError, State};
+use crate::decide::{Decided, Snapshot};
 use crate::executor::{checkpoint_signal, Ended, SweepInput};
 use crate::job::{JobRecord, JobState, StopReason};
 use crate::runs::Start;
-use crate::view;
-use arbiter_model::{Action, Assignment, JobId, SimTime, Standing};
-use arbiter_policy::{PolicyKind, SchedulerView};
+use arbiter_model::{Action, Assignment, Decision, JobId, Standing};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -39,6 +39,8 @@ impl Daemon {
     /// One scheduling round: write what the store refused before, learn which runs ended,
     /// enforce grace periods and time limits, ask the policy, carry out its plan.
     pub fn tick(&self) -> Result<(), DaemonError> {
+        // Rounds never overlap, also while the state is unlocked for an external agent.
+        let _round = self.round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now_ms = self.now_ms();
         let mut guard = self.lock();
         let state = &mut *guard;
@@ -78,87 +80,32 @@ impl Daemon {
             self.stop(state, id, StopReason::TimedOut, false)?;
         }
         self.collect_ended(state);
-        let scheduled = self.schedule(state, now_ms);
-        observe_sharing(state, now_ms);
+        let scheduled = match self.snapshot(state, now_ms) {
+            None => Ok(()),
+            Some(snapshot) => {
+                let (relocked, decided) = self.decide(guard, snapshot, now_ms);
+                guard = relocked;
+                match decided {
+                    Decided::Apply { snapshot, decision, by } => self.schedule(&mut guard, snapshot, &decision, by, now_ms),
+                    Decided::Nothing => Ok(()),
+                    Decided::Moved => {
+                        // What the agent saw changed while it thought: decide again at once.
+                        self.wake.notify_one();
+                        Ok(())
+                    }
+                }
+            }
+        };
+        observe_sharing(&mut guard, now_ms);
         scheduled
     }
 
-    /// Asks the policy and carries out its plan.
-    fn schedule(&self, state: &mut State, now_ms: u64) -> Result<(), DaemonError> {
+    /// Carries out `decision` (made by the policy named `by` on `snapshot`): the shared
+    /// planner checks it, then runs are stopped, moved and started, and waiting jobs say why.
+    fn schedule(&self, state: &mut State, snapshot: Snapshot, decision: &Decision, by: &'static str, now_ms: u64) -> Result<(), DaemonError> {
         let now_s = (now_ms / 1000) as i64;
-        let now = SimTime::from_ms(now_ms);
-        // The snapshot: queued and running jobs, as the simulator's engine would show them.
-        // Jobs backing off after a failed run are not offered to the policy until their time.
-        let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
-        // One pass over the jobs (each pass over 100,000 records costs milliseconds):
-        // - An elastic job may not grow past its tenant's GPU quota: a policy that does not know
-        //   quotas would keep choosing a count the quota then refuses, leaving it waiting beside
-        //   free GPUs. (Quotas may change at any time, so this is done at every decision.)
-        // - A job backing off says so, and the round ends when the first one's wait does.
-        // - Opportunistic jobs are not the policy's (see `opportunistic`).
-        let mut active = Vec::new();
-        let mut retry_wake: Option<u64> = None;
-        let State { jobs, specs, tenants, topology, .. } = &mut *state;
-        for (job, spec) in jobs.iter_mut().zip(specs.iter_mut()) {
-            if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
-                && !job.state.is_terminal()
-            {
-                let quota = tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
-                range.max = quota.map_or(most, |q| most.min(q).max(range.min));
-            }
-            if backing_off(job) {
-                let at = job.retry_after_unix_s.unwrap_or(now_s);
-                job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
-                let at_ms = at.max(0) as u64 * 1000;
-                retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
-            } else if !job.request.opportunistic
-                && let Some(a) = view::active_of(job, spec, topology, now)
-            {
-                active.push(a);
-            }
-        }
-        // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
-        let reduced = usable_cluster(state, &self.executor.unavailable_nodes());
+        let Snapshot { active, retry_wake, reduced, .. } = snapshot;
         let cluster = reduced.as_ref().unwrap_or(state.topology.cluster());
-        if cluster.total_gpus() == 0 {
-            for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
-                job.pending_reason = Some("no node takes new runs (all are down or drained)".into());
-            }
-            return Ok(());
-        }
-        // What was learned about co-located pairs since the last round (Gandiva's introspection
-        // and the packed program read it from this decision on).
-        if state.pairs_changed {
-            if let Some(speeds) = crate::policy_support::pair_speeds(self.settings.policy, &state.pairs, &state.topology.cluster().gpu_type_names) {
-                state.policy.set_pair_speeds(speeds);
-            }
-            state.pairs_changed = false;
-        }
-        let decided = {
-            let view = SchedulerView { cluster, jobs: &active, specs: &state.specs, current: None };
-            state.policy.schedule(&view, now)
-        };
-        let decision = match decided {
-            Ok(decision) => decision,
-            // An agent that crashed, hung or answered nonsense: nothing changes this round (runs
-            // keep their GPUs), the queued jobs say why, and a fresh agent decides the next one.
-            Err(e) if self.settings.policy == PolicyKind::External => {
-                tracing::error!("the policy agent failed: {e}; starting it again");
-                let reason = format!("the policy agent failed ({e}); it is being restarted");
-                for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
-                    job.pending_reason = Some(reason.clone());
-                }
-                let mut config = crate::policy_support::policy_config(&state.tenants, self.settings.round_s, &self.settings.gittins_prior);
-                config.external = self.settings.external.clone();
-                match arbiter_policy::build(self.settings.policy, &config) {
-                    Ok(policy) => state.policy = policy,
-                    Err(e) => tracing::error!("could not start the policy agent again: {e}"),
-                }
-                state.wake_at_ms = Some(self.now_ms() + (self.settings.round_s * 1000.0) as u64);
-                return Ok(());
-            }
-            Err(e) => return Err(DaemonError::Config(format!("policy {}: {e}", state.policy.name()))),
-        };
         // Who shares GPUs with whom: running jobs holding exactly the same GPUs.
         let mut by_gpus: BTreeMap<&[u32], Vec<u32>> = BTreeMap::new();
         for j in state.jobs.iter().filter(|j| matches!(j.state, JobState::Running { .. })) {
@@ -186,9 +133,9 @@ impl Daemon {
         // a decision that fails it is refused whole, loudly, and nothing is applied.
         // The daemon offers policies no current state (`SchedulerView::current`), so a decision
         // by changes would come only from a confused policy: the planner refuses it.
-        let plan = match state.planner.plan(cluster, &state.specs, standing, running, None, &decision) {
+        let plan = match state.planner.plan(cluster, &state.specs, standing, running, None, decision) {
             Ok(plan) => plan,
-            Err(e) => return Err(DaemonError::Config(format!("policy {} decided what cannot be carried out; nothing applied: {e}", state.policy.name()))),
+            Err(e) => return Err(DaemonError::Config(format!("policy {by} decided what cannot be carried out; nothing applied: {e}"))),
         };
         state.wake_at_ms = match (decision.wake_at.map(|t| t.as_ms()), retry_wake) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -337,7 +284,7 @@ impl Daemon {
                 let hint = if self.executor.name() == "slurm" { "; `[slurm] share_gpus = true` lets it" } else { "" };
                 let reason = format!(
                     "the policy ({}) shares GPUs {} between it and {with}, which the {} executor cannot do (it gives a GPU to one job at a time{hint}): waiting for them to be free",
-                    state.policy.name(),
+                    by,
                     gpus.join(","),
                     self.executor.name()
                 );
@@ -472,7 +419,7 @@ impl Daemon {
 /// GPUs held by running or stopping jobs.
 /// The cluster as the policy sees it when some nodes take no new runs: each of them offers only
 /// the GPUs its runs hold (they keep them; nothing new lands there). `None` when all are usable.
-fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> Option<arbiter_model::Cluster> {
+pub(crate) fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> Option<arbiter_model::Cluster> {
     if unavailable.is_empty() {
         return None;
     }

@@ -39,12 +39,14 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
     // Speed per GPU type: 0 where the job may not run; measured throughput relative to its best
     // measured type where it has run; 1 (optimistic, so it gets tried) elsewhere.
     let allowed = |t: &str| r.gpu_types.is_empty() || r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t));
-    let best = job.throughput_by_gpu_type.values().copied().fold(0.0, f64::max);
+    // Only usable rates count (a record from before reports were bounded may hold others).
+    let measured = |t: &str| job.throughput_by_gpu_type.get(t).copied().and_then(crate::progress::usable_throughput);
+    let best = job.throughput_by_gpu_type.values().copied().filter_map(crate::progress::usable_throughput).fold(0.0, f64::max);
     if !r.gpu_types.is_empty() || best > 0.0 {
         spec.speed_by_gpu_type = cluster
             .gpu_type_names
             .iter()
-            .map(|t| match (allowed(t), job.throughput_by_gpu_type.get(t)) {
+            .map(|t| match (allowed(t), measured(t)) {
                 (false, _) => 0.0,
                 (true, Some(m)) if best > 0.0 => m / best,
                 (true, _) => 1.0,
@@ -57,10 +59,12 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
         spec.scaling = Some(Scaling(Arc::new(MeasuredScaling { reference: r.gpus, by_count: job.throughput_by_gpu_count.clone() })));
     }
     // Remaining work from measured progress, when the job said how many steps it has.
+    // Bounded (`progress::remaining_s`): a policy never sees a time that is not a finite number.
     if let (Some(total), Some(p)) = (job.total_steps, job.progress.as_ref())
-        && let Some(rate) = p.throughput.filter(|t| *t > 0.0) {
-            spec.run_time_s = job.executed_s + (total.saturating_sub(p.steps) as f64 / rate).max(1.0);
-        }
+        && let Some(left) = p.throughput.and_then(|rate| crate::progress::remaining_s(total, p.steps, rate))
+    {
+        spec.run_time_s = job.executed_s + left;
+    }
     spec
 }
 
@@ -75,10 +79,11 @@ struct MeasuredScaling {
 impl MeasuredScaling {
     /// Throughput at `n` GPUs, in measured units where any count was measured.
     fn throughput(&self, n: u32) -> f64 {
-        if let Some(t) = self.by_count.get(&n) {
+        let usable = |t: &f64| crate::progress::usable_throughput(*t).is_some();
+        if let Some(t) = self.by_count.get(&n).filter(|t| usable(t)) {
             return *t;
         }
-        let nearest = self.by_count.iter().filter(|(_, t)| **t > 0.0).min_by_key(|(c, _)| (c.abs_diff(n), **c));
+        let nearest = self.by_count.iter().filter(|(_, t)| usable(t)).min_by_key(|(c, _)| (c.abs_diff(n), **c));
         match nearest {
             Some((&c, &t)) if c > 0 => t * f64::from(n) / f64::from(c),
             _ => f64::from(n),
@@ -227,5 +232,38 @@ mod tests {
         let mut next = spec.clone();
         next.id = JobId(4);
         assert_eq!(qssf.predict_duration_s(&next), Some(4321.0));
+    }
+
+    proptest::proptest! {
+        /// Whatever a job's record holds about its progress — also values no report may give any
+        /// more, from a store an older daemon wrote — the policy sees only finite numbers.
+        #[test]
+        fn the_policy_sees_finite_numbers_whatever_the_progress_on_record(
+            steps in proptest::prelude::any::<u64>(),
+            total in proptest::option::of(proptest::prelude::any::<u64>()),
+            rate_bits in proptest::prelude::any::<u64>(),
+            type_bits in proptest::collection::vec(proptest::prelude::any::<u64>(), 2),
+            count_bits in proptest::collection::vec(proptest::prelude::any::<u64>(), 2),
+        ) {
+            let request: SubmitRequest = serde_json::from_str(r#"{"command": "x", "gpus": 1, "max_gpus": 4}"#).expect("valid");
+            let mut job = JobRecord::submitted(0, "t", request, 0, String::new());
+            job.total_steps = total;
+            job.progress = Some(crate::job::Progress { steps, throughput: Some(f64::from_bits(rate_bits)), at_unix_s: 0 });
+            job.throughput_by_gpu_type = BTreeMap::from([("a100".to_string(), f64::from_bits(type_bits[0])), ("v100".to_string(), f64::from_bits(type_bits[1]))]);
+            job.throughput_by_gpu_count = BTreeMap::from([(1, f64::from_bits(count_bits[0])), (2, f64::from_bits(count_bits[1]))]);
+            let node = |name: &str, gpu_type: &str| crate::topology::NodeSpec { name: name.into(), gpu_type: gpu_type.into(), devices: (0..4).collect(), cpus: 8, memory_gib: 32, rack: "r".into() };
+            let topology = Topology::new(vec![node("a", "a100"), node("v", "v100")]).expect("valid");
+            let cluster = topology.cluster();
+            let spec = spec_of(&job, cluster);
+            proptest::prop_assert!(spec.run_time_s.is_finite() && spec.run_time_s > 0.0, "{}", spec.run_time_s);
+            proptest::prop_assert!(spec.speed_by_gpu_type.iter().all(|s| s.is_finite() && *s >= 0.0), "{:?}", spec.speed_by_gpu_type);
+            for n in 1..=4 {
+                if let Some(speed) = spec.placement_speed(&Placement::single(NodeId(0), n)) {
+                    proptest::prop_assert!(speed.is_finite(), "{n} GPUs: {speed}");
+                }
+            }
+            let a = active_of(&job, &spec, &topology, SimTime::from_ms(0)).expect("queued");
+            proptest::prop_assert!(a.remaining_s.is_finite());
+        }
     }
 }

@@ -9,6 +9,7 @@ mod loop_harness;
 use arbiter_daemon::clock::Clock;
 use arbiter_daemon::job::SubmitRequest;
 use arbiter_daemon::pairs::SETTLE_S;
+use arbiter_daemon::progress::{ProgressReport, MAX_STEPS, MAX_THROUGHPUT, MIN_THROUGHPUT};
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};
 use serde_json::Value;
@@ -152,12 +153,12 @@ fn a_tenants_reports_never_change_or_reveal_another_tenants_entries() {
     let honest = h.daemon.pair_rows(None);
     // Tenant b lies as hard as it can, as often as it likes: a huge speed alone, a tiny one
     // shared, then the reverse.
-    for (i, tput) in [1e12, 1e-12, 0.0, 1e300].into_iter().enumerate() {
+    for (i, tput) in [MAX_THROUGHPUT, MIN_THROUGHPUT, 0.0, MAX_THROUGHPUT].into_iter().enumerate() {
         h.report(theirs, i as u64, tput).expect("recorded");
     }
     // It cannot report for a's job: the token is the run's own.
     let b_token = h.fake.token(theirs).expect("ran");
-    assert!(h.daemon.report_progress(mine, &b_token, 5, Some(1.0), None).is_err());
+    assert!(h.daemon.report_progress(mine, &b_token, ProgressReport { steps: 5, throughput: Some(1.0), total_steps: None }).is_err());
     let after = h.daemon.pair_rows(None);
     let of_a = |rows: &[Value]| rows.iter().filter(|r| r["tenant"] == "a").cloned().collect::<Vec<_>>();
     assert_eq!(of_a(&after), of_a(&honest), "b's reports changed none of a's entries");
@@ -228,6 +229,17 @@ fn a_tenant_cannot_keep_another_tenants_job_in_a_pair_that_starves_it_by_claimin
     assert!((x - 0.1).abs() < 1e-9 && (y - 0.1).abs() < 1e-9, "{x} {y}");
 }
 
+/// A report of `throughput`: taken when it is within the bounds (`progress::validate`), else
+/// refused naming the field.
+fn lie(h: &Harness, id: u32, steps: u64, throughput: f64) {
+    let bounded = throughput == 0.0 || arbiter_daemon::progress::usable_throughput(throughput).is_some();
+    match h.report(id, steps, throughput) {
+        Ok(()) => assert!(bounded, "{throughput} was taken"),
+        Err(arbiter_daemon::daemon::RequestError::Invalid(f)) => assert!(!bounded && f.field == "throughput", "{throughput}: {f}"),
+        Err(e) => panic!("{throughput}: {e}"),
+    }
+}
+
 /// Attack: a job process lies with every value a report can carry, reports before and after it
 /// settles, after its run ended, and with another job's token. Nothing panics, every entry stays
 /// within [0, 1], the table and the job records survive a restart (a value JSON cannot hold
@@ -239,15 +251,15 @@ fn hostile_reports_neither_crash_the_daemon_nor_corrupt_the_table_or_the_store()
     // Path-like and odd-but-valid types are only names.
     let a = h.daemon.submit("t", typed("../x")).expect("accepted").id;
     h.step_to(T0_MS + S);
-    let values = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 0.0, -0.0, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e-300, 1e300];
+    let values = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 0.0, -0.0, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e-300, 1e300, MIN_THROUGHPUT, 1.0, MAX_THROUGHPUT];
     // Rapid-fire, before settling: nothing learned.
     for (i, v) in values.iter().enumerate() {
-        h.report(a, i as u64, *v).expect("a report is accepted whatever it says");
+        lie(&h, a, i as u64, *v);
     }
     assert!(h.job(a).measurements.is_empty(), "{:?}", h.job(a).measurements);
     h.clock.set(T0_MS + (1 + SETTLE_S) * S);
     for (i, v) in values.iter().enumerate() {
-        h.report(a, i as u64, *v).expect("accepted");
+        lie(&h, a, i as u64, *v);
     }
     let solo = h.job(a).measurements.solo.get("a100").copied().expect("a solo speed");
     assert!(solo.is_finite() && solo > 0.0, "{solo}");
@@ -257,8 +269,8 @@ fn hostile_reports_neither_crash_the_daemon_nor_corrupt_the_table_or_the_store()
     h.clock.set(T0_MS + (21 + SETTLE_S) * S);
     for _ in 0..3 {
         for (i, v) in values.iter().enumerate() {
-            h.report(a, i as u64, *v).expect("accepted");
-            h.report(b, i as u64, *v).expect("accepted");
+            lie(&h, a, i as u64, *v);
+            lie(&h, b, i as u64, *v);
         }
     }
     let rows = h.daemon.pair_rows(None);
@@ -270,14 +282,14 @@ fn hostile_reports_neither_crash_the_daemon_nor_corrupt_the_table_or_the_store()
     // Another job's token is refused; so is a run's token once its run is over.
     let b_token = h.fake.token(b).expect("ran");
     let a_token = h.fake.token(a).expect("ran");
-    assert!(matches!(h.daemon.report_progress(a, &b_token, 1, Some(1.0), None), Err(arbiter_daemon::daemon::RequestError::WrongJobToken(_))));
+    assert!(matches!(h.daemon.report_progress(a, &b_token, ProgressReport { steps: 1, throughput: Some(1.0), total_steps: None }), Err(arbiter_daemon::daemon::RequestError::WrongJobToken(_))));
     h.daemon.cancel(a, Some("t")).expect("cancels");
     for t in 45..60 {
         h.step_to(T0_MS + t * S);
     }
     assert!(h.job(a).state.is_terminal(), "{:?}", h.job(a).state);
     let before = h.daemon.pair_rows(None);
-    assert!(h.daemon.report_progress(a, &a_token, 1, Some(1e9), None).is_err(), "an ended run's token reports nothing");
+    assert!(h.daemon.report_progress(a, &a_token, ProgressReport { steps: 1, throughput: Some(1e9), total_steps: None }).is_err(), "an ended run's token reports nothing");
     assert_eq!(h.daemon.pair_rows(None), before);
     // The store reads back.
     let jobs_before: Vec<_> = [a, b].iter().map(|id| h.job(*id).measurements).collect();
@@ -294,8 +306,8 @@ fn hostile_reports_neither_crash_the_daemon_nor_corrupt_the_table_or_the_store()
     assert!(h.daemon.submit("t", long).is_err());
 }
 
-/// Attack: two tenants' typed jobs report the most extreme values the API accepts (tiny and huge
-/// throughputs, remaining steps that make their remaining time overflow to infinity), over and
+/// Attack: two tenants' typed jobs report the most extreme values the API accepts (the smallest and
+/// largest throughputs, the most steps), over and
 /// over, under each policy that reads the table; every round still succeeds (no panic, no
 /// refused decision) and the table stays within [0, 1].
 #[test]
@@ -305,7 +317,7 @@ fn the_co_locating_policies_survive_extreme_reports_from_every_job() {
         n.extend(nodes("v", "v100", 1, 2));
         let h = Harness::new(kind, n, 10.0);
         let mut ids = Vec::new();
-        let values = [5e-324, f64::MAX, 1e-300, 1e300, 0.0, 1.0];
+        let values = [MIN_THROUGHPUT, MAX_THROUGHPUT, 1e-3, 1e6, 0.0, 1.0];
         for t in 1..=120u64 {
             // Four jobs run alone first (their solo speeds), four more arrive and share.
             if t == 1 || t == 15 {
@@ -320,7 +332,7 @@ fn the_co_locating_policies_survive_extreme_reports_from_every_job() {
                 }
                 let token = h.fake.token(*id).expect("ran");
                 let v = values[(i + t as usize) % values.len()];
-                h.daemon.report_progress(*id, &token, t, Some(v), Some(u64::MAX)).expect("recorded");
+                h.daemon.report_progress(*id, &token, ProgressReport { steps: t, throughput: Some(v), total_steps: Some(MAX_STEPS) }).expect("recorded");
             }
         }
         let rows = h.daemon.pair_rows(None);

@@ -276,7 +276,8 @@ fn another_tenant_and_a_job_process_reach_neither_the_admin_paths_nor_the_types_
     assert_eq!(state_of(&a, mine), "running", "b's cancel was refused");
 
     // Progress: b's tenant token, b's job token and a garbled token cannot report for a's job;
-    // values JSON does not hold, negatives and non-numbers are refused before the daemon sees them.
+    // values JSON does not hold, negatives, non-numbers and values beyond the bounds are refused
+    // before the daemon sees them.
     let progress = |id: u64, token: &str, body: &str| {
         raw(&daemon, &format!("POST /v1/jobs/{id}/progress HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()))
     };
@@ -296,7 +297,19 @@ fn another_tenant_and_a_job_process_reach_neither_the_admin_paths_nor_the_types_
         let reply = progress(mine, &job_token_a, body);
         assert!(reply.starts_with("HTTP/1.1 400") || reply.starts_with("HTTP/1.1 422"), "{body}: {reply}");
     }
-    assert!(progress(mine, &job_token_a, r#"{"steps": 18446744073709551615, "throughput": 1.7976931348623157e308, "total_steps": 0}"#).starts_with("HTTP/1.1 204"));
+    // Values that parse but no policy can use (issue 26: the first made the remaining time
+    // infinite and froze scheduling under an external agent): 400 naming the field.
+    for (body, field) in [
+        (r#"{"steps":0,"throughput":5e-324,"total_steps":18446744073709551615}"#, "total_steps"),
+        (r#"{"steps":0,"throughput":5e-324,"total_steps":10}"#, "throughput"),
+        (r#"{"steps": 18446744073709551615, "throughput": 1}"#, "steps"),
+        (r#"{"steps": 1, "throughput": 1.7976931348623157e308}"#, "throughput"),
+        (r#"{"steps": 1, "total_steps": 0}"#, "total_steps"),
+    ] {
+        let reply = progress(mine, &job_token_a, body);
+        assert!(reply.starts_with("HTTP/1.1 400") && reply.contains(&format!(r#""field":"{field}""#)), "{body}: {reply}");
+    }
+    assert!(progress(mine, &job_token_a, r#"{"steps": 9007199254740992, "throughput": 1e9, "total_steps": 9007199254740992}"#).starts_with("HTTP/1.1 204"));
     assert_eq!(state_of(&a, mine), "running", "{}", daemon.stderr());
     for id in [mine, theirs] {
         admin.post(&format!("/v1/jobs/{id}/cancel"), &json!({})).expect("cancels");

@@ -13,6 +13,7 @@
 use crate::auth::{sha256_hex, Caller};
 use crate::daemon::{Daemon, RequestError};
 use crate::job::{GpuHolders, JobRecord, SubmitRequest};
+use crate::progress::ProgressReport;
 use crate::store::Tenant;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::body::{Body, Bytes, HttpBody};
@@ -346,23 +347,11 @@ async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u
     Ok((StatusCode::ACCEPTED, Json(json!({ "id": id, "cancelling": true }))))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProgressReport {
-    steps: u64,
-    #[serde(default)]
-    throughput: Option<f64>,
-    #[serde(default)]
-    total_steps: Option<u64>,
-}
-
 async fn report_progress(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>, body: Result<Json<ProgressReport>, JsonRejection>) -> Result<StatusCode, ApiError> {
     let token = bearer_token(&headers).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing the job token"))?.to_string();
     let report = json_body(body)?;
-    if report.throughput.is_some_and(|t| !t.is_finite() || t < 0.0) {
-        return Err(ApiError { status: StatusCode::BAD_REQUEST, message: "throughput: must be finite and >= 0".into(), field: Some("throughput") });
-    }
-    tokio::task::spawn_blocking(move || api.daemon.report_progress(id, &token, report.steps, report.throughput, report.total_steps))
+    report.validate().map_err(|f| ApiError { status: StatusCode::BAD_REQUEST, message: f.to_string(), field: Some(f.field) })?;
+    tokio::task::spawn_blocking(move || api.daemon.report_progress(id, &token, report))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     Ok(StatusCode::NO_CONTENT)
@@ -441,6 +430,7 @@ async fn metrics(State(api): State<Api>) -> Response {
         out.push_str(&format!("# TYPE arbiter_runs_started_total counter\narbiter_runs_started_total {}\n", c.runs_started));
         out.push_str(&format!("# TYPE arbiter_preemptions_total counter\narbiter_preemptions_total {}\n", c.preemptions));
         out.push_str(&format!("# TYPE arbiter_rounds_total counter\narbiter_rounds_total {}\n", c.rounds));
+        out.push_str(&format!("# HELP arbiter_fallback_rounds_total Rounds the policy (or its agent) could not decide, decided by policy_fallback.\n# TYPE arbiter_fallback_rounds_total counter\narbiter_fallback_rounds_total {}\n", c.fallback_rounds));
         out.push_str(&format!("# HELP arbiter_round_seconds_total Wall time spent in scheduling rounds.\n# TYPE arbiter_round_seconds_total counter\narbiter_round_seconds_total {}\n", c.round_us_sum as f64 / 1e6));
         out.push_str(&format!(
             "# HELP arbiter_submit_to_start_seconds Submission to first start.\n# TYPE arbiter_submit_to_start_seconds summary\narbiter_submit_to_start_seconds_sum {}\narbiter_submit_to_start_seconds_count {}\n",

@@ -33,6 +33,11 @@ pub fn nodes(prefix: &str, gpu_type: &str, count: u32, gpus: u32) -> Vec<NodeSpe
 impl Harness {
     /// A daemon on `nodes` under `policy`, with no minimum run time and rounds of `round_s`.
     pub fn new(policy: PolicyKind, nodes: Vec<NodeSpec>, round_s: f64) -> Self {
+        Self::with_settings(policy, nodes, round_s, |_| {})
+    }
+
+    /// [`Harness::new`] with settings `change` makes.
+    pub fn with_settings(policy: PolicyKind, nodes: Vec<NodeSpec>, round_s: f64, change: impl FnOnce(&mut Settings)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let clock = Arc::new(VirtualClock::at(T0_MS));
         let fake = Arc::new(FakeExecutor::new(clock.clone()));
@@ -45,6 +50,7 @@ impl Harness {
                 timeout: std::time::Duration::from_secs(10),
             }),
             policy,
+            fallback: PolicyKind::Fifo,
             round_s,
             min_run_s: 0.0,
             gpus: topology.inventory(),
@@ -62,6 +68,8 @@ impl Harness {
             nodes,
             clock: clock.clone(),
         };
+        let mut settings = settings;
+        change(&mut settings);
         let executor = fake.clone();
         let daemon = Daemon::start_with(settings, move |_| executor).expect("daemon starts");
         Harness { daemon, fake, clock, _dir: dir }
@@ -93,7 +101,7 @@ impl Harness {
     /// Reports progress for job `id` with its run's token, as the job would.
     pub fn report(&self, id: u32, steps: u64, throughput: f64) -> Result<(), arbiter_daemon::daemon::RequestError> {
         let token = self.fake.token(id).expect("the job has run");
-        self.daemon.report_progress(id, &token, steps, Some(throughput), None)
+        self.daemon.report_progress(id, &token, arbiter_daemon::progress::ProgressReport { steps, throughput: Some(throughput), total_steps: None })
     }
 
     /// Submits a job for tenant `t` from a JSON request.

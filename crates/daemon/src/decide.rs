@@ -1,0 +1,196 @@
+//! The decision of a round: what the policy is shown (a [`Snapshot`]), who decides, and what
+//! happens when the decider fails.
+//!
+//! ```text
+//!   snapshot (state locked) ──► built-in policy (state locked: pure and quick)
+//!                           └─► external agent (state UNLOCKED: it may take its whole timeout)
+//!                                 ──► relock; anything it saw moved? ──► decide again next round
+//!   policy or agent failed ──► policy_fallback decides this round (the agent is restarted)
+//! ```
+//!
+//! The agent is a program of the admin's, but what it is shown comes from tenants (their jobs,
+//! their progress reports): a tenant able to make it crash or hang must not be able to stop
+//! scheduling for everyone, nor to make the API wait. So a failure costs one round of the
+//! agent's decisions, never the round itself, and the state lock is never held while it thinks.
+
+use crate::daemon::{Daemon, State};
+use crate::job::{JobRecord, JobState};
+use crate::view;
+use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
+use arbiter_policy::{Policy, SchedulerView};
+use std::sync::MutexGuard;
+
+/// Most ended jobs kept for an agent that has not been asked since they ended.
+pub(crate) const MAX_AGENT_BACKLOG: usize = 10_000;
+
+/// What the policy is shown at a round, kept until its decision is carried out.
+pub(crate) struct Snapshot {
+    /// Queued (not backing off, not opportunistic) and running jobs, in id order.
+    pub(crate) active: Vec<ActiveJob>,
+    /// When the first job backing off may be retried (Unix ms).
+    pub(crate) retry_wake: Option<u64>,
+    /// The cluster without the nodes that take no new runs (`None`: the whole cluster).
+    pub(crate) reduced: Option<Cluster>,
+}
+
+/// What the decision step came to.
+pub(crate) enum Decided {
+    /// Carry `decision` out; `by` names who decided (the policy or the fallback).
+    Apply { snapshot: Snapshot, decision: Decision, by: &'static str },
+    /// The agent decided on jobs that have changed since (ended, started, cancelled): nothing
+    /// is applied and the next round decides again.
+    Moved,
+    /// Nothing can be decided this round (the fallback failed too): runs keep their GPUs.
+    Nothing,
+}
+
+/// The external agent, or `None` when it failed and is to be started again.
+pub(crate) type AgentSlot = std::sync::Mutex<Option<Box<dyn Policy>>>;
+
+/// A job as the agent saw it: its id, state and GPUs.
+type Seen = (u32, &'static str, Option<Vec<u32>>);
+
+impl Daemon {
+    /// The policy's view of the jobs at `now_ms` (`None`, with every queued job told why, when
+    /// no node takes new runs).
+    ///
+    /// One pass over the jobs (each pass over 100,000 records costs milliseconds):
+    /// - An elastic job may not grow past its tenant's GPU quota: a policy that does not know
+    ///   quotas would keep choosing a count the quota then refuses, leaving it waiting beside
+    ///   free GPUs. (Quotas may change at any time, so this is done at every decision.)
+    /// - A job backing off after a failed run says so and is not offered until its time; the
+    ///   round ends when the first one's wait does.
+    /// - Opportunistic jobs are not the policy's (see `opportunistic`).
+    pub(crate) fn snapshot(&self, state: &mut State, now_ms: u64) -> Option<Snapshot> {
+        let now_s = (now_ms / 1000) as i64;
+        let now = SimTime::from_ms(now_ms);
+        let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
+        let mut active = Vec::new();
+        let mut retry_wake: Option<u64> = None;
+        let State { jobs, specs, tenants, topology, .. } = &mut *state;
+        for (job, spec) in jobs.iter_mut().zip(specs.iter_mut()) {
+            if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
+                && !job.state.is_terminal()
+            {
+                let quota = tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
+                range.max = quota.map_or(most, |q| most.min(q).max(range.min));
+            }
+            if backing_off(job) {
+                let at = job.retry_after_unix_s.unwrap_or(now_s);
+                job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
+                let at_ms = at.max(0) as u64 * 1000;
+                retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+            } else if !job.request.opportunistic
+                && let Some(a) = view::active_of(job, spec, topology, now)
+            {
+                active.push(a);
+            }
+        }
+        // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
+        let reduced = crate::tick::usable_cluster(state, &self.executor.unavailable_nodes());
+        if reduced.as_ref().unwrap_or(state.topology.cluster()).total_gpus() == 0 {
+            for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
+                job.pending_reason = Some("no node takes new runs (all are down or drained)".into());
+            }
+            return None;
+        }
+        Some(Snapshot { active, retry_wake, reduced })
+    }
+
+    /// Asks the policy for its decision on `snapshot`. A built-in policy decides with the state
+    /// locked; the external agent with it unlocked (the guard is given back relocked). A policy
+    /// or agent that fails hands the round to the fallback.
+    pub(crate) fn decide<'a>(&'a self, mut guard: MutexGuard<'a, State>, snapshot: Snapshot, now_ms: u64) -> (MutexGuard<'a, State>, Decided) {
+        let now = SimTime::from_ms(now_ms);
+        let Some(agent) = &self.agent else {
+            let state = &mut *guard;
+            self.give_pair_speeds(state);
+            let decided = match state.policy.as_mut() {
+                Some(policy) => {
+                    let view = SchedulerView { cluster: snapshot.reduced.as_ref().unwrap_or(state.topology.cluster()), jobs: &snapshot.active, specs: &state.specs, current: None };
+                    policy.schedule(&view, now).map(|d| (d, policy.name()))
+                }
+                None => Err(arbiter_policy::PolicyError::Config("no policy".into())),
+            };
+            return match decided {
+                Ok((decision, by)) => (guard, Decided::Apply { snapshot, decision, by }),
+                Err(e) => {
+                    let name = guard.policy_name();
+                    self.fall_back(guard, snapshot, now_ms, &format!("policy {name} failed: {e}"))
+                }
+            };
+        };
+        // The agent thinks on copies, with the state unlocked.
+        let cluster = snapshot.reduced.clone().unwrap_or_else(|| guard.topology.cluster().clone());
+        let specs = guard.specs.clone();
+        let finished = std::mem::take(&mut guard.agent_finished);
+        let seen: Vec<Seen> = snapshot.active.iter().map(|a| seen_of(&guard.jobs[a.id.index()])).collect();
+        drop(guard);
+        let answer = self.ask_agent(agent, &cluster, &snapshot.active, &specs, finished, now);
+        let guard = self.lock();
+        match answer {
+            Err(e) => self.fall_back(guard, snapshot, now_ms, &format!("the policy agent failed: {e}; it is restarted for the next round")),
+            Ok(_) if seen.iter().any(|s| seen_of(&guard.jobs[s.0 as usize]) != *s) => (guard, Decided::Moved),
+            Ok(decision) => (guard, Decided::Apply { snapshot, decision, by: "external" }),
+        }
+    }
+
+    /// The agent's decision on a copy of the state (started first if it is not running). A
+    /// failed agent is dropped, which stops it; the next round starts a fresh one.
+    fn ask_agent(&self, agent: &AgentSlot, cluster: &Cluster, active: &[ActiveJob], specs: &[JobSpec], finished: Vec<(JobSpec, ActiveJob, SimTime)>, now: SimTime) -> Result<Decision, String> {
+        let mut slot = agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if slot.is_none() {
+            let mut config = crate::policy_support::policy_config(&Default::default(), self.settings.round_s, &self.settings.gittins_prior);
+            config.external = self.settings.external.clone();
+            *slot = Some(arbiter_policy::build(arbiter_policy::PolicyKind::External, &config).map_err(|e| format!("cannot start it again: {e}"))?);
+        }
+        let policy = slot.as_mut().ok_or("no agent")?;
+        for (spec, job, at) in &finished {
+            policy.job_finished(spec, job, *at);
+        }
+        let view = SchedulerView { cluster, jobs: active, specs, current: None };
+        let decided = policy.schedule(&view, now);
+        if decided.is_err() {
+            *slot = None;
+        }
+        decided.map_err(|e| e.to_string())
+    }
+
+    /// The fallback's decision for this round, on the state as it is now (it may have moved
+    /// while a failing agent was waited for). Said loudly: a log line and a counter.
+    fn fall_back<'a>(&'a self, mut guard: MutexGuard<'a, State>, stale: Snapshot, now_ms: u64, why: &str) -> (MutexGuard<'a, State>, Decided) {
+        tracing::error!("{why}; policy_fallback ({}) decides this round", self.settings.fallback);
+        let state = &mut *guard;
+        state.counters.fallback_rounds += 1;
+        let snapshot = if self.agent.is_some() { self.snapshot(state, now_ms) } else { Some(stale) };
+        let Some(snapshot) = snapshot else { return (guard, Decided::Nothing) };
+        let view = SchedulerView { cluster: snapshot.reduced.as_ref().unwrap_or(state.topology.cluster()), jobs: &snapshot.active, specs: &state.specs, current: None };
+        match state.fallback.schedule(&view, SimTime::from_ms(now_ms)) {
+            Ok(decision) => {
+                let by = state.fallback.name();
+                (guard, Decided::Apply { snapshot, decision, by })
+            }
+            Err(e) => {
+                tracing::error!("policy_fallback {} failed too: {e}; nothing changes this round", self.settings.fallback);
+                (guard, Decided::Nothing)
+            }
+        }
+    }
+
+    /// What was learned about co-located pairs since the last round (Gandiva's introspection
+    /// and the packed program read it from this decision on).
+    fn give_pair_speeds(&self, state: &mut State) {
+        if !state.pairs_changed {
+            return;
+        }
+        if let (Some(speeds), Some(policy)) = (crate::policy_support::pair_speeds(self.settings.policy, &state.pairs, &state.topology.cluster().gpu_type_names), state.policy.as_mut()) {
+            policy.set_pair_speeds(speeds);
+        }
+        state.pairs_changed = false;
+    }
+}
+
+/// A job as the agent is shown it, to tell afterwards whether it moved.
+fn seen_of(job: &JobRecord) -> Seen {
+    (job.id, job.state.name(), job.state.gpus().map(<[u32]>::to_vec))
+}
