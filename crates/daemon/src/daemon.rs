@@ -416,10 +416,14 @@ impl Daemon {
                     "tenant {tenant} has {queued} jobs queued or running, the most this daemon takes (max_queued_per_tenant); wait for some to end"
                 )));
             }
+            // The tenant is checked under the lock that removing it takes, in the same step that
+            // stores the job: a tenant removed while its submission was on the way gets nothing.
+            // Its identity is settled now too, so that a job that could never run as it (Slurm
+            // without a `tenant_users` entry) is refused here rather than queued forever.
+            let identity = self.identity_for(&mut state, tenant)?;
             if let Some(dir) = &request.working_dir {
                 // Checked as the job's user would see it (and with the same answer whether the
                 // directory is missing or merely out of its reach).
-                let identity = self.identity_for(&mut state, tenant).map_err(RequestError::Unavailable)?;
                 crate::confine::CheckpointRoots::usable_dir(dir, identity).map_err(|reason| FieldError { field: "working_dir", reason })?;
             }
             let id = state.jobs.len() as u32;

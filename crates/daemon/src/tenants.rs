@@ -6,6 +6,32 @@ use crate::identity::{allocate_uid, resolve_user, Isolation, UnixIdentity};
 use crate::store::Tenant;
 use arbiter_policy::PolicyKind;
 
+/// The tenant the admin's own jobs belong to.
+pub(crate) const ADMIN_TENANT: &str = "admin";
+
+/// Why a tenant's jobs cannot run as its identity.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum IdentityError {
+    /// No such tenant (removed, or never added).
+    #[error("tenant {0} does not exist (it was removed)")]
+    NoSuchTenant(String),
+    /// The configuration maps the tenant to no identity the executor can use: fixed by the admin.
+    #[error("{0}")]
+    NotMapped(String),
+    /// The identity cannot be had now (no free uid, the store or the checkpoint area failed).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<IdentityError> for RequestError {
+    fn from(e: IdentityError) -> Self {
+        match e {
+            IdentityError::NoSuchTenant(_) | IdentityError::NotMapped(_) => RequestError::Conflict(e.to_string()),
+            IdentityError::Unavailable(reason) => RequestError::Unavailable(reason),
+        }
+    }
+}
+
 impl Daemon {
     /// Adds or replaces a tenant.
     ///
@@ -58,6 +84,11 @@ impl Daemon {
         // Persisted first, then forgotten.
         self.store.delete_tenant(name)?;
         let removed = state.tenants.remove(name);
+        state.identities.remove(name);
+        // Whatever its uid still runs (a process that outlived its run) is killed at the next
+        // search of the process table: a removed tenant's uid runs nothing.
+        state.ended_tenants.insert(name.to_string());
+        state.run_ended_since_check = true;
         self.rebuild_policy(&mut state);
         Ok(removed)
     }
@@ -78,25 +109,33 @@ impl Daemon {
     /// The identity `tenant`'s runs execute as (`None`: the daemon's own), its checkpoint area
     /// made ready (created, owned by that identity, mode 0700). An automatic uid is allocated
     /// once and recorded in the store before it is used.
-    pub(crate) fn identity_for(&self, state: &mut State, tenant: &str) -> Result<Option<UnixIdentity>, String> {
+    pub(crate) fn identity_for(&self, state: &mut State, tenant: &str) -> Result<Option<UnixIdentity>, IdentityError> {
+        // A removed tenant's uid runs nothing (its jobs were all over when it was removed, and
+        // submissions check the tenant under the same lock; this holds whatever is on record).
+        if tenant != ADMIN_TENANT && !state.tenants.contains_key(tenant) {
+            return Err(IdentityError::NoSuchTenant(tenant.to_string()));
+        }
         if let Some(identity) = state.identities.get(tenant) {
             return Ok(*identity);
         }
         let identity = match &self.settings.isolation {
             Isolation::Shared { .. } => None,
-            Isolation::PerTenant { users, .. } if users.contains_key(tenant) => Some(resolve_user(&users[tenant])?),
+            Isolation::PerTenant { users, .. } if users.contains_key(tenant) => Some(resolve_user(&users[tenant]).map_err(IdentityError::Unavailable)?),
             // Slurm runs a job as a named user: `sbatch --uid` refuses a uid without an account
             // (and every node must know it), so an automatic uid cannot be used there.
             Isolation::PerTenant { .. } if !self.executor.capabilities().automatic_uids => {
-                return Err(format!("the {} executor runs jobs as existing users only: map tenant {tenant} to a user in tenant_users (an account every node knows)", self.executor.name()));
+                return Err(IdentityError::NotMapped(format!(
+                    "the {} executor runs jobs as existing users only: tenant {tenant} has no user; add `{tenant} = \"<user>\"` to tenant_users in the daemon's config (an account every node knows) and restart it",
+                    self.executor.name()
+                )));
             }
             Isolation::PerTenant { uid_range, .. } => {
                 let uid = match state.allocated_uids.get(tenant) {
                     Some(uid) => *uid,
                     None => {
                         let taken = state.allocated_uids.values().copied().collect();
-                        let uid = allocate_uid(*uid_range, &taken).ok_or_else(|| format!("no free uid left in tenant_uid_range {}-{}", uid_range[0], uid_range[1]))?;
-                        self.store.put_identity(tenant, uid).map_err(|e| e.to_string())?;
+                        let uid = allocate_uid(*uid_range, &taken).ok_or_else(|| IdentityError::Unavailable(format!("no free uid left in tenant_uid_range {}-{}", uid_range[0], uid_range[1])))?;
+                        self.store.put_identity(tenant, uid).map_err(|e| IdentityError::Unavailable(e.to_string()))?;
                         tracing::info!(tenant, uid, "allocated an automatic unix identity");
                         state.allocated_uids.insert(tenant.to_string(), uid);
                         uid
@@ -105,7 +144,7 @@ impl Daemon {
                 Some(UnixIdentity { uid, gid: uid })
             }
         };
-        self.settings.checkpoint_roots.prepare_tenant(tenant, identity)?;
+        self.settings.checkpoint_roots.prepare_tenant(tenant, identity).map_err(IdentityError::Unavailable)?;
         state.identities.insert(tenant.to_string(), identity);
         Ok(identity)
     }

@@ -12,6 +12,9 @@ use arbiter_daemon::topology::{NodeSpec, Topology};
 use arbiter_policy::PolicyKind;
 use std::sync::Arc;
 
+/// Tenants every harness has.
+pub const TENANTS: [&str; 5] = ["a", "b", "c", "t", "u"];
+
 /// Virtual Unix time of the harness's start (ms).
 pub const T0_MS: u64 = 1_700_000_000_000;
 
@@ -72,6 +75,12 @@ impl Harness {
         change(&mut settings);
         let executor = fake.clone();
         let daemon = Daemon::start_with(settings, move |_| executor).expect("daemon starts");
+        // The tenants the tests submit for (a submission for a tenant that does not exist is
+        // refused).
+        for name in TENANTS {
+            let tenant = arbiter_daemon::store::Tenant { name: name.into(), weight: 1.0, gpu_quota: None, token_sha256: format!("token of {name}") };
+            daemon.put_tenant(tenant).expect("tenant added");
+        }
         Harness { daemon, fake, clock, _dir: dir }
     }
 
