@@ -148,7 +148,7 @@ fn serve_api(daemon: &Daemon, admin_token: &str) -> Result<String> {
     let url = format!("http://{}", listener.local_addr()?);
     let api = Api::new(daemon.clone(), arbiter_daemon::auth::sha256_hex(admin_token));
     let app = router(api, 1 << 20, Duration::from_secs(60));
-    let limits = ConnectionLimits { header_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(60), max_connections: 64, drain: Duration::from_secs(1) };
+    let limits = ConnectionLimits { header_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(60), max_connections: 64, max_connections_per_client: 64, drain: Duration::from_secs(1) };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     std::thread::spawn(move || {
         runtime.block_on(async move {

@@ -17,6 +17,9 @@
 //!                                   # long mid-request (stalled upload, client not reading) is closed
 //! request_timeout_s = 30            # a whole request, body included (a trickled body: 408)
 //! max_connections = 1024            # connections beyond it get a 503 and are closed
+//! max_connections_per_client = 256  # from one address, or one uid on this host (503 beyond)
+//! max_connections_per_tenant = 64   # held by one tenant's requests (429 beyond; not the admin)
+//! max_requests_in_flight_per_tenant = 16  # one tenant's requests at once (429 beyond)
 //! policy_fallback = "fifo"         # decides a round the policy (an external agent) could not
 //! min_run_s = 30                    # a started run is not preempted before this (default: round_s)
 //!
@@ -71,6 +74,14 @@ pub struct ServeConfig {
     pub request_timeout_s: f64,
     /// Most open connections; more are answered 503 and closed.
     pub max_connections: usize,
+    /// Most open connections from one client: a remote address, or on this host the uid that
+    /// owns the client's socket (each tenant's jobs run as its own uid); more get 503.
+    pub max_connections_per_client: usize,
+    /// Most connections one tenant's requests (its clients' and its jobs') may hold open; a
+    /// request beyond gets 429 and its connection is closed. The admin is not limited.
+    pub max_connections_per_tenant: usize,
+    /// Most requests of one tenant handled at once (429 beyond). The admin is not limited.
+    pub max_requests_in_flight_per_tenant: usize,
     /// Seconds a started run is protected from preemption (default: one round). A job may ask
     /// for another value with `min_run_time_s`.
     pub min_run_s: Option<f64>,
@@ -200,6 +211,9 @@ impl Default for ServeConfig {
             idle_timeout_s: 60.0,
             request_timeout_s: 30.0,
             max_connections: 1024,
+            max_connections_per_client: 256,
+            max_connections_per_tenant: 64,
+            max_requests_in_flight_per_tenant: 16,
             min_run_s: None,
             tenant_uid_range: [1_900_000_000, 1_900_065_535],
             tenant_users: std::collections::BTreeMap::new(),
@@ -266,6 +280,11 @@ impl ServeConfig {
         for (key, value) in [("header_timeout_s", self.header_timeout_s), ("idle_timeout_s", self.idle_timeout_s), ("request_timeout_s", self.request_timeout_s)] {
             if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
                 return Err(ConfigError::Invalid(format!("{key}: must be > 0 and at most 86400 seconds, got {value}")));
+            }
+        }
+        for (key, value) in [("max_connections_per_client", self.max_connections_per_client), ("max_connections_per_tenant", self.max_connections_per_tenant), ("max_requests_in_flight_per_tenant", self.max_requests_in_flight_per_tenant)] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
             }
         }
         if self.max_connections == 0 {

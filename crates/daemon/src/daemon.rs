@@ -572,6 +572,13 @@ impl Daemon {
         Ok(())
     }
 
+    /// The tenant of job `id` when `token_sha256` is its current run's token (a run holding GPUs).
+    pub fn tenant_of_run_token(&self, id: u32, token_sha256: &str) -> Option<String> {
+        let state = self.lock();
+        let job = state.jobs.get(id as usize)?;
+        (job.token_sha256 == token_sha256 && job.state.gpus().is_some()).then(|| job.tenant.clone())
+    }
+
     /// The learned co-location table as `viewer` may see it (`None`: the admin, every entry; a
     /// tenant: its own job types' entries, another tenant's partner type not named).
     pub fn pair_rows(&self, viewer: Option<&str>) -> Vec<serde_json::Value> {

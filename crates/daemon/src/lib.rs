@@ -105,12 +105,16 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     } else {
         eprintln!("arbiter: WARNING: {}", settings.isolation.describe());
     }
-    let api = api::Api::new(daemon.clone(), auth::sha256_hex(&admin_token));
+    let api = api::Api::new(daemon.clone(), auth::sha256_hex(&admin_token)).with_tenant_limits(api::TenantLimits {
+        max_connections_per_tenant: config.max_connections_per_tenant,
+        max_requests_in_flight_per_tenant: config.max_requests_in_flight_per_tenant,
+    });
     tokio::spawn(daemon.clone().run_loop());
     let limits = api::ConnectionLimits {
         header_timeout: std::time::Duration::from_secs_f64(config.header_timeout_s),
         idle_timeout: std::time::Duration::from_secs_f64(config.idle_timeout_s),
         max_connections: config.max_connections,
+        max_connections_per_client: config.max_connections_per_client,
         drain: std::time::Duration::from_secs(5),
     };
     // SIGTERM/SIGINT: stop accepting, let requests in flight finish, exit. Runs are left alone

@@ -10,6 +10,8 @@
 //!   tenant's job to no one but the admin.
 //!
 //! - `dashboard`: the daemon's dashboard page and its snapshot endpoint.
+//! - `shares`: one tenant exhausting its share of the API (connections, requests, records) hurts
+//!   only itself.
 //! - `report`: the HTML reports of `run`, `sweep` and `trace analyze`.
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
 //!
@@ -24,4 +26,5 @@ mod daemon;
 mod daemon_api;
 mod dashboard;
 mod report;
+mod shares;
 mod slurm;

@@ -32,6 +32,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncSeekExt, ReadBuf};
 
 mod dashboard;
+mod limits;
 mod logs;
 mod openapi;
 mod server;
@@ -39,6 +40,7 @@ mod tenants;
 
 pub use dashboard::page_weight_bytes;
 pub use openapi::openapi_document;
+pub use limits::TenantLimits;
 pub use server::{serve_connections, ConnectionLimits};
 use logs::job_logs;
 use openapi::openapi;
@@ -54,6 +56,8 @@ pub struct Api {
     /// Serializes tenant changes, so that "add refuses an existing tenant" holds between two
     /// concurrent `add`s of the same name.
     tenant_changes: Arc<tokio::sync::Mutex<()>>,
+    /// Each tenant's connections and requests in flight (`limits.rs`).
+    shares: Arc<limits::TenantShares>,
 }
 
 /// The job states `?state=` accepts.
@@ -127,7 +131,13 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 impl Api {
     /// The API of `daemon`, whose admin token hashes to `admin_token_sha256`.
     pub fn new(daemon: Daemon, admin_token_sha256: String) -> Self {
-        Api { daemon, admin_token_sha256, tenant_changes: Arc::default() }
+        Api { daemon, admin_token_sha256, tenant_changes: Arc::default(), shares: Arc::new(limits::TenantShares::new(TenantLimits::default())) }
+    }
+
+    /// This API with per-tenant limits `limits` (default: [`TenantLimits::default`]).
+    pub fn with_tenant_limits(mut self, limits: TenantLimits) -> Self {
+        self.shares = Arc::new(limits::TenantShares::new(limits));
+        self
     }
 
     fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
@@ -197,6 +207,7 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         // The body limit is the one `deadline` enforces while reading every body (413), not
         // axum's per-extractor one.
         .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(api.clone(), limits::tenant_shares))
         .layer(axum::middleware::from_fn(deadline))
         .with_state(api)
 }

@@ -16,6 +16,9 @@ pub struct ConnectionLimits {
     pub idle_timeout: std::time::Duration,
     /// Most connections open at once; more are answered 503 and closed.
     pub max_connections: usize,
+    /// Most connections open at once from one client (a remote address, or a uid on this
+    /// host); more are answered 503 and closed.
+    pub max_connections_per_client: usize,
     /// On shutdown, how long requests in flight may take to finish.
     pub drain: std::time::Duration,
 }
@@ -23,12 +26,17 @@ pub struct ConnectionLimits {
 /// What a connection over the limit gets before it is closed.
 pub(super) const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 53\r\n\r\n{\"error\":\"too many connections; retry in a second\"}\r\n";
 
+/// What a connection over its client's limit gets before it is closed.
+pub(super) const TOO_MANY_FROM_CLIENT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 91\r\n\r\n{\"error\":\"too many connections from this client (max_connections_per_client); retry later\"}";
+
 /// Serves `router` on `listener` (HTTP/1.1) within `limits` until `shutdown` completes; then
 /// stops accepting, lets requests in flight finish (at most `limits.drain`), and returns what
 /// `shutdown` gave.
 pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Router, limits: ConnectionLimits, shutdown: impl Future<Output = T>) -> T {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let per_client: Arc<super::limits::Counts<super::limits::Client>> = Arc::default();
+    let local = listener.local_addr().ok();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
@@ -56,14 +64,34 @@ pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Rou
             }
             continue;
         };
+        let client = local.map_or(super::limits::Client::Address(peer.ip()), |local| super::limits::Client::of(peer, local));
+        let from_client = match per_client.take(&client, limits.max_connections_per_client) {
+            Ok(held) => held,
+            Err(open) => {
+                let _ = stream.try_write(TOO_MANY_FROM_CLIENT);
+                rejected += 1;
+                if rejected.is_power_of_two() {
+                    tracing::warn!(%peer, "refused a connection: {client} has {open} open (max_connections_per_client); {rejected} refused so far");
+                }
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
-        let connection = graceful.watch(http.serve_connection(io, hyper_util::service::TowerToHyperService::new(router.clone())));
+        // The requests of this connection learn which tenant it counts for (`limits.rs`).
+        let share = Arc::new(super::limits::ConnectionShare::default());
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(share.clone());
+            tower::ServiceExt::oneshot(router.clone(), request)
+        });
+        let connection = graceful.watch(http.serve_connection(io, service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, "connection ended: {e}");
             }
             drop(permit);
+            drop(from_client);
         });
     };
     drop(listener);
