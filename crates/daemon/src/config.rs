@@ -29,6 +29,11 @@
 //! tenant_users = { team-a = "alice" }  # or an existing user for a tenant
 //! max_processes_per_tenant = 32768  # RLIMIT_NPROC of a tenant's uid (threads count); 0: none
 //! max_queued_per_tenant = 10000     # jobs a tenant may have queued or running (429 beyond)
+//! keep_finished_per_tenant = 10000  # ended jobs a tenant keeps on record (oldest pruned beyond)
+//! keep_finished_mib_per_tenant = 64 # and at most this much of their records
+//! keep_finished_days = 365          # and none older than this (0: any age)
+//! submissions_per_s_per_tenant = 1.0  # on average (429 beyond) ...
+//! submission_burst_per_tenant = 1000  # ... in bursts of this many
 //! max_log_bytes = 1073741824        # output one run may add to its log (the rest is dropped)
 //! checkpoint_roots = ["/data/ckpt"] # a job's checkpoint_dir must lie in <root>/<tenant>/
 //!                                   # (default: <data_dir>/checkpoints)
@@ -97,6 +102,16 @@ pub struct ServeConfig {
     pub max_processes_per_tenant: u64,
     /// Most jobs one tenant may have queued or running (429 beyond).
     pub max_queued_per_tenant: usize,
+    /// Most ended jobs a tenant keeps on record; the oldest beyond are pruned (record and log).
+    pub keep_finished_per_tenant: usize,
+    /// Most MiB of ended jobs' records a tenant keeps; the oldest beyond are pruned.
+    pub keep_finished_mib_per_tenant: u64,
+    /// Ended jobs older than this many days are pruned (0: whatever their age).
+    pub keep_finished_days: u64,
+    /// Submissions one tenant may make per second, on average (429 beyond).
+    pub submissions_per_s_per_tenant: f64,
+    /// Submissions one tenant may make at once.
+    pub submission_burst_per_tenant: u32,
     /// Most bytes of output one run may add to its job's log; 0: no limit.
     pub max_log_bytes: u64,
     /// Acknowledges that, when the daemon cannot switch users, tenants share its identity and
@@ -137,6 +152,19 @@ impl ServeConfig {
         match self.executor {
             ExecutorKind::Slurm => crate::slurm::capabilities(self.slurm.share_gpus),
             kind => kind.capabilities(),
+        }
+    }
+}
+
+impl ServeConfig {
+    /// What tenants keep of their ended jobs, and how fast they may submit.
+    pub fn retention(&self) -> crate::retention::Retention {
+        crate::retention::Retention {
+            keep_finished_per_tenant: self.keep_finished_per_tenant,
+            keep_finished_bytes_per_tenant: self.keep_finished_mib_per_tenant.saturating_mul(1 << 20),
+            keep_finished_s: self.keep_finished_days.saturating_mul(86_400),
+            submissions_per_s: self.submissions_per_s_per_tenant,
+            submission_burst: self.submission_burst_per_tenant,
         }
     }
 }
@@ -221,6 +249,11 @@ impl Default for ServeConfig {
             allow_shared_identity: false,
             max_processes_per_tenant: 32768,
             max_queued_per_tenant: 10_000,
+            keep_finished_per_tenant: 10_000,
+            keep_finished_mib_per_tenant: 64,
+            keep_finished_days: 365,
+            submissions_per_s_per_tenant: 1.0,
+            submission_burst_per_tenant: 1_000,
             max_log_bytes: 1 << 30,
             gittins_prior: None,
             policy_cmd: None,
@@ -283,6 +316,14 @@ impl ServeConfig {
             }
         }
         for (key, value) in [("max_connections_per_client", self.max_connections_per_client), ("max_connections_per_tenant", self.max_connections_per_tenant), ("max_requests_in_flight_per_tenant", self.max_requests_in_flight_per_tenant)] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
+            }
+        }
+        if !(self.submissions_per_s_per_tenant.is_finite() && self.submissions_per_s_per_tenant > 0.0) {
+            return Err(ConfigError::Invalid(format!("submissions_per_s_per_tenant: must be > 0, got {}", self.submissions_per_s_per_tenant)));
+        }
+        for (key, value) in [("keep_finished_per_tenant", self.keep_finished_per_tenant as u64), ("keep_finished_mib_per_tenant", self.keep_finished_mib_per_tenant), ("submission_burst_per_tenant", u64::from(self.submission_burst_per_tenant))] {
             if value == 0 {
                 return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
             }

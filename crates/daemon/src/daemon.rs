@@ -71,6 +71,8 @@ pub struct Settings {
     pub max_processes_per_tenant: Option<u64>,
     /// Most jobs one tenant may have queued or running.
     pub max_queued_per_tenant: usize,
+    /// What a tenant keeps of its ended jobs, and how fast it may submit.
+    pub retention: crate::retention::Retention,
     /// Most bytes one run may add to its job's log (None: no limit).
     pub max_log_bytes: Option<u64>,
     /// The cluster's nodes (one machine, declared nodes, or a Slurm partition's).
@@ -114,8 +116,8 @@ pub struct Counters {
 
 /// Everything mutable.
 pub struct State {
-    /// Jobs by id (dense: job `i` is at index `i`).
-    pub jobs: Vec<JobRecord>,
+    /// Jobs by id (dense: job `i` is at slot `i`; a pruned job's slot is empty).
+    pub jobs: crate::jobs::Jobs,
     /// Tenants by name.
     pub tenants: BTreeMap<String, Tenant>,
     /// Counters.
@@ -163,6 +165,10 @@ pub struct State {
     /// Per job holding GPUs: the other jobs on its GPUs and since when (Unix ms) — its reports
     /// count for the co-location table once that has lasted `pairs::SETTLE_S`.
     pub(crate) sharing_since: BTreeMap<u32, (Vec<u32>, u64)>,
+    /// Per tenant, its ended jobs on record, oldest end first (`retention.rs`).
+    pub(crate) ended: BTreeMap<String, crate::retention::Ended>,
+    /// Per tenant, its submission budget (`retention.rs`).
+    pub(crate) submission_budget: BTreeMap<String, crate::retention::Budget>,
 }
 
 /// The daemon: state, store, settings and the wake-up for the loop.
@@ -298,13 +304,16 @@ impl Daemon {
         if let Reconciled::New(id) = data_dir.reconcile(&before, store_existed, store.store_id()?, !jobs.is_empty())? {
             store.set_store_id(id)?;
         }
-        if let Some((i, job)) = jobs.iter().enumerate().find(|(i, j)| j.id != *i as u32) {
-            return Err(StoreError::Corrupt(format!("job ids are not dense: record {i} holds job {}", job.id)).into());
+        // Ids are given out in order and never again; a pruned job's id has no record.
+        if let Some(pair) = jobs.windows(2).find(|w| w[0].id >= w[1].id) {
+            return Err(StoreError::Corrupt(format!("job records out of order: job {} before job {}", pair[0].id, pair[1].id)).into());
         }
-        let next = store.next_job_id()? as usize;
-        if next != jobs.len() {
-            return Err(StoreError::Corrupt(format!("the store's next job id is {next} but it holds {} jobs", jobs.len())).into());
+        let next = store.next_job_id()?;
+        if let Some(last) = jobs.last().filter(|j| j.id >= next) {
+            return Err(StoreError::Corrupt(format!("the store's next job id is {next} but it holds job {}", last.id)).into());
         }
+        let mut jobs = crate::jobs::Jobs::from_records(jobs);
+        jobs.extend_to(next as usize);
         settings.checkpoint_roots.prepare(settings.isolation.is_isolated()).map_err(DaemonError::Config)?;
         let tenants: BTreeMap<String, Tenant> = store.tenants()?.into_iter().map(|t| (t.name.clone(), t)).collect();
         if tenants.len() > 1 && !settings.isolation.allows_many_tenants() {
@@ -327,11 +336,12 @@ impl Daemon {
             PolicyKind::External => (None, Some(Arc::new(Mutex::new(Some(built))))),
             _ => (Some(built), None),
         };
-        let specs: Vec<JobSpec> = jobs.iter().map(|j| view::spec_of(j, cluster)).collect();
+        let specs: Vec<JobSpec> = (0..jobs.len()).map(|id| jobs.get(id).map_or_else(|| view::pruned_spec(id as u32), |j| view::spec_of(j, cluster))).collect();
         // Policies that learn from finished jobs (QSSF) learn the history again.
         let restart = SimTime::from_ms(settings.clock.now_ms());
         if let Some(policy) = policy.as_mut() {
-            for (job, spec) in jobs.iter().zip(&specs).filter(|(j, _)| j.state.is_terminal() && j.runs > 0) {
+            for job in jobs.iter().filter(|j| j.state.is_terminal() && j.runs > 0) {
+                let spec = &specs[job.id as usize];
                 policy.job_finished(spec, &view::finished_of(job, spec), restart);
             }
         }
@@ -360,6 +370,8 @@ impl Daemon {
             pairs,
             pairs_changed: false,
             sharing_since: BTreeMap::new(),
+            ended: BTreeMap::new(),
+            submission_budget: BTreeMap::new(),
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),
@@ -376,6 +388,7 @@ impl Daemon {
             let mut state = daemon.lock();
             let live = live_by_tenant(&state.jobs);
             state.live_by_tenant = live;
+            state.ended = crate::retention::ended_by_tenant(&state.jobs);
         }
         Ok(daemon)
     }
@@ -409,6 +422,12 @@ impl Daemon {
                     }
                     return Ok(Submitted { id, duplicate: true });
                 }
+            if let Err(wait_s) = state.take_submission(tenant, &self.settings.retention, self.now_ms()) {
+                return Err(RequestError::TooMany(format!(
+                    "tenant {tenant} submits faster than this daemon takes ({} a second, bursts of {}: submissions_per_s_per_tenant, submission_burst_per_tenant); retry in {:.1} s",
+                    self.settings.retention.submissions_per_s, self.settings.retention.submission_burst, wait_s
+                )));
+            }
             let queued = state.live_by_tenant.get(tenant).copied().unwrap_or(0);
             debug_assert_eq!(Some(&queued).filter(|q| **q > 0), live_by_tenant(&state.jobs).get(tenant), "live jobs of {tenant}");
             if queued >= self.settings.max_queued_per_tenant {
@@ -596,13 +615,20 @@ impl Daemon {
     }
 
     /// A page of the jobs the caller may see (optionally only in one state), in id order: at
-    /// most `limit` with ids above `after`, and whether more follow.
-    pub fn jobs_page(&self, tenant: Option<&str>, state_filter: Option<&str>, after: Option<u32>, limit: usize) -> (Vec<JobRecord>, bool) {
+    /// most `limit` with ids above `after` and, roughly, `max_bytes` of JSON (at least one job),
+    /// and whether more follow. Bounded in bytes too: a tenant's records may be large (64 KiB
+    /// bodies), and a page of 10,000 of them once held 91.6 MB in memory.
+    pub fn jobs_page(&self, tenant: Option<&str>, state_filter: Option<&str>, after: Option<u32>, limit: usize, max_bytes: u64) -> (Vec<JobRecord>, bool) {
         let state = self.lock();
-        let start = after.map_or(0, |a| a as usize + 1).min(state.jobs.len());
-        let mut matching = state.jobs[start..].iter().filter(|j| tenant.is_none_or(|t| t == j.tenant)).filter(|j| state_filter.is_none_or(|s| s == j.state.name()));
-        let page: Vec<JobRecord> = matching.by_ref().take(limit).cloned().collect();
-        let more = matching.next().is_some();
+        let start = after.map_or(0, |a| a as usize + 1);
+        let mut matching = state.jobs.iter_from(start).filter(|j| tenant.is_none_or(|t| t == j.tenant)).filter(|j| state_filter.is_none_or(|s| s == j.state.name())).peekable();
+        let mut page: Vec<JobRecord> = Vec::new();
+        let mut bytes = 0;
+        while let Some(job) = matching.next_if(|j| page.is_empty() || (page.len() < limit && bytes + crate::retention::approx_record_bytes(j) <= max_bytes)) {
+            bytes += crate::retention::approx_record_bytes(job);
+            page.push(job.clone());
+        }
+        let more = matching.peek().is_some();
         (page, more)
     }
 
@@ -701,6 +727,7 @@ impl State {
                 self.live_by_tenant.remove(tenant);
             }
         }
+        self.remember_ended(id);
     }
 
     /// The cluster the policy sees.
@@ -725,7 +752,7 @@ impl State {
 }
 
 /// Per tenant, its jobs queued, running or stopping (tenants with none are absent).
-pub(crate) fn live_by_tenant(jobs: &[JobRecord]) -> BTreeMap<String, usize> {
+pub(crate) fn live_by_tenant(jobs: &crate::jobs::Jobs) -> BTreeMap<String, usize> {
     let mut live: BTreeMap<String, usize> = BTreeMap::new();
     for job in jobs.iter().filter(|j| !j.state.is_terminal()) {
         *live.entry(job.tenant.clone()).or_insert(0) += 1;

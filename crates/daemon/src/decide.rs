@@ -130,7 +130,8 @@ impl Daemon {
         let guard = self.lock();
         match answer {
             Err(e) => self.fall_back(guard, snapshot, now_ms, &format!("the policy agent failed: {e}; it is restarted for the next round")),
-            Ok(_) if seen.iter().any(|s| seen_of(&guard.jobs[s.0 as usize]) != *s) => (guard, Decided::Moved),
+            // (A job that ended meanwhile may even have been pruned.)
+            Ok(_) if seen.iter().any(|s| guard.jobs.get(s.0 as usize).map(seen_of).as_ref() != Some(s)) => (guard, Decided::Moved),
             Ok(decision) => (guard, Decided::Apply { snapshot, decision, by: "external" }),
         }
     }

@@ -24,12 +24,14 @@ mod decide;
 pub mod executor;
 pub mod identity;
 pub mod job;
+pub mod jobs;
 mod opportunistic;
 pub mod pairs;
 pub mod policy_support;
 pub mod progress;
 pub mod procs;
 mod recovery;
+pub mod retention;
 mod runs;
 pub mod slurm;
 pub mod store;
@@ -189,6 +191,7 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         gittins_prior: std::sync::Arc::new(gittins_prior),
         max_processes_per_tenant: (config.max_processes_per_tenant > 0).then_some(config.max_processes_per_tenant),
         max_queued_per_tenant: config.max_queued_per_tenant,
+        retention: config.retention(),
         max_log_bytes: (config.max_log_bytes > 0).then_some(config.max_log_bytes),
         gpus: topology::Topology::new(nodes.clone()).map(|t| t.inventory()).unwrap_or_default(),
         nodes,

@@ -302,7 +302,7 @@ pub enum Sharing {
 }
 
 /// Who holds `job`'s GPUs besides it, among `jobs`.
-pub fn sharing_of(job: &JobRecord, jobs: &[JobRecord]) -> (Sharing, Vec<u32>) {
+pub fn sharing_of(job: &JobRecord, jobs: &crate::jobs::Jobs) -> (Sharing, Vec<u32>) {
     let Some(mine) = job.state.gpus() else { return (Sharing::Other, Vec::new()) };
     let others: Vec<&JobRecord> = jobs.iter().filter(|j| j.id != job.id && j.state.gpus().is_some_and(|g| g.iter().any(|x| mine.contains(x)))).collect();
     let ids = others.iter().map(|j| j.id).collect();

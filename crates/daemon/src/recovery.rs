@@ -17,7 +17,7 @@ impl Daemon {
         let now = self.now_s();
         let mut changed = Vec::new();
         for i in 0..state.jobs.len() {
-            let job = &mut state.jobs[i];
+            let Some(job) = state.jobs.get_mut(i) else { continue };
             let Some(recorded) = job.state.pid() else { continue };
             match self.executor.adopt(job.id, recorded) {
                 Adoption::Alive { handle } => {

@@ -241,6 +241,18 @@ impl Store {
         })
     }
 
+    /// Deletes the records of `ids` in one transaction (the next free id stays where it is: ids
+    /// are never given out again).
+    pub fn delete_jobs(&self, ids: &[u32]) -> Result<(), StoreError> {
+        self.write(|txn| {
+            let mut table = txn.open_table(JOBS).map_err(db_error)?;
+            for id in ids {
+                table.remove(*id).map_err(db_error)?;
+            }
+            Ok(())
+        })
+    }
+
     /// The learned co-location table.
     pub fn pairs(&self) -> Result<Vec<(PairKey, PairEntry)>, StoreError> {
         Ok(self.read_all::<&str, StoredPair>(PAIRS)?.into_iter().map(|p| (p.key, p.entry)).collect())

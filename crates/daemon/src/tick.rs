@@ -80,6 +80,7 @@ impl Daemon {
             self.stop(state, id, StopReason::TimedOut, false)?;
         }
         self.collect_ended(state);
+        self.prune_ended(state, now_s);
         let scheduled = match self.snapshot(state, now_ms) {
             None => Ok(()),
             Some(snapshot) => {

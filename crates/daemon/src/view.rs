@@ -68,6 +68,12 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
     spec
 }
 
+/// What the policy's view holds for a job whose record was pruned (it ended for good long ago;
+/// no policy looks it up, but the views index jobs by id).
+pub fn pruned_spec(id: u32) -> JobSpec {
+    JobSpec::new(JobId(id), SimTime::from_ms(0), 0, 0.0)
+}
+
 /// An elastic job's speed-up curve from what it measured: steps per second by GPU count,
 /// relative to its least count. A count not tried yet is assumed to scale linearly from the
 /// nearest tried one (optimistic, so that it gets tried); nothing measured: linear throughout.

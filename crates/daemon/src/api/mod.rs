@@ -308,6 +308,9 @@ struct ListQuery {
 pub const DEFAULT_JOBS_PAGE: usize = 1000;
 /// See [`DEFAULT_JOBS_PAGE`].
 pub const MAX_JOBS_PAGE: usize = 10_000;
+/// A page of `GET /v1/jobs` holds at most about this much JSON, whatever `?limit=` says (at
+/// least one job): `next_after` then names the rest.
+pub const MAX_JOBS_PAGE_BYTES: u64 = 4 << 20;
 
 async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<ListQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
@@ -335,7 +338,7 @@ async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<L
         Some(n) if (1..=MAX_JOBS_PAGE).contains(&n) => n,
         Some(n) => return Err(ApiError::bad("limit", format!("{n} is not in 1..={MAX_JOBS_PAGE}"))),
     };
-    let (jobs, more) = api.daemon.jobs_page(tenant.as_deref(), q.state.as_deref(), q.after, limit);
+    let (jobs, more) = api.daemon.jobs_page(tenant.as_deref(), q.state.as_deref(), q.after, limit, MAX_JOBS_PAGE_BYTES);
     let next_after = if more { jobs.last().map(|j| j.id) } else { None };
     let holders = holders_for(&api, &jobs.iter().collect::<Vec<_>>());
     let viewer = caller.tenant();
