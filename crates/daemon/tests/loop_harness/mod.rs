@@ -57,6 +57,7 @@ impl Harness {
             wrapper_exe: "/nonexistent".into(),
             gittins_prior: Arc::new(arbiter_daemon::policy_support::gittins_prior(None).expect("bundled prior")),
             max_processes_per_tenant: None,
+            containment: arbiter_daemon::containment::Containment::none(),
             max_queued_per_tenant: 100_000,
             max_log_bytes: None,
             nodes,
