@@ -107,6 +107,7 @@ fn daemon(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>) -> Result<(Daemo
         wrapper_exe: "/nonexistent".into(),
         gittins_prior: Arc::new(arbiter_daemon::policy_support::gittins_prior(None).map_err(|e| anyhow::anyhow!(e))?),
         max_processes_per_tenant: None,
+        containment: arbiter_daemon::containment::Containment::none(),
         max_queued_per_tenant: JOBS as usize,
         // The bench submits its jobs as fast as it can.
         retention: arbiter_daemon::retention::Retention { submission_burst: u32::MAX, ..Default::default() },

@@ -176,7 +176,13 @@ enum Command {
     #[command(hide = true)]
     JobWrapper {
         /// The run's launch spec, written by the daemon.
-        spec: PathBuf,
+        spec: Option<PathBuf>,
+        /// Be the init (PID 1) of a run's PID namespace; the launch spec comes on stdin.
+        #[arg(long)]
+        pid_init: bool,
+        /// Check that runs can get their own PID namespace and /proc here (the daemon, at start).
+        #[arg(long)]
+        probe: bool,
     },
     /// Talk to a running daemon (ARBITER_URL, ARBITER_TOKEN): submit, jobs, show, cancel, logs,
     /// cluster, tenants.
@@ -392,7 +398,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         },
         Command::Serve(args) => production::serve(args),
-        Command::JobWrapper { spec } => std::process::exit(arbiter_daemon::wrapper::run(&spec)),
+        Command::JobWrapper { spec, pid_init, probe } => std::process::exit(arbiter_daemon::wrapper::main(spec.as_deref(), pid_init, probe)),
         Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
         Command::Policies => {
             for kind in PolicyKind::ALL {

@@ -1,6 +1,7 @@
 //! CPU and memory limits for runs through cgroup v2, where the machine lets the daemon manage a
 //! subtree (`/sys/fs/cgroup/arbiter`, with the `cpu` and `memory` controllers enabled for it).
-//! Elsewhere limits are not enforced, and the daemon says so at start and in `/v1/cluster`.
+//! Elsewhere CPU limits are not enforced and memory falls back to RLIMIT_DATA per process (see
+//! [`crate::containment::MemoryEnforcement`]); the daemon says which at start and in `/v1/cluster`.
 //!
 //! Each run gets `arbiter/job-<id>` with `cpu.max` = "<cores × 100000> 100000" (a bandwidth
 //! limit of that many cores) and `memory.max` in bytes; the run's wrapper moves itself into the

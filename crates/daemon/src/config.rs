@@ -27,7 +27,8 @@
 //! # CAP_SETGID) every run executes as its tenant's own unix identity:
 //! tenant_uid_range = [1900000000, 1900065535] # automatic uid = gid per tenant (a range systemd leaves unused)
 //! tenant_users = { team-a = "alice" }  # or an existing user for a tenant
-//! max_processes_per_tenant = 32768  # RLIMIT_NPROC of a tenant's uid (threads count); 0: none
+//! max_processes_per_tenant = 4096   # example. RLIMIT_NPROC of a tenant's uid (threads count);
+//!                                   # 0: none; unset: a quarter of min(pid_max, threads-max)
 //! max_queued_per_tenant = 10000     # jobs a tenant may have queued or running (429 beyond)
 //! keep_finished_per_tenant = 10000  # ended jobs a tenant keeps on record (oldest pruned beyond)
 //! keep_finished_mib_per_tenant = 64 # and at most this much of their records
@@ -98,8 +99,9 @@ pub struct ServeConfig {
     /// Empty: `<data_dir>/checkpoints`.
     pub checkpoint_roots: Vec<PathBuf>,
     /// Most processes (threads count) one tenant's uid may have at once (RLIMIT_NPROC), when it
-    /// runs as its own uid; 0: no limit. Stops a fork bomb at its tenant.
-    pub max_processes_per_tenant: u64,
+    /// runs as its own uid; 0: no limit; unset: a quarter of the host's pid space (see
+    /// [`crate::containment::PidSpace::tenant_share`]). Stops a fork bomb at its tenant.
+    pub max_processes_per_tenant: Option<u64>,
     /// Most jobs one tenant may have queued or running (429 beyond).
     pub max_queued_per_tenant: usize,
     /// Most ended jobs a tenant keeps on record; the oldest beyond are pruned (record and log).
@@ -247,7 +249,7 @@ impl Default for ServeConfig {
             tenant_users: std::collections::BTreeMap::new(),
             checkpoint_roots: Vec::new(),
             allow_shared_identity: false,
-            max_processes_per_tenant: 32768,
+            max_processes_per_tenant: None,
             max_queued_per_tenant: 10_000,
             keep_finished_per_tenant: 10_000,
             keep_finished_mib_per_tenant: 64,
@@ -458,6 +460,15 @@ mod tests {
         config.validate().expect("valid");
         let defaults = ServeConfig::default();
         assert_eq!((config.round_s, config.tenant_uid_range, config.max_connections), (defaults.round_s, defaults.tenant_uid_range, defaults.max_connections));
+        assert_eq!(config.max_processes_per_tenant, None, "unset: derived from the host");
+    }
+
+    #[test]
+    fn the_process_limit_is_derived_when_unset_and_zero_still_means_none() {
+        let parsed = |text: &str| toml::from_str::<ServeConfig>(text).expect("parses").max_processes_per_tenant;
+        assert_eq!(parsed(""), None);
+        assert_eq!(parsed("max_processes_per_tenant = 0"), Some(0));
+        assert_eq!(parsed("max_processes_per_tenant = 500"), Some(500));
     }
 
     #[test]

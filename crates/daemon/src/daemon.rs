@@ -69,6 +69,9 @@ pub struct Settings {
     pub gittins_prior: Arc<Vec<f64>>,
     /// RLIMIT_NPROC for a tenant's uid (None: no limit).
     pub max_processes_per_tenant: Option<u64>,
+    /// What confines runs beyond their identity (process limit, PID namespaces, memory), as
+    /// stated at start and in `/v1/cluster`.
+    pub containment: crate::containment::Containment,
     /// Most jobs one tenant may have queued or running.
     pub max_queued_per_tenant: usize,
     /// What a tenant keeps of its ended jobs, and how fast it may submit.
@@ -272,7 +275,8 @@ impl Daemon {
     pub fn start(settings: Settings) -> Result<Self, DaemonError> {
         let runs_dir = settings.data_dir.join("runs");
         let (wrapper, cgroups) = (settings.wrapper_exe.clone(), settings.cgroups.clone());
-        Self::start_with(settings, move |wake| Arc::new(LocalExecutor::new(runs_dir, wrapper, cgroups, wake)))
+        let confinement = settings.containment.run_confinement();
+        Self::start_with(settings, move |wake| Arc::new(LocalExecutor::new(runs_dir, wrapper, cgroups, wake).confined(confinement)))
     }
 
     /// Locks the data directory, opens the store (refusing one that does not match the

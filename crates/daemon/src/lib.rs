@@ -18,6 +18,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod confine;
+pub mod containment;
 pub mod daemon;
 pub mod datadir;
 mod decide;
@@ -95,18 +96,10 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         total,
         settings.cpus,
         settings.memory_gib,
-        match (daemon.executor_name(), settings.cgroups.is_some()) {
-            ("slurm", _) => "given to Slurm (--cpus-per-task, --mem; enforced where its TaskPlugin confines tasks)",
-            (_, true) => "enforced with cgroup v2",
-            (_, false) => "NOT enforced (no writable cgroup v2 here)",
-        },
+        settings.containment.cpu_memory_limits(),
         token_file.display()
     );
-    if settings.isolation.is_isolated() {
-        eprintln!("arbiter: {}", settings.isolation.describe());
-    } else {
-        eprintln!("arbiter: WARNING: {}", settings.isolation.describe());
-    }
+    print_isolation(&settings);
     let api = api::Api::new(daemon.clone(), auth::sha256_hex(&admin_token)).with_tenant_limits(api::TenantLimits {
         max_connections_per_tenant: config.max_connections_per_tenant,
         max_requests_in_flight_per_tenant: config.max_requests_in_flight_per_tenant,
@@ -134,6 +127,21 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     Ok(())
 }
 
+/// The start-up lines on tenant isolation and what confines runs (what `/v1/cluster` says too);
+/// what leaves tenants exposed is a WARNING.
+fn print_isolation(settings: &Settings) {
+    let say = |ok: bool, line: &str| eprintln!("arbiter: {}{line}", if ok { "" } else { "WARNING: " });
+    let isolated = settings.isolation.is_isolated();
+    let containment = &settings.containment;
+    say(isolated, &settings.isolation.describe());
+    say(true, &format!("processes: {}", containment.processes.describe(isolated)));
+    if let Some(warning) = containment.processes.warning() {
+        say(false, &warning);
+    }
+    say(containment.visibility.own_namespace(), &containment.visibility.describe());
+    say(true, &format!("memory limits: {}", containment.memory.describe()));
+}
+
 /// The Slurm tools, when the daemon runs its jobs through Slurm.
 fn slurm_cli(config: &ServeConfig) -> Option<slurm::cli::SlurmCli> {
     (config.executor == config::ExecutorKind::Slurm).then(|| slurm::cli::SlurmCli {
@@ -144,8 +152,9 @@ fn slurm_cli(config: &ServeConfig) -> Option<slurm::cli::SlurmCli> {
 }
 
 /// The daemon's settings from its configuration: the nodes (this machine's GPUs, declared or
-/// from `nvidia-smi`, or the Slurm partition's nodes), host size, isolation, checkpoint roots,
-/// the run wrapper (this binary) and the Gittins prior.
+/// from `nvidia-smi`, or the Slurm partition's nodes), host size, isolation and what confines runs
+/// (process limit, PID namespaces probed with the run wrapper, memory enforcement), checkpoint
+/// roots, the run wrapper (this binary) and the Gittins prior.
 fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm::cli::SlurmCli>) -> Result<Settings, String> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("data_dir {}: {e}", config.data_dir.display()))?;
     let data_dir = std::fs::canonicalize(&config.data_dir).map_err(|e| format!("data_dir {}: {e}", config.data_dir.display()))?;
@@ -173,6 +182,12 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         }
     }
     let wrapper_exe = std::env::current_exe().map_err(|e| format!("cannot find this program's own path for the run wrapper: {e}"))?;
+    let cgroups = cgroup::Cgroups::detect(std::path::Path::new("/sys/fs/cgroup"));
+    let containment = containment::Containment {
+        processes: containment::ProcessLimit::new(config.max_processes_per_tenant, containment::PidSpace::of_host()),
+        visibility: containment::ProcessVisibility::probe(config.executor, isolation.is_isolated(), &wrapper_exe),
+        memory: containment::MemoryEnforcement::select(config.executor, cgroups.is_some()),
+    };
     let gittins_prior = policy_support::gittins_prior(config.gittins_prior.as_deref())?;
     Ok(Settings {
         checkpoint_roots: confine::CheckpointRoots::new(&config.checkpoint_roots, &data_dir),
@@ -185,11 +200,12 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         cpus,
         memory_gib,
         public_url: config.public_url.clone().unwrap_or(default_url),
-        cgroups: cgroup::Cgroups::detect(std::path::Path::new("/sys/fs/cgroup")),
+        cgroups,
         isolation,
         wrapper_exe,
         gittins_prior: std::sync::Arc::new(gittins_prior),
-        max_processes_per_tenant: (config.max_processes_per_tenant > 0).then_some(config.max_processes_per_tenant),
+        max_processes_per_tenant: containment.processes.limit,
+        containment,
         max_queued_per_tenant: config.max_queued_per_tenant,
         retention: config.retention(),
         max_log_bytes: (config.max_log_bytes > 0).then_some(config.max_log_bytes),

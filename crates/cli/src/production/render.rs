@@ -256,11 +256,11 @@ pub(super) fn cluster_text(c: &Value) -> String {
         }
         _ => {}
     }
-    if let Some(isolation) = c["tenant_isolation"].as_str() {
-        let warning = if c["tenants_isolated"] == false { "WARNING: " } else { "" };
-        let _ = writeln!(out, "tenants: {warning}{isolation}");
-    }
-    const SHOWN: [&str; 14] = ["policy", "executor", "nodes", "round_s", "gpus", "free_gpus", "cpus", "memory_gib", "cpu_memory_limits", "running", "queued", "queued_total", "tenants_isolated", "tenant_isolation"];
+    isolation_text(&mut out, c);
+    const SHOWN: [&str; 19] = [
+        "policy", "executor", "nodes", "round_s", "gpus", "free_gpus", "cpus", "memory_gib", "cpu_memory_limits", "running", "queued", "queued_total",
+        "tenants_isolated", "tenant_isolation", "memory_limits", "max_processes_per_tenant", "process_limit", "own_pid_namespaces", "process_visibility",
+    ];
     for (key, value) in c.as_object().into_iter().flatten().filter(|(k, _)| !SHOWN.contains(&k.as_str())) {
         let shown = match value {
             Value::String(s) => s.clone(),
@@ -269,6 +269,25 @@ pub(super) fn cluster_text(c: &Value) -> String {
         let _ = writeln!(out, "{}: {shown}", key.replace('_', " "));
     }
     out
+}
+
+/// The isolation part of `arbiter cluster`: how tenants are kept apart and what confines their
+/// runs (a daemon older than these keys says only the first line).
+fn isolation_text(out: &mut String, c: &Value) {
+    use std::fmt::Write;
+    let warning = |flag: &str| if c[flag] == false { "WARNING: " } else { "" };
+    if let Some(isolation) = c["tenant_isolation"].as_str() {
+        let _ = writeln!(out, "tenants: {}{isolation}", warning("tenants_isolated"));
+    }
+    if let Some(limit) = c["process_limit"].as_str() {
+        let _ = writeln!(out, "  processes: {limit}");
+    }
+    if let Some(visibility) = c["process_visibility"].as_str() {
+        let _ = writeln!(out, "  /proc: {}{visibility}", warning("own_pid_namespaces"));
+    }
+    if let Some(memory) = c["memory_limits"].as_str() {
+        let _ = writeln!(out, "  memory limits: {memory}");
+    }
 }
 
 /// `arbiter tenants` as a table.

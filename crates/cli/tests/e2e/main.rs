@@ -6,6 +6,8 @@
 //! - `daemon_api`: the HTTP API and the client commands (logs, connections, shutdown, tenants,
 //!   output, `--export`);
 //! - `adversarial`: a hostile tenant attacking another through the API and from inside its jobs.
+//! - `containment`: what confines a run on the host — the derived per-tenant process limit, each
+//!   run's own PID namespace and /proc, memory limits without cgroup v2 (RLIMIT_DATA).
 //! - `colocation`: jobs a policy co-locates (`muri-s`) share a GPU, and say so — naming another
 //!   tenant's job to no one but the admin.
 //!
@@ -21,6 +23,7 @@
 mod adversarial;
 mod cli;
 mod colocation;
+mod containment;
 mod common;
 mod daemon;
 mod daemon_api;

@@ -5,6 +5,7 @@
 use super::process::{self, Launch};
 use super::{Adoption, Capabilities, Ended, ExecError, Executor, RunSpec, SweepInput};
 use crate::cgroup::Cgroups;
+use crate::containment::RunConfinement;
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ pub struct LocalExecutor {
     runs_dir: PathBuf,
     wrapper_exe: PathBuf,
     cgroups: Option<Cgroups>,
+    confinement: RunConfinement,
     ended: Arc<Mutex<Vec<Ended>>>,
     wake: Arc<Notify>,
 }
@@ -30,7 +32,13 @@ impl LocalExecutor {
     /// through `wrapper_exe` (`arbiter job-wrapper`), limiting them with `cgroups` where
     /// available, and calling `wake` when a run ends.
     pub fn new(runs_dir: PathBuf, wrapper_exe: PathBuf, cgroups: Option<Cgroups>, wake: Arc<Notify>) -> Self {
-        LocalExecutor { runs_dir, wrapper_exe, cgroups, ended: Arc::new(Mutex::new(Vec::new())), wake }
+        LocalExecutor { runs_dir, wrapper_exe, cgroups, confinement: RunConfinement::default(), ended: Arc::new(Mutex::new(Vec::new())), wake }
+    }
+
+    /// The same executor, confining its runs with `confinement` (their own PID namespace, the
+    /// RLIMIT_DATA fallback); without it, runs are started as the Slurm executor's steps are.
+    pub fn confined(self, confinement: RunConfinement) -> Self {
+        LocalExecutor { confinement, ..self }
     }
 
     fn run_file(&self, job: u32, ext: &str) -> PathBuf {
@@ -98,9 +106,13 @@ impl Executor for LocalExecutor {
             pid_file: self.run_file(run.job, "pid"),
             checkpoint_dir: run.checkpoint_dir.clone(),
             identity: run.identity,
-            cgroup,
             max_processes: run.max_processes,
             max_log_bytes: run.max_log_bytes,
+            pid_namespace: self.confinement.pid_namespace,
+            // A run without a cgroup (none here, or its group could not be prepared) is held by
+            // RLIMIT_DATA instead.
+            memory_rlimit_bytes: (self.confinement.memory_rlimit && cgroup.is_none()).then_some(run.memory_bytes_per_node),
+            cgroup,
         };
         let child = process::spawn(&launch, &self.wrapper_exe).map_err(|e| ExecError::Io(e.to_string()))?;
         let pid = child.id().unwrap_or(0);

@@ -5,7 +5,8 @@
 //! path with an empty environment) in a new process group. The wrapper, still with the daemon's
 //! identity, records its pid, joins the run's cgroup, then starts the job — `/bin/sh -c COMMAND`
 //! with the job's environment only, as the tenant's unix identity when tenants are isolated — and
-//! records the job's exit code once it ends. Neither the job's environment (`PATH`, `LD_PRELOAD`)
+//! records the job's exit code once it ends. Where the daemon is root, the job runs in a PID
+//! namespace of the run's own under a small init (see [`crate::wrapper`]). Neither the job's environment (`PATH`, `LD_PRELOAD`)
 //! nor the job's own processes can reach the wrapper: it shares no environment with the job and,
 //! under isolation, runs as another user. The pid and exit files live in the daemon's private
 //! `runs/` directory, so a job cannot forge them.
@@ -58,6 +59,14 @@ pub struct Launch {
     /// Most bytes of output the run may add to its log (`None`: no limit).
     #[serde(default)]
     pub max_log_bytes: Option<u64>,
+    /// Start the job in its own PID namespace with its own /proc (the wrapper's child is the
+    /// namespace's init; see [`crate::wrapper`]).
+    #[serde(default)]
+    pub pid_namespace: bool,
+    /// RLIMIT_DATA of each of the job's processes, bytes: the run's memory where no cgroup
+    /// limits it (`None`: not set).
+    #[serde(default)]
+    pub memory_rlimit_bytes: Option<u64>,
 }
 
 impl Launch {

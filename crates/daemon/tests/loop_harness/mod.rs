@@ -66,6 +66,7 @@ impl Harness {
             wrapper_exe: "/nonexistent".into(),
             gittins_prior: Arc::new(arbiter_daemon::policy_support::gittins_prior(None).expect("bundled prior")),
             max_processes_per_tenant: None,
+            containment: arbiter_daemon::containment::Containment::none(),
             max_queued_per_tenant: 100_000,
             // Tests submit as fast as they like (the budget's own tests say otherwise).
             retention: arbiter_daemon::retention::Retention { submission_burst: u32::MAX, ..Default::default() },
