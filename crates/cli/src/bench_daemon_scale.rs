@@ -48,10 +48,10 @@ const T0_MS: u64 = 1_700_000_000_000;
 const POLICIES: [PolicyKind; 2] = [PolicyKind::Fifo, PolicyKind::Las];
 
 /// A directory removed when dropped.
-struct ScratchDir(PathBuf);
+pub(crate) struct ScratchDir(pub(crate) PathBuf);
 
 impl ScratchDir {
-    fn new(base: &Path, what: &str) -> Result<Self> {
+    pub(crate) fn new(base: &Path, what: &str) -> Result<Self> {
         let dir = base.join(format!("arbiter-bench-{what}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(ScratchDir(dir))
@@ -71,7 +71,7 @@ fn fast_base() -> PathBuf {
 }
 
 /// `count` nodes of 8 GPUs (a100), 64 CPUs and 512 GiB, in racks of 32.
-fn nodes(count: u32) -> Vec<NodeSpec> {
+pub(crate) fn nodes(count: u32) -> Vec<NodeSpec> {
     (0..count)
         .map(|i| NodeSpec {
             name: format!("n{i:04}"),
@@ -87,6 +87,12 @@ fn nodes(count: u32) -> Vec<NodeSpec> {
 /// A daemon on `nodes` in `dir` with the fake executor on a virtual clock (rounds of 30 s, runs
 /// protected for 30 s: `arbiter serve`'s defaults).
 fn daemon(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+    // The bench submits its jobs as fast as it can.
+    daemon_with(dir, policy, nodes, arbiter_daemon::retention::Retention { submission_burst: u32::MAX, ..Default::default() })
+}
+
+/// [`daemon`] keeping what `retention` says of ended jobs.
+pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::retention::Retention) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     let clock = Arc::new(VirtualClock::at(T0_MS));
     let fake = Arc::new(FakeExecutor::new(clock.clone()));
     let topology = Topology::new(nodes.clone()).map_err(|e| anyhow::anyhow!("nodes: {e}"))?;
@@ -109,8 +115,7 @@ fn daemon(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>) -> Result<(Daemo
         max_processes_per_tenant: None,
         containment: arbiter_daemon::containment::Containment::none(),
         max_queued_per_tenant: JOBS as usize,
-        // The bench submits its jobs as fast as it can.
-        retention: arbiter_daemon::retention::Retention { submission_burst: u32::MAX, ..Default::default() },
+        retention,
         max_log_bytes: None,
         nodes,
         clock: clock.clone(),

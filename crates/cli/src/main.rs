@@ -30,6 +30,7 @@ pub(crate) use {out, outln};
 
 mod bench;
 mod bench_daemon_scale;
+mod bench_flood;
 mod bench_scale;
 mod bench_slurm;
 mod bench_util;
@@ -205,13 +206,15 @@ enum Command {
         /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
         /// `daemon-scale` (in process, fake executor: 100,000 queued jobs on 1,000 8-GPU nodes
         /// under fifo and las; submissions/s, one scheduling round, the API's job list by pages,
-        /// peak memory) or
+        /// peak memory) or `flood` (one tenant's two floods of 3,000 jobs with 60 KB bodies
+        /// that end: resident memory and store size with the default retention and with none) or
         /// `slurm` (as root, on an idle Slurm partition such as scripts/slurm-up.sh's: submit →
         /// RUNNING through Arbiter next to sbatch, a 200-job burst, daemon CPU per round).
         #[arg(long, default_value = "philly")]
         suite: String,
         /// Internal (`--suite scale` runs each simulation in a child): JOBS:GPUS:POLICY;
-        /// (`--suite daemon-scale`, each policy in a child): POLICY.
+        /// (`--suite daemon-scale`, each policy in a child): POLICY; (`--suite flood`): bounded or
+        /// unbounded.
         #[arg(long, hide = true)]
         point: Option<String>,
         /// `--suite slurm`: the Slurm partition (Arbiter's alone while the bench runs).
@@ -431,8 +434,12 @@ fn run(cli: Cli) -> Result<()> {
                 Some(point) => bench_daemon_scale::run_point(&point),
                 None => bench_daemon_scale::run(json),
             },
+            "flood" => match point {
+                Some(point) => bench_flood::run_point(&point),
+                None => bench_flood::run(json),
+            },
             "slurm" => bench_slurm::run(&partition, &user, json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale or slurm"),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood or slurm"),
         },
     }
 }
