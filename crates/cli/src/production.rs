@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 mod render;
 use render::*;
+mod terminal;
 
 /// `arbiter serve` options. Each overrides the config file's key of the same name; the defaults
 /// shown apply when neither gives one.
@@ -173,6 +174,11 @@ pub enum ClientCommand {
         id: u32,
     },
     /// Print a job's output (at most 16 MiB per call; `--offset` pages through longer logs).
+    ///
+    /// On a terminal, what would act on it rather than be shown (escape sequences, carriage
+    /// returns, direction controls: a job's output could otherwise write the clipboard or forge
+    /// lines) is shown escaped, `\u{1b}`, and bytes that are not UTF-8 as `\xff`; newlines and
+    /// tabs are kept. Into a pipe or a file, and with `--raw`, the bytes are written unchanged.
     Logs {
         /// Job id.
         id: u32,
@@ -182,6 +188,9 @@ pub enum ClientCommand {
         /// Start at this byte.
         #[arg(long)]
         offset: Option<u64>,
+        /// Write the bytes unchanged on a terminal too (its escape sequences then act on it).
+        #[arg(long)]
+        raw: bool,
     },
     /// GPUs, free GPUs, running jobs.
     Cluster,
@@ -474,13 +483,13 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
                 crate::outln!("cancelling job {id}");
             }
         }
-        ClientCommand::Logs { id, tail_bytes, offset } => {
+        ClientCommand::Logs { id, tail_bytes, offset, raw } => {
             let path = match (tail_bytes, offset) {
                 (Some(n), _) => format!("/v1/jobs/{id}/logs?tail_bytes={n}"),
                 (None, Some(n)) => format!("/v1/jobs/{id}/logs?offset={n}"),
                 (None, None) => format!("/v1/jobs/{id}/logs"),
             };
-            let part = match client.get_log(&path, &mut std::io::stdout().lock()) {
+            let part = match write_log(&client, &path, raw) {
                 Err(arbiter_daemon::client::ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
                 other => other?,
             };
@@ -565,6 +574,21 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
         },
     }
     Ok(())
+}
+
+/// Streams the log at `path` to standard output: escaped on a terminal, where a job's escape
+/// sequences would act (`terminal.rs`), unless `raw`; unchanged into a pipe or a file, whose
+/// reader asked for the bytes.
+fn write_log(client: &Client, path: &str, raw: bool) -> Result<arbiter_daemon::client::LogPart, arbiter_daemon::client::ClientError> {
+    use std::io::IsTerminal;
+    let stdout = std::io::stdout();
+    if raw || !stdout.is_terminal() {
+        return client.get_log(path, &mut stdout.lock());
+    }
+    let mut shown = terminal::Escaping::new(stdout.lock());
+    let part = client.get_log(path, &mut shown)?;
+    shown.finish().map(drop).map_err(arbiter_daemon::client::ClientError::Output)?;
+    Ok(part)
 }
 
 /// Whether Arbiter sets `key` for every run itself (a submission may not).

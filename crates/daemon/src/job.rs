@@ -197,13 +197,15 @@ impl SubmitRequest {
         if self.opportunistic { self.grace_s.min(OPPORTUNISTIC_GRACE_S) } else { self.grace_s }
     }
 
-    /// Checks the submission against the daemon's limits. Every refusal names the field.
-    pub fn validate(&self, limits: &Limits) -> Result<(), FieldError> {
-        let bad = |field, reason: String| Err(FieldError { field, reason });
-        // NUL bytes cannot reach a process (argv, environment, paths are C strings): refuse them
-        // here rather than fail at start.
-        let strings = [
-            ("command", Some(self.command.as_str())),
+    /// Checks the characters of every text field (`crate::text`): what is shown to others (the
+    /// admin's terminal, the dashboard) holds no control, format or separator character that
+    /// could forge lines or reorder text there, and nothing holds NUL, which cannot reach a
+    /// process (argv, environment and paths are C strings). First, so that later messages may
+    /// quote the fields.
+    fn check_text(&self) -> Result<(), FieldError> {
+        use crate::text::{check, Text};
+        check("command", &self.command, Text::Lines)?;
+        let lines = [
             ("working_dir", self.working_dir.as_deref()),
             ("checkpoint_dir", self.checkpoint_dir.as_deref()),
             ("checkpoint_signal", Some(self.checkpoint_signal.as_str())),
@@ -211,17 +213,24 @@ impl SubmitRequest {
             ("client_request_id", self.client_request_id.as_deref()),
             ("job_type", self.job_type.as_deref()),
         ];
-        for (field, value) in strings {
-            if value.is_some_and(|v| v.contains('\0')) {
-                return bad(field, "contains a NUL byte".into());
-            }
+        for (field, value) in lines {
+            value.map_or(Ok(()), |v| check(field, v, Text::Line))?;
         }
-        if self.gpu_types.iter().any(|t| t.contains('\0')) {
-            return bad("gpu_types", "contains a NUL byte".into());
+        for gpu_type in &self.gpu_types {
+            check("gpu_types", gpu_type, Text::Line)?;
         }
-        if self.env.iter().any(|(k, v)| k.contains('\0') || v.contains('\0')) {
-            return bad("env", "contains a NUL byte".into());
+        for (key, value) in &self.env {
+            let within = |what: String| move |e: FieldError| FieldError { field: e.field, reason: format!("{what} {}", e.reason) };
+            check("env", key, Text::Line).map_err(within(format!("the name `{}`", key.escape_debug())))?;
+            check("env", value, Text::Value).map_err(within(format!("the value of `{key}`")))?;
         }
+        Ok(())
+    }
+
+    /// Checks the submission against the daemon's limits. Every refusal names the field.
+    pub fn validate(&self, limits: &Limits) -> Result<(), FieldError> {
+        let bad = |field, reason: String| Err(FieldError { field, reason });
+        self.check_text()?;
         if self.command.trim().is_empty() {
             return bad("command", "must not be empty".into());
         }
@@ -230,11 +239,6 @@ impl SubmitRequest {
         }
         if self.name.as_ref().is_some_and(|n| n.len() > 256) {
             return bad("name", "longer than 256 bytes".into());
-        }
-        // A name is shown to the admin (the dashboard, `arbiter jobs`): no control or
-        // direction-changing characters, which could forge lines or reorder text there.
-        if let Some(c) = self.name.as_ref().and_then(|n| n.chars().find(|c| c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))) {
-            return bad("name", format!("contains the control character {}", c.escape_unicode()));
         }
         if self.client_request_id.as_ref().is_some_and(|k| k.is_empty() || k.len() > 256) {
             return bad("client_request_id", "must be 1-256 bytes".into());
@@ -652,6 +656,7 @@ impl JobRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn limits() -> Limits {
         Limits { gpus: vec![("a100".into(), 1)], cpus: 8, memory_gib: 32 }
@@ -661,6 +666,80 @@ mod tests {
         let mut r: SubmitRequest = serde_json::from_str(r#"{"command": "train"}"#).expect("valid");
         r.iteration_stages = Some(StageTimes { io_s, cpu_s, gpu_s });
         r
+    }
+
+    /// A submission of `true` with `field` set to `value` (as JSON), on the cluster of
+    /// [`limits`].
+    fn with_field(field: &str, value: &str) -> SubmitRequest {
+        let mut body = serde_json::json!({ "command": "true" });
+        match field {
+            "gpu_types" => body[field] = serde_json::json!([value]),
+            "env key" => body["env"] = serde_json::json!({ value: "1" }),
+            "env value" => body["env"] = serde_json::json!({ "X": value }),
+            _ => body[field] = serde_json::json!(value),
+        }
+        serde_json::from_value(body).expect("a submission")
+    }
+
+    /// The fields of one line, as [`with_field`] names them, and the field an error names.
+    const ONE_LINE_FIELDS: [(&str, &str); 8] = [
+        ("name", "name"),
+        ("client_request_id", "client_request_id"),
+        ("job_type", "job_type"),
+        ("gpu_types", "gpu_types"),
+        ("env key", "env"),
+        ("working_dir", "working_dir"),
+        ("checkpoint_dir", "checkpoint_dir"),
+        ("checkpoint_signal", "checkpoint_signal"),
+    ];
+
+    #[test]
+    fn names_with_separators_direction_marks_and_invisible_characters_are_refused() {
+        // The characters of the review (issue 26, item 8), once accepted in names.
+        for c in ['\u{2028}', '\u{061c}', '\u{200b}', '\u{feff}', '\u{2029}', '\u{202e}', '\u{1b}', '\n'] {
+            let e = with_field("name", &format!("train{c}ing")).validate(&limits()).expect_err("refused");
+            assert_eq!(e.field, "name", "{e}");
+            assert!(e.reason.ends_with(&c.escape_unicode().to_string()), "{e}");
+        }
+        assert_eq!(with_field("name", "résumé ✓ 训练 🚀 a-b_c (v2)").validate(&limits()), Ok(()));
+    }
+
+    #[test]
+    fn commands_and_environment_values_keep_newlines_but_not_direction_controls() {
+        let command = |c: &str| serde_json::from_value::<SubmitRequest>(serde_json::json!({ "command": c })).expect("parses");
+        assert_eq!(command("python prep.py\n\tpython train.py # 👩\u{200d}💻").validate(&limits()), Ok(()));
+        for bad in ["rm -rf /tmp/x \u{202e}", "true\u{2028}false", "true\u{1b}[2K", "tr\u{0}ue"] {
+            assert_eq!(command(bad).validate(&limits()).map_err(|e| e.field), Err("command"), "{bad:?}");
+        }
+        assert_eq!(with_field("env value", "\u{1b}[01;31m\nline").validate(&limits()), Ok(()), "raw escapes in exported values stay");
+        for bad in ["a\u{0}b", "a\u{2066}b"] {
+            let e = with_field("env value", bad).validate(&limits()).expect_err("refused");
+            assert!(e.to_string().starts_with("env: the value of `X` contains the "), "{e}");
+        }
+    }
+
+    proptest! {
+        /// Every field of one line refuses text holding any character of the general categories
+        /// Cc, Cf, Zl, Zp, naming the field and the character (escaped).
+        #[test]
+        fn every_one_line_field_refuses_cc_cf_zl_zp(
+            (field, named) in prop::sample::select(ONE_LINE_FIELDS.to_vec()),
+            before in crate::text::tests::clean_text(),
+            c in prop::sample::select(crate::text::tests::refused_characters()),
+            after in "[a-z]{0,8}",
+        ) {
+            let e = with_field(field, &format!("{before}{c}{after}")).validate(&limits()).expect_err("refused");
+            prop_assert_eq!(e.field, named);
+            prop_assert!(e.reason.ends_with(&c.escape_unicode().to_string()), "{}", e);
+        }
+
+        /// Names and idempotency keys without such characters are accepted.
+        #[test]
+        fn names_and_keys_without_them_are_accepted(value in crate::text::tests::clean_text().prop_filter("non-empty", |v| !v.is_empty())) {
+            for field in ["name", "client_request_id"] {
+                prop_assert_eq!(with_field(field, &value).validate(&limits()), Ok(()), "{}", field);
+            }
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ mod runs;
 pub mod slurm;
 pub mod store;
 mod tenants;
+pub mod text;
 mod tick;
 pub mod topology;
 pub mod view;

@@ -52,6 +52,12 @@ impl Topology {
         let mut node_of = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for (i, n) in nodes.iter().enumerate() {
+            // Node names, GPU types and racks (the admin's: declared, or Slurm's) are shown to
+            // every tenant (`arbiter cluster`, the dashboard): the same characters as in names
+            // tenants give are refused.
+            for (field, text) in [("node name", &n.name), ("GPU type", &n.gpu_type), ("rack", &n.rack)] {
+                crate::text::check(field, text, crate::text::Text::Line).map_err(|e| format!("node {}: {e}", n.name.escape_debug()))?;
+            }
             if !seen.insert(n.name.as_str()) {
                 return Err(format!("node {} is listed twice", n.name));
             }
@@ -193,6 +199,14 @@ mod tests {
         );
         assert_eq!(t.gpu_type_name(9), Some("a100"));
         assert!(Topology::new(vec![node("n1", "v100", 1, "r"), node("n1", "v100", 1, "r")]).is_err(), "a name twice");
+    }
+
+    #[test]
+    fn names_shown_to_tenants_hold_no_control_format_or_separator_character() {
+        let e = Topology::new(vec![node("n1", "a100\u{202e}", 1, "r")]).expect_err("refused");
+        assert_eq!(e, "node n1: GPU type: contains the direction control character \\u{202e}");
+        assert!(Topology::new(vec![node("n\u{1b}[2K", "a100", 1, "r")]).is_err());
+        assert!(Topology::new(vec![node("n1", "a100", 1, "r\u{2028}")]).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! End-to-end tests of the daemon's HTTP surface and its command-line client (issue 9): streamed
-//! and capped logs, connection timeouts and limits, clean shutdown on SIGTERM/SIGINT, the
+//! and capped logs (escaped on a terminal), connection timeouts and limits, clean shutdown on SIGTERM/SIGINT, the
 //! bearer scheme, what a tenant sees of others, refused parameters, idempotent submissions,
 //! tenant management, the client's text output, `--export`, and `serve`'s errors and help.
 
@@ -117,6 +117,57 @@ fn logs_are_streamed_capped_and_tail_bytes_returns_exactly_the_last_bytes() {
     assert_eq!((part.len, part.truncated), (cap as u64, true));
     let grown_mib = peak_rss_kib(daemon.child.id()).saturating_sub(before) / 1024;
     assert!(grown_mib < 128, "the daemon's peak memory grew by {grown_mib} MiB serving a 512 MiB log");
+}
+
+/// Runs `arbiter ARGS` as a client of `daemon` with its standard output on a pseudo-terminal
+/// (in raw mode, so the terminal passes bytes unchanged), and returns what it wrote there.
+fn cli_on_terminal(daemon: &Daemon, token: &str, args: &[&str]) -> Vec<u8> {
+    use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    let mut mode = tcgetattr(&pty.slave).expect("its mode");
+    cfmakeraw(&mut mode);
+    tcsetattr(&pty.slave, SetArg::TCSANOW, &mode).expect("raw mode");
+    // The command (and with it this process's copy of the terminal's end) is dropped once the
+    // client runs, so that reading ends when the client exits.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_arbiter"))
+        .args(args)
+        .env("ARBITER_URL", &daemon.url)
+        .env("ARBITER_TOKEN", token)
+        .stdout(std::process::Stdio::from(pty.slave))
+        .spawn()
+        .expect("binary runs");
+    let mut master = std::fs::File::from(pty.master);
+    let (mut shown, mut buf) = (Vec::new(), [0u8; 4096]);
+    // Linux answers EIO once the last process holding the other end has closed it.
+    while let Ok(n @ 1..) = master.read(&mut buf) {
+        shown.extend_from_slice(&buf[..n]);
+    }
+    assert!(child.wait().expect("exits").success(), "arbiter {args:?} failed");
+    shown
+}
+
+#[test]
+fn logs_show_a_jobs_escape_sequences_escaped_on_a_terminal_and_unchanged_otherwise() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = start(&dir.path().join("data"), "", &["--gpus", "1xa100", "--round-s", "1"]);
+    let token = daemon.admin_token();
+    let admin = daemon.admin();
+    // A clipboard write (OSC 52), a cursor move up, a line erase, a carriage return, a line
+    // separator, a right-to-left override, a tab and a byte that is not UTF-8.
+    let command = r"printf 'a\033]52;c;ZXZpbA==\007b\033[1A\033[2K\r\342\200\250\342\200\256c\n\tend\377\n'";
+    let job = submit(&admin, json!({ "command": command }));
+    wait_for("the job to end", 30, || state_of(&admin, job) == "succeeded");
+    let id = job.to_string();
+    let raw: &[u8] = b"a\x1b]52;c;ZXZpbA==\x07b\x1b[1A\x1b[2K\r\xe2\x80\xa8\xe2\x80\xaec\n\tend\xff\n";
+    let escaped = "a\\u{1b}]52;c;ZXZpbA==\\u{7}b\\u{1b}[1A\\u{1b}[2K\\u{d}\\u{2028}\\u{202e}c\n\tend\\xff\n";
+    // Into a pipe: the bytes as they are.
+    let piped = cli(&daemon, &token, &["logs", &id]);
+    assert!(piped.status.success(), "{}", String::from_utf8_lossy(&piped.stderr));
+    assert_eq!(piped.stdout, raw, "{:?}", String::from_utf8_lossy(&piped.stdout));
+    // On a terminal: escaped, newlines and tabs kept; `--raw` asks for the bytes.
+    let shown = cli_on_terminal(&daemon, &token, &["logs", &id]);
+    assert_eq!(String::from_utf8_lossy(&shown), escaped);
+    assert_eq!(cli_on_terminal(&daemon, &token, &["logs", &id, "--raw"]), raw);
 }
 
 #[test]

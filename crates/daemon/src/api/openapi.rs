@@ -32,7 +32,7 @@ pub fn openapi_document() -> Value {
                         "max_run_time_s": { "type": "integer" }, "expected_run_time_s": { "type": "integer" },
                         "checkpoint_dir": { "type": "string" }, "checkpoint_signal": { "type": "string", "default": "TERM" },
                         "grace_s": { "type": "integer", "default": 30 }, "max_retries": { "type": "integer", "default": 2 },
-                        "name": { "type": "string" },
+                        "name": { "type": "string", "description": "for people, at most 256 bytes; no character of the Unicode general categories Cc, Cf, Zl, Zp (nor may any other one-line text)" },
                         "client_request_id": { "type": "string", "description": "idempotency key (or the Idempotency-Key header): a repeat by the same tenant returns the first job" },
                         "min_run_time_s": { "type": "integer", "description": "seconds a started run is protected from preemption (default: the daemon's min_run_s)" },
                         "opportunistic": { "type": "boolean", "default": false, "description": "run only on idle GPUs, outside the policy, quotas and fair shares; yield at once (at most 5 s of grace) to a placed job" },
