@@ -170,6 +170,8 @@ pub struct State {
     pub(crate) sharing_since: BTreeMap<u32, (Vec<u32>, u64)>,
     /// Per tenant, its ended jobs on record, oldest end first (`retention.rs`).
     pub(crate) ended: BTreeMap<String, crate::retention::Ended>,
+    /// When a progress report was last written durably (Unix ms; see `report_progress`).
+    pub(crate) progress_synced_ms: u64,
     /// Per tenant, its submission budget (`retention.rs`).
     pub(crate) submission_budget: BTreeMap<String, crate::retention::Budget>,
 }
@@ -376,6 +378,7 @@ impl Daemon {
             sharing_since: BTreeMap::new(),
             ended: BTreeMap::new(),
             submission_budget: BTreeMap::new(),
+            progress_synced_ms: 0,
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),
@@ -586,7 +589,14 @@ impl Daemon {
                 }
             }
         }
-        if let Err(e) = self.store.put_jobs_and_pairs(&[&updated], &writes) {
+        // At most one report a second waits for the disk (a job reporting in a tight loop must
+        // not turn every report into an fsync that slows every other tenant's submissions);
+        // the others are on disk with the next durable write, at most a second later.
+        let durable = now_ms >= state.progress_synced_ms.saturating_add(1_000);
+        if durable {
+            state.progress_synced_ms = now_ms;
+        }
+        if let Err(e) = self.store.put_jobs_and_pairs_with(durable, &[&updated], &writes) {
             state.pairs.undo(undo);
             return Err(e.into());
         }

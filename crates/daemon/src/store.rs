@@ -158,6 +158,12 @@ impl Store {
     /// closed and reopened (redb refuses every later write on a handle that saw one), and the
     /// store reports itself degraded until a write succeeds again.
     fn write(&self, body: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.write_with(true, body)
+    }
+
+    /// [`Store::write`], without waiting for the disk unless `durable`: the change is on disk
+    /// with the next durable write (a crash before it loses the change).
+    fn write_with(&self, durable: bool, body: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>) -> Result<(), StoreError> {
         let mut db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         if db.is_none() {
             match (self.open)() {
@@ -167,7 +173,10 @@ impl Store {
         }
         let Some(handle) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
         let result = (|| {
-            let txn = handle.begin_write().map_err(db_error)?;
+            let mut txn = handle.begin_write().map_err(db_error)?;
+            if !durable {
+                txn.set_durability(redb::Durability::None).map_err(|e| StoreError::Database(e.to_string()))?;
+            }
             body(&txn)?;
             txn.commit().map_err(db_error)
         })();
@@ -208,6 +217,12 @@ impl Store {
 
     /// Writes `jobs` and the changes of the co-location table in one transaction (all or none).
     pub fn put_jobs_and_pairs(&self, jobs: &[&JobRecord], pairs: &[PairWrite]) -> Result<(), StoreError> {
+        self.put_jobs_and_pairs_with(true, jobs, pairs)
+    }
+
+    /// [`Store::put_jobs_and_pairs`], durable only if `durable` (see [`Store::write_with`]):
+    /// for what may be lost in a crash, such as a progress report the next one repeats.
+    pub fn put_jobs_and_pairs_with(&self, durable: bool, jobs: &[&JobRecord], pairs: &[PairWrite]) -> Result<(), StoreError> {
         let corrupt = |e: serde_json::Error| StoreError::Corrupt(e.to_string());
         let encoded = jobs.iter().map(|job| serde_json::to_string(job).map(|json| (job.id, json))).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
         let mut pair_rows: Vec<(String, Option<String>)> = Vec::with_capacity(pairs.len());
@@ -217,7 +232,7 @@ impl Store {
                 PairWrite::Delete(key) => (serde_json::to_string(key).map_err(corrupt)?, None),
             });
         }
-        self.write(|txn| {
+        self.write_with(durable, |txn| {
             if !encoded.is_empty() {
                 let mut table = txn.open_table(JOBS).map_err(db_error)?;
                 let mut meta = txn.open_table(META).map_err(db_error)?;
@@ -390,6 +405,25 @@ mod tests {
         assert_eq!(jobs[1].state, JobState::Succeeded);
         assert_eq!(jobs[1].history.len(), 1);
         assert_eq!(store.tenants().expect("reads")[0].gpu_quota, Some(4));
+    }
+
+    #[test]
+    fn a_write_that_does_not_wait_for_the_disk_is_kept_by_the_next_one_that_does_and_pruned_records_stay_gone() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("arbiter.redb");
+        {
+            let store = Store::open(&path).expect("opens");
+            let (mut a, b, c) = (record(0), record(1), record(2));
+            store.put_jobs(&[&a, &b, &c]).expect("writes");
+            a.transition(JobState::Succeeded, "exit code 0", 5);
+            store.put_jobs_and_pairs_with(false, &[&a], &[]).expect("writes without waiting");
+            store.delete_jobs(&[1]).expect("deletes (durably, with the write before it)");
+        }
+        let store = Store::open(&path).expect("reopens");
+        let jobs = store.jobs().expect("reads");
+        assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(jobs[0].state, JobState::Succeeded);
+        assert_eq!(store.next_job_id().expect("reads"), 3, "ids are not given out again");
     }
 
     /// A file backend that fails every write with ENOSPC while `full` is set.
