@@ -91,14 +91,8 @@ fn a_tenants_job_cannot_reach_the_admin_token_or_another_tenants_files_environme
 #[test]
 fn without_the_privilege_to_switch_users_the_daemon_warns_and_serves_one_tenant() {
     let dir = tempfile::tempdir().expect("dir");
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("mkdir");
-    // As root, run the daemon as `nobody` (65534), which cannot switch users.
-    let uid = is_root().then_some(65534);
-    if let Some(uid) = uid {
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        std::os::unix::fs::chown(&data, Some(uid), Some(uid)).expect("chown");
-    }
+    // As root, the daemon runs as `nobody`, which cannot switch users.
+    let (data, uid) = crate::common::unprivileged_data_dir(dir.path());
     let daemon = Daemon::start_with(&data, Options { args: &["--gpus", "1xa100"], config: Some("# no allow_shared_identity\n"), uid });
     assert!(daemon.stderr().contains("WARNING") && daemon.stderr().contains("NOT isolated"), "{}", daemon.stderr());
     let admin = daemon.admin();

@@ -192,3 +192,17 @@ pub fn cli_ok(daemon: &Daemon, token: &str, args: &[&str]) -> String {
     assert!(out.status.success(), "arbiter {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8")
 }
+
+/// A data directory `data` in `dir` for a daemon without privileges: as root, owned by `nobody`
+/// (65534), whose uid is returned to run the daemon as; otherwise the test's own user's.
+pub fn unprivileged_data_dir(dir: &Path) -> (PathBuf, Option<u32>) {
+    use std::os::unix::fs::PermissionsExt;
+    let data = dir.join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    let uid = is_root().then_some(65534);
+    if let Some(uid) = uid {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::os::unix::fs::chown(&data, Some(uid), Some(uid)).expect("chown");
+    }
+    (data, uid)
+}

@@ -6,7 +6,6 @@
 
 use crate::common::{is_root, state_of, submit, wait_for, Daemon, Options};
 use serde_json::json;
-use std::os::unix::fs::PermissionsExt;
 
 /// The kernel's pid limits: (pid_max, threads-max).
 fn host_pid_limits() -> (u64, u64) {
@@ -100,14 +99,8 @@ fn root_a_job_sees_only_its_own_processes_not_another_tenants_command_line() {
 #[test]
 fn without_pid_namespaces_the_daemon_says_that_jobs_see_every_process() {
     let dir = tempfile::tempdir().expect("dir");
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("mkdir");
-    // As root, run the daemon as `nobody` (65534): it can neither switch users nor unshare.
-    let uid = is_root().then_some(65534);
-    if let Some(uid) = uid {
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        std::os::unix::fs::chown(&data, Some(uid), Some(uid)).expect("chown");
-    }
+    // As root, the daemon runs as `nobody`: it can neither switch users nor unshare.
+    let (data, uid) = crate::common::unprivileged_data_dir(dir.path());
     let daemon = Daemon::start_with(&data, Options { args: &["--gpus", "1xa100"], config: Some("allow_shared_identity = true\n"), uid });
     assert!(daemon.stderr().contains("WARNING: jobs share the host's PID namespace"), "{}", daemon.stderr());
     let cluster = daemon.admin().get("/v1/cluster").expect("cluster");
