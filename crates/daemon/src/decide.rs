@@ -68,7 +68,9 @@ impl Daemon {
         let mut active = Vec::new();
         let mut retry_wake: Option<u64> = None;
         let State { jobs, specs, tenants, topology, .. } = &mut *state;
-        for (job, spec) in jobs.iter_mut().zip(specs.iter_mut()) {
+        // By id: a pruned job has a spec (a placeholder) but no record.
+        for (id, spec) in specs.iter_mut().enumerate() {
+            let Some(job) = jobs.get_mut(id) else { continue };
             if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
                 && !job.state.is_terminal()
             {

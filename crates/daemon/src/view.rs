@@ -122,6 +122,7 @@ impl PlacementSpeed for MeasuredScaling {
 /// A job as the engine shows it to a policy: queued or running (with the GPU type it runs on),
 /// its attained service and preemptions. `None` for jobs that hold no GPUs and wait for none.
 pub fn active_of(job: &JobRecord, spec: &JobSpec, topology: &Topology, now: SimTime) -> Option<ActiveJob> {
+    debug_assert_eq!(spec.id.0, job.id, "a job with another job's spec");
     let expected = spec.run_time_s;
     let mut a = ActiveJob::submitted(JobId(job.id), spec.gpus, spec.submit, expected);
     a.executed_s = job.executed_s;

@@ -52,11 +52,17 @@ fn a_tenant_keeps_its_latest_ended_jobs_up_to_the_count_and_the_others_keep_thei
     assert_eq!(on_record(&h, &mine), mine[15..].to_vec(), "the five that ended last");
     assert_eq!(on_record(&h, &theirs), theirs, "another tenant's jobs are its own business");
     assert!(matches!(h.daemon.job(mine[0], None), Err(RequestError::NotFound(_))));
+    // The policy's view of a job is still that job's after others were pruned.
+    let mut four: SubmitRequest = serde_json::from_str(r#"{"command": "train", "gpus": 4}"#).expect("valid");
+    four.name = Some("four".into());
+    let wide = h.daemon.submit("b", four).expect("accepted").id;
+    h.step_to(now + 2_000);
+    assert_eq!(h.job(wide).state.gpus().map(<[u32]>::len), Some(4), "{:?}", h.job(wide).state);
     // Pruned from the store too, and ids are never given out again.
     let h = h.restart();
     assert_eq!(on_record(&h, &mine), mine[15..].to_vec());
     let next = h.daemon.submit("a", job(0)).expect("accepted").id;
-    assert_eq!(next, theirs.len() as u32 + mine.len() as u32, "the next id follows the last one given out");
+    assert_eq!(next, theirs.len() as u32 + mine.len() as u32 + 1, "the next id follows the last one given out");
 }
 
 #[test]
