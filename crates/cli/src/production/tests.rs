@@ -45,6 +45,9 @@ fn terminal_escapes_in_tenant_text_are_shown_escaped() {
     let shown = printable("job\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[1A\u{1b}[2Kok\nnext");
     assert!(!shown.contains('\u{1b}') && !shown.contains('\u{7}'), "{shown:?}");
     assert!(shown.contains("\\u{1b}") && shown.ends_with("ok\nnext"), "{shown:?}");
+    // Separators and direction controls too (a record stored before names refused them).
+    let shown = printable("a\u{2028}b\u{202e}c\u{61c}d");
+    assert_eq!(shown, "a\\u{2028}b\\u{202e}c\\u{61c}d");
 }
 
 #[test]
