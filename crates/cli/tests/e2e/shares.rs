@@ -47,7 +47,9 @@ fn a_tenant_holding_connections_takes_its_own_share_not_the_admins_or_another_te
 
 /// As root each tenant's jobs run as its own uid, which tells their connections apart on this
 /// host before any token is read: a job holding connections that never send a request takes
-/// its uid's share, not the admin's.
+/// its uid's share, not the admin's — also from sockets bound to the daemon's own port on
+/// another loopback address (a hostile-tenant review's attack: with ports alone they were taken
+/// for the daemon's accepted sockets and counted against root's share).
 #[test]
 #[ignore = "needs root: per-tenant uids (run with --ignored as root; .ci/run does)"]
 fn root_a_job_holding_idle_connections_takes_its_uids_share_only() {
@@ -58,10 +60,14 @@ fn root_a_job_holding_idle_connections_takes_its_uids_share_only() {
     let config = "max_connections = 64\nmax_connections_per_client = 16\n";
     let daemon = Daemon::start_with(&dir.path().join("data"), Options { args: &["--gpus", "1xa100", "--round-s", "1"], config: Some(config), uid: None });
     let hostile = daemon.tenant("hostile");
-    let script = "import os, socket, time\nu = os.environ['ARBITER_URL'].split('//')[1]\nh, p = u.split(':')\ns = []\nfor _ in range(100):\n    try:\n        s.append(socket.create_connection((h, int(p))))\n    except OSError:\n        pass\nopen(os.environ['ARBITER_CHECKPOINT_DIR'] + '/opened', 'w').write(str(len(s)))\ntime.sleep(60)\n";
+    // Half of them bound to another loopback address and to the daemon's own port, so that their
+    // ports alone match the daemon's accepted sockets (owned by root, the admin's uid here).
+    let script = "import os, socket, time\nu = os.environ['ARBITER_URL'].split('//')[1]\nh, p = u.split(':')\ns = []\nfor i in range(100):\n    try:\n        c = socket.socket()\n        c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n        if i % 2:\n            c.bind(('127.0.%d.%d' % (1 + i // 200, 2 + i % 200), int(p)))\n        c.connect((h, int(p)))\n        s.append(c)\n    except OSError:\n        pass\nopen(os.environ['ARBITER_CHECKPOINT_DIR'] + '/opened', 'w').write(str(len(s)))\ntime.sleep(60)\n";
     let id = submit(&hostile, json!({ "command": format!("python3 -c \"{script}\""), "max_retries": 0 }));
     let opened = crate::common::checkpoint_dir(&hostile, id).join("opened");
     wait_for("the job to open its connections", 30, || opened.exists());
+    let count: u32 = std::fs::read_to_string(&opened).expect("count").trim().parse().expect("a number");
+    assert!(count >= 90, "the job opened {count} connections");
     // Let the daemon accept (and refuse) them all.
     std::thread::sleep(Duration::from_secs(1));
     daemon.admin().get("/v1/cluster").expect("the admin is served beside the job's connections");

@@ -140,20 +140,36 @@ impl std::fmt::Display for Client {
 }
 
 /// The uid owning the client's end of a connection between two sockets of this host: the row of
-/// `/proc/net/tcp{,6}` whose local port is the peer's and whose remote port is ours.
+/// `/proc/net/tcp{,6}` whose local address is the peer's and whose remote address is ours —
+/// both whole (address and port): a job may bind any 127/8 address and our own port, and with
+/// ports alone its socket would be taken for our accepted one, owned by the daemon's uid.
 fn socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
-    let tables: &[&str] = if peer.is_ipv4() { &["/proc/net/tcp", "/proc/net/tcp6"] } else { &["/proc/net/tcp6", "/proc/net/tcp"] };
-    tables.iter().find_map(|table| owner_in(&std::fs::read_to_string(table).ok()?, peer.port(), local.port()))
+    let table = if peer.is_ipv4() { "/proc/net/tcp" } else { "/proc/net/tcp6" };
+    owner_in(&std::fs::read_to_string(table).ok()?, peer, local)
 }
 
-/// In a `/proc/net/tcp` table: the uid of the socket from `from_port` to `to_port`.
-fn owner_in(table: &str, from_port: u16, to_port: u16) -> Option<u32> {
-    let port = |address: &str| address.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+/// In a `/proc/net/tcp{,6}` table: the uid of the socket from `from` to `to`.
+fn owner_in(table: &str, from: SocketAddr, to: SocketAddr) -> Option<u32> {
     table.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let (local, remote, uid) = (fields.get(1)?, fields.get(2)?, fields.get(7)?);
-        (port(local) == Some(from_port) && port(remote) == Some(to_port)).then(|| uid.parse().ok()).flatten()
+        (proc_address(local)? == from && proc_address(remote)? == to).then(|| uid.parse().ok()).flatten()
     })
+}
+
+/// An address as `/proc/net/tcp{,6}` prints it: the address's bytes in 32-bit words, each in
+/// this machine's byte order, in hex; a colon; the port in hex.
+fn proc_address(text: &str) -> Option<SocketAddr> {
+    let (address, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words: Vec<u32> = (0..address.len() / 8).map(|i| address.get(8 * i..8 * i + 8).and_then(|w| u32::from_str_radix(w, 16).ok())).collect::<Option<_>>()?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let ip = match bytes.len() {
+        4 => IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?),
+        16 => IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
 }
 
 /// The tenant a request is made for, if any: by its tenant token, or — on a progress report —
@@ -228,9 +244,17 @@ mod tests {
     #[test]
     fn the_owner_of_a_local_socket_is_read_from_the_proc_table() {
         let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1B9E 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n   1: 0100007F:D431 0100007F:1B9E 01 00000000:00000000 00:00000000 00000000 1900000001        0 2 1\n   2: 0100007F:1B9E 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 3 1\n";
-        assert_eq!(owner_in(table, 0xD431, 0x1B9E), Some(1_900_000_001), "the client's row, not the server's");
-        assert_eq!(owner_in(table, 0x1B9E, 0xD431), Some(0));
-        assert_eq!(owner_in(table, 1, 2), None);
+        let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        assert_eq!(owner_in(table, at(0xD431), at(0x1B9E)), Some(1_900_000_001), "the client's row, not the server's");
+        assert_eq!(owner_in(table, at(0x1B9E), at(0xD431)), Some(0));
+        assert_eq!(owner_in(table, at(1), at(2)), None);
+        assert_eq!(proc_address("0100007F:1B9E"), Some(at(0x1B9E)));
+        // A job bound to another loopback address and to the daemon's own port (7070): its socket
+        // and the daemon's accepted one have the same ports; only the addresses tell them apart.
+        let spoof = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1B9E 0200007F:1B9E 01 00000000:00000000 00:00000000 00000000     0        0 3 1\n   1: 0200007F:1B9E 0100007F:1B9E 01 00000000:00000000 00:00000000 00000000 1900000001        0 2 1\n";
+        let job = SocketAddr::from(([127, 0, 0, 2], 0x1B9E));
+        assert_eq!(owner_in(spoof, job, at(0x1B9E)), Some(1_900_000_001), "the job's socket, not the daemon's");
+        assert_eq!(proc_address("0000000000000000FFFF00000100007F:1B9E"), Some("[::ffff:127.0.0.1]:7070".parse().expect("addr")));
     }
 
     #[test]

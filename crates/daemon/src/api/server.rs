@@ -36,7 +36,6 @@ pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Rou
     use hyper_util::rt::{TokioIo, TokioTimer};
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let per_client: Arc<super::limits::Counts<super::limits::Client>> = Arc::default();
-    let local = listener.local_addr().ok();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
@@ -64,7 +63,9 @@ pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Rou
             }
             continue;
         };
-        let client = local.map_or(super::limits::Client::Address(peer.ip()), |local| super::limits::Client::of(peer, local));
+        // This connection's own local address (not the listener's, which may be 0.0.0.0): a
+        // client on this host connecting to one of its addresses is told by its socket's owner.
+        let client = stream.local_addr().map_or(super::limits::Client::Address(peer.ip()), |local| super::limits::Client::of(peer, local));
         let from_client = match per_client.take(&client, limits.max_connections_per_client) {
             Ok(held) => held,
             Err(open) => {
