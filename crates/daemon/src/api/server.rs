@@ -36,6 +36,7 @@ pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Rou
     use hyper_util::rt::{TokioIo, TokioTimer};
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let per_client: Arc<super::limits::Counts<super::limits::Client>> = Arc::default();
+    let refused_from_client = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
@@ -63,32 +64,33 @@ pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Rou
             }
             continue;
         };
-        // This connection's own local address (not the listener's, which may be 0.0.0.0): a
-        // client on this host connecting to one of its addresses is told by its socket's owner.
-        let client = stream.local_addr().map_or(super::limits::Client::Address(peer.ip()), |local| super::limits::Client::of(peer, local));
-        let from_client = match per_client.take(&client, limits.max_connections_per_client) {
-            Ok(held) => held,
-            Err(open) => {
-                let _ = stream.try_write(TOO_MANY_FROM_CLIENT);
-                rejected += 1;
-                if rejected.is_power_of_two() {
-                    tracing::warn!(%peer, "refused a connection: {client} has {open} open (max_connections_per_client); {rejected} refused so far");
-                }
-                continue;
-            }
-        };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
-        // The requests of this connection learn which tenant it counts for (`limits.rs`).
-        let share = Arc::new(super::limits::ConnectionShare::default());
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-            request.extensions_mut().insert(share.clone());
-            tower::ServiceExt::oneshot(router.clone(), request)
-        });
-        let connection = graceful.watch(http.serve_connection(io, service));
+        // Who the client is is asked of the kernel in the connection's own task: the accept loop
+        // waits for nobody.
+        let (per_client, watcher, router, http, refused_from_client) = (per_client.clone(), graceful.watcher(), router.clone(), http.clone(), refused_from_client.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            // This connection's own local address (not the listener's, which may be 0.0.0.0): a
+            // client on this host connecting to one of its addresses is told by its socket's owner.
+            let client = stream.local_addr().map_or(super::limits::Client::Address(peer.ip()), |local| super::limits::Client::of(peer, local));
+            let from_client = match per_client.take(&client, limits.max_connections_per_client) {
+                Ok(held) => held,
+                Err(open) => {
+                    let _ = stream.try_write(TOO_MANY_FROM_CLIENT);
+                    let refused = refused_from_client.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    if refused.is_power_of_two() {
+                        tracing::warn!(%peer, "refused a connection: {client} has {open} open (max_connections_per_client); {refused} refused so far");
+                    }
+                    return;
+                }
+            };
+            let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
+            // The requests of this connection learn which tenant it counts for (`limits.rs`).
+            let share = Arc::new(super::limits::ConnectionShare::default());
+            let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(share.clone());
+                tower::ServiceExt::oneshot(router.clone(), request)
+            });
+            if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!(%peer, "connection ended: {e}");
             }
             drop(permit);
