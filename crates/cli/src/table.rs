@@ -81,11 +81,22 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
     // Deadline columns when jobs have SLOs: first deadlines met, share of SLO value earned,
     // best-effort jobs' average JCT.
     let slos = rows.iter().any(|r| r.summary.deadlines_met.is_some());
+    // Beside `util` when some policy shared GPUs: the share of the busy GPU time with more than
+    // one job on a GPU, and the guests' own GPU time (on the scale of `util`) when some ran.
+    let shared = rows.iter().any(|r| r.summary.shared_gpu_fraction > 0.0);
+    let guests = rows.iter().any(|r| r.summary.guest_gpu_fraction > 0.0);
     if slos {
         headers.splice(14..14, [("ddl met", Right), ("ddl value", Right), ("BE JCT s", Right)]);
     }
     if fairness {
         headers.splice(14..14, [("max rho", Right), ("rho>1", Right)]);
+    }
+    // (Inserted last: right after `util`.)
+    if guests {
+        headers.insert(14, ("guest", Right));
+    }
+    if shared || guests {
+        headers.insert(14, ("shared", Right));
     }
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -113,6 +124,12 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
             }
             if fairness {
                 cells.splice(14..14, [fixed(r.summary.max_ftf_rho, 2), format!("{}%", fixed(100.0 * r.summary.ftf_unfair_fraction, 1))]);
+            }
+            if guests {
+                cells.insert(14, fixed(r.summary.guest_gpu_fraction, 3));
+            }
+            if shared || guests {
+                cells.insert(14, fixed(r.summary.shared_gpu_fraction, 3));
             }
             cells
         })
@@ -174,7 +191,7 @@ pub fn comparison_table(rows: &[Comparison]) -> String {
 
 pub fn summary_text(s: &Summary) -> String {
     format!(
-        "jobs {}  avg JCT {} s  p50 {} s  p95 {} s  p99 {} s  avg queue {} s  makespan {} s  GPU util {}  preemptions/job {}  unfinished {}  failed {}  unplaceable {}",
+        "jobs {}  avg JCT {} s  p50 {} s  p95 {} s  p99 {} s  avg queue {} s  makespan {} s  GPU util {} (shared {}, guests {})  preemptions/job {}  unfinished {}  failed {}  unplaceable {}",
         s.jobs,
         secs(s.avg_jct_s),
         secs(s.p50_jct_s),
@@ -183,6 +200,8 @@ pub fn summary_text(s: &Summary) -> String {
         secs(s.avg_queue_s),
         secs(s.makespan_s),
         fixed(s.gpu_utilization, 3),
+        fixed(s.shared_gpu_fraction, 3),
+        fixed(s.guest_gpu_fraction, 3),
         fixed(s.preemptions_per_job, 2),
         s.unfinished,
         s.failed,

@@ -81,21 +81,29 @@ impl Assignment {
         Assignment { job, placement, colocation: None, host: None, guest: None }
     }
 
-    /// The job runs opportunistically on `placement` at `speed` (see [`Guest`]).
-    pub fn guest(job: JobId, placement: Placement, speed: f64) -> Self {
-        Assignment { job, placement, colocation: None, host: None, guest: Some(Guest { speed }) }
+    /// The job runs opportunistically on `placement` at `speed`, `on_held` of its GPUs held by
+    /// other jobs (see [`Guest`]).
+    pub fn guest(job: JobId, placement: Placement, speed: f64, on_held: u32) -> Self {
+        Assignment { job, placement, colocation: None, host: None, guest: Some(Guest { speed, on_held }) }
     }
 }
 
 /// An opportunistic job (AntMan's): it runs on GPUs without holding them — they stay free for
 /// (or held by) the jobs that hold GPUs, and its speed reflects whom it shares them with. At
 /// most one guest per GPU (a node's guests use at most its GPU count). The simulator credits
-/// its GPU time to it and counts its time as co-located.
+/// its GPU time to it and counts its time as co-located; for utilization its GPUs that no job
+/// holds are busy because of it, and those held by another job are that job's, shared.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Guest {
     /// Its speed relative to running alone (the policy's interference model), recomputed at
     /// every decision.
     pub speed: f64,
+    /// How many of its GPUs a job that holds GPUs (not a guest) runs on too, recomputed at every
+    /// decision; the rest are GPUs nobody holds. Placements count GPUs per node without naming
+    /// them, so only the policy knows; the decision's guests together use at most the GPUs the
+    /// decision leaves free plus those it holds (checked).
+    #[serde(default)]
+    pub on_held: u32,
 }
 
 /// Two jobs sharing the same GPUs. Both jobs' assignments name each other and the same

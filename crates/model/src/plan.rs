@@ -160,6 +160,16 @@ pub enum PlanError {
         /// The occupancy's reason.
         reason: String,
     },
+    /// Guests' GPUs that do not add up: a guest on more held GPUs than it has, or the guests
+    /// together on more GPUs nobody holds than the decision leaves free, or on more held GPUs
+    /// than it holds.
+    #[error("{job}: opportunistic jobs' GPUs do not add up: {reason}")]
+    GuestsMiscounted {
+        /// The job (the last guest of the decision for the totals).
+        job: JobId,
+        /// What does not add up.
+        reason: String,
+    },
     /// A co-located job that also sets its own CPU/memory share.
     #[error("{0} shares GPUs and sets its own CPU/memory; a pair keeps the proportional share")]
     SharedWithHostShare(JobId),
@@ -340,6 +350,10 @@ impl Planner {
         self.shares = any_colocation || check_host || any_guest;
         // Opportunistic jobs (guests) are counted apart: on top of the GPUs' holders, one each.
         let mut guests = if any_guest { Some(Occupancy::new(cluster)) } else { None };
+        // The guests' GPUs nobody holds and their GPUs held by others, in total (placements do
+        // not name GPUs: checked against the decision's free and held GPUs once it is complete).
+        let mut guest_gpus = (0u32, 0u32);
+        let mut last_guest = None;
         let assigned: std::collections::BTreeMap<JobId, &Assignment> =
             if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
         // CPU cores and memory taken per node.
@@ -392,6 +406,13 @@ impl Planner {
                 if let Some(guests) = guests.as_mut() {
                     guests.allocate(&a.placement).map_err(|e| PlanError::GuestsOverAllocated { job: a.job, reason: e.to_string() })?;
                 }
+                let gpus = a.placement.gpus();
+                if g.on_held > gpus {
+                    return Err(PlanError::GuestsMiscounted { job: a.job, reason: format!("on {} held GPUs of its {gpus}", g.on_held) });
+                }
+                guest_gpus.0 += gpus - g.on_held;
+                guest_gpus.1 += g.on_held;
+                last_guest = Some(a.job);
                 continue;
             }
             if let Some(c) = a.colocation {
@@ -445,6 +466,15 @@ impl Planner {
                         used_memory: used.1,
                     });
                 }
+            }
+        }
+        if let Some(job) = last_guest {
+            let (free, held) = (occupancy.free_total(), cluster.total_gpus() - occupancy.free_total());
+            if guest_gpus.0 > free || guest_gpus.1 > held {
+                return Err(PlanError::GuestsMiscounted {
+                    job,
+                    reason: format!("guests on {} free GPUs of {free} and on {} held GPUs of {held}", guest_gpus.0, guest_gpus.1),
+                });
             }
         }
         Ok(occupancy)
@@ -615,5 +645,22 @@ mod tests {
         assert!(planner.assigned(JobId(0)) && !planner.assigned(JobId(1)));
         planner.check(&cluster, &specs, |_| true, &Decision { run: vec![on(1, 0, 1)], ..Default::default() }).expect("valid");
         assert!(!planner.assigned(JobId(0)) && planner.assigned(JobId(1)));
+    }
+
+    #[test]
+    fn guests_use_at_most_the_free_gpus_and_the_held_ones() {
+        // Two nodes of two GPUs. Job 0 holds one GPU of node 0: three free, one held.
+        let guest = |job: u32, node: u32, gpus: u32, on_held: u32| Assignment::guest(JobId(job), Placement::single(NodeId(node), gpus), 0.5, on_held);
+        check(vec![on(0, 0, 1), guest(1, 0, 1, 1), guest(2, 1, 2, 0)]).expect("one guest on the held GPU, one on two free ones");
+        check(vec![on(0, 0, 1), guest(1, 0, 1, 0), guest(2, 1, 2, 0)]).expect("three guests' GPUs on three free ones");
+        // More on held GPUs than it has.
+        assert!(matches!(check(vec![on(0, 0, 1), guest(1, 0, 1, 2)]), Err(PlanError::GuestsMiscounted { job: JobId(1), .. })));
+        // Two guests on the one held GPU.
+        assert!(matches!(check(vec![on(0, 0, 1), guest(1, 0, 1, 1), guest(2, 1, 2, 1)]), Err(PlanError::GuestsMiscounted { job: JobId(2), .. })));
+        // Every GPU held: a guest that says it runs on a free one.
+        let full = [on(0, 0, 1), on(1, 0, 1), on(2, 1, 2)];
+        let with = |g: Assignment| full.iter().cloned().chain([g]).collect::<Vec<_>>();
+        assert!(matches!(check(with(guest(3, 0, 1, 0))), Err(PlanError::GuestsMiscounted { job: JobId(3), .. })));
+        check(with(guest(3, 0, 1, 1))).expect("on a held GPU");
     }
 }

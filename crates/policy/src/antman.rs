@@ -25,7 +25,9 @@
 //!   which sorts before an untouched 0.0, as in Muri).
 //! - Guaranteed jobs run at full speed. An opportunistic job's iteration time is recomputed at
 //!   every point from whom it shares its GPUs with ([`opportunistic_iteration_s`]); it is a
-//!   [`Guest`](arbiter_model::Guest) to the engine: not counted against the GPUs' capacity.
+//!   [`Guest`](arbiter_model::Guest) to the engine: not counted against the GPUs' capacity, and
+//!   telling it how many of its GPUs a running guaranteed job holds (so that utilization counts
+//!   each GPU once).
 //!
 //! Simplifications, all of which leave Muri's 64-GPU runs unchanged: CPU and memory are not
 //! checked (Muri's rules ask for at most 48 of the 92 CPUs and a few GB of the 520 GB of a node
@@ -437,7 +439,10 @@ impl Policy for AntMan {
                         })
                         .collect();
                     let iteration_s = opportunistic_iteration_s(own_s, spec.stages, &co);
-                    decision.run.push(Assignment::guest(id, placement, own_s / iteration_s));
+                    // Its GPUs a running guaranteed job holds (a partial reservation holds none
+                    // yet: the engine has those GPUs free).
+                    let on_held = t.gpus.iter().filter(|&&g| self.holder[g].and_then(|h| self.jobs.get(&h)).is_some_and(|h| h.remaining == 0)).count() as u32;
+                    decision.run.push(Assignment::guest(id, placement, own_s / iteration_s, on_held));
                 }
             }
         }

@@ -87,16 +87,28 @@ pub fn span(records: &[JobRecord], timeline: &[RunSegment]) -> Option<(f64, f64)
     (from.is_finite() && to > from).then_some((from, to))
 }
 
-/// GPU utilization over time (allocated GPUs / capacity), averaged per bin.
+/// GPU utilization over time (GPUs with at least one job on them / capacity, each GPU once:
+/// [`arbiter_sim::gpu_time`], the rule of the `gpu_utilization` metric), averaged per bin.
 pub fn utilization(timeline: &[RunSegment], capacity_gpus: u32, from: f64, to: f64) -> Vec<(f64, f64)> {
+    counted_over_time(timeline, capacity_gpus, from, to, |s| s.gpus_counted().busy)
+}
+
+/// GPUs with more than one job on them / capacity over time (the shared part of
+/// [`utilization`]), averaged per bin.
+pub fn shared_utilization(timeline: &[RunSegment], capacity_gpus: u32, from: f64, to: f64) -> Vec<(f64, f64)> {
+    counted_over_time(timeline, capacity_gpus, from, to, |s| s.gpus_counted().shared)
+}
+
+/// The GPUs `count` counts per segment, over capacity, averaged per bin.
+fn counted_over_time(timeline: &[RunSegment], capacity_gpus: u32, from: f64, to: f64, count: impl Fn(&RunSegment) -> f64) -> Vec<(f64, f64)> {
     let capacity = capacity_gpus.max(1) as f64;
     let changes = timeline
         .iter()
-        .filter(|s| !s.guest)
         .flat_map(|s| {
-            let gpus = s.gpus() as f64 * s.gpu_share / capacity;
+            let gpus = count(s) / capacity;
             [(s.start_s, gpus), (s.end_s, -gpus)]
         })
+        .filter(|&(_, gpus)| gpus != 0.0)
         .collect();
     step_average(changes, from, to, TIME_BINS)
 }
@@ -242,6 +254,9 @@ mod tests {
             run_time_s: finish_s - start_s,
             executed_s: finish_s - start_s,
             gpu_s_allocated: (finish_s - start_s) * gpus as f64,
+            busy_gpu_s: (finish_s - start_s) * gpus as f64,
+            shared_gpu_s: 0.0,
+            guest_gpu_s: 0.0,
             colocated_s: 0.0,
             cost_usd: 0.0,
             preemptions: 0,
@@ -256,7 +271,7 @@ mod tests {
     }
 
     fn segment(job: u32, start_s: f64, end_s: f64, gpus: u32) -> RunSegment {
-        RunSegment { job, start_s, end_s, slots: vec![(0, gpus)], gpu_share: 1.0, guest: false }
+        RunSegment { job, start_s, end_s, slots: vec![(0, gpus)], gpu_share: 1.0, guest: false, on_held: 0 }
     }
 
     #[test]
@@ -299,6 +314,18 @@ mod tests {
         assert!((q[0].1 - 1.0).abs() < 1e-9 && q[TIME_BINS - 1].1.abs() < 1e-9);
         // A bin cut in the middle of a change averages it.
         assert_eq!(step_average(vec![(0.0, 2.0), (150.0, -2.0)], 0.0, 200.0, 2), vec![(50.0, 2.0), (150.0, 1.0)]);
+    }
+
+    #[test]
+    fn utilization_over_time_counts_each_gpu_once() {
+        // 2 GPUs, 0–100 s: job 0 holds one; job 1 a guest on it; job 2 a guest on the other
+        // GPU 0–50 s. Busy: both GPUs 0–50, one 50–100; shared: one GPU 0–100 (issue 32: the
+        // guests were left out of the figure, and added on top in the metric).
+        let guest = |job, end_s, on_held| RunSegment { guest: true, on_held, ..segment(job, 0.0, end_s, 1) };
+        let timeline = vec![segment(0, 0.0, 100.0, 1), guest(1, 100.0, 1), guest(2, 50.0, 0)];
+        let busy = utilization(&timeline, 2, 0.0, 100.0);
+        assert!(busy[..TIME_BINS / 2].iter().all(|&(_, u)| (u - 1.0).abs() < 1e-9) && busy[TIME_BINS / 2..].iter().all(|&(_, u)| (u - 0.5).abs() < 1e-9), "{busy:?}");
+        assert!(shared_utilization(&timeline, 2, 0.0, 100.0).iter().all(|&(_, u)| (u - 0.5).abs() < 1e-9));
     }
 
     #[test]

@@ -266,7 +266,7 @@ mod tests {
     use super::*;
 
     fn seg(job: u32, start_s: f64, end_s: f64, slots: Vec<(u32, u32)>, gpu_share: f64) -> RunSegment {
-        RunSegment { job, start_s, end_s, slots, gpu_share, guest: false }
+        RunSegment { job, start_s, end_s, slots, gpu_share, guest: false, on_held: 0 }
     }
 
     #[test]

@@ -29,7 +29,7 @@ fn secs(v: f64) -> String {
 fn results_table(rows: &[ResultRow]) -> Table {
     let head = [
         "trace", "tenant", "policy", "seed", "jobs", "unfinished", "avg JCT s", "p50 JCT s", "p99 JCT s", "avg queue s", "util",
-        "preempt/job", "max ρ",
+        "shared", "guest", "preempt/job", "max ρ",
     ];
     Table {
         head: head.iter().map(|h| h.to_string()).collect(),
@@ -49,6 +49,8 @@ fn results_table(rows: &[ResultRow]) -> Table {
                     secs(s.p99_jct_s),
                     secs(s.avg_queue_s),
                     format!("{:.1}%", s.gpu_utilization * 100.0),
+                    format!("{:.1}%", s.shared_gpu_fraction * 100.0),
+                    format!("{:.1}%", s.guest_gpu_fraction * 100.0),
                     format!("{:.2}", s.preemptions_per_job),
                     format!("{:.2}", s.max_ftf_rho),
                 ]
@@ -180,14 +182,21 @@ fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window) -> Vec
             _ => Vec::new(),
         })
     };
+    // Each GPU counted once however many jobs run on it; what sharing adds is drawn beside, not
+    // inside: a second line per policy that shared GPUs, the GPUs with more than one job.
+    let mut utilization = over_time(&|r, from, to| figures::utilization(&r.timeline, r.capacity_gpus, from, to));
+    let shared = over_time(&|r, from, to| {
+        if r.summary.shared_gpu_fraction > 0.0 { figures::shared_utilization(&r.timeline, r.capacity_gpus, from, to) } else { Vec::new() }
+    });
+    utilization.extend(shared.into_iter().filter(|l| !l.points.is_empty()).map(|l| Line { label: format!("{} shared", l.label), ..l }));
     push(
         id("utilization"),
         line_chart(
             "GPU utilization over time",
             Axis::linear("time since the first submission", Format::Seconds),
             // From the data, not fixed at 100%: an engine that over-counts shows it.
-            Axis::linear("GPUs allocated", Format::Percent),
-            over_time(&|r, from, to| figures::utilization(&r.timeline, r.capacity_gpus, from, to)),
+            Axis::linear("GPUs in use (each once; shared: more than one job)", Format::Percent),
+            utilization,
         ),
     );
     push(

@@ -86,7 +86,7 @@ pub fn write_figures(sweep: &Sweep, dir: &Path) -> Result<Vec<PathBuf>, ReportEr
 
 /// The sweep's report: a table of every point and the figures.
 pub fn report(sweep: &Sweep) -> Report {
-    let head = ["value", "trace", "tenant", "policy", "seed", "jobs", "avg JCT s", "p99 JCT s", "avg queue s", "util", "unfinished"];
+    let head = ["value", "trace", "tenant", "policy", "seed", "jobs", "avg JCT s", "p99 JCT s", "avg queue s", "util", "shared", "unfinished"];
     let rows = sweep
         .points
         .iter()
@@ -104,6 +104,7 @@ pub fn report(sweep: &Sweep) -> Report {
                     format!("{:.0}", s.p99_jct_s),
                     format!("{:.0}", s.avg_queue_s),
                     format!("{:.1}%", s.gpu_utilization * 100.0),
+                    format!("{:.1}%", s.shared_gpu_fraction * 100.0),
                     s.unfinished.to_string(),
                 ]
                 .into_iter()

@@ -12,7 +12,7 @@
 //! which by definition touches every running job at every event).
 
 use crate::events::{EventKind, EventQueue};
-use crate::metrics::{JobOutcome, JobRecord, Window};
+use crate::metrics::{gpu_time, GpuSharing, JobOutcome, JobRecord, Window};
 use crate::timeline::RunSegment;
 use crate::unplaceable::GpuPools;
 use arbiter_model::{
@@ -244,8 +244,9 @@ struct Engine<'a> {
     /// Per job id: its own CPU/memory share while it runs (`None`: GPU-proportional).
     host: Vec<Option<HostShare>>,
     /// Per job id: whether it runs as a guest (opportunistically, on GPUs it does not hold: not
-    /// in the occupancy; its GPU time is credited to it and its time counts as co-located).
-    guest: Vec<bool>,
+    /// in the occupancy; its GPU time is credited to it and its time counts as co-located), and
+    /// then how many of its GPUs another job holds ([`arbiter_model::Guest::on_held`]).
+    guest: Vec<Option<u32>>,
     /// Per job id: when its GPU-seconds were last credited to its record.
     gpu_credited_at: Vec<SimTime>,
     /// Per node: dollars per GPU-hour of its GPU type (for the cost metric).
@@ -310,7 +311,7 @@ pub fn simulate(
         }),
         partner: vec![None; n],
         host: vec![None; n],
-        guest: vec![false; n],
+        guest: vec![None; n],
         gpu_credited_at: vec![SimTime::ZERO; n],
         price_per_gpu_hour: cluster.nodes.iter().map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type))).collect(),
         running: 0,
@@ -581,7 +582,7 @@ impl Engine<'_> {
         {
             let mut expected = Occupancy::new(self.cluster);
             for job in &self.active {
-                let Some(placement) = job.placement().filter(|_| !self.guest[job.id.index()]) else { continue };
+                let Some(placement) = job.placement().filter(|_| self.guest[job.id.index()].is_none()) else { continue };
                 let members = self.group_members(job.id);
                 let counted_with_group = members.iter().any(|m| *m < job.id && self.active[self.slot[m.index()] as usize].placement() == Some(placement));
                 if !counted_with_group {
@@ -635,7 +636,7 @@ impl Engine<'_> {
     }
 
     /// Credits a running job's GPU-seconds up to `now` (a co-located job holds half of its
-    /// GPUs).
+    /// GPUs), and its part of the busy and shared GPU time ([`gpu_time`]: each GPU once).
     fn credit_gpu_time(&mut self, index: usize, now: SimTime) {
         if self.config.record_timeline {
             self.record_segment(index, now);
@@ -647,9 +648,17 @@ impl Engine<'_> {
             let share = 1.0 / (1 + self.group_members(job.id).len()) as f64;
             let gpu_s = elapsed_s * placement.gpus() as f64 * share;
             self.records[id].gpu_s_allocated += gpu_s;
+            let sharing = match self.guest[id] {
+                Some(on_held) => GpuSharing::Guest { on_held },
+                None => GpuSharing::Held { share },
+            };
+            let counted = gpu_time(elapsed_s, placement.gpus(), sharing);
+            self.records[id].busy_gpu_s += counted.busy;
+            self.records[id].shared_gpu_s += counted.shared;
+            self.records[id].guest_gpu_s += counted.guest;
             let price = placement.slots.first().and_then(|(node, _)| self.price_per_gpu_hour.get(node.index())).copied().unwrap_or(1.0);
             self.records[id].cost_usd += gpu_s / 3600.0 * price;
-            if self.partner[id].is_some() || self.guest[id] {
+            if self.partner[id].is_some() || self.guest[id].is_some() {
                 self.records[id].colocated_s += elapsed_s;
             }
         }
@@ -679,7 +688,8 @@ impl Engine<'_> {
                 end_s: end.as_secs_f64(),
                 slots: placement.slots.iter().map(|(node, gpus)| (node.0, *gpus)).collect(),
                 gpu_share: 1.0 / (1 + self.group_members(job.id).len()) as f64,
-                guest: self.guest[id],
+                guest: self.guest[id].is_some(),
+                on_held: self.guest[id].unwrap_or(0),
             };
             self.timeline.push(segment);
         }
@@ -699,6 +709,12 @@ impl Engine<'_> {
         let partner = assignment.colocation.map(|c| c.partner);
         let speed = self.speed_of(assignment);
         let index = self.slot[id.index()] as usize;
+        // A guest whose GPUs another job took or left: its GPU time so far counted as it was.
+        let guest = assignment.guest.map(|g| g.on_held);
+        if self.guest[id.index()] != guest {
+            self.credit_gpu_time(index, now);
+            self.guest[id.index()] = guest;
+        }
         if self.partner[id.index()] == partner && self.active[index].speed() == speed {
             return;
         }
@@ -738,7 +754,7 @@ impl Engine<'_> {
         let job = &mut self.active[index];
         job.account(now);
         if let RunState::Running { placement, .. } = &job.state
-            && release && !partner_keeps && !self.guest[id.index()] {
+            && release && !partner_keeps && self.guest[id.index()].is_none() {
                 // The engine only releases what it allocated, so this cannot fail; an error here
                 // would be an engine bug, and the occupancy is left unchanged by a failed release.
                 let released = self.occupancy.release(placement);
@@ -759,7 +775,7 @@ impl Engine<'_> {
         let overhead = self.overhead_s(id);
         self.partner[id.index()] = assignment.colocation.map(|c| c.partner);
         self.host[id.index()] = assignment.host;
-        self.guest[id.index()] = assignment.guest.is_some();
+        self.guest[id.index()] = assignment.guest.map(|g| g.on_held);
         self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some() || assignment.guest.is_some();
         self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;

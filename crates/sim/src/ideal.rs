@@ -75,6 +75,7 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
             let record = &mut records[job.id.index()];
             record.first_start_s.get_or_insert(now.as_secs_f64());
             record.gpu_s_allocated += gpus * dt;
+            record.busy_gpu_s += gpus * dt;
             record.executed_s += dt;
             job.remaining_s -= rate * dt;
             if job.remaining_s <= 1e-6 * rate.max(1.0) {

@@ -13,6 +13,6 @@ pub mod timeline;
 pub mod unplaceable;
 
 pub use engine::{simulate, EngineStats, FailureConfig, OverheadModel, SimConfig, SimError, SimOutput};
-pub use metrics::{JobOutcome, JobRecord, Summary, Window};
+pub use metrics::{gpu_time, GpuSharing, GpuTime, JobOutcome, JobRecord, Summary, Window};
 pub use timeline::RunSegment;
 pub use unplaceable::{Unplaceable, UnplaceableJobs};

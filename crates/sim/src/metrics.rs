@@ -42,8 +42,20 @@ pub struct JobRecord {
     pub run_time_s: f64,
     /// Seconds it held GPUs.
     pub executed_s: f64,
-    /// GPU-seconds allocated to it (half of a GPU's time while sharing it with another job).
+    /// GPU-seconds allocated to it (half of a GPU's time while sharing it with another job; a
+    /// guest's every GPU, held by another job or not).
     pub gpu_s_allocated: f64,
+    /// Its part of the cluster's busy GPU-seconds, each physical GPU counted once
+    /// ([`gpu_time`]): what [`Summary::gpu_utilization`] adds up. Equal to `gpu_s_allocated`
+    /// except as a guest, whose GPUs held by another job count for that job.
+    #[serde(default)]
+    pub busy_gpu_s: f64,
+    /// Its part of the busy GPU-seconds of GPUs that more than one job ran on ([`gpu_time`]).
+    #[serde(default)]
+    pub shared_gpu_s: f64,
+    /// GPU-seconds it ran as a guest (opportunistically, on GPUs it did not hold): all its GPUs.
+    #[serde(default)]
+    pub guest_gpu_s: f64,
     /// Seconds it ran sharing its GPUs with another job (space sharing).
     #[serde(default)]
     pub colocated_s: f64,
@@ -84,6 +96,9 @@ impl JobRecord {
             run_time_s: spec.run_time_s,
             executed_s: 0.0,
             gpu_s_allocated: 0.0,
+            busy_gpu_s: 0.0,
+            shared_gpu_s: 0.0,
+            guest_gpu_s: 0.0,
             colocated_s: 0.0,
             cost_usd: 0.0,
             preemptions: 0,
@@ -146,8 +161,20 @@ pub struct Summary {
     pub avg_queue_s: f64,
     /// Last finish − first submit over the measured jobs.
     pub makespan_s: f64,
-    /// Allocated GPU-seconds / (GPUs × busy window), over all jobs of the run.
+    /// Busy GPU-seconds / (GPUs × busy window), over all jobs of the run: the share of the
+    /// cluster's GPU time in which a GPU had at least one job on it, each GPU counted once
+    /// however many jobs shared it ([`gpu_time`]); at most 1.
     pub gpu_utilization: f64,
+    /// Share of the busy GPU-seconds (of `gpu_utilization`) on GPUs that more than one job ran on:
+    /// a group sharing GPUs (Gandiva's and Gavel's pairs, Muri's groups, Horus' co-location) or a
+    /// guest on a held GPU (AntMan). Over all jobs of the run.
+    #[serde(default)]
+    pub shared_gpu_fraction: f64,
+    /// The guests' (opportunistic jobs') own GPU-seconds — every GPU they ran on, held by another
+    /// job or not — over GPUs × busy window, the scale of `gpu_utilization`. Over all jobs of the
+    /// run; 0 without guests.
+    #[serde(default)]
+    pub guest_gpu_fraction: f64,
     /// Preemptions per measured job.
     pub preemptions_per_job: f64,
     /// Migrations per measured job.
@@ -268,6 +295,71 @@ pub fn ftf_rhos(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Ve
         .collect()
 }
 
+/// How a job runs on its GPUs, for counting each physical GPU once ([`gpu_time`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GpuSharing {
+    /// It holds its GPUs, alone (`share` 1) or in a group of `k` jobs on the same GPUs
+    /// (`share` 1/k).
+    Held {
+        /// Its share of the GPUs' time.
+        share: f64,
+    },
+    /// A guest (opportunistic, AntMan): it holds none of its GPUs; `on_held` of them another job
+    /// holds, the rest nobody does.
+    Guest {
+        /// Its GPUs that another job holds.
+        on_held: u32,
+    },
+}
+
+/// One job's part of the cluster's GPU time over `elapsed_s` on `gpus` GPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuTime {
+    /// Busy GPU-seconds: a GPU's time counts once, split evenly among the group holding it; a
+    /// guest's GPUs that another job holds count for that job, the others for the guest.
+    pub busy: f64,
+    /// The part of `busy` on GPUs with more than one job: a group member's whole share; for a
+    /// guest, its GPUs that another job holds (which that job's `busy` counts).
+    pub shared: f64,
+    /// A guest's own GPU-seconds (all its GPUs); 0 for a job that holds its GPUs.
+    pub guest: f64,
+}
+
+/// The one rule by which GPU time is counted for utilization — in the engine's records, the
+/// report's utilization over time, every policy alike: each physical GPU once while at least one
+/// job runs on it, shared time apart. Summed over the jobs, `busy` is the GPU-seconds in which
+/// GPUs had a job and `shared` those in which they had more than one.
+pub fn gpu_time(elapsed_s: f64, gpus: u32, sharing: GpuSharing) -> GpuTime {
+    match sharing {
+        GpuSharing::Held { share } => {
+            let busy = elapsed_s * gpus as f64 * share;
+            GpuTime { busy, shared: if share < 1.0 { busy } else { 0.0 }, guest: 0.0 }
+        }
+        GpuSharing::Guest { on_held } => {
+            let on_held = on_held.min(gpus);
+            GpuTime { busy: elapsed_s * (gpus - on_held) as f64, shared: elapsed_s * on_held as f64, guest: elapsed_s * gpus as f64 }
+        }
+    }
+}
+
+/// Utilization, its shared part and the guests' own GPU time of a run's `records` on
+/// `capacity_gpus` GPUs, over the busy window (first submission to last finish of all of them):
+/// `(gpu_utilization, shared_gpu_fraction, guest_gpu_fraction)` of [`Summary`].
+pub fn utilization(records: &[JobRecord], capacity_gpus: u32) -> (f64, f64, f64) {
+    let run_start = records.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
+    let run_end = records.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
+    let window = (run_end - run_start) * capacity_gpus as f64;
+    if !(window > 0.0 && window.is_finite()) {
+        return (0.0, 0.0, 0.0);
+    }
+    let busy: f64 = records.iter().map(|r| r.busy_gpu_s).sum();
+    let shared = total(records.iter().map(|r| r.shared_gpu_s));
+    let guest = total(records.iter().map(|r| r.guest_gpu_s));
+    // (Shared time can exceed busy time only where a guest runs on a group's GPUs, which no
+    // policy does: its held GPUs would be counted shared twice.)
+    (busy / window, if busy > 0.0 { (shared / busy).min(1.0) } else { 0.0 }, guest / window)
+}
+
 /// Sum that is +0.0 when empty (`Iterator::sum` over `f64` starts from −0.0, which prints as
 /// `-0.00`).
 fn total(values: impl Iterator<Item = f64>) -> f64 {
@@ -287,7 +379,8 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 impl Summary {
     /// The value of a metric by its field name (`avg_jct_s`, `p50_jct_s`, `p95_jct_s`,
-    /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`, `deadlines_met`,
+    /// `p99_jct_s`, `avg_queue_s`, `makespan_s`, `gpu_utilization`, `shared_gpu_fraction`,
+    /// `guest_gpu_fraction`, `deadlines_met`,
     /// `deadline_value`, `best_effort_avg_jct_s`,
     /// `colocated_fraction`, `cost_usd`, `max_ftf_rho`, `ftf_unfair_fraction`).
     pub fn metric(&self, name: &str) -> Option<f64> {
@@ -299,6 +392,8 @@ impl Summary {
             "avg_queue_s" => self.avg_queue_s,
             "makespan_s" => self.makespan_s,
             "gpu_utilization" => self.gpu_utilization,
+            "shared_gpu_fraction" => self.shared_gpu_fraction,
+            "guest_gpu_fraction" => self.guest_gpu_fraction,
             "deadlines_met" => self.deadlines_met?,
             "deadline_value" => self.deadline_value?,
             "admitted" => self.admitted?,
@@ -323,10 +418,7 @@ impl Summary {
         let first_submit = measured.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
         let last_finish = measured.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
         let makespan_s = if last_finish.is_finite() && first_submit.is_finite() { last_finish - first_submit } else { 0.0 };
-        let run_start = records.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
-        let run_end = records.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
-        let allocated: f64 = records.iter().map(|r| r.gpu_s_allocated).sum();
-        let busy = (run_end - run_start) * capacity_gpus as f64;
+        let (gpu_utilization, shared_gpu_fraction, guest_gpu_fraction) = utilization(records, capacity_gpus);
         let n = measured.len().max(1) as f64;
         let rhos: Vec<f64> = ftf_rhos(records, window, capacity_gpus).into_iter().map(|(_, rho)| rho).collect();
         Summary {
@@ -339,7 +431,9 @@ impl Summary {
             p99_jct_s: percentile(&jcts, 0.99),
             avg_queue_s: mean(&queues),
             makespan_s,
-            gpu_utilization: if busy > 0.0 && busy.is_finite() { allocated / busy } else { 0.0 },
+            gpu_utilization,
+            shared_gpu_fraction,
+            guest_gpu_fraction,
             preemptions_per_job: total(measured.iter().map(|r| r.preemptions as f64)) / n,
             migrations_per_job: total(measured.iter().map(|r| r.migrations as f64)) / n,
             failed: measured.iter().filter(|r| r.outcome == JobOutcome::Failed).count(),
@@ -387,7 +481,7 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
     w.write_record([
         "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
         "run_time_s", "executed_s", "gpu_s_allocated", "colocated_s", "cost_usd", "preemptions", "migrations", "failures", "outcome",
-        "last_wait_reason", "deadline_s",
+        "last_wait_reason", "deadline_s", "busy_gpu_s", "shared_gpu_s", "guest_gpu_s",
     ])?;
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
     for r in records {
@@ -412,6 +506,9 @@ pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Res
             kebab(&r.outcome),
             r.last_wait_reason.as_ref().map(kebab).unwrap_or_default(),
             opt(r.deadline_s),
+            format!("{:.3}", r.busy_gpu_s),
+            format!("{:.3}", r.shared_gpu_s),
+            format!("{:.3}", r.guest_gpu_s),
         ])?;
     }
     w.flush()?;
@@ -428,7 +525,7 @@ mod tests {
         let s = Summary::compute(&[], Window::default(), 8);
         let json = serde_json::to_string(&s).expect("serializes");
         assert!(!json.contains("-0"), "{json}");
-        for v in [s.avg_jct_s, s.preemptions_per_job, s.migrations_per_job, s.cost_usd, s.colocated_fraction, s.gpu_utilization, s.makespan_s] {
+        for v in [s.avg_jct_s, s.preemptions_per_job, s.migrations_per_job, s.cost_usd, s.colocated_fraction, s.gpu_utilization, s.shared_gpu_fraction, s.guest_gpu_fraction, s.makespan_s] {
             assert!(v == 0.0 && v.is_sign_positive(), "{v} in {s:?}");
         }
     }
@@ -463,6 +560,31 @@ mod tests {
         assert!((c.mean(5.0, 20.0) - (3.0 + 8.0 + 10.0) / 15.0).abs() < 1e-12);
         assert_eq!(c.mean(5.5, 5.5), 3.0);
         assert_eq!(c.mean(-1.0, -1.0), 0.0);
+    }
+
+    #[test]
+    fn gpu_time_counts_each_gpu_once_and_sharing_apart() {
+        let time = |busy, shared, guest| GpuTime { busy, shared, guest };
+        assert_eq!(gpu_time(10.0, 2, GpuSharing::Held { share: 1.0 }), time(20.0, 0.0, 0.0));
+        // Each job of a pair: half of the GPUs' time, all of it shared.
+        assert_eq!(gpu_time(10.0, 2, GpuSharing::Held { share: 0.5 }), time(10.0, 10.0, 0.0));
+        // A guest on 3 GPUs, one of them held by another job (whose time it is): busy on 2.
+        assert_eq!(gpu_time(10.0, 3, GpuSharing::Guest { on_held: 1 }), time(20.0, 10.0, 30.0));
+        assert_eq!(gpu_time(10.0, 1, GpuSharing::Guest { on_held: 5 }), time(0.0, 10.0, 10.0));
+        // 4 GPUs, 0–100 s: job 0 alone on one, jobs 1 and 2 a pair on two, job 3 a guest on two,
+        // one of them job 0's, the other the fourth GPU. Busy: 100 + 2 × 100 + 100 = all 400
+        // GPU-seconds; shared: the pair's 200 and job 0's GPU 100 (3/4); the guest's own 200
+        // (1/2 of the cluster's time).
+        let mut records = [0, 1, 2, 3].map(|id| finished(id, if id == 0 { 1 } else { 2 }, 0.0, 100.0, 50.0));
+        let count = |r: &mut JobRecord, t: GpuTime| (r.busy_gpu_s, r.shared_gpu_s, r.guest_gpu_s) = (t.busy, t.shared, t.guest);
+        count(&mut records[0], gpu_time(100.0, 1, GpuSharing::Held { share: 1.0 }));
+        count(&mut records[1], gpu_time(100.0, 2, GpuSharing::Held { share: 0.5 }));
+        count(&mut records[2], gpu_time(100.0, 2, GpuSharing::Held { share: 0.5 }));
+        count(&mut records[3], gpu_time(100.0, 2, GpuSharing::Guest { on_held: 1 }));
+        assert_eq!(utilization(&records, 4), (1.0, 0.75, 0.5));
+        let s = Summary::compute(&records, Window::default(), 4);
+        assert_eq!((s.gpu_utilization, s.shared_gpu_fraction, s.guest_gpu_fraction), (1.0, 0.75, 0.5));
+        assert_eq!(s.metric("shared_gpu_fraction"), Some(0.75));
     }
 
     #[test]

@@ -126,7 +126,8 @@ impl Sweep {
         let mut w = csv::Writer::from_path(&csv_path).map_err(|e| io(&csv_path, &e))?;
         w.write_record([
             self.key.as_str(), "trace", "policy", "tenant", "seed", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s",
-            "avg_queue_s", "makespan_s", "gpu_utilization", "unfinished", "unplaceable", "wall_s",
+            "avg_queue_s", "makespan_s", "gpu_utilization", "unfinished", "unplaceable", "wall_s", "shared_gpu_fraction",
+            "guest_gpu_fraction",
         ])
         .map_err(|e| io(&csv_path, &e))?;
         for p in &self.points {
@@ -148,6 +149,8 @@ impl Sweep {
                     s.unfinished.to_string(),
                     s.unplaceable.to_string(),
                     format!("{:.3}", r.wall_s),
+                    format!("{:.4}", s.shared_gpu_fraction),
+                    format!("{:.4}", s.guest_gpu_fraction),
                 ])
                 .map_err(|e| io(&csv_path, &e))?;
             }

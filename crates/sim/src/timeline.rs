@@ -2,6 +2,7 @@
 //! asks for them ([`crate::SimConfig::record_timeline`]). Reports draw Gantt charts,
 //! utilization and queue length over time from them; metrics never read them.
 
+use crate::metrics::{gpu_time, GpuSharing, GpuTime};
 use serde::{Deserialize, Serialize};
 
 /// One stretch of a job on GPUs with nothing about it changing: same placement, same sharing.
@@ -22,6 +23,10 @@ pub struct RunSegment {
     pub gpu_share: f64,
     /// Whether it ran as a guest on GPUs it does not hold (opportunistic sharing).
     pub guest: bool,
+    /// A guest's GPUs that another job held (the rest nobody held); 0 for a job that holds its
+    /// GPUs.
+    #[serde(default)]
+    pub on_held: u32,
 }
 
 impl RunSegment {
@@ -34,5 +39,16 @@ impl RunSegment {
     /// count for their holder.
     pub fn allocated_gpu_s(&self) -> f64 {
         if self.guest { 0.0 } else { (self.end_s - self.start_s) * self.gpus() as f64 * self.gpu_share }
+    }
+
+    /// How it shared its GPUs, for [`crate::metrics::gpu_time`].
+    pub fn sharing(&self) -> GpuSharing {
+        if self.guest { GpuSharing::Guest { on_held: self.on_held } } else { GpuSharing::Held { share: self.gpu_share } }
+    }
+
+    /// Its part of the cluster's busy and shared GPUs while it ran (GPUs, not GPU-seconds), by
+    /// the rule utilization counts by ([`crate::metrics::gpu_time`]: each GPU once).
+    pub fn gpus_counted(&self) -> GpuTime {
+        gpu_time(1.0, self.gpus(), self.sharing())
     }
 }

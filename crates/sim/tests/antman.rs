@@ -88,3 +88,81 @@ fn a_guest_runs_at_the_speed_its_co_runner_leaves_it() {
     assert_eq!(out.records[0].finish_s, Some(100.0));
     assert_eq!(out.records[1].finish_s, Some(150.0));
 }
+
+/// Issue 32: a guest's GPU time was added on top of its GPUs' holders, so AntMan reported
+/// utilization above 1 (1.44 on Muri's trace1). Each GPU counts once, by hand.
+#[test]
+fn utilization_counts_each_gpu_once_and_reports_sharing_beside_it() {
+    use arbiter_sim::{Summary, Window};
+    let summary = |out: &SimOutput| Summary::compute(&out.records, Window::default(), out.capacity_gpus);
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // One GPU: the guaranteed job holds it 0–100 s, the guest runs on it 0–150 s (half speed
+    // while they share). The GPU is busy 150 s of 150: utilization 1 (was (100 + 150) / 150 =
+    // 1.67), shared 100 s of those 150, the guest's own GPU time 150 s of 150.
+    let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
+    let out = run(&cluster, &[job(0, 0, 1, 100.0, 0, 1), job(1, 0, 1, 100.0, 1, 0)]);
+    let s = summary(&out);
+    assert!(close(s.gpu_utilization, 1.0), "{s:?}");
+    assert!(close(s.shared_gpu_fraction, 100.0 / 150.0), "{s:?}");
+    assert!(close(s.guest_gpu_fraction, 1.0), "{s:?}");
+    let r = &out.records;
+    assert_eq!((r[0].busy_gpu_s, r[0].shared_gpu_s, r[0].guest_gpu_s), (100.0, 0.0, 0.0));
+    assert_eq!((r[1].busy_gpu_s, r[1].shared_gpu_s, r[1].guest_gpu_s), (50.0, 100.0, 150.0));
+    // The per-job GPU-seconds are as before: the guest's every GPU-second.
+    assert_eq!(r[1].gpu_s_allocated, 150.0);
+
+    // Two GPUs. The guest (100 s of work) starts at 0 on GPU 0, the least used; a guaranteed
+    // job (50 s) arrives at 10 and takes GPU 0 too — AntMan gives guaranteed jobs GPUs in index
+    // order, guests or not — while GPU 1 stays idle. The guest runs at full speed 0–10, half
+    // 10–60 (25 s of work), alone again from 60: done at 125. GPU 0 is busy 125 s, GPU 1 never:
+    // 125 of 2 × 125 GPU-seconds, utilization 0.5 (was (125 + 50) / 250 = 0.7; counting the
+    // guest on an idle GPU whenever one is free would give 0.7 too); shared 50 s of 125.
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let out = run(&cluster, &[job(0, 0, 1, 100.0, 1, 0), job(1, 10, 1, 50.0, 0, 1)]);
+    assert_eq!((out.records[0].finish_s, out.records[1].finish_s), (Some(125.0), Some(60.0)));
+    let s = summary(&out);
+    assert!(close(s.gpu_utilization, 0.5), "{s:?}");
+    assert!(close(s.shared_gpu_fraction, 50.0 / 125.0), "{s:?}");
+    assert!(close(s.guest_gpu_fraction, 125.0 / 250.0), "{s:?}");
+    let r = &out.records;
+    assert_eq!((r[0].busy_gpu_s, r[0].shared_gpu_s, r[0].guest_gpu_s), (75.0, 50.0, 125.0));
+    assert_eq!((r[1].busy_gpu_s, r[1].shared_gpu_s, r[1].guest_gpu_s), (50.0, 0.0, 0.0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
+
+    /// However guests and guaranteed jobs overlap, the busy GPUs never exceed the cluster's (at
+    /// any moment of the timeline, and so over the run), the shared ones never exceed the busy
+    /// ones, and the records and the timeline count alike.
+    #[test]
+    fn antman_never_counts_more_gpus_than_the_cluster_has((cluster, jobs) in workload()) {
+        let mut policy = build(PolicyKind::AntMan, &PolicyConfig::default()).expect("builds");
+        let config = SimConfig { overhead: OverheadModel::None, record_timeline: true, ..SimConfig::default() };
+        let out = simulate(&cluster, &jobs, policy.as_mut(), &config).expect("runs");
+        let s = arbiter_sim::Summary::compute(&out.records, arbiter_sim::Window::default(), out.capacity_gpus);
+        prop_assert!(s.gpu_utilization <= 1.0 + 1e-9, "{:?}", s);
+        prop_assert!((0.0..=1.0 + 1e-9).contains(&s.shared_gpu_fraction), "{:?}", s);
+        let mut changes: Vec<(f64, f64, f64)> = Vec::new();
+        for segment in &out.timeline {
+            let c = segment.gpus_counted();
+            changes.push((segment.start_s, c.busy, c.shared));
+            changes.push((segment.end_s, -c.busy, -c.shared));
+        }
+        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut busy, mut shared) = (0.0, 0.0);
+        for (i, &(at, b, sh)) in changes.iter().enumerate() {
+            busy += b;
+            shared += sh;
+            // Checked once every change at this instant is in.
+            if changes.get(i + 1).is_none_or(|next| next.0 > at) {
+                prop_assert!(busy <= cluster.total_gpus() as f64 + 1e-9, "{} busy GPUs of {} at {}", busy, cluster.total_gpus(), at);
+                prop_assert!(shared <= busy + 1e-9, "{} shared of {} busy at {}", shared, busy, at);
+            }
+        }
+        for r in &out.records {
+            let from_timeline: f64 = out.timeline.iter().filter(|t| t.job == r.job).map(|t| t.gpus_counted().busy * (t.end_s - t.start_s)).sum();
+            prop_assert!((from_timeline - r.busy_gpu_s).abs() < 1e-6, "job {}: {} vs {}", r.job, from_timeline, r.busy_gpu_s);
+        }
+    }
+}

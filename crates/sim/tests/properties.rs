@@ -2,7 +2,7 @@
 
 use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
 use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, FailureConfig, JobOutcome, OverheadModel, SimConfig};
+use arbiter_sim::{simulate, FailureConfig, JobOutcome, OverheadModel, SimConfig, Summary, Window};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -23,6 +23,9 @@ fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
                 let mut j = JobSpec::new(JobId(i as u32), SimTime::from_ms(submit_s * 1000), gpus, run_ms as f64 / 1000.0);
                 j.tenant = format!("t{}", i % 3);
                 j.model = Some(["A", "B", "C"][i % 3].to_string());
+                // Opportunistic under AntMan (guests on others' GPUs); a weight of 1 under Gavel,
+                // as priority 0 has.
+                j.priority = i32::from(i % 3 == 1);
                 if i % 2 == 0 {
                     j.sensitivity = Some(sensitivity(i % 4 == 0));
                 }
@@ -77,8 +80,8 @@ fn strategies() -> impl Strategy<Value = PlacementStrategy> {
 }
 
 /// Runs one policy and checks the invariants: feasible (the engine validates every decision and
-/// fails the run otherwise), every job that fits finishes, GPU-seconds of work are conserved, and
-/// a second run gives identical records.
+/// fails the run otherwise), every job that fits finishes, GPU-seconds of work are conserved, a
+/// second run gives identical records, and utilization counts each GPU once (at most 1).
 fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: PlacementStrategy, rounds: Option<f64>) -> Result<(), TestCaseError> {
     let config = policy_config(strategy);
     let sim = SimConfig { overhead: OverheadModel::None, round_s: rounds, ..SimConfig::default() };
@@ -123,6 +126,32 @@ fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy:
         let gpus = cluster.nodes[node as usize].gpus as f64;
         prop_assert!(held[node as usize] <= gpus + 1e-9, "{}: node {} holds {} of {} GPUs at {}", kind, node, held[node as usize], gpus, at);
     }
+    // Utilization counts each GPU once (issue 32): at no moment more busy GPUs than the cluster
+    // has, guests included (placements do not name GPUs, so over the cluster), nor more shared
+    // than busy; the records count what the timeline does; the run's utilization is at most 1.
+    let mut changes: Vec<(f64, f64, f64)> = Vec::new();
+    for segment in &second.timeline {
+        let c = segment.gpus_counted();
+        changes.push((segment.start_s, c.busy, c.shared));
+        changes.push((segment.end_s, -c.busy, -c.shared));
+    }
+    changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut busy, mut shared) = (0.0, 0.0);
+    for (i, &(at, b, sh)) in changes.iter().enumerate() {
+        busy += b;
+        shared += sh;
+        if changes.get(i + 1).is_none_or(|next| next.0 > at) {
+            prop_assert!(busy <= capacity as f64 + 1e-9, "{}: {} busy GPUs of {} at {}", kind, busy, capacity, at);
+            prop_assert!(shared <= busy + 1e-9, "{}: {} shared GPUs of {} busy at {}", kind, shared, busy, at);
+        }
+    }
+    for r in &out.records {
+        let counted: f64 = second.timeline.iter().filter(|t| t.job == r.job).map(|t| t.gpus_counted().busy * (t.end_s - t.start_s)).sum();
+        prop_assert!((counted - r.busy_gpu_s).abs() <= 1e-6 * counted.max(1.0), "{} job {}: {} busy GPU-s in the timeline, {} in the record", kind, r.job, counted, r.busy_gpu_s);
+    }
+    let summary = Summary::compute(&out.records, Window::default(), capacity);
+    prop_assert!(summary.gpu_utilization <= 1.0 + 1e-9, "{}: utilization {}", kind, summary.gpu_utilization);
+    prop_assert!((0.0..=1.0 + 1e-9).contains(&summary.shared_gpu_fraction), "{}: shared {}", kind, summary.shared_gpu_fraction);
     Ok(())
 }
 

@@ -31,8 +31,20 @@ fn muri_scenario_reproduces_trace3_for_every_deterministic_policy_of_muris_evalu
     assert_eq!(v["scenario"], "muri-traces");
     let results = v["results"].as_array().expect("results");
     assert_eq!(results.len(), policies.len());
-    for key in ["trace", "policy", "tenant", "seed", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "gpu_utilization", "wall_s"] {
+    for key in [
+        "trace", "policy", "tenant", "seed", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "gpu_utilization",
+        "shared_gpu_fraction", "guest_gpu_fraction", "wall_s",
+    ] {
         assert!(results[0].get(key).is_some(), "missing {key}");
+    }
+    // Each GPU counted once (issue 32: AntMan reported 1.18 here, its guests added on top of
+    // their GPUs' holders); what AntMan's guests share is reported beside it.
+    for r in results {
+        let metric = |key: &str| r[key].as_f64().expect("a number");
+        assert!(metric("gpu_utilization") <= 1.0 && (0.0..=1.0).contains(&metric("shared_gpu_fraction")), "{r}");
+        if r["policy"] == "antman" {
+            assert!(metric("shared_gpu_fraction") > 0.0 && metric("guest_gpu_fraction") > 0.0, "{r}");
+        }
     }
     let published = v["published"].as_array().expect("published");
     let trace3: Vec<_> = published.iter().filter(|c| c["trace"] == "trace3" && policies.iter().any(|p| c["policy"] == *p)).collect();
