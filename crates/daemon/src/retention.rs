@@ -140,9 +140,12 @@ impl Daemon {
     pub(crate) fn prune_ended(&self, state: &mut State, now_s: i64) {
         let keep = &self.settings.retention;
         let too_old = |e: &EndedJob| keep.keep_finished_s > 0 && now_s.saturating_sub(e.ended_unix_s) > keep.keep_finished_s as i64;
+        // Per tenant, how many of its oldest ended jobs go.
         let mut pruned: Vec<u32> = Vec::new();
-        for ended in state.ended.values_mut() {
+        let mut taken: Vec<(String, usize)> = Vec::new();
+        for (tenant, ended) in &state.ended {
             let (mut count, mut bytes) = (ended.jobs.len(), ended.bytes);
+            let before = pruned.len();
             for e in &ended.jobs {
                 if count <= keep.keep_finished_per_tenant && bytes <= keep.keep_finished_bytes_per_tenant && !too_old(e) {
                     break;
@@ -150,6 +153,9 @@ impl Daemon {
                 pruned.push(e.id);
                 count -= 1;
                 bytes -= e.bytes;
+            }
+            if pruned.len() > before {
+                taken.push((tenant.clone(), pruned.len() - before));
             }
         }
         if pruned.is_empty() {
@@ -159,9 +165,9 @@ impl Daemon {
             tracing::warn!("could not prune {} ended jobs (tried again next round): {e}", pruned.len());
             return;
         }
-        for ended in state.ended.values_mut() {
-            while ended.jobs.front().is_some_and(|e| pruned.contains(&e.id)) {
-                if let Some(e) = ended.jobs.pop_front() {
+        for (tenant, n) in taken {
+            if let Some(ended) = state.ended.get_mut(&tenant) {
+                for e in ended.jobs.drain(..n) {
                     ended.bytes -= e.bytes;
                 }
             }

@@ -6,6 +6,8 @@ use arbiter_policy::{build, PolicyConfig, PolicyKind};
 use arbiter_sim::{simulate, JobOutcome, OverheadModel, SimConfig, SimOutput};
 use proptest::prelude::*;
 
+mod support;
+
 fn run(cluster: &Cluster, jobs: &[JobSpec]) -> SimOutput {
     let mut policy = build(PolicyKind::AntMan, &PolicyConfig::default()).expect("builds");
     let config = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
@@ -143,22 +145,10 @@ proptest! {
         let s = arbiter_sim::Summary::compute(&out.records, arbiter_sim::Window::default(), out.capacity_gpus);
         prop_assert!(s.gpu_utilization <= 1.0 + 1e-9, "{:?}", s);
         prop_assert!((0.0..=1.0 + 1e-9).contains(&s.shared_gpu_fraction), "{:?}", s);
-        let mut changes: Vec<(f64, f64, f64)> = Vec::new();
-        for segment in &out.timeline {
-            let c = segment.gpus_counted();
-            changes.push((segment.start_s, c.busy, c.shared));
-            changes.push((segment.end_s, -c.busy, -c.shared));
-        }
-        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (mut busy, mut shared) = (0.0, 0.0);
-        for (i, &(at, b, sh)) in changes.iter().enumerate() {
-            busy += b;
-            shared += sh;
-            // Checked once every change at this instant is in.
-            if changes.get(i + 1).is_none_or(|next| next.0 > at) {
-                prop_assert!(busy <= cluster.total_gpus() as f64 + 1e-9, "{} busy GPUs of {} at {}", busy, cluster.total_gpus(), at);
-                prop_assert!(shared <= busy + 1e-9, "{} shared of {} busy at {}", shared, busy, at);
-            }
+        let segments = out.timeline.iter().map(|t| (t.start_s, t.end_s, t.gpus_counted().busy, t.gpus_counted().shared));
+        for (at, busy, shared) in support::gpus_counted_over_time(segments) {
+            prop_assert!(busy <= cluster.total_gpus() as f64 + 1e-9, "{} busy GPUs of {} at {}", busy, cluster.total_gpus(), at);
+            prop_assert!(shared <= busy + 1e-9, "{} shared of {} busy at {}", shared, busy, at);
         }
         for r in &out.records {
             let from_timeline: f64 = out.timeline.iter().filter(|t| t.job == r.job).map(|t| t.gpus_counted().busy * (t.end_s - t.start_s)).sum();

@@ -6,6 +6,8 @@ use arbiter_sim::{simulate, FailureConfig, JobOutcome, OverheadModel, SimConfig,
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
+mod support;
+
 fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
     (1u32..3, 1u32..4, 1u32..9).prop_flat_map(|(racks, nodes, gpus)| {
         let cluster = Cluster::homogeneous(racks, nodes, gpus, 32, 256, "V100").expect("valid");
@@ -129,21 +131,10 @@ fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy:
     // Utilization counts each GPU once (issue 32): at no moment more busy GPUs than the cluster
     // has, guests included (placements do not name GPUs, so over the cluster), nor more shared
     // than busy; the records count what the timeline does; the run's utilization is at most 1.
-    let mut changes: Vec<(f64, f64, f64)> = Vec::new();
-    for segment in &second.timeline {
-        let c = segment.gpus_counted();
-        changes.push((segment.start_s, c.busy, c.shared));
-        changes.push((segment.end_s, -c.busy, -c.shared));
-    }
-    changes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (mut busy, mut shared) = (0.0, 0.0);
-    for (i, &(at, b, sh)) in changes.iter().enumerate() {
-        busy += b;
-        shared += sh;
-        if changes.get(i + 1).is_none_or(|next| next.0 > at) {
-            prop_assert!(busy <= capacity as f64 + 1e-9, "{}: {} busy GPUs of {} at {}", kind, busy, capacity, at);
-            prop_assert!(shared <= busy + 1e-9, "{}: {} shared GPUs of {} busy at {}", kind, shared, busy, at);
-        }
+    let segments = second.timeline.iter().map(|t| (t.start_s, t.end_s, t.gpus_counted().busy, t.gpus_counted().shared));
+    for (at, busy, shared) in support::gpus_counted_over_time(segments) {
+        prop_assert!(busy <= capacity as f64 + 1e-9, "{}: {} busy GPUs of {} at {}", kind, busy, capacity, at);
+        prop_assert!(shared <= busy + 1e-9, "{}: {} shared GPUs of {} busy at {}", kind, shared, busy, at);
     }
     for r in &out.records {
         let counted: f64 = second.timeline.iter().filter(|t| t.job == r.job).map(|t| t.gpus_counted().busy * (t.end_s - t.start_s)).sum();
