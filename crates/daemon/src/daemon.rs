@@ -429,6 +429,12 @@ impl Daemon {
                     }
                     return Ok(Submitted { id, duplicate: true });
                 }
+            // What the tenant's quota can never allow is refused now, as a job larger than the
+            // cluster is (a quota lowered later holds such a job instead: see `decide`).
+            if let Some(quota) = state.tenants.get(tenant).and_then(|t| t.gpu_quota).filter(|q| request.gpus > *q && !request.opportunistic) {
+                let reason = format!("asks for {} GPUs; tenant {tenant}'s GPU quota is {quota} (an admin can raise it: arbiter tenants update {tenant} --gpu-quota N)", request.gpus);
+                return Err(FieldError { field: "gpus", reason }.into());
+            }
             // The admin's own jobs are not rate-limited (the admin is trusted, and its scripts
             // may submit in bulk); a tenant's, whoever submits them, are.
             if tenant != crate::tenants::ADMIN_TENANT

@@ -16,7 +16,8 @@
 use crate::daemon::{Daemon, State};
 use crate::job::{JobRecord, JobState};
 use crate::view;
-use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
+use arbiter_model::{ActiveJob, Admission, Cluster, Decision, JobSpec, QuotaUse, SimTime, Waiting};
+use std::collections::BTreeMap;
 use arbiter_policy::{Policy, SchedulerView};
 use std::sync::MutexGuard;
 
@@ -54,17 +55,23 @@ impl Daemon {
     /// The policy's view of the jobs at `now_ms` (`None`, with every queued job told why, when
     /// no node takes new runs).
     ///
-    /// One pass over the jobs (each pass over 100,000 records costs milliseconds):
-    /// - An elastic job may not grow past its tenant's GPU quota: a policy that does not know
-    ///   quotas would keep choosing a count the quota then refuses, leaving it waiting beside
-    ///   free GPUs. (Quotas may change at any time, so this is done at every decision.)
+    /// One pass over the jobs (each pass over 100,000 records costs milliseconds), and one more
+    /// where a tenant has a GPU quota:
+    /// - A waiting job its tenant's quota holds back is not offered (see `arbiter_model::admit`):
+    ///   a policy offered it could preempt other tenants' jobs for it, or keep it at the head of
+    ///   a queue beside free GPUs, and then the quota would refuse it the start.
+    /// - An elastic job may grow only into what its tenant's quota leaves (a policy that does
+    ///   not know quotas would keep choosing a count the quota then refuses). Quotas may change
+    ///   at any time, so this is done at every decision.
     /// - A job backing off after a failed run says so and is not offered until its time; the
     ///   round ends when the first one's wait does.
-    /// - Opportunistic jobs are not the policy's (see `opportunistic`).
+    /// - Opportunistic jobs are not the policy's (see `opportunistic`): no quota counts them.
     pub(crate) fn snapshot(&self, state: &mut State, now_ms: u64) -> Option<Snapshot> {
         let now_s = (now_ms / 1000) as i64;
         let now = SimTime::from_ms(now_ms);
         let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
+        let admission = admission(state, now_s);
+        let mut spare_gpus = admission.spare_gpus.clone();
         let mut active = Vec::new();
         let mut retry_wake: Option<u64> = None;
         let State { jobs, specs, tenants, topology, .. } = &mut *state;
@@ -74,14 +81,28 @@ impl Daemon {
             if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
                 && !job.state.is_terminal()
             {
-                let quota = tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
-                range.max = quota.map_or(most, |q| most.min(q).max(range.min));
+                range.max = most;
+                if tenants.get(&job.tenant).is_some_and(|t| t.gpu_quota.is_some()) {
+                    // Its GPUs now (the least it starts on, when waiting), and what is spare.
+                    let base = job.state.gpus().map_or(range.min, |g| g.len() as u32);
+                    let spare = spare_gpus.get_mut(&job.tenant);
+                    let grow = spare.as_ref().map_or(0, |s| most.saturating_sub(base).min(**s));
+                    if let Some(s) = spare {
+                        *s -= grow;
+                    }
+                    range.max = (base + grow).max(range.min);
+                }
             }
             if backing_off(job) {
                 let at = job.retry_after_unix_s.unwrap_or(now_s);
                 job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
                 let at_ms = at.max(0) as u64 * 1000;
                 retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+            } else if let Some(hold) = admission.hold_of(job.id) {
+                let reason = hold.reason(&job.tenant);
+                if job.pending_reason.as_deref() != Some(reason.as_str()) {
+                    job.pending_reason = Some(reason);
+                }
             } else if !job.request.opportunistic
                 && let Some(a) = view::active_of(job, spec, topology, now)
             {
@@ -196,4 +217,25 @@ impl Daemon {
 /// A job as the agent is shown it, to tell afterwards whether it moved.
 fn seen_of(job: &JobRecord) -> Seen {
     (job.id, job.state.name(), job.state.gpus().map(<[u32]>::to_vec))
+}
+
+/// Which waiting jobs the GPU quotas let the policy see at this round (everything, at no cost,
+/// when no tenant has a quota). A tenant's jobs count what they hold, running or still
+/// stopping; opportunistic jobs count against no quota.
+fn admission(state: &State, now_s: i64) -> Admission {
+    if state.tenants.values().all(|t| t.gpu_quota.is_none()) {
+        return Admission::default();
+    }
+    let mut quotas: BTreeMap<&str, QuotaUse> =
+        state.tenants.values().filter_map(|t| Some((t.name.as_str(), QuotaUse { quota_gpus: t.gpu_quota?, held_gpus: 0 }))).collect();
+    let mut waiting = Vec::new();
+    for job in state.jobs.iter().filter(|j| !j.request.opportunistic) {
+        let Some(usage) = quotas.get_mut(job.tenant.as_str()) else { continue };
+        if let Some(gpus) = job.state.gpus() {
+            usage.held_gpus += gpus.len() as u32;
+        } else if matches!(job.state, JobState::Queued) && job.retry_after_unix_s.is_none_or(|t| t <= now_s) {
+            waiting.push(Waiting { id: job.id, tenant: job.tenant.as_str(), priority: job.request.priority, submitted: job.submitted_unix_s, gpus: job.request.gpus });
+        }
+    }
+    arbiter_model::admit(&quotas, waiting)
 }

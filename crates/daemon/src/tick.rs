@@ -255,10 +255,13 @@ impl Daemon {
                 state.jobs[id as usize].pending_reason = Some("waiting for its previous run to end before it moves".into());
                 continue;
             }
+            // The quota let the policy see only jobs that fit (see `decide::admission`); this is
+            // the last word for a quota changed while an external agent was deciding.
             let tenant = state.jobs[id as usize].tenant.clone();
             let quota = state.tenants.get(&tenant).and_then(|t| t.gpu_quota);
             let held_now = held_by_tenant.get(&tenant).copied().unwrap_or(0);
             if let Some(quota) = quota.filter(|q| held_now + a.placement.gpus() > *q) {
+                tracing::warn!(job = id, "the policy placed a job its tenant's quota holds back (the quota changed meanwhile?)");
                 state.jobs[id as usize].pending_reason = Some(format!("tenant {tenant} is at its GPU quota ({quota})"));
                 continue;
             }
@@ -343,8 +346,10 @@ impl Daemon {
         }
         let mut reason = String::new();
         for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic) {
-            if placed[job.id as usize] || job.retry_after_unix_s.is_some_and(|t| t > now_s) {
-                continue; // started, or placed but held back above (quota, GPUs still being released)
+            // Started, placed but held back above (GPUs still being released), or not offered
+            // at all (backing off, held by its quota): its reason is written already.
+            if placed[job.id as usize] || active.binary_search_by_key(&job.id, |a| a.id.0).is_err() {
+                continue;
             }
             // Written out only where it changed (most waiting jobs wait for the same reason as
             // at the last round).

@@ -62,6 +62,44 @@ fn jobs_run_on_their_gpus_and_a_preempted_job_resumes_from_its_checkpoint() {
     assert_eq!(states, vec!["queued", "running", "stopping", "queued", "running", "succeeded"]);
 }
 
+/// Issue 33, with real processes: a job its tenant's quota holds back neither blocks another
+/// tenant's job beside free GPUs (las) nor gets other tenants' jobs preempted for it (srtf).
+/// Every policy the daemon runs is held to the same in the daemon's loop tests (`quota.rs`).
+#[test]
+fn a_job_its_quota_holds_back_blocks_no_other_tenant_and_preempts_nobody() {
+    for policy in ["las", "srtf"] {
+        let dir = tempfile::tempdir().expect("dir");
+        let daemon = Daemon::start(&dir.path().join("data"), &["--gpus", "4xa100", "--policy", policy, "--round-s", "1"]);
+        let admin = daemon.admin();
+        let token = |name: &str| admin.post("/v1/tenants", &json!({ "name": name })).expect("created")["token"].as_str().expect("token").to_string();
+        let (a, b) = (Client::new(&daemon.url, &token("team-a")), Client::new(&daemon.url, &token("team-b")));
+        let quota = |q: u32| admin.patch("/v1/tenants/team-a", &json!({ "gpu_quota": q })).expect("updated");
+        let pending = |c: &Client, id: u64| c.get(&format!("/v1/jobs/{id}")).expect("job")["pending_reason"].as_str().unwrap_or_default().to_string();
+        // A 4-GPU job queued behind a full cluster, then its tenant's quota lowered to 2.
+        let full = submit(&b, json!({ "command": "sleep 60", "gpus": 4, "grace_s": 1 }));
+        wait_for("team-b's job to fill the cluster", 20, || state_of(&b, full) == "running");
+        let big = submit(&a, json!({ "command": "sleep 60", "gpus": 4, "grace_s": 1 }));
+        quota(2);
+        b.post(&format!("/v1/jobs/{full}/cancel"), &json!({})).expect("cancels");
+        let small = submit(&b, json!({ "command": "sleep 60", "gpus": 1, "grace_s": 1 }));
+        wait_for("team-b's 1-GPU job to start beside the held job", 20, || state_of(&b, small) == "running");
+        assert!(pending(&a, big).contains("held until the quota is raised"), "{policy}: {}", pending(&a, big));
+        assert_eq!(refused(a.post("/v1/jobs", &json!({ "command": "true", "gpus": 4 }))).0, 400, "{policy}");
+        a.post(&format!("/v1/jobs/{big}/cancel"), &json!({})).expect("cancels");
+        // team-a at its quota submits a short job: team-b's running jobs are left alone.
+        let own = submit(&a, json!({ "command": "sleep 60", "gpus": 2, "expected_run_time_s": 60, "grace_s": 1 }));
+        wait_for("team-a's job to run", 20, || state_of(&a, own) == "running");
+        let short = submit(&a, json!({ "command": "true", "gpus": 2, "expected_run_time_s": 1, "grace_s": 1 }));
+        wait_for("the short job to say its quota holds it", 20, || pending(&a, short).contains("at its GPU quota"));
+        std::thread::sleep(Duration::from_secs(3));
+        let small_job = b.get(&format!("/v1/jobs/{small}")).expect("job");
+        assert_eq!((small_job["state"]["state"].as_str(), small_job["runs"].as_u64()), (Some("running"), Some(1)), "{policy}: {small_job}");
+        assert_eq!(state_of(&a, short), "queued", "{policy}");
+        let metrics = admin.get_text("/metrics").expect("metrics");
+        assert!(metrics.contains("arbiter_preemptions_total 0"), "{policy}: {metrics}");
+    }
+}
+
 #[test]
 fn a_daemon_killed_with_sigkill_loses_nothing_and_readopts_running_jobs() {
     let dir = tempfile::tempdir().expect("dir");
@@ -129,6 +167,9 @@ fn tenants_are_isolated_and_bad_submissions_name_the_field() {
     q.post(&format!("/v1/jobs/{first}/cancel"), &json!({})).expect("cancels");
     wait_for("the second job to start within the quota", 20, || state_of(&q, second) == "running");
     q.post(&format!("/v1/jobs/{second}/cancel"), &json!({})).expect("cancels");
+    // What the quota can never allow is refused at once, naming it.
+    let (code, message) = status(q.post("/v1/jobs", &json!({ "command": "true", "gpus": 2 })));
+    assert!(code == 400 && message.starts_with("gpus:") && message.contains("quota is 1"), "{message}");
     // OpenAPI and metrics are served.
     let openapi = admin.get("/v1/openapi.json").expect("openapi");
     assert!(openapi["paths"]["/v1/jobs"]["post"].is_object());

@@ -122,6 +122,18 @@ impl Harness {
         self.daemon.submit("t", request).expect("accepted").id
     }
 
+    /// Submits a job for `tenant` from a JSON request (refusals are returned).
+    pub fn submit_as(&self, tenant: &str, request: &str) -> Result<u32, arbiter_daemon::daemon::RequestError> {
+        let request: SubmitRequest = serde_json::from_str(request).expect("valid request");
+        self.daemon.submit(tenant, request).map(|s| s.id)
+    }
+
+    /// Sets `tenant`'s GPU quota (`None`: none), as `arbiter tenants update` does.
+    pub fn set_quota(&self, tenant: &str, gpu_quota: Option<u32>) {
+        let tenant = arbiter_daemon::store::Tenant { name: tenant.into(), weight: 1.0, gpu_quota, token_sha256: format!("token of {tenant}") };
+        self.daemon.put_tenant(tenant).expect("tenant updated");
+    }
+
     /// Moves the clock to `ms`, lets due runs end, and runs one round.
     pub fn step_to(&self, ms: u64) {
         self.clock.set(ms);
