@@ -553,6 +553,10 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
                     print(&reply)?;
                 } else {
                     crate::outln!("tenant {name}: weight {}, GPU quota {}", number(&reply["weight"]), quota(&reply["gpu_quota"]));
+                    let held: Vec<String> = reply["held_by_quota"].as_array().into_iter().flatten().map(Value::to_string).collect();
+                    if !held.is_empty() {
+                        crate::outln!("held until the quota is raised (they ask for more GPUs than it): job {}", held.join(", "));
+                    }
                 }
             }
             TenantsCommand::Remove { name } => {

@@ -70,6 +70,13 @@ impl Daemon {
         self.lock().tenants.get(name).cloned()
     }
 
+    /// The ids of `name`'s queued jobs that ask for more GPUs than `quota`: held until it is
+    /// raised (said when an admin lowers a quota under them).
+    pub fn queued_over_quota(&self, name: &str, quota: u32) -> Vec<u32> {
+        let state = self.lock();
+        state.jobs.iter().filter(|j| j.tenant == name && !j.request.opportunistic && matches!(j.state, crate::job::JobState::Queued) && j.request.gpus > quota).map(|j| j.id).collect()
+    }
+
     /// Removes a tenant (its token stops working at once); `None` if there is no such tenant.
     /// Refused while it has queued, running or stopping jobs; its ended jobs stay on record.
     pub fn remove_tenant(&self, name: &str) -> Result<Option<Tenant>, RequestError> {

@@ -73,13 +73,13 @@ fn a_job_its_quota_holds_back_blocks_no_other_tenant_and_preempts_nobody() {
         let admin = daemon.admin();
         let token = |name: &str| admin.post("/v1/tenants", &json!({ "name": name })).expect("created")["token"].as_str().expect("token").to_string();
         let (a, b) = (Client::new(&daemon.url, &token("team-a")), Client::new(&daemon.url, &token("team-b")));
-        let quota = |q: u32| admin.patch("/v1/tenants/team-a", &json!({ "gpu_quota": q })).expect("updated");
+        let quota = |q: u32| admin.patch("/v1/tenants/team-a", &json!({ "gpu_quota": q })).expect("updated")["held_by_quota"].clone();
         let pending = |c: &Client, id: u64| c.get(&format!("/v1/jobs/{id}")).expect("job")["pending_reason"].as_str().unwrap_or_default().to_string();
         // A 4-GPU job queued behind a full cluster, then its tenant's quota lowered to 2.
         let full = submit(&b, json!({ "command": "sleep 60", "gpus": 4, "grace_s": 1 }));
         wait_for("team-b's job to fill the cluster", 20, || state_of(&b, full) == "running");
         let big = submit(&a, json!({ "command": "sleep 60", "gpus": 4, "grace_s": 1 }));
-        quota(2);
+        assert_eq!(quota(2), json!([big]), "{policy}: the admin is told which queued jobs the new quota holds");
         b.post(&format!("/v1/jobs/{full}/cancel"), &json!({})).expect("cancels");
         let small = submit(&b, json!({ "command": "sleep 60", "gpus": 1, "grace_s": 1 }));
         wait_for("team-b's 1-GPU job to start beside the held job", 20, || state_of(&b, small) == "running");

@@ -115,7 +115,7 @@ pub fn openapi_document() -> Value {
                 "patch": { "summary": "Change a tenant's weight and/or GPU quota (null: none); its token stays (admin)", "security": bearer, "parameters": [name],
                     "requestBody": { "content": { "application/json": { "schema": { "type": "object", "additionalProperties": false,
                         "properties": { "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] } } } } } },
-                    "responses": { "200": { "description": "the tenant", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Tenant" } } } }, "400": { "description": "bad value or nothing to change" }, "404": { "description": "no such tenant" } } },
+                    "responses": { "200": { "description": "the tenant, and `held_by_quota`: the ids of its queued jobs that ask for more GPUs than its new quota (held until it is raised)", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Tenant" } } } }, "400": { "description": "bad value or nothing to change" }, "404": { "description": "no such tenant" } } },
                 "delete": { "summary": "Remove a tenant; its token stops working, its ended jobs stay on record (admin)", "security": bearer, "parameters": [name],
                     "responses": { "200": { "description": "{\"name\", \"removed\": true}" }, "404": { "description": "no such tenant" }, "409": { "description": "it has queued or running jobs" } } }
             },

@@ -108,9 +108,13 @@ pub(super) async fn update_tenant(State(api): State<Api>, headers: HeaderMap, Pa
     if let Some(q) = update.gpu_quota {
         tenant.gpu_quota = q;
     }
-    let shown = tenant_json(&tenant);
+    let mut shown = tenant_json(&tenant);
+    let new_quota = tenant.gpu_quota;
     write_tenant(&api, tenant).await?;
     tracing::info!(tenant = %name, weight = ?update.weight, gpu_quota = ?update.gpu_quota, "tenant updated");
+    // Queued jobs the new quota can never allow are held, not refused: say which.
+    let held: Vec<u32> = new_quota.map(|q| api.daemon.queued_over_quota(&name, q)).unwrap_or_default();
+    shown["held_by_quota"] = json!(held);
     Ok(Json(shown))
 }
 
