@@ -120,12 +120,6 @@ impl Json {
             _ => panic!("not a string"),
         }
     }
-    pub(super) fn index(&self) -> usize {
-        match self {
-            Json::Num(text) => text.parse().unwrap_or_else(|_| panic!("bad index {text}")),
-            _ => panic!("not a number"),
-        }
-    }
 }
 
 /// Parses a fixture.

@@ -2,8 +2,8 @@
 //! matching as Muri, including among equally heavy ones.
 //!
 //! Muri (Zhao et al., SIGCOMM '22; `simulator/matching.py`, class `_Blossom_Same`) pairs jobs of
-//! one GPU class with its own O(n³) primal–dual blossom algorithm, not with networkx, so
-//! [`super::max_weight_matching`] returns other (equally heavy) pairs on tied inputs. This module
+//! one GPU class with its own O(n³) primal–dual blossom algorithm, not with networkx, whose
+//! `max_weight_matching` returns other (equally heavy) pairs on tied inputs. This module
 //! follows Muri's code step for step:
 //!
 //! * vertices are numbered `1..=n` inside (Rust vertex `i` is Muri's node `i + 1`; index 0 is
