@@ -145,6 +145,7 @@ function renderSnapshot(d) {
     const bar = el("div", null, "bar");
     const held = el("i");
     held.style.width = Math.min(100, 100 * t.gpus_held / Math.max(1, d.gpus_total)) + "%";
+    held.style.background = tenantColor(t.name);
     bar.append(held);
     bar.title = t.gpus_held + " GPUs held of " + d.gpus_total;
     if (t.share !== null && t.share !== undefined) {
