@@ -63,18 +63,10 @@ pub enum ScenarioError {
     /// A file the scenario names could not be read where its path led: the message says where
     /// that was and why (a relative path resolves against the scenario file's folder, not the
     /// current directory: `../data/x.csv` in `scenarios/a.toml` is `data/x.csv`).
-    #[error("{file}: cannot read {key} `{given}` at {resolved}{hint}")]
+    #[error("{message}")]
     Resolved {
-        /// The scenario file.
-        file: PathBuf,
-        /// The key naming it (`trace.0.path`, `throughputs`).
-        key: String,
-        /// The path as the scenario gives it.
-        given: PathBuf,
-        /// Where it led.
-        resolved: PathBuf,
-        /// How a relative path was resolved (empty for an absolute one).
-        hint: String,
+        /// `FILE: cannot read KEY `GIVEN` at RESOLVED (how a relative path resolves)`.
+        message: String,
         /// What the OS said.
         source: std::io::Error,
     },
@@ -577,7 +569,8 @@ impl Scenario {
             TraceError::Io { path, source } if path == resolved => {
                 let base = if self.base_dir.as_os_str().is_empty() { Path::new(".") } else { self.base_dir.as_path() };
                 let hint = if given.is_absolute() { String::new() } else { format!(" (a relative path resolves against the scenario file's folder, {}, not the current directory)", base.display()) };
-                ScenarioError::Resolved { file: self.file.clone(), key: key.to_string(), given: given.to_path_buf(), resolved, hint, source }
+                let message = format!("{}: cannot read {key} `{}` at {}{hint}", self.file.display(), given.display(), resolved.display());
+                ScenarioError::Resolved { message, source }
             }
             other => other.into(),
         })
