@@ -50,7 +50,8 @@ use std::path::{Path, PathBuf};
 /// Arbiter: a multi-tenant GPU cluster scheduler for deep-learning training jobs.
 ///
 /// Simulation: `arbiter run scenarios/muri-traces.toml` replays Muri's Philly-derived traces
-/// with four policies and prints our numbers next to the published ones (see `scenarios/`).
+/// with every policy of Muri's evaluation (the file's `policies`) and prints our numbers next to
+/// the published ones, each marked within or outside its tolerance (see `scenarios/`).
 /// Production: `arbiter serve --gpus 4xa100 --policy las` runs the daemon on this machine; then
 /// `arbiter submit -- python train.py`, `arbiter jobs`, `arbiter logs ID` (ARBITER_URL,
 /// ARBITER_TOKEN).
@@ -569,4 +570,42 @@ fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<
         bail!("the scenario produced no simulations (no tenant of the trace has a cluster?)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The count of policies a help text claims for a scenario must be the scenario's own
+    /// (issue 33: `--help` said "four policies" of a file listing nine).
+    #[test]
+    fn the_help_claims_no_policy_count_the_scenario_does_not_have() {
+        let help = Cli::command().render_long_help().to_string();
+        let scenario = Scenario::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/muri-traces.toml")), &[]).expect("loads");
+        let words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+        let text = help.replace('\n', " ");
+        let mut said = text.split_whitespace().zip(text.split_whitespace().skip(1));
+        let claimed = said.find_map(|(count, next)| {
+            let n = words.iter().position(|w| w.eq_ignore_ascii_case(count)).map(|i| i + 1).or_else(|| count.parse().ok())?;
+            next.starts_with("policies").then_some(n)
+        });
+        assert!(claimed.is_none_or(|n| n == scenario.policies.len()), "the help claims {claimed:?} policies, the scenario has {}: {help}", scenario.policies.len());
+        assert!(help.contains("scenarios/muri-traces.toml"), "{help}");
+    }
+
+    /// `tenants add --help` names exactly the policies that read weights.
+    #[test]
+    fn the_weight_help_names_the_policies_that_use_weights() {
+        let mut cli = Cli::command();
+        let add = cli.find_subcommand_mut("tenants").and_then(|t| t.find_subcommand_mut("add")).expect("tenants add");
+        let help = add.render_long_help().to_string();
+        for kind in PolicyKind::ALL {
+            let named = help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '+')).any(|w| w == kind.name());
+            if kind.uses_tenant_weights() {
+                assert!(named, "`{kind}` uses weights and is not named: {help}");
+            }
+        }
+        assert!(help.contains("changes nothing"), "{help}");
+    }
 }

@@ -214,7 +214,10 @@ pub enum TenantsCommand {
     Add {
         /// Name: 1-64 of [A-Za-z0-9_-].
         name: String,
-        /// Fair-share weight (hierarchical policies).
+        /// Fair-share weight. Only the tenant-level policies read it — hierarchical (GPUs split
+        /// between tenants by weight) and vtc (service counted per unit of weight); under every
+        /// other policy (fifo, las, srtf, ...) jobs are ordered without regard to tenants and the
+        /// weight changes nothing.
         #[arg(long, default_value_t = 1.0)]
         weight: f64,
         /// Most GPUs its jobs may hold at once (default: no limit).
@@ -225,7 +228,7 @@ pub enum TenantsCommand {
     Update {
         /// Tenant.
         name: String,
-        /// New fair-share weight.
+        /// New fair-share weight (read by hierarchical and vtc only; see `tenants add --help`).
         #[arg(long)]
         weight: Option<f64>,
         /// New GPU quota.

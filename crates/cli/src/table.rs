@@ -143,6 +143,19 @@ pub fn fixed(v: f64, decimals: usize) -> String {
     if text.starts_with('-') && text[1..].chars().all(|c| c == '0' || c == '.') { text[1..].to_string() } else { text }
 }
 
+/// Whether a comparison is within its tolerance, in words that need no colour (the HTML report
+/// marks the same rows green and red): `+173.4%` and `+0.0%` must not look alike.
+fn verdict(c: &Comparison) -> String {
+    let tolerance = c.published.tolerance.map(|t| format!("±{}%", fixed(t * 100.0, 0)));
+    match (c.within_tolerance, tolerance) {
+        (Some(true), Some(t)) => format!("✓ within {t}"),
+        (Some(false), Some(t)) => format!("✗ outside {t}"),
+        _ if c.not_comparable_because.is_some() => "n/c".into(),
+        _ if c.ours.is_none() => "not run".into(),
+        _ => "no tolerance".into(),
+    }
+}
+
 pub fn comparison_table(rows: &[Comparison]) -> String {
     use Align::{Left, Right};
     let headers = [
@@ -153,6 +166,7 @@ pub fn comparison_table(rows: &[Comparison]) -> String {
         ("published", Right),
         ("ours", Right),
         ("diff", Right),
+        ("verdict", Left),
         ("source", Left),
     ];
     let mut notes: Vec<String> = Vec::new();
@@ -178,6 +192,7 @@ pub fn comparison_table(rows: &[Comparison]) -> String {
                 secs(p.value),
                 c.ours.map(secs).unwrap_or_else(|| "-".into()),
                 diff,
+                verdict(c),
                 p.source.clone().unwrap_or_default(),
             ]
         })
@@ -186,7 +201,28 @@ pub fn comparison_table(rows: &[Comparison]) -> String {
     for note in notes {
         let _ = writeln!(s, "n/c: not comparable: {note}");
     }
+    if let Some(counts) = verdict_counts(rows) {
+        let _ = writeln!(s, "{counts}");
+    }
     s
+}
+
+/// The verdicts counted (`12 within their tolerance, 1 outside (✗), 33 not run`), so that one
+/// row outside among dozens is not missed; `None` where no row has a tolerance to judge by.
+fn verdict_counts(rows: &[Comparison]) -> Option<String> {
+    const KINDS: [&str; 5] = ["within their tolerance", "outside (✗)", "without a tolerance", "not comparable", "not run"];
+    let mut counts = [0usize; KINDS.len()];
+    for c in rows {
+        let kind = match c.within_tolerance {
+            Some(true) => 0,
+            Some(false) => 1,
+            None if c.not_comparable_because.is_some() => 3,
+            None if c.ours.is_none() => 4,
+            None => 2,
+        };
+        counts[kind] += 1;
+    }
+    (counts[0] + counts[1] > 0).then(|| KINDS.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", "))
 }
 
 pub fn summary_text(s: &Summary) -> String {
@@ -321,6 +357,38 @@ mod tests {
         assert_eq!(lines[0], "trace policy                  avg JCT s");
         assert_eq!(lines[1], "a     max-min-fairness-packed     1,234");
         assert_eq!(lines[2], "bb    las                             5");
+    }
+
+    #[test]
+    fn each_published_row_says_whether_ours_is_within_its_tolerance() {
+        let published = |value: f64, tolerance: Option<f64>| arbiter_sim::scenario::Published {
+            trace: "trace3".into(),
+            policy: PolicyKind::Srtf,
+            tenant: "all".into(),
+            metric: "avg_jct_s".into(),
+            value,
+            source: None,
+            tolerance,
+        };
+        let row = |p: arbiter_sim::scenario::Published, ours: Option<f64>| {
+            let relative_diff = ours.map(|o| (o - p.value) / p.value);
+            let within_tolerance = arbiter_sim::scenario::within_tolerance(relative_diff, p.tolerance);
+            Comparison { published: p, ours, relative_diff, comparable: true, not_comparable_because: None, within_tolerance }
+        };
+        let rows = [
+            row(published(100.0, Some(0.05)), Some(100.0)),
+            row(published(100.0, Some(0.05)), Some(273.4)),
+            row(published(100.0, None), Some(273.4)),
+            row(published(100.0, Some(0.05)), None),
+        ];
+        let text = comparison_table(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].contains("verdict"), "{text}");
+        assert!(lines[2].contains("+0.0%") && lines[2].contains("✓ within ±5%"), "{text}");
+        assert!(lines[3].contains("+173.4%") && lines[3].contains("✗ outside ±5%"), "{text}");
+        assert!(lines[4].contains("+173.4%") && lines[4].contains("no tolerance"), "{text}");
+        assert!(lines[5].contains("not run"), "{text}");
+        assert!(text.ends_with("1 within their tolerance, 1 outside (✗), 1 without a tolerance, 1 not run\n"), "{text}");
     }
 
     #[test]

@@ -147,6 +147,13 @@ fn browser_dashboard_shows_the_live_cluster_and_hides_other_tenants() {
     wait_in_page(&tab, "four held GPU cells", "document.querySelectorAll('#grid .gpu span.mine').length === 4");
     let held: Vec<u64> = serde_json::from_value(eval(&tab, "[...document.querySelectorAll('#grid .gpu span.mine')].map(s => Number(s.dataset.job))")).expect("ids");
     assert!(held.contains(&a_running) && held.contains(&b_running), "{held:?}");
+    // Two tenants, two colours of the palette (issue 33: a hash of the names gave both purple).
+    let colours = eval(&tab, "[...new Set([...document.querySelectorAll('#grid .gpu span.mine')].map(s => s.style.backgroundColor))]");
+    assert_eq!(colours.as_array().map(Vec::len), Some(2), "{colours}");
+    // fifo ignores weights: no fair share, and the page says why.
+    let note = eval(&tab, "document.getElementById('tenants-note').innerText").to_string();
+    assert!(note.contains("the policy (fifo) does not use weights"), "{note}");
+    assert_eq!(eval(&tab, "[...document.querySelectorAll('#tenants tbody tr td:nth-child(5)')].map(c => c.innerText)"), json!(["not used", "not used"]));
     let queue = eval(&tab, "[...document.querySelectorAll('#queue tbody tr')].map(r => r.innerText)");
     let queue = queue.to_string();
     assert!(queue.contains(&format!("#{a_queued}")) && queue.contains("alice-secret-queued"), "{queue}");

@@ -292,16 +292,16 @@ impl ServeConfig {
 
     /// The policy, parsed.
     pub fn policy_kind(&self) -> Result<PolicyKind, ConfigError> {
-        PolicyKind::from_name(&self.policy).ok_or_else(|| ConfigError::Invalid(format!("policy: unknown policy `{}` (`arbiter policies` lists them)", self.policy)))
+        PolicyKind::parse(&self.policy).map_err(|e| ConfigError::Invalid(format!("policy: {e}")))
     }
 
     /// The policy that decides a round the configured one could not (`policy_fallback`): a
     /// built-in one, the daemon's own code, so that it cannot fail the same way.
     pub fn fallback_kind(&self) -> Result<PolicyKind, ConfigError> {
-        match PolicyKind::from_name(&self.policy_fallback) {
-            Some(PolicyKind::External) => Err(ConfigError::Invalid("policy_fallback: must be a built-in policy, not `external`".into())),
-            Some(kind) => Ok(kind),
-            None => Err(ConfigError::Invalid(format!("policy_fallback: unknown policy `{}` (`arbiter policies` lists them)", self.policy_fallback))),
+        match PolicyKind::parse(&self.policy_fallback) {
+            Ok(PolicyKind::External) => Err(ConfigError::Invalid("policy_fallback: must be a built-in policy, not `external`".into())),
+            Ok(kind) => Ok(kind),
+            Err(e) => Err(ConfigError::Invalid(format!("policy_fallback: {e}"))),
         }
     }
 
@@ -492,5 +492,10 @@ mod tests {
         assert!(toml::from_str::<ServeConfig>("polcy = \"las\"").is_err());
         let c: ServeConfig = toml::from_str("policy = \"nope\"").expect("parses");
         assert!(c.validate().expect_err("bad").to_string().contains("unknown policy"));
+        // A typo gets the name it was meant to be (`--policy srft` and the config file alike).
+        let c: ServeConfig = toml::from_str("policy = \"srft\"").expect("parses");
+        assert!(c.validate().expect_err("bad").to_string().contains("did you mean `srtf`?"));
+        let c: ServeConfig = toml::from_str("policy_fallback = \"fifp\"").expect("parses");
+        assert!(c.fallback_kind().expect_err("bad").to_string().contains("did you mean `fifo`?"));
     }
 }

@@ -626,6 +626,22 @@ impl JobRecord {
         record
     }
 
+    /// Unix seconds the current run started (`None` when it holds no GPUs, or a stopping run's
+    /// start fell out of the kept history).
+    pub fn current_run_started_unix_s(&self) -> Option<i64> {
+        match &self.state {
+            JobState::Running { started_unix_s, .. } => Some(*started_unix_s),
+            JobState::Stopping { .. } => self.history.iter().rev().find(|t| t.to == "running").map(|t| t.at_unix_s),
+            _ => None,
+        }
+    }
+
+    /// Seconds it has held GPUs over all runs as of `now_unix_s`: [`JobRecord::executed_s`]
+    /// counts ended runs only, so a job in its first run would read 0 s for as long as it runs.
+    pub fn executed_s_at(&self, now_unix_s: i64) -> f64 {
+        self.executed_s + self.current_run_started_unix_s().map_or(0.0, |s| (now_unix_s - s).max(0) as f64)
+    }
+
     /// Records a transition to `state`.
     pub fn transition(&mut self, state: JobState, why: impl Into<String>, now_unix_s: i64) {
         self.history.push(Transition { at_unix_s: now_unix_s, to: state.name().to_string(), why: why.into() });
@@ -657,6 +673,24 @@ impl JobRecord {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_time_on_gpus_counts_the_run_going_on() {
+        // Issue 33: `arbiter show` said "0 s on GPUs" for a job running for minutes.
+        let request: SubmitRequest = serde_json::from_str(r#"{"command": "train"}"#).expect("valid");
+        let mut job = JobRecord::submitted(0, "team-a", request, 1_000_000, String::new());
+        assert_eq!(job.executed_s_at(2_000), 0.0);
+        job.executed_s = 50.0;
+        job.transition(JobState::Running { gpus: vec![0], pid: 7, started_unix_s: 1_100 }, "started on GPUs 0", 1_100);
+        assert_eq!(job.executed_s_at(1_160), 110.0);
+        // Stopping: still on its GPUs, counted from the run's start in the history.
+        job.transition(JobState::Stopping { gpus: vec![0], pid: 7, reason: StopReason::Preempted, since_unix_s: 1_200, signal_sent: true }, "preempted", 1_200);
+        assert_eq!(job.executed_s_at(1_210), 160.0);
+        // A clock behind the start adds nothing rather than subtracting.
+        assert_eq!(job.executed_s_at(1_000), 50.0);
+        job.transition(JobState::Queued, "preempted", 1_220);
+        assert_eq!(job.executed_s_at(5_000), 50.0);
+    }
 
     fn limits() -> Limits {
         Limits { gpus: vec![("a100".into(), 1)], cpus: 8, memory_gib: 32 }

@@ -273,12 +273,11 @@ impl Daemon {
 /// job — the same rules whether the daemon saw it end or learned it after a restart
 /// (`while_down`): retries count, time limits hold.
 pub(crate) fn conclude(job: &mut JobRecord, code: Option<i32>, now: i64, while_down: bool) {
-    let started = match &job.state {
-        JobState::Running { started_unix_s, .. } => Some(*started_unix_s),
-        JobState::Stopping { .. } => job.history.iter().rev().find(|t| t.to == "running").map(|t| t.at_unix_s),
-        _ => return,
-    };
-    job.executed_s += started.map_or(0.0, |s| (now - s).max(0) as f64);
+    if job.state.gpus().is_none() {
+        return;
+    }
+    let started = job.current_run_started_unix_s();
+    job.executed_s = job.executed_s_at(now);
     job.exit_code = code;
     let over_limit = match (started, job.request.max_run_time_s) {
         (Some(s), Some(limit)) => i64::try_from(limit).is_ok_and(|limit| now.saturating_sub(s) >= limit),

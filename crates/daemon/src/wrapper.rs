@@ -101,8 +101,17 @@ pub fn run(spec_path: &Path) -> i32 {
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     // The copier thread starts first: once this process has unshared a PID namespace it can
     // start no thread (the kernel refuses a thread whose children would be in another one).
-    let (output, copier) = capture_output(launch.max_log_bytes);
+    let (output, mut copier) = capture_output(launch.max_log_bytes);
     let code = if launch.pid_namespace { start_in_namespace(&launch, output) } else { start_here(&launch, output) };
+    // The shell's bare "Permission denied" for a program the tenant's uid cannot reach (a venv
+    // under /root) is explained in the log, after the shell's line: the job never started, so
+    // nothing else holds its output open and the copier ends at once.
+    if let Some(why) = crate::executor::access::explain(&launch, code) {
+        if let Some(copier) = copier.take() {
+            let _ = copier.join();
+        }
+        note(format_args!("{why}"));
+    }
     if let Err(e) = crate::datadir::write_private(&launch.exit_file, &format!("{code}\n")) {
         note(format_args!("job wrapper: cannot write {}: {e}", launch.exit_file.display()));
     }

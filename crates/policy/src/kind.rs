@@ -152,9 +152,7 @@ impl Serialize for PolicyKind {
 impl<'de> Deserialize<'de> for PolicyKind {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let name = String::deserialize(deserializer)?;
-        PolicyKind::from_name(&name).ok_or_else(|| {
-            serde::de::Error::custom(format!("unknown policy `{name}` (`arbiter policies` lists them)"))
-        })
+        PolicyKind::parse(&name).map_err(serde::de::Error::custom)
     }
 }
 
@@ -162,7 +160,7 @@ impl std::str::FromStr for PolicyKind {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        PolicyKind::from_name(name).ok_or_else(|| format!("unknown policy `{name}` (`arbiter policies` lists them)"))
+        PolicyKind::parse(name)
     }
 }
 
@@ -311,6 +309,42 @@ impl PolicyKind {
     pub fn describe(self) -> &'static str {
         self.descriptor().describe
     }
+
+    /// Parses an identifier like [`PolicyKind::from_name`]; an unknown one is refused with the
+    /// closest known name where one is close (`srft`: "did you mean `srtf`?").
+    pub fn parse(name: &str) -> Result<Self, String> {
+        PolicyKind::from_name(name).ok_or_else(|| match closest_name(name) {
+            Some(close) => format!("unknown policy `{name}`; did you mean `{close}`? (`arbiter policies` lists them)"),
+            None => format!("unknown policy `{name}` (`arbiter policies` lists them)"),
+        })
+    }
+
+    /// Whether the policy reads the tenants' weights (`arbiter tenants add --weight`): only
+    /// the tenant-level ones do — `hierarchical` splits the cluster between tenants by weight,
+    /// `vtc` charges each tenant's service divided by its weight. Every other policy orders
+    /// jobs and ignores weights, so a "fair share" from weights means nothing under it.
+    pub fn uses_tenant_weights(self) -> bool {
+        matches!(self, PolicyKind::Hierarchical | PolicyKind::Vtc)
+    }
+}
+
+/// Aliases [`PolicyKind::from_name`] accepts beside the identifiers.
+const ALIASES: [&str; 6] = ["tiresias-l", "tiresias-g", "ftf", "ftf-het", "las-het", "yarn-cs"];
+
+/// The known name (identifier or alias) nearest to `name` by edit distance (a swap of two
+/// neighbours counts once: `srft` is one from `srtf`), if it is near enough to be a typo: at
+/// most one edit per three characters, and at least one allowed.
+fn closest_name(name: &str) -> Option<&'static str> {
+    let typed = name.trim().to_ascii_lowercase();
+    let allowed = (typed.chars().count() / 3).max(1);
+    PolicyKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .chain(ALIASES)
+        .map(|known| (strsim::osa_distance(&typed, known), known))
+        .filter(|(d, _)| *d <= allowed)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, known)| known)
 }
 
 impl std::fmt::Display for PolicyKind {
@@ -481,6 +515,65 @@ mod tests {
         }
         assert_eq!(PolicyKind::from_name("tiresias-l"), Some(PolicyKind::Las));
         assert_eq!(PolicyKind::from_name("nope"), None);
+    }
+
+    #[test]
+    fn a_mistyped_policy_name_gets_the_closest_one_suggested() {
+        let refused = |name: &str| name.parse::<PolicyKind>().expect_err("unknown");
+        assert!(refused("srft").contains("did you mean `srtf`?"), "{}", refused("srft"));
+        assert!(refused("SRTF").contains("did you mean `srtf`?"));
+        assert!(refused("max-min-fairnes").contains("did you mean `max-min-fairness`?"));
+        assert!(refused("tiresias").contains("did you mean `tiresias-l`?") || refused("tiresias").contains("did you mean `tiresias-g`?"));
+        // Nothing close: no guess.
+        assert!(!refused("round-robin").contains("did you mean"), "{}", refused("round-robin"));
+        assert!(refused("round-robin").contains("`arbiter policies` lists them"));
+        // Scenario files and JSON parse through the same message.
+        let json = serde_json::from_str::<PolicyKind>("\"srft\"").expect_err("unknown").to_string();
+        assert!(json.contains("did you mean `srtf`?"), "{json}");
+        // Every alias really is one.
+        assert!(ALIASES.iter().all(|a| PolicyKind::from_name(a).is_some()));
+    }
+
+    /// The decisions of `kind` over a few rounds of two tenants' jobs competing for too few
+    /// GPUs, with tenant `b` weighing `b_weight` (`a` weighs 1); `None` where the policy needs
+    /// more configuration than the defaults.
+    fn decisions_with_weight(kind: PolicyKind, b_weight: f64) -> Option<Vec<arbiter_model::Decision>> {
+        use crate::test_support::{active, cluster, decide, spec_with};
+        let weights: TenantWeights = [("a".to_string(), 1.0), ("b".to_string(), b_weight)].into();
+        let config = PolicyConfig { tenant_weights: weights, ..PolicyConfig::default() };
+        let mut policy = build(kind, &config).ok()?;
+        let cluster = cluster(1, 4);
+        let specs: Vec<arbiter_model::JobSpec> = (0..8)
+            .map(|i| {
+                let mut s = spec_with(i, u64::from(i % 4), 1, 100_000.0);
+                s.tenant = if i < 4 { "a" } else { "b" }.to_string();
+                s
+            })
+            .collect();
+        let live: Vec<u32> = (0..8).collect();
+        let mut last = arbiter_model::Decision::default();
+        let mut out = Vec::new();
+        for round in 1..=4u64 {
+            let jobs = active(&specs, &live, &last);
+            last = decide(policy.as_mut(), &cluster, &jobs, &specs, arbiter_model::SimTime::from_ms(round * 600_000));
+            out.push(last.clone());
+        }
+        Some(out)
+    }
+
+    #[test]
+    fn only_the_policies_that_say_so_decide_by_tenant_weights() {
+        let using: Vec<&str> = PolicyKind::ALL.iter().filter(|k| k.uses_tenant_weights()).map(|k| k.name()).collect();
+        assert_eq!(using, ["vtc", "hierarchical"]);
+        // By what they do: the same jobs with tenant `b` weighing 1 or 9. (The dashboard shows
+        // fair shares from weights only under these.)
+        let mut checked = 0;
+        for kind in PolicyKind::ALL {
+            let (Some(even), Some(heavy)) = (decisions_with_weight(kind, 1.0), decisions_with_weight(kind, 9.0)) else { continue };
+            assert_eq!(even != heavy, kind.uses_tenant_weights(), "{kind}: decides by weight = {}", even != heavy);
+            checked += 1;
+        }
+        assert!(checked >= 40, "only {checked} policies built with the defaults");
     }
 
     #[test]

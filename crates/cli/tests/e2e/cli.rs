@@ -109,6 +109,13 @@ fn table_output_shows_published_numbers_beside_ours() {
     let out = ok_stdout(&["run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf"]"#]);
     assert!(out.contains("published numbers vs ours"), "{out}");
     assert!(out.contains("193,082"), "{out}");
+    // Each row says whether ours is within its tolerance, in words (no colour on a terminal).
+    let row = out.lines().find(|l| l.starts_with("trace3 ") && l.contains("srtf") && l.contains("avg_jct_s")).expect("srtf's trace3 row");
+    assert!(row.contains("✓ within ±"), "{row}");
+    assert!(out.lines().any(|l| l.contains("within their tolerance") && l.contains("not run")), "{out}");
+    let v = json(&["run", "scenarios/muri-traces.toml", "--set", TRACE3_ONLY, "--set", r#"policies=["srtf"]"#, "--json"]);
+    let published = v["published"].as_array().expect("published");
+    assert!(published.iter().any(|c| c["within_tolerance"] == true) && published.iter().any(|c| c["within_tolerance"].is_null()), "{v}");
 }
 
 #[test]

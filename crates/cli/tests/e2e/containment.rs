@@ -134,3 +134,33 @@ fn a_job_that_allocates_well_beyond_its_memory_is_stopped() {
     let ok = submit(&a, json!({ "command": "perl -e '$x = \"x\" x (256 * 1024 * 1024); print \"allocated \", length($x), \"\\n\"'", "memory_gib": 1 }));
     wait_for("the small job to succeed", 30, || state_of(&a, ok) == "succeeded");
 }
+
+#[test]
+#[ignore = "needs root: per-tenant uids (run with --ignored as root; .ci/run does)"]
+fn root_a_program_the_tenants_uid_cannot_reach_is_explained_in_the_log() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(is_root(), "needs root");
+    let chmod = |p: &std::path::Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    let dir = tempfile::tempdir().expect("dir");
+    chmod(dir.path(), 0o755);
+    // Issue 33: a venv under /root (0700) works for root and fails for every tenant with the
+    // shell's bare "Permission denied".
+    let home = dir.path().join("root-home");
+    let bin = home.join("venv/bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::fs::write(bin.join("tool"), "#!/bin/sh\necho ran\n").expect("write");
+    chmod(&bin.join("tool"), 0o755);
+    chmod(&home, 0o700);
+    let daemon = daemon_with(dir.path(), "");
+    let a = daemon.tenant("team-a");
+    let by_path = submit(&a, json!({ "command": format!("{} --epochs 1", bin.join("tool").display()), "max_retries": 0 }));
+    let by_name = submit(&a, json!({ "command": "tool --epochs 1", "env": { "PATH": format!("{}:/usr/bin:/bin", bin.display()) }, "max_retries": 0 }));
+    for id in [by_path, by_name] {
+        wait_for("the job to fail", 30, || state_of(&a, id) == "failed");
+        let log = a.get_text(&format!("/v1/jobs/{id}/logs")).expect("log");
+        assert!(log.contains("Permission denied") && !log.contains("ran"), "{log}");
+        assert!(log.contains("is not executable by tenant team-a's user (uid "), "{log}");
+        assert!(log.contains(&format!("Permission denied at {} (a directory it cannot enter: mode 0700", home.display())), "{log}");
+        assert!(log.contains("install it where every tenant can read it"), "{log}");
+    }
+}

@@ -531,6 +531,18 @@ fn client_commands_print_text_and_json_only_with_the_flag() {
     assert!(show.contains("history:"), "{show}");
     let show_json: Value = serde_json::from_str(&cli_ok(&daemon, &token, &["--json", "show", &running.to_string()])).expect("JSON with --json");
     assert_eq!(show_json["id"], running);
+    // The time on GPUs counts the run going on (issue 33: "0 s on GPUs" while it ran).
+    let started = show_json["state"]["started_unix_s"].as_i64().expect("a start");
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    wait_for("two seconds of the run", 10, || now() >= started + 3);
+    let show = cli_ok(&daemon, &token, &["show", &running.to_string()]);
+    let on_gpus: f64 = show
+        .lines()
+        .find(|l| l.trim_start().starts_with("runs:"))
+        .and_then(|l| l.split(", ").find_map(|part| part.strip_suffix(" s on GPUs")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no time on GPUs in {show}"));
+    assert!(on_gpus >= 2.0, "{show}");
 
     let cluster = cli_ok(&daemon, &token, &["cluster"]);
     assert!(cluster.starts_with("policy "), "{cluster}");

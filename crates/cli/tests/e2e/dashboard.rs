@@ -126,5 +126,44 @@ fn pending_reasons_names_and_headers_tell_a_tenant_nothing_of_another() {
     assert!(head.contains("cache-control: no-store") && head.contains("x-content-type-options: nosniff"), "{head}");
     let body: Value = mallory.get("/v1/dashboard").expect("snapshot");
     assert!(body["tenants"][0]["share"].is_null(), "{body}");
-    assert!(daemon.admin().get("/v1/dashboard").expect("admin")["tenants"][0]["share"].is_number());
+    // srtf ignores weights: no share for the admin either (`fair_shares_...` below).
+    assert!(daemon.admin().get("/v1/dashboard").expect("admin")["tenants"][0]["share"].is_null());
+}
+
+/// The README's quick start (issue 33): tenants `team-a` (weight 2) and `team-b` on 4 GPUs.
+/// Returns the daemon and a client with team-b's token.
+fn quick_start(dir: &std::path::Path, policy: &str) -> (Daemon, arbiter_daemon::client::Client) {
+    let config = "allow_shared_identity = true\n";
+    let daemon = Daemon::start_with(&dir.join(policy), Options { args: &["--gpus", "4xa100", "--policy", policy], config: Some(config), uid: None });
+    let admin = daemon.admin();
+    admin.post("/v1/tenants", &json!({ "name": "team-a", "weight": 2 })).expect("team-a");
+    let added = admin.post("/v1/tenants", &json!({ "name": "team-b" })).expect("team-b");
+    let team_b = arbiter_daemon::client::Client::new(&daemon.url, added["token"].as_str().expect("a token"));
+    (daemon, team_b)
+}
+
+#[test]
+fn fair_shares_show_only_where_the_policy_uses_weights_and_tenants_get_their_own_colours() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (daemon, team_b) = quick_start(dir.path(), "las");
+    let las: Value = daemon.admin().get("/v1/dashboard").expect("admin snapshot");
+    assert_eq!(las["weights_used"], false, "{las}");
+    assert!(las["weights_note"].as_str().is_some_and(|n| n.starts_with("the policy (las) does not use weights")), "{las}");
+    let tenants = las["tenants"].as_array().expect("tenants");
+    assert!(tenants.iter().all(|t| t["share"].is_null()), "a share from weights under las: {las}");
+    // team-a and team-b got near-identical purples from a hash of their names.
+    let (a, b) = (&tenants[0]["color"], &tenants[1]["color"]);
+    assert!(a.is_string() && b.is_string() && a != b, "{a} vs {b}");
+    assert_eq!(las["tenant_colors"]["team-a"], *a);
+    // A tenant sees its own colour, nothing of the others'.
+    let own: Value = team_b.get("/v1/dashboard").expect("team-b's snapshot");
+    assert_eq!(own["tenant_colors"].as_object().map(|c| c.keys().cloned().collect::<Vec<_>>()), Some(vec!["team-b".to_string()]), "{own}");
+    drop(daemon);
+
+    let (daemon, _) = quick_start(dir.path(), "hierarchical");
+    let hierarchical: Value = daemon.admin().get("/v1/dashboard").expect("admin snapshot");
+    assert_eq!(hierarchical["weights_used"], true);
+    assert!(hierarchical["weights_note"].is_null());
+    let share = hierarchical["tenants"][0]["share"].as_f64().expect("team-a's share");
+    assert!((share - 2.0 / 3.0).abs() < 1e-9, "{hierarchical}");
 }

@@ -47,11 +47,20 @@ async function api(path) {
   return response;
 }
 
-// A colour per tenant, stable across refreshes.
+// Tenants' colours as the daemon assigns them (a colour-blind-safe palette, by the tenants'
+// order: no two of the first eight alike); grey for a tenant the snapshot does not name.
+let tenantColors = {};
+
 function tenantColor(name) {
-  let h = 0;
-  for (const c of String(name)) h = (h * 31 + c.codePointAt(0)) >>> 0;
-  return "hsl(" + (h % 360) + ", 55%, 42%)";
+  return tenantColors[name] || "#777777";
+}
+
+// Black text on the palette's light colours (yellow, sky blue, orange), white on the rest.
+function inkOn(hex) {
+  const m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(hex);
+  if (!m) return "#fff";
+  const [r, g, b] = m.slice(1).map((x) => parseInt(x, 16));
+  return 0.299 * r + 0.587 * g + 0.114 * b > 140 ? "#000" : "#fff";
 }
 
 function ago(unixS) {
@@ -108,6 +117,8 @@ function renderGrid(nodes) {
         } else {
           part = el("span", "#" + h.id, "mine");
           part.style.background = tenantColor(h.tenant);
+          part.style.color = inkOn(tenantColor(h.tenant));
+          part.style.textShadow = "none";
           part.dataset.job = h.id;
           part.addEventListener("click", () => { location.hash = "#job/" + h.id; });
           tips.push("job " + h.id + " (" + h.tenant + (h.name ? ", " + h.name : "") + ")");
@@ -126,6 +137,7 @@ function renderSnapshot(d) {
   $("who").textContent = "signed in as " + d.viewer + " · policy " + d.policy + " · executor " + d.executor;
   $("summary").textContent = d.gpus_held + " of " + d.gpus_total + " GPUs held · " + d.queued_visible + " queued" +
     (d.queued_total !== d.queued_visible ? " (" + d.queued_total + " in all)" : "");
+  tenantColors = d.tenant_colors || {};
   renderGrid(d.nodes);
   fillRows($("queue"), d.queue.map((j) => [jobLink(j.id), j.tenant, j.name || "", j.gpus, j.priority, ago(j.submitted_unix_s), j.pending_reason || "waiting for the next round"]));
   $("queue-more").textContent = d.queued_visible > d.queue.length ? "… and " + (d.queued_visible - d.queue.length) + " more" : "";
@@ -133,6 +145,7 @@ function renderSnapshot(d) {
     const bar = el("div", null, "bar");
     const held = el("i");
     held.style.width = Math.min(100, 100 * t.gpus_held / Math.max(1, d.gpus_total)) + "%";
+    held.style.background = tenantColor(t.name);
     bar.append(held);
     bar.title = t.gpus_held + " GPUs held of " + d.gpus_total;
     if (t.share !== null && t.share !== undefined) {
@@ -145,8 +158,12 @@ function renderSnapshot(d) {
     const swatch = el("span", "■ ");
     swatch.style.color = tenantColor(t.name);
     name.prepend(swatch);
-    return [name, t.gpus_held, t.queued, t.weight, (t.share === null || t.share === undefined) ? "-" : (100 * t.share).toFixed(1) + "%", t.gpu_quota === null ? "none" : t.gpu_quota, bar];
+    // No share where the policy ignores weights (a share from them would promise nothing).
+    const share = el("span", (t.share === null || t.share === undefined) ? (d.weights_used === false ? "not used" : "-") : (100 * t.share).toFixed(1) + "%");
+    if (d.weights_note) share.title = d.weights_note;
+    return [name, t.gpus_held, t.queued, t.weight, share, t.gpu_quota === null ? "none" : t.gpu_quota, bar];
   }));
+  $("tenants-note").textContent = d.weights_note ? "Weights: " + d.weights_note + "." : "";
   fillRows($("events"), d.events.map((e) => [when(e.at_unix_s), jobLink(e.job), e.tenant, e.to, e.why]));
 }
 

@@ -30,6 +30,28 @@ pub const EVENT_ROWS: usize = 50;
 /// Transitions looked at per job for the recent events (its latest ones).
 const EVENTS_PER_JOB: usize = 4;
 
+/// Tenants' colours: the Okabe–Ito palette, told apart with every common colour-vision
+/// deficiency. Blue and orange first, the pair most tenants (two) get. A hash of the name gave
+/// `team-a` and `team-b` the same purple; a tenant's place in the order cannot collide with the
+/// next one's. Past eight tenants the colours come round again.
+pub const TENANT_PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000"];
+
+/// Each tenant's colour by its place among `names` (in the order given: the tenants' sorted
+/// names, so a colour stays put while the tenants do).
+pub fn tenant_colors<'a>(names: impl IntoIterator<Item = &'a str>) -> serde_json::Map<String, Value> {
+    names.into_iter().enumerate().map(|(i, name)| (name.to_string(), Value::from(TENANT_PALETTE[i % TENANT_PALETTE.len()]))).collect()
+}
+
+/// Why the dashboard shows no fair share from weights: `None` where `policy` splits GPUs by the
+/// tenants' weights, else a sentence saying it does not (a share from weights under `las` —
+/// which ignores them — reads as a promise the scheduler does not keep).
+pub fn weights_note(policy: arbiter_policy::PolicyKind) -> Option<String> {
+    (!policy.uses_tenant_weights()).then(|| {
+        let using: Vec<&str> = arbiter_policy::PolicyKind::ALL.iter().filter(|k| k.uses_tenant_weights()).map(|k| k.name()).collect();
+        format!("the policy ({policy}) does not use weights; only {} split GPUs by them", using.join(" and "))
+    })
+}
+
 /// The page's security headers: its own origin only, nothing inline, not framed, no referrer.
 fn asset(body: &'static str, content_type: &'static str) -> Response {
     let mut response = (StatusCode::OK, body).into_response();
@@ -133,6 +155,7 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
     let viewer = caller.tenant().map(str::to_string);
     let unavailable = api.daemon.unavailable_nodes();
     let (executor, round_s) = (api.daemon.executor_name(), api.daemon.settings.round_s);
+    let weights_note = weights_note(api.daemon.settings.policy);
     let snapshot = api.daemon.with_state(|s| {
         let viewer = viewer.as_deref();
         let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
@@ -149,6 +172,12 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             entry.1 += usize::from(j.state.name() == "queued");
         }
         let total_weight: f64 = s.tenants.values().map(|t| t.weight).sum();
+        // Colours by the order of the tenants the viewer may see (then the tenants of jobs it
+        // sees that are not on the list: `admin`, a removed tenant's): a tenant sees its own
+        // colour only, so its colour tells nothing of how many tenants sort before it.
+        let mut colored: Vec<&str> = s.tenants.keys().map(String::as_str).filter(|t| mine(t)).collect();
+        colored.extend(usage.keys().copied().filter(|t| mine(t) && !s.tenants.contains_key(*t)));
+        let colors = tenant_colors(colored);
         let tenants: Vec<Value> = s
             .tenants
             .values()
@@ -156,9 +185,10 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             .map(|t| {
                 let (gpus, queued) = usage.get(t.name.as_str()).copied().unwrap_or_default();
                 // The share is the admin's to see: to a tenant it would tell the other tenants'
-                // total weight, which only the admin may list.
-                let share = (viewer.is_none() && total_weight > 0.0).then(|| t.weight / total_weight);
-                json!({ "name": t.name, "gpus_held": gpus, "queued": queued, "weight": t.weight, "share": share, "gpu_quota": t.gpu_quota })
+                // total weight, which only the admin may list. And only where the policy uses
+                // weights at all.
+                let share = (viewer.is_none() && total_weight > 0.0 && weights_note.is_none()).then(|| t.weight / total_weight);
+                json!({ "name": t.name, "gpus_held": gpus, "queued": queued, "weight": t.weight, "share": share, "gpu_quota": t.gpu_quota, "color": colors.get(&t.name) })
             })
             .collect();
         // Recent events: the latest transitions of the jobs the viewer may see, newest first.
@@ -187,10 +217,41 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             "queued_visible": visible_queued,
             "queued_total": queued.len(),
             "tenants": tenants,
+            "tenant_colors": colors,
+            "weights_used": weights_note.is_none(),
+            "weights_note": weights_note,
             "events": events,
             "gpus_total": gpus_total,
             "gpus_held": gpus_held,
         })
     });
     Ok(Json(snapshot))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_policy::PolicyKind;
+
+    #[test]
+    fn tenants_get_distinct_palette_colours_in_their_order() {
+        // Issue 33: a hash of the names gave team-a and team-b the same purple.
+        let colors = tenant_colors(["team-a", "team-b"]);
+        let (a, b) = (colors["team-a"].as_str().expect("a colour"), colors["team-b"].as_str().expect("a colour"));
+        assert_ne!(a, b);
+        assert!(TENANT_PALETTE.contains(&a) && TENANT_PALETTE.contains(&b));
+        // Every tenant of a palette's worth is told apart.
+        let names: Vec<String> = (0..TENANT_PALETTE.len()).map(|i| format!("t{i}")).collect();
+        let colors = tenant_colors(names.iter().map(String::as_str));
+        let distinct: BTreeSet<&str> = colors.values().filter_map(Value::as_str).collect();
+        assert_eq!(distinct.len(), TENANT_PALETTE.len());
+    }
+
+    #[test]
+    fn fair_shares_are_noted_as_unused_where_the_policy_ignores_weights() {
+        assert_eq!(weights_note(PolicyKind::Hierarchical), None);
+        assert_eq!(weights_note(PolicyKind::Vtc), None);
+        let note = weights_note(PolicyKind::Las).expect("las ignores weights");
+        assert!(note.starts_with("the policy (las) does not use weights"), "{note}");
+    }
 }

@@ -278,12 +278,14 @@ async fn submit(
 
 /// A job as the API shows it (no token hash), with `shares_gpus_with`: the other jobs holding
 /// GPUs it holds (a co-locating policy put them there), as `viewer` (`None`: the admin) may see
-/// them — by id when they are its own tenant's, else only as shared GPUs.
-fn job_json(job: &JobRecord, holders: &GpuHolders, viewer: Option<&str>) -> Value {
+/// them — by id when they are its own tenant's, else only as shared GPUs. `executed_s` is as of
+/// `now_unix_s`, the run going on included (the record counts ended runs only).
+fn job_json(job: &JobRecord, holders: &GpuHolders, viewer: Option<&str>, now_unix_s: i64) -> Value {
     let mut v = serde_json::to_value(job).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
         o.remove("token_sha256");
         o.remove("measurements");
+        o.insert("executed_s".into(), Value::from(job.executed_s_at(now_unix_s)));
         o.insert("shares_gpus_with".into(), serde_json::to_value(holders.shared_with(job, viewer)).unwrap_or(Value::Null));
     }
     v
@@ -342,14 +344,15 @@ async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<L
     let next_after = if more { jobs.last().map(|j| j.id) } else { None };
     let holders = holders_for(&api, &jobs.iter().collect::<Vec<_>>());
     let viewer = caller.tenant();
-    Ok(Json(json!({ "jobs": jobs.iter().map(|j| job_json(j, &holders, viewer)).collect::<Vec<_>>(), "next_after": next_after })))
+    let now = api.daemon.now_s();
+    Ok(Json(json!({ "jobs": jobs.iter().map(|j| job_json(j, &holders, viewer, now)).collect::<Vec<_>>(), "next_after": next_after })))
 }
 
 async fn show_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
     let job = api.daemon.job(id, caller.tenant())?;
     let holders = holders_for(&api, &[&job]);
-    Ok(Json(job_json(&job, &holders, caller.tenant())))
+    Ok(Json(job_json(&job, &holders, caller.tenant(), api.daemon.now_s())))
 }
 
 async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<(StatusCode, Json<Value>), ApiError> {

@@ -85,7 +85,7 @@ pub fn openapi_document() -> Value {
                         query("after", json!({ "type": "integer" }), "only jobs with a larger id (the previous page's next_after)")],
                     "responses": { "200": { "description": "{\"jobs\": [...], \"next_after\": ID or null when this is the last page}" }, "400": { "description": "unknown state or tenant, bad limit; names the parameter" } } }
             },
-            "/v1/jobs/{id}": { "get": { "summary": "One job: state, GPUs, progress, history, pending reason, and shares_gpus_with: [SharedGpus] (the other jobs on its GPUs; also in GET /v1/jobs)", "security": bearer, "parameters": [id], "responses": { "200": { "description": "the job, with shares_gpus_with (see the SharedGpus schema)" }, "403": { "description": "another tenant's" }, "404": { "description": "no such job" } } } },
+            "/v1/jobs/{id}": { "get": { "summary": "One job: state, GPUs, progress, history, pending reason, executed_s (seconds on GPUs over all runs, the run going on counted up to now), and shares_gpus_with: [SharedGpus] (the other jobs on its GPUs; also in GET /v1/jobs)", "security": bearer, "parameters": [id], "responses": { "200": { "description": "the job, with shares_gpus_with (see the SharedGpus schema)" }, "403": { "description": "another tenant's" }, "404": { "description": "no such job" } } } },
             "/v1/jobs/{id}/cancel": { "post": { "summary": "Cancel (checkpoint signal, then SIGKILL after grace_s)", "security": bearer, "parameters": [id], "responses": { "202": { "description": "cancelling" }, "409": { "description": "already ended" } } } },
             "/v1/jobs/{id}/logs": { "get": {
                 "summary": "stdout+stderr, streamed; at most 16 MiB (max_bytes) per response",

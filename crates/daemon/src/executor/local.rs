@@ -106,6 +106,7 @@ impl Executor for LocalExecutor {
             pid_file: self.run_file(run.job, "pid"),
             checkpoint_dir: run.checkpoint_dir.clone(),
             identity: run.identity,
+            tenant: Some(run.tenant.clone()),
             max_processes: run.max_processes,
             max_log_bytes: run.max_log_bytes,
             pid_namespace: self.confinement.pid_namespace,

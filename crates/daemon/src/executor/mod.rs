@@ -11,6 +11,7 @@
 //! Run handles are the executor's own (a process id, a Slurm job id); the daemon stores them and
 //! gives them back, and never looks inside.
 
+pub mod access;
 pub mod fake;
 pub mod local;
 pub mod process;

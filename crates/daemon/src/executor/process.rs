@@ -51,6 +51,9 @@ pub struct Launch {
     pub checkpoint_dir: PathBuf,
     /// Run the job as this identity (`None`: the daemon's own).
     pub identity: Option<UnixIdentity>,
+    /// The job's tenant (named where its command turns out not to be executable by its uid).
+    #[serde(default)]
+    pub tenant: Option<String>,
     /// cgroup v2 directory the run joins (CPU/memory limits), if enforced.
     pub cgroup: Option<PathBuf>,
     /// Most processes the tenant's uid may have (RLIMIT_NPROC), when it runs as its own uid.

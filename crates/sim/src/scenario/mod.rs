@@ -14,7 +14,7 @@ pub use placement::PlacementSpec;
 pub use policy_spec::PolicySpec;
 
 pub use overrides::apply_override;
-pub use runner::{Comparison, ResultRow};
+pub use runner::{within_tolerance, Comparison, ResultRow};
 
 use crate::engine::{SimConfig, SimError};
 use crate::metrics::Window;
@@ -59,6 +59,16 @@ pub enum ScenarioError {
         path: PathBuf,
         /// What is wrong.
         message: String,
+    },
+    /// A file the scenario names could not be read where its path led: the message says where
+    /// that was and why (a relative path resolves against the scenario file's folder, not the
+    /// current directory: `../data/x.csv` in `scenarios/a.toml` is `data/x.csv`).
+    #[error("{message}")]
+    Resolved {
+        /// `FILE: cannot read KEY `GIVEN` at RESOLVED (how a relative path resolves)`.
+        message: String,
+        /// What the OS said.
+        source: std::io::Error,
     },
     /// A trace failed to load.
     #[error(transparent)]
@@ -551,6 +561,21 @@ impl Scenario {
         if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
     }
 
+    /// `read` of the file `key` names (`given`, resolved against the scenario file's folder); a
+    /// file that cannot be opened there is refused saying where the path led and why there.
+    fn read_resolved<T>(&self, key: &str, given: &Path, read: impl FnOnce(&Path) -> Result<T, TraceError>) -> Result<T, ScenarioError> {
+        let resolved = self.resolve(given);
+        read(&resolved).map_err(|e| match e {
+            TraceError::Io { path, source } if path == resolved => {
+                let base = if self.base_dir.as_os_str().is_empty() { Path::new(".") } else { self.base_dir.as_path() };
+                let hint = if given.is_absolute() { String::new() } else { format!(" (a relative path resolves against the scenario file's folder, {}, not the current directory)", base.display()) };
+                let message = format!("{}: cannot read {key} `{}` at {}{hint}", self.file.display(), given.display(), resolved.display());
+                ScenarioError::Resolved { message, source }
+            }
+            other => other.into(),
+        })
+    }
+
     /// The `[policy]` settings `kind` runs with: the table, with its `per_policy` entry for
     /// `kind` laid over it.
     pub fn policy_spec_for(&self, kind: PolicyKind) -> Result<PolicySpec, ScenarioError> {
@@ -618,7 +643,7 @@ impl Scenario {
             config.rounds.round_s = round_s;
         }
         if let Some(prior) = &spec.gittins_prior {
-            config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&self.resolve(prior))?;
+            config.gittins_prior_gpu_s = self.read_resolved("policy.gittins_prior", prior, arbiter_trace::tiresias::read_gpu_time_prior)?;
         } else if kind == PolicyKind::Gittins {
             return Err(self.invalid("policy `gittins` needs policy.gittins_prior (a CSV of GPU-time samples)".into()));
         }
@@ -627,7 +652,7 @@ impl Scenario {
 
     /// The throughput table named by `throughputs`, if any.
     pub fn throughput_table(&self) -> Result<Option<ThroughputTable>, ScenarioError> {
-        self.throughputs.as_ref().map(|p| ThroughputTable::read(&self.resolve(p))).transpose().map_err(Into::into)
+        self.throughputs.as_ref().map(|p| self.read_resolved("throughputs", p, ThroughputTable::read)).transpose()
     }
 
     /// Seeds the simulations run with.
@@ -643,13 +668,13 @@ impl Scenario {
             let profiles = match workload.generator {
                 Generator::Synergy => {
                     let path = self.profiles.as_ref().ok_or_else(|| self.invalid("a Synergy [workload] needs `profiles`".into()))?;
-                    Some(SynergyProfiles::read(&self.resolve(path), workload.cpu_gpu_ratio)?)
+                    Some(self.read_resolved("profiles", path, |p| SynergyProfiles::read(p, workload.cpu_gpu_ratio))?)
                 }
                 Generator::Gavel => None,
             };
             let demands = match &workload.gpu_demands_trace {
                 Some(path) => {
-                    let trace = arbiter_trace::read(&self.resolve(path), TraceFormat::Philly, &ReadOptions::default())?;
+                    let trace = self.read_resolved("workload.gpu_demands_trace", path, |p| arbiter_trace::read(p, TraceFormat::Philly, &ReadOptions::default()))?;
                     Some(arbiter_trace::synergy::philly_gpu_demands(&trace))
                 }
                 None => None,
@@ -667,11 +692,11 @@ impl Scenario {
             }
             return Ok(out);
         }
-        for spec in &self.trace {
+        for (i, spec) in self.trace.iter().enumerate() {
             let path = self.resolve(&spec.path);
             let mut read = spec.read.clone();
             read.profiles = read.profiles.map(|p| self.resolve(&p));
-            let mut trace = arbiter_trace::read(&path, spec.format, &read)?;
+            let mut trace = self.read_resolved(&format!("trace.{i}.path"), &spec.path, |p| arbiter_trace::read(p, spec.format, &read))?;
             let from = spec.submit_from.as_deref().map(|s| parse_when(s, false)).transpose().map_err(|m| self.invalid(m))?;
             let until = spec.submit_until.as_deref().map(|s| parse_when(s, true)).transpose().map_err(|m| self.invalid(m))?;
             if (from.is_some() || until.is_some()) && trace.origin_unix_s.is_none() {
@@ -760,12 +785,12 @@ impl Scenario {
             return Ok(vec![("all".into(), self.heterogeneous_cluster()?)]);
         }
         if let Some(file) = &c.spec_file {
-            return Ok(vec![("all".into(), arbiter_trace::cluster_spec::read(&self.resolve(file), &c.gpu_type)?)]);
+            return Ok(vec![("all".into(), self.read_resolved("cluster.spec_file", file, |p| arbiter_trace::cluster_spec::read(p, &c.gpu_type))?)]);
         }
         match &c.per_tenant_nodes {
             None => Ok(vec![("all".into(), make(c.nodes_per_rack, c.racks)?)]),
             Some(file) => {
-                let sizes = arbiter_trace::philly::read_vc_sizes(&self.resolve(file))?;
+                let sizes = self.read_resolved("cluster.per_tenant_nodes", file, arbiter_trace::philly::read_vc_sizes)?;
                 let present = trace.tenants();
                 sizes
                     .into_iter()

@@ -131,6 +131,16 @@ pub struct Comparison {
     /// Why not, when not comparable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_comparable_because: Option<String>,
+    /// Whether ours is within the published number's `tolerance`; `None` where there is no
+    /// tolerance or nothing to compare.
+    #[serde(default)]
+    pub within_tolerance: Option<bool>,
+}
+
+/// Whether a relative difference `diff` is within `tolerance` (both as fractions; a hair of
+/// slack so that a difference printed as exactly the tolerance counts as within it).
+pub fn within_tolerance(diff: Option<f64>, tolerance: Option<f64>) -> Option<bool> {
+    Some(diff?.abs() <= tolerance? + 1e-12)
 }
 
 impl Scenario {
@@ -297,12 +307,14 @@ impl Scenario {
                     .collect();
                 let ours = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
                 let because = self.input_changes.not_comparable(&p.trace);
+                let relative_diff = ours.filter(|_| because.is_none()).map(|o| (o - p.value) / p.value);
                 Comparison {
                     published: p.clone(),
                     ours,
-                    relative_diff: ours.filter(|_| because.is_none()).map(|o| (o - p.value) / p.value),
+                    relative_diff,
                     comparable: because.is_none(),
                     not_comparable_because: because.clone(),
+                    within_tolerance: within_tolerance(relative_diff, p.tolerance),
                 }
             })
             .collect()

@@ -77,6 +77,47 @@ fn published_numbers_are_not_comparable_when_a_set_changed_the_input() {
 }
 
 #[test]
+fn a_trace_that_cannot_be_read_is_refused_saying_where_its_path_led_and_why() {
+    // Issue 33: `path = "data/x.csv"` in `scenarios/a.toml` is `scenarios/data/x.csv`.
+    let text = BASE.replace("../data/tiresias/60_job.csv", "data/tiresias/60_job.csv");
+    let scenario = load_text(&text, &[]).expect("loads");
+    let e = scenario.load_traces(None).expect_err("no such file");
+    let shown = e.to_string();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    assert_eq!(
+        shown,
+        format!(
+            "{}: cannot read trace.0.path `data/tiresias/60_job.csv` at {} (a relative path resolves against the scenario file's folder, {}, not the current directory)",
+            base.join("t.toml").display(),
+            base.join("data/tiresias/60_job.csv").display(),
+            base.display()
+        )
+    );
+    // What the OS said follows as the cause.
+    assert!(std::error::Error::source(&e).is_some_and(|s| s.to_string().contains("No such file")), "{e:?}");
+    // An absolute path needs no word on folders.
+    let absolute = load_text(&BASE.replace("../data/tiresias/60_job.csv", "/nonexistent/60_job.csv"), &[]).expect("loads");
+    let shown = absolute.load_traces(None).expect_err("no such file").to_string();
+    assert!(shown.ends_with("cannot read trace.0.path `/nonexistent/60_job.csv` at /nonexistent/60_job.csv"), "{shown}");
+}
+
+#[test]
+fn each_published_number_says_whether_ours_is_within_its_tolerance() {
+    let run = load_text(BASE, &[]).expect("loads");
+    let ours = run.run(&|_, _| {}, &|| 0.0).expect("runs");
+    let avg = ours[0].summary.avg_jct_s;
+    // Ours exactly, ours 2.734 times over (+173.4%), and one without a tolerance.
+    let published = |value: f64, tolerance: &str| format!("[[published]]\ntrace = \"sixty\"\npolicy = \"fifo\"\nmetric = \"avg_jct_s\"\nvalue = {value}\n{tolerance}");
+    let text = format!("{BASE}{}{}{}", published(avg, "tolerance = 0.05\n"), published(avg / 2.734, "tolerance = 0.05\n"), published(avg, ""));
+    let scenario = load_text(&text, &[]).expect("loads");
+    let c = scenario.compare(&ours);
+    assert_eq!(c.iter().map(|c| c.within_tolerance).collect::<Vec<_>>(), [Some(true), Some(false), None]);
+    let json = serde_json::to_value(&c).expect("serializes");
+    assert_eq!((json[0]["within_tolerance"].clone(), json[1]["within_tolerance"].clone()), (serde_json::json!(true), serde_json::json!(false)));
+    assert!(runner::within_tolerance(Some(-0.05), Some(0.05)).is_some_and(|w| w), "the bound itself is within");
+}
+
+#[test]
 fn jobs_too_large_for_the_cluster_are_counted_unplaceable_with_a_warning() {
     // Regression (issue 9, item 21): ten of the sixty jobs ask for 8 GPUs; on 2 nodes of 2
     // GPUs they can never run and used to vanish from the results.
