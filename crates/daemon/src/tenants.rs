@@ -35,8 +35,7 @@ impl From<IdentityError> for RequestError {
 impl Daemon {
     /// Adds or replaces a tenant.
     ///
-    /// A `hierarchical` policy is rebuilt with the new weights (it keeps no state a rebuild
-    /// would lose beyond its allocation, which the next round recomputes).
+    /// A policy that uses tenant weights gets the new ones (see `rebuild_policy`).
     pub fn put_tenant(&self, tenant: Tenant) -> Result<(), RequestError> {
         let mut state = self.lock();
         let new = !state.tenants.contains_key(&tenant.name);
@@ -100,10 +99,19 @@ impl Daemon {
         Ok(removed)
     }
 
-    /// Rebuilds a `hierarchical` policy with the current tenant weights (it keeps no state a
-    /// rebuild would lose beyond its allocation, which the next round recomputes).
+    /// Gives a policy that uses tenant weights the current ones: `hierarchical` is rebuilt (it
+    /// keeps no state a rebuild would lose beyond its allocation, which the next round
+    /// recomputes), `vtc` is told them (a rebuild would lose its counters).
     pub(crate) fn rebuild_policy(&self, state: &mut State) {
+        if !self.settings.policy.uses_tenant_weights() {
+            return;
+        }
         if self.settings.policy != PolicyKind::Hierarchical {
+            // It keeps counts a rebuild would lose (VTC's counters): told the weights instead.
+            let weights = state.tenants.values().map(|t| (t.name.clone(), t.weight)).collect();
+            if let Some(Err(e)) = state.policy.as_mut().map(|p| p.set_tenant_weights(&weights)) {
+                tracing::warn!("the policy refused the new tenant weights: {e}");
+            }
             return;
         }
         let config = crate::policy_support::policy_config(&state.tenants, self.settings.round_s, &self.settings.gittins_prior);

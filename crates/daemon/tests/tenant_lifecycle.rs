@@ -77,3 +77,28 @@ fn a_job_that_cannot_run_as_its_tenants_identity_is_refused_at_submission() {
     assert!(matches!(&refused, Err(RequestError::Conflict(m)) if m.contains("tenant_users") && m.contains("admin")), "{refused:?}");
     assert!(h.daemon.with_state(|s| s.jobs.is_empty()), "nothing queued");
 }
+
+/// A weight an admin changes while the daemon runs counts under every policy that reads weights
+/// (`vtc` kept the weights it was built with until a restart): with a's weight at 4, a's jobs
+/// get clearly more of the GPUs than b's, at the same demand.
+#[test]
+fn a_weight_changed_while_the_daemon_runs_counts_under_every_policy_that_uses_weights() {
+    for kind in PolicyKind::ALL.into_iter().filter(|k| k.uses_tenant_weights()) {
+        let h = Harness::new(kind, nodes("n", "a100", 1, 2), 60.0);
+        h.set_weight("a", 4.0);
+        let mut jobs = Vec::new();
+        for i in 0..40 {
+            let tenant = if i % 2 == 0 { "a" } else { "b" };
+            let id = h.submit_as(tenant, r#"{"command": "train", "gpus": 1, "expected_run_time_s": 60}"#).expect("accepted");
+            h.fake.set_work(id, 60.0, 0);
+            jobs.push((tenant, id));
+        }
+        let mut now = loop_harness::T0_MS;
+        while now <= loop_harness::T0_MS + 900_000 {
+            h.step_to(now);
+            now += 10_000;
+        }
+        let done = |t: &str| jobs.iter().filter(|(tenant, id)| *tenant == t && h.job(*id).state.name() == "succeeded").count();
+        assert!(done("a") >= 2 * done("b") && done("b") > 0, "{kind}: a (weight 4) finished {}, b (weight 1) {}", done("a"), done("b"));
+    }
+}

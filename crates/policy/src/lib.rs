@@ -120,6 +120,13 @@ pub trait Policy: Send {
     /// (`gandiva`, `horus`, `max-min-fairness-packed`) read it from their next decision on,
     /// keeping the rest of their state (Gandiva's pairs); the others ignore it. Default: nothing.
     fn set_pair_speeds(&mut self, _speeds: std::sync::Arc<gavel::packing::PairSpeeds>) {}
+
+    /// Gives the policy the tenants' new weights (an admin changed one while the daemon runs).
+    /// A policy that reads weights as it goes (`vtc`) uses them from its next decision on,
+    /// keeping what it counted so far; the others ignore them. Default: nothing.
+    fn set_tenant_weights(&mut self, _weights: &gavel::TenantWeights) -> Result<(), PolicyError> {
+        Ok(())
+    }
 }
 
 /// Maps a non-negative float to an integer with the same order, for sort keys (NaN and negative

@@ -80,11 +80,17 @@ impl Vtc {
         if !(config.quantum_s.is_finite() && config.quantum_s > 0.0) {
             return Err(PolicyError::Config(format!("policy.vtc_quantum_s (the VTC quantum) must be a positive number of seconds, got {}", config.quantum_s)));
         }
-        if let Some((tenant, w)) = weights.iter().find(|(_, w)| !(w.is_finite() && **w > 0.0)) {
-            return Err(PolicyError::Config(format!("tenant {tenant}'s weight must be positive, got {w}")));
-        }
+        check_weights(&weights)?;
         let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options };
         Ok(Vtc { config, weights, options, counters: BTreeMap::new(), counted: Vec::new(), present: BTreeSet::new(), last_left: 0.0 })
+    }
+
+    /// Takes new tenant weights, keeping the counters: service received so far stays charged
+    /// at the weight it was received under (VTC's counters are per-tenant sums).
+    fn reweigh(&mut self, weights: &TenantWeights) -> Result<(), PolicyError> {
+        check_weights(weights)?;
+        self.weights = weights.clone();
+        Ok(())
     }
 
     fn weight(&self, tenant: &str) -> f64 {
@@ -131,6 +137,10 @@ impl Vtc {
 impl Policy for Vtc {
     fn name(&self) -> &'static str {
         "vtc"
+    }
+
+    fn set_tenant_weights(&mut self, weights: &TenantWeights) -> Result<(), PolicyError> {
+        self.reweigh(weights)
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
@@ -211,3 +221,11 @@ impl Policy for Vtc {
 
 #[cfg(test)]
 mod tests;
+
+/// Every weight positive and finite (a counter divides by it).
+fn check_weights(weights: &TenantWeights) -> Result<(), PolicyError> {
+    match weights.iter().find(|(_, w)| !(w.is_finite() && **w > 0.0)) {
+        Some((tenant, w)) => Err(PolicyError::Config(format!("tenant {tenant}'s weight must be positive, got {w}"))),
+        None => Ok(()),
+    }
+}

@@ -130,8 +130,16 @@ impl Harness {
 
     /// Sets `tenant`'s GPU quota (`None`: none), as `arbiter tenants update` does.
     pub fn set_quota(&self, tenant: &str, gpu_quota: Option<u32>) {
-        let tenant = arbiter_daemon::store::Tenant { name: tenant.into(), weight: 1.0, gpu_quota, token_sha256: format!("token of {tenant}") };
-        self.daemon.put_tenant(tenant).expect("tenant updated");
+        let mut record = self.daemon.tenant(tenant).expect("a tenant");
+        record.gpu_quota = gpu_quota;
+        self.daemon.put_tenant(record).expect("tenant updated");
+    }
+
+    /// Sets `tenant`'s weight, as `arbiter tenants update` does.
+    pub fn set_weight(&self, tenant: &str, weight: f64) {
+        let mut record = self.daemon.tenant(tenant).expect("a tenant");
+        record.weight = weight;
+        self.daemon.put_tenant(record).expect("tenant updated");
     }
 
     /// Moves the clock to `ms`, lets due runs end, and runs one round.
