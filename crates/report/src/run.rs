@@ -1,6 +1,6 @@
 //! The report of a scenario run (`arbiter run FILE --report DIR`).
 
-use crate::chart::{Axis, Bars, BarChart, Format, Line, LineChart};
+use crate::chart::{Axis, BarChart, Bars, Fill, Format, Line, LineChart};
 use crate::figures::{self, TenantShare};
 use crate::{gantt, slug, Figure, Mark, Report, Section, Table, VERSION};
 use arbiter_sim::scenario::{Comparison, ResultRow, Scenario};
@@ -230,13 +230,16 @@ fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window) -> Vec
         let tenants: Vec<String> = shares[0].1.iter().map(|s| s.tenant.clone()).collect();
         // Each policy's received bars next to its own entitlement (demand, and so the fair
         // share, depends on how long the policy kept a tenant's jobs in the system).
+        // One hue per policy: what it got solid, its fair share a light bar of that hue beside it.
         let mut series: Vec<Bars> = Vec::new();
-        for (policy, s) in &shares {
-            series.push(Bars { label: format!("{policy} got, Jain {:.3}", figures::jain_index(s)), values: s.iter().map(|t| t.received).collect() });
-            series.push(Bars { label: format!("{policy} fair share"), values: s.iter().map(|t| t.entitled).collect() });
+        for (p, (policy, s)) in shares.iter().enumerate() {
+            let got = Bars::new(format!("{policy} got, Jain {:.3}", figures::jain_index(s)), s.iter().map(|t| t.received).collect());
+            series.push(Bars { hue: Some(p), ..got });
+            let fair = Bars::new(format!("{policy} fair share"), s.iter().map(|t| t.entitled).collect());
+            series.push(Bars { hue: Some(p), fill: Fill::Light, ..fair });
         }
         let chart = BarChart {
-            title: format!("{name}: GPU time received vs fair share"),
+            title: format!("{name}: GPU time received (solid) vs fair share (light)"),
             caption: caption.clone(),
             categories: tenants,
             y: Axis::linear("share of the cluster's GPU time", Format::Percent),

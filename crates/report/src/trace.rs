@@ -21,8 +21,8 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
                 categories: sizes.clone(),
                 y: Axis::linear("share", Format::Percent),
                 series: vec![
-                    Bars { label: "jobs".into(), values: analysis.sizes.iter().map(|s| s.job_share).collect() },
-                    Bars { label: "GPU-time".into(), values: analysis.sizes.iter().map(|s| s.gpu_time_share).collect() },
+                    Bars::new("jobs", analysis.sizes.iter().map(|s| s.job_share).collect()),
+                    Bars::new("GPU-time", analysis.sizes.iter().map(|s| s.gpu_time_share).collect()),
                 ],
             }
             .to_svg(),
@@ -45,7 +45,7 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
                 caption: caption.clone(),
                 categories: analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.tenant.clone()).collect(),
                 y: Axis::linear("share of GPU-time", Format::Percent),
-                series: vec![Bars { label: "GPU-time".into(), values: analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.gpu_time_share).collect() }],
+                series: vec![Bars::new("GPU-time", analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.gpu_time_share).collect())],
             }
             .to_svg(),
         },
@@ -57,7 +57,7 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
             caption: caption.clone(),
             categories,
             y: Axis::linear("jobs submitted", Format::Number),
-            series: vec![Bars { label: "submissions".into(), values: counts.iter().map(|&c| c as f64).collect() }],
+            series: vec![Bars::new("submissions", counts.iter().map(|&c| c as f64).collect())],
         }
         .to_svg(),
     };
@@ -150,8 +150,8 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
                 categories: classes.clone(),
                 y: Axis::linear("share", Format::Percent),
                 series: vec![
-                    Bars { label: "pods".into(), values: analysis.classes.iter().map(|c| c.pod_share).collect() },
-                    Bars { label: "GPUs asked for".into(), values: analysis.classes.iter().map(|c| c.gpu_demand_share).collect() },
+                    Bars::new("pods", analysis.classes.iter().map(|c| c.pod_share).collect()),
+                    Bars::new("GPUs asked for", analysis.classes.iter().map(|c| c.gpu_demand_share).collect()),
                 ],
             }
             .to_svg(),
@@ -165,7 +165,7 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
                 y: Axis { bounds: Some((0.0, 1.0)), ..Axis::linear("share of the class's pods", Format::Percent) },
                 series: phases
                     .iter()
-                    .map(|phase| Bars { label: phase.to_string(), values: analysis.classes.iter().map(|c| c.phases.get(*phase).copied().unwrap_or(0.0)).collect() })
+                    .map(|phase| Bars::new(phase.as_str(), analysis.classes.iter().map(|c| c.phases.get(*phase).copied().unwrap_or(0.0)).collect()))
                     .collect(),
             }
             .to_svg(),
