@@ -4,14 +4,16 @@
 //!
 //! Three builders: [`run::report`] (a scenario run: JCT and queueing-delay CDFs, utilization
 //! and queue length over time, per-tenant shares with Jain's index, finish-time fairness, a
-//! Gantt chart, published vs ours), [`sweep::report`] (average JCT against the swept key) and
-//! [`trace::report`] (the Philly/Helios characterization of a trace).
+//! Gantt chart, published vs ours), [`sweep::report`] (average JCT against the swept key, with
+//! its spread over seeds) and [`trace::report`] (the Philly/Helios characterization of a
+//! trace). Each page opens with its summary table, then the figures.
 #![deny(missing_docs)]
 
 pub mod chart;
 pub mod figures;
 pub mod gantt;
 mod html;
+pub mod panels;
 pub mod raster;
 pub mod run;
 pub mod sweep;
