@@ -11,8 +11,7 @@ pub const CDF_POINTS: usize = 300;
 pub const TIME_BINS: usize = 400;
 
 /// The empirical CDF of `values` (finite ones), thinned to [`CDF_POINTS`] steps from the
-/// smallest value, as a staircase (each step's corner included, so a line through the points
-/// draws a step function, not a ramp between a few jobs).
+/// smallest value, as [`steps`].
 pub fn cdf(values: impl IntoIterator<Item = f64>) -> Vec<(f64, f64)> {
     let mut sorted: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
     sorted.sort_by(f64::total_cmp);
@@ -21,14 +20,29 @@ pub fn cdf(values: impl IntoIterator<Item = f64>) -> Vec<(f64, f64)> {
     if points.first().is_some_and(|&(x, _)| x > first) {
         points.insert(0, (first, 1.0 / sorted.len() as f64));
     }
-    let mut steps = Vec::with_capacity(points.len() * 2);
-    for (i, &(x, y)) in points.iter().enumerate() {
-        if let Some(&(_, below)) = i.checked_sub(1).and_then(|j| points.get(j)) {
-            steps.push((x, below));
+    steps(&points)
+}
+
+/// The step function that CDF points `(x, F(x))` define, as the corners a line through them
+/// must visit: from 0 at the first x, a horizontal run at the level reached so far up to each
+/// x, then a vertical jump to F(x); points at one x make one jump, to the highest. A line through
+/// the result draws steps, never a ramp between two samples (which, for a few jobs, reads as
+/// jobs that never were). Points are sorted first; non-finite ones are left out.
+pub fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut sorted: Vec<(f64, f64)> = points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(sorted.len() * 2);
+    for (x, y) in sorted {
+        match out.last_mut() {
+            Some(top) if top.0 == x => top.1 = top.1.max(y),
+            last => {
+                let level = last.map_or(0.0, |top| top.1);
+                out.push((x, level));
+                out.push((x, y.max(level)));
+            }
         }
-        steps.push((x, y));
     }
-    steps
+    out
 }
 
 /// JCTs of the completed jobs inside `window`, seconds.
@@ -241,47 +255,32 @@ pub fn jain_index(shares: &[TenantShare]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record(job: u32, tenant: &str, submit_s: f64, start_s: f64, finish_s: f64, gpus: u32) -> JobRecord {
-        JobRecord {
-            job,
-            trace_id: job.to_string(),
-            tenant: tenant.into(),
-            gpus,
-            submit_s,
-            first_start_s: Some(start_s),
-            finish_s: Some(finish_s),
-            run_time_s: finish_s - start_s,
-            executed_s: finish_s - start_s,
-            gpu_s_allocated: (finish_s - start_s) * gpus as f64,
-            busy_gpu_s: (finish_s - start_s) * gpus as f64,
-            shared_gpu_s: 0.0,
-            guest_gpu_s: 0.0,
-            colocated_s: 0.0,
-            cost_usd: 0.0,
-            preemptions: 0,
-            migrations: 0,
-            failures: 0,
-            outcome: JobOutcome::Completed,
-            last_wait_reason: None,
-            deadline_s: None,
-            deadline_value: None,
-            admitted: None,
-        }
-    }
-
-    fn segment(job: u32, start_s: f64, end_s: f64, gpus: u32) -> RunSegment {
-        RunSegment { job, start_s, end_s, slots: vec![(0, gpus)], gpu_share: 1.0, guest: false, on_held: 0 }
-    }
+    use crate::test_support::{is_staircase, record, segment};
 
     #[test]
     fn a_cdf_of_many_values_is_thinned_and_keeps_both_ends() {
         let points = cdf((1..=80_000).map(f64::from));
-        assert!(points.len() <= 2 * CDF_POINTS + 1, "{}", points.len());
-        assert_eq!(points.first(), Some(&(1.0, 1.0 / 80_000.0)));
+        assert!(points.len() <= 2 * (CDF_POINTS + 2), "{}", points.len());
+        assert_eq!(points[..2], [(1.0, 0.0), (1.0, 1.0 / 80_000.0)]);
         assert_eq!(points.last(), Some(&(80_000.0, 1.0)));
-        assert_eq!(cdf([2.0, f64::NAN, 1.0]), vec![(1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]);
+        assert_eq!(cdf([2.0, f64::NAN, 1.0]), vec![(1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]);
         assert!(cdf([]).is_empty());
+    }
+
+    #[test]
+    fn a_small_sample_cdf_is_a_staircase_from_zero() {
+        // Three jobs: 10 s, 30 s (twice). F jumps to 1/3 at 10 s and to 1 at 30 s; a line
+        // through the raw points would ramp from 1/3 to 2/3 between them.
+        let points = cdf([30.0, 10.0, 30.0]);
+        assert_eq!(points, vec![(10.0, 0.0), (10.0, 1.0 / 3.0), (30.0, 1.0 / 3.0), (30.0, 1.0)]);
+        assert!(is_staircase(&points));
+        assert!(is_staircase(&cdf((0..1_000).map(|i| f64::from(i * i % 977)))));
+        // Points from elsewhere (a trace's duration CDF, thinned, with ties), even unsorted.
+        let thinned = [(60.0, 0.25), (3_600.0, 0.5), (3_600.0, 0.75), (7_200.0, 1.0), (f64::NAN, 0.1)];
+        let drawn = steps(&thinned);
+        assert_eq!(drawn, vec![(60.0, 0.0), (60.0, 0.25), (3_600.0, 0.25), (3_600.0, 0.75), (7_200.0, 0.75), (7_200.0, 1.0)]);
+        assert_eq!(steps(&[(2.0, 1.0), (1.0, 0.5)]), vec![(1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]);
+        assert!(steps(&[]).is_empty());
     }
 
     #[test]

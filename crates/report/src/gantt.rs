@@ -5,7 +5,7 @@
 //! node, each stint takes the lowest free lanes when it starts; a job sharing its GPUs with
 //! another (space sharing) is drawn in the lower half of its partner's lanes.
 
-use crate::chart::{escape, label, Format, COLORS};
+use crate::chart::{duration_ticks, escape, label, Format, COLORS};
 use arbiter_sim::RunSegment;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -207,15 +207,15 @@ pub fn to_svg(title: &str, caption: &str, bars: &[Bar], labels: &[String]) -> St
             let _ = write!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="9">{}</text>"#, left - 4.0, y + row - 2.0, escape(name));
         }
     }
-    for tick in 0..=5 {
-        let t = t0 + (t1 - t0) * tick as f64 / 5.0;
+    // Round times in one unit (not fifths of the span in mixed units: `2.3h, 4.6h, 1.2d`).
+    let (times, time_labels, unit) = duration_ticks(t1 - t0);
+    for (dt, text) in times.iter().zip(&time_labels) {
         let _ = write!(
             out,
-            r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{1:.1}" stroke="#e4e4e4"/><text x="{0:.1}" y="{2:.1}" text-anchor="middle">{3}</text>"##,
-            x(t),
+            r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{1:.1}" stroke="#e4e4e4"/><text x="{0:.1}" y="{2:.1}" text-anchor="middle">{text}</text>"##,
+            x(t0 + dt),
             top + lanes as f64 * row,
             top + lanes as f64 * row + 14.0,
-            label(t - t0, Format::Seconds)
         );
     }
     let columns = (right - left) as usize;
@@ -253,7 +253,7 @@ pub fn to_svg(title: &str, caption: &str, bars: &[Bar], labels: &[String]) -> St
     }
     let _ = write!(
         out,
-        r##"<text x="{left}" y="{:.1}">time since the first start (red tick: preempted or moved; half-height: sharing the GPU)</text><text x="{left}" y="{:.1}" font-size="10" fill="#666">{}</text></svg>"##,
+        r##"<text x="{left}" y="{:.1}">time since the first start, {unit} (red tick: preempted or moved; half-height: sharing the GPU)</text><text x="{left}" y="{:.1}" font-size="10" fill="#666">{}</text></svg>"##,
         top + lanes as f64 * row + 32.0,
         height - 8.0,
         escape(caption)
@@ -294,6 +294,13 @@ mod tests {
         let svg = to_svg("t", "c", &bars, &labels);
         assert_eq!(svg.matches("<rect x=").count(), bars.len(), "one per bar");
         assert_eq!(svg.matches("v11.0").count(), 2, "a tick per interruption");
+        // Round times in one unit, named once (were fifths of the span, each in its own unit).
+        assert!(svg.contains(r#"text-anchor="middle">30</text>"#) && svg.contains("time since the first start, seconds"));
+        let long = [Bar { job: 0, lane: 0, start_s: 0.0, end_s: 1.2 * 86_400.0, shared: false, interrupted: false }];
+        let svg = to_svg("t", "c", &long, &labels);
+        let times: Vec<&str> = svg.split(r#"text-anchor="middle">"#).skip(1).filter_map(|t| t.split('<').next()).collect();
+        assert_eq!(times, ["0", "5", "10", "15", "20", "25"]);
+        assert!(svg.contains("time since the first start, hours"));
         // Sub-pixel stints of one job merge into one rectangle, with their preemption ticks.
         let many: Vec<Bar> = (0..10_000)
             .map(|i| Bar { job: 7, lane: 0, start_s: i as f64, end_s: i as f64 + 0.5, shared: false, interrupted: true })

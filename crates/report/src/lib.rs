@@ -4,14 +4,16 @@
 //!
 //! Three builders: [`run::report`] (a scenario run: JCT and queueing-delay CDFs, utilization
 //! and queue length over time, per-tenant shares with Jain's index, finish-time fairness, a
-//! Gantt chart, published vs ours), [`sweep::report`] (average JCT against the swept key) and
-//! [`trace::report`] (the Philly/Helios characterization of a trace).
+//! Gantt chart, published vs ours), [`sweep::report`] (average JCT against the swept key, with
+//! its spread over seeds) and [`trace::report`] (the Philly/Helios characterization of a
+//! trace). Each page opens with its summary table, then the figures.
 #![deny(missing_docs)]
 
 pub mod chart;
 pub mod figures;
 pub mod gantt;
 mod html;
+pub mod panels;
 pub mod raster;
 pub mod run;
 pub mod sweep;
@@ -147,6 +149,75 @@ pub fn slug(parts: &[&str]) -> String {
     };
     let joined = parts.iter().map(|p| one(p)).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-");
     if joined.is_empty() { "figure".into() } else { joined.chars().take(100).collect() }
+}
+
+/// What the tests of several modules build on: hand-made runs, and curves read back out of
+/// the SVG they were drawn into.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use arbiter_sim::{JobOutcome, JobRecord, RunSegment};
+
+    /// A completed job run without interruption.
+    pub fn record(job: u32, tenant: &str, submit_s: f64, start_s: f64, finish_s: f64, gpus: u32) -> JobRecord {
+        JobRecord {
+            job,
+            trace_id: job.to_string(),
+            tenant: tenant.into(),
+            gpus,
+            submit_s,
+            first_start_s: Some(start_s),
+            finish_s: Some(finish_s),
+            run_time_s: finish_s - start_s,
+            executed_s: finish_s - start_s,
+            gpu_s_allocated: (finish_s - start_s) * gpus as f64,
+            busy_gpu_s: (finish_s - start_s) * gpus as f64,
+            shared_gpu_s: 0.0,
+            guest_gpu_s: 0.0,
+            colocated_s: 0.0,
+            cost_usd: 0.0,
+            preemptions: 0,
+            migrations: 0,
+            failures: 0,
+            outcome: JobOutcome::Completed,
+            last_wait_reason: None,
+            deadline_s: None,
+            deadline_value: None,
+            admitted: None,
+        }
+    }
+
+    /// A segment of `gpus` GPUs of node 0.
+    pub fn segment(job: u32, start_s: f64, end_s: f64, gpus: u32) -> RunSegment {
+        RunSegment { job, start_s, end_s, slots: vec![(0, gpus)], gpu_share: 1.0, guest: false, on_held: 0 }
+    }
+
+    /// The pixel points of every curve (a `fill="none"` path) of an SVG, in drawing order.
+    pub fn curves(svg: &str) -> Vec<Vec<(f64, f64)>> {
+        svg.split("<path d=\"")
+            .skip(1)
+            .filter(|p| p.split('>').next().is_some_and(|tag| tag.contains("fill=\"none\"")))
+            .filter_map(|p| p.split('"').next())
+            .map(|d| {
+                d.split(['M', 'L'])
+                    .filter_map(|xy| {
+                        let (x, y) = xy.trim().split_once(' ')?;
+                        Some((x.parse().ok()?, y.parse().ok()?))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Whether consecutive points form steps: each move horizontal or vertical, never both
+    /// (a ramp between two samples).
+    pub fn is_staircase(points: &[(f64, f64)]) -> bool {
+        points.windows(2).all(|w| w[0].0 == w[1].0 || w[0].1 == w[1].1)
+    }
+
+    /// The position of the first `<table` and the first `<figure` of a page.
+    pub fn first_table_and_figure(html: &str) -> (Option<usize>, Option<usize>) {
+        (html.find("<table"), html.find("<figure"))
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The report of a scenario run (`arbiter run FILE --report DIR`).
 
-use crate::chart::{Axis, Bars, BarChart, Format, Line, LineChart};
+use crate::chart::{label, Axis, BarChart, Bars, Fill, Format, Line, LineChart};
 use crate::figures::{self, TenantShare};
+use crate::panels::{Panel, SmallMultiples};
 use crate::{gantt, slug, Figure, Mark, Report, Section, Table, VERSION};
 use arbiter_sim::scenario::{Comparison, ResultRow, Scenario};
 use arbiter_sim::Window;
@@ -141,110 +142,139 @@ impl TraceGroup<'_> {
     }
 }
 
+impl TraceGroup<'_> {
+    /// A figure id of this group.
+    fn id(&self, what: &str) -> String {
+        slug(&[self.trace(), self.tenant(), what])
+    }
+}
+
 /// The figures of one group.
 fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window) -> Vec<Figure> {
-    let name = group.name();
-    let caption = format!("{} · {} · seed {} · Arbiter {VERSION}", scenario.name, name, group.seed);
-    let id = |what: &str| slug(&[group.trace(), group.tenant(), what]);
-    let line_chart = |title: &str, x: Axis, y: Axis, lines: Vec<Line>| LineChart { title: format!("{name}: {title}"), caption: caption.clone(), x, y, lines };
-    let per_policy = |points: &dyn Fn(&ResultRow) -> Vec<(f64, f64)>| -> Vec<Line> {
-        group.rows.iter().map(|r| Line { label: r.policy.name().to_string(), points: points(r) }).collect()
-    };
+    let caption = format!("{} · {} · seed {} · Arbiter {VERSION}", scenario.name, group.name(), group.seed);
+    let mut out = cdf_figures(group, &caption, window);
+    out.extend(over_time_figures(group, &caption));
+    out.extend(tenant_share_figure(group, &caption, &scenario.policy.tenant_weights));
+    out
+}
+
+/// What a CDF is drawn of, per simulation.
+type Sample = fn(&ResultRow, Window) -> Vec<f64>;
+
+/// The CDFs of one group, a step line per policy: JCT, queueing delay, finish-time fairness.
+fn cdf_figures(group: &TraceGroup, caption: &str, window: Window) -> Vec<Figure> {
+    let charts: [(&str, &str, Axis, Sample); 3] = [
+        ("jct-cdf", "JCT CDF", Axis::log("job completion time (log)", Format::Seconds), |r, w| figures::jcts(&r.records, w)),
+        ("queue-cdf", "queueing delay CDF", Axis::log("queueing delay (log; under 1 s drawn at 1 s)", Format::Seconds), |r, w| {
+            figures::queueing_delays(&r.records, w).into_iter().map(|d| d.max(MIN_DELAY_S)).collect()
+        }),
+        ("ftf-rho", "finish-time fairness ρ (Themis) CDF", Axis::log("ρ = JCT / time on a fair 1/N share (log; > 1 is unfair)", Format::Number), |r, w| {
+            arbiter_sim::metrics::ftf_rhos(&r.records, w, r.capacity_gpus).into_iter().map(|(_, rho)| rho).collect()
+        }),
+    ];
     let mut out = Vec::new();
-    let mut push = |id: String, chart: LineChart| {
+    for (id, title, x, sample) in charts {
+        let lines = group.rows.iter().map(|r| Line { label: r.policy.name().to_string(), points: figures::cdf(sample(r, window)) }).collect();
+        let chart = LineChart { title: format!("{}: {title}", group.name()), caption: caption.to_string(), x, y: Axis::fraction("jobs"), lines };
         if chart.has_data() {
-            out.push(Figure { id, svg: chart.to_svg() });
+            out.push(Figure { id: group.id(id), svg: chart.to_svg() });
         }
-    };
-    push(
-        id("jct-cdf"),
-        line_chart(
-            "JCT CDF",
-            Axis::log("job completion time (log)", Format::Seconds),
-            Axis::fraction("jobs"),
-            per_policy(&|r| figures::cdf(figures::jcts(&r.records, window))),
-        ),
-    );
-    push(
-        id("queue-cdf"),
-        line_chart(
-            "queueing delay CDF",
-            Axis::log("queueing delay (log; under 1 s drawn at 1 s)", Format::Seconds),
-            Axis::fraction("jobs"),
-            per_policy(&|r| figures::cdf(figures::queueing_delays(&r.records, window).into_iter().map(|d| d.max(MIN_DELAY_S)))),
-        ),
-    );
-    /// A series over `[from, to]` of one simulation.
-    type OverTime<'a> = &'a dyn Fn(&ResultRow, f64, f64) -> Vec<(f64, f64)>;
-    let over_time = |series: OverTime| {
-        per_policy(&|r| match figures::span(&r.records, &r.timeline) {
-            Some((from, to)) if !r.timeline.is_empty() => series(r, from, to).into_iter().map(|(t, v)| (t - from, v)).collect(),
-            _ => Vec::new(),
-        })
-    };
-    // Each GPU counted once however many jobs run on it; what sharing adds is drawn beside, not
-    // inside: a second line per policy that shared GPUs, the GPUs with more than one job.
-    let mut utilization = over_time(&|r, from, to| figures::utilization(&r.timeline, r.capacity_gpus, from, to));
-    let shared = over_time(&|r, from, to| {
-        if r.summary.shared_gpu_fraction > 0.0 { figures::shared_utilization(&r.timeline, r.capacity_gpus, from, to) } else { Vec::new() }
-    });
-    utilization.extend(shared.into_iter().filter(|l| !l.points.is_empty()).map(|l| Line { label: format!("{} shared", l.label), ..l }));
-    push(
-        id("utilization"),
-        line_chart(
-            "GPU utilization over time",
-            Axis::linear("time since the first submission", Format::Seconds),
-            // From the data, not fixed at 100%: an engine that over-counts shows it.
-            Axis::linear("GPUs in use (each once; shared: more than one job)", Format::Percent),
-            utilization,
-        ),
-    );
-    push(
-        id("queue-length"),
-        line_chart(
-            "jobs waiting over time",
-            Axis::linear("time since the first submission", Format::Seconds),
-            Axis::linear("jobs waiting (mean per bin)", Format::Number),
-            over_time(&|r, from, to| figures::queue_length(&r.records, &r.timeline, from, to)),
-        ),
-    );
-    push(
-        id("ftf-rho"),
-        line_chart(
-            "finish-time fairness ρ (Themis) CDF",
-            Axis::log("ρ = JCT / time on a fair 1/N share (log; > 1 is unfair)", Format::Number),
-            Axis::fraction("jobs"),
-            per_policy(&|r| {
-                figures::cdf(arbiter_sim::metrics::ftf_rhos(&r.records, window, r.capacity_gpus).into_iter().map(|(_, rho)| rho))
-            }),
-        ),
-    );
-    let weights = &scenario.policy.tenant_weights;
-    let tenants: std::collections::BTreeSet<&str> = group.rows.first().map(|r| r.records.iter().map(|j| j.tenant.as_str()).collect()).unwrap_or_default();
-    if tenants.len() < 2 {
-        return out;
-    }
-    let shares: Vec<(String, Vec<TenantShare>)> =
-        group.rows.iter().map(|r| (r.policy.name().to_string(), figures::tenant_shares(&r.records, &r.timeline, r.capacity_gpus, weights))).collect();
-    if group.rows.iter().all(|r| !r.timeline.is_empty()) {
-        let tenants: Vec<String> = shares[0].1.iter().map(|s| s.tenant.clone()).collect();
-        // Each policy's received bars next to its own entitlement (demand, and so the fair
-        // share, depends on how long the policy kept a tenant's jobs in the system).
-        let mut series: Vec<Bars> = Vec::new();
-        for (policy, s) in &shares {
-            series.push(Bars { label: format!("{policy} got, Jain {:.3}", figures::jain_index(s)), values: s.iter().map(|t| t.received).collect() });
-            series.push(Bars { label: format!("{policy} fair share"), values: s.iter().map(|t| t.entitled).collect() });
-        }
-        let chart = BarChart {
-            title: format!("{name}: GPU time received vs fair share"),
-            caption: caption.clone(),
-            categories: tenants,
-            y: Axis::linear("share of the cluster's GPU time", Format::Percent),
-            series,
-        };
-        out.push(Figure { id: id("tenant-share"), svg: chart.to_svg() });
     }
     out
+}
+
+/// A simulation's series over `[from, to]`.
+type OverTime<'a> = &'a dyn Fn(&ResultRow, f64, f64) -> Vec<Line>;
+
+/// Utilization and jobs waiting over time, one panel per policy over shared axes (drawn over
+/// each other, several policies' 400 noisy bins were an unreadable tangle). Each GPU counts once
+/// however many jobs run on it; what sharing adds is a second, dashed series in the panels of
+/// the policies that shared GPUs.
+fn over_time_figures(group: &TraceGroup, caption: &str) -> Vec<Figure> {
+    // Every row gets its panel (empty without a timeline), so that panel i has policy i's colour.
+    let panels = |series: OverTime| -> Vec<Panel> {
+        group
+            .rows
+            .iter()
+            .map(|r| {
+                let span = figures::span(&r.records, &r.timeline).filter(|_| !r.timeline.is_empty());
+                let lines = span.map_or_else(Vec::new, |(from, to)| {
+                    series(r, from, to).into_iter().map(|l| Line { points: l.points.into_iter().map(|(t, v)| (t - from, v)).collect(), ..l }).collect()
+                });
+                Panel { label: r.policy.name().to_string(), lines }
+            })
+            .collect()
+    };
+    let utilization = panels(&|r, from, to| {
+        let mut lines = vec![Line { label: "GPUs in use".into(), points: figures::utilization(&r.timeline, r.capacity_gpus, from, to) }];
+        if r.summary.shared_gpu_fraction > 0.0 {
+            lines.push(Line { label: "shared (> 1 job)".into(), points: figures::shared_utilization(&r.timeline, r.capacity_gpus, from, to) });
+        }
+        lines
+    });
+    let waiting = panels(&|r, from, to| vec![Line { label: "jobs waiting".into(), points: figures::queue_length(&r.records, &r.timeline, from, to) }]);
+    let caption = format!("{} · {caption}", bins_stated(group));
+    let charts = [
+        // The vertical scale from the data, not fixed at 100%: an engine that over-counts shows it.
+        ("utilization", "GPU utilization over time", Axis::linear("GPUs in use (each GPU once)", Format::Percent), utilization),
+        ("queue-length", "jobs waiting over time", Axis::linear("jobs waiting", Format::Number), waiting),
+    ];
+    let x = Axis::linear("time since the first submission", Format::Seconds);
+    let mut out = Vec::new();
+    for (id, title, y, panels) in charts {
+        let chart = SmallMultiples { title: format!("{}: {title}", group.name()), caption: caption.clone(), x: x.clone(), y, panels };
+        if chart.has_data() {
+            out.push(Figure { id: group.id(id), svg: chart.to_svg() });
+        }
+    }
+    out
+}
+
+/// What a point over time is: the mean over one of [`figures::TIME_BINS`] bins of its run,
+/// with the bins' length (runs differ in length, so a range where they do).
+fn bins_stated(group: &TraceGroup) -> String {
+    let widths: Vec<f64> = group
+        .rows
+        .iter()
+        .filter(|r| !r.timeline.is_empty())
+        .filter_map(|r| figures::span(&r.records, &r.timeline))
+        .map(|(from, to)| (to - from) / figures::TIME_BINS as f64)
+        .collect();
+    let (lo, hi) = widths.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &w| (lo.min(w), hi.max(w)));
+    let length = match (label(lo, Format::Seconds), label(hi, Format::Seconds)) {
+        _ if widths.is_empty() => String::new(),
+        (a, b) if a == b => format!(" of {a}"),
+        (a, b) => format!(" of {a}–{b}"),
+    };
+    format!("each point: the mean over a bin{length} (1/{} of the run)", figures::TIME_BINS)
+}
+
+/// GPU time received against the fair share per tenant, each policy in its own hue: what it
+/// got solid, its fair share (which depends on how long the policy kept each tenant's jobs in
+/// the system) a light bar of the same hue beside it. Left out for a single tenant, or where a
+/// simulation kept no timeline.
+fn tenant_share_figure(group: &TraceGroup, caption: &str, weights: &std::collections::BTreeMap<String, f64>) -> Option<Figure> {
+    let tenants: std::collections::BTreeSet<&str> = group.rows.first()?.records.iter().map(|j| j.tenant.as_str()).collect();
+    if tenants.len() < 2 || group.rows.iter().any(|r| r.timeline.is_empty()) {
+        return None;
+    }
+    let shares: Vec<Vec<TenantShare>> = group.rows.iter().map(|r| figures::tenant_shares(&r.records, &r.timeline, r.capacity_gpus, weights)).collect();
+    let mut series = Vec::with_capacity(shares.len() * 2);
+    for (p, (r, s)) in group.rows.iter().zip(&shares).enumerate() {
+        let policy = r.policy.name();
+        let got = Bars::new(format!("{policy} got, Jain {:.3}", figures::jain_index(s)), s.iter().map(|t| t.received).collect());
+        series.push(Bars { hue: Some(p), ..got });
+        let fair = Bars::new(format!("{policy} fair share"), s.iter().map(|t| t.entitled).collect());
+        series.push(Bars { hue: Some(p), fill: Fill::Light, ..fair });
+    }
+    let chart = BarChart {
+        title: format!("{}: GPU time received (solid) vs fair share (light)", group.name()),
+        caption: caption.to_string(),
+        categories: shares[0].iter().map(|s| s.tenant.clone()).collect(),
+        y: Axis::linear("share of the cluster's GPU time", Format::Percent),
+        series,
+    };
+    Some(Figure { id: group.id("tenant-share"), svg: chart.to_svg() })
 }
 
 /// Lines a by-size figure may have before it is left out (one per trace × policy).
@@ -339,7 +369,8 @@ pub fn report(input: &RunInput) -> Report {
         facts.push(("measured jobs".into(), format!("ids {:?} to {:?}", window.first_job, window.last_job)));
     }
     facts.push(("Arbiter".into(), VERSION.into()));
-    let mut sections = Vec::new();
+    // The summary table first: the numbers a reader compares, then the figures that explain them.
+    let mut sections = vec![Section::Heading("Summary".into()), Section::Table(results_table(input.rows))];
     if !input.comparisons.is_empty() {
         sections.push(Section::Heading("Published vs ours".into()));
         sections.push(Section::Text("Our number is the mean over seeds; green: within the scenario's tolerance, red: outside.".into()));
@@ -384,8 +415,91 @@ pub fn report(input: &RunInput) -> Report {
             }));
         }
     }
-    // The table of every number last: the figures are what a reader came for.
-    sections.push(Section::Heading("Every result".into()));
-    sections.push(Section::Table(results_table(input.rows)));
     Report { title: format!("{}: simulation report", scenario.name), facts, sections }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chart::{tint, COLORS};
+    use crate::test_support::{curves, first_table_and_figure, is_staircase, record, segment};
+    use arbiter_policy::PolicyKind;
+    use arbiter_sim::Summary;
+
+    /// A scenario as if it were `scenarios/t.toml` of this repository (nothing is read).
+    fn scenario() -> Scenario {
+        let text = "name = \"t\"\npolicies = [\"fifo\", \"srtf\"]\n[[trace]]\nname = \"hand\"\nformat = \"tiresias\"\npath = \"../data/tiresias/60_job.csv\"\n";
+        Scenario::parse(text, &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/t.toml"), &[]).expect("scenario")
+    }
+
+    /// Two tenants' 4-GPU jobs on 4 GPUs, one after the other, under `policy`.
+    fn row(policy: PolicyKind) -> ResultRow {
+        ResultRow {
+            trace: "hand".into(),
+            policy,
+            tenant: "all".into(),
+            seed: 0,
+            summary: Summary::default(),
+            events: 0,
+            wall_s: 0.0,
+            capacity_gpus: 4,
+            stranded_gpu_fraction: 0.0,
+            records: vec![record(0, "a", 0.0, 0.0, 100.0, 4), record(1, "b", 0.0, 100.0, 200.0, 4), record(2, "b", 50.0, 200.0, 230.0, 2)],
+            warnings: Vec::new(),
+            timeline: vec![segment(0, 0.0, 100.0, 4), segment(1, 100.0, 200.0, 4), segment(2, 200.0, 230.0, 2)],
+        }
+    }
+
+    fn page() -> Report {
+        let (scenario, rows) = (scenario(), [row(PolicyKind::Fifo), row(PolicyKind::Srtf)]);
+        report(&RunInput { scenario: &scenario, rows: &rows, comparisons: &[] })
+    }
+
+    fn figure(report: &Report, id: &str) -> String {
+        report.figures().find(|f| f.id == id).unwrap_or_else(|| panic!("{id}")).svg.clone()
+    }
+
+    #[test]
+    fn the_summary_table_comes_before_the_figures() {
+        let html = page().to_html();
+        let (table, figure) = first_table_and_figure(&html);
+        assert!(table.is_some() && table < figure, "{table:?} {figure:?}");
+        assert!(html.find("avg JCT s") < figure, "the first table is the results'");
+    }
+
+    #[test]
+    fn each_policy_has_one_hue_for_what_it_got_and_its_fair_share() {
+        let svg = figure(&page(), "hand-all-tenant-share");
+        // The paint of each bar, by its tooltip's series.
+        let paint = |series: &str| -> Vec<String> {
+            svg.split("<rect ")
+                .filter(|r| r.contains(&format!("\"><title>{series}")))
+                .map(|r| r.split(['>', '/']).next().unwrap_or("").split("height=").nth(1).unwrap_or("").to_string())
+                .collect()
+        };
+        for (i, policy) in ["fifo", "srtf"].into_iter().enumerate() {
+            let (hue, light) = (COLORS[i], tint(COLORS[i], 0.6));
+            let got = paint(&format!("{policy} got"));
+            let fair = paint(&format!("{policy} fair share"));
+            assert_eq!(got.len(), 2, "a bar per tenant: {got:?}");
+            assert!(got.iter().all(|p| p.ends_with(&format!("fill=\"{hue}\""))), "{got:?}");
+            assert!(fair.iter().all(|p| p.ends_with(&format!("fill=\"{light}\" stroke=\"{hue}\" stroke-width=\"1.5\""))), "{fair:?}");
+        }
+        assert!(svg.contains("received (solid) vs fair share (light)"));
+    }
+
+    #[test]
+    fn utilization_over_time_is_one_panel_per_policy_and_cdfs_are_steps() {
+        let report = page();
+        for id in ["hand-all-utilization", "hand-all-queue-length"] {
+            let svg = figure(&report, id);
+            assert_eq!(svg.matches(r##"fill="none" stroke="#444""##).count(), 2, "{id}: a panel per policy");
+            assert!(svg.contains("time since the first submission (minutes)") && svg.contains("each point: the mean over a bin of"), "{id}: unit and bins stated");
+        }
+        for id in ["hand-all-jct-cdf", "hand-all-queue-cdf", "hand-all-ftf-rho"] {
+            let lines = curves(&figure(&report, id));
+            assert_eq!(lines.len(), 2, "{id}");
+            assert!(lines.iter().all(|l| l.len() >= 2 && is_staircase(l)), "{id}: {lines:?}");
+        }
+    }
 }

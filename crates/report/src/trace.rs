@@ -2,7 +2,7 @@
 //! Philly study (ATC'19) and Helios (SC'21) show about a cluster's workload.
 
 use crate::chart::{Axis, BarChart, Bars, Format, Line, LineChart};
-use crate::{Figure, Mark, Report, Section, Table, VERSION};
+use crate::{figures, Figure, Mark, Report, Section, Table, VERSION};
 use arbiter_trace::analysis::TraceAnalysis;
 
 /// Tenants drawn in the per-tenant figure (the rest are in the table).
@@ -21,8 +21,8 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
                 categories: sizes.clone(),
                 y: Axis::linear("share", Format::Percent),
                 series: vec![
-                    Bars { label: "jobs".into(), values: analysis.sizes.iter().map(|s| s.job_share).collect() },
-                    Bars { label: "GPU-time".into(), values: analysis.sizes.iter().map(|s| s.gpu_time_share).collect() },
+                    Bars::new("jobs", analysis.sizes.iter().map(|s| s.job_share).collect()),
+                    Bars::new("GPU-time", analysis.sizes.iter().map(|s| s.gpu_time_share).collect()),
                 ],
             }
             .to_svg(),
@@ -34,7 +34,7 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
                 caption: caption.clone(),
                 x: Axis::log("duration (log)", Format::Seconds),
                 y: Axis::fraction("jobs of the size"),
-                lines: analysis.sizes.iter().zip(&sizes).map(|(s, label)| Line { label: label.clone(), points: s.duration_cdf.clone() }).collect(),
+                lines: analysis.sizes.iter().zip(&sizes).map(|(s, label)| Line { label: label.clone(), points: figures::steps(&s.duration_cdf) }).collect(),
             }
             .to_svg(),
         },
@@ -45,7 +45,7 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
                 caption: caption.clone(),
                 categories: analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.tenant.clone()).collect(),
                 y: Axis::linear("share of GPU-time", Format::Percent),
-                series: vec![Bars { label: "GPU-time".into(), values: analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.gpu_time_share).collect() }],
+                series: vec![Bars::new("GPU-time", analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.gpu_time_share).collect())],
             }
             .to_svg(),
         },
@@ -57,7 +57,7 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
             caption: caption.clone(),
             categories,
             y: Axis::linear("jobs submitted", Format::Number),
-            series: vec![Bars { label: "submissions".into(), values: counts.iter().map(|&c| c as f64).collect() }],
+            series: vec![Bars::new("submissions", counts.iter().map(|&c| c as f64).collect())],
         }
         .to_svg(),
     };
@@ -150,8 +150,8 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
                 categories: classes.clone(),
                 y: Axis::linear("share", Format::Percent),
                 series: vec![
-                    Bars { label: "pods".into(), values: analysis.classes.iter().map(|c| c.pod_share).collect() },
-                    Bars { label: "GPUs asked for".into(), values: analysis.classes.iter().map(|c| c.gpu_demand_share).collect() },
+                    Bars::new("pods", analysis.classes.iter().map(|c| c.pod_share).collect()),
+                    Bars::new("GPUs asked for", analysis.classes.iter().map(|c| c.gpu_demand_share).collect()),
                 ],
             }
             .to_svg(),
@@ -165,7 +165,7 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
                 y: Axis { bounds: Some((0.0, 1.0)), ..Axis::linear("share of the class's pods", Format::Percent) },
                 series: phases
                     .iter()
-                    .map(|phase| Bars { label: phase.to_string(), values: analysis.classes.iter().map(|c| c.phases.get(*phase).copied().unwrap_or(0.0)).collect() })
+                    .map(|phase| Bars::new(phase.as_str(), analysis.classes.iter().map(|c| c.phases.get(*phase).copied().unwrap_or(0.0)).collect()))
                     .collect(),
             }
             .to_svg(),
@@ -177,7 +177,7 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
                 caption,
                 x: Axis { bounds: Some((0.0, 1000.0)), ..Axis::linear("thousandths of a GPU", Format::Number) },
                 y: Axis::fraction("fractional pods"),
-                lines: vec![Line { label: "pods".into(), points: analysis.fractional_milli_cdf.clone() }],
+                lines: vec![Line { label: "pods".into(), points: figures::steps(&analysis.fractional_milli_cdf) }],
             }
             .to_svg(),
         },
@@ -222,5 +222,46 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
             ("Arbiter".into(), VERSION.into()),
         ],
         sections,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{curves, first_table_and_figure, is_staircase};
+    use arbiter_trace::analysis::SizeClass;
+
+    #[test]
+    fn a_few_jobs_durations_are_drawn_as_steps_after_the_table() {
+        // Two 1-GPU jobs, 1 min and 1 h: the CDF is a jump to 50% at 1 min, flat to 1 h, a jump
+        // to 100% (it was a ramp from (1 min, 50%) to (1 h, 100%)).
+        let size = SizeClass {
+            gpus: "1".into(),
+            jobs: 2,
+            job_share: 1.0,
+            gpu_hours: 61.0 / 60.0,
+            gpu_time_share: 1.0,
+            p50_duration_s: 60.0,
+            p90_duration_s: 3_600.0,
+            duration_cdf: vec![(60.0, 0.5), (3_600.0, 1.0)],
+        };
+        let analysis = TraceAnalysis {
+            jobs: 2,
+            gpu_hours: size.gpu_hours,
+            sizes: vec![size],
+            tenants: Vec::new(),
+            top_1pct_gpu_time_share: 1.0,
+            top_10pct_gpu_time_share: 1.0,
+            arrivals_by_hour: None,
+            arrivals_by_weekday: None,
+        };
+        let page = report("two.csv", &analysis);
+        let cdf = page.figures().find(|f| f.id == "duration-cdf").expect("the duration CDF");
+        let lines = curves(&cdf.svg);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].len(), 4, "{:?}", lines[0]);
+        assert!(is_staircase(&lines[0]), "{:?}", lines[0]);
+        let (table, figure) = first_table_and_figure(&page.to_html());
+        assert!(table < figure, "the size table comes before the figures");
     }
 }
