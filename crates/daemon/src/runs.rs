@@ -295,7 +295,14 @@ pub(crate) fn conclude(job: &mut JobRecord, code: Option<i32>, now: i64, while_d
         (_, _) if over_limit => (JobState::Failed, format!("over its max_run_time_s{when}")),
         (_, code) => {
             job.failures += 1;
-            let what = code.map_or("killed".to_string(), |c| format!("exit code {c}"));
+            // The shell's codes for a command it could not run: the log says which (and, for
+            // a tenant's own uid, which directory or file stops it: `executor::access`).
+            let what = match code {
+                None => "killed".to_string(),
+                Some(c @ 126) => format!("exit code {c} (the command could not be executed: see its log)"),
+                Some(c @ 127) => format!("exit code {c} (the command was not found, or not reachable by the job's user: see its log)"),
+                Some(c) => format!("exit code {c}"),
+            };
             if job.failures > job.request.max_retries {
                 (JobState::Failed, format!("{what}{when}; retries used up"))
             } else {
@@ -342,6 +349,16 @@ mod tests {
         assert_eq!(job.history.len(), crate::job::MAX_HISTORY);
         assert_eq!(job.history[0].why, "submitted");
         assert_eq!(job.history_omitted, 1002 - crate::job::MAX_HISTORY as u64);
+    }
+
+    #[test]
+    fn a_command_the_shell_could_not_run_says_so_in_the_history_and_points_at_the_log() {
+        for (code, words) in [(126, "could not be executed"), (127, "not reachable by the job's user")] {
+            let mut job = running(r#"{"command": "/root/venv/bin/tool", "max_retries": 0}"#, 100);
+            conclude(&mut job, Some(code), 101, false);
+            let why = &job.history.last().expect("a transition").why;
+            assert!(why.contains(&format!("exit code {code}")) && why.contains(words) && why.contains("see its log"), "{why}");
+        }
     }
 
     #[test]
