@@ -188,7 +188,7 @@ pub struct Daemon {
     pub(crate) executor: Arc<dyn Executor>,
     /// With `policy = "external"`: the agent, asked with the state unlocked (it may take up to
     /// its timeout; the API must not wait for it). `None` inside: to be started again.
-    pub(crate) agent: Option<Arc<crate::decide::AgentSlot>>,
+    pub(crate) agent: Option<Arc<crate::round::decide::AgentSlot>>,
     /// Held for a whole scheduling round: rounds never overlap, also while the state is unlocked
     /// for the agent.
     pub(crate) round: Arc<Mutex<()>>,
@@ -710,7 +710,7 @@ impl Daemon {
     /// Free GPU ids (global, node by node).
     pub fn free_gpus(&self) -> Vec<u32> {
         let state = self.lock();
-        let held = crate::tick::held_gpus(&state);
+        let held = crate::round::held_gpus(&state);
         (0..state.topology.total_gpus()).filter(|g| !held.contains(g)).collect()
     }
 

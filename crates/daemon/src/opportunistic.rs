@@ -80,7 +80,7 @@ impl Daemon {
                     && state.topology.gpus_of(n.id).filter(|g| !held.contains(g)).count() as u32 >= spec.gpus
             });
             let Some(node) = node.map(|n| n.id) else {
-                state.jobs[id as usize].pending_reason = Some("opportunistic: waiting for idle GPUs".into());
+                crate::round::hold::set(&mut state.jobs[id as usize], &crate::round::hold::Hold::Opportunistic);
                 continue;
             };
             let gpus: Vec<u32> = state.topology.gpus_of(node).filter(|g| !held.contains(g)).take(spec.gpus as usize).collect();

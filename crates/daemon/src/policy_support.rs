@@ -33,7 +33,7 @@ const BUNDLED_GITTINS_PRIOR: &str = include_str!("../../../data/tiresias/yarn-gp
 /// every executor: on one without [`Capabilities::colocation`] (Slurm gives a GPU to one job at
 /// a time) the round starts no run on GPUs another run holds and moves no running job into a
 /// group — the first member of a group runs alone and the others wait, each with a pending
-/// reason that says so (`tick`), so a decision is never carried out half-shared.
+/// reason that says so (`round::gate::check_start`), so a decision is never carried out half-shared.
 pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<String> {
     match kind {
         PolicyKind::MaxMinFairnessPacked if !capabilities.colocation => Some(format!(

@@ -8,6 +8,7 @@
 //! written once the store works again (a restart in between finds the truth through the run's
 //! pid and exit files).
 
+use crate::round::hold::Hold;
 use crate::daemon::{Daemon, DaemonError, State, Watched};
 use crate::executor::RunSpec;
 use crate::job::{JobRecord, JobState, StopReason};
@@ -63,7 +64,7 @@ impl Daemon {
                 Ok(identity) => ready.push((start, identity)),
                 Err(e) => {
                     tracing::error!(job = start.id, tenant = %tenant, "cannot run the job as its tenant's identity: {e}");
-                    state.jobs[start.id as usize].pending_reason = Some(format!("cannot run as tenant {tenant}'s identity: {e}"));
+                    crate::round::hold::set(&mut state.jobs[start.id as usize], &Hold::Identity(e.to_string()));
                 }
             }
         }
@@ -165,7 +166,7 @@ impl Daemon {
                     let back = &mut state.jobs[id as usize];
                     back.state = JobState::Queued;
                     back.host_share = queued_host;
-                    back.pending_reason = Some(format!("the daemon could not start its run: {e}; retrying every round"));
+                    crate::round::hold::set(back, &Hold::StartFailed(e.to_string()));
                 }
             }
             changed.push(id);
@@ -262,7 +263,7 @@ impl Daemon {
                 Some(policy) => policy.job_finished(spec, &finished, now),
                 // The agent hears of it before its next observation (it is not asked while the
                 // state is locked). Bounded: an agent that is never asked again must not grow it.
-                None if state.agent_finished.len() < crate::decide::MAX_AGENT_BACKLOG => state.agent_finished.push((spec.clone(), finished, now)),
+                None if state.agent_finished.len() < crate::round::decide::MAX_AGENT_BACKLOG => state.agent_finished.push((spec.clone(), finished, now)),
                 None => {}
             }
         }

@@ -56,6 +56,9 @@ impl Daemon {
         self.store.put_tenant(&tenant)?;
         state.tenants.insert(tenant.name.clone(), tenant);
         self.rebuild_policy(&mut state);
+        drop(state);
+        // A raised quota or a new weight may start jobs now, not at the next timed round.
+        self.wake.notify_one();
         Ok(())
     }
 

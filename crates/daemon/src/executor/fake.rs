@@ -168,7 +168,7 @@ impl Executor for FakeExecutor {
     }
 
     fn capabilities(&self) -> Capabilities {
-        self.inner().capabilities.unwrap_or(Capabilities { colocation: true, live_reshare: true, multi_node: true, automatic_uids: true })
+        self.inner().capabilities.unwrap_or(Capabilities { colocation: true, live_reshare: true, multi_node: true, automatic_uids: true, colocation_hint: None })
     }
 
     fn launch(&self, run: &RunSpec) -> Result<u32, ExecError> {

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 /// What the local executor can do: co-located runs simply see the same GPUs; cgroup limits
 /// change in place; one machine only.
-pub const CAPABILITIES: Capabilities = Capabilities { colocation: true, live_reshare: true, multi_node: false, automatic_uids: true };
+pub const CAPABILITIES: Capabilities = Capabilities { colocation: true, live_reshare: true, multi_node: false, automatic_uids: true, colocation_hint: None };
 
 /// Runs jobs as process sessions on this machine.
 pub struct LocalExecutor {

@@ -109,6 +109,8 @@ pub struct Capabilities {
     pub multi_node: bool,
     /// Runs may execute as uids without an account (the daemon's automatic tenant uids).
     pub automatic_uids: bool,
+    /// Where it cannot share GPUs but can be told to: how (said to a job that waits for it).
+    pub colocation_hint: Option<&'static str>,
 }
 
 /// Why an executor could not do what it was asked.

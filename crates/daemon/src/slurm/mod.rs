@@ -10,7 +10,7 @@ use crate::executor::Capabilities;
 /// change of a job's CPU/memory (the daemon restarts the run from its checkpoint with the new
 /// share).
 pub const fn capabilities(share_gpus: bool) -> Capabilities {
-    Capabilities { colocation: share_gpus, live_reshare: false, multi_node: true, automatic_uids: false }
+    Capabilities { colocation: share_gpus, live_reshare: false, multi_node: true, automatic_uids: false, colocation_hint: Some("`[slurm] share_gpus = true` lets it") }
 }
 
 mod executor;

@@ -16,6 +16,7 @@
 use crate::daemon::{Daemon, State};
 use crate::job::{JobRecord, JobState};
 use crate::view;
+use super::hold::{self, Hold};
 use arbiter_model::{ActiveJob, Admission, Cluster, Decision, JobSpec, QuotaUse, SimTime, Waiting};
 use std::collections::BTreeMap;
 use arbiter_policy::{Policy, SchedulerView};
@@ -95,14 +96,11 @@ impl Daemon {
             }
             if backing_off(job) {
                 let at = job.retry_after_unix_s.unwrap_or(now_s);
-                job.pending_reason = Some(format!("backing off after failed run {} (retry in {} s)", job.failures, at - now_s));
+                hold::set(job, &Hold::BackingOff { failures: job.failures, retry_in_s: at - now_s });
                 let at_ms = at.max(0) as u64 * 1000;
                 retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
-            } else if let Some(hold) = admission.hold_of(job.id) {
-                let reason = hold.reason(&job.tenant);
-                if job.pending_reason.as_deref() != Some(reason.as_str()) {
-                    job.pending_reason = Some(reason);
-                }
+            } else if let Some(quota) = admission.hold_of(job.id) {
+                hold::set(job, &Hold::Quota(quota));
             } else if !job.request.opportunistic
                 && let Some(a) = view::active_of(job, spec, topology, now)
             {
@@ -110,10 +108,10 @@ impl Daemon {
             }
         }
         // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
-        let reduced = crate::tick::usable_cluster(state, &self.executor.unavailable_nodes());
+        let reduced = crate::round::usable_cluster(state, &self.executor.unavailable_nodes());
         if reduced.as_ref().unwrap_or(state.topology.cluster()).total_gpus() == 0 {
             for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
-                job.pending_reason = Some("no node takes new runs (all are down or drained)".into());
+                hold::set(job, &Hold::NoUsableNode);
             }
             return None;
         }
