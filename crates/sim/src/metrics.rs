@@ -346,18 +346,38 @@ pub fn gpu_time(elapsed_s: f64, gpus: u32, sharing: GpuSharing) -> GpuTime {
 /// `capacity_gpus` GPUs, over the busy window (first submission to last finish of all of them):
 /// `(gpu_utilization, shared_gpu_fraction, guest_gpu_fraction)` of [`Summary`].
 pub fn utilization(records: &[JobRecord], capacity_gpus: u32) -> (f64, f64, f64) {
-    let run_start = records.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
-    let run_end = records.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
-    let window = (run_end - run_start) * capacity_gpus as f64;
-    if !(window > 0.0 && window.is_finite()) {
-        return (0.0, 0.0, 0.0);
+    RunSpan::of(records).utilization(records, capacity_gpus)
+}
+
+/// A run's span: from its first submission to its last completion (seconds).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunSpan {
+    start_s: f64,
+    end_s: f64,
+}
+
+impl RunSpan {
+    /// The span of the run `records` make up.
+    pub fn of(records: &[JobRecord]) -> Self {
+        RunSpan {
+            start_s: records.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min),
+            end_s: records.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max),
+        }
     }
-    let busy: f64 = records.iter().map(|r| r.busy_gpu_s).sum();
-    let shared = total(records.iter().map(|r| r.shared_gpu_s));
-    let guest = total(records.iter().map(|r| r.guest_gpu_s));
-    // (Shared time can exceed busy time only where a guest runs on a group's GPUs, which no
-    // policy does: its held GPUs would be counted shared twice.)
-    (busy / window, if busy > 0.0 { (shared / busy).min(1.0) } else { 0.0 }, guest / window)
+
+    /// [`utilization`] of `records` (all of the run, or some of its jobs) over this span.
+    pub fn utilization(self, records: &[JobRecord], capacity_gpus: u32) -> (f64, f64, f64) {
+        let window = (self.end_s - self.start_s) * capacity_gpus as f64;
+        if !(window > 0.0 && window.is_finite()) {
+            return (0.0, 0.0, 0.0);
+        }
+        let busy: f64 = records.iter().map(|r| r.busy_gpu_s).sum();
+        let shared = total(records.iter().map(|r| r.shared_gpu_s));
+        let guest = total(records.iter().map(|r| r.guest_gpu_s));
+        // (Shared time can exceed busy time only where a guest runs on a group's GPUs, which no
+        // policy does: its held GPUs would be counted shared twice.)
+        (busy / window, if busy > 0.0 { (shared / busy).min(1.0) } else { 0.0 }, guest / window)
+    }
 }
 
 /// Sum that is +0.0 when empty (`Iterator::sum` over `f64` starts from −0.0, which prints as

@@ -189,6 +189,9 @@ fn tenant_rows_split_a_shared_cluster_by_tenant() {
         assert!(tenants.len() > 1 && tenants.windows(2).all(|w| w[0] < w[1]), "one row per tenant, in name order: {tenants:?}");
         assert_eq!(of[1..].iter().map(|r| r.summary.jobs).sum::<usize>(), of[0].summary.jobs);
         assert_eq!(of[1..].iter().map(|r| r.records.len()).sum::<usize>(), of[0].records.len());
+        // Each tenant's utilization is its share of the cluster over the whole run: they add up.
+        let tenants_util: f64 = of[1..].iter().map(|r| r.summary.gpu_utilization).sum();
+        assert!((tenants_util - of[0].summary.gpu_utilization).abs() < 1e-9, "{policy}: tenants {tenants_util} vs all {}", of[0].summary.gpu_utilization);
     }
     // Off by default: one row per simulation.
     let plain = load_text(&text.replace("tenant_rows = true\n", ""), &[]).expect("loads").run(&|_, _| {}, &|| 0.0).expect("runs");
