@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An external policy for `arbiter simulate --policy external --policy-cmd ...`: shortest job first.
 
-Standard library only. Reads one JSON object per line on stdin (README: "External policies"):
+Standard library only. Reads one JSON object per line on stdin (docs/policies.md, "External policies"):
 `start` once, an `observation` per scheduling point (answer it with one line), `end` at the end of
 the episode. Orders the jobs by their (oracle) duration, ties by id: the built-in `sjf`. A learning
 agent would choose the order from the observation's features and learn from `reward`
