@@ -75,7 +75,7 @@ enum Command {
     ///
     /// Keys can be overridden with --set, e.g. `--set policies='["srtf"]'`,
     /// `--set trace.0.max_jobs=200`, `--set simulation.restart_overhead_s=30`.
-    /// See README.md "Scenario files" for every key.
+    /// See docs/simulation.md, "Scenario files", for every key.
     Run {
         /// The scenario (TOML).
         file: PathBuf,
@@ -128,7 +128,7 @@ enum Command {
         #[arg(long, default_value = "native")]
         format: String,
         /// Policy (`arbiter policies` lists them), e.g. fifo, las, max-min-fairness-het, srtf+tune;
-        /// or `external`: the program of --policy-cmd decides (README: "External policies").
+        /// or `external`: the program of --policy-cmd decides (docs/policies.md, "External policies").
         #[arg(long, default_value_t = PolicyKind::Fifo)]
         policy: PolicyKind,
         /// With --policy external: the agent, run with `sh -c`, e.g. "python3 agent.py"; it reads

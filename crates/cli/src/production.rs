@@ -16,7 +16,7 @@ mod terminal;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_connections_per_client (256), max_connections_per_tenant (64), max_requests_in_flight_per_tenant (16), max_queued_per_tenant (10000), keep_finished_per_tenant (10000), keep_finished_mib_per_tenant (64), keep_finished_days (365), submissions_per_s_per_tenant (1), submission_burst_per_tenant (1000), max_log_bytes (1 GiB per run), max_processes_per_tenant (unset: a quarter of min(pid_max, threads-max); 0: none), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them).")]
 pub struct ServeArgs {
-    /// TOML config (keys: see README "Production mode"); every key optional.
+    /// TOML config (keys: see docs/production.md, "Configuration"); every key optional.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Data directory (store, logs, checkpoints, admin token) [default: arbiter-data]
@@ -29,7 +29,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub policy: Option<String>,
     /// With --policy external: the agent program deciding every round (`sh -c`, as the daemon's
-    /// user; protocol in the README, "External policies"); config key policy_cmd
+    /// user; protocol in docs/policies.md, "External policies"); config key policy_cmd
     #[arg(long)]
     pub policy_cmd: Option<String>,
     /// With --policy external: seconds the agent may take per answer; config key

@@ -23,7 +23,7 @@
 //! policy_fallback = "fifo"         # decides a round the policy (an external agent) could not
 //! min_run_s = 30                    # a started run is not preempted before this (default: round_s)
 //!
-//! # Tenant isolation (see README "Tenant isolation"). As root (or with CAP_SETUID and
+//! # Tenant isolation (see docs/security.md, "Tenant isolation"). As root (or with CAP_SETUID and
 //! # CAP_SETGID) every run executes as its tenant's own unix identity:
 //! tenant_uid_range = [1900000000, 1900065535] # automatic uid = gid per tenant (a range systemd leaves unused)
 //! tenant_users = { team-a = "alice" }  # or an existing user for a tenant

@@ -1,5 +1,5 @@
 //! What confines each run on this host beyond its tenant's unix identity, decided once at start
-//! and stated at start and in `/v1/cluster` (README "Tenant isolation"):
+//! and stated at start and in `/v1/cluster` (docs/security.md):
 //! - [`ProcessLimit`]: the most processes a tenant's uid may have (RLIMIT_NPROC), by default a
 //!   share of the host's pid space;
 //! - [`ProcessVisibility`]: whether each run gets its own PID namespace and /proc, so that a job

@@ -245,7 +245,7 @@ fn a_process_that_leaves_its_run_is_killed_when_tenants_have_their_own_uids() {
         wait_for("the escaped process to be killed", 10, || !sleeping());
     } else {
         // Without per-tenant uids nothing can tell an escaped process from the daemon's own: the
-        // README says so. Clean up.
+        // docs/security.md says so. Clean up.
         let _ = std::process::Command::new("pkill").args(["-f", "^sleep 300$"]).status();
     }
 }

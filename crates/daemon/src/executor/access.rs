@@ -53,7 +53,7 @@ pub fn message(program: &str, path: &Path, denial: &Denial, tenant: &str, identi
     let resolved = if Path::new(program) == path { String::new() } else { format!(" ({})", path.display()) };
     let what = if denial.dir { "a directory it cannot enter" } else { "a file it cannot execute" };
     format!(
-        "the command `{program}`{resolved} is not executable by {tenant} (uid {}): Permission denied at {} ({what}: mode {:04o}, owner uid {}) — install it where every tenant can read it, e.g. /opt/arbiter/venv with o+rx or the system's site-packages, not under /root (README: \"Where jobs' programs live\")",
+        "the command `{program}`{resolved} is not executable by {tenant} (uid {}): Permission denied at {} ({what}: mode {:04o}, owner uid {}) — install it where every tenant can read it, e.g. /opt/arbiter/venv with o+rx or the system's site-packages, not under /root (docs/production.md, \"Where jobs' programs live\")",
         identity.uid,
         denial.at.display(),
         denial.mode & 0o7777,
