@@ -40,8 +40,9 @@ use std::collections::{BTreeMap, BTreeSet};
 mod plan;
 mod replan;
 
-/// Chronus' settings.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Chronus' settings (scenario table `[policy.chronus]`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ChronusConfig {
     /// Lease length, seconds (the artifact: 20 minutes).
     pub lease_s: f64,
@@ -54,7 +55,8 @@ pub struct ChronusConfig {
     /// 0: keep every plan as admitted, never re-plan).
     pub mip_node_limit: u64,
     /// Wall-clock limit of one solve, seconds (the daemon's; `None` in simulation, which must not
-    /// depend on the machine's speed).
+    /// depend on the machine's speed: not a scenario key).
+    #[serde(skip)]
     pub mip_time_limit_s: Option<f64>,
     /// The largest re-plan attempted, in binary variables (larger windows keep their plan).
     pub mip_max_binaries: usize,

@@ -36,13 +36,36 @@ use crate::greedy::{schedule_in_order, GreedyOptions};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
 
-/// How to run an agent.
-#[derive(Clone, Debug, PartialEq)]
+/// How to run an agent (scenario table `[policy.external]`: `command`, `timeout_s`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExternalConfig {
-    /// The command, run with `sh -c`.
+    /// The command, run with `sh -c` (relative paths in it resolve against the directory the
+    /// simulation is started in).
     pub command: String,
-    /// Most time one answer may take.
+    /// Most time one answer may take (10 s unless given).
+    #[serde(rename = "timeout_s", default = "default_timeout", with = "seconds")]
     pub timeout: Duration,
+}
+
+/// How long an answer may take unless the configuration says.
+fn default_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// A duration as a positive number of seconds.
+mod seconds {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).ok().filter(|t| !t.is_zero()).ok_or_else(|| serde::de::Error::custom(format!("timeout_s must be a positive number of seconds, got {secs}")))
+    }
 }
 
 /// The agent's answer.

@@ -97,8 +97,9 @@ pub const MEMORY_COST: f64 = 1.3;
 /// `UTILCOST` of `core/scheduling/horus.py`: weight of utilization over 100 %.
 pub const OVER_UTIL_COST: f64 = 1.6;
 
-/// Horus' settings (scenario keys `policy.horus_*`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Horus' settings (scenario table `[policy.horus]`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HorusConfig {
     /// Queued jobs looked at per step (`k`, 5 in the reference).
     pub lookahead: usize,
@@ -139,28 +140,28 @@ impl HorusConfig {
     pub fn validate(&self) -> Result<(), String> {
         let positive = |v: f64| v.is_finite() && v > 0.0;
         if self.lookahead == 0 {
-            return Err("horus_lookahead must be at least 1".into());
+            return Err("horus.lookahead must be at least 1".into());
         }
         if !positive(self.util_limit_pct) {
-            return Err(format!("horus_util_limit_pct {} is not a positive number", self.util_limit_pct));
+            return Err(format!("horus.util_limit_pct {} is not a positive number", self.util_limit_pct));
         }
         if !positive(self.memory_limit_gib) {
-            return Err(format!("horus_memory_limit_gib {} is not a positive number", self.memory_limit_gib));
+            return Err(format!("horus.memory_limit_gib {} is not a positive number", self.memory_limit_gib));
         }
         if !positive(self.gpu_memory_gib) {
-            return Err(format!("horus_gpu_memory_gib {} is not a positive number", self.gpu_memory_gib));
+            return Err(format!("horus.gpu_memory_gib {} is not a positive number", self.gpu_memory_gib));
         }
         if !(1..=MAX_GROUP).contains(&self.max_jobs_per_gpu) {
-            return Err(format!("horus_max_jobs_per_gpu {} is not in 1..={MAX_GROUP}", self.max_jobs_per_gpu));
+            return Err(format!("horus.max_jobs_per_gpu {} is not in 1..={MAX_GROUP}", self.max_jobs_per_gpu));
         }
         if !(self.interference.is_finite() && self.interference >= 0.0) {
-            return Err(format!("horus_interference {} is not a number >= 0", self.interference));
+            return Err(format!("horus.interference {} is not a number >= 0", self.interference));
         }
         if !(self.default_util_pct.is_finite() && self.default_util_pct >= 0.0) {
-            return Err(format!("horus_default_util_pct {} is not a number >= 0", self.default_util_pct));
+            return Err(format!("horus.default_util_pct {} is not a number >= 0", self.default_util_pct));
         }
         if !(self.job_memory_gib.is_finite() && self.job_memory_gib >= 0.0) {
-            return Err(format!("horus_job_memory_gib {} is not a number >= 0", self.job_memory_gib));
+            return Err(format!("horus.job_memory_gib {} is not a number >= 0", self.job_memory_gib));
         }
         Ok(())
     }

@@ -15,7 +15,8 @@
 pub use arbiter_model::IterationStages as Stages;
 
 /// Which order of the group's jobs the pipeline uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum JobOrder {
     /// The fastest order (Muri).
     Best,

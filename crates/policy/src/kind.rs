@@ -267,8 +267,8 @@ impl PolicyKind {
             PolicyKind::PolluxTiresias => Descriptor { name: "pollux-tiresias", describe: "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)", family: Family::OtherRounds, pair_speeds: false },
             PolicyKind::Optimus => Descriptor { name: "optimus", describe: "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)", family: Family::OtherRounds, pair_speeds: false },
             PolicyKind::Afs => Descriptor { name: "afs", describe: "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)", family: Family::OtherRounds, pair_speeds: false },
-            PolicyKind::Vtc => Descriptor { name: "vtc", describe: "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc_inner) inside a tenant (OSDI'24)", family: Family::Events, pair_speeds: false },
-            PolicyKind::External => Descriptor { name: "external", describe: "an external program orders the jobs: JSON lines over a pipe (policy.external_cmd, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)", family: Family::Events, pair_speeds: false },
+            PolicyKind::Vtc => Descriptor { name: "vtc", describe: "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)", family: Family::Events, pair_speeds: false },
+            PolicyKind::External => Descriptor { name: "external", describe: "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)", family: Family::Events, pair_speeds: false },
             PolicyKind::MaxMinFairness => Descriptor { name: "max-min-fairness", describe: "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
             PolicyKind::MaxMinFairnessHet => Descriptor { name: "max-min-fairness-het", describe: "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
             PolicyKind::FinishTimeFairness => Descriptor { name: "finish-time-fairness", describe: "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types", family: Family::GavelAllocation, pair_speeds: false },
@@ -353,42 +353,50 @@ impl std::fmt::Display for PolicyKind {
     }
 }
 
-/// Everything the policies can be configured with. One struct for all policies; each reads the
-/// fields it needs.
-#[derive(Clone, Debug, PartialEq)]
+/// Everything the policies can be configured with: one table per policy family, each that
+/// family's own parameters with their defaults (a scenario's `[policy.<family>]`; the daemon
+/// builds its policies from the same defaults), plus what the caller supplies at run time
+/// (placement, the Gittins prior's samples, measured pair speeds: not scenario keys).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PolicyConfig {
-    /// Placement strategy.
+    /// Placement strategy (the scenario's `[placement]`).
+    #[serde(skip)]
     pub placement: PlacementStrategy,
     /// Preemptive policies keep a continuing job's GPUs when free (true) or re-place every job
     /// from an empty cluster at each scheduling point (false, as Tiresias' and Muri's simulators).
+    #[serde(skip)]
     pub keep_placements: bool,
-    /// Tiresias-L / -G queues.
-    pub las: LasConfig,
-    /// Gittins prior samples in GPU-seconds (required for `gittins`).
-    pub gittins_prior_gpu_s: Vec<f64>,
-    /// Gittins quantum Δ, GPU-seconds.
-    pub gittins_delta_gpu_s: f64,
-    /// QSSF: recent jobs per history key.
-    pub qssf_history: usize,
-    /// Gavel's round mechanism (round length, recomputation interval, shuffle seed).
-    pub rounds: RoundOptions,
-    /// Tenant weights for `hierarchical` (unlisted tenants weigh 1).
+    /// Tenant weights for `hierarchical` and `vtc` (unlisted tenants weigh 1).
     pub tenant_weights: TenantWeights,
-    /// How `hierarchical` splits a tenant's share among its jobs.
-    pub inner_policy: InnerPolicy,
+    /// Tiresias-L / -G queues (`[policy.las]`).
+    pub las: LasConfig,
+    /// Tiresias-G (`[policy.gittins]`).
+    pub gittins: GittinsParams,
+    /// Gittins prior samples in GPU-seconds, read from `gittins.prior` (required for `gittins`).
+    #[serde(skip)]
+    pub gittins_prior_gpu_s: Vec<f64>,
+    /// Helios' QSSF (`[policy.qssf]`).
+    pub qssf: QssfParams,
+    /// Gavel's round mechanism (`[policy.gavel]`).
+    #[serde(rename = "gavel")]
+    pub rounds: RoundOptions,
+    /// Gavel's `hierarchical` (`[policy.hierarchical]`).
+    pub hierarchical: HierarchicalParams,
     /// Co-location speeds for space sharing (required by `max-min-fairness-packed`).
+    #[serde(skip)]
     pub pair_speeds: Option<Arc<PairSpeeds>>,
-    /// Muri-S / Muri-L: group size and autopack.
+    /// Muri-S / Muri-L (`[policy.muri]`).
     pub muri: MuriConfig,
-    /// Themis (`themis`): fairness knob and lease length.
+    /// Themis (`[policy.themis]`).
     pub themis: ThemisConfig,
-    /// Horus: look-ahead, co-location limits, predictions' defaults, interference.
+    /// Horus (`[policy.horus]`).
     pub horus: HorusConfig,
-    /// VTC: charge per job handed out, order inside a tenant (tenant weights: `tenant_weights`).
+    /// VTC (`[policy.vtc]`).
     pub vtc: crate::vtc::VtcConfig,
-    /// `external`: the agent's command (`sh -c`) and how long one answer may take.
+    /// `external`: the agent's command and how long one answer may take (`[policy.external]`).
     pub external: Option<crate::external::ExternalConfig>,
-    /// Chronus: lease length and run-time margin.
+    /// Chronus (`[policy.chronus]`).
     pub chronus: crate::chronus::ChronusConfig,
 }
 
@@ -397,13 +405,13 @@ impl Default for PolicyConfig {
         PolicyConfig {
             placement: PlacementStrategy::Consolidated,
             keep_placements: true,
-            las: LasConfig::default(),
-            gittins_prior_gpu_s: Vec::new(),
-            gittins_delta_gpu_s: 3250.0,
-            qssf_history: DEFAULT_HISTORY,
-            rounds: RoundOptions::default(),
             tenant_weights: TenantWeights::new(),
-            inner_policy: InnerPolicy::Fairness,
+            las: LasConfig::default(),
+            gittins: GittinsParams::default(),
+            gittins_prior_gpu_s: Vec::new(),
+            qssf: QssfParams::default(),
+            rounds: RoundOptions::default(),
+            hierarchical: HierarchicalParams::default(),
             pair_speeds: None,
             muri: MuriConfig::default(),
             themis: ThemisConfig::default(),
@@ -413,6 +421,46 @@ impl Default for PolicyConfig {
             chronus: crate::chronus::ChronusConfig::default(),
         }
     }
+}
+
+/// Tiresias-G's parameters (`[policy.gittins]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GittinsParams {
+    /// CSV with a `duration` column of job sizes in GPU-seconds: the prior the index is
+    /// computed from (read by the caller into [`PolicyConfig::gittins_prior_gpu_s`]).
+    pub prior: Option<std::path::PathBuf>,
+    /// The quantum Δ, GPU-seconds.
+    pub delta_gpu_s: f64,
+}
+
+impl Default for GittinsParams {
+    fn default() -> Self {
+        GittinsParams { prior: None, delta_gpu_s: 3250.0 }
+    }
+}
+
+/// Helios QSSF's parameters (`[policy.qssf]`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QssfParams {
+    /// Recent jobs kept per history key.
+    pub history: usize,
+}
+
+impl Default for QssfParams {
+    fn default() -> Self {
+        QssfParams { history: DEFAULT_HISTORY }
+    }
+}
+
+/// Gavel's `hierarchical` parameters (`[policy.hierarchical]`; the weights are
+/// `policy.tenant_weights`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HierarchicalParams {
+    /// How a tenant's share is split among its jobs: `fairness` or `fifo`.
+    pub inner: InnerPolicy,
 }
 
 /// Builds a Gavel policy as its concrete type (for the ideal mechanism), or `None` for a kind
@@ -435,7 +483,7 @@ pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gav
     let name = kind.name();
     let mut gavel = Gavel::new(name, objective, aware, config.rounds)?
         .with_tenant_weights(config.tenant_weights.clone())
-        .with_inner_policy(config.inner_policy);
+        .with_inner_policy(config.hierarchical.inner);
     if objective == Objective::MaxMinFairnessPacked {
         let pairs = config.pair_speeds.clone().ok_or_else(|| {
             PolicyError::Config(format!("{name} needs co-location speeds (a scenario's `throughputs` table with pair entries)"))
@@ -474,15 +522,15 @@ pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>,
         PolicyKind::Gittins => {
             let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
             let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();
-            Box::new(Gittins::new(prior, limits, config.gittins_delta_gpu_s, greedy)?)
+            Box::new(Gittins::new(prior, limits, config.gittins.delta_gpu_s, greedy)?)
         }
-        PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf_history)),
+        PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf.history)),
         PolicyKind::PolluxTiresias => Box::new(crate::pollux_tiresias::PolluxTiresias::new(crate::pollux_tiresias::QUEUE_THRESHOLD_GPU_S)?),
         PolicyKind::Optimus => Box::new(crate::optimus::Optimus),
         PolicyKind::Afs => Box::new(crate::afs::Afs::default()),
         PolicyKind::Vtc => Box::new(crate::vtc::Vtc::new(config.vtc, config.tenant_weights.clone(), greedy)?),
         PolicyKind::External => {
-            let agent = config.external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command (policy.external_cmd; arbiter simulate --policy-cmd)".into()))?;
+            let agent = config.external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command ([policy.external] command = \"...\"; arbiter simulate --policy-cmd)".into()))?;
             Box::new(crate::external::ExternalPolicy::spawn(&agent.command, agent.timeout, greedy)?)
         }
         PolicyKind::Synergy(order, mechanism) => Box::new(Synergy::new(kind.name(), order, mechanism)),

@@ -15,8 +15,9 @@ use crate::greedy::{GreedyOptions, schedule_changes_in_order};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimDuration, SimTime};
 
-/// Tiresias-L parameters.
-#[derive(Clone, Debug, PartialEq)]
+/// Tiresias-L parameters (scenario table `[policy.las]`; also Tiresias-G's queues).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LasConfig {
     /// Queue limits in GPU-seconds, increasing; a job in queue i moves to i+1 once its attained
     /// service reaches `limits[i]`. With K queues, the first K-1 limits are used.

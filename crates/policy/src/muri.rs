@@ -39,8 +39,9 @@ pub enum MuriRanking {
     AttainedService,
 }
 
-/// Muri's knobs.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Muri's knobs (scenario table `[policy.muri]`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MuriConfig {
     /// Most jobs in one group (`--packing_num`, 4).
     pub packing: usize,

@@ -5,9 +5,9 @@
 //! what its jobs actually ran (attained service, measured at each scheduling point and at each
 //! job's end). At a scheduling point the GPUs are handed out job by job: the *backlogged* tenant
 //! (one with a job not yet given GPUs at this point) with the lowest counter — plus what it was
-//! handed at this point already — gets its next job, in its own job order (`policy.vtc_inner`:
+//! handed at this point already — gets its next job, in its own job order (`[policy.vtc] inner`:
 //! FIFO by default; SRTF, SJF or LAS inside a tenant make VTC the tenant layer above that
-//! order). Handing a job out charges its tenant `GPUs × policy.vtc_quantum_s ÷ weight`
+//! order). Handing a job out charges its tenant `GPUs × policy.vtc.quantum_s ÷ weight`
 //! provisionally (the service it will receive before the next decision; VTC's dispatch charge),
 //! so one decision spreads the GPUs the way the counters would after a round. Running jobs
 //! compete like the others (preemptive, at every scheduling point), keeping their GPUs when they
@@ -41,8 +41,9 @@ pub enum VtcInner {
     Las,
 }
 
-/// VTC's settings.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// VTC's settings (scenario table `[policy.vtc]`; tenant weights: `policy.tenant_weights`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct VtcConfig {
     /// Service charged when a job is handed GPUs, as seconds of its GPUs (the time until the
     /// next decision it is expected to run; a round).
@@ -78,7 +79,7 @@ impl Vtc {
     /// (preemption is always on).
     pub fn new(config: VtcConfig, weights: TenantWeights, options: GreedyOptions) -> Result<Self, PolicyError> {
         if !(config.quantum_s.is_finite() && config.quantum_s > 0.0) {
-            return Err(PolicyError::Config(format!("policy.vtc_quantum_s (the VTC quantum) must be a positive number of seconds, got {}", config.quantum_s)));
+            return Err(PolicyError::Config(format!("vtc.quantum_s (the VTC quantum) must be a positive number of seconds, got {}", config.quantum_s)));
         }
         check_weights(&weights)?;
         let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options };

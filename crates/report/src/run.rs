@@ -154,7 +154,7 @@ fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window) -> Vec
     let caption = format!("{} · {} · seed {} · Arbiter {VERSION}", scenario.name, group.name(), group.seed);
     let mut out = cdf_figures(group, &caption, window);
     out.extend(over_time_figures(group, &caption));
-    out.extend(tenant_share_figure(group, &caption, &scenario.policy.tenant_weights));
+    out.extend(tenant_share_figure(group, &caption, &scenario.policy.config.tenant_weights));
     out
 }
 

@@ -59,7 +59,7 @@ fn muri_scenario_reproduces_trace3_for_every_deterministic_policy_of_muris_evalu
     }
     // With autopack on, Muri-L is Muri's to the second too (a changed key makes the published
     // row "not comparable", so ours is compared by hand).
-    let v = json(&["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", r#"policies=["muri-l"]"#, "--set", "policy.muri_autopack=true"]);
+    let v = json(&["run", "scenarios/muri-traces.toml", "--json", "--set", TRACE3_ONLY, "--set", r#"policies=["muri-l"]"#, "--set", "policy.muri.autopack=true"]);
     let c = v["published"].as_array().expect("published").iter().find(|c| c["trace"] == "trace3" && c["policy"] == "muri-l").cloned().expect("trace3 muri-l");
     assert_eq!(c["comparable"], false, "{c}");
     let (ours, published) = (c["ours"].as_f64().expect("ran"), c["value"].as_f64().expect("value"));
@@ -498,7 +498,7 @@ fn a_scenario_runs_an_external_agent_per_simulation() {
     std::fs::write(
         &file,
         format!(
-            "name = \"external\"\npolicies = [\"sjf\", \"external\"]\nseeds = [0, 1]\n[cluster]\nnodes_per_rack = 1\n[policy]\nexternal_cmd = \"python3 {}\"\n[[trace]]\nname = \"sixty\"\nformat = \"tiresias\"\npath = \"{}\"\n",
+            "name = \"external\"\npolicies = [\"sjf\", \"external\"]\nseeds = [0, 1]\n[cluster]\nnodes_per_rack = 1\n[policy.external]\ncommand = \"python3 {}\"\n[[trace]]\nname = \"sixty\"\nformat = \"tiresias\"\npath = \"{}\"\n",
             repo.join("python/examples/sjf_agent.py").display(),
             repo.join("data/tiresias/60_job.csv").display()
         ),
@@ -512,7 +512,7 @@ fn a_scenario_runs_an_external_agent_per_simulation() {
         assert_eq!(jct("external", seed), jct("sjf", seed));
     }
     // Without its command the policy is refused, naming the key.
-    std::fs::write(&file, std::fs::read_to_string(&file).expect("read").replace("external_cmd", "# external_cmd")).expect("write");
+    std::fs::write(&file, std::fs::read_to_string(&file).expect("read").replace("[policy.external]\ncommand", "# [policy.external]\n# command")).expect("write");
     let out = arbiter(&["run", &file.display().to_string()]);
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("policy.external_cmd"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("[policy.external] command"), "{}", String::from_utf8_lossy(&out.stderr));
 }

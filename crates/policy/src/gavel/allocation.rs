@@ -313,7 +313,8 @@ pub fn max_throughput(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Result<Alloca
 }
 
 /// How a tenant's share is divided among its jobs in [`hierarchical`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum InnerPolicy {
     /// Max-min fairness among the tenant's jobs.
     #[default]

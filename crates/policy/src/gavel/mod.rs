@@ -66,14 +66,18 @@ pub enum Objective {
     Gandiva,
 }
 
-/// Mechanism settings.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Mechanism settings (scenario table `[policy.gavel]`: `recompute_interval_s`; the round
+/// length is the simulation's `round_s`, the seed the run's).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RoundOptions {
     /// Round length, seconds (Gavel: 360). The engine's rounds should match.
+    #[serde(skip)]
     pub round_s: f64,
     /// Minimum time between allocation recomputations, seconds (Gavel: 1,920).
     pub recompute_interval_s: f64,
     /// Seed of the type-order shuffle of heterogeneity-agnostic policies.
+    #[serde(skip)]
     pub seed: u64,
 }
 

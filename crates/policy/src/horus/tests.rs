@@ -251,7 +251,7 @@ fn bad_settings_are_refused_with_their_key() {
     ];
     for config in bad {
         let e = config.validate().expect_err("refused");
-        assert!(e.starts_with("horus_"), "{e}");
+        assert!(e.starts_with("horus."), "{e}");
         assert!(Horus::new(config, PlacementStrategy::Consolidated, None).is_err());
     }
     HorusConfig::default().validate().expect("defaults are valid");

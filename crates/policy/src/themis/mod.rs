@@ -29,8 +29,9 @@ pub mod muri;
 
 use crate::{Policy, PolicyConfig, PolicyError};
 
-/// Themis' knobs.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Themis' knobs (scenario table `[policy.themis]`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ThemisConfig {
     /// Fairness knob `f`: each auction offers GPUs to the `1 − f` fraction of jobs with the worst
     /// finish-time fairness.

@@ -25,7 +25,6 @@ use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::synergy::{SynergyProfiles, SynergyWorkload};
 use arbiter_trace::{ReadOptions, Trace, TraceError, TraceFormat};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
@@ -540,18 +539,9 @@ impl Scenario {
                 p.strategy().map_err(|m| self.invalid(format!("trace `{}`: placement.{m}", t.result_name())))?;
             }
         }
-        let mut specs = vec![("policy".to_string(), self.policy.clone())];
+        // The table itself was checked as it was read; each policy's overrides are checked here.
         for &kind in self.policy.per_policy.keys() {
-            specs.push((format!("policy.per_policy.{kind}"), self.policy_spec_for(kind)?));
-        }
-        for (context, t) in &specs {
-            if !(0.0..1.0).contains(&t.themis_f) {
-                return Err(self.invalid(format!("{context}.themis_f {} is not in [0, 1)", t.themis_f)));
-            }
-            if !(t.themis_lease_s.is_finite() && t.themis_lease_s > 0.0) {
-                return Err(self.invalid(format!("{context}.themis_lease_s {} is not a positive number of seconds", t.themis_lease_s)));
-            }
-            t.horus_config().validate().map_err(|m| self.invalid(format!("{context}.{m}")))?;
+            self.policy.config_for(kind).map_err(|m| self.invalid(m))?;
         }
         Ok(())
     }
@@ -576,76 +566,19 @@ impl Scenario {
         })
     }
 
-    /// The `[policy]` settings `kind` runs with: the table, with its `per_policy` entry for
-    /// `kind` laid over it.
-    pub fn policy_spec_for(&self, kind: PolicyKind) -> Result<PolicySpec, ScenarioError> {
-        let Some(own) = self.policy.per_policy.get(&kind) else {
-            return Ok(self.policy.clone());
-        };
-        let context = format!("policy.per_policy.{kind}");
-        if own.contains_key("per_policy") {
-            return Err(self.invalid(format!("{context}: per_policy cannot be nested")));
-        }
-        let mut merged = toml::Table::try_from(PolicySpec { per_policy: BTreeMap::new(), ..self.policy.clone() })
-            .map_err(|e| self.invalid(format!("{context}: {e}")))?;
-        for (key, value) in own {
-            merged.insert(key.clone(), value.clone());
-        }
-        toml::Value::Table(merged)
-            .try_into::<PolicySpec>()
-            .map_err(|e| self.invalid(format!("{context}: {}", e.to_string().trim())))
-    }
-
-    /// The policy configuration `kind` runs with (reads the Gittins prior if named).
+    /// The policy configuration `kind` runs with: the `[policy]` table with `kind`'s overrides,
+    /// the scenario's placement and round length, the Gittins prior's samples read.
     pub fn policy_config_for(&self, kind: PolicyKind) -> Result<PolicyConfig, ScenarioError> {
-        let spec = self.policy_spec_for(kind)?;
-        let mut config = PolicyConfig {
-            placement: self.placement.strategy().map_err(|m| self.invalid(format!("placement.{m}")))?,
-            keep_placements: self.placement.keep_placements,
-            ..PolicyConfig::default()
-        };
-        config.las.queue_limits_gpu_s = spec.las_queue_limits_gpu_s.clone();
-        config.las.queues = spec.las_queues;
-        config.las.starvation_factor = spec.starvation_factor;
-        config.gittins_delta_gpu_s = spec.gittins_delta_gpu_s;
-        config.qssf_history = spec.qssf_history;
-        config.rounds.recompute_interval_s = spec.recompute_interval_s;
-        config.tenant_weights = spec.tenant_weights.clone();
-        config.muri.packing = spec.muri_packing;
-        config.muri.autopack = spec.muri_autopack;
-        config.muri.order = match spec.muri_order.as_str() {
-            "best" => arbiter_policy::interleave::JobOrder::Best,
-            "worst" => arbiter_policy::interleave::JobOrder::Worst,
-            other => return Err(self.invalid(format!("policy.muri_order `{other}` is not best or worst"))),
-        };
-        config.muri.blossom = spec.muri_blossom;
-        config.themis.fairness_knob = spec.themis_f;
-        config.themis.lease_s = spec.themis_lease_s;
-        config.horus = spec.horus_config();
-        config.vtc = arbiter_policy::vtc::VtcConfig { quantum_s: spec.vtc_quantum_s, inner: spec.vtc_inner };
-        config.chronus.lease_s = spec.chronus_lease_s;
-        config.chronus.later_options = spec.chronus_later_options;
-        config.chronus.mip_node_limit = spec.chronus_mip_node_limit;
-        config.chronus.mip_max_binaries = spec.chronus_mip_max_binaries;
-        if !(spec.external_timeout_s.is_finite() && spec.external_timeout_s > 0.0) {
-            return Err(self.invalid(format!("policy.external_timeout_s must be > 0, got {}", spec.external_timeout_s)));
-        }
-        config.external = spec.external_cmd.clone().map(|command| arbiter_policy::external::ExternalConfig {
-            command,
-            timeout: std::time::Duration::from_secs_f64(spec.external_timeout_s),
-        });
-        config.inner_policy = match spec.hierarchical_inner.as_str() {
-            "fairness" => arbiter_policy::gavel::allocation::InnerPolicy::Fairness,
-            "fifo" => arbiter_policy::gavel::allocation::InnerPolicy::Fifo,
-            other => return Err(self.invalid(format!("policy.hierarchical_inner `{other}` is not fairness or fifo"))),
-        };
+        let mut config = self.policy.config_for(kind).map_err(|m| self.invalid(m))?;
+        config.placement = self.placement.strategy().map_err(|m| self.invalid(format!("placement.{m}")))?;
+        config.keep_placements = self.placement.keep_placements;
         if let Some(round_s) = self.simulation.round_s {
             config.rounds.round_s = round_s;
         }
-        if let Some(prior) = &spec.gittins_prior {
-            config.gittins_prior_gpu_s = self.read_resolved("policy.gittins_prior", prior, arbiter_trace::tiresias::read_gpu_time_prior)?;
+        if let Some(prior) = &config.gittins.prior {
+            config.gittins_prior_gpu_s = self.read_resolved("policy.gittins.prior", prior, arbiter_trace::tiresias::read_gpu_time_prior)?;
         } else if kind == PolicyKind::Gittins {
-            return Err(self.invalid("policy `gittins` needs policy.gittins_prior (a CSV of GPU-time samples)".into()));
+            return Err(self.invalid("policy `gittins` needs a prior: [policy.gittins] prior = \"a CSV of GPU-time samples\"".into()));
         }
         Ok(config)
     }

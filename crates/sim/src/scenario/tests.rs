@@ -139,43 +139,47 @@ fn jobs_too_large_for_the_cluster_are_counted_unplaceable_with_a_warning() {
 
 #[test]
 fn per_policy_keys_apply_to_their_policy_only() {
-    let text = format!("{BASE}[policy]\nmuri_packing = 3\nthemis_f = 0.5\n[policy.per_policy.muri-l]\nmuri_autopack = true\nmuri_packing = 2\n")
+    let text = format!("{BASE}[policy.muri]\npacking = 3\n[policy.themis]\nfairness_knob = 0.5\n[policy.per_policy.muri-l.muri]\nautopack = true\npacking = 2\n")
         .replace("policies = [\"fifo\"]", "policies = [\"muri-s\", \"muri-l\"]");
     let scenario = load_text(&text, &[]).expect("loads");
     let s = scenario.policy_config_for(PolicyKind::MuriS).expect("muri-s");
     let l = scenario.policy_config_for(PolicyKind::MuriL).expect("muri-l");
     assert_eq!((s.muri.packing, s.muri.autopack, s.themis.fairness_knob), (3, false, 0.5));
-    // The override replaces only the keys it names; the rest of [policy] still applies.
+    // The override replaces only the keys it names, also within a family's table; the rest of
+    // [policy] still applies.
     assert_eq!((l.muri.packing, l.muri.autopack, l.themis.fairness_knob), (2, true, 0.5));
     // A --set reaches into the override too.
-    let set = load_text(&text, &["policy.per_policy.muri-l.muri_packing=4"]).expect("loads");
+    let set = load_text(&text, &["policy.per_policy.muri-l.muri.packing=4"]).expect("loads");
     assert_eq!(set.policy_config_for(PolicyKind::MuriL).expect("muri-l").muri.packing, 4);
 }
 
 #[test]
 fn per_policy_mistakes_name_the_policy_and_key() {
-    let bad_key = format!("{BASE}[policy.per_policy.muri-l]\nmuri_autopak = true\n");
+    let bad_key = format!("{BASE}[policy.per_policy.muri-l.muri]\nautopak = true\n");
     let e = load_text(&bad_key, &[]).expect_err("unknown key").to_string();
-    assert!(e.contains("policy.per_policy.muri-l: unknown field `muri_autopak`"), "{e}");
-    let bad_policy = format!("{BASE}[policy.per_policy.muri-x]\nmuri_autopack = true\n");
+    assert!(e.contains("policy.per_policy.muri-l: unknown field `autopak`"), "{e}");
+    let bad_policy = format!("{BASE}[policy.per_policy.muri-x.muri]\nautopack = true\n");
     let e = load_text(&bad_policy, &[]).expect_err("unknown policy").to_string();
     assert!(e.contains("unknown policy `muri-x`"), "{e}");
-    let bad_value = format!("{BASE}[policy.per_policy.themis]\nthemis_f = 1.5\n");
+    let bad_value = format!("{BASE}[policy.per_policy.themis.themis]\nfairness_knob = 1.5\n");
     let e = load_text(&bad_value, &[]).expect_err("f out of range").to_string();
-    assert!(e.contains("policy.per_policy.themis.themis_f 1.5 is not in [0, 1)"), "{e}");
+    assert!(e.contains("policy.per_policy.themis.themis: ") && e.contains("[0, 1), got 1.5"), "{e}");
 }
 
 #[test]
 fn horus_keys_reach_the_policy_and_bad_ones_are_refused() {
-    let text = format!("{BASE}[policy]\nhorus_lookahead = 3\nhorus_util_limit_pct = 150\nhorus_interference = 0.5\nhorus_job_memory_gib = 4\n");
+    let text = format!("{BASE}[policy.horus]\nlookahead = 3\nutil_limit_pct = 150\ninterference = 0.5\njob_memory_gib = 4\n");
     let scenario = load_text(&text, &["policies=[\"horus\"]"]).expect("valid");
     let horus = scenario.policy_config_for(PolicyKind::Horus).expect("config").horus;
     assert_eq!((horus.lookahead, horus.util_limit_pct, horus.interference, horus.job_memory_gib), (3, 150.0, 0.5, 4.0));
     assert_eq!(horus.max_jobs_per_gpu, 3, "unset keys keep their defaults");
-    let e = load_error(&["policy.horus_lookahead=0"]);
-    assert!(e.ends_with("policy.horus_lookahead must be at least 1"), "{e}");
-    let e = load_error(&["policy.horus_max_jobs_per_gpu=9"]);
-    assert!(e.contains("horus_max_jobs_per_gpu 9 is not in 1..=4"), "{e}");
+    let e = load_error(&["policy.horus.lookahead=0"]);
+    assert!(e.contains("policy.horus.lookahead must be at least 1"), "{e}");
+    let e = load_error(&["policy.horus.max_jobs_per_gpu=9"]);
+    assert!(e.contains("horus.max_jobs_per_gpu 9 is not in 1..=4"), "{e}");
+    // The flat keys of earlier releases are refused with their new spelling.
+    let e = load_error(&["policy.horus_lookahead=3"]);
+    assert!(e.contains("policy.horus_lookahead is now `lookahead` in the table [policy.horus]"), "{e}");
 }
 
 #[test]
