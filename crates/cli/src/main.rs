@@ -34,6 +34,7 @@ mod bench_flood;
 mod bench_scale;
 mod bench_slurm;
 mod bench_util;
+mod policies_table;
 mod production;
 mod table;
 
@@ -170,7 +171,11 @@ enum Command {
         command: TraceCommand,
     },
     /// List the policies with one line each.
-    Policies,
+    Policies {
+        /// Print the guide's table instead (docs/policies.md holds exactly this).
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Run the scheduler daemon on this machine (production mode): HTTP API, embedded store,
     /// jobs as local processes. `arbiter serve --gpus 4xa100 --policy las`.
     Serve(production::ServeArgs),
@@ -404,7 +409,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => production::serve(args),
         Command::JobWrapper { spec, pid_init, probe } => std::process::exit(arbiter_daemon::wrapper::main(spec.as_deref(), pid_init, probe)),
         Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
-        Command::Policies => {
+        Command::Policies { markdown: true } => {
+            out!("{}", policies_table::markdown());
+            Ok(())
+        }
+        Command::Policies { markdown: false } => {
             for kind in PolicyKind::ALL {
                 outln!("{:<26} {}", kind.name(), kind.describe());
             }

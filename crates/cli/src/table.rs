@@ -1,6 +1,5 @@
 //! Plain-text tables for the terminal.
 
-use arbiter_policy::PolicyKind;
 use arbiter_sim::scenario::{Comparison, ResultRow};
 use arbiter_sim::Summary;
 use arbiter_trace::Trace;
@@ -58,9 +57,7 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
     use Align::{Left, Right};
     // Finish-time fairness (Themis' max ρ and share of jobs with ρ > 1) is shown when a policy
     // of that family ran; it is in every row's JSON.
-    let fairness = rows.iter().any(|r| {
-        matches!(r.policy, PolicyKind::Themis | PolicyKind::ThemisMuri | PolicyKind::FinishTimeFairness | PolicyKind::FinishTimeFairnessHet)
-    });
+    let fairness = rows.iter().any(|r| r.policy.descriptor().fairness_columns);
     let mut headers = vec![
         ("trace", Left),
         ("policy", Left),
@@ -363,7 +360,7 @@ mod tests {
     fn each_published_row_says_whether_ours_is_within_its_tolerance() {
         let published = |value: f64, tolerance: Option<f64>| arbiter_sim::scenario::Published {
             trace: "trace3".into(),
-            policy: PolicyKind::Srtf,
+            policy: arbiter_policy::PolicyKind::Srtf,
             tenant: "all".into(),
             metric: "avg_jct_s".into(),
             value,

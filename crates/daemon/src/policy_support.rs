@@ -9,6 +9,7 @@
 
 use crate::executor::Capabilities;
 use crate::store::Tenant;
+use arbiter_policy::DaemonSupport;
 use arbiter_policy::gavel::packing::PairSpeeds;
 use arbiter_policy::gavel::RoundOptions;
 use arbiter_policy::{PolicyConfig, PolicyKind};
@@ -35,18 +36,15 @@ const BUNDLED_GITTINS_PRIOR: &str = include_str!("../../../data/tiresias/yarn-gp
 /// group — the first member of a group runs alone and the others wait, each with a pending
 /// reason that says so (`round::gate::check_start`), so a decision is never carried out half-shared.
 pub fn unsupported(kind: PolicyKind, capabilities: Capabilities) -> Option<String> {
-    match kind {
-        PolicyKind::MaxMinFairnessPacked if !capabilities.colocation => Some(format!(
-            "`{}` decides GPU sharing (two jobs on the same GPUs), which this executor cannot carry out (Slurm gives a GPU to one job at a time unless `[slurm] share_gpus = true`); use max-min-fairness-het",
-            kind.name()
+    match kind.descriptor().daemon {
+        DaemonSupport::Runs => None,
+        DaemonSupport::NeedsColocation if capabilities.colocation => None,
+        DaemonSupport::NeedsColocation => Some(format!(
+            "`{}` decides GPU sharing (two jobs on the same GPUs), which this executor cannot carry out (it gives a GPU to one job at a time{}); use max-min-fairness-het",
+            kind.name(),
+            capabilities.colocation_hint.map(|h| format!(": {h}")).unwrap_or_default()
         )),
-        // AntMan's opportunistic jobs run on GPUs that other runs hold; the daemon gives each
-        // GPU to one run (its opportunistic jobs take only idle GPUs and yield them).
-        PolicyKind::AntMan => Some(format!(
-            "`{}` runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)",
-            kind.name()
-        )),
-        _ => None,
+        DaemonSupport::Refused(why) => Some(format!("`{}`: {why}", kind.name())),
     }
 }
 

@@ -117,7 +117,8 @@ const SYNERGY_NAMES: [[&str; 4]; 4] = [
 ];
 
 /// What is known about a policy before it is built ([`PolicyKind::descriptor`]): one entry per
-/// policy instead of a table per question.
+/// policy instead of a table per question. `arbiter policies --markdown` prints the guide's
+/// table of policies from these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Descriptor {
     /// The identifier (scenarios, `--policy`, JSON).
@@ -128,6 +129,52 @@ pub struct Descriptor {
     pub family: Family,
     /// Whether it uses measured speeds of job pairs sharing GPUs.
     pub pair_speeds: bool,
+    /// Whether it resizes elastic jobs (chooses their GPU counts within their range).
+    pub elastic: bool,
+    /// Whether the daemon can carry out its decisions.
+    pub daemon: DaemonSupport,
+    /// Whether results under it show finish-time fairness (max ρ, share of jobs with ρ > 1).
+    pub fairness_columns: bool,
+}
+
+/// Whether the production daemon runs a policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DaemonSupport {
+    /// On every executor.
+    Runs,
+    /// Only on an executor that lets runs share GPUs (the local one; Slurm with `share_gpus`):
+    /// its decisions share GPUs.
+    NeedsColocation,
+    /// Never, for the reason given.
+    Refused(&'static str),
+}
+
+impl Descriptor {
+    /// A policy deciding as `family`, using no pair speeds, resizing no elastic jobs, run by the
+    /// daemon everywhere.
+    const fn new(name: &'static str, family: Family, describe: &'static str) -> Self {
+        Descriptor { name, describe, family, pair_speeds: false, elastic: false, daemon: DaemonSupport::Runs, fairness_columns: false }
+    }
+
+    const fn pair_speeds(mut self) -> Self {
+        self.pair_speeds = true;
+        self
+    }
+
+    const fn elastic(mut self) -> Self {
+        self.elastic = true;
+        self
+    }
+
+    const fn daemon(mut self, daemon: DaemonSupport) -> Self {
+        self.daemon = daemon;
+        self
+    }
+
+    const fn fairness_columns(mut self) -> Self {
+        self.fairness_columns = true;
+        self
+    }
 }
 
 /// How a policy decides, as its callers need to know.
@@ -246,44 +293,44 @@ impl PolicyKind {
     /// Everything known about the policy before it is built, in one place.
     pub fn descriptor(self) -> Descriptor {
         match self {
-            PolicyKind::Fifo => Descriptor { name: "fifo", describe: "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)", family: Family::Events, pair_speeds: false },
-            PolicyKind::FifoBackfill => Descriptor { name: "fifo-backfill", describe: "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Sjf => Descriptor { name: "sjf", describe: "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Srtf => Descriptor { name: "srtf", describe: "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Srsf => Descriptor { name: "srsf", describe: "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Chronus => Descriptor { name: "chronus", describe: "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Edf => Descriptor { name: "edf", describe: "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Las => Descriptor { name: "las", describe: "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)", family: Family::Events, pair_speeds: false },
-            PolicyKind::DlasGpu => Descriptor { name: "dlas-gpu", describe: "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)", family: Family::Events, pair_speeds: false },
-            PolicyKind::MuriS => Descriptor { name: "muri-s", describe: "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)", family: Family::Events, pair_speeds: false },
-            PolicyKind::MuriL => Descriptor { name: "muri-l", describe: "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)", family: Family::Events, pair_speeds: false },
-            PolicyKind::AntMan => Descriptor { name: "antman", describe: "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)", family: Family::Events, pair_speeds: false },
-            PolicyKind::ThemisMuri => Descriptor { name: "themis-muri", describe: "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Themis => Descriptor { name: "themis", describe: "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Gandiva => Descriptor { name: "gandiva", describe: "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)", family: Family::OtherRounds, pair_speeds: true },
-            PolicyKind::Horus => Descriptor { name: "horus", describe: "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)", family: Family::Events, pair_speeds: true },
-            PolicyKind::Gittins => Descriptor { name: "gittins", describe: "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)", family: Family::Events, pair_speeds: false },
-            PolicyKind::Qssf => Descriptor { name: "qssf", describe: "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)", family: Family::Events, pair_speeds: false },
-            PolicyKind::PolluxTiresias => Descriptor { name: "pollux-tiresias", describe: "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)", family: Family::OtherRounds, pair_speeds: false },
-            PolicyKind::Optimus => Descriptor { name: "optimus", describe: "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)", family: Family::OtherRounds, pair_speeds: false },
-            PolicyKind::Afs => Descriptor { name: "afs", describe: "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)", family: Family::OtherRounds, pair_speeds: false },
-            PolicyKind::Vtc => Descriptor { name: "vtc", describe: "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)", family: Family::Events, pair_speeds: false },
-            PolicyKind::External => Descriptor { name: "external", describe: "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)", family: Family::Events, pair_speeds: false },
-            PolicyKind::MaxMinFairness => Descriptor { name: "max-min-fairness", describe: "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::MaxMinFairnessHet => Descriptor { name: "max-min-fairness-het", describe: "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::FinishTimeFairness => Descriptor { name: "finish-time-fairness", describe: "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::FinishTimeFairnessHet => Descriptor { name: "finish-time-fairness-het", describe: "finish-time fairness over per-type throughputs (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::MinMakespan => Descriptor { name: "min-makespan", describe: "minimum makespan as a Gavel allocation, agnostic of GPU types", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::MinMakespanHet => Descriptor { name: "min-makespan-het", describe: "minimum makespan over per-type throughputs (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::FifoHet => Descriptor { name: "fifo-het", describe: "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::MaxThroughput => Descriptor { name: "max-throughput", describe: "maximum total throughput over GPU types (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::MinCost => Descriptor { name: "min-cost", describe: "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::Hierarchical => Descriptor { name: "hierarchical", describe: "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: false },
-            PolicyKind::MaxMinFairnessPacked => Descriptor { name: "max-min-fairness-packed", describe: "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)", family: Family::GavelAllocation, pair_speeds: true },
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Proportional) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)", family: Family::Synergy, pair_speeds: false },
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Greedy) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)", family: Family::Synergy, pair_speeds: false },
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Tune) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)", family: Family::Synergy, pair_speeds: false },
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Opt) => Descriptor { name: SYNERGY_NAMES[order as usize][mechanism as usize], describe: "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)", family: Family::Synergy, pair_speeds: false },
+            PolicyKind::Fifo => Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)"),
+            PolicyKind::FifoBackfill => Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)"),
+            PolicyKind::Sjf => Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)"),
+            PolicyKind::Srtf => Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)"),
+            PolicyKind::Srsf => Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)"),
+            PolicyKind::Chronus => Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)"),
+            PolicyKind::Edf => Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)"),
+            PolicyKind::Las => Descriptor::new("las", Family::Events, "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)"),
+            PolicyKind::DlasGpu => Descriptor::new("dlas-gpu", Family::Events, "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)"),
+            PolicyKind::MuriS => Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)"),
+            PolicyKind::MuriL => Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)"),
+            PolicyKind::AntMan => Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)")),
+            PolicyKind::ThemisMuri => Descriptor::new("themis-muri", Family::Events, "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)").fairness_columns(),
+            PolicyKind::Themis => Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns(),
+            PolicyKind::Gandiva => Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds(),
+            PolicyKind::Horus => Descriptor::new("horus", Family::Events, "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)").pair_speeds(),
+            PolicyKind::Gittins => Descriptor::new("gittins", Family::Events, "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)"),
+            PolicyKind::Qssf => Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)"),
+            PolicyKind::PolluxTiresias => Descriptor::new("pollux-tiresias", Family::OtherRounds, "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)"),
+            PolicyKind::Optimus => Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic(),
+            PolicyKind::Afs => Descriptor::new("afs", Family::OtherRounds, "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)").elastic(),
+            PolicyKind::Vtc => Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)"),
+            PolicyKind::External => Descriptor::new("external", Family::Events, "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)"),
+            PolicyKind::MaxMinFairness => Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)"),
+            PolicyKind::MaxMinFairnessHet => Descriptor::new("max-min-fairness-het", Family::GavelAllocation, "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)"),
+            PolicyKind::FinishTimeFairness => Descriptor::new("finish-time-fairness", Family::GavelAllocation, "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types").fairness_columns(),
+            PolicyKind::FinishTimeFairnessHet => Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns(),
+            PolicyKind::MinMakespan => Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types"),
+            PolicyKind::MinMakespanHet => Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)"),
+            PolicyKind::FifoHet => Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)"),
+            PolicyKind::MaxThroughput => Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)"),
+            PolicyKind::MinCost => Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)"),
+            PolicyKind::Hierarchical => Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)"),
+            PolicyKind::MaxMinFairnessPacked => Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation),
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Proportional) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)"),
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Greedy) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)"),
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Tune) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)"),
+            PolicyKind::Synergy(order, mechanism @ Mechanism::Opt) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)"),
         }
     }
 

@@ -50,7 +50,7 @@ mod test_support;
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
-pub use kind::{build, build_gavel, GittinsParams, HierarchicalParams, PolicyConfig, PolicyKind, QssfParams};
+pub use kind::{build, build_gavel, DaemonSupport, Descriptor, Family, GittinsParams, HierarchicalParams, PolicyConfig, PolicyKind, QssfParams};
 pub use placement::PlacementStrategy;
 
 /// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.
