@@ -20,92 +20,210 @@ use crate::{Policy, PolicyError};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Every policy Arbiter implements.
-///
-/// Serialized and parsed by [`PolicyKind::name`] (`fifo`, `max-min-fairness-het`, `srtf+tune`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PolicyKind {
+/// The registry: one line per policy (its variant, descriptor and how it is built) generates
+/// [`PolicyKind`], [`PolicyKind::ALL`], [`PolicyKind::descriptor`] and [`build`], so a policy left
+/// out of any of them cannot compile. Synergy's sixteen (order × mechanism) are the one variant
+/// with fields, added by hand below the table. `$kind`, `$config`, `$greedy` and `$ordered` name
+/// what a line's build expression may use: the policy, its configuration, greedy placement
+/// options and a builder of ordered policies.
+macro_rules! policies {
+    (($kind:ident, $config:ident, $greedy:ident, $ordered:ident) $( $(#[$attr:meta])* $variant:ident => $descriptor:expr, $build:expr; )*) => {
+        /// Every policy Arbiter implements.
+        ///
+        /// Serialized and parsed by [`PolicyKind::name`] (`fifo`, `max-min-fairness-het`, `srtf+tune`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum PolicyKind {
+            $( $(#[$attr])* $variant, )*
+            /// Synergy: a job order composed with a CPU/memory allocation mechanism (`srtf+tune`).
+            Synergy(SynergyOrder, Mechanism),
+        }
+
+        /// The policies of the table, in its order.
+        const TABLE: [PolicyKind; [$(stringify!($variant)),*].len()] = [$(PolicyKind::$variant),*];
+
+        impl PolicyKind {
+            /// Everything known about the policy before it is built, in one place.
+            pub fn descriptor(self) -> Descriptor {
+                match self {
+                    $( PolicyKind::$variant => $descriptor, )*
+                    PolicyKind::Synergy(order, mechanism) => synergy_descriptor(order, mechanism),
+                }
+            }
+        }
+
+        /// Builds a policy.
+        pub fn build($kind: PolicyKind, $config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
+            let $greedy = GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: $config.keep_placements, strategy: $config.placement };
+            let $ordered = |order| Box::new(OrderedPolicy::new(order, $config.placement, $config.keep_placements)) as Box<dyn Policy>;
+            Ok(match $kind {
+                $( PolicyKind::$variant => $build, )*
+                PolicyKind::Synergy(order, mechanism) => Box::new(Synergy::new($kind.name(), order, mechanism)),
+            })
+        }
+    };
+}
+
+policies! {
+    (kind, config, greedy, ordered)
     /// Strict FIFO with head-of-line blocking (YARN-CS). Non-preemptive.
-    Fifo,
+    Fifo => Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)"),
+        ordered(Order::Fifo);
     /// FIFO with EASY backfilling against the head job's reservation. Non-preemptive.
-    FifoBackfill,
+    FifoBackfill => Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)"),
+        Box::new(FifoBackfill::new(config.placement));
     /// Shortest job first by trace duration (oracle). Non-preemptive.
-    Sjf,
+    Sjf => Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)"),
+        ordered(Order::ShortestJob);
     /// Shortest remaining time first (oracle). Preemptive.
-    Srtf,
+    Srtf => Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)"),
+        ordered(Order::ShortestRemainingTime);
     /// Shortest remaining service (time × GPUs) first (oracle). Preemptive.
-    Srsf,
+    Srsf => Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)"),
+        ordered(Order::ShortestRemainingService);
     /// Earliest deadline first (jobs without a deadline last). Preemptive.
-    Edf,
+    Edf => Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)"),
+        ordered(Order::EarliestDeadline);
     /// Chronus: lease-based deadline guarantees with admission control (SoCC'21).
-    Chronus,
+    Chronus => Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)"),
+        Box::new(crate::chronus::Chronus::new(config.chronus, greedy)?);
     /// Tiresias-L: discretized 2D least-attained-service queues. Preemptive.
-    Las,
+    Las => Descriptor::new("las", Family::Events, "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)"),
+        Box::new(Las::new(config.las.clone(), greedy)?);
     /// Tiresias-L as Tiresias' and Muri's simulators run it (their queue-list order, counting
     /// placement, demotion timers). Preemptive.
-    DlasGpu,
+    DlasGpu => Descriptor::new("dlas-gpu", Family::Events, "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)"),
+        Box::new(DlasGpu::new(&config.las)?);
     /// Tiresias-G: discretized 2D Gittins index from a job-size prior. Preemptive.
-    Gittins,
+    Gittins => Descriptor::new("gittins", Family::Events, "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)"),
+        {
+                let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
+                let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();
+                Box::new(Gittins::new(prior, limits, config.gittins.delta_gpu_s, greedy)?)
+    };
     /// Muri-S: interleaves jobs with different resource needs, least remaining service first.
-    MuriS,
+    MuriS => Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)"),
+        Box::new(Muri::new(MuriRanking::RemainingService, config.muri)?);
     /// Muri-L: the same, least attained service first (durations unknown).
-    MuriL,
+    MuriL => Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)"),
+        Box::new(Muri::new(MuriRanking::AttainedService, config.muri)?);
     /// AntMan: non-preemptive; resource-guaranteed jobs get GPUs of their own (reserving partial
     /// gangs while they wait), opportunistic jobs soak up lightly used GPUs anywhere.
-    AntMan,
+    AntMan => Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)")),
+        crate::antman::build(config)?;
     /// Themis as Muri's simulator runs it: a finish-time-fairness allocation recomputed at every
     /// event, ranked by allocation over time received.
-    ThemisMuri,
+    ThemisMuri => Descriptor::new("themis-muri", Family::Events, "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)").fairness_columns(),
+        crate::themis::build_muri(config)?;
     /// Themis' own mechanism: leases, finish-time fairness ρ, GPUs offered to the `1 − f`
     /// fraction of jobs with the worst ρ, partial-allocation auction.
-    Themis,
+    Themis => Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns(),
+        crate::themis::build_lease(config)?;
     /// Gandiva as Gavel implements it: time-slicing in rounds, random pairing with
     /// introspection when over-subscribed, migration to defragment.
-    Gandiva,
+    Gandiva => Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds(),
+        crate::gavel::gandiva::build(config)?;
     /// Horus: interference-aware co-location of jobs on GPUs in use, only where predicted
     /// utilization and memory stay under limits; look-ahead over the queue. Non-preemptive.
-    Horus,
+    Horus => Descriptor::new("horus", Family::Events, "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)").pair_speeds(),
+        crate::horus::build(config)?;
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
-    Qssf,
+    Qssf => Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)"),
+        Box::new(Qssf::new(greedy, config.qssf.history));
     /// A program outside Rust orders the jobs (JSON lines over a pipe; learned policies such as
     /// Decima): see [`crate::external`].
-    External,
+    External => Descriptor::new("external", Family::Events, "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)"),
+        {
+                let agent = config.external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command ([policy.external] command = \"...\"; arbiter simulate --policy-cmd)".into()))?;
+                Box::new(crate::external::ExternalPolicy::spawn(&agent.command, agent.timeout, greedy)?)
+    };
     /// VTC: tenants served by the lowest counter of weighted service received over time, no
     /// banked credit; a job order inside each tenant. Preemptive.
-    Vtc,
+    Vtc => Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)"),
+        Box::new(crate::vtc::Vtc::new(config.vtc, config.tenant_weights.clone(), greedy)?);
     /// Tiresias as Pollux's simulator runs it (two queues, 16 GPU-hours, most-free-node
     /// placement). Preemptive.
-    PolluxTiresias,
+    PolluxTiresias => Descriptor::new("pollux-tiresias", Family::OtherRounds, "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)"),
+        Box::new(crate::pollux_tiresias::PolluxTiresias::new(crate::pollux_tiresias::QUEUE_THRESHOLD_GPU_S)?);
     /// Optimus+Oracle as Pollux's simulator runs it: elastic GPU counts by marginal gain.
-    Optimus,
+    Optimus => Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic(),
+        Box::new(crate::optimus::Optimus);
     /// AFS-L: elastic sharing by relative throughput gain (NSDI'21).
-    Afs,
+    Afs => Descriptor::new("afs", Family::OtherRounds, "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)").elastic(),
+        Box::new(crate::afs::Afs::default());
     /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
-    MaxMinFairness,
+    MaxMinFairness => Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)"),
+        gavel_policy(kind, config)?;
     /// Gavel max-min fairness over normalized throughputs (heterogeneity-aware LAS), by rounds.
-    MaxMinFairnessHet,
+    MaxMinFairnessHet => Descriptor::new("max-min-fairness-het", Family::GavelAllocation, "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)"),
+        gavel_policy(kind, config)?;
     /// Themis' finish-time fairness as a Gavel allocation, heterogeneity-agnostic.
-    FinishTimeFairness,
+    FinishTimeFairness => Descriptor::new("finish-time-fairness", Family::GavelAllocation, "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types").fairness_columns(),
+        gavel_policy(kind, config)?;
     /// Finish-time fairness over real per-type throughputs.
-    FinishTimeFairnessHet,
+    FinishTimeFairnessHet => Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns(),
+        gavel_policy(kind, config)?;
     /// Minimum makespan as a Gavel allocation, heterogeneity-agnostic.
-    MinMakespan,
+    MinMakespan => Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types"),
+        gavel_policy(kind, config)?;
     /// Minimum makespan over real per-type throughputs.
-    MinMakespanHet,
+    MinMakespanHet => Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)"),
+        gavel_policy(kind, config)?;
     /// FIFO with whole GPUs on each job's fastest free type, realized by Gavel's rounds.
-    FifoHet,
+    FifoHet => Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)"),
+        gavel_policy(kind, config)?;
     /// Maximum total throughput over per-type throughputs (Gavel).
-    MaxThroughput,
+    MaxThroughput => Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)"),
+        gavel_policy(kind, config)?;
     /// Most throughput per dollar, meeting job SLOs where possible (Gavel).
-    MinCost,
+    MinCost => Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)"),
+        gavel_policy(kind, config)?;
     /// Weighted fairness across tenants, then fairness among each tenant's jobs (Gavel).
-    Hierarchical,
+    Hierarchical => Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)"),
+        gavel_policy(kind, config)?;
     /// Heterogeneity-aware max-min fairness with space sharing: pairs of jobs may share GPUs
     /// (Gavel).
-    MaxMinFairnessPacked,
-    /// Synergy: a job order composed with a CPU/memory allocation mechanism (`srtf+tune`).
-    Synergy(SynergyOrder, Mechanism),
+    MaxMinFairnessPacked => Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation),
+        gavel_policy(kind, config)?;
 }
+
+/// Every policy: the table's, then Synergy's (order-major).
+const fn all_policies() -> [PolicyKind; TABLE.len() + 16] {
+    let mut all = [PolicyKind::Fifo; TABLE.len() + 16];
+    let mut i = 0;
+    while i < TABLE.len() {
+        all[i] = TABLE[i];
+        i += 1;
+    }
+    let mut o = 0;
+    while o < 4 {
+        let mut m = 0;
+        while m < 4 {
+            all[TABLE.len() + o * 4 + m] = PolicyKind::Synergy(SynergyOrder::ALL[o], Mechanism::ALL[m]);
+            m += 1;
+        }
+        o += 1;
+    }
+    all
+}
+
+/// Synergy's descriptors, by mechanism.
+fn synergy_descriptor(order: SynergyOrder, mechanism: Mechanism) -> Descriptor {
+    match mechanism {
+        mechanism @ Mechanism::Proportional => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)"),
+        mechanism @ Mechanism::Greedy => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)"),
+        mechanism @ Mechanism::Tune => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)"),
+        mechanism @ Mechanism::Opt => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)"),
+    }
+}
+
+/// One of Gavel's allocation policies, built.
+fn gavel_policy(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
+    match build_gavel(kind, config)? {
+        Some(policy) => Ok(Box::new(policy)),
+        None => Err(PolicyError::Invariant(format!("{kind} has no builder"))),
+    }
+}
+
 
 /// `order+mechanism` names of the Synergy policies, indexed like [`SynergyOrder::ALL`] ×
 /// [`Mechanism::ALL`].
@@ -212,59 +330,8 @@ impl std::str::FromStr for PolicyKind {
 }
 
 impl PolicyKind {
-    /// All policies.
-    pub const ALL: [PolicyKind; 50] = [
-        PolicyKind::Fifo,
-        PolicyKind::FifoBackfill,
-        PolicyKind::Sjf,
-        PolicyKind::Srtf,
-        PolicyKind::Srsf,
-        PolicyKind::Edf,
-        PolicyKind::Chronus,
-        PolicyKind::Las,
-        PolicyKind::DlasGpu,
-        PolicyKind::Gittins,
-        PolicyKind::MuriS,
-        PolicyKind::MuriL,
-        PolicyKind::AntMan,
-        PolicyKind::ThemisMuri,
-        PolicyKind::Themis,
-        PolicyKind::Gandiva,
-        PolicyKind::Horus,
-        PolicyKind::Qssf,
-        PolicyKind::Vtc,
-        PolicyKind::PolluxTiresias,
-        PolicyKind::Optimus,
-        PolicyKind::Afs,
-        PolicyKind::External,
-        PolicyKind::MaxMinFairness,
-        PolicyKind::MaxMinFairnessHet,
-        PolicyKind::FinishTimeFairness,
-        PolicyKind::FinishTimeFairnessHet,
-        PolicyKind::MinMakespan,
-        PolicyKind::MinMakespanHet,
-        PolicyKind::FifoHet,
-        PolicyKind::MaxThroughput,
-        PolicyKind::MinCost,
-        PolicyKind::Hierarchical,
-        PolicyKind::MaxMinFairnessPacked,
-        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Proportional),
-        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Greedy),
-        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Tune),
-        PolicyKind::Synergy(SynergyOrder::Fifo, Mechanism::Opt),
-        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Proportional),
-        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Greedy),
-        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Tune),
-        PolicyKind::Synergy(SynergyOrder::Srtf, Mechanism::Opt),
-        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Proportional),
-        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Greedy),
-        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Tune),
-        PolicyKind::Synergy(SynergyOrder::Las, Mechanism::Opt),
-        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Proportional),
-        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Greedy),
-        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Tune),
-        PolicyKind::Synergy(SynergyOrder::Ftf, Mechanism::Opt),
-    ];
+    /// All policies: the registry's, then Synergy's.
+    pub const ALL: [PolicyKind; TABLE.len() + 16] = all_policies();
 
     /// Whether this is one of Synergy's resource-sensitive policies.
     pub fn is_synergy(self) -> bool {
@@ -288,50 +355,6 @@ impl PolicyKind {
     /// Whether this is one of Gavel's allocation policies (computed as X, realized by rounds).
     pub fn is_gavel(self) -> bool {
         self.descriptor().family == Family::GavelAllocation
-    }
-
-    /// Everything known about the policy before it is built, in one place.
-    pub fn descriptor(self) -> Descriptor {
-        match self {
-            PolicyKind::Fifo => Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)"),
-            PolicyKind::FifoBackfill => Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)"),
-            PolicyKind::Sjf => Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)"),
-            PolicyKind::Srtf => Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)"),
-            PolicyKind::Srsf => Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)"),
-            PolicyKind::Chronus => Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)"),
-            PolicyKind::Edf => Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)"),
-            PolicyKind::Las => Descriptor::new("las", Family::Events, "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)"),
-            PolicyKind::DlasGpu => Descriptor::new("dlas-gpu", Family::Events, "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)"),
-            PolicyKind::MuriS => Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)"),
-            PolicyKind::MuriL => Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)"),
-            PolicyKind::AntMan => Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)")),
-            PolicyKind::ThemisMuri => Descriptor::new("themis-muri", Family::Events, "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)").fairness_columns(),
-            PolicyKind::Themis => Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns(),
-            PolicyKind::Gandiva => Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds(),
-            PolicyKind::Horus => Descriptor::new("horus", Family::Events, "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)").pair_speeds(),
-            PolicyKind::Gittins => Descriptor::new("gittins", Family::Events, "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)"),
-            PolicyKind::Qssf => Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)"),
-            PolicyKind::PolluxTiresias => Descriptor::new("pollux-tiresias", Family::OtherRounds, "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)"),
-            PolicyKind::Optimus => Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic(),
-            PolicyKind::Afs => Descriptor::new("afs", Family::OtherRounds, "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)").elastic(),
-            PolicyKind::Vtc => Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)"),
-            PolicyKind::External => Descriptor::new("external", Family::Events, "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)"),
-            PolicyKind::MaxMinFairness => Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)"),
-            PolicyKind::MaxMinFairnessHet => Descriptor::new("max-min-fairness-het", Family::GavelAllocation, "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)"),
-            PolicyKind::FinishTimeFairness => Descriptor::new("finish-time-fairness", Family::GavelAllocation, "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types").fairness_columns(),
-            PolicyKind::FinishTimeFairnessHet => Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns(),
-            PolicyKind::MinMakespan => Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types"),
-            PolicyKind::MinMakespanHet => Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)"),
-            PolicyKind::FifoHet => Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)"),
-            PolicyKind::MaxThroughput => Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)"),
-            PolicyKind::MinCost => Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)"),
-            PolicyKind::Hierarchical => Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)"),
-            PolicyKind::MaxMinFairnessPacked => Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation),
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Proportional) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)"),
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Greedy) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)"),
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Tune) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)"),
-            PolicyKind::Synergy(order, mechanism @ Mechanism::Opt) => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)"),
-        }
     }
 
     /// The identifier.
@@ -538,54 +561,6 @@ pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gav
         gavel = gavel.with_pair_speeds(pairs);
     }
     Ok(Some(gavel))
-}
-
-/// Builds a policy.
-pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-    let greedy = GreedyOptions {
-        preemptive: false,
-        head_of_line_blocking: false,
-        keep_placements: config.keep_placements,
-        strategy: config.placement,
-    };
-    let ordered = |order| Box::new(OrderedPolicy::new(order, config.placement, config.keep_placements)) as Box<dyn Policy>;
-    Ok(match kind {
-        PolicyKind::Fifo => ordered(Order::Fifo),
-        PolicyKind::Sjf => ordered(Order::ShortestJob),
-        PolicyKind::Srtf => ordered(Order::ShortestRemainingTime),
-        PolicyKind::Srsf => ordered(Order::ShortestRemainingService),
-        PolicyKind::Edf => ordered(Order::EarliestDeadline),
-        PolicyKind::Chronus => Box::new(crate::chronus::Chronus::new(config.chronus, greedy)?),
-        PolicyKind::FifoBackfill => Box::new(FifoBackfill::new(config.placement)),
-        PolicyKind::Las => Box::new(Las::new(config.las.clone(), greedy)?),
-        PolicyKind::DlasGpu => Box::new(DlasGpu::new(&config.las)?),
-        PolicyKind::MuriS => Box::new(Muri::new(MuriRanking::RemainingService, config.muri)?),
-        PolicyKind::MuriL => Box::new(Muri::new(MuriRanking::AttainedService, config.muri)?),
-        PolicyKind::AntMan => crate::antman::build(config)?,
-        PolicyKind::ThemisMuri => crate::themis::build_muri(config)?,
-        PolicyKind::Themis => crate::themis::build_lease(config)?,
-        PolicyKind::Gandiva => crate::gavel::gandiva::build(config)?,
-        PolicyKind::Horus => crate::horus::build(config)?,
-        PolicyKind::Gittins => {
-            let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
-            let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();
-            Box::new(Gittins::new(prior, limits, config.gittins.delta_gpu_s, greedy)?)
-        }
-        PolicyKind::Qssf => Box::new(Qssf::new(greedy, config.qssf.history)),
-        PolicyKind::PolluxTiresias => Box::new(crate::pollux_tiresias::PolluxTiresias::new(crate::pollux_tiresias::QUEUE_THRESHOLD_GPU_S)?),
-        PolicyKind::Optimus => Box::new(crate::optimus::Optimus),
-        PolicyKind::Afs => Box::new(crate::afs::Afs::default()),
-        PolicyKind::Vtc => Box::new(crate::vtc::Vtc::new(config.vtc, config.tenant_weights.clone(), greedy)?),
-        PolicyKind::External => {
-            let agent = config.external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command ([policy.external] command = \"...\"; arbiter simulate --policy-cmd)".into()))?;
-            Box::new(crate::external::ExternalPolicy::spawn(&agent.command, agent.timeout, greedy)?)
-        }
-        PolicyKind::Synergy(order, mechanism) => Box::new(Synergy::new(kind.name(), order, mechanism)),
-        gavel => match build_gavel(gavel, config)? {
-            Some(policy) => Box::new(policy),
-            None => return Err(PolicyError::Invariant(format!("{gavel} has no builder"))),
-        },
-    })
 }
 
 #[cfg(test)]
