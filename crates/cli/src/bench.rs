@@ -366,7 +366,7 @@ pub fn run_external(json: bool) -> Result<()> {
     let t = Instant::now();
     let base = simulate(&cluster, &trace.jobs, builtin.as_mut(), &sim)?;
     let builtin_s = t.elapsed().as_secs_f64();
-    let options = arbiter_policy::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: config.placement };
+    let options = arbiter_policy::mechanisms::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: config.placement };
     let t = Instant::now();
     let out = {
         let mut agent = arbiter_policy::external::ExternalPolicy::spawn("python3 python/examples/sjf_agent.py 2>/dev/null", std::time::Duration::from_secs(10), options)?;

@@ -230,7 +230,7 @@ mod tests {
         let finished = finished_of(&job, &spec);
         assert_eq!(finished.executed_s, 4321.0);
         let mut qssf = arbiter_policy::qssf::Qssf::new(
-            arbiter_policy::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: arbiter_policy::PlacementStrategy::Consolidated },
+            arbiter_policy::mechanisms::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: arbiter_policy::PlacementStrategy::Consolidated },
             10,
         );
         use arbiter_policy::Policy;

@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
 

@@ -1,18 +1,18 @@
 //! Policies by name: the closed set of identifiers accepted in scenarios and on the command line,
 //! and [`build`], which turns a name plus configuration into a policy object.
 
-use crate::backfill::FifoBackfill;
+use crate::classic::backfill::FifoBackfill;
 use crate::gavel::allocation::InnerPolicy;
 use crate::gavel::packing::PairSpeeds;
 use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
-use crate::gittins::{Gittins, GittinsPrior};
-use crate::greedy::GreedyOptions;
+use crate::tiresias::gittins::{Gittins, GittinsPrior};
+use crate::mechanisms::greedy::GreedyOptions;
 use crate::horus::HorusConfig;
-use crate::dlas::DlasGpu;
+use crate::tiresias::dlas::DlasGpu;
 use crate::muri::{Muri, MuriConfig, MuriRanking};
-use crate::las::{Las, LasConfig};
-use crate::ordered::{Order, OrderedPolicy};
-use crate::placement::PlacementStrategy;
+use crate::tiresias::las::{Las, LasConfig};
+use crate::classic::ordered::{Order, OrderedPolicy};
+use crate::mechanisms::placement::PlacementStrategy;
 use crate::qssf::{Qssf, DEFAULT_HISTORY};
 use crate::themis::ThemisConfig;
 use crate::synergy::{Mechanism, Synergy, SynergyOrder};
@@ -143,13 +143,13 @@ policies! {
     /// Tiresias as Pollux's simulator runs it (two queues, 16 GPU-hours, most-free-node
     /// placement). Preemptive.
     PolluxTiresias => Descriptor::new("pollux-tiresias", Family::OtherRounds, "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)"),
-        Box::new(crate::pollux_tiresias::PolluxTiresias::new(crate::pollux_tiresias::QUEUE_THRESHOLD_GPU_S)?);
+        Box::new(crate::tiresias::pollux_tiresias::PolluxTiresias::new(crate::tiresias::pollux_tiresias::QUEUE_THRESHOLD_GPU_S)?);
     /// Optimus+Oracle as Pollux's simulator runs it: elastic GPU counts by marginal gain.
     Optimus => Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic(),
-        Box::new(crate::optimus::Optimus);
+        Box::new(crate::elastic::optimus::Optimus);
     /// AFS-L: elastic sharing by relative throughput gain (NSDI'21).
     Afs => Descriptor::new("afs", Family::OtherRounds, "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)").elastic(),
-        Box::new(crate::afs::Afs::default());
+        Box::new(crate::elastic::afs::Afs::default());
     /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
     MaxMinFairness => Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)"),
         gavel_policy(kind, config)?;

@@ -11,38 +11,32 @@
 //! ([`Decision::keep_unlisted`]) — always the same schedule as the complete answer, at a cost in
 //! the waiting jobs rather than every running one.
 //!
-//! Most classic policies are "order the jobs, then place greedily" ([`greedy`]); they differ in
+//! Most classic policies are "order the jobs, then place greedily" ([`mechanisms::greedy`]); they differ in
 //! the order and in whether running jobs can be displaced (preemptive) and whether a blocked job
-//! blocks the ones behind it (head-of-line). Placement strategies live in [`placement`].
+//! blocks the ones behind it (head-of-line). Placement strategies live in [`mechanisms::placement`].
 //!
 //! ```text
 //!   SchedulerView ──► order (key per job) ──► greedy placement ──► Decision { run, pending, wake_at }
 //! ```
 #![deny(missing_docs)]
 
-pub mod afs;
+// The registry of policies, and what every policy builds on.
+pub mod kind;
+pub mod mechanisms;
+
+// Policies, by family.
 pub mod antman;
-pub mod backfill;
 pub mod chronus;
-pub mod dlas;
-mod elastic;
+pub mod classic;
+pub mod elastic;
 pub mod external;
 pub mod gavel;
-pub mod gittins;
-pub mod greedy;
 pub mod horus;
-pub mod interleave;
-pub mod kind;
-pub mod las;
-pub mod matching;
 pub mod muri;
-pub mod optimus;
-pub mod ordered;
-pub mod placement;
-pub mod pollux_tiresias;
 pub mod qssf;
 pub mod synergy;
 pub mod themis;
+pub mod tiresias;
 pub mod vtc;
 #[cfg(test)]
 mod test_support;
@@ -51,7 +45,7 @@ use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
 pub use kind::{build, build_gavel, DaemonSupport, Descriptor, Family, GittinsParams, HierarchicalParams, PolicyConfig, PolicyKind, QssfParams};
-pub use placement::PlacementStrategy;
+pub use mechanisms::placement::PlacementStrategy;
 
 /// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.
 #[derive(Clone, Copy, Debug)]

@@ -7,7 +7,7 @@
 //! (tenant, GPUs), (tenant) and finally all jobs. Before anything has finished, every job is
 //! predicted equal and the order falls back to submission time.
 
-use crate::greedy::{GreedyOptions, schedule_in_order};
+use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 use std::collections::{BTreeMap, VecDeque};

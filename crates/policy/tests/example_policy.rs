@@ -3,7 +3,7 @@
 //! `kind.rs`'s `policies!` table); this test holds the example to compiling and deciding.
 
 use arbiter_model::{ActiveJob, Cluster, Decision, JobId, JobSpec, SimTime};
-use arbiter_policy::greedy::{schedule_in_order, GreedyOptions};
+use arbiter_policy::mechanisms::greedy::{schedule_in_order, GreedyOptions};
 use arbiter_policy::{PlacementStrategy, Policy, PolicyError, SchedulerView};
 use std::cmp::Reverse;
 

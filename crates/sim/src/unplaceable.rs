@@ -160,7 +160,7 @@ impl UnplaceableJobs {
 mod tests {
     use super::*;
     use arbiter_model::{JobId, SimTime};
-    use arbiter_policy::placement::Placer;
+    use arbiter_policy::mechanisms::placement::Placer;
 
     fn job(gpus: u32) -> JobSpec {
         JobSpec::new(JobId(0), SimTime::ZERO, gpus, 1.0)

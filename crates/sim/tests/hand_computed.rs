@@ -194,7 +194,7 @@ fn gittins_prefers_jobs_likely_to_finish_soon() {
     let config = PolicyConfig {
         gittins_prior_gpu_s: vec![2.0, 2.0, 2.0, 2.0, 100.0],
         gittins: arbiter_policy::GittinsParams { prior: None, delta_gpu_s: 2.0 },
-        las: arbiter_policy::las::LasConfig { queue_limits_gpu_s: vec![], queues: 1, starvation_factor: 0.0 },
+        las: arbiter_policy::tiresias::las::LasConfig { queue_limits_gpu_s: vec![], queues: 1, starvation_factor: 0.0 },
         ..PolicyConfig::default()
     };
     let out = run(PolicyKind::Gittins, &cluster, &jobs, &config);

@@ -25,10 +25,12 @@
 
 pub mod allocation;
 mod combo;
+/// Gandiva as Gavel's artifact implements it: on Gavel's own round machinery and state (it is
+/// that implementation the reproduced numbers come from), hence here rather than beside Gavel.
 pub mod gandiva;
 pub mod packing;
 
-use crate::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use allocation::AllocJob;
 use combo::{Candidate, Combo};

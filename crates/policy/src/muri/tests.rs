@@ -88,8 +88,8 @@ fn without_blossom_each_slot_merges_into_its_first_job_while_demand_exceeds_capa
 fn without_blossom_four_jobs_slow_down_by_muris_1_3_instead_of_1_37() {
     let s = |io_s, cpu_s, gpu_s| Stages { io_s, cpu_s, gpu_s };
     let four = [s(0.0006, 0.419, 0.049), s(0.769, 0.057, 0.01), s(0.0006, 0.419, 0.049), s(0.769, 0.057, 0.01)];
-    let with = crate::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI);
-    let without = crate::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI_WITHOUT_BLOSSOM);
+    let with = crate::muri::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI);
+    let without = crate::muri::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI_WITHOUT_BLOSSOM);
     assert!((with / without - 1.37 / 1.3).abs() < 1e-12);
     // The group of Muri's trace3 at 674,521 s (its Python prints 1.5945812807881774 s).
     assert!((without - 1.5945812807881774).abs() < 1e-12, "{without}");

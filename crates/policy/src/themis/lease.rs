@@ -44,7 +44,7 @@
 
 use super::auction::{partial_allocation, Bid};
 use super::{independent_time_s, ThemisConfig};
-use crate::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, Placement, SimTime,

@@ -34,7 +34,7 @@
 //! (completions are seen through [`crate::Policy::job_finished`], so a completion that empties
 //! the cluster counts as an event, as in Muri).
 
-use crate::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, SimTime};
 use std::cmp::Ordering;

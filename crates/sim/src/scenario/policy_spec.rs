@@ -153,7 +153,7 @@ mod tests {
     fn each_family_reads_its_own_table_and_keeps_its_defaults_elsewhere() {
         let s = spec("[horus]\nlookahead = 7\n[muri]\npacking = 2\norder = \"worst\"\n[gavel]\nrecompute_interval_s = 60\n").expect("reads");
         assert_eq!((s.config.horus.lookahead, s.config.horus.max_jobs_per_gpu), (7, 3));
-        assert_eq!((s.config.muri.packing, s.config.muri.order, s.config.muri.blossom), (2, arbiter_policy::interleave::JobOrder::Worst, true));
+        assert_eq!((s.config.muri.packing, s.config.muri.order, s.config.muri.blossom), (2, arbiter_policy::muri::interleave::JobOrder::Worst, true));
         assert_eq!((s.config.rounds.recompute_interval_s, s.config.rounds.round_s), (60.0, 360.0));
         assert_eq!(spec("").expect("empty").config, PolicyConfig::default());
     }

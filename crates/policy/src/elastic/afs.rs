@@ -20,11 +20,11 @@
 //! remaining time is remaining work ÷ `T`.
 //!
 //! The authors' simulator re-decides at arrivals and completions; Pollux's scenario calls every
-//! policy once a minute. Placement as [`crate::elastic::place_counts`], smallest counts first; a changed count is a
+//! policy once a minute. Placement as [`crate::mechanisms::elastic::place_counts`], smallest counts first; a changed count is a
 //! restart (the engine charges its restart overhead). A rigid job (no elastic range) goes from
 //! zero straight to its gang size and no further.
 
-use crate::elastic::{gpu_bounds, place_counts};
+use crate::mechanisms::elastic::{gpu_bounds, place_counts};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobId, PendingReason, SimTime};
 use std::collections::BTreeMap;

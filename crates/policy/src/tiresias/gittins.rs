@@ -17,7 +17,7 @@
 //! The order is re-evaluated at every scheduling point and when a running job crosses a queue
 //! limit while others wait.
 
-use crate::greedy::{GreedyOptions, schedule_in_order};
+use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimDuration, SimTime};
 

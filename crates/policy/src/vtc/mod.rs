@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
 use crate::gavel::TenantWeights;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};

@@ -7,14 +7,14 @@
 //!   predicted iteration time saved by one more GPU × iterations left (the oracle: the job's
 //!   profile, [`arbiter_model::PlacementSpeed::predicted_iteration_s`]; the first of equals in
 //!   submission order), up to its largest count;
-//! - placement as [`crate::elastic::place_counts`], smallest counts first: a job keeps its GPUs
+//! - placement as [`crate::mechanisms::elastic::place_counts`], smallest counts first: a job keeps its GPUs
 //!   while its count is unchanged, the others are placed most-free-node first — every change of count is a
 //!   restart.
 //!
 //! A job without a profile is predicted to scale linearly, its iterations left taken as its
 //! remaining run time; a rigid job (no elastic range) runs with its gang or waits.
 
-use crate::elastic::{gpu_bounds, place_counts};
+use crate::mechanisms::elastic::{gpu_bounds, place_counts};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, PendingReason, SimTime};
 

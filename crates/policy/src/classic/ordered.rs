@@ -1,6 +1,6 @@
-//! Policies that are a fixed order plus [`crate::greedy`]: FIFO, SJF, SRTF and SRSF.
+//! Policies that are a fixed order plus [`crate::mechanisms::greedy`]: FIFO, SJF, SRTF and SRSF.
 
-use crate::greedy::{GreedyOptions, schedule_changes_in_order};
+use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
 

@@ -18,8 +18,8 @@
 //!   `ceil(limit / GPUs)`, whether or not anything waits (each such point charges the per-event
 //!   overhead to the running jobs, as in the reference).
 
-use crate::las::LasConfig;
-use crate::placement::{PlacementStrategy, Placer};
+use crate::tiresias::las::LasConfig;
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Assignment, Decision, JobId, JobSpec, ActiveJob, PendingReason, SimDuration, SimTime};
 

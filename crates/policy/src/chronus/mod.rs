@@ -31,7 +31,7 @@
 //! Jobs without a deadline are best effort. Run times are the oracle's (`run_time_s`), as the
 //! artifact's users declare them.
 
-use crate::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobId, JobSpec, SimDuration, SimTime};
 use plan::PlanOption;

@@ -11,7 +11,7 @@
 //! job in a lower queue that has waited `factor × its executed time` since it last ran is promoted
 //! back to Q0 and its executed time for queueing purposes restarts from zero.
 
-use crate::greedy::{GreedyOptions, schedule_changes_in_order};
+use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimDuration, SimTime};
 

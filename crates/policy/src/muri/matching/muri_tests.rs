@@ -5,8 +5,8 @@ use super::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// Muri's own answers; see `fixtures/matching/muri_gen.py`.
-const CASES: &str = include_str!("../fixtures/matching/muri_cases.json");
+/// Muri's own answers; see `fixtures/muri_gen.py`.
+const CASES: &str = include_str!("fixtures/muri_cases.json");
 
 use super::super::fixture_json::{parse, Json};
 

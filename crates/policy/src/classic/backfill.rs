@@ -6,7 +6,7 @@
 //! the shadow time, or it leaves the head's reserved GPUs free. Run times come from the trace
 //! (an oracle, as Slurm's user-given time limits would be). Non-preemptive.
 
-use crate::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, JobId, PendingReason, Placement, SimDuration, SimTime};
 

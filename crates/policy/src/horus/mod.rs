@@ -84,7 +84,7 @@
 //! - `horus+` (k-means queues with credits) is not implemented.
 
 use crate::gavel::packing::{PairKey, PairSpeeds};
-use crate::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{order_key, Policy, PolicyConfig, PolicyError, SchedulerView};
 use arbiter_model::{
     Assignment, Cluster, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimTime, MAX_GROUP,

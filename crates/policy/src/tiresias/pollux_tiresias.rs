@@ -10,11 +10,11 @@
 //! - the queues are scanned in order and every job whose GPU count still fits in the cluster's
 //!   remaining count runs (counting only, jobs that do not fit are skipped, not blocking);
 //! - a job that keeps running keeps its GPUs; the others get GPUs most-free-node first
-//!   ([`crate::elastic`]), so a job may be spread over nodes and run slower (its profile says).
+//!   ([`crate::mechanisms::elastic`]), so a job may be spread over nodes and run slower (its profile says).
 //!
 //! Jobs run with their requested GPU count (an elastic job's range is not used).
 
-use crate::elastic::place_counts;
+use crate::mechanisms::elastic::place_counts;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, JobId, PendingReason, SimTime};
 

@@ -12,20 +12,23 @@
 //!    opens a slot that takes it and the next `packing - 1` not yet taken jobs with the same GPU
 //!    count as candidates;
 //! 3. while the candidates need more GPUs than the cluster has, groups of each GPU-size class are
-//!    merged by a maximum-weight matching (Muri's own blossom code, [`crate::matching::muri`];
+//!    merged by a maximum-weight matching (Muri's own blossom code, [`crate::muri::matching::muri`];
 //!    edges between groups of at most `packing` jobs together, weighted by the resources their
 //!    jobs use over four resources' time in the merged group's interleaved iteration), at most
 //!    `packing` rounds, merging pairs in order only while demand exceeds capacity;
 //! 4. with autopack, a group slower than its members run in turn is split, and groups are placed
 //!    in rank order (dropping those that no longer fit); without, all go on;
 //! 5. groups are placed (largest jobs first); members share their first member's GPUs and run at
-//!    the group's speed (their own iteration time over the group's, [`crate::interleave`]).
+//!    the group's speed (their own iteration time over the group's, [`crate::muri::interleave`]).
 //!
 //! Jobs without stage times (not from a Muri trace) run alone, as SRSF / LAS would place them.
 
-use crate::interleave::{iteration_time_with_s, used_ratio, GroupFactors, JobOrder, Stages};
-use crate::matching::muri::muri_max_weight_matching;
-use crate::placement::{PlacementStrategy, Placer};
+pub mod interleave;
+pub mod matching;
+
+use crate::muri::interleave::{iteration_time_with_s, used_ratio, GroupFactors, JobOrder, Stages};
+use crate::muri::matching::muri::muri_max_weight_matching;
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec, Placement, SimTime};
 use std::collections::{BTreeMap, HashMap};

@@ -12,7 +12,7 @@
 //! scheduling point costs O(n + k log n) for n active jobs of which k are visited: the scan stops
 //! as soon as no GPU is free.
 
-use crate::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{Current, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, PendingReason, SimTime};
 use std::cmp::Reverse;

@@ -3,7 +3,7 @@
 //! equally heavy matchings it returns).
 //!
 //! A networkx-faithful matcher lived here too; nothing but its own tests called it, so it was
-//! removed (issue 27). Git history keeps it (`git log -- crates/policy/src/matching/tests.rs`).
+//! removed (issue 27). Git history keeps it (`git log --all -- crates/policy/src/matching/tests.rs`).
 
 pub mod muri;
 
