@@ -100,7 +100,7 @@ pub struct ServeConfig {
     pub checkpoint_roots: Vec<PathBuf>,
     /// Most processes (threads count) one tenant's uid may have at once (RLIMIT_NPROC), when it
     /// runs as its own uid; 0: no limit; unset: a quarter of the host's pid space (see
-    /// [`crate::containment::PidSpace::tenant_share`]). Stops a fork bomb at its tenant.
+    /// `containment::PidSpace::tenant_share`). Stops a fork bomb at its tenant.
     pub max_processes_per_tenant: Option<u64>,
     /// Most jobs one tenant may have queued or running (429 beyond).
     pub max_queued_per_tenant: usize,
@@ -148,38 +148,7 @@ pub enum ExecutorKind {
     Slurm,
 }
 
-impl ServeConfig {
-    /// What the configured executor can carry out.
-    pub fn capabilities(&self) -> crate::executor::Capabilities {
-        match self.executor {
-            ExecutorKind::Slurm => crate::slurm::capabilities(self.slurm.share_gpus),
-            kind => kind.capabilities(),
-        }
-    }
-}
-
-impl ServeConfig {
-    /// What tenants keep of their ended jobs, and how fast they may submit.
-    pub fn retention(&self) -> crate::retention::Retention {
-        crate::retention::Retention {
-            keep_finished_per_tenant: self.keep_finished_per_tenant,
-            keep_finished_bytes_per_tenant: self.keep_finished_mib_per_tenant.saturating_mul(1 << 20),
-            keep_finished_s: self.keep_finished_days.saturating_mul(86_400),
-            submissions_per_s: self.submissions_per_s_per_tenant,
-            submission_burst: self.submission_burst_per_tenant,
-        }
-    }
-}
-
 impl ExecutorKind {
-    /// What the executor can carry out (Slurm: without `share_gpus`).
-    pub fn capabilities(self) -> crate::executor::Capabilities {
-        match self {
-            ExecutorKind::Local => crate::executor::local::CAPABILITIES,
-            ExecutorKind::Slurm => crate::slurm::capabilities(false),
-        }
-    }
-
     /// Its name.
     pub fn name(self) -> &'static str {
         match self {
@@ -305,8 +274,9 @@ impl ServeConfig {
         }
     }
 
-    /// Checks values that parse but cannot work.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks values that parse but cannot work, field by field (`validate` adds what needs
+    /// the rest of the daemon: whether the executor can carry out the policy).
+    pub fn check_fields(&self) -> Result<(), ConfigError> {
         self.policy_kind()?;
         self.fallback_kind()?;
         if !(self.round_s.is_finite() && self.round_s > 0.0) {
@@ -353,9 +323,6 @@ impl ServeConfig {
         }
         if !(self.policy_timeout_s.is_finite() && self.policy_timeout_s > 0.0) {
             return Err(ConfigError::Invalid(format!("policy_timeout_s: must be > 0, got {}", self.policy_timeout_s)));
-        }
-        if let Some(reason) = crate::policy_support::unsupported(kind, self.capabilities()) {
-            return Err(ConfigError::Invalid(format!("policy: {} executor: {reason}", self.executor.name())));
         }
         if ![self.slurm.command_timeout_s, self.slurm.poll_s].iter().all(|s| s.is_finite() && *s > 0.0) {
             return Err(ConfigError::Invalid("slurm.command_timeout_s and slurm.poll_s must be > 0".into()));

@@ -176,6 +176,9 @@ pub struct State {
     pub(crate) submission_budget: BTreeMap<String, crate::retention::Budget>,
 }
 
+/// The external agent, or `None` when it failed and is to be started again.
+pub(crate) type AgentSlot = Mutex<Option<Box<dyn arbiter_policy::Policy>>>;
+
 /// The daemon: state, store, settings and the wake-up for the loop.
 #[derive(Clone)]
 pub struct Daemon {
@@ -188,7 +191,7 @@ pub struct Daemon {
     pub(crate) executor: Arc<dyn Executor>,
     /// With `policy = "external"`: the agent, asked with the state unlocked (it may take up to
     /// its timeout; the API must not wait for it). `None` inside: to be started again.
-    pub(crate) agent: Option<Arc<crate::round::decide::AgentSlot>>,
+    pub(crate) agent: Option<Arc<AgentSlot>>,
     /// Held for a whole scheduling round: rounds never overlap, also while the state is unlocked
     /// for the agent.
     pub(crate) round: Arc<Mutex<()>>,
@@ -437,7 +440,7 @@ impl Daemon {
             }
             // The admin's own jobs are not rate-limited (the admin is trusted, and its scripts
             // may submit in bulk); a tenant's, whoever submits them, are.
-            if tenant != crate::tenants::ADMIN_TENANT
+            if tenant != crate::store::ADMIN_TENANT
                 && let Err(wait_s) = state.take_submission(tenant, &self.settings.retention, self.now_ms())
             {
                 return Err(RequestError::TooMany(format!(
@@ -558,7 +561,10 @@ impl Daemon {
             updated.total_steps = total_steps;
         }
         let running_type = updated.state.gpus().and_then(|g| g.first()).and_then(|g| state.topology.gpu_type_name(*g)).map(str::to_string);
-        let (sharing, others) = crate::pairs::sharing_of(&updated, &state.jobs);
+        let (sharing, others) = match updated.state.gpus() {
+            Some(mine) => crate::pairs::sharing_of(id, mine, state.jobs.iter().filter_map(|j| Some((j.id, j.state.gpus()?)))),
+            None => (crate::pairs::Sharing::Other, Vec::new()),
+        };
         let settled = settled(state, &updated, others, now_ms);
         let mut writes = Vec::new();
         let mut undo = Vec::new();
@@ -710,7 +716,7 @@ impl Daemon {
     /// Free GPU ids (global, node by node).
     pub fn free_gpus(&self) -> Vec<u32> {
         let state = self.lock();
-        let held = crate::round::held_gpus(&state);
+        let held = state.jobs.held_gpus();
         (0..state.topology.total_gpus()).filter(|g| !held.contains(g)).collect()
     }
 
@@ -798,3 +804,18 @@ pub(crate) fn settled(state: &mut State, job: &JobRecord, others: Vec<u32>, now_
     let started_ms = started_unix_s.max(0) as u64 * 1000;
     now_ms >= started_ms.max(since).saturating_add(crate::pairs::SETTLE_S * 1000)
 }
+
+impl State {
+    /// Job `id` ended for good: it counts towards its tenant's retention.
+    pub(crate) fn remember_ended(&mut self, id: u32) {
+        if let Some(job) = self.jobs.get(id as usize) {
+            self.ended.entry(job.tenant.clone()).or_default().push(job);
+        }
+    }
+
+    /// Takes one submission from `tenant`'s budget at `now_ms`; how long to wait if there is none.
+    pub(crate) fn take_submission(&mut self, tenant: &str, retention: &crate::retention::Retention, now_ms: u64) -> Result<(), f64> {
+        self.submission_budget.entry(tenant.to_string()).or_insert_with(|| crate::retention::Budget::full(retention, now_ms)).take(retention, now_ms)
+    }
+}
+

@@ -161,15 +161,9 @@ fn default_retries() -> u32 {
     2
 }
 
-/// A field of a submission that is not acceptable, and why.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct FieldError {
-    /// The offending field.
-    pub field: &'static str,
-    /// What is wrong.
-    pub reason: String,
-}
+/// A field of a submission that is not acceptable, and why (defined with the text checks, which
+/// every field goes through).
+pub use crate::text::FieldError;
 
 /// What a submission is checked against: the machine's GPUs, CPUs and memory.
 #[derive(Clone, Debug, PartialEq)]

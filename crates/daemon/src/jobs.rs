@@ -16,6 +16,11 @@ pub struct Jobs {
 }
 
 impl Jobs {
+    /// GPUs held by running or stopping jobs.
+    pub fn held_gpus(&self) -> std::collections::BTreeSet<u32> {
+        self.iter().filter_map(|j| j.state.gpus()).flatten().copied().collect()
+    }
+
     /// Jobs from records in any order (ids above the highest record's are not slots yet; ids
     /// without a record are pruned ones).
     pub fn from_records(records: Vec<JobRecord>) -> Self {

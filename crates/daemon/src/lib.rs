@@ -42,8 +42,43 @@ pub mod topology;
 pub mod view;
 pub mod wrapper;
 
-use config::ServeConfig;
+use config::{ConfigError, ServeConfig};
 use daemon::{Daemon, Settings};
+
+impl ServeConfig {
+    /// Checks the configuration: every field, then that the executor can carry out the policy
+    /// (here, at the crate's root, so that `config` stays a leaf that imports nothing of the
+    /// daemon's).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_fields()?;
+        if let Some(reason) = policy_support::unsupported(self.policy_kind()?, self.capabilities()) {
+            return Err(ConfigError::Invalid(format!("policy: {} executor: {reason}", self.executor.name())));
+        }
+        Ok(())
+    }
+}
+
+/// (The executors' capabilities are stated here, at the crate's root, which knows every
+/// executor: `config` names them, `executor` and `slurm` implement them.)
+impl crate::config::ServeConfig {
+    /// What the configured executor can carry out.
+    pub fn capabilities(&self) -> executor::Capabilities {
+        match self.executor {
+            crate::config::ExecutorKind::Slurm => crate::slurm::capabilities(self.slurm.share_gpus),
+            kind => kind.capabilities(),
+        }
+    }
+}
+
+impl crate::config::ExecutorKind {
+    /// What the executor can carry out (Slurm: without `share_gpus`).
+    pub fn capabilities(self) -> executor::Capabilities {
+        match self {
+            crate::config::ExecutorKind::Local => executor::local::CAPABILITIES,
+            crate::config::ExecutorKind::Slurm => crate::slurm::capabilities(false),
+        }
+    }
+}
 
 /// Runs the daemon until the process is stopped. Prints where it listens and where the admin
 /// token is.

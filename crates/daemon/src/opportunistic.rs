@@ -11,7 +11,7 @@
 
 use crate::daemon::{Daemon, DaemonError, State};
 use crate::job::{JobState, StopReason};
-use crate::runs::Start;
+use crate::round::gate::Start;
 use arbiter_model::{Assignment, NodeId};
 use std::collections::BTreeSet;
 

@@ -33,7 +33,6 @@
 //! updated entry makes room for its new one, so no tenant can evict another's) and persisted in
 //! the store (table `pairs`), so a restart keeps what was learned.
 
-use crate::job::JobRecord;
 use arbiter_policy::gavel::packing::PairSpeeds;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -301,14 +300,14 @@ pub enum Sharing {
     Other,
 }
 
-/// Who holds `job`'s GPUs besides it, among `jobs`.
-pub fn sharing_of(job: &JobRecord, jobs: &crate::jobs::Jobs) -> (Sharing, Vec<u32>) {
-    let Some(mine) = job.state.gpus() else { return (Sharing::Other, Vec::new()) };
-    let others: Vec<&JobRecord> = jobs.iter().filter(|j| j.id != job.id && j.state.gpus().is_some_and(|g| g.iter().any(|x| mine.contains(x)))).collect();
-    let ids = others.iter().map(|j| j.id).collect();
+/// Who holds the GPUs `mine` of job `id` besides it, among the jobs `holding` (each job's id and
+/// the GPUs it holds).
+pub fn sharing_of<'a>(id: u32, mine: &[u32], holding: impl Iterator<Item = (u32, &'a [u32])>) -> (Sharing, Vec<u32>) {
+    let others: Vec<(u32, &[u32])> = holding.filter(|(j, g)| *j != id && g.iter().any(|x| mine.contains(x))).collect();
+    let ids = others.iter().map(|(j, _)| *j).collect();
     let sharing = match others.as_slice() {
         [] => Sharing::Alone,
-        [other] if other.state.gpus().is_some_and(|g| same_set(g, mine)) => Sharing::Pair(other.id),
+        [(other, gpus)] if same_set(gpus, mine) => Sharing::Pair(*other),
         _ => Sharing::Other,
     };
     (sharing, ids)

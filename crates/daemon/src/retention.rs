@@ -13,7 +13,6 @@
 //! A pruned job's id is never given out again; `GET /v1/jobs/ID` answers 404 for it. (Its
 //! checkpoint directory is the tenant's data and is left alone.)
 
-use crate::daemon::{Daemon, State};
 use crate::job::JobRecord;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -43,15 +42,16 @@ impl Default for Retention {
 /// A tenant's ended jobs, oldest end first.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ended {
-    jobs: VecDeque<EndedJob>,
-    bytes: u64,
+    pub(crate) jobs: VecDeque<EndedJob>,
+    pub(crate) bytes: u64,
 }
 
+/// One ended job, as retention counts it.
 #[derive(Clone, Copy, Debug)]
-struct EndedJob {
-    id: u32,
-    ended_unix_s: i64,
-    bytes: u64,
+pub(crate) struct EndedJob {
+    pub(crate) id: u32,
+    pub(crate) ended_unix_s: i64,
+    pub(crate) bytes: u64,
 }
 
 /// Roughly the size of a job's record as JSON: its variable parts (the tenant's text) and a
@@ -75,7 +75,7 @@ fn ended_at(job: &JobRecord) -> i64 {
 }
 
 impl Ended {
-    fn push(&mut self, job: &JobRecord) {
+    pub(crate) fn push(&mut self, job: &JobRecord) {
         let bytes = approx_record_bytes(job);
         self.bytes += bytes;
         self.jobs.push_back(EndedJob { id: job.id, ended_unix_s: ended_at(job), bytes });
@@ -93,20 +93,6 @@ pub(crate) fn ended_by_tenant(jobs: &crate::jobs::Jobs) -> BTreeMap<String, Ende
     by_tenant
 }
 
-impl State {
-    /// Job `id` ended for good: it counts towards its tenant's retention.
-    pub(crate) fn remember_ended(&mut self, id: u32) {
-        if let Some(job) = self.jobs.get(id as usize) {
-            self.ended.entry(job.tenant.clone()).or_default().push(job);
-        }
-    }
-
-    /// Takes one submission from `tenant`'s budget at `now_ms`; how long to wait if there is none.
-    pub(crate) fn take_submission(&mut self, tenant: &str, retention: &Retention, now_ms: u64) -> Result<(), f64> {
-        self.submission_budget.entry(tenant.to_string()).or_insert_with(|| Budget::full(retention, now_ms)).take(retention, now_ms)
-    }
-}
-
 /// A tenant's submission budget: a token bucket of `submission_burst` refilled at
 /// `submissions_per_s`.
 #[derive(Clone, Copy, Debug)]
@@ -116,12 +102,12 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    fn full(retention: &Retention, now_ms: u64) -> Self {
+    pub(crate) fn full(retention: &Retention, now_ms: u64) -> Self {
         Budget { tokens: f64::from(retention.submission_burst.max(1)), at_ms: now_ms }
     }
 
     /// One submission at `now_ms`, or the seconds until one may be made.
-    fn take(&mut self, retention: &Retention, now_ms: u64) -> Result<(), f64> {
+    pub(crate) fn take(&mut self, retention: &Retention, now_ms: u64) -> Result<(), f64> {
         let burst = f64::from(retention.submission_burst.max(1));
         let refilled = (self.tokens + now_ms.saturating_sub(self.at_ms) as f64 / 1000.0 * retention.submissions_per_s).min(burst);
         self.at_ms = self.at_ms.max(now_ms);
@@ -134,59 +120,16 @@ impl Budget {
     }
 }
 
-impl Daemon {
-    /// Prunes the ended jobs each tenant keeps beyond its retention (oldest end first). Written
-    /// to the store first; if the store refuses, nothing is pruned and the next round tries again.
-    pub(crate) fn prune_ended(&self, state: &mut State, now_s: i64) {
-        let keep = &self.settings.retention;
-        let too_old = |e: &EndedJob| keep.keep_finished_s > 0 && now_s.saturating_sub(e.ended_unix_s) > keep.keep_finished_s as i64;
-        // Per tenant, how many of its oldest ended jobs go.
-        let mut pruned: Vec<u32> = Vec::new();
-        let mut taken: Vec<(String, usize)> = Vec::new();
-        for (tenant, ended) in &state.ended {
-            let (mut count, mut bytes) = (ended.jobs.len(), ended.bytes);
-            let before = pruned.len();
-            for e in &ended.jobs {
-                if count <= keep.keep_finished_per_tenant && bytes <= keep.keep_finished_bytes_per_tenant && !too_old(e) {
-                    break;
-                }
-                pruned.push(e.id);
-                count -= 1;
-                bytes -= e.bytes;
-            }
-            if pruned.len() > before {
-                taken.push((tenant.clone(), pruned.len() - before));
-            }
+impl crate::config::ServeConfig {
+    /// What tenants keep of their ended jobs, and how fast they may submit.
+    pub fn retention(&self) -> Retention {
+        Retention {
+            keep_finished_per_tenant: self.keep_finished_per_tenant,
+            keep_finished_bytes_per_tenant: self.keep_finished_mib_per_tenant.saturating_mul(1 << 20),
+            keep_finished_s: self.keep_finished_days.saturating_mul(86_400),
+            submissions_per_s: self.submissions_per_s_per_tenant,
+            submission_burst: self.submission_burst_per_tenant,
         }
-        if pruned.is_empty() {
-            return;
-        }
-        if let Err(e) = self.store.delete_jobs(&pruned) {
-            tracing::warn!("could not prune {} ended jobs (tried again next round): {e}", pruned.len());
-            return;
-        }
-        for (tenant, n) in taken {
-            if let Some(ended) = state.ended.get_mut(&tenant) {
-                for e in ended.jobs.drain(..n) {
-                    ended.bytes -= e.bytes;
-                }
-            }
-        }
-        state.ended.retain(|_, e| !e.jobs.is_empty());
-        for &id in &pruned {
-            self.forget_job(state, id);
-        }
-        tracing::info!(jobs = pruned.len(), "pruned ended jobs beyond their tenants' retention (keep_finished_*)");
-    }
-
-    /// Forgets a pruned job: its record, idempotency key, log file and the policy's view of it.
-    fn forget_job(&self, state: &mut State, id: u32) {
-        let Some(job) = state.jobs.prune(id as usize) else { return };
-        if let Some(key) = job.request.client_request_id {
-            state.requests.remove(&(job.tenant, key));
-        }
-        state.specs[id as usize] = crate::view::pruned_spec(id);
-        let _ = std::fs::remove_file(self.log_path(id));
     }
 }
 

@@ -8,6 +8,7 @@
 //! written once the store works again (a restart in between finds the truth through the run's
 //! pid and exit files).
 
+use crate::round::gate::Start;
 use crate::round::hold::Hold;
 use crate::daemon::{Daemon, DaemonError, State, Watched};
 use crate::executor::RunSpec;
@@ -18,13 +19,6 @@ use std::path::PathBuf;
 
 /// PATH for jobs whose environment sets none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// A run to start: the job, its GPUs (global ids), its CPU/memory share.
-pub(crate) struct Start {
-    pub(crate) id: u32,
-    pub(crate) gpus: Vec<u32>,
-    pub(crate) host: Option<HostShare>,
-}
 
 impl Daemon {
     /// CPU cores and memory (bytes) per node for a run of job `id` on `gpus` GPUs per node:

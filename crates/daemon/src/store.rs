@@ -87,6 +87,9 @@ pub struct StoredPair {
     pub entry: PairEntry,
 }
 
+/// The tenant the admin's own jobs belong to.
+pub(crate) const ADMIN_TENANT: &str = "admin";
+
 /// A tenant: its weight and GPU quota, and the hash of its bearer token.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tenant {

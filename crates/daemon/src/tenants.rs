@@ -3,11 +3,9 @@
 
 use crate::daemon::{Daemon, RequestError, State};
 use crate::identity::{allocate_uid, resolve_user, Isolation, UnixIdentity};
-use crate::store::Tenant;
+use crate::store::{Tenant, ADMIN_TENANT};
 use arbiter_policy::PolicyKind;
 
-/// The tenant the admin's own jobs belong to.
-pub(crate) const ADMIN_TENANT: &str = "admin";
 
 /// Why a tenant's jobs cannot run as its identity.
 #[derive(Debug, thiserror::Error)]

@@ -9,8 +9,17 @@
 //! "Trojan Source", CVE-2021-42574). Every such field is checked by [`check`], with the
 //! characters' general categories from `unicode-properties` (Unicode's own tables).
 
-use crate::job::FieldError;
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+
+/// A field of a submission that is not acceptable, and why.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct FieldError {
+    /// The offending field.
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
 
 /// What a field holds, and so which characters it refuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -109,23 +109,23 @@ policies! {
     /// AntMan: non-preemptive; resource-guaranteed jobs get GPUs of their own (reserving partial
     /// gangs while they wait), opportunistic jobs soak up lightly used GPUs anywhere.
     AntMan => Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)")),
-        crate::antman::build(config)?;
+        crate::antman::build();
     /// Themis as Muri's simulator runs it: a finish-time-fairness allocation recomputed at every
     /// event, ranked by allocation over time received.
     ThemisMuri => Descriptor::new("themis-muri", Family::Events, "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)").fairness_columns(),
-        crate::themis::build_muri(config)?;
+        crate::themis::build_muri();
     /// Themis' own mechanism: leases, finish-time fairness ρ, GPUs offered to the `1 − f`
     /// fraction of jobs with the worst ρ, partial-allocation auction.
     Themis => Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns(),
-        crate::themis::build_lease(config)?;
+        crate::themis::build_lease(config.themis, config.placement)?;
     /// Gandiva as Gavel implements it: time-slicing in rounds, random pairing with
     /// introspection when over-subscribed, migration to defragment.
     Gandiva => Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds(),
-        crate::gavel::gandiva::build(config)?;
+        Box::new(crate::gavel::gandiva::Gandiva::new(config.rounds, config.pair_speeds.clone())?);
     /// Horus: interference-aware co-location of jobs on GPUs in use, only where predicted
     /// utilization and memory stay under limits; look-ahead over the queue. Non-preemptive.
     Horus => Descriptor::new("horus", Family::Events, "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)").pair_speeds(),
-        crate::horus::build(config)?;
+        Box::new(crate::horus::Horus::new(config.horus, config.placement, config.pair_speeds.clone())?);
     /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
     Qssf => Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)"),
         Box::new(Qssf::new(greedy, config.qssf.history));

@@ -13,13 +13,13 @@
 //! scheduling for everyone, nor to make the API wait. So a failure costs one round of the
 //! agent's decisions, never the round itself, and the state lock is never held while it thinks.
 
-use crate::daemon::{Daemon, State};
+use crate::daemon::{AgentSlot, Daemon, State};
 use crate::job::{JobRecord, JobState};
 use crate::view;
 use super::hold::{self, Hold};
 use arbiter_model::{ActiveJob, Admission, Cluster, Decision, JobSpec, QuotaUse, SimTime, Waiting};
 use std::collections::BTreeMap;
-use arbiter_policy::{Policy, SchedulerView};
+use arbiter_policy::SchedulerView;
 use std::sync::MutexGuard;
 
 /// Most ended jobs kept for an agent that has not been asked since they ended.
@@ -46,8 +46,6 @@ pub(crate) enum Decided {
     Nothing,
 }
 
-/// The external agent, or `None` when it failed and is to be started again.
-pub(crate) type AgentSlot = std::sync::Mutex<Option<Box<dyn Policy>>>;
 
 /// A job as the agent saw it: its id, state and GPUs.
 type Seen = (u32, &'static str, Option<Vec<u32>>);

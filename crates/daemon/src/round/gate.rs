@@ -14,7 +14,7 @@
 use super::hold::{Hold, Partner};
 use crate::daemon::State;
 use crate::job::JobState;
-use arbiter_model::{Action, Assignment, JobId};
+use arbiter_model::{Action, Assignment, HostShare, JobId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a running job may not be stopped yet, and until when (Unix ms).
@@ -134,6 +134,14 @@ impl Taken {
         *self.held_by_tenant.entry(tenant.to_string()).or_insert(0) += gpus.len() as u32;
         self.given.insert(id, gpus.to_vec());
     }
+}
+
+/// A run to start: the job, its GPUs (global ids), its CPU/memory share.
+#[derive(Debug)]
+pub(crate) struct Start {
+    pub(crate) id: u32,
+    pub(crate) gpus: Vec<u32>,
+    pub(crate) host: Option<HostShare>,
 }
 
 /// The gate's answer for one start.

@@ -16,14 +16,14 @@
 pub(crate) mod decide;
 pub(crate) mod gate;
 pub(crate) mod hold;
+mod prune;
 
 use crate::daemon::{Daemon, DaemonError, State};
 use crate::executor::{checkpoint_signal, Ended, SweepInput};
 use crate::job::{JobRecord, JobState, StopReason};
-use crate::runs::Start;
 use arbiter_model::{ActiveJob, Assignment, Cluster, Decision, JobId, PendingReason, Plan, Standing};
 use decide::{Decided, Snapshot};
-use gate::{ExecutorCan, Protection, StartCheck, StartRound, StopGate, StopStep, Taken};
+use gate::{ExecutorCan, Protection, Start, StartCheck, StartRound, StopGate, StopStep, Taken};
 use hold::Hold;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -364,7 +364,7 @@ pub(crate) fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> O
     if unavailable.is_empty() {
         return None;
     }
-    let held = held_gpus(state);
+    let held = state.jobs.held_gpus();
     let mut cluster = state.topology.cluster().clone();
     for node in cluster.nodes.iter_mut().filter(|n| unavailable.contains(&n.name)) {
         node.gpus = state.topology.gpus_of(node.id).filter(|g| held.contains(g)).count() as u32;
@@ -406,7 +406,4 @@ fn observe_sharing(state: &mut State, now_ms: u64) {
     }
 }
 
-/// GPUs held by running or stopping jobs.
-pub(crate) fn held_gpus(state: &State) -> BTreeSet<u32> {
-    state.jobs.iter().filter_map(|j| j.state.gpus()).flatten().copied().collect()
-}
+

@@ -36,13 +36,13 @@
 //! reports success with fewer GPUs). Jobs without stage times (traces other than Muri's) slow an
 //! opportunistic co-runner to half speed.
 
-use crate::{Policy, PolicyConfig, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Assignment, Decision, IterationStages, JobId, JobSpec, NodeId, PendingReason, Placement, SimTime};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Builds the `antman` policy.
-pub fn build(_config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-    Ok(Box::new(AntMan::default()))
+/// Builds the `antman` policy (it has no parameters: Muri's model of it has none).
+pub fn build() -> Box<dyn Policy> {
+    Box::new(AntMan::default())
 }
 
 /// Utilization below which a GPU takes an opportunistic job (`gpu_util_upper`).

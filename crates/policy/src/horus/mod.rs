@@ -85,7 +85,7 @@
 
 use crate::gavel::packing::{PairKey, PairSpeeds};
 use crate::mechanisms::placement::{PlacementStrategy, Placer};
-use crate::{order_key, Policy, PolicyConfig, PolicyError, SchedulerView};
+use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     Assignment, Cluster, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimTime, MAX_GROUP,
 };
@@ -208,11 +208,6 @@ fn type_allowed(spec: &JobSpec, t: GpuTypeId) -> bool {
 struct Unit {
     placement: Placement,
     members: Vec<JobId>,
-}
-
-/// Builds the `horus` policy.
-pub fn build(config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-    Ok(Box::new(Horus::new(config.horus, config.placement, config.pair_speeds.clone())?))
 }
 
 /// The Horus policy. It remembers which jobs share which GPUs (placements count GPUs per node,

@@ -27,7 +27,7 @@ pub mod auction;
 pub mod lease;
 pub mod muri;
 
-use crate::{Policy, PolicyConfig, PolicyError};
+use crate::{Policy, PolicyError};
 
 /// Themis' knobs (scenario table `[policy.themis]`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -69,16 +69,13 @@ impl ThemisConfig {
 }
 
 /// Builds `themis-muri` (it has no knobs: Muri's simulator has none).
-pub fn build_muri(_config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-    Ok(Box::new(muri::ThemisMuri::new()))
+pub fn build_muri() -> Box<dyn Policy> {
+    Box::new(muri::ThemisMuri::new())
 }
 
-/// Builds `themis` with `config.themis` (validated) and `config.placement`.
-pub fn build_lease(config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-    Ok(Box::new(lease::Themis::new(
-        config.themis,
-        config.placement,
-    )?))
+/// Builds `themis` with its knobs (validated) and a placement strategy.
+pub fn build_lease(config: ThemisConfig, placement: crate::PlacementStrategy) -> Result<Box<dyn Policy>, PolicyError> {
+    Ok(Box::new(lease::Themis::new(config, placement)?))
 }
 
 /// The rate at which a job of `gpus` GPUs progresses on its fair share — `1/N` of a cluster of
@@ -176,14 +173,7 @@ mod tests {
         }
         .validate()
         .is_err());
-        assert!(build_lease(&PolicyConfig {
-            themis: ThemisConfig {
-                fairness_knob: 2.0,
-                lease_s: 1.0
-            },
-            ..PolicyConfig::default()
-        })
-        .is_err());
-        assert!(build_muri(&PolicyConfig::default()).is_ok());
+        assert!(build_lease(ThemisConfig { fairness_knob: 2.0, lease_s: 1.0 }, crate::PlacementStrategy::Consolidated).is_err());
+        assert_eq!(build_muri().name(), "themis-muri");
     }
 }

@@ -51,7 +51,7 @@ mod defrag;
 use super::allocation::Allocation;
 use super::packing::PairSpeeds;
 use super::{Combo, Gavel, JobBook, Objective, RoundOptions};
-use crate::{Policy, PolicyConfig, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, GpuTypeId, JobId, JobSpec, SimTime};
 use rand::Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -361,15 +361,6 @@ impl Policy for Gandiva {
         self.gavel.pair_speeds = Some(speeds);
         self.gavel.job_set_changed = true;
     }
-}
-
-/// Builds the `gandiva` policy from the rounds settings (`rounds.seed` seeds the pairing) and the
-/// co-location table, if any.
-pub fn build(config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-    Ok(Box::new(Gandiva::new(
-        config.rounds,
-        config.pair_speeds.clone(),
-    )?))
 }
 
 #[cfg(test)]
