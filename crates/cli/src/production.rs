@@ -75,88 +75,7 @@ pub enum ClientCommand {
     ///
     /// The submission carries a random idempotency key and is retried a few times if the daemon
     /// cannot be reached: a retry never creates a second job.
-    Submit {
-        /// GPUs: a count (`4`), or a range for an elastic job (`2..8`): policies that resize jobs
-        /// (afs, optimus) run it on any count in the range, learning its speed-up from the
-        /// throughput it reports at each; a resize is a checkpoint and a restart, and the run
-        /// reads its count from ARBITER_GPUS (the previous run's from ARBITER_PREVIOUS_GPUS).
-        #[arg(long, default_value = "1", value_parser = parse_gpu_range)]
-        gpus: (u32, Option<u32>),
-        /// Allowed GPU types (comma-separated; default any).
-        #[arg(long, value_delimiter = ',')]
-        gpu_types: Vec<String>,
-        /// Priority (larger first where the policy honours it).
-        #[arg(long, default_value_t = 0)]
-        priority: i32,
-        /// Working directory (default: the current one).
-        #[arg(long)]
-        working_dir: Option<PathBuf>,
-        /// Which of this shell's environment variables the job gets: ALL, NONE, or a list
-        /// (NAME or NAME=VALUE items, comma-separated, optionally after ALL or NONE).
-        #[arg(long, default_value = "ALL", value_name = "ALL|NONE|NAME,...")]
-        export: String,
-        /// Environment variables for the job, KEY=VALUE (repeatable), on top of --export.
-        #[arg(long = "env", value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// Checkpoint directory (default: one per job in the daemon's data directory).
-        #[arg(long)]
-        checkpoint_dir: Option<PathBuf>,
-        /// Signal asking the job to checkpoint and exit.
-        #[arg(long, default_value = "TERM")]
-        checkpoint_signal: String,
-        /// Seconds between that signal and SIGKILL.
-        #[arg(long, default_value_t = 30)]
-        grace_s: u64,
-        /// Wall-clock limit of a run, seconds.
-        #[arg(long)]
-        max_run_time_s: Option<u64>,
-        /// Expected run time, seconds (for SRTF/SJF-like policies, and the deadline admission).
-        #[arg(long)]
-        expected_run_time_s: Option<u64>,
-        /// Finish within this long from now (`90m`, `2h`, `1d`, `3600` seconds). Under a policy
-        /// that admits deadlines (`chronus`) the answer comes at once: guaranteed (GPUs reserved
-        /// before it), or not (it runs on spare GPUs and may be late). Give
-        /// --expected-run-time-s: the guarantee is computed from it.
-        #[arg(long, value_parser = parse_duration_s)]
-        deadline: Option<u64>,
-        /// Retries after failed runs (at most 100; they back off 1, 2, 4, ... s).
-        #[arg(long, default_value_t = 2)]
-        max_retries: u32,
-        /// CPU cores (default: the policy's share, else the GPU-proportional share).
-        #[arg(long)]
-        cpus: Option<u32>,
-        /// Memory, GiB (default: the policy's share, else the GPU-proportional share).
-        #[arg(long)]
-        memory_gib: Option<u32>,
-        /// Seconds a started run is protected from preemption (default: the daemon's min_run_s).
-        #[arg(long)]
-        min_run_time_s: Option<u64>,
-        /// Opportunistic (AntMan): run only on GPUs other jobs leave idle, outside the policy,
-        /// quotas and fair shares; yield at once (checkpoint signal, at most 5 s) when a job the
-        /// policy placed needs the GPUs.
-        #[arg(long)]
-        opportunistic: bool,
-        /// Seconds one training iteration spends reading input (storage I/O), on the CPU
-        /// (preprocessing) and on the GPU, e.g. `--stages 0.05,0.1,0.35`. Muri's policies
-        /// (`muri-s`, `muri-l`) use them to decide which jobs interleave well: jobs stressing
-        /// different resources may share the same GPUs, taking turns within each iteration;
-        /// `horus` predicts the job's GPU utilization from them (the GPU stage's share). Without
-        /// it the job runs alone under them; other policies ignore it.
-        #[arg(long, value_name = "IO,CPU,GPU")]
-        stages: Option<String>,
-        /// What kind of job this is (`resnet50`, `bert-bs32`; letters, digits, `. _ - + : /`),
-        /// within your tenant. The daemon learns from progress reports how fast each type runs
-        /// next to each other type on the same GPUs (`arbiter pairs`), and `gandiva`,
-        /// `max-min-fairness-packed` and `horus` pair jobs by it.
-        #[arg(long)]
-        job_type: Option<String>,
-        /// Name.
-        #[arg(long)]
-        name: Option<String>,
-        /// The command and its arguments (after `--`).
-        #[arg(trailing_var_arg = true, required = true)]
-        command: Vec<String>,
-    },
+    Submit(SubmitArgs),
     /// List jobs (yours; the admin sees all).
     Jobs {
         /// Only jobs in this state: queued, running, stopping, succeeded, failed, cancelled.
@@ -327,260 +246,301 @@ fn client(token_file: Option<&PathBuf>) -> Result<Client> {
     Ok(Client::new(&url, &token))
 }
 
+/// `arbiter submit`'s options (see [`ClientCommand::Submit`]).
+#[derive(clap::Args, Debug)]
+pub struct SubmitArgs {
+    /// GPUs: a count (`4`), or a range for an elastic job (`2..8`): policies that resize jobs
+    /// (afs, optimus) run it on any count in the range, learning its speed-up from the
+    /// throughput it reports at each; a resize is a checkpoint and a restart, and the run
+    /// reads its count from ARBITER_GPUS (the previous run's from ARBITER_PREVIOUS_GPUS).
+    #[arg(long, default_value = "1", value_parser = parse_gpu_range)]
+    gpus: (u32, Option<u32>),
+    /// Allowed GPU types (comma-separated; default any).
+    #[arg(long, value_delimiter = ',')]
+    gpu_types: Vec<String>,
+    /// Priority (larger first where the policy honours it).
+    #[arg(long, default_value_t = 0)]
+    priority: i32,
+    /// Working directory (default: the current one).
+    #[arg(long)]
+    working_dir: Option<PathBuf>,
+    /// Which of this shell's environment variables the job gets: ALL, NONE, or a list
+    /// (NAME or NAME=VALUE items, comma-separated, optionally after ALL or NONE).
+    #[arg(long, default_value = "ALL", value_name = "ALL|NONE|NAME,...")]
+    export: String,
+    /// Environment variables for the job, KEY=VALUE (repeatable), on top of --export.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// Checkpoint directory (default: one per job in the daemon's data directory).
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// Signal asking the job to checkpoint and exit.
+    #[arg(long, default_value = "TERM")]
+    checkpoint_signal: String,
+    /// Seconds between that signal and SIGKILL.
+    #[arg(long, default_value_t = 30)]
+    grace_s: u64,
+    /// Wall-clock limit of a run, seconds.
+    #[arg(long)]
+    max_run_time_s: Option<u64>,
+    /// Expected run time, seconds (for SRTF/SJF-like policies, and the deadline admission).
+    #[arg(long)]
+    expected_run_time_s: Option<u64>,
+    /// Finish within this long from now (`90m`, `2h`, `1d`, `3600` seconds). Under a policy
+    /// that admits deadlines (`chronus`) the answer comes at once: guaranteed (GPUs reserved
+    /// before it), or not (it runs on spare GPUs and may be late). Give
+    /// --expected-run-time-s: the guarantee is computed from it.
+    #[arg(long, value_parser = parse_duration_s)]
+    deadline: Option<u64>,
+    /// Retries after failed runs (at most 100; they back off 1, 2, 4, ... s).
+    #[arg(long, default_value_t = 2)]
+    max_retries: u32,
+    /// CPU cores (default: the policy's share, else the GPU-proportional share).
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// Memory, GiB (default: the policy's share, else the GPU-proportional share).
+    #[arg(long)]
+    memory_gib: Option<u32>,
+    /// Seconds a started run is protected from preemption (default: the daemon's min_run_s).
+    #[arg(long)]
+    min_run_time_s: Option<u64>,
+    /// Opportunistic (AntMan): run only on GPUs other jobs leave idle, outside the policy,
+    /// quotas and fair shares; yield at once (checkpoint signal, at most 5 s) when a job the
+    /// policy placed needs the GPUs.
+    #[arg(long)]
+    opportunistic: bool,
+    /// Seconds one training iteration spends reading input (storage I/O), on the CPU
+    /// (preprocessing) and on the GPU, e.g. `--stages 0.05,0.1,0.35`. Muri's policies
+    /// (`muri-s`, `muri-l`) use them to decide which jobs interleave well: jobs stressing
+    /// different resources may share the same GPUs, taking turns within each iteration;
+    /// `horus` predicts the job's GPU utilization from them (the GPU stage's share). Without
+    /// it the job runs alone under them; other policies ignore it.
+    #[arg(long, value_name = "IO,CPU,GPU")]
+    stages: Option<String>,
+    /// What kind of job this is (`resnet50`, `bert-bs32`; letters, digits, `. _ - + : /`),
+    /// within your tenant. The daemon learns from progress reports how fast each type runs
+    /// next to each other type on the same GPUs (`arbiter pairs`), and `gandiva`,
+    /// `max-min-fairness-packed` and `horus` pair jobs by it.
+    #[arg(long)]
+    job_type: Option<String>,
+    /// Name.
+    #[arg(long)]
+    name: Option<String>,
+    /// The command and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, required = true)]
+    command: Vec<String>,
+}
+
 /// Runs a client command.
 pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out: bool) -> Result<()> {
     let client = client(token_file)?;
-    let print = |v: &Value| -> Result<()> {
-        crate::outln!("{}", serde_json::to_string_pretty(v)?);
-        Ok(())
-    };
+    let out = Output { json: json_out };
     match command {
-        ClientCommand::Submit {
-            gpus,
-            gpu_types,
-            priority,
-            working_dir,
-            export,
-            env,
-            checkpoint_dir,
-            checkpoint_signal,
-            grace_s,
-            max_run_time_s,
-            expected_run_time_s,
-            deadline,
-            max_retries,
-            cpus,
-            memory_gib,
-            min_run_time_s,
-            opportunistic,
-            stages,
-            job_type,
-            name,
-            command,
-        } => {
-            let env_map = job_env(&export, &env, std::env::vars_os())?;
-            let cwd = match working_dir {
-                Some(d) => std::fs::canonicalize(&d).with_context(|| format!("--working-dir {}", d.display()))?,
-                None => std::env::current_dir()?,
-            };
-            let command_line = command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
-            let (gpus, max_gpus) = gpus;
-            let mut body = json!({
-                "command": command_line, "gpus": gpus, "priority": priority, "working_dir": cwd.display().to_string(),
-                "env": env_map, "checkpoint_signal": checkpoint_signal, "grace_s": grace_s, "max_retries": max_retries,
-            });
-            if !gpu_types.is_empty() {
-                body["gpu_types"] = json!(gpu_types);
-            }
-            if let Some(most) = max_gpus {
-                body["max_gpus"] = json!(most);
-            }
-            if let Some(d) = checkpoint_dir {
-                body["checkpoint_dir"] = json!(std::path::absolute(&d)?.display().to_string());
-            }
-            if let Some(v) = max_run_time_s {
-                body["max_run_time_s"] = json!(v);
-            }
-            if let Some(v) = expected_run_time_s {
-                body["expected_run_time_s"] = json!(v);
-            }
-            if let Some(v) = cpus {
-                body["cpus"] = json!(v);
-            }
-            if let Some(v) = memory_gib {
-                body["memory_gib"] = json!(v);
-            }
-            if let Some(v) = min_run_time_s {
-                body["min_run_time_s"] = json!(v);
-            }
-            if let Some(v) = name {
-                body["name"] = json!(v);
-            }
-            if opportunistic {
-                body["opportunistic"] = json!(true);
-            }
-            if let Some(text) = stages {
-                body["iteration_stages"] = parse_stages(&text)?;
-            }
-            if let Some(t) = job_type {
-                body["job_type"] = json!(t);
-            }
-            if let Some(within) = deadline {
-                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                body["deadline_unix_s"] = json!(now + within);
-            }
-            // One key per invocation: the retries inside `submit` reuse it.
-            let mut reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
-            // The admission answer comes with the first scheduling point after the submission
-            // (the daemon runs one at every submit): wait a moment for it.
-            let answer = match (deadline, reply["id"].as_u64()) {
-                (Some(_), Some(id)) => {
-                    let started = std::time::Instant::now();
-                    loop {
-                        let job = client.get(&format!("/v1/jobs/{id}"))?;
-                        if let Some(a) = job["deadline_admitted"].as_bool() {
-                            break Some(a);
-                        }
-                        if started.elapsed() > std::time::Duration::from_secs(5) {
-                            break None;
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(100));
-                    }
-                }
-                _ => None,
-            };
-            if let Some(a) = answer {
-                reply["deadline_admitted"] = json!(a);
-            }
-            if json_out {
-                print(&reply)?;
-            } else {
-                crate::outln!("submitted job {}", reply["id"]);
-                match (deadline, answer) {
-                    (Some(_), Some(true)) => crate::outln!("deadline guaranteed: GPUs are reserved to finish it in time"),
-                    (Some(_), Some(false)) => crate::outln!("deadline NOT guaranteed: it runs on spare GPUs and may finish late"),
-                    (Some(_), None) => crate::outln!("no admission answer: the daemon's policy does not guarantee deadlines (`chronus` does); it will try"),
-                    _ => {}
-                }
-            }
+        ClientCommand::Submit(args) => submit(&client, args, json_out),
+        ClientCommand::Jobs { state } => out.show(&all_jobs(&client, state.as_deref())?, |r| listed(r, "jobs", jobs_table)),
+        ClientCommand::Show { id } => out.show(&client.get(&format!("/v1/jobs/{id}"))?, |job| printable(&job_text(job))),
+        ClientCommand::Cancel { id } => out.show(&client.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))?, |_| format!("cancelling job {id}\n")),
+        ClientCommand::Logs { id, tail_bytes, offset, raw } => logs(&client, id, tail_bytes, offset, raw),
+        ClientCommand::Cluster => out.show(&client.get("/v1/cluster")?, |cluster| printable(&cluster_text(cluster))),
+        ClientCommand::Pairs => out.show(&client.get("/v1/pairs")?, |r| listed(r, "pairs", pairs_table)),
+        ClientCommand::Tenants { action } => tenants(&client, action.unwrap_or(TenantsCommand::List), out),
+    }
+}
+
+/// How a client command prints the daemon's answer: its JSON with --json, else words or a table.
+#[derive(Clone, Copy)]
+struct Output {
+    json: bool,
+}
+
+impl Output {
+    fn show(self, reply: &Value, words: impl FnOnce(&Value) -> String) -> Result<()> {
+        if self.json {
+            crate::outln!("{}", serde_json::to_string_pretty(reply)?);
+        } else {
+            crate::out!("{}", words(reply));
         }
-        ClientCommand::Jobs { state } => {
-            // Every page (the daemon answers 1,000 jobs at a time).
-            let mut all = Vec::new();
-            let mut after: Option<u64> = None;
-            loop {
-                let mut path = format!("/v1/jobs?limit={}", arbiter_daemon::api::MAX_JOBS_PAGE);
-                if let Some(s) = &state {
-                    path.push_str(&format!("&state={s}"));
-                }
-                if let Some(a) = after {
-                    path.push_str(&format!("&after={a}"));
-                }
-                let page = client.get(&path)?;
-                all.extend(page["jobs"].as_array().cloned().unwrap_or_default());
-                match page["next_after"].as_u64() {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
-            }
-            let reply = json!({ "jobs": all });
-            if json_out {
-                print(&reply)?;
-            } else {
-                crate::out!("{}", printable(&jobs_table(reply["jobs"].as_array().map_or(&[][..], Vec::as_slice))));
-            }
-        }
-        ClientCommand::Show { id } => {
-            let job = client.get(&format!("/v1/jobs/{id}"))?;
-            if json_out {
-                print(&job)?;
-            } else {
-                crate::out!("{}", printable(&job_text(&job)));
-            }
-        }
-        ClientCommand::Cancel { id } => {
-            let reply = client.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))?;
-            if json_out {
-                print(&reply)?;
-            } else {
-                crate::outln!("cancelling job {id}");
-            }
-        }
-        ClientCommand::Logs { id, tail_bytes, offset, raw } => {
-            let path = match (tail_bytes, offset) {
-                (Some(n), _) => format!("/v1/jobs/{id}/logs?tail_bytes={n}"),
-                (None, Some(n)) => format!("/v1/jobs/{id}/logs?offset={n}"),
-                (None, None) => format!("/v1/jobs/{id}/logs"),
-            };
-            let part = match write_log(&client, &path, raw) {
-                Err(arbiter_daemon::client::ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-                other => other?,
-            };
-            if part.truncated {
-                let next = part.start + part.len;
-                if tail_bytes.is_some() {
-                    eprintln!("arbiter: only the last {} bytes of {} were sent (the daemon's per-response cap)", part.len, part.size);
-                } else {
-                    eprintln!("arbiter: output cut at byte {next} of {}; continue with `arbiter logs {id} --offset {next}`", part.size);
-                }
-            }
-        }
-        ClientCommand::Cluster => {
-            let cluster = client.get("/v1/cluster")?;
-            if json_out {
-                print(&cluster)?;
-            } else {
-                crate::out!("{}", printable(&cluster_text(&cluster)));
-            }
-        }
-        ClientCommand::Pairs => {
-            let reply = client.get("/v1/pairs")?;
-            if json_out {
-                print(&reply)?;
-            } else {
-                crate::out!("{}", printable(&pairs_table(reply["pairs"].as_array().map_or(&[][..], Vec::as_slice))));
-            }
-        }
-        ClientCommand::Tenants { action } => match action.unwrap_or(TenantsCommand::List) {
-            TenantsCommand::List => {
-                let reply = client.get("/v1/tenants")?;
-                if json_out {
-                    print(&reply)?;
-                } else {
-                    crate::out!("{}", printable(&tenants_table(reply["tenants"].as_array().map_or(&[][..], Vec::as_slice))));
-                }
-            }
-            TenantsCommand::Add { name, weight, gpu_quota } => {
-                let reply = client.post("/v1/tenants", &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota }))?;
-                if json_out {
-                    print(&reply)?;
-                } else {
-                    crate::outln!("tenant {name} created; its token (shown once): {}", reply["token"].as_str().unwrap_or(""));
-                }
-            }
-            TenantsCommand::Update { name, weight, gpu_quota, no_gpu_quota } => {
-                let mut body = serde_json::Map::new();
-                if let Some(w) = weight {
-                    body.insert("weight".into(), json!(w));
-                }
-                if no_gpu_quota {
-                    body.insert("gpu_quota".into(), Value::Null);
-                } else if let Some(q) = gpu_quota {
-                    body.insert("gpu_quota".into(), json!(q));
-                }
-                if body.is_empty() {
-                    bail!("nothing to change: give --weight, --gpu-quota or --no-gpu-quota");
-                }
-                let reply = client.patch(&format!("/v1/tenants/{name}"), &Value::Object(body))?;
-                if json_out {
-                    print(&reply)?;
-                } else {
-                    crate::outln!("tenant {name}: weight {}, GPU quota {}", number(&reply["weight"]), quota(&reply["gpu_quota"]));
-                    let held: Vec<String> = reply["held_by_quota"].as_array().into_iter().flatten().map(Value::to_string).collect();
-                    if !held.is_empty() {
-                        crate::outln!("held until the quota is raised (they ask for more GPUs than it): job {}", held.join(", "));
-                    }
-                }
-            }
-            TenantsCommand::Remove { name } => {
-                let reply = client.delete(&format!("/v1/tenants/{name}"))?;
-                if json_out {
-                    print(&reply)?;
-                } else {
-                    crate::outln!("tenant {name} removed; its token no longer works");
-                }
-            }
-            TenantsCommand::RotateToken { name } => {
-                let reply = client.post(&format!("/v1/tenants/{name}/token"), &json!({}))?;
-                if json_out {
-                    print(&reply)?;
-                } else {
-                    crate::outln!("tenant {name}: new token (shown once; the old one no longer works): {}", reply["token"].as_str().unwrap_or(""));
-                }
-            }
-        },
+        Ok(())
+    }
+}
+
+/// The list under `key` of a reply, as `table` lays it out.
+fn listed(reply: &Value, key: &str, table: fn(&[Value]) -> String) -> String {
+    printable(&table(reply[key].as_array().map_or(&[][..], Vec::as_slice)))
+}
+
+/// `arbiter submit`: the job as the daemon takes it, submitted once (the retries reuse one
+/// idempotency key), and, with a deadline, the admission answer.
+fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
+    let deadline = args.deadline;
+    let body = submit_body(args)?;
+    let mut reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
+    let answer = match (deadline, reply["id"].as_u64()) {
+        (Some(_), Some(id)) => admission_answer(client, id)?,
+        _ => None,
+    };
+    if let Some(a) = answer {
+        reply["deadline_admitted"] = json!(a);
+    }
+    if json_out {
+        crate::outln!("{}", serde_json::to_string_pretty(&reply)?);
+        return Ok(());
+    }
+    crate::outln!("submitted job {}", reply["id"]);
+    match (deadline, answer) {
+        (Some(_), Some(true)) => crate::outln!("deadline guaranteed: GPUs are reserved to finish it in time"),
+        (Some(_), Some(false)) => crate::outln!("deadline NOT guaranteed: it runs on spare GPUs and may finish late"),
+        (Some(_), None) => crate::outln!("no admission answer: the daemon's policy does not guarantee deadlines (`chronus` does); it will try"),
+        _ => {}
     }
     Ok(())
+}
+
+/// The submission's JSON body from the command line (and this shell's environment and directory).
+fn submit_body(args: SubmitArgs) -> Result<Value> {
+    let env_map = job_env(&args.export, &args.env, std::env::vars_os())?;
+    let cwd = match args.working_dir {
+        Some(d) => std::fs::canonicalize(&d).with_context(|| format!("--working-dir {}", d.display()))?,
+        None => std::env::current_dir()?,
+    };
+    let command_line = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+    let (gpus, max_gpus) = args.gpus;
+    let mut body = json!({
+        "command": command_line, "gpus": gpus, "priority": args.priority, "working_dir": cwd.display().to_string(),
+        "env": env_map, "checkpoint_signal": args.checkpoint_signal, "grace_s": args.grace_s, "max_retries": args.max_retries,
+    });
+    if !args.gpu_types.is_empty() {
+        body["gpu_types"] = json!(args.gpu_types);
+    }
+    if let Some(d) = args.checkpoint_dir {
+        body["checkpoint_dir"] = json!(std::path::absolute(&d)?.display().to_string());
+    }
+    if let Some(text) = args.stages {
+        body["iteration_stages"] = parse_stages(&text)?;
+    }
+    if let Some(within) = args.deadline {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        body["deadline_unix_s"] = json!(now + within);
+    }
+    let optional = [
+        ("max_gpus", max_gpus.map(|v| json!(v))),
+        ("max_run_time_s", args.max_run_time_s.map(|v| json!(v))),
+        ("expected_run_time_s", args.expected_run_time_s.map(|v| json!(v))),
+        ("cpus", args.cpus.map(|v| json!(v))),
+        ("memory_gib", args.memory_gib.map(|v| json!(v))),
+        ("min_run_time_s", args.min_run_time_s.map(|v| json!(v))),
+        ("name", args.name.map(|v| json!(v))),
+        ("opportunistic", args.opportunistic.then_some(json!(true))),
+        ("job_type", args.job_type.map(|v| json!(v))),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            body[key] = value;
+        }
+    }
+    Ok(body)
+}
+
+/// The admission answer for a job with a deadline: it comes with the first scheduling point after
+/// the submission (the daemon runs one at every submit), so wait a moment for it.
+fn admission_answer(client: &Client, id: u64) -> Result<Option<bool>> {
+    let started = std::time::Instant::now();
+    loop {
+        let job = client.get(&format!("/v1/jobs/{id}"))?;
+        if let Some(a) = job["deadline_admitted"].as_bool() {
+            return Ok(Some(a));
+        }
+        if started.elapsed() > std::time::Duration::from_secs(5) {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Every job the caller may see, in `state` if given: every page (the daemon answers 1,000 jobs
+/// at a time).
+fn all_jobs(client: &Client, state: Option<&str>) -> Result<Value> {
+    let mut all = Vec::new();
+    let mut after: Option<u64> = None;
+    loop {
+        let mut path = format!("/v1/jobs?limit={}", arbiter_daemon::api::MAX_JOBS_PAGE);
+        if let Some(s) = state {
+            path.push_str(&format!("&state={s}"));
+        }
+        if let Some(a) = after {
+            path.push_str(&format!("&after={a}"));
+        }
+        let page = client.get(&path)?;
+        all.extend(page["jobs"].as_array().cloned().unwrap_or_default());
+        match page["next_after"].as_u64() {
+            Some(next) => after = Some(next),
+            None => return Ok(json!({ "jobs": all })),
+        }
+    }
+}
+
+/// `arbiter logs`: the log (or its tail, or from an offset), saying where the daemon cut it.
+fn logs(client: &Client, id: u32, tail_bytes: Option<u64>, offset: Option<u64>, raw: bool) -> Result<()> {
+    let path = match (tail_bytes, offset) {
+        (Some(n), _) => format!("/v1/jobs/{id}/logs?tail_bytes={n}"),
+        (None, Some(n)) => format!("/v1/jobs/{id}/logs?offset={n}"),
+        (None, None) => format!("/v1/jobs/{id}/logs"),
+    };
+    let part = match write_log(client, &path, raw) {
+        Err(arbiter_daemon::client::ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        other => other?,
+    };
+    if part.truncated {
+        let next = part.start + part.len;
+        if tail_bytes.is_some() {
+            eprintln!("arbiter: only the last {} bytes of {} were sent (the daemon's per-response cap)", part.len, part.size);
+        } else {
+            eprintln!("arbiter: output cut at byte {next} of {}; continue with `arbiter logs {id} --offset {next}`", part.size);
+        }
+    }
+    Ok(())
+}
+
+/// `arbiter tenants` (admin): list, add, update, remove, rotate a token.
+fn tenants(client: &Client, action: TenantsCommand, out: Output) -> Result<()> {
+    match action {
+        TenantsCommand::List => out.show(&client.get("/v1/tenants")?, |r| listed(r, "tenants", tenants_table)),
+        TenantsCommand::Add { name, weight, gpu_quota } => {
+            let reply = client.post("/v1/tenants", &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota }))?;
+            out.show(&reply, |r| format!("tenant {name} created; its token (shown once): {}\n", r["token"].as_str().unwrap_or("")))
+        }
+        TenantsCommand::Update { name, weight, gpu_quota, no_gpu_quota } => {
+            let mut body = serde_json::Map::new();
+            if let Some(w) = weight {
+                body.insert("weight".into(), json!(w));
+            }
+            if no_gpu_quota {
+                body.insert("gpu_quota".into(), Value::Null);
+            } else if let Some(q) = gpu_quota {
+                body.insert("gpu_quota".into(), json!(q));
+            }
+            if body.is_empty() {
+                bail!("nothing to change: give --weight, --gpu-quota or --no-gpu-quota");
+            }
+            out.show(&client.patch(&format!("/v1/tenants/{name}"), &Value::Object(body))?, |r| updated_tenant_text(&name, r))
+        }
+        TenantsCommand::Remove { name } => out.show(&client.delete(&format!("/v1/tenants/{name}"))?, |_| format!("tenant {name} removed; its token no longer works\n")),
+        TenantsCommand::RotateToken { name } => {
+            let reply = client.post(&format!("/v1/tenants/{name}/token"), &json!({}))?;
+            out.show(&reply, |r| format!("tenant {name}: new token (shown once; the old one no longer works): {}\n", r["token"].as_str().unwrap_or("")))
+        }
+    }
+}
+
+/// What `arbiter tenants update` says: the tenant as it now is, and the queued jobs its new quota
+/// holds.
+fn updated_tenant_text(name: &str, reply: &Value) -> String {
+    let mut text = format!("tenant {name}: weight {}, GPU quota {}\n", number(&reply["weight"]), quota(&reply["gpu_quota"]));
+    let held: Vec<String> = reply["held_by_quota"].as_array().into_iter().flatten().map(Value::to_string).collect();
+    if !held.is_empty() {
+        text.push_str(&format!("held until the quota is raised (they ask for more GPUs than it): job {}\n", held.join(", ")));
+    }
+    text
 }
 
 /// Streams the log at `path` to standard output: escaped on a terminal, where a job's escape
