@@ -376,16 +376,21 @@ impl JobState {
         matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
     }
 
+    /// Which state it is, without its data.
+    pub fn kind(&self) -> StateKind {
+        match self {
+            JobState::Queued => StateKind::Queued,
+            JobState::Running { .. } => StateKind::Running,
+            JobState::Stopping { .. } => StateKind::Stopping,
+            JobState::Succeeded => StateKind::Succeeded,
+            JobState::Failed => StateKind::Failed,
+            JobState::Cancelled => StateKind::Cancelled,
+        }
+    }
+
     /// Short name (`queued`, `running`, ...).
     pub fn name(&self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running { .. } => "running",
-            JobState::Stopping { .. } => "stopping",
-            JobState::Succeeded => "succeeded",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
+        self.kind().name()
     }
 
     /// GPUs held, if any.
@@ -410,10 +415,42 @@ impl JobState {
 pub struct Transition {
     /// Unix seconds.
     pub at_unix_s: i64,
-    /// New state's name.
-    pub to: String,
+    /// The new state (its name in JSON).
+    pub to: StateKind,
     /// Why (free text: `submitted`, `started on GPUs 0,1`, `exit code 1`, ...).
     pub why: String,
+}
+
+/// A job state without its data: what a history records (`queued`, `running`, ... in JSON).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateKind {
+    /// Waiting for GPUs.
+    Queued,
+    /// A run holds GPUs.
+    Running,
+    /// Its run was asked to stop and has not ended yet.
+    Stopping,
+    /// Ended with exit code 0.
+    Succeeded,
+    /// Ended otherwise, retries used up.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl StateKind {
+    /// Its name (`queued`, `running`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            StateKind::Queued => "queued",
+            StateKind::Running => "running",
+            StateKind::Stopping => "stopping",
+            StateKind::Succeeded => "succeeded",
+            StateKind::Failed => "failed",
+            StateKind::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// Progress the job reported.
@@ -625,7 +662,7 @@ impl JobRecord {
     pub fn current_run_started_unix_s(&self) -> Option<i64> {
         match &self.state {
             JobState::Running { started_unix_s, .. } => Some(*started_unix_s),
-            JobState::Stopping { .. } => self.history.iter().rev().find(|t| t.to == "running").map(|t| t.at_unix_s),
+            JobState::Stopping { .. } => self.history.iter().rev().find(|t| t.to == StateKind::Running).map(|t| t.at_unix_s),
             _ => None,
         }
     }
@@ -638,7 +675,7 @@ impl JobRecord {
 
     /// Records a transition to `state`.
     pub fn transition(&mut self, state: JobState, why: impl Into<String>, now_unix_s: i64) {
-        self.history.push(Transition { at_unix_s: now_unix_s, to: state.name().to_string(), why: why.into() });
+        self.history.push(Transition { at_unix_s: now_unix_s, to: state.kind(), why: why.into() });
         if self.history.len() > MAX_HISTORY {
             // Keep the submission and the latest transitions; count what was dropped.
             let drop = self.history.len() - MAX_HISTORY;

@@ -112,7 +112,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     };
     let settings = daemon.settings.clone();
     let data_dir = settings.data_dir.clone();
-    if daemon.executor_name() == "slurm" {
+    if config.executor == config::ExecutorKind::Slurm {
         slurm::check_traversable(&data_dir.join("logs"))?;
     }
     // Read or created only now, with the data directory locked: two daemons started at once

@@ -44,7 +44,7 @@ impl Daemon {
                         Some(_) => format!("re-adopted run {handle} after a daemon restart, while stopping"),
                         None => format!("re-adopted run {handle} after a daemon restart"),
                     };
-                    job.history.push(Transition { at_unix_s: now, to: job.state.name().into(), why });
+                    job.history.push(Transition { at_unix_s: now, to: job.state.kind(), why });
                     state.watched.insert(job.id, Watched { handle, kill_at_ms, sigkilled: false });
                 }
                 Adoption::NeverStarted => {

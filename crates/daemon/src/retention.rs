@@ -64,7 +64,7 @@ pub(crate) fn approx_record_bytes(job: &JobRecord) -> u64 {
         + r.checkpoint_dir.as_ref().map_or(0, String::len)
         + r.name.as_ref().map_or(0, String::len)
         + r.gpu_types.iter().map(String::len).sum::<usize>()
-        + job.history.iter().map(|t| t.why.len() + t.to.len() + 40).sum::<usize>()
+        + job.history.iter().map(|t| t.why.len() + t.to.name().len() + 40).sum::<usize>()
         + job.pending_reason.as_ref().map_or(0, String::len);
     (text + 1024) as u64
 }

@@ -2,7 +2,7 @@
 //! ones as the simulator's engine would show them ([`ActiveJob`]), so that the very same policy
 //! code decides in both worlds.
 
-use crate::job::{JobRecord, JobState};
+use crate::job::{JobRecord, JobState, StateKind};
 use crate::topology::Topology;
 use arbiter_model::{ActiveJob, Cluster, GpuRange, JobId, JobSpec, NodeId, PlacementSpeed, Placement, RunState, Scaling, SimDuration, SimTime};
 use std::collections::BTreeMap;
@@ -133,12 +133,12 @@ pub fn active_of(job: &JobRecord, spec: &JobSpec, topology: &Topology, now: SimT
         JobState::Queued => {
             a.pending_since = job.history.last().map_or(now, |t| sim_time_s(t.at_unix_s));
             a.accounted_at = now;
-            a.first_start = job.history.iter().find(|t| t.to == "running").map(|t| sim_time_s(t.at_unix_s));
+            a.first_start = job.history.iter().find(|t| t.to == StateKind::Running).map(|t| sim_time_s(t.at_unix_s));
         }
         JobState::Running { gpus, started_unix_s, .. } => {
             let since = sim_time_s(*started_unix_s).min(now);
             a.accounted_at = since;
-            a.first_start = Some(job.history.iter().find(|t| t.to == "running").map_or(since, |t| sim_time_s(t.at_unix_s)));
+            a.first_start = Some(job.history.iter().find(|t| t.to == StateKind::Running).map_or(since, |t| sim_time_s(t.at_unix_s)));
             let placement = topology.placement_of(gpus).unwrap_or_else(|| Placement::single(NodeId(0), spec.gpus));
             a.state = RunState::Running { placement, since, speed: 1.0 };
         }
@@ -155,7 +155,7 @@ pub fn finished_of(job: &JobRecord, spec: &JobSpec) -> ActiveJob {
     a.remaining_s = 0.0;
     a.preemptions = job.preemptions;
     a.failures = job.failures;
-    a.first_start = job.history.iter().find(|t| t.to == "running").map(|t| sim_time_s(t.at_unix_s));
+    a.first_start = job.history.iter().find(|t| t.to == StateKind::Running).map(|t| sim_time_s(t.at_unix_s));
     a
 }
 

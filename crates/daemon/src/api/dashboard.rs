@@ -10,7 +10,7 @@
 
 use super::{Api, ApiError};
 use crate::daemon::State as DaemonState;
-use crate::job::JobRecord;
+use crate::job::{JobRecord, JobState};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -160,7 +160,7 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
         let viewer = viewer.as_deref();
         let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
         let nodes = node_views(s, viewer, &unavailable);
-        let queued: Vec<&JobRecord> = s.jobs.iter().filter(|j| j.state.name() == "queued").collect();
+        let queued: Vec<&JobRecord> = s.jobs.iter().filter(|j| matches!(j.state, JobState::Queued)).collect();
         let queue: Vec<Value> = queued.iter().filter(|j| mine(&j.tenant)).take(QUEUE_ROWS).map(|j| queued_view(j)).collect();
         let visible_queued = queued.iter().filter(|j| mine(&j.tenant)).count();
         // Per tenant: GPUs held, jobs queued, weight, quota. A tenant sees its own line and
@@ -169,7 +169,7 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
         for j in &s.jobs {
             let entry = usage.entry(j.tenant.as_str()).or_default();
             entry.0 += j.state.gpus().map_or(0, |g| g.len() as u32);
-            entry.1 += usize::from(j.state.name() == "queued");
+            entry.1 += usize::from(matches!(j.state, JobState::Queued));
         }
         let total_weight: f64 = s.tenants.values().map(|t| t.weight).sum();
         // Colours by the order of the tenants the viewer may see (then the tenants of jobs it
@@ -196,7 +196,7 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             .jobs
             .iter()
             .filter(|j| mine(&j.tenant))
-            .flat_map(|j| j.history.iter().rev().take(EVENTS_PER_JOB).map(move |t| (t.at_unix_s, j.id, j.tenant.as_str(), t.to.as_str(), t.why.as_str())))
+            .flat_map(|j| j.history.iter().rev().take(EVENTS_PER_JOB).map(move |t| (t.at_unix_s, j.id, j.tenant.as_str(), t.to.name(), t.why.as_str())))
             .collect();
         let keep = EVENT_ROWS.min(events.len());
         if keep > 0 && events.len() > keep {

@@ -12,7 +12,7 @@
 
 use crate::auth::{sha256_hex, Caller};
 use crate::daemon::{Daemon, RequestError};
-use crate::job::{GpuHolders, JobRecord, SubmitRequest};
+use crate::job::{GpuHolders, JobRecord, JobState, SubmitRequest};
 use crate::progress::ProgressReport;
 use crate::store::Tenant;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -397,7 +397,7 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
         let mut others: Vec<&[u32]> = holding.filter(|j| !mine(&j.tenant)).filter_map(|j| j.state.gpus()).collect();
         others.sort();
         running.extend(others.into_iter().map(|gpus| json!({ "gpus": gpus, "other_tenant": true })));
-        let queued_jobs = s.jobs.iter().filter(|j| j.state.name() == "queued");
+        let queued_jobs = s.jobs.iter().filter(|j| matches!(j.state, JobState::Queued));
         let queued = queued_jobs.clone().filter(|j| mine(&j.tenant)).count();
         (s.policy_name(), running, queued, queued_jobs.count(), nodes)
     });

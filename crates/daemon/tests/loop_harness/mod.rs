@@ -159,7 +159,7 @@ impl Harness {
 /// first `running` transition and its last one).
 pub fn start_end_s(job: &JobRecord) -> (Option<i64>, Option<i64>) {
     let t0 = (T0_MS / 1000) as i64;
-    let start = job.history.iter().find(|t| t.to == "running").map(|t| t.at_unix_s - t0);
+    let start = job.history.iter().find(|t| t.to == arbiter_daemon::job::StateKind::Running).map(|t| t.at_unix_s - t0);
     let end = job.state.is_terminal().then(|| job.history.last().map(|t| t.at_unix_s - t0)).flatten();
     (start, end)
 }
