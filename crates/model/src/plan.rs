@@ -8,7 +8,7 @@
 //! start, keep, migrate, re-share) — or a [`PlanError`] naming the job and the rule. The engine
 //! and the daemon both carry out the plan; neither diffs a decision by itself.
 
-use crate::{Assignment, Cluster, Decision, HostShare, JobId, JobSpec, Node, Occupancy, Placement};
+use crate::{Assignment, Colocation, Cluster, Decision, Guest, HostShare, JobId, JobSpec, Node, Occupancy, Placement};
 
 /// Most jobs that may share the same GPUs (Muri interleaves up to four).
 pub const MAX_GROUP: usize = 4;
@@ -329,18 +329,7 @@ impl Planner {
         if self.stamp.len() < specs.len() {
             self.stamp.resize(specs.len(), 0);
         }
-        let mut occupancy = match (self.spare_occupancy.take(), base) {
-            (Some(mut spare), Some(base)) => {
-                spare.copy_from(base);
-                spare
-            }
-            (None, Some(base)) => base.clone(),
-            (Some(mut spare), None) => {
-                spare.reset(cluster);
-                spare
-            }
-            (None, None) => Occupancy::new(cluster),
-        };
+        let mut occupancy = self.empty_occupancy(cluster, base);
         // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
         // CPU and memory always fit where the GPUs fit).
         let (any_colocation, check_host, any_guest) = decision
@@ -348,12 +337,7 @@ impl Planner {
             .iter()
             .fold((false, false, false), |(c, h, g), a| (c || a.colocation.is_some(), h || a.host.is_some(), g || a.guest.is_some()));
         self.shares = any_colocation || check_host || any_guest;
-        // Opportunistic jobs (guests) are counted apart: on top of the GPUs' holders, one each.
-        let mut guests = if any_guest { Some(Occupancy::new(cluster)) } else { None };
-        // The guests' GPUs nobody holds and their GPUs held by others, in total (placements do
-        // not name GPUs: checked against the decision's free and held GPUs once it is complete).
-        let mut guest_gpus = (0u32, 0u32);
-        let mut last_guest = None;
+        let mut guests = GuestTally { occupancy: if any_guest { Some(Occupancy::new(cluster)) } else { None }, gpus: (0, 0), last: None };
         let assigned: std::collections::BTreeMap<JobId, &Assignment> =
             if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
         // CPU cores and memory taken per node.
@@ -368,116 +352,197 @@ impl Planner {
                 return Err(PlanError::AssignedTwice(a.job));
             }
             self.stamp[i] = round;
-            let spec = &specs[i];
-            if !spec.allows_gpus(a.placement.gpus()) {
-                let wanted = match spec.elastic {
-                    Some(range) => format!("{} or {range}", spec.gpus),
-                    None => spec.gpus.to_string(),
-                };
-                return Err(PlanError::GangSize { job: a.job, wanted, placement: a.placement.to_string(), got: a.placement.gpus() });
-            }
-            if let Some(scaling) = spec.scaling.as_ref().filter(|_| spec.placement_speed(&a.placement).is_none()) {
-                return Err(PlanError::NoSpeedFor { job: a.job, profile: scaling.0.describe(), placement: a.placement.to_string() });
-            }
-            if let Some(t) = spec.gpu_type
-                && a.placement.slots.iter().any(|(n, _)| cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
-                    return Err(PlanError::WrongGpuType { job: a.job, gpu_type: cluster.gpu_type_name(t).to_string(), placement: a.placement.to_string() });
-                }
-            if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
-                return Err(PlanError::CannotRunOn { job: a.job, gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(), node: node.name.clone() });
-            }
-            if base.is_some() {
-                // A decision by changes: starts alone, or running jobs kept exactly as they are
-                // (their GPUs are in the base occupancy already).
-                let alone = a.colocation.is_none() && a.host.is_none() && a.guest.is_none();
-                match stands {
-                    Standing::Running { placement, partner, host } if alone && *placement == a.placement && partner.is_none() && host.is_none() => continue,
-                    Standing::Queued if alone => {}
-                    _ => return Err(PlanError::ChangeNotAllowed(a.job)),
-                }
-            }
-            if let Some(g) = a.guest {
-                if a.colocation.is_some() || a.host.is_some() {
-                    return Err(PlanError::GuestWithShares(a.job));
-                }
-                if !(g.speed.is_finite() && g.speed > 0.0) {
-                    return Err(PlanError::BadGuestSpeed { job: a.job, speed: g.speed });
-                }
-                if let Some(guests) = guests.as_mut() {
-                    guests.allocate(&a.placement).map_err(|e| PlanError::GuestsOverAllocated { job: a.job, reason: e.to_string() })?;
-                }
-                let gpus = a.placement.gpus();
-                if g.on_held > gpus {
-                    return Err(PlanError::GuestsMiscounted { job: a.job, reason: format!("on {} held GPUs of its {gpus}", g.on_held) });
-                }
-                guest_gpus.0 += gpus - g.on_held;
-                guest_gpus.1 += g.on_held;
-                last_guest = Some(a.job);
+            check_placement(cluster, &specs[i], a)?;
+            // A decision by changes: starts alone, or running jobs kept exactly as they are
+            // (their GPUs are in the base occupancy already).
+            if base.is_some() && kept_as_it_is(a, stands)? {
                 continue;
             }
-            if let Some(c) = a.colocation {
-                // A group: each member names the next, back to the first, all on the same GPUs.
-                let mut smallest = a.job;
-                let mut at = c.partner;
-                let mut members = 1;
-                while at != a.job {
-                    let member = assigned.get(&at).ok_or(PlanError::PartnerNotAssigned { job: a.job, partner: at })?;
-                    let next = member.colocation.map(|p| p.partner);
-                    if member.placement != a.placement || members >= MAX_GROUP {
-                        return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
-                    }
-                    let Some(next) = next else { return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner }) };
-                    smallest = smallest.min(at);
-                    at = next;
-                    members += 1;
-                }
-                if members < 2 {
-                    return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
-                }
-                if !(c.speed.is_finite() && c.speed > 0.0) {
-                    return Err(PlanError::BadSharedSpeed { job: a.job, speed: c.speed });
-                }
-                if a.host.is_some() {
-                    return Err(PlanError::SharedWithHostShare(a.job));
-                }
-                if smallest < a.job {
+            if let Some(g) = a.guest {
+                guests.add(a, g)?;
+                continue;
+            }
+            if let Some(c) = a.colocation
+                && !counts_its_group(&assigned, a, c)? {
                     continue; // the group's GPUs were counted with its smallest job
                 }
-            }
             occupancy.allocate(&a.placement).map_err(|e| PlanError::OverAllocated { job: a.job, reason: e.to_string() })?;
             if let Some(share) = a.host
                 && !share.is_valid() {
                     return Err(PlanError::BadHostShare { job: a.job, share: share.to_string() });
                 }
-            for &(node_id, gpus) in a.placement.slots.iter().filter(|_| check_host) {
-                let Some(node) = cluster.node(node_id) else { continue };
-                let share = a.host.unwrap_or_else(|| proportional_share(node));
-                let used = &mut host_used[node_id.index()];
-                used.0 += share.cpus_per_gpu * gpus as f64;
-                used.1 += share.memory_per_gpu * gpus as f64;
-                // A little slack for floating-point sums of fractional shares.
-                if used.0 > node.cpus as f64 + 1e-6 || used.1 > node.memory_gib as f64 + 1e-6 {
-                    return Err(PlanError::HostCapacity {
-                        job: a.job,
-                        node: node.name.clone(),
-                        cpus: node.cpus,
-                        memory_gib: node.memory_gib,
-                        used_cpus: used.0,
-                        used_memory: used.1,
-                    });
-                }
+            if check_host {
+                take_host_share(cluster, &mut host_used, a)?;
             }
         }
-        if let Some(job) = last_guest {
+        guests.check_totals(cluster, &occupancy)?;
+        Ok(occupancy)
+    }
+
+    /// The occupancy a check starts from: `base` for a decision by changes, else an empty
+    /// cluster, in the memory of an occupancy handed back when there is one.
+    fn empty_occupancy(&mut self, cluster: &Cluster, base: Option<&Occupancy>) -> Occupancy {
+        match (self.spare_occupancy.take(), base) {
+            (Some(mut spare), Some(base)) => {
+                spare.copy_from(base);
+                spare
+            }
+            (None, Some(base)) => base.clone(),
+            (Some(mut spare), None) => {
+                spare.reset(cluster);
+                spare
+            }
+            (None, None) => Occupancy::new(cluster),
+        }
+    }
+}
+
+// The checks of one assignment below are called from `Planner::check_each`, which is generic
+// (over its callers' closures) and so compiled in the caller's crate: `#[inline]` lets them be
+// inlined there, as they were when they were written inside it (the simulator's hot path).
+
+/// Checks that `a`'s placement suits its job (`spec`): the gang size (or elastic range), a
+/// measured speed for the placement's shape, the GPU type it asked for, and only GPU types it can
+/// run on.
+#[inline]
+fn check_placement(cluster: &Cluster, spec: &JobSpec, a: &Assignment) -> Result<(), PlanError> {
+    if !spec.allows_gpus(a.placement.gpus()) {
+        let wanted = match spec.elastic {
+            Some(range) => format!("{} or {range}", spec.gpus),
+            None => spec.gpus.to_string(),
+        };
+        return Err(PlanError::GangSize { job: a.job, wanted, placement: a.placement.to_string(), got: a.placement.gpus() });
+    }
+    if let Some(scaling) = spec.scaling.as_ref().filter(|_| spec.placement_speed(&a.placement).is_none()) {
+        return Err(PlanError::NoSpeedFor { job: a.job, profile: scaling.0.describe(), placement: a.placement.to_string() });
+    }
+    if let Some(t) = spec.gpu_type
+        && a.placement.slots.iter().any(|(n, _)| cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
+            return Err(PlanError::WrongGpuType { job: a.job, gpu_type: cluster.gpu_type_name(t).to_string(), placement: a.placement.to_string() });
+        }
+    if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
+        return Err(PlanError::CannotRunOn { job: a.job, gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(), node: node.name.clone() });
+    }
+    Ok(())
+}
+
+/// In a decision by changes, whether `a` keeps a running job exactly as it is (`true`: nothing
+/// to count) or starts a queued one alone (`false`); anything else is refused.
+#[inline]
+fn kept_as_it_is(a: &Assignment, stands: Standing<'_>) -> Result<bool, PlanError> {
+    let alone = a.colocation.is_none() && a.host.is_none() && a.guest.is_none();
+    match stands {
+        Standing::Running { placement, partner, host } if alone && *placement == a.placement && partner.is_none() && host.is_none() => Ok(true),
+        Standing::Queued if alone => Ok(false),
+        _ => Err(PlanError::ChangeNotAllowed(a.job)),
+    }
+}
+
+/// Checks the group `a` shares GPUs in (`c`: its partner and speed; `assigned`: the decision's
+/// assignments by job): each member names the next, back to the first, all on the same GPUs, at
+/// most [`MAX_GROUP`] of them, at a valid speed and without a CPU/memory share of its own.
+/// Returns whether `a` is the group's smallest job, the one that counts the group's GPUs.
+#[inline]
+fn counts_its_group(assigned: &std::collections::BTreeMap<JobId, &Assignment>, a: &Assignment, c: Colocation) -> Result<bool, PlanError> {
+    let mut smallest = a.job;
+    let mut at = c.partner;
+    let mut members = 1;
+    while at != a.job {
+        let member = assigned.get(&at).ok_or(PlanError::PartnerNotAssigned { job: a.job, partner: at })?;
+        let next = member.colocation.map(|p| p.partner);
+        if member.placement != a.placement || members >= MAX_GROUP {
+            return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
+        }
+        let Some(next) = next else { return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner }) };
+        smallest = smallest.min(at);
+        at = next;
+        members += 1;
+    }
+    if members < 2 {
+        return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
+    }
+    if !(c.speed.is_finite() && c.speed > 0.0) {
+        return Err(PlanError::BadSharedSpeed { job: a.job, speed: c.speed });
+    }
+    if a.host.is_some() {
+        return Err(PlanError::SharedWithHostShare(a.job));
+    }
+    Ok(smallest >= a.job)
+}
+
+/// Adds `a`'s CPU cores and memory (its own share, else the node's GPU-proportional one) to
+/// `host_used` per node, and checks that every node still has them.
+#[inline]
+fn take_host_share(cluster: &Cluster, host_used: &mut [(f64, f64)], a: &Assignment) -> Result<(), PlanError> {
+    for &(node_id, gpus) in &a.placement.slots {
+        let Some(node) = cluster.node(node_id) else { continue };
+        let share = a.host.unwrap_or_else(|| proportional_share(node));
+        let used = &mut host_used[node_id.index()];
+        used.0 += share.cpus_per_gpu * gpus as f64;
+        used.1 += share.memory_per_gpu * gpus as f64;
+        // A little slack for floating-point sums of fractional shares.
+        if used.0 > node.cpus as f64 + 1e-6 || used.1 > node.memory_gib as f64 + 1e-6 {
+            return Err(PlanError::HostCapacity {
+                job: a.job,
+                node: node.name.clone(),
+                cpus: node.cpus,
+                memory_gib: node.memory_gib,
+                used_cpus: used.0,
+                used_memory: used.1,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Opportunistic jobs (guests) are counted apart: on top of the GPUs' holders, one each.
+struct GuestTally {
+    /// The guests' own occupancy (`None` when the decision has no guest).
+    occupancy: Option<Occupancy>,
+    /// The guests' GPUs nobody holds and their GPUs held by others, in total (placements do not
+    /// name GPUs: checked against the decision's free and held GPUs once it is complete).
+    gpus: (u32, u32),
+    /// The decision's last guest.
+    last: Option<JobId>,
+}
+
+impl GuestTally {
+    /// Checks guest `a` (`g`: its speed and GPUs on held ones) and counts its GPUs.
+    #[inline]
+    fn add(&mut self, a: &Assignment, g: Guest) -> Result<(), PlanError> {
+        if a.colocation.is_some() || a.host.is_some() {
+            return Err(PlanError::GuestWithShares(a.job));
+        }
+        if !(g.speed.is_finite() && g.speed > 0.0) {
+            return Err(PlanError::BadGuestSpeed { job: a.job, speed: g.speed });
+        }
+        if let Some(guests) = self.occupancy.as_mut() {
+            guests.allocate(&a.placement).map_err(|e| PlanError::GuestsOverAllocated { job: a.job, reason: e.to_string() })?;
+        }
+        let gpus = a.placement.gpus();
+        if g.on_held > gpus {
+            return Err(PlanError::GuestsMiscounted { job: a.job, reason: format!("on {} held GPUs of its {gpus}", g.on_held) });
+        }
+        self.gpus.0 += gpus - g.on_held;
+        self.gpus.1 += g.on_held;
+        self.last = Some(a.job);
+        Ok(())
+    }
+
+    /// Once the decision is counted (`occupancy`): the guests together use at most the GPUs it
+    /// leaves free and those it holds.
+    #[inline]
+    fn check_totals(&self, cluster: &Cluster, occupancy: &Occupancy) -> Result<(), PlanError> {
+        if let Some(job) = self.last {
             let (free, held) = (occupancy.free_total(), cluster.total_gpus() - occupancy.free_total());
-            if guest_gpus.0 > free || guest_gpus.1 > held {
+            if self.gpus.0 > free || self.gpus.1 > held {
                 return Err(PlanError::GuestsMiscounted {
                     job,
-                    reason: format!("guests on {} free GPUs of {free} and on {} held GPUs of {held}", guest_gpus.0, guest_gpus.1),
+                    reason: format!("guests on {} free GPUs of {free} and on {} held GPUs of {held}", self.gpus.0, self.gpus.1),
                 });
             }
         }
-        Ok(occupancy)
+        Ok(())
     }
 }
 

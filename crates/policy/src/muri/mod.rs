@@ -286,22 +286,16 @@ fn group_time(members: &[&JobSpec], order: JobOrder, factors: GroupFactors) -> f
     iteration_time_with_s(&stages, solo, order, factors)
 }
 
-impl Policy for Muri {
-    fn name(&self) -> &'static str {
-        match self.ranking {
-            MuriRanking::RemainingService => "muri-s",
-            MuriRanking::AttainedService => "muri-l",
-        }
-    }
-
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+impl Muri {
+    /// Brings the list up to date with the view: finished jobs out, arrivals appended in arrival
+    /// order. Returns each job's index in the view, by id.
+    fn update_list(&mut self, view: &SchedulerView<'_>) -> BTreeMap<JobId, usize> {
         let n_ids = view.jobs.iter().map(|j| j.id.index() + 1).max().unwrap_or(0);
         if self.listed.len() < n_ids {
             self.listed.resize(n_ids, false);
             self.sort_val.resize(n_ids, 0.0);
         }
-        // The list: finished jobs out, arrivals appended in arrival order.
-        let mut position: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        let position: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
         // A job can leave the view and come back (the daemon leaves out a run that is still
         // stopping): it is then an arrival again, not forgotten.
         let listed = &mut self.listed;
@@ -318,36 +312,35 @@ impl Policy for Muri {
             self.listed[j.id.index()] = true;
             self.list.push(j.id);
         }
-        // 1. Rank (stable).
+        position
+    }
+
+    /// Step 1: ranks the list (a stable sort, so the last point's order breaks ties) and returns
+    /// the jobs' view indexes in that order.
+    fn rank(&mut self, view: &SchedulerView<'_>, now: SimTime, mut position: BTreeMap<JobId, usize>) -> Vec<usize> {
         for j in view.jobs {
             let v = self.rank_value(j, view.spec(j), now);
             self.sort_val[j.id.index()] = v;
         }
         let sort_val = &self.sort_val;
         self.list.sort_by(|a, b| sort_val[a.index()].total_cmp(&sort_val[b.index()]));
-        let order: Vec<usize> = self.list.iter().filter_map(|id| position.remove(id)).collect();
-        let job = |i: usize| &view.jobs[i];
-        let spec = |i: usize| view.spec(&view.jobs[i]);
+        self.list.iter().filter_map(|id| position.remove(id)).collect()
+    }
 
-        // 2. Slots and candidates per GPU count (classes in order of first appearance).
-        let mut classes: Vec<u32> = Vec::new();
-        let mut by_class: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for &i in &order {
-            let g = job(i).gpus;
-            if !by_class.contains_key(&g) {
-                classes.push(g);
-            }
-            by_class.entry(g).or_default().push(i);
-        }
+    /// Step 2, the slots: walking `order` on an empty cluster (consolidated placement), each job
+    /// not yet taken that still fits opens a slot of the next `packing` jobs of its class (GPU
+    /// count). Returns per class how many of its jobs (`by_class` order) became candidates.
+    fn open_slots(&self, view: &SchedulerView<'_>, now: SimTime, order: &[usize], by_class: &BTreeMap<u32, Vec<usize>>) -> BTreeMap<u32, usize> {
+        let job = |i: usize| &view.jobs[i];
         let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
         let mut chosen: BTreeMap<u32, usize> = BTreeMap::new();
         let mut taken = vec![false; view.jobs.len()];
-        for &i in &order {
+        for &i in order {
             if taken[i] {
                 continue;
             }
             let g = job(i).gpus;
-            if placer.place(spec(i), job(i).pending_since, now).is_ok() {
+            if placer.place(view.spec(job(i)), job(i).pending_since, now).is_ok() {
                 let list = &by_class[&g];
                 let from = chosen.get(&g).copied().unwrap_or(0);
                 let up = (from + self.config.packing).min(list.len());
@@ -357,96 +350,136 @@ impl Policy for Muri {
                 chosen.insert(g, up);
             }
         }
-        let capacity = view.cluster.total_gpus() as u64;
-        let mut required: u64 = chosen.iter().map(|(g, c)| u64::from(*g) * *c as u64).sum();
-        let mut groups: BTreeMap<u32, Vec<Group>> = classes
+        chosen
+    }
+
+    /// Step 2: the classes (GPU counts, in order of first appearance in `order`), each class's
+    /// candidates as groups of one, and the GPUs the candidates need together.
+    fn candidates(&self, view: &SchedulerView<'_>, now: SimTime, order: &[usize]) -> (Vec<u32>, BTreeMap<u32, Vec<Group>>, u64) {
+        let mut classes: Vec<u32> = Vec::new();
+        let mut by_class: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for &i in order {
+            let g = view.jobs[i].gpus;
+            if !by_class.contains_key(&g) {
+                classes.push(g);
+            }
+            by_class.entry(g).or_default().push(i);
+        }
+        let chosen = self.open_slots(view, now, order, &by_class);
+        let required: u64 = chosen.iter().map(|(g, c)| u64::from(*g) * *c as u64).sum();
+        let groups: BTreeMap<u32, Vec<Group>> = classes
             .iter()
             .map(|g| (*g, by_class[g][..chosen.get(g).copied().unwrap_or(0)].iter().map(|&i| Group { jobs: vec![i], gpus: *g }).collect()))
             .collect();
+        (classes, groups, required)
+    }
 
-        // 3. Merge by matching while demand exceeds capacity (the first round always runs);
-        // without Blossom, each slot's candidates into its first job, in order.
-        let order_kind = self.config.order;
-        let matching_rounds = if self.config.blossom {
-            self.config.packing
-        } else {
-            groups = merge_slots_in_order(&classes, &groups, self.config.packing, &mut required, capacity);
-            0
-        };
-        for round in 0..matching_rounds {
-            if round > 0 && required <= capacity {
+    /// Step 3 with Blossom: up to `packing` rounds, each merging every class's groups by a
+    /// maximum-weight matching; rounds after the first run only while demand exceeds capacity.
+    fn merge_by_matching(&mut self, view: &SchedulerView<'_>, classes: &[u32], groups: &mut BTreeMap<u32, Vec<Group>>, required: &mut u64, capacity: u64) -> Result<(), PolicyError> {
+        for round in 0..self.config.packing {
+            if round > 0 && *required <= capacity {
                 break;
             }
-            for g in &classes {
+            for g in classes {
                 let Some(current) = groups.get(g) else { continue };
-                let packing = self.config.packing;
-                let table = PairTable::new(&mut self.memo, current, &spec, packing, order_kind);
-                let mate = muri_max_weight_matching(current.len(), |u, v| table.weight(u, v)).map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
-                // Ready list: unmatched in order; a pair when the loop reaches its larger index.
-                let mut ready: Vec<Vec<usize>> = Vec::new();
-                for u in 0..current.len() {
-                    match mate[u] {
-                        Some(v) if v < u && mate[v] == Some(u) => ready.push(vec![v, u]),
-                        Some(v) if v > u && mate[v] == Some(u) => {}
-                        _ => ready.push(vec![u]),
-                    }
-                }
-                let mut next: Vec<Group> = Vec::new();
-                for entry in ready {
-                    if entry.len() == 2 && required > capacity {
-                        let mut jobs = current[entry[0]].jobs.clone();
-                        jobs.extend(&current[entry[1]].jobs);
-                        next.push(Group { jobs, gpus: *g });
-                        required -= u64::from(*g);
-                    } else {
-                        next.extend(entry.iter().map(|&k| current[k].clone()));
-                    }
-                }
+                let next = self.match_class(view, *g, current, required, capacity)?;
                 groups.insert(*g, next);
             }
         }
+        Ok(())
+    }
 
-        // 4. Autopack: split groups slower than their members in turn; place in rank order.
-        let mut runnable: Vec<Group> = classes.iter().flat_map(|g| groups.remove(g).unwrap_or_default()).collect();
-        if self.config.autopack {
-            let mut keyed: Vec<(f64, Group)> = Vec::new();
-            for group in runnable {
-                let members: Vec<&JobSpec> = group.jobs.iter().map(|&i| spec(i)).collect();
-                let together = self.memo.time(&members, JobOrder::Best);
-                let in_turn: f64 = members.iter().map(|s| s.iteration_s.unwrap_or(1.0)).sum();
-                if group.jobs.len() > 1 && together / in_turn > 1.0 {
-                    keyed.extend(group.jobs.iter().map(|&i| (self.sort_val[job(i).id.index()], Group { jobs: vec![i], gpus: group.gpus })));
-                } else {
-                    let key = group.jobs.iter().map(|&i| self.sort_val[job(i).id.index()]).fold(f64::INFINITY, f64::min);
-                    keyed.push((key, group));
-                }
+    /// One matching round of one class (`gpus` GPUs per job): the class's groups after merging
+    /// matched pairs, in order, only while demand (`required`, lowered per merge) exceeds
+    /// `capacity`.
+    fn match_class(&mut self, view: &SchedulerView<'_>, gpus: u32, current: &[Group], required: &mut u64, capacity: u64) -> Result<Vec<Group>, PolicyError> {
+        let spec = |i: usize| view.spec(&view.jobs[i]);
+        let packing = self.config.packing;
+        let table = PairTable::new(&mut self.memo, current, &spec, packing, self.config.order);
+        let mate = muri_max_weight_matching(current.len(), |u, v| table.weight(u, v)).map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
+        // Ready list: unmatched in order; a pair when the loop reaches its larger index.
+        let mut ready: Vec<Vec<usize>> = Vec::new();
+        for u in 0..current.len() {
+            match mate[u] {
+                Some(v) if v < u && mate[v] == Some(u) => ready.push(vec![v, u]),
+                Some(v) if v > u && mate[v] == Some(u) => {}
+                _ => ready.push(vec![u]),
             }
-            keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut dry = Placer::new(view.cluster, PlacementStrategy::Consolidated);
-            runnable = keyed.into_iter().filter(|(_, g)| dry.place(spec(g.jobs[0]), job(g.jobs[0]).pending_since, now).is_ok()).map(|(_, g)| g).collect();
         }
+        let mut next: Vec<Group> = Vec::new();
+        for entry in ready {
+            if entry.len() == 2 && *required > capacity {
+                let mut jobs = current[entry[0]].jobs.clone();
+                jobs.extend(&current[entry[1]].jobs);
+                next.push(Group { jobs, gpus });
+                *required -= u64::from(gpus);
+            } else {
+                next.extend(entry.iter().map(|&k| current[k].clone()));
+            }
+        }
+        Ok(next)
+    }
 
-        // 5. Place, largest jobs first (stable), members on their group's GPUs.
+    /// Step 4, autopack: splits groups slower than their members run in turn, orders the groups
+    /// by rank (a group by its best-ranked member) and keeps those that still fit, in that order.
+    fn autopack(&mut self, view: &SchedulerView<'_>, now: SimTime, runnable: Vec<Group>) -> Vec<Group> {
+        let job = |i: usize| &view.jobs[i];
+        let spec = |i: usize| view.spec(&view.jobs[i]);
+        let mut keyed: Vec<(f64, Group)> = Vec::new();
+        for group in runnable {
+            let members: Vec<&JobSpec> = group.jobs.iter().map(|&i| spec(i)).collect();
+            let together = self.memo.time(&members, JobOrder::Best);
+            let in_turn: f64 = members.iter().map(|s| s.iteration_s.unwrap_or(1.0)).sum();
+            if group.jobs.len() > 1 && together / in_turn > 1.0 {
+                keyed.extend(group.jobs.iter().map(|&i| (self.sort_val[job(i).id.index()], Group { jobs: vec![i], gpus: group.gpus })));
+            } else {
+                let key = group.jobs.iter().map(|&i| self.sort_val[job(i).id.index()]).fold(f64::INFINITY, f64::min);
+                keyed.push((key, group));
+            }
+        }
+        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut dry = Placer::new(view.cluster, PlacementStrategy::Consolidated);
+        keyed.into_iter().filter(|(_, g)| dry.place(spec(g.jobs[0]), job(g.jobs[0]).pending_since, now).is_ok()).map(|(_, g)| g).collect()
+    }
+
+    /// How member `i` of `group` shares its GPUs: with the next member, at its own iteration
+    /// time over the group's (`None` for a job alone).
+    fn colocation(&mut self, view: &SchedulerView<'_>, group: &Group, i: usize) -> Option<Colocation> {
+        let spec = |i: usize| view.spec(&view.jobs[i]);
+        (group.jobs.len() > 1).then(|| {
+            let members: Vec<&JobSpec> = group.jobs.iter().map(|&m| spec(m)).collect();
+            let together = self.memo.time(&members, self.config.order);
+            let at = group.jobs.iter().position(|&m| m == i).unwrap_or(0);
+            let partner = view.jobs[group.jobs[(at + 1) % group.jobs.len()]].id;
+            Colocation { partner, speed: spec(i).iteration_s.unwrap_or(together) / together }
+        })
+    }
+
+    /// Step 5: places the groups, walking the jobs (rank `order`) largest first (stable); a
+    /// group's first member so met takes GPUs and the others share them, and when it does not fit
+    /// the whole group waits.
+    fn place_groups(&mut self, view: &SchedulerView<'_>, now: SimTime, mut order: Vec<usize>, runnable: &[Group]) -> Decision {
         let mut group_of: BTreeMap<usize, usize> = BTreeMap::new();
         for (k, group) in runnable.iter().enumerate() {
             for &i in &group.jobs {
                 group_of.insert(i, k);
             }
         }
-        let mut final_order = order.clone();
-        final_order.sort_by_key(|&i| std::cmp::Reverse(job(i).gpus));
+        order.sort_by_key(|&i| std::cmp::Reverse(view.jobs[i].gpus));
         let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
         // Per group: its GPUs once its first member (in this order) was placed, or `None` when
         // that failed (the whole group waits).
         let mut placed: BTreeMap<usize, Option<Placement>> = BTreeMap::new();
         let mut decision = Decision::default();
-        for &i in &final_order {
+        for &i in &order {
             let Some(&k) = group_of.get(&i) else { continue };
+            let job = &view.jobs[i];
             let placement = match placed.get(&k) {
                 Some(Some(p)) => p.clone(),
                 Some(None) => continue,
                 None => {
-                    let p = placer.place(spec(i), job(i).pending_since, now).ok();
+                    let p = placer.place(view.spec(job), job.pending_since, now).ok();
                     placed.insert(k, p.clone());
                     match p {
                         Some(p) => p,
@@ -454,19 +487,50 @@ impl Policy for Muri {
                     }
                 }
             };
-            let group = &runnable[k];
-            let colocation = (group.jobs.len() > 1).then(|| {
-                let members: Vec<&JobSpec> = group.jobs.iter().map(|&m| spec(m)).collect();
-                let together = self.memo.time(&members, order_kind);
-                let at = group.jobs.iter().position(|&m| m == i).unwrap_or(0);
-                let partner = job(group.jobs[(at + 1) % group.jobs.len()]).id;
-                Colocation { partner, speed: spec(i).iteration_s.unwrap_or(together) / together }
-            });
-            decision.run.push(Assignment { job: job(i).id, placement, colocation, host: None, guest: None });
+            let colocation = self.colocation(view, &runnable[k], i);
+            decision.run.push(Assignment { job: job.id, placement, colocation, host: None, guest: None });
         }
-        // The list for the next point: largest GPU count first (stable).
+        decision
+    }
+
+    /// The list for the next point: largest GPU count first (stable).
+    fn sort_list_by_gpus(&mut self, view: &SchedulerView<'_>) {
         let gpus_of: BTreeMap<JobId, u32> = view.jobs.iter().map(|j| (j.id, j.gpus)).collect();
         self.list.sort_by_key(|id| std::cmp::Reverse(gpus_of.get(id).copied().unwrap_or(0)));
+    }
+}
+
+impl Policy for Muri {
+    fn name(&self) -> &'static str {
+        match self.ranking {
+            MuriRanking::RemainingService => "muri-s",
+            MuriRanking::AttainedService => "muri-l",
+        }
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+        // The list: finished jobs out, arrivals appended in arrival order.
+        let position = self.update_list(view);
+        // 1. Rank (stable).
+        let order = self.rank(view, now, position);
+        // 2. Slots and candidates per GPU count (classes in order of first appearance).
+        let (classes, mut groups, mut required) = self.candidates(view, now, &order);
+        let capacity = view.cluster.total_gpus() as u64;
+        // 3. Merge by matching while demand exceeds capacity (the first round always runs);
+        // without Blossom, each slot's candidates into its first job, in order.
+        if self.config.blossom {
+            self.merge_by_matching(view, &classes, &mut groups, &mut required, capacity)?;
+        } else {
+            groups = merge_slots_in_order(&classes, &groups, self.config.packing, &mut required, capacity);
+        }
+        // 4. Autopack: split groups slower than their members in turn; place in rank order.
+        let mut runnable: Vec<Group> = classes.iter().flat_map(|g| groups.remove(g).unwrap_or_default()).collect();
+        if self.config.autopack {
+            runnable = self.autopack(view, now, runnable);
+        }
+        // 5. Place, largest jobs first (stable), members on their group's GPUs.
+        let decision = self.place_groups(view, now, order, &runnable);
+        self.sort_list_by_gpus(view);
         Ok(decision)
     }
 

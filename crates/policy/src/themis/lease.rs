@@ -49,7 +49,7 @@ use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, Placement, SimTime,
 };
-use std::cmp::Reverse;
+use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
 
 /// Themis with leases and the partial-allocation auction. See the module docs.
@@ -159,16 +159,109 @@ fn never_fits(view: &SchedulerView<'_>, job: &ActiveJob, cluster_gpus: u32) -> b
     job.gpus > cluster_gpus || (typed && !Placer::could_ever_fit(view.cluster, spec))
 }
 
-impl Policy for Themis {
-    fn name(&self) -> &'static str {
-        "themis"
-    }
+/// Worst-off first: the larger `ρ_wait` first, ties by job id.
+fn worst_first(view: &SchedulerView<'_>, a: &Candidate, b: &Candidate) -> Ordering {
+    b.rho_wait
+        .total_cmp(&a.rho_wait)
+        .then_with(|| view.jobs[a.index].id.cmp(&view.jobs[b.index].id))
+}
 
-    fn schedule(
-        &mut self,
-        view: &SchedulerView<'_>,
-        now: SimTime,
-    ) -> Result<Decision, PolicyError> {
+/// A candidate's bid for a bundle that covers its gang: `V = ρ_wait / ρ_run`, at least 1 (and
+/// `f64::MAX` where running defines no ratio).
+fn improvement(c: &Candidate) -> f64 {
+    let v = if c.rho_run > 0.0 {
+        c.rho_wait / c.rho_run
+    } else {
+        f64::MAX
+    };
+    v.clamp(1.0, f64::MAX)
+}
+
+/// The auction's bidders, as indexes into `candidates`, worst-off first: the first `bidders` of
+/// them once the worst-off are brought forward (`candidates` is reordered for that), less those
+/// that cannot matter. Of the bidders with a gang of g GPUs only the ⌊offered/g⌋ + 1 with the
+/// largest valuations can matter (more of that size never fit together; one more covers the
+/// split without any one of them); the others cannot win and change no one's payment. A gang
+/// larger than the offer cannot win at all.
+fn auction_entrants(
+    view: &SchedulerView<'_>,
+    candidates: &mut [Candidate],
+    bidders: usize,
+    offered: u32,
+) -> Vec<usize> {
+    // The bidders are found without sorting everyone: most points free one gang's GPUs among
+    // thousands of jobs.
+    if bidders > 0 && bidders < candidates.len() {
+        candidates.select_nth_unstable_by(bidders - 1, |a, b| worst_first(view, a, b));
+    }
+    let mut by_size: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (k, candidate) in candidates.iter().enumerate().take(bidders) {
+        let gpus = view.jobs[candidate.index].gpus;
+        if gpus <= offered {
+            by_size.entry(gpus).or_default().push(k);
+        }
+    }
+    let mut auctioned: Vec<usize> = Vec::new();
+    for (gpus, mut group) in by_size {
+        let keep = (offered / gpus.max(1)) as usize + 1;
+        let better = |a: &usize, b: &usize| {
+            let (a, b) = (&candidates[*a], &candidates[*b]);
+            improvement(b)
+                .total_cmp(&improvement(a))
+                .then_with(|| worst_first(view, a, b))
+        };
+        if group.len() > keep {
+            group.select_nth_unstable_by(keep - 1, better);
+            group.truncate(keep);
+        }
+        auctioned.extend(group);
+    }
+    auctioned.sort_unstable_by(|a, b| worst_first(view, &candidates[*a], &candidates[*b]));
+    auctioned
+}
+
+/// Runs the partial-allocation auction of the `offered` GPUs among the `auctioned` candidates.
+/// Per candidate: the fraction of a lease it won (`None`: it did not bid, or won no GPUs).
+fn auction_leases(
+    view: &SchedulerView<'_>,
+    candidates: &[Candidate],
+    auctioned: &[usize],
+    offered: u32,
+) -> Result<Vec<Option<f64>>, PolicyError> {
+    let mut lease_for: Vec<Option<f64>> = vec![None; candidates.len()];
+    if !auctioned.is_empty() {
+        let bids: Vec<Bid> = auctioned
+            .iter()
+            .map(|&k| {
+                let c = &candidates[k];
+                Bid::gang(view.jobs[c.index].gpus, 1.0, improvement(c))
+            })
+            .collect();
+        let outcome = partial_allocation(&bids, offered)?;
+        for (&k, (&gpus, &fraction)) in auctioned
+            .iter()
+            .zip(outcome.gpus.iter().zip(&outcome.fraction))
+        {
+            if gpus > 0 {
+                lease_for[k] = Some(fraction);
+            }
+        }
+    }
+    Ok(lease_for)
+}
+
+/// One scheduling point's placements under way: the GPUs still free, the decision so far, and
+/// per candidate whether it started and, if not, the reason a placement attempt gave.
+struct Grants<'c> {
+    placer: Placer<'c>,
+    decision: Decision,
+    placed: Vec<bool>,
+    reasons: Vec<Option<PendingReason>>,
+}
+
+impl Themis {
+    /// Makes room in the lease table for every job id in the view.
+    fn grow_lease_table(&mut self, view: &SchedulerView<'_>) {
         let n_ids = view
             .jobs
             .iter()
@@ -178,9 +271,17 @@ impl Policy for Themis {
         if self.lease_end.len() < n_ids {
             self.lease_end.resize(n_ids, None);
         }
-        let mut placer = Placer::new(view.cluster, self.strategy);
-        let mut decision = Decision::default();
-        // Jobs under an unexpired lease keep their GPUs.
+    }
+
+    /// Jobs under an unexpired lease keep their GPUs (taken from `placer`, run in `decision`);
+    /// the others are returned as candidates, in view order, with their finish-time fairness.
+    fn keep_unexpired_leases(
+        &self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        placer: &mut Placer<'_>,
+        decision: &mut Decision,
+    ) -> Vec<Candidate> {
         let mut candidates = Vec::new();
         let cluster_gpus = view.cluster.total_gpus();
         let lease_s = self.config.lease_s;
@@ -208,105 +309,73 @@ impl Policy for Themis {
                 }
             }
         }
-        // Worst-off first (ties: job id). The bidders are found without sorting everyone: most
-        // points free one gang's GPUs among thousands of jobs.
-        let worst_first = |a: &Candidate, b: &Candidate| {
-            b.rho_wait
-                .total_cmp(&a.rho_wait)
-                .then_with(|| view.jobs[a.index].id.cmp(&view.jobs[b.index].id))
-        };
-        let offered = placer.free_total();
-        let bidders = match candidates.len() {
+        candidates
+    }
+
+    /// How many candidates bid: the `⌈(1 − f) · M⌉` worst-off of the `M` (at least one), none
+    /// when no GPUs are offered.
+    fn bidder_count(&self, candidates: usize, offered: u32) -> usize {
+        match candidates {
             _ if offered == 0 => 0,
             0 => 0,
             m => (((1.0 - self.config.fairness_knob) * m as f64).ceil() as usize).clamp(1, m),
-        };
-        if bidders > 0 && bidders < candidates.len() {
-            candidates.select_nth_unstable_by(bidders - 1, worst_first);
         }
-        let improvement = |c: &Candidate| {
-            let v = if c.rho_run > 0.0 {
-                c.rho_wait / c.rho_run
-            } else {
-                f64::MAX
-            };
-            v.clamp(1.0, f64::MAX)
-        };
-        // The auction's bidders, worst-off first. Of the bidders with a gang of g GPUs only the
-        // ⌊offered/g⌋ + 1 with the largest valuations can matter (more of that size never fit
-        // together; one more covers the split without any one of them); the others cannot win and
-        // change no one's payment. A gang larger than the offer cannot win at all.
-        let mut by_size: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (k, candidate) in candidates.iter().enumerate().take(bidders) {
-            let gpus = view.jobs[candidate.index].gpus;
-            if gpus <= offered {
-                by_size.entry(gpus).or_default().push(k);
-            }
-        }
-        let mut auctioned: Vec<usize> = Vec::new();
-        for (gpus, mut group) in by_size {
-            let keep = (offered / gpus.max(1)) as usize + 1;
-            let better = |a: &usize, b: &usize| {
-                let (a, b) = (&candidates[*a], &candidates[*b]);
-                improvement(b)
-                    .total_cmp(&improvement(a))
-                    .then_with(|| worst_first(a, b))
-            };
-            if group.len() > keep {
-                group.select_nth_unstable_by(keep - 1, better);
-                group.truncate(keep);
-            }
-            auctioned.extend(group);
-        }
-        auctioned.sort_unstable_by(|a, b| worst_first(&candidates[*a], &candidates[*b]));
-        let mut lease_for: Vec<Option<f64>> = vec![None; candidates.len()];
-        if !auctioned.is_empty() {
-            let bids: Vec<Bid> = auctioned
-                .iter()
-                .map(|&k| {
-                    let c = &candidates[k];
-                    Bid::gang(view.jobs[c.index].gpus, 1.0, improvement(c))
-                })
-                .collect();
-            let outcome = partial_allocation(&bids, offered)?;
-            for (&k, (&gpus, &fraction)) in auctioned
-                .iter()
-                .zip(outcome.gpus.iter().zip(&outcome.fraction))
-            {
-                if gpus > 0 {
-                    lease_for[k] = Some(fraction);
-                }
-            }
-        }
-        // Winners, worst-off first: first those that can stay on their GPUs (a renewed lease does
-        // not migrate), then the others. Leftovers: the remaining jobs, worst-off first, each on
-        // its own GPUs if they are free, else anywhere, on a full lease.
-        let mut reasons: Vec<Option<PendingReason>> = vec![None; candidates.len()];
-        let mut placed = vec![false; candidates.len()];
-        let mut start =
-            |job: &ActiveJob, placement: Placement, fraction: f64, decision: &mut Decision| {
-                decision.run.push(Assignment::exclusive(job.id, placement));
-                self.lease_end[job.id.index()] = Some(lease_end(now, fraction, lease_s));
-            };
+    }
+
+    /// Runs `job` on `placement` under a lease of `fraction` of `lease_s` from `now`.
+    fn start(
+        &mut self,
+        job: &ActiveJob,
+        placement: Placement,
+        fraction: f64,
+        now: SimTime,
+        decision: &mut Decision,
+    ) {
+        decision.run.push(Assignment::exclusive(job.id, placement));
+        self.lease_end[job.id.index()] = Some(lease_end(now, fraction, self.config.lease_s));
+    }
+
+    /// Starts the auction's winners, worst-off first: first those that can stay on their GPUs
+    /// (a renewed lease does not migrate), then the others, wherever they fit.
+    fn start_winners(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        candidates: &[Candidate],
+        auctioned: &[usize],
+        lease_for: &[Option<f64>],
+        grants: &mut Grants<'_>,
+    ) {
         for keep_only in [true, false] {
-            for &k in &auctioned {
-                let (Some(fraction), false) = (lease_for[k], placed[k]) else {
+            for &k in auctioned {
+                let (Some(fraction), false) = (lease_for[k], grants.placed[k]) else {
                     continue;
                 };
                 let job = &view.jobs[candidates[k].index];
-                match claim(&mut placer, view, job, now, keep_only) {
+                match claim(&mut grants.placer, view, job, now, keep_only) {
                     Ok(placement) => {
-                        start(job, placement, fraction, &mut decision);
-                        placed[k] = true;
+                        self.start(job, placement, fraction, now, &mut grants.decision);
+                        grants.placed[k] = true;
                     }
-                    Err(reason) => reasons[k] = reason.or(reasons[k]),
+                    Err(reason) => grants.reasons[k] = reason.or(grants.reasons[k]),
                 }
             }
         }
-        // Leftovers from a heap (worst-off on top), popped only while a gang could still fit.
-        let fits_now = |k: usize| view.jobs[candidates[k].index].gpus <= placer.free_total();
+    }
+
+    /// Leftovers, work-conserving: the remaining jobs, worst-off first, each on its own GPUs if
+    /// they are free, else anywhere, on a full lease. From a heap (worst-off on top), popped only
+    /// while a gang could still fit.
+    fn start_leftovers(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        candidates: &[Candidate],
+        grants: &mut Grants<'_>,
+    ) {
+        let fits_now = |k: usize| view.jobs[candidates[k].index].gpus <= grants.placer.free_total();
         let left: Vec<usize> = (0..candidates.len())
-            .filter(|&k| !placed[k] && fits_now(k))
+            .filter(|&k| !grants.placed[k] && fits_now(k))
             .collect();
         let smallest = left
             .iter()
@@ -323,22 +392,44 @@ impl Policy for Themis {
                 )
             })
             .collect();
+        let placer = &mut grants.placer;
         while placer.free_total() >= smallest {
             let Some((_, _, k)) = heap.pop() else { break };
             let job = &view.jobs[candidates[k].index];
-            if reasons[k] == Some(PendingReason::NeverFits) || placer.free_total() < job.gpus {
+            if grants.reasons[k] == Some(PendingReason::NeverFits) || placer.free_total() < job.gpus
+            {
                 continue;
             }
-            match claim(&mut placer, view, job, now, true)
-                .or_else(|_| claim(&mut placer, view, job, now, false))
+            match claim(placer, view, job, now, true)
+                .or_else(|_| claim(placer, view, job, now, false))
             {
                 Ok(placement) => {
-                    start(job, placement, 1.0, &mut decision);
-                    placed[k] = true;
+                    self.start(job, placement, 1.0, now, &mut grants.decision);
+                    grants.placed[k] = true;
                 }
-                Err(reason) => reasons[k] = reason.or(reasons[k]),
+                Err(reason) => grants.reasons[k] = reason.or(grants.reasons[k]),
             }
         }
+    }
+
+    /// The candidates that did not start lose any lease they held and are reported pending:
+    /// never fitting, else the reason a placement attempt gave, else too few GPUs (bidders, or
+    /// nothing offered) or a lower priority (the rest). Returns the finished decision.
+    fn pend_the_rest(
+        &mut self,
+        view: &SchedulerView<'_>,
+        candidates: &[Candidate],
+        bidders: usize,
+        offered: u32,
+        grants: Grants<'_>,
+    ) -> Decision {
+        let Grants {
+            mut decision,
+            placed,
+            reasons,
+            ..
+        } = grants;
+        let cluster_gpus = view.cluster.total_gpus();
         for (k, candidate) in candidates.iter().enumerate() {
             if !placed[k] {
                 let job = &view.jobs[candidate.index];
@@ -355,6 +446,38 @@ impl Policy for Themis {
                 decision.pending.push((job.id, reason));
             }
         }
+        decision
+    }
+}
+
+impl Policy for Themis {
+    fn name(&self) -> &'static str {
+        "themis"
+    }
+
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
+        self.grow_lease_table(view);
+        let mut placer = Placer::new(view.cluster, self.strategy);
+        let mut decision = Decision::default();
+        // Jobs under an unexpired lease keep their GPUs; the free GPUs go to auction.
+        let mut candidates = self.keep_unexpired_leases(view, now, &mut placer, &mut decision);
+        let offered = placer.free_total();
+        let bidders = self.bidder_count(candidates.len(), offered);
+        let auctioned = auction_entrants(view, &mut candidates, bidders, offered);
+        let lease_for = auction_leases(view, &candidates, &auctioned, offered)?;
+        let mut grants = Grants {
+            placer,
+            decision,
+            placed: vec![false; candidates.len()],
+            reasons: vec![None; candidates.len()],
+        };
+        self.start_winners(view, now, &candidates, &auctioned, &lease_for, &mut grants);
+        self.start_leftovers(view, now, &candidates, &mut grants);
+        let mut decision = self.pend_the_rest(view, &candidates, bidders, offered, grants);
         decision.wake_at = decision
             .run
             .iter()
