@@ -623,6 +623,11 @@ pub fn retry_backoff_s(failures: u32) -> i64 {
 }
 
 impl JobRecord {
+    /// Whether it waits out the back-off after a failed run at `now_s` (queued, retried later).
+    pub fn backing_off(&self, now_s: i64) -> bool {
+        matches!(self.state, JobState::Queued) && self.retry_after_unix_s.is_some_and(|t| t > now_s)
+    }
+
     /// A job just submitted (queued, nothing run yet), its submission recorded in its history.
     pub fn submitted(id: u32, tenant: &str, request: SubmitRequest, now_unix_ms: u64, token_sha256: String) -> Self {
         let now_s = (now_unix_ms / 1000) as i64;

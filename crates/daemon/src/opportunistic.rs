@@ -67,7 +67,7 @@ impl Daemon {
         let queued: Vec<u32> = state
             .jobs
             .iter()
-            .filter(|j| j.request.opportunistic && matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_none_or(|t| t <= now_s))
+            .filter(|j| j.request.opportunistic && matches!(j.state, JobState::Queued) && !j.backing_off(now_s))
             .map(|j| j.id)
             .collect();
         let mut starts = Vec::new();

@@ -94,11 +94,16 @@ pub fn gittins_prior(path: Option<&Path>) -> Result<Vec<f64>, String> {
     }
 }
 
+/// The tenants' weights, as the policies that use them take them.
+pub fn tenant_weights(tenants: &BTreeMap<String, Tenant>) -> arbiter_policy::gavel::TenantWeights {
+    tenants.values().map(|t| (t.name.clone(), t.weight)).collect()
+}
+
 /// The policy configuration for the daemon: defaults, the tenants' weights, rounds as long as
 /// the daemon's and recomputed every round, and the Gittins prior.
 pub fn policy_config(tenants: &BTreeMap<String, Tenant>, round_s: f64, gittins_prior: &[f64]) -> PolicyConfig {
     PolicyConfig {
-        tenant_weights: tenants.values().map(|t| (t.name.clone(), t.weight)).collect(),
+        tenant_weights: tenant_weights(tenants),
         rounds: RoundOptions { round_s, recompute_interval_s: round_s, seed: 0 },
         gittins_prior_gpu_s: gittins_prior.to_vec(),
         // VTC charges a job handed GPUs one round of them, and decides again each round.

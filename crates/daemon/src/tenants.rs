@@ -109,7 +109,7 @@ impl Daemon {
         }
         if self.settings.policy != PolicyKind::Hierarchical {
             // It keeps counts a rebuild would lose (VTC's counters): told the weights instead.
-            let weights = state.tenants.values().map(|t| (t.name.clone(), t.weight)).collect();
+            let weights = crate::policy_support::tenant_weights(&state.tenants);
             if let Some(Err(e)) = state.policy.as_mut().map(|p| p.set_tenant_weights(&weights)) {
                 tracing::warn!("the policy refused the new tenant weights: {e}");
             }

@@ -68,7 +68,6 @@ impl Daemon {
     pub(crate) fn snapshot(&self, state: &mut State, now_ms: u64) -> Option<Snapshot> {
         let now_s = (now_ms / 1000) as i64;
         let now = SimTime::from_ms(now_ms);
-        let backing_off = |j: &JobRecord| matches!(j.state, JobState::Queued) && j.retry_after_unix_s.is_some_and(|t| t > now_s);
         let admission = admission(state, now_s);
         let mut spare_gpus = admission.spare_gpus.clone();
         let mut active = Vec::new();
@@ -92,7 +91,7 @@ impl Daemon {
                     range.max = (base + grow).max(range.min);
                 }
             }
-            if backing_off(job) {
+            if job.backing_off(now_s) {
                 let at = job.retry_after_unix_s.unwrap_or(now_s);
                 hold::set(job, &Hold::BackingOff { failures: job.failures, retry_in_s: at - now_s });
                 let at_ms = at.max(0) as u64 * 1000;
@@ -229,7 +228,7 @@ fn admission(state: &State, now_s: i64) -> Admission {
         let Some(usage) = quotas.get_mut(job.tenant.as_str()) else { continue };
         if let Some(gpus) = job.state.gpus() {
             usage.held_gpus += gpus.len() as u32;
-        } else if matches!(job.state, JobState::Queued) && job.retry_after_unix_s.is_none_or(|t| t <= now_s) {
+        } else if matches!(job.state, JobState::Queued) && !job.backing_off(now_s) {
             waiting.push(Waiting { id: job.id, tenant: job.tenant.as_str(), priority: job.request.priority, submitted: job.submitted_unix_s, gpus: job.request.gpus });
         }
     }
