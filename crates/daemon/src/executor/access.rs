@@ -77,21 +77,26 @@ fn is_assignment(word: &str) -> bool {
 }
 
 /// Where `program` is (a path, against `working_dir` when relative; a bare name, in each
-/// directory of `path_var` where a file of that name exists as the daemon sees it) and where
-/// `identity` is stopped on the way there. `None` when it can reach one of them, or there is none
-/// (then the shell said "not found", which needs no explaining).
+/// directory of `path_var`) and where `identity` is stopped on the way there. `None` when it can
+/// reach one of them, or none is there (then the shell said "not found", which needs no
+/// explaining).
+///
+/// Nothing is looked at beyond a place the uid cannot enter (see [`reach`]): a candidate in a
+/// directory it cannot search is reported by that directory whether or not the program is
+/// there, or the explanation would tell a tenant which files exist where it may not look.
 pub fn denied_program(program: &str, working_dir: &Path, path_var: &str, identity: UnixIdentity) -> Option<(PathBuf, Denial)> {
     let candidates: Vec<PathBuf> = if program.contains('/') {
         vec![working_dir.join(program)]
     } else {
-        path_var.split(':').filter(|d| !d.is_empty()).map(|d| working_dir.join(d).join(program)).filter(|p| p.is_file()).collect()
+        path_var.split(':').filter(|d| !d.is_empty()).map(|d| working_dir.join(d).join(program)).collect()
     };
     let mut first = None;
     for path in candidates {
-        match denial_on_the_way(&path, identity) {
+        match reach(&path, identity) {
             // The shell would have run this one: the exit was the program's own.
-            None => return None,
-            Some(d) => {
+            Reach::Reached => return None,
+            Reach::Missing => {}
+            Reach::Denied(d) => {
                 first.get_or_insert((path, d));
             }
         }
@@ -99,29 +104,91 @@ pub fn denied_program(program: &str, working_dir: &Path, path_var: &str, identit
     first
 }
 
-/// The first place `identity` is stopped on the way to executing `path`: each directory above it
-/// (as written and with links resolved), the file, and a script's interpreter (`#!`).
+/// The first place `identity` is stopped on the way to executing `path`: a directory on the way
+/// (symbolic links followed where they are), the file, or a script's interpreter (`#!`).
 pub fn denial_on_the_way(path: &Path, identity: UnixIdentity) -> Option<Denial> {
-    let resolved = std::fs::canonicalize(path).ok();
-    let walked = std::iter::once(path).chain(resolved.as_deref()).find_map(|p| denial_in_path(p, identity));
-    walked.or_else(|| {
-        let interpreter = interpreter_of(resolved.as_deref().unwrap_or(path))?;
-        denial_in_path(&interpreter, identity)
-    })
+    match reach(path, identity) {
+        Reach::Denied(d) => Some(d),
+        Reach::Reached | Reach::Missing => None,
+    }
 }
 
-/// The first directory of `path` that `identity` may not search, or the file itself when it may
-/// not execute it. A part that does not exist stops the walk (no denial: the shell said why).
-fn denial_in_path(path: &Path, identity: UnixIdentity) -> Option<Denial> {
-    let mut prefix = PathBuf::new();
-    for component in path.components().filter(|c| *c != Component::CurDir) {
-        prefix.push(component);
-        let meta = std::fs::metadata(&prefix).ok()?;
-        if !allows(meta.mode(), meta.uid(), meta.gid(), identity, 0o1) {
-            return Some(Denial { at: prefix, dir: meta.is_dir(), mode: meta.mode(), owner: meta.uid() });
+/// How far a uid gets towards executing a file.
+enum Reach {
+    /// It may execute it (and its interpreter, for a script it may read).
+    Reached,
+    /// Stopped there.
+    Denied(Denial),
+    /// Not there (as far as the uid can look).
+    Missing,
+}
+
+/// Most symbolic links followed on one walk (the kernel's limit).
+const MAX_LINKS: u32 = 40;
+
+/// [`Reach`] for `path`: the walk to it, then its execute bit, then, for a script the uid may
+/// read, its interpreter. (A script it may not read is not read here either.)
+fn reach(path: &Path, identity: UnixIdentity) -> Reach {
+    let file = match walk(path, identity, &mut 0) {
+        Ok(file) => file,
+        Err(stop) => return stop,
+    };
+    if let Some(denial) = denied_at(&file, identity, 0o1) {
+        return Reach::Denied(denial);
+    }
+    if denied_at(&file, identity, 0o4).is_some() {
+        return Reach::Reached;
+    }
+    match interpreter_of(&file) {
+        Some(interpreter) => match walk(&interpreter, identity, &mut 0) {
+            Ok(found) => denied_at(&found, identity, 0o1).map_or(Reach::Reached, Reach::Denied),
+            Err(Reach::Denied(d)) => Reach::Denied(d),
+            Err(_) => Reach::Reached,
+        },
+        None => Reach::Reached,
+    }
+}
+
+/// Walks `path` as the kernel resolves it for `identity`: each directory must let it search
+/// before a name in it is looked up, and a symbolic link is followed from where it is (its
+/// target is walked the same way). `Ok` with the resolved path when every step is allowed;
+/// otherwise where it stopped (`Denied`, or `Missing` for a name that is not there).
+fn walk(path: &Path, identity: UnixIdentity, links: &mut u32) -> Result<PathBuf, Reach> {
+    let mut at = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Prefix(_) | Component::CurDir => {}
+            Component::RootDir => at.push(component),
+            Component::ParentDir => {
+                if let Some(denial) = denied_at(&at, identity, 0o1) {
+                    return Err(Reach::Denied(denial));
+                }
+                at.pop();
+            }
+            Component::Normal(name) => {
+                if let Some(denial) = denied_at(&at, identity, 0o1) {
+                    return Err(Reach::Denied(denial));
+                }
+                let next = at.join(name);
+                let meta = std::fs::symlink_metadata(&next).map_err(|_| Reach::Missing)?;
+                if !meta.file_type().is_symlink() {
+                    at = next;
+                    continue;
+                }
+                *links += 1;
+                let target = std::fs::read_link(&next).ok().filter(|_| *links <= MAX_LINKS).ok_or(Reach::Missing)?;
+                at = walk(&at.join(target), identity, links)?;
+            }
         }
     }
-    None
+    Ok(at)
+}
+
+/// `path`'s denial of the permission bits `want` to `identity`, if it denies them (a directory:
+/// 0o1 is search). The walk reached it, so the uid may know it is there.
+fn denied_at(path: &Path, identity: UnixIdentity, want: u32) -> Option<Denial> {
+    let meta = std::fs::metadata(path).ok()?;
+    (!allows(meta.mode(), meta.uid(), meta.gid(), identity, want)).then(|| Denial { at: path.to_path_buf(), dir: meta.is_dir(), mode: meta.mode(), owner: meta.uid() })
 }
 
 /// Whether a file of `mode`, owned by `owner`:`group`, grants `identity` the permission bits
@@ -235,8 +302,34 @@ mod tests {
         std::fs::write(opt_bin.join("python"), "#!/bin/sh\n").expect("write");
         chmod(&opt_bin.join("python"), 0o755);
         assert_eq!(explain(&launch("python", dir.path(), &path_var), 127), None);
-        // A program that is simply not there: the shell's "not found" says it.
-        assert_eq!(explain(&launch("nosuchprogram", dir.path(), &path_var), 127), None);
+        // A program that is simply not there, where the uid can look: the shell's "not found"
+        // says it. (Behind a directory it cannot search nothing is looked up: see below.)
+        assert_eq!(explain(&launch("nosuchprogram", dir.path(), &opt_bin.display().to_string()), 127), None);
+    }
+
+    #[test]
+    fn nothing_beyond_a_place_the_tenant_cannot_enter_is_told() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (home_bin, opt_bin) = layout(dir.path());
+        let home = dir.path().join("home");
+        // Whether a name exists behind the home directory: the same answer either way.
+        let path_var = home_bin.display().to_string();
+        let there = explain(&launch("python", dir.path(), &path_var), 127).expect("explained");
+        let absent = explain(&launch("nosuchprogram", dir.path(), &path_var), 127).expect("explained");
+        assert_eq!(there.replace("python", "X"), absent.replace("nosuchprogram", "X"));
+        // A link of the tenant's own pointing behind it: the home is named, not the file's mode.
+        let secret = home_bin.join("secret");
+        std::fs::write(&secret, "").expect("write");
+        chmod(&secret, 0o640);
+        let link = opt_bin.join("link");
+        std::os::unix::fs::symlink(&secret, &link).expect("symlink");
+        let denial = denial_on_the_way(&link, TENANT).expect("denied");
+        assert_eq!((denial.at, denial.mode & 0o7777), (home.clone(), 0o700));
+        // A script the tenant may execute but not read: its interpreter is not read for it.
+        let script = opt_bin.join("unreadable");
+        std::fs::write(&script, format!("#!{}\n", home_bin.join("python").display())).expect("write");
+        chmod(&script, 0o711);
+        assert_eq!(denial_on_the_way(&script, TENANT), None);
     }
 
     #[test]
