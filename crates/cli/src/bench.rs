@@ -389,7 +389,7 @@ pub fn run_external(json: bool) -> Result<()> {
 /// (as the client sees it, and inside the daemon), submissions per second from 8 client threads,
 /// and the daemon's memory with 10,000 queued jobs.
 pub fn run_daemon(json_out: bool) -> Result<()> {
-    use arbiter_daemon::client::Client;
+    use arbiter_daemon::api::client::Client;
     use serde_json::json;
     let dir = tempfile_dir()?;
     let exe = std::env::current_exe()?;
@@ -490,7 +490,7 @@ pub(crate) fn print_rows(suite: &str, rows: &[(String, f64, &'static str)], deci
 
 /// Submits `threads × per_thread` trivial jobs from parallel clients.
 fn submit_many(url: &str, token: &str, threads: usize, per_thread: usize) -> Result<()> {
-    use arbiter_daemon::client::Client;
+    use arbiter_daemon::api::client::Client;
     let handles: Vec<_> = (0..threads)
         .map(|_| {
             let (url, token) = (url.to_string(), token.to_string());

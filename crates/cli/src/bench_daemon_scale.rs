@@ -13,14 +13,14 @@
 //! submissions to a daemon whose data directory is in the temporary directory.
 
 use anyhow::{bail, Context, Result};
+use arbiter_daemon::api::client::Client;
 use arbiter_daemon::api::{router, serve_connections, Api, ConnectionLimits};
-use arbiter_daemon::client::Client;
 use arbiter_daemon::clock::VirtualClock;
 use arbiter_daemon::daemon::{Daemon, Settings};
 use arbiter_daemon::executor::fake::FakeExecutor;
-use arbiter_daemon::job::SubmitRequest;
-use arbiter_daemon::store::Tenant;
-use arbiter_daemon::topology::{NodeSpec, Topology};
+use arbiter_daemon::records::job::SubmitRequest;
+use arbiter_daemon::records::store::Tenant;
+use arbiter_daemon::records::topology::{NodeSpec, Topology};
 use arbiter_policy::PolicyKind;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -88,11 +88,11 @@ pub(crate) fn nodes(count: u32) -> Vec<NodeSpec> {
 /// protected for 30 s: `arbiter serve`'s defaults).
 fn daemon(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     // The bench submits its jobs as fast as it can.
-    daemon_with(dir, policy, nodes, arbiter_daemon::retention::Retention { submission_burst: u32::MAX, ..Default::default() })
+    daemon_with(dir, policy, nodes, arbiter_daemon::records::retention::Retention { submission_burst: u32::MAX, ..Default::default() })
 }
 
 /// [`daemon`] keeping what `retention` says of ended jobs.
-pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::retention::Retention) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::records::retention::Retention) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     let clock = Arc::new(VirtualClock::at(T0_MS));
     let fake = Arc::new(FakeExecutor::new(clock.clone()));
     let topology = Topology::new(nodes.clone()).map_err(|e| anyhow::anyhow!("nodes: {e}"))?;
@@ -108,12 +108,12 @@ pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, 
         memory_gib: nodes.iter().map(|n| n.memory_gib).max().unwrap_or(0),
         public_url: "http://127.0.0.1:1".into(),
         cgroups: None,
-        isolation: arbiter_daemon::identity::Isolation::Shared { acknowledged: true, why: "benchmark".into() },
-        checkpoint_roots: arbiter_daemon::confine::CheckpointRoots::new(&[], dir),
+        isolation: arbiter_daemon::security::identity::Isolation::Shared { acknowledged: true, why: "benchmark".into() },
+        checkpoint_roots: arbiter_daemon::security::confine::CheckpointRoots::new(&[], dir),
         wrapper_exe: "/nonexistent".into(),
-        gittins_prior: Arc::new(arbiter_daemon::policy_support::gittins_prior(None).map_err(|e| anyhow::anyhow!(e))?),
+        gittins_prior: Arc::new(arbiter_daemon::daemon::policy_support::gittins_prior(None).map_err(|e| anyhow::anyhow!(e))?),
         max_processes_per_tenant: None,
-        containment: arbiter_daemon::containment::Containment::none(),
+        containment: arbiter_daemon::security::containment::Containment::none(),
         max_queued_per_tenant: JOBS as usize,
         retention,
         max_log_bytes: None,
@@ -154,7 +154,7 @@ fn serve_api(daemon: &Daemon, admin_token: &str) -> Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let url = format!("http://{}", listener.local_addr()?);
-    let api = Api::new(daemon.clone(), arbiter_daemon::auth::sha256_hex(admin_token));
+    let api = Api::new(daemon.clone(), arbiter_daemon::security::auth::sha256_hex(admin_token));
     let app = router(api, 1 << 20, Duration::from_secs(60));
     let limits = ConnectionLimits { header_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(60), max_connections: 64, max_connections_per_client: 64, drain: Duration::from_secs(1) };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -192,11 +192,11 @@ pub fn run_point(point: &str) -> Result<()> {
     let started = Instant::now();
     let (daemon, fake, clock) = daemon(&scratch.0, policy, nodes(NODES))?;
     put("daemon_start_ms", json!(ms(started.elapsed())));
-    let admin_token = arbiter_daemon::auth::new_token();
+    let admin_token = arbiter_daemon::security::auth::new_token();
     let mut tenant_tokens = Vec::new();
     for t in 0..TENANTS {
-        let token = arbiter_daemon::auth::new_token();
-        daemon.put_tenant(Tenant { name: tenant_name(t), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::auth::sha256_hex(&token) })?;
+        let token = arbiter_daemon::security::auth::new_token();
+        daemon.put_tenant(Tenant { name: tenant_name(t), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::security::auth::sha256_hex(&token) })?;
         tenant_tokens.push(token);
     }
     // 1. Submissions, through the API's own call; the time of each tenth is kept.
@@ -296,7 +296,7 @@ fn disk_submissions_per_s() -> Result<(f64, PathBuf)> {
     let base = std::env::temp_dir();
     let scratch = ScratchDir::new(&base, "daemon-disk")?;
     let (daemon, _fake, _clock) = daemon(&scratch.0, PolicyKind::Fifo, nodes(1))?;
-    daemon.put_tenant(Tenant { name: tenant_name(0), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::auth::sha256_hex("x") })?;
+    daemon.put_tenant(Tenant { name: tenant_name(0), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::security::auth::sha256_hex("x") })?;
     let t = Instant::now();
     for i in 0..DISK_JOBS {
         daemon.submit(&tenant_name(0), request(i)?)?;

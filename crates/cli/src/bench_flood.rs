@@ -7,8 +7,8 @@
 //! its own process (resident memory is per process).
 
 use anyhow::{bail, Context, Result};
-use arbiter_daemon::job::SubmitRequest;
-use arbiter_daemon::retention::Retention;
+use arbiter_daemon::records::job::SubmitRequest;
+use arbiter_daemon::records::retention::Retention;
 use arbiter_policy::PolicyKind;
 use serde_json::{json, Value};
 
@@ -37,7 +37,7 @@ pub fn run_point(point: &str) -> Result<()> {
     let scratch = crate::bench_daemon_scale::ScratchDir::new(&std::env::temp_dir(), "flood")?;
     let dir = scratch.0.as_path();
     let (daemon, fake, clock) = crate::bench_daemon_scale::daemon_with(dir, PolicyKind::Fifo, crate::bench_daemon_scale::nodes(1), retention(point)?)?;
-    daemon.put_tenant(arbiter_daemon::store::Tenant { name: "flood".into(), weight: 1.0, gpu_quota: None, token_sha256: "x".into() })?;
+    daemon.put_tenant(arbiter_daemon::records::store::Tenant { name: "flood".into(), weight: 1.0, gpu_quota: None, token_sha256: "x".into() })?;
     let rss = || crate::bench_util::status_mib(None, "VmRSS").unwrap_or(0.0);
     let store_mib = || std::fs::metadata(dir.join("arbiter.redb")).map_or(0.0, |m| m.len() as f64 / (1 << 20) as f64);
     let started = rss();

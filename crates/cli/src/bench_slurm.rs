@@ -11,8 +11,8 @@
 //! Needs root (jobs run as `--user` through `sbatch --uid`) and an idle partition.
 
 use anyhow::{bail, ensure, Context, Result};
-use arbiter_daemon::client::Client;
-use arbiter_daemon::slurm::cli::{BatchJob, SlurmCli};
+use arbiter_daemon::api::client::Client;
+use arbiter_daemon::executor::slurm::cli::{BatchJob, SlurmCli};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -407,7 +407,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         },
         Command::Serve(args) => production::serve(args),
-        Command::JobWrapper { spec, pid_init, probe } => std::process::exit(arbiter_daemon::wrapper::main(spec.as_deref(), pid_init, probe)),
+        Command::JobWrapper { spec, pid_init, probe } => std::process::exit(arbiter_daemon::executor::wrapper::main(spec.as_deref(), pid_init, probe)),
         Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
         Command::Policies { markdown: true } => {
             out!("{}", policies_table::markdown());

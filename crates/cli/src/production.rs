@@ -1,7 +1,7 @@
 //! The production commands: `arbiter serve` and the client commands that talk to it.
 
 use anyhow::{bail, Context, Result};
-use arbiter_daemon::client::Client;
+use arbiter_daemon::api::client::Client;
 use arbiter_daemon::config::ServeConfig;
 use clap::Subcommand;
 use serde_json::{json, Value};
@@ -204,7 +204,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         config.executor = v.parse().map_err(|e: String| anyhow::anyhow!("--executor: {e}"))?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let result = runtime.block_on(arbiter_daemon::serve(config)).map_err(|e| anyhow::anyhow!("{e}"));
+    let result = runtime.block_on(arbiter_daemon::start::serve(config)).map_err(|e| anyhow::anyhow!("{e}"));
     // Blocking tasks (store writes) get a moment to finish; runs are not ours to wait for.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     result
@@ -374,7 +374,7 @@ fn listed(reply: &Value, key: &str, table: fn(&[Value]) -> String) -> String {
 fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
     let deadline = args.deadline;
     let body = submit_body(args)?;
-    let mut reply = client.submit(&body, &arbiter_daemon::auth::new_token())?;
+    let mut reply = client.submit(&body, &arbiter_daemon::security::auth::new_token())?;
     let answer = match (deadline, reply["id"].as_u64()) {
         (Some(_), Some(id)) => admission_answer(client, id)?,
         _ => None,
@@ -487,7 +487,7 @@ fn logs(client: &Client, id: u32, tail_bytes: Option<u64>, offset: Option<u64>, 
         (None, None) => format!("/v1/jobs/{id}/logs"),
     };
     let part = match write_log(client, &path, raw) {
-        Err(arbiter_daemon::client::ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(arbiter_daemon::api::client::ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
         other => other?,
     };
     if part.truncated {
@@ -546,7 +546,7 @@ fn updated_tenant_text(name: &str, reply: &Value) -> String {
 /// Streams the log at `path` to standard output: escaped on a terminal, where a job's escape
 /// sequences would act (`terminal.rs`), unless `raw`; unchanged into a pipe or a file, whose
 /// reader asked for the bytes.
-fn write_log(client: &Client, path: &str, raw: bool) -> Result<arbiter_daemon::client::LogPart, arbiter_daemon::client::ClientError> {
+fn write_log(client: &Client, path: &str, raw: bool) -> Result<arbiter_daemon::api::client::LogPart, arbiter_daemon::api::client::ClientError> {
     use std::io::IsTerminal;
     let stdout = std::io::stdout();
     if raw || !stdout.is_terminal() {
@@ -554,7 +554,7 @@ fn write_log(client: &Client, path: &str, raw: bool) -> Result<arbiter_daemon::c
     }
     let mut shown = terminal::Escaping::new(stdout.lock());
     let part = client.get_log(path, &mut shown)?;
-    shown.finish().map(drop).map_err(arbiter_daemon::client::ClientError::Output)?;
+    shown.finish().map(drop).map_err(arbiter_daemon::api::client::ClientError::Output)?;
     Ok(part)
 }
 

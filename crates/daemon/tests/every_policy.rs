@@ -5,13 +5,13 @@
 
 mod loop_harness;
 
-use arbiter_daemon::executor::fake::Call;
 use arbiter_daemon::executor::Capabilities;
+use arbiter_daemon::executor::fake::Call;
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};
 
 /// Two V100 nodes and two A100 nodes of 4 GPUs.
-fn mixed() -> Vec<arbiter_daemon::topology::NodeSpec> {
+fn mixed() -> Vec<arbiter_daemon::records::topology::NodeSpec> {
     let mut n = nodes("v", "v100", 2, 4);
     n.extend(nodes("a", "a100", 2, 4));
     n
@@ -51,7 +51,7 @@ fn every_policy_runs_through_the_daemon_loop_or_is_refused_with_its_reason() {
     let mut ran = 0;
     for kind in PolicyKind::ALL {
         for capabilities in [local, slurm] {
-            if let Some(reason) = arbiter_daemon::policy_support::unsupported(kind, capabilities) {
+            if let Some(reason) = arbiter_daemon::daemon::policy_support::unsupported(kind, capabilities) {
                 assert!(reason.contains(kind.name()), "{reason}");
                 continue;
             }

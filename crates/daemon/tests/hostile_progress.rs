@@ -9,8 +9,8 @@
 mod loop_harness;
 
 use arbiter_daemon::daemon::RequestError;
-use arbiter_daemon::job::SubmitRequest;
-use arbiter_daemon::progress::{ProgressReport, MAX_STEPS, MAX_THROUGHPUT, MIN_THROUGHPUT};
+use arbiter_daemon::records::job::SubmitRequest;
+use arbiter_daemon::records::progress::{ProgressReport, MAX_STEPS, MAX_THROUGHPUT, MIN_THROUGHPUT};
 use arbiter_policy::external::ExternalConfig;
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};
@@ -139,7 +139,7 @@ fn every_policy_takes_extreme_progress_reports_in_its_stride() {
     let local = arbiter_daemon::config::ExecutorKind::Local.capabilities();
     let extremes = [(0, MIN_THROUGHPUT, MAX_STEPS), (MAX_STEPS, MAX_THROUGHPUT, MAX_STEPS), (0, MAX_THROUGHPUT, 1), (MAX_STEPS, MIN_THROUGHPUT, 1), (7, 0.0, MAX_STEPS)];
     for kind in PolicyKind::ALL {
-        if arbiter_daemon::policy_support::unsupported(kind, local).is_some() {
+        if arbiter_daemon::daemon::policy_support::unsupported(kind, local).is_some() {
             continue;
         }
         let h = Harness::new(kind, nodes("n", "a100", 2, 4), 60.0);

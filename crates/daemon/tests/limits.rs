@@ -6,7 +6,7 @@
 mod loop_harness;
 
 use arbiter_daemon::daemon::RequestError;
-use arbiter_daemon::job::{JobState, SubmitRequest};
+use arbiter_daemon::records::job::{JobState, SubmitRequest};
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};
 

@@ -7,9 +7,9 @@
 mod loop_harness;
 
 use arbiter_daemon::clock::Clock;
-use arbiter_daemon::job::SubmitRequest;
-use arbiter_daemon::pairs::SETTLE_S;
-use arbiter_daemon::progress::{ProgressReport, MAX_STEPS, MAX_THROUGHPUT, MIN_THROUGHPUT};
+use arbiter_daemon::records::job::SubmitRequest;
+use arbiter_daemon::records::pairs::SETTLE_S;
+use arbiter_daemon::records::progress::{ProgressReport, MAX_STEPS, MAX_THROUGHPUT, MIN_THROUGHPUT};
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};
 use serde_json::Value;
@@ -167,7 +167,7 @@ fn a_tenants_reports_never_change_or_reveal_another_tenants_entries() {
     // What b's own entries are is b's business: its samples are clamped to [0, 1].
     assert!(after.iter().filter(|r| r["tenant"] == "b").all(|r| (0.0..=1.0).contains(&speed(r))));
     // The policy sees two types, `a/x` and `b/x`.
-    let models: Vec<Option<String>> = h.daemon.with_state(|s| [mine, theirs].iter().map(|id| arbiter_daemon::view::spec_of(&s.jobs[*id as usize], s.cluster()).model).collect());
+    let models: Vec<Option<String>> = h.daemon.with_state(|s| [mine, theirs].iter().map(|id| arbiter_daemon::records::view::spec_of(&s.jobs[*id as usize], s.cluster()).model).collect());
     assert_eq!(models, vec![Some("a/x".to_string()), Some("b/x".to_string())]);
     // b sees none of a's rows, and a's type only as "another tenant's".
     let for_b = h.daemon.pair_rows(Some("b"));
@@ -232,7 +232,7 @@ fn a_tenant_cannot_keep_another_tenants_job_in_a_pair_that_starves_it_by_claimin
 /// A report of `throughput`: taken when it is within the bounds (`progress::validate`), else
 /// refused naming the field.
 fn lie(h: &Harness, id: u32, steps: u64, throughput: f64) {
-    let bounded = throughput == 0.0 || arbiter_daemon::progress::usable_throughput(throughput).is_some();
+    let bounded = throughput == 0.0 || arbiter_daemon::records::progress::usable_throughput(throughput).is_some();
     match h.report(id, steps, throughput) {
         Ok(()) => assert!(bounded, "{throughput} was taken"),
         Err(arbiter_daemon::daemon::RequestError::Invalid(f)) => assert!(!bounded && f.field == "throughput", "{throughput}: {f}"),

@@ -11,7 +11,7 @@ use loop_harness::{nodes, Harness, T0_MS};
 /// Every policy the daemon runs on the local executor.
 fn policies() -> impl Iterator<Item = PolicyKind> {
     let local = arbiter_daemon::config::ExecutorKind::Local.capabilities();
-    PolicyKind::ALL.into_iter().filter(move |k| arbiter_daemon::policy_support::unsupported(*k, local).is_none())
+    PolicyKind::ALL.into_iter().filter(move |k| arbiter_daemon::daemon::policy_support::unsupported(*k, local).is_none())
 }
 
 /// One node of four A100s.

@@ -28,8 +28,8 @@ fn muri_jobs(count: usize) -> Vec<JobSpec> {
 
 /// Per job: (first start, end), seconds from the trace's start, by the simulator.
 fn by_simulator(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], round_s: f64) -> Vec<(Option<i64>, Option<i64>)> {
-    let prior = arbiter_daemon::policy_support::gittins_prior(None).expect("prior");
-    let config = arbiter_daemon::policy_support::policy_config(&Default::default(), round_s, &prior);
+    let prior = arbiter_daemon::daemon::policy_support::gittins_prior(None).expect("prior");
+    let config = arbiter_daemon::daemon::policy_support::policy_config(&Default::default(), round_s, &prior);
     let mut policy = arbiter_policy::build(kind, &config).expect("policy");
     let sim = SimConfig { overhead: OverheadModel::None, ..Default::default() };
     let out = simulate(cluster, jobs, policy.as_mut(), &sim).expect("simulates");
@@ -60,7 +60,7 @@ fn by_daemon(kind: PolicyKind, jobs: &[JobSpec], round_s: f64) -> Vec<(Option<i6
 
 fn same_times(kind: PolicyKind) {
     let jobs = muri_jobs(60);
-    let topology = arbiter_daemon::topology::Topology::new(nodes("n", "v100", 2, 8)).expect("valid");
+    let topology = arbiter_daemon::records::topology::Topology::new(nodes("n", "v100", 2, 8)).expect("valid");
     let sim = by_simulator(kind, topology.cluster(), &jobs, 1e9);
     let daemon = by_daemon(kind, &jobs, 1e9);
     assert!(sim.iter().all(|(s, e)| s.is_some() && e.is_some()), "every job finishes in the simulator");

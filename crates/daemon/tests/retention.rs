@@ -4,8 +4,8 @@
 mod loop_harness;
 
 use arbiter_daemon::daemon::RequestError;
-use arbiter_daemon::job::SubmitRequest;
-use arbiter_daemon::retention::Retention;
+use arbiter_daemon::records::job::SubmitRequest;
+use arbiter_daemon::records::retention::Retention;
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};
 

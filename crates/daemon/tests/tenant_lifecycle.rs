@@ -5,8 +5,8 @@
 mod loop_harness;
 
 use arbiter_daemon::daemon::RequestError;
-use arbiter_daemon::job::SubmitRequest;
-use arbiter_daemon::identity::Isolation;
+use arbiter_daemon::records::job::SubmitRequest;
+use arbiter_daemon::security::identity::Isolation;
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness};
 use std::sync::atomic::{AtomicBool, Ordering};

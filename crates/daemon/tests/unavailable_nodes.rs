@@ -5,7 +5,7 @@
 mod loop_harness;
 
 use arbiter_daemon::executor::fake::Call;
-use arbiter_daemon::job::JobState;
+use arbiter_daemon::records::job::JobState;
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};
 

@@ -4,12 +4,12 @@
 use serde_json::Value;
 
 /// Text a tenant wrote (job names, commands, reasons) made safe for a terminal: what a command
-/// may not hold (`arbiter_daemon::text`: control characters other than newlines and tabs, line
+/// may not hold (`arbiter_daemon::security::text`: control characters other than newlines and tabs, line
 /// and paragraph separators, direction controls) is shown escaped (`\u{1b}`), so that a name —
 /// also one stored before such names were refused — cannot carry escape sequences that rewrite
 /// the admin's screen or clipboard, nor reorder or break what is shown.
 pub(super) fn printable(text: &str) -> String {
-    use arbiter_daemon::text::{refused, Text};
+    use arbiter_daemon::security::text::{refused, Text};
     text.chars().map(|c| if c == '\t' || refused(c, Text::Lines).is_some() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
 }
 

@@ -2,11 +2,11 @@
 //! job writes escape sequences that act on the terminal of whoever reads them: OSC 52 writes the
 //! clipboard, cursor moves and carriage returns overwrite lines to forge others, direction
 //! controls reorder text. On a terminal every character the daemon refuses in a command
-//! (`arbiter_daemon::text`: control characters other than newline and tab, line and paragraph
+//! (`arbiter_daemon::security::text`: control characters other than newline and tab, line and paragraph
 //! separators, direction controls) is shown escaped (`\u{1b}`), as `arbiter show` shows tenants'
 //! text, and every byte that is not part of UTF-8 as `\xff`.
 
-use arbiter_daemon::text::{refused, Text};
+use arbiter_daemon::security::text::{refused, Text};
 use std::io::{self, Write};
 
 /// A writer that passes what it is given to `out` escaped, chunk by chunk as a log streams in:

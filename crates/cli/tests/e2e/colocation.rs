@@ -3,8 +3,8 @@
 //! time on the same GPU (each writes the `CUDA_VISIBLE_DEVICES` it got), and `arbiter show` says
 //! with whom a job shares it — naming another tenant's job to no one but the admin.
 
+use arbiter_daemon::api::client::Client;
 use crate::common::{checkpoint_dir, cli, cli_ok, refused, state_of, submit, wait_for, Daemon};
-use arbiter_daemon::client::Client;
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -167,7 +167,7 @@ fn co_located_jobs_teach_the_pair_table_which_each_tenant_sees_only_for_its_own_
     // a's job runs alone long enough for a settled solo speed, then b's joins it on the GPU.
     let mine = submit(&a, body("lm", 0.02, 0.4));
     wait_for("a's job to run", 30, || state_of(&a, mine) == "running");
-    std::thread::sleep(std::time::Duration::from_secs(arbiter_daemon::pairs::SETTLE_S + 2));
+    std::thread::sleep(std::time::Duration::from_secs(arbiter_daemon::records::pairs::SETTLE_S + 2));
     let theirs = submit(&b, body("secret-type", 0.3, 0.05));
     wait_for("b's job to share the GPU", 30, || state_of(&b, theirs) == "running");
     // Both report 50 steps/s: sharing costs a's job nothing (normalized speed 1).

@@ -2,7 +2,7 @@
 //! picks, its stderr kept in a file, helpers to submit and wait.
 #![allow(dead_code)]
 
-use arbiter_daemon::client::{Client, ClientError};
+use arbiter_daemon::api::client::{Client, ClientError};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

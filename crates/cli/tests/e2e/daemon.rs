@@ -2,7 +2,7 @@
 //! checkpoint on the preemption signal and resume, a daemon killed with SIGKILL and restarted,
 //! tenant isolation, malformed submissions, and many concurrent submissions.
 
-use arbiter_daemon::client::{Client, ClientError};
+use arbiter_daemon::api::client::{Client, ClientError};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -283,10 +283,10 @@ fn a_checkpoint_signal_lost_in_a_crash_is_sent_again_on_readoption() {
     // What a daemon killed between persisting `stopping` and signalling leaves behind: the store
     // says stopping (cancelled), the process never got the signal.
     {
-        let store = arbiter_daemon::store::Store::open(&data.join("arbiter.redb")).expect("store");
+        let store = arbiter_daemon::records::store::Store::open(&data.join("arbiter.redb")).expect("store");
         let mut job = store.jobs().expect("jobs").into_iter().find(|j| j.id == id as u32).expect("job");
-        let arbiter_daemon::job::JobState::Running { gpus, pid, .. } = job.state.clone() else { panic!("running: {:?}", job.state) };
-        job.transition(arbiter_daemon::job::JobState::Stopping { gpus, pid, reason: arbiter_daemon::job::StopReason::Cancelled, since_unix_s: 0, signal_sent: false }, "cancelled", 0);
+        let arbiter_daemon::records::job::JobState::Running { gpus, pid, .. } = job.state.clone() else { panic!("running: {:?}", job.state) };
+        job.transition(arbiter_daemon::records::job::JobState::Stopping { gpus, pid, reason: arbiter_daemon::records::job::StopReason::Cancelled, since_unix_s: 0, signal_sent: false }, "cancelled", 0);
         store.put_jobs(&[&job]).expect("write");
     }
     assert!(!ckpt.join("saved").exists());

@@ -3,8 +3,8 @@
 //! bearer scheme, what a tenant sees of others, refused parameters, idempotent submissions,
 //! tenant management, the client's text output, `--export`, and `serve`'s errors and help.
 
+use arbiter_daemon::api::client::{Client, ClientError};
 use crate::common::{cli, cli_ok, refused as status, state_of, submit, wait_for, Daemon, Options};
-use arbiter_daemon::client::{Client, ClientError};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;

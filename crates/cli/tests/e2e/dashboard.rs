@@ -132,13 +132,13 @@ fn pending_reasons_names_and_headers_tell_a_tenant_nothing_of_another() {
 
 /// The README's quick start (issue 33): tenants `team-a` (weight 2) and `team-b` on 4 GPUs.
 /// Returns the daemon and a client with team-b's token.
-fn quick_start(dir: &std::path::Path, policy: &str) -> (Daemon, arbiter_daemon::client::Client) {
+fn quick_start(dir: &std::path::Path, policy: &str) -> (Daemon, arbiter_daemon::api::client::Client) {
     let config = "allow_shared_identity = true\n";
     let daemon = Daemon::start_with(&dir.join(policy), Options { args: &["--gpus", "4xa100", "--policy", policy], config: Some(config), uid: None });
     let admin = daemon.admin();
     admin.post("/v1/tenants", &json!({ "name": "team-a", "weight": 2 })).expect("team-a");
     let added = admin.post("/v1/tenants", &json!({ "name": "team-b" })).expect("team-b");
-    let team_b = arbiter_daemon::client::Client::new(&daemon.url, added["token"].as_str().expect("a token"));
+    let team_b = arbiter_daemon::api::client::Client::new(&daemon.url, added["token"].as_str().expect("a token"));
     (daemon, team_b)
 }
 

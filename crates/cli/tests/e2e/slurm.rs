@@ -7,9 +7,9 @@
 //! they stay counted as ignored. They share one cluster, so they take turns (`LAB`), and each
 //! starts from an empty partition.
 
+use arbiter_daemon::api::client::Client;
+use arbiter_daemon::executor::slurm::cli::{SlurmCli, SlurmJob, SlurmJobState};
 use crate::common::{refused, state_of, submit, wait_for, Daemon, Options};
-use arbiter_daemon::client::Client;
-use arbiter_daemon::slurm::cli::{SlurmCli, SlurmJob, SlurmJobState};
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

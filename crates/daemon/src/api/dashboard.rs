@@ -10,7 +10,7 @@
 
 use super::{Api, ApiError};
 use crate::daemon::State as DaemonState;
-use crate::job::{JobRecord, JobState};
+use crate::records::job::{JobRecord, JobState};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

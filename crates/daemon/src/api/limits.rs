@@ -207,7 +207,7 @@ fn diag_uid(answer: &[u8]) -> Option<u32> {
 /// by its job's run token (checked: a made-up token for another tenant's job counts for no one).
 fn tenant_of(api: &Api, request: &Request) -> Option<String> {
     let token = super::bearer_token(request.headers())?;
-    let hash = crate::auth::sha256_hex(token);
+    let hash = crate::security::auth::sha256_hex(token);
     if hash == api.admin_token_sha256 {
         return None;
     }

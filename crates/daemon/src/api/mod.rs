@@ -10,11 +10,11 @@
 //! connection limit; logs are streamed from their files, at most [`MAX_LOG_RESPONSE_BYTES`] a
 //! response.
 
-use crate::auth::{sha256_hex, Caller};
 use crate::daemon::{Daemon, RequestError};
-use crate::job::{GpuHolders, JobRecord, JobState, SubmitRequest};
-use crate::progress::ProgressReport;
-use crate::store::Tenant;
+use crate::records::job::{GpuHolders, JobRecord, JobState, SubmitRequest};
+use crate::records::progress::ProgressReport;
+use crate::records::store::Tenant;
+use crate::security::auth::{sha256_hex, Caller};
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncSeekExt, ReadBuf};
 
+pub mod client;
 mod dashboard;
 mod limits;
 mod logs;
@@ -425,13 +426,13 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
     })))
 }
 
-/// The learned co-location table (`pairs.rs`): the admin sees every entry; a tenant the
+/// The learned co-location table (`records/pairs.rs`): the admin sees every entry; a tenant the
 /// entries of its own job types, a partner of another tenant only as `partner_other_tenant`.
 async fn pairs(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
     Ok(Json(json!({
         "pairs": api.daemon.pair_rows(caller.tenant()),
-        "settle_s": crate::pairs::SETTLE_S,
+        "settle_s": crate::records::pairs::SETTLE_S,
         "policy": api.daemon.settings.policy.name(),
     })))
 }

@@ -20,7 +20,7 @@ pub(super) fn one() -> f64 {
 /// terminal, the dashboard), so it passes the check of every such text first, which names a
 /// refused character escaped; the stricter rule below would refuse it too, quoting nothing.
 pub(super) fn check_tenant_name(name: &str) -> Result<(), ApiError> {
-    crate::text::check("name", name, crate::text::Text::Line).map_err(|e| ApiError::bad(e.field, e.reason))?;
+    crate::security::text::check("name", name, crate::security::text::Text::Line).map_err(|e| ApiError::bad(e.field, e.reason))?;
     let valid = !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !valid || name == "admin" {
         return Err(ApiError::bad("name", "1-64 of [A-Za-z0-9_-], not `admin`"));
@@ -66,7 +66,7 @@ pub(super) async fn add_tenant(State(api): State<Api>, headers: HeaderMap, body:
         let name = &request.name;
         return Err(RequestError::Conflict(format!("tenant {name} exists; use `arbiter tenants update {name}` or `arbiter tenants rotate-token {name}`")).into());
     }
-    let token = crate::auth::new_token();
+    let token = crate::security::auth::new_token();
     let tenant = Tenant { name: request.name.clone(), weight: request.weight, gpu_quota: request.gpu_quota, token_sha256: sha256_hex(&token) };
     write_tenant(&api, tenant).await?;
     tracing::info!(tenant = %request.name, weight = request.weight, gpu_quota = ?request.gpu_quota, "tenant added");
@@ -124,7 +124,7 @@ pub(super) async fn rotate_tenant_token(State(api): State<Api>, headers: HeaderM
     api.admin(&headers)?;
     let _serial = api.tenant_changes.lock().await;
     let mut tenant = api.daemon.tenant(&name).ok_or_else(|| no_tenant(&name))?;
-    let token = crate::auth::new_token();
+    let token = crate::security::auth::new_token();
     tenant.token_sha256 = sha256_hex(&token);
     write_tenant(&api, tenant).await?;
     tracing::info!(tenant = %name, "tenant token rotated");
@@ -166,7 +166,7 @@ mod tests {
         }
         for c in ['\u{2028}', '\u{202e}', '\u{200b}', '\u{1b}'] {
             let e = check_tenant_name(&format!("team{c}a")).expect_err("refused");
-            assert_eq!(e.message, format!("name: contains the {} {}", crate::text::refused(c, crate::text::Text::Line).unwrap_or_default(), c.escape_unicode()));
+            assert_eq!(e.message, format!("name: contains the {} {}", crate::security::text::refused(c, crate::security::text::Text::Line).unwrap_or_default(), c.escape_unicode()));
         }
     }
 }

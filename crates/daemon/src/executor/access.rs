@@ -9,7 +9,7 @@
 //! a uid with only its primary group (the wrapper drops supplementary groups); ACLs are not read.
 
 use super::Launch;
-use crate::identity::UnixIdentity;
+use crate::security::identity::UnixIdentity;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 

@@ -3,8 +3,9 @@
 //! once when it gets its checkpoint signal (keeping its progress, like a job that checkpoints).
 //! Tests step the daemon's loop by hand with it (Nomad's plan harness, YuniKorn's step tests).
 
-use super::{Adoption, Capabilities, Ended, ExecError, Executor, NodeGpus, RunSpec};
+use super::{Adoption, Capabilities, Ended, ExecError, Executor, RunSpec};
 use crate::clock::{Clock, VirtualClock};
+use crate::records::topology::NodeGpus;
 use nix::sys::signal::Signal;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

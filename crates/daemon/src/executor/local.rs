@@ -4,8 +4,8 @@
 
 use super::process::{self, Launch};
 use super::{Adoption, Capabilities, Ended, ExecError, Executor, RunSpec, SweepInput};
-use crate::cgroup::Cgroups;
-use crate::containment::RunConfinement;
+use crate::security::cgroup::Cgroups;
+use crate::security::containment::RunConfinement;
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -177,7 +177,7 @@ impl Executor for LocalExecutor {
         let mut idle_with_processes: BTreeSet<u32> = input.ended_uids.iter().copied().filter(|uid| !busy.contains(uid)).collect();
         for pass in 0..5 {
             let mut found = false;
-            for p in crate::procs::processes() {
+            for p in crate::security::procs::processes() {
                 if p.dead || live.contains(&p.session) {
                     continue;
                 }

@@ -4,7 +4,7 @@
 //! carries a run out and reports how it ended. Three implementations:
 //! - [`local::LocalExecutor`]: each run is a process session on this machine, through the run
 //!   wrapper (`arbiter job-wrapper`), with cgroup limits and the tenant's unix identity;
-//! - [`crate::slurm::SlurmExecutor`]: each run is a Slurm batch job pinned to the chosen nodes;
+//! - [`slurm::SlurmExecutor`]: each run is a Slurm batch job pinned to the chosen nodes;
 //! - [`fake::FakeExecutor`]: records every call and ends runs when a test says so, on a virtual
 //!   clock — the daemon's loop stepped by hand, without processes.
 //!
@@ -15,22 +15,18 @@ pub mod access;
 pub mod fake;
 pub mod local;
 pub mod process;
+pub mod slurm;
+pub mod wrapper;
 
-pub use process::{parse_signal, Launch};
+pub use process::Launch;
 
-use crate::identity::UnixIdentity;
+use crate::config::{ExecutorKind, ServeConfig};
+use crate::records::job::parse_signal;
+use crate::records::topology::NodeGpus;
+use crate::security::identity::UnixIdentity;
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-
-/// GPUs of one node given to a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeGpus {
-    /// The node's name (a Slurm node name; the machine's own name for the local executor).
-    pub node: String,
-    /// Device indices on that node (what `CUDA_VISIBLE_DEVICES` lists there).
-    pub devices: Vec<u32>,
-}
 
 /// Everything one run needs.
 #[derive(Clone, Debug, PartialEq)]
@@ -167,3 +163,26 @@ pub struct SweepInput<'a> {
 pub fn checkpoint_signal(name: &str) -> Signal {
     parse_signal(name).unwrap_or(Signal::SIGTERM)
 }
+/// (The executors' capabilities are stated here, beside the executors: `config` names them and
+/// stays a leaf.)
+impl ServeConfig {
+    /// What the configured executor can carry out.
+    pub fn capabilities(&self) -> Capabilities {
+        match self.executor {
+            ExecutorKind::Slurm => slurm::capabilities(self.slurm.share_gpus),
+            kind => kind.capabilities(),
+        }
+    }
+}
+
+impl ExecutorKind {
+    /// What the executor can carry out (Slurm: without `share_gpus`).
+    pub fn capabilities(self) -> Capabilities {
+        match self {
+            ExecutorKind::Local => local::CAPABILITIES,
+            ExecutorKind::Slurm => slurm::capabilities(false),
+        }
+    }
+}
+
+

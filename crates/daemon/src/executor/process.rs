@@ -6,7 +6,7 @@
 //! identity, records its pid, joins the run's cgroup, then starts the job — `/bin/sh -c COMMAND`
 //! with the job's environment only, as the tenant's unix identity when tenants are isolated — and
 //! records the job's exit code once it ends. Where the daemon is root, the job runs in a PID
-//! namespace of the run's own under a small init (see [`crate::wrapper`]). Neither the job's environment (`PATH`, `LD_PRELOAD`)
+//! namespace of the run's own under a small init (see [`crate::executor::wrapper`]). Neither the job's environment (`PATH`, `LD_PRELOAD`)
 //! nor the job's own processes can reach the wrapper: it shares no environment with the job and,
 //! under isolation, runs as another user. The pid and exit files live in the daemon's private
 //! `runs/` directory, so a job cannot forge them.
@@ -20,7 +20,7 @@
 //! Signals go to the whole session: the checkpoint signal first (default SIGTERM), SIGKILL after
 //! the grace period.
 
-use crate::identity::UnixIdentity;
+use crate::security::identity::UnixIdentity;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -63,7 +63,7 @@ pub struct Launch {
     #[serde(default)]
     pub max_log_bytes: Option<u64>,
     /// Start the job in its own PID namespace with its own /proc (the wrapper's child is the
-    /// namespace's init; see [`crate::wrapper`]).
+    /// namespace's init; see [`crate::executor::wrapper`]).
     #[serde(default)]
     pub pid_namespace: bool,
     /// RLIMIT_DATA of each of the job's processes, bytes: the run's memory where no cgroup
@@ -124,7 +124,7 @@ pub fn signal_run(sid: u32, signal: Signal) -> Result<(), Errno> {
     };
     // Processes the job moved to other groups of its session; those still in the run's group
     // got the signal above (once: a checkpoint handler must not run twice).
-    for p in crate::procs::processes().into_iter().filter(|p| p.session == sid && p.pgrp != sid && !p.dead) {
+    for p in crate::security::procs::processes().into_iter().filter(|p| p.session == sid && p.pgrp != sid && !p.dead) {
         let _ = kill(Pid::from_raw(p.pid as i32), signal);
     }
     group
@@ -134,42 +134,15 @@ pub fn signal_run(sid: u32, signal: Signal) -> Result<(), Errno> {
 /// process orphaned when its wrapper died is reaped by whatever is PID 1, which in a container
 /// may never do it.
 pub fn run_alive(sid: u32) -> bool {
-    crate::procs::processes().iter().any(|p| p.session == sid && !p.dead)
+    crate::security::procs::processes().iter().any(|p| p.session == sid && !p.dead)
 }
 
 /// Who a run's wrapper was, if it started (its pid file).
-pub fn read_run_identity(pid_file: &Path) -> Option<crate::procs::RunIdentity> {
-    crate::procs::RunIdentity::parse(&std::fs::read_to_string(pid_file).ok()?)
+pub fn read_run_identity(pid_file: &Path) -> Option<crate::security::procs::RunIdentity> {
+    crate::security::procs::RunIdentity::parse(&std::fs::read_to_string(pid_file).ok()?)
 }
 
 /// The exit code a finished run's wrapper recorded, if it got that far.
 pub fn read_exit_code(exit_file: &Path) -> Option<i32> {
     std::fs::read_to_string(exit_file).ok()?.trim().parse().ok()
-}
-
-/// A signal by name (`TERM`, `SIGTERM`, `int`, ...), among those a job may ask to get.
-pub fn parse_signal(name: &str) -> Option<Signal> {
-    let upper = name.trim().to_ascii_uppercase();
-    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-    Some(match bare {
-        "TERM" => Signal::SIGTERM,
-        "INT" => Signal::SIGINT,
-        "USR1" => Signal::SIGUSR1,
-        "USR2" => Signal::SIGUSR2,
-        "HUP" => Signal::SIGHUP,
-        "QUIT" => Signal::SIGQUIT,
-        _ => return None,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signal_names_parse() {
-        assert_eq!(parse_signal("TERM"), Some(Signal::SIGTERM));
-        assert_eq!(parse_signal("sigusr1"), Some(Signal::SIGUSR1));
-        assert_eq!(parse_signal("KILL"), None);
-    }
 }

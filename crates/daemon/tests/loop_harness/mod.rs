@@ -3,12 +3,12 @@
 #![allow(dead_code)] // each test binary uses part of it
 
 use arbiter_daemon::clock::VirtualClock;
-use arbiter_daemon::confine::CheckpointRoots;
+use arbiter_daemon::security::confine::CheckpointRoots;
 use arbiter_daemon::daemon::{Daemon, Settings};
 use arbiter_daemon::executor::fake::FakeExecutor;
-use arbiter_daemon::identity::Isolation;
-use arbiter_daemon::job::{JobRecord, SubmitRequest};
-use arbiter_daemon::topology::{NodeSpec, Topology};
+use arbiter_daemon::security::identity::Isolation;
+use arbiter_daemon::records::job::{JobRecord, SubmitRequest};
+use arbiter_daemon::records::topology::{NodeSpec, Topology};
 use arbiter_policy::PolicyKind;
 use std::sync::Arc;
 
@@ -64,12 +64,12 @@ impl Harness {
             isolation: Isolation::Shared { acknowledged: true, why: "test".into() },
             checkpoint_roots: CheckpointRoots::new(&[], dir.path()),
             wrapper_exe: "/nonexistent".into(),
-            gittins_prior: Arc::new(arbiter_daemon::policy_support::gittins_prior(None).expect("bundled prior")),
+            gittins_prior: Arc::new(arbiter_daemon::daemon::policy_support::gittins_prior(None).expect("bundled prior")),
             max_processes_per_tenant: None,
-            containment: arbiter_daemon::containment::Containment::none(),
+            containment: arbiter_daemon::security::containment::Containment::none(),
             max_queued_per_tenant: 100_000,
             // Tests submit as fast as they like (the budget's own tests say otherwise).
-            retention: arbiter_daemon::retention::Retention { submission_burst: u32::MAX, ..Default::default() },
+            retention: arbiter_daemon::records::retention::Retention { submission_burst: u32::MAX, ..Default::default() },
             max_log_bytes: None,
             nodes,
             clock: clock.clone(),
@@ -81,7 +81,7 @@ impl Harness {
         // The tenants the tests submit for (a submission for a tenant that does not exist is
         // refused).
         for name in TENANTS {
-            let tenant = arbiter_daemon::store::Tenant { name: name.into(), weight: 1.0, gpu_quota: None, token_sha256: format!("token of {name}") };
+            let tenant = arbiter_daemon::records::store::Tenant { name: name.into(), weight: 1.0, gpu_quota: None, token_sha256: format!("token of {name}") };
             daemon.put_tenant(tenant).expect("tenant added");
         }
         Harness { daemon, fake, clock, _dir: dir }
@@ -113,7 +113,7 @@ impl Harness {
     /// Reports progress for job `id` with its run's token, as the job would.
     pub fn report(&self, id: u32, steps: u64, throughput: f64) -> Result<(), arbiter_daemon::daemon::RequestError> {
         let token = self.fake.token(id).expect("the job has run");
-        self.daemon.report_progress(id, &token, arbiter_daemon::progress::ProgressReport { steps, throughput: Some(throughput), total_steps: None })
+        self.daemon.report_progress(id, &token, arbiter_daemon::records::progress::ProgressReport { steps, throughput: Some(throughput), total_steps: None })
     }
 
     /// Submits a job for tenant `t` from a JSON request.
@@ -159,7 +159,7 @@ impl Harness {
 /// first `running` transition and its last one).
 pub fn start_end_s(job: &JobRecord) -> (Option<i64>, Option<i64>) {
     let t0 = (T0_MS / 1000) as i64;
-    let start = job.history.iter().find(|t| t.to == arbiter_daemon::job::StateKind::Running).map(|t| t.at_unix_s - t0);
+    let start = job.history.iter().find(|t| t.to == arbiter_daemon::records::job::StateKind::Running).map(|t| t.at_unix_s - t0);
     let end = job.state.is_terminal().then(|| job.history.last().map(|t| t.at_unix_s - t0)).flatten();
     (start, end)
 }

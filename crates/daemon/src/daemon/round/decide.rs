@@ -1,0 +1,236 @@
+//! The decision of a round: what the policy is shown (a [`Snapshot`]), who decides, and what
+//! happens when the decider fails.
+//!
+//! ```text
+//!   snapshot (state locked) ──► built-in policy (state locked: pure and quick)
+//!                           └─► external agent (state UNLOCKED: it may take its whole timeout)
+//!                                 ──► relock; anything it saw moved? ──► decide again next round
+//!   policy or agent failed ──► policy_fallback decides this round (the agent is restarted)
+//! ```
+//!
+//! The agent is a program of the admin's, but what it is shown comes from tenants (their jobs,
+//! their progress reports): a tenant able to make it crash or hang must not be able to stop
+//! scheduling for everyone, nor to make the API wait. So a failure costs one round of the
+//! agent's decisions, never the round itself, and the state lock is never held while it thinks.
+
+use crate::daemon::{AgentSlot, Daemon, State};
+use crate::records::job::{JobRecord, JobState};
+use crate::records::view;
+use super::hold::{self, Hold};
+use arbiter_model::{ActiveJob, Admission, Cluster, Decision, JobSpec, QuotaUse, SimTime, Waiting};
+use std::collections::BTreeMap;
+use arbiter_policy::SchedulerView;
+use std::sync::MutexGuard;
+
+/// Most ended jobs kept for an agent that has not been asked since they ended.
+pub(crate) const MAX_AGENT_BACKLOG: usize = 10_000;
+
+/// What the policy is shown at a round, kept until its decision is carried out.
+pub(crate) struct Snapshot {
+    /// Queued (not backing off, not opportunistic) and running jobs, in id order.
+    pub(crate) active: Vec<ActiveJob>,
+    /// When the first job backing off may be retried (Unix ms).
+    pub(crate) retry_wake: Option<u64>,
+    /// The cluster without the nodes that take no new runs (`None`: the whole cluster).
+    pub(crate) reduced: Option<Cluster>,
+}
+
+/// What the decision step came to.
+pub(crate) enum Decided {
+    /// Carry `decision` out; `by` names who decided (the policy or the fallback).
+    Apply { snapshot: Snapshot, decision: Decision, by: &'static str },
+    /// The agent decided on jobs that have changed since (ended, started, cancelled): nothing
+    /// is applied and the next round decides again.
+    Moved,
+    /// Nothing can be decided this round (the fallback failed too): runs keep their GPUs.
+    Nothing,
+}
+
+
+/// A job as the agent saw it: its id, state and GPUs.
+type Seen = (u32, &'static str, Option<Vec<u32>>);
+
+impl Daemon {
+    /// The policy's view of the jobs at `now_ms` (`None`, with every queued job told why, when
+    /// no node takes new runs).
+    ///
+    /// One pass over the jobs (each pass over 100,000 records costs milliseconds), and one more
+    /// where a tenant has a GPU quota:
+    /// - A waiting job its tenant's quota holds back is not offered (see `arbiter_model::admit`):
+    ///   a policy offered it could preempt other tenants' jobs for it, or keep it at the head of
+    ///   a queue beside free GPUs, and then the quota would refuse it the start.
+    /// - An elastic job may grow only into what its tenant's quota leaves (a policy that does
+    ///   not know quotas would keep choosing a count the quota then refuses). Quotas may change
+    ///   at any time, so this is done at every decision.
+    /// - A job backing off after a failed run says so and is not offered until its time; the
+    ///   round ends when the first one's wait does.
+    /// - Opportunistic jobs are not the policy's (see `opportunistic`): no quota counts them.
+    pub(crate) fn snapshot(&self, state: &mut State, now_ms: u64) -> Option<Snapshot> {
+        let now_s = (now_ms / 1000) as i64;
+        let now = SimTime::from_ms(now_ms);
+        let admission = admission(state, now_s);
+        let mut spare_gpus = admission.spare_gpus.clone();
+        let mut active = Vec::new();
+        let mut retry_wake: Option<u64> = None;
+        let State { jobs, specs, tenants, topology, .. } = &mut *state;
+        // By id: a pruned job has a spec (a placeholder) but no record.
+        for (id, spec) in specs.iter_mut().enumerate() {
+            let Some(job) = jobs.get_mut(id) else { continue };
+            if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
+                && !job.state.is_terminal()
+            {
+                range.max = most;
+                if tenants.get(&job.tenant).is_some_and(|t| t.gpu_quota.is_some()) {
+                    // Its GPUs now (the least it starts on, when waiting), and what is spare.
+                    let base = job.state.gpus().map_or(range.min, |g| g.len() as u32);
+                    let spare = spare_gpus.get_mut(&job.tenant);
+                    let grow = spare.as_ref().map_or(0, |s| most.saturating_sub(base).min(**s));
+                    if let Some(s) = spare {
+                        *s -= grow;
+                    }
+                    range.max = (base + grow).max(range.min);
+                }
+            }
+            if job.backing_off(now_s) {
+                let at = job.retry_after_unix_s.unwrap_or(now_s);
+                hold::set(job, &Hold::BackingOff { failures: job.failures, retry_in_s: at - now_s });
+                let at_ms = at.max(0) as u64 * 1000;
+                retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+            } else if let Some(quota) = admission.hold_of(job.id) {
+                hold::set(job, &Hold::Quota(quota));
+            } else if !job.request.opportunistic
+                && let Some(a) = view::active_of(job, spec, topology, now)
+            {
+                active.push(a);
+            }
+        }
+        // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
+        let reduced = crate::daemon::round::usable_cluster(state, &self.executor.unavailable_nodes());
+        if reduced.as_ref().unwrap_or(state.topology.cluster()).total_gpus() == 0 {
+            for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
+                hold::set(job, &Hold::NoUsableNode);
+            }
+            return None;
+        }
+        Some(Snapshot { active, retry_wake, reduced })
+    }
+
+    /// Asks the policy for its decision on `snapshot`. A built-in policy decides with the state
+    /// locked; the external agent with it unlocked (the guard is given back relocked). A policy
+    /// or agent that fails hands the round to the fallback.
+    pub(crate) fn decide<'a>(&'a self, mut guard: MutexGuard<'a, State>, snapshot: Snapshot, now_ms: u64) -> (MutexGuard<'a, State>, Decided) {
+        let now = SimTime::from_ms(now_ms);
+        let Some(agent) = &self.agent else {
+            let state = &mut *guard;
+            self.give_pair_speeds(state);
+            let decided = match state.policy.as_mut() {
+                Some(policy) => {
+                    let view = SchedulerView { cluster: snapshot.reduced.as_ref().unwrap_or(state.topology.cluster()), jobs: &snapshot.active, specs: &state.specs, current: None };
+                    policy.schedule(&view, now).map(|d| (d, policy.name()))
+                }
+                None => Err(arbiter_policy::PolicyError::Config("no policy".into())),
+            };
+            return match decided {
+                Ok((decision, by)) => (guard, Decided::Apply { snapshot, decision, by }),
+                Err(e) => {
+                    let name = guard.policy_name();
+                    self.fall_back(guard, snapshot, now_ms, &format!("policy {name} failed: {e}"))
+                }
+            };
+        };
+        // The agent thinks on copies, with the state unlocked.
+        let cluster = snapshot.reduced.clone().unwrap_or_else(|| guard.topology.cluster().clone());
+        let specs = guard.specs.clone();
+        let finished = std::mem::take(&mut guard.agent_finished);
+        let seen: Vec<Seen> = snapshot.active.iter().map(|a| seen_of(&guard.jobs[a.id.index()])).collect();
+        drop(guard);
+        let answer = self.ask_agent(agent, &cluster, &snapshot.active, &specs, finished, now);
+        let guard = self.lock();
+        match answer {
+            Err(e) => self.fall_back(guard, snapshot, now_ms, &format!("the policy agent failed: {e}; it is restarted for the next round")),
+            // (A job that ended meanwhile may even have been pruned.)
+            Ok(_) if seen.iter().any(|s| guard.jobs.get(s.0 as usize).map(seen_of).as_ref() != Some(s)) => (guard, Decided::Moved),
+            Ok(decision) => (guard, Decided::Apply { snapshot, decision, by: "external" }),
+        }
+    }
+
+    /// The agent's decision on a copy of the state (started first if it is not running). A
+    /// failed agent is dropped, which stops it; the next round starts a fresh one.
+    fn ask_agent(&self, agent: &AgentSlot, cluster: &Cluster, active: &[ActiveJob], specs: &[JobSpec], finished: Vec<(JobSpec, ActiveJob, SimTime)>, now: SimTime) -> Result<Decision, String> {
+        let mut slot = agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if slot.is_none() {
+            let mut config = crate::daemon::policy_support::policy_config(&Default::default(), self.settings.round_s, &self.settings.gittins_prior);
+            config.external = self.settings.external.clone();
+            *slot = Some(arbiter_policy::build(arbiter_policy::PolicyKind::External, &config).map_err(|e| format!("cannot start it again: {e}"))?);
+        }
+        let policy = slot.as_mut().ok_or("no agent")?;
+        for (spec, job, at) in &finished {
+            policy.job_finished(spec, job, *at);
+        }
+        let view = SchedulerView { cluster, jobs: active, specs, current: None };
+        let decided = policy.schedule(&view, now);
+        if decided.is_err() {
+            *slot = None;
+        }
+        decided.map_err(|e| e.to_string())
+    }
+
+    /// The fallback's decision for this round, on the state as it is now (it may have moved
+    /// while a failing agent was waited for). Said loudly: a log line and a counter.
+    fn fall_back<'a>(&'a self, mut guard: MutexGuard<'a, State>, stale: Snapshot, now_ms: u64, why: &str) -> (MutexGuard<'a, State>, Decided) {
+        tracing::error!("{why}; policy_fallback ({}) decides this round", self.settings.fallback);
+        let state = &mut *guard;
+        state.counters.fallback_rounds += 1;
+        let snapshot = if self.agent.is_some() { self.snapshot(state, now_ms) } else { Some(stale) };
+        let Some(snapshot) = snapshot else { return (guard, Decided::Nothing) };
+        let view = SchedulerView { cluster: snapshot.reduced.as_ref().unwrap_or(state.topology.cluster()), jobs: &snapshot.active, specs: &state.specs, current: None };
+        match state.fallback.schedule(&view, SimTime::from_ms(now_ms)) {
+            Ok(decision) => {
+                let by = state.fallback.name();
+                (guard, Decided::Apply { snapshot, decision, by })
+            }
+            Err(e) => {
+                tracing::error!("policy_fallback {} failed too: {e}; nothing changes this round", self.settings.fallback);
+                (guard, Decided::Nothing)
+            }
+        }
+    }
+
+    /// What was learned about co-located pairs since the last round (Gandiva's introspection
+    /// and the packed program read it from this decision on).
+    fn give_pair_speeds(&self, state: &mut State) {
+        if !state.pairs_changed {
+            return;
+        }
+        if let (Some(speeds), Some(policy)) = (crate::daemon::policy_support::pair_speeds(self.settings.policy, &state.pairs, &state.topology.cluster().gpu_type_names), state.policy.as_mut()) {
+            policy.set_pair_speeds(speeds);
+        }
+        state.pairs_changed = false;
+    }
+}
+
+/// A job as the agent is shown it, to tell afterwards whether it moved.
+fn seen_of(job: &JobRecord) -> Seen {
+    (job.id, job.state.name(), job.state.gpus().map(<[u32]>::to_vec))
+}
+
+/// Which waiting jobs the GPU quotas let the policy see at this round (everything, at no cost,
+/// when no tenant has a quota). A tenant's jobs count what they hold, running or still
+/// stopping; opportunistic jobs count against no quota.
+fn admission(state: &State, now_s: i64) -> Admission {
+    if state.tenants.values().all(|t| t.gpu_quota.is_none()) {
+        return Admission::default();
+    }
+    let mut quotas: BTreeMap<&str, QuotaUse> =
+        state.tenants.values().filter_map(|t| Some((t.name.as_str(), QuotaUse { quota_gpus: t.gpu_quota?, held_gpus: 0 }))).collect();
+    let mut waiting = Vec::new();
+    for job in state.jobs.iter().filter(|j| !j.request.opportunistic) {
+        let Some(usage) = quotas.get_mut(job.tenant.as_str()) else { continue };
+        if let Some(gpus) = job.state.gpus() {
+            usage.held_gpus += gpus.len() as u32;
+        } else if matches!(job.state, JobState::Queued) && !job.backing_off(now_s) {
+            waiting.push(Waiting { id: job.id, tenant: job.tenant.as_str(), priority: job.request.priority, submitted: job.submitted_unix_s, gpus: job.request.gpus });
+        }
+    }
+    arbiter_model::admit(&quotas, waiting)
+}

@@ -1,0 +1,16 @@
+//! The daemon's domain records: jobs and their histories ([`job`], [`jobs`]), the embedded store
+//! that persists every transition before it is acted on ([`store`]), what tenants keep
+//! ([`retention`]), what a job says of its progress ([`progress`]), learned co-location speeds
+//! ([`pairs`]), the cluster's nodes ([`topology`]) and the policy's view of it all ([`view`]).
+//!
+//! Records know the configuration and the text rules ([`crate::security::text`]); they know
+//! nothing of executors, the round or the API.
+
+pub mod job;
+pub mod jobs;
+pub mod pairs;
+pub mod progress;
+pub mod retention;
+pub mod store;
+pub mod topology;
+pub mod view;
