@@ -8,7 +8,8 @@ mod loop_harness;
 
 use arbiter_daemon::daemon::RequestError;
 use arbiter_daemon::executor::fake::Call;
-use arbiter_daemon::records::job::{GpuHolders, JobState, SharedGpus, SubmitRequest};
+use arbiter_daemon::records::holders::{GpuHolders, SharedGpus};
+use arbiter_daemon::records::job::{JobState, SubmitRequest};
 use arbiter_daemon::records::topology::NodeGpus;
 use arbiter_policy::PolicyKind;
 use loop_harness::{nodes, Harness, T0_MS};

@@ -11,7 +11,8 @@
 //! response.
 
 use crate::daemon::{Daemon, RequestError};
-use crate::records::job::{GpuHolders, JobRecord, JobState, SubmitRequest};
+use crate::records::holders::GpuHolders;
+use crate::records::job::{JobRecord, JobState, SubmitRequest};
 use crate::records::progress::ProgressReport;
 use crate::records::store::Tenant;
 use crate::security::auth::{sha256_hex, Caller};

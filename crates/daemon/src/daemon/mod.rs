@@ -721,8 +721,8 @@ impl Daemon {
     /// Free GPU ids (global, node by node).
     pub fn free_gpus(&self) -> Vec<u32> {
         let state = self.lock();
-        let held = state.jobs.held_gpus();
-        (0..state.topology.total_gpus()).filter(|g| !held.contains(g)).collect()
+        let holders = state.jobs.gpu_holders();
+        (0..state.topology.total_gpus()).filter(|g| !holders.is_held(*g)).collect()
     }
 
     /// Now, Unix milliseconds, by the daemon's clock.

@@ -3,7 +3,7 @@
 
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// A job submission (`POST /v1/jobs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -537,77 +537,6 @@ pub struct JobRecord {
     pub measurements: crate::records::pairs::JobMeasurements,
 }
 
-/// Another job holding GPUs a job holds (the policy co-located them), as one caller may see it:
-/// its id only when the caller may see that job (the admin, or the same tenant); for another
-/// tenant's job only that the GPUs are shared — what `/v1/cluster` already shows of it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SharedGpus {
-    /// The other job, when the caller may see it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<u32>,
-    /// The GPU indices both hold.
-    pub gpus: Vec<u32>,
-    /// The other job belongs to another tenant (its id is not shown).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub other_tenant: bool,
-}
-
-/// Which jobs hold each GPU (running or stopping), built once per request.
-#[derive(Clone, Debug, Default)]
-pub struct GpuHolders {
-    /// GPU index → (job id, tenant) of the jobs holding it, by job id.
-    by_gpu: BTreeMap<u32, Vec<(u32, String)>>,
-}
-
-impl GpuHolders {
-    /// The holders among `jobs`.
-    pub fn of<'a>(jobs: impl IntoIterator<Item = &'a JobRecord>) -> Self {
-        let mut by_gpu: BTreeMap<u32, Vec<(u32, String)>> = BTreeMap::new();
-        for job in jobs {
-            for &g in job.state.gpus().unwrap_or_default() {
-                by_gpu.entry(g).or_default().push((job.id, job.tenant.clone()));
-            }
-        }
-        GpuHolders { by_gpu }
-    }
-
-    /// The holders among `jobs` of the GPUs in `gpus` only: enough for
-    /// [`GpuHolders::shared_with`] of jobs that hold no others (a page of the job list).
-    pub fn of_gpus<'a>(jobs: impl IntoIterator<Item = &'a JobRecord>, gpus: &BTreeSet<u32>) -> Self {
-        let mut by_gpu: BTreeMap<u32, Vec<(u32, String)>> = BTreeMap::new();
-        for job in jobs {
-            for &g in job.state.gpus().unwrap_or_default().iter().filter(|g| gpus.contains(g)) {
-                by_gpu.entry(g).or_default().push((job.id, job.tenant.clone()));
-            }
-        }
-        GpuHolders { by_gpu }
-    }
-
-    /// The other jobs holding GPUs `job` holds, as `viewer` (`None`: the admin) may see them:
-    /// the ones it may see by id first, then other tenants' (ordered by their GPUs, not their
-    /// ids).
-    pub fn shared_with(&self, job: &JobRecord, viewer: Option<&str>) -> Vec<SharedGpus> {
-        let mut by_job: BTreeMap<u32, (bool, Vec<u32>)> = BTreeMap::new();
-        for &g in job.state.gpus().unwrap_or_default() {
-            for (other, tenant) in self.by_gpu.get(&g).into_iter().flatten().filter(|(other, _)| *other != job.id) {
-                let visible = viewer.is_none_or(|v| v == tenant.as_str());
-                by_job.entry(*other).or_insert_with(|| (visible, Vec::new())).1.push(g);
-            }
-        }
-        let (mut seen, mut hidden): (Vec<SharedGpus>, Vec<SharedGpus>) = (Vec::new(), Vec::new());
-        for (other, (visible, gpus)) in by_job {
-            if visible {
-                seen.push(SharedGpus { id: Some(other), gpus, other_tenant: false });
-            } else {
-                hidden.push(SharedGpus { id: None, gpus, other_tenant: true });
-            }
-        }
-        hidden.sort_by(|a, b| a.gpus.cmp(&b.gpus));
-        seen.extend(hidden);
-        seen
-    }
-}
-
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -722,7 +651,7 @@ pub fn parse_signal(name: &str) -> Option<Signal> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -755,7 +684,7 @@ mod tests {
         Limits { gpus: vec![("a100".into(), 1)], cpus: 8, memory_gib: 32 }
     }
 
-    fn with_stages(io_s: f64, cpu_s: f64, gpu_s: f64) -> SubmitRequest {
+    pub(crate) fn with_stages(io_s: f64, cpu_s: f64, gpu_s: f64) -> SubmitRequest {
         let mut r: SubmitRequest = serde_json::from_str(r#"{"command": "train"}"#).expect("valid");
         r.iteration_stages = Some(StageTimes { io_s, cpu_s, gpu_s });
         r
@@ -886,24 +815,5 @@ mod tests {
         record.request.iteration_stages = Some(StageTimes { io_s: 0.1, cpu_s: 0.2, gpu_s: 0.3 });
         let back: JobRecord = serde_json::from_str(&serde_json::to_string(&record).expect("json")).expect("loads");
         assert_eq!(back.request.iteration_stages, record.request.iteration_stages);
-    }
-
-    #[test]
-    fn a_tenant_sees_another_tenants_job_on_its_gpus_only_as_shared_gpus() {
-        let running = |id: u32, tenant: &str, gpus: &[u32]| {
-            let mut j = JobRecord::submitted(id, tenant, with_stages(0.1, 0.1, 0.1), 0, String::new());
-            j.state = JobState::Running { gpus: gpus.to_vec(), pid: 100 + id, started_unix_s: 0 };
-            j
-        };
-        let jobs = [running(0, "a", &[0]), running(1, "a", &[0]), running(2, "b", &[0]), running(3, "b", &[1]), JobRecord::submitted(4, "a", with_stages(0.1, 0.1, 0.1), 0, String::new())];
-        let holders = GpuHolders::of(&jobs);
-        let mine = |id: Option<u32>, gpus: &[u32]| SharedGpus { id, gpus: gpus.to_vec(), other_tenant: id.is_none() };
-        assert_eq!(holders.shared_with(&jobs[0], Some("a")), vec![mine(Some(1), &[0]), mine(None, &[0])]);
-        assert_eq!(holders.shared_with(&jobs[2], Some("b")), vec![mine(None, &[0]), mine(None, &[0])]);
-        assert_eq!(holders.shared_with(&jobs[0], None), vec![mine(Some(1), &[0]), mine(Some(2), &[0])], "the admin sees every id");
-        assert_eq!(holders.shared_with(&jobs[3], Some("b")), vec![]);
-        assert_eq!(holders.shared_with(&jobs[4], Some("a")), vec![], "a queued job shares nothing");
-        let json = serde_json::to_value(holders.shared_with(&jobs[2], Some("b"))).expect("json");
-        assert_eq!(json, serde_json::json!([{"gpus": [0], "other_tenant": true}, {"gpus": [0], "other_tenant": true}]));
     }
 }

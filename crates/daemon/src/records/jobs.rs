@@ -7,6 +7,7 @@
 //! 100,000 boxed records a steady round took 47 ms instead of 31 (`arbiter bench --suite
 //! daemon-scale`: the records scattered over the heap defeat the prefetcher).
 
+use crate::records::holders::GpuHolders;
 use crate::records::job::JobRecord;
 
 /// Jobs by id; pruned ones leave an empty slot.
@@ -16,9 +17,9 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// GPUs held by running or stopping jobs.
-    pub fn held_gpus(&self) -> std::collections::BTreeSet<u32> {
-        self.iter().filter_map(|j| j.state.gpus()).flatten().copied().collect()
+    /// Who holds which GPU (running or stopping jobs).
+    pub fn gpu_holders(&self) -> GpuHolders {
+        GpuHolders::of(self.iter())
     }
 
     /// Jobs from records in any order (ids above the highest record's are not slots yet; ids

@@ -1,4 +1,4 @@
-//! The daemon's domain records: jobs and their histories ([`job`], [`jobs`]), the embedded store
+//! The daemon's domain records: jobs and their histories ([`job`], [`jobs`]), who holds which GPU ([`holders`]), the embedded store
 //! that persists every transition before it is acted on ([`store`]), what tenants keep
 //! ([`retention`]), what a job says of its progress ([`progress`]), learned co-location speeds
 //! ([`pairs`]), the cluster's nodes ([`topology`]) and the policy's view of it all ([`view`]).
@@ -7,6 +7,7 @@
 //! nothing of executors, the round or the API.
 
 pub mod job;
+pub mod holders;
 pub mod jobs;
 pub mod pairs;
 pub mod progress;

@@ -221,16 +221,17 @@ fn admission(state: &State, now_s: i64) -> Admission {
     if state.tenants.values().all(|t| t.gpu_quota.is_none()) {
         return Admission::default();
     }
-    let mut quotas: BTreeMap<&str, QuotaUse> =
-        state.tenants.values().filter_map(|t| Some((t.name.as_str(), QuotaUse { quota_gpus: t.gpu_quota?, held_gpus: 0 }))).collect();
-    let mut waiting = Vec::new();
-    for job in state.jobs.iter().filter(|j| !j.request.opportunistic) {
-        let Some(usage) = quotas.get_mut(job.tenant.as_str()) else { continue };
-        if let Some(gpus) = job.state.gpus() {
-            usage.held_gpus += gpus.len() as u32;
-        } else if matches!(job.state, JobState::Queued) && !job.backing_off(now_s) {
-            waiting.push(Waiting { id: job.id, tenant: job.tenant.as_str(), priority: job.request.priority, submitted: job.submitted_unix_s, gpus: job.request.gpus });
-        }
-    }
+    let held = state.jobs.gpu_holders().held_by_tenant();
+    let quotas: BTreeMap<&str, QuotaUse> = state
+        .tenants
+        .values()
+        .filter_map(|t| Some((t.name.as_str(), QuotaUse { quota_gpus: t.gpu_quota?, held_gpus: held.get(&t.name).copied().unwrap_or(0) })))
+        .collect();
+    let waiting = state
+        .jobs
+        .iter()
+        .filter(|j| !j.request.opportunistic && quotas.contains_key(j.tenant.as_str()) && matches!(j.state, JobState::Queued) && !j.backing_off(now_s))
+        .map(|job| Waiting { id: job.id, tenant: job.tenant.as_str(), priority: job.request.priority, submitted: job.submitted_unix_s, gpus: job.request.gpus })
+        .collect();
     arbiter_model::admit(&quotas, waiting)
 }

@@ -98,16 +98,8 @@ pub(crate) struct Taken {
 impl Taken {
     /// What the jobs hold now (opportunistic jobs count against no tenant).
     pub(crate) fn now(state: &State) -> Self {
-        let mut taken = Taken { held: BTreeSet::new(), held_by_tenant: BTreeMap::new(), given: BTreeMap::new() };
-        for job in &state.jobs {
-            if let Some(gpus) = job.state.gpus() {
-                taken.held.extend(gpus.iter().copied());
-                if !job.request.opportunistic {
-                    *taken.held_by_tenant.entry(job.tenant.clone()).or_insert(0) += gpus.len() as u32;
-                }
-            }
-        }
-        taken
+        let holders = state.jobs.gpu_holders();
+        Taken { held: holders.held(), held_by_tenant: holders.held_by_tenant(), given: BTreeMap::new() }
     }
 
     /// Records a start on `gpus`.

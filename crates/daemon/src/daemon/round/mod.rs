@@ -25,7 +25,7 @@ use arbiter_model::{ActiveJob, Assignment, Cluster, Decision, JobId, PendingReas
 use decide::{Decided, Snapshot};
 use gate::{ExecutorCan, Start, StartCheck, StartRound, StopGate, StopStep, Taken};
 use hold::{Hold, Protection};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 impl Daemon {
     /// One scheduling round: tend the runs, ask the policy, carry out its plan.
@@ -300,7 +300,7 @@ impl ProtectionRule {
 /// (`SchedulerView::current`), so a decision by changes would come only from a confused policy:
 /// the planner refuses it.
 fn plan<'d>(state: &mut State, active: &[ActiveJob], reduced: Option<&Cluster>, decision: &'d Decision) -> Result<Plan<'d>, arbiter_model::PlanError> {
-    let partner_of = partners(state);
+    let partner_of = state.jobs.gpu_holders().partners();
     let State { jobs, planner, specs, topology, .. } = state;
     let jobs = &*jobs;
     // `active` is in id order (built from the jobs in order).
@@ -313,22 +313,6 @@ fn plan<'d>(state: &mut State, active: &[ActiveJob], reduced: Option<&Cluster>, 
     };
     let running = active.iter().filter(|a| a.is_running()).map(|a| a.id);
     planner.plan(reduced.unwrap_or(topology.cluster()), specs, standing, running, None, decision)
-}
-
-/// Who shares GPUs with whom: running jobs holding exactly the same GPUs form a group, a ring
-/// in which each names the next (a pair names each other).
-fn partners(state: &State) -> BTreeMap<u32, u32> {
-    let mut by_gpus: BTreeMap<&[u32], Vec<u32>> = BTreeMap::new();
-    for j in state.jobs.iter().filter(|j| matches!(j.state, JobState::Running { .. })) {
-        if let Some(g) = j.state.gpus() {
-            by_gpus.entry(g).or_default().push(j.id);
-        }
-    }
-    by_gpus
-        .values()
-        .filter(|ids| (2..=arbiter_model::MAX_GROUP).contains(&ids.len()))
-        .flat_map(|ids| ids.iter().enumerate().map(|(i, id)| (*id, ids[(i + 1) % ids.len()])))
-        .collect()
 }
 
 /// Tells each waiting job the policy did not place why it waits: the policy's reason, else
@@ -364,10 +348,10 @@ pub(crate) fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> O
     if unavailable.is_empty() {
         return None;
     }
-    let held = state.jobs.held_gpus();
+    let holders = state.jobs.gpu_holders();
     let mut cluster = state.topology.cluster().clone();
     for node in cluster.nodes.iter_mut().filter(|n| unavailable.contains(&n.name)) {
-        node.gpus = state.topology.gpus_of(node.id).filter(|g| held.contains(g)).count() as u32;
+        node.gpus = state.topology.gpus_of(node.id).filter(|g| holders.is_held(*g)).count() as u32;
     }
     Some(cluster)
 }
@@ -376,27 +360,9 @@ pub(crate) fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> O
 /// of GPU partners changed starts settling again (`pairs::SETTLE_S`), jobs holding no GPUs are
 /// forgotten.
 fn observe_sharing(state: &mut State, now_ms: u64) {
-    // Jobs by GPU held (indexed by GPU: no map of thousands of GPUs at every round).
-    let mut by_gpu: Vec<Vec<u32>> = vec![Vec::new(); state.topology.total_gpus() as usize];
-    for job in &state.jobs {
-        for &g in job.state.gpus().unwrap_or_default() {
-            if by_gpu.len() <= g as usize {
-                by_gpu.resize(g as usize + 1, Vec::new());
-            }
-            by_gpu[g as usize].push(job.id);
-        }
-    }
-    let mut holding: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for ids in by_gpu.iter().filter(|ids| !ids.is_empty()) {
-        for &id in ids {
-            let others = holding.entry(id).or_default();
-            others.extend(ids.iter().copied().filter(|o| *o != id));
-        }
-    }
+    let holding = state.jobs.gpu_holders().sharing();
     state.sharing_since.retain(|id, _| holding.contains_key(id));
-    for (id, mut others) in holding {
-        others.sort_unstable();
-        others.dedup();
+    for (id, others) in holding {
         match state.sharing_since.get(&id) {
             Some((seen, _)) if *seen == others => {}
             _ => {
