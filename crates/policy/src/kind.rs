@@ -16,6 +16,7 @@ use crate::mechanisms::placement::PlacementStrategy;
 use crate::qssf::{Qssf, DEFAULT_HISTORY};
 use crate::themis::ThemisConfig;
 use crate::synergy::{Mechanism, Synergy, SynergyOrder};
+use crate::descriptor::{DaemonSupport, Descriptor, Family};
 use crate::{Policy, PolicyError};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -233,80 +234,6 @@ const SYNERGY_NAMES: [[&str; 4]; 4] = [
     ["las+proportional", "las+greedy", "las+tune", "las+opt"],
     ["ftf+proportional", "ftf+greedy", "ftf+tune", "ftf+opt"],
 ];
-
-/// What is known about a policy before it is built ([`PolicyKind::descriptor`]): one entry per
-/// policy instead of a table per question. `arbiter policies --markdown` prints the guide's
-/// table of policies from these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Descriptor {
-    /// The identifier (scenarios, `--policy`, JSON).
-    pub name: &'static str,
-    /// One line on what it does and where it comes from (`arbiter policies`).
-    pub describe: &'static str,
-    /// How it decides.
-    pub family: Family,
-    /// Whether it uses measured speeds of job pairs sharing GPUs.
-    pub pair_speeds: bool,
-    /// Whether it resizes elastic jobs (chooses their GPU counts within their range).
-    pub elastic: bool,
-    /// Whether the daemon can carry out its decisions.
-    pub daemon: DaemonSupport,
-    /// Whether results under it show finish-time fairness (max ρ, share of jobs with ρ > 1).
-    pub fairness_columns: bool,
-}
-
-/// Whether the production daemon runs a policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DaemonSupport {
-    /// On every executor.
-    Runs,
-    /// Only on an executor that lets runs share GPUs (the local one; Slurm with `share_gpus`):
-    /// its decisions share GPUs.
-    NeedsColocation,
-    /// Never, for the reason given.
-    Refused(&'static str),
-}
-
-impl Descriptor {
-    /// A policy deciding as `family`, using no pair speeds, resizing no elastic jobs, run by the
-    /// daemon everywhere.
-    const fn new(name: &'static str, family: Family, describe: &'static str) -> Self {
-        Descriptor { name, describe, family, pair_speeds: false, elastic: false, daemon: DaemonSupport::Runs, fairness_columns: false }
-    }
-
-    const fn pair_speeds(mut self) -> Self {
-        self.pair_speeds = true;
-        self
-    }
-
-    const fn elastic(mut self) -> Self {
-        self.elastic = true;
-        self
-    }
-
-    const fn daemon(mut self, daemon: DaemonSupport) -> Self {
-        self.daemon = daemon;
-        self
-    }
-
-    const fn fairness_columns(mut self) -> Self {
-        self.fairness_columns = true;
-        self
-    }
-}
-
-/// How a policy decides, as its callers need to know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// At arrivals, completions and its own wake-ups.
-    Events,
-    /// Gavel's allocation programs, realized by rounds.
-    GavelAllocation,
-    /// Synergy's CPU/memory-aware mechanisms, in rounds.
-    Synergy,
-    /// Another round-based policy (Gandiva).
-    OtherRounds,
-}
 
 impl Serialize for PolicyKind {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

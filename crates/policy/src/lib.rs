@@ -20,7 +20,8 @@
 //! ```
 #![deny(missing_docs)]
 
-// The registry of policies, and what every policy builds on.
+// The registry of policies, what it knows of each, and what every policy builds on.
+pub mod descriptor;
 pub mod kind;
 pub mod mechanisms;
 
@@ -44,7 +45,8 @@ mod test_support;
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
-pub use kind::{build, build_gavel, DaemonSupport, Descriptor, Family, GittinsParams, HierarchicalParams, PolicyConfig, PolicyKind, QssfParams};
+pub use descriptor::{DaemonSupport, Descriptor, Family};
+pub use kind::{build, build_gavel, GittinsParams, HierarchicalParams, PolicyConfig, PolicyKind, QssfParams};
 pub use mechanisms::placement::PlacementStrategy;
 
 /// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.
