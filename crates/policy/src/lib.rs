@@ -46,8 +46,8 @@ use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
 pub use descriptor::{DaemonSupport, Descriptor, Family};
-pub use kind::{build, build_gavel, GittinsParams, HierarchicalParams, PolicyConfig, PolicyKind, QssfParams};
-pub use mechanisms::placement::PlacementStrategy;
+pub use kind::{build, build_gavel, PolicyConfig, PolicyKind};
+pub use mechanisms::placement::{PlacementStrategy, Placing};
 
 /// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.
 #[derive(Clone, Copy, Debug)]

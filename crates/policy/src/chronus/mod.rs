@@ -31,7 +31,9 @@
 //! Jobs without a deadline are best effort. Run times are the oracle's (`run_time_s`), as the
 //! artifact's users declare them.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::placement::Placing;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobId, JobSpec, SimDuration, SimTime};
 use plan::PlanOption;
@@ -39,6 +41,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod plan;
 mod replan;
+
+/// `chronus`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)");
+
+/// Builds `chronus` with its settings (checked).
+pub fn build(chronus: &ChronusConfig, placing: Placing) -> Result<Chronus, PolicyError> {
+    Chronus::new(*chronus, GreedyOptions::fit_first(placing))
+}
 
 /// Chronus' settings (scenario table `[policy.chronus]`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -212,7 +222,7 @@ impl Chronus {
 
 impl Policy for Chronus {
     fn name(&self) -> &'static str {
-        "chronus"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -14,9 +14,19 @@
 //! A job without a profile is predicted to scale linearly, its iterations left taken as its
 //! remaining run time; a rigid job (no elastic range) runs with its gang or waits.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::elastic::{gpu_bounds, place_counts};
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, PendingReason, SimTime};
+
+/// `optimus`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic();
+
+/// Builds `optimus` (no parameters; it places as Pollux's simulator does).
+pub fn build(_: Placing) -> Result<Optimus, PolicyError> {
+    Ok(Optimus)
+}
 
 /// Pollux's Optimus+Oracle baseline.
 #[derive(Clone, Debug, Default)]
@@ -44,7 +54,7 @@ fn remaining_iterations(spec: &JobSpec, job: &ActiveJob, now: SimTime) -> f64 {
 
 impl Policy for Optimus {
     fn name(&self) -> &'static str {
-        "optimus"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -83,14 +83,24 @@
 //!   the factor the code and paper intend.
 //! - `horus+` (k-means queues with credits) is not implemented.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::gavel::packing::{PairKey, PairSpeeds};
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     Assignment, Cluster, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimTime, MAX_GROUP,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// `horus`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("horus", Family::Events, "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)").pair_speeds();
+
+/// Builds `horus` with its knobs (checked), the caller's placement strategy and the measured pair
+/// speeds where there are some.
+pub fn build(horus: &HorusConfig, pair_speeds: &Option<Arc<PairSpeeds>>, placing: Placing) -> Result<Horus, PolicyError> {
+    Horus::new(*horus, placing.strategy, pair_speeds.clone())
+}
 
 /// `MEMCOST` of `core/scheduling/horus.py`: weight of the memory fraction in the cost.
 pub const MEMORY_COST: f64 = 1.3;
@@ -369,7 +379,7 @@ impl Horus {
 
 impl Policy for Horus {
     fn name(&self) -> &'static str {
-        "horus"
+        DESCRIPTOR.name
     }
 
     fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {

@@ -44,13 +44,22 @@
 
 use super::auction::{partial_allocation, Bid};
 use super::{independent_time_s, ThemisConfig};
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::descriptor::{Descriptor, Family};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, Placement, SimTime,
 };
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
+
+/// `themis`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns();
+
+/// Builds `themis` with its knobs (checked) and the caller's placement strategy.
+pub fn build(themis: &ThemisConfig, placing: Placing) -> Result<Themis, PolicyError> {
+    Themis::new(*themis, placing.strategy)
+}
 
 /// Themis with leases and the partial-allocation auction. See the module docs.
 #[derive(Clone, Debug)]
@@ -452,7 +461,7 @@ impl Themis {
 
 impl Policy for Themis {
     fn name(&self) -> &'static str {
-        "themis"
+        DESCRIPTOR.name
     }
 
     fn schedule(

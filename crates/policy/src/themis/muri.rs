@@ -34,10 +34,20 @@
 //! (completions are seen through [`crate::Policy::job_finished`], so a completion that empties
 //! the cluster counts as an event, as in Muri).
 
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::descriptor::{Descriptor, Family};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, SimTime};
 use std::cmp::Ordering;
+
+/// `themis-muri`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("themis-muri", Family::Events, "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)").fairness_columns();
+
+/// Builds `themis-muri` (it has no knobs: Muri's simulator has none; it places consolidated, as
+/// that simulator does).
+pub fn build(_: Placing) -> Result<ThemisMuri, PolicyError> {
+    Ok(ThemisMuri::new())
+}
 
 /// One job in the min-max problem: `ρ(x) = (since_arrival_s + work_s / x) / isolated`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -390,7 +400,7 @@ impl ThemisMuri {
 
 impl Policy for ThemisMuri {
     fn name(&self) -> &'static str {
-        "themis-muri"
+        DESCRIPTOR.name
     }
 
     fn schedule(

@@ -18,10 +18,20 @@
 //!   `ceil(limit / GPUs)`, whether or not anything waits (each such point charges the per-event
 //!   overhead to the running jobs, as in the reference).
 
+use crate::descriptor::{Descriptor, Family};
 use crate::tiresias::las::LasConfig;
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Assignment, Decision, JobId, JobSpec, ActiveJob, PendingReason, SimDuration, SimTime};
+
+/// `dlas-gpu`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("dlas-gpu", Family::Events, "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)");
+
+/// Builds `dlas-gpu` with Tiresias-L's queues (checked). It counts GPUs, as those simulators do,
+/// so it ignores the placement strategy.
+pub fn build(las: &LasConfig, _: Placing) -> Result<DlasGpu, PolicyError> {
+    DlasGpu::new(las)
+}
 
 /// Where a job is: its queue, or not known (finished, or not seen yet).
 const UNKNOWN: u8 = u8::MAX;
@@ -71,7 +81,7 @@ impl DlasGpu {
 
 impl Policy for DlasGpu {
     fn name(&self) -> &'static str {
-        "dlas-gpu"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

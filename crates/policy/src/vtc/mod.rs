@@ -21,10 +21,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::placement::Placing;
 use crate::gavel::TenantWeights;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
+
+/// `vtc`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)");
+
+/// Builds `vtc` with its knobs and the tenants' weights (both checked).
+pub fn build(vtc: &VtcConfig, tenant_weights: &TenantWeights, placing: Placing) -> Result<Vtc, PolicyError> {
+    Vtc::new(*vtc, tenant_weights.clone(), GreedyOptions::fit_first(placing))
+}
 
 /// The order of a tenant's own jobs under VTC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -137,7 +147,7 @@ impl Vtc {
 
 impl Policy for Vtc {
     fn name(&self) -> &'static str {
-        "vtc"
+        DESCRIPTOR.name
     }
 
     fn set_tenant_weights(&mut self, weights: &TenantWeights) -> Result<(), PolicyError> {

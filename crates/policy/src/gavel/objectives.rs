@@ -1,0 +1,107 @@
+//! Gavel's allocation policies, one per objective: each one's descriptor and builder (the
+//! registry's lines for them point here). All of them are a [`Gavel`] with an [`Objective`],
+//! heterogeneity-agnostic or -aware, on the round mechanism of `[policy.gavel]`.
+
+use super::allocation::InnerPolicy;
+use super::packing::PairSpeeds;
+use super::{Gavel, Objective, RoundOptions, TenantWeights};
+use crate::descriptor::{DaemonSupport, Descriptor, Family};
+use crate::mechanisms::placement::Placing;
+use crate::PolicyError;
+use std::sync::Arc;
+
+/// `max-min-fairness`.
+pub const MAX_MIN_FAIRNESS: Descriptor = Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)");
+/// `max-min-fairness-het` (alias `las-het`).
+pub const MAX_MIN_FAIRNESS_HET: Descriptor = Descriptor::new("max-min-fairness-het", Family::GavelAllocation, "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)");
+/// `finish-time-fairness` (alias `ftf`).
+pub const FINISH_TIME_FAIRNESS: Descriptor = Descriptor::new("finish-time-fairness", Family::GavelAllocation, "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types").fairness_columns();
+/// `finish-time-fairness-het` (alias `ftf-het`).
+pub const FINISH_TIME_FAIRNESS_HET: Descriptor = Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns();
+/// `min-makespan`.
+pub const MIN_MAKESPAN: Descriptor = Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types");
+/// `min-makespan-het`.
+pub const MIN_MAKESPAN_HET: Descriptor = Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)");
+/// `fifo-het`.
+pub const FIFO_HET: Descriptor = Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)");
+/// `max-throughput`.
+pub const MAX_THROUGHPUT: Descriptor = Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)");
+/// `min-cost`.
+pub const MIN_COST: Descriptor = Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)");
+/// `hierarchical`.
+pub const HIERARCHICAL: Descriptor = Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)");
+/// `max-min-fairness-packed`.
+pub const MAX_MIN_FAIRNESS_PACKED: Descriptor = Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation);
+
+/// `hierarchical`'s parameters (scenario table `[policy.hierarchical]`; the weights are
+/// `policy.tenant_weights`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HierarchicalParams {
+    /// How a tenant's share is split among its jobs: `fairness` or `fifo`.
+    pub inner: InnerPolicy,
+}
+
+/// `descriptor`'s objective on the rounds of `[policy.gavel]`; `aware`: over per-type
+/// throughputs. (Gavel places by its rounds, whatever the strategy.)
+fn gavel(descriptor: &Descriptor, objective: Objective, aware: bool, rounds: &RoundOptions) -> Result<Gavel, PolicyError> {
+    Gavel::new(descriptor.name, objective, aware, *rounds)
+}
+
+/// Builds `max-min-fairness`.
+pub fn build_max_min_fairness(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&MAX_MIN_FAIRNESS, Objective::MaxMinFairness, false, rounds)
+}
+
+/// Builds `max-min-fairness-het`.
+pub fn build_max_min_fairness_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&MAX_MIN_FAIRNESS_HET, Objective::MaxMinFairness, true, rounds)
+}
+
+/// Builds `finish-time-fairness`.
+pub fn build_finish_time_fairness(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&FINISH_TIME_FAIRNESS, Objective::FinishTimeFairness, false, rounds)
+}
+
+/// Builds `finish-time-fairness-het`.
+pub fn build_finish_time_fairness_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&FINISH_TIME_FAIRNESS_HET, Objective::FinishTimeFairness, true, rounds)
+}
+
+/// Builds `min-makespan`.
+pub fn build_min_makespan(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&MIN_MAKESPAN, Objective::MinMakespan, false, rounds)
+}
+
+/// Builds `min-makespan-het`.
+pub fn build_min_makespan_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&MIN_MAKESPAN_HET, Objective::MinMakespan, true, rounds)
+}
+
+/// Builds `fifo-het`.
+pub fn build_fifo_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&FIFO_HET, Objective::Fifo, true, rounds)
+}
+
+/// Builds `max-throughput`.
+pub fn build_max_throughput(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&MAX_THROUGHPUT, Objective::MaxThroughput, true, rounds)
+}
+
+/// Builds `min-cost`.
+pub fn build_min_cost(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+    gavel(&MIN_COST, Objective::MinCost, true, rounds)
+}
+
+/// Builds `hierarchical`: the tenants' weights (unlisted tenants weigh 1) and how a tenant's
+/// share is split among its jobs.
+pub fn build_hierarchical(rounds: &RoundOptions, tenant_weights: &TenantWeights, hierarchical: &HierarchicalParams, _: Placing) -> Result<Gavel, PolicyError> {
+    Ok(gavel(&HIERARCHICAL, Objective::Hierarchical, true, rounds)?.with_tenant_weights(tenant_weights.clone()).with_inner_policy(hierarchical.inner))
+}
+
+/// Builds `max-min-fairness-packed`: it needs measured pair speeds.
+pub fn build_max_min_fairness_packed(rounds: &RoundOptions, pair_speeds: &Option<Arc<PairSpeeds>>, _: Placing) -> Result<Gavel, PolicyError> {
+    let name = MAX_MIN_FAIRNESS_PACKED.name;
+    let pairs = pair_speeds.clone().ok_or_else(|| PolicyError::Config(format!("{name} needs co-location speeds (a scenario's `throughputs` table with pair entries)")))?;
+    Ok(gavel(&MAX_MIN_FAIRNESS_PACKED, Objective::MaxMinFairnessPacked, true, rounds)?.with_pair_speeds(pairs))
+}
