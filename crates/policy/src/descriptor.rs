@@ -10,6 +10,8 @@
 pub struct Descriptor {
     /// The identifier (scenarios, `--policy`, JSON).
     pub name: &'static str,
+    /// Other names it is accepted by (`tiresias-l` for `las`), none of them another's name.
+    pub aliases: &'static [&'static str],
     /// One line on what it does and where it comes from (`arbiter policies`).
     pub describe: &'static str,
     /// How it decides.
@@ -22,6 +24,11 @@ pub struct Descriptor {
     pub daemon: DaemonSupport,
     /// Whether results under it show finish-time fairness (max ρ, share of jobs with ρ > 1).
     pub fairness_columns: bool,
+    /// Where it comes from: the paper, and whose implementation it follows where that matters.
+    pub paper: &'static str,
+    /// What it does in full, for the guide's "In detail" table (Markdown). Its parameters'
+    /// defaults are printed beside it from the code, so the text names keys, not values.
+    pub detail: &'static str,
 }
 
 /// Whether the production daemon runs a policy.
@@ -38,9 +45,28 @@ pub enum DaemonSupport {
 
 impl Descriptor {
     /// A policy deciding as `family`, using no pair speeds, resizing no elastic jobs, run by the
-    /// daemon everywhere.
+    /// daemon everywhere; its paper and detail are to be given ([`Descriptor::paper`],
+    /// [`Descriptor::detail`]: a test holds every policy to having them).
     pub const fn new(name: &'static str, family: Family, describe: &'static str) -> Self {
-        Descriptor { name, describe, family, pair_speeds: false, elastic: false, daemon: DaemonSupport::Runs, fairness_columns: false }
+        Descriptor { name, aliases: &[], describe, family, pair_speeds: false, elastic: false, daemon: DaemonSupport::Runs, fairness_columns: false, paper: "", detail: "" }
+    }
+
+    /// Other names it is accepted by.
+    pub const fn aliases(mut self, aliases: &'static [&'static str]) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    /// Where it comes from.
+    pub const fn paper(mut self, paper: &'static str) -> Self {
+        self.paper = paper;
+        self
+    }
+
+    /// What it does in full.
+    pub const fn detail(mut self, detail: &'static str) -> Self {
+        self.detail = detail;
+        self
     }
 
     /// It uses measured speeds of job pairs sharing GPUs.

@@ -39,7 +39,9 @@ use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
 
 /// `external`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("external", Family::Events, "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)");
+pub const DESCRIPTOR: Descriptor = Descriptor::new("external", Family::Events, "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)")
+    .paper("Decima (SIGCOMM'19) interface")
+    .detail("a program outside Rust orders the jobs, answering one JSON line per observation (`policy.external.command`; `arbiter simulate --policy-cmd`): learned policies such as Decima's; see [External policies](#external-policies-a-learned-scheduler-outside-rust)");
 
 /// Builds `external`: starts the agent its table names (required).
 pub fn build(external: &Option<ExternalConfig>, placing: Placing) -> Result<ExternalPolicy, PolicyError> {

@@ -287,17 +287,9 @@ impl PolicyKind {
         self.descriptor().name
     }
 
-    /// Parses an identifier; `tiresias-l`/`tiresias-g` are accepted as aliases.
+    /// Parses an identifier or one of the aliases its descriptor lists (`tiresias-l` for `las`).
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "tiresias-l" => Some(PolicyKind::Las),
-            "tiresias-g" => Some(PolicyKind::Gittins),
-            "ftf" => Some(PolicyKind::FinishTimeFairness),
-            "ftf-het" => Some(PolicyKind::FinishTimeFairnessHet),
-            "las-het" => Some(PolicyKind::MaxMinFairnessHet),
-            "yarn-cs" => Some(PolicyKind::Fifo),
-            other => Self::ALL.into_iter().find(|k| k.name() == other),
-        }
+        Self::ALL.into_iter().find(|k| k.name() == name).or_else(|| Self::ALL.into_iter().find(|k| k.descriptor().aliases.contains(&name)))
     }
 
     /// One line on what it does and where it comes from.
@@ -324,9 +316,6 @@ impl PolicyKind {
     }
 }
 
-/// Aliases [`PolicyKind::from_name`] accepts beside the identifiers.
-const ALIASES: [&str; 6] = ["tiresias-l", "tiresias-g", "ftf", "ftf-het", "las-het", "yarn-cs"];
-
 /// The known name (identifier or alias) nearest to `name` by edit distance (a swap of two
 /// neighbours counts once: `srft` is one from `srtf`), if it is near enough to be a typo: at
 /// most one edit per three characters, and at least one allowed.
@@ -336,7 +325,7 @@ fn closest_name(name: &str) -> Option<&'static str> {
     PolicyKind::ALL
         .iter()
         .map(|k| k.name())
-        .chain(ALIASES)
+        .chain(PolicyKind::ALL.iter().flat_map(|k| k.descriptor().aliases.iter().copied()))
         .map(|known| (strsim::osa_distance(&typed, known), known))
         .filter(|(d, _)| *d <= allowed)
         .min_by_key(|(d, _)| *d)
@@ -387,7 +376,13 @@ mod tests {
         let json = serde_json::from_str::<PolicyKind>("\"srft\"").expect_err("unknown").to_string();
         assert!(json.contains("did you mean `srtf`?"), "{json}");
         // Every alias really is one.
-        assert!(ALIASES.iter().all(|a| PolicyKind::from_name(a).is_some()));
+        let aliases: Vec<&str> = PolicyKind::ALL.iter().flat_map(|k| k.descriptor().aliases.iter().copied()).collect();
+        assert_eq!(aliases.len(), 6);
+        for alias in aliases {
+            assert!(PolicyKind::ALL.iter().all(|k| k.name() != alias), "{alias} is also a name");
+            assert_eq!(PolicyKind::from_name(alias).map(|k| k.descriptor().aliases.contains(&alias)), Some(true), "{alias}");
+        }
+        assert_eq!(PolicyKind::from_name("yarn-cs"), Some(PolicyKind::Fifo));
     }
 
     /// The decisions of `kind` over a few rounds of two tenants' jobs competing for too few
@@ -430,6 +425,30 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 40, "only {checked} policies built with the defaults");
+    }
+
+    #[test]
+    fn every_descriptor_says_where_it_comes_from_and_what_it_does() {
+        for kind in PolicyKind::ALL {
+            let d = kind.descriptor();
+            assert!(!d.paper.is_empty() && !d.detail.is_empty(), "{kind}: paper and detail");
+            assert_eq!(d.pair_speeds, kind.reads().contains(&"pair_speeds"), "{kind}: says it uses pair speeds iff its builder gets them");
+        }
+    }
+
+    #[test]
+    fn every_field_read_is_a_scenario_table_or_supplied_by_the_caller() {
+        let Ok(serde_json::Value::Object(tables)) = serde_json::to_value(PolicyConfig::default()) else { panic!("PolicyConfig serializes to a table") };
+        let read: std::collections::BTreeSet<&str> = PolicyKind::ALL.iter().flat_map(|k| k.reads().iter().copied()).collect();
+        for field in &read {
+            match PolicyConfig::scenario_key(field) {
+                Some(key) => assert!(tables.contains_key(key), "{field}: `policy.{key}` is not a scenario table"),
+                None => assert!(!tables.contains_key(*field), "{field} is a scenario table"),
+            }
+        }
+        // And no table is read by nobody.
+        let keys: std::collections::BTreeSet<&str> = read.iter().filter_map(|f| PolicyConfig::scenario_key(f)).collect();
+        assert_eq!(keys, tables.keys().map(String::as_str).collect());
     }
 
     #[test]

@@ -15,7 +15,9 @@ use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 use std::collections::{BTreeMap, VecDeque};
 
 /// `qssf`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)");
+pub const DESCRIPTOR: Descriptor = Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)")
+    .paper("Helios (SC'21)")
+    .detail("quasi-shortest-service-first: order by *predicted* GPU time, learned online from finished jobs of the same (tenant, user, job name, GPUs), falling back to coarser keys; no oracle; non-preemptive");
 
 /// Helios QSSF's parameters (scenario table `[policy.qssf]`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -43,7 +43,9 @@ use arbiter_model::{Assignment, Decision, IterationStages, JobId, JobSpec, NodeI
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `antman`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)"));
+pub const DESCRIPTOR: Descriptor = Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)"))
+    .paper("AntMan (OSDI'20), as Muri's simulator models it")
+    .detail("resource-guaranteed jobs (trace `priority` 0) get GPUs no other guaranteed job holds and reserve partial gangs while they wait; opportunistic jobs (other priorities) run on the least-used GPUs anywhere in the cluster, slowed by their co-runners' stage times; non-preemptive");
 
 /// Builds the `antman` policy (it has no parameters: Muri's model of it has none; it places as
 /// that model does).

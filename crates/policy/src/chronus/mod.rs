@@ -43,7 +43,9 @@ mod plan;
 mod replan;
 
 /// `chronus`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)");
+pub const DESCRIPTOR: Descriptor = Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)")
+    .paper("Chronus (SoCC'21), as its artifact")
+    .detail("deadline guarantees with admission: at submission a job's first deadline is admitted if leases of its GPUs (`policy.chronus.lease_s` long; run time × `policy.chronus.margin` per lease less a restart) can be reserved before it after earlier promises, or if an integer program re-planning the promises makes room, else refused; each lease's holders run first, spare GPUs go to refused and best-effort jobs by least remaining GPU time, then to admitted ones by least slack; preempts only at lease boundaries");
 
 /// Builds `chronus` with its settings (checked).
 pub fn build(chronus: &ChronusConfig, placing: Placing) -> Result<Chronus, PolicyError> {

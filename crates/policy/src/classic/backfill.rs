@@ -12,7 +12,9 @@ use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, JobId, PendingReason, Placement, SimDuration, SimTime};
 
 /// `fifo-backfill`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)");
+pub const DESCRIPTOR: Descriptor = Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)")
+    .paper("Lifka'95; Slurm's backfill")
+    .detail("FIFO with EASY backfilling: a later job may start if it cannot delay the head job's reservation (run times from the trace); non-preemptive");
 
 /// Builds `fifo-backfill` (no parameters; it places by the caller's strategy).
 pub fn build(placing: Placing) -> Result<FifoBackfill, PolicyError> {

@@ -7,15 +7,26 @@ use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
 
 /// `fifo`.
-pub const FIFO: Descriptor = Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)");
+pub const FIFO: Descriptor = Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)")
+    .aliases(&["yarn-cs"])
+    .paper("baseline in the Philly and Tiresias papers")
+    .detail("strict FIFO with head-of-line blocking (YARN-CS); non-preemptive");
 /// `sjf`.
-pub const SJF: Descriptor = Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)");
+pub const SJF: Descriptor = Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)")
+    .paper("baseline in Helios (SC'21)")
+    .detail("shortest job first by trace duration (oracle); non-preemptive, fit-first");
 /// `srtf`.
-pub const SRTF: Descriptor = Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)");
+pub const SRTF: Descriptor = Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)")
+    .paper("Tiresias (NSDI'19), Muri (SIGCOMM'22)")
+    .detail("shortest remaining time first (oracle); preemptive");
 /// `srsf`.
-pub const SRSF: Descriptor = Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)");
+pub const SRSF: Descriptor = Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)")
+    .paper("Tiresias, Muri")
+    .detail("shortest remaining service (remaining time × GPUs) first (oracle); preemptive");
 /// `edf`.
-pub const EDF: Descriptor = Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)");
+pub const EDF: Descriptor = Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)")
+    .paper("baseline in Chronus (SoCC'21)")
+    .detail("earliest deadline first (the job's first deadline), jobs without one after in submission order; preemptive");
 
 /// Builds `fifo`.
 pub fn build_fifo(placing: Placing) -> Result<OrderedPolicy, PolicyError> {

@@ -21,7 +21,9 @@ use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, PendingReason, SimTime};
 
 /// `optimus`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic();
+pub const DESCRIPTOR: Descriptor = Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic()
+    .paper("Optimus (EuroSys'18), as in Pollux (OSDI'21)")
+    .detail("Optimus+Oracle as Pollux's simulator runs it: one GPU per job in submission order while GPUs last, then GPUs one at a time to the largest marginal gain — predicted step time saved × iterations left (the profile as oracle) — up to batch ÷ smallest local batch (NCF: 1); a job keeps its GPUs while its count is unchanged; every resize is a checkpoint-restart");
 
 /// Builds `optimus` (no parameters; it places as Pollux's simulator does).
 pub fn build(_: Placing) -> Result<Optimus, PolicyError> {

@@ -11,27 +11,52 @@ use crate::PolicyError;
 use std::sync::Arc;
 
 /// `max-min-fairness`.
-pub const MAX_MIN_FAIRNESS: Descriptor = Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)");
-/// `max-min-fairness-het` (alias `las-het`).
-pub const MAX_MIN_FAIRNESS_HET: Descriptor = Descriptor::new("max-min-fairness-het", Family::GavelAllocation, "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)");
-/// `finish-time-fairness` (alias `ftf`).
-pub const FINISH_TIME_FAIRNESS: Descriptor = Descriptor::new("finish-time-fairness", Family::GavelAllocation, "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types").fairness_columns();
-/// `finish-time-fairness-het` (alias `ftf-het`).
-pub const FINISH_TIME_FAIRNESS_HET: Descriptor = Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns();
+pub const MAX_MIN_FAIRNESS: Descriptor = Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)")
+    .paper("Gavel (OSDI'20)")
+    .detail("Gavel's LAS: max-min fair time shares X[job][GPU type] from an LP, heterogeneity-agnostic, realized by Gavel's rounds");
+/// `max-min-fairness-het`.
+pub const MAX_MIN_FAIRNESS_HET: Descriptor = Descriptor::new("max-min-fairness-het", Family::GavelAllocation, "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)")
+    .aliases(&["las-het"])
+    .paper("Gavel (OSDI'20)")
+    .detail("the same over throughputs normalized by each job's equal-share throughput: puts jobs on the GPU types they gain most on");
+/// `finish-time-fairness`.
+pub const FINISH_TIME_FAIRNESS: Descriptor = Descriptor::new("finish-time-fairness", Family::GavelAllocation, "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types").fairness_columns()
+    .aliases(&["ftf"])
+    .paper("Themis (NSDI'20), Gavel")
+    .detail("Themis' finish-time fairness ρ = T_shared / T_isolated, minimise the largest ρ (bisection over feasibility LPs), agnostic of GPU types");
+/// `finish-time-fairness-het`.
+pub const FINISH_TIME_FAIRNESS_HET: Descriptor = Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns()
+    .aliases(&["ftf-het"])
+    .paper("Themis (NSDI'20), Gavel")
+    .detail("`finish-time-fairness` over per-type throughputs");
 /// `min-makespan`.
-pub const MIN_MAKESPAN: Descriptor = Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types");
+pub const MIN_MAKESPAN: Descriptor = Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types")
+    .paper("Gavel")
+    .detail("finish all active jobs as early as possible (one LP), agnostic of GPU types");
 /// `min-makespan-het`.
-pub const MIN_MAKESPAN_HET: Descriptor = Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)");
+pub const MIN_MAKESPAN_HET: Descriptor = Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)")
+    .paper("Gavel")
+    .detail("`min-makespan` over per-type throughputs");
 /// `fifo-het`.
-pub const FIFO_HET: Descriptor = Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)");
+pub const FIFO_HET: Descriptor = Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)")
+    .paper("Gavel")
+    .detail("FIFO where each job takes whole GPUs of its fastest type with room, realized by Gavel's rounds");
 /// `max-throughput`.
-pub const MAX_THROUGHPUT: Descriptor = Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)");
+pub const MAX_THROUGHPUT: Descriptor = Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)")
+    .paper("Gavel")
+    .detail("maximise the cluster's total steps per second");
 /// `min-cost`.
-pub const MIN_COST: Descriptor = Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)");
+pub const MIN_COST: Descriptor = Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)")
+    .paper("Gavel")
+    .detail("most steps per dollar (GPU-hour prices: Gavel's GCP spot prices V100 $0.74, P100 $0.43, K80 $0.135), with every job's SLO deadline met where feasible (dropped otherwise, as Gavel does)");
 /// `hierarchical`.
-pub const HIERARCHICAL: Descriptor = Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)");
+pub const HIERARCHICAL: Descriptor = Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)")
+    .paper("Gavel")
+    .detail("weighted max-min fairness across tenants (`policy.tenant_weights`), by water-filling, then max-min fairness (or FIFO: `policy.hierarchical.inner`) among each tenant's jobs");
 /// `max-min-fairness-packed`.
-pub const MAX_MIN_FAIRNESS_PACKED: Descriptor = Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation);
+pub const MAX_MIN_FAIRNESS_PACKED: Descriptor = Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation)
+    .paper("Gavel (OSDI'20)")
+    .detail("`max-min-fairness-het` with space sharing: two jobs of the same size may share GPUs, each at its measured co-located speed (pair throughputs of Gavel's table); the LP chooses how long each job runs alone and with each kind of partner");
 
 /// `hierarchical`'s parameters (scenario table `[policy.hierarchical]`; the weights are
 /// `policy.tenant_weights`).

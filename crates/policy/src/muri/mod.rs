@@ -35,9 +35,13 @@ use arbiter_model::{ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec,
 use std::collections::{BTreeMap, HashMap};
 
 /// `muri-s`.
-pub const MURI_S: Descriptor = Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)");
+pub const MURI_S: Descriptor = Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)")
+    .paper("Muri (SIGCOMM'22), as its simulator runs it")
+    .detail("Muri-S: up to `policy.muri.packing` jobs whose iterations stress different resources (storage I/O, CPU, GPU, network) share one set of GPUs, interleaved; jobs ranked by remaining GPU time, groups formed by Muri's maximum-weight (Blossom) matching while demand exceeds the cluster, placed once per group; with `policy.muri.autopack`, a group slower than its members in turn is split; preemptive");
 /// `muri-l`.
-pub const MURI_L: Descriptor = Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)");
+pub const MURI_L: Descriptor = Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)")
+    .paper("Muri (SIGCOMM'22)")
+    .detail("Muri-L: the same, ranked by attained GPU service (durations unknown)");
 
 /// Builds `muri-s` with Muri's knobs (checked). It places as Muri's simulator does, whatever the
 /// strategy.

@@ -110,13 +110,25 @@ const NAMES: [[&str; 4]; 4] = [
 /// The descriptor of `order+mechanism`: the sixteen are one registry entry with fields, so their
 /// descriptors are computed rather than sixteen constants.
 pub fn descriptor(order: SynergyOrder, mechanism: Mechanism) -> Descriptor {
-    let describe = match mechanism {
-        Mechanism::Proportional => "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)",
-        Mechanism::Greedy => "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)",
-        Mechanism::Tune => "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)",
-        Mechanism::Opt => "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)",
+    let (describe, detail) = match mechanism {
+        Mechanism::Proportional => (
+            "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)",
+            "each job gets, per GPU, the server's GPU-proportional CPU cores and memory (the usual baseline)",
+        ),
+        Mechanism::Greedy => (
+            "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)",
+            "each job gets, per GPU, its ideal vector from its profile if that fits on free resources, else it waits this round",
+        ),
+        Mechanism::Tune => (
+            "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)",
+            "each job gets, per GPU, its ideal vector if it fits; else the proportional one; else jobs already placed on a server with room for its GPUs that hold more than proportional are shrunk back (never below their proportional speed) until it fits",
+        ),
+        Mechanism::Opt => (
+            "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)",
+            "placed as `tune`, then each server's CPU and memory split for the most total throughput over the profile grid, no job slower than proportional — an exact integer program per server (dynamic programming over CPU and memory units)",
+        ),
     };
-    Descriptor::new(NAMES[order as usize][mechanism as usize], Family::Synergy, describe)
+    Descriptor::new(NAMES[order as usize][mechanism as usize], Family::Synergy, describe).paper("Synergy (OSDI'22)").detail(detail)
 }
 
 /// Builds `order+mechanism` (no parameters: Synergy's rounds and profiles are fixed).

@@ -54,7 +54,9 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
 
 /// `themis`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns();
+pub const DESCRIPTOR: Descriptor = Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns()
+    .paper("Themis (NSDI'20)")
+    .detail("Themis: leases (`policy.themis.lease_s`, ending on quarter-lease ticks), finish-time fairness ρ = T_shared/T_independent (1/N of the cluster); free GPUs auctioned to the ⌈(1−f)·M⌉ worst-off jobs (`policy.themis.fairness_knob`) with the partial-allocation mechanism (proportional-fair split, each winner keeps its share of a lease); leftovers work-conserving; no preemption mid-lease; rigid gangs. Evaluate with `overhead = \"on-restart\"`");
 
 /// Builds `themis` with its knobs (checked) and the caller's placement strategy.
 pub fn build(themis: &ThemisConfig, placing: Placing) -> Result<Themis, PolicyError> {

@@ -24,8 +24,11 @@ use crate::tiresias::las::LasConfig;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimDuration, SimTime};
 
-/// `gittins` (alias `tiresias-g`).
-pub const DESCRIPTOR: Descriptor = Descriptor::new("gittins", Family::Events, "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)");
+/// `gittins`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("gittins", Family::Events, "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)")
+    .aliases(&["tiresias-g"])
+    .paper("Tiresias (NSDI'19)")
+    .detail("Tiresias-G: the same queues, ordered inside by the Gittins index of a job-size prior (Tiresias' production YARN GPU-time samples, `data/tiresias/yarn-gput*.csv`); preemptive");
 
 /// Tiresias-G's parameters (scenario table `[policy.gittins]`; its queues are `[policy.las]`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

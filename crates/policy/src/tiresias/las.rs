@@ -17,8 +17,11 @@ use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimDuration, SimTime};
 
-/// `las` (alias `tiresias-l`).
-pub const DESCRIPTOR: Descriptor = Descriptor::new("las", Family::Events, "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)");
+/// `las`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("las", Family::Events, "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)")
+    .aliases(&["tiresias-l"])
+    .paper("Tiresias (NSDI'19)")
+    .detail("Tiresias-L: discretized two-dimensional least-attained-service; queues by attained GPU-seconds (`policy.las`: the first `queues` − 1 limits), FIFO by queue entry inside a queue, running jobs keep precedence in their queue, optional starvation guard; preemptive");
 
 /// Builds `las` with its queues (checked).
 pub fn build(las: &LasConfig, placing: Placing) -> Result<Las, PolicyError> {

@@ -29,7 +29,9 @@ use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 
 /// `vtc`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)");
+pub const DESCRIPTOR: Descriptor = Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)")
+    .paper("VTC (OSDI'24, Sheng et al.)")
+    .detail("Virtual Token Counter with GPU-seconds for tokens: a counter per tenant of the service its jobs received (GPU-seconds ÷ `policy.tenant_weights`); at each decision GPUs go job by job to the backlogged tenant with the lowest counter (each job handed out charges its tenant GPUs × `policy.vtc.quantum_s` ÷ weight for this decision), its jobs in FIFO order (or `policy.vtc.inner`: srtf, sjf, las — VTC as the tenant layer above that order); a tenant arriving from idle is lifted to the lowest counter of the tenants with jobs (or that of the last one to leave): no banked credit; preemptive, decides again every quantum while jobs wait");
 
 /// Builds `vtc` with its knobs and the tenants' weights (both checked).
 pub fn build(vtc: &VtcConfig, tenant_weights: &TenantWeights, placing: Placing) -> Result<Vtc, PolicyError> {

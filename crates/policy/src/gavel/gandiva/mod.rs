@@ -60,7 +60,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// `gandiva`.
-pub const DESCRIPTOR: Descriptor = Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds();
+pub const DESCRIPTOR: Descriptor = Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds()
+    .paper("Gandiva (OSDI'18), as in Gavel (OSDI'20)")
+    .detail("Gandiva as Gavel runs it: equal time shares in rounds; when over-subscribed, random pairs of equal-size jobs share GPUs at their measured co-located speeds, kept across rounds until introspection (normalized packed throughput < 1) dissolves them; a running job is migrated to free a server for a spread multi-GPU job");
 
 /// Builds `gandiva` on Gavel's rounds, with the measured pair speeds where there are some (it
 /// places as Gavel's rounds do, whatever the strategy).
