@@ -73,49 +73,27 @@ fn gavel(descriptor: &Descriptor, objective: Objective, aware: bool, rounds: &Ro
     Gavel::new(descriptor.name, objective, aware, *rounds)
 }
 
-/// Builds `max-min-fairness`.
-pub fn build_max_min_fairness(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&MAX_MIN_FAIRNESS, Objective::MaxMinFairness, false, rounds)
+/// The builders of the objectives that read nothing but `[policy.gavel]`: each one's name, its
+/// descriptor, its objective and whether it sees per-type throughputs (heterogeneity-aware).
+macro_rules! rounds_only {
+    ($($build:ident: $descriptor:ident, $objective:ident, $aware:literal;)*) => {$(
+        #[doc = concat!("Builds the policy of [`", stringify!($descriptor), "`].")]
+        pub fn $build(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
+            gavel(&$descriptor, Objective::$objective, $aware, rounds)
+        }
+    )*};
 }
 
-/// Builds `max-min-fairness-het`.
-pub fn build_max_min_fairness_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&MAX_MIN_FAIRNESS_HET, Objective::MaxMinFairness, true, rounds)
-}
-
-/// Builds `finish-time-fairness`.
-pub fn build_finish_time_fairness(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&FINISH_TIME_FAIRNESS, Objective::FinishTimeFairness, false, rounds)
-}
-
-/// Builds `finish-time-fairness-het`.
-pub fn build_finish_time_fairness_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&FINISH_TIME_FAIRNESS_HET, Objective::FinishTimeFairness, true, rounds)
-}
-
-/// Builds `min-makespan`.
-pub fn build_min_makespan(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&MIN_MAKESPAN, Objective::MinMakespan, false, rounds)
-}
-
-/// Builds `min-makespan-het`.
-pub fn build_min_makespan_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&MIN_MAKESPAN_HET, Objective::MinMakespan, true, rounds)
-}
-
-/// Builds `fifo-het`.
-pub fn build_fifo_het(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&FIFO_HET, Objective::Fifo, true, rounds)
-}
-
-/// Builds `max-throughput`.
-pub fn build_max_throughput(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&MAX_THROUGHPUT, Objective::MaxThroughput, true, rounds)
-}
-
-/// Builds `min-cost`.
-pub fn build_min_cost(rounds: &RoundOptions, _: Placing) -> Result<Gavel, PolicyError> {
-    gavel(&MIN_COST, Objective::MinCost, true, rounds)
+rounds_only! {
+    build_max_min_fairness: MAX_MIN_FAIRNESS, MaxMinFairness, false;
+    build_max_min_fairness_het: MAX_MIN_FAIRNESS_HET, MaxMinFairness, true;
+    build_finish_time_fairness: FINISH_TIME_FAIRNESS, FinishTimeFairness, false;
+    build_finish_time_fairness_het: FINISH_TIME_FAIRNESS_HET, FinishTimeFairness, true;
+    build_min_makespan: MIN_MAKESPAN, MinMakespan, false;
+    build_min_makespan_het: MIN_MAKESPAN_HET, MinMakespan, true;
+    build_fifo_het: FIFO_HET, Fifo, true;
+    build_max_throughput: MAX_THROUGHPUT, MaxThroughput, true;
+    build_min_cost: MIN_COST, MinCost, true;
 }
 
 /// Builds `hierarchical`: the tenants' weights (unlisted tenants weigh 1) and how a tenant's
