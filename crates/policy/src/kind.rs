@@ -8,10 +8,7 @@ use crate::descriptor::{Descriptor, Family};
 use crate::gavel::packing::PairSpeeds;
 use crate::gavel::{Gavel, RoundOptions, TenantWeights};
 use crate::mechanisms::placement::{PlacementStrategy, Placing};
-use crate::synergy::{Mechanism, SynergyOrder};
-// The table's lines name policy modules from the crate's root (`classic::ordered::FIFO`), so a
-// new module needs its registry line and nothing else here.
-use crate::*;
+use crate::synergy::{self, Mechanism, SynergyOrder};
 use crate::{Policy, PolicyError};
 use serde::{Deserialize, Serialize};
 use std::any::Any;
@@ -21,12 +18,13 @@ use std::sync::Arc;
 /// The registry. A line reads
 ///
 /// ```text
-/// Variant [table: Params] => DESCRIPTOR, builder(field, ...);
+/// Variant [table: crate::module::Params] => crate::module::DESCRIPTOR, crate::module::build(field, ...);
 /// ```
 ///
-/// `DESCRIPTOR` is the policy's [`Descriptor`]; `builder` is called with a reference to each
+/// `DESCRIPTOR` is the policy's [`Descriptor`]; `build` is called with a reference to each
 /// named field of [`PolicyConfig`], in order, then the caller's [`Placing`], and returns the
-/// policy as its own type. `[table: Params]`, on the first line that reads a table, declares
+/// policy as its own type. Paths are written from `crate::` so that a new module needs nothing
+/// but its line here (and the module-cycle test sees what the registry names). `[table: Params]`, on the first line that reads a table, declares
 /// that field of [`PolicyConfig`]: the scenario table `[policy.table]`, `Params::default()` when
 /// absent. The fields every family may read (placement, tenant weights, Gavel's rounds, what
 /// the caller measures) are declared below the lines. Synergy's sixteen (order × mechanism) are
@@ -123,40 +121,40 @@ macro_rules! policies {
 }
 
 policies! {
-    Fifo => classic::ordered::FIFO, classic::ordered::build_fifo();
-    FifoBackfill => classic::backfill::DESCRIPTOR, classic::backfill::build();
-    Sjf => classic::ordered::SJF, classic::ordered::build_sjf();
-    Srtf => classic::ordered::SRTF, classic::ordered::build_srtf();
-    Srsf => classic::ordered::SRSF, classic::ordered::build_srsf();
-    Edf => classic::ordered::EDF, classic::ordered::build_edf();
-    Chronus [chronus: chronus::ChronusConfig] => chronus::DESCRIPTOR, chronus::build(chronus);
-    Las [las: tiresias::las::LasConfig] => tiresias::las::DESCRIPTOR, tiresias::las::build(las);
-    DlasGpu => tiresias::dlas::DESCRIPTOR, tiresias::dlas::build(las);
-    Gittins [gittins: tiresias::gittins::GittinsParams] => tiresias::gittins::DESCRIPTOR, tiresias::gittins::build(las, gittins, gittins_prior_gpu_s);
-    MuriS [muri: muri::MuriConfig] => muri::MURI_S, muri::build_muri_s(muri);
-    MuriL => muri::MURI_L, muri::build_muri_l(muri);
-    AntMan => antman::DESCRIPTOR, antman::build();
-    ThemisMuri => themis::muri::DESCRIPTOR, themis::muri::build();
-    Themis [themis: themis::ThemisConfig] => themis::lease::DESCRIPTOR, themis::lease::build(themis);
-    Gandiva => gavel::gandiva::DESCRIPTOR, gavel::gandiva::build(rounds, pair_speeds);
-    Horus [horus: horus::HorusConfig] => horus::DESCRIPTOR, horus::build(horus, pair_speeds);
-    Qssf [qssf: qssf::QssfParams] => qssf::DESCRIPTOR, qssf::build(qssf);
-    External [external: Option<external::ExternalConfig>] => external::DESCRIPTOR, external::build(external);
-    Vtc [vtc: vtc::VtcConfig] => vtc::DESCRIPTOR, vtc::build(vtc, tenant_weights);
-    PolluxTiresias => tiresias::pollux_tiresias::DESCRIPTOR, tiresias::pollux_tiresias::build();
-    Optimus => elastic::optimus::DESCRIPTOR, elastic::optimus::build();
-    Afs => elastic::afs::DESCRIPTOR, elastic::afs::build();
-    MaxMinFairness => gavel::objectives::MAX_MIN_FAIRNESS, gavel::objectives::build_max_min_fairness(rounds);
-    MaxMinFairnessHet => gavel::objectives::MAX_MIN_FAIRNESS_HET, gavel::objectives::build_max_min_fairness_het(rounds);
-    FinishTimeFairness => gavel::objectives::FINISH_TIME_FAIRNESS, gavel::objectives::build_finish_time_fairness(rounds);
-    FinishTimeFairnessHet => gavel::objectives::FINISH_TIME_FAIRNESS_HET, gavel::objectives::build_finish_time_fairness_het(rounds);
-    MinMakespan => gavel::objectives::MIN_MAKESPAN, gavel::objectives::build_min_makespan(rounds);
-    MinMakespanHet => gavel::objectives::MIN_MAKESPAN_HET, gavel::objectives::build_min_makespan_het(rounds);
-    FifoHet => gavel::objectives::FIFO_HET, gavel::objectives::build_fifo_het(rounds);
-    MaxThroughput => gavel::objectives::MAX_THROUGHPUT, gavel::objectives::build_max_throughput(rounds);
-    MinCost => gavel::objectives::MIN_COST, gavel::objectives::build_min_cost(rounds);
-    Hierarchical [hierarchical: gavel::objectives::HierarchicalParams] => gavel::objectives::HIERARCHICAL, gavel::objectives::build_hierarchical(rounds, tenant_weights, hierarchical);
-    MaxMinFairnessPacked => gavel::objectives::MAX_MIN_FAIRNESS_PACKED, gavel::objectives::build_max_min_fairness_packed(rounds, pair_speeds);
+    Fifo => crate::classic::ordered::FIFO, crate::classic::ordered::build_fifo();
+    FifoBackfill => crate::classic::backfill::DESCRIPTOR, crate::classic::backfill::build();
+    Sjf => crate::classic::ordered::SJF, crate::classic::ordered::build_sjf();
+    Srtf => crate::classic::ordered::SRTF, crate::classic::ordered::build_srtf();
+    Srsf => crate::classic::ordered::SRSF, crate::classic::ordered::build_srsf();
+    Edf => crate::classic::ordered::EDF, crate::classic::ordered::build_edf();
+    Chronus [chronus: crate::chronus::ChronusConfig] => crate::chronus::DESCRIPTOR, crate::chronus::build(chronus);
+    Las [las: crate::tiresias::las::LasConfig] => crate::tiresias::las::DESCRIPTOR, crate::tiresias::las::build(las);
+    DlasGpu => crate::tiresias::dlas::DESCRIPTOR, crate::tiresias::dlas::build(las);
+    Gittins [gittins: crate::tiresias::gittins::GittinsParams] => crate::tiresias::gittins::DESCRIPTOR, crate::tiresias::gittins::build(las, gittins, gittins_prior_gpu_s);
+    MuriS [muri: crate::muri::MuriConfig] => crate::muri::MURI_S, crate::muri::build_muri_s(muri);
+    MuriL => crate::muri::MURI_L, crate::muri::build_muri_l(muri);
+    AntMan => crate::antman::DESCRIPTOR, crate::antman::build();
+    ThemisMuri => crate::themis::muri::DESCRIPTOR, crate::themis::muri::build();
+    Themis [themis: crate::themis::ThemisConfig] => crate::themis::lease::DESCRIPTOR, crate::themis::lease::build(themis);
+    Gandiva => crate::gavel::gandiva::DESCRIPTOR, crate::gavel::gandiva::build(rounds, pair_speeds);
+    Horus [horus: crate::horus::HorusConfig] => crate::horus::DESCRIPTOR, crate::horus::build(horus, pair_speeds);
+    Qssf [qssf: crate::qssf::QssfParams] => crate::qssf::DESCRIPTOR, crate::qssf::build(qssf);
+    External [external: Option<crate::external::ExternalConfig>] => crate::external::DESCRIPTOR, crate::external::build(external);
+    Vtc [vtc: crate::vtc::VtcConfig] => crate::vtc::DESCRIPTOR, crate::vtc::build(vtc, tenant_weights);
+    PolluxTiresias => crate::tiresias::pollux_tiresias::DESCRIPTOR, crate::tiresias::pollux_tiresias::build();
+    Optimus => crate::elastic::optimus::DESCRIPTOR, crate::elastic::optimus::build();
+    Afs => crate::elastic::afs::DESCRIPTOR, crate::elastic::afs::build();
+    MaxMinFairness => crate::gavel::objectives::MAX_MIN_FAIRNESS, crate::gavel::objectives::build_max_min_fairness(rounds);
+    MaxMinFairnessHet => crate::gavel::objectives::MAX_MIN_FAIRNESS_HET, crate::gavel::objectives::build_max_min_fairness_het(rounds);
+    FinishTimeFairness => crate::gavel::objectives::FINISH_TIME_FAIRNESS, crate::gavel::objectives::build_finish_time_fairness(rounds);
+    FinishTimeFairnessHet => crate::gavel::objectives::FINISH_TIME_FAIRNESS_HET, crate::gavel::objectives::build_finish_time_fairness_het(rounds);
+    MinMakespan => crate::gavel::objectives::MIN_MAKESPAN, crate::gavel::objectives::build_min_makespan(rounds);
+    MinMakespanHet => crate::gavel::objectives::MIN_MAKESPAN_HET, crate::gavel::objectives::build_min_makespan_het(rounds);
+    FifoHet => crate::gavel::objectives::FIFO_HET, crate::gavel::objectives::build_fifo_het(rounds);
+    MaxThroughput => crate::gavel::objectives::MAX_THROUGHPUT, crate::gavel::objectives::build_max_throughput(rounds);
+    MinCost => crate::gavel::objectives::MIN_COST, crate::gavel::objectives::build_min_cost(rounds);
+    Hierarchical [hierarchical: crate::gavel::objectives::HierarchicalParams] => crate::gavel::objectives::HIERARCHICAL, crate::gavel::objectives::build_hierarchical(rounds, tenant_weights, hierarchical);
+    MaxMinFairnessPacked => crate::gavel::objectives::MAX_MIN_FAIRNESS_PACKED, crate::gavel::objectives::build_max_min_fairness_packed(rounds, pair_speeds);
 }
 
 /// Every policy: the table's, then Synergy's (order-major).

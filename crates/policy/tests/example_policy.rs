@@ -5,7 +5,7 @@
 //! the `policies!` table of `kind.rs`:
 //!
 //! ```text
-//! LargestFirst [largest_first: largest_first::LargestFirstParams] => largest_first::DESCRIPTOR, largest_first::build(largest_first);
+//! LargestFirst [largest_first: crate::largest_first::LargestFirstParams] => crate::largest_first::DESCRIPTOR, crate::largest_first::build(largest_first);
 //! ```
 //!
 //! The tests below hold the example to compiling, reading its parameters as a scenario's
