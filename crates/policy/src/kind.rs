@@ -23,12 +23,13 @@ use std::sync::Arc;
 ///
 /// `DESCRIPTOR` is the policy's [`Descriptor`]; `build` is called with a reference to each
 /// named field of [`PolicyConfig`], in order, then the caller's [`Placing`], and returns the
-/// policy as its own type. Paths are written from `crate::` so that a new module needs nothing
-/// but its line here (and the module-cycle test sees what the registry names). `[table: Params]`, on the first line that reads a table, declares
+/// policy as its own type. `[table: Params]`, on the first line that reads a table, declares
 /// that field of [`PolicyConfig`]: the scenario table `[policy.table]`, `Params::default()` when
-/// absent. The fields every family may read (placement, tenant weights, Gavel's rounds, what
-/// the caller measures) are declared below the lines. Synergy's sixteen (order × mechanism) are
-/// the one variant with fields, added by hand.
+/// absent. Paths are written from `crate::`, so a new module needs nothing here but its line
+/// (and the module-cycle test sees what the registry names). The fields several families read
+/// (tenant weights, Gavel's rounds) and what the caller supplies (placement, the Gittins prior,
+/// measured pair speeds) are written out in `PolicyConfig` below. Synergy's sixteen (order ×
+/// mechanism) are the one variant with fields, added by hand.
 macro_rules! policies {
     ($( $variant:ident $([$table:ident: $params:ty])? => $descriptor:expr, $($build:ident)::+ ($($reads:ident),*); )*) => {
         /// Every policy Arbiter implements.
