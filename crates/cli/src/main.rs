@@ -172,7 +172,7 @@ enum Command {
     },
     /// List the policies with one line each.
     Policies {
-        /// Print the guide's table instead (docs/policies.md holds exactly this).
+        /// Print the guide's tables instead, "At a glance" and "In detail" (docs/policies.md holds exactly this).
         #[arg(long)]
         markdown: bool,
     },

@@ -1,12 +1,20 @@
-//! The guide's table of policies, generated from their descriptors
-//! (`arbiter policies --markdown`) so that it cannot go stale: a test holds `docs/policies.md`
-//! to it.
+//! The guide's tables of policies, generated from their descriptors
+//! (`arbiter policies --markdown`) so that they cannot go stale: a test holds `docs/policies.md`
+//! to them. "At a glance" has a row per policy; "In detail" what each does in full, where it
+//! comes from, and the scenario tables its builder reads with their defaults from the code.
 
-use arbiter_policy::{DaemonSupport, Family, PolicyKind};
+use arbiter_policy::{DaemonSupport, Family, PolicyConfig, PolicyKind};
+use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
-/// Every policy as a row of a Markdown table.
+/// What `arbiter policies --markdown` prints: the "At a glance" table, then the "In detail"
+/// section.
 pub fn markdown() -> String {
+    format!("{}\n{}", at_a_glance(), in_detail())
+}
+
+/// Every policy as a row of a Markdown table.
+fn at_a_glance() -> String {
     let mut out = String::from("| policy | what it does (source) | decides | pair speeds | elastic | daemon |\n|---|---|---|---|---|---|\n");
     for kind in PolicyKind::ALL {
         let d = kind.descriptor();
@@ -22,21 +30,79 @@ pub fn markdown() -> String {
             DaemonSupport::Refused(why) => format!("no: {why}"),
         };
         let yes = |b: bool| if b { "yes" } else { "" };
-        let _ = writeln!(out, "| `{}` | {} | {decides} | {} | {} | {daemon} |", d.name, d.describe.replace('|', "\\|"), yes(d.pair_speeds), yes(d.elastic));
+        let _ = writeln!(out, "| `{}` | {} | {decides} | {} | {} | {daemon} |", d.name, cell(d.describe), yes(d.pair_speeds), yes(d.elastic));
     }
     out
+}
+
+/// The "In detail" heading and table: a row per policy (with its aliases), or per set of
+/// policies with the same text, source and tables (Synergy's orders under one mechanism).
+fn in_detail() -> String {
+    let Ok(Value::Object(defaults)) = serde_json::to_value(PolicyConfig::default()) else { return String::new() };
+    let mut rows: Vec<(Vec<String>, [String; 3])> = Vec::new();
+    for kind in PolicyKind::ALL {
+        let d = kind.descriptor();
+        let name = match d.aliases {
+            [] => format!("`{}`", d.name),
+            aliases => format!("`{}` (also `{}`)", d.name, aliases.join("`, `")),
+        };
+        let row = [cell(d.detail), cell(d.paper), tables_read(kind, &defaults)];
+        match rows.iter_mut().find(|(_, r)| *r == row) {
+            Some((names, _)) => names.push(name),
+            None => rows.push((vec![name], row)),
+        }
+    }
+    let mut out = String::from(
+        "## In detail\n\nWhat each policy does in full, where it comes from, and the scenario tables it reads with their defaults\n\
+         ([Scenario files](simulation.md#scenario-files) says what each key means).\n\n\
+         | policy | what it does | from | reads (defaults) |\n|---|---|---|---|\n",
+    );
+    for (names, [detail, paper, tables]) in rows {
+        let _ = writeln!(out, "| {} | {detail} | {paper} | {tables} |", names.join(", "));
+    }
+    out
+}
+
+/// The scenario tables `kind`'s builder reads, each with its keys' defaults from `defaults`
+/// (`PolicyConfig::default()` as JSON): "`policy.muri`: `autopack = false`, `packing = 4`".
+fn tables_read(kind: PolicyKind, defaults: &Map<String, Value>) -> String {
+    let tables = kind.reads().iter().filter_map(|field| PolicyConfig::scenario_key(field)).map(|table| match defaults.get(table) {
+        Some(Value::Object(keys)) if !keys.is_empty() => {
+            let keys: Vec<String> = keys.iter().map(|(key, value)| if value.is_null() { format!("`{key}` unset") } else { format!("`{key} = {}`", toml(value)) }).collect();
+            format!("`policy.{table}`: {}", keys.join(", "))
+        }
+        Some(Value::Null) | None => format!("`policy.{table}` (no default)"),
+        Some(value) => format!("`policy.{table} = {}`", toml(value)),
+    });
+    cell(&tables.collect::<Vec<_>>().join("; "))
+}
+
+/// A default as TOML writes it (JSON's numbers, strings and booleans are TOML's; arrays get
+/// TOML's spacing, tables its inline form).
+fn toml(value: &Value) -> String {
+    match value {
+        Value::Array(items) => format!("[{}]", items.iter().map(toml).collect::<Vec<_>>().join(", ")),
+        Value::Object(keys) if keys.is_empty() => "{}".into(),
+        Value::Object(keys) => format!("{{ {} }}", keys.iter().map(|(k, v)| format!("{k} = {}", toml(v))).collect::<Vec<_>>().join(", ")),
+        other => other.to_string(),
+    }
+}
+
+/// Text for a table cell: a `|` would end it.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Where the generated table starts and ends in `docs/policies.md`.
+    /// Where the generated text starts and ends in `docs/policies.md`.
     const BEGIN: &str = "<!-- policies:begin (generated by `arbiter policies --markdown`; a test checks it) -->";
     const END: &str = "<!-- policies:end -->";
 
     #[test]
-    fn the_guides_table_of_policies_is_the_generated_one() {
+    fn the_guides_tables_of_policies_are_the_generated_ones() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/policies.md");
         let text = std::fs::read_to_string(path).expect("docs/policies.md");
         let start = text.find(BEGIN).expect("the begin marker") + BEGIN.len();
@@ -45,7 +111,23 @@ mod tests {
     }
 
     #[test]
-    fn every_policy_has_a_row() {
-        assert_eq!(markdown().lines().count(), PolicyKind::ALL.len() + 2);
+    fn every_policy_has_a_row_at_a_glance_and_in_detail() {
+        assert_eq!(at_a_glance().lines().count(), PolicyKind::ALL.len() + 2);
+        let detail = in_detail();
+        for kind in PolicyKind::ALL {
+            assert!(detail.contains(&format!("`{}`", kind.name())), "{kind} in detail");
+        }
+    }
+
+    #[test]
+    fn the_tables_read_come_with_their_defaults() {
+        let Ok(Value::Object(defaults)) = serde_json::to_value(PolicyConfig::default()) else { panic!("a table") };
+        assert_eq!(tables_read(PolicyKind::Fifo, &defaults), "");
+        let vtc = tables_read(PolicyKind::Vtc, &defaults);
+        assert!(vtc.starts_with("`policy.vtc`: ") && vtc.contains("`quantum_s = 300.0`") && vtc.ends_with("; `policy.tenant_weights = {}`"), "{vtc}");
+        let gittins = tables_read(PolicyKind::Gittins, &defaults);
+        assert!(gittins.contains("`queue_limits_gpu_s = [3250.0, 7200.0, 18000.0]`") && gittins.contains("`prior` unset"), "{gittins}");
+        assert!(tables_read(PolicyKind::Gandiva, &defaults).starts_with("`policy.gavel`: `recompute_interval_s = "));
+        assert_eq!(tables_read(PolicyKind::External, &defaults), "`policy.external` (no default)");
     }
 }

@@ -32,9 +32,22 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
+
+/// `external`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("external", Family::Events, "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)")
+    .paper("Decima (SIGCOMM'19) interface")
+    .detail("a program outside Rust orders the jobs, answering one JSON line per observation (`policy.external.command`; `arbiter simulate --policy-cmd`): learned policies such as Decima's; see [External policies](#external-policies-a-learned-scheduler-outside-rust)");
+
+/// Builds `external`: starts the agent its table names (required).
+pub fn build(external: &Option<ExternalConfig>, placing: Placing) -> Result<ExternalPolicy, PolicyError> {
+    let agent = external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command ([policy.external] command = \"...\"; arbiter simulate --policy-cmd)".into()))?;
+    ExternalPolicy::spawn(&agent.command, agent.timeout, GreedyOptions::fit_first(placing))
+}
 
 /// How to run an agent (scenario table `[policy.external]`: `command`, `timeout_s`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -177,7 +190,7 @@ impl ExternalPolicy {
 
 impl Policy for ExternalPolicy {
     fn name(&self) -> &'static str {
-        "external"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

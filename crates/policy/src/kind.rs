@@ -1,39 +1,43 @@
-//! Policies by name: the closed set of identifiers accepted in scenarios and on the command line,
-//! and [`build`], which turns a name plus configuration into a policy object.
+//! Policies by name: the registry. The `policies!` table below has one line per policy — its
+//! descriptor and its builder, both in the policy's own module, and the parts of
+//! [`PolicyConfig`] the builder reads — and generates [`PolicyKind`], [`PolicyKind::ALL`],
+//! [`PolicyKind::descriptor`], [`build`] and the policies' own tables of [`PolicyConfig`], so a
+//! policy left out of any of them cannot compile.
 
-use crate::classic::backfill::FifoBackfill;
-use crate::gavel::allocation::InnerPolicy;
+use crate::descriptor::{Descriptor, Family};
 use crate::gavel::packing::PairSpeeds;
-use crate::gavel::{Gavel, Objective, RoundOptions, TenantWeights};
-use crate::tiresias::gittins::{Gittins, GittinsPrior};
-use crate::mechanisms::greedy::GreedyOptions;
-use crate::horus::HorusConfig;
-use crate::tiresias::dlas::DlasGpu;
-use crate::muri::{Muri, MuriConfig, MuriRanking};
-use crate::tiresias::las::{Las, LasConfig};
-use crate::classic::ordered::{Order, OrderedPolicy};
-use crate::mechanisms::placement::PlacementStrategy;
-use crate::qssf::{Qssf, DEFAULT_HISTORY};
-use crate::themis::ThemisConfig;
-use crate::synergy::{Mechanism, Synergy, SynergyOrder};
+use crate::gavel::{Gavel, RoundOptions, TenantWeights};
+use crate::mechanisms::placement::{PlacementStrategy, Placing};
+use crate::synergy::{self, Mechanism, SynergyOrder};
 use crate::{Policy, PolicyError};
 use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// The registry: one line per policy (its variant, descriptor and how it is built) generates
-/// [`PolicyKind`], [`PolicyKind::ALL`], [`PolicyKind::descriptor`] and [`build`], so a policy left
-/// out of any of them cannot compile. Synergy's sixteen (order × mechanism) are the one variant
-/// with fields, added by hand below the table. `$kind`, `$config`, `$greedy` and `$ordered` name
-/// what a line's build expression may use: the policy, its configuration, greedy placement
-/// options and a builder of ordered policies.
+/// The registry. A line reads
+///
+/// ```text
+/// Variant [table: crate::module::Params] => crate::module::DESCRIPTOR, crate::module::build(field, ...);
+/// ```
+///
+/// `DESCRIPTOR` is the policy's [`Descriptor`]; `build` is called with a reference to each
+/// named field of [`PolicyConfig`], in order, then the caller's [`Placing`], and returns the
+/// policy as its own type. `[table: Params]`, on the first line that reads a table, declares
+/// that field of [`PolicyConfig`]: the scenario table `[policy.table]`, `Params::default()` when
+/// absent. Paths are written from `crate::`, so a new module needs nothing here but its line
+/// (and the module-cycle test sees what the registry names). The fields several families read
+/// (tenant weights, Gavel's rounds) and what the caller supplies (placement, the Gittins prior,
+/// measured pair speeds) are written out in `PolicyConfig` below. Synergy's sixteen (order ×
+/// mechanism) are the one variant with fields, added by hand.
 macro_rules! policies {
-    (($kind:ident, $config:ident, $greedy:ident, $ordered:ident) $( $(#[$attr:meta])* $variant:ident => $descriptor:expr, $build:expr; )*) => {
+    ($( $variant:ident $([$table:ident: $params:ty])? => $descriptor:expr, $($build:ident)::+ ($($reads:ident),*); )*) => {
         /// Every policy Arbiter implements.
         ///
         /// Serialized and parsed by [`PolicyKind::name`] (`fifo`, `max-min-fairness-het`, `srtf+tune`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum PolicyKind {
-            $( $(#[$attr])* $variant, )*
+            $( #[doc = concat!("The policy of [`", stringify!($descriptor), "`].")] $variant, )*
             /// Synergy: a job order composed with a CPU/memory allocation mechanism (`srtf+tune`).
             Synergy(SynergyOrder, Mechanism),
         }
@@ -46,144 +50,112 @@ macro_rules! policies {
             pub fn descriptor(self) -> Descriptor {
                 match self {
                     $( PolicyKind::$variant => $descriptor, )*
-                    PolicyKind::Synergy(order, mechanism) => synergy_descriptor(order, mechanism),
+                    PolicyKind::Synergy(order, mechanism) => synergy::descriptor(order, mechanism),
+                }
+            }
+
+            /// The fields of [`PolicyConfig`] its builder reads, by their Rust names
+            /// ([`PolicyConfig::scenario_key`] gives a field's scenario table).
+            pub fn reads(self) -> &'static [&'static str] {
+                match self {
+                    $( PolicyKind::$variant => &[$(stringify!($reads)),*], )*
+                    PolicyKind::Synergy(..) => &[],
                 }
             }
         }
 
-        /// Builds a policy.
-        pub fn build($kind: PolicyKind, $config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-            let $greedy = GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: $config.keep_placements, strategy: $config.placement };
-            let $ordered = |order| Box::new(OrderedPolicy::new(order, $config.placement, $config.keep_placements)) as Box<dyn Policy>;
-            Ok(match $kind {
-                $( PolicyKind::$variant => $build, )*
-                PolicyKind::Synergy(order, mechanism) => Box::new(Synergy::new($kind.name(), order, mechanism)),
+        /// Builds `kind` and hands it, as its own type, to `sink`.
+        fn build_into<S: Sink>(kind: PolicyKind, config: &PolicyConfig, sink: S) -> Result<S::Out, PolicyError> {
+            let placing = Placing { strategy: config.placement, keep_placements: config.keep_placements };
+            Ok(match kind {
+                $( PolicyKind::$variant => sink.take($($build)::+($(&config.$reads,)* placing)?), )*
+                PolicyKind::Synergy(order, mechanism) => sink.take(synergy::build(order, mechanism)),
             })
+        }
+
+        /// Everything the policies can be configured with: each policy's own table with its
+        /// defaults (a scenario's `[policy.<table>]`; the daemon builds its policies from the same
+        /// defaults), the tables several families read, and what the caller supplies at run time
+        /// (placement, the Gittins prior's samples, measured pair speeds: not scenario keys).
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct PolicyConfig {
+            /// Placement strategy (the scenario's `[placement]`).
+            #[serde(skip)]
+            pub placement: PlacementStrategy,
+            /// Preemptive policies keep a continuing job's GPUs when free (true) or re-place every
+            /// job from an empty cluster at each scheduling point (false, as Tiresias' and Muri's
+            /// simulators).
+            #[serde(skip)]
+            pub keep_placements: bool,
+            /// Tenant weights for `hierarchical` and `vtc` (unlisted tenants weigh 1).
+            pub tenant_weights: TenantWeights,
+            /// Gittins prior samples in GPU-seconds, read from `gittins.prior` (required for `gittins`).
+            #[serde(skip)]
+            pub gittins_prior_gpu_s: Vec<f64>,
+            /// Gavel's round mechanism (`[policy.gavel]`), which Gandiva runs on too.
+            #[serde(rename = "gavel")]
+            pub rounds: RoundOptions,
+            /// Co-location speeds for space sharing (required by `max-min-fairness-packed`).
+            #[serde(skip)]
+            pub pair_speeds: Option<Arc<PairSpeeds>>,
+            $($(
+                #[doc = concat!("`[policy.", stringify!($table), "]`, declared by the registry's `", stringify!($variant), "` line.")]
+                pub $table: $params,
+            )?)*
+        }
+
+        impl Default for PolicyConfig {
+            fn default() -> Self {
+                PolicyConfig {
+                    placement: PlacementStrategy::Consolidated,
+                    keep_placements: true,
+                    tenant_weights: TenantWeights::new(),
+                    gittins_prior_gpu_s: Vec::new(),
+                    rounds: RoundOptions::default(),
+                    pair_speeds: None,
+                    $($( $table: <$params>::default(), )?)*
+                }
+            }
         }
     };
 }
 
 policies! {
-    (kind, config, greedy, ordered)
-    /// Strict FIFO with head-of-line blocking (YARN-CS). Non-preemptive.
-    Fifo => Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)"),
-        ordered(Order::Fifo);
-    /// FIFO with EASY backfilling against the head job's reservation. Non-preemptive.
-    FifoBackfill => Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)"),
-        Box::new(FifoBackfill::new(config.placement));
-    /// Shortest job first by trace duration (oracle). Non-preemptive.
-    Sjf => Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)"),
-        ordered(Order::ShortestJob);
-    /// Shortest remaining time first (oracle). Preemptive.
-    Srtf => Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)"),
-        ordered(Order::ShortestRemainingTime);
-    /// Shortest remaining service (time × GPUs) first (oracle). Preemptive.
-    Srsf => Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)"),
-        ordered(Order::ShortestRemainingService);
-    /// Earliest deadline first (jobs without a deadline last). Preemptive.
-    Edf => Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)"),
-        ordered(Order::EarliestDeadline);
-    /// Chronus: lease-based deadline guarantees with admission control (SoCC'21).
-    Chronus => Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)"),
-        Box::new(crate::chronus::Chronus::new(config.chronus, greedy)?);
-    /// Tiresias-L: discretized 2D least-attained-service queues. Preemptive.
-    Las => Descriptor::new("las", Family::Events, "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)"),
-        Box::new(Las::new(config.las.clone(), greedy)?);
-    /// Tiresias-L as Tiresias' and Muri's simulators run it (their queue-list order, counting
-    /// placement, demotion timers). Preemptive.
-    DlasGpu => Descriptor::new("dlas-gpu", Family::Events, "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)"),
-        Box::new(DlasGpu::new(&config.las)?);
-    /// Tiresias-G: discretized 2D Gittins index from a job-size prior. Preemptive.
-    Gittins => Descriptor::new("gittins", Family::Events, "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)"),
-        {
-                let prior = GittinsPrior::new(config.gittins_prior_gpu_s.clone())?;
-                let limits = config.las.queue_limits_gpu_s.iter().copied().take(config.las.queues.saturating_sub(1)).collect();
-                Box::new(Gittins::new(prior, limits, config.gittins.delta_gpu_s, greedy)?)
-    };
-    /// Muri-S: interleaves jobs with different resource needs, least remaining service first.
-    MuriS => Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)"),
-        Box::new(Muri::new(MuriRanking::RemainingService, config.muri)?);
-    /// Muri-L: the same, least attained service first (durations unknown).
-    MuriL => Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)"),
-        Box::new(Muri::new(MuriRanking::AttainedService, config.muri)?);
-    /// AntMan: non-preemptive; resource-guaranteed jobs get GPUs of their own (reserving partial
-    /// gangs while they wait), opportunistic jobs soak up lightly used GPUs anywhere.
-    AntMan => Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)")),
-        crate::antman::build();
-    /// Themis as Muri's simulator runs it: a finish-time-fairness allocation recomputed at every
-    /// event, ranked by allocation over time received.
-    ThemisMuri => Descriptor::new("themis-muri", Family::Events, "Themis as Muri's simulator runs it: finish-time-fairness allocation at every event, ranked by share over service (SIGCOMM'22)").fairness_columns(),
-        crate::themis::build_muri();
-    /// Themis' own mechanism: leases, finish-time fairness ρ, GPUs offered to the `1 − f`
-    /// fraction of jobs with the worst ρ, partial-allocation auction.
-    Themis => Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns(),
-        crate::themis::build_lease(config.themis, config.placement)?;
-    /// Gandiva as Gavel implements it: time-slicing in rounds, random pairing with
-    /// introspection when over-subscribed, migration to defragment.
-    Gandiva => Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds(),
-        Box::new(crate::gavel::gandiva::Gandiva::new(config.rounds, config.pair_speeds.clone())?);
-    /// Horus: interference-aware co-location of jobs on GPUs in use, only where predicted
-    /// utilization and memory stay under limits; look-ahead over the queue. Non-preemptive.
-    Horus => Descriptor::new("horus", Family::Events, "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)").pair_speeds(),
-        Box::new(crate::horus::Horus::new(config.horus, config.placement, config.pair_speeds.clone())?);
-    /// Helios QSSF: shortest predicted GPU time first, predicted from history. Non-preemptive.
-    Qssf => Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)"),
-        Box::new(Qssf::new(greedy, config.qssf.history));
-    /// A program outside Rust orders the jobs (JSON lines over a pipe; learned policies such as
-    /// Decima): see [`crate::external`].
-    External => Descriptor::new("external", Family::Events, "an external program orders the jobs: JSON lines over a pipe (policy.external.command, --policy-cmd), for learned policies such as Decima (SIGCOMM'19)"),
-        {
-                let agent = config.external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command ([policy.external] command = \"...\"; arbiter simulate --policy-cmd)".into()))?;
-                Box::new(crate::external::ExternalPolicy::spawn(&agent.command, agent.timeout, greedy)?)
-    };
-    /// VTC: tenants served by the lowest counter of weighted service received over time, no
-    /// banked credit; a job order inside each tenant. Preemptive.
-    Vtc => Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)"),
-        Box::new(crate::vtc::Vtc::new(config.vtc, config.tenant_weights.clone(), greedy)?);
-    /// Tiresias as Pollux's simulator runs it (two queues, 16 GPU-hours, most-free-node
-    /// placement). Preemptive.
-    PolluxTiresias => Descriptor::new("pollux-tiresias", Family::OtherRounds, "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)"),
-        Box::new(crate::tiresias::pollux_tiresias::PolluxTiresias::new(crate::tiresias::pollux_tiresias::QUEUE_THRESHOLD_GPU_S)?);
-    /// Optimus+Oracle as Pollux's simulator runs it: elastic GPU counts by marginal gain.
-    Optimus => Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic(),
-        Box::new(crate::elastic::optimus::Optimus);
-    /// AFS-L: elastic sharing by relative throughput gain (NSDI'21).
-    Afs => Descriptor::new("afs", Family::OtherRounds, "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)").elastic(),
-        Box::new(crate::elastic::afs::Afs::default());
-    /// Gavel max-min fairness (LAS), heterogeneity-agnostic, realized by rounds.
-    MaxMinFairness => Descriptor::new("max-min-fairness", Family::GavelAllocation, "Gavel LAS: max-min fair time shares, heterogeneity-agnostic, in rounds (OSDI'20)"),
-        gavel_policy(kind, config)?;
-    /// Gavel max-min fairness over normalized throughputs (heterogeneity-aware LAS), by rounds.
-    MaxMinFairnessHet => Descriptor::new("max-min-fairness-het", Family::GavelAllocation, "Gavel LAS-het: max-min fair normalized throughput over GPU types, in rounds (OSDI'20)"),
-        gavel_policy(kind, config)?;
-    /// Themis' finish-time fairness as a Gavel allocation, heterogeneity-agnostic.
-    FinishTimeFairness => Descriptor::new("finish-time-fairness", Family::GavelAllocation, "Themis finish-time fairness (NSDI'20) as a Gavel allocation, agnostic of GPU types").fairness_columns(),
-        gavel_policy(kind, config)?;
-    /// Finish-time fairness over real per-type throughputs.
-    FinishTimeFairnessHet => Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns(),
-        gavel_policy(kind, config)?;
-    /// Minimum makespan as a Gavel allocation, heterogeneity-agnostic.
-    MinMakespan => Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types"),
-        gavel_policy(kind, config)?;
-    /// Minimum makespan over real per-type throughputs.
-    MinMakespanHet => Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)"),
-        gavel_policy(kind, config)?;
-    /// FIFO with whole GPUs on each job's fastest free type, realized by Gavel's rounds.
-    FifoHet => Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)"),
-        gavel_policy(kind, config)?;
-    /// Maximum total throughput over per-type throughputs (Gavel).
-    MaxThroughput => Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)"),
-        gavel_policy(kind, config)?;
-    /// Most throughput per dollar, meeting job SLOs where possible (Gavel).
-    MinCost => Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)"),
-        gavel_policy(kind, config)?;
-    /// Weighted fairness across tenants, then fairness among each tenant's jobs (Gavel).
-    Hierarchical => Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)"),
-        gavel_policy(kind, config)?;
-    /// Heterogeneity-aware max-min fairness with space sharing: pairs of jobs may share GPUs
-    /// (Gavel).
-    MaxMinFairnessPacked => Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation),
-        gavel_policy(kind, config)?;
+    Fifo => crate::classic::ordered::FIFO, crate::classic::ordered::build_fifo();
+    FifoBackfill => crate::classic::backfill::DESCRIPTOR, crate::classic::backfill::build();
+    Sjf => crate::classic::ordered::SJF, crate::classic::ordered::build_sjf();
+    Srtf => crate::classic::ordered::SRTF, crate::classic::ordered::build_srtf();
+    Srsf => crate::classic::ordered::SRSF, crate::classic::ordered::build_srsf();
+    Edf => crate::classic::ordered::EDF, crate::classic::ordered::build_edf();
+    Chronus [chronus: crate::chronus::ChronusConfig] => crate::chronus::DESCRIPTOR, crate::chronus::build(chronus);
+    Las [las: crate::tiresias::las::LasConfig] => crate::tiresias::las::DESCRIPTOR, crate::tiresias::las::build(las);
+    DlasGpu => crate::tiresias::dlas::DESCRIPTOR, crate::tiresias::dlas::build(las);
+    Gittins [gittins: crate::tiresias::gittins::GittinsParams] => crate::tiresias::gittins::DESCRIPTOR, crate::tiresias::gittins::build(las, gittins, gittins_prior_gpu_s);
+    MuriS [muri: crate::muri::MuriConfig] => crate::muri::MURI_S, crate::muri::build_muri_s(muri);
+    MuriL => crate::muri::MURI_L, crate::muri::build_muri_l(muri);
+    AntMan => crate::antman::DESCRIPTOR, crate::antman::build();
+    ThemisMuri => crate::themis::muri::DESCRIPTOR, crate::themis::muri::build();
+    Themis [themis: crate::themis::ThemisConfig] => crate::themis::lease::DESCRIPTOR, crate::themis::lease::build(themis);
+    Gandiva => crate::gavel::gandiva::DESCRIPTOR, crate::gavel::gandiva::build(rounds, pair_speeds);
+    Horus [horus: crate::horus::HorusConfig] => crate::horus::DESCRIPTOR, crate::horus::build(horus, pair_speeds);
+    Qssf [qssf: crate::qssf::QssfParams] => crate::qssf::DESCRIPTOR, crate::qssf::build(qssf);
+    External [external: Option<crate::external::ExternalConfig>] => crate::external::DESCRIPTOR, crate::external::build(external);
+    Vtc [vtc: crate::vtc::VtcConfig] => crate::vtc::DESCRIPTOR, crate::vtc::build(vtc, tenant_weights);
+    PolluxTiresias => crate::tiresias::pollux_tiresias::DESCRIPTOR, crate::tiresias::pollux_tiresias::build();
+    Optimus => crate::elastic::optimus::DESCRIPTOR, crate::elastic::optimus::build();
+    Afs => crate::elastic::afs::DESCRIPTOR, crate::elastic::afs::build();
+    MaxMinFairness => crate::gavel::objectives::MAX_MIN_FAIRNESS, crate::gavel::objectives::build_max_min_fairness(rounds);
+    MaxMinFairnessHet => crate::gavel::objectives::MAX_MIN_FAIRNESS_HET, crate::gavel::objectives::build_max_min_fairness_het(rounds);
+    FinishTimeFairness => crate::gavel::objectives::FINISH_TIME_FAIRNESS, crate::gavel::objectives::build_finish_time_fairness(rounds);
+    FinishTimeFairnessHet => crate::gavel::objectives::FINISH_TIME_FAIRNESS_HET, crate::gavel::objectives::build_finish_time_fairness_het(rounds);
+    MinMakespan => crate::gavel::objectives::MIN_MAKESPAN, crate::gavel::objectives::build_min_makespan(rounds);
+    MinMakespanHet => crate::gavel::objectives::MIN_MAKESPAN_HET, crate::gavel::objectives::build_min_makespan_het(rounds);
+    FifoHet => crate::gavel::objectives::FIFO_HET, crate::gavel::objectives::build_fifo_het(rounds);
+    MaxThroughput => crate::gavel::objectives::MAX_THROUGHPUT, crate::gavel::objectives::build_max_throughput(rounds);
+    MinCost => crate::gavel::objectives::MIN_COST, crate::gavel::objectives::build_min_cost(rounds);
+    Hierarchical [hierarchical: crate::gavel::objectives::HierarchicalParams] => crate::gavel::objectives::HIERARCHICAL, crate::gavel::objectives::build_hierarchical(rounds, tenant_weights, hierarchical);
+    MaxMinFairnessPacked => crate::gavel::objectives::MAX_MIN_FAIRNESS_PACKED, crate::gavel::objectives::build_max_min_fairness_packed(rounds, pair_speeds);
 }
 
 /// Every policy: the table's, then Synergy's (order-major).
@@ -206,106 +178,60 @@ const fn all_policies() -> [PolicyKind; TABLE.len() + 16] {
     all
 }
 
-/// Synergy's descriptors, by mechanism.
-fn synergy_descriptor(order: SynergyOrder, mechanism: Mechanism) -> Descriptor {
-    match mechanism {
-        mechanism @ Mechanism::Proportional => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)"),
-        mechanism @ Mechanism::Greedy => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)"),
-        mechanism @ Mechanism::Tune => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)"),
-        mechanism @ Mechanism::Opt => Descriptor::new(SYNERGY_NAMES[order as usize][mechanism as usize], Family::Synergy, "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)"),
+/// What [`build_into`] makes of the policy it built (each line's builder returns its own type).
+trait Sink {
+    /// What the caller gets.
+    type Out;
+    /// Takes the built policy.
+    fn take<P: Policy + 'static>(self, policy: P) -> Self::Out;
+}
+
+/// Boxed, as every caller but the ideal mechanism takes a policy.
+struct Boxed;
+
+impl Sink for Boxed {
+    type Out = Box<dyn Policy>;
+
+    fn take<P: Policy + 'static>(self, policy: P) -> Box<dyn Policy> {
+        Box::new(policy)
     }
 }
 
-/// One of Gavel's allocation policies, built.
-fn gavel_policy(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
-    match build_gavel(kind, config)? {
-        Some(policy) => Ok(Box::new(policy)),
-        None => Err(PolicyError::Invariant(format!("{kind} has no builder"))),
+/// As the type `T`, if the policy is one.
+struct AsType<T>(PhantomData<T>);
+
+impl<T: 'static> Sink for AsType<T> {
+    type Out = Option<T>;
+
+    fn take<P: Policy + 'static>(self, policy: P) -> Option<T> {
+        (Box::new(policy) as Box<dyn Any>).downcast::<T>().ok().map(|policy| *policy)
     }
 }
 
-
-/// `order+mechanism` names of the Synergy policies, indexed like [`SynergyOrder::ALL`] ×
-/// [`Mechanism::ALL`].
-const SYNERGY_NAMES: [[&str; 4]; 4] = [
-    ["fifo+proportional", "fifo+greedy", "fifo+tune", "fifo+opt"],
-    ["srtf+proportional", "srtf+greedy", "srtf+tune", "srtf+opt"],
-    ["las+proportional", "las+greedy", "las+tune", "las+opt"],
-    ["ftf+proportional", "ftf+greedy", "ftf+tune", "ftf+opt"],
-];
-
-/// What is known about a policy before it is built ([`PolicyKind::descriptor`]): one entry per
-/// policy instead of a table per question. `arbiter policies --markdown` prints the guide's
-/// table of policies from these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Descriptor {
-    /// The identifier (scenarios, `--policy`, JSON).
-    pub name: &'static str,
-    /// One line on what it does and where it comes from (`arbiter policies`).
-    pub describe: &'static str,
-    /// How it decides.
-    pub family: Family,
-    /// Whether it uses measured speeds of job pairs sharing GPUs.
-    pub pair_speeds: bool,
-    /// Whether it resizes elastic jobs (chooses their GPU counts within their range).
-    pub elastic: bool,
-    /// Whether the daemon can carry out its decisions.
-    pub daemon: DaemonSupport,
-    /// Whether results under it show finish-time fairness (max ρ, share of jobs with ρ > 1).
-    pub fairness_columns: bool,
+/// Builds a policy.
+pub fn build(kind: PolicyKind, config: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
+    build_into(kind, config, Boxed)
 }
 
-/// Whether the production daemon runs a policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DaemonSupport {
-    /// On every executor.
-    Runs,
-    /// Only on an executor that lets runs share GPUs (the local one; Slurm with `share_gpus`):
-    /// its decisions share GPUs.
-    NeedsColocation,
-    /// Never, for the reason given.
-    Refused(&'static str),
+/// Builds a Gavel policy as its concrete type (for the ideal mechanism), or `None` for a kind
+/// that is not one of Gavel's allocation policies.
+pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gavel>, PolicyError> {
+    if !kind.is_gavel() {
+        return Ok(None);
+    }
+    build_into(kind, config, AsType(PhantomData))
 }
 
-impl Descriptor {
-    /// A policy deciding as `family`, using no pair speeds, resizing no elastic jobs, run by the
-    /// daemon everywhere.
-    const fn new(name: &'static str, family: Family, describe: &'static str) -> Self {
-        Descriptor { name, describe, family, pair_speeds: false, elastic: false, daemon: DaemonSupport::Runs, fairness_columns: false }
+impl PolicyConfig {
+    /// The scenario table (`policy.<key>`) a field read by builders ([`PolicyKind::reads`]) is
+    /// set in, or `None` for what the caller supplies.
+    pub fn scenario_key(field: &'static str) -> Option<&'static str> {
+        match field {
+            "placement" | "keep_placements" | "gittins_prior_gpu_s" | "pair_speeds" => None,
+            "rounds" => Some("gavel"),
+            table => Some(table),
+        }
     }
-
-    const fn pair_speeds(mut self) -> Self {
-        self.pair_speeds = true;
-        self
-    }
-
-    const fn elastic(mut self) -> Self {
-        self.elastic = true;
-        self
-    }
-
-    const fn daemon(mut self, daemon: DaemonSupport) -> Self {
-        self.daemon = daemon;
-        self
-    }
-
-    const fn fairness_columns(mut self) -> Self {
-        self.fairness_columns = true;
-        self
-    }
-}
-
-/// How a policy decides, as its callers need to know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// At arrivals, completions and its own wake-ups.
-    Events,
-    /// Gavel's allocation programs, realized by rounds.
-    GavelAllocation,
-    /// Synergy's CPU/memory-aware mechanisms, in rounds.
-    Synergy,
-    /// Another round-based policy (Gandiva).
-    OtherRounds,
 }
 
 impl Serialize for PolicyKind {
@@ -362,17 +288,9 @@ impl PolicyKind {
         self.descriptor().name
     }
 
-    /// Parses an identifier; `tiresias-l`/`tiresias-g` are accepted as aliases.
+    /// Parses an identifier or one of the aliases its descriptor lists (`tiresias-l` for `las`).
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "tiresias-l" => Some(PolicyKind::Las),
-            "tiresias-g" => Some(PolicyKind::Gittins),
-            "ftf" => Some(PolicyKind::FinishTimeFairness),
-            "ftf-het" => Some(PolicyKind::FinishTimeFairnessHet),
-            "las-het" => Some(PolicyKind::MaxMinFairnessHet),
-            "yarn-cs" => Some(PolicyKind::Fifo),
-            other => Self::ALL.into_iter().find(|k| k.name() == other),
-        }
+        Self::ALL.into_iter().find(|k| k.name() == name).or_else(|| Self::ALL.into_iter().find(|k| k.descriptor().aliases.contains(&name)))
     }
 
     /// One line on what it does and where it comes from.
@@ -389,17 +307,15 @@ impl PolicyKind {
         })
     }
 
-    /// Whether the policy reads the tenants' weights (`arbiter tenants add --weight`): only
-    /// the tenant-level ones do — `hierarchical` splits the cluster between tenants by weight,
-    /// `vtc` charges each tenant's service divided by its weight. Every other policy orders
-    /// jobs and ignores weights, so a "fair share" from weights means nothing under it.
+    /// Whether the policy reads the tenants' weights (`arbiter tenants add --weight`): its
+    /// builder is given them. Only the tenant-level ones are — `hierarchical` splits the cluster
+    /// between tenants by weight, `vtc` charges each tenant's service divided by its weight.
+    /// Every other policy orders jobs and ignores weights, so a "fair share" from weights means
+    /// nothing under it.
     pub fn uses_tenant_weights(self) -> bool {
-        matches!(self, PolicyKind::Hierarchical | PolicyKind::Vtc)
+        self.reads().contains(&"tenant_weights")
     }
 }
-
-/// Aliases [`PolicyKind::from_name`] accepts beside the identifiers.
-const ALIASES: [&str; 6] = ["tiresias-l", "tiresias-g", "ftf", "ftf-het", "las-het", "yarn-cs"];
 
 /// The known name (identifier or alias) nearest to `name` by edit distance (a swap of two
 /// neighbours counts once: `srft` is one from `srtf`), if it is near enough to be a typo: at
@@ -410,7 +326,7 @@ fn closest_name(name: &str) -> Option<&'static str> {
     PolicyKind::ALL
         .iter()
         .map(|k| k.name())
-        .chain(ALIASES)
+        .chain(PolicyKind::ALL.iter().flat_map(|k| k.descriptor().aliases.iter().copied()))
         .map(|known| (strsim::osa_distance(&typed, known), known))
         .filter(|(d, _)| *d <= allowed)
         .min_by_key(|(d, _)| *d)
@@ -421,146 +337,6 @@ impl std::fmt::Display for PolicyKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Everything the policies can be configured with: one table per policy family, each that
-/// family's own parameters with their defaults (a scenario's `[policy.<family>]`; the daemon
-/// builds its policies from the same defaults), plus what the caller supplies at run time
-/// (placement, the Gittins prior's samples, measured pair speeds: not scenario keys).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PolicyConfig {
-    /// Placement strategy (the scenario's `[placement]`).
-    #[serde(skip)]
-    pub placement: PlacementStrategy,
-    /// Preemptive policies keep a continuing job's GPUs when free (true) or re-place every job
-    /// from an empty cluster at each scheduling point (false, as Tiresias' and Muri's simulators).
-    #[serde(skip)]
-    pub keep_placements: bool,
-    /// Tenant weights for `hierarchical` and `vtc` (unlisted tenants weigh 1).
-    pub tenant_weights: TenantWeights,
-    /// Tiresias-L / -G queues (`[policy.las]`).
-    pub las: LasConfig,
-    /// Tiresias-G (`[policy.gittins]`).
-    pub gittins: GittinsParams,
-    /// Gittins prior samples in GPU-seconds, read from `gittins.prior` (required for `gittins`).
-    #[serde(skip)]
-    pub gittins_prior_gpu_s: Vec<f64>,
-    /// Helios' QSSF (`[policy.qssf]`).
-    pub qssf: QssfParams,
-    /// Gavel's round mechanism (`[policy.gavel]`).
-    #[serde(rename = "gavel")]
-    pub rounds: RoundOptions,
-    /// Gavel's `hierarchical` (`[policy.hierarchical]`).
-    pub hierarchical: HierarchicalParams,
-    /// Co-location speeds for space sharing (required by `max-min-fairness-packed`).
-    #[serde(skip)]
-    pub pair_speeds: Option<Arc<PairSpeeds>>,
-    /// Muri-S / Muri-L (`[policy.muri]`).
-    pub muri: MuriConfig,
-    /// Themis (`[policy.themis]`).
-    pub themis: ThemisConfig,
-    /// Horus (`[policy.horus]`).
-    pub horus: HorusConfig,
-    /// VTC (`[policy.vtc]`).
-    pub vtc: crate::vtc::VtcConfig,
-    /// `external`: the agent's command and how long one answer may take (`[policy.external]`).
-    pub external: Option<crate::external::ExternalConfig>,
-    /// Chronus (`[policy.chronus]`).
-    pub chronus: crate::chronus::ChronusConfig,
-}
-
-impl Default for PolicyConfig {
-    fn default() -> Self {
-        PolicyConfig {
-            placement: PlacementStrategy::Consolidated,
-            keep_placements: true,
-            tenant_weights: TenantWeights::new(),
-            las: LasConfig::default(),
-            gittins: GittinsParams::default(),
-            gittins_prior_gpu_s: Vec::new(),
-            qssf: QssfParams::default(),
-            rounds: RoundOptions::default(),
-            hierarchical: HierarchicalParams::default(),
-            pair_speeds: None,
-            muri: MuriConfig::default(),
-            themis: ThemisConfig::default(),
-            horus: HorusConfig::default(),
-            vtc: crate::vtc::VtcConfig::default(),
-            external: None,
-            chronus: crate::chronus::ChronusConfig::default(),
-        }
-    }
-}
-
-/// Tiresias-G's parameters (`[policy.gittins]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GittinsParams {
-    /// CSV with a `duration` column of job sizes in GPU-seconds: the prior the index is
-    /// computed from (read by the caller into [`PolicyConfig::gittins_prior_gpu_s`]).
-    pub prior: Option<std::path::PathBuf>,
-    /// The quantum Δ, GPU-seconds.
-    pub delta_gpu_s: f64,
-}
-
-impl Default for GittinsParams {
-    fn default() -> Self {
-        GittinsParams { prior: None, delta_gpu_s: 3250.0 }
-    }
-}
-
-/// Helios QSSF's parameters (`[policy.qssf]`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct QssfParams {
-    /// Recent jobs kept per history key.
-    pub history: usize,
-}
-
-impl Default for QssfParams {
-    fn default() -> Self {
-        QssfParams { history: DEFAULT_HISTORY }
-    }
-}
-
-/// Gavel's `hierarchical` parameters (`[policy.hierarchical]`; the weights are
-/// `policy.tenant_weights`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HierarchicalParams {
-    /// How a tenant's share is split among its jobs: `fairness` or `fifo`.
-    pub inner: InnerPolicy,
-}
-
-/// Builds a Gavel policy as its concrete type (for the ideal mechanism), or `None` for a kind
-/// that is not one of Gavel's allocation policies.
-pub fn build_gavel(kind: PolicyKind, config: &PolicyConfig) -> Result<Option<Gavel>, PolicyError> {
-    let (objective, aware) = match kind {
-        PolicyKind::MaxMinFairness => (Objective::MaxMinFairness, false),
-        PolicyKind::MaxMinFairnessHet => (Objective::MaxMinFairness, true),
-        PolicyKind::FinishTimeFairness => (Objective::FinishTimeFairness, false),
-        PolicyKind::FinishTimeFairnessHet => (Objective::FinishTimeFairness, true),
-        PolicyKind::MinMakespan => (Objective::MinMakespan, false),
-        PolicyKind::MinMakespanHet => (Objective::MinMakespan, true),
-        PolicyKind::FifoHet => (Objective::Fifo, true),
-        PolicyKind::MaxThroughput => (Objective::MaxThroughput, true),
-        PolicyKind::MinCost => (Objective::MinCost, true),
-        PolicyKind::Hierarchical => (Objective::Hierarchical, true),
-        PolicyKind::MaxMinFairnessPacked => (Objective::MaxMinFairnessPacked, true),
-        _ => return Ok(None),
-    };
-    let name = kind.name();
-    let mut gavel = Gavel::new(name, objective, aware, config.rounds)?
-        .with_tenant_weights(config.tenant_weights.clone())
-        .with_inner_policy(config.hierarchical.inner);
-    if objective == Objective::MaxMinFairnessPacked {
-        let pairs = config.pair_speeds.clone().ok_or_else(|| {
-            PolicyError::Config(format!("{name} needs co-location speeds (a scenario's `throughputs` table with pair entries)"))
-        })?;
-        gavel = gavel.with_pair_speeds(pairs);
-    }
-    Ok(Some(gavel))
 }
 
 #[cfg(test)]
@@ -601,7 +377,13 @@ mod tests {
         let json = serde_json::from_str::<PolicyKind>("\"srft\"").expect_err("unknown").to_string();
         assert!(json.contains("did you mean `srtf`?"), "{json}");
         // Every alias really is one.
-        assert!(ALIASES.iter().all(|a| PolicyKind::from_name(a).is_some()));
+        let aliases: Vec<&str> = PolicyKind::ALL.iter().flat_map(|k| k.descriptor().aliases.iter().copied()).collect();
+        assert_eq!(aliases.len(), 6);
+        for alias in aliases {
+            assert!(PolicyKind::ALL.iter().all(|k| k.name() != alias), "{alias} is also a name");
+            assert_eq!(PolicyKind::from_name(alias).map(|k| k.descriptor().aliases.contains(&alias)), Some(true), "{alias}");
+        }
+        assert_eq!(PolicyKind::from_name("yarn-cs"), Some(PolicyKind::Fifo));
     }
 
     /// The decisions of `kind` over a few rounds of two tenants' jobs competing for too few
@@ -644,6 +426,30 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 40, "only {checked} policies built with the defaults");
+    }
+
+    #[test]
+    fn every_descriptor_says_where_it_comes_from_and_what_it_does() {
+        for kind in PolicyKind::ALL {
+            let d = kind.descriptor();
+            assert!(!d.paper.is_empty() && !d.detail.is_empty(), "{kind}: paper and detail");
+            assert_eq!(d.pair_speeds, kind.reads().contains(&"pair_speeds"), "{kind}: says it uses pair speeds iff its builder gets them");
+        }
+    }
+
+    #[test]
+    fn every_field_read_is_a_scenario_table_or_supplied_by_the_caller() {
+        let Ok(serde_json::Value::Object(tables)) = serde_json::to_value(PolicyConfig::default()) else { panic!("PolicyConfig serializes to a table") };
+        let read: std::collections::BTreeSet<&str> = PolicyKind::ALL.iter().flat_map(|k| k.reads().iter().copied()).collect();
+        for field in &read {
+            match PolicyConfig::scenario_key(field) {
+                Some(key) => assert!(tables.contains_key(key), "{field}: `policy.{key}` is not a scenario table"),
+                None => assert!(!tables.contains_key(*field), "{field} is a scenario table"),
+            }
+        }
+        // And no table is read by nobody.
+        let keys: std::collections::BTreeSet<&str> = read.iter().filter_map(|f| PolicyConfig::scenario_key(f)).collect();
+        assert_eq!(keys, tables.keys().map(String::as_str).collect());
     }
 
     #[test]

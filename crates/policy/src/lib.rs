@@ -20,7 +20,8 @@
 //! ```
 #![deny(missing_docs)]
 
-// The registry of policies, and what every policy builds on.
+// The registry of policies, what it knows of each, and what every policy builds on.
+pub mod descriptor;
 pub mod kind;
 pub mod mechanisms;
 
@@ -44,8 +45,9 @@ mod test_support;
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
-pub use kind::{build, build_gavel, DaemonSupport, Descriptor, Family, GittinsParams, HierarchicalParams, PolicyConfig, PolicyKind, QssfParams};
-pub use mechanisms::placement::PlacementStrategy;
+pub use descriptor::{DaemonSupport, Descriptor, Family};
+pub use kind::{build, build_gavel, PolicyConfig, PolicyKind};
+pub use mechanisms::placement::{PlacementStrategy, Placing};
 
 /// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.
 #[derive(Clone, Copy, Debug)]

@@ -7,10 +7,36 @@
 //! (tenant, GPUs), (tenant) and finally all jobs. Before anything has finished, every job is
 //! predicted equal and the order falls back to submission time.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
+use crate::mechanisms::placement::Placing;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 use std::collections::{BTreeMap, VecDeque};
+
+/// `qssf`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("qssf", Family::Events, "Helios QSSF: shortest predicted GPU time first, learned from history (SC'21)")
+    .paper("Helios (SC'21)")
+    .detail("quasi-shortest-service-first: order by *predicted* GPU time, learned online from finished jobs of the same (tenant, user, job name, GPUs), falling back to coarser keys; no oracle; non-preemptive");
+
+/// Helios QSSF's parameters (scenario table `[policy.qssf]`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QssfParams {
+    /// Recent jobs kept per history key.
+    pub history: usize,
+}
+
+impl Default for QssfParams {
+    fn default() -> Self {
+        QssfParams { history: DEFAULT_HISTORY }
+    }
+}
+
+/// Builds `qssf`.
+pub fn build(qssf: &QssfParams, placing: Placing) -> Result<Qssf, PolicyError> {
+    Ok(Qssf::new(GreedyOptions::fit_first(placing), qssf.history))
+}
 
 /// How many recent durations each history key keeps.
 pub const DEFAULT_HISTORY: usize = 16;
@@ -107,7 +133,7 @@ impl Qssf {
 
 impl Policy for Qssf {
     fn name(&self) -> &'static str {
-        "qssf"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -193,7 +193,7 @@ fn gittins_prefers_jobs_likely_to_finish_soon() {
     let jobs = vec![job(0, 0, 1, 50.0), job(1, 3, 1, 2.0)];
     let config = PolicyConfig {
         gittins_prior_gpu_s: vec![2.0, 2.0, 2.0, 2.0, 100.0],
-        gittins: arbiter_policy::GittinsParams { prior: None, delta_gpu_s: 2.0 },
+        gittins: arbiter_policy::tiresias::gittins::GittinsParams { prior: None, delta_gpu_s: 2.0 },
         las: arbiter_policy::tiresias::las::LasConfig { queue_limits_gpu_s: vec![], queues: 1, starvation_factor: 0.0 },
         ..PolicyConfig::default()
     };

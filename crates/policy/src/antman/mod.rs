@@ -36,13 +36,21 @@
 //! reports success with fewer GPUs). Jobs without stage times (traces other than Muri's) slow an
 //! opportunistic co-runner to half speed.
 
+use crate::descriptor::{DaemonSupport, Descriptor, Family};
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Assignment, Decision, IterationStages, JobId, JobSpec, NodeId, PendingReason, Placement, SimTime};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Builds the `antman` policy (it has no parameters: Muri's model of it has none).
-pub fn build() -> Box<dyn Policy> {
-    Box::new(AntMan::default())
+/// `antman`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("antman", Family::Events, "AntMan: guaranteed jobs on GPUs of their own, opportunistic jobs on lightly used GPUs, no preemption (OSDI'20, as Muri models it)").daemon(DaemonSupport::Refused("it runs opportunistic jobs on GPUs that running jobs hold, which the daemon does not do; use any other policy and `arbiter submit --opportunistic` (such jobs run on idle GPUs and are stopped when a job needs them)"))
+    .paper("AntMan (OSDI'20), as Muri's simulator models it")
+    .detail("resource-guaranteed jobs (trace `priority` 0) get GPUs no other guaranteed job holds and reserve partial gangs while they wait; opportunistic jobs (other priorities) run on the least-used GPUs anywhere in the cluster, slowed by their co-runners' stage times; non-preemptive");
+
+/// Builds the `antman` policy (it has no parameters: Muri's model of it has none; it places as
+/// that model does).
+pub fn build(_: Placing) -> Result<AntMan, PolicyError> {
+    Ok(AntMan::default())
 }
 
 /// Utilization below which a GPU takes an opportunistic job (`gpu_util_upper`).
@@ -358,7 +366,7 @@ fn squeeze(t: IterationStages, c: IterationStages) -> Option<f64> {
 
 impl Policy for AntMan {
     fn name(&self) -> &'static str {
-        "antman"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<Decision, PolicyError> {

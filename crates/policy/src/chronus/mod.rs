@@ -31,7 +31,9 @@
 //! Jobs without a deadline are best effort. Run times are the oracle's (`run_time_s`), as the
 //! artifact's users declare them.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::placement::Placing;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobId, JobSpec, SimDuration, SimTime};
 use plan::PlanOption;
@@ -39,6 +41,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod plan;
 mod replan;
+
+/// `chronus`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("chronus", Family::Events, "Chronus: deadlines admitted only if leases of their GPUs can be reserved before them (guaranteed), refused ones and best effort on spare GPUs by least remaining GPU time (SoCC'21)")
+    .paper("Chronus (SoCC'21), as its artifact")
+    .detail("deadline guarantees with admission: at submission a job's first deadline is admitted if leases of its GPUs (`policy.chronus.lease_s` long; run time × `policy.chronus.margin` per lease less a restart) can be reserved before it after earlier promises, or if an integer program re-planning the promises makes room, else refused; each lease's holders run first, spare GPUs go to refused and best-effort jobs by least remaining GPU time, then to admitted ones by least slack; preempts only at lease boundaries");
+
+/// Builds `chronus` with its settings (checked).
+pub fn build(chronus: &ChronusConfig, placing: Placing) -> Result<Chronus, PolicyError> {
+    Chronus::new(*chronus, GreedyOptions::fit_first(placing))
+}
 
 /// Chronus' settings (scenario table `[policy.chronus]`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -212,7 +224,7 @@ impl Chronus {
 
 impl Policy for Chronus {
     fn name(&self) -> &'static str {
-        "chronus"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -6,9 +6,20 @@
 //! the shadow time, or it leaves the head's reserved GPUs free. Run times come from the trace
 //! (an oracle, as Slurm's user-given time limits would be). Non-preemptive.
 
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::descriptor::{Descriptor, Family};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, JobId, PendingReason, Placement, SimDuration, SimTime};
+
+/// `fifo-backfill`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)")
+    .paper("Lifka'95; Slurm's backfill")
+    .detail("FIFO with EASY backfilling: a later job may start if it cannot delay the head job's reservation (run times from the trace); non-preemptive");
+
+/// Builds `fifo-backfill` (no parameters; it places by the caller's strategy).
+pub fn build(placing: Placing) -> Result<FifoBackfill, PolicyError> {
+    Ok(FifoBackfill::new(placing.strategy))
+}
 
 /// FIFO with EASY backfilling.
 #[derive(Clone, Debug)]
@@ -32,7 +43,7 @@ struct Reservation<'a> {
 
 impl Policy for FifoBackfill {
     fn name(&self) -> &'static str {
-        "fifo-backfill"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -1,8 +1,57 @@
 //! Policies that are a fixed order plus [`crate::mechanisms::greedy`]: FIFO, SJF, SRTF and SRSF.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
+use crate::mechanisms::placement::Placing;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
+
+/// `fifo`.
+pub const FIFO: Descriptor = Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)")
+    .aliases(&["yarn-cs"])
+    .paper("baseline in the Philly and Tiresias papers")
+    .detail("strict FIFO with head-of-line blocking (YARN-CS); non-preemptive");
+/// `sjf`.
+pub const SJF: Descriptor = Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)")
+    .paper("baseline in Helios (SC'21)")
+    .detail("shortest job first by trace duration (oracle); non-preemptive, fit-first");
+/// `srtf`.
+pub const SRTF: Descriptor = Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)")
+    .paper("Tiresias (NSDI'19), Muri (SIGCOMM'22)")
+    .detail("shortest remaining time first (oracle); preemptive");
+/// `srsf`.
+pub const SRSF: Descriptor = Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)")
+    .paper("Tiresias, Muri")
+    .detail("shortest remaining service (remaining time × GPUs) first (oracle); preemptive");
+/// `edf`.
+pub const EDF: Descriptor = Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)")
+    .paper("baseline in Chronus (SoCC'21)")
+    .detail("earliest deadline first (the job's first deadline), jobs without one after in submission order; preemptive");
+
+/// Builds `fifo`.
+pub fn build_fifo(placing: Placing) -> Result<OrderedPolicy, PolicyError> {
+    Ok(OrderedPolicy::new(Order::Fifo, placing))
+}
+
+/// Builds `sjf`.
+pub fn build_sjf(placing: Placing) -> Result<OrderedPolicy, PolicyError> {
+    Ok(OrderedPolicy::new(Order::ShortestJob, placing))
+}
+
+/// Builds `srtf`.
+pub fn build_srtf(placing: Placing) -> Result<OrderedPolicy, PolicyError> {
+    Ok(OrderedPolicy::new(Order::ShortestRemainingTime, placing))
+}
+
+/// Builds `srsf`.
+pub fn build_srsf(placing: Placing) -> Result<OrderedPolicy, PolicyError> {
+    Ok(OrderedPolicy::new(Order::ShortestRemainingService, placing))
+}
+
+/// Builds `edf`.
+pub fn build_edf(placing: Placing) -> Result<OrderedPolicy, PolicyError> {
+    Ok(OrderedPolicy::new(Order::EarliestDeadline, placing))
+}
 
 /// Which order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,15 +76,10 @@ pub struct OrderedPolicy {
 }
 
 impl OrderedPolicy {
-    /// A policy with the classic switches for its order, and the given placement options.
-    pub fn new(order: Order, strategy: crate::PlacementStrategy, keep_placements: bool) -> Self {
+    /// A policy with the classic switches for its order, placing as `placing` says.
+    pub fn new(order: Order, placing: Placing) -> Self {
         let preemptive = matches!(order, Order::ShortestRemainingTime | Order::ShortestRemainingService | Order::EarliestDeadline);
-        let options = GreedyOptions {
-            preemptive,
-            head_of_line_blocking: order == Order::Fifo,
-            keep_placements,
-            strategy,
-        };
+        let options = GreedyOptions { preemptive, head_of_line_blocking: order == Order::Fifo, ..GreedyOptions::fit_first(placing) };
         OrderedPolicy { order, options }
     }
 }
@@ -43,11 +87,11 @@ impl OrderedPolicy {
 impl Policy for OrderedPolicy {
     fn name(&self) -> &'static str {
         match self.order {
-            Order::Fifo => "fifo",
-            Order::ShortestJob => "sjf",
-            Order::ShortestRemainingTime => "srtf",
-            Order::ShortestRemainingService => "srsf",
-            Order::EarliestDeadline => "edf",
+            Order::Fifo => FIFO.name,
+            Order::ShortestJob => SJF.name,
+            Order::ShortestRemainingTime => SRTF.name,
+            Order::ShortestRemainingService => SRSF.name,
+            Order::EarliestDeadline => EDF.name,
         }
     }
 

@@ -24,10 +24,22 @@
 //! restart (the engine charges its restart overhead). A rigid job (no elastic range) goes from
 //! zero straight to its gang size and no further.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::elastic::{gpu_bounds, place_counts};
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobId, PendingReason, SimTime};
 use std::collections::BTreeMap;
+
+/// `afs`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("afs", Family::OtherRounds, "AFS-L: GPUs one at a time, to the shorter job unless the longer one's relative throughput gain is larger; elastic jobs resized (Hwang et al., NSDI'21)").elastic()
+    .paper("AFS (NSDI'21, Hwang et al.)")
+    .detail("AFS-L: GPUs handed out one at a time; of two jobs the shorter-remaining one gets the next GPU unless the longer one's relative throughput gain is larger, `(T_l(n+1)−T_l(n))/T_l(n) > (T_h(n+1)−T_h(n))/T_h(n+1)` (king-of-the-hill scan in submission order, as the authors' simulator); every job gets a first GPU, shortest first, before any gets a second; elastic jobs resized within their range (restart cost), rigid ones get their gang or nothing");
+
+/// Builds `afs` (no parameters; it places as its authors' simulator does).
+pub fn build(_: Placing) -> Result<Afs, PolicyError> {
+    Ok(Afs::default())
+}
 
 /// AFS-L.
 #[derive(Clone, Debug, Default)]
@@ -39,7 +51,7 @@ pub struct Afs {
 
 impl Policy for Afs {
     fn name(&self) -> &'static str {
-        "afs"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -14,9 +14,21 @@
 //! A job without a profile is predicted to scale linearly, its iterations left taken as its
 //! remaining run time; a rigid job (no elastic range) runs with its gang or waits.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::elastic::{gpu_bounds, place_counts};
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, PendingReason, SimTime};
+
+/// `optimus`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("optimus", Family::OtherRounds, "Optimus+Oracle as Pollux's simulator runs it: one GPU each, then GPUs by step-time gain x iterations left; elastic jobs resized (OSDI'21 artifact)").elastic()
+    .paper("Optimus (EuroSys'18), as in Pollux (OSDI'21)")
+    .detail("Optimus+Oracle as Pollux's simulator runs it: one GPU per job in submission order while GPUs last, then GPUs one at a time to the largest marginal gain — predicted step time saved × iterations left (the profile as oracle) — up to batch ÷ smallest local batch (NCF: 1); a job keeps its GPUs while its count is unchanged; every resize is a checkpoint-restart");
+
+/// Builds `optimus` (no parameters; it places as Pollux's simulator does).
+pub fn build(_: Placing) -> Result<Optimus, PolicyError> {
+    Ok(Optimus)
+}
 
 /// Pollux's Optimus+Oracle baseline.
 #[derive(Clone, Debug, Default)]
@@ -44,7 +56,7 @@ fn remaining_iterations(spec: &JobSpec, job: &ActiveJob, now: SimTime) -> f64 {
 
 impl Policy for Optimus {
     fn name(&self) -> &'static str {
-        "optimus"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

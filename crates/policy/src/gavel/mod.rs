@@ -28,6 +28,7 @@ mod combo;
 /// Gandiva as Gavel's artifact implements it: on Gavel's own round machinery and state (it is
 /// that implementation the reproduced numbers come from), hence here rather than beside Gavel.
 pub mod gandiva;
+pub mod objectives;
 pub mod packing;
 
 use crate::mechanisms::placement::{PlacementStrategy, Placer};

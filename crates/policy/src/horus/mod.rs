@@ -83,14 +83,26 @@
 //!   the factor the code and paper intend.
 //! - `horus+` (k-means queues with credits) is not implemented.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::gavel::packing::{PairKey, PairSpeeds};
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     Assignment, Cluster, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimTime, MAX_GROUP,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// `horus`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("horus", Family::Events, "Horus: co-locate on GPUs in use only under predicted utilization/memory limits, cheapest GPU by its cost, look-ahead k, no preemption (TPDS'21)").pair_speeds()
+    .paper("Horus (TPDS'21), as the authors' simulator (`matthewygf/GPUSchedule`) runs it; deviations in `crates/policy/src/horus/mod.rs`")
+    .detail("interference-aware co-location: each job's GPU utilization is predicted from its profile (the GPU stage's share of an iteration, Muri-style stage times; `policy.horus.default_util_pct` without one) and its GPU memory is `policy.horus.job_memory_gib`; queue by predicted utilization, lowest first; the first of the `policy.horus.lookahead` queued jobs that fits starts, repeatedly; a job takes idle GPUs when it can, else joins the GPUs of an equal gang already running where the jobs' predicted utilization stays ≤ `policy.horus.util_limit_pct` and memory ≤ `policy.horus.memory_limit_gib`, at most `policy.horus.max_jobs_per_gpu`, choosing the cheapest GPU by Horus' cost (1.3 × memory share + utilization distance from 100 %, ×1.6 over it, + 1 per job); jobs sharing GPUs run at speed / (1 + `policy.horus.interference`) (by default the authors' value), or at Gavel's measured pair speeds when the scenario has a throughput table; non-preemptive");
+
+/// Builds `horus` with its knobs (checked), the caller's placement strategy and the measured pair
+/// speeds where there are some.
+pub fn build(horus: &HorusConfig, pair_speeds: &Option<Arc<PairSpeeds>>, placing: Placing) -> Result<Horus, PolicyError> {
+    Horus::new(*horus, placing.strategy, pair_speeds.clone())
+}
 
 /// `MEMCOST` of `core/scheduling/horus.py`: weight of the memory fraction in the cost.
 pub const MEMORY_COST: f64 = 1.3;
@@ -369,7 +381,7 @@ impl Horus {
 
 impl Policy for Horus {
     fn name(&self) -> &'static str {
-        "horus"
+        DESCRIPTOR.name
     }
 
     fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {

@@ -12,7 +12,7 @@
 //! scheduling point costs O(n + k log n) for n active jobs of which k are visited: the scan stops
 //! as soon as no GPU is free.
 
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{Current, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, PendingReason, SimTime};
 use std::cmp::Reverse;
@@ -31,6 +31,14 @@ pub struct GreedyOptions {
     pub keep_placements: bool,
     /// Where GPUs go.
     pub strategy: PlacementStrategy,
+}
+
+impl GreedyOptions {
+    /// Non-preemptive and fit-first, placing as `placing` says: what a policy that sets its own
+    /// switches starts from.
+    pub fn fit_first(placing: Placing) -> Self {
+        GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: placing.keep_placements, strategy: placing.strategy }
+    }
 }
 
 /// Visits active jobs in increasing `key` order and places greedily; see the module docs.

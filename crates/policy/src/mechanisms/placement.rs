@@ -41,6 +41,18 @@ impl PlacementStrategy {
     }
 }
 
+/// How the caller wants jobs placed, handed to every policy's builder: the strategy (a
+/// scenario's `[placement]`) and whether a preemptive policy keeps a continuing job's GPUs when
+/// they are free (true) or re-places every job from an empty cluster at each scheduling point
+/// (false, as Tiresias' and Muri's simulators do).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Placing {
+    /// Where a gang's GPUs go.
+    pub strategy: PlacementStrategy,
+    /// Keep a continuing job's GPUs.
+    pub keep_placements: bool,
+}
+
 /// Whether `spec` may run on GPUs of type `t` at all.
 fn type_allowed(spec: &JobSpec, t: GpuTypeId) -> bool {
     spec.gpu_type.is_none_or(|g| g == t) && spec.speed_on(t) > 0.0

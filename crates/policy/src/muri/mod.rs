@@ -28,10 +28,31 @@ pub mod matching;
 
 use crate::muri::interleave::{iteration_time_with_s, used_ratio, GroupFactors, JobOrder, Stages};
 use crate::muri::matching::muri::muri_max_weight_matching;
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::descriptor::{Descriptor, Family};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec, Placement, SimTime};
 use std::collections::{BTreeMap, HashMap};
+
+/// `muri-s`.
+pub const MURI_S: Descriptor = Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)")
+    .paper("Muri (SIGCOMM'22), as its simulator runs it")
+    .detail("Muri-S: up to `policy.muri.packing` jobs whose iterations stress different resources (storage I/O, CPU, GPU, network) share one set of GPUs, interleaved; jobs ranked by remaining GPU time, groups formed by Muri's maximum-weight (Blossom) matching while demand exceeds the cluster, placed once per group; with `policy.muri.autopack`, a group slower than its members in turn is split; preemptive");
+/// `muri-l`.
+pub const MURI_L: Descriptor = Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)")
+    .paper("Muri (SIGCOMM'22)")
+    .detail("Muri-L: the same, ranked by attained GPU service (durations unknown)");
+
+/// Builds `muri-s` with Muri's knobs (checked). It places as Muri's simulator does, whatever the
+/// strategy.
+pub fn build_muri_s(muri: &MuriConfig, _: Placing) -> Result<Muri, PolicyError> {
+    Muri::new(MuriRanking::RemainingService, *muri)
+}
+
+/// Builds `muri-l`, as [`build_muri_s`].
+pub fn build_muri_l(muri: &MuriConfig, _: Placing) -> Result<Muri, PolicyError> {
+    Muri::new(MuriRanking::AttainedService, *muri)
+}
 
 /// Which of Muri's two rankings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -503,8 +524,8 @@ impl Muri {
 impl Policy for Muri {
     fn name(&self) -> &'static str {
         match self.ranking {
-            MuriRanking::RemainingService => "muri-s",
-            MuriRanking::AttainedService => "muri-l",
+            MuriRanking::RemainingService => MURI_S.name,
+            MuriRanking::AttainedService => MURI_L.name,
         }
     }
 

@@ -33,6 +33,7 @@
 pub mod hosts;
 pub mod opt;
 
+use crate::descriptor::{Descriptor, Family};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Assignment, Decision, HostShare, JobId, NodeId, PendingReason, Placement, SimTime};
 use hosts::Hosts;
@@ -95,6 +96,44 @@ impl Mechanism {
             Mechanism::Opt => "opt",
         }
     }
+}
+
+/// `order+mechanism` names of the Synergy policies, indexed like [`SynergyOrder::ALL`] ×
+/// [`Mechanism::ALL`].
+const NAMES: [[&str; 4]; 4] = [
+    ["fifo+proportional", "fifo+greedy", "fifo+tune", "fifo+opt"],
+    ["srtf+proportional", "srtf+greedy", "srtf+tune", "srtf+opt"],
+    ["las+proportional", "las+greedy", "las+tune", "las+opt"],
+    ["ftf+proportional", "ftf+greedy", "ftf+tune", "ftf+opt"],
+];
+
+/// The descriptor of `order+mechanism`: the sixteen are one registry entry with fields, so their
+/// descriptors are computed rather than sixteen constants.
+pub fn descriptor(order: SynergyOrder, mechanism: Mechanism) -> Descriptor {
+    let (describe, detail) = match mechanism {
+        Mechanism::Proportional => (
+            "Synergy baseline: GPU-proportional CPU and memory, in 300 s rounds (OSDI'22)",
+            "each job gets, per GPU, the server's GPU-proportional CPU cores and memory (the usual baseline)",
+        ),
+        Mechanism::Greedy => (
+            "Synergy-GREEDY: each job's ideal CPU/memory vector or nothing this round (OSDI'22)",
+            "each job gets, per GPU, its ideal vector from its profile if that fits on free resources, else it waits this round",
+        ),
+        Mechanism::Tune => (
+            "Synergy-TUNE: ideal vector, else proportional, else reclaim from over-provisioned jobs (OSDI'22)",
+            "each job gets, per GPU, its ideal vector if it fits; else the proportional one; else jobs already placed on a server with room for its GPUs that hold more than proportional are shrunk back (never below their proportional speed) until it fits",
+        ),
+        Mechanism::Opt => (
+            "Synergy-OPT: per-server optimal CPU/memory split over the profile grid (OSDI'22)",
+            "placed as `tune`, then each server's CPU and memory split for the most total throughput over the profile grid, no job slower than proportional — an exact integer program per server (dynamic programming over CPU and memory units)",
+        ),
+    };
+    Descriptor::new(NAMES[order as usize][mechanism as usize], Family::Synergy, describe).paper("Synergy (OSDI'22)").detail(detail)
+}
+
+/// Builds `order+mechanism` (no parameters: Synergy's rounds and profiles are fixed).
+pub fn build(order: SynergyOrder, mechanism: Mechanism) -> Synergy {
+    Synergy::new(NAMES[order as usize][mechanism as usize], order, mechanism)
 }
 
 /// Jobs pending longer than this go first whatever the order (Synergy: 1,000 h).

@@ -44,13 +44,24 @@
 
 use super::auction::{partial_allocation, Bid};
 use super::{independent_time_s, ThemisConfig};
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::descriptor::{Descriptor, Family};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, Placement, SimTime,
 };
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
+
+/// `themis`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("themis", Family::Events, "Themis: leases, finish-time fairness rho, GPUs auctioned to the 1-f worst-off jobs (NSDI'20)").fairness_columns()
+    .paper("Themis (NSDI'20)")
+    .detail("Themis: leases (`policy.themis.lease_s`, ending on quarter-lease ticks), finish-time fairness ρ = T_shared/T_independent (1/N of the cluster); free GPUs auctioned to the ⌈(1−f)·M⌉ worst-off jobs (`policy.themis.fairness_knob`) with the partial-allocation mechanism (proportional-fair split, each winner keeps its share of a lease); leftovers work-conserving; no preemption mid-lease; rigid gangs. Evaluate with `overhead = \"on-restart\"`");
+
+/// Builds `themis` with its knobs (checked) and the caller's placement strategy.
+pub fn build(themis: &ThemisConfig, placing: Placing) -> Result<Themis, PolicyError> {
+    Themis::new(*themis, placing.strategy)
+}
 
 /// Themis with leases and the partial-allocation auction. See the module docs.
 #[derive(Clone, Debug)]
@@ -452,7 +463,7 @@ impl Themis {
 
 impl Policy for Themis {
     fn name(&self) -> &'static str {
-        "themis"
+        DESCRIPTOR.name
     }
 
     fn schedule(

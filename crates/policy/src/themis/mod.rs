@@ -27,7 +27,7 @@ pub mod auction;
 pub mod lease;
 pub mod muri;
 
-use crate::{Policy, PolicyError};
+use crate::PolicyError;
 
 /// Themis' knobs (scenario table `[policy.themis]`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -66,16 +66,6 @@ impl ThemisConfig {
         }
         Ok(())
     }
-}
-
-/// Builds `themis-muri` (it has no knobs: Muri's simulator has none).
-pub fn build_muri() -> Box<dyn Policy> {
-    Box::new(muri::ThemisMuri::new())
-}
-
-/// Builds `themis` with its knobs (validated) and a placement strategy.
-pub fn build_lease(config: ThemisConfig, placement: crate::PlacementStrategy) -> Result<Box<dyn Policy>, PolicyError> {
-    Ok(Box::new(lease::Themis::new(config, placement)?))
 }
 
 /// The rate at which a job of `gpus` GPUs progresses on its fair share — `1/N` of a cluster of
@@ -173,7 +163,8 @@ mod tests {
         }
         .validate()
         .is_err());
-        assert!(build_lease(ThemisConfig { fairness_knob: 2.0, lease_s: 1.0 }, crate::PlacementStrategy::Consolidated).is_err());
-        assert_eq!(build_muri().name(), "themis-muri");
+        let placing = crate::Placing { strategy: crate::PlacementStrategy::Consolidated, keep_placements: true };
+        assert!(lease::build(&ThemisConfig { fairness_knob: 2.0, lease_s: 1.0 }, placing).is_err());
+        assert_eq!(crate::Policy::name(&muri::build(placing).expect("builds")), "themis-muri");
     }
 }

@@ -18,10 +18,22 @@
 //!   `ceil(limit / GPUs)`, whether or not anything waits (each such point charges the per-event
 //!   overhead to the running jobs, as in the reference).
 
+use crate::descriptor::{Descriptor, Family};
 use crate::tiresias::las::LasConfig;
-use crate::mechanisms::placement::{PlacementStrategy, Placer};
+use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Assignment, Decision, JobId, JobSpec, ActiveJob, PendingReason, SimDuration, SimTime};
+
+/// `dlas-gpu`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("dlas-gpu", Family::Events, "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)")
+    .paper("Muri (SIGCOMM'22) artifact")
+    .detail("Tiresias-L as the Tiresias and Muri simulators run it (`dlas_sim_jobs`): the same queues, but the order inside a queue is the history of list operations — arrivals at the tail of Q0, a demoted job at the tail of its new queue (behind the jobs waiting there), after each pass the jobs that run first and the rest after, each in their previous order (a preempted job heads the waiting part); at most one demotion per job per scheduling point, demotion timers at `ceil(limit / GPUs)` seconds run whether or not anyone waits; pure GPU counting, any GPUs; no starvation guard; preemptive. Use it to compare with Muri's Tiresias-L numbers (the order alone moves average JCT by 10–14%)");
+
+/// Builds `dlas-gpu` with Tiresias-L's queues (checked). It counts GPUs, as those simulators do,
+/// so it ignores the placement strategy.
+pub fn build(las: &LasConfig, _: Placing) -> Result<DlasGpu, PolicyError> {
+    DlasGpu::new(las)
+}
 
 /// Where a job is: its queue, or not known (finished, or not seen yet).
 const UNKNOWN: u8 = u8::MAX;
@@ -71,7 +83,7 @@ impl DlasGpu {
 
 impl Policy for DlasGpu {
     fn name(&self) -> &'static str {
-        "dlas-gpu"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -17,9 +17,43 @@
 //! The order is re-evaluated at every scheduling point and when a running job crosses a queue
 //! limit while others wait.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
+use crate::mechanisms::placement::Placing;
+use crate::tiresias::las::LasConfig;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimDuration, SimTime};
+
+/// `gittins`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("gittins", Family::Events, "Tiresias-G: discretized 2D Gittins index from a GPU-time prior (NSDI'19)")
+    .aliases(&["tiresias-g"])
+    .paper("Tiresias (NSDI'19)")
+    .detail("Tiresias-G: the same queues, ordered inside by the Gittins index of a job-size prior (Tiresias' production YARN GPU-time samples, `data/tiresias/yarn-gput*.csv`); preemptive");
+
+/// Tiresias-G's parameters (scenario table `[policy.gittins]`; its queues are `[policy.las]`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GittinsParams {
+    /// CSV with a `duration` column of job sizes in GPU-seconds: the prior the index is
+    /// computed from (read by the caller into `PolicyConfig::gittins_prior_gpu_s`).
+    pub prior: Option<std::path::PathBuf>,
+    /// The quantum Δ, GPU-seconds.
+    pub delta_gpu_s: f64,
+}
+
+impl Default for GittinsParams {
+    fn default() -> Self {
+        GittinsParams { prior: None, delta_gpu_s: 3250.0 }
+    }
+}
+
+/// Builds `gittins`: Tiresias-L's queues (the first `queues − 1` limits), its own Δ, and the
+/// prior's samples, GPU-seconds (required: an empty prior is refused).
+pub fn build(las: &LasConfig, gittins: &GittinsParams, prior_gpu_s: &[f64], placing: Placing) -> Result<Gittins, PolicyError> {
+    let prior = GittinsPrior::new(prior_gpu_s.to_vec())?;
+    let limits = las.queue_limits_gpu_s.iter().copied().take(las.queues.saturating_sub(1)).collect();
+    Gittins::new(prior, limits, gittins.delta_gpu_s, GreedyOptions::fit_first(placing))
+}
 
 /// A job-size prior: sorted samples with prefix sums, for O(log n) index evaluation.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,7 +139,7 @@ impl Gittins {
 
 impl Policy for Gittins {
     fn name(&self) -> &'static str {
-        "gittins"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

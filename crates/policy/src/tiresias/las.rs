@@ -11,9 +11,22 @@
 //! job in a lower queue that has waited `factor × its executed time` since it last ran is promoted
 //! back to Q0 and its executed time for queueing purposes restarts from zero.
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimDuration, SimTime};
+
+/// `las`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("las", Family::Events, "Tiresias-L: discretized 2D least-attained-service (Gu et al., NSDI'19)")
+    .aliases(&["tiresias-l"])
+    .paper("Tiresias (NSDI'19)")
+    .detail("Tiresias-L: discretized two-dimensional least-attained-service; queues by attained GPU-seconds (`policy.las`: the first `queues` − 1 limits), FIFO by queue entry inside a queue, running jobs keep precedence in their queue, optional starvation guard; preemptive");
+
+/// Builds `las` with its queues (checked).
+pub fn build(las: &LasConfig, placing: Placing) -> Result<Las, PolicyError> {
+    Las::new(las.clone(), GreedyOptions::fit_first(placing))
+}
 
 /// Tiresias-L parameters (scenario table `[policy.las]`; also Tiresias-G's queues).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -127,7 +140,7 @@ impl Las {
 
 impl Policy for Las {
     fn name(&self) -> &'static str {
-        "las"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

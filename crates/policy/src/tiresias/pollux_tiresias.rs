@@ -14,9 +14,21 @@
 //!
 //! Jobs run with their requested GPU count (an elastic job's range is not used).
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::elastic::place_counts;
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, JobId, PendingReason, SimTime};
+
+/// `pollux-tiresias`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("pollux-tiresias", Family::OtherRounds, "Tiresias as Pollux's simulator runs it: 2 queues at 16 GPU-hours, FIFO inside, requested GPUs, most-free-node placement (OSDI'21 artifact)")
+    .paper("Pollux (OSDI'21) artifact")
+    .detail("Tiresias as Pollux's simulator runs it (its `tiresias.py`): two queues, demotion at 16 GPU-hours of executed time × GPUs, FIFO inside, jobs with their requested GPUs and batch size, scanned by GPU count (a job that does not fit is skipped), running jobs keep their GPUs, new ones take the most-free nodes first (and may be spread, running slower as their profile says)");
+
+/// Builds `pollux-tiresias`: the artifact's threshold, its own placement (no parameters).
+pub fn build(_: Placing) -> Result<PolluxTiresias, PolicyError> {
+    PolluxTiresias::new(QUEUE_THRESHOLD_GPU_S)
+}
 
 /// The artifact's demotion threshold: 16 GPU-hours.
 pub const QUEUE_THRESHOLD_GPU_S: f64 = 16.0 * 3600.0;
@@ -58,7 +70,7 @@ impl PolluxTiresias {
 
 impl Policy for PolluxTiresias {
     fn name(&self) -> &'static str {
-        "pollux-tiresias"
+        DESCRIPTOR.name
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {

@@ -21,10 +21,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::placement::Placing;
 use crate::gavel::TenantWeights;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
+
+/// `vtc`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)")
+    .paper("VTC (OSDI'24, Sheng et al.)")
+    .detail("Virtual Token Counter with GPU-seconds for tokens: a counter per tenant of the service its jobs received (GPU-seconds ÷ `policy.tenant_weights`); at each decision GPUs go job by job to the backlogged tenant with the lowest counter (each job handed out charges its tenant GPUs × `policy.vtc.quantum_s` ÷ weight for this decision), its jobs in FIFO order (or `policy.vtc.inner`: srtf, sjf, las — VTC as the tenant layer above that order); a tenant arriving from idle is lifted to the lowest counter of the tenants with jobs (or that of the last one to leave): no banked credit; preemptive, decides again every quantum while jobs wait");
+
+/// Builds `vtc` with its knobs and the tenants' weights (both checked).
+pub fn build(vtc: &VtcConfig, tenant_weights: &TenantWeights, placing: Placing) -> Result<Vtc, PolicyError> {
+    Vtc::new(*vtc, tenant_weights.clone(), GreedyOptions::fit_first(placing))
+}
 
 /// The order of a tenant's own jobs under VTC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -137,7 +149,7 @@ impl Vtc {
 
 impl Policy for Vtc {
     fn name(&self) -> &'static str {
-        "vtc"
+        DESCRIPTOR.name
     }
 
     fn set_tenant_weights(&mut self, weights: &TenantWeights) -> Result<(), PolicyError> {

@@ -51,11 +51,24 @@ mod defrag;
 use super::allocation::Allocation;
 use super::packing::PairSpeeds;
 use super::{Combo, Gavel, JobBook, Objective, RoundOptions};
+use crate::descriptor::{Descriptor, Family};
+use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, GpuTypeId, JobId, JobSpec, SimTime};
 use rand::Rng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+/// `gandiva`.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("gandiva", Family::OtherRounds, "Gandiva: time-slicing, random pairing kept while it pays (introspection), migration to defragment (OSDI'18, as Gavel runs it)").pair_speeds()
+    .paper("Gandiva (OSDI'18), as in Gavel (OSDI'20)")
+    .detail("Gandiva as Gavel runs it: equal time shares in rounds; when over-subscribed, random pairs of equal-size jobs share GPUs at their measured co-located speeds, kept across rounds until introspection (normalized packed throughput < 1) dissolves them; a running job is migrated to free a server for a spread multi-GPU job");
+
+/// Builds `gandiva` on Gavel's rounds, with the measured pair speeds where there are some (it
+/// places as Gavel's rounds do, whatever the strategy).
+pub fn build(rounds: &RoundOptions, pair_speeds: &Option<Arc<PairSpeeds>>, _: Placing) -> Result<Gandiva, PolicyError> {
+    Gandiva::new(*rounds, pair_speeds.clone())
+}
 
 /// Gandiva's pairs and what happened to them (kept in [`Gavel`] so that its recomputation can
 /// update them).
@@ -330,7 +343,7 @@ impl Gandiva {
 
 impl Policy for Gandiva {
     fn name(&self) -> &'static str {
-        "gandiva"
+        DESCRIPTOR.name
     }
 
     fn schedule(
