@@ -151,7 +151,8 @@ pub fn run_gavel(json: bool) -> Result<()> {
     }
     {
         // Space sharing over every measured pair of the table's single-GPU job types.
-        use arbiter_policy::gavel::packing::{self, PackJob, PairSpeeds};
+        use arbiter_policy::gavel::packing::{self, PackJob};
+        use arbiter_policy::mechanisms::colocation::PairSpeeds;
         let mut pairs = PairSpeeds::default();
         for a in &types {
             for b in &types {

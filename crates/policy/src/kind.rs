@@ -5,8 +5,9 @@
 //! policy left out of any of them cannot compile.
 
 use crate::descriptor::{Descriptor, Family};
-use crate::gavel::packing::PairSpeeds;
-use crate::gavel::{Gavel, RoundOptions, TenantWeights};
+use crate::mechanisms::colocation::PairSpeeds;
+use crate::gavel::{Gavel, RoundOptions};
+use crate::TenantWeights;
 use crate::mechanisms::placement::{PlacementStrategy, Placing};
 use crate::synergy::{self, Mechanism, SynergyOrder};
 use crate::{Policy, PolicyError};

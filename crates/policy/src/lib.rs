@@ -94,6 +94,10 @@ pub enum PolicyError {
     Invariant(String),
 }
 
+/// Tenants' weights, for the policies that weigh tenants (`hierarchical`, `vtc`); a tenant not
+/// listed weighs 1.
+pub type TenantWeights = std::collections::BTreeMap<String, f64>;
+
 /// A scheduling policy.
 pub trait Policy: Send {
     /// The policy's identifier (as on the command line).
@@ -115,12 +119,12 @@ pub trait Policy: Send {
     /// one a production daemon learns from its jobs' progress reports. Policies that use one
     /// (`gandiva`, `horus`, `max-min-fairness-packed`) read it from their next decision on,
     /// keeping the rest of their state (Gandiva's pairs); the others ignore it. Default: nothing.
-    fn set_pair_speeds(&mut self, _speeds: std::sync::Arc<gavel::packing::PairSpeeds>) {}
+    fn set_pair_speeds(&mut self, _speeds: std::sync::Arc<mechanisms::colocation::PairSpeeds>) {}
 
     /// Gives the policy the tenants' new weights (an admin changed one while the daemon runs).
     /// A policy that reads weights as it goes (`vtc`) uses them from its next decision on,
     /// keeping what it counted so far; the others ignore them. Default: nothing.
-    fn set_tenant_weights(&mut self, _weights: &gavel::TenantWeights) -> Result<(), PolicyError> {
+    fn set_tenant_weights(&mut self, _weights: &TenantWeights) -> Result<(), PolicyError> {
         Ok(())
     }
 }

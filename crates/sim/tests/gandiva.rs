@@ -7,7 +7,7 @@ use arbiter_model::{
     SimTime,
 };
 use arbiter_policy::gavel::gandiva::{normalized_packed_throughput, Gandiva};
-use arbiter_policy::gavel::packing::PairSpeeds;
+use arbiter_policy::mechanisms::colocation::PairSpeeds;
 use arbiter_policy::gavel::RoundOptions;
 use arbiter_policy::{build, Policy, PolicyConfig, PolicyKind, SchedulerView};
 use arbiter_sim::{simulate, JobOutcome, OverheadModel, SimConfig};

@@ -3,7 +3,7 @@
 //! GPUs slow their jobs by the interference model.
 
 use arbiter_model::{Cluster, Decision, IterationStages, JobId, JobSpec, SimTime};
-use arbiter_policy::gavel::packing::PairSpeeds;
+use arbiter_policy::mechanisms::colocation::PairSpeeds;
 use arbiter_policy::horus::{predict, Horus, HorusConfig};
 use arbiter_policy::{Policy, PolicyError, PlacementStrategy, SchedulerView};
 use arbiter_sim::{simulate, JobOutcome, OverheadModel, SimConfig, SimOutput};

@@ -61,8 +61,8 @@ fn sensitivity(sensitive: bool) -> std::sync::Arc<arbiter_model::ResourceSensiti
 
 /// Co-location speeds for the space-sharing policy on the one-type clusters of [`workload`]:
 /// A with B and A with A worth sharing, B with C lopsided, C with C not measured.
-fn pair_speeds() -> arbiter_policy::gavel::packing::PairSpeeds {
-    let mut speeds = arbiter_policy::gavel::packing::PairSpeeds::default();
+fn pair_speeds() -> arbiter_policy::mechanisms::colocation::PairSpeeds {
+    let mut speeds = arbiter_policy::mechanisms::colocation::PairSpeeds::default();
     let key = |m: &str, g: u32| (m.to_string(), g);
     for gpus in 1..=49 {
         speeds.insert(key("A", gpus), key("B", gpus), vec![(0.7, 0.6)]);

@@ -11,7 +11,7 @@ use crate::config::{ConfigError, ServeConfig};
 use crate::executor::Capabilities;
 use crate::records::store::Tenant;
 use arbiter_policy::DaemonSupport;
-use arbiter_policy::gavel::packing::PairSpeeds;
+use arbiter_policy::mechanisms::colocation::PairSpeeds;
 use arbiter_policy::gavel::RoundOptions;
 use arbiter_policy::{PolicyConfig, PolicyKind};
 use std::collections::BTreeMap;
@@ -96,7 +96,7 @@ pub fn gittins_prior(path: Option<&Path>) -> Result<Vec<f64>, String> {
 }
 
 /// The tenants' weights, as the policies that use them take them.
-pub fn tenant_weights(tenants: &BTreeMap<String, Tenant>) -> arbiter_policy::gavel::TenantWeights {
+pub fn tenant_weights(tenants: &BTreeMap<String, Tenant>) -> arbiter_policy::TenantWeights {
     tenants.values().map(|t| (t.name.clone(), t.weight)).collect()
 }
 

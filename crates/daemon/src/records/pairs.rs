@@ -33,7 +33,7 @@
 //! updated entry makes room for its new one, so no tenant can evict another's) and persisted in
 //! the store (table `pairs`), so a restart keeps what was learned.
 
-use arbiter_policy::gavel::packing::PairSpeeds;
+use arbiter_policy::mechanisms::colocation::PairSpeeds;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

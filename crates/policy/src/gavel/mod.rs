@@ -38,7 +38,9 @@ use combo::{Candidate, Combo};
 use arbiter_model::{
     ActiveJob, Assignment, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimDuration, SimTime,
 };
-use packing::{PackJob, PairKey, PairSpeeds};
+use crate::mechanisms::colocation::{PairKey, PairSpeeds};
+use crate::TenantWeights;
+use packing::PackJob;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -83,9 +85,6 @@ pub struct RoundOptions {
     #[serde(skip)]
     pub seed: u64,
 }
-
-/// Tenant weights for `hierarchical` (tenants not listed weigh 1).
-pub type TenantWeights = BTreeMap<String, f64>;
 
 /// GPUs of each type in the cluster, indexed by type id.
 fn gpus_per_type(view: &SchedulerView<'_>) -> Vec<f64> {

@@ -3,8 +3,9 @@
 //! heterogeneity-agnostic or -aware, on the round mechanism of `[policy.gavel]`.
 
 use super::allocation::InnerPolicy;
-use super::packing::PairSpeeds;
-use super::{Gavel, Objective, RoundOptions, TenantWeights};
+use crate::mechanisms::colocation::PairSpeeds;
+use super::{Gavel, Objective, RoundOptions};
+use crate::TenantWeights;
 use crate::descriptor::{DaemonSupport, Descriptor, Family};
 use crate::mechanisms::placement::Placing;
 use crate::PolicyError;

@@ -84,7 +84,7 @@
 //! - `horus+` (k-means queues with credits) is not implemented.
 
 use crate::descriptor::{Descriptor, Family};
-use crate::gavel::packing::{PairKey, PairSpeeds};
+use crate::mechanisms::colocation::{PairKey, PairSpeeds};
 use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{

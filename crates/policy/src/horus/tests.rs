@@ -196,7 +196,7 @@ fn interference_slows_both_jobs_and_ends_with_the_sharing() {
 
 #[test]
 fn measured_pair_speeds_replace_the_factor() {
-    use crate::gavel::packing::PairSpeeds;
+    use crate::mechanisms::colocation::PairSpeeds;
     let cluster = one_node(1);
     let mut specs = vec![spec(0, 0, 1, 40.0), spec(1, 1, 1, 40.0), spec(2, 2, 1, 10.0)];
     specs[0].model = Some("A".into());

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
 use crate::mechanisms::placement::Placing;
-use crate::gavel::TenantWeights;
+use crate::TenantWeights;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 

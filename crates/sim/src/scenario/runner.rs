@@ -8,7 +8,7 @@ use crate::metrics::{JobRecord, Summary, Window};
 use crate::timeline::RunSegment;
 use crate::unplaceable::UnplaceableJobs;
 use arbiter_model::Cluster;
-use arbiter_policy::gavel::packing::PairSpeeds;
+use arbiter_policy::mechanisms::colocation::PairSpeeds;
 use arbiter_policy::{build, build_gavel, PolicyConfig, PolicyKind};
 use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::Trace;

@@ -49,7 +49,7 @@
 mod defrag;
 
 use super::allocation::Allocation;
-use super::packing::PairSpeeds;
+use crate::mechanisms::colocation::PairSpeeds;
 use super::{Combo, Gavel, JobBook, Objective, RoundOptions};
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::placement::Placing;
