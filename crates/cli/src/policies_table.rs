@@ -130,4 +130,65 @@ mod tests {
         assert!(tables_read(PolicyKind::Gandiva, &defaults).starts_with("`policy.gavel`: `recompute_interval_s = "));
         assert_eq!(tables_read(PolicyKind::External, &defaults), "`policy.external` (no default)");
     }
+
+    /// The `policy.*` rows of the key table in docs/simulation.md: key → its default cell.
+    fn guide_policy_keys() -> Vec<(String, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/simulation.md");
+        let text = std::fs::read_to_string(path).expect("docs/simulation.md");
+        let mut rows = Vec::new();
+        for line in text.lines().filter(|l| l.starts_with("| `policy.")) {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            let keys: Vec<&str> = cells[0].split(", ").map(|k| k.trim().trim_matches('`')).collect();
+            let defaults: Vec<&str> = if keys.len() > 1 { cells[cells.len() - 1].split("`, ").collect() } else { vec![cells[cells.len() - 1]] };
+            for (i, key) in keys.iter().enumerate() {
+                rows.push((key.to_string(), defaults.get(i).unwrap_or(&"").trim().trim_matches('`').to_string()));
+            }
+        }
+        rows
+    }
+
+    /// Every key of `value` (a table of `PolicyConfig` as JSON) as a dotted path under `prefix`.
+    fn keys_of(prefix: &str, value: &Value, out: &mut Vec<(String, Value)>) {
+        match value {
+            Value::Object(keys) if !keys.is_empty() && prefix.matches('.').count() < 2 => keys.iter().for_each(|(k, v)| keys_of(&format!("{prefix}.{k}"), v, out)),
+            _ => out.push((prefix.to_string(), value.clone())),
+        }
+    }
+
+    /// Whether the first number in `cell` is `value` to the decimals written (31.51 for
+    /// 31.51171875).
+    fn same_as_written(cell: &str, value: f64) -> bool {
+        let Some(written) = cell.split(|c: char| !(c.is_ascii_digit() || c == '.')).find(|w| !w.is_empty()) else { return false };
+        let decimals = written.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+        written.parse::<f64>().is_ok_and(|w| (value * 10f64.powi(decimals)).round() == (w * 10f64.powi(decimals)).round())
+    }
+
+    #[test]
+    fn the_simulation_guide_lists_every_policy_key_with_its_default() {
+        let Ok(defaults) = serde_json::to_value(PolicyConfig::default()) else { panic!("a table") };
+        let mut keys = Vec::new();
+        keys_of("policy", &defaults, &mut keys);
+        let guide = guide_policy_keys();
+        for (key, value) in &keys {
+            if matches!(key.as_str(), "policy.placement" | "policy.keep_placements") {
+                continue; // `[placement]` in a scenario, with its own rows
+            }
+            if value.is_null() && guide.iter().any(|(k, _)| k.starts_with(&format!("{key}."))) {
+                continue; // a table with no default (`[policy.external]`): its keys are listed
+            }
+            let Some((_, cell)) = guide.iter().find(|(k, _)| k == key) else { panic!("docs/simulation.md lists no `{key}`") };
+            match value {
+                Value::Number(n) => assert!(same_as_written(cell, n.as_f64().unwrap_or(f64::NAN)), "`{key}`: the guide says {cell:?}, the code {n}"),
+                Value::Bool(b) => assert!(cell.starts_with(&b.to_string()), "`{key}`: the guide says {cell:?}, the code {b}"),
+                Value::String(s) => assert!(cell.starts_with(s.as_str()), "`{key}`: the guide says {cell:?}, the code {s:?}"),
+                Value::Array(items) => assert_eq!(cell.trim_matches(['[', ']']).split(", ").map(|x| x.parse::<f64>().ok()).collect::<Vec<_>>(), items.iter().map(Value::as_f64).collect::<Vec<_>>(), "`{key}`"),
+                Value::Null | Value::Object(_) => assert!(matches!(cell.as_str(), "none" | "all 1"), "`{key}`: the guide says {cell:?}, the code has no default"),
+            }
+        }
+        for (key, _) in guide.iter().filter(|(k, _)| !k.starts_with("policy.per_policy")) {
+            let read = keys.iter().any(|(k, v)| k == key || (v.is_null() && key.starts_with(&format!("{k}."))));
+            assert!(read, "docs/simulation.md lists `{key}`, which no policy reads");
+        }
+    }
 }
+
