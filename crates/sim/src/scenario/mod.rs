@@ -87,6 +87,9 @@ pub enum ScenarioError {
         /// The error.
         error: SimError,
     },
+    /// The caller asked the run to stop ([`Scenario::run_until`]) before every simulation ran.
+    #[error("stopped before every simulation ran")]
+    Stopped,
 }
 
 /// One trace of a scenario.

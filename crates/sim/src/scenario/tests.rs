@@ -201,3 +201,14 @@ fn tenant_rows_split_a_shared_cluster_by_tenant() {
     let plain = load_text(&text.replace("tenant_rows = true\n", ""), &[]).expect("loads").run(&|_, _| {}, &|| 0.0).expect("runs");
     assert_eq!(plain.len(), 2);
 }
+
+#[test]
+fn a_run_asked_to_stop_starts_no_simulation_and_says_it_stopped() {
+    let scenario = load_text(BASE, &["policies=[\"fifo\", \"srtf\"]"]).expect("loads");
+    let stop = crate::StopFlag::new();
+    let rows = scenario.run_until(&|_, _| {}, &|| 0.0, &stop).expect("runs");
+    assert_eq!(rows.len(), 2);
+    stop.raise();
+    let result = scenario.run_until(&|_, _| {}, &|| 0.0, &stop);
+    assert!(matches!(result, Err(ScenarioError::Stopped)), "{result:?}");
+}
