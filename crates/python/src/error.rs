@@ -28,6 +28,9 @@ pub enum Error {
     /// A table could not be written as JSON.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A table could not be written as CSV.
+    #[error("CSV: {0}")]
+    Csv(#[from] csv::Error),
     /// A report could not be written.
     #[error(transparent)]
     Report(#[from] arbiter_report::ReportError),
@@ -58,7 +61,7 @@ impl Error {
             Error::Trace(_) | Error::Format(_) => ErrorClass::Trace,
             Error::Policy(_) => ErrorClass::Policy,
             Error::Argument(_) => ErrorClass::Scenario,
-            Error::Report(_) | Error::Json(_) => ErrorClass::Arbiter,
+            Error::Report(_) | Error::Json(_) | Error::Csv(_) => ErrorClass::Arbiter,
         }
     }
 

@@ -91,9 +91,9 @@ impl PyRun {
         tables::published_json(&self.0).map_err(raise)
     }
 
-    /// Every job of every simulation, as JSON columns.
-    fn jobs_json(&self, py: Python<'_>) -> PyResult<String> {
-        py.detach(|| tables::jobs_json(&self.0)).map_err(raise)
+    /// Every job of every simulation, as the per-job CSV with the simulation's key.
+    fn jobs_csv(&self, py: Python<'_>) -> PyResult<String> {
+        py.detach(|| tables::jobs_csv(&self.0)).map_err(raise)
     }
 
     /// Each distinct warning (jobs that can never run, ...).
