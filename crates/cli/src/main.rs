@@ -41,7 +41,7 @@ mod table;
 use anyhow::{bail, Context, Result};
 use arbiter_model::Cluster;
 use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
-use arbiter_sim::scenario::Scenario;
+use arbiter_sim::scenario::{ClusterSpec, Scenario};
 use arbiter_sim::{simulate, OverheadModel, SimConfig, Summary, Window};
 use arbiter_trace::{ReadOptions, TraceFormat};
 use clap::{Parser, Subcommand};
@@ -300,10 +300,7 @@ fn main() {
 }
 
 fn parse_format(name: &str) -> Result<TraceFormat> {
-    TraceFormat::from_name(name).with_context(|| {
-        let names: Vec<&str> = TraceFormat::ALL.iter().map(|f| f.name()).collect();
-        format!("unknown trace format `{name}`; expected one of: {}", names.join(", "))
-    })
+    TraceFormat::parse(name).map_err(anyhow::Error::msg)
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -329,11 +326,8 @@ fn run(cli: Cli) -> Result<()> {
             let format = parse_format(&format)?;
             let trace_path = trace;
             let trace = arbiter_trace::read(&trace_path, format, &ReadOptions::default())?;
-            let (nodes, gpus) = cluster
-                .split_once('x')
-                .and_then(|(n, g)| Some((n.parse::<u32>().ok()?, g.parse::<u32>().ok()?)))
-                .with_context(|| format!("--cluster `{cluster}`: expected NODESxGPUS, e.g. 8x8"))?;
-            let cluster = Cluster::homogeneous(1, nodes, gpus, 64, 512, "GPU")?;
+            let c = ClusterSpec::nodes_x_gpus(&cluster).map_err(|m| anyhow::anyhow!("--cluster {m}"))?;
+            let cluster = Cluster::homogeneous(c.racks, c.nodes_per_rack, c.gpus_per_node, c.cpus_per_node, c.memory_gib_per_node, &c.gpu_type)?;
             if let Some(warning) = arbiter_sim::UnplaceableJobs::count(&cluster, &trace.jobs).warning(&trace_path.display().to_string()) {
                 eprintln!("warning: {warning}");
             }

@@ -83,6 +83,10 @@ pub struct SimConfig {
     /// `--report`, not a scenario key). Changes no result.
     #[serde(skip)]
     pub record_timeline: bool,
+    /// Raised by the caller to stop the simulation early ([`SimError::Stopped`]); not a
+    /// scenario key. Changes no result of a simulation it does not stop.
+    #[serde(skip)]
+    pub stop: crate::StopFlag,
 }
 
 impl Default for SimConfig {
@@ -98,6 +102,7 @@ impl Default for SimConfig {
             ideal: false,
             stop_when_finished: None,
             record_timeline: false,
+            stop: crate::StopFlag::default(),
         }
     }
 }
@@ -150,6 +155,9 @@ pub enum SimError {
     /// Job ids are not dense and in order.
     #[error("job specs must be numbered 0..n in submission order; {0} is out of place")]
     BadJobIds(JobId),
+    /// The caller raised [`SimConfig::stop`].
+    #[error("stopped at t={0}")]
+    Stopped(SimTime),
 }
 
 /// Counters about the run itself.
@@ -385,6 +393,9 @@ impl Engine<'_> {
                 (Some(a), Some(e)) => a.min(e),
             };
             let now = SimTime::from_ms(now);
+            if self.config.stop.is_raised() {
+                return Err(SimError::Stopped(now));
+            }
             self.last_event = now;
             self.stats.idle_gpu_s_while_waiting += now.saturating_since(self.idle_since).as_secs_f64() * self.idle_gpus as f64;
             self.idle_since = now;

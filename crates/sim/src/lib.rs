@@ -8,6 +8,7 @@ mod events;
 pub mod ideal;
 pub mod metrics;
 pub mod scenario;
+pub mod stop;
 pub mod sweep;
 pub mod timeline;
 pub mod unplaceable;
@@ -16,3 +17,4 @@ pub use engine::{simulate, EngineStats, FailureConfig, OverheadModel, SimConfig,
 pub use metrics::{gpu_time, GpuSharing, GpuTime, JobOutcome, JobRecord, Summary, Window};
 pub use timeline::RunSegment;
 pub use unplaceable::{Unplaceable, UnplaceableJobs};
+pub use stop::StopFlag;

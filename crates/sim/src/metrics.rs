@@ -495,41 +495,50 @@ fn kebab<T: Serialize>(value: &T) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
+/// The per-job CSV's columns (`arbiter run --jobs-dir`), in order.
+pub const RECORD_CSV_COLUMNS: [&str; 23] = [
+    "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
+    "run_time_s", "executed_s", "gpu_s_allocated", "colocated_s", "cost_usd", "preemptions", "migrations", "failures", "outcome",
+    "last_wait_reason", "deadline_s", "busy_gpu_s", "shared_gpu_s", "guest_gpu_s",
+];
+
+/// One record as the per-job CSV's fields ([`RECORD_CSV_COLUMNS`]): seconds to the millisecond
+/// (the simulator's resolution), dollars to the hundredth of a cent, absent values empty.
+pub fn record_csv_fields(r: &JobRecord) -> [String; 23] {
+    let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
+    [
+        r.job.to_string(),
+        r.trace_id.clone(),
+        r.tenant.clone(),
+        r.gpus.to_string(),
+        format!("{:.3}", r.submit_s),
+        opt(r.first_start_s),
+        opt(r.finish_s),
+        opt(r.jct_s()),
+        opt(r.queue_s()),
+        format!("{:.3}", r.run_time_s),
+        format!("{:.3}", r.executed_s),
+        format!("{:.3}", r.gpu_s_allocated),
+        format!("{:.3}", r.colocated_s),
+        format!("{:.4}", r.cost_usd),
+        r.preemptions.to_string(),
+        r.migrations.to_string(),
+        r.failures.to_string(),
+        kebab(&r.outcome),
+        r.last_wait_reason.as_ref().map(kebab).unwrap_or_default(),
+        opt(r.deadline_s),
+        format!("{:.3}", r.busy_gpu_s),
+        format!("{:.3}", r.shared_gpu_s),
+        format!("{:.3}", r.guest_gpu_s),
+    ]
+}
+
 /// Writes per-job records as CSV.
 pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record([
-        "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
-        "run_time_s", "executed_s", "gpu_s_allocated", "colocated_s", "cost_usd", "preemptions", "migrations", "failures", "outcome",
-        "last_wait_reason", "deadline_s", "busy_gpu_s", "shared_gpu_s", "guest_gpu_s",
-    ])?;
-    let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
+    w.write_record(RECORD_CSV_COLUMNS)?;
     for r in records {
-        w.write_record([
-            r.job.to_string(),
-            r.trace_id.clone(),
-            r.tenant.clone(),
-            r.gpus.to_string(),
-            format!("{:.3}", r.submit_s),
-            opt(r.first_start_s),
-            opt(r.finish_s),
-            opt(r.jct_s()),
-            opt(r.queue_s()),
-            format!("{:.3}", r.run_time_s),
-            format!("{:.3}", r.executed_s),
-            format!("{:.3}", r.gpu_s_allocated),
-            format!("{:.3}", r.colocated_s),
-            format!("{:.4}", r.cost_usd),
-            r.preemptions.to_string(),
-            r.migrations.to_string(),
-            r.failures.to_string(),
-            kebab(&r.outcome),
-            r.last_wait_reason.as_ref().map(kebab).unwrap_or_default(),
-            opt(r.deadline_s),
-            format!("{:.3}", r.busy_gpu_s),
-            format!("{:.3}", r.shared_gpu_s),
-            format!("{:.3}", r.guest_gpu_s),
-        ])?;
+        w.write_record(record_csv_fields(r))?;
     }
     w.flush()?;
     Ok(())

@@ -78,6 +78,14 @@ impl TraceFormat {
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|f| f.name() == name)
     }
+
+    /// Parses an identifier; an unknown one is refused naming the known ones.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Self::from_name(name).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown trace format `{name}`; expected one of: {}", names.join(", "))
+        })
+    }
 }
 
 /// Options that change how a trace is read. Defaults read every format as-is.

@@ -87,6 +87,40 @@ pub enum ScenarioError {
         /// The error.
         error: SimError,
     },
+    /// The caller asked the run to stop ([`Scenario::run_until`]) before every simulation ran.
+    #[error("stopped before every simulation ran")]
+    Stopped,
+}
+
+impl ScenarioError {
+    /// The scenario key the error is about, where its message names one: a `--set` override's
+    /// key, the key a parse error names (`... in `policy.horus``), or the key an invalid value's
+    /// message starts with (`simulation.round_s must be > 0`, `policy `gittins` needs ...`).
+    /// Front ends use it to tell a policy's problem from the scenario's.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ScenarioError::Override(message) => {
+                let quoted = message.strip_prefix('`')?.split('`').next()?;
+                Some(overrides::override_key(quoted).unwrap_or(quoted))
+            }
+            ScenarioError::Parse { message, .. } => key_in(message),
+            ScenarioError::Invalid { message, .. } => key_in(message).or_else(|| leading_key(message)),
+            _ => None,
+        }
+    }
+}
+
+/// The key a TOML error names at its end: `... in `simulation.round_s``.
+fn key_in(message: &str) -> Option<&str> {
+    let start = message.rfind("in `")? + 4;
+    message[start..].split('`').next()
+}
+
+/// The dotted key a message starts with (backquoted or not), if any.
+fn leading_key(message: &str) -> Option<&str> {
+    let text = message.strip_prefix('`').unwrap_or(message);
+    let end = text.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))).unwrap_or(text.len());
+    (end > 0).then(|| &text[..end])
 }
 
 /// One trace of a scenario.
@@ -165,6 +199,18 @@ impl Default for ClusterSpec {
             spec_file: None,
             per_tenant_nodes: None,
         }
+    }
+}
+
+impl ClusterSpec {
+    /// `NODESxGPUS` (`8x8`): one rack of that many nodes with that many GPUs each, of type `GPU`,
+    /// with the default CPUs and memory (`arbiter simulate --cluster`).
+    pub fn nodes_x_gpus(text: &str) -> Result<ClusterSpec, String> {
+        let (nodes, gpus) = text
+            .split_once('x')
+            .and_then(|(n, g)| Some((n.trim().parse::<u32>().ok()?, g.trim().parse::<u32>().ok()?)))
+            .ok_or_else(|| format!("`{text}`: expected NODESxGPUS, e.g. 8x8"))?;
+        Ok(ClusterSpec { racks: 1, nodes_per_rack: nodes, gpus_per_node: gpus, gpu_type: "GPU".into(), ..ClusterSpec::default() })
     }
 }
 
@@ -484,10 +530,7 @@ impl Scenario {
             })
         } else {
             // The file alone is broken too: blame an override only if the error names its key.
-            let about = message(&error).and_then(|m| {
-                let start = m.rfind("in `")? + 4;
-                m[start..].split('`').next().map(str::to_string)
-            });
+            let about = message(&error).as_deref().and_then(key_in).map(str::to_string);
             about.and_then(|about| {
                 overrides.iter().rev().find(|o| {
                     let key: Vec<&str> = overrides::override_key(o)

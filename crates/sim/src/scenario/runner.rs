@@ -7,6 +7,7 @@ use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
 use crate::timeline::RunSegment;
 use crate::unplaceable::UnplaceableJobs;
+use crate::StopFlag;
 use arbiter_model::Cluster;
 use arbiter_policy::mechanisms::colocation::PairSpeeds;
 use arbiter_policy::{build, build_gavel, PolicyConfig, PolicyKind};
@@ -157,6 +158,18 @@ impl Scenario {
         progress: &(dyn Fn(usize, usize) + Sync),
         clock: &(dyn Fn() -> f64 + Sync),
     ) -> Result<Vec<ResultRow>, ScenarioError> {
+        self.run_until(progress, clock, &StopFlag::default())
+    }
+
+    /// [`Scenario::run`] that a caller can stop: once `stop` is raised no simulation starts,
+    /// those running stop at their next step of virtual time, and the run returns
+    /// [`ScenarioError::Stopped`]. The Python bindings stop on Ctrl-C this way.
+    pub fn run_until(
+        &self,
+        progress: &(dyn Fn(usize, usize) + Sync),
+        clock: &(dyn Fn() -> f64 + Sync),
+        stop: &StopFlag,
+    ) -> Result<Vec<ResultRow>, ScenarioError> {
         let configs: BTreeMap<PolicyKind, PolicyConfig> =
             self.policies.iter().map(|&kind| Ok((kind, self.policy_config_for(kind)?))).collect::<Result<_, ScenarioError>>()?;
         let table = self.throughput_table()?;
@@ -226,12 +239,18 @@ impl Scenario {
         let total = tasks.len();
         let done = std::sync::atomic::AtomicUsize::new(0);
         let run_task = |task: &Task| -> Result<ResultRow, ScenarioError> {
-            let sim_err = |error| ScenarioError::Sim {
+            if stop.is_raised() {
+                return Err(ScenarioError::Stopped);
+            }
+            let sim_err = |error| match error {
+                SimError::Stopped(_) => ScenarioError::Stopped,
+                error => ScenarioError::Sim {
                 trace: task.trace.clone(),
                 policy: task.policy,
                 tenant: task.tenant.clone(),
                 seed: task.seed,
                 error,
+                },
             };
             let mut task_config = configs[&task.policy].clone();
             task_config.rounds.seed = task.seed;
@@ -245,6 +264,7 @@ impl Scenario {
             let sim_config = SimConfig {
                 seed: task.seed,
                 stop_when_finished: self.window.stop_when_done.then_some(self.window),
+                stop: stop.clone(),
                 ..self.simulation.clone()
             };
             let started = clock();
@@ -285,6 +305,9 @@ impl Scenario {
         order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].jobs.jobs.len()));
         let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> =
             order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect();
+        if stop.is_raised() {
+            return Err(ScenarioError::Stopped);
+        }
         indexed.sort_by_key(|(i, _)| *i);
         let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
         Ok(if self.cluster.per_tenant_nodes.is_some() {

@@ -201,3 +201,33 @@ fn tenant_rows_split_a_shared_cluster_by_tenant() {
     let plain = load_text(&text.replace("tenant_rows = true\n", ""), &[]).expect("loads").run(&|_, _| {}, &|| 0.0).expect("runs");
     assert_eq!(plain.len(), 2);
 }
+
+#[test]
+fn a_run_asked_to_stop_starts_no_simulation_and_says_it_stopped() {
+    let scenario = load_text(BASE, &["policies=[\"fifo\", \"srtf\"]"]).expect("loads");
+    let stop = crate::StopFlag::new();
+    let rows = scenario.run_until(&|_, _| {}, &|| 0.0, &stop).expect("runs");
+    assert_eq!(rows.len(), 2);
+    stop.raise();
+    let result = scenario.run_until(&|_, _| {}, &|| 0.0, &stop);
+    assert!(matches!(result, Err(ScenarioError::Stopped)), "{result:?}");
+}
+
+#[test]
+fn nodes_x_gpus_is_one_rack_of_gpu_nodes() {
+    let c = ClusterSpec::nodes_x_gpus("4x2").expect("parses");
+    assert_eq!((c.racks, c.nodes_per_rack, c.gpus_per_node, c.gpu_type.as_str()), (1, 4, 2, "GPU"));
+    assert_eq!(ClusterSpec::nodes_x_gpus("4by2").expect_err("refused"), "`4by2`: expected NODESxGPUS, e.g. 8x8");
+}
+
+#[test]
+fn an_error_names_the_key_it_is_about() {
+    let key = |text: &str, overrides: &[&str]| load_text(text, overrides).expect_err("refused").key().map(str::to_string);
+    assert_eq!(key(BASE, &["simulation.round_s=abc"]).as_deref(), Some("simulation.round_s"));
+    assert_eq!(key(BASE, &["policies=[\"nope\"]"]).as_deref(), Some("policies"));
+    // The `[policy]` table is read as a whole: its errors name `policy`.
+    assert_eq!(key(&format!("{BASE}[policy.horus]\nlookahed = 5\n"), &[]).as_deref(), Some("policy"));
+    assert_eq!(key(&format!("{BASE}[simulation]\nround_s = -1\n"), &[]).as_deref(), Some("simulation.round_s"));
+    let gittins = load_text(BASE, &["policies=[\"gittins\"]"]).expect("loads");
+    assert_eq!(gittins.run(&|_, _| {}, &|| 0.0).expect_err("no prior").key(), Some("policy"));
+}

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PYTHON_DIR = ROOT / "python"
+ROOT = Path(__file__).resolve().parents[3]
+# The job helper's own distribution folder (python/job): importable from here without installing.
+PYTHON_DIR = ROOT / "python" / "job"
 sys.path.insert(0, str(PYTHON_DIR))
 
 from arbiter_job import Job  # noqa: E402

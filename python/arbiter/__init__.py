@@ -1,0 +1,41 @@
+"""Arbiter from Python: run scenarios, simulate policies and read traces, with results as pandas
+DataFrames.
+
+The simulator is Arbiter's own (Rust, compiled into ``arbiter._native``): a run here and
+``arbiter run`` with the same ``--set`` give the same numbers and the same error messages.
+Simulations of one call run in parallel on every core with the GIL released; Ctrl-C stops them
+(``KeyboardInterrupt``).
+
+    >>> import arbiter
+    >>> run = arbiter.run("scenarios/muri-traces.toml", set={"policies": ["srtf"]})
+    >>> run.results        # one row per trace x tenant x policy x seed (``arbiter run --json``)
+    >>> run.published      # ours next to the published numbers
+    >>> run.jobs           # one row per job of every simulation
+    >>> run.report("out/muri")
+
+Errors raise :class:`ArbiterError` subclasses: :class:`ScenarioError` (a scenario key, ``set``
+override or argument), :class:`TraceError` (a trace file, column or row), :class:`PolicyError`
+(a policy name or parameter, or a policy that failed).
+"""
+
+from ._native import ArbiterError, PolicyError, ScenarioError, TraceError
+from ._policies import policies
+from ._run import Run, run, simulate
+from ._traces import PodAnalysis, TraceAnalysis, analyze_trace, read_trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArbiterError",
+    "PodAnalysis",
+    "PolicyError",
+    "Run",
+    "ScenarioError",
+    "TraceAnalysis",
+    "TraceError",
+    "analyze_trace",
+    "policies",
+    "read_trace",
+    "run",
+    "simulate",
+]

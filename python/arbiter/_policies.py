@@ -1,0 +1,19 @@
+"""The policies and their descriptors."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from . import _frames, _native
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def policies() -> "pd.DataFrame":
+    """Every policy, one row each in ``arbiter policies`` order: ``name``, ``describe`` (what it
+    does, and its paper), ``family`` (``events``, ``gavel-allocation``, ``synergy``,
+    ``other-rounds``), ``pair_speeds``, ``elastic``, ``daemon`` (``runs``, ``needs-colocation``,
+    ``refused``), ``daemon_refused_because`` and ``fairness_columns``."""
+    return _frames.records(json.loads(_native.policies()))

@@ -1,0 +1,136 @@
+"""Scenario runs and ad-hoc simulations, and their results."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Union
+
+from . import _convert, _frames, _native
+from ._convert import PathLike
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+class Run:
+    """A finished run: its tables as DataFrames (built on first use, then kept), its warnings and
+    its report."""
+
+    def __init__(self, native: "_native.Run") -> None:
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        """The scenario's name (``simulate`` for an ad-hoc simulation)."""
+        return self._native.name
+
+    @cached_property
+    def results(self) -> "pd.DataFrame":
+        """One row per trace × tenant × policy × seed, with the columns of ``arbiter run --json``:
+        ``trace``, ``policy``, ``tenant``, ``seed``, then every metric (``jobs``,
+        ``avg_jct_s``, ``p50_jct_s``, ``p99_jct_s``, ``avg_queue_s``, ``makespan_s``,
+        ``gpu_utilization``, ...; docs/metrics.md), ``events``, ``wall_s``, ``capacity_gpus``,
+        ``stranded_gpu_fraction``."""
+        return _frames.rows(self._native.results_json())
+
+    @cached_property
+    def published(self) -> "pd.DataFrame":
+        """The scenario's published numbers with ours beside them, as ``arbiter run`` prints
+        them: ``trace``, ``policy``, ``tenant``, ``metric``, ``value`` (published), ``source``,
+        ``tolerance``, ``ours``, ``relative_diff``, ``comparable``, ``within_tolerance``. Empty
+        for a scenario without published numbers."""
+        return _frames.rows(self._native.published_json())
+
+    @cached_property
+    def jobs(self) -> "pd.DataFrame":
+        """One row per job of every simulation: ``trace``, ``policy``, ``seed``, then the
+        per-job CSV's columns (``arbiter run --jobs-dir``; ``job``, ``tenant``, ``gpus``,
+        ``submit_s``, ``first_start_s``, ``finish_s``, ``jct_s``, ``queue_s``, ``outcome``, ...)
+        with its values (seconds to the millisecond, the simulator's resolution)."""
+        return _frames.csv(self._native.jobs_csv(), _frames.JOBS_TEXT_COLUMNS)
+
+    @property
+    def warnings(self) -> List[str]:
+        """What ``arbiter run`` prints as warnings (jobs that can never run on the cluster, ...)."""
+        return self._native.warnings()
+
+    def report(self, dir: PathLike) -> Path:
+        """Writes the HTML report ``arbiter run --report DIR`` writes (index.html, self-contained,
+        with every figure also as SVG and PNG under figures/); returns the page's path. A run made
+        with ``timeline=False`` has no Gantt chart or time series in it."""
+        return Path(self._native.write_report(os.fspath(dir)))
+
+    def __repr__(self) -> str:
+        return f"<arbiter.Run {self.name!r}>"
+
+
+def run(path: PathLike, set: _convert.Overrides = None, *, timeline: bool = True) -> Run:
+    """Runs the scenario file ``path`` as ``arbiter run`` does: every trace × tenant × policy ×
+    seed, in parallel on every core.
+
+    ``set`` overrides scenario keys as ``--set`` does: a dict of keys to Python values
+    (``{"policies": ["srtf"], "trace.0.max_jobs": 200, "policy.horus": {"lookahead": 5}}``) or a
+    list of ``"KEY=VALUE"`` strings as typed on the command line. ``timeline`` records what ran
+    where and when, for :meth:`Run.report`'s Gantt chart and time series; it changes no result.
+
+    Raises :class:`~arbiter.ScenarioError`, :class:`~arbiter.TraceError` or
+    :class:`~arbiter.PolicyError` with the command line's message; ``KeyboardInterrupt`` on Ctrl-C.
+    """
+    return Run(_native.run_scenario(os.fspath(path), _convert.assignments(set), timeline))
+
+
+def simulate(
+    trace: PathLike,
+    format: str = "native",
+    policy: str = "fifo",
+    cluster: Union[str, Mapping[str, Any]] = "8x8",
+    *,
+    seed: int = 0,
+    placement: Union[str, Mapping[str, Any], None] = None,
+    simulation: Optional[Mapping[str, Any]] = None,
+    set: _convert.Overrides = None,
+    timeline: bool = True,
+    **policy_params: Any,
+) -> Run:
+    """One simulation, as ``arbiter simulate`` runs it: ``trace`` read as ``format`` (``philly``,
+    ``tiresias``, ``muri``, ``gavel``, ``pollux``, ``chronus``, ``native``) under ``policy`` on
+    ``cluster``, with ``seed``.
+
+    ``cluster`` is ``"NODESxGPUS"`` (one rack; ``arbiter simulate --cluster``) or a scenario's
+    ``[cluster]`` table as a dict (``{"spec_file": "data/muri/n8g8.csv"}``, ``{"gpu_types":
+    {"k80": 36, "v100": 36}, "gpus_per_node": 4}``). ``placement`` is a strategy name
+    (``consolidated``, ``spread``, ``relaxed``, ``anywhere``) or a ``[placement]`` table;
+    ``simulation`` a ``[simulation]`` table (``{"restart_overhead_s": 30, "round_s": 360}``).
+    ``policy_params`` are keys of the ``[policy]`` table: a policy family's parameters as a dict
+    (``las={"queues": 3}``, ``horus={"lookahead": 5}``) or ``tenant_weights={...}``; ``set``
+    overrides any key as in :func:`run`, and ``timeline`` is as there. Relative paths resolve
+    against the current directory.
+
+    Returns a :class:`Run` with one row of results.
+    """
+    tables: dict = {}
+    if policy_params:
+        tables["policy"] = dict(policy_params)
+    if isinstance(placement, str):
+        tables["placement"] = {"strategy": placement}
+    elif placement is not None:
+        tables["placement"] = dict(placement)
+    if simulation is not None:
+        tables["simulation"] = dict(simulation)
+    shorthand: Optional[str] = None
+    if isinstance(cluster, str):
+        shorthand = cluster
+    else:
+        tables["cluster"] = dict(cluster)
+    native = _native.simulate(
+        os.fspath(trace),
+        format,
+        policy,
+        shorthand,
+        seed,
+        _convert.to_json(tables),
+        _convert.assignments(set),
+        timeline,
+    )
+    return Run(native)

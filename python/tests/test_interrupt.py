@@ -1,0 +1,39 @@
+"""Ctrl-C during a run stops its simulations and raises KeyboardInterrupt in Python, promptly."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from conftest import MURI
+
+SCRIPT = textwrap.dedent(f"""
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even where started with SIGINT ignored
+    import arbiter
+    print("started", flush=True)
+    started = time.perf_counter()
+    try:
+        arbiter.run({str(MURI)!r})                             # the whole scenario: over a minute
+    except KeyboardInterrupt:
+        print(f"interrupted {{time.perf_counter() - started:.2f}}", flush=True)
+        sys.exit(3)
+    print("finished", flush=True)
+""")
+
+
+def test_ctrl_c_stops_a_run_with_keyboard_interrupt():
+    child = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(2.0)  # well into the simulations
+        sent = time.perf_counter()
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=60)
+        stopped_after = time.perf_counter() - sent
+    finally:
+        child.kill()
+    assert child.returncode == 3, out
+    assert out.startswith("interrupted"), out
+    assert stopped_after < 10, f"took {stopped_after:.1f} s to stop"
