@@ -173,7 +173,7 @@ fn slurm_jobs_run_on_the_gpu_type_the_policy_chose_as_their_tenant_and_a_gang_sp
     let alice = lab.tenant("alice");
     // A gang of 8 a100s: both a100 nodes. Its command runs once on the first node and starts a
     // process per node with srun; the Python helper reads each one's place in the gang.
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python").canonicalize().expect("python dir");
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/job").canonicalize().expect("python/job dir");
     let gang = submit(&alice, json!({
         "command": "srun sh -c 'echo node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES'; srun python3 -c 'from arbiter_job import Job; j = Job(); print(\"rank\", j.rank, \"of\", j.world_size, \"on\", j.nodes, \"master\", j.dist_env()[\"MASTER_ADDR\"])'",
         "gpus": 8, "gpu_types": ["a100"], "working_dir": lab.work(), "env": { "PYTHONPATH": python.display().to_string() },
