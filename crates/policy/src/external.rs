@@ -188,6 +188,106 @@ impl ExternalPolicy {
     }
 }
 
+/// What a policy outside Rust sees at a scheduling point (the external protocol's observation,
+/// less the reward; Python policies get the same): the time, free GPUs per node, and every
+/// waiting or running job's features.
+#[derive(Debug, serde::Serialize)]
+pub struct Observation<'a> {
+    /// Seconds of virtual time.
+    pub time_s: f64,
+    /// Free GPUs per node, in node order.
+    pub free_gpus: Vec<u32>,
+    /// The waiting and running jobs, in the view's order.
+    pub jobs: Vec<JobFeatures<'a>>,
+}
+
+/// One job as a policy outside Rust sees it (`duration_s` and `remaining_s` are oracle values).
+#[derive(Debug, serde::Serialize)]
+pub struct JobFeatures<'a> {
+    /// The job's id, which an order names.
+    pub id: u32,
+    /// Its tenant.
+    pub tenant: &'a str,
+    /// GPUs it asks for.
+    pub gpus: u32,
+    /// Submission time, in seconds.
+    pub submit_s: f64,
+    /// Whether it holds GPUs now.
+    pub running: bool,
+    /// Seconds it has run.
+    pub executed_s: f64,
+    /// GPU-seconds it has had.
+    pub attained_gpu_s: f64,
+    /// Its run time in the trace (oracle).
+    pub duration_s: f64,
+    /// Seconds of work left (oracle).
+    pub remaining_s: f64,
+}
+
+impl<'a> Observation<'a> {
+    /// The observation of `view` at `now`.
+    pub fn of(view: &'a SchedulerView<'_>, now: SimTime) -> Self {
+        let mut free: Vec<u32> = view.cluster.nodes.iter().map(|n| n.gpus).collect();
+        for job in view.jobs {
+            if let Some(p) = job.placement() {
+                for (node, gpus) in &p.slots {
+                    if let Some(f) = free.get_mut(node.index()) {
+                        *f = f.saturating_sub(*gpus);
+                    }
+                }
+            }
+        }
+        let jobs = view
+            .jobs
+            .iter()
+            .map(|j| {
+                let spec = view.spec(j);
+                JobFeatures {
+                    id: j.id.0,
+                    tenant: spec.tenant.as_str(),
+                    gpus: j.gpus,
+                    submit_s: j.submit.as_ms() as f64 / 1000.0,
+                    running: j.is_running(),
+                    executed_s: j.executed_s_at(now),
+                    attained_gpu_s: j.attained_gpu_s_at(now),
+                    duration_s: spec.run_time_s,
+                    remaining_s: j.remaining_s_at(now),
+                }
+            })
+            .collect();
+        Observation { time_s: now.as_ms() as f64 / 1000.0, free_gpus: free, jobs }
+    }
+}
+
+/// An order that names a job it may not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OrderError {
+    /// A job that is neither waiting nor running.
+    #[error("its order names job {0}, which is not waiting or running")]
+    Unknown(u32),
+    /// A job named twice.
+    #[error("its order names job {0} twice")]
+    Twice(u32),
+}
+
+/// The decision for an order of job ids (first served first; jobs left out after, in submission
+/// order) placed greedily with `options` — running jobs compete again when `preempt` — as the
+/// built-in ordered policies place theirs: whatever the order, the decision fits the cluster.
+pub fn decide_in_order(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], preempt: bool) -> Result<Decision, OrderError> {
+    let known: std::collections::HashSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
+    let mut position: std::collections::HashMap<u32, usize> = std::collections::HashMap::with_capacity(order.len());
+    for (i, &id) in order.iter().enumerate() {
+        if !known.contains(&id) {
+            return Err(OrderError::Unknown(id));
+        }
+        if position.insert(id, i).is_some() {
+            return Err(OrderError::Twice(id));
+        }
+    }
+    let options = GreedyOptions { preemptive: preempt, head_of_line_blocking: false, ..options };
+    Ok(schedule_in_order(view, now, options, |j| (position.get(&j.id.0).copied().unwrap_or(usize::MAX), j.submit)))
+}
+
 impl Policy for ExternalPolicy {
     fn name(&self) -> &'static str {
         DESCRIPTOR.name
@@ -204,47 +304,15 @@ impl Policy for ExternalPolicy {
             self.send(&json!({ "type": "start", "protocol": 1, "nodes": nodes }))?;
             self.started = true;
         }
-        let mut free: Vec<u32> = view.cluster.nodes.iter().map(|n| n.gpus).collect();
-        for job in view.jobs {
-            if let Some(p) = job.placement() {
-                for (node, gpus) in &p.slots {
-                    if let Some(f) = free.get_mut(node.index()) {
-                        *f = f.saturating_sub(*gpus);
-                    }
-                }
-            }
-        }
-        let jobs: Vec<serde_json::Value> = view
-            .jobs
-            .iter()
-            .map(|j| {
-                let spec = view.spec(j);
-                json!({
-                    "id": j.id.0, "tenant": spec.tenant, "gpus": j.gpus, "submit_s": j.submit.as_ms() as f64 / 1000.0,
-                    "running": j.is_running(), "executed_s": j.executed_s_at(now), "attained_gpu_s": j.attained_gpu_s_at(now),
-                    "duration_s": spec.run_time_s, "remaining_s": j.remaining_s_at(now),
-                })
-            })
-            .collect();
+        let features = Observation::of(view, now);
         self.count_to(now, Some(view.jobs.len()));
         let reward = std::mem::take(&mut self.pending_reward);
         self.previous = Some((now, view.jobs.len()));
-        let observation = json!({ "type": "observation", "time_s": now.as_ms() as f64 / 1000.0, "reward": reward, "free_gpus": free, "jobs": jobs });
+        let observation = json!({ "type": "observation", "time_s": features.time_s, "reward": reward, "free_gpus": features.free_gpus, "jobs": features.jobs });
         self.send(&observation)?;
         let line = self.receive()?;
         let answer: Answer = serde_json::from_str(&line).map_err(|e| self.fail(format_args!("answer {line:?} is not {{\"order\": [job ids], \"preempt\": bool}}: {e}")))?;
-        let mut position: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
-        let known: std::collections::BTreeSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
-        for (i, id) in answer.order.iter().enumerate() {
-            if !known.contains(id) {
-                return Err(self.fail(format_args!("its order names job {id}, which is not waiting or running")));
-            }
-            if position.insert(*id, i).is_some() {
-                return Err(self.fail(format_args!("its order names job {id} twice")));
-            }
-        }
-        let options = GreedyOptions { preemptive: answer.preempt, head_of_line_blocking: false, ..self.options };
-        Ok(schedule_in_order(view, now, options, |j| (position.get(&j.id.0).copied().unwrap_or(usize::MAX), j.submit)))
+        decide_in_order(view, now, self.options, &answer.order, answer.preempt).map_err(|e| self.fail(e))
     }
 
     fn job_finished(&mut self, _spec: &arbiter_model::JobSpec, _job: &arbiter_model::ActiveJob, now: SimTime) {
