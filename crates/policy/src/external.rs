@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::greedy::{schedule_changes_in_order, GreedyOptions};
 use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
@@ -272,20 +272,29 @@ pub enum OrderError {
 
 /// The decision for an order of job ids (first served first; jobs left out after, in submission
 /// order) placed greedily with `options` — running jobs compete again when `preempt` — as the
-/// built-in ordered policies place theirs: whatever the order, the decision fits the cluster.
+/// built-in ordered policies place theirs (`schedule_changes_in_order`: the decision of
+/// `schedule_in_order`, by changes where it can be): whatever the order, the decision fits.
 pub fn decide_in_order(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], preempt: bool) -> Result<Decision, OrderError> {
-    let known: std::collections::HashSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
-    let mut position: std::collections::HashMap<u32, usize> = std::collections::HashMap::with_capacity(order.len());
+    // Positions by id (1-based; 0: not in the order), dense: a lookup per job, no hashing (a
+    // view of thousands of jobs is built and decided at every scheduling point).
+    let ids = view.jobs.iter().map(|j| j.id.0);
+    let size = ids.clone().max().map_or(0, |m| m as usize + 1);
+    let mut position = vec![0u32; size];
     for (i, &id) in order.iter().enumerate() {
-        if !known.contains(&id) {
-            return Err(OrderError::Unknown(id));
-        }
-        if position.insert(id, i).is_some() {
+        let slot = position.get_mut(id as usize).ok_or(OrderError::Unknown(id))?;
+        if *slot != 0 {
             return Err(OrderError::Twice(id));
         }
+        *slot = i as u32 + 1;
+    }
+    if !order.is_empty() && ids.filter(|&id| position[id as usize] != 0).count() < order.len() {
+        let known: std::collections::HashSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
+        let unknown = order.iter().find(|id| !known.contains(id)).copied().unwrap_or_default();
+        return Err(OrderError::Unknown(unknown));
     }
     let options = GreedyOptions { preemptive: preempt, head_of_line_blocking: false, ..options };
-    Ok(schedule_in_order(view, now, options, |j| (position.get(&j.id.0).copied().unwrap_or(usize::MAX), j.submit)))
+    let key = |j: &arbiter_model::ActiveJob| (position[j.id.0 as usize].wrapping_sub(1), j.submit);
+    Ok(schedule_changes_in_order(view, now, options, key))
 }
 
 impl Policy for ExternalPolicy {

@@ -11,10 +11,12 @@
 //! - [`tables`]: result rows and published numbers as JSON, per-job records as CSV.
 //! - [`traces`]: reading and characterising trace files.
 //! - [`policies`]: the policies' descriptors.
+//! - [`inprocess`]: policies written in Python: scheduling points packed for NumPy, orders back.
 //! - [`error`]: one error type, with the Python exception class each error raises.
 
 pub mod assign;
 pub mod error;
+pub mod inprocess;
 pub mod policies;
 pub mod scenario;
 pub mod tables;
