@@ -138,3 +138,14 @@ def test_preemption_can_be_chosen_per_decision():
     both = arbiter.simulate(SIXTY, "tiresias", policy=Both(), cluster="2x4").results
     builtin = arbiter.simulate(SIXTY, "tiresias", policy="srtf", cluster="2x4").results
     assert both.avg_jct_s[0] == builtin.avg_jct_s[0]
+
+
+def test_a_python_sjf_gives_the_builtin_sjf_numbers():
+    class SJF(arbiter.Policy):
+        def schedule(self, view):
+            return view.ids[np.lexsort((view.ids, view.duration_s))]
+
+    trace3 = [{"name": "trace3", "format": "muri", "path": "../data/muri/trace3.csv", "iteration_time_factor": 1.015}]
+    ours = arbiter.run(MURI, set={"trace": trace3}, policy=SJF(), timeline=False).results
+    builtin = arbiter.run(MURI, set={"trace": trace3, "policies": ["sjf"]}, timeline=False).results
+    assert ours.avg_jct_s[0] == builtin.avg_jct_s[0] and ours.events[0] == builtin.events[0]
