@@ -99,10 +99,47 @@ pub struct ExternalPolicy {
     timeout: Duration,
     options: GreedyOptions,
     started: bool,
+    flow: Flowtime,
+}
+
+/// The reward of a learned scheduler: −(jobs in the system) × seconds, counted from one
+/// scheduling point to the next and through the completions in between, so that its sum over an
+/// episode is −Σ JCT.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flowtime {
     /// The last time the reward was counted to, and the jobs in the system since then.
     previous: Option<(SimTime, usize)>,
-    /// Reward counted since the last observation (jobs that ended in between).
-    pending_reward: f64,
+    /// Reward counted since the last scheduling point (jobs that ended in between).
+    pending: f64,
+}
+
+impl Flowtime {
+    /// Counts −(jobs in the system) × seconds up to `now` into the pending reward; from then on
+    /// `jobs` are in the system (`None`: one fewer, a job ended).
+    fn count_to(&mut self, now: SimTime, jobs: Option<usize>) {
+        if let Some((at, n)) = self.previous {
+            self.pending -= n as f64 * now.as_ms().saturating_sub(at.as_ms()) as f64 / 1000.0;
+            self.previous = Some((now, jobs.unwrap_or(n.saturating_sub(1))));
+        }
+    }
+
+    /// A scheduling point at `now` with `jobs` in the system: the reward since the last one.
+    pub fn point(&mut self, now: SimTime, jobs: usize) -> f64 {
+        self.count_to(now, Some(jobs));
+        self.previous = Some((now, jobs));
+        std::mem::take(&mut self.pending)
+    }
+
+    /// A job ended at `now` (its time in the system counts until then).
+    pub fn finished(&mut self, now: SimTime) {
+        self.count_to(now, None);
+    }
+
+    /// The reward since the last scheduling point, and that point's time (`None` before the
+    /// first): what the episode's end reports.
+    pub fn end(&self) -> Option<(SimTime, f64)> {
+        self.previous.map(|(at, _)| (at, self.pending))
+    }
 }
 
 impl std::fmt::Debug for ExternalPolicy {
@@ -138,7 +175,7 @@ impl ExternalPolicy {
                 }
             })
             .map_err(|e| PolicyError::Config(format!("external policy `{command}`: {e}")))?;
-        Ok(ExternalPolicy { command: command.to_string(), child, stdin, lines, timeout, options, started: false, previous: None, pending_reward: 0.0 })
+        Ok(ExternalPolicy { command: command.to_string(), child, stdin, lines, timeout, options, started: false, flow: Flowtime::default() })
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> PolicyError {
@@ -176,15 +213,6 @@ impl ExternalPolicy {
             std::thread::sleep(Duration::from_millis(10));
         }
         None
-    }
-
-    /// Counts −(jobs in the system) × seconds up to `now` into the pending reward; from then on
-    /// `jobs` are in the system (`None`: one fewer, a job ended).
-    fn count_to(&mut self, now: SimTime, jobs: Option<usize>) {
-        if let Some((at, n)) = self.previous {
-            self.pending_reward -= n as f64 * now.as_ms().saturating_sub(at.as_ms()) as f64 / 1000.0;
-            self.previous = Some((now, jobs.unwrap_or(n.saturating_sub(1))));
-        }
     }
 }
 
@@ -314,9 +342,7 @@ impl Policy for ExternalPolicy {
             self.started = true;
         }
         let features = Observation::of(view, now);
-        self.count_to(now, Some(view.jobs.len()));
-        let reward = std::mem::take(&mut self.pending_reward);
-        self.previous = Some((now, view.jobs.len()));
+        let reward = self.flow.point(now, view.jobs.len());
         let observation = json!({ "type": "observation", "time_s": features.time_s, "reward": reward, "free_gpus": features.free_gpus, "jobs": features.jobs });
         self.send(&observation)?;
         let line = self.receive()?;
@@ -326,17 +352,17 @@ impl Policy for ExternalPolicy {
 
     fn job_finished(&mut self, _spec: &arbiter_model::JobSpec, _job: &arbiter_model::ActiveJob, now: SimTime) {
         // Kept for the next observation (or the end): the job counted in the system until now.
-        self.count_to(now, None);
+        self.flow.finished(now);
     }
 }
 
 impl Drop for ExternalPolicy {
     fn drop(&mut self) {
         if self.started
-            && let Some((at, _)) = self.previous
+            && let Some((at, reward)) = self.flow.end()
         {
             // The episode ends with the last job: the reward since the last observation.
-            let end = json!({ "type": "end", "time_s": at.as_ms() as f64 / 1000.0, "reward": self.pending_reward });
+            let end = json!({ "type": "end", "time_s": at.as_ms() as f64 / 1000.0, "reward": reward });
             let _ = self.send(&end);
         }
         // Closing its input tells it the episode is over.
