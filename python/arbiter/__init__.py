@@ -15,11 +15,16 @@ Simulations of one call run in parallel on every core with the GIL released; Ctr
 
 Errors raise :class:`ArbiterError` subclasses: :class:`ScenarioError` (a scenario key, ``set``
 override or argument), :class:`TraceError` (a trace file, column or row), :class:`PolicyError`
-(a policy name or parameter, or a policy that failed).
+(a policy name or parameter, or a policy that failed) and its subclass :class:`DecisionError` (a
+policy written in Python answered what cannot be carried out, or raised).
+
+Policies written in Python subclass :class:`Policy` and run in-process:
+``arbiter.simulate(trace, policy=MyPolicy())``.
 """
 
-from ._native import ArbiterError, PolicyError, ScenarioError, TraceError
+from ._native import ArbiterError, DecisionError, PolicyError, ScenarioError, TraceError
 from ._policies import policies
+from ._policy import Policy, View
 from ._run import Run, run, simulate
 from ._traces import PodAnalysis, TraceAnalysis, analyze_trace, read_trace
 
@@ -27,12 +32,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArbiterError",
+    "DecisionError",
     "PodAnalysis",
+    "Policy",
     "PolicyError",
     "Run",
     "ScenarioError",
     "TraceAnalysis",
     "TraceError",
+    "View",
     "analyze_trace",
     "policies",
     "read_trace",

@@ -1,7 +1,7 @@
 # Type stubs of the compiled module (crates/python/src/py.rs). The public API is in
 # arbiter/__init__.py and its modules; these are the calls it builds on.
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 class ArbiterError(Exception):
     """Anything Arbiter refused or could not do; the message is the command line's."""
@@ -15,6 +15,9 @@ class TraceError(ArbiterError):
 class PolicyError(ArbiterError):
     """An unknown policy, a policy parameter refused, or a policy that failed."""
 
+class DecisionError(PolicyError):
+    """A policy written in Python answered what cannot be carried out, or raised (its __cause__)."""
+
 class Run:
     @property
     def name(self) -> str: ...
@@ -24,7 +27,7 @@ class Run:
     def warnings(self) -> List[str]: ...
     def write_report(self, dir: str) -> Path: ...
 
-def run_scenario(path: str, overrides: List[str], timeline: bool) -> Run: ...
+def run_scenario(path: str, overrides: List[str], timeline: bool, policy: Optional[Any] = None) -> Run: ...
 def simulate(
     trace: str,
     format: str,
@@ -34,6 +37,7 @@ def simulate(
     tables: str,
     overrides: List[str],
     timeline: bool,
+    python_policy: Optional[Any] = None,
 ) -> Run: ...
 def assignment(key: str, json: str) -> str: ...
 def read_trace(path: str, format: str, options: str) -> str: ...

@@ -12,8 +12,10 @@ if TYPE_CHECKING:
 
 
 def policies() -> "pd.DataFrame":
-    """Every policy, one row each in ``arbiter policies`` order: ``name``, ``describe`` (what it
-    does, and its paper), ``family`` (``events``, ``gavel-allocation``, ``synergy``,
-    ``other-rounds``), ``pair_speeds``, ``elastic``, ``daemon`` (``runs``, ``needs-colocation``,
-    ``refused``), ``daemon_refused_because`` and ``fairness_columns``."""
+    """Every policy, one row each in ``arbiter policies`` order, with its descriptor as
+    ``arbiter policies --json`` prints it: ``name``, ``aliases`` (a list), ``describe`` (one
+    line), ``family`` (``events``, ``gavel-allocation``, ``synergy``, ``other-rounds``),
+    ``pair_speeds``, ``elastic``, ``daemon`` (``runs``, ``needs-colocation``, ``refused``),
+    ``daemon_refused_because`` (missing unless refused), ``fairness_columns``, ``paper`` and
+    ``detail`` (Markdown)."""
     return _frames.records(json.loads(_native.policies()))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Union
 
 from . import _convert, _frames, _native
 from ._convert import PathLike
+from ._policy import Policy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,8 +18,15 @@ class Run:
     """A finished run: its tables as DataFrames (built on first use, then kept), its warnings and
     its report."""
 
-    def __init__(self, native: "_native.Run") -> None:
+    def __init__(self, native: "_native.Run", policy_name: Optional[str] = None) -> None:
         self._native = native
+        # A policy written in Python runs as the kind `external`; its rows carry its name.
+        self._policy_name = policy_name
+
+    def _named(self, frame: "pd.DataFrame") -> "pd.DataFrame":
+        if self._policy_name is not None and "policy" in frame.columns:
+            frame["policy"] = frame["policy"].replace("external", self._policy_name)
+        return frame
 
     @property
     def name(self) -> str:
@@ -32,7 +40,7 @@ class Run:
         ``avg_jct_s``, ``p50_jct_s``, ``p99_jct_s``, ``avg_queue_s``, ``makespan_s``,
         ``gpu_utilization``, ...; docs/metrics.md), ``events``, ``wall_s``, ``capacity_gpus``,
         ``stranded_gpu_fraction``."""
-        return _frames.rows(self._native.results_json())
+        return self._named(_frames.rows(self._native.results_json()))
 
     @cached_property
     def published(self) -> "pd.DataFrame":
@@ -40,7 +48,7 @@ class Run:
         them: ``trace``, ``policy``, ``tenant``, ``metric``, ``value`` (published), ``source``,
         ``tolerance``, ``ours``, ``relative_diff``, ``comparable``, ``within_tolerance``. Empty
         for a scenario without published numbers."""
-        return _frames.rows(self._native.published_json())
+        return self._named(_frames.rows(self._native.published_json()))
 
     @cached_property
     def jobs(self) -> "pd.DataFrame":
@@ -48,7 +56,7 @@ class Run:
         per-job CSV's columns (``arbiter run --jobs-dir``; ``job``, ``tenant``, ``gpus``,
         ``submit_s``, ``first_start_s``, ``finish_s``, ``jct_s``, ``queue_s``, ``outcome``, ...)
         with its values (seconds to the millisecond, the simulator's resolution)."""
-        return _frames.csv(self._native.jobs_csv(), _frames.JOBS_TEXT_COLUMNS)
+        return self._named(_frames.csv(self._native.jobs_csv(), _frames.JOBS_TEXT_COLUMNS))
 
     @property
     def warnings(self) -> List[str]:
@@ -65,7 +73,7 @@ class Run:
         return f"<arbiter.Run {self.name!r}>"
 
 
-def run(path: PathLike, set: _convert.Overrides = None, *, timeline: bool = True) -> Run:
+def run(path: PathLike, set: _convert.Overrides = None, *, timeline: bool = True, policy: Optional[Policy] = None) -> Run:
     """Runs the scenario file ``path`` as ``arbiter run`` does: every trace × tenant × policy ×
     seed, in parallel on every core.
 
@@ -73,17 +81,30 @@ def run(path: PathLike, set: _convert.Overrides = None, *, timeline: bool = True
     (``{"policies": ["srtf"], "trace.0.max_jobs": 200, "policy.horus": {"lookahead": 5}}``) or a
     list of ``"KEY=VALUE"`` strings as typed on the command line. ``timeline`` records what ran
     where and when, for :meth:`Run.report`'s Gantt chart and time series; it changes no result.
+    ``policy`` (an :class:`arbiter.Policy` instance) runs every simulation under that policy
+    written in Python instead of the scenario's ``policies``, one simulation at a time; its rows
+    carry its name.
 
     Raises :class:`~arbiter.ScenarioError`, :class:`~arbiter.TraceError` or
     :class:`~arbiter.PolicyError` with the command line's message; ``KeyboardInterrupt`` on Ctrl-C.
     """
-    return Run(_native.run_scenario(os.fspath(path), _convert.assignments(set), timeline))
+    overrides = _convert.assignments(set)
+    if policy is None:
+        return Run(_native.run_scenario(os.fspath(path), overrides, timeline))
+    _check_policy(policy)
+    overrides = overrides + ['policies=["external"]']
+    return Run(_native.run_scenario(os.fspath(path), overrides, timeline, policy), policy.policy_name())
+
+
+def _check_policy(policy: Any) -> None:
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy must be a policy name or an arbiter.Policy instance, got {type(policy).__name__}")
 
 
 def simulate(
     trace: PathLike,
     format: str = "native",
-    policy: str = "fifo",
+    policy: Union[str, Policy] = "fifo",
     cluster: Union[str, Mapping[str, Any]] = "8x8",
     *,
     seed: int = 0,
@@ -95,7 +116,8 @@ def simulate(
 ) -> Run:
     """One simulation, as ``arbiter simulate`` runs it: ``trace`` read as ``format`` (``philly``,
     ``tiresias``, ``muri``, ``gavel``, ``pollux``, ``chronus``, ``native``) under ``policy`` on
-    ``cluster``, with ``seed``.
+    ``cluster``, with ``seed``. ``policy`` is a policy's name or an :class:`arbiter.Policy`
+    instance (a policy written in Python).
 
     ``cluster`` is ``"NODESxGPUS"`` (one rack; ``arbiter simulate --cluster``) or a scenario's
     ``[cluster]`` table as a dict (``{"spec_file": "data/muri/n8g8.csv"}``, ``{"gpu_types":
@@ -123,6 +145,10 @@ def simulate(
         shorthand = cluster
     else:
         tables["cluster"] = dict(cluster)
+    python_policy: Optional[Policy] = None
+    if not isinstance(policy, str):
+        _check_policy(policy)
+        python_policy, policy = policy, "external"
     native = _native.simulate(
         os.fspath(trace),
         format,
@@ -132,5 +158,6 @@ def simulate(
         _convert.to_json(tables),
         _convert.assignments(set),
         timeline,
+        python_policy,
     )
-    return Run(native)
+    return Run(native, python_policy.policy_name() if python_policy is not None else None)

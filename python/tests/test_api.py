@@ -125,6 +125,11 @@ def test_policies_lists_every_policy_with_its_descriptor(cli):
     listed = [line.split()[0] for line in cli("policies").stdout.splitlines() if line.strip()]
     assert policies.name.tolist() == listed
     assert policies.set_index("name").family["max-min-fairness"] == "gavel-allocation"
+    as_cli = cli_json(cli, "policies")
+    assert policies.name.tolist() == [p["name"] for p in as_cli]
+    by_name = policies.set_index("name")
+    assert by_name.aliases["fifo"] == ["yarn-cs"]
+    assert by_name.paper["fifo"] and by_name.detail["fifo"]
 
 
 def test_simulations_run_without_the_gil():

@@ -170,7 +170,7 @@ enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
-    /// List the policies with one line each.
+    /// List the policies with one line each (`--json`: every policy's descriptor).
     Policies {
         /// Print the guide's tables instead, "At a glance" and "In detail" (docs/policies.md holds exactly this).
         #[arg(long)]
@@ -405,6 +405,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
         Command::Policies { markdown: true } => {
             out!("{}", policies_table::markdown());
+            Ok(())
+        }
+        Command::Policies { markdown: false } if json => {
+            let all: Vec<_> = PolicyKind::ALL.iter().map(|kind| kind.descriptor()).collect();
+            outln!("{}", serde_json::to_string_pretty(&all)?);
             Ok(())
         }
         Command::Policies { markdown: false } => {

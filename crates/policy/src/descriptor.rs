@@ -5,8 +5,9 @@
 
 /// What is known about a policy before it is built (`PolicyKind::descriptor`): one entry per
 /// policy instead of a table per question. `arbiter policies --markdown` prints the guide's
-/// table of policies from these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// table of policies from these; `arbiter policies --json` prints them serialized (the daemon
+/// support flattened to `daemon` and, where refused, `daemon_refused_because`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Descriptor {
     /// The identifier (scenarios, `--policy`, JSON).
     pub name: &'static str,
@@ -21,6 +22,7 @@ pub struct Descriptor {
     /// Whether it resizes elastic jobs (chooses their GPU counts within their range).
     pub elastic: bool,
     /// Whether the daemon can carry out its decisions.
+    #[serde(flatten)]
     pub daemon: DaemonSupport,
     /// Whether results under it show finish-time fairness (max ρ, share of jobs with ρ > 1).
     pub fairness_columns: bool,
@@ -32,7 +34,8 @@ pub struct Descriptor {
 }
 
 /// Whether the production daemon runs a policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "daemon", content = "daemon_refused_because")]
 pub enum DaemonSupport {
     /// On every executor.
     Runs,
@@ -95,7 +98,8 @@ impl Descriptor {
 }
 
 /// How a policy decides, as its callers need to know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Family {
     /// At arrivals, completions and its own wake-ups.
     Events,

@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::greedy::{schedule_changes_in_order, GreedyOptions};
 use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
@@ -99,10 +99,47 @@ pub struct ExternalPolicy {
     timeout: Duration,
     options: GreedyOptions,
     started: bool,
+    flow: Flowtime,
+}
+
+/// The reward of a learned scheduler: −(jobs in the system) × seconds, counted from one
+/// scheduling point to the next and through the completions in between, so that its sum over an
+/// episode is −Σ JCT.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flowtime {
     /// The last time the reward was counted to, and the jobs in the system since then.
     previous: Option<(SimTime, usize)>,
-    /// Reward counted since the last observation (jobs that ended in between).
-    pending_reward: f64,
+    /// Reward counted since the last scheduling point (jobs that ended in between).
+    pending: f64,
+}
+
+impl Flowtime {
+    /// Counts −(jobs in the system) × seconds up to `now` into the pending reward; from then on
+    /// `jobs` are in the system (`None`: one fewer, a job ended).
+    fn count_to(&mut self, now: SimTime, jobs: Option<usize>) {
+        if let Some((at, n)) = self.previous {
+            self.pending -= n as f64 * now.as_ms().saturating_sub(at.as_ms()) as f64 / 1000.0;
+            self.previous = Some((now, jobs.unwrap_or(n.saturating_sub(1))));
+        }
+    }
+
+    /// A scheduling point at `now` with `jobs` in the system: the reward since the last one.
+    pub fn point(&mut self, now: SimTime, jobs: usize) -> f64 {
+        self.count_to(now, Some(jobs));
+        self.previous = Some((now, jobs));
+        std::mem::take(&mut self.pending)
+    }
+
+    /// A job ended at `now` (its time in the system counts until then).
+    pub fn finished(&mut self, now: SimTime) {
+        self.count_to(now, None);
+    }
+
+    /// The reward since the last scheduling point, and that point's time (`None` before the
+    /// first): what the episode's end reports.
+    pub fn end(&self) -> Option<(SimTime, f64)> {
+        self.previous.map(|(at, _)| (at, self.pending))
+    }
 }
 
 impl std::fmt::Debug for ExternalPolicy {
@@ -138,7 +175,7 @@ impl ExternalPolicy {
                 }
             })
             .map_err(|e| PolicyError::Config(format!("external policy `{command}`: {e}")))?;
-        Ok(ExternalPolicy { command: command.to_string(), child, stdin, lines, timeout, options, started: false, previous: None, pending_reward: 0.0 })
+        Ok(ExternalPolicy { command: command.to_string(), child, stdin, lines, timeout, options, started: false, flow: Flowtime::default() })
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> PolicyError {
@@ -177,15 +214,115 @@ impl ExternalPolicy {
         }
         None
     }
+}
 
-    /// Counts −(jobs in the system) × seconds up to `now` into the pending reward; from then on
-    /// `jobs` are in the system (`None`: one fewer, a job ended).
-    fn count_to(&mut self, now: SimTime, jobs: Option<usize>) {
-        if let Some((at, n)) = self.previous {
-            self.pending_reward -= n as f64 * now.as_ms().saturating_sub(at.as_ms()) as f64 / 1000.0;
-            self.previous = Some((now, jobs.unwrap_or(n.saturating_sub(1))));
+/// What a policy outside Rust sees at a scheduling point (the external protocol's observation,
+/// less the reward; Python policies get the same): the time, free GPUs per node, and every
+/// waiting or running job's features.
+#[derive(Debug, serde::Serialize)]
+pub struct Observation<'a> {
+    /// Seconds of virtual time.
+    pub time_s: f64,
+    /// Free GPUs per node, in node order.
+    pub free_gpus: Vec<u32>,
+    /// The waiting and running jobs, in the view's order.
+    pub jobs: Vec<JobFeatures<'a>>,
+}
+
+/// One job as a policy outside Rust sees it (`duration_s` and `remaining_s` are oracle values).
+#[derive(Debug, serde::Serialize)]
+pub struct JobFeatures<'a> {
+    /// The job's id, which an order names.
+    pub id: u32,
+    /// Its tenant.
+    pub tenant: &'a str,
+    /// GPUs it asks for.
+    pub gpus: u32,
+    /// Submission time, in seconds.
+    pub submit_s: f64,
+    /// Whether it holds GPUs now.
+    pub running: bool,
+    /// Seconds it has run.
+    pub executed_s: f64,
+    /// GPU-seconds it has had.
+    pub attained_gpu_s: f64,
+    /// Its run time in the trace (oracle).
+    pub duration_s: f64,
+    /// Seconds of work left (oracle).
+    pub remaining_s: f64,
+}
+
+impl<'a> Observation<'a> {
+    /// The observation of `view` at `now`.
+    pub fn of(view: &'a SchedulerView<'_>, now: SimTime) -> Self {
+        let mut free: Vec<u32> = view.cluster.nodes.iter().map(|n| n.gpus).collect();
+        for job in view.jobs {
+            if let Some(p) = job.placement() {
+                for (node, gpus) in &p.slots {
+                    if let Some(f) = free.get_mut(node.index()) {
+                        *f = f.saturating_sub(*gpus);
+                    }
+                }
+            }
         }
+        let jobs = view
+            .jobs
+            .iter()
+            .map(|j| {
+                let spec = view.spec(j);
+                JobFeatures {
+                    id: j.id.0,
+                    tenant: spec.tenant.as_str(),
+                    gpus: j.gpus,
+                    submit_s: j.submit.as_ms() as f64 / 1000.0,
+                    running: j.is_running(),
+                    executed_s: j.executed_s_at(now),
+                    attained_gpu_s: j.attained_gpu_s_at(now),
+                    duration_s: spec.run_time_s,
+                    remaining_s: j.remaining_s_at(now),
+                }
+            })
+            .collect();
+        Observation { time_s: now.as_ms() as f64 / 1000.0, free_gpus: free, jobs }
     }
+}
+
+/// An order that names a job it may not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OrderError {
+    /// A job that is neither waiting nor running.
+    #[error("its order names job {0}, which is not waiting or running")]
+    Unknown(u32),
+    /// A job named twice.
+    #[error("its order names job {0} twice")]
+    Twice(u32),
+}
+
+/// The decision for an order of job ids (first served first; jobs left out after, in submission
+/// order) placed greedily with `options` — running jobs compete again when `preempt` — as the
+/// built-in ordered policies place theirs (`schedule_changes_in_order`: the decision of
+/// `schedule_in_order`, by changes where it can be): whatever the order, the decision fits.
+pub fn decide_in_order(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], preempt: bool) -> Result<Decision, OrderError> {
+    // Positions by id (1-based; 0: not in the order), dense: a lookup per job, no hashing (a
+    // view of thousands of jobs is built and decided at every scheduling point).
+    let ids = view.jobs.iter().map(|j| j.id.0);
+    let size = ids.clone().max().map_or(0, |m| m as usize + 1);
+    let mut position = vec![0u32; size];
+    for (i, &id) in order.iter().enumerate() {
+        let slot = position.get_mut(id as usize).ok_or(OrderError::Unknown(id))?;
+        if *slot != 0 {
+            return Err(OrderError::Twice(id));
+        }
+        *slot = i as u32 + 1;
+    }
+    if !order.is_empty() && ids.filter(|&id| position[id as usize] != 0).count() < order.len() {
+        let known: std::collections::HashSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
+        let unknown = order.iter().find(|id| !known.contains(id)).copied().unwrap_or_default();
+        return Err(OrderError::Unknown(unknown));
+    }
+    let options = GreedyOptions { preemptive: preempt, head_of_line_blocking: false, ..options };
+    let key = |j: &arbiter_model::ActiveJob| (position[j.id.0 as usize].wrapping_sub(1), j.submit);
+    Ok(schedule_changes_in_order(view, now, options, key))
 }
 
 impl Policy for ExternalPolicy {
@@ -204,62 +341,28 @@ impl Policy for ExternalPolicy {
             self.send(&json!({ "type": "start", "protocol": 1, "nodes": nodes }))?;
             self.started = true;
         }
-        let mut free: Vec<u32> = view.cluster.nodes.iter().map(|n| n.gpus).collect();
-        for job in view.jobs {
-            if let Some(p) = job.placement() {
-                for (node, gpus) in &p.slots {
-                    if let Some(f) = free.get_mut(node.index()) {
-                        *f = f.saturating_sub(*gpus);
-                    }
-                }
-            }
-        }
-        let jobs: Vec<serde_json::Value> = view
-            .jobs
-            .iter()
-            .map(|j| {
-                let spec = view.spec(j);
-                json!({
-                    "id": j.id.0, "tenant": spec.tenant, "gpus": j.gpus, "submit_s": j.submit.as_ms() as f64 / 1000.0,
-                    "running": j.is_running(), "executed_s": j.executed_s_at(now), "attained_gpu_s": j.attained_gpu_s_at(now),
-                    "duration_s": spec.run_time_s, "remaining_s": j.remaining_s_at(now),
-                })
-            })
-            .collect();
-        self.count_to(now, Some(view.jobs.len()));
-        let reward = std::mem::take(&mut self.pending_reward);
-        self.previous = Some((now, view.jobs.len()));
-        let observation = json!({ "type": "observation", "time_s": now.as_ms() as f64 / 1000.0, "reward": reward, "free_gpus": free, "jobs": jobs });
+        let features = Observation::of(view, now);
+        let reward = self.flow.point(now, view.jobs.len());
+        let observation = json!({ "type": "observation", "time_s": features.time_s, "reward": reward, "free_gpus": features.free_gpus, "jobs": features.jobs });
         self.send(&observation)?;
         let line = self.receive()?;
         let answer: Answer = serde_json::from_str(&line).map_err(|e| self.fail(format_args!("answer {line:?} is not {{\"order\": [job ids], \"preempt\": bool}}: {e}")))?;
-        let mut position: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
-        let known: std::collections::BTreeSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
-        for (i, id) in answer.order.iter().enumerate() {
-            if !known.contains(id) {
-                return Err(self.fail(format_args!("its order names job {id}, which is not waiting or running")));
-            }
-            if position.insert(*id, i).is_some() {
-                return Err(self.fail(format_args!("its order names job {id} twice")));
-            }
-        }
-        let options = GreedyOptions { preemptive: answer.preempt, head_of_line_blocking: false, ..self.options };
-        Ok(schedule_in_order(view, now, options, |j| (position.get(&j.id.0).copied().unwrap_or(usize::MAX), j.submit)))
+        decide_in_order(view, now, self.options, &answer.order, answer.preempt).map_err(|e| self.fail(e))
     }
 
     fn job_finished(&mut self, _spec: &arbiter_model::JobSpec, _job: &arbiter_model::ActiveJob, now: SimTime) {
         // Kept for the next observation (or the end): the job counted in the system until now.
-        self.count_to(now, None);
+        self.flow.finished(now);
     }
 }
 
 impl Drop for ExternalPolicy {
     fn drop(&mut self) {
         if self.started
-            && let Some((at, _)) = self.previous
+            && let Some((at, reward)) = self.flow.end()
         {
             // The episode ends with the last job: the reward since the last observation.
-            let end = json!({ "type": "end", "time_s": at.as_ms() as f64 / 1000.0, "reward": self.pending_reward });
+            let end = json!({ "type": "end", "time_s": at.as_ms() as f64 / 1000.0, "reward": reward });
             let _ = self.send(&end);
         }
         // Closing its input tells it the episode is over.

@@ -11,10 +11,15 @@
 //! - [`tables`]: result rows and published numbers as JSON, per-job records as CSV.
 //! - [`traces`]: reading and characterising trace files.
 //! - [`policies`]: the policies' descriptors.
+//! - [`episode`]: one simulation on its own thread answered by an agent over channels (the
+//!   Gymnasium environment).
+//! - [`inprocess`]: policies written in Python: scheduling points packed for NumPy, orders back.
 //! - [`error`]: one error type, with the Python exception class each error raises.
 
 pub mod assign;
+pub mod episode;
 pub mod error;
+pub mod inprocess;
 pub mod policies;
 pub mod scenario;
 pub mod tables;

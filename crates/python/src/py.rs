@@ -2,11 +2,19 @@
 //! cores, stop it on Ctrl-C, and turn errors into the documented exception classes. The Python
 //! package (`python/arbiter/`) builds its API and DataFrames on these.
 
+use crate::inprocess::{self, TenantCodes};
 use crate::scenario::{self, Run};
 use crate::{tables, traces, Error, ErrorClass};
+use arbiter_model::{Decision, SimTime};
+use arbiter_policy::external::Observation;
+use arbiter_policy::mechanisms::greedy::GreedyOptions;
+use arbiter_policy::{Placing, Policy, PolicyConfig, PolicyKind, SchedulerView};
+use arbiter_policy::PolicyError as Refusal;
 use arbiter_sim::StopFlag;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use std::sync::{Arc, Mutex};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,6 +23,7 @@ pyo3::create_exception!(arbiter, ArbiterError, PyException, "Anything Arbiter re
 pyo3::create_exception!(arbiter, ScenarioError, ArbiterError, "A scenario key, a `set` override or an argument is wrong (the message names the key, the override or the file).");
 pyo3::create_exception!(arbiter, TraceError, ArbiterError, "A trace could not be read: the file, its format, a column or a row (file:line: column: reason).");
 pyo3::create_exception!(arbiter, PolicyError, ArbiterError, "An unknown policy, a policy parameter refused, or a policy that failed during a simulation.");
+pyo3::create_exception!(arbiter, DecisionError, PolicyError, "A policy written in Python answered what cannot be carried out (a job not waiting or running, a job twice, not an order of job ids) or raised an exception (its `__cause__`).");
 
 /// How often a waiting call looks for Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
@@ -107,22 +116,107 @@ impl PyRun {
     }
 }
 
-/// Runs the scenario file `path` with `--set` assignments.
-#[pyfunction]
-fn run_scenario(py: Python<'_>, path: PathBuf, overrides: Vec<String>, timeline: bool) -> PyResult<PyRun> {
-    interruptible(py, |stop| scenario::run(scenario::load(&path, &overrides)?, timeline, stop)).map(PyRun)
+/// A policy written in Python (an `arbiter.Policy`): at each scheduling point the simulation's
+/// thread takes the GIL, hands `arbiter._policy._decide` the packed features, and places the
+/// order it answers as the external protocol does. What goes wrong is kept in `failure` as the
+/// exception to raise (a `DecisionError`), and the simulation fails.
+struct PyPolicy {
+    object: Py<PyAny>,
+    decide: Py<PyAny>,
+    name: String,
+    options: GreedyOptions,
+    tenants: TenantCodes,
+    tenant_list: Py<PyList>,
+    failure: Arc<Mutex<Option<PyErr>>>,
 }
 
-/// Runs one ad-hoc simulation (see `scenario::ad_hoc`).
+impl PyPolicy {
+    fn new(py: Python<'_>, object: &Py<PyAny>, config: &PolicyConfig, failure: &Arc<Mutex<Option<PyErr>>>) -> PyResult<Self> {
+        let object = object.clone_ref(py);
+        object.call_method0(py, "reset")?;
+        let name: String = object.call_method0(py, "policy_name")?.extract(py)?;
+        let decide = py.import("arbiter._policy")?.getattr("_decide")?.unbind();
+        let placing = Placing { strategy: config.placement, keep_placements: config.keep_placements };
+        Ok(PyPolicy { object, decide, name, options: GreedyOptions::fit_first(placing), tenants: TenantCodes::default(), tenant_list: PyList::empty(py).unbind(), failure: Arc::clone(failure) })
+    }
+
+    /// Keeps `error` to raise, and fails the simulation.
+    fn fail(&self, error: PyErr) -> Refusal {
+        let message = error.to_string();
+        if let Ok(mut slot) = self.failure.lock() {
+            slot.get_or_insert(error);
+        }
+        Refusal::Config(message)
+    }
+}
+
+impl Policy for PyPolicy {
+    fn name(&self) -> &'static str {
+        arbiter_policy::external::DESCRIPTOR.name
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, Refusal> {
+        let observation = Observation::of(view, now);
+        let time_s = observation.time_s;
+        let answer = Python::attach(|py| -> PyResult<(Vec<u8>, bool)> {
+            let columns = PyBytes::new_with(py, inprocess::columns_len(observation.jobs.len()), |out| {
+                inprocess::pack_columns(&observation, &mut self.tenants, out);
+                Ok(())
+            })?;
+            let tenants = self.tenant_list.bind(py);
+            for tenant in self.tenants.take_new() {
+                tenants.append(tenant)?;
+            }
+            let args = (self.object.bind(py), time_s, columns, PyBytes::new(py, &inprocess::pack_free(&observation)), tenants);
+            let (order, preempt): (Bound<'_, PyBytes>, bool) = self.decide.bind(py).call1(args)?.extract()?;
+            Ok((order.as_bytes().to_vec(), preempt))
+        });
+        let (order, preempt) = answer.map_err(|e| self.fail(e))?;
+        let at = format!("policy `{}` at t={time_s:?}s", self.name);
+        let order = inprocess::unpack_order(&order).map_err(|id| self.fail(DecisionError::new_err(format!("{at}: its order names job {id}, which is not waiting or running"))))?;
+        arbiter_policy::external::decide_in_order(view, now, self.options, &order, preempt).map_err(|e| self.fail(DecisionError::new_err(format!("{at}: {e}"))))
+    }
+}
+
+/// Runs `scenario`, under the Python policy `policy` where one is given (every simulation one at
+/// a time, under the kind `external`): the exception a Python policy failed with, if it did.
+fn run_scenario_with(py: Python<'_>, scenario: impl FnOnce() -> Result<arbiter_sim::scenario::Scenario, Error> + Send, timeline: bool, policy: Option<Py<PyAny>>) -> PyResult<PyRun> {
+    let failure: Arc<Mutex<Option<PyErr>>> = Arc::default();
+    let result = match &policy {
+        None => interruptible(py, |stop| scenario::run(scenario()?, timeline, stop)),
+        Some(object) => {
+            let factory = |_: PolicyKind, config: &PolicyConfig| -> Result<Box<dyn Policy>, Refusal> {
+                Python::attach(|py| PyPolicy::new(py, object, config, &failure)).map(|p| Box::new(p) as Box<dyn Policy>).map_err(|e| {
+                    let message = e.to_string();
+                    if let Ok(mut slot) = failure.lock() {
+                        slot.get_or_insert(e);
+                    }
+                    Refusal::Config(message)
+                })
+            };
+            interruptible(py, |stop| scenario::run_with(scenario()?, timeline, stop, Some(&factory)))
+        }
+    };
+    let failed = failure.lock().ok().and_then(|mut slot| slot.take());
+    match (result, failed) {
+        (Err(_), Some(error)) => Err(error),
+        (result, _) => result.map(PyRun),
+    }
+}
+
+/// Runs the scenario file `path` with `--set` assignments (under a Python policy, if given).
 #[pyfunction]
-#[pyo3(signature = (trace, format, policy, cluster, seed, tables, overrides, timeline))]
+#[pyo3(signature = (path, overrides, timeline, policy=None))]
+fn run_scenario(py: Python<'_>, path: PathBuf, overrides: Vec<String>, timeline: bool, policy: Option<Py<PyAny>>) -> PyResult<PyRun> {
+    run_scenario_with(py, || scenario::load(&path, &overrides), timeline, policy)
+}
+
+/// Runs one ad-hoc simulation (see `scenario::ad_hoc`), under a Python policy if given.
+#[pyfunction]
+#[pyo3(signature = (trace, format, policy, cluster, seed, tables, overrides, timeline, python_policy=None))]
 #[allow(clippy::too_many_arguments)]
-fn simulate(py: Python<'_>, trace: PathBuf, format: &str, policy: &str, cluster: Option<&str>, seed: u64, tables: &str, overrides: Vec<String>, timeline: bool) -> PyResult<PyRun> {
-    interruptible(py, |stop| {
-        let scenario = scenario::ad_hoc(&trace, format, policy, cluster, seed, tables, &overrides)?;
-        scenario::run(scenario, timeline, stop)
-    })
-    .map(PyRun)
+fn simulate(py: Python<'_>, trace: PathBuf, format: &str, policy: &str, cluster: Option<&str>, seed: u64, tables: &str, overrides: Vec<String>, timeline: bool, python_policy: Option<Py<PyAny>>) -> PyResult<PyRun> {
+    run_scenario_with(py, || scenario::ad_hoc(&trace, format, policy, cluster, seed, tables, &overrides), timeline, python_policy)
 }
 
 /// `KEY=VALUE` for a `--set` from a key and a JSON value.
@@ -154,5 +248,5 @@ fn policies() -> PyResult<String> {
 #[pymodule(name = "_native")]
 mod native {
     #[pymodule_export]
-    use super::{analyze_trace, assignment, policies, read_trace, run_scenario, simulate, ArbiterError, PolicyError, PyRun, ScenarioError, TraceError};
+    use super::{analyze_trace, assignment, policies, read_trace, run_scenario, simulate, ArbiterError, DecisionError, PolicyError, PyRun, ScenarioError, TraceError};
 }

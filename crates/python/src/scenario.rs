@@ -4,7 +4,7 @@
 
 use crate::Error;
 use arbiter_policy::PolicyKind;
-use arbiter_sim::scenario::{ClusterSpec, Comparison, ResultRow, Scenario};
+use arbiter_sim::scenario::{ClusterSpec, Comparison, PolicyFactory, ResultRow, Scenario};
 use arbiter_sim::StopFlag;
 use arbiter_trace::{TraceError, TraceFormat};
 use std::path::{Path, PathBuf};
@@ -81,10 +81,16 @@ fn tables_of(json: &str) -> Result<toml::Table, Error> {
 
 /// Runs every simulation of `scenario` on all cores (rows in the order `arbiter run` prints
 /// them) until done or until `stop` is raised; `timeline` records what ran where, for reports.
-pub fn run(mut scenario: Scenario, timeline: bool, stop: &StopFlag) -> Result<Run, Error> {
+pub fn run(scenario: Scenario, timeline: bool, stop: &StopFlag) -> Result<Run, Error> {
+    run_with(scenario, timeline, stop, None)
+}
+
+/// [`run`] with each simulation's policy built by `factory` (a policy written in Python), the
+/// simulations then one at a time ([`Scenario::run_with`]).
+pub fn run_with(mut scenario: Scenario, timeline: bool, stop: &StopFlag, factory: Option<&PolicyFactory<'_>>) -> Result<Run, Error> {
     scenario.simulation.record_timeline = timeline;
     let origin = std::time::Instant::now();
-    let rows = scenario.run_until(&|_, _| {}, &|| origin.elapsed().as_secs_f64(), stop)?;
+    let rows = scenario.run_with(&|_, _| {}, &|| origin.elapsed().as_secs_f64(), stop, factory)?;
     if rows.is_empty() {
         return Err(Error::Argument("the scenario produced no simulations (no tenant of the trace has a cluster?)".into()));
     }

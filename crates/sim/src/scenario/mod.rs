@@ -14,7 +14,7 @@ pub use placement::PlacementSpec;
 pub use policy_spec::PolicySpec;
 
 pub use overrides::apply_override;
-pub use runner::{within_tolerance, Comparison, ResultRow};
+pub use runner::{within_tolerance, Comparison, PolicyFactory, ResultRow};
 
 use crate::engine::{SimConfig, SimError};
 use crate::metrics::Window;

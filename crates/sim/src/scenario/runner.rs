@@ -10,7 +10,7 @@ use crate::unplaceable::UnplaceableJobs;
 use crate::StopFlag;
 use arbiter_model::Cluster;
 use arbiter_policy::mechanisms::colocation::PairSpeeds;
-use arbiter_policy::{build, build_gavel, PolicyConfig, PolicyKind};
+use arbiter_policy::{build, build_gavel, Policy, PolicyConfig, PolicyError, PolicyKind};
 use arbiter_trace::gavel::ThroughputTable;
 use arbiter_trace::Trace;
 use rayon::prelude::*;
@@ -118,6 +118,9 @@ fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
     out
 }
 
+/// Builds a simulation's policy for [`Scenario::run_with`].
+pub type PolicyFactory<'a> = dyn Fn(PolicyKind, &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> + Sync + 'a;
+
 /// A published number next to ours (mean over seeds).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
@@ -169,6 +172,21 @@ impl Scenario {
         progress: &(dyn Fn(usize, usize) + Sync),
         clock: &(dyn Fn() -> f64 + Sync),
         stop: &StopFlag,
+    ) -> Result<Vec<ResultRow>, ScenarioError> {
+        self.run_with(progress, clock, stop, None)
+    }
+
+    /// [`Scenario::run_until`] with each simulation's policy built by `factory` instead of
+    /// [`arbiter_policy::build`] (given the kind and its configuration, seed and placement set
+    /// for the simulation): the Python bindings run a policy written in Python this way, under
+    /// the kind `external`. With a factory the simulations run one at a time, in order, on the
+    /// calling thread (the policy it builds may share state between them).
+    pub fn run_with(
+        &self,
+        progress: &(dyn Fn(usize, usize) + Sync),
+        clock: &(dyn Fn() -> f64 + Sync),
+        stop: &StopFlag,
+        factory: Option<&PolicyFactory<'_>>,
     ) -> Result<Vec<ResultRow>, ScenarioError> {
         let configs: BTreeMap<PolicyKind, PolicyConfig> =
             self.policies.iter().map(|&kind| Ok((kind, self.policy_config_for(kind)?))).collect::<Result<_, ScenarioError>>()?;
@@ -259,7 +277,11 @@ impl Scenario {
                 task_config.placement = strategy;
                 task_config.keep_placements = keep;
             }
-            let mut policy = build(task.policy, &task_config)
+            let built = match factory {
+                Some(factory) => factory(task.policy, &task_config),
+                None => build(task.policy, &task_config),
+            };
+            let mut policy = built
                 .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
             let sim_config = SimConfig {
                 seed: task.seed,
@@ -303,8 +325,10 @@ impl Scenario {
         // (and the first error) keep the task order.
         let mut order: Vec<usize> = (0..tasks.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].jobs.jobs.len()));
-        let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> =
-            order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect();
+        let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> = match factory {
+            Some(_) => (0..tasks.len()).map(|i| (i, run_task(&tasks[i]))).collect(),
+            None => order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect(),
+        };
         if stop.is_raised() {
             return Err(ScenarioError::Stopped);
         }

@@ -231,3 +231,26 @@ fn an_error_names_the_key_it_is_about() {
     let gittins = load_text(BASE, &["policies=[\"gittins\"]"]).expect("loads");
     assert_eq!(gittins.run(&|_, _| {}, &|| 0.0).expect_err("no prior").key(), Some("policy"));
 }
+
+#[test]
+fn a_policy_factory_builds_every_policy_one_simulation_at_a_time() {
+    let scenario = load_text(BASE, &["policies=[\"fifo\", \"srtf\"]", "seeds=[0, 1]"]).expect("loads");
+    let plain = scenario.run(&|_, _| {}, &|| 0.0).expect("runs");
+    let built = std::sync::Mutex::new(Vec::new());
+    let factory = |kind: PolicyKind, config: &arbiter_policy::PolicyConfig| {
+        built.lock().expect("not poisoned").push((kind, config.rounds.seed));
+        arbiter_policy::build(kind, config)
+    };
+    let rows = scenario.run_with(&|_, _| {}, &|| 0.0, &crate::StopFlag::default(), Some(&factory)).expect("runs");
+    assert_eq!(rows.len(), plain.len());
+    for (a, b) in rows.iter().zip(&plain) {
+        assert_eq!((a.policy, a.seed, a.summary.avg_jct_s), (b.policy, b.seed, b.summary.avg_jct_s));
+    }
+    // In task order, on this thread: each simulation's policy from the factory.
+    let built = built.into_inner().expect("not poisoned");
+    assert_eq!(built, [(PolicyKind::Fifo, 0), (PolicyKind::Fifo, 1), (PolicyKind::Srtf, 0), (PolicyKind::Srtf, 1)]);
+    // A factory's refusal fails the run, naming the simulation.
+    let refuse = |_: PolicyKind, _: &arbiter_policy::PolicyConfig| Err(arbiter_policy::PolicyError::Config("no".into()));
+    let error = scenario.run_with(&|_, _| {}, &|| 0.0, &crate::StopFlag::default(), Some(&refuse)).expect_err("refused").to_string();
+    assert!(error.contains("no"), "{error}");
+}
