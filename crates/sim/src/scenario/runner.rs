@@ -1,7 +1,7 @@
 //! Running a scenario: every (trace × tenant × policy × seed) in parallel, result rows, the
 //! aggregate rows of per-tenant runs, and published numbers next to ours.
 
-use super::{Published, Scenario, ScenarioError};
+use super::{LoadedTrace, Published, Scenario, ScenarioError};
 use crate::engine::{simulate, SimConfig, SimError};
 use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
@@ -192,20 +192,43 @@ impl Scenario {
             self.policies.iter().map(|&kind| Ok((kind, self.policy_config_for(kind)?))).collect::<Result<_, ScenarioError>>()?;
         let table = self.throughput_table()?;
         let traces = self.load_traces(table.as_ref())?;
-        struct Task {
-            trace: String,
-            jobs: Arc<Trace>,
-            tenant: String,
-            cluster: Arc<Cluster>,
-            policy: PolicyKind,
-            seed: u64,
-            pair_speeds: Option<Arc<PairSpeeds>>,
-            warnings: Arc<Vec<String>>,
-            /// The trace's own placement (strategy, keep placements), replacing the scenario's.
-            placement: Option<(arbiter_policy::PlacementStrategy, bool)>,
+        let tasks = self.tasks(&traces, table.as_ref())?;
+        let total = tasks.len();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let run_task = |task: &Task| -> Result<ResultRow, ScenarioError> {
+            let row = self.run_task(task, &configs[&task.policy], factory, stop, clock)?;
+            let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            progress(finished, total);
+            Ok(row)
+        };
+        // Tasks of the largest traces first, each pulled by the next free thread: the longest
+        // simulations start early instead of being left for the end on one thread. The rows
+        // (and the first error) keep the task order.
+        let mut order: Vec<usize> = (0..tasks.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].jobs.jobs.len()));
+        let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> = match factory {
+            Some(_) => (0..tasks.len()).map(|i| (i, run_task(&tasks[i]))).collect(),
+            None => order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect(),
+        };
+        if stop.is_raised() {
+            return Err(ScenarioError::Stopped);
         }
+        indexed.sort_by_key(|(i, _)| *i);
+        let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
+        Ok(if self.cluster.per_tenant_nodes.is_some() {
+            with_aggregates(rows, self.window)
+        } else if self.tenant_rows {
+            with_tenant_rows(rows, self.window)
+        } else {
+            rows
+        })
+    }
+
+    /// One simulation per trace × tenant × policy × seed, each with its inputs bound (speeds,
+    /// slowdowns, pair speeds) and the warnings of its trace.
+    fn tasks(&self, traces: &[LoadedTrace], table: Option<&ThroughputTable>) -> Result<Vec<Task>, ScenarioError> {
         let mut tasks = Vec::new();
-        for loaded in &traces {
+        for loaded in traces {
             let (name, trace_seed, trace) = (&loaded.name, &loaded.seed, &loaded.trace);
             let placement_spec = loaded.placement.as_ref().unwrap_or(&self.placement);
             let placement = match &loaded.placement {
@@ -254,92 +277,64 @@ impl Scenario {
                 }
             }
         }
-        let total = tasks.len();
-        let done = std::sync::atomic::AtomicUsize::new(0);
-        let run_task = |task: &Task| -> Result<ResultRow, ScenarioError> {
-            if stop.is_raised() {
-                return Err(ScenarioError::Stopped);
-            }
-            let sim_err = |error| match error {
-                SimError::Stopped(_) => ScenarioError::Stopped,
-                error => ScenarioError::Sim {
-                trace: task.trace.clone(),
-                policy: task.policy,
-                tenant: task.tenant.clone(),
-                seed: task.seed,
-                error,
-                },
-            };
-            let mut task_config = configs[&task.policy].clone();
-            task_config.rounds.seed = task.seed;
-            task_config.pair_speeds = task.pair_speeds.clone();
-            if let Some((strategy, keep)) = task.placement {
-                task_config.placement = strategy;
-                task_config.keep_placements = keep;
-            }
-            let built = match factory {
-                Some(factory) => factory(task.policy, &task_config),
-                None => build(task.policy, &task_config),
-            };
-            let mut policy = built
-                .map_err(|e| sim_err(SimError::Config(e.to_string())))?;
-            let sim_config = SimConfig {
-                seed: task.seed,
-                stop_when_finished: self.window.stop_when_done.then_some(self.window),
-                stop: stop.clone(),
-                ..self.simulation.clone()
-            };
-            let started = clock();
-            if sim_config.ideal && task.policy == PolicyKind::MaxMinFairnessPacked {
-                return Err(sim_err(SimError::Config("simulation.ideal does not model space sharing (max-min-fairness-packed)".into())));
-            }
-            let output = if sim_config.ideal {
-                let mut gavel = build_gavel(task.policy, &task_config)
-                    .map_err(|e| sim_err(SimError::Config(e.to_string())))?
-                    .ok_or_else(|| sim_err(SimError::Config(format!("simulation.ideal needs a Gavel allocation policy, not {}", task.policy))))?;
-                simulate_ideal(&task.cluster, &task.jobs.jobs, &mut gavel, &sim_config).map_err(sim_err)?
-            } else {
-                simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?
-            };
-            let wall_s = clock() - started;
-            let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
-            let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            progress(finished, total);
-            Ok(ResultRow {
-                trace: task.trace.clone(),
-                policy: task.policy,
-                tenant: task.tenant.clone(),
-                seed: task.seed,
-                summary,
-                events: output.stats.events,
-                stranded_gpu_fraction: output.stats.stranded_gpu_fraction(output.capacity_gpus),
-                wall_s,
-                capacity_gpus: output.capacity_gpus,
-                records: output.records,
-                warnings: task.warnings.to_vec(),
-                timeline: output.timeline,
-            })
-        };
-        // Tasks of the largest traces first, each pulled by the next free thread: the longest
-        // simulations start early instead of being left for the end on one thread. The rows
-        // (and the first error) keep the task order.
-        let mut order: Vec<usize> = (0..tasks.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].jobs.jobs.len()));
-        let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> = match factory {
-            Some(_) => (0..tasks.len()).map(|i| (i, run_task(&tasks[i]))).collect(),
-            None => order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect(),
-        };
+        Ok(tasks)
+    }
+
+    /// Runs one simulation with its policy's configuration (`factory` building the policy, if
+    /// given).
+    fn run_task(&self, task: &Task, config: &PolicyConfig, factory: Option<&PolicyFactory<'_>>, stop: &StopFlag, clock: &(dyn Fn() -> f64 + Sync)) -> Result<ResultRow, ScenarioError> {
         if stop.is_raised() {
             return Err(ScenarioError::Stopped);
         }
-        indexed.sort_by_key(|(i, _)| *i);
-        let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
-        Ok(if self.cluster.per_tenant_nodes.is_some() {
-            with_aggregates(rows, self.window)
-        } else if self.tenant_rows {
-            with_tenant_rows(rows, self.window)
+        let sim_err = |error| match error {
+            SimError::Stopped(_) => ScenarioError::Stopped,
+            error => ScenarioError::Sim { trace: task.trace.clone(), policy: task.policy, tenant: task.tenant.clone(), seed: task.seed, error },
+        };
+        let mut task_config = config.clone();
+        task_config.rounds.seed = task.seed;
+        task_config.pair_speeds = task.pair_speeds.clone();
+        if let Some((strategy, keep)) = task.placement {
+            task_config.placement = strategy;
+            task_config.keep_placements = keep;
+        }
+        let built = match factory {
+            Some(factory) => factory(task.policy, &task_config),
+            None => build(task.policy, &task_config),
+        };
+        let mut policy = built.map_err(|e| sim_err(SimError::Config(e.to_string())))?;
+        let sim_config = SimConfig {
+            seed: task.seed,
+            stop_when_finished: self.window.stop_when_done.then_some(self.window),
+            stop: stop.clone(),
+            ..self.simulation.clone()
+        };
+        let started = clock();
+        if sim_config.ideal && task.policy == PolicyKind::MaxMinFairnessPacked {
+            return Err(sim_err(SimError::Config("simulation.ideal does not model space sharing (max-min-fairness-packed)".into())));
+        }
+        let output = if sim_config.ideal {
+            let mut gavel = build_gavel(task.policy, &task_config)
+                .map_err(|e| sim_err(SimError::Config(e.to_string())))?
+                .ok_or_else(|| sim_err(SimError::Config(format!("simulation.ideal needs a Gavel allocation policy, not {}", task.policy))))?;
+            simulate_ideal(&task.cluster, &task.jobs.jobs, &mut gavel, &sim_config).map_err(sim_err)?
         } else {
-            rows
+            simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?
+        };
+        let wall_s = clock() - started;
+        let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
+        Ok(ResultRow {
+            trace: task.trace.clone(),
+            policy: task.policy,
+            tenant: task.tenant.clone(),
+            seed: task.seed,
+            summary,
+            events: output.stats.events,
+            stranded_gpu_fraction: output.stats.stranded_gpu_fraction(output.capacity_gpus),
+            wall_s,
+            capacity_gpus: output.capacity_gpus,
+            records: output.records,
+            warnings: task.warnings.to_vec(),
+            timeline: output.timeline,
         })
     }
 
@@ -395,3 +390,17 @@ pub fn pair_speeds_for(trace: &Trace, cluster: &Cluster, table: &ThroughputTable
     }
     speeds
 }
+/// One simulation of a scenario run.
+struct Task {
+    trace: String,
+    jobs: Arc<Trace>,
+    tenant: String,
+    cluster: Arc<Cluster>,
+    policy: PolicyKind,
+    seed: u64,
+    pair_speeds: Option<Arc<PairSpeeds>>,
+    warnings: Arc<Vec<String>>,
+    /// The trace's own placement (strategy, keep placements), replacing the scenario's.
+    placement: Option<(arbiter_policy::PlacementStrategy, bool)>,
+}
+
