@@ -13,8 +13,10 @@ submission order, padded); action ``max_jobs`` is "no more this round": the pick
 as the external protocol and the built-in ``sjf`` place an order; running jobs keep their GPUs,
 jobs not picked wait) and the simulation runs to the next scheduling point. ``info["action_mask"]``
 says which actions are valid: a row is, while its job's GPUs fit in the GPUs left free by the
-picks so far; "no more" always is. A masked action counts as "no more". Scheduling points where
-no job could be picked pass without a step, and so does a round once nothing more fits.
+picks so far; "no more" is, unless the cluster would idle (nothing running, nothing picked, a
+job fits: every episode then runs every job to its end). A masked action counts as "no more"
+where that is valid, else picks the first job offered. Scheduling points where no job could be
+picked pass without a step, and so does a round once nothing more fits.
 
 The reward is −(jobs in the system) × seconds since the last step, so an episode's return is
 −Σ JCT (seconds); ``reward_scale`` multiplies it.
@@ -131,7 +133,10 @@ class ClusterEnv(gymnasium.Env):
             raise RuntimeError("step() after the episode ended: call reset()")
         action = int(action)
         mask = self._mask()
-        if action < self.max_jobs and mask[action]:
+        if not mask[action if 0 <= action <= self.max_jobs else self.max_jobs]:
+            # A masked action: "no more" where that is allowed, else the first job offered.
+            action = self.max_jobs if mask[self.max_jobs] else int(np.flatnonzero(mask)[0])
+        if action < self.max_jobs:
             self._picks.append(int(self._rows[action]))
             message = self._episode.answer(self._picks, False)
             self._check(message)
@@ -197,9 +202,13 @@ class ClusterEnv(gymnasium.Env):
 
     def _mask(self) -> np.ndarray:
         mask = np.zeros(self.max_jobs + 1, dtype=np.int8)
+        mask[self.max_jobs] = 1
         if not self._done:
             mask[: len(self._index)] = self._gpus[self._index] <= self._free.sum()
-        mask[self.max_jobs] = 1
+            # The cluster may not idle: with nothing running and nothing picked, a job that
+            # fits must start (else "start nothing, ever" would end the episode early).
+            if not self._picks and not self._running.any() and mask[: self.max_jobs].any():
+                mask[self.max_jobs] = 0
         return mask
 
     def _decide(self) -> None:

@@ -104,3 +104,11 @@ def test_vectorised_envs_work():
 def test_a_wrong_trace_is_refused_when_the_env_is_made(tmp_path):
     with pytest.raises(arbiter.TraceError):
         arbiter.gym.ClusterEnv(tmp_path / "missing.csv", "tiresias", "2x4")
+
+
+def test_an_agent_that_never_starts_anything_still_runs_every_job():
+    # "No more" is masked while the cluster would idle: masked, it picks the first job offered.
+    env = small_env(max_jobs=16)
+    total, steps, info = run_agent(env, lambda obs, info, max_jobs: max_jobs)
+    assert info["jobs"] == 60 and info["avg_jct_s"] > 0
+    assert total == pytest.approx(-info["avg_jct_s"] * 60, rel=1e-9)
