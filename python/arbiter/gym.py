@@ -34,7 +34,7 @@ from gymnasium import spaces
 
 from . import _convert, _native
 from ._policy import _COLUMNS
-from ._run import Run
+from ._run import Run, ad_hoc_tables
 
 DATA = Path(__file__).resolve().parent / "data" / "muri"
 #: Muri's trace3 (bundled), as ``scenarios/muri-traces.toml`` runs it.
@@ -79,7 +79,6 @@ class ClusterEnv(gymnasium.Env):
         reward_scale: float = 1.0,
         sim_seed: int = 0,
     ) -> None:
-        tables: Dict[str, Any] = {}
         overrides: List[str] = _convert.assignments(set)
         if trace is None:
             trace = DEFAULT_TRACE
@@ -87,17 +86,8 @@ class ClusterEnv(gymnasium.Env):
             placement = {"strategy": "consolidated", "keep_placements": False} if placement is None else placement
             simulation = {"schedule_on_events": True, "overhead": "per-event"} if simulation is None else simulation
             overrides = ["trace.0.iteration_time_factor=1.015"] + overrides
-        cluster = "8x8" if cluster is None else cluster
-        shorthand: Optional[str] = cluster if isinstance(cluster, str) else None
-        if shorthand is None:
-            tables["cluster"] = dict(cluster)  # type: ignore[arg-type]
-        if isinstance(placement, str):
-            tables["placement"] = {"strategy": placement}
-        elif placement is not None:
-            tables["placement"] = dict(placement)
-        if simulation is not None:
-            tables["simulation"] = dict(simulation)
-        self._start_args = (os.fspath(trace), format, shorthand, _convert.to_json(tables), overrides)
+        shorthand, tables = ad_hoc_tables("8x8" if cluster is None else cluster, placement, simulation)
+        self._start_args = (os.fspath(trace), format, shorthand, tables, overrides)
         self.max_jobs = int(max_jobs)
         self.oracle = oracle
         self.reward_scale = float(reward_scale)
