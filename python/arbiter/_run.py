@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple, Union
 
 from . import _convert, _frames, _native
 from ._convert import PathLike
@@ -96,6 +96,31 @@ def run(path: PathLike, set: _convert.Overrides = None, *, timeline: bool = True
     return Run(_native.run_scenario(os.fspath(path), overrides, timeline, policy), policy.policy_name())
 
 
+def ad_hoc_tables(
+    cluster: Union[str, Mapping[str, Any]],
+    placement: Union[str, Mapping[str, Any], None],
+    simulation: Optional[Mapping[str, Any]],
+    policy_params: Optional[Mapping[str, Any]] = None,
+) -> Tuple[Optional[str], str]:
+    """An ad-hoc simulation's ``NODESxGPUS`` shorthand (or ``None``) and its top-level tables
+    as JSON, from :func:`simulate`'s arguments."""
+    tables: dict = {}
+    if policy_params:
+        tables["policy"] = dict(policy_params)
+    if isinstance(placement, str):
+        tables["placement"] = {"strategy": placement}
+    elif placement is not None:
+        tables["placement"] = dict(placement)
+    if simulation is not None:
+        tables["simulation"] = dict(simulation)
+    shorthand: Optional[str] = None
+    if isinstance(cluster, str):
+        shorthand = cluster
+    else:
+        tables["cluster"] = dict(cluster)
+    return shorthand, _convert.to_json(tables)
+
+
 def _check_policy(policy: Any) -> None:
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a policy name or an arbiter.Policy instance, got {type(policy).__name__}")
@@ -131,20 +156,7 @@ def simulate(
 
     Returns a :class:`Run` with one row of results.
     """
-    tables: dict = {}
-    if policy_params:
-        tables["policy"] = dict(policy_params)
-    if isinstance(placement, str):
-        tables["placement"] = {"strategy": placement}
-    elif placement is not None:
-        tables["placement"] = dict(placement)
-    if simulation is not None:
-        tables["simulation"] = dict(simulation)
-    shorthand: Optional[str] = None
-    if isinstance(cluster, str):
-        shorthand = cluster
-    else:
-        tables["cluster"] = dict(cluster)
+    shorthand, tables = ad_hoc_tables(cluster, placement, simulation, policy_params)
     python_policy: Optional[Policy] = None
     if not isinstance(policy, str):
         _check_policy(policy)
@@ -155,7 +167,7 @@ def simulate(
         policy,
         shorthand,
         seed,
-        _convert.to_json(tables),
+        tables,
         _convert.assignments(set),
         timeline,
         python_policy,

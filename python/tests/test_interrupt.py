@@ -37,3 +37,38 @@ def test_ctrl_c_stops_a_run_with_keyboard_interrupt():
     assert child.returncode == 3, out
     assert out.startswith("interrupted"), out
     assert stopped_after < 10, f"took {stopped_after:.1f} s to stop"
+
+
+SLOW_POLICY = textwrap.dedent(f"""
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    import arbiter
+
+    class Slow(arbiter.Policy):
+        def schedule(self, view):
+            time.sleep(0.001)                                  # 8 traces x thousands of points
+            return []
+
+    print("started", flush=True)
+    try:
+        arbiter.run({str(MURI)!r}, policy=Slow())
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+    print("finished", flush=True)
+""")
+
+
+def test_ctrl_c_stops_a_run_under_a_python_policy():
+    child = subprocess.Popen([sys.executable, "-c", SLOW_POLICY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(1.5)
+        sent = time.perf_counter()
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=60)
+        stopped_after = time.perf_counter() - sent
+    finally:
+        child.kill()
+    assert child.returncode == 3, out
+    assert stopped_after < 10, f"took {stopped_after:.1f} s to stop"

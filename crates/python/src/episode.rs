@@ -123,7 +123,8 @@ impl Drop for ChannelPolicy {
 #[derive(Debug)]
 pub struct Episode {
     to_sim: Option<Sender<Answer>>,
-    from_sim: Receiver<Point>,
+    /// (In a mutex: the Python side waits for it without the GIL, from any thread.)
+    from_sim: Mutex<Receiver<Point>>,
     stop: StopFlag,
     thread: Option<JoinHandle<Result<Run, Error>>>,
 }
@@ -144,12 +145,12 @@ impl Episode {
             };
             scenario::run_with(scenario, false, &thread_stop, Some(&factory))
         });
-        Episode { to_sim: Some(to_sim), from_sim, stop, thread: Some(thread) }
+        Episode { to_sim: Some(to_sim), from_sim: Mutex::new(from_sim), stop, thread: Some(thread) }
     }
 
     /// The next message of the simulation (a scheduling point, or its end).
     pub fn next(&self) -> Option<Point> {
-        self.from_sim.recv().ok()
+        self.from_sim.lock().ok()?.recv().ok()
     }
 
     /// Sends the agent's answer; `false` if the simulation is gone.

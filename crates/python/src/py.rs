@@ -2,6 +2,7 @@
 //! cores, stop it on Ctrl-C, and turn errors into the documented exception classes. The Python
 //! package (`python/arbiter/`) builds its API and DataFrames on these.
 
+use crate::episode::{Answer, Episode, Point};
 use crate::inprocess::{self, TenantCodes};
 use crate::scenario::{self, Run};
 use crate::{tables, traces, Error, ErrorClass};
@@ -13,7 +14,7 @@ use arbiter_policy::PolicyError as Refusal;
 use arbiter_sim::StopFlag;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -219,6 +220,68 @@ fn simulate(py: Python<'_>, trace: PathBuf, format: &str, policy: &str, cluster:
     run_scenario_with(py, || scenario::ad_hoc(&trace, format, policy, cluster, seed, tables, &overrides), timeline, python_policy)
 }
 
+/// An episode of the Gymnasium environment: one simulation on its own thread, answered by the
+/// agent (see `episode`). Dropping or closing it abandons the simulation.
+#[pyclass(module = "arbiter._native", name = "Episode")]
+struct PyEpisode(Mutex<Option<Episode>>);
+
+/// A message of the simulation as a tuple: `("view", time_s, reward, columns, free, new
+/// tenants)`, `("free", free)`, `("refused", message)`, `("end", reward)`.
+fn point_tuple<'py>(py: Python<'py>, point: Option<Point>) -> PyResult<Bound<'py, PyTuple>> {
+    match point {
+        Some(Point::View { time_s, reward, columns, free, tenants }) => ("view", time_s, reward, PyBytes::new(py, &columns), free, tenants).into_pyobject(py),
+        Some(Point::Free(free)) => ("free", free).into_pyobject(py),
+        Some(Point::Refused(message)) => ("refused", message).into_pyobject(py),
+        Some(Point::End { reward }) => ("end", reward).into_pyobject(py),
+        None => Err(ArbiterError::new_err("the episode's simulation is gone")),
+    }
+}
+
+impl PyEpisode {
+    fn with<T>(&self, work: impl FnOnce(&mut Option<Episode>) -> PyResult<T>) -> PyResult<T> {
+        let mut episode = self.0.lock().map_err(|_| ArbiterError::new_err("the episode failed"))?;
+        work(&mut episode)
+    }
+}
+
+#[pymethods]
+impl PyEpisode {
+    /// Starts an ad-hoc simulation (as `simulate`) under the agent.
+    #[new]
+    #[pyo3(signature = (trace, format, cluster, seed, tables, overrides))]
+    fn new(trace: PathBuf, format: &str, cluster: Option<&str>, seed: u64, tables: &str, overrides: Vec<String>) -> PyResult<Self> {
+        let scenario = scenario::ad_hoc(&trace, format, "external", cluster, seed, tables, &overrides).map_err(raise)?;
+        Ok(PyEpisode(Mutex::new(Some(Episode::start(scenario)))))
+    }
+
+    /// The first message (a scheduling point, or the end).
+    fn first<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let point = self.with(|e| Ok(py.detach(|| e.as_ref().and_then(Episode::next))))?;
+        point_tuple(py, point)
+    }
+
+    /// Tries (`decide=False`: the free GPUs after starting them) or decides (the next
+    /// scheduling point, or the end) an order of job ids.
+    fn answer<'py>(&self, py: Python<'py>, order: Vec<u32>, decide: bool) -> PyResult<Bound<'py, PyTuple>> {
+        let answer = if decide { Answer::Decide(order) } else { Answer::Try(order) };
+        let point = self.with(|e| Ok(py.detach(|| e.as_ref().filter(|e| e.answer(answer)).and_then(Episode::next))))?;
+        point_tuple(py, point)
+    }
+
+    /// After the end: the episode's run (results and per-job records).
+    fn finish(&self, py: Python<'_>) -> PyResult<PyRun> {
+        let episode = self.with(|e| e.take().ok_or_else(|| ArbiterError::new_err("the episode is closed")))?;
+        py.detach(|| episode.finish()).map(PyRun).map_err(raise)
+    }
+
+    /// Abandons the simulation.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let episode = self.with(|e| Ok(e.take()))?;
+        py.detach(|| drop(episode));
+        Ok(())
+    }
+}
+
 /// `KEY=VALUE` for a `--set` from a key and a JSON value.
 #[pyfunction]
 fn assignment(key: &str, json: &str) -> PyResult<String> {
@@ -248,5 +311,5 @@ fn policies() -> PyResult<String> {
 #[pymodule(name = "_native")]
 mod native {
     #[pymodule_export]
-    use super::{analyze_trace, assignment, policies, read_trace, run_scenario, simulate, ArbiterError, DecisionError, PolicyError, PyRun, ScenarioError, TraceError};
+    use super::{analyze_trace, assignment, policies, read_trace, run_scenario, simulate, ArbiterError, DecisionError, PolicyError, PyEpisode, PyRun, ScenarioError, TraceError};
 }
