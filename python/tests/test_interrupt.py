@@ -23,18 +23,24 @@ SCRIPT = textwrap.dedent(f"""
 """)
 
 
-def test_ctrl_c_stops_a_run_with_keyboard_interrupt():
-    child = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, text=True)
+def interrupt(script, after_s):
+    """Runs `script` in a child Python, sends it SIGINT `after_s` after it says it started;
+    returns its exit code, its output and how long it took to stop."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "started"
-        time.sleep(2.0)  # well into the simulations
+        time.sleep(after_s)  # well into the simulations
         sent = time.perf_counter()
         child.send_signal(signal.SIGINT)
         out, _ = child.communicate(timeout=60)
-        stopped_after = time.perf_counter() - sent
+        return child.returncode, out, time.perf_counter() - sent
     finally:
         child.kill()
-    assert child.returncode == 3, out
+
+
+def test_ctrl_c_stops_a_run_with_keyboard_interrupt():
+    code, out, stopped_after = interrupt(SCRIPT, 2.0)
+    assert code == 3, out
     assert out.startswith("interrupted"), out
     assert stopped_after < 10, f"took {stopped_after:.1f} s to stop"
 
@@ -60,15 +66,6 @@ SLOW_POLICY = textwrap.dedent(f"""
 
 
 def test_ctrl_c_stops_a_run_under_a_python_policy():
-    child = subprocess.Popen([sys.executable, "-c", SLOW_POLICY], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "started"
-        time.sleep(1.5)
-        sent = time.perf_counter()
-        child.send_signal(signal.SIGINT)
-        out, _ = child.communicate(timeout=60)
-        stopped_after = time.perf_counter() - sent
-    finally:
-        child.kill()
-    assert child.returncode == 3, out
+    code, out, stopped_after = interrupt(SLOW_POLICY, 1.5)
+    assert code == 3, out
     assert stopped_after < 10, f"took {stopped_after:.1f} s to stop"
