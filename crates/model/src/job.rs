@@ -35,6 +35,11 @@ pub struct JobSpec {
     pub iterations: Option<u64>,
     /// Larger runs first where a policy honours priorities.
     pub priority: i32,
+    /// Its priority class (Kubernetes' PriorityClass, Slurm's QOS priority): a higher class is
+    /// served before a lower one and may preempt a lower, preemptible one; the policy orders
+    /// jobs within a class. Default: one class for every job (the policy alone decides).
+    #[serde(default, skip_serializing_if = "JobClass::is_default")]
+    pub class: JobClass,
     /// Start-up cost charged when the job (re)starts, overriding the simulator default.
     pub restart_overhead: Option<SimDuration>,
     /// Time by which the job should be done (its SLO), if it has one.
@@ -73,6 +78,40 @@ pub struct JobSpec {
     /// same speed on any placement of `gpus` GPUs. Not serialised.
     #[serde(skip)]
     pub scaling: Option<Scaling>,
+}
+
+/// A job's priority class as the scheduler sees it: its value (higher is served first) and
+/// whether a job of a higher class may preempt it. The name is for people (reports, `arbiter
+/// jobs`); only the value and the flag decide.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobClass {
+    /// The class's name (`high`, `normal`); `None`: no class given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<Arc<str>>,
+    /// Higher values are served first.
+    #[serde(default)]
+    pub value: i32,
+    /// Whether a running job of this class may be preempted for a job of a higher class.
+    #[serde(default = "preemptible_by_default")]
+    pub preemptible: bool,
+}
+
+fn preemptible_by_default() -> bool {
+    true
+}
+
+impl Default for JobClass {
+    /// No class: value 0, preemptible (as every job is when there are no classes).
+    fn default() -> Self {
+        JobClass { name: None, value: 0, preemptible: true }
+    }
+}
+
+impl JobClass {
+    /// The class every job has when none is given.
+    pub fn is_default(&self) -> bool {
+        *self == JobClass::default()
+    }
 }
 
 /// One training iteration's time on each resource, seconds: storage I/O, CPU, GPU.
@@ -119,6 +158,7 @@ impl JobSpec {
             run_time_s,
             iterations: None,
             priority: 0,
+            class: JobClass::default(),
             restart_overhead: None,
             deadline: None,
             deadline_options: Vec::new(),

@@ -25,7 +25,7 @@ pub use active::{ActiveJob, RunState};
 pub use cluster::{default_price_per_gpu_hour, Cluster, ClusterError, Node};
 pub use decision::{Assignment, Colocation, Decision, Guest, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
-pub use job::{DeadlineOption, IterationStages, JobSpec};
+pub use job::{DeadlineOption, IterationStages, JobClass, JobSpec};
 pub use occupancy::{AllocError, Occupancy};
 pub use plan::{proportional_share, Action, Plan, PlanError, Planner, Standing, MAX_GROUP};
 pub use quota::{admit, Admission, QuotaHold, QuotaUse, Waiting};

@@ -85,9 +85,15 @@ fn strategies() -> impl Strategy<Value = PlacementStrategy> {
 /// fails the run otherwise), every job that fits finishes, GPU-seconds of work are conserved, a
 /// second run gives identical records, and utilization counts each GPU once (at most 1).
 fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: PlacementStrategy, rounds: Option<f64>) -> Result<(), TestCaseError> {
+    check_built(kind, cluster, jobs, strategy, rounds, &|kind, config| build(kind, config).expect("builds"))
+}
+
+type Builder = dyn Fn(PolicyKind, &PolicyConfig) -> Box<dyn arbiter_policy::Policy>;
+
+fn check_built(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: PlacementStrategy, rounds: Option<f64>, build: &Builder) -> Result<(), TestCaseError> {
     let config = policy_config(strategy);
     let sim = SimConfig { overhead: OverheadModel::None, round_s: rounds, ..SimConfig::default() };
-    let mut policy = build(kind, &config).expect("builds");
+    let mut policy = build(kind, &config);
     let out = simulate(cluster, jobs, policy.as_mut(), &sim);
     prop_assert!(out.is_ok(), "{kind}: {:?}", out.err());
     let out = out.expect("checked");
@@ -109,7 +115,7 @@ fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy:
         }
     }
     // The second run records its timeline, which changes nothing.
-    let mut again = build(kind, &config).expect("builds");
+    let mut again = build(kind, &config);
     let second = simulate(cluster, jobs, again.as_mut(), &SimConfig { record_timeline: true, ..sim }).expect("runs");
     prop_assert_eq!(&out.records, &second.records);
     // GPU time is never counted twice: at no moment do a node's jobs hold more than its GPUs
@@ -159,6 +165,32 @@ proptest! {
         // `external` is whatever its agent answers (its e2e tests run it through a real one).
         for kind in PolicyKind::ALL.into_iter().filter(|k| !k.is_gavel() && *k != PolicyKind::External) {
             check_policy(kind, &cluster, &jobs, strategy, rounds)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    /// The classic policies under priority classes (three classes, the middle one not
+    /// preemptible): the same invariants hold as without classes.
+    #[test]
+    fn every_classic_policy_under_priority_classes_keeps_the_invariants(
+        (cluster, mut jobs) in workload(),
+        strategy in strategies(),
+        rounds in prop_oneof![Just(None), Just(Some(60.0))],
+    ) {
+        for (i, job) in jobs.iter_mut().enumerate() {
+            let (name, value, preemptible) = [("low", 10, true), ("steady", 50, false), ("high", 100, true)][(i * 7) % 3];
+            job.class = arbiter_model::JobClass { name: Some(name.into()), value, preemptible };
+        }
+        let wrapped = |kind, config: &PolicyConfig| -> Box<dyn arbiter_policy::Policy> {
+            Box::new(arbiter_policy::mechanisms::classes::PriorityClasses::new(kind, config.clone()).expect("builds"))
+        };
+        // AntMan has its own two classes and is refused under priority classes.
+        let classic = |k: &PolicyKind| !k.is_gavel() && !matches!(k, PolicyKind::External | PolicyKind::AntMan);
+        for kind in PolicyKind::ALL.into_iter().filter(classic) {
+            check_built(kind, &cluster, &jobs, strategy, rounds, &wrapped)?;
         }
     }
 }

@@ -4,6 +4,7 @@
 //! themselves are Gavel's packing ([`crate::gavel::packing`]) and Muri's interleaving
 //! ([`crate::muri::interleave`], with its matching [`crate::muri::matching`]).
 
+pub mod classes;
 pub mod colocation;
 pub(crate) mod elastic;
 pub mod greedy;

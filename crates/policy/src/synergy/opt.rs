@@ -82,7 +82,10 @@ pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, me
     let memory_unit = jobs
         .iter()
         .filter_map(|(id, _)| view.specs[id.index()].sensitivity.as_ref().and_then(|s| s.memory_levels().first().copied()))
-        .fold(proportional.memory_per_gpu.max(1e-9), f64::min);
+        .fold(proportional.memory_per_gpu.max(1e-9), f64::min)
+        // A server left with almost no memory per GPU (a priority class's share of one) must
+        // not make the unit tiny: the table below has (memory ÷ unit) columns.
+        .max(memory / 1024.0);
     let cpu_unit = 1.0;
     // Levels are stored rounded (20.83 for 62.5 / 3): a tolerance of a thousandth of a unit.
     let units = |x: f64, unit: f64| (x / unit - 1e-3).ceil().max(0.0) as usize;

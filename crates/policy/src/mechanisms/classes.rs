@@ -1,0 +1,287 @@
+//! Priority classes (Kubernetes' PriorityClass, Slurm's QOS priority) over any policy: a higher
+//! class is served first and may preempt a lower class whose jobs are preemptible; inside a
+//! class, the configured policy orders and places jobs as it always does.
+//!
+//! ```text
+//!   classes, highest first ──► each class's own policy instance decides its jobs
+//!       on the GPUs no higher class took (and, first, none that lower classes hold);
+//!       jobs left waiting? ──► decide again, lower classes' preemptible GPUs offered too
+//!   union of the classes' answers ──► one decision, checked as any other
+//! ```
+//!
+//! Each class has its own instance of the policy, so a policy that keeps state between
+//! decisions (Tiresias' queues, VTC's counters) keeps it per class. When every active job is in
+//! one class the wrapper steps aside: the policy sees the view as it would without classes,
+//! so a workload without classes schedules exactly as before.
+//!
+//! Why two tries per class: offered every preemptible GPU at once, a policy places by its own
+//! rules (first fit, consolidation) and would preempt lower-class jobs even beside free GPUs.
+//! The first try offers only free GPUs; only jobs still waiting make the second try offer what
+//! lower classes may give up. Placements count GPUs per node, so a class's capacity is a copy
+//! of the cluster with fewer GPUs per node (and CPUs and memory in proportion).
+
+use crate::mechanisms::colocation::PairSpeeds;
+use crate::{build, Policy, PolicyConfig, PolicyError, PolicyKind, SchedulerView, TenantWeights};
+use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Planner, RunState, SimTime};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// A policy per priority class, deciding classes from the highest down.
+pub struct PriorityClasses {
+    kind: PolicyKind,
+    config: PolicyConfig,
+    /// One instance per class value, built when a job of that class is first seen.
+    by_value: BTreeMap<Reverse<i32>, Box<dyn Policy>>,
+    /// What every instance must be told, including those built later.
+    pair_speeds: Option<Arc<PairSpeeds>>,
+    weights: Option<TenantWeights>,
+    planner: Planner,
+}
+
+/// GPUs per node.
+type PerNode = Vec<u32>;
+
+/// What a class's decision takes on each node: GPUs, CPU cores, memory (GiB).
+#[derive(Clone, Debug, Default)]
+struct Taken {
+    gpus: PerNode,
+    cpus: Vec<f64>,
+    memory_gib: Vec<f64>,
+}
+
+impl Taken {
+    fn new(nodes: usize) -> Self {
+        Taken { gpus: vec![0; nodes], cpus: vec![0.0; nodes], memory_gib: vec![0.0; nodes] }
+    }
+
+    fn add(&mut self, other: &Taken) {
+        for n in 0..self.gpus.len() {
+            self.gpus[n] += other.gpus[n];
+            self.cpus[n] += other.cpus[n];
+            self.memory_gib[n] += other.memory_gib[n];
+        }
+    }
+}
+
+impl PriorityClasses {
+    /// `kind` with `config` in every class. Fails as [`build`] does.
+    pub fn new(kind: PolicyKind, config: PolicyConfig) -> Result<Self, PolicyError> {
+        if kind == PolicyKind::External {
+            // One agent per class would be several programs answering for one queue.
+            return Err(PolicyError::Config("priority classes need a built-in policy, not an external agent".into()));
+        }
+        if kind == PolicyKind::AntMan {
+            // AntMan keeps its own map of every GPU between decisions (and has its own two
+            // classes: guaranteed and opportunistic); it cannot be given a part of the cluster.
+            return Err(PolicyError::Config("antman has its own classes (guaranteed, opportunistic) and cannot run under priority classes".into()));
+        }
+        build(kind, &config)?;
+        Ok(PriorityClasses { kind, config, by_value: BTreeMap::new(), pair_speeds: None, weights: None, planner: Planner::new(0) })
+    }
+
+    fn instance(&mut self, value: i32) -> Result<&mut Box<dyn Policy>, PolicyError> {
+        if !self.by_value.contains_key(&Reverse(value)) {
+            let mut policy = build(self.kind, &self.config)?;
+            if let Some(speeds) = &self.pair_speeds {
+                policy.set_pair_speeds(Arc::clone(speeds));
+            }
+            if let Some(weights) = &self.weights {
+                policy.set_tenant_weights(weights)?;
+            }
+            self.by_value.insert(Reverse(value), policy);
+        }
+        self.by_value.get_mut(&Reverse(value)).ok_or_else(|| PolicyError::Invariant("class instance vanished".into()))
+    }
+
+    /// Decides the jobs of class `value` on what `taken` and `lower` (GPUs per node held by
+    /// lower classes' runs that are not offered) leave; `jobs` are its jobs, running ones that
+    /// no longer fit shown as waiting. Returns the decision, what it takes, and whether some of
+    /// the class's jobs are left waiting.
+    fn decide_class(&mut self, value: i32, view: &SchedulerView<'_>, taken: &Taken, lower: &[u32], now: SimTime) -> Result<(Decision, Taken, bool), PolicyError> {
+        let cluster = reduced(view.cluster, taken, lower);
+        let capacity: PerNode = cluster.nodes.iter().map(|n| n.gpus).collect();
+        let jobs = class_jobs(view, value, &capacity);
+        let class_view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: view.specs, current: None };
+        let mut decision = self.instance(value)?.schedule(&class_view, now)?;
+        pin_host_shares(view.cluster, &cluster, &mut decision);
+        let ids: BTreeSet<u32> = jobs.iter().map(|j| j.id.0).collect();
+        let occupancy = self
+            .planner
+            .check(&cluster, view.specs, |id| ids.contains(&id.0), &decision)
+            .map_err(|e| PolicyError::Invariant(format!("class {value}: {e}")))?;
+        let mut used = host_use(view.cluster, &decision);
+        used.gpus = cluster.nodes.iter().map(|n| n.gpus - occupancy.free_on(n.id)).collect();
+        let waiting = jobs.len() > decision.run.len();
+        Ok((decision, used, waiting))
+    }
+
+    /// Every class in turn, highest first (see the module's comment).
+    fn schedule_classes(&mut self, view: &SchedulerView<'_>, values: &BTreeSet<Reverse<i32>>, now: SimTime) -> Result<Decision, PolicyError> {
+        let nodes = view.cluster.nodes.len();
+        let mut taken = Taken::new(nodes);
+        let mut merged = Decision::default();
+        for &Reverse(value) in values {
+            let (below_all, below_fixed) = (held_below(view, value, false, nodes), held_below(view, value, true, nodes));
+            let (mut decision, mut used, waiting) = self.decide_class(value, view, &taken, &below_all, now)?;
+            if waiting && below_all != below_fixed {
+                let admitted = std::mem::take(&mut decision.admitted);
+                (decision, used, _) = self.decide_class(value, view, &taken, &below_fixed, now)?;
+                decision.admitted = merge_admitted(admitted, decision.admitted);
+            }
+            taken.add(&used);
+            merge(&mut merged, decision);
+        }
+        Ok(merged)
+    }
+}
+
+impl Policy for PriorityClasses {
+    fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+        let values: BTreeSet<Reverse<i32>> = view.jobs.iter().map(|j| Reverse(view.spec(j).class.value)).collect();
+        match values.len() {
+            0 | 1 => {
+                let value = values.first().map_or(0, |v| v.0);
+                self.instance(value)?.schedule(view, now)
+            }
+            _ => self.schedule_classes(view, &values, now),
+        }
+    }
+
+    fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
+        if let Some(policy) = self.by_value.get_mut(&Reverse(spec.class.value)) {
+            policy.job_finished(spec, job, now);
+        }
+    }
+
+    fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {
+        for policy in self.by_value.values_mut() {
+            policy.set_pair_speeds(Arc::clone(&speeds));
+        }
+        self.pair_speeds = Some(speeds);
+    }
+
+    fn set_tenant_weights(&mut self, weights: &TenantWeights) -> Result<(), PolicyError> {
+        for policy in self.by_value.values_mut() {
+            policy.set_tenant_weights(weights)?;
+        }
+        self.weights = Some(weights.clone());
+        Ok(())
+    }
+}
+
+/// GPUs per node held by running jobs of classes below `value` (only the non-preemptible ones
+/// with `only_fixed`). Jobs sharing GPUs count each (conservative: less is offered).
+fn held_below(view: &SchedulerView<'_>, value: i32, only_fixed: bool, nodes: usize) -> PerNode {
+    let mut held = vec![0; nodes];
+    for job in view.jobs {
+        let class = &view.spec(job).class;
+        if class.value >= value || (only_fixed && class.preemptible) {
+            continue;
+        }
+        if let Some(placement) = job.placement() {
+            for &(node, gpus) in &placement.slots {
+                if let Some(h) = held.get_mut(node.index()) {
+                    *h += gpus;
+                }
+            }
+        }
+    }
+    held
+}
+
+/// The jobs of class `value`, oldest runs first; a running job whose GPUs are no longer in
+/// `capacity` (a higher class took them) is shown as waiting, so its policy may place it again.
+fn class_jobs(view: &SchedulerView<'_>, value: i32, capacity: &[u32]) -> Vec<ActiveJob> {
+    let mut jobs: Vec<ActiveJob> = view.jobs.iter().filter(|j| view.spec(j).class.value == value).cloned().collect();
+    jobs.sort_by_key(|j| (j.first_start.is_none(), j.first_start, j.id));
+    let mut left = capacity.to_vec();
+    for job in &mut jobs {
+        let Some(placement) = job.placement() else { continue };
+        let fits = placement.slots.iter().all(|&(node, gpus)| left.get(node.index()).is_some_and(|&l| l >= gpus));
+        if fits {
+            for &(node, gpus) in &placement.slots {
+                left[node.index()] -= gpus;
+            }
+        } else {
+            job.state = RunState::Pending;
+        }
+    }
+    jobs.sort_by_key(|j| j.id);
+    jobs
+}
+
+/// `cluster` less what higher classes took and the GPUs `lower` classes hold (with their
+/// GPU-proportional CPUs and memory).
+fn reduced(cluster: &Cluster, taken: &Taken, lower: &[u32]) -> Cluster {
+    let mut out = cluster.clone();
+    for (n, node) in out.nodes.iter_mut().enumerate() {
+        let share = arbiter_model::proportional_share(&cluster.nodes[n]);
+        let held = f64::from(lower[n]);
+        node.gpus = node.gpus.saturating_sub(taken.gpus[n] + lower[n]);
+        node.cpus = (f64::from(node.cpus) - taken.cpus[n] - share.cpus_per_gpu * held).max(0.0).floor() as u32;
+        node.memory_gib = (f64::from(node.memory_gib) - taken.memory_gib[n] - share.memory_per_gpu * held).max(0.0).floor() as u32;
+    }
+    out
+}
+
+/// CPU cores and memory `decision` takes per node, as the planner counts them: a job's own
+/// share, else its node's GPU-proportional one on the whole `cluster` (guests take none).
+fn host_use(cluster: &Cluster, decision: &Decision) -> Taken {
+    let mut used = Taken::new(cluster.nodes.len());
+    for a in decision.run.iter().filter(|a| a.guest.is_none()) {
+        for &(node, gpus) in &a.placement.slots {
+            let Some(whole) = cluster.node(node) else { continue };
+            let share = a.host.unwrap_or_else(|| arbiter_model::proportional_share(whole));
+            used.cpus[node.index()] += share.cpus_per_gpu * f64::from(gpus);
+            used.memory_gib[node.index()] += share.memory_per_gpu * f64::from(gpus);
+        }
+    }
+    used
+}
+
+/// A job placed without its own host share gets the node's GPU-proportional one, counted on the
+/// whole node; a class's node may have less per GPU (a higher class took more than its
+/// proportional CPUs or memory, or a fraction was rounded away), so every such job is given
+/// explicitly the smaller of the two shares on each of its nodes.
+fn pin_host_shares(whole: &Cluster, part: &Cluster, decision: &mut Decision) {
+    for a in decision.run.iter_mut().filter(|a| a.host.is_none() && a.colocation.is_none() && a.guest.is_none()) {
+        let shares = a.placement.slots.iter().filter_map(|&(node, _)| Some((whole.node(node)?, part.node(node)?)));
+        let share = shares.fold(None::<arbiter_model::HostShare>, |least, (w, p)| {
+            let (ws, ps) = (arbiter_model::proportional_share(w), arbiter_model::proportional_share(p));
+            let here = arbiter_model::HostShare { cpus_per_gpu: ws.cpus_per_gpu.min(ps.cpus_per_gpu), memory_per_gpu: ws.memory_per_gpu.min(ps.memory_per_gpu) };
+            Some(least.map_or(here, |l| arbiter_model::HostShare { cpus_per_gpu: l.cpus_per_gpu.min(here.cpus_per_gpu), memory_per_gpu: l.memory_per_gpu.min(here.memory_per_gpu) }))
+        });
+        let first_whole = a.placement.slots.first().and_then(|&(node, _)| whole.node(node)).map(arbiter_model::proportional_share);
+        if let (Some(s), Some(w)) = (share, first_whole)
+            && (s.cpus_per_gpu < w.cpus_per_gpu || s.memory_per_gpu < w.memory_per_gpu)
+        {
+            a.host = Some(s);
+        }
+    }
+}
+
+fn merge(into: &mut Decision, decision: Decision) {
+    into.run.extend(decision.run);
+    into.pending.extend(decision.pending);
+    into.admitted.extend(decision.admitted);
+    into.wake_at = match (into.wake_at, decision.wake_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+}
+
+/// Admission answers of both tries, each job once (the first try's answer stands: the policy
+/// remembers it and does not answer again).
+fn merge_admitted(first: Vec<(arbiter_model::JobId, bool)>, second: Vec<(arbiter_model::JobId, bool)>) -> Vec<(arbiter_model::JobId, bool)> {
+    let seen: BTreeSet<_> = first.iter().map(|(id, _)| *id).collect();
+    first.into_iter().chain(second.into_iter().filter(|(id, _)| !seen.contains(id))).collect()
+}
+
+#[cfg(test)]
+#[path = "classes_tests.rs"]
+mod tests;
