@@ -163,6 +163,7 @@ pub(crate) mod test_support {
             job,
             trace_id: job.to_string(),
             tenant: tenant.into(),
+            priority_class: None,
             gpus,
             submit_s,
             first_start_s: Some(start_s),

@@ -30,6 +30,9 @@ pub struct JobRecord {
     pub trace_id: String,
     /// Tenant.
     pub tenant: String,
+    /// Its priority class, by name (`None`: no class).
+    #[serde(default)]
+    pub priority_class: Option<String>,
     /// GPUs requested.
     pub gpus: u32,
     /// Submission, seconds.
@@ -89,6 +92,7 @@ impl JobRecord {
             job: spec.id.0,
             trace_id: spec.trace_id.clone(),
             tenant: spec.tenant.clone(),
+            priority_class: spec.class.name.as_deref().map(str::to_string),
             gpus: spec.gpus,
             submit_s: spec.submit.as_secs_f64(),
             first_start_s: None,

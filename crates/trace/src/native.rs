@@ -17,6 +17,7 @@
 //! | `iteration_s` | one iteration alone, seconds (empty = unknown) | no |
 //! | `trace_duration_s` | the source trace's own duration column, seconds, where it differs from `run_time_s` (Muri-S) | no |
 //! | `deadline_options` | a soft SLO's deadlines with their values, `seconds:value` separated by `;`, the first being `deadline_s` (Chronus) | no |
+//! | `priority_class` | the job's priority class, by name; a scenario's `[[priority_classes]]` defines it (empty = none) | no |
 //!
 //! `arbiter trace convert` writes it from any other format; reading it back gives the same jobs.
 
@@ -27,10 +28,10 @@ use std::io::Write;
 use std::path::Path;
 
 /// Column order of the native format.
-pub const COLUMNS: [&str; 19] = [
+pub const COLUMNS: [&str; 20] = [
     "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
     "iterations", "priority", "restart_overhead_s", "deadline_s", "io_s", "cpu_s", "gpu_s", "iteration_s",
-    "trace_duration_s", "deadline_options",
+    "trace_duration_s", "deadline_options", "priority_class",
 ];
 
 /// Reads a native trace.
@@ -97,6 +98,9 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
                     job.deadline = job.deadline_options.first().map(|o| o.deadline);
                 }
             }
+            if let Some(name) = optional("priority_class") {
+                job.class.name = Some(name.as_str().into());
+            }
             jobs.push(job);
             Ok(())
         },
@@ -130,6 +134,7 @@ pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
             job.iteration_s.map(|s| format!("{s}")).unwrap_or_default(),
             job.trace_duration_s.map(|s| format!("{s}")).unwrap_or_default(),
             job.deadline_options.iter().map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value)).collect::<Vec<_>>().join(";"),
+            job.class.name.as_deref().unwrap_or_default().to_string(),
         ])?;
     }
     w.flush()?;

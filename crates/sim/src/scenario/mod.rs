@@ -5,6 +5,7 @@
 //!
 //! Relative paths in a scenario are resolved against the scenario file's folder.
 
+pub mod classes;
 mod overrides;
 mod placement;
 mod policy_spec;
@@ -386,6 +387,11 @@ pub struct Scenario {
     /// Measured window of job ids.
     #[serde(default)]
     pub window: Window,
+    /// Priority classes (`[[priority_classes]]`): a higher class is served first and may
+    /// preempt a lower, preemptible one; the policy orders jobs within a class. None: every job
+    /// is in one class, as without.
+    #[serde(default)]
+    pub priority_classes: Vec<classes::ClassSpec>,
     /// Published numbers to print beside ours.
     #[serde(default)]
     pub published: Vec<Published>,
@@ -582,6 +588,7 @@ impl Scenario {
                 p.strategy().map_err(|m| self.invalid(format!("trace `{}`: placement.{m}", t.result_name())))?;
             }
         }
+        classes::check(&self.priority_classes).map_err(|m| self.invalid(m))?;
         // The table itself was checked as it was read; each policy's overrides are checked here.
         for &kind in self.policy.per_policy.keys() {
             self.policy.config_for(kind).map_err(|m| self.invalid(m))?;
@@ -664,6 +671,7 @@ impl Scenario {
                     }
                 }
                 .map_err(|m| self.invalid(format!("workload: {m}")))?;
+                let trace = self.with_classes(trace, &workload.name)?;
                 out.push(LoadedTrace { name: workload.name.clone(), seed: Some(seed), trace: Arc::new(trace), placement: None });
             }
             return Ok(out);
@@ -694,9 +702,21 @@ impl Scenario {
                 trace = Trace::from_jobs(jobs, origin);
             }
             let name = spec.result_name();
+            let trace = self.with_classes(trace, &name)?;
             out.push(LoadedTrace { name, seed: None, trace: Arc::new(trace), placement: spec.placement.clone() });
         }
         Ok(out)
+    }
+
+    /// `trace` (named `name` in errors) with its jobs' priority classes (see [`classes::assign`]).
+    fn with_classes(&self, trace: Trace, name: &str) -> Result<Trace, ScenarioError> {
+        if self.priority_classes.is_empty() && trace.jobs.iter().all(|j| j.class.name.is_none()) {
+            return Ok(trace);
+        }
+        let origin = trace.origin_unix_s;
+        let mut jobs = trace.jobs;
+        classes::assign(&self.priority_classes, &mut jobs, &format!("trace `{name}`")).map_err(|m| self.invalid(m))?;
+        Ok(Trace::from_jobs(jobs, origin))
     }
 
     /// Gives every job its speed on each GPU type of `cluster` from the throughput table,

@@ -61,12 +61,34 @@ pub struct ResultRow {
 /// (over each tenant's own span, a tenant active for a day of a week-long run read 60% where
 /// the cluster read 16%).
 fn with_tenant_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
+    with_rows_by(rows, window, |r| Some(r.tenant.clone()))
+}
+
+/// After each row, a row per priority class over its jobs, named `class:<name>` in the tenant
+/// column (its `util` is the class's share of the cluster's GPU time).
+fn with_class_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        // Only the rows over all tenants: a class row of a tenant row would be a third level.
+        if row.tenant == "all" {
+            out.extend(with_rows_by(vec![row], window, |r| r.priority_class.as_ref().map(|c| format!("class:{c}"))));
+        } else {
+            out.push(row);
+        }
+    }
+    out
+}
+
+/// After each row, a row per group of its jobs (`group` names a job's; `None`: in none).
+fn with_rows_by(rows: Vec<ResultRow>, window: Window, group: impl Fn(&JobRecord) -> Option<String>) -> Vec<ResultRow> {
     let mut out = Vec::with_capacity(rows.len());
     for mut row in rows {
         let span = crate::metrics::RunSpan::of(&row.records);
-        let mut by_tenant: std::collections::BTreeMap<String, Vec<JobRecord>> = std::collections::BTreeMap::new();
+        let mut by_group: std::collections::BTreeMap<String, Vec<JobRecord>> = std::collections::BTreeMap::new();
         for r in &row.records {
-            by_tenant.entry(r.tenant.clone()).or_default().push(r.clone());
+            if let Some(g) = group(r) {
+                by_group.entry(g).or_default().push(r.clone());
+            }
         }
         let records = std::mem::take(&mut row.records);
         let timeline = std::mem::take(&mut row.timeline);
@@ -74,7 +96,7 @@ fn with_tenant_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
         row.records = records;
         row.timeline = timeline;
         out.push(row);
-        out.extend(by_tenant.into_iter().map(|(tenant, records)| {
+        out.extend(by_group.into_iter().map(|(tenant, records)| {
             let mut summary = Summary::compute(&records, window, template.capacity_gpus);
             (summary.gpu_utilization, summary.shared_gpu_fraction, summary.guest_gpu_fraction) = span.utilization(&records, template.capacity_gpus);
             ResultRow { tenant, summary, records, ..template.clone() }
@@ -215,13 +237,14 @@ impl Scenario {
         }
         indexed.sort_by_key(|(i, _)| *i);
         let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
-        Ok(if self.cluster.per_tenant_nodes.is_some() {
+        let rows = if self.cluster.per_tenant_nodes.is_some() {
             with_aggregates(rows, self.window)
         } else if self.tenant_rows {
             with_tenant_rows(rows, self.window)
         } else {
             rows
-        })
+        };
+        Ok(if self.priority_classes.is_empty() { rows } else { with_class_rows(rows, self.window) })
     }
 
     /// One simulation per trace × tenant × policy × seed, each with its inputs bound (speeds,
@@ -299,6 +322,8 @@ impl Scenario {
         }
         let built = match factory {
             Some(factory) => factory(task.policy, &task_config),
+            None if !self.priority_classes.is_empty() => arbiter_policy::mechanisms::classes::PriorityClasses::new(task.policy, task_config.clone())
+                .map(|p| Box::new(p) as Box<dyn arbiter_policy::Policy>),
             None => build(task.policy, &task_config),
         };
         let mut policy = built.map_err(|e| sim_err(SimError::Config(e.to_string())))?;
