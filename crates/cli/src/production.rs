@@ -261,6 +261,11 @@ pub struct SubmitArgs {
     /// Priority (larger first where the policy honours it).
     #[arg(long, default_value_t = 0)]
     priority: i32,
+    /// Priority class, as the admin defined them (`arbiter cluster` lists them): a higher class
+    /// is served first and may preempt a lower, preemptible one (checkpoint signal, then the
+    /// grace period); the policy orders jobs within a class. Default: the configured default.
+    #[arg(long, value_name = "NAME")]
+    priority_class: Option<String>,
     /// Working directory (default: the current one).
     #[arg(long)]
     working_dir: Option<PathBuf>,
@@ -432,6 +437,7 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         ("name", args.name.map(|v| json!(v))),
         ("opportunistic", args.opportunistic.then_some(json!(true))),
         ("job_type", args.job_type.map(|v| json!(v))),
+        ("priority_class", args.priority_class.map(|v| json!(v))),
     ];
     for (key, value) in optional {
         if let Some(value) = value {

@@ -135,6 +135,109 @@ pub struct ServeConfig {
     pub executor: ExecutorKind,
     /// The Slurm executor's settings.
     pub slurm: SlurmConfig,
+    /// Priority classes (`[[priority_classes]]`): none, and every job is in one class.
+    pub priority_classes: Vec<PriorityClassConfig>,
+    /// The class of a job submitted without `--priority-class`: `normal` unless set (with
+    /// classes configured, it must name one of them).
+    pub default_priority_class: Option<String>,
+}
+
+/// One priority class (`[[priority_classes]]`), as Kubernetes' PriorityClass or Slurm's QOS.
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityClassConfig {
+    /// Its name (`arbiter submit --priority-class NAME`).
+    pub name: String,
+    /// Higher values are served first.
+    pub value: i32,
+    /// Whether its running jobs may be preempted for a job of a higher class.
+    #[serde(default = "preemptible_by_default")]
+    pub preemptible: bool,
+    /// The tenants that may use it; unset: every tenant.
+    #[serde(default)]
+    pub tenants: Option<Vec<String>>,
+}
+
+fn preemptible_by_default() -> bool {
+    true
+}
+
+/// The configured priority classes, looked up by name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PriorityClasses {
+    classes: Vec<PriorityClassConfig>,
+    default: Option<String>,
+}
+
+impl PriorityClasses {
+    /// The table of `classes`, jobs without a class going to `default` (`normal` unless set).
+    /// Names must be unique and the default one of them.
+    pub fn new(classes: Vec<PriorityClassConfig>, default: Option<String>) -> Result<Self, ConfigError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, c) in classes.iter().enumerate() {
+            let plain = |ch: char| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.');
+            if c.name.is_empty() || c.name.len() > 64 || !c.name.chars().all(plain) {
+                return Err(ConfigError::Invalid(format!("priority_classes.{i}.name: `{}` is not a name (letters, digits, `-`, `_`, `.`)", c.name)));
+            }
+            if !seen.insert(c.name.as_str()) {
+                return Err(ConfigError::Invalid(format!("priority_classes.{i}.name: `{}` is defined twice", c.name)));
+            }
+        }
+        if classes.is_empty() {
+            if let Some(d) = default {
+                return Err(ConfigError::Invalid(format!("default_priority_class: `{d}` names no class ([[priority_classes]] is empty)")));
+            }
+            return Ok(PriorityClasses::default());
+        }
+        let default = default.unwrap_or_else(|| "normal".into());
+        if !seen.contains(default.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "default_priority_class: `{default}` is not among [[priority_classes]] ({}); set it to one of them",
+                classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(PriorityClasses { classes, default: Some(default) })
+    }
+
+    /// Whether any class is configured.
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty()
+    }
+
+    /// The classes, as configured.
+    pub fn all(&self) -> &[PriorityClassConfig] {
+        &self.classes
+    }
+
+    /// The class `tenant` submits in when it asks for `wanted` (`None`: the default), or why
+    /// it may not (the admin, `admin`, may use every class). Class names are not secret
+    /// (`arbiter cluster` lists them), so a class not granted is refused saying so.
+    pub fn resolve(&self, tenant: &str, wanted: Option<&str>, admin: bool) -> Result<Option<String>, String> {
+        if self.classes.is_empty() {
+            return match wanted {
+                Some(w) => Err(format!("`{w}`: no priority classes are configured (an admin defines them: [[priority_classes]] in the daemon's config)")),
+                None => Ok(None),
+            };
+        }
+        let Some(name) = wanted.or(self.default.as_deref()) else { return Ok(None) };
+        let class = self.classes.iter().find(|c| c.name == name).ok_or_else(|| {
+            format!("`{name}` is not a priority class (classes: {})", self.classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "))
+        })?;
+        if !admin && class.tenants.as_ref().is_some_and(|ts| !ts.iter().any(|t| t == tenant)) {
+            return Err(format!("`{name}`: tenant {tenant} may not use this priority class (an admin grants it: tenants = [...] of the class in the daemon's config)"));
+        }
+        Ok(Some(name.to_string()))
+    }
+
+    /// The scheduler's view of class `name` (a class no longer configured, of a job submitted
+    /// before the configuration changed, counts as the default class).
+    pub fn job_class(&self, name: Option<&str>) -> arbiter_model::JobClass {
+        let find = |n: &str| self.classes.iter().find(|c| c.name == n);
+        match name.and_then(find).or_else(|| self.default.as_deref().and_then(find)) {
+            Some(c) => arbiter_model::JobClass { name: Some(c.name.as_str().into()), value: c.value, preemptible: c.preemptible },
+            None => arbiter_model::JobClass::default(),
+        }
+    }
 }
 
 /// Which executor carries out the daemon's decisions.
@@ -232,6 +335,8 @@ impl Default for ServeConfig {
             policy_fallback: "fifo".into(),
             executor: ExecutorKind::Local,
             slurm: SlurmConfig::default(),
+            priority_classes: Vec::new(),
+            default_priority_class: None,
         }
     }
 }
@@ -253,6 +358,11 @@ pub enum ConfigError {
 }
 
 impl ServeConfig {
+    /// The configured priority classes, checked.
+    pub fn priority_classes(&self) -> Result<PriorityClasses, ConfigError> {
+        PriorityClasses::new(self.priority_classes.clone(), self.default_priority_class.clone())
+    }
+
     /// Reads a TOML file.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
@@ -304,6 +414,7 @@ impl ServeConfig {
             return Err(ConfigError::Invalid("max_connections: must be at least 1".into()));
         }
         parse_gpus(&self.gpus)?;
+        self.priority_classes()?;
         if let Some(min) = self.min_run_s
             && !(min.is_finite() && min >= 0.0) {
                 return Err(ConfigError::Invalid(format!("min_run_s: must be >= 0, got {min}")));
@@ -466,3 +577,37 @@ mod tests {
         assert!(c.fallback_kind().expect_err("bad").to_string().contains("did you mean `fifo`?"));
     }
 }
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+
+    fn class(name: &str, value: i32, tenants: Option<Vec<&str>>) -> PriorityClassConfig {
+        PriorityClassConfig { name: name.into(), value, preemptible: true, tenants: tenants.map(|ts| ts.into_iter().map(String::from).collect()) }
+    }
+
+    #[test]
+    fn bad_class_tables_are_refused_naming_the_key() {
+        let e = PriorityClasses::new(vec![class("a", 1, None), class("a", 2, None)], Some("a".into())).expect_err("twice").to_string();
+        assert!(e.contains("priority_classes.1.name") && e.contains("twice"), "{e}");
+        let e = PriorityClasses::new(vec![class("high", 1, None)], None).expect_err("no normal").to_string();
+        assert!(e.contains("default_priority_class: `normal`") && e.contains("high"), "{e}");
+        let e = PriorityClasses::new(vec![class("a b", 1, None)], Some("a b".into())).expect_err("not a name").to_string();
+        assert!(e.contains("priority_classes.0.name"), "{e}");
+        let e = PriorityClasses::new(Vec::new(), Some("normal".into())).expect_err("no classes").to_string();
+        assert!(e.contains("default_priority_class"), "{e}");
+    }
+
+    #[test]
+    fn a_class_resolves_to_itself_or_the_default_and_only_for_the_tenants_granted() {
+        let table = PriorityClasses::new(vec![class("high", 100, Some(vec!["a"])), class("normal", 50, None)], None).expect("valid");
+        assert_eq!(table.resolve("b", None, false), Ok(Some("normal".into())));
+        assert_eq!(table.resolve("a", Some("high"), false), Ok(Some("high".into())));
+        assert!(table.resolve("b", Some("high"), false).expect_err("not granted").contains("may not use"));
+        assert_eq!(table.resolve("admin", Some("high"), true), Ok(Some("high".into())));
+        assert_eq!(table.job_class(Some("high")).value, 100);
+        // A class removed from the configuration since: the default's.
+        assert_eq!(table.job_class(Some("gone")).value, 50);
+    }
+}
+

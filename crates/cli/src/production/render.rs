@@ -147,6 +147,9 @@ pub(super) fn job_text(job: &Value) -> String {
     let plural = if r["gpus"].as_u64() == Some(1) { "" } else { "s" };
     let kind = if r["opportunistic"] == true { ", opportunistic (idle GPUs only; yields at once)" } else { "" };
     let _ = writeln!(out, "  asks for:   {} GPU{plural}{types}, priority {}{kind}", number(&r["gpus"]), number(&r["priority"]));
+    if let Some(c) = r["priority_class"].as_str() {
+        let _ = writeln!(out, "  class:      {c}");
+    }
     if let Some(t) = r["job_type"].as_str() {
         let _ = writeln!(out, "  job type:   {t}");
     }
@@ -260,9 +263,9 @@ pub(super) fn cluster_text(c: &Value) -> String {
         _ => {}
     }
     isolation_text(&mut out, c);
-    const SHOWN: [&str; 19] = [
+    const SHOWN: [&str; 20] = [
         "policy", "executor", "nodes", "round_s", "gpus", "free_gpus", "cpus", "memory_gib", "cpu_memory_limits", "running", "queued", "queued_total",
-        "tenants_isolated", "tenant_isolation", "memory_limits", "max_processes_per_tenant", "process_limit", "own_pid_namespaces", "process_visibility",
+        "tenants_isolated", "tenant_isolation", "memory_limits", "max_processes_per_tenant", "process_limit", "own_pid_namespaces", "process_visibility", "priority_classes",
     ];
     for (key, value) in c.as_object().into_iter().flatten().filter(|(k, _)| !SHOWN.contains(&k.as_str())) {
         let shown = match value {
@@ -270,6 +273,27 @@ pub(super) fn cluster_text(c: &Value) -> String {
             other => other.to_string(),
         };
         let _ = writeln!(out, "{}: {shown}", key.replace('_', " "));
+    }
+    let classes: Vec<String> = c["priority_classes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let mut text = format!("{} ({}", k["name"].as_str().unwrap_or("?"), number(&k["value"]));
+            if k["preemptible"] == false {
+                text.push_str(", not preemptible");
+            }
+            if k["default"] == true {
+                text.push_str(", default");
+            }
+            if let Some(ts) = k["tenants"].as_array() {
+                text.push_str(&format!(", tenants {}", ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("/")));
+            }
+            text + ")"
+        })
+        .collect();
+    if !classes.is_empty() {
+        let _ = writeln!(out, "priority classes: {}", classes.join(", "));
     }
     out
 }

@@ -424,7 +424,28 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
         "running": running,
         "queued": queued,
         "queued_total": queued_total,
+        "priority_classes": class_views(&settings.priority_classes, viewer.as_deref()),
     })))
+}
+
+/// The priority classes the caller may use (a tenant: those granted to it, without the lists
+/// of tenants, which would name other tenants; the admin: all, with them), highest first.
+fn class_views(classes: &crate::config::PriorityClasses, viewer: Option<&str>) -> Vec<Value> {
+    let default = classes.job_class(None).name;
+    let mut views: Vec<(i32, Value)> = classes
+        .all()
+        .iter()
+        .filter(|c| viewer.is_none_or(|v| c.tenants.as_ref().is_none_or(|ts| ts.iter().any(|t| t == v))))
+        .map(|c| {
+            let mut view = json!({ "name": c.name, "value": c.value, "preemptible": c.preemptible, "default": default.as_deref() == Some(c.name.as_str()) });
+            if viewer.is_none() {
+                view["tenants"] = json!(c.tenants);
+            }
+            (c.value, view)
+        })
+        .collect();
+    views.sort_by_key(|(value, _)| std::cmp::Reverse(*value));
+    views.into_iter().map(|(_, v)| v).collect()
 }
 
 /// The learned co-location table (`records/pairs.rs`): the admin sees every entry; a tenant the

@@ -37,6 +37,7 @@ pub fn openapi_document() -> Value {
                         "min_run_time_s": { "type": "integer", "description": "seconds a started run is protected from preemption (default: the daemon's min_run_s)" },
                         "opportunistic": { "type": "boolean", "default": false, "description": "run only on idle GPUs, outside the policy, quotas and fair shares; yield at once (at most 5 s of grace) to a placed job" },
                         "iteration_stages": { "$ref": "#/components/schemas/IterationStages" },
+                        "priority_class": { "type": "string", "maxLength": 64, "description": "priority class, one the admin configured ([[priority_classes]]) and granted to the tenant (GET /v1/cluster lists them): a higher class is served first and may preempt a lower, preemptible one; the policy orders jobs within a class. Default: the configured default_priority_class. 400 for a class that does not exist or is not granted" },
                         "job_type": { "type": "string", "pattern": "^[A-Za-z0-9._:/+-]{1,128}$", "description": "what kind of job this is, within the tenant (another tenant's type of the same name is another type): the daemon learns from progress reports how fast each type runs next to each other type on the same GPUs (GET /v1/pairs), and gandiva, max-min-fairness-packed and horus pair jobs by it" }
                     }
                 },

@@ -79,6 +79,8 @@ pub struct Settings {
     pub containment: crate::security::containment::Containment,
     /// Most jobs one tenant may have queued or running.
     pub max_queued_per_tenant: usize,
+    /// The priority classes jobs may be submitted in (empty: every job in one class).
+    pub priority_classes: crate::config::PriorityClasses,
     /// What a tenant keeps of its ended jobs, and how fast it may submit.
     pub retention: crate::records::retention::Retention,
     /// Most bytes one run may add to its job's log (None: no limit).
@@ -344,13 +346,14 @@ impl Daemon {
         let mut config = crate::daemon::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
         config.pair_speeds = crate::daemon::policy_support::pair_speeds(settings.policy, &pairs, &cluster.gpu_type_names);
         config.external = settings.external.clone();
-        let built = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
-        let fallback = arbiter_policy::build(settings.fallback, &config).map_err(|e| DaemonError::Config(format!("policy_fallback {}: {e}", settings.fallback)))?;
+        let build = |kind| crate::daemon::policy_support::build_policy(kind, &config, &settings.priority_classes);
+        let built = build(settings.policy).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
+        let fallback = build(settings.fallback).map_err(|e| DaemonError::Config(format!("policy_fallback {}: {e}", settings.fallback)))?;
         let (mut policy, agent) = match settings.policy {
             PolicyKind::External => (None, Some(Arc::new(Mutex::new(Some(built))))),
             _ => (Some(built), None),
         };
-        let specs: Vec<JobSpec> = (0..jobs.len()).map(|id| jobs.get(id).map_or_else(|| view::pruned_spec(id as u32), |j| view::spec_of(j, cluster))).collect();
+        let specs: Vec<JobSpec> = (0..jobs.len()).map(|id| jobs.get(id).map_or_else(|| view::pruned_spec(id as u32), |j| view::spec_of(j, cluster, &settings.priority_classes))).collect();
         // Policies that learn from finished jobs (QSSF) learn the history again.
         let restart = SimTime::from_ms(settings.clock.now_ms());
         if let Some(policy) = policy.as_mut() {
@@ -426,8 +429,15 @@ impl Daemon {
 
     /// Submits a job for `tenant`. Persisted before it is acknowledged. A repeated
     /// `client_request_id` returns the earlier job (or a conflict if the request differs).
-    pub fn submit(&self, tenant: &str, request: SubmitRequest) -> Result<Submitted, RequestError> {
+    pub fn submit(&self, tenant: &str, mut request: SubmitRequest) -> Result<Submitted, RequestError> {
         request.validate(&self.limits())?;
+        // The class is settled now (the default filled in), so that a retry of the same
+        // request finds the same job and a later change of the default moves no job.
+        request.priority_class = self
+            .settings
+            .priority_classes
+            .resolve(tenant, request.priority_class.as_deref(), tenant == crate::records::store::ADMIN_TENANT)
+            .map_err(|reason| FieldError { field: "priority_class", reason })?;
         let submitted = {
             let mut state = self.lock();
             if let Some(key) = &request.client_request_id
@@ -483,7 +493,7 @@ impl Daemon {
             if let Some(key) = &record.request.client_request_id {
                 state.requests.insert((tenant.to_string(), key.clone()), id);
             }
-            let spec = view::spec_of(&record, state.topology.cluster());
+            let spec = view::spec_of(&record, state.topology.cluster(), &self.settings.priority_classes);
             state.specs.push(spec);
             state.jobs.push(record);
             *state.live_by_tenant.entry(tenant.to_string()).or_insert(0) += 1;
@@ -621,7 +631,7 @@ impl Daemon {
             state.pairs_changed = true;
             tracing::debug!(job = id, entries = writes.len(), "co-location table updated");
         }
-        state.specs[id as usize] = view::spec_of(&updated, state.topology.cluster());
+        state.specs[id as usize] = view::spec_of(&updated, state.topology.cluster(), &self.settings.priority_classes);
         state.jobs[id as usize] = updated;
         Ok(())
     }

@@ -117,12 +117,32 @@ pub fn policy_config(tenants: &BTreeMap<String, Tenant>, round_s: f64, gittins_p
     }
 }
 
+/// `kind` with `config`, under the priority classes when any is configured (an external agent
+/// decides alone: `ServeConfig::validate` refuses it with classes).
+pub(crate) fn build_policy(kind: PolicyKind, config: &arbiter_policy::PolicyConfig, classes: &crate::config::PriorityClasses) -> Result<Box<dyn arbiter_policy::Policy>, arbiter_policy::PolicyError> {
+    if classes.is_empty() || kind == PolicyKind::External {
+        return arbiter_policy::build(kind, config);
+    }
+    Ok(Box::new(arbiter_policy::mechanisms::classes::PriorityClasses::new(kind, config.clone())?))
+}
+
 impl ServeConfig {
     /// Checks the configuration: every field, then that the executor can carry out the policy
     /// (here, where policy support is known, so that `config` stays a leaf that imports
     /// nothing of the daemon's).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.check_fields()?;
+        if !self.priority_classes.is_empty() {
+            for (key, kind) in [("policy", self.policy_kind()?), ("policy_fallback", self.fallback_kind()?)] {
+                if matches!(kind, PolicyKind::External | PolicyKind::AntMan) {
+                    return Err(ConfigError::Invalid(format!(
+                        "{key}: {} cannot run under [[priority_classes]] ({}); choose another policy or remove the classes",
+                        kind.name(),
+                        if kind == PolicyKind::External { "one agent decides the whole queue" } else { "it has its own classes, guaranteed and opportunistic" }
+                    )));
+                }
+            }
+        }
         if let Some(reason) = unsupported(self.policy_kind()?, self.capabilities()) {
             return Err(ConfigError::Invalid(format!("policy: {} executor: {reason}", self.executor.name())));
         }

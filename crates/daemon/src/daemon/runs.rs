@@ -217,7 +217,7 @@ impl Daemon {
             state.dirty.extend(ids.iter().copied());
         }
         for &id in ids {
-            let spec = view::spec_of(&state.jobs[id as usize], state.topology.cluster());
+            let spec = view::spec_of(&state.jobs[id as usize], state.topology.cluster(), &self.settings.priority_classes);
             state.specs[id as usize] = spec;
         }
     }

@@ -116,7 +116,7 @@ impl Daemon {
             return;
         }
         let config = crate::daemon::policy_support::policy_config(&state.tenants, self.settings.round_s, &self.settings.gittins_prior);
-        match arbiter_policy::build(self.settings.policy, &config) {
+        match crate::daemon::policy_support::build_policy(self.settings.policy, &config, &self.settings.priority_classes) {
             Ok(policy) => state.policy = Some(policy),
             Err(e) => tracing::warn!("could not rebuild the policy with the new tenant weights: {e}"),
         }

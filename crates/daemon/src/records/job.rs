@@ -93,6 +93,10 @@ pub struct SubmitRequest {
     /// tenant's `resnet50` is another type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_type: Option<String>,
+    /// Its priority class (`arbiter submit --priority-class`); `None` on submission: the
+    /// configured default, filled in when the daemon takes the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
 }
 
 /// One iteration's time on each resource, seconds (`SubmitRequest::iteration_stages`).
@@ -207,6 +211,7 @@ impl SubmitRequest {
             ("name", self.name.as_deref()),
             ("client_request_id", self.client_request_id.as_deref()),
             ("job_type", self.job_type.as_deref()),
+            ("priority_class", self.priority_class.as_deref()),
         ];
         for (field, value) in lines {
             value.map_or(Ok(()), |v| check(field, v, Text::Line))?;
@@ -305,6 +310,9 @@ impl SubmitRequest {
         }
         if let Some(problem) = self.job_type.as_deref().and_then(crate::records::pairs::job_type_problem) {
             return bad("job_type", problem);
+        }
+        if self.priority_class.as_ref().is_some_and(|c| c.len() > 64) {
+            return bad("priority_class", "longer than 64 bytes".into());
         }
         Ok(())
     }
@@ -704,8 +712,9 @@ pub(crate) mod tests {
     }
 
     /// The fields of one line, as [`with_field`] names them, and the field an error names.
-    const ONE_LINE_FIELDS: [(&str, &str); 8] = [
+    const ONE_LINE_FIELDS: [(&str, &str); 9] = [
         ("name", "name"),
+        ("priority_class", "priority_class"),
         ("client_request_id", "client_request_id"),
         ("job_type", "job_type"),
         ("gpu_types", "gpu_types"),

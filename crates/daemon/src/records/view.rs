@@ -17,7 +17,7 @@ pub fn sim_time_s(unix_s: i64) -> SimTime {
 }
 
 /// The policy's view of a job.
-pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
+pub fn spec_of(job: &JobRecord, cluster: &Cluster, classes: &crate::config::PriorityClasses) -> JobSpec {
     let r = &job.request;
     let expected = r.expected_run_time_s.or(r.max_run_time_s).unwrap_or(DEFAULT_EXPECTED_RUN_S) as f64;
     let mut spec = JobSpec::new(JobId(job.id), sim_time_s(job.submitted_unix_s), r.gpus, expected);
@@ -26,6 +26,7 @@ pub fn spec_of(job: &JobRecord, cluster: &Cluster) -> JobSpec {
     // Co-location speeds are looked up by job type, namespaced by tenant (see `records/pairs.rs`).
     spec.model = r.job_type.as_deref().map(|t| crate::records::pairs::namespaced(&job.tenant, t));
     spec.priority = r.priority;
+    spec.class = classes.job_class(r.priority_class.as_deref());
     spec.deadline = r.deadline_unix_s.map(sim_time_s);
     // An answer given before a restart stands: the policy re-reserves for it instead of asking.
     spec.deadline_answer = job.deadline_admitted;
@@ -183,7 +184,7 @@ mod tests {
         let request: SubmitRequest = serde_json::from_value(serde_json::json!({"command": "true", "gpus": 2, "max_gpus": 8})).expect("request");
         let record = JobRecord::submitted(0, "t", request, 0, String::new());
         let cluster = Cluster::homogeneous(1, 1, 8, 64, 256, "a100").expect("cluster");
-        let spec = spec_of(&record, &cluster);
+        let spec = spec_of(&record, &cluster, &Default::default());
         assert_eq!(spec.elastic, Some(GpuRange { min: 2, max: 8 }));
         assert_eq!(spec.placement_speed(&Placement::single(NodeId(0), 4)), Some(2.0));
     }
@@ -201,19 +202,19 @@ mod tests {
         job.executed_s = 100.0;
         job.runs = 1;
         // Not measured yet: allowed types 1, the others 0.
-        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 1.0, 0.0]);
+        assert_eq!(spec_of(&job, &cluster, &Default::default()).speed_by_gpu_type, vec![1.0, 1.0, 0.0]);
         // Measured 40 steps/s on V100s and 10 on K80s: K80 runs at a quarter of the speed.
         job.throughput_by_gpu_type = BTreeMap::from([("v100".to_string(), 40.0), ("k80".to_string(), 10.0)]);
-        assert_eq!(spec_of(&job, &cluster).speed_by_gpu_type, vec![1.0, 0.25, 0.0]);
+        assert_eq!(spec_of(&job, &cluster, &Default::default()).speed_by_gpu_type, vec![1.0, 0.25, 0.0]);
         // 1,000 of 5,000 steps done at 40 steps/s: 100 s left after the 100 s already run.
         job.total_steps = Some(5000);
         job.progress = Some(crate::records::job::Progress { steps: 1000, throughput: Some(40.0), at_unix_s: 0 });
-        assert_eq!(spec_of(&job, &cluster).run_time_s, 200.0);
+        assert_eq!(spec_of(&job, &cluster, &Default::default()).run_time_s, 200.0);
         // A deadline's admission answer, once given, goes with the job to the policy (after a
         // restart Chronus keeps it rather than answering again).
-        assert_eq!(spec_of(&job, &cluster).deadline_answer, None);
+        assert_eq!(spec_of(&job, &cluster, &Default::default()).deadline_answer, None);
         job.deadline_admitted = Some(true);
-        assert_eq!(spec_of(&job, &cluster).deadline_answer, Some(true));
+        assert_eq!(spec_of(&job, &cluster, &Default::default()).deadline_answer, Some(true));
         // A tenant cannot hand itself an answer: the submission has no such field.
         assert!(serde_json::from_str::<SubmitRequest>(r#"{"command": "x", "deadline_admitted": true}"#).is_err());
     }
@@ -226,7 +227,7 @@ mod tests {
         let mut job = JobRecord::submitted(3, "t", request, 0, String::new());
         job.executed_s = 4321.0;
         let cluster = Cluster::new(vec!["a100".into()], vec![Node { id: NodeId(0), name: "n".into(), rack: RackId(0), gpu_type: GpuTypeId(0), gpus: 4, cpus: 8, memory_gib: 32 }]).expect("valid");
-        let spec = spec_of(&job, &cluster);
+        let spec = spec_of(&job, &cluster, &Default::default());
         let finished = finished_of(&job, &spec);
         assert_eq!(finished.executed_s, 4321.0);
         let mut qssf = arbiter_policy::qssf::Qssf::new(
@@ -261,7 +262,7 @@ mod tests {
             let node = |name: &str, gpu_type: &str| crate::records::topology::NodeSpec { name: name.into(), gpu_type: gpu_type.into(), devices: (0..4).collect(), cpus: 8, memory_gib: 32, rack: "r".into() };
             let topology = Topology::new(vec![node("a", "a100"), node("v", "v100")]).expect("valid");
             let cluster = topology.cluster();
-            let spec = spec_of(&job, cluster);
+            let spec = spec_of(&job, &cluster, &Default::default());
             proptest::prop_assert!(spec.run_time_s.is_finite() && spec.run_time_s > 0.0, "{}", spec.run_time_s);
             proptest::prop_assert!(spec.speed_by_gpu_type.iter().all(|s| s.is_finite() && *s >= 0.0), "{:?}", spec.speed_by_gpu_type);
             for n in 1..=4 {
