@@ -266,6 +266,12 @@ pub struct SubmitArgs {
     /// grace period); the policy orders jobs within a class. Default: the configured default.
     #[arg(long, value_name = "NAME")]
     priority_class: Option<String>,
+    /// Start only after other jobs of yours, in Slurm's syntax: `afterok:12:13` (once 12 and 13
+    /// succeeded; the job fails if either does not), `afternotok:12` (once 12 failed or was
+    /// cancelled), `afterany:12` (once 12 ended), `after:12` (once 12 started), `singleton` (once
+    /// your earlier jobs of the same --name ended); items separated by `,` all hold.
+    #[arg(long, short = 'd', value_name = "TYPE:ID[:ID...][,...]")]
+    dependency: Option<String>,
     /// Working directory (default: the current one).
     #[arg(long)]
     working_dir: Option<PathBuf>,
@@ -438,6 +444,7 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         ("opportunistic", args.opportunistic.then_some(json!(true))),
         ("job_type", args.job_type.map(|v| json!(v))),
         ("priority_class", args.priority_class.map(|v| json!(v))),
+        ("dependency", args.dependency.map(|v| json!(v))),
     ];
     for (key, value) in optional {
         if let Some(value) = value {

@@ -12,6 +12,7 @@
 mod active;
 mod cluster;
 mod decision;
+mod dependency;
 mod ids;
 mod job;
 mod occupancy;
@@ -25,6 +26,7 @@ pub use active::{ActiveJob, RunState};
 pub use cluster::{default_price_per_gpu_hour, Cluster, ClusterError, Node};
 pub use decision::{Assignment, Colocation, Decision, Guest, PendingReason, Placement};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
+pub use dependency::{DependedOn, Dependencies, Dependency, DependencyKind, Verdict};
 pub use job::{DeadlineOption, IterationStages, JobClass, JobSpec};
 pub use occupancy::{AllocError, Occupancy};
 pub use plan::{proportional_share, Action, Plan, PlanError, Planner, Standing, MAX_GROUP};

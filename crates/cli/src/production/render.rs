@@ -150,6 +150,9 @@ pub(super) fn job_text(job: &Value) -> String {
     if let Some(c) = r["priority_class"].as_str() {
         let _ = writeln!(out, "  class:      {c}");
     }
+    if let Some(d) = r["dependency"].as_str() {
+        let _ = writeln!(out, "  depends on: {d}");
+    }
     if let Some(t) = r["job_type"].as_str() {
         let _ = writeln!(out, "  job type:   {t}");
     }

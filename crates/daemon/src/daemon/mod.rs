@@ -12,6 +12,7 @@
 //! stopped in `daemon/runs.rs`; the policy's view of the jobs is built in `records/view.rs`; tenants and their
 //! unix identities are managed in `daemon/tenants.rs`.
 
+pub(crate) mod dependencies;
 pub(crate) mod opportunistic;
 pub mod policy_support;
 pub(crate) mod recovery;
@@ -181,6 +182,9 @@ pub struct State {
     pub(crate) progress_synced_ms: u64,
     /// Per tenant, its submission budget (`records/retention.rs`).
     pub(crate) submission_budget: BTreeMap<String, crate::records::retention::Budget>,
+    /// Queued jobs whose dependencies have not all held yet, with them (`dependencies.rs`):
+    /// not offered to the policy.
+    pub(crate) dependent: BTreeMap<u32, arbiter_model::Dependencies>,
 }
 
 /// The external agent, or `None` when it failed and is to be started again.
@@ -363,6 +367,7 @@ impl Daemon {
             }
         }
         let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
+        let dependent = crate::daemon::dependencies::waiting(&jobs);
         let state = State {
             jobs,
             tenants,
@@ -379,6 +384,7 @@ impl Daemon {
             requests,
             dirty: BTreeSet::new(),
             live_by_tenant: BTreeMap::new(),
+            dependent,
             round_started_ms: 0,
             strays_checked_ms: 0,
             run_ended_since_check: true,
@@ -480,6 +486,10 @@ impl Daemon {
                 // directory is missing or merely out of its reach).
                 crate::security::confine::CheckpointRoots::usable_dir(dir, identity).map_err(|reason| FieldError { field: "working_dir", reason })?;
             }
+            let dependencies = match request.dependency.as_deref() {
+                Some(text) => Some(crate::daemon::dependencies::check(&state, tenant, request.name.as_deref(), text)?),
+                None => None,
+            };
             let id = state.jobs.len() as u32;
             let checkpoint_dir = match &request.checkpoint_dir {
                 Some(dir) => self.settings.checkpoint_roots.check(tenant, dir).map_err(|reason| FieldError { field: "checkpoint_dir", reason })?,
@@ -496,6 +506,9 @@ impl Daemon {
             let spec = view::spec_of(&record, state.topology.cluster(), &self.settings.priority_classes);
             state.specs.push(spec);
             state.jobs.push(record);
+            if let Some(deps) = dependencies {
+                state.dependent.insert(id, deps);
+            }
             *state.live_by_tenant.entry(tenant.to_string()).or_insert(0) += 1;
             state.counters.submitted += 1;
             Submitted { id, duplicate: false }

@@ -97,6 +97,10 @@ pub struct SubmitRequest {
     /// configured default, filled in when the daemon takes the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
+    /// Dependencies in Slurm's syntax (`afterok:12:13,afterany:14`, `singleton`): the job
+    /// waits until they hold, and fails if they never can. Only the tenant's own jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<String>,
 }
 
 /// One iteration's time on each resource, seconds (`SubmitRequest::iteration_stages`).
@@ -212,6 +216,7 @@ impl SubmitRequest {
             ("client_request_id", self.client_request_id.as_deref()),
             ("job_type", self.job_type.as_deref()),
             ("priority_class", self.priority_class.as_deref()),
+            ("dependency", self.dependency.as_deref()),
         ];
         for (field, value) in lines {
             value.map_or(Ok(()), |v| check(field, v, Text::Line))?;
@@ -313,6 +318,12 @@ impl SubmitRequest {
         }
         if self.priority_class.as_ref().is_some_and(|c| c.len() > 64) {
             return bad("priority_class", "longer than 64 bytes".into());
+        }
+        if let Some(text) = &self.dependency {
+            if text.len() > 16 * 1024 {
+                return bad("dependency", "longer than 16 KiB".into());
+            }
+            arbiter_model::Dependencies::parse(text).map_err(|reason| FieldError { field: "dependency", reason })?;
         }
         Ok(())
     }

@@ -72,7 +72,7 @@ impl Daemon {
         let mut spare_gpus = admission.spare_gpus.clone();
         let mut active = Vec::new();
         let mut retry_wake: Option<u64> = None;
-        let State { jobs, specs, tenants, topology, .. } = &mut *state;
+        let State { jobs, specs, tenants, topology, dependent, .. } = &mut *state;
         // By id: a pruned job has a spec (a placeholder) but no record.
         for (id, spec) in specs.iter_mut().enumerate() {
             let Some(job) = jobs.get_mut(id) else { continue };
@@ -91,7 +91,9 @@ impl Daemon {
                     range.max = (base + grow).max(range.min);
                 }
             }
-            if job.backing_off(now_s) {
+            if dependent.contains_key(&job.id) {
+                // Told why by `settle_dependencies`.
+            } else if job.backing_off(now_s) {
                 let at = job.retry_after_unix_s.unwrap_or(now_s);
                 hold::set(job, &Hold::BackingOff { failures: job.failures, retry_in_s: at - now_s });
                 let at_ms = at.max(0) as u64 * 1000;
@@ -231,6 +233,7 @@ fn admission(state: &State, now_s: i64) -> Admission {
         .jobs
         .iter()
         .filter(|j| !j.request.opportunistic && quotas.contains_key(j.tenant.as_str()) && matches!(j.state, JobState::Queued) && !j.backing_off(now_s))
+        .filter(|j| !state.dependent.contains_key(&j.id))
         .map(|job| Waiting { id: job.id, tenant: job.tenant.as_str(), priority: job.request.priority, submitted: job.submitted_unix_s, gpus: job.request.gpus })
         .collect();
     arbiter_model::admit(&quotas, waiting)

@@ -53,6 +53,8 @@ pub(crate) enum Hold {
     Protected { holder: Partner, protection: Protection, left_s: f64 },
     /// A preempted job has not released its GPUs yet.
     Releasing,
+    /// It depends on job `on` (of its tenant) as `kind` says (`afterok`, ..., `singleton`).
+    Dependency { on: String, kind: &'static str },
 }
 
 /// Another job, as a tenant may be told of it: its own job by id, another tenant's only as that.
@@ -86,6 +88,8 @@ impl Hold {
             Hold::Quota(hold) => hold.reason(tenant),
             Hold::QuotaChanged { quota } => format!("tenant {tenant} is at its GPU quota ({quota})"),
             Hold::NoUsableNode => "no node takes new runs (all are down or drained)".into(),
+            Hold::Dependency { on, kind: "singleton" } => format!("waiting for job {on}, an earlier job of the same name (singleton)"),
+            Hold::Dependency { on, kind } => format!("waiting for job {on} ({kind})"),
             Hold::Opportunistic => "opportunistic: waiting for idle GPUs".into(),
             Hold::Identity(e) => format!("cannot run as tenant {tenant}'s identity: {e}"),
             Hold::StartFailed(e) => format!("the daemon could not start its run: {e}; retrying every round"),

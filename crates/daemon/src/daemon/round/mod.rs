@@ -84,6 +84,7 @@ impl Daemon {
         }
         self.collect_ended(state);
         self.prune_ended(state, now_s);
+        self.settle_dependencies(state, now_s);
         Ok(())
     }
 
