@@ -77,20 +77,28 @@ pub enum ClientCommand {
     /// cannot be reached: a retry never creates a second job.
     Submit(SubmitArgs),
     /// List jobs (yours; the admin sees all).
+    ///
+    /// A job array is one line, its tasks counted by state (`--expand` lists every task);
+    /// `--json` always lists every task.
     Jobs {
         /// Only jobs in this state: queued, running, stopping, succeeded, failed, cancelled.
         #[arg(long)]
         state: Option<String>,
+        /// List each task of a job array on its own line.
+        #[arg(long)]
+        expand: bool,
     },
     /// Show one job: state, GPUs, progress, history, why it waits.
     Show {
-        /// Job id.
-        id: u32,
+        /// Job id, or `12_7` for task 7 of array 12.
+        #[arg(value_parser = parse_job_ref)]
+        id: String,
     },
-    /// Cancel a job.
+    /// Cancel a job; an array's id (`12`) cancels every task of it, `12_7` task 7 only.
     Cancel {
-        /// Job id.
-        id: u32,
+        /// Job id, or `12_7` for task 7 of array 12.
+        #[arg(value_parser = parse_job_ref)]
+        id: String,
     },
     /// Print a job's output (at most 16 MiB per call; `--offset` pages through longer logs).
     ///
@@ -99,8 +107,9 @@ pub enum ClientCommand {
     /// lines) is shown escaped, `\u{1b}`, and bytes that are not UTF-8 as `\xff`; newlines and
     /// tabs are kept. Into a pipe or a file, and with `--raw`, the bytes are written unchanged.
     Logs {
-        /// Job id.
-        id: u32,
+        /// Job id, or `12_7` for task 7 of array 12.
+        #[arg(value_parser = parse_job_ref)]
+        id: String,
         /// Only the last N bytes.
         #[arg(long, conflicts_with = "offset")]
         tail_bytes: Option<u64>,
@@ -266,6 +275,12 @@ pub struct SubmitArgs {
     /// grace period); the policy orders jobs within a class. Default: the configured default.
     #[arg(long, value_name = "NAME")]
     priority_class: Option<String>,
+    /// A job array, in Slurm's syntax: `0-99` (100 tasks), `1,3,5-7`, `0-15:4` (every 4th),
+    /// `%8` at the end for at most 8 running at once. Each task is a job of its own, told
+    /// ARBITER_ARRAY_JOB_ID, ARBITER_ARRAY_TASK_ID and ARBITER_ARRAY_TASK_COUNT (and SLURM_ARRAY_*
+    /// under the Slurm executor); `arbiter cancel ID` cancels them all, `ID_7` task 7.
+    #[arg(long, value_name = "INDICES[%MAX_RUNNING]")]
+    array: Option<String>,
     /// Start only after other jobs of yours, in Slurm's syntax: `afterok:12:13` (once 12 and 13
     /// succeeded; the job fails if either does not), `afternotok:12` (once 12 failed or was
     /// cancelled), `afterany:12` (once 12 ended), `after:12` (once 12 started), `singleton` (once
@@ -348,9 +363,12 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
     let out = Output { json: json_out };
     match command {
         ClientCommand::Submit(args) => submit(&client, args, json_out),
-        ClientCommand::Jobs { state } => out.show(&all_jobs(&client, state.as_deref())?, |r| listed(r, "jobs", jobs_table)),
+        ClientCommand::Jobs { state, expand } => out.show(&all_jobs(&client, state.as_deref())?, |r| listed(r, "jobs", |jobs| jobs_table(jobs, expand))),
         ClientCommand::Show { id } => out.show(&client.get(&format!("/v1/jobs/{id}"))?, |job| printable(&job_text(job))),
-        ClientCommand::Cancel { id } => out.show(&client.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))?, |_| format!("cancelling job {id}\n")),
+        ClientCommand::Cancel { id } => out.show(&client.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))?, |reply| match reply["array_tasks_cancelled"].as_u64() {
+            Some(n) => format!("cancelling array {id}: {n} task{} not ended yet\n", if n == 1 { "" } else { "s" }),
+            None => format!("cancelling job {id}\n"),
+        }),
         ClientCommand::Logs { id, tail_bytes, offset, raw } => logs(&client, id, tail_bytes, offset, raw),
         ClientCommand::Cluster => out.show(&client.get("/v1/cluster")?, |cluster| printable(&cluster_text(cluster))),
         ClientCommand::Pairs => out.show(&client.get("/v1/pairs")?, |r| listed(r, "pairs", pairs_table)),
@@ -376,7 +394,7 @@ impl Output {
 }
 
 /// The list under `key` of a reply, as `table` lays it out.
-fn listed(reply: &Value, key: &str, table: fn(&[Value]) -> String) -> String {
+fn listed(reply: &Value, key: &str, table: impl FnOnce(&[Value]) -> String) -> String {
     printable(&table(reply[key].as_array().map_or(&[][..], Vec::as_slice)))
 }
 
@@ -397,7 +415,10 @@ fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
         crate::outln!("{}", serde_json::to_string_pretty(&reply)?);
         return Ok(());
     }
-    crate::outln!("submitted job {}", reply["id"]);
+    match reply["array_tasks"].as_u64() {
+        Some(tasks) => crate::outln!("submitted array {} ({tasks} tasks: {}_INDEX)", reply["id"], reply["id"]),
+        None => crate::outln!("submitted job {}", reply["id"]),
+    }
     match (deadline, answer) {
         (Some(_), Some(true)) => crate::outln!("deadline guaranteed: GPUs are reserved to finish it in time"),
         (Some(_), Some(false)) => crate::outln!("deadline NOT guaranteed: it runs on spare GPUs and may finish late"),
@@ -405,6 +426,16 @@ fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
         _ => {}
     }
     Ok(())
+}
+
+/// A job reference as the daemon takes it: `12`, or `12_7` (task 7 of array 12).
+fn parse_job_ref(text: &str) -> std::result::Result<String, String> {
+    let number = |t: &str| !t.is_empty() && t.len() <= 10 && t.chars().all(|c| c.is_ascii_digit());
+    let ok = match text.split_once('_') {
+        Some((array, task)) => number(array) && number(task),
+        None => number(text),
+    };
+    if ok { Ok(text.to_string()) } else { Err(format!("`{text}` is not a job id (12, or 12_7 for task 7 of array 12)")) }
 }
 
 /// The submission's JSON body from the command line (and this shell's environment and directory).
@@ -445,6 +476,7 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         ("job_type", args.job_type.map(|v| json!(v))),
         ("priority_class", args.priority_class.map(|v| json!(v))),
         ("dependency", args.dependency.map(|v| json!(v))),
+        ("array", args.array.map(|v| json!(v))),
     ];
     for (key, value) in optional {
         if let Some(value) = value {
@@ -493,7 +525,7 @@ fn all_jobs(client: &Client, state: Option<&str>) -> Result<Value> {
 }
 
 /// `arbiter logs`: the log (or its tail, or from an offset), saying where the daemon cut it.
-fn logs(client: &Client, id: u32, tail_bytes: Option<u64>, offset: Option<u64>, raw: bool) -> Result<()> {
+fn logs(client: &Client, id: String, tail_bytes: Option<u64>, offset: Option<u64>, raw: bool) -> Result<()> {
     let path = match (tail_bytes, offset) {
         (Some(n), _) => format!("/v1/jobs/{id}/logs?tail_bytes={n}"),
         (None, Some(n)) => format!("/v1/jobs/{id}/logs?offset={n}"),

@@ -104,6 +104,9 @@ pub struct ServeConfig {
     pub max_processes_per_tenant: Option<u64>,
     /// Most jobs one tenant may have queued or running (429 beyond).
     pub max_queued_per_tenant: usize,
+    /// Most tasks one job array may have (`arbiter submit --array`); each counts against
+    /// `max_queued_per_tenant`.
+    pub max_array_size: usize,
     /// Most ended jobs a tenant keeps on record; the oldest beyond are pruned (record and log).
     pub keep_finished_per_tenant: usize,
     /// Most MiB of ended jobs' records a tenant keeps; the oldest beyond are pruned.
@@ -323,6 +326,7 @@ impl Default for ServeConfig {
             allow_shared_identity: false,
             max_processes_per_tenant: None,
             max_queued_per_tenant: 10_000,
+            max_array_size: 10_000,
             keep_finished_per_tenant: 10_000,
             keep_finished_mib_per_tenant: 64,
             keep_finished_days: 365,
@@ -409,6 +413,9 @@ impl ServeConfig {
             if value == 0 {
                 return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
             }
+        }
+        if self.max_array_size == 0 || self.max_array_size > 1_000_000 {
+            return Err(ConfigError::Invalid(format!("max_array_size: must be 1 to 1000000, got {}", self.max_array_size)));
         }
         if self.max_connections == 0 {
             return Err(ConfigError::Invalid("max_connections: must be at least 1".into()));

@@ -40,6 +40,10 @@ pub struct JobSpec {
     /// jobs within a class. Default: one class for every job (the policy alone decides).
     #[serde(default, skip_serializing_if = "JobClass::is_default")]
     pub class: JobClass,
+    /// What it waits for before it may start (Slurm's `--dependency`, naming other jobs by
+    /// trace id); `None`: nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<Arc<crate::Dependencies>>,
     /// Start-up cost charged when the job (re)starts, overriding the simulator default.
     pub restart_overhead: Option<SimDuration>,
     /// Time by which the job should be done (its SLO), if it has one.
@@ -159,6 +163,7 @@ impl JobSpec {
             iterations: None,
             priority: 0,
             class: JobClass::default(),
+            dependency: None,
             restart_overhead: None,
             deadline: None,
             deadline_options: Vec::new(),

@@ -273,6 +273,8 @@ struct Engine<'a> {
     timeline: Vec<RunSegment>,
     /// The time of the last event handled.
     last_event: SimTime,
+    /// Jobs waiting on dependencies before they join the queue.
+    dependents: crate::dependencies::Dependents,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -329,6 +331,7 @@ pub fn simulate(
         idle_since: specs.first().map_or(SimTime::ZERO, |s| s.submit),
         timeline: Vec::new(),
         last_event: SimTime::ZERO,
+        dependents: crate::dependencies::Dependents::new(specs),
     };
     engine.run(policy)?;
     engine.close_timeline();
@@ -356,6 +359,60 @@ impl Engine<'_> {
             self.queued.swap_remove(at as usize);
             if let Some(&moved) = self.queued.get(at as usize) {
                 self.queued_at[self.active[moved as usize].id.index()] = at;
+            }
+        }
+    }
+
+    /// Job `id` joins the queue at `now` (its arrival, or when its dependencies hold).
+    fn activate(&mut self, id: JobId, now: SimTime) {
+        let spec = &self.specs[id.index()];
+        self.slot[id.index()] = self.active.len() as u32;
+        let mut job = ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s);
+        job.pending_since = now;
+        self.active.push(job);
+        self.enqueue(id);
+    }
+
+    /// Where job `index` stands for a job depending on it.
+    fn stand(&self, index: u32) -> arbiter_model::DependedOn {
+        use arbiter_model::DependedOn;
+        let record = &self.records[index as usize];
+        match record.outcome {
+            JobOutcome::Completed => DependedOn::Succeeded,
+            JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied => DependedOn::EndedNotOk { started: record.first_start_s.is_some() },
+            JobOutcome::Unfinished | JobOutcome::Unplaceable => match self.slot[index as usize] {
+                NOT_ACTIVE => DependedOn::Waiting,
+                at if self.active[at as usize].first_start.is_some() => DependedOn::Started,
+                _ => DependedOn::Waiting,
+            },
+        }
+    }
+
+    /// Lets the blocked jobs whose dependencies hold join the queue and ends those whose
+    /// dependencies never can (which may settle others: repeated until nothing changes).
+    /// Returns whether a job joined the queue.
+    fn release_dependents(&mut self, now: SimTime) -> bool {
+        let mut joined = false;
+        loop {
+            let mut dependents = std::mem::take(&mut self.dependents);
+            let (free, never) = dependents.settle(|j| self.stand(j), |j| self.records[j as usize].outcome != JobOutcome::Unfinished);
+            self.dependents = dependents;
+            for &id in &free {
+                self.activate(id, now);
+            }
+            for &id in &never {
+                let record = &mut self.records[id.index()];
+                record.outcome = JobOutcome::DependencyNeverSatisfied;
+                record.finish_s = Some(now.as_secs_f64());
+                if let (Some(left), Some(w)) = (self.window_outstanding.as_mut(), self.config.stop_when_finished)
+                    && w.contains(id.0)
+                {
+                    *left = left.saturating_sub(1);
+                }
+            }
+            joined |= !free.is_empty();
+            if never.is_empty() {
+                return joined;
             }
         }
     }
@@ -405,9 +462,11 @@ impl Engine<'_> {
             let mut reschedule = false;
             let mut round_due = false;
             while let Some(spec) = self.specs.get(next_arrival).filter(|s| s.submit == now) {
-                self.slot[spec.id.index()] = self.active.len() as u32;
-                self.active.push(ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s));
-                self.enqueue(spec.id);
+                if self.dependents.has(spec.id) {
+                    self.dependents.block(spec.id);
+                } else {
+                    self.activate(spec.id, now);
+                }
                 next_arrival += 1;
                 self.stats.events += 1;
                 reschedule |= self.config.schedule_on_events;
@@ -436,11 +495,18 @@ impl Engine<'_> {
                     }
                 }
             }
+            if self.dependents.any_blocked() {
+                reschedule |= self.release_dependents(now) && self.config.schedule_on_events;
+            }
             if self.window_outstanding == Some(0) {
                 break;
             }
             if reschedule && !self.active.is_empty() {
                 self.scheduling_point(now, policy)?;
+                // Jobs waiting for others to start (`after`) may start at the same instant.
+                while self.dependents.any_blocked() && self.release_dependents(now) {
+                    self.scheduling_point(now, policy)?;
+                }
             }
             let waiting = self.active.len() > self.running;
             self.idle_gpus = if waiting { self.occupancy.free_total() } else { 0 };

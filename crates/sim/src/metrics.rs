@@ -19,6 +19,9 @@ pub enum JobOutcome {
     /// Could never run on the cluster (more GPUs than it has of a usable type, or no usable
     /// type); see [`crate::unplaceable`].
     Unplaceable,
+    /// Its dependencies can never hold (a job it needed to succeed failed, or the like): it
+    /// never started. Counted with the failed jobs.
+    DependencyNeverSatisfied,
 }
 
 /// One job's history, as written to the per-job CSV.
@@ -460,7 +463,7 @@ impl Summary {
             guest_gpu_fraction,
             preemptions_per_job: total(measured.iter().map(|r| r.preemptions as f64)) / n,
             migrations_per_job: total(measured.iter().map(|r| r.migrations as f64)) / n,
-            failed: measured.iter().filter(|r| r.outcome == JobOutcome::Failed).count(),
+            failed: measured.iter().filter(|r| matches!(r.outcome, JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied)).count(),
             unfinished: measured.iter().filter(|r| r.outcome == JobOutcome::Unfinished).count(),
             unplaceable: measured.iter().filter(|r| r.outcome == JobOutcome::Unplaceable).count(),
             colocated_fraction: {

@@ -18,6 +18,7 @@
 //! | `trace_duration_s` | the source trace's own duration column, seconds, where it differs from `run_time_s` (Muri-S) | no |
 //! | `deadline_options` | a soft SLO's deadlines with their values, `seconds:value` separated by `;`, the first being `deadline_s` (Chronus) | no |
 //! | `priority_class` | the job's priority class, by name; a scenario's `[[priority_classes]]` defines it (empty = none) | no |
+//! | `dependency` | what the job waits for, Slurm's `--dependency` syntax over trace ids (`afterok:a1:a2,afterany:b`, `singleton`) (empty = nothing) | no |
 //!
 //! `arbiter trace convert` writes it from any other format; reading it back gives the same jobs.
 
@@ -28,10 +29,10 @@ use std::io::Write;
 use std::path::Path;
 
 /// Column order of the native format.
-pub const COLUMNS: [&str; 20] = [
+pub const COLUMNS: [&str; 21] = [
     "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
     "iterations", "priority", "restart_overhead_s", "deadline_s", "io_s", "cpu_s", "gpu_s", "iteration_s",
-    "trace_duration_s", "deadline_options", "priority_class",
+    "trace_duration_s", "deadline_options", "priority_class", "dependency",
 ];
 
 /// Reads a native trace.
@@ -101,6 +102,10 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             if let Some(name) = optional("priority_class") {
                 job.class.name = Some(name.as_str().into());
             }
+            if let Some(text) = optional("dependency") {
+                let parsed = arbiter_model::Dependencies::parse(&text).map_err(|e| row.error("dependency", e))?;
+                job.dependency = Some(std::sync::Arc::new(parsed));
+            }
             jobs.push(job);
             Ok(())
         },
@@ -135,10 +140,29 @@ pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
             job.trace_duration_s.map(|s| format!("{s}")).unwrap_or_default(),
             job.deadline_options.iter().map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value)).collect::<Vec<_>>().join(";"),
             job.class.name.as_deref().unwrap_or_default().to_string(),
+            job.dependency.as_deref().map(dependency_text).unwrap_or_default(),
         ])?;
     }
     w.flush()?;
     Ok(())
+}
+
+/// Dependencies back in Slurm's syntax (`afterok:a:b,singleton`), one item per kind in order.
+fn dependency_text(deps: &arbiter_model::Dependencies) -> String {
+    let mut items: Vec<String> = Vec::new();
+    for d in &deps.on {
+        match items.last_mut() {
+            Some(last) if last.starts_with(&format!("{}:", d.kind)) => {
+                last.push(':');
+                last.push_str(&d.on);
+            }
+            _ => items.push(format!("{}:{}", d.kind, d.on)),
+        }
+    }
+    if deps.singleton {
+        items.push("singleton".into());
+    }
+    items.join(",")
 }
 
 fn format_secs(s: f64) -> String {

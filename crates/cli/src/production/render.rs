@@ -61,12 +61,23 @@ pub(super) fn quota(v: &Value) -> String {
 
 /// The `arbiter jobs` table: `gpus` is how many the job asked for, `on` the GPU indices it holds
 /// (marked `*` when another job holds them too); the reason it waits only for queued jobs.
-pub(super) fn jobs_table(jobs: &[Value]) -> String {
+/// The job list: one line per job, and (unless `expand`) one per job array with its tasks
+/// counted by state.
+pub(super) fn jobs_table(jobs: &[Value], expand: bool) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(out, "{:>5}  {:<12} {:<16} {:<10} {:>4} {:<8} {:<40} waiting because", "id", "tenant", "name", "state", "gpus", "on", "command");
     let mut shared = false;
+    let mut arrays_shown = std::collections::BTreeSet::new();
     for job in jobs {
+        let array_id = job["array"]["array_id"].as_u64();
+        if let (Some(array), false) = (array_id, expand) {
+            if arrays_shown.insert(array) {
+                let tasks: Vec<&Value> = jobs.iter().filter(|j| j["array"]["array_id"].as_u64() == Some(array)).collect();
+                let _ = writeln!(out, "{}", array_line(array, &tasks).trim_end());
+            }
+            continue;
+        }
         let state = job["state"]["state"].as_str().unwrap_or("");
         let mut on = gpu_list(&job["state"]["gpus"]).unwrap_or_else(|| "-".into());
         if job["shares_gpus_with"].as_array().is_some_and(|s| !s.is_empty()) {
@@ -74,9 +85,13 @@ pub(super) fn jobs_table(jobs: &[Value]) -> String {
             shared = true;
         }
         let waiting = if state == "queued" { job["pending_reason"].as_str().unwrap_or("") } else { "" };
+        let id = match (array_id, job["array"]["index"].as_u64()) {
+            (Some(array), Some(index)) => format!("{array}_{index}"),
+            _ => job["id"].as_u64().unwrap_or(0).to_string(),
+        };
         let line = format!(
             "{:>5}  {} {} {} {:>4} {} {} {}",
-            job["id"].as_u64().unwrap_or(0),
+            id,
             pad(&cut_words(job["tenant"].as_str().unwrap_or(""), 12), 12),
             pad(&cut_words(job["request"]["name"].as_str().unwrap_or("-"), 16), 16),
             pad(state, 10),
@@ -91,6 +106,31 @@ pub(super) fn jobs_table(jobs: &[Value]) -> String {
         let _ = writeln!(out, "* shares its GPUs with another job (the policy interleaves them; `arbiter show ID` says which)");
     }
     out
+}
+
+/// One line for array `array` (its `tasks` listed): counts by state where the state goes, the
+/// first waiting task's reason.
+fn array_line(array: u64, tasks: &[&Value]) -> String {
+    let Some(first) = tasks.first() else { return String::new() };
+    let mut by_state: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for t in tasks {
+        *by_state.entry(t["state"]["state"].as_str().unwrap_or("?")).or_insert(0) += 1;
+    }
+    let order = ["running", "stopping", "queued", "succeeded", "failed", "cancelled"];
+    let counts: Vec<String> = order.iter().filter_map(|s| by_state.get(s).map(|n| format!("{n} {s}"))).collect();
+    let waiting = tasks.iter().find(|t| t["state"]["state"] == "queued").and_then(|t| t["pending_reason"].as_str()).unwrap_or("");
+    let of = first["array"]["tasks"].as_u64().unwrap_or(tasks.len() as u64);
+    format!(
+        "{:>5}  {} {} {} {:>4} {} {} {}",
+        format!("{array}_[{of}]"),
+        pad(&cut_words(first["tenant"].as_str().unwrap_or(""), 12), 12),
+        pad(&cut_words(first["request"]["name"].as_str().unwrap_or("-"), 16), 16),
+        counts.join(", "),
+        number(&first["request"]["gpus"]),
+        pad("-", 8),
+        pad(&cut_words(first["request"]["command"].as_str().unwrap_or(""), 40), 40),
+        waiting
+    )
 }
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.

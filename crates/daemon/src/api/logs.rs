@@ -18,9 +18,10 @@ pub(super) struct LogQuery {
 /// [`MAX_LOG_RESPONSE_BYTES`] per response. Headers say which part of how much was sent:
 /// `x-arbiter-log-size` (the whole file), `x-arbiter-log-start` (first byte sent) and
 /// `x-arbiter-log-truncated: true` when bytes inside the window asked for were left out by the cap.
-pub(super) async fn job_logs(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>, q: Result<Query<LogQuery>, QueryRejection>) -> Result<Response, ApiError> {
+pub(super) async fn job_logs(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>, q: Result<Query<LogQuery>, QueryRejection>) -> Result<Response, ApiError> {
     let caller = api.caller(&headers)?;
     let q = query(q)?;
+    let id = api.daemon.job_ref(&id)?;
     api.daemon.job(id, caller.tenant())?;
     let cap = match q.max_bytes {
         None => MAX_LOG_RESPONSE_BYTES,

@@ -271,10 +271,15 @@ async fn submit(
     let submitted = tokio::task::spawn_blocking(move || api.daemon.submit(&tenant, request))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let mut body = json!({ "id": submitted.id });
+    if let Some(tasks) = submitted.tasks {
+        body["array_tasks"] = json!(tasks);
+    }
     if submitted.duplicate {
-        Ok((StatusCode::OK, Json(json!({ "id": submitted.id, "duplicate": true }))))
+        body["duplicate"] = json!(true);
+        Ok((StatusCode::OK, Json(body)))
     } else {
-        Ok((StatusCode::CREATED, Json(json!({ "id": submitted.id }))))
+        Ok((StatusCode::CREATED, Json(body)))
     }
 }
 
@@ -350,20 +355,35 @@ async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<L
     Ok(Json(json!({ "jobs": jobs.iter().map(|j| job_json(j, &holders, viewer, now)).collect::<Vec<_>>(), "next_after": next_after })))
 }
 
-async fn show_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<Json<Value>, ApiError> {
+async fn show_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
+    let id = api.daemon.job_ref(&id)?;
     let job = api.daemon.job(id, caller.tenant())?;
     let holders = holders_for(&api, &[&job]);
     Ok(Json(job_json(&job, &holders, caller.tenant(), api.daemon.now_s())))
 }
 
-async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// Cancels a job; an array's id (`12`, not `12_0`) cancels every task of the array, as
+/// `scancel` does.
+async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(text): Path<String>) -> Result<(StatusCode, Json<Value>), ApiError> {
     let caller = api.caller(&headers)?;
     let tenant = caller.tenant().map(str::to_string);
-    tokio::task::spawn_blocking(move || api.daemon.cancel(id, tenant.as_deref()))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "id": id, "cancelling": true }))))
+    let id = api.daemon.job_ref(&text)?;
+    let whole_array = !text.contains('_') && api.daemon.is_array(id);
+    let tasks = tokio::task::spawn_blocking(move || {
+        if whole_array {
+            api.daemon.cancel_array(id, tenant.as_deref()).map(Some)
+        } else {
+            api.daemon.cancel(id, tenant.as_deref()).map(|()| None)
+        }
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let mut body = json!({ "id": id, "cancelling": true });
+    if let Some(n) = tasks {
+        body["array_tasks_cancelled"] = json!(n);
+    }
+    Ok((StatusCode::ACCEPTED, Json(body)))
 }
 
 async fn report_progress(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>, body: Result<Json<ProgressReport>, JsonRejection>) -> Result<StatusCode, ApiError> {

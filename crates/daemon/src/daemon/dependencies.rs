@@ -25,7 +25,7 @@ pub(crate) fn check(state: &State, tenant: &str, name: Option<&str>, request_tex
         return Err(bad("singleton waits for earlier jobs with the same name: give the job a name (--name)".into()));
     }
     for d in &parsed.on {
-        let own = d.on.parse::<u32>().ok().and_then(|id| state.jobs.get(id as usize)).is_some_and(|j| j.tenant == tenant);
+        let own = job_of(state, &d.on).and_then(|id| state.jobs.get(id as usize)).is_some_and(|j| j.tenant == tenant);
         if !own {
             return Err(bad(format!("job {} not found ({}:{})", d.on, d.kind, d.on)));
         }
@@ -50,15 +50,55 @@ pub(crate) fn waiting(jobs: &crate::records::jobs::Jobs) -> BTreeMap<u32, Depend
     out
 }
 
-/// Where job `id` stands for a job depending on it (`None`: its record was pruned).
-fn stand(state: &State, id: &str) -> Option<DependedOn> {
-    let job = state.jobs.get(id.parse::<u32>().ok()? as usize)?;
-    Some(match job.state {
+/// The job a dependency names: `12`, or task 7 of array 12 as `12_7`.
+fn job_of(state: &State, text: &str) -> Option<u32> {
+    match crate::records::array::parse_task_ref(text) {
+        Some((array, index)) => {
+            let ids = state.arrays.get(&array)?.ids();
+            ids.into_iter().find(|&id| state.jobs.get(id as usize).and_then(|j| j.array).is_some_and(|t| t.index == index))
+        }
+        None => text.parse().ok(),
+    }
+}
+
+/// Where the job (or array: all its tasks) a dependency names stands (`None`: no record).
+fn stand(state: &State, text: &str) -> Option<DependedOn> {
+    let id = job_of(state, text)?;
+    match state.arrays.get(&id).filter(|_| crate::records::array::parse_task_ref(text).is_none()) {
+        // Slurm: a dependency on an array is on every task of it.
+        Some(array) => array_stand(array.ids().map(|t| state.jobs.get(t as usize).map(job_stand))),
+        None => state.jobs.get(id as usize).map(job_stand),
+    }
+}
+
+/// All tasks together: succeeded when all did; ended otherwise when all ended and one did not
+/// succeed; else started when one started (`None`: a task's record was pruned).
+fn array_stand(tasks: impl Iterator<Item = Option<DependedOn>>) -> Option<DependedOn> {
+    let (mut all_ended, mut all_ok, mut any_started) = (true, true, false);
+    for task in tasks {
+        match task? {
+            DependedOn::Waiting => all_ended = false,
+            DependedOn::Started => (all_ended, any_started) = (false, true),
+            DependedOn::Succeeded => any_started = true,
+            DependedOn::EndedNotOk { started } => (all_ok, any_started) = (false, any_started || started),
+        }
+    }
+    Some(match (all_ended, all_ok, any_started) {
+        (true, true, _) => DependedOn::Succeeded,
+        (true, false, started) => DependedOn::EndedNotOk { started },
+        (false, _, true) => DependedOn::Started,
+        (false, _, false) => DependedOn::Waiting,
+    })
+}
+
+/// Where a job stands for a job depending on it.
+fn job_stand(job: &JobRecord) -> DependedOn {
+    match job.state {
         JobState::Queued if job.runs == 0 => DependedOn::Waiting,
         JobState::Queued | JobState::Running { .. } | JobState::Stopping { .. } => DependedOn::Started,
         JobState::Succeeded => DependedOn::Succeeded,
         JobState::Failed | JobState::Cancelled => DependedOn::EndedNotOk { started: job.runs > 0 },
-    })
+    }
 }
 
 /// How job `id` ended, in words, for the reason a dependent job failed.
@@ -66,7 +106,8 @@ fn ended_words(state: &State, id: &str) -> &'static str {
     match stand(state, id) {
         None => "has no record any more (pruned)",
         Some(DependedOn::Succeeded) => "succeeded",
-        Some(_) => match id.parse::<u32>().ok().and_then(|i| state.jobs.get(i as usize)).map(|j| &j.state) {
+        Some(_) if state.arrays.contains_key(&job_of(state, id).unwrap_or(u32::MAX)) && !id.contains('_') => "had a task that did not succeed",
+        Some(_) => match job_of(state, id).and_then(|i| state.jobs.get(i as usize)).map(|j| &j.state) {
             Some(JobState::Cancelled) => "was cancelled",
             _ => "failed",
         },

@@ -12,6 +12,7 @@
 //! stopped in `daemon/runs.rs`; the policy's view of the jobs is built in `records/view.rs`; tenants and their
 //! unix identities are managed in `daemon/tenants.rs`.
 
+pub(crate) mod arrays;
 pub(crate) mod dependencies;
 pub(crate) mod opportunistic;
 pub mod policy_support;
@@ -24,6 +25,7 @@ use crate::clock::Clock;
 use crate::config::GpuInventory;
 use crate::executor::Executor;
 use crate::executor::local::LocalExecutor;
+use crate::records::array::{ArraySpec, ArrayTask};
 use crate::records::job::{FieldError, JobRecord, JobState, Limits, StopReason, SubmitRequest};
 use crate::records::store::{Store, StoreError, Tenant};
 use crate::records::topology::{NodeSpec, Topology};
@@ -80,6 +82,8 @@ pub struct Settings {
     pub containment: crate::security::containment::Containment,
     /// Most jobs one tenant may have queued or running.
     pub max_queued_per_tenant: usize,
+    /// Most tasks one job array may have (`max_array_size`).
+    pub max_array_size: usize,
     /// The priority classes jobs may be submitted in (empty: every job in one class).
     pub priority_classes: crate::config::PriorityClasses,
     /// What a tenant keeps of its ended jobs, and how fast it may submit.
@@ -185,6 +189,8 @@ pub struct State {
     /// Queued jobs whose dependencies have not all held yet, with them (`dependencies.rs`):
     /// not offered to the policy.
     pub(crate) dependent: BTreeMap<u32, arbiter_model::Dependencies>,
+    /// Job arrays by id (`records/array.rs`): their tasks' ids and running limit.
+    pub(crate) arrays: BTreeMap<u32, crate::records::array::ArrayIds>,
 }
 
 /// The external agent, or `None` when it failed and is to be started again.
@@ -270,11 +276,13 @@ impl From<StoreError> for RequestError {
 /// What a submission created.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Submitted {
-    /// The job's id.
+    /// The job's id (an array's: its first task's).
     pub id: u32,
     /// True when the submission repeated an earlier one with the same `client_request_id`
     /// (idempotency key): nothing new was created and `id` is the earlier job's.
     pub duplicate: bool,
+    /// With an array: how many tasks it has.
+    pub tasks: Option<u32>,
 }
 
 impl From<DaemonError> for RequestError {
@@ -368,6 +376,7 @@ impl Daemon {
         }
         let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
         let dependent = crate::daemon::dependencies::waiting(&jobs);
+        let arrays = crate::records::array::arrays_of(&jobs);
         let state = State {
             jobs,
             tenants,
@@ -385,6 +394,7 @@ impl Daemon {
             dirty: BTreeSet::new(),
             live_by_tenant: BTreeMap::new(),
             dependent,
+            arrays,
             round_started_ms: 0,
             strays_checked_ms: 0,
             run_ended_since_check: true,
@@ -433,10 +443,15 @@ impl Daemon {
         Limits { gpus: self.settings.gpus.clone(), cpus: self.settings.cpus, memory_gib: self.settings.memory_gib }
     }
 
-    /// Submits a job for `tenant`. Persisted before it is acknowledged. A repeated
-    /// `client_request_id` returns the earlier job (or a conflict if the request differs).
+    /// Submits a job for `tenant` (or, with `array`, one job per task: one request, however
+    /// many tasks). Persisted before it is acknowledged. A repeated `client_request_id` returns
+    /// the earlier job (or a conflict if the request differs).
     pub fn submit(&self, tenant: &str, mut request: SubmitRequest) -> Result<Submitted, RequestError> {
         request.validate(&self.limits())?;
+        let array = match request.array.as_deref() {
+            Some(text) => Some(ArraySpec::parse(text, self.settings.max_array_size).map_err(|reason| FieldError { field: "array", reason })?),
+            None => None,
+        };
         // The class is settled now (the default filled in), so that a retry of the same
         // request finds the same job and a later change of the default moves no job.
         request.priority_class = self
@@ -447,74 +462,113 @@ impl Daemon {
         let submitted = {
             let mut state = self.lock();
             if let Some(key) = &request.client_request_id
-                && let Some(&id) = state.requests.get(&(tenant.to_string(), key.clone())) {
-                    if state.jobs[id as usize].request != request {
-                        return Err(RequestError::Conflict(format!("client_request_id `{key}` was used for job {id} with a different request")));
-                    }
-                    return Ok(Submitted { id, duplicate: true });
-                }
-            // What the tenant's quota can never allow is refused now, as a job larger than the
-            // cluster is (a quota lowered later holds such a job instead: see `decide`).
-            if let Some(quota) = state.tenants.get(tenant).and_then(|t| t.gpu_quota).filter(|q| request.gpus > *q && !request.opportunistic) {
-                let reason = format!("asks for {} GPUs; tenant {tenant}'s GPU quota is {quota} (an admin can raise it: arbiter tenants update {tenant} --gpu-quota N)", request.gpus);
-                return Err(FieldError { field: "gpus", reason }.into());
-            }
-            // The admin's own jobs are not rate-limited (the admin is trusted, and its scripts
-            // may submit in bulk); a tenant's, whoever submits them, are.
-            if tenant != crate::records::store::ADMIN_TENANT
-                && let Err(wait_s) = state.take_submission(tenant, &self.settings.retention, self.now_ms())
+                && let Some(&id) = state.requests.get(&(tenant.to_string(), key.clone()))
             {
-                return Err(RequestError::TooMany(format!(
-                    "tenant {tenant} submits faster than this daemon takes ({} a second, bursts of {}: submissions_per_s_per_tenant, submission_burst_per_tenant); retry in {:.1} s",
-                    self.settings.retention.submissions_per_s, self.settings.retention.submission_burst, wait_s
-                )));
+                if state.jobs[id as usize].request != request {
+                    return Err(RequestError::Conflict(format!("client_request_id `{key}` was used for job {id} with a different request")));
+                }
+                let tasks = state.jobs[id as usize].array.map(|a| a.tasks);
+                return Ok(Submitted { id, duplicate: true, tasks });
             }
-            let queued = state.live_by_tenant.get(tenant).copied().unwrap_or(0);
-            debug_assert_eq!(Some(&queued).filter(|q| **q > 0), live_by_tenant(&state.jobs).get(tenant), "live jobs of {tenant}");
-            if queued >= self.settings.max_queued_per_tenant {
-                return Err(RequestError::TooMany(format!(
-                    "tenant {tenant} has {queued} jobs queued or running, the most this daemon takes (max_queued_per_tenant); wait for some to end"
-                )));
-            }
-            // The tenant is checked under the lock that removing it takes, in the same step that
-            // stores the job: a tenant removed while its submission was on the way gets nothing.
-            // Its identity is settled now too, so that a job that could never run as it (Slurm
-            // without a `tenant_users` entry) is refused here rather than queued forever.
-            let identity = self.identity_for(&mut state, tenant)?;
-            if let Some(dir) = &request.working_dir {
-                // Checked as the job's user would see it (and with the same answer whether the
-                // directory is missing or merely out of its reach).
-                crate::security::confine::CheckpointRoots::usable_dir(dir, identity).map_err(|reason| FieldError { field: "working_dir", reason })?;
-            }
-            let dependencies = match request.dependency.as_deref() {
-                Some(text) => Some(crate::daemon::dependencies::check(&state, tenant, request.name.as_deref(), text)?),
-                None => None,
-            };
-            let id = state.jobs.len() as u32;
-            let checkpoint_dir = match &request.checkpoint_dir {
-                Some(dir) => self.settings.checkpoint_roots.check(tenant, dir).map_err(|reason| FieldError { field: "checkpoint_dir", reason })?,
-                None => self.settings.checkpoint_roots.default_dir(tenant, id),
-            };
-            let token = crate::security::auth::new_token();
-            let mut record = JobRecord::submitted(id, tenant, request, self.now_ms(), crate::security::auth::sha256_hex(&token));
-            record.checkpoint_dir = Some(checkpoint_dir.display().to_string());
-            self.store.put_jobs(&[&record])?;
-            tracing::info!(job = id, tenant, gpus = record.request.gpus, "submitted");
-            if let Some(key) = &record.request.client_request_id {
-                state.requests.insert((tenant.to_string(), key.clone()), id);
-            }
-            let spec = view::spec_of(&record, state.topology.cluster(), &self.settings.priority_classes);
-            state.specs.push(spec);
-            state.jobs.push(record);
-            if let Some(deps) = dependencies {
-                state.dependent.insert(id, deps);
-            }
-            *state.live_by_tenant.entry(tenant.to_string()).or_insert(0) += 1;
-            state.counters.submitted += 1;
-            Submitted { id, duplicate: false }
+            let tasks = array.as_ref().map_or(1, |a| a.indices.len());
+            self.admit_submission(&mut state, tenant, &request, tasks)?;
+            self.store_submission(&mut state, tenant, request, array)?
         };
         self.wake.notify_one();
         Ok(submitted)
+    }
+
+    /// What refuses a submission of `tasks` jobs before anything is stored: the tenant's quota,
+    /// its submission rate, its queue, its identity, the directories and dependencies named.
+    fn admit_submission(&self, state: &mut State, tenant: &str, request: &SubmitRequest, tasks: usize) -> Result<(), RequestError> {
+        // What the tenant's quota can never allow is refused now, as a job larger than the
+        // cluster is (a quota lowered later holds such a job instead: see `decide`).
+        if let Some(quota) = state.tenants.get(tenant).and_then(|t| t.gpu_quota).filter(|q| request.gpus > *q && !request.opportunistic) {
+            let reason = format!("asks for {} GPUs; tenant {tenant}'s GPU quota is {quota} (an admin can raise it: arbiter tenants update {tenant} --gpu-quota N)", request.gpus);
+            return Err(FieldError { field: "gpus", reason }.into());
+        }
+        // The admin's own jobs are not rate-limited (the admin is trusted, and its scripts
+        // may submit in bulk); a tenant's, whoever submits them, are. An array is one request.
+        if tenant != crate::records::store::ADMIN_TENANT
+            && let Err(wait_s) = state.take_submission(tenant, &self.settings.retention, self.now_ms())
+        {
+            return Err(RequestError::TooMany(format!(
+                "tenant {tenant} submits faster than this daemon takes ({} a second, bursts of {}: submissions_per_s_per_tenant, submission_burst_per_tenant); retry in {:.1} s",
+                self.settings.retention.submissions_per_s, self.settings.retention.submission_burst, wait_s
+            )));
+        }
+        let queued = state.live_by_tenant.get(tenant).copied().unwrap_or(0);
+        debug_assert_eq!(Some(&queued).filter(|q| **q > 0), live_by_tenant(&state.jobs).get(tenant), "live jobs of {tenant}");
+        if queued + tasks > self.settings.max_queued_per_tenant {
+            let what = if tasks > 1 { format!("; this array would add {tasks}") } else { String::new() };
+            return Err(RequestError::TooMany(format!(
+                "tenant {tenant} has {queued} jobs queued or running, the most this daemon takes is {} (max_queued_per_tenant){what}; wait for some to end",
+                self.settings.max_queued_per_tenant
+            )));
+        }
+        // The tenant is checked under the lock that removing it takes, in the same step that
+        // stores the job: a tenant removed while its submission was on the way gets nothing.
+        // Its identity is settled now too, so that a job that could never run as it (Slurm
+        // without a `tenant_users` entry) is refused here rather than queued forever.
+        let identity = self.identity_for(state, tenant)?;
+        if let Some(dir) = &request.working_dir {
+            // Checked as the job's user would see it (and with the same answer whether the
+            // directory is missing or merely out of its reach).
+            crate::security::confine::CheckpointRoots::usable_dir(dir, identity).map_err(|reason| FieldError { field: "working_dir", reason })?;
+        }
+        if let Some(text) = request.dependency.as_deref() {
+            crate::daemon::dependencies::check(state, tenant, request.name.as_deref(), text)?;
+        }
+        Ok(())
+    }
+
+    /// Stores the jobs of an admitted submission (one per task of `array`) in one write, then
+    /// takes them into the state.
+    fn store_submission(&self, state: &mut State, tenant: &str, request: SubmitRequest, array: Option<ArraySpec>) -> Result<Submitted, RequestError> {
+        let first = state.jobs.len() as u32;
+        let given_dir = request.checkpoint_dir.as_ref().map(|dir| self.settings.checkpoint_roots.check(tenant, dir)).transpose().map_err(|reason| FieldError { field: "checkpoint_dir", reason })?;
+        let dependencies = request.dependency.as_deref().map(arbiter_model::Dependencies::parse).transpose().map_err(|reason| FieldError { field: "dependency", reason })?;
+        let indices = array.as_ref().map_or_else(|| vec![None], |a| a.indices.iter().map(|&i| Some(i)).collect());
+        let tasks = array.as_ref().map(|a| a.indices.len() as u32);
+        let tokens = crate::security::auth::new_tokens(indices.len());
+        let now_ms = self.now_ms();
+        let records: Vec<JobRecord> = indices
+            .iter()
+            .zip(tokens)
+            .enumerate()
+            .map(|(k, (index, token))| {
+                let id = first + k as u32;
+                let mut record = JobRecord::submitted(id, tenant, request.clone(), now_ms, crate::security::auth::sha256_hex(&token));
+                // Each task of an array has a folder of its own, under the one given.
+                let dir = match (&given_dir, index) {
+                    (Some(dir), Some(index)) => dir.join(format!("task-{index}")),
+                    (Some(dir), None) => dir.clone(),
+                    (None, _) => self.settings.checkpoint_roots.default_dir(tenant, id),
+                };
+                record.checkpoint_dir = Some(dir.display().to_string());
+                record.array = index.map(|index| ArrayTask { array_id: first, index, tasks: tasks.unwrap_or(1), max_running: array.as_ref().and_then(|a| a.max_running) });
+                record
+            })
+            .collect();
+        self.store.put_jobs(&records.iter().collect::<Vec<_>>())?;
+        tracing::info!(job = first, tenant, gpus = request.gpus, tasks = records.len(), "submitted");
+        if let Some(key) = &request.client_request_id {
+            state.requests.insert((tenant.to_string(), key.clone()), first);
+        }
+        if let Some(a) = &array {
+            state.arrays.insert(first, crate::records::array::ArrayIds { first, count: a.indices.len() as u32, max_running: a.max_running });
+        }
+        for record in records {
+            let id = record.id;
+            state.specs.push(view::spec_of(&record, state.topology.cluster(), &self.settings.priority_classes));
+            state.jobs.push(record);
+            if let Some(deps) = &dependencies {
+                state.dependent.insert(id, deps.clone());
+            }
+            *state.live_by_tenant.entry(tenant.to_string()).or_insert(0) += 1;
+            state.counters.submitted += 1;
+        }
+        Ok(Submitted { id: first, duplicate: false, tasks })
     }
 
     /// Cancels a job (its run gets the checkpoint signal, then SIGKILL after the grace period).

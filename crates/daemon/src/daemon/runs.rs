@@ -111,6 +111,18 @@ impl Daemon {
                 env.insert("ARBITER_PREVIOUS_GPUS".into(), previous.to_string());
             }
             env.insert("ARBITER_CHECKPOINT_SIGNAL".into(), job.request.checkpoint_signal.clone());
+            if let Some(task) = job.array {
+                env.insert("ARBITER_ARRAY_JOB_ID".into(), task.array_id.to_string());
+                env.insert("ARBITER_ARRAY_TASK_ID".into(), task.index.to_string());
+                env.insert("ARBITER_ARRAY_TASK_COUNT".into(), task.tasks.to_string());
+                // Under Slurm, also the names a Slurm array task has (scripts written for
+                // `sbatch --array` read them).
+                if self.executor.name() == "slurm" {
+                    env.insert("SLURM_ARRAY_JOB_ID".into(), task.array_id.to_string());
+                    env.insert("SLURM_ARRAY_TASK_ID".into(), task.index.to_string());
+                    env.insert("SLURM_ARRAY_TASK_COUNT".into(), task.tasks.to_string());
+                }
+            }
             let token = tokens.next().unwrap_or_else(crate::security::auth::new_token);
             env.insert("ARBITER_JOB_TOKEN".into(), token.clone());
             let gpu_type = gpus.first().and_then(|g| state.topology.gpu_type_name(*g)).unwrap_or_default().to_string();

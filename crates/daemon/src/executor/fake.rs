@@ -62,6 +62,8 @@ struct Inner {
     unavailable: std::collections::BTreeSet<String>,
     /// Each job's latest run token (`ARBITER_JOB_TOKEN`), as its run would see it.
     tokens: std::collections::BTreeMap<u32, String>,
+    /// Each job's last run's environment.
+    envs: std::collections::BTreeMap<u32, std::collections::BTreeMap<String, String>>,
     /// Runs go on after their checkpoint signal until the test ends them ([`FakeExecutor::exit`]),
     /// as real runs take a while to checkpoint.
     slow_stops: bool,
@@ -109,6 +111,11 @@ impl FakeExecutor {
     /// The token job `job`'s latest run got for its progress reports (`ARBITER_JOB_TOKEN`).
     pub fn token(&self, job: u32) -> Option<String> {
         self.inner().tokens.get(&job).cloned()
+    }
+
+    /// The environment job `job`'s last run was launched with.
+    pub fn env(&self, job: u32) -> Option<std::collections::BTreeMap<String, String>> {
+        self.inner().envs.get(&job).cloned()
     }
 
     /// Every call so far.
@@ -182,6 +189,7 @@ impl Executor for FakeExecutor {
         if let Some(token) = run.env.get("ARBITER_JOB_TOKEN") {
             inner.tokens.insert(run.job, token.clone());
         }
+        inner.envs.insert(run.job, run.env.clone());
         inner.next_handle += 1;
         let handle = inner.next_handle;
         inner.live.insert(run.job, (handle, at_ms));

@@ -101,6 +101,10 @@ pub struct SubmitRequest {
     /// waits until they hold, and fails if they never can. Only the tenant's own jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependency: Option<String>,
+    /// A job array, in Slurm's syntax (`0-99%8`, `1,3,5-7`, `0-15:4`): one job per task, each
+    /// told its index (`ARBITER_ARRAY_TASK_ID`), at most N running at once with `%N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
 }
 
 /// One iteration's time on each resource, seconds (`SubmitRequest::iteration_stages`).
@@ -217,6 +221,7 @@ impl SubmitRequest {
             ("job_type", self.job_type.as_deref()),
             ("priority_class", self.priority_class.as_deref()),
             ("dependency", self.dependency.as_deref()),
+            ("array", self.array.as_deref()),
         ];
         for (field, value) in lines {
             value.map_or(Ok(()), |v| check(field, v, Text::Line))?;
@@ -554,6 +559,9 @@ pub struct JobRecord {
     /// measurement names its partner's type, which may be another tenant's).
     #[serde(default, skip_serializing_if = "crate::records::pairs::JobMeasurements::is_empty")]
     pub measurements: crate::records::pairs::JobMeasurements,
+    /// A task of a job array: which array, which task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<crate::records::array::ArrayTask>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -606,6 +614,7 @@ impl JobRecord {
             history_omitted: 0,
             host_share: None,
             measurements: crate::records::pairs::JobMeasurements::default(),
+            array: None,
         };
         record.transition(JobState::Queued, "submitted", now_s);
         record

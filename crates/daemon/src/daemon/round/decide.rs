@@ -22,6 +22,28 @@ use std::collections::BTreeMap;
 use arbiter_policy::SchedulerView;
 use std::sync::MutexGuard;
 
+/// Per job array with a running limit (`%N`): how many more of its tasks may start.
+fn array_room(state: &State) -> BTreeMap<u32, (u32, u32)> {
+    let mut room = BTreeMap::new();
+    for (&id, array) in &state.arrays {
+        let Some(limit) = array.max_running else { continue };
+        let running = array.ids().filter_map(|t| state.jobs.get(t as usize)).filter(|j| j.state.gpus().is_some()).count() as u32;
+        room.insert(id, (limit, limit.saturating_sub(running)));
+    }
+    room
+}
+
+/// Takes a start for a queued task of an array from `room`; `Some(hold)` when its array has
+/// as many tasks running as its limit allows.
+fn take_array_room(room: &mut BTreeMap<u32, (u32, u32)>, task: crate::records::array::ArrayTask) -> Option<Hold> {
+    let (limit, left) = room.get_mut(&task.array_id)?;
+    if *left == 0 {
+        return Some(Hold::ArrayLimit { array_id: task.array_id, limit: *limit });
+    }
+    *left -= 1;
+    None
+}
+
 /// Most ended jobs kept for an agent that has not been asked since they ended.
 pub(crate) const MAX_AGENT_BACKLOG: usize = 10_000;
 
@@ -72,6 +94,7 @@ impl Daemon {
         let mut spare_gpus = admission.spare_gpus.clone();
         let mut active = Vec::new();
         let mut retry_wake: Option<u64> = None;
+        let mut array_room = array_room(state);
         let State { jobs, specs, tenants, topology, dependent, .. } = &mut *state;
         // By id: a pruned job has a spec (a placeholder) but no record.
         for (id, spec) in specs.iter_mut().enumerate() {
@@ -100,6 +123,8 @@ impl Daemon {
                 retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
             } else if let Some(quota) = admission.hold_of(job.id) {
                 hold::set(job, &Hold::Quota(quota));
+            } else if let Some(full) = job.array.filter(|_| matches!(job.state, JobState::Queued)).and_then(|task| take_array_room(&mut array_room, task)) {
+                hold::set(job, &full);
             } else if !job.request.opportunistic
                 && let Some(a) = view::active_of(job, spec, topology, now)
             {
