@@ -64,7 +64,7 @@ fn queued_jobs_show_their_reason_and_others_do_not() {
         json!({ "id": 1, "tenant": "t", "state": { "state": "running", "gpus": [2, 3] }, "request": { "gpus": 2, "command": "sleep 2" } }),
         json!({ "id": 2, "tenant": "t", "state": { "state": "queued" }, "request": { "gpus": 4, "command": "sleep 3" }, "pending_reason": "no free GPUs" }),
     ];
-    let table = jobs_table(&jobs);
+    let table = jobs_table(&jobs, false);
     let lines: Vec<&str> = table.lines().collect();
     assert!(lines[0].contains("gpus") && lines[0].contains(" on ") && lines[0].contains("name"), "{table}");
     assert!(!lines[1].contains("stale"), "{table}");
@@ -92,12 +92,12 @@ fn show_says_which_jobs_share_the_gpus_and_jobs_marks_them() {
     let text = job_text(&job);
     assert!(text.contains("  shares:     GPU 0 with job 7; GPU 0 with another tenant's job"), "{text}");
     assert!(text.contains("  iteration:  I/O 0.3 s, CPU 0.15 s, GPU 0.05 s"), "{text}");
-    let table = jobs_table(&[job]);
+    let table = jobs_table(&[job], false);
     assert!(table.lines().nth(1).is_some_and(|l| l.contains(" 0* ")), "{table}");
     assert!(table.lines().last().is_some_and(|l| l.starts_with("* shares its GPUs")), "{table}");
     let alone = json!({ "id": 4, "request": { "command": "x", "gpus": 1 }, "state": { "state": "running", "gpus": [1] }, "shares_gpus_with": [] });
     assert!(!job_text(&alone).contains("shares:"));
-    assert!(!jobs_table(&[alone]).contains('*'));
+    assert!(!jobs_table(&[alone], false).contains('*'));
 }
 
 #[test]
@@ -119,4 +119,31 @@ fn deadlines_take_seconds_or_a_unit() {
     assert!(parse_duration_s("2w").expect_err("unit").contains("s, m, h or d"));
     assert!(parse_duration_s("soon").is_err());
     assert!(parse_duration_s("0").is_err());
+}
+
+#[test]
+fn an_array_is_one_line_with_its_tasks_counted_unless_expanded() {
+    let task = |index: u64, state: &str| {
+        serde_json::json!({
+            "id": 12 + index, "tenant": "a", "state": { "state": state }, "pending_reason": "array 12 has 2 tasks running, its limit (%2)",
+            "request": { "gpus": 1, "command": "python train.py", "name": "sweep" },
+            "array": { "array_id": 12, "index": index, "tasks": 4 }
+        })
+    };
+    let jobs = vec![task(0, "running"), task(1, "running"), task(2, "queued"), task(3, "succeeded")];
+    let folded = jobs_table(&jobs, false);
+    assert_eq!(folded.lines().count(), 2, "{folded}");
+    assert!(folded.contains("12_[4]") && folded.contains("2 running, 1 queued, 1 succeeded") && folded.contains("its limit (%2)"), "{folded}");
+    let expanded = jobs_table(&jobs, true);
+    assert_eq!(expanded.lines().count(), 5, "{expanded}");
+    assert!(expanded.contains("12_3"), "{expanded}");
+}
+
+#[test]
+fn job_references_are_ids_or_array_tasks() {
+    assert_eq!(parse_job_ref("12"), Ok("12".into()));
+    assert_eq!(parse_job_ref("12_7"), Ok("12_7".into()));
+    for bad in ["", "12_", "_7", "1/../x", "12_7_1", "-1", "12345678901"] {
+        assert!(parse_job_ref(bad).is_err(), "{bad}");
+    }
 }

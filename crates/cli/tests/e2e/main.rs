@@ -14,6 +14,7 @@
 //! - `dashboard`: the daemon's dashboard page and its snapshot endpoint.
 //! - `shares`: one tenant exhausting its share of the API (connections, requests, records) hurts
 //!   only itself.
+//! - `queue`: priority classes, dependencies and job arrays through the CLI and the API.
 //! - `report`: the HTML reports of `run`, `sweep` and `trace analyze`.
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
 //!
@@ -28,6 +29,7 @@ mod common;
 mod daemon;
 mod daemon_api;
 mod dashboard;
+mod queue;
 mod report;
 mod shares;
 mod slurm;

@@ -1,0 +1,68 @@
+//! The everyday features of a shared queue (issue 29) through the real daemon, its HTTP API and
+//! the `arbiter` client: priority classes, dependencies and job arrays, with a hostile tenant
+//! trying each new field on another tenant's jobs.
+
+use crate::common::{cli, cli_ok, refused, state_of, submit, wait_for, Daemon, Options};
+use serde_json::json;
+
+/// Top-level keys only: the harness appends more after them.
+const CLASSES: &str = r#"priority_classes = [{ name = "high", value = 100, tenants = ["a"] }, { name = "normal", value = 50 }]
+"#;
+
+fn start(dir: &std::path::Path) -> Daemon {
+    let shared = if crate::common::is_root() { "" } else { "allow_shared_identity = true\n" };
+    let config = format!("{shared}{CLASSES}");
+    Daemon::start_with(&dir.join("data"), Options { args: &["--gpus", "2xa100", "--round-s", "1"], config: Some(&config), ..Default::default() })
+}
+
+#[test]
+fn priority_classes_dependencies_and_arrays_work_through_the_cli_and_refuse_another_tenants_jobs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = start(dir.path());
+    let (token_a, a) = daemon.tenant_with_token("a");
+    let (token_b, b) = daemon.tenant_with_token("b");
+
+    // Classes: listed for the caller, refused where not granted (400 naming the field).
+    let cluster = cli_ok(&daemon, &token_b, &["cluster"]);
+    assert!(cluster.contains("priority classes: normal (50, default)") && !cluster.contains("high"), "{cluster}");
+    let (status, message) = refused(b.post("/v1/jobs", &json!({ "command": "true", "priority_class": "high" })));
+    assert!(status == 400 && message.starts_with("priority_class") && message.contains("may not use"), "{status} {message}");
+
+    // A pipeline: the second stage waits for the first, by the CLI's --dependency.
+    let first = submit(&a, json!({ "command": "sleep 2", "priority_class": "high" }));
+    let out = cli_ok(&daemon, &token_a, &["submit", "--dependency", &format!("afterok:{first}"), "--", "echo", "second"]);
+    let second: u64 = out.trim().trim_start_matches("submitted job ").parse().expect("an id");
+    wait_for("the first stage to run", 20, || state_of(&a, first) == "running");
+    let waiting = a.get(&format!("/v1/jobs/{second}")).expect("job");
+    assert_eq!(waiting["pending_reason"], json!(format!("waiting for job {first} (afterok)")), "{waiting}");
+    wait_for("the second stage to succeed", 30, || state_of(&a, second) == "succeeded");
+
+    // Hostile: b names a's job in a dependency: not found, as a job that does not exist.
+    for on in [first, 100_000] {
+        let (status, message) = refused(b.post("/v1/jobs", &json!({ "command": "true", "dependency": format!("afterany:{on}") })));
+        assert_eq!((status, message), (400, format!("dependency: job {on} not found (afterany:{on})")));
+    }
+
+    // An array through the CLI: one line in `arbiter jobs`, every task in --json.
+    let out = cli_ok(&daemon, &token_a, &["submit", "--array", "0-5%2", "--", "sh", "-c", "echo task $ARBITER_ARRAY_TASK_ID of $ARBITER_ARRAY_JOB_ID; sleep 30"]);
+    assert!(out.starts_with("submitted array ") && out.contains("(6 tasks"), "{out}");
+    let array: u64 = out.trim_start_matches("submitted array ").split_whitespace().next().and_then(|s| s.parse().ok()).expect("an id");
+    wait_for("two tasks to run", 20, || a.get("/v1/jobs?state=running").is_ok_and(|r| r["jobs"].as_array().is_some_and(|j| j.len() == 2)));
+    let listed = cli_ok(&daemon, &token_a, &["jobs"]);
+    assert!(listed.contains(&format!("{array}_[6]")) && listed.contains("2 running, 4 queued") && listed.contains("its limit (%2)"), "{listed}");
+    let task1 = a.get(&format!("/v1/jobs/{array}_1")).expect("task 1");
+    assert_eq!(task1["array"]["index"], json!(1));
+    wait_for("task 1's output", 20, || a.get_text(&format!("/v1/jobs/{array}_1/logs")).is_ok_and(|l| l.contains(&format!("task 1 of {array}"))));
+    // Hostile: b cannot see, cancel or depend on a's array or its tasks.
+    assert_eq!(refused(b.get(&format!("/v1/jobs/{array}_1"))).0, 403, "as for any job of another tenant");
+    let b_cancel = cli(&daemon, &token_b, &["cancel", &array.to_string()]);
+    assert!(!b_cancel.status.success());
+    let (status, _) = refused(b.post("/v1/jobs", &json!({ "command": "true", "dependency": format!("afterok:{array}_1") })));
+    assert_eq!(status, 400);
+    // a cancels the whole array by its id.
+    let out = cli_ok(&daemon, &token_a, &["cancel", &array.to_string()]);
+    assert!(out.contains(&format!("cancelling array {array}: 6 tasks")), "{out}");
+    wait_for("every task to be cancelled", 30, || {
+        (0..6).all(|i| a.get(&format!("/v1/jobs/{array}_{i}")).is_ok_and(|j| j["state"]["state"] == "cancelled"))
+    });
+}
