@@ -125,6 +125,37 @@ pub enum ClientCommand {
     /// What the daemon learned of job types sharing GPUs: each type's speed next to another
     /// type over its speed alone (yours; the admin sees all).
     Pairs,
+    /// Reserve nodes from a start for a duration (admin), for one tenant or, without
+    /// `--tenant`, for maintenance, as Slurm's `scontrol create reservation`: no run that could
+    /// still be running at the start (by its --max-run-time, or the daemon's
+    /// default_max_run_time_s) is placed there; at the start, runs there that the reservation
+    /// does not admit are preempted (checkpoint signal, then the grace period).
+    ///
+    /// Example: `arbiter reserve --nodes n1,n2 --start "2026-12-01 08:00" --duration 4h --reason "driver upgrade"`.
+    Reserve {
+        /// Nodes, comma-separated (`arbiter cluster` lists them).
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<String>,
+        /// When it starts: `now`, `+2h` (from now), `YYYY-MM-DD HH:MM[:SS]` (UTC), or Unix seconds.
+        #[arg(long, value_parser = parse_start)]
+        start: StartAt,
+        /// How long: seconds, or a number with s, m, h or d (`4h`).
+        #[arg(long, value_parser = parse_duration_s)]
+        duration: u64,
+        /// For this tenant only (its jobs run there; no one else's); unset: maintenance.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Why: shown to everyone it keeps off the nodes.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Reservations and maintenance windows not over yet (another tenant's shows as such);
+    /// `--delete ID` removes one (admin).
+    Reservations {
+        /// Delete this reservation.
+        #[arg(long, value_name = "ID")]
+        delete: Option<u32>,
+    },
     /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
         /// What to do; without one, list the tenants.
@@ -372,6 +403,12 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
         ClientCommand::Logs { id, tail_bytes, offset, raw } => logs(&client, id, tail_bytes, offset, raw),
         ClientCommand::Cluster => out.show(&client.get("/v1/cluster")?, |cluster| printable(&cluster_text(cluster))),
         ClientCommand::Pairs => out.show(&client.get("/v1/pairs")?, |r| listed(r, "pairs", pairs_table)),
+        ClientCommand::Reserve { nodes, start, duration, tenant, reason } => {
+            let body = json!({ "nodes": nodes, "start_unix_s": start.unix_s(), "duration_s": duration, "tenant": tenant, "reason": reason });
+            out.show(&client.post("/v1/reservations", &body)?, |r| format!("reserved: {}", reservation_line(r)))
+        }
+        ClientCommand::Reservations { delete: Some(id) } => out.show(&client.delete(&format!("/v1/reservations/{id}"))?, |_| format!("deleted reservation {id}\n")),
+        ClientCommand::Reservations { delete: None } => out.show(&client.get("/v1/reservations")?, |r| listed(r, "reservations", reservations_table)),
         ClientCommand::Tenants { action } => tenants(&client, action.unwrap_or(TenantsCommand::List), out),
     }
 }
@@ -694,6 +731,41 @@ fn parse_gpu_range(text: &str) -> std::result::Result<(u32, Option<u32>), String
             Ok((least, (most > least).then_some(most)))
         }
     }
+}
+
+/// When a reservation starts: now, a time from now, or a moment.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum StartAt {
+    /// Seconds from now.
+    In(u64),
+    /// Unix seconds.
+    At(i64),
+}
+
+impl StartAt {
+    fn unix_s(&self) -> i64 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        match self {
+            StartAt::In(s) => now + *s as i64,
+            StartAt::At(t) => *t,
+        }
+    }
+}
+
+/// `--start`: `now`, `+2h`, `YYYY-MM-DD HH:MM[:SS]` (UTC) or Unix seconds.
+fn parse_start(text: &str) -> std::result::Result<StartAt, String> {
+    let text = text.trim();
+    if text == "now" {
+        return Ok(StartAt::In(0));
+    }
+    if let Some(rest) = text.strip_prefix('+') {
+        return parse_duration_s(rest).map(StartAt::In);
+    }
+    if let Ok(unix) = text.parse::<i64>() {
+        return Ok(StartAt::At(unix));
+    }
+    let parsed = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").or_else(|_| chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M"));
+    parsed.map(|t| StartAt::At(t.and_utc().timestamp())).map_err(|_| format!("`{text}`: use now, +2h, YYYY-MM-DD HH:MM (UTC) or Unix seconds"))
 }
 
 /// `--deadline`: seconds, or a number with `s`, `m`, `h` or `d`.

@@ -107,6 +107,9 @@ pub struct ServeConfig {
     /// Most tasks one job array may have (`arbiter submit --array`); each counts against
     /// `max_queued_per_tenant`.
     pub max_array_size: usize,
+    /// The time limit reservations assume for a job without `max_run_time_s` (unset: none, so
+    /// such a job is placed on a reserved node only once the reservation is over).
+    pub default_max_run_time_s: Option<u64>,
     /// Most ended jobs a tenant keeps on record; the oldest beyond are pruned (record and log).
     pub keep_finished_per_tenant: usize,
     /// Most MiB of ended jobs' records a tenant keeps; the oldest beyond are pruned.
@@ -327,6 +330,7 @@ impl Default for ServeConfig {
             max_processes_per_tenant: None,
             max_queued_per_tenant: 10_000,
             max_array_size: 10_000,
+            default_max_run_time_s: None,
             keep_finished_per_tenant: 10_000,
             keep_finished_mib_per_tenant: 64,
             keep_finished_days: 365,

@@ -174,6 +174,7 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         containment,
         max_queued_per_tenant: config.max_queued_per_tenant,
         max_array_size: config.max_array_size,
+        default_max_run_time_s: config.default_max_run_time_s,
         priority_classes: config.priority_classes().map_err(|e| e.to_string())?,
         retention: config.retention(),
         max_log_bytes: (config.max_log_bytes > 0).then_some(config.max_log_bytes),

@@ -44,6 +44,11 @@ pub struct JobSpec {
     /// trace id); `None`: nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependency: Option<Arc<crate::Dependencies>>,
+    /// Nodes it may not be placed on now (the daemon's reservations: a maintenance window or
+    /// another tenant's reservation it would reach into). Placement avoids them and the
+    /// planner refuses a decision that uses them. `None`: any node. Not serialised.
+    #[serde(skip)]
+    pub avoid_nodes: Option<Arc<Vec<crate::NodeId>>>,
     /// Start-up cost charged when the job (re)starts, overriding the simulator default.
     pub restart_overhead: Option<SimDuration>,
     /// Time by which the job should be done (its SLO), if it has one.
@@ -164,6 +169,7 @@ impl JobSpec {
             priority: 0,
             class: JobClass::default(),
             dependency: None,
+            avoid_nodes: None,
             restart_overhead: None,
             deadline: None,
             deadline_options: Vec::new(),

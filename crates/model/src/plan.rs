@@ -85,6 +85,14 @@ pub enum PlanError {
         /// GPUs in the placement.
         got: u32,
     },
+    /// The placement uses a node the job may not be placed on (a reservation holds it).
+    #[error("{job} may not be placed on {node} (reserved)")]
+    AvoidedNode {
+        /// The job.
+        job: JobId,
+        /// The node, by name.
+        node: String,
+    },
     /// The job asked for one GPU type; the placement uses another.
     #[error("{job} needs GPU type {gpu_type}, placement {placement} has others")]
     WrongGpuType {
@@ -412,6 +420,12 @@ fn check_placement(cluster: &Cluster, spec: &JobSpec, a: &Assignment) -> Result<
             None => spec.gpus.to_string(),
         };
         return Err(PlanError::GangSize { job: a.job, wanted, placement: a.placement.to_string(), got: a.placement.gpus() });
+    }
+    if let Some(avoid) = &spec.avoid_nodes
+        && let Some((node, _)) = a.placement.slots.iter().find(|(n, _)| avoid.contains(n))
+    {
+        let name = cluster.node(*node).map_or_else(|| node.to_string(), |n| n.name.clone());
+        return Err(PlanError::AvoidedNode { job: a.job, node: name });
     }
     if let Some(scaling) = spec.scaling.as_ref().filter(|_| spec.placement_speed(&a.placement).is_none()) {
         return Err(PlanError::NoSpeedFor { job: a.job, profile: scaling.0.describe(), placement: a.placement.to_string() });

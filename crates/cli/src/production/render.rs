@@ -61,6 +61,31 @@ pub(super) fn quota(v: &Value) -> String {
 
 /// The `arbiter jobs` table: `gpus` is how many the job asked for, `on` the GPU indices it holds
 /// (marked `*` when another job holds them too); the reason it waits only for queued jobs.
+/// One reservation in a line.
+pub(super) fn reservation_line(r: &Value) -> String {
+    let start = r["start_unix_s"].as_i64().unwrap_or(0);
+    let hours = (r["end_unix_s"].as_i64().unwrap_or(start) - start) as f64 / 3600.0;
+    let whose = match r["tenant"].as_str() {
+        Some(t) => format!("for {t}"),
+        None => "maintenance".into(),
+    };
+    format!(
+        "{:>3}  {}  from {} UTC for {hours:.1} h, {whose}: {}\n",
+        number(&r["id"]),
+        r["nodes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+        utc(start),
+        r["reason"].as_str().unwrap_or("")
+    )
+}
+
+/// Reservations, one a line.
+pub(super) fn reservations_table(reservations: &[Value]) -> String {
+    if reservations.is_empty() {
+        return "no reservations\n".into();
+    }
+    reservations.iter().map(reservation_line).collect()
+}
+
 /// The job list: one line per job, and (unless `expand`) one per job array with its tasks
 /// counted by state.
 pub(super) fn jobs_table(jobs: &[Value], expand: bool) -> String {
@@ -135,18 +160,7 @@ fn array_line(array: u64, tasks: &[&Value]) -> String {
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
 pub(super) fn utc(unix_s: i64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let (days, secs) = (unix_s.div_euclid(86_400), unix_s.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", secs / 3600, secs % 3600 / 60, secs % 60)
+    arbiter_daemon::clock::utc_text(unix_s)
 }
 
 /// `arbiter show ID` as text.
@@ -306,9 +320,9 @@ pub(super) fn cluster_text(c: &Value) -> String {
         _ => {}
     }
     isolation_text(&mut out, c);
-    const SHOWN: [&str; 20] = [
+    const SHOWN: [&str; 21] = [
         "policy", "executor", "nodes", "round_s", "gpus", "free_gpus", "cpus", "memory_gib", "cpu_memory_limits", "running", "queued", "queued_total",
-        "tenants_isolated", "tenant_isolation", "memory_limits", "max_processes_per_tenant", "process_limit", "own_pid_namespaces", "process_visibility", "priority_classes",
+        "tenants_isolated", "tenant_isolation", "memory_limits", "max_processes_per_tenant", "process_limit", "own_pid_namespaces", "process_visibility", "priority_classes", "reservations",
     ];
     for (key, value) in c.as_object().into_iter().flatten().filter(|(k, _)| !SHOWN.contains(&k.as_str())) {
         let shown = match value {
@@ -337,6 +351,9 @@ pub(super) fn cluster_text(c: &Value) -> String {
         .collect();
     if !classes.is_empty() {
         let _ = writeln!(out, "priority classes: {}", classes.join(", "));
+    }
+    for r in c["reservations"].as_array().into_iter().flatten() {
+        let _ = write!(out, "reservation {}", reservation_line(r).trim_start());
     }
     out
 }

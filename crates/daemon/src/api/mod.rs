@@ -37,6 +37,7 @@ mod dashboard;
 mod limits;
 mod logs;
 mod openapi;
+mod reservations;
 mod server;
 mod tenants;
 
@@ -195,6 +196,8 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .route("/v1/jobs/{id}/logs", get(job_logs))
         .route("/v1/jobs/{id}/progress", post(report_progress))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/reservations", get(reservations::list).post(reservations::add))
+        .route("/v1/reservations/{id}", axum::routing::delete(reservations::delete))
         .route("/v1/pairs", get(pairs))
         .route("/v1/tenants", get(list_tenants).post(add_tenant))
         .route("/v1/tenants/{name}", patch(update_tenant).delete(remove_tenant))
@@ -445,6 +448,7 @@ async fn cluster(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Valu
         "queued": queued,
         "queued_total": queued_total,
         "priority_classes": class_views(&settings.priority_classes, viewer.as_deref()),
+        "reservations": api.daemon.reservations().iter().map(|r| reservations::view(r, viewer.as_deref())).collect::<Vec<_>>(),
     })))
 }
 

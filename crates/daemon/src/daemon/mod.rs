@@ -17,6 +17,7 @@ pub(crate) mod dependencies;
 pub(crate) mod opportunistic;
 pub mod policy_support;
 pub(crate) mod recovery;
+pub(crate) mod reservations;
 pub(crate) mod round;
 pub(crate) mod runs;
 pub(crate) mod tenants;
@@ -84,6 +85,9 @@ pub struct Settings {
     pub max_queued_per_tenant: usize,
     /// Most tasks one job array may have (`max_array_size`).
     pub max_array_size: usize,
+    /// The time limit of a job without `max_run_time_s`, for reservations: such a job is
+    /// placed on a reserved node only if it would end before the start (`None`: unbounded).
+    pub default_max_run_time_s: Option<u64>,
     /// The priority classes jobs may be submitted in (empty: every job in one class).
     pub priority_classes: crate::config::PriorityClasses,
     /// What a tenant keeps of its ended jobs, and how fast it may submit.
@@ -191,6 +195,11 @@ pub struct State {
     pub(crate) dependent: BTreeMap<u32, arbiter_model::Dependencies>,
     /// Job arrays by id (`records/array.rs`): their tasks' ids and running limit.
     pub(crate) arrays: BTreeMap<u32, crate::records::array::ArrayIds>,
+    /// Reservations and maintenance windows (`reservations.rs`), over ones included until
+    /// deleted.
+    pub(crate) reservations: Vec<crate::records::reservation::Reservation>,
+    /// Whether some job's spec carries nodes to avoid (cleared when none does).
+    pub(crate) avoiding: bool,
 }
 
 /// The external agent, or `None` when it failed and is to be started again.
@@ -377,6 +386,7 @@ impl Daemon {
         let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
         let dependent = crate::daemon::dependencies::waiting(&jobs);
         let arrays = crate::records::array::arrays_of(&jobs);
+        let reservations = store.reservations()?;
         let state = State {
             jobs,
             tenants,
@@ -395,6 +405,8 @@ impl Daemon {
             live_by_tenant: BTreeMap::new(),
             dependent,
             arrays,
+            reservations,
+            avoiding: false,
             round_started_ms: 0,
             strays_checked_ms: 0,
             run_ended_since_check: true,

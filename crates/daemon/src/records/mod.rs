@@ -1,4 +1,4 @@
-//! The daemon's domain records: jobs and their histories ([`job`], [`jobs`]), job arrays ([`array`]), who holds which GPU ([`holders`]), the embedded store
+//! The daemon's domain records: jobs and their histories ([`job`], [`jobs`]), job arrays ([`array`]), reservations ([`reservation`]), who holds which GPU ([`holders`]), the embedded store
 //! that persists every transition before it is acted on ([`store`]), what tenants keep
 //! ([`retention`]), what a job says of its progress ([`progress`]), learned co-location speeds
 //! ([`pairs`]), the cluster's nodes ([`topology`]) and the policy's view of it all ([`view`]).
@@ -12,6 +12,7 @@ pub mod holders;
 pub mod jobs;
 pub mod pairs;
 pub mod progress;
+pub mod reservation;
 pub mod retention;
 pub mod store;
 pub mod topology;

@@ -13,6 +13,7 @@
 //! memory (the API answers 503, `/metrics` shows `arbiter_store_degraded 1`). The schema version is checked at open; [`MIGRATIONS`] upgrade older
 //! files in order.
 
+use crate::records::reservation::Reservation;
 use crate::records::job::JobRecord;
 use crate::records::pairs::{PairEntry, PairKey, PairWrite};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -28,6 +29,8 @@ const TENANTS: TableDefinition<&str, &str> = TableDefinition::new("tenants");
 const IDENTITIES: TableDefinition<&str, u32> = TableDefinition::new("identities");
 /// The learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`].
 const PAIRS: TableDefinition<&str, &str> = TableDefinition::new("pairs");
+/// Reservations and maintenance windows: id (as text) → JSON [`Reservation`].
+const RESERVATIONS: TableDefinition<&str, &str> = TableDefinition::new("reservations");
 
 /// redb's page cache (its default is 1 GiB). The daemon reads the store whole once, at start,
 /// and then only writes: a cache holding every page it ever touched only grows the daemon's
@@ -147,6 +150,7 @@ impl Store {
             txn.open_table(TENANTS).map_err(db_error)?;
             txn.open_table(IDENTITIES).map_err(db_error)?;
             txn.open_table(PAIRS).map_err(db_error)?;
+            txn.open_table(RESERVATIONS).map_err(db_error)?;
             Ok(())
         })?;
         Ok(store)
@@ -364,6 +368,35 @@ impl Store {
             }
             Ok(out)
         })
+    }
+
+    /// Stores a new reservation, giving it the next id (never one given before); returns it.
+    pub fn add_reservation(&self, mut reservation: Reservation) -> Result<Reservation, StoreError> {
+        self.write(|txn| {
+            let mut meta = txn.open_table(META).map_err(db_error)?;
+            let id = meta.get("next_reservation_id").map_err(db_error)?.map_or(1, |v| v.value());
+            meta.insert("next_reservation_id", id + 1).map_err(db_error)?;
+            reservation.id = u32::try_from(id).map_err(|_| StoreError::Corrupt("reservation ids exhausted".into()))?;
+            let json = serde_json::to_string(&reservation).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            txn.open_table(RESERVATIONS).map_err(db_error)?.insert(id.to_string().as_str(), json.as_str()).map_err(db_error)?;
+            Ok(())
+        })?;
+        Ok(reservation)
+    }
+
+    /// Deletes a reservation; true if it was there.
+    pub fn delete_reservation(&self, id: u32) -> Result<bool, StoreError> {
+        let mut existed = false;
+        self.write(|txn| {
+            existed = txn.open_table(RESERVATIONS).map_err(db_error)?.remove(id.to_string().as_str()).map_err(db_error)?.is_some();
+            Ok(())
+        })?;
+        Ok(existed)
+    }
+
+    /// Every reservation.
+    pub fn reservations(&self) -> Result<Vec<Reservation>, StoreError> {
+        self.read_all(RESERVATIONS)
     }
 
     /// Records an automatic identity.

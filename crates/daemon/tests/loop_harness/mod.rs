@@ -70,6 +70,7 @@ impl Harness {
             max_queued_per_tenant: 100_000,
             priority_classes: Default::default(),
             max_array_size: 10_000,
+            default_max_run_time_s: None,
             // Tests submit as fast as they like (the budget's own tests say otherwise).
             retention: arbiter_daemon::records::retention::Retention { submission_burst: u32::MAX, ..Default::default() },
             max_log_bytes: None,

@@ -182,8 +182,27 @@ impl<'a> Placer<'a> {
         })
     }
 
-    /// Finds and takes GPUs for a job that has waited since `pending_since`, per the strategy.
+    /// Finds and takes GPUs for a job that has waited since `pending_since`, per the strategy,
+    /// on nodes it may use (not its [`JobSpec::avoid_nodes`]).
     pub fn place(&mut self, spec: &JobSpec, pending_since: SimTime, now: SimTime) -> Result<Placement, PendingReason> {
+        let Some(avoid) = spec.avoid_nodes.as_ref().filter(|a| !a.is_empty()) else {
+            return self.place_anywhere(spec, pending_since, now);
+        };
+        // The nodes it may not use look full while it is placed.
+        let hidden: Vec<(usize, u32)> = avoid.iter().filter_map(|n| self.free.get(n.index()).map(|&f| (n.index(), f))).collect();
+        for &(n, f) in &hidden {
+            self.free[n] = 0;
+            self.free_total -= f;
+        }
+        let placed = self.place_anywhere(spec, pending_since, now);
+        for &(n, f) in &hidden {
+            self.free[n] += f;
+            self.free_total += f;
+        }
+        placed
+    }
+
+    fn place_anywhere(&mut self, spec: &JobSpec, pending_since: SimTime, now: SimTime) -> Result<Placement, PendingReason> {
         let gpus = spec.gpus;
         if gpus > self.free_total {
             return Err(PendingReason::InsufficientGpus);
@@ -356,6 +375,18 @@ mod tests {
 
     fn job(gpus: u32) -> JobSpec {
         JobSpec::new(JobId(0), SimTime::ZERO, gpus, 10.0)
+    }
+
+    #[test]
+    fn nodes_a_job_must_avoid_look_full_to_it_alone() {
+        let cluster = Cluster::homogeneous(1, 3, 4, 64, 256, "V100").expect("valid");
+        let mut placer = Placer::new(&cluster, PlacementStrategy::Consolidated);
+        let mut avoiding = job(4);
+        avoiding.avoid_nodes = Some(std::sync::Arc::new(vec![NodeId(0), NodeId(1)]));
+        assert_eq!(placer.place(&avoiding, SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(2), 4)));
+        assert_eq!(placer.place(&avoiding, SimTime::ZERO, SimTime::ZERO), Err(PendingReason::InsufficientGpus));
+        assert_eq!(placer.free_total(), 8, "the avoided nodes are free again for the others");
+        assert_eq!(placer.place(&job(4), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(0), 4)));
     }
 
     #[test]

@@ -57,6 +57,8 @@ pub(crate) enum Hold {
     Dependency { on: String, kind: &'static str },
     /// Its array has `limit` tasks running, as many as its `%limit` allows.
     ArrayLimit { array_id: u32, limit: u32 },
+    /// The policy did not place it (`policy`), and a reservation keeps it off some nodes.
+    Reserved { policy: PendingReason, what: String },
 }
 
 /// Another job, as a tenant may be told of it: its own job by id, another tenant's only as that.
@@ -92,6 +94,7 @@ impl Hold {
             Hold::NoUsableNode => "no node takes new runs (all are down or drained)".into(),
             Hold::Dependency { on, kind: "singleton" } => format!("waiting for job {on}, an earlier job of the same name (singleton)"),
             Hold::Dependency { on, kind } => format!("waiting for job {on} ({kind})"),
+            Hold::Reserved { policy, what } => format!("{policy}; kept off reserved nodes: {what}"),
             Hold::ArrayLimit { array_id, limit } => format!("array {array_id} has {limit} tasks running, its limit (%{limit})"),
             Hold::Opportunistic => "opportunistic: waiting for idle GPUs".into(),
             Hold::Identity(e) => format!("cannot run as tenant {tenant}'s identity: {e}"),

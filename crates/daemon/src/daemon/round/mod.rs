@@ -85,6 +85,8 @@ impl Daemon {
         self.collect_ended(state);
         self.prune_ended(state, now_s);
         self.settle_dependencies(state, now_s);
+        self.evict_for_reservations(state, now_s)?;
+        crate::daemon::reservations::mark_avoided_nodes(state, now_s, self.settings.default_max_run_time_s);
         Ok(())
     }
 
@@ -334,12 +336,19 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
         }
     }
     let mut words = String::new();
-    for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic) {
+    let State { jobs, specs, reservations, .. } = &mut *state;
+    for job in jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic) {
         if placed[job.id as usize] || active.binary_search_by_key(&job.id, |a| a.id.0).is_err() {
             continue;
         }
         let reason = reasons.get(job.id as usize).copied().flatten().unwrap_or(PendingReason::LowerPriority);
-        hold::set_reusing(job, &Hold::Policy(reason), &mut words);
+        // A job kept off reserved nodes says so: the policy's words alone would not tell why
+        // GPUs that look free are not its.
+        let reserved = specs.get(job.id as usize).and_then(|s| s.avoid_nodes.as_ref()).and_then(|_| reservations.iter().rev().find(|r| r.tenant.as_deref() != Some(job.tenant.as_str())));
+        match reserved {
+            Some(r) => hold::set_reusing(job, &Hold::Reserved { policy: reason, what: r.describe(&job.tenant) }, &mut words),
+            None => hold::set_reusing(job, &Hold::Policy(reason), &mut words),
+        };
     }
 }
 
