@@ -66,3 +66,30 @@ fn priority_classes_dependencies_and_arrays_work_through_the_cli_and_refuse_anot
         (0..6).all(|i| a.get(&format!("/v1/jobs/{array}_{i}")).is_ok_and(|j| j["state"]["state"] == "cancelled"))
     });
 }
+
+#[test]
+fn reservations_are_the_admins_to_make_and_say_whose_only_to_that_tenant() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = start(dir.path());
+    let (token_a, _) = daemon.tenant_with_token("a");
+    let (token_b, b) = daemon.tenant_with_token("b");
+    let admin = daemon.admin_token();
+    let node = daemon.admin().get("/v1/cluster").expect("cluster")["nodes"][0]["name"].as_str().expect("a node").to_string();
+    // A tenant may not reserve.
+    let (status, _) = refused(b.post("/v1/reservations", &json!({ "nodes": [node], "start_unix_s": 2_000_000_000, "duration_s": 3600, "reason": "mine" })));
+    assert_eq!(status, 403);
+    let out = cli(&daemon, &token_b, &["reserve", "--nodes", &node, "--start", "+1h", "--duration", "1h", "--reason", "mine"]);
+    assert!(!out.status.success());
+    // The admin reserves for a; b sees it as another tenant's, a as its own.
+    let made = cli_ok(&daemon, &admin, &["reserve", "--nodes", &node, "--start", "2030-01-01 08:00", "--duration", "4h", "--tenant", "a", "--reason", "a's deadline"]);
+    assert!(made.contains("2030-01-01 08:00:00 UTC for 4.0 h, for a: a's deadline"), "{made}");
+    let seen_by_b = cli_ok(&daemon, &token_b, &["reservations"]);
+    assert!(seen_by_b.contains("for another tenant") && !seen_by_b.contains("for a:"), "{seen_by_b}");
+    assert!(cli_ok(&daemon, &token_a, &["reservations"]).contains("for a: a's deadline"));
+    assert!(cli_ok(&daemon, &token_b, &["cluster"]).contains("reservation 1"), "arbiter cluster shows it");
+    let out = cli(&daemon, &token_b, &["reservations", "--delete", "1"]);
+    assert!(!out.status.success(), "b cannot delete it");
+    assert!(cli_ok(&daemon, &admin, &["reservations", "--delete", "1"]).contains("deleted reservation 1"));
+    assert!(cli_ok(&daemon, &admin, &["reservations"]).contains("no reservations"));
+}
+

@@ -96,13 +96,20 @@ function jobLink(id) {
   return a;
 }
 
-function renderGrid(nodes) {
+function reservationText(r) {
+  const start = new Date(r.start_unix_s * 1000).toISOString().slice(0, 16).replace("T", " ");
+  const hours = ((r.end_unix_s - r.start_unix_s) / 3600).toFixed(1);
+  return "reserved " + start + " UTC for " + hours + " h (" + (r.maintenance ? "maintenance" : "for " + r.tenant) + ": " + r.reason + ")";
+}
+
+function renderGrid(nodes, reservations) {
   const grid = $("grid");
   grid.replaceChildren(...nodes.map((node) => {
     const row = el("div", null, "node" + (node.takes_new_runs ? "" : " down"));
     row.dataset.node = node.name;
-    const name = el("div", node.name + " · " + node.gpu_type + (node.takes_new_runs ? "" : " (down)"), "node-name");
-    name.title = node.cpus + " CPUs, " + node.memory_gib + " GiB";
+    const reserved = (reservations || []).filter((r) => r.nodes.includes(node.name));
+    const name = el("div", node.name + " · " + node.gpu_type + (node.takes_new_runs ? "" : " (down)") + (reserved.length ? " · reserved" : ""), "node-name");
+    name.title = [node.cpus + " CPUs, " + node.memory_gib + " GiB", ...reserved.map(reservationText)].join("\n");
     row.append(name);
     for (const gpu of node.gpu_ids) {
       const holders = node.jobs.filter((j) => j.gpus.includes(gpu));
@@ -138,7 +145,7 @@ function renderSnapshot(d) {
   $("summary").textContent = d.gpus_held + " of " + d.gpus_total + " GPUs held · " + d.queued_visible + " queued" +
     (d.queued_total !== d.queued_visible ? " (" + d.queued_total + " in all)" : "");
   tenantColors = d.tenant_colors || {};
-  renderGrid(d.nodes);
+  renderGrid(d.nodes, d.reservations);
   fillRows($("queue"), d.queue.map((j) => [jobLink(j.id), j.tenant, j.name || "", j.gpus, j.priority, ago(j.submitted_unix_s), j.pending_reason || "waiting for the next round"]));
   $("queue-more").textContent = d.queued_visible > d.queue.length ? "… and " + (d.queued_visible - d.queue.length) + " more" : "";
   fillRows($("tenants"), d.tenants.map((t) => {

@@ -156,6 +156,7 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
     let unavailable = api.daemon.unavailable_nodes();
     let (executor, round_s) = (api.daemon.executor_name(), api.daemon.settings.round_s);
     let weights_note = weights_note(api.daemon.settings.policy);
+    let reservations: Vec<Value> = api.daemon.reservations().iter().map(|r| super::reservations::view(r, viewer.as_deref())).collect();
     let snapshot = api.daemon.with_state(|s| {
         let viewer = viewer.as_deref();
         let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
@@ -223,6 +224,7 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             "events": events,
             "gpus_total": gpus_total,
             "gpus_held": gpus_held,
+            "reservations": reservations,
         })
     });
     Ok(Json(snapshot))
