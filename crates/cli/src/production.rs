@@ -127,7 +127,7 @@ pub enum ClientCommand {
     Pairs,
     /// Reserve nodes from a start for a duration (admin), for one tenant or, without
     /// `--tenant`, for maintenance, as Slurm's `scontrol create reservation`: no run that could
-    /// still be running at the start (by its --max-run-time, or the daemon's
+    /// still be running at the start (by its --max-run-time-s, or the daemon's
     /// default_max_run_time_s) is placed there; at the start, runs there that the reservation
     /// does not admit are preempted (checkpoint signal, then the grace period).
     ///
