@@ -87,6 +87,8 @@ pub struct SimConfig {
     /// scenario key. Changes no result of a simulation it does not stop.
     #[serde(skip)]
     pub stop: crate::StopFlag,
+    /// Reservations and maintenance windows ([`crate::reservations`]).
+    pub reservations: Vec<crate::reservations::ReservationSpec>,
 }
 
 impl Default for SimConfig {
@@ -103,6 +105,7 @@ impl Default for SimConfig {
             stop_when_finished: None,
             record_timeline: false,
             stop: crate::StopFlag::default(),
+            reservations: Vec::new(),
         }
     }
 }
@@ -120,6 +123,9 @@ impl SimConfig {
             }
         if !(self.restart_overhead_s.is_finite() && self.restart_overhead_s >= 0.0) {
             return Err(format!("restart_overhead_s must be >= 0, got {}", self.restart_overhead_s));
+        }
+        for (i, r) in self.reservations.iter().enumerate() {
+            r.validate(i)?;
         }
         Ok(())
     }
@@ -217,14 +223,15 @@ impl Epochs {
             EventKind::Completion { job, generation } => self.generation[job as usize] == generation,
             EventKind::Failure { job, attempt } => self.attempt[job as usize] == attempt,
             EventKind::Wake { token } => token == self.wake_token,
-            EventKind::Round => true,
+            EventKind::Round | EventKind::Window => true,
         }
     }
 }
 
 struct Engine<'a> {
     cluster: &'a Cluster,
-    specs: &'a [JobSpec],
+    /// The jobs; copied (once) only when reservations set the nodes each must avoid.
+    specs: std::borrow::Cow<'a, [JobSpec]>,
     config: &'a SimConfig,
     active: Vec<ActiveJob>,
     /// Position in `active` per job id, or `NOT_ACTIVE`.
@@ -275,6 +282,8 @@ struct Engine<'a> {
     last_event: SimTime,
     /// Jobs waiting on dependencies before they join the queue.
     dependents: crate::dependencies::Dependents,
+    /// Reservations and maintenance windows on this cluster.
+    windows: Vec<crate::reservations::Window>,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -298,9 +307,10 @@ pub fn simulate(
     }
     config.validate().map_err(SimError::Config)?;
     let n = specs.len();
+    let windows = crate::reservations::Window::resolve(&config.reservations, cluster).map_err(SimError::Config)?;
     let mut engine = Engine {
         cluster,
-        specs,
+        specs: std::borrow::Cow::Borrowed(specs),
         config,
         active: Vec::new(),
         slot: vec![NOT_ACTIVE; n],
@@ -332,6 +342,7 @@ pub fn simulate(
         timeline: Vec::new(),
         last_event: SimTime::ZERO,
         dependents: crate::dependencies::Dependents::new(specs),
+        windows,
     };
     engine.run(policy)?;
     engine.close_timeline();
@@ -360,6 +371,37 @@ impl Engine<'_> {
             if let Some(&moved) = self.queued.get(at as usize) {
                 self.queued_at[self.active[moved as usize].id.index()] = at;
             }
+        }
+    }
+
+    /// Preempts the runs on nodes whose reservation has begun and does not admit them.
+    fn evict_reserved(&mut self, now: SimTime) {
+        let evicted: Vec<usize> = (0..self.active.len())
+            .filter(|&i| {
+                let job = &self.active[i];
+                let spec = &self.specs[job.id.index()];
+                job.placement().is_some_and(|p| p.slots.iter().any(|(n, _)| self.windows.iter().any(|w| w.holds(*n) && w.evicts(spec, now))))
+            })
+            .collect();
+        // From the last: `stop` keeps positions in `active` as they are.
+        for i in evicted.into_iter().rev() {
+            self.stop(i, now, true);
+            let job = &mut self.active[i];
+            job.pending_since = now;
+            job.preemptions += 1;
+        }
+    }
+
+    /// Gives each active job's spec the nodes it must avoid at `now`.
+    fn mark_avoided(&mut self, now: SimTime) {
+        let marks: Vec<(usize, Option<std::sync::Arc<Vec<arbiter_model::NodeId>>>)> = self
+            .active
+            .iter()
+            .map(|job| (job.id.index(), crate::reservations::avoided(&self.windows, &self.specs[job.id.index()], job, now)))
+            .collect();
+        let specs = self.specs.to_mut();
+        for (i, avoid) in marks {
+            specs[i].avoid_nodes = avoid;
         }
     }
 
@@ -431,6 +473,10 @@ impl Engine<'_> {
         let round = self.config.round_s.map(SimDuration::from_secs_f64).filter(|d| d.as_ms() > 0);
 
         let mut next_arrival = 0usize;
+        let edges: Vec<SimTime> = self.windows.iter().flat_map(|w| [w.start, w.end]).collect();
+        for at in edges {
+            self.push(at, EventKind::Window);
+        }
         if let (Some(r), Some(first)) = (round, self.specs.first()) {
             let at = if self.config.align_rounds {
                 let r_ms = r.as_ms();
@@ -493,6 +539,10 @@ impl Engine<'_> {
                         reschedule = true;
                         round_due = true;
                     }
+                    EventKind::Window => {
+                        self.evict_reserved(now);
+                        reschedule = true;
+                    }
                 }
             }
             if self.dependents.any_blocked() {
@@ -523,6 +573,9 @@ impl Engine<'_> {
     }
 
     fn scheduling_point(&mut self, now: SimTime, policy: &mut dyn Policy) -> Result<(), SimError> {
+        if !self.windows.is_empty() {
+            self.mark_avoided(now);
+        }
         if self.config.overhead == OverheadModel::PerEvent {
             for i in 0..self.active.len() {
                 if self.active[i].is_running() {
@@ -541,7 +594,7 @@ impl Engine<'_> {
         // While no GPUs are shared, the occupancy is every running job's placement: a policy may
         // then decide by changes.
         let current = (!self.shares_seen).then_some(Current { free: &self.occupancy, queued: &self.queued });
-        let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: self.specs, current };
+        let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: &self.specs, current };
         let decision = policy
             .schedule(&view, now)
             .map_err(|error| SimError::Policy { policy: policy.name(), at: now, error })?;
@@ -562,7 +615,7 @@ impl Engine<'_> {
         let running = active.iter().filter(|j| j.is_running()).map(|j| j.id).take(self.running);
         let plan = self
             .planner
-            .plan(self.cluster, self.specs, standing, running, Some(&self.occupancy), &decision)
+            .plan(self.cluster, &self.specs, standing, running, Some(&self.occupancy), &decision)
             .map_err(|e| SimError::InvalidDecision { policy: policy.name(), at: now, reason: e.to_string() })?;
         self.shares_seen |= self.planner.last_decision_had_shares();
         self.apply(&decision, plan, now);

@@ -22,6 +22,8 @@ pub(crate) enum EventKind {
     Failure { job: u32, attempt: u32 },
     Wake { token: u64 },
     Round,
+    /// A reservation starts or ends.
+    Window,
 }
 
 /// Queued events below this count are never compacted.

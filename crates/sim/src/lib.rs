@@ -8,6 +8,7 @@ pub mod engine;
 mod events;
 pub mod ideal;
 pub mod metrics;
+pub mod reservations;
 pub mod scenario;
 pub mod stop;
 pub mod sweep;
