@@ -119,6 +119,7 @@ pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, 
         max_log_bytes: None,
         nodes,
         clock: clock.clone(),
+        fairshare_half_life_s: None,
     };
     let executor = fake.clone();
     let daemon = Daemon::start_with(settings, move |_| executor)?;

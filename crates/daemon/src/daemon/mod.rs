@@ -18,6 +18,7 @@ pub(crate) mod recovery;
 pub(crate) mod round;
 pub(crate) mod runs;
 pub(crate) mod tenants;
+pub mod usage;
 
 use crate::clock::Clock;
 use crate::config::GpuInventory;
@@ -87,6 +88,9 @@ pub struct Settings {
     pub nodes: Vec<NodeSpec>,
     /// The daemon's clock (the system's; a virtual one in tests).
     pub clock: Arc<dyn Clock>,
+    /// Half-life of the decayed fair share, seconds, when the policy weighs tenants by their
+    /// past usage (`fairshare = true`; only `hierarchical` and `vtc` do).
+    pub fairshare_half_life_s: Option<f64>,
 }
 
 /// A run the daemon watches.
@@ -179,6 +183,8 @@ pub struct State {
     pub(crate) progress_synced_ms: u64,
     /// Per tenant, its submission budget (`records/retention.rs`).
     pub(crate) submission_budget: BTreeMap<String, crate::records::retention::Budget>,
+    /// What every accounted run used, summed (`daemon/usage.rs`).
+    pub usage: usage::UsageTotals,
 }
 
 /// The external agent, or `None` when it failed and is to be started again.
@@ -344,6 +350,8 @@ impl Daemon {
         let mut config = crate::daemon::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
         config.pair_speeds = crate::daemon::policy_support::pair_speeds(settings.policy, &pairs, &cluster.gpu_type_names);
         config.external = settings.external.clone();
+        config.fairshare.half_life_s = settings.fairshare_half_life_s.unwrap_or(0.0);
+        let usage = usage::UsageTotals::load(&store, settings.fairshare_half_life_s)?;
         let built = arbiter_policy::build(settings.policy, &config).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
         let fallback = arbiter_policy::build(settings.fallback, &config).map_err(|e| DaemonError::Config(format!("policy_fallback {}: {e}", settings.fallback)))?;
         let (mut policy, agent) = match settings.policy {
@@ -387,6 +395,7 @@ impl Daemon {
             ended: BTreeMap::new(),
             submission_budget: BTreeMap::new(),
             progress_synced_ms: 0,
+            usage,
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),

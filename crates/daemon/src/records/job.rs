@@ -93,6 +93,11 @@ pub struct SubmitRequest {
     /// tenant's `resnet50` is another type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_type: Option<String>,
+    /// Who in the tenant submitted it (the CLI sends the login name): a label for usage reports
+    /// (`arbiter usage --by user`), as the client says it — a tenant's members share its token,
+    /// so the daemon cannot check it. 1-64 bytes of letters, digits and `. _ - @`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// One iteration's time on each resource, seconds (`SubmitRequest::iteration_stages`).
@@ -207,6 +212,7 @@ impl SubmitRequest {
             ("name", self.name.as_deref()),
             ("client_request_id", self.client_request_id.as_deref()),
             ("job_type", self.job_type.as_deref()),
+            ("user", self.user.as_deref()),
         ];
         for (field, value) in lines {
             value.map_or(Ok(()), |v| check(field, v, Text::Line))?;
@@ -305,6 +311,11 @@ impl SubmitRequest {
         }
         if let Some(problem) = self.job_type.as_deref().and_then(crate::records::pairs::job_type_problem) {
             return bad("job_type", problem);
+        }
+        if let Some(user) = &self.user
+            && (user.is_empty() || user.len() > 64 || !user.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)))
+        {
+            return bad("user", format!("`{}` is not a user name (1-64 bytes of letters, digits and . _ - @)", user.escape_debug()));
         }
         Ok(())
     }
@@ -535,6 +546,17 @@ pub struct JobRecord {
     /// measurement names its partner's type, which may be another tenant's).
     #[serde(default, skip_serializing_if = "crate::records::pairs::JobMeasurements::is_empty")]
     pub measurements: crate::records::pairs::JobMeasurements,
+    /// Runs whose usage was accounted (`records/usage.rs`): the key of the last one's row.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub runs_accounted: u32,
+    /// What its last ended run used; written to the usage table with every write of this
+    /// record (the same row each time), so the row lands with the record that ended the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_usage: Option<crate::records::usage::RunUsage>,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -587,6 +609,8 @@ impl JobRecord {
             history_omitted: 0,
             host_share: None,
             measurements: crate::records::pairs::JobMeasurements::default(),
+            runs_accounted: 0,
+            last_run_usage: None,
         };
         record.transition(JobState::Queued, "submitted", now_s);
         record
