@@ -116,6 +116,30 @@ pub enum ClientCommand {
     /// What the daemon learned of job types sharing GPUs: each type's speed next to another
     /// type over its speed alone (yours; the admin sees all).
     Pairs,
+    /// What runs used, like Slurm's `sreport`/`sacct`: GPU-hours (by GPU type), CPU core-hours
+    /// and memory GiB-hours reserved, summed by tenant, user, GPU type or day over a window.
+    ///
+    /// Every run is recorded when it ends; runs going on count up to now. A tenant sees its own
+    /// usage; the admin everyone's (`--tenant` for one). `user` is the login name `arbiter
+    /// submit` sent (a tenant's members share its token: a label, not an identity).
+    /// Examples: `arbiter usage --since 30d --by tenant,gpu-type`, `arbiter usage --by day
+    /// --csv > usage.csv`.
+    Usage {
+        /// Start of the window: a duration back from now (`90m`, `36h`, `7d`, `2w`), a UTC date
+        /// (`2025-01-31`), or `all`.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// Sum by these, comma-separated: tenant, user, gpu-type, day (UTC; a run over midnight
+        /// counts in both days for its part).
+        #[arg(long, default_value = "tenant")]
+        by: String,
+        /// Admin only: one tenant's usage.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Print CSV (one header line, then a row per group; seconds, not hours).
+        #[arg(long)]
+        csv: bool,
+    },
     /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
         /// What to do; without one, list the tenants.
@@ -343,8 +367,35 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
         ClientCommand::Logs { id, tail_bytes, offset, raw } => logs(&client, id, tail_bytes, offset, raw),
         ClientCommand::Cluster => out.show(&client.get("/v1/cluster")?, |cluster| printable(&cluster_text(cluster))),
         ClientCommand::Pairs => out.show(&client.get("/v1/pairs")?, |r| listed(r, "pairs", pairs_table)),
+        ClientCommand::Usage { since, by, tenant, csv } => usage(&client, &since, &by, tenant.as_deref(), csv, out),
         ClientCommand::Tenants { action } => tenants(&client, action.unwrap_or(TenantsCommand::List), out),
     }
+}
+
+/// `arbiter usage`: the window and groupings checked here first (the daemon checks them too),
+/// then the daemon's report as a table, CSV or JSON.
+fn usage(client: &Client, since: &str, by: &str, tenant: Option<&str>, csv: bool, out: Output) -> Result<()> {
+    use arbiter_daemon::records::usage::{parse_since, GroupBy};
+    if csv && out.json {
+        bail!("--csv and --json: pick one");
+    }
+    parse_since(since, 0).map_err(|e| anyhow::anyhow!("--since {e}"))?;
+    GroupBy::parse_list(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
+    let mut path = format!("/v1/usage?since={}&by={}", url_component(since), url_component(by));
+    if let Some(t) = tenant {
+        path.push_str(&format!("&tenant={}", url_component(t)));
+    }
+    let reply = client.get(&path)?;
+    if csv {
+        crate::out!("{}", usage_csv(&reply));
+        return Ok(());
+    }
+    out.show(&reply, |r| printable(&usage_table(r)))
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986).
+fn url_component(text: &str) -> String {
+    text.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 /// How a client command prints the daemon's answer: its JSON with --json, else words or a table.
@@ -432,6 +483,7 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         ("name", args.name.map(|v| json!(v))),
         ("opportunistic", args.opportunistic.then_some(json!(true))),
         ("job_type", args.job_type.map(|v| json!(v))),
+        ("user", login_name().map(|v| json!(v))),
     ];
     for (key, value) in optional {
         if let Some(value) = value {
@@ -439,6 +491,13 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         }
     }
     Ok(body)
+}
+
+/// Who submits, for `arbiter usage --by user`: `$USER` (else `$LOGNAME`) when it is a plain
+/// name the daemon takes (letters, digits, `. _ - @`, at most 64 bytes); none otherwise.
+fn login_name() -> Option<String> {
+    let name = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok()?;
+    (!name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c))).then_some(name)
 }
 
 /// The admission answer for a job with a deadline: it comes with the first scheduling point after

@@ -423,6 +423,11 @@ impl Daemon {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The store, for benchmarks that fill it directly (`arbiter bench --suite daemon-scale`).
+    pub fn store_for_bench(&self) -> &Store {
+        &self.store
+    }
+
     /// Why the store refuses writes at the moment (`None`: it takes them).
     pub fn store_degraded(&self) -> Option<String> {
         self.store.degraded()
