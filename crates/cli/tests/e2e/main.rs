@@ -30,4 +30,5 @@ mod daemon_api;
 mod dashboard;
 mod report;
 mod shares;
+mod usage;
 mod slurm;

@@ -37,6 +37,7 @@ pub fn openapi_document() -> Value {
                         "min_run_time_s": { "type": "integer", "description": "seconds a started run is protected from preemption (default: the daemon's min_run_s)" },
                         "opportunistic": { "type": "boolean", "default": false, "description": "run only on idle GPUs, outside the policy, quotas and fair shares; yield at once (at most 5 s of grace) to a placed job" },
                         "iteration_stages": { "$ref": "#/components/schemas/IterationStages" },
+                        "user": { "type": "string", "pattern": "^[A-Za-z0-9._@-]{1,64}$", "description": "who in the tenant submits (arbiter submit sends $USER): a label for GET /v1/usage?by=user, as the client says it" },
                         "job_type": { "type": "string", "pattern": "^[A-Za-z0-9._:/+-]{1,128}$", "description": "what kind of job this is, within the tenant (another tenant's type of the same name is another type): the daemon learns from progress reports how fast each type runs next to each other type on the same GPUs (GET /v1/pairs), and gandiva, max-min-fairness-packed and horus pair jobs by it" }
                     }
                 },
@@ -123,7 +124,14 @@ pub fn openapi_document() -> Value {
                 "post": { "summary": "A new token for the tenant, shown once; the old one stops working at once (admin)", "security": bearer, "parameters": [name],
                     "responses": { "200": { "description": "{\"name\", \"token\"}" }, "404": { "description": "no such tenant" } } }
             },
-            "/metrics": { "get": { "summary": "Prometheus metrics", "responses": { "200": { "description": "text" } } } }
+            "/v1/usage": { "get": { "summary": "What runs used, like Slurm's sreport: GPU-seconds, CPU core-seconds and memory GiB-seconds reserved, summed by the groupings of `by` over the window from `since` to now (each run's part inside it; runs going on up to now). A tenant sees its own usage only; the admin everyone's", "security": bearer,
+                "parameters": [
+                    { "name": "since", "in": "query", "schema": { "type": "string", "default": "7d" }, "description": "start of the window: a duration back from now (90m, 36h, 7d, 2w; a bare number is seconds; at most ten years), a UTC date YYYY-MM-DD, or all" },
+                    { "name": "by", "in": "query", "schema": { "type": "string", "default": "tenant" }, "description": "comma-separated groupings: tenant, user, gpu-type, day (UTC; a run over midnight counts in each day for its part)" },
+                    { "name": "tenant", "in": "query", "schema": { "type": "string" }, "description": "admin only: one tenant's usage" }
+                ],
+                "responses": { "200": { "description": "{\"since_unix_s\": N|null, \"until_unix_s\": N, \"by\": [...], \"rows\": [{\"key\": {\"tenant\": ..., ...}, \"runs\": N, \"running\": N, \"gpu_s\": X, \"cpu_s\": X, \"memory_gib_s\": X}], \"total\": {\"gpu_s\", \"cpu_s\", \"memory_gib_s\"}}" }, "400": { "description": "a bad since or by (the error names it)" }, "401": { "description": "no or unknown token" }, "403": { "description": "a tenant asking for another tenant's usage" } } } },
+            "/metrics": { "get": { "summary": "Prometheus metrics. Without a token: counts only (jobs by state, GPUs, rounds, submissions; nothing that names a tenant or a job). With the admin token or the scrape token (config metrics_token_file): also arbiter_tenant_gpu_seconds_total{tenant, gpu_type}. A tenant's token is refused (403) rather than answered with less", "responses": { "200": { "description": "text" }, "401": { "description": "an unknown token" }, "403": { "description": "a tenant's token" } } } }
         }
     })
 }
