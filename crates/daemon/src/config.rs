@@ -369,6 +369,9 @@ impl ServeConfig {
 pub fn parse_duration_s(text: &str) -> Result<i64, String> {
     let text = text.trim();
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    if number.is_empty() {
+        return Err("not a duration like 90m, 36h, 7d or 2w".into());
+    }
     let scale = match unit.trim() {
         "" | "s" => 1,
         "m" => 60,

@@ -38,7 +38,7 @@ impl FairShareConfig {
     /// The half-life when fair share is on; an error names a value that cannot be one.
     pub fn half_life_s(&self) -> Result<Option<f64>, crate::PolicyError> {
         match self.half_life_s {
-            h if h == 0.0 => Ok(None),
+            0.0 => Ok(None),
             h if h.is_finite() && h > 0.0 => Ok(Some(h)),
             h => Err(crate::PolicyError::Config(format!("fairshare.half_life_s must be a positive number of seconds (0: off), got {h}"))),
         }
