@@ -44,8 +44,13 @@ const STEADY_ROUNDS: usize = 15;
 const API_REPS: usize = 15;
 /// Virtual Unix time of the start (ms).
 const T0_MS: u64 = 1_700_000_000_000;
-/// The policies measured: the default, and a preemptive one.
-const POLICIES: [PolicyKind; 2] = [PolicyKind::Fifo, PolicyKind::Las];
+/// The policies measured: the default, a preemptive one, and a tenant-level one without and
+/// with decayed fair share (`vtc+fairshare`: what the fair share adds to a round).
+const POLICIES: [&str; 4] = ["fifo", "las", "vtc", "vtc+fairshare"];
+/// The fair share's half-life in the `+fairshare` points: the daemon's default, 7 days.
+const FAIRSHARE_HALF_LIFE_S: f64 = 7.0 * 86_400.0;
+/// Usage rows of the `arbiter usage` measurement.
+const USAGE_ROWS: u32 = 1_000_000;
 
 /// A directory removed when dropped.
 pub(crate) struct ScratchDir(pub(crate) PathBuf);
@@ -87,12 +92,23 @@ pub(crate) fn nodes(count: u32) -> Vec<NodeSpec> {
 /// A daemon on `nodes` in `dir` with the fake executor on a virtual clock (rounds of 30 s, runs
 /// protected for 30 s: `arbiter serve`'s defaults).
 fn daemon(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+    daemon_fairshare(dir, policy, nodes, None)
+}
+
+/// [`daemon`] with decayed fair share of `half_life_s` (`None`: none).
+fn daemon_fairshare(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, half_life_s: Option<f64>) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     // The bench submits its jobs as fast as it can.
-    daemon_with(dir, policy, nodes, arbiter_daemon::records::retention::Retention { submission_burst: u32::MAX, ..Default::default() })
+    let retention = arbiter_daemon::records::retention::Retention { submission_burst: u32::MAX, ..Default::default() };
+    daemon_settings(dir, policy, nodes, retention, |s| s.fairshare_half_life_s = half_life_s)
 }
 
 /// [`daemon`] keeping what `retention` says of ended jobs.
 pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::records::retention::Retention) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+    daemon_settings(dir, policy, nodes, retention, |_| {})
+}
+
+/// [`daemon_with`], its settings changed by `change`.
+fn daemon_settings(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::records::retention::Retention, change: impl FnOnce(&mut Settings)) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     let clock = Arc::new(VirtualClock::at(T0_MS));
     let fake = Arc::new(FakeExecutor::new(clock.clone()));
     let topology = Topology::new(nodes.clone()).map_err(|e| anyhow::anyhow!("nodes: {e}"))?;
@@ -122,8 +138,11 @@ pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, 
         max_log_bytes: None,
         nodes,
         clock: clock.clone(),
+        fairshare_half_life_s: None,
     };
     let executor = fake.clone();
+    let mut settings = settings;
+    change(&mut settings);
     let daemon = Daemon::start_with(settings, move |_| executor)?;
     Ok((daemon, fake, clock))
 }
@@ -186,14 +205,18 @@ fn time_get(client: &Client, path: &str) -> Result<(f64, f64)> {
 
 /// The child: one policy's whole run; prints one JSON object of measurements.
 pub fn run_point(point: &str) -> Result<()> {
-    let policy: PolicyKind = point.parse().map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
+    let (name, fairshare) = match point.strip_suffix("+fairshare") {
+        Some(name) => (name, Some(FAIRSHARE_HALF_LIFE_S)),
+        None => (point, None),
+    };
+    let policy: PolicyKind = name.parse().map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
     let scratch = ScratchDir::new(&fast_base(), "daemon-scale")?;
     let mut out = serde_json::Map::new();
     let mut put = |key: &str, value: Value| {
         out.insert(key.to_string(), value);
     };
     let started = Instant::now();
-    let (daemon, fake, clock) = daemon(&scratch.0, policy, nodes(NODES))?;
+    let (daemon, fake, clock) = daemon_fairshare(&scratch.0, policy, nodes(NODES), fairshare)?;
     put("daemon_start_ms", json!(ms(started.elapsed())));
     let admin_token = arbiter_daemon::security::auth::new_token();
     let mut tenant_tokens = Vec::new();
@@ -307,6 +330,63 @@ fn disk_submissions_per_s() -> Result<(f64, PathBuf)> {
     Ok((f64::from(DISK_JOBS) / t.elapsed().as_secs_f64(), base))
 }
 
+/// `arbiter usage` over a million recorded runs: a store filled with `USAGE_ROWS` rows (10
+/// tenants, 40 users, 2 GPU types, over 90 days), then the report as `GET /v1/usage` makes it
+/// (`Daemon::usage_report`), median of 3, by tenant over all time, by day over 30 days, by
+/// tenant and user over 7 days; and a daemon start on that store (it sums the rows for the
+/// metrics and the fair share).
+fn usage_report_times() -> Result<Vec<(String, f64)>> {
+    use arbiter_daemon::records::usage::{row_key, GroupBy, RunUsage};
+    let scratch = ScratchDir::new(&fast_base(), "usage")?;
+    let (daemon, _fake, _clock) = daemon(&scratch.0, PolicyKind::Fifo, nodes(1))?;
+    let now_s = (T0_MS / 1000) as i64;
+    let span_s = 90 * 86_400;
+    let batch = 100_000;
+    let mut rows = Vec::with_capacity(batch as usize);
+    for start in (0..USAGE_ROWS).step_by(batch as usize) {
+        rows.clear();
+        for i in start..(start + batch).min(USAGE_ROWS) {
+            let begins = now_s - span_s + i64::from(i) * span_s / i64::from(USAGE_ROWS);
+            let run = RunUsage {
+                job: i,
+                tenant: tenant_name(i % TENANTS),
+                user: format!("user{:02}", i % 40),
+                gpu_type: if i % 3 == 0 { "h100" } else { "a100" }.into(),
+                gpus: [1, 1, 2, 4, 8][(i % 5) as usize],
+                cpus: 16.0,
+                memory_gib: 128.0,
+                started_unix_s: begins,
+                ended_unix_s: begins + 600 + i64::from(i % 7200),
+            };
+            rows.push((row_key(i, 1), run));
+        }
+        daemon.store_for_bench().put_usage_rows(&rows)?;
+    }
+    let settings = (*daemon.settings).clone();
+    drop(daemon);
+    let t = Instant::now();
+    let daemon = Daemon::start_with(settings, |_| Arc::new(FakeExecutor::new(Arc::new(VirtualClock::at(T0_MS)))))?;
+    let mut out = vec![("daemon start on 1,000,000 usage rows".to_string(), ms(t.elapsed()))];
+    let cases: [(&str, Vec<GroupBy>, i64); 3] = [
+        ("by tenant, all time", vec![GroupBy::Tenant], i64::MIN),
+        ("by day, last 30 days", vec![GroupBy::Day], now_s - 30 * 86_400),
+        ("by tenant and user, last 7 days", vec![GroupBy::Tenant, GroupBy::User], now_s - 7 * 86_400),
+    ];
+    for (label, by, since) in cases {
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            let rows = daemon.usage_report(None, by.clone(), since)?;
+            times.push(ms(t.elapsed()));
+            if rows.is_empty() {
+                bail!("usage report {label}: no rows");
+            }
+        }
+        out.push((format!("arbiter usage over 1,000,000 runs, {label}"), median(times)));
+    }
+    Ok(out)
+}
+
 /// The rows printed: (key, label, unit, decimals).
 const ROWS: [(&str, &str, &str, usize); 28] = [
     ("daemon_start_ms", "daemon start (empty store)", "ms", 1),
@@ -342,13 +422,13 @@ const ROWS: [(&str, &str, &str, usize); 28] = [
 /// The parent: each policy in a child process, then the disk's submission rate.
 pub fn run(json_out: bool) -> Result<()> {
     let exe = std::env::current_exe()?;
-    let mut results: Vec<(PolicyKind, Value)> = Vec::new();
+    let mut results: Vec<(&str, Value)> = Vec::new();
     for policy in POLICIES {
         if !json_out {
             eprintln!("daemon-scale: {policy}: {JOBS} jobs on {NODES} nodes × {GPUS_PER_NODE} GPUs ...");
         }
         let output = std::process::Command::new(&exe)
-            .args(["bench", "--suite", "daemon-scale", "--point", policy.name()])
+            .args(["bench", "--suite", "daemon-scale", "--point", policy])
             .stderr(std::process::Stdio::inherit())
             .output()
             .context("running the benchmark's child")?;
@@ -360,14 +440,19 @@ pub fn run(json_out: bool) -> Result<()> {
         results.push((policy, measured));
     }
     let (disk_rate, disk_dir) = disk_submissions_per_s()?;
+    if !json_out {
+        eprintln!("daemon-scale: arbiter usage over {USAGE_ROWS} recorded runs ...");
+    }
+    let usage = usage_report_times()?;
     let data_dir = fast_base();
     if json_out {
-        let by_policy: serde_json::Map<String, Value> = results.iter().map(|(p, v)| (p.name().to_string(), v.clone())).collect();
+        let by_policy: serde_json::Map<String, Value> = results.iter().map(|(p, v)| (p.to_string(), v.clone())).collect();
         let doc = json!({
             "daemon-scale": {
                 "nodes": NODES, "gpus": NODES * GPUS_PER_NODE, "jobs": JOBS, "tenants": TENANTS,
                 "data_dir": data_dir, "policies": by_policy,
                 "disk": { "dir": disk_dir, "jobs": DISK_JOBS, "submissions_per_s": disk_rate },
+                "usage_ms": usage.iter().map(|(label, v)| (label.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
             }
         });
         outln!("{}", serde_json::to_string_pretty(&doc)?);
@@ -378,18 +463,21 @@ pub fn run(json_out: bool) -> Result<()> {
         data_dir.display()
     );
     let width = ROWS.iter().map(|(_, label, _, _)| label.chars().count()).max().unwrap_or(0);
-    let header: Vec<String> = results.iter().map(|(p, _)| format!("{:>12}", p.name())).collect();
+    let header: Vec<String> = results.iter().map(|(p, _)| format!("{p:>13}")).collect();
     outln!("{:<width$} {}", "", header.join(" "));
     for (key, label, unit, decimals) in ROWS {
         let cells: Vec<String> = results
             .iter()
             .map(|(_, v)| match v[key].as_f64() {
-                Some(x) => format!("{x:>12.decimals$}"),
-                None => format!("{:>12}", "-"),
+                Some(x) => format!("{x:>13.decimals$}"),
+                None => format!("{:>13}", "-"),
             })
             .collect();
         outln!("{label:<width$} {} {unit}", cells.join(" "));
     }
     outln!("submissions/s with the store on disk ({}, {DISK_JOBS} jobs, one fsync'd transaction each): {disk_rate:.0}", disk_dir.display());
+    for (label, v) in usage {
+        outln!("{label}: {v:.0} ms");
+    }
     Ok(())
 }

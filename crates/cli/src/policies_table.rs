@@ -124,7 +124,7 @@ mod tests {
         let Ok(Value::Object(defaults)) = serde_json::to_value(PolicyConfig::default()) else { panic!("a table") };
         assert_eq!(tables_read(PolicyKind::Fifo, &defaults), "");
         let vtc = tables_read(PolicyKind::Vtc, &defaults);
-        assert!(vtc.starts_with("`policy.vtc`: ") && vtc.contains("`quantum_s = 300.0`") && vtc.ends_with("; `policy.tenant_weights = {}`"), "{vtc}");
+        assert!(vtc.starts_with("`policy.vtc`: ") && vtc.contains("`quantum_s = 300.0`") && vtc.contains("; `policy.tenant_weights = {}`") && vtc.ends_with("; `policy.fairshare`: `half_life_s = 0.0`"), "{vtc}");
         let gittins = tables_read(PolicyKind::Gittins, &defaults);
         assert!(gittins.contains("`queue_limits_gpu_s = [3250.0, 7200.0, 18000.0]`") && gittins.contains("`prior` unset"), "{gittins}");
         assert!(tables_read(PolicyKind::Gandiva, &defaults).starts_with("`policy.gavel`: `recompute_interval_s = "));

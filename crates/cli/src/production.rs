@@ -14,7 +14,7 @@ mod terminal;
 /// `arbiter serve` options. Each overrides the config file's key of the same name; the defaults
 /// shown apply when neither gives one.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_connections_per_client (256), max_connections_per_tenant (64), max_requests_in_flight_per_tenant (16), max_queued_per_tenant (10000), max_array_size (10000), default_max_run_time_s (unset; for reservations), [[priority_classes]] (name, value, preemptible, tenants) and default_priority_class (normal), keep_finished_per_tenant (10000), keep_finished_mib_per_tenant (64), keep_finished_days (365), submissions_per_s_per_tenant (1), submission_burst_per_tenant (1000), max_log_bytes (1 GiB per run), max_processes_per_tenant (unset: a quarter of min(pid_max, threads-max); 0: none), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them).")]
+#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_connections_per_client (256), max_connections_per_tenant (64), max_requests_in_flight_per_tenant (16), max_queued_per_tenant (10000), max_array_size (10000), default_max_run_time_s (unset; for reservations), [[priority_classes]] (name, value, preemptible, tenants) and default_priority_class (normal), keep_finished_per_tenant (10000), keep_finished_mib_per_tenant (64), keep_finished_days (365), submissions_per_s_per_tenant (1), submission_burst_per_tenant (1000), max_log_bytes (1 GiB per run), max_processes_per_tenant (unset: a quarter of min(pid_max, threads-max); 0: none), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, fairshare (false; hierarchical and vtc weigh tenants by decayed usage), fairshare_half_life (7d), metrics_token_file (a scrape token for /metrics' per-tenant series), gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them).")]
 pub struct ServeArgs {
     /// TOML config (keys: see docs/production.md, "Configuration"); every key optional.
     #[arg(long)]
@@ -155,6 +155,30 @@ pub enum ClientCommand {
         /// Delete this reservation.
         #[arg(long, value_name = "ID")]
         delete: Option<u32>,
+    },
+    /// What runs used, like Slurm's `sreport`/`sacct`: GPU-hours (by GPU type), CPU core-hours
+    /// and memory GiB-hours reserved, summed by tenant, user, GPU type or day over a window.
+    ///
+    /// Every run is recorded when it ends; runs going on count up to now. A tenant sees its own
+    /// usage; the admin everyone's (`--tenant` for one). `user` is the login name `arbiter
+    /// submit` sent (a tenant's members share its token: a label, not an identity).
+    /// Examples: `arbiter usage --since 30d --by tenant,gpu-type`, `arbiter usage --by day
+    /// --csv > usage.csv`.
+    Usage {
+        /// Start of the window: a duration back from now (`90m`, `36h`, `7d`, `2w`), a UTC date
+        /// (`2025-01-31`), or `all`.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// Sum by these, comma-separated: tenant, user, gpu-type, day (UTC; a run over midnight
+        /// counts in both days for its part).
+        #[arg(long, default_value = "tenant")]
+        by: String,
+        /// Admin only: one tenant's usage.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Print CSV (one header line, then a row per group; seconds, not hours).
+        #[arg(long)]
+        csv: bool,
     },
     /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
@@ -409,8 +433,35 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
         }
         ClientCommand::Reservations { delete: Some(id) } => out.show(&client.delete(&format!("/v1/reservations/{id}"))?, |_| format!("deleted reservation {id}\n")),
         ClientCommand::Reservations { delete: None } => out.show(&client.get("/v1/reservations")?, |r| listed(r, "reservations", reservations_table)),
+        ClientCommand::Usage { since, by, tenant, csv } => usage(&client, &since, &by, tenant.as_deref(), csv, out),
         ClientCommand::Tenants { action } => tenants(&client, action.unwrap_or(TenantsCommand::List), out),
     }
+}
+
+/// `arbiter usage`: the window and groupings checked here first (the daemon checks them too),
+/// then the daemon's report as a table, CSV or JSON.
+fn usage(client: &Client, since: &str, by: &str, tenant: Option<&str>, csv: bool, out: Output) -> Result<()> {
+    use arbiter_daemon::records::usage::{parse_since, GroupBy};
+    if csv && out.json {
+        bail!("--csv and --json: pick one");
+    }
+    parse_since(since, 0).map_err(|e| anyhow::anyhow!("--since {e}"))?;
+    GroupBy::parse_list(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
+    let mut path = format!("/v1/usage?since={}&by={}", url_component(since), url_component(by));
+    if let Some(t) = tenant {
+        path.push_str(&format!("&tenant={}", url_component(t)));
+    }
+    let reply = client.get(&path)?;
+    if csv {
+        crate::out!("{}", usage_csv(&reply));
+        return Ok(());
+    }
+    out.show(&reply, |r| printable(&usage_table(r)))
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986).
+fn url_component(text: &str) -> String {
+    text.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 /// How a client command prints the daemon's answer: its JSON with --json, else words or a table.
@@ -514,6 +565,7 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         ("priority_class", args.priority_class.map(|v| json!(v))),
         ("dependency", args.dependency.map(|v| json!(v))),
         ("array", args.array.map(|v| json!(v))),
+        ("user", login_name().map(|v| json!(v))),
     ];
     for (key, value) in optional {
         if let Some(value) = value {
@@ -521,6 +573,13 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         }
     }
     Ok(body)
+}
+
+/// Who submits, for `arbiter usage --by user`: `$USER` (else `$LOGNAME`) when it is a plain
+/// name the daemon takes (letters, digits, `. _ - @`, at most 64 bytes); none otherwise.
+fn login_name() -> Option<String> {
+    let name = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok()?;
+    (!name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c))).then_some(name)
 }
 
 /// The admission answer for a job with a deadline: it comes with the first scheduling point after

@@ -41,6 +41,12 @@
 //! # Without the privilege to switch users, runs share the daemon's identity and tenants are NOT
 //! # isolated from each other; the daemon then refuses more than one tenant unless you say so:
 //! allow_shared_identity = false
+//!
+//! # Usage accounting and decayed fair share (docs/accounting.md):
+//! fairshare = false                 # hierarchical and vtc weigh tenants by their decayed usage too
+//! fairshare_half_life = "7d"        # past usage counts half after this long (s, m, h, d, w)
+//! metrics_token_file = "/etc/arbiter/metrics.token"  # a scrape token for /metrics' per-tenant
+//!                                   # series (the admin token reads them too); unset: admin only
 //! ```
 
 use arbiter_policy::PolicyKind;
@@ -146,6 +152,13 @@ pub struct ServeConfig {
     /// The class of a job submitted without `--priority-class`: `normal` unless set (with
     /// classes configured, it must name one of them).
     pub default_priority_class: Option<String>,
+    /// Decayed fair share: `hierarchical` and `vtc` weigh tenants by their past GPU use too.
+    pub fairshare: bool,
+    /// Half-life of past usage for the fair share (`7d`, `36h`; s, m, h, d or w).
+    pub fairshare_half_life: String,
+    /// File holding a token that reads `/metrics` with its per-tenant series (a Prometheus
+    /// scrape token; never logged). Unset: only the admin token reads them.
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 /// One priority class (`[[priority_classes]]`), as Kubernetes' PriorityClass or Slurm's QOS.
@@ -345,6 +358,9 @@ impl Default for ServeConfig {
             slurm: SlurmConfig::default(),
             priority_classes: Vec::new(),
             default_priority_class: None,
+            fairshare: false,
+            fairshare_half_life: "7d".into(),
+            metrics_token_file: None,
         }
     }
 }
@@ -446,10 +462,50 @@ impl ServeConfig {
         if !(self.policy_timeout_s.is_finite() && self.policy_timeout_s > 0.0) {
             return Err(ConfigError::Invalid(format!("policy_timeout_s: must be > 0, got {}", self.policy_timeout_s)));
         }
+        let half_life = parse_duration_s(&self.fairshare_half_life).map_err(|e| ConfigError::Invalid(format!("fairshare_half_life: `{}`: {e}", self.fairshare_half_life.escape_debug())))?;
+        if half_life == 0 {
+            return Err(ConfigError::Invalid("fairshare_half_life: must be longer than 0 (set fairshare = false to turn fair share off)".into()));
+        }
+        if self.fairshare && !kind.uses_fairshare() {
+            return Err(ConfigError::Invalid(format!("fairshare: policy `{kind}` does not weigh tenants; decayed fair share works with the tenant-level policies, hierarchical and vtc")));
+        }
         if ![self.slurm.command_timeout_s, self.slurm.poll_s].iter().all(|s| s.is_finite() && *s > 0.0) {
             return Err(ConfigError::Invalid("slurm.command_timeout_s and slurm.poll_s must be > 0".into()));
         }
         Ok(())
+    }
+}
+
+impl ServeConfig {
+    /// The fair share's half-life in seconds, when `fairshare` is on.
+    pub fn fairshare_half_life_s(&self) -> Result<Option<f64>, ConfigError> {
+        if !self.fairshare {
+            return Ok(None);
+        }
+        parse_duration_s(&self.fairshare_half_life).map(|s| Some(s as f64)).map_err(|e| ConfigError::Invalid(format!("fairshare_half_life: {e}")))
+    }
+}
+
+/// Seconds in a duration: a whole number with a unit `s`, `m`, `h`, `d` or `w` (none: seconds),
+/// at most ten years (`fairshare_half_life`, `arbiter usage --since`).
+pub fn parse_duration_s(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    if number.is_empty() {
+        return Err("not a duration like 90m, 36h, 7d or 2w".into());
+    }
+    let scale = match unit.trim() {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        other => return Err(format!("unknown unit `{}` (s, m, h, d or w)", other.escape_debug())),
+    };
+    let n: i64 = number.parse().map_err(|_| "not a duration like 90m, 36h, 7d or 2w".to_string())?;
+    match n.checked_mul(scale) {
+        Some(s) if s <= 10 * 365 * 86_400 => Ok(s),
+        _ => Err("longer than ten years".into()),
     }
 }
 
@@ -574,6 +630,24 @@ mod tests {
         c.validate().expect("with share_gpus Slurm co-locates");
         let c: ServeConfig = toml::from_str("policy = \"gittins\"").expect("parses");
         c.validate().expect("gittins runs with the bundled prior");
+    }
+
+    #[test]
+    fn fair_share_needs_a_tenant_level_policy_and_a_real_half_life() {
+        let c: ServeConfig = toml::from_str("policy = \"vtc\"\nfairshare = true").expect("parses");
+        c.validate().expect("vtc weighs tenants");
+        assert_eq!(c.fairshare_half_life_s().expect("default"), Some(7.0 * 86_400.0), "the default half-life is 7 days");
+        let c: ServeConfig = toml::from_str("policy = \"hierarchical\"\nfairshare = true\nfairshare_half_life = \"36h\"").expect("parses");
+        assert_eq!(c.fairshare_half_life_s().expect("valid"), Some(36.0 * 3600.0));
+        let c: ServeConfig = toml::from_str("policy = \"fifo\"\nfairshare = true").expect("parses");
+        assert!(c.validate().expect_err("fifo").to_string().contains("hierarchical and vtc"));
+        for (bad, words) in [("7y", "unknown unit `y`"), ("0d", "longer than 0"), ("seven", "not a duration"), ("9999w", "ten years")] {
+            let c: ServeConfig = toml::from_str(&format!("policy = \"vtc\"\nfairshare = true\nfairshare_half_life = \"{bad}\"")).expect("parses");
+            let e = c.validate().expect_err(bad).to_string();
+            assert!(e.contains("fairshare_half_life") && e.contains(words), "{bad}: {e}");
+        }
+        let c: ServeConfig = toml::from_str("policy = \"vtc\"").expect("parses");
+        assert_eq!(c.fairshare_half_life_s().expect("off"), None, "off unless asked for");
     }
 
     #[test]

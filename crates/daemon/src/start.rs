@@ -50,6 +50,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
     // cannot leave a token the survivor does not know.
     let token_file = config.admin_token_file.clone().unwrap_or_else(|| data_dir.join("admin.token"));
     let admin_token = admin_token(&token_file)?;
+    let metrics_token = config.metrics_token_file.as_deref().map(metrics_token).transpose()?;
     // Where it really listens (with `--listen 127.0.0.1:0` the OS picks the port).
     std::fs::write(data_dir.join("daemon.addr"), format!("{}\n", listener.local_addr()?)).map_err(|e| format!("{}: {e}", data_dir.join("daemon.addr").display()))?;
     let total: u32 = settings.gpus.iter().map(|(_, n)| n).sum();
@@ -70,6 +71,10 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         max_connections_per_tenant: config.max_connections_per_tenant,
         max_requests_in_flight_per_tenant: config.max_requests_in_flight_per_tenant,
     });
+    let api = match metrics_token {
+        Some(token) => api.with_metrics_token_sha256(auth::sha256_hex(&token)),
+        None => api,
+    };
     tokio::spawn(daemon.clone().run_loop());
     let limits = api::ConnectionLimits {
         header_timeout: std::time::Duration::from_secs_f64(config.header_timeout_s),
@@ -181,6 +186,7 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         gpus: topology::Topology::new(nodes.clone()).map(|t| t.inventory()).unwrap_or_default(),
         nodes,
         clock: std::sync::Arc::new(clock::SystemClock),
+        fairshare_half_life_s: config.fairshare_half_life_s().map_err(|e| e.to_string())?,
     })
 }
 
@@ -201,6 +207,23 @@ fn admin_token(path: &std::path::Path) -> Result<String, String> {
     let mut f = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     writeln!(f, "{token}").map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(token)
+}
+
+/// The scrape token for `/metrics`, read from `path` (never created: the admin provisions it
+/// for the scraper; never logged). A file others may read is refused, as a leaked token would
+/// show every tenant's usage.
+fn metrics_token(path: &std::path::Path) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("metrics_token_file {}: {e}", path.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!("metrics_token_file {}: readable by others (mode {:o}); chmod 600 it", path.display(), meta.mode() & 0o777));
+    }
+    let token = std::fs::read_to_string(path).map_err(|e| format!("metrics_token_file {}: {e}", path.display()))?;
+    let token = token.trim();
+    if token.len() < 16 {
+        return Err(format!("metrics_token_file {}: the token is empty or shorter than 16 characters", path.display()));
+    }
+    Ok(token.to_string())
 }
 
 /// This machine's name (the local executor's node name).

@@ -100,6 +100,8 @@ macro_rules! policies {
             /// Co-location speeds for space sharing (required by `max-min-fairness-packed`).
             #[serde(skip)]
             pub pair_speeds: Option<Arc<PairSpeeds>>,
+            /// Decayed fair share for `hierarchical` and `vtc` (`[policy.fairshare]`; off by default).
+            pub fairshare: crate::fairshare::FairShareConfig,
             $($(
                 #[doc = concat!("`[policy.", stringify!($table), "]`, declared by the registry's `", stringify!($variant), "` line.")]
                 pub $table: $params,
@@ -115,6 +117,7 @@ macro_rules! policies {
                     gittins_prior_gpu_s: Vec::new(),
                     rounds: RoundOptions::default(),
                     pair_speeds: None,
+                    fairshare: crate::fairshare::FairShareConfig::default(),
                     $($( $table: <$params>::default(), )?)*
                 }
             }
@@ -142,7 +145,7 @@ policies! {
     Horus [horus: crate::horus::HorusConfig] => crate::horus::DESCRIPTOR, crate::horus::build(horus, pair_speeds);
     Qssf [qssf: crate::qssf::QssfParams] => crate::qssf::DESCRIPTOR, crate::qssf::build(qssf);
     External [external: Option<crate::external::ExternalConfig>] => crate::external::DESCRIPTOR, crate::external::build(external);
-    Vtc [vtc: crate::vtc::VtcConfig] => crate::vtc::DESCRIPTOR, crate::vtc::build(vtc, tenant_weights);
+    Vtc [vtc: crate::vtc::VtcConfig] => crate::vtc::DESCRIPTOR, crate::vtc::build(vtc, tenant_weights, fairshare);
     PolluxTiresias => crate::tiresias::pollux_tiresias::DESCRIPTOR, crate::tiresias::pollux_tiresias::build();
     Optimus => crate::elastic::optimus::DESCRIPTOR, crate::elastic::optimus::build();
     Afs => crate::elastic::afs::DESCRIPTOR, crate::elastic::afs::build();
@@ -155,7 +158,7 @@ policies! {
     FifoHet => crate::gavel::objectives::FIFO_HET, crate::gavel::objectives::build_fifo_het(rounds);
     MaxThroughput => crate::gavel::objectives::MAX_THROUGHPUT, crate::gavel::objectives::build_max_throughput(rounds);
     MinCost => crate::gavel::objectives::MIN_COST, crate::gavel::objectives::build_min_cost(rounds);
-    Hierarchical [hierarchical: crate::gavel::objectives::HierarchicalParams] => crate::gavel::objectives::HIERARCHICAL, crate::gavel::objectives::build_hierarchical(rounds, tenant_weights, hierarchical);
+    Hierarchical [hierarchical: crate::gavel::objectives::HierarchicalParams] => crate::gavel::objectives::HIERARCHICAL, crate::gavel::objectives::build_hierarchical(rounds, tenant_weights, hierarchical, fairshare);
     MaxMinFairnessPacked => crate::gavel::objectives::MAX_MIN_FAIRNESS_PACKED, crate::gavel::objectives::build_max_min_fairness_packed(rounds, pair_speeds);
 }
 
@@ -315,6 +318,12 @@ impl PolicyKind {
     /// nothing under it.
     pub fn uses_tenant_weights(self) -> bool {
         self.reads().contains(&"tenant_weights")
+    }
+
+    /// Whether the policy can weigh tenants by their decayed past usage (`[policy.fairshare]`,
+    /// the daemon's `fairshare = true`): the tenant-level ones.
+    pub fn uses_fairshare(self) -> bool {
+        self.reads().contains(&"fairshare")
     }
 }
 

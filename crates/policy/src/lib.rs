@@ -31,6 +31,7 @@ pub mod chronus;
 pub mod classic;
 pub mod elastic;
 pub mod external;
+pub mod fairshare;
 pub mod gavel;
 pub mod horus;
 pub mod muri;
@@ -46,6 +47,7 @@ use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
 pub use descriptor::{DaemonSupport, Descriptor, Family};
+pub use fairshare::{FairShareConfig, TenantUsage, UsageLedger};
 pub use kind::{build, build_gavel, PolicyConfig, PolicyKind};
 pub use mechanisms::placement::{PlacementStrategy, Placing};
 
@@ -127,6 +129,18 @@ pub trait Policy: Send {
     fn set_tenant_weights(&mut self, _weights: &TenantWeights) -> Result<(), PolicyError> {
         Ok(())
     }
+
+    /// The half-life (seconds) of the decayed fair share this policy was built with
+    /// (`[policy.fairshare]`, the daemon's `fairshare_half_life`), `None` when it uses none.
+    /// A caller that sees one keeps a [`UsageLedger`] with it and calls
+    /// [`Policy::set_tenant_usage`] before every [`Policy::schedule`]. Default: none.
+    fn fairshare_half_life_s(&self) -> Option<f64> {
+        None
+    }
+
+    /// Gives the policy each tenant's decayed usage as of the coming decision (GPU-seconds,
+    /// [`fairshare`]); only a policy with a half-life reads it. Default: nothing.
+    fn set_tenant_usage(&mut self, _usage: &TenantUsage) {}
 }
 
 /// Maps a non-negative float to an integer with the same order, for sort keys (NaN and negative

@@ -284,6 +284,8 @@ struct Engine<'a> {
     dependents: crate::dependencies::Dependents,
     /// Reservations and maintenance windows on this cluster.
     windows: Vec<crate::reservations::Window>,
+    /// With a policy that weighs tenants by decayed usage: every stint's GPU time, by tenant.
+    ledger: Option<arbiter_policy::UsageLedger>,
 }
 
 /// Runs `policy` over `specs` on `cluster`.
@@ -343,6 +345,7 @@ pub fn simulate(
         last_event: SimTime::ZERO,
         dependents: crate::dependencies::Dependents::new(specs),
         windows,
+        ledger: policy.fairshare_half_life_s().map(arbiter_policy::UsageLedger::new),
     };
     engine.run(policy)?;
     engine.close_timeline();
@@ -594,6 +597,9 @@ impl Engine<'_> {
         // While no GPUs are shared, the occupancy is every running job's placement: a policy may
         // then decide by changes.
         let current = (!self.shares_seen).then_some(Current { free: &self.occupancy, queued: &self.queued });
+        if let Some(ledger) = &self.ledger {
+            policy.set_tenant_usage(&ledger.usage_at(now, self.running_usage()));
+        }
         let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: &self.specs, current };
         let decision = policy
             .schedule(&view, now)
@@ -765,6 +771,18 @@ impl Engine<'_> {
         })
     }
 
+    /// The running jobs as the fair-share ledger counts them: tenant, GPUs held (a co-located
+    /// job half of its), since when not yet credited.
+    fn running_usage(&self) -> Vec<(&str, f64, SimTime)> {
+        let running = self.active.iter().filter_map(|job| Some((job, job.placement()?)));
+        running
+            .map(|(job, placement)| {
+                let share = 1.0 / (1 + self.group_members(job.id).len()) as f64;
+                (self.specs[job.id.index()].tenant.as_str(), placement.gpus() as f64 * share, self.gpu_credited_at[job.id.index()])
+            })
+            .collect()
+    }
+
     /// Credits a running job's GPU-seconds up to `now` (a co-located job holds half of its
     /// GPUs), and its part of the busy and shared GPU time ([`gpu_time`]: each GPU once).
     fn credit_gpu_time(&mut self, index: usize, now: SimTime) {
@@ -778,6 +796,9 @@ impl Engine<'_> {
             let share = 1.0 / (1 + self.group_members(job.id).len()) as f64;
             let gpu_s = elapsed_s * placement.gpus() as f64 * share;
             self.records[id].gpu_s_allocated += gpu_s;
+            if let Some(ledger) = self.ledger.as_mut() {
+                ledger.add_run(&self.specs[id].tenant, placement.gpus() as f64 * share, self.gpu_credited_at[id], now);
+            }
             let sharing = match self.guest[id] {
                 Some(on_held) => GpuSharing::Guest { on_held },
                 None => GpuSharing::Held { share },

@@ -428,3 +428,54 @@ pub(super) fn sharing_text(shares: &Value) -> Option<String> {
         .collect();
     (!items.is_empty()).then(|| items.join("; "))
 }
+
+/// `arbiter usage` as a table: a row per group, GPU-hours, CPU core-hours, memory GiB-hours.
+pub(super) fn usage_table(reply: &Value) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let by: Vec<String> = reply["by"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    let rows = reply["rows"].as_array().map_or(&[][..], Vec::as_slice);
+    let window = match reply["since_unix_s"].as_i64() {
+        Some(s) => format!("since {} {:02}:{:02} UTC", arbiter_daemon::records::usage::civil_date(s.div_euclid(86_400)), s.rem_euclid(86_400) / 3600, s.rem_euclid(3600) / 60),
+        None => "since the first recorded run".to_string(),
+    };
+    if rows.is_empty() {
+        let _ = writeln!(out, "no usage {window}");
+        return out;
+    }
+    let keys: Vec<String> = by.iter().map(|b| b.replace('-', "_")).collect();
+    let width = |k: &str, name: &str| rows.iter().map(|r| r["key"][k].as_str().map_or(0, str::len)).max().unwrap_or(0).max(name.len()).max(1);
+    let widths: Vec<usize> = keys.iter().zip(&by).map(|(k, name)| width(k, name)).collect();
+    for (name, w) in by.iter().zip(&widths) {
+        let _ = write!(out, "{name:<w$} ");
+    }
+    let _ = writeln!(out, "{:>6} {:>7} {:>10} {:>10} {:>12}", "runs", "running", "GPU-hours", "CPU-hours", "mem GiB-h");
+    let hours = |v: &Value| v.as_f64().unwrap_or(0.0) / 3600.0;
+    for r in rows {
+        for (k, w) in keys.iter().zip(&widths) {
+            let value = r["key"][k.as_str()].as_str().filter(|v| !v.is_empty()).unwrap_or("-");
+            let _ = write!(out, "{value:<w$} ");
+        }
+        let _ = writeln!(out, "{:>6} {:>7} {:>10.2} {:>10.2} {:>12.1}", number(&r["runs"]), number(&r["running"]), hours(&r["gpu_s"]), hours(&r["cpu_s"]), hours(&r["memory_gib_s"]));
+    }
+    let _ = writeln!(out, "total {:.2} GPU-hours {window}; runs going on counted up to now", hours(&reply["total"]["gpu_s"]));
+    out
+}
+
+/// `arbiter usage --csv`: a header, then a row per group (seconds).
+pub(super) fn usage_csv(reply: &Value) -> String {
+    let by: Vec<String> = reply["by"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(|s| s.replace('-', "_"))).collect()).unwrap_or_default();
+    let mut out = format!("{},runs,running,gpu_s,cpu_s,memory_gib_s\n", by.join(","));
+    for r in reply["rows"].as_array().map_or(&[][..], Vec::as_slice) {
+        let keys: Vec<String> = by.iter().map(|k| csv_field(r["key"][k.as_str()].as_str().unwrap_or(""))).collect();
+        out.push_str(&format!("{},{},{},{},{},{}\n", keys.join(","), number(&r["runs"]), number(&r["running"]), r["gpu_s"].as_f64().unwrap_or(0.0), r["cpu_s"].as_f64().unwrap_or(0.0), r["memory_gib_s"].as_f64().unwrap_or(0.0)));
+    }
+    out
+}
+
+/// A CSV field, quoted when it holds a comma, quote or line break; a leading `=`, `+`, `-` or
+/// `@` is prefixed with `'` so a spreadsheet does not run it as a formula.
+fn csv_field(text: &str) -> String {
+    let text = if text.starts_with(['=', '+', '-', '@']) { format!("'{text}") } else { text.to_string() };
+    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+}

@@ -32,4 +32,5 @@ mod dashboard;
 mod queue;
 mod report;
 mod shares;
+mod usage;
 mod slurm;

@@ -40,6 +40,7 @@ mod openapi;
 mod reservations;
 mod server;
 mod tenants;
+mod usage;
 
 pub use dashboard::page_weight_bytes;
 pub use openapi::openapi_document;
@@ -61,6 +62,8 @@ pub struct Api {
     tenant_changes: Arc<tokio::sync::Mutex<()>>,
     /// Each tenant's connections and requests in flight (`limits.rs`).
     shares: Arc<limits::TenantShares>,
+    /// SHA-256 of the scrape token (`metrics_token_file`), which reads `/metrics` whole.
+    metrics_token_sha256: Option<String>,
 }
 
 /// The job states `?state=` accepts.
@@ -134,12 +137,19 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 impl Api {
     /// The API of `daemon`, whose admin token hashes to `admin_token_sha256`.
     pub fn new(daemon: Daemon, admin_token_sha256: String) -> Self {
-        Api { daemon, admin_token_sha256, tenant_changes: Arc::default(), shares: Arc::new(limits::TenantShares::new(TenantLimits::default())) }
+        Api { daemon, admin_token_sha256, tenant_changes: Arc::default(), shares: Arc::new(limits::TenantShares::new(TenantLimits::default())), metrics_token_sha256: None }
     }
 
     /// This API with per-tenant limits `limits` (default: [`TenantLimits::default`]).
     pub fn with_tenant_limits(mut self, limits: TenantLimits) -> Self {
         self.shares = Arc::new(limits::TenantShares::new(limits));
+        self
+    }
+
+    /// This API with a scrape token for `/metrics` (its SHA-256): it reads the per-tenant series
+    /// as the admin token does, and nothing else.
+    pub fn with_metrics_token_sha256(mut self, sha256: String) -> Self {
+        self.metrics_token_sha256 = Some(sha256);
         self
     }
 
@@ -199,6 +209,7 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .route("/v1/reservations", get(reservations::list).post(reservations::add))
         .route("/v1/reservations/{id}", axum::routing::delete(reservations::delete))
         .route("/v1/pairs", get(pairs))
+        .route("/v1/usage", get(usage::usage))
         .route("/v1/tenants", get(list_tenants).post(add_tenant))
         .route("/v1/tenants/{name}", patch(update_tenant).delete(remove_tenant))
         .route("/v1/tenants/{name}/token", post(rotate_tenant_token))
@@ -483,7 +494,25 @@ async fn pairs(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>
     })))
 }
 
-async fn metrics(State(api): State<Api>) -> Response {
+/// `/metrics`: counts for anyone (no token: jobs by state, GPUs, rounds — nothing that names a
+/// tenant or a job); with the admin token or the scrape token (`metrics_token_file`) also the
+/// per-tenant series. Any other token is refused rather than answered with less: a scraper
+/// misconfigured with a tenant's token should fail loudly, not quietly lose series.
+async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
+    let private = match bearer_token(&headers) {
+        None => false,
+        Some(token) => {
+            let hash = sha256_hex(token);
+            if hash == api.admin_token_sha256 || api.metrics_token_sha256.as_ref() == Some(&hash) {
+                true
+            } else if api.daemon.tenant_by_token_hash(&hash).is_some() {
+                return ApiError::new(StatusCode::FORBIDDEN, "a tenant token cannot read /metrics' per-tenant series (the admin or the scrape token can; without a token /metrics shows counts only)").into_response();
+            } else {
+                return ApiError::new(StatusCode::UNAUTHORIZED, "unknown token").into_response();
+            }
+        }
+    };
+    let tenant_series = if private { usage::tenant_metrics(&api.daemon) } else { String::new() };
     let text = api.daemon.with_state(|s| {
         let mut by_state = std::collections::BTreeMap::new();
         for job in &s.jobs {
@@ -512,7 +541,7 @@ async fn metrics(State(api): State<Api>) -> Response {
     let total: u32 = api.daemon.settings.gpus.iter().map(|(_, n)| n).sum();
     let degraded = u8::from(api.daemon.store_degraded().is_some());
     let text = format!(
-        "{text}# TYPE arbiter_gpus gauge\narbiter_gpus{{state=\"free\"}} {free}\narbiter_gpus{{state=\"total\"}} {total}\n# HELP arbiter_store_degraded 1 while the store refuses writes (an I/O error such as a full disk); the API answers 503 to changes.\n# TYPE arbiter_store_degraded gauge\narbiter_store_degraded {degraded}\n"
+        "{text}# TYPE arbiter_gpus gauge\narbiter_gpus{{state=\"free\"}} {free}\narbiter_gpus{{state=\"total\"}} {total}\n# HELP arbiter_store_degraded 1 while the store refuses writes (an I/O error such as a full disk); the API answers 503 to changes.\n# TYPE arbiter_store_degraded gauge\narbiter_store_degraded {degraded}\n{tenant_series}"
     );
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }

@@ -40,6 +40,7 @@ pub fn openapi_document() -> Value {
                         "priority_class": { "type": "string", "maxLength": 64, "description": "priority class, one the admin configured ([[priority_classes]]) and granted to the tenant (GET /v1/cluster lists them): a higher class is served first and may preempt a lower, preemptible one; the policy orders jobs within a class. Default: the configured default_priority_class. 400 for a class that does not exist or is not granted" },
                         "dependency": { "type": "string", "maxLength": 16384, "description": "Slurm's --dependency syntax: afterok:ID[:ID...], afternotok:ID, afterany:ID, after:ID, singleton (needs name), items separated by `,` (all must hold). Only the caller's own jobs that exist (another tenant's id is 'not found'). The job waits ('waiting for job 12 (afterok)') and fails with 'DependencyNeverSatisfied: ...' when a dependency can no longer hold" },
                         "array": { "type": "string", "description": "a job array, Slurm's --array syntax: 0-99, 1,3,5-7, 0-15:4, with %N for at most N tasks running at once; one job per task (consecutive ids, the first is the array's id), each told ARBITER_ARRAY_JOB_ID/TASK_ID/TASK_COUNT; at most max_array_size tasks, each counted against max_queued_per_tenant. The answer carries `array_tasks`" },
+                        "user": { "type": "string", "pattern": "^[A-Za-z0-9._@-]{1,64}$", "description": "who in the tenant submits (arbiter submit sends $USER): a label for GET /v1/usage?by=user, as the client says it" },
                         "job_type": { "type": "string", "pattern": "^[A-Za-z0-9._:/+-]{1,128}$", "description": "what kind of job this is, within the tenant (another tenant's type of the same name is another type): the daemon learns from progress reports how fast each type runs next to each other type on the same GPUs (GET /v1/pairs), and gandiva, max-min-fairness-packed and horus pair jobs by it" }
                     }
                 },
@@ -135,7 +136,14 @@ pub fn openapi_document() -> Value {
                 "post": { "summary": "A new token for the tenant, shown once; the old one stops working at once (admin)", "security": bearer, "parameters": [name],
                     "responses": { "200": { "description": "{\"name\", \"token\"}" }, "404": { "description": "no such tenant" } } }
             },
-            "/metrics": { "get": { "summary": "Prometheus metrics", "responses": { "200": { "description": "text" } } } }
+            "/v1/usage": { "get": { "summary": "What runs used, like Slurm's sreport: GPU-seconds, CPU core-seconds and memory GiB-seconds reserved, summed by the groupings of `by` over the window from `since` to now (each run's part inside it; runs going on up to now). A tenant sees its own usage only; the admin everyone's", "security": bearer,
+                "parameters": [
+                    { "name": "since", "in": "query", "schema": { "type": "string", "default": "7d" }, "description": "start of the window: a duration back from now (90m, 36h, 7d, 2w; a bare number is seconds; at most ten years), a UTC date YYYY-MM-DD, or all" },
+                    { "name": "by", "in": "query", "schema": { "type": "string", "default": "tenant" }, "description": "comma-separated groupings: tenant, user, gpu-type, day (UTC; a run over midnight counts in each day for its part)" },
+                    { "name": "tenant", "in": "query", "schema": { "type": "string" }, "description": "admin only: one tenant's usage" }
+                ],
+                "responses": { "200": { "description": "{\"since_unix_s\": N|null, \"until_unix_s\": N, \"by\": [...], \"rows\": [{\"key\": {\"tenant\": ..., ...}, \"runs\": N, \"running\": N, \"gpu_s\": X, \"cpu_s\": X, \"memory_gib_s\": X}], \"total\": {\"gpu_s\", \"cpu_s\", \"memory_gib_s\"}}" }, "400": { "description": "a bad since or by (the error names it)" }, "401": { "description": "no or unknown token" }, "403": { "description": "a tenant asking for another tenant's usage" } } } },
+            "/metrics": { "get": { "summary": "Prometheus metrics. Without a token: counts only (jobs by state, GPUs, rounds, submissions; nothing that names a tenant or a job). With the admin token or the scrape token (config metrics_token_file): also arbiter_tenant_gpu_seconds_total{tenant, gpu_type}. A tenant's token is refused (403) rather than answered with less", "responses": { "200": { "description": "text" }, "401": { "description": "an unknown token" }, "403": { "description": "a tenant's token" } } } }
         }
     })
 }

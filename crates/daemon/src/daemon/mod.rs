@@ -21,6 +21,7 @@ pub(crate) mod reservations;
 pub(crate) mod round;
 pub(crate) mod runs;
 pub(crate) mod tenants;
+pub mod usage;
 
 use crate::clock::Clock;
 use crate::config::GpuInventory;
@@ -98,6 +99,9 @@ pub struct Settings {
     pub nodes: Vec<NodeSpec>,
     /// The daemon's clock (the system's; a virtual one in tests).
     pub clock: Arc<dyn Clock>,
+    /// Half-life of the decayed fair share, seconds, when the policy weighs tenants by their
+    /// past usage (`fairshare = true`; only `hierarchical` and `vtc` do).
+    pub fairshare_half_life_s: Option<f64>,
 }
 
 /// A run the daemon watches.
@@ -200,6 +204,8 @@ pub struct State {
     pub(crate) reservations: Vec<crate::records::reservation::Reservation>,
     /// Whether some job's spec carries nodes to avoid (cleared when none does).
     pub(crate) avoiding: bool,
+    /// What every accounted run used, summed (`daemon/usage.rs`).
+    pub usage: usage::UsageTotals,
 }
 
 /// The external agent, or `None` when it failed and is to be started again.
@@ -367,6 +373,8 @@ impl Daemon {
         let mut config = crate::daemon::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
         config.pair_speeds = crate::daemon::policy_support::pair_speeds(settings.policy, &pairs, &cluster.gpu_type_names);
         config.external = settings.external.clone();
+        config.fairshare.half_life_s = settings.fairshare_half_life_s.unwrap_or(0.0);
+        let usage = usage::UsageTotals::load(&store, settings.fairshare_half_life_s)?;
         let build = |kind| crate::daemon::policy_support::build_policy(kind, &config, &settings.priority_classes);
         let built = build(settings.policy).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
         let fallback = build(settings.fallback).map_err(|e| DaemonError::Config(format!("policy_fallback {}: {e}", settings.fallback)))?;
@@ -418,6 +426,7 @@ impl Daemon {
             ended: BTreeMap::new(),
             submission_budget: BTreeMap::new(),
             progress_synced_ms: 0,
+            usage,
         };
         let daemon = Daemon {
             state: Arc::new(Mutex::new(state)),
@@ -443,6 +452,11 @@ impl Daemon {
         // A panic while holding the lock would be a bug; the state is still consistent at every
         // await-free step, so carry on with it.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The store, for benchmarks that fill it directly (`arbiter bench --suite daemon-scale`).
+    pub fn store_for_bench(&self) -> &Store {
+        &self.store
     }
 
     /// Why the store refuses writes at the moment (`None`: it takes them).

@@ -17,9 +17,15 @@ impl Daemon {
         let now = self.now_s();
         let mut changed = Vec::new();
         for i in 0..state.jobs.len() {
-            let Some(job) = state.jobs.get_mut(i) else { continue };
+            let Some(job) = state.jobs.get(i) else { continue };
             let Some(recorded) = job.state.pid() else { continue };
-            match self.executor.adopt(job.id, recorded) {
+            let adoption = self.executor.adopt(job.id, recorded);
+            if matches!(adoption, Adoption::Ended { .. }) {
+                // Accounted under the key the lost write would have used: counted once.
+                self.account_ended_run(state, i as u32, now);
+            }
+            let Some(job) = state.jobs.get_mut(i) else { continue };
+            match adoption {
                 Adoption::Alive { handle } => {
                     if let JobState::Running { pid, .. } | JobState::Stopping { pid, .. } = &mut job.state {
                         *pid = handle;

@@ -255,6 +255,7 @@ impl Daemon {
             return;
         }
         let now = self.now_s();
+        self.account_ended_run(state, id, now);
         let job = &mut state.jobs[id as usize];
         conclude(job, code, now, false);
         job.host_share = None;

@@ -105,6 +105,11 @@ pub struct SubmitRequest {
     /// told its index (`ARBITER_ARRAY_TASK_ID`), at most N running at once with `%N`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<String>,
+    /// Who in the tenant submitted it (the CLI sends the login name): a label for usage reports
+    /// (`arbiter usage --by user`), as the client says it — a tenant's members share its token,
+    /// so the daemon cannot check it. 1-64 bytes of letters, digits and `. _ - @`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// One iteration's time on each resource, seconds (`SubmitRequest::iteration_stages`).
@@ -222,6 +227,7 @@ impl SubmitRequest {
             ("priority_class", self.priority_class.as_deref()),
             ("dependency", self.dependency.as_deref()),
             ("array", self.array.as_deref()),
+            ("user", self.user.as_deref()),
         ];
         for (field, value) in lines {
             value.map_or(Ok(()), |v| check(field, v, Text::Line))?;
@@ -329,6 +335,11 @@ impl SubmitRequest {
                 return bad("dependency", "longer than 16 KiB".into());
             }
             arbiter_model::Dependencies::parse(text).map_err(|reason| FieldError { field: "dependency", reason })?;
+        }
+        if let Some(user) = &self.user
+            && (user.is_empty() || user.len() > 64 || !user.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)))
+        {
+            return bad("user", format!("`{}` is not a user name (1-64 bytes of letters, digits and . _ - @)", user.escape_debug()));
         }
         Ok(())
     }
@@ -562,6 +573,17 @@ pub struct JobRecord {
     /// A task of a job array: which array, which task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<crate::records::array::ArrayTask>,
+    /// Runs whose usage was accounted (`records/usage.rs`): the key of the last one's row.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub runs_accounted: u32,
+    /// What its last ended run used; written to the usage table with every write of this
+    /// record (the same row each time), so the row lands with the record that ended the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_usage: Option<crate::records::usage::RunUsage>,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -615,6 +637,8 @@ impl JobRecord {
             host_share: None,
             measurements: crate::records::pairs::JobMeasurements::default(),
             array: None,
+            runs_accounted: 0,
+            last_run_usage: None,
         };
         record.transition(JobState::Queued, "submitted", now_s);
         record

@@ -5,7 +5,8 @@
 //!
 //! Tables: `meta` (schema version, store id, next job id), `jobs` (id → JSON [`JobRecord`]),
 //! `tenants` (name → JSON [`Tenant`]), `identities` (tenant → automatic uid), `pairs` (the
-//! learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`]).
+//! learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`]), `usage` (one row per
+//! ended run, written with the job record that ends it: `records/usage.rs`).
 //!
 //! A write that fails with an I/O error (a full disk) leaves the store *degraded*: redb refuses
 //! every later write on that handle, so the handle is dropped and the file reopened at the next
@@ -16,6 +17,7 @@
 use crate::records::reservation::Reservation;
 use crate::records::job::JobRecord;
 use crate::records::pairs::{PairEntry, PairKey, PairWrite};
+use crate::records::usage::{self, RunUsage};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -31,6 +33,9 @@ const IDENTITIES: TableDefinition<&str, u32> = TableDefinition::new("identities"
 const PAIRS: TableDefinition<&str, &str> = TableDefinition::new("pairs");
 /// Reservations and maintenance windows: id (as text) → JSON [`Reservation`].
 const RESERVATIONS: TableDefinition<&str, &str> = TableDefinition::new("reservations");
+/// Usage accounting: one row per ended run, [`usage::row_key`] → [`usage::RunUsage::encode`]
+/// (`records/usage.rs`).
+const USAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("usage");
 
 /// redb's page cache (its default is 1 GiB). The daemon reads the store whole once, at start,
 /// and then only writes: a cache holding every page it ever touched only grows the daemon's
@@ -151,6 +156,7 @@ impl Store {
             txn.open_table(IDENTITIES).map_err(db_error)?;
             txn.open_table(PAIRS).map_err(db_error)?;
             txn.open_table(RESERVATIONS).map_err(db_error)?;
+            txn.open_table(USAGE).map_err(db_error)?;
             Ok(())
         })?;
         Ok(store)
@@ -239,7 +245,16 @@ impl Store {
                 PairWrite::Delete(key) => (serde_json::to_string(key).map_err(corrupt)?, None),
             });
         }
+        // The usage row of each job's last ended run goes with the record that ended it (and is
+        // rewritten, unchanged, with the job's later records: same key, same bytes).
+        let usage_rows: Vec<(u64, Vec<u8>)> = jobs.iter().filter_map(|job| Some((usage::row_key(job.id, job.runs_accounted), job.last_run_usage.as_ref()?.encode()))).collect();
         self.write_with(durable, |txn| {
+            if !usage_rows.is_empty() {
+                let mut table = txn.open_table(USAGE).map_err(db_error)?;
+                for (key, row) in &usage_rows {
+                    table.insert(*key, row.as_slice()).map_err(db_error)?;
+                }
+            }
             if !encoded.is_empty() {
                 let mut table = txn.open_table(JOBS).map_err(db_error)?;
                 let mut meta = txn.open_table(META).map_err(db_error)?;
@@ -312,6 +327,34 @@ impl Store {
     /// The next job id: one past the highest ever written (ids are never reused).
     pub fn next_job_id(&self) -> Result<u32, StoreError> {
         Ok(self.meta("next_job_id")?.unwrap_or(0) as u32)
+    }
+
+    /// Calls `each` with every usage row, in key order (job, then run). The store's lock is
+    /// held only to begin the read: a long scan does not hold up the daemon's writes.
+    pub fn for_each_usage(&self, mut each: impl FnMut(RunUsage)) -> Result<(), StoreError> {
+        let txn = {
+            let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+            db.begin_read().map_err(db_error)?
+        };
+        let table = txn.open_table(USAGE).map_err(db_error)?;
+        for entry in table.iter().map_err(db_error)? {
+            let (key, value) = entry.map_err(db_error)?;
+            let row = RunUsage::decode(value.value()).map_err(|e| StoreError::Corrupt(format!("usage row {:#x}: {e}", key.value())))?;
+            each(row);
+        }
+        Ok(())
+    }
+
+    /// Writes usage rows directly (the benchmark fills a store with a million runs this way).
+    pub fn put_usage_rows(&self, rows: &[(u64, RunUsage)]) -> Result<(), StoreError> {
+        self.write(|txn| {
+            let mut table = txn.open_table(USAGE).map_err(db_error)?;
+            for (key, row) in rows {
+                table.insert(*key, row.encode().as_slice()).map_err(db_error)?;
+            }
+            Ok(())
+        })
     }
 
     /// Every job, by id.

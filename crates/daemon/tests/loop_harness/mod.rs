@@ -76,6 +76,7 @@ impl Harness {
             max_log_bytes: None,
             nodes,
             clock: clock.clone(),
+            fairshare_half_life_s: None,
         };
         let mut settings = settings;
         change(&mut settings);

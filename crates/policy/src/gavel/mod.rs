@@ -136,6 +136,12 @@ pub struct Gavel {
     tenant_weights: TenantWeights,
     /// How a tenant's share is split among its jobs (hierarchical policy).
     inner: allocation::InnerPolicy,
+    /// Decayed fair share (hierarchical policy, `[policy.fairshare]`): the half-life, the
+    /// tenants' usage as last given, and the usage fractions the allocation in force was
+    /// computed from.
+    half_life_s: Option<f64>,
+    tenant_usage: crate::fairshare::TenantUsage,
+    usage_fractions: BTreeMap<String, f64>,
     /// Allocation recomputations, and those whose LP failed (the previous X was kept).
     pub recomputations: u64,
     /// Recomputations that failed.
@@ -172,6 +178,9 @@ impl Gavel {
             lease_extensions: 0,
             tenant_weights: TenantWeights::new(),
             inner: allocation::InnerPolicy::Fairness,
+            half_life_s: None,
+            tenant_usage: BTreeMap::new(),
+            usage_fractions: BTreeMap::new(),
             recomputations: 0,
             failed_recomputations: 0,
             pair_speeds: None,
@@ -210,6 +219,25 @@ impl Gavel {
     pub fn with_tenant_weights(mut self, weights: TenantWeights) -> Self {
         self.tenant_weights = weights;
         self
+    }
+
+    /// Weighs tenants by their decayed usage too (hierarchical policy): Slurm's fair-share
+    /// factor times their weight ([`crate::fairshare`]); `None`: by weight only.
+    pub fn with_fairshare(mut self, half_life_s: Option<f64>) -> Self {
+        self.half_life_s = half_life_s;
+        self
+    }
+
+    /// The hierarchical objective's weight of each of `tenants`: its configured weight, times
+    /// its fair-share factor among them when fair share is on.
+    fn hierarchical_weights(&self, tenants: &[&str]) -> Vec<f64> {
+        let weights: Vec<f64> = tenants.iter().map(|t| self.tenant_weights.get(*t).copied().unwrap_or(1.0)).collect();
+        if self.half_life_s.is_none() {
+            return weights;
+        }
+        let usage: Vec<f64> = tenants.iter().map(|t| self.tenant_usage.get(*t).copied().unwrap_or(0.0)).collect();
+        let (total_usage, total_weight) = (usage.iter().sum::<f64>(), weights.iter().sum::<f64>());
+        weights.iter().zip(&usage).map(|(w, u)| w * crate::fairshare::fairshare_factor(*u, *w, total_usage, total_weight)).collect()
     }
 
     /// Sets how the hierarchical objective splits a tenant's share among its jobs.
@@ -341,7 +369,8 @@ impl Gavel {
                     .iter()
                     .map(|id| tenants.binary_search(&view.specs[id.index()].tenant.as_str()).unwrap_or(0))
                     .collect();
-                let weights: Vec<f64> = tenants.iter().map(|t| self.tenant_weights.get(*t).copied().unwrap_or(1.0)).collect();
+                let weights = self.hierarchical_weights(&tenants);
+                self.usage_fractions = usage_fractions(&self.tenant_usage);
                 allocation::hierarchical(&jobs, &tenant_of, &weights, gpus_per_type, self.aware, self.inner)
             }
             Objective::Fifo => {
@@ -492,6 +521,19 @@ impl Gavel {
     }
 }
 
+/// The drift of a tenant's fraction of the total decayed usage after which the hierarchical
+/// allocation is recomputed.
+pub const USAGE_FRACTION_STEP: f64 = 0.01;
+
+/// Each tenant's fraction of the total usage.
+fn usage_fractions(usage: &crate::fairshare::TenantUsage) -> BTreeMap<String, f64> {
+    let total: f64 = usage.values().sum();
+    if total <= 0.0 {
+        return BTreeMap::new();
+    }
+    usage.iter().map(|(t, u)| (t.clone(), u / total)).collect()
+}
+
 impl Policy for Gavel {
     fn name(&self) -> &'static str {
         self.name
@@ -502,6 +544,28 @@ impl Policy for Gavel {
     fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {
         if self.pair_speeds.is_some() || self.objective == Objective::MaxMinFairnessPacked {
             self.pair_speeds = Some(speeds);
+            self.job_set_changed = true;
+        }
+    }
+
+    fn fairshare_half_life_s(&self) -> Option<f64> {
+        self.half_life_s
+    }
+
+    /// New usage is new input once it has moved a tenant's fraction of the total by more than
+    /// [`USAGE_FRACTION_STEP`] since the allocation in force: X is then recomputed at the next
+    /// due recomputation (a smaller drift does not re-solve the program every round).
+    fn set_tenant_usage(&mut self, usage: &crate::fairshare::TenantUsage) {
+        if self.half_life_s.is_none() {
+            return;
+        }
+        self.tenant_usage.clone_from(usage);
+        let now = usage_fractions(usage);
+        let moved = now.keys().chain(self.usage_fractions.keys()).any(|t| {
+            let (a, b) = (now.get(t).copied().unwrap_or(0.0), self.usage_fractions.get(t).copied().unwrap_or(0.0));
+            (a - b).abs() > USAGE_FRACTION_STEP
+        });
+        if moved {
             self.job_set_changed = true;
         }
     }
@@ -823,5 +887,37 @@ mod tests {
         let mut policy = Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, RoundOptions::default()).expect("valid");
         let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("decides");
         assert_eq!(d.run.len(), 4, "{d:?}");
+    }
+
+    /// Decayed fair share, by hand: 3 GPUs, tenants a and b (weight 1 each) with three 1-GPU
+    /// jobs each. Usage a = 3000, b = 1000 GPU-s: usage shares ¾ and ¼ of equal ½ shares, so the
+    /// factors are 2^-1.5 and 2^-0.5 — effective weights 1 : 2, and water-filling gives a one
+    /// GPU and b two. Without fair share the weights are equal: 1.5 each.
+    #[test]
+    fn hierarchical_with_fair_share_weighs_tenants_by_their_decayed_usage() {
+        let cluster = Cluster::homogeneous(1, 1, 3, 32, 256, "V100").expect("cluster");
+        let specs: Vec<JobSpec> = (0..6)
+            .map(|i| {
+                let mut spec = JobSpec::new(JobId(i), SimTime::ZERO, 1, 1e12);
+                spec.tenant = if i < 3 { "a" } else { "b" }.into();
+                spec
+            })
+            .collect();
+        let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+        let per_tenant = |half_life_s: f64, usage: &[(&str, f64)]| {
+            let fairshare = crate::fairshare::FairShareConfig { half_life_s };
+            let mut policy = objectives::build_hierarchical(&RoundOptions::default(), &TenantWeights::new(), &objectives::HierarchicalParams::default(), &fairshare, crate::Placing { strategy: crate::PlacementStrategy::Consolidated, keep_placements: true }).expect("valid");
+            policy.set_tenant_usage(&usage.iter().map(|(t, u)| (t.to_string(), *u)).collect());
+            let x = policy.allocation_at(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO);
+            let sum = |from: u32, to: u32| x.iter().filter(|(id, _)| (from..to).contains(&id.0)).map(|(_, row)| row.iter().sum::<f64>()).sum::<f64>();
+            (sum(0, 3), sum(3, 6))
+        };
+        let close = |(a, b): (f64, f64), (ea, eb): (f64, f64)| (a - ea).abs() < 1e-4 && (b - eb).abs() < 1e-4;
+        let (a, b) = per_tenant(3600.0, &[("a", 3000.0), ("b", 1000.0)]);
+        assert!(close((a, b), (1.0, 2.0)), "a {a}, b {b}");
+        let (a, b) = per_tenant(3600.0, &[("a", 1000.0), ("b", 3000.0)]);
+        assert!(close((a, b), (2.0, 1.0)), "a {a}, b {b}");
+        let (a, b) = per_tenant(0.0, &[("a", 3000.0), ("b", 1000.0)]);
+        assert!(close((a, b), (1.5, 1.5)), "off: a {a}, b {b}");
     }
 }

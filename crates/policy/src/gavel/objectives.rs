@@ -53,7 +53,7 @@ pub const MIN_COST: Descriptor = Descriptor::new("min-cost", Family::GavelAlloca
 /// `hierarchical`.
 pub const HIERARCHICAL: Descriptor = Descriptor::new("hierarchical", Family::GavelAllocation, "weighted max-min fairness across tenants (water-filling), then among their jobs (Gavel OSDI'20)")
     .paper("Gavel")
-    .detail("weighted max-min fairness across tenants (`policy.tenant_weights`), by water-filling, then max-min fairness (or FIFO: `policy.hierarchical.inner`) among each tenant's jobs");
+    .detail("weighted max-min fairness across tenants (`policy.tenant_weights`), by water-filling, then max-min fairness (or FIFO: `policy.hierarchical.inner`) among each tenant's jobs; with `policy.fairshare.half_life_s`, each weight times Slurm's fair-share factor 2^(-usage share ÷ weight share) of the tenants' decayed GPU-seconds");
 /// `max-min-fairness-packed`.
 pub const MAX_MIN_FAIRNESS_PACKED: Descriptor = Descriptor::new("max-min-fairness-packed", Family::GavelAllocation, "LAS-het with space sharing: pairs of jobs share GPUs at measured co-located speeds (Gavel OSDI'20)").pair_speeds().daemon(DaemonSupport::NeedsColocation)
     .paper("Gavel (OSDI'20)")
@@ -99,8 +99,8 @@ rounds_only! {
 
 /// Builds `hierarchical`: the tenants' weights (unlisted tenants weigh 1) and how a tenant's
 /// share is split among its jobs.
-pub fn build_hierarchical(rounds: &RoundOptions, tenant_weights: &TenantWeights, hierarchical: &HierarchicalParams, _: Placing) -> Result<Gavel, PolicyError> {
-    Ok(gavel(&HIERARCHICAL, Objective::Hierarchical, true, rounds)?.with_tenant_weights(tenant_weights.clone()).with_inner_policy(hierarchical.inner))
+pub fn build_hierarchical(rounds: &RoundOptions, tenant_weights: &TenantWeights, hierarchical: &HierarchicalParams, fairshare: &crate::fairshare::FairShareConfig, _: Placing) -> Result<Gavel, PolicyError> {
+    Ok(gavel(&HIERARCHICAL, Objective::Hierarchical, true, rounds)?.with_tenant_weights(tenant_weights.clone()).with_inner_policy(hierarchical.inner).with_fairshare(fairshare.half_life_s()?))
 }
 
 /// Builds `max-min-fairness-packed`: it needs measured pair speeds.

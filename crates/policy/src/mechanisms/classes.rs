@@ -36,6 +36,9 @@ pub struct PriorityClasses {
     /// What every instance must be told, including those built later.
     pair_speeds: Option<Arc<PairSpeeds>>,
     weights: Option<TenantWeights>,
+    usage: Option<crate::TenantUsage>,
+    /// The decayed fair share's half-life every instance has.
+    half_life_s: Option<f64>,
     planner: Planner,
 }
 
@@ -76,8 +79,8 @@ impl PriorityClasses {
             // classes: guaranteed and opportunistic); it cannot be given a part of the cluster.
             return Err(PolicyError::Config("antman has its own classes (guaranteed, opportunistic) and cannot run under priority classes".into()));
         }
-        build(kind, &config)?;
-        Ok(PriorityClasses { kind, config, by_value: BTreeMap::new(), pair_speeds: None, weights: None, planner: Planner::new(0) })
+        let half_life_s = build(kind, &config)?.fairshare_half_life_s();
+        Ok(PriorityClasses { kind, config, by_value: BTreeMap::new(), pair_speeds: None, weights: None, usage: None, half_life_s, planner: Planner::new(0) })
     }
 
     fn instance(&mut self, value: i32) -> Result<&mut Box<dyn Policy>, PolicyError> {
@@ -88,6 +91,9 @@ impl PriorityClasses {
             }
             if let Some(weights) = &self.weights {
                 policy.set_tenant_weights(weights)?;
+            }
+            if let Some(usage) = &self.usage {
+                policy.set_tenant_usage(usage);
             }
             self.by_value.insert(Reverse(value), policy);
         }
@@ -171,6 +177,17 @@ impl Policy for PriorityClasses {
         }
         self.weights = Some(weights.clone());
         Ok(())
+    }
+
+    fn fairshare_half_life_s(&self) -> Option<f64> {
+        self.half_life_s
+    }
+
+    fn set_tenant_usage(&mut self, usage: &crate::TenantUsage) {
+        for policy in self.by_value.values_mut() {
+            policy.set_tenant_usage(usage);
+        }
+        self.usage = Some(usage.clone());
     }
 }
 

@@ -18,12 +18,18 @@
 //! tenant has any, to the counter of the last tenant that left — so an idle tenant cannot come
 //! back and take the cluster for as long as it was away. Deterministic: tenants in name order
 //! break ties, maps are ordered.
+//!
+//! With decayed fair share (`[policy.fairshare] half_life_s`, the daemon's `fairshare = true`)
+//! the counters are the caller's decayed usage ÷ weight ([`crate::fairshare`]) instead of VTC's
+//! own sums, and there is no lift: an idle tenant's usage decays, so the credit it banks is
+//! bounded by the half-life — Slurm's rule, where VTC's is none at all.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
 use crate::mechanisms::placement::Placing;
+use crate::fairshare::{FairShareConfig, TenantUsage};
 use crate::TenantWeights;
 use crate::{order_key, Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
@@ -31,11 +37,13 @@ use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 /// `vtc`.
 pub const DESCRIPTOR: Descriptor = Descriptor::new("vtc", Family::Events, "VTC: the backlogged tenant with the least weighted service received over time first, no banked credit; FIFO (or policy.vtc.inner) inside a tenant (OSDI'24)")
     .paper("VTC (OSDI'24, Sheng et al.)")
-    .detail("Virtual Token Counter with GPU-seconds for tokens: a counter per tenant of the service its jobs received (GPU-seconds ÷ `policy.tenant_weights`); at each decision GPUs go job by job to the backlogged tenant with the lowest counter (each job handed out charges its tenant GPUs × `policy.vtc.quantum_s` ÷ weight for this decision), its jobs in FIFO order (or `policy.vtc.inner`: srtf, sjf, las — VTC as the tenant layer above that order); a tenant arriving from idle is lifted to the lowest counter of the tenants with jobs (or that of the last one to leave): no banked credit; preemptive, decides again every quantum while jobs wait");
+    .detail("Virtual Token Counter with GPU-seconds for tokens: a counter per tenant of the service its jobs received (GPU-seconds ÷ `policy.tenant_weights`); at each decision GPUs go job by job to the backlogged tenant with the lowest counter (each job handed out charges its tenant GPUs × `policy.vtc.quantum_s` ÷ weight for this decision), its jobs in FIFO order (or `policy.vtc.inner`: srtf, sjf, las — VTC as the tenant layer above that order); a tenant arriving from idle is lifted to the lowest counter of the tenants with jobs (or that of the last one to leave): no banked credit; preemptive, decides again every quantum while jobs wait; with `policy.fairshare.half_life_s`, the counters are the tenants' decayed GPU-seconds ÷ weight (no lift: the half-life bounds banked credit)");
 
-/// Builds `vtc` with its knobs and the tenants' weights (both checked).
-pub fn build(vtc: &VtcConfig, tenant_weights: &TenantWeights, placing: Placing) -> Result<Vtc, PolicyError> {
-    Vtc::new(*vtc, tenant_weights.clone(), GreedyOptions::fit_first(placing))
+/// Builds `vtc` with its knobs, the tenants' weights and its fair share (all checked).
+pub fn build(vtc: &VtcConfig, tenant_weights: &TenantWeights, fairshare: &FairShareConfig, placing: Placing) -> Result<Vtc, PolicyError> {
+    let mut policy = Vtc::new(*vtc, tenant_weights.clone(), GreedyOptions::fit_first(placing))?;
+    policy.half_life_s = fairshare.half_life_s()?;
+    Ok(policy)
 }
 
 /// The order of a tenant's own jobs under VTC.
@@ -84,6 +92,10 @@ pub struct Vtc {
     present: BTreeSet<String>,
     /// The counter of the last tenant that left the system (its last job ended).
     last_left: f64,
+    /// With decayed fair share (`[policy.fairshare]`): its half-life, and the tenants' decayed
+    /// usage the caller gave for the coming decision, which then stands for the counters.
+    half_life_s: Option<f64>,
+    usage: TenantUsage,
 }
 
 impl Vtc {
@@ -95,7 +107,7 @@ impl Vtc {
         }
         check_weights(&weights)?;
         let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options };
-        Ok(Vtc { config, weights, options, counters: BTreeMap::new(), counted: Vec::new(), present: BTreeSet::new(), last_left: 0.0 })
+        Ok(Vtc { config, weights, options, counters: BTreeMap::new(), counted: Vec::new(), present: BTreeSet::new(), last_left: 0.0, half_life_s: None, usage: TenantUsage::new() })
     }
 
     /// Takes new tenant weights, keeping the counters: service received so far stays charged
@@ -156,7 +168,31 @@ impl Policy for Vtc {
         self.reweigh(weights)
     }
 
+    fn fairshare_half_life_s(&self) -> Option<f64> {
+        self.half_life_s
+    }
+
+    fn set_tenant_usage(&mut self, usage: &TenantUsage) {
+        self.usage.clone_from(usage);
+    }
+
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+        if self.half_life_s.is_none() {
+            self.advance_counters(view, now);
+        }
+        self.hand_out(view, now)
+    }
+
+    fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
+        let tenant = spec.tenant.clone();
+        self.count(&tenant, job, now);
+    }
+}
+
+impl Vtc {
+    /// VTC's own counters: the service received since the last point, and arrivals from idle
+    /// lifted (no banked credit).
+    fn advance_counters(&mut self, view: &SchedulerView<'_>, now: SimTime) {
         // 1. Service received since the last point.
         for job in view.jobs {
             self.count(&view.spec(job).tenant, job, now);
@@ -177,7 +213,19 @@ impl Policy for Vtc {
             }
             self.present = present.iter().map(|t| t.to_string()).collect();
         }
+    }
 
+    /// A tenant's counter at this point: VTC's own, or with fair share its decayed usage ÷
+    /// its weight (no lift: the half-life is what bounds an idle tenant's credit).
+    fn counter(&self, tenant: &str) -> f64 {
+        match self.half_life_s {
+            Some(_) => self.usage.get(tenant).copied().unwrap_or(0.0) / self.weight(tenant),
+            None => self.counters.get(tenant).copied().unwrap_or(0.0),
+        }
+    }
+
+    /// Hands the GPUs out job by job, the lowest counter first, and places in that order.
+    fn hand_out(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
         // 3. Hand out jobs: the lowest counter (with this point's charges) first.
         let mut queues: BTreeMap<&str, Vec<(u64, SimTime, u32, usize)>> = BTreeMap::new();
         for (i, job) in view.jobs.iter().enumerate() {
@@ -189,7 +237,7 @@ impl Policy for Vtc {
             // Last element first out.
             q.sort_unstable_by(|a, b| b.cmp(a));
         }
-        let mut charged: BTreeMap<&str, f64> = queues.keys().map(|t| (*t, self.counters.get(*t).copied().unwrap_or(0.0))).collect();
+        let mut charged: BTreeMap<&str, f64> = queues.keys().map(|t| (*t, self.counter(t))).collect();
         let mut rank = vec![usize::MAX; view.jobs.len()];
         let mut next = 0;
         // Only a job that can get GPUs is charged (fragmentation aside: the placement below
@@ -224,11 +272,6 @@ impl Policy for Vtc {
             decision.wake_at = Some(now + arbiter_model::SimDuration::from_secs_f64(self.config.quantum_s));
         }
         Ok(decision)
-    }
-
-    fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
-        let tenant = spec.tenant.clone();
-        self.count(&tenant, job, now);
     }
 }
 

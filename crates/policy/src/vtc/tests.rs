@@ -183,3 +183,28 @@ proptest! {
         }
     }
 }
+
+/// Decayed fair share, by hand: one GPU, one waiting job per tenant. The counters are usage ÷
+/// weight: a (300 GPU-s, weight 1) = 300 > b (100, weight 1) = 100, so b's job runs; with a
+/// weighing 4, a = 75 < b = 100 and a's runs. Without fair share neither has received service
+/// (a tie, broken by name: a).
+#[test]
+fn with_fair_share_the_lower_decayed_usage_per_weight_runs_first() {
+    let fairshare = FairShareConfig { half_life_s: 3600.0 };
+    let usage = TenantUsage::from([("a".to_string(), 300.0), ("b".to_string(), 100.0)]);
+    let first_run = |weight_a: f64, fairshare: &FairShareConfig| {
+        let weights = TenantWeights::from([("a".to_string(), weight_a)]);
+        let mut vtc = build(&VtcConfig::default(), &weights, fairshare, crate::Placing { strategy: PlacementStrategy::Consolidated, keep_placements: true }).expect("valid");
+        vtc.set_tenant_usage(&usage);
+        let mut world = World::new(1);
+        let (a, b) = (world.submit("a", 1), world.submit("b", 1));
+        let decision = decide(&mut vtc, &world.cluster, &world.jobs, &world.specs, world.now);
+        assert_eq!(decision.run.len(), 1);
+        (vtc.fairshare_half_life_s(), if decision.run[0].job == a { "a" } else if decision.run[0].job == b { "b" } else { "?" })
+    };
+    assert_eq!(first_run(1.0, &fairshare), (Some(3600.0), "b"));
+    assert_eq!(first_run(4.0, &fairshare), (Some(3600.0), "a"));
+    assert_eq!(first_run(1.0, &FairShareConfig::default()), (None, "a"), "off: the usage given is ignored");
+    let bad = build(&VtcConfig::default(), &TenantWeights::new(), &FairShareConfig { half_life_s: -5.0 }, crate::Placing { strategy: PlacementStrategy::Consolidated, keep_placements: true });
+    assert!(bad.expect_err("refused").to_string().contains("fairshare.half_life_s"));
+}

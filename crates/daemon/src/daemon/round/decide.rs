@@ -150,6 +150,7 @@ impl Daemon {
         let Some(agent) = &self.agent else {
             let state = &mut *guard;
             self.give_pair_speeds(state);
+            self.hand_usage_to_policy(state);
             let decided = match state.policy.as_mut() {
                 Some(policy) => {
                     let view = SchedulerView { cluster: snapshot.reduced.as_ref().unwrap_or(state.topology.cluster()), jobs: &snapshot.active, specs: &state.specs, current: None };
