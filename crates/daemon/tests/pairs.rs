@@ -167,7 +167,7 @@ fn a_tenants_reports_never_change_or_reveal_another_tenants_entries() {
     // What b's own entries are is b's business: its samples are clamped to [0, 1].
     assert!(after.iter().filter(|r| r["tenant"] == "b").all(|r| (0.0..=1.0).contains(&speed(r))));
     // The policy sees two types, `a/x` and `b/x`.
-    let models: Vec<Option<String>> = h.daemon.with_state(|s| [mine, theirs].iter().map(|id| arbiter_daemon::records::view::spec_of(&s.jobs[*id as usize], s.cluster()).model).collect());
+    let models: Vec<Option<String>> = h.daemon.with_state(|s| [mine, theirs].iter().map(|id| arbiter_daemon::records::view::spec_of(&s.jobs[*id as usize], s.cluster(), &Default::default()).model).collect());
     assert_eq!(models, vec![Some("a/x".to_string()), Some("b/x".to_string())]);
     // b sees none of a's rows, and a's type only as "another tenant's".
     let for_b = h.daemon.pair_rows(Some("b"));
