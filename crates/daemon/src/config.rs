@@ -41,6 +41,14 @@
 //! # Without the privilege to switch users, runs share the daemon's identity and tenants are NOT
 //! # isolated from each other; the daemon then refuses more than one tenant unless you say so:
 //! allow_shared_identity = false
+//!
+//! [webhooks]                        # tenants' webhooks (docs/webhooks.md)
+//! allow_private = false             # receivers on loopback/private addresses
+//! max_failures = 10                 # failures in a row before a receiver is declared dead
+//! queue_per_tenant = 1000           # events waiting per tenant (dropped and counted beyond)
+//! timeout_s = 10                    # one delivery
+//! retry_initial_s = 1               # backoff: 1, 2, 4, ... s
+//! retry_max_s = 300                 # ... at most this
 //! ```
 
 use arbiter_policy::PolicyKind;
@@ -135,6 +143,52 @@ pub struct ServeConfig {
     pub executor: ExecutorKind,
     /// The Slurm executor's settings.
     pub slurm: SlurmConfig,
+    /// `[webhooks]`: how tenants' webhooks are delivered, and where they may point.
+    pub webhooks: WebhookConfig,
+}
+
+/// `[webhooks]`: delivery of job state changes to tenants' webhooks (docs/webhooks.md).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookConfig {
+    /// Receivers on loopback and private addresses (127/8, 10/8, 172.16/12, 192.168/16, 100.64/10,
+    /// ::1, fc00::/7) are allowed. Never the daemon's own API, link-local (metadata services),
+    /// unspecified, multicast or broadcast addresses.
+    pub allow_private: bool,
+    /// Failed attempts in a row after which a receiver is declared dead (its events dropped,
+    /// nothing sent until the admin sets the webhook again).
+    pub max_failures: u32,
+    /// Most events waiting per tenant; beyond, new ones are dropped and counted.
+    pub queue_per_tenant: usize,
+    /// Seconds one delivery may take (connect, send, answer).
+    pub timeout_s: f64,
+    /// Seconds before the first retry; each next one waits twice as long ...
+    pub retry_initial_s: f64,
+    /// ... up to this many seconds.
+    pub retry_max_s: f64,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig { allow_private: false, max_failures: 10, queue_per_tenant: 1_000, timeout_s: 10.0, retry_initial_s: 1.0, retry_max_s: 300.0 }
+    }
+}
+
+impl WebhookConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.max_failures == 0 || self.queue_per_tenant == 0 {
+            return Err(ConfigError::Invalid("webhooks.max_failures and webhooks.queue_per_tenant must be at least 1".into()));
+        }
+        for (key, value) in [("webhooks.timeout_s", self.timeout_s), ("webhooks.retry_initial_s", self.retry_initial_s), ("webhooks.retry_max_s", self.retry_max_s)] {
+            if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+                return Err(ConfigError::Invalid(format!("{key}: must be > 0 and at most 86400 seconds, got {value}")));
+            }
+        }
+        if self.retry_max_s < self.retry_initial_s {
+            return Err(ConfigError::Invalid("webhooks.retry_max_s: must be at least webhooks.retry_initial_s".into()));
+        }
+        Ok(())
+    }
 }
 
 /// Which executor carries out the daemon's decisions.
@@ -232,6 +286,7 @@ impl Default for ServeConfig {
             policy_fallback: "fifo".into(),
             executor: ExecutorKind::Local,
             slurm: SlurmConfig::default(),
+            webhooks: WebhookConfig::default(),
         }
     }
 }
@@ -327,6 +382,7 @@ impl ServeConfig {
         if ![self.slurm.command_timeout_s, self.slurm.poll_s].iter().all(|s| s.is_finite() && *s > 0.0) {
             return Err(ConfigError::Invalid("slurm.command_timeout_s and slurm.poll_s must be > 0".into()));
         }
+        self.webhooks.check()?;
         Ok(())
     }
 }

@@ -15,6 +15,7 @@
 //! - `shares`: one tenant exhausting its share of the API (connections, requests, records) hurts
 //!   only itself.
 //! - `report`: the HTML reports of `run`, `sweep` and `trace analyze`.
+//! - `webhooks`: tenants' webhooks against a receiver on loopback, hostile URLs, kill -9 mid-delivery.
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
 //!
 //! Tests named `root_*` need root and are `#[ignore]`d; `.ci/run` runs them when it is root.
@@ -31,3 +32,4 @@ mod dashboard;
 mod report;
 mod shares;
 mod slurm;
+mod webhooks;

@@ -39,6 +39,7 @@ mod logs;
 mod openapi;
 mod server;
 mod tenants;
+mod webhooks;
 
 pub use dashboard::page_weight_bytes;
 pub use openapi::openapi_document;

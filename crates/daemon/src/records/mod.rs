@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod pairs;
 pub mod progress;
 pub mod retention;
+pub mod outbox;
 pub mod store;
 pub mod topology;
 pub mod view;

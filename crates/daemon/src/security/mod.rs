@@ -14,3 +14,4 @@ pub mod datadir;
 pub mod identity;
 pub mod procs;
 pub mod text;
+pub mod webhook;
