@@ -44,8 +44,11 @@ const STEADY_ROUNDS: usize = 15;
 const API_REPS: usize = 15;
 /// Virtual Unix time of the start (ms).
 const T0_MS: u64 = 1_700_000_000_000;
-/// The policies measured: the default, and a preemptive one.
-const POLICIES: [PolicyKind; 2] = [PolicyKind::Fifo, PolicyKind::Las];
+/// The policies measured: the default, and a preemptive one; and the default with every tenant's
+/// webhook recording events.
+const POLICIES: [&str; 3] = ["fifo", "las", "fifo+webhooks"];
+/// The suffix of a point with webhooks.
+const WEBHOOKS: &str = "+webhooks";
 
 /// A directory removed when dropped.
 pub(crate) struct ScratchDir(pub(crate) PathBuf);
@@ -183,7 +186,13 @@ fn time_get(client: &Client, path: &str) -> Result<(f64, f64)> {
 
 /// The child: one policy's whole run; prints one JSON object of measurements.
 pub fn run_point(point: &str) -> Result<()> {
-    let policy: PolicyKind = point.parse().map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
+    // `fifo+webhooks`: every tenant has a webhook whose receiver never gets anything (no
+    // dispatcher runs): what recording events costs the rounds, with the outbox filling up.
+    let (policy, webhooks) = match point.strip_suffix(WEBHOOKS) {
+        Some(policy) => (policy, true),
+        None => (point, false),
+    };
+    let policy: PolicyKind = policy.parse().map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
     let scratch = ScratchDir::new(&fast_base(), "daemon-scale")?;
     let mut out = serde_json::Map::new();
     let mut put = |key: &str, value: Value| {
@@ -198,6 +207,12 @@ pub fn run_point(point: &str) -> Result<()> {
         let token = arbiter_daemon::security::auth::new_token();
         daemon.put_tenant(Tenant { name: tenant_name(t), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::security::auth::sha256_hex(&token) })?;
         tenant_tokens.push(token);
+        if webhooks {
+            // Room for every event: each one is recorded (the worst case for a round).
+            daemon.configure_webhooks(arbiter_daemon::config::WebhookConfig { queue_per_tenant: 1_000_000, ..Default::default() }, Default::default());
+            let target = arbiter_daemon::records::outbox::WebhookTarget { url: "http://192.0.2.1/hook".into(), secret: arbiter_daemon::security::webhook::Secret::generate(), generation: 1 };
+            daemon.set_webhook(&tenant_name(t), Some(target))?;
+        }
     }
     // 1. Submissions, through the API's own call; the time of each tenth is kept.
     let mut tenths = Vec::new();
@@ -249,6 +264,11 @@ pub fn run_point(point: &str) -> Result<()> {
         idle.push(ms(t.elapsed()));
     }
     put("idle_round_ms", json!(median(idle)));
+    if webhooks {
+        let (waiting, dropped) = (0..TENANTS).filter_map(|t| daemon.webhook(&tenant_name(t))).fold((0, 0), |(w, d), (_, health, pending)| (w + pending, d + health.dropped));
+        put("webhook_events_waiting", json!(waiting));
+        put("webhook_events_dropped", json!(dropped));
+    }
     let (queued, counters) = daemon.with_state(|s| (s.jobs.iter().filter(|j| j.state.name() == "queued").count(), s.counters.clone()));
     put("queued_at_end", json!(queued));
     put("runs_started", json!(counters.runs_started));
@@ -305,7 +325,7 @@ fn disk_submissions_per_s() -> Result<(f64, PathBuf)> {
 }
 
 /// The rows printed: (key, label, unit, decimals).
-const ROWS: [(&str, &str, &str, usize); 28] = [
+const ROWS: [(&str, &str, &str, usize); 30] = [
     ("daemon_start_ms", "daemon start (empty store)", "ms", 1),
     ("submit_s", "submit 100,000 jobs (Daemon::submit, one after another)", "s", 1),
     ("submissions_per_s", "  submissions/s, all", "/s", 0),
@@ -319,6 +339,8 @@ const ROWS: [(&str, &str, &str, usize); 28] = [
     ("steady_round_max_ms", "  max of 15", "ms", 1),
     ("runs_ended_per_steady_round", "  runs ended per round, mean", "", 1),
     ("idle_round_ms", "round with nothing new, median of 5", "ms", 1),
+    ("webhook_events_waiting", "webhook events recorded, waiting (+webhooks)", "", 0),
+    ("webhook_events_dropped", "  dropped (outbox full)", "", 0),
     ("preemptions", "preemptions over all rounds", "", 0),
     ("restart_ms", "restart on that store (jobs read back, runs re-adopted)", "ms", 0),
     ("list_first_page_ms", "GET /v1/jobs?limit=1000 (admin), median of 15", "ms", 1),
@@ -339,13 +361,13 @@ const ROWS: [(&str, &str, &str, usize); 28] = [
 /// The parent: each policy in a child process, then the disk's submission rate.
 pub fn run(json_out: bool) -> Result<()> {
     let exe = std::env::current_exe()?;
-    let mut results: Vec<(PolicyKind, Value)> = Vec::new();
+    let mut results: Vec<(&str, Value)> = Vec::new();
     for policy in POLICIES {
         if !json_out {
             eprintln!("daemon-scale: {policy}: {JOBS} jobs on {NODES} nodes × {GPUS_PER_NODE} GPUs ...");
         }
         let output = std::process::Command::new(&exe)
-            .args(["bench", "--suite", "daemon-scale", "--point", policy.name()])
+            .args(["bench", "--suite", "daemon-scale", "--point", policy])
             .stderr(std::process::Stdio::inherit())
             .output()
             .context("running the benchmark's child")?;
@@ -359,7 +381,7 @@ pub fn run(json_out: bool) -> Result<()> {
     let (disk_rate, disk_dir) = disk_submissions_per_s()?;
     let data_dir = fast_base();
     if json_out {
-        let by_policy: serde_json::Map<String, Value> = results.iter().map(|(p, v)| (p.name().to_string(), v.clone())).collect();
+        let by_policy: serde_json::Map<String, Value> = results.iter().map(|(p, v)| (p.to_string(), v.clone())).collect();
         let doc = json!({
             "daemon-scale": {
                 "nodes": NODES, "gpus": NODES * GPUS_PER_NODE, "jobs": JOBS, "tenants": TENANTS,
@@ -375,14 +397,14 @@ pub fn run(json_out: bool) -> Result<()> {
         data_dir.display()
     );
     let width = ROWS.iter().map(|(_, label, _, _)| label.chars().count()).max().unwrap_or(0);
-    let header: Vec<String> = results.iter().map(|(p, _)| format!("{:>12}", p.name())).collect();
+    let header: Vec<String> = results.iter().map(|(p, _)| format!("{p:>14}")).collect();
     outln!("{:<width$} {}", "", header.join(" "));
     for (key, label, unit, decimals) in ROWS {
         let cells: Vec<String> = results
             .iter()
             .map(|(_, v)| match v[key].as_f64() {
-                Some(x) => format!("{x:>12.decimals$}"),
-                None => format!("{:>12}", "-"),
+                Some(x) => format!("{x:>14.decimals$}"),
+                None => format!("{:>14}", "-"),
             })
             .collect();
         outln!("{label:<width$} {} {unit}", cells.join(" "));
