@@ -460,6 +460,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn webhook_settings_parse_from_their_section_and_bad_ones_name_the_key() {
+        let config: ServeConfig = toml::from_str("[webhooks]\nallow_private = true\nmax_failures = 3\n").expect("parses");
+        assert!(config.webhooks.allow_private && config.webhooks.max_failures == 3 && config.webhooks.queue_per_tenant == 1_000);
+        config.check_fields().expect("valid");
+        for (bad, key) in [("max_failures = 0", "max_failures"), ("timeout_s = -1", "timeout_s"), ("retry_initial_s = 10\nretry_max_s = 1", "retry_max_s"), ("allow_everything = true", "allow_everything")] {
+            let e = toml::from_str::<ServeConfig>(&format!("[webhooks]\n{bad}\n")).map_err(|e| e.to_string()).and_then(|c| c.check_fields().map_err(|e| e.to_string()));
+            assert!(e.as_ref().is_err_and(|e| e.contains(key)), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
     fn declared_gpus_parse_and_bad_ones_name_the_problem() {
         assert_eq!(parse_gpus("4xa100").expect("ok"), Some(vec![("a100".into(), 4)]));
         assert_eq!(parse_gpus("2xV100, 2xk80").expect("ok"), Some(vec![("v100".into(), 2), ("k80".into(), 2)]));
