@@ -205,3 +205,22 @@ fn a_webhook_set_later_sends_only_what_happens_after_and_removing_it_drops_what_
     assert!(h.daemon.webhook("u").is_none());
     assert!(h.daemon.set_webhook("u", None).is_err(), "no webhook for a tenant that does not exist");
 }
+
+#[test]
+fn a_preemption_is_posted_when_the_run_is_asked_to_give_up_its_gpus() {
+    let h = harness(1, config(10, 100));
+    let receiver = Receiver::start(Answer::Status(200));
+    hook(&h, "a", &receiver, 1);
+    let _runtime = dispatcher(&h);
+    // An opportunistic job yields its GPU to the first job the policy places there.
+    let guest = submit(&h, "a", r#"{"command": "x", "opportunistic": true}"#);
+    h.step_to(T0_MS + 1_000);
+    submit(&h, "b", r#"{"command": "x"}"#);
+    h.step_to(T0_MS + 2_000);
+    h.step_to(T0_MS + 3_000);
+    let got = receiver.wait_for(2, 20);
+    let preempted = got[1].json();
+    assert_eq!((preempted["event"].as_str(), preempted["job_id"].as_u64(), preempted["from"].as_str(), preempted["to"].as_str()), (Some("preempted"), Some(u64::from(guest)), Some("running"), Some("stopping")), "{preempted}");
+    assert_eq!(h.job(guest).state.name(), "queued", "back in the queue, with no event of its own");
+    assert!(got.iter().all(|r| r.json()["tenant"] == "a"), "tenant b's job is not on a's webhook");
+}
