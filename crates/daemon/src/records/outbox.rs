@@ -464,3 +464,36 @@ mod tests {
         assert!(events_since(&job, 1).len() < 150, "the dropped ones make none");
     }
 }
+
+#[cfg(test)]
+mod cost {
+    use crate::records::job::{JobRecord, JobState, SubmitRequest};
+    use crate::records::store::Store;
+
+    /// What recording events adds to a write of 3,200 started jobs (the first round of `arbiter
+    /// bench --suite daemon-scale`). A measurement, not a check: run with `--ignored --nocapture`
+    /// in release.
+    #[test]
+    #[ignore]
+    fn recording_cost_of_a_large_first_round() {
+        for hooked in [false, true, false, true] {
+            let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).expect("dir");
+            let store = Store::open(&dir.path().join("s.redb")).expect("store");
+            if hooked {
+                for t in 0..10 {
+                    let target = super::WebhookTarget { url: "http://192.0.2.1/".into(), secret: crate::security::webhook::Secret::generate(), generation: 1 };
+                    store.set_webhook(&format!("tenant-{t}"), Some(target)).expect("hook");
+                }
+            }
+            let request: SubmitRequest = serde_json::from_str(r#"{"command": "python train.py", "name": "job"}"#).expect("valid");
+            let mut jobs: Vec<JobRecord> = (0..3_200).map(|i| JobRecord::submitted(i, &format!("tenant-{}", i % 10), request.clone(), 1_000_000, String::new())).collect();
+            store.put_jobs(&jobs.iter().collect::<Vec<_>>()).expect("submitted");
+            for job in &mut jobs {
+                job.transition(JobState::Running { gpus: vec![0], pid: 7, started_unix_s: 2 }, "started on n0:0", 2);
+            }
+            let t = std::time::Instant::now();
+            store.put_jobs(&jobs.iter().collect::<Vec<_>>()).expect("started");
+            eprintln!("webhooks {hooked}: write of 3,200 started jobs {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+}
