@@ -299,7 +299,7 @@ pub(super) fn tenants_table(tenants: &[Value]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{:<24} {:>8} {:>9}  webhook", "tenant", "weight", "GPU quota");
     for t in tenants {
-        let hook = if t["webhook"].is_object() { webhook_state(&t["webhook"]) } else { "-".to_string() };
+        let hook = if t["webhook"].is_object() { webhook_state(&t["webhook"]) } else { "none".to_string() };
         let _ = writeln!(out, "{:<24} {:>8} {:>9}  {hook}", t["name"].as_str().unwrap_or(""), number(&t["weight"]), quota(&t["gpu_quota"]));
     }
     out
