@@ -45,12 +45,15 @@ const API_REPS: usize = 15;
 /// Virtual Unix time of the start (ms).
 const T0_MS: u64 = 1_700_000_000_000;
 /// The policies measured: the default, a preemptive one, and a tenant-level one without and
-/// with decayed fair share (`vtc+fairshare`: what the fair share adds to a round).
-const POLICIES: [&str; 4] = ["fifo", "las", "vtc", "vtc+fairshare"];
+/// with decayed fair share (`vtc+fairshare`: what the fair share adds to a round); and the
+/// default with every tenant's webhook recording events (`fifo+webhooks`).
+const POLICIES: [&str; 5] = ["fifo", "las", "vtc", "vtc+fairshare", "fifo+webhooks"];
 /// The fair share's half-life in the `+fairshare` points: the daemon's default, 7 days.
 const FAIRSHARE_HALF_LIFE_S: f64 = 7.0 * 86_400.0;
 /// Usage rows of the `arbiter usage` measurement.
 const USAGE_ROWS: u32 = 1_000_000;
+/// The suffix of a point with webhooks.
+const WEBHOOKS: &str = "+webhooks";
 
 /// A directory removed when dropped.
 pub(crate) struct ScratchDir(pub(crate) PathBuf);
@@ -205,6 +208,12 @@ fn time_get(client: &Client, path: &str) -> Result<(f64, f64)> {
 
 /// The child: one policy's whole run; prints one JSON object of measurements.
 pub fn run_point(point: &str) -> Result<()> {
+    // `fifo+webhooks`: every tenant has a webhook whose receiver never gets anything (no
+    // dispatcher runs): what recording events costs the rounds, with the outbox filling up.
+    let (point, webhooks) = match point.strip_suffix(WEBHOOKS) {
+        Some(name) => (name, true),
+        None => (point, false),
+    };
     let (name, fairshare) = match point.strip_suffix("+fairshare") {
         Some(name) => (name, Some(FAIRSHARE_HALF_LIFE_S)),
         None => (point, None),
@@ -224,6 +233,12 @@ pub fn run_point(point: &str) -> Result<()> {
         let token = arbiter_daemon::security::auth::new_token();
         daemon.put_tenant(Tenant { name: tenant_name(t), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::security::auth::sha256_hex(&token) })?;
         tenant_tokens.push(token);
+        if webhooks {
+            // Room for every event: each one is recorded (the worst case for a round).
+            daemon.configure_webhooks(arbiter_daemon::config::WebhookConfig { queue_per_tenant: 1_000_000, ..Default::default() }, Default::default());
+            let target = arbiter_daemon::records::outbox::WebhookTarget { url: "http://192.0.2.1/hook".into(), secret: arbiter_daemon::security::webhook::Secret::generate(), generation: 1 };
+            daemon.set_webhook(&tenant_name(t), Some(target))?;
+        }
     }
     // 1. Submissions, through the API's own call; the time of each tenth is kept.
     let mut tenths = Vec::new();
@@ -275,6 +290,11 @@ pub fn run_point(point: &str) -> Result<()> {
         idle.push(ms(t.elapsed()));
     }
     put("idle_round_ms", json!(median(idle)));
+    if webhooks {
+        let (waiting, dropped) = (0..TENANTS).filter_map(|t| daemon.webhook(&tenant_name(t))).fold((0, 0), |(w, d), (_, health, pending)| (w + pending, d + health.dropped));
+        put("webhook_events_waiting", json!(waiting));
+        put("webhook_events_dropped", json!(dropped));
+    }
     let (queued, counters) = daemon.with_state(|s| (s.jobs.iter().filter(|j| j.state.name() == "queued").count(), s.counters.clone()));
     put("queued_at_end", json!(queued));
     put("runs_started", json!(counters.runs_started));
@@ -388,7 +408,7 @@ fn usage_report_times() -> Result<Vec<(String, f64)>> {
 }
 
 /// The rows printed: (key, label, unit, decimals).
-const ROWS: [(&str, &str, &str, usize); 28] = [
+const ROWS: [(&str, &str, &str, usize); 30] = [
     ("daemon_start_ms", "daemon start (empty store)", "ms", 1),
     ("submit_s", "submit 100,000 jobs (Daemon::submit, one after another)", "s", 1),
     ("submissions_per_s", "  submissions/s, all", "/s", 0),
@@ -402,6 +422,8 @@ const ROWS: [(&str, &str, &str, usize); 28] = [
     ("steady_round_max_ms", "  max of 15", "ms", 1),
     ("runs_ended_per_steady_round", "  runs ended per round, mean", "", 1),
     ("idle_round_ms", "round with nothing new, median of 5", "ms", 1),
+    ("webhook_events_waiting", "webhook events recorded, waiting (+webhooks)", "", 0),
+    ("webhook_events_dropped", "  dropped (outbox full)", "", 0),
     ("preemptions", "preemptions over all rounds", "", 0),
     ("restart_ms", "restart on that store (jobs read back, runs re-adopted)", "ms", 0),
     ("list_first_page_ms", "GET /v1/jobs?limit=1000 (admin), median of 15", "ms", 1),
@@ -463,14 +485,14 @@ pub fn run(json_out: bool) -> Result<()> {
         data_dir.display()
     );
     let width = ROWS.iter().map(|(_, label, _, _)| label.chars().count()).max().unwrap_or(0);
-    let header: Vec<String> = results.iter().map(|(p, _)| format!("{p:>13}")).collect();
+    let header: Vec<String> = results.iter().map(|(p, _)| format!("{p:>14}")).collect();
     outln!("{:<width$} {}", "", header.join(" "));
     for (key, label, unit, decimals) in ROWS {
         let cells: Vec<String> = results
             .iter()
             .map(|(_, v)| match v[key].as_f64() {
-                Some(x) => format!("{x:>13.decimals$}"),
-                None => format!("{:>13}", "-"),
+                Some(x) => format!("{x:>14.decimals$}"),
+                None => format!("{:>14}", "-"),
             })
             .collect();
         outln!("{label:<width$} {} {unit}", cells.join(" "));

@@ -14,7 +14,7 @@ mod terminal;
 /// `arbiter serve` options. Each overrides the config file's key of the same name; the defaults
 /// shown apply when neither gives one.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_connections_per_client (256), max_connections_per_tenant (64), max_requests_in_flight_per_tenant (16), max_queued_per_tenant (10000), max_array_size (10000), default_max_run_time_s (unset; for reservations), [[priority_classes]] (name, value, preemptible, tenants) and default_priority_class (normal), keep_finished_per_tenant (10000), keep_finished_mib_per_tenant (64), keep_finished_days (365), submissions_per_s_per_tenant (1), submission_burst_per_tenant (1000), max_log_bytes (1 GiB per run), max_processes_per_tenant (unset: a quarter of min(pid_max, threads-max); 0: none), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, fairshare (false; hierarchical and vtc weigh tenants by decayed usage), fairshare_half_life (7d), metrics_token_file (a scrape token for /metrics' per-tenant series), gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them).")]
+#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_connections_per_client (256), max_connections_per_tenant (64), max_requests_in_flight_per_tenant (16), max_queued_per_tenant (10000), max_array_size (10000), default_max_run_time_s (unset; for reservations), [[priority_classes]] (name, value, preemptible, tenants) and default_priority_class (normal), keep_finished_per_tenant (10000), keep_finished_mib_per_tenant (64), keep_finished_days (365), submissions_per_s_per_tenant (1), submission_burst_per_tenant (1000), max_log_bytes (1 GiB per run), max_processes_per_tenant (unset: a quarter of min(pid_max, threads-max); 0: none), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, fairshare (false; hierarchical and vtc weigh tenants by decayed usage), fairshare_half_life (7d), metrics_token_file (a scrape token for /metrics' per-tenant series), gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them), [webhooks] allow_private (false), max_failures (10), queue_per_tenant (1000), timeout_s (10), retry_initial_s (1), retry_max_s (300) (docs/webhooks.md).")]
 pub struct ServeArgs {
     /// TOML config (keys: see docs/production.md, "Configuration"); every key optional.
     #[arg(long)]
@@ -207,7 +207,11 @@ pub enum TenantsCommand {
         #[arg(long)]
         gpu_quota: Option<u32>,
     },
-    /// Change a tenant's weight or GPU quota; its token stays.
+    /// Change a tenant's weight, GPU quota or webhook; its token stays.
+    ///
+    /// A webhook receives one signed POST per state change of the tenant's jobs (started,
+    /// preempted, succeeded, failed, cancelled); its secret is shown once, when made. See
+    /// docs/webhooks.md for the body and how to verify the signature.
     Update {
         /// Tenant.
         name: String,
@@ -220,6 +224,17 @@ pub enum TenantsCommand {
         /// Remove the GPU quota.
         #[arg(long)]
         no_gpu_quota: bool,
+        /// POST the tenant's job state changes to this http(s) URL (set again to revive a
+        /// receiver declared dead). Loopback and private addresses need `[webhooks]
+        /// allow_private = true`; the daemon's own address and link-local ones are refused.
+        #[arg(long, value_name = "URL", conflicts_with = "no_webhook")]
+        webhook: Option<String>,
+        /// Remove the webhook (events waiting for it are dropped).
+        #[arg(long)]
+        no_webhook: bool,
+        /// Make a new webhook secret (shown once); the old one no longer signs.
+        #[arg(long, conflicts_with = "no_webhook")]
+        rotate_webhook_secret: bool,
     },
     /// Remove a tenant (its token stops working). Refused while it has queued or running jobs.
     Remove {
@@ -650,7 +665,7 @@ fn tenants(client: &Client, action: TenantsCommand, out: Output) -> Result<()> {
             let reply = client.post("/v1/tenants", &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota }))?;
             out.show(&reply, |r| format!("tenant {name} created; its token (shown once): {}\n", r["token"].as_str().unwrap_or("")))
         }
-        TenantsCommand::Update { name, weight, gpu_quota, no_gpu_quota } => {
+        TenantsCommand::Update { name, weight, gpu_quota, no_gpu_quota, webhook, no_webhook, rotate_webhook_secret } => {
             let mut body = serde_json::Map::new();
             if let Some(w) = weight {
                 body.insert("weight".into(), json!(w));
@@ -660,8 +675,16 @@ fn tenants(client: &Client, action: TenantsCommand, out: Output) -> Result<()> {
             } else if let Some(q) = gpu_quota {
                 body.insert("gpu_quota".into(), json!(q));
             }
+            if no_webhook {
+                body.insert("webhook".into(), Value::Null);
+            } else if let Some(url) = webhook {
+                body.insert("webhook".into(), json!(url));
+            }
+            if rotate_webhook_secret {
+                body.insert("rotate_webhook_secret".into(), json!(true));
+            }
             if body.is_empty() {
-                bail!("nothing to change: give --weight, --gpu-quota or --no-gpu-quota");
+                bail!("nothing to change: give --weight, --gpu-quota, --no-gpu-quota, --webhook, --no-webhook or --rotate-webhook-secret");
             }
             out.show(&client.patch(&format!("/v1/tenants/{name}"), &Value::Object(body))?, |r| updated_tenant_text(&name, r))
         }
@@ -680,6 +703,13 @@ fn updated_tenant_text(name: &str, reply: &Value) -> String {
     let held: Vec<String> = reply["held_by_quota"].as_array().into_iter().flatten().map(Value::to_string).collect();
     if !held.is_empty() {
         text.push_str(&format!("held until the quota is raised (they ask for more GPUs than it): job {}\n", held.join(", ")));
+    }
+    match reply["webhook"]["url"].as_str() {
+        Some(url) => text.push_str(&format!("webhook: {url} ({})\n", render::webhook_state(&reply["webhook"]))),
+        None => text.push_str("webhook: none\n"),
+    }
+    if let Some(secret) = reply["webhook_secret"].as_str() {
+        text.push_str(&format!("webhook secret (shown once; receivers verify the Arbiter-Signature header with it): {secret}\n"));
     }
     text
 }

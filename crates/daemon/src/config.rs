@@ -47,6 +47,13 @@
 //! fairshare_half_life = "7d"        # past usage counts half after this long (s, m, h, d, w)
 //! metrics_token_file = "/etc/arbiter/metrics.token"  # a scrape token for /metrics' per-tenant
 //!                                   # series (the admin token reads them too); unset: admin only
+//! [webhooks]                        # tenants' webhooks (docs/webhooks.md)
+//! allow_private = false             # receivers on loopback/private addresses
+//! max_failures = 10                 # failures in a row before a receiver is declared dead
+//! queue_per_tenant = 1000           # events waiting per tenant (dropped and counted beyond)
+//! timeout_s = 10                    # one delivery
+//! retry_initial_s = 1               # backoff: 1, 2, 4, ... s
+//! retry_max_s = 300                 # ... at most this
 //! ```
 
 use arbiter_policy::PolicyKind;
@@ -159,6 +166,8 @@ pub struct ServeConfig {
     /// File holding a token that reads `/metrics` with its per-tenant series (a Prometheus
     /// scrape token; never logged). Unset: only the admin token reads them.
     pub metrics_token_file: Option<PathBuf>,
+    /// `[webhooks]`: how tenants' webhooks are delivered, and where they may point.
+    pub webhooks: WebhookConfig,
 }
 
 /// One priority class (`[[priority_classes]]`), as Kubernetes' PriorityClass or Slurm's QOS.
@@ -256,6 +265,50 @@ impl PriorityClasses {
             Some(c) => arbiter_model::JobClass { name: Some(c.name.as_str().into()), value: c.value, preemptible: c.preemptible },
             None => arbiter_model::JobClass::default(),
         }
+    }
+}
+
+/// `[webhooks]`: delivery of job state changes to tenants' webhooks (docs/webhooks.md).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookConfig {
+    /// Receivers on loopback and private addresses (127/8, 10/8, 172.16/12, 192.168/16, 100.64/10,
+    /// ::1, fc00::/7) are allowed. Never the daemon's own API, link-local (metadata services),
+    /// unspecified, multicast or broadcast addresses.
+    pub allow_private: bool,
+    /// Failed attempts in a row after which a receiver is declared dead (its events dropped,
+    /// nothing sent until the admin sets the webhook again).
+    pub max_failures: u32,
+    /// Most events waiting per tenant; beyond, new ones are dropped and counted.
+    pub queue_per_tenant: usize,
+    /// Seconds one delivery may take (connect, send, answer).
+    pub timeout_s: f64,
+    /// Seconds before the first retry; each next one waits twice as long ...
+    pub retry_initial_s: f64,
+    /// ... up to this many seconds.
+    pub retry_max_s: f64,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig { allow_private: false, max_failures: 10, queue_per_tenant: 1_000, timeout_s: 10.0, retry_initial_s: 1.0, retry_max_s: 300.0 }
+    }
+}
+
+impl WebhookConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.max_failures == 0 || self.queue_per_tenant == 0 {
+            return Err(ConfigError::Invalid("webhooks.max_failures and webhooks.queue_per_tenant must be at least 1".into()));
+        }
+        for (key, value) in [("webhooks.timeout_s", self.timeout_s), ("webhooks.retry_initial_s", self.retry_initial_s), ("webhooks.retry_max_s", self.retry_max_s)] {
+            if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+                return Err(ConfigError::Invalid(format!("{key}: must be > 0 and at most 86400 seconds, got {value}")));
+            }
+        }
+        if self.retry_max_s < self.retry_initial_s {
+            return Err(ConfigError::Invalid("webhooks.retry_max_s: must be at least webhooks.retry_initial_s".into()));
+        }
+        Ok(())
     }
 }
 
@@ -361,6 +414,7 @@ impl Default for ServeConfig {
             fairshare: false,
             fairshare_half_life: "7d".into(),
             metrics_token_file: None,
+            webhooks: WebhookConfig::default(),
         }
     }
 }
@@ -472,6 +526,7 @@ impl ServeConfig {
         if ![self.slurm.command_timeout_s, self.slurm.poll_s].iter().all(|s| s.is_finite() && *s > 0.0) {
             return Err(ConfigError::Invalid("slurm.command_timeout_s and slurm.poll_s must be > 0".into()));
         }
+        self.webhooks.check()?;
         Ok(())
     }
 }
@@ -580,6 +635,17 @@ pub fn detect_host() -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn webhook_settings_parse_from_their_section_and_bad_ones_name_the_key() {
+        let config: ServeConfig = toml::from_str("[webhooks]\nallow_private = true\nmax_failures = 3\n").expect("parses");
+        assert!(config.webhooks.allow_private && config.webhooks.max_failures == 3 && config.webhooks.queue_per_tenant == 1_000);
+        config.check_fields().expect("valid");
+        for (bad, key) in [("max_failures = 0", "max_failures"), ("timeout_s = -1", "timeout_s"), ("retry_initial_s = 10\nretry_max_s = 1", "retry_max_s"), ("allow_everything = true", "allow_everything")] {
+            let e = toml::from_str::<ServeConfig>(&format!("[webhooks]\n{bad}\n")).map_err(|e| e.to_string()).and_then(|c| c.check_fields().map_err(|e| e.to_string()));
+            assert!(e.as_ref().is_err_and(|e| e.contains(key)), "{bad}: {e:?}");
+        }
+    }
 
     #[test]
     fn declared_gpus_parse_and_bad_ones_name_the_problem() {

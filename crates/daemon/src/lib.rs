@@ -12,10 +12,10 @@
 //!
 //! ```text
 //!   config, clock        leaves: the settings, the clock
-//!   security             tokens, unix identities, confinement, containment, the data directory, text rules
-//!   records              jobs and histories, the store, retention, progress, co-location speeds, nodes, the policy's view
+//!   security             tokens, unix identities, confinement, containment, the data directory, text rules, webhook signatures and addresses
+//!   records              jobs and histories, the store, retention, progress, co-location speeds, nodes, the policy's view, the webhook outbox
 //!   executor             the seam: local runs (the run wrapper), Slurm, a recording fake
-//!   daemon               the state and the scheduling round; runs, recovery, tenants, policy support
+//!   daemon               the state and the scheduling round; runs, recovery, tenants, policy support, webhook delivery
 //!   api                  HTTP routes, limits, the dashboard; the client
 //!   start                from the configuration to a serving daemon
 //! ```

@@ -76,6 +76,8 @@ pub async fn serve(config: ServeConfig) -> Result<(), Box<dyn std::error::Error 
         None => api,
     };
     tokio::spawn(daemon.clone().run_loop());
+    daemon.configure_webhooks(config.webhooks.clone(), webhook_policy(&config, listener.local_addr()?, &settings.public_url));
+    tokio::spawn(daemon.clone().run_webhooks());
     let limits = api::ConnectionLimits {
         header_timeout: std::time::Duration::from_secs_f64(config.header_timeout_s),
         idle_timeout: std::time::Duration::from_secs_f64(config.idle_timeout_s),
@@ -188,6 +190,18 @@ fn settings(config: &ServeConfig, default_url: String, slurm_cli: Option<&slurm:
         clock: std::sync::Arc::new(clock::SystemClock),
         fairshare_half_life_s: config.fairshare_half_life_s().map_err(|e| e.to_string())?,
     })
+}
+
+/// Where webhooks may point: never at this daemon's API (where it listens, and its public URL).
+fn webhook_policy(config: &ServeConfig, listening: std::net::SocketAddr, public_url: &str) -> crate::security::webhook::AddressPolicy {
+    let public = url::Url::parse(public_url).ok();
+    let own_host_port = public.as_ref().and_then(|u| Some((u.host_str()?.to_ascii_lowercase().trim_start_matches('[').trim_end_matches(']').to_string(), u.port_or_known_default()?)));
+    let mut own = vec![listening];
+    // A public URL naming an address (not a name) is the daemon's too.
+    if let Some((Ok(ip), port)) = own_host_port.as_ref().map(|(h, p)| (h.parse::<std::net::IpAddr>(), *p)) {
+        own.push(std::net::SocketAddr::new(ip, port));
+    }
+    crate::security::webhook::AddressPolicy { allow_private: config.webhooks.allow_private, own, own_host_port }
 }
 
 /// The admin token: read from `path`, or created there (0600; never overwritten).

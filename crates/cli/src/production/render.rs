@@ -381,11 +381,32 @@ fn isolation_text(out: &mut String, c: &Value) {
 pub(super) fn tenants_table(tenants: &[Value]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = writeln!(out, "{:<24} {:>8} {:>9}", "tenant", "weight", "GPU quota");
+    let _ = writeln!(out, "{:<24} {:>8} {:>9}  webhook", "tenant", "weight", "GPU quota");
     for t in tenants {
-        let _ = writeln!(out, "{:<24} {:>8} {:>9}", t["name"].as_str().unwrap_or(""), number(&t["weight"]), quota(&t["gpu_quota"]));
+        let hook = if t["webhook"].is_object() { webhook_state(&t["webhook"]) } else { "none".to_string() };
+        let _ = writeln!(out, "{:<24} {:>8} {:>9}  {hook}", t["name"].as_str().unwrap_or(""), number(&t["weight"]), quota(&t["gpu_quota"]));
     }
     out
+}
+
+/// A webhook's state in a few words: `active, 12 delivered`, `failing (3 in a row: HTTP 503),
+/// 4 waiting`, `DEAD after 10 failures (last: connection refused); set it again to resume`.
+pub(super) fn webhook_state(hook: &Value) -> String {
+    let n = |key: &str| hook[key].as_u64().unwrap_or(0);
+    let error = hook["last_error"].as_str().unwrap_or("?");
+    let mut text = match hook["state"].as_str() {
+        Some("dead") => format!("DEAD after {} failures (last: {error}); set the webhook again to resume", n("consecutive_failures")),
+        Some("failing") => format!("failing ({} in a row, last: {error})", n("consecutive_failures")),
+        _ => "active".to_string(),
+    };
+    text.push_str(&format!(", {} delivered", n("delivered")));
+    if n("pending") > 0 {
+        text.push_str(&format!(", {} waiting", n("pending")));
+    }
+    if n("dropped") > 0 {
+        text.push_str(&format!(", {} dropped", n("dropped")));
+    }
+    text
 }
 
 /// The learned co-location table (`GET /v1/pairs`): one line per job type and partner type.

@@ -16,6 +16,7 @@
 //!   only itself.
 //! - `queue`: priority classes, dependencies and job arrays through the CLI and the API.
 //! - `report`: the HTML reports of `run`, `sweep` and `trace analyze`.
+//! - `webhooks`: tenants' webhooks against a receiver on loopback, hostile URLs, kill -9 mid-delivery.
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
 //!
 //! Tests named `root_*` need root and are `#[ignore]`d; `.ci/run` runs them when it is root.
@@ -34,3 +35,4 @@ mod report;
 mod shares;
 mod usage;
 mod slurm;
+mod webhooks;

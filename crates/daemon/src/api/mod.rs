@@ -41,6 +41,7 @@ mod reservations;
 mod server;
 mod tenants;
 mod usage;
+mod webhooks;
 
 pub use dashboard::page_weight_bytes;
 pub use openapi::openapi_document;

@@ -69,7 +69,27 @@ pub fn openapi_document() -> Value {
                         "normalized_speed": { "type": "number", "minimum": 0, "maximum": 1 }, "samples": { "type": "integer" }, "updated_unix_s": { "type": "integer" }
                     }
                 },
-                "Tenant": { "type": "object", "properties": { "name": { "type": "string" }, "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] } } },
+                "Tenant": { "type": "object", "properties": { "name": { "type": "string" }, "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] },
+                    "webhook": { "oneOf": [{ "type": "null" }, { "$ref": "#/components/schemas/Webhook" }] } } },
+                "Webhook": { "type": "object", "description": "A tenant's webhook as the admin sees it (never its secret); docs/webhooks.md",
+                    "properties": {
+                        "url": { "type": "string" }, "state": { "type": "string", "enum": ["active", "failing", "dead"] },
+                        "pending": { "type": "integer", "description": "events waiting" }, "delivered": { "type": "integer" },
+                        "dropped": { "type": "integer", "description": "events dropped: the queue was full, or the receiver was declared dead" },
+                        "consecutive_failures": { "type": "integer" }, "last_error": { "type": ["string", "null"] }, "last_error_unix_s": { "type": ["integer", "null"] },
+                        "last_delivered_unix_s": { "type": ["integer", "null"] }, "dead_since_unix_s": { "type": ["integer", "null"] }
+                    }
+                },
+                "WebhookEvent": { "type": "object", "description": "The body POSTed to a webhook (schema version 1), signed in the Arbiter-Signature header: t=<unix s>,v1=<hex HMAC-SHA256(secret, t + \".\" + body)>. At least once: deduplicate by `id`",
+                    "required": ["version", "id", "event", "tenant", "job_id", "to", "reason", "time_unix_s"],
+                    "properties": {
+                        "version": { "type": "integer", "const": 1 }, "id": { "type": "string", "description": "<job>-<n>: unique per job and transition; the idempotency key" },
+                        "event": { "type": "string", "enum": ["started", "preempted", "succeeded", "failed", "cancelled"] },
+                        "tenant": { "type": "string" }, "job_id": { "type": "integer" }, "name": { "type": ["string", "null"] },
+                        "from": { "type": ["string", "null"] }, "to": { "type": "string" }, "reason": { "type": "string" },
+                        "time_unix_s": { "type": "integer" }, "exit_code": { "type": "integer", "description": "on succeeded and failed, when there is one" }
+                    }
+                },
                 "Error": { "type": "object", "properties": { "error": { "type": "string" }, "field": { "type": "string" } } }
             }
         },
@@ -125,10 +145,12 @@ pub fn openapi_document() -> Value {
                     "responses": { "201": { "description": "{\"name\", \"token\"}" }, "400": { "description": "bad name or weight" }, "409": { "description": "the tenant exists: use PATCH /v1/tenants/{name} or POST /v1/tenants/{name}/token" } } }
             },
             "/v1/tenants/{name}": {
-                "patch": { "summary": "Change a tenant's weight and/or GPU quota (null: none); its token stays (admin)", "security": bearer, "parameters": [name],
+                "patch": { "summary": "Change a tenant's weight, GPU quota (null: none) or webhook (null: none); its token stays (admin)", "security": bearer, "parameters": [name],
                     "requestBody": { "content": { "application/json": { "schema": { "type": "object", "additionalProperties": false,
-                        "properties": { "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] } } } } } },
-                    "responses": { "200": { "description": "the tenant, and `held_by_quota`: the ids of its queued jobs that ask for more GPUs than its new quota (held until it is raised)", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Tenant" } } } }, "400": { "description": "bad value or nothing to change" }, "404": { "description": "no such tenant" } } },
+                        "properties": { "weight": { "type": "number" }, "gpu_quota": { "type": ["integer", "null"] },
+                            "webhook": { "type": ["string", "null"], "description": "http(s) URL receiving WebhookEvent POSTs; checked: no credentials, not the daemon's own address, not link-local; loopback/private only with [webhooks] allow_private" },
+                            "rotate_webhook_secret": { "type": "boolean", "description": "make a new secret (shown once in webhook_secret)" } } } } } },
+                    "responses": { "200": { "description": "the tenant, `held_by_quota`: the ids of its queued jobs that ask for more GPUs than its new quota (held until it is raised), and `webhook_secret` when a secret was made (shown once)", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Tenant" } } } }, "400": { "description": "bad value (field names it: `webhook` for a refused URL) or nothing to change" }, "404": { "description": "no such tenant" }, "409": { "description": "rotate_webhook_secret without a webhook" } } },
                 "delete": { "summary": "Remove a tenant; its token stops working, its ended jobs stay on record (admin)", "security": bearer, "parameters": [name],
                     "responses": { "200": { "description": "{\"name\", \"removed\": true}" }, "404": { "description": "no such tenant" }, "409": { "description": "it has queued or running jobs" } } }
             },

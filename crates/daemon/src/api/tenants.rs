@@ -87,14 +87,20 @@ pub(super) struct TenantUpdate {
     /// Absent: unchanged; `null`: no quota; N: at most N GPUs.
     #[serde(default, deserialize_with = "present")]
     gpu_quota: Option<Option<u32>>,
+    /// Absent: unchanged; `null`: no webhook; a URL: job state changes are POSTed there.
+    #[serde(default, deserialize_with = "present")]
+    webhook: Option<Option<String>>,
+    /// A new webhook secret (shown once), the old one no longer signs.
+    #[serde(default)]
+    rotate_webhook_secret: bool,
 }
 
 /// `PATCH /v1/tenants/{name}`: changes a tenant's weight and/or GPU quota, keeping its token.
 pub(super) async fn update_tenant(State(api): State<Api>, headers: HeaderMap, Path(name): Path<String>, body: Result<Json<TenantUpdate>, JsonRejection>) -> Result<Json<Value>, ApiError> {
     api.admin(&headers)?;
     let update = json_body(body)?;
-    if update.weight.is_none() && update.gpu_quota.is_none() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "nothing to change: give `weight` and/or `gpu_quota`"));
+    if update.weight.is_none() && update.gpu_quota.is_none() && update.webhook.is_none() && !update.rotate_webhook_secret {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "nothing to change: give `weight`, `gpu_quota`, `webhook` or `rotate_webhook_secret`"));
     }
     if let Some(w) = update.weight {
         check_weight(w)?;
@@ -108,10 +114,23 @@ pub(super) async fn update_tenant(State(api): State<Api>, headers: HeaderMap, Pa
     if let Some(q) = update.gpu_quota {
         tenant.gpu_quota = q;
     }
+    // Checked (and its host resolved) before anything changes: a bad URL changes nothing.
+    let webhook = match &update.webhook {
+        Some(Some(url)) => Some(Some(super::webhooks::checked_url(&api, url).await?)),
+        Some(None) => Some(None),
+        None => None,
+    };
     let mut shown = tenant_json(&tenant);
     let new_quota = tenant.gpu_quota;
-    write_tenant(&api, tenant).await?;
-    tracing::info!(tenant = %name, weight = ?update.weight, gpu_quota = ?update.gpu_quota, "tenant updated");
+    if update.weight.is_some() || update.gpu_quota.is_some() {
+        write_tenant(&api, tenant).await?;
+    }
+    if let Some(secret) = super::webhooks::change(&api, &name, webhook, update.rotate_webhook_secret).await? {
+        // Shown once, here; the daemon signs with it and never shows it again.
+        shown["webhook_secret"] = json!(secret);
+    }
+    shown["webhook"] = super::webhooks::status_json(&api, &name);
+    tracing::info!(tenant = %name, weight = ?update.weight, gpu_quota = ?update.gpu_quota, webhook_changed = update.webhook.is_some() || update.rotate_webhook_secret, "tenant updated");
     // Queued jobs the new quota can never allow are held, not refused: say which.
     let held: Vec<u32> = new_quota.map(|q| api.daemon.queued_over_quota(&name, q)).unwrap_or_default();
     shown["held_by_quota"] = json!(held);
@@ -150,7 +169,11 @@ pub(super) async fn remove_tenant(State(api): State<Api>, headers: HeaderMap, Pa
 
 pub(super) async fn list_tenants(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     api.admin(&headers)?;
-    let tenants = api.daemon.with_state(|s| s.tenants.values().map(tenant_json).collect::<Vec<_>>());
+    let mut tenants = api.daemon.with_state(|s| s.tenants.values().map(tenant_json).collect::<Vec<_>>());
+    for t in &mut tenants {
+        let name = t["name"].as_str().unwrap_or_default().to_string();
+        t["webhook"] = super::webhooks::status_json(&api, &name);
+    }
     Ok(Json(json!({ "tenants": tenants })))
 }
 

@@ -22,6 +22,7 @@ pub(crate) mod round;
 pub(crate) mod runs;
 pub(crate) mod tenants;
 pub mod usage;
+pub mod webhooks;
 
 use crate::clock::Clock;
 use crate::config::GpuInventory;
@@ -227,6 +228,8 @@ pub struct Daemon {
     /// Held for a whole scheduling round: rounds never overlap, also while the state is unlocked
     /// for the agent.
     pub(crate) round: Arc<Mutex<()>>,
+    /// Delivers tenants' webhook events (`webhooks.rs`).
+    pub(crate) webhooks: Arc<webhooks::Webhooks>,
     /// Held for the daemon's life: no second daemon on the same data directory.
     _data_dir: Arc<DataDir>,
 }
@@ -436,6 +439,7 @@ impl Daemon {
             executor,
             agent,
             round: Arc::default(),
+            webhooks: Arc::default(),
             _data_dir: Arc::new(data_dir),
         };
         daemon.recover()?;

@@ -1,7 +1,7 @@
 //! The daemon's domain records: jobs and their histories ([`job`], [`jobs`]), job arrays ([`array`]), reservations ([`reservation`]), who holds which GPU ([`holders`]), the embedded store
 //! that persists every transition before it is acted on ([`store`]), what tenants keep
 //! ([`retention`]), what a job says of its progress ([`progress`]), learned co-location speeds
-//! ([`pairs`]), what every run used ([`usage`]), the cluster's nodes ([`topology`]) and the policy's view of it all ([`view`]).
+//! ([`pairs`]), what every run used ([`usage`]), webhook events waiting for delivery ([`outbox`]), the cluster's nodes ([`topology`]) and the policy's view of it all ([`view`]).
 //!
 //! Records know the configuration and the text rules ([`crate::security::text`]); they know
 //! nothing of executors, the round or the API.
@@ -14,6 +14,7 @@ pub mod pairs;
 pub mod progress;
 pub mod reservation;
 pub mod retention;
+pub mod outbox;
 pub mod store;
 pub mod topology;
 pub mod usage;

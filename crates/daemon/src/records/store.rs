@@ -7,6 +7,9 @@
 //! `tenants` (name → JSON [`Tenant`]), `identities` (tenant → automatic uid), `pairs` (the
 //! learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`]), `usage` (one row per
 //! ended run, written with the job record that ends it: `records/usage.rs`).
+//! learned co-location table: JSON [`PairKey`] → JSON [`StoredPair`]); and the webhook tables of
+//! [`crate::records::outbox`] (events waiting, each job's transitions seen, webhooks, receivers'
+//! health), written in the same transactions as the jobs whose changes they tell of.
 //!
 //! A write that fails with an I/O error (a full disk) leaves the store *degraded*: redb refuses
 //! every later write on that handle, so the handle is dropped and the file reopened at the next
@@ -16,6 +19,7 @@
 
 use crate::records::reservation::Reservation;
 use crate::records::job::JobRecord;
+use crate::records::outbox::{self, Health, OutboxError, OutboxMemory, WebhookTarget};
 use crate::records::pairs::{PairEntry, PairKey, PairWrite};
 use crate::records::usage::{self, RunUsage};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -121,6 +125,19 @@ pub struct Store {
     db: Mutex<Option<Database>>,
     /// Why writes fail, while they do.
     degraded: Mutex<Option<String>>,
+    /// The webhook outbox's bookkeeping (locked before `db` where both are).
+    outbox: Mutex<OutboxMemory>,
+    /// Told when events are recorded (the webhook dispatcher waits on it).
+    outbox_wake: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl From<OutboxError> for StoreError {
+    fn from(e: OutboxError) -> Self {
+        match e {
+            OutboxError::Db(e) => db_error(e),
+            OutboxError::Json(e) => StoreError::Corrupt(e.to_string()),
+        }
+    }
 }
 
 impl Store {
@@ -133,8 +150,10 @@ impl Store {
     /// Opens the store through `open` (tests inject I/O failures this way).
     pub fn open_with(open: Opener) -> Result<Self, StoreError> {
         let db = open().map_err(db_error)?;
-        let store = Store { open, db: Mutex::new(Some(db)), degraded: Mutex::new(None) };
+        let store = Store { open, db: Mutex::new(Some(db)), degraded: Mutex::new(None), outbox: Mutex::default(), outbox_wake: std::sync::Arc::default() };
         store.write(|txn| {
+            // (Refused below for a newer schema: the transaction is then not committed.)
+            outbox::create(txn, || outbox::stored_transition_counts(txn, JOBS))?;
             let mut meta = txn.open_table(META).map_err(db_error)?;
             let version = meta.get("schema_version").map_err(db_error)?.map(|v| v.value());
             match version {
@@ -159,6 +178,9 @@ impl Store {
             txn.open_table(USAGE).map_err(db_error)?;
             Ok(())
         })?;
+        let mut memory = OutboxMemory::default();
+        store.read(|txn| Ok(outbox::load(txn, &mut memory)?))?;
+        *store.outbox.lock().unwrap_or_else(|p| p.into_inner()) = memory;
         Ok(store)
     }
 
@@ -248,7 +270,10 @@ impl Store {
         // The usage row of each job's last ended run goes with the record that ended it (and is
         // rewritten, unchanged, with the job's later records: same key, same bytes).
         let usage_rows: Vec<(u64, Vec<u8>)> = jobs.iter().filter_map(|job| Some((usage::row_key(job.id, job.runs_accounted), job.last_run_usage.as_ref()?.encode()))).collect();
+        let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recorded = outbox::Recorded::default();
         self.write_with(durable, |txn| {
+            recorded = outbox::record_events(txn, &memory, jobs)?;
             if !usage_rows.is_empty() {
                 let mut table = txn.open_table(USAGE).map_err(db_error)?;
                 for (key, row) in &usage_rows {
@@ -275,7 +300,26 @@ impl Store {
                 }
             }
             Ok(())
-        })
+        })?;
+        self.recorded(&mut memory, recorded);
+        Ok(())
+    }
+
+    /// Applies what a committed write added to the outbox to its bookkeeping, and wakes the
+    /// dispatcher; says when a tenant's outbox overflowed.
+    fn recorded(&self, memory: &mut OutboxMemory, recorded: outbox::Recorded) {
+        memory.next_seq = recorded.next_seq;
+        for (tenant, n) in &recorded.dropped {
+            let health = memory.health.entry(tenant.clone()).or_default();
+            health.dropped += n;
+            tracing::warn!(tenant = %tenant, dropped = n, total_dropped = health.dropped, capacity = memory.capacity, "webhook outbox full: events dropped (the receiver is slow or down)");
+        }
+        if !recorded.added.is_empty() {
+            for (tenant, n) in recorded.added {
+                *memory.pending.entry(tenant).or_default() += n;
+            }
+            self.outbox_wake.notify_one();
+        }
     }
 
     /// Deletes the records of `ids` in one transaction (the next free id stays where it is: ids
@@ -283,8 +327,10 @@ impl Store {
     pub fn delete_jobs(&self, ids: &[u32]) -> Result<(), StoreError> {
         self.write(|txn| {
             let mut table = txn.open_table(JOBS).map_err(db_error)?;
+            let mut seen = txn.open_table(outbox::SEEN).map_err(db_error)?;
             for id in ids {
                 table.remove(*id).map_err(db_error)?;
+                seen.remove(*id).map_err(db_error)?;
             }
             Ok(())
         })
@@ -393,10 +439,15 @@ impl Store {
     /// owns may remain; the uid is not handed to another tenant).
     pub fn delete_tenant(&self, name: &str) -> Result<bool, StoreError> {
         let mut existed = false;
+        // Its webhook and undelivered events go with it.
+        let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
         self.write(|txn| {
             existed = txn.open_table(TENANTS).map_err(db_error)?.remove(name).map_err(db_error)?.is_some();
-            Ok(())
+            Self::forget_webhook(txn, name)
         })?;
+        memory.targets.remove(name);
+        memory.health.remove(name);
+        memory.pending.remove(name);
         Ok(existed)
     }
 
@@ -448,6 +499,124 @@ impl Store {
             txn.open_table(IDENTITIES).map_err(db_error)?.insert(tenant, uid).map_err(db_error)?;
             Ok(())
         })
+    }
+}
+
+/// Webhooks: each tenant's, the events waiting for them, and how their receivers fare
+/// (`records/outbox.rs`; delivered by `daemon/webhooks.rs`).
+impl Store {
+    /// Sets the outbox's bounds: events waiting per tenant, failures in a row before a receiver
+    /// is declared dead.
+    pub fn configure_outbox(&self, capacity: usize, max_failures: u32) {
+        let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        memory.capacity = capacity;
+        memory.max_failures = max_failures;
+    }
+
+    /// Notified whenever events are recorded.
+    pub fn outbox_wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.outbox_wake.clone()
+    }
+
+    /// `tenant`'s webhook, with its receiver's health and the events waiting for it.
+    pub fn webhook(&self, tenant: &str) -> Option<(WebhookTarget, Health, usize)> {
+        let memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        let target = memory.targets.get(tenant)?.clone();
+        Some((target, memory.health.get(tenant).cloned().unwrap_or_default(), memory.pending.get(tenant).copied().unwrap_or(0)))
+    }
+
+    /// Sets (`Some`) or removes (`None`) `tenant`'s webhook. A new generation gives the receiver
+    /// a clean slate (a dead one lives again; its counts of delivered and dropped events stay);
+    /// removing it drops the events waiting.
+    pub fn set_webhook(&self, tenant: &str, target: Option<WebhookTarget>) -> Result<(), StoreError> {
+        let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        let health = target.as_ref().map(|t| {
+            let old = memory.health.get(tenant).cloned().unwrap_or_default();
+            if old.generation == t.generation { old } else { Health { generation: t.generation, delivered: old.delivered, dropped: old.dropped, ..Health::default() } }
+        });
+        self.write(|txn| match (&target, &health) {
+            (Some(target), Some(health)) => {
+                let json = serde_json::to_string(target).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                txn.open_table(outbox::TARGETS).map_err(db_error)?.insert(tenant, json.as_str()).map_err(db_error)?;
+                Ok(outbox::put_health(txn, tenant, health)?)
+            }
+            _ => Self::forget_webhook(txn, tenant),
+        })?;
+        match (target, health) {
+            (Some(target), Some(health)) => {
+                memory.targets.insert(tenant.to_string(), target);
+                memory.health.insert(tenant.to_string(), health);
+                self.outbox_wake.notify_one();
+            }
+            _ => {
+                memory.targets.remove(tenant);
+                memory.health.remove(tenant);
+                memory.pending.remove(tenant);
+            }
+        }
+        Ok(())
+    }
+
+    fn forget_webhook(txn: &redb::WriteTransaction, tenant: &str) -> Result<(), StoreError> {
+        txn.open_table(outbox::TARGETS).map_err(db_error)?.remove(tenant).map_err(db_error)?;
+        txn.open_table(outbox::HEALTH).map_err(db_error)?.remove(tenant).map_err(db_error)?;
+        outbox::purge(txn, tenant)?;
+        Ok(())
+    }
+
+    /// Tenants with events waiting for a live receiver.
+    pub fn webhooks_due(&self) -> Vec<String> {
+        self.outbox.lock().unwrap_or_else(|p| p.into_inner()).due()
+    }
+
+    /// The oldest event waiting for `tenant`'s receiver: its outbox key and body.
+    pub fn webhook_head(&self, tenant: &str) -> Result<Option<(String, String)>, StoreError> {
+        self.read(|txn| Ok(outbox::head(txn, tenant)?))
+    }
+
+    /// Records how delivering the event at `key` (to the webhook of `generation`) went, at
+    /// `now_unix_s`: delivered, it leaves the outbox; failed, the failure is counted, and at
+    /// `max_failures` in a row the receiver is declared dead and its waiting events dropped. An
+    /// outcome for a webhook changed since is ignored, but for a delivery, which still ends the
+    /// event's wait. Returns the receiver's health after it (`None`: no webhook any more).
+    pub fn webhook_outcome(&self, tenant: &str, key: &str, generation: u64, outcome: Result<(), String>, now_unix_s: i64) -> Result<Option<Health>, StoreError> {
+        let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        let current = memory.targets.get(tenant).is_some_and(|t| t.generation == generation);
+        let mut health = memory.health.get(tenant).cloned().unwrap_or_default();
+        let max_failures = memory.max_failures;
+        let mut removed = 0;
+        self.write_with(false, |txn| {
+            match &outcome {
+                Ok(()) => {
+                    removed = usize::from(txn.open_table(outbox::OUTBOX).map_err(db_error)?.remove(key).map_err(db_error)?.is_some());
+                    if current {
+                        health.delivered += 1;
+                        health.consecutive_failures = 0;
+                        health.last_delivered_unix_s = Some(now_unix_s);
+                    }
+                }
+                Err(_) if !current => return Ok(()),
+                Err(e) => {
+                    health.consecutive_failures += 1;
+                    health.last_error = Some(e.clone());
+                    health.last_error_unix_s = Some(now_unix_s);
+                    if health.consecutive_failures >= max_failures {
+                        health.dead_since_unix_s = Some(now_unix_s);
+                        removed = outbox::purge(txn, tenant)?;
+                        health.dropped += removed as u64;
+                    }
+                }
+            }
+            if current { Ok(outbox::put_health(txn, tenant, &health)?) } else { Ok(()) }
+        })?;
+        if let Some(n) = memory.pending.get_mut(tenant) {
+            *n = n.saturating_sub(removed);
+        }
+        if !current {
+            return Ok(memory.health.get(tenant).cloned());
+        }
+        memory.health.insert(tenant.to_string(), health.clone());
+        Ok(Some(health))
     }
 }
 
