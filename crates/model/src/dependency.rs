@@ -156,7 +156,7 @@ impl Dependencies {
     /// The combined verdict: never if any is never, waiting if any waits, else satisfied; with
     /// the first dependency that is not satisfied. `stand` says where a named job stands
     /// (`None`: no such job — never, reported by the caller as it sees fit).
-    pub fn verdict<'a>(&'a self, mut stand: impl FnMut(&str) -> Option<DependedOn>) -> (Verdict, Option<&'a Dependency>) {
+    pub fn verdict(&self, mut stand: impl FnMut(&str) -> Option<DependedOn>) -> (Verdict, Option<&Dependency>) {
         let mut waiting = None;
         for dependency in &self.on {
             match stand(&dependency.on).map_or(Verdict::Never, |s| dependency.verdict(s)) {

@@ -60,6 +60,6 @@ fn a_run_still_there_at_the_start_is_preempted_and_a_tenants_window_is_its_own()
     let cluster = Cluster::homogeneous(1, 2, 2, 32, 256, "V100").expect("cluster");
     let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("policy");
     let config = SimConfig { reservations: vec![maintenance("n9", 0.0, 1.0)], ..SimConfig::default() };
-    let err = simulate(&cluster, &specs, policy.as_mut(), &config).err().expect("refused").to_string();
+    let err = simulate(&cluster, &specs, policy.as_mut(), &config).expect_err("refused").to_string();
     assert!(err.contains("no node `n9`"), "{err}");
 }

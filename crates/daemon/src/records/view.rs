@@ -262,7 +262,7 @@ mod tests {
             let node = |name: &str, gpu_type: &str| crate::records::topology::NodeSpec { name: name.into(), gpu_type: gpu_type.into(), devices: (0..4).collect(), cpus: 8, memory_gib: 32, rack: "r".into() };
             let topology = Topology::new(vec![node("a", "a100"), node("v", "v100")]).expect("valid");
             let cluster = topology.cluster();
-            let spec = spec_of(&job, &cluster, &Default::default());
+            let spec = spec_of(&job, cluster, &Default::default());
             proptest::prop_assert!(spec.run_time_s.is_finite() && spec.run_time_s > 0.0, "{}", spec.run_time_s);
             proptest::prop_assert!(spec.speed_by_gpu_type.iter().all(|s| s.is_finite() && *s >= 0.0), "{:?}", spec.speed_by_gpu_type);
             for n in 1..=4 {
