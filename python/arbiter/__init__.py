@@ -24,6 +24,7 @@ or a :class:`Decision` (placements).
 """
 
 from ._native import ArbiterError, DecisionError, PolicyError, ScenarioError, TraceError
+from ._frames import frames, set_frames
 from ._policies import policies
 from ._policy import Decision, Policy, View
 from ._run import Run, run, simulate
@@ -44,8 +45,10 @@ __all__ = [
     "TraceError",
     "View",
     "analyze_trace",
+    "frames",
     "policies",
     "read_trace",
     "run",
+    "set_frames",
     "simulate",
 ]

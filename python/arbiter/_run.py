@@ -27,6 +27,10 @@ class Run:
 
     def _named(self, frame: "pd.DataFrame") -> "pd.DataFrame":
         if self._policy_name is not None and "policy" in frame.columns:
+            if _frames.frames() == "polars":
+                import polars as pl
+
+                return frame.with_columns(pl.col("policy").replace("external", self._policy_name))
             frame["policy"] = frame["policy"].replace("external", self._policy_name)
         return frame
 
