@@ -258,8 +258,11 @@ pub fn match_held(view: &SchedulerView<'_>, run: &mut [Assignment]) {
     }
 }
 
-/// The placement of every running job of `view`, as `(job, [(node, GPUs)])`, in view order.
-pub fn held_placements(view: &SchedulerView<'_>) -> Vec<(u32, Vec<(u32, u32)>)> {
+/// Running jobs' placements: `(job, [(node, GPUs)])`.
+pub type HeldPlacements = Vec<(u32, Vec<(u32, u32)>)>;
+
+/// The placement of every running job of `view`, in view order.
+pub fn held_placements(view: &SchedulerView<'_>) -> HeldPlacements {
     view.jobs.iter().filter_map(|j| Some((j.id.0, j.placement()?.slots.iter().map(|&(n, g)| (n.0, g)).collect()))).collect()
 }
 

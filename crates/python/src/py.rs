@@ -204,7 +204,7 @@ impl PyPoint {
     }
 
     /// Every running job's placement: `(job, [(node, GPUs), ...])`.
-    fn placements(&self) -> PyResult<Vec<(u32, Vec<(u32, u32)>)>> {
+    fn placements(&self) -> PyResult<inprocess::HeldPlacements> {
         with_lent(self.serial, |point| inprocess::held_placements(point.view))
     }
 }

@@ -114,7 +114,7 @@ mod tests {
     fn a_raised_stop_flag_stops_the_ideal_mechanism_at_its_next_step() {
         let cluster = Cluster::homogeneous(1, 2, 4, 32, 128, "V100").expect("cluster");
         let specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::from_ms(u64::from(i) * 1000), 2, 100.0)).collect();
-        let mut gavel = || build_gavel(PolicyKind::MaxMinFairness, &PolicyConfig::default()).expect("builds").expect("a Gavel policy");
+        let gavel = || build_gavel(PolicyKind::MaxMinFairness, &PolicyConfig::default()).expect("builds").expect("a Gavel policy");
         let config = SimConfig { stop: crate::StopFlag::new(), ..SimConfig::default() };
         let finished = simulate_ideal(&cluster, &specs, &mut gavel(), &config).expect("runs");
         assert!(finished.records.iter().all(|r| r.finish_s.is_some()));
