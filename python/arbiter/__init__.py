@@ -19,12 +19,14 @@ override or argument), :class:`TraceError` (a trace file, column or row), :class
 policy written in Python answered what cannot be carried out, or raised).
 
 Policies written in Python subclass :class:`Policy` and run in-process:
-``arbiter.simulate(trace, policy=MyPolicy())``.
+``arbiter.simulate(trace, policy=MyPolicy())``; ``schedule(view)`` answers an order of job ids
+or a :class:`Decision` (placements).
 """
 
 from ._native import ArbiterError, DecisionError, PolicyError, ScenarioError, TraceError
+from ._frames import frames, set_frames
 from ._policies import policies
-from ._policy import Policy, View
+from ._policy import Decision, Policy, View
 from ._run import Run, run, simulate
 from ._traces import PodAnalysis, TraceAnalysis, analyze_trace, read_trace
 
@@ -32,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArbiterError",
+    "Decision",
     "DecisionError",
     "PodAnalysis",
     "Policy",
@@ -42,8 +45,10 @@ __all__ = [
     "TraceError",
     "View",
     "analyze_trace",
+    "frames",
     "policies",
     "read_trace",
     "run",
+    "set_frames",
     "simulate",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cached_property
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple, Union
 
 from . import _convert, _frames, _native
 from ._convert import PathLike
+from ._native import PolicyError
 from ._policy import Policy
 
 if TYPE_CHECKING:
@@ -25,6 +27,10 @@ class Run:
 
     def _named(self, frame: "pd.DataFrame") -> "pd.DataFrame":
         if self._policy_name is not None and "policy" in frame.columns:
+            if _frames.frames() == "polars":
+                import polars as pl
+
+                return frame.with_columns(pl.col("policy").replace("external", self._policy_name))
             frame["policy"] = frame["policy"].replace("external", self._policy_name)
         return frame
 
@@ -66,8 +72,9 @@ class Run:
     def report(self, dir: PathLike) -> Path:
         """Writes the HTML report ``arbiter run --report DIR`` writes (index.html, self-contained,
         with every figure also as SVG and PNG under figures/); returns the page's path. A run made
-        with ``timeline=False`` has no Gantt chart or time series in it."""
-        return Path(self._native.write_report(os.fspath(dir)))
+        with ``timeline=False`` has no Gantt chart or time series in it. A policy written in
+        Python carries its name there, as in the DataFrames."""
+        return Path(self._native.write_report(os.fspath(dir), self._policy_name))
 
     def __repr__(self) -> str:
         return f"<arbiter.Run {self.name!r}>"
@@ -106,7 +113,7 @@ def ad_hoc_tables(
     as JSON, from :func:`simulate`'s arguments."""
     tables: dict = {}
     if policy_params:
-        tables["policy"] = dict(policy_params)
+        tables["policy"] = policy_params
     if isinstance(placement, str):
         tables["placement"] = {"strategy": placement}
     elif placement is not None:
@@ -119,6 +126,21 @@ def ad_hoc_tables(
     else:
         tables["cluster"] = dict(cluster)
     return shorthand, _convert.to_json(tables)
+
+
+def _policy_table(policy: str, python_policy: Optional[Policy], params: Mapping[str, Any]) -> Optional[dict]:
+    """The ``[policy]`` table of :func:`simulate`'s ``policy_params``: flat parameters of
+    ``policy`` put in its tables, tables as given."""
+    if not params:
+        return None
+    if python_policy is not None:
+        # Tables only (tenant_weights, ...): a policy written in Python has no parameters here.
+        try:
+            return json.loads(_native.policy_table("external", _convert.to_json(dict(params))))
+        except PolicyError as error:
+            flat = next(k for k in params if k in str(error))
+            raise PolicyError(f"policy `{python_policy.policy_name()}` is written in Python and takes no parameters here (its constructor does): unknown field `{flat}`") from None
+    return json.loads(_native.policy_table(policy, _convert.to_json(dict(params))))
 
 
 def _check_policy(policy: Any) -> None:
@@ -149,18 +171,20 @@ def simulate(
     {"k80": 36, "v100": 36}, "gpus_per_node": 4}``). ``placement`` is a strategy name
     (``consolidated``, ``spread``, ``relaxed``, ``anywhere``) or a ``[placement]`` table;
     ``simulation`` a ``[simulation]`` table (``{"restart_overhead_s": 30, "round_s": 360}``).
-    ``policy_params`` are keys of the ``[policy]`` table: a policy family's parameters as a dict
-    (``las={"queues": 3}``, ``horus={"lookahead": 5}``) or ``tenant_weights={...}``; ``set``
+    ``policy_params`` are the policy's parameters, by name (``simulate(..., policy="las",
+    queues=3)``: ``[policy.las] queues``), or keys of the ``[policy]`` table as dicts
+    (``las={"queues": 3}``, ``horus={"lookahead": 5}``, ``tenant_weights={...}``); a name the
+    policy does not take raises :class:`~arbiter.PolicyError` naming it. ``set``
     overrides any key as in :func:`run`, and ``timeline`` is as there. Relative paths resolve
     against the current directory.
 
     Returns a :class:`Run` with one row of results.
     """
-    shorthand, tables = ad_hoc_tables(cluster, placement, simulation, policy_params)
     python_policy: Optional[Policy] = None
     if not isinstance(policy, str):
         _check_policy(policy)
         python_policy, policy = policy, "external"
+    shorthand, tables = ad_hoc_tables(cluster, placement, simulation, _policy_table(policy, python_policy, policy_params))
     native = _native.simulate(
         os.fspath(trace),
         format,

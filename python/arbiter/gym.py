@@ -92,8 +92,6 @@ class ClusterEnv(gymnasium.Env):
         self.oracle = oracle
         self.reward_scale = float(reward_scale)
         self.sim_seed = int(sim_seed)
-        width = self.max_jobs * len(JOB_FEATURES) + len(CLUSTER_FEATURES)
-        self.observation_space = spaces.Box(0.0, np.inf, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(self.max_jobs + 1)
         self._episode: Optional[_native.Episode] = None
         self._done = True
@@ -102,6 +100,18 @@ class ClusterEnv(gymnasium.Env):
         first = probe.first()
         self._total_gpus = int(sum(first[4])) if first[0] == "view" else 0
         probe.close()
+        self.observation_space = spaces.Box(0.0, self._high(), dtype=np.float32)
+
+    def _high(self) -> np.ndarray:
+        """The observation's upper bounds: 1 for the flags, the cluster's GPUs for free GPUs,
+        its total, and running jobs (each holds at least one GPU of its own); the largest
+        float32 for what only the trace bounds (a job's GPUs, seconds, jobs waiting or picked)."""
+        most = np.finfo(np.float32).max
+        job = {"valid": 1.0, "gpus": most, "wait_s": most, "duration_s": most, "fits": 1.0}
+        total = float(self._total_gpus)
+        cluster = {"free_gpus": total, "total_gpus": total, "running_jobs": total, "waiting_jobs": most, "picked_jobs": most}
+        row = np.array([job[f] for f in JOB_FEATURES], dtype=np.float32)
+        return np.concatenate([np.tile(row, self.max_jobs), np.array([cluster[f] for f in CLUSTER_FEATURES], dtype=np.float32)])
 
     # -- the episode -------------------------------------------------------------------------
 

@@ -99,6 +99,35 @@ def test_simulate_takes_policy_parameters_and_tables():
     assert spread.results.iloc[0].capacity_gpus == 8
 
 
+def test_simulate_takes_a_policys_parameters_by_name():
+    tables = arbiter.simulate(SIXTY, format="tiresias", policy="las", cluster="2x4", las={"queue_limits_gpu_s": [100], "queues": 2})
+    flat = arbiter.simulate(SIXTY, format="tiresias", policy="las", cluster="2x4", queue_limits_gpu_s=[100], queues=2)
+    mixed = arbiter.simulate(SIXTY, format="tiresias", policy="tiresias-l", cluster="2x4", queues=2, las={"queue_limits_gpu_s": [100]})
+    assert flat.results.avg_jct_s[0] == tables.results.avg_jct_s[0] == mixed.results.avg_jct_s[0]
+    # dlas-gpu reads las's table.
+    dlas = arbiter.simulate(SIXTY, format="tiresias", policy="dlas-gpu", cluster="2x4", queues=2, queue_limits_gpu_s=[100])
+    assert dlas.results.avg_jct_s[0] != arbiter.simulate(SIXTY, format="tiresias", policy="dlas-gpu", cluster="2x4").results.avg_jct_s[0]
+
+
+def test_an_unknown_policy_parameter_is_named_with_what_the_policy_takes():
+    with pytest.raises(arbiter.PolicyError) as raised:
+        arbiter.simulate(SIXTY, format="tiresias", policy="las", cluster="2x4", queus=2)
+    assert str(raised.value) == "policy `las`: unknown field `queus`, expected one of `queue_limits_gpu_s`, `queues`, `starvation_factor`"
+    with pytest.raises(arbiter.PolicyError, match="policy `fifo`: unknown field `queues`; it takes no parameters"):
+        arbiter.simulate(SIXTY, format="tiresias", policy="fifo", cluster="2x4", queues=2)
+    with pytest.raises(arbiter.PolicyError, match="`queues` is given twice"):
+        arbiter.simulate(SIXTY, format="tiresias", policy="las", cluster="2x4", queues=2, las={"queues": 3})
+
+    class Mine(arbiter.Policy):
+        def schedule(self, view):
+            return view.ids
+
+    with pytest.raises(arbiter.PolicyError, match="policy `Mine` is written in Python and takes no parameters here"):
+        arbiter.simulate(SIXTY, format="tiresias", policy=Mine(), cluster="2x4", queues=2)
+    # Tables still reach the simulation under a Python policy.
+    assert arbiter.simulate(SIXTY, format="tiresias", policy=Mine(), cluster="2x4", tenant_weights={"a": 2}).results.jobs[0] == 60
+
+
 def test_read_trace_gives_the_native_columns():
     jobs = arbiter.read_trace(SIXTY, "tiresias")
     assert len(jobs) == 60

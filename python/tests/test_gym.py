@@ -26,8 +26,26 @@ def small_env(**kwargs):
 def test_the_env_passes_the_env_checker():
     from gymnasium.utils.env_checker import check_env
 
-    check_env(small_env(max_jobs=16), skip_render_check=True)
-    check_env(gymnasium.make("arbiter/Cluster-v0").unwrapped, skip_render_check=True)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(small_env(max_jobs=16), skip_render_check=True)
+        check_env(gymnasium.make("arbiter/Cluster-v0").unwrapped, skip_render_check=True)
+    # Finite bounds: no warning about an infinite observation space (nor any other).
+    assert [str(w.message) for w in caught] == []
+
+
+def test_every_observation_is_within_the_bounds():
+    env = small_env(max_jobs=8)
+    obs, info = env.reset(seed=0)
+    assert np.isfinite(env.observation_space.high).all()
+    high = env.observation_space.high.reshape(-1)
+    assert high[8 * 5] == 8 and high[0] == 1.0  # free GPUs of the 2x4 cluster; the `valid` flag
+    done = False
+    while not done:
+        assert env.observation_space.contains(obs)
+        obs, _, done, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
 
 
 def shortest_first(obs, info, max_jobs):

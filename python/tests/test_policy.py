@@ -45,8 +45,14 @@ class Recorder(arbiter.Policy):
         self.resets += 1
 
     def schedule(self, view):
+        # Every array read now: a view is readable only during this call, what was read stays.
+        for name in FEATURES + ("free_gpus", "tenants", "placements"):
+            getattr(view, name)
         self.views.append(view)
         return view.ids[np.argsort(view.submit_s, kind="stable")].tolist()
+
+
+FEATURES = ("ids", "gpus", "submit_s", "running", "executed_s", "attained_gpu_s", "duration_s", "remaining_s", "tenant", "tenant_index")
 
 
 def test_the_view_has_the_external_protocols_features_as_arrays():
@@ -57,7 +63,7 @@ def test_the_view_has_the_external_protocols_features_as_arrays():
     assert run.results.jobs[0] == 60
     view = max(policy.views, key=len)
     n = len(view)
-    for name in ("ids", "gpus", "submit_s", "running", "executed_s", "attained_gpu_s", "duration_s", "remaining_s", "tenant", "tenant_index"):
+    for name in FEATURES:
         assert getattr(view, name).shape == (n,), name
     assert view.ids.dtype == np.int64 and view.running.dtype == bool
     assert view.free_gpus.tolist() == [view.free_gpus[0], view.free_gpus[1]] and len(view.free_gpus) == 2
@@ -65,8 +71,25 @@ def test_the_view_has_the_external_protocols_features_as_arrays():
     assert len(set(view.ids.tolist())) == n
     assert (view.remaining_s <= view.duration_s + 1e-9).all()
     assert all(isinstance(t, str) for t in view.tenant)
+    assert set(view.placements) == set(view.ids[view.running].tolist())
+    for job, placement in view.placements.items():
+        assert sum(g for _, g in placement) == view.gpus[view.ids == job][0]
     times = [v.time_s for v in policy.views]
     assert times == sorted(times)
+
+
+def test_a_view_is_read_during_its_call_only():
+    class Keeper(arbiter.Policy):
+        def schedule(self, view):
+            self.view = view
+            self.ids = view.ids
+            return view.ids
+
+    keeper = Keeper()
+    arbiter.simulate(SIXTY, "tiresias", policy=keeper, cluster="2x4")
+    assert keeper.view.ids is keeper.ids and len(keeper.ids) == len(keeper.view)
+    with pytest.raises(arbiter.ArbiterError, match="readable only during the schedule"):
+        keeper.view.remaining_s
 
 
 def test_the_same_numbers_as_fifo_without_blocking_when_ordered_by_submission():
@@ -149,3 +172,10 @@ def test_a_python_sjf_gives_the_builtin_sjf_numbers():
     ours = arbiter.run(MURI, set={"trace": trace3}, policy=SJF(), timeline=False).results
     builtin = arbiter.run(MURI, set={"trace": trace3, "policies": ["sjf"]}, timeline=False).results
     assert ours.avg_jct_s[0] == builtin.avg_jct_s[0] and ours.events[0] == builtin.events[0]
+
+
+def test_the_report_names_a_python_policy_as_the_results_do(tmp_path):
+    run = arbiter.simulate(SIXTY, "tiresias", policy=Recorder(), cluster="2x4")
+    html = run.report(tmp_path / "report").read_text()
+    assert "recorder" in html and "external" not in html
+    assert run.results.policy.tolist() == ["recorder"]

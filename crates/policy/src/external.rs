@@ -303,11 +303,49 @@ pub enum OrderError {
 /// built-in ordered policies place theirs (`schedule_changes_in_order`: the decision of
 /// `schedule_in_order`, by changes where it can be): whatever the order, the decision fits.
 pub fn decide_in_order(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], preempt: bool) -> Result<Decision, OrderError> {
+    decide_in_order_reusing(view, now, options, order, preempt, &mut OrderScratch::default())
+}
+
+/// Memory [`decide_in_order_reusing`] keeps from one decision to the next: positions by job id,
+/// all zero between calls (a caller deciding at every scheduling point of a large workload would
+/// otherwise allocate and clear a table of every job id each time).
+#[derive(Debug, Default)]
+pub struct OrderScratch {
+    position: Vec<u32>,
+}
+
+/// [`decide_in_order`], with its table of positions kept in `scratch`.
+pub fn decide_in_order_reusing(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], preempt: bool, scratch: &mut OrderScratch) -> Result<Decision, OrderError> {
     // Positions by id (1-based; 0: not in the order), dense: a lookup per job, no hashing (a
-    // view of thousands of jobs is built and decided at every scheduling point).
-    let ids = view.jobs.iter().map(|j| j.id.0);
-    let size = ids.clone().max().map_or(0, |m| m as usize + 1);
-    let mut position = vec![0u32; size];
+    // view of thousands of jobs is built and decided at every scheduling point). Ids index
+    // `specs`, so the table covers every job of the workload.
+    let position = &mut scratch.position;
+    if position.len() < view.specs.len() {
+        position.resize(view.specs.len(), 0);
+    }
+    let decided = rank(view, order, position).map(|()| {
+        let options = GreedyOptions { preemptive: preempt, head_of_line_blocking: false, ..options };
+        // One integer per job, cheaper to compare than a pair in the placement's heap: the
+        // place in the order (below 2^32), or for jobs left out 2^32 + the submission time in ms
+        // (after every listed job, in submission order; ties go by id either way).
+        let key = |j: &arbiter_model::ActiveJob| match position.get(j.id.0 as usize) {
+            Some(&p) if p != 0 => u64::from(p - 1),
+            _ => (1u64 << 32).saturating_add(j.submit.as_ms()),
+        };
+        schedule_changes_in_order(view, now, options, key)
+    });
+    // Back to all zero for the next call, whatever happened.
+    for &id in order {
+        if let Some(slot) = position.get_mut(id as usize) {
+            *slot = 0;
+        }
+    }
+    decided
+}
+
+/// Writes each job's 1-based place in `order` into `position` (zero and large enough for every
+/// active job's id), or names a job that `order` may not name.
+fn rank(view: &SchedulerView<'_>, order: &[u32], position: &mut [u32]) -> Result<(), OrderError> {
     for (i, &id) in order.iter().enumerate() {
         let slot = position.get_mut(id as usize).ok_or(OrderError::Unknown(id))?;
         if *slot != 0 {
@@ -315,14 +353,12 @@ pub fn decide_in_order(view: &SchedulerView<'_>, now: SimTime, options: GreedyOp
         }
         *slot = i as u32 + 1;
     }
-    if !order.is_empty() && ids.filter(|&id| position[id as usize] != 0).count() < order.len() {
+    if !order.is_empty() && view.jobs.iter().filter(|j| position.get(j.id.0 as usize).is_some_and(|&p| p != 0)).count() < order.len() {
         let known: std::collections::HashSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
         let unknown = order.iter().find(|id| !known.contains(id)).copied().unwrap_or_default();
         return Err(OrderError::Unknown(unknown));
     }
-    let options = GreedyOptions { preemptive: preempt, head_of_line_blocking: false, ..options };
-    let key = |j: &arbiter_model::ActiveJob| (position[j.id.0 as usize].wrapping_sub(1), j.submit);
-    Ok(schedule_changes_in_order(view, now, options, key))
+    Ok(())
 }
 
 impl Policy for ExternalPolicy {
@@ -377,5 +413,34 @@ impl Drop for ExternalPolicy {
         let _ = Command::new("kill").args(["-KILL", "--", &group]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{active, cluster, spec_with};
+
+    #[test]
+    fn a_reused_scratch_decides_as_a_fresh_one_even_after_a_refused_order() {
+        let cluster = cluster(2, 4);
+        let specs: Vec<_> = (0..6).map(|i| spec_with(i, u64::from(i), 1 + i % 3, 100.0)).collect();
+        let jobs = active(&specs, &[0, 1, 2, 3, 4, 5], &Decision::default());
+        let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None };
+        let options = GreedyOptions::fit_first(Placing { strategy: crate::PlacementStrategy::Consolidated, keep_placements: false });
+        let mut scratch = OrderScratch::default();
+        for order in [[5, 4, 3].as_slice(), &[2, 0], &[]] {
+            // A refused order first: the scratch must be clean after it.
+            assert_eq!(decide_in_order_reusing(&view, SimTime::ZERO, options, &[order.first().copied().unwrap_or(1), 1, 1], false, &mut scratch).err(), Some(OrderError::Twice(1)));
+            assert_eq!(decide_in_order_reusing(&view, SimTime::ZERO, options, &[3, 42], false, &mut scratch).err(), Some(OrderError::Unknown(42)));
+            let reused = decide_in_order_reusing(&view, SimTime::ZERO, options, order, false, &mut scratch).expect("decides");
+            assert_eq!(reused, decide_in_order(&view, SimTime::ZERO, options, order, false).expect("decides"));
+            assert!(scratch.position.iter().all(|&p| p == 0));
+        }
+        // Listed jobs first in the order given, then the rest by submission: 5 (3 GPUs), 4 (2),
+        // then 0 (1) and 1 (2) fill the 8 GPUs.
+        let decision = decide_in_order_reusing(&view, SimTime::ZERO, options, &[5, 4], false, &mut scratch).expect("decides");
+        let started: Vec<u32> = decision.run.iter().map(|a| a.job.0).collect();
+        assert_eq!(started, [5, 4, 0, 1]);
     }
 }

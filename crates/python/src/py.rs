@@ -4,17 +4,21 @@
 
 use crate::episode::{Answer, Episode, Point};
 use crate::inprocess::{self, TenantCodes};
+use arbiter_model::{Planner, Standing};
+use arbiter_model::JobId;
+use arbiter_policy::external::{decide_in_order_reusing, OrderScratch};
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::AtomicU64;
 use crate::scenario::{self, Run};
 use crate::{tables, traces, Error, ErrorClass};
 use arbiter_model::{Decision, SimTime};
-use arbiter_policy::external::Observation;
 use arbiter_policy::mechanisms::greedy::GreedyOptions;
 use arbiter_policy::{Placing, Policy, PolicyConfig, PolicyKind, SchedulerView};
 use arbiter_policy::PolicyError as Refusal;
 use arbiter_sim::StopFlag;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyTuple};
 use std::sync::{Arc, Mutex};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,34 +115,141 @@ impl PyRun {
         self.0.warnings()
     }
 
-    /// Writes the HTML report `arbiter run --report DIR` writes; returns its page.
-    fn write_report(&self, py: Python<'_>, dir: PathBuf) -> PyResult<PathBuf> {
-        py.detach(|| self.0.write_report(&dir)).map_err(raise)
+    /// Writes the HTML report `arbiter run --report DIR` writes, naming the kind `external`
+    /// `python_policy` where given; returns its page.
+    #[pyo3(signature = (dir, python_policy=None))]
+    fn write_report(&self, py: Python<'_>, dir: PathBuf, python_policy: Option<String>) -> PyResult<PathBuf> {
+        py.detach(|| self.0.write_report(&dir, python_policy.as_deref())).map_err(raise)
     }
 }
 
+/// A scheduling point as a Python policy's view reads it, lent to the Python code on the
+/// simulation's thread for the time of one `schedule(view)` call (see [`lend`]).
+struct Lent<'a, 'v> {
+    view: &'a SchedulerView<'v>,
+    now: SimTime,
+    tenants: &'a RefCell<TenantCodes>,
+}
+
+thread_local! {
+    /// The [`Lent`] point on this thread and its serial, while [`lend`] runs; null otherwise.
+    static LENT: Cell<(*const (), u64)> = const { Cell::new((std::ptr::null(), 0)) };
+}
+
+/// Serials of lent points: a view kept from one scheduling point cannot read the next one's.
+static SERIAL: AtomicU64 = AtomicU64::new(0);
+
+/// Lends `point` to the Python code that `work` calls on this thread, under a fresh serial that
+/// `work` hands to the view (a [`PyPoint`]). The view computes each job column from the point
+/// only when the policy reads it, instead of every feature of every job being copied out first.
+fn lend<T>(point: &Lent<'_, '_>, work: impl FnOnce(u64) -> T) -> T {
+    /// Puts back what was lent before (nothing, unless Python policies nest), on return and on
+    /// unwinding alike: the pointer never outlives the borrow it was made from.
+    struct Restore((*const (), u64));
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LENT.with(|lent| lent.set(self.0));
+        }
+    }
+    let serial = SERIAL.fetch_add(1, Ordering::Relaxed) + 1;
+    let pointer = (point as *const Lent<'_, '_>).cast::<()>();
+    let _restore = Restore(LENT.with(|lent| lent.replace((pointer, serial))));
+    work(serial)
+}
+
+/// Reads the point lent under `serial`, if it is still lent on this thread.
+fn with_lent<T>(serial: u64, read: impl FnOnce(&Lent<'_, '_>) -> T) -> PyResult<T> {
+    let (pointer, lent) = LENT.with(Cell::get);
+    if pointer.is_null() || lent != serial {
+        return Err(ArbiterError::new_err("a View is readable only during the schedule(view) call that received it (what was read then stays readable)"));
+    }
+    // SAFETY: `lend` stored this pointer, made from a `&Lent` that outlives its call, and puts
+    // the previous value back before that call returns or unwinds; the serial is unique to that
+    // call and the cell is this thread's. So a non-null pointer with this serial points to the
+    // live `Lent` of the call in progress, which is only ever read through shared references.
+    let point = unsafe { &*pointer.cast::<Lent<'_, '_>>() };
+    Ok(read(point))
+}
+
+/// The view's access to the scheduling point it was made for (`arbiter.View` wraps it):
+/// columns computed on demand, valid only while that `schedule(view)` call runs.
+#[pyclass(frozen, module = "arbiter._native", name = "Point")]
+struct PyPoint {
+    serial: u64,
+}
+
+#[pymethods]
+impl PyPoint {
+    /// Job column `index` (in `COLUMNS` order) as bytes in its dtype: int64, float64, or one
+    /// byte per job for `running`.
+    fn column<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let column = inprocess::Column::from_index(index).ok_or_else(|| ArbiterError::new_err(format!("no job column {index}")))?;
+        with_lent(self.serial, |point| {
+            let mut tenants = point.tenants.try_borrow_mut().map_err(|_| ArbiterError::new_err("the tenant codes are in use"))?;
+            PyBytes::new_with(py, column.width() * point.view.jobs.len(), |out| {
+                inprocess::write_column(point.view, point.now, column, &mut tenants, out);
+                Ok(())
+            })
+        })?
+    }
+
+    /// Free GPUs per node, as int64 bytes.
+    fn free_gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        with_lent(self.serial, |point| PyBytes::new(py, &inprocess::free_gpus(point.view)))
+    }
+
+    /// Tenants coded since the last call (the `tenant` column's codes index them in order).
+    fn new_tenants(&self) -> PyResult<Vec<String>> {
+        with_lent(self.serial, |point| point.tenants.try_borrow_mut().map(|mut t| t.take_new().to_vec()).map_err(|_| ArbiterError::new_err("the tenant codes are in use")))?
+    }
+
+    /// Every running job's placement: `(job, [(node, GPUs), ...])`.
+    fn placements(&self) -> PyResult<inprocess::HeldPlacements> {
+        with_lent(self.serial, |point| inprocess::held_placements(point.view))
+    }
+}
+
+/// What a Python policy answered, read while it held the GIL.
+enum PyAnswer {
+    /// An order (its ids in `PyPolicy::order`), with preemption or not.
+    Order(bool),
+    /// Placements, with preemption or not.
+    Placements(Vec<arbiter_model::Assignment>, bool),
+}
+
 /// A policy written in Python (an `arbiter.Policy`): at each scheduling point the simulation's
-/// thread takes the GIL, hands `arbiter._policy._decide` the packed features, and places the
-/// order it answers as the external protocol does. What goes wrong is kept in `failure` as the
-/// exception to raise (a `DecisionError`), and the simulation fails.
+/// thread takes the GIL and asks the policy's runner (`arbiter._policy._Runner`) to decide on a
+/// view of the point ([`PyPoint`]). An order is placed as the external protocol places one;
+/// placements are checked by the planner, as the engine checks every policy's decision, so a
+/// bad one names its job. What goes wrong is kept in `failure` as the exception to raise (a
+/// `DecisionError`), and the simulation fails.
 struct PyPolicy {
-    object: Py<PyAny>,
-    decide: Py<PyAny>,
+    runner: Py<PyAny>,
     name: String,
     options: GreedyOptions,
-    tenants: TenantCodes,
-    tenant_list: Py<PyList>,
+    tenants: RefCell<TenantCodes>,
+    /// The last order answered, its memory reused.
+    order: Vec<u32>,
+    scratch: OrderScratch,
+    planner: Planner,
     failure: Arc<Mutex<Option<PyErr>>>,
 }
 
 impl PyPolicy {
     fn new(py: Python<'_>, object: &Py<PyAny>, config: &PolicyConfig, failure: &Arc<Mutex<Option<PyErr>>>) -> PyResult<Self> {
-        let object = object.clone_ref(py);
-        object.call_method0(py, "reset")?;
-        let name: String = object.call_method0(py, "policy_name")?.extract(py)?;
-        let decide = py.import("arbiter._policy")?.getattr("_decide")?.unbind();
+        let runner = py.import("arbiter._policy")?.getattr("_Runner")?.call1((object.bind(py),))?;
+        let name: String = runner.getattr("name")?.extract()?;
         let placing = Placing { strategy: config.placement, keep_placements: config.keep_placements };
-        Ok(PyPolicy { object, decide, name, options: GreedyOptions::fit_first(placing), tenants: TenantCodes::default(), tenant_list: PyList::empty(py).unbind(), failure: Arc::clone(failure) })
+        Ok(PyPolicy {
+            runner: runner.unbind(),
+            name,
+            options: GreedyOptions::fit_first(placing),
+            tenants: RefCell::default(),
+            order: Vec::new(),
+            scratch: OrderScratch::default(),
+            planner: Planner::default(),
+            failure: Arc::clone(failure),
+        })
     }
 
     /// Keeps `error` to raise, and fails the simulation.
@@ -149,6 +260,46 @@ impl PyPolicy {
         }
         Refusal::Config(message)
     }
+
+    /// Fails the simulation with a `DecisionError`: at `now`, `what`.
+    fn refuse(&self, now: SimTime, what: impl std::fmt::Display) -> Refusal {
+        self.fail(DecisionError::new_err(format!("policy `{}` at t={:?}s: {what}", self.name, now.as_ms() as f64 / 1000.0)))
+    }
+
+    /// Asks the Python policy about `view`: its answer, or what is wrong with it (`Ok(Err)`), or
+    /// the exception it raised (already a `DecisionError` naming the policy).
+    fn ask(&mut self, view: &SchedulerView<'_>, now: SimTime) -> PyResult<Result<PyAnswer, String>> {
+        let point = Lent { view, now, tenants: &self.tenants };
+        let (runner, order, nodes) = (&self.runner, &mut self.order, view.cluster.nodes.len());
+        lend(&point, |serial| {
+            Python::attach(|py| {
+                let handle = Bound::new(py, PyPoint { serial })?;
+                let reply = runner.bind(py).call_method1(pyo3::intern!(py, "decide"), (now.as_ms() as f64 / 1000.0, handle, view.jobs.len()))?;
+                let (placements, words, preempt): (bool, Bound<'_, PyBytes>, bool) = reply.extract()?;
+                Ok(if placements {
+                    inprocess::unpack_placements(words.as_bytes(), nodes).map(|run| PyAnswer::Placements(run, preempt)).map_err(|e| e.to_string())
+                } else {
+                    inprocess::unpack_order(words.as_bytes(), order).map(|()| PyAnswer::Order(preempt)).map_err(|id| format!("its order names job {id}, which is not waiting or running"))
+                })
+            })
+        })
+    }
+
+    /// Checks placements with the planner, as the engine will (a Python policy never shares
+    /// GPUs, so every running job holds its own).
+    fn check(&mut self, view: &SchedulerView<'_>, decision: &Decision) -> Result<(), arbiter_model::PlanError> {
+        let jobs: std::collections::HashMap<JobId, &arbiter_model::ActiveJob> = view.jobs.iter().map(|j| (j.id, j)).collect();
+        let standing = |id: JobId| {
+            jobs.get(&id).map(|j| match j.placement() {
+                Some(placement) => Standing::Running { placement, partner: None, host: None },
+                None => Standing::Queued,
+            })
+        };
+        let running = view.jobs.iter().filter(|j| j.is_running()).map(|j| j.id);
+        let plan = self.planner.plan(view.cluster, view.specs, standing, running, view.current.map(|c| c.free), decision)?;
+        self.planner.give_back(plan.occupancy, plan.actions, plan.preempt);
+        Ok(())
+    }
 }
 
 impl Policy for PyPolicy {
@@ -157,25 +308,21 @@ impl Policy for PyPolicy {
     }
 
     fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, Refusal> {
-        let observation = Observation::of(view, now);
-        let time_s = observation.time_s;
-        let answer = Python::attach(|py| -> PyResult<(Vec<u8>, bool)> {
-            let columns = PyBytes::new_with(py, inprocess::columns_len(observation.jobs.len()), |out| {
-                inprocess::pack_columns(&observation, &mut self.tenants, out);
-                Ok(())
-            })?;
-            let tenants = self.tenant_list.bind(py);
-            for tenant in self.tenants.take_new() {
-                tenants.append(tenant)?;
+        match self.ask(view, now).map_err(|error| self.fail(error))? {
+            Err(what) => Err(self.refuse(now, what)),
+            Ok(PyAnswer::Order(preempt)) => {
+                let order = std::mem::take(&mut self.order);
+                let decided = decide_in_order_reusing(view, now, self.options, &order, preempt, &mut self.scratch);
+                self.order = order;
+                decided.map_err(|e| self.refuse(now, e))
             }
-            let args = (self.object.bind(py), time_s, columns, PyBytes::new(py, &inprocess::pack_free(&observation)), tenants);
-            let (order, preempt): (Bound<'_, PyBytes>, bool) = self.decide.bind(py).call1(args)?.extract()?;
-            Ok((order.as_bytes().to_vec(), preempt))
-        });
-        let (order, preempt) = answer.map_err(|e| self.fail(e))?;
-        let at = format!("policy `{}` at t={time_s:?}s", self.name);
-        let order = inprocess::unpack_order(&order).map_err(|id| self.fail(DecisionError::new_err(format!("{at}: its order names job {id}, which is not waiting or running"))))?;
-        arbiter_policy::external::decide_in_order(view, now, self.options, &order, preempt).map_err(|e| self.fail(DecisionError::new_err(format!("{at}: {e}"))))
+            Ok(PyAnswer::Placements(mut run, preempt)) => {
+                inprocess::match_held(view, &mut run);
+                let decision = inprocess::placements_decision(run, preempt);
+                self.check(view, &decision).map_err(|e| self.refuse(now, e))?;
+                Ok(decision)
+            }
+        }
     }
 }
 
@@ -195,7 +342,11 @@ fn run_scenario_with(py: Python<'_>, scenario: impl FnOnce() -> Result<arbiter_s
                     Refusal::Config(message)
                 })
             };
-            interruptible(py, |stop| scenario::run_with(scenario()?, timeline, stop, Some(&factory)))
+            // The simulations run on the worker thread, attached to Python once and detached at
+            // once: its thread state then lives for the whole run, and each scheduling point
+            // only takes the GIL (attaching afresh would create and free a thread state, and its
+            // frame memory, at every decision).
+            interruptible(py, |stop| Python::attach(|py| py.detach(|| scenario::run_with(scenario()?, timeline, stop, Some(&factory)))))
         }
     };
     let failed = failure.lock().ok().and_then(|mut slot| slot.take());
@@ -301,6 +452,13 @@ fn analyze_trace(py: Python<'_>, path: PathBuf, format: &str, report: Option<Pat
     interruptible(py, |_| traces::analyze_json(&path, format, report.as_deref()))
 }
 
+/// The `[policy]` table (JSON) of an ad-hoc simulation under `policy` from its parameters, flat
+/// or as tables (JSON); see `policies::policy_table`.
+#[pyfunction]
+fn policy_table(policy: &str, params: &str) -> PyResult<String> {
+    crate::policies::policy_table(policy, params).map_err(raise)
+}
+
 /// Every policy's descriptor, as JSON.
 #[pyfunction]
 fn policies() -> PyResult<String> {
@@ -311,5 +469,5 @@ fn policies() -> PyResult<String> {
 #[pymodule(name = "_native")]
 mod native {
     #[pymodule_export]
-    use super::{analyze_trace, assignment, policies, read_trace, run_scenario, simulate, ArbiterError, DecisionError, PolicyError, PyEpisode, PyRun, ScenarioError, TraceError};
+    use super::{analyze_trace, assignment, policies, policy_table, read_trace, run_scenario, simulate, ArbiterError, DecisionError, PolicyError, PyEpisode, PyPoint, PyRun, ScenarioError, TraceError};
 }

@@ -105,10 +105,13 @@ impl Run {
         self.rows.iter().flat_map(|r| &r.warnings).filter(|w| seen.insert(w.as_str())).cloned().collect()
     }
 
-    /// Writes the HTML report `arbiter run --report DIR` writes; returns its page.
-    pub fn write_report(&self, dir: &Path) -> Result<PathBuf, Error> {
+    /// Writes the HTML report `arbiter run --report DIR` writes; returns its page. A policy
+    /// written in Python (run as the kind `external`) is named `python_policy` there, as in the
+    /// DataFrames.
+    pub fn write_report(&self, dir: &Path, python_policy: Option<&str>) -> Result<PathBuf, Error> {
         let input = arbiter_report::run::RunInput { scenario: &self.scenario, rows: &self.rows, comparisons: &self.comparisons };
-        Ok(arbiter_report::run::report(&input).write(dir)?)
+        let renamed: Vec<(arbiter_policy::PolicyKind, &str)> = python_policy.map(|name| (arbiter_policy::PolicyKind::External, name)).into_iter().collect();
+        Ok(arbiter_report::run::report_named(&input, arbiter_report::run::PolicyNames { renamed: &renamed }).write(dir)?)
     }
 }
 
@@ -171,7 +174,7 @@ mod tests {
     fn the_report_is_written() {
         let dir = tempfile::tempdir().expect("temporary folder");
         let run = simulate("srtf", "{}").expect("runs");
-        let page = run.write_report(dir.path()).expect("written");
+        let page = run.write_report(dir.path(), None).expect("written");
         assert_eq!(page, dir.path().join("index.html"));
     }
 }

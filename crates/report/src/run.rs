@@ -4,6 +4,7 @@ use crate::chart::{label, Axis, BarChart, Bars, Fill, Format, Line, LineChart};
 use crate::figures::{self, TenantShare};
 use crate::panels::{Panel, SmallMultiples};
 use crate::{gantt, slug, Figure, Mark, Report, Section, Table, VERSION};
+use arbiter_policy::PolicyKind;
 use arbiter_sim::scenario::{Comparison, ResultRow, Scenario};
 use arbiter_sim::Window;
 
@@ -21,13 +22,29 @@ pub struct RunInput<'a> {
     pub comparisons: &'a [Comparison],
 }
 
+/// How the report names each policy: its kind's name, unless renamed. The Python bindings run a
+/// policy written in Python as the kind `external`, and the report names it as the results do
+/// (its class's name, or its `name`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PolicyNames<'a> {
+    /// Kinds named otherwise, with their names.
+    pub renamed: &'a [(PolicyKind, &'a str)],
+}
+
+impl<'a> PolicyNames<'a> {
+    /// The name of `kind` in the report.
+    pub fn of(&self, kind: PolicyKind) -> &'a str {
+        self.renamed.iter().find(|(k, _)| *k == kind).map_or(kind.name(), |(_, name)| name)
+    }
+}
+
 /// A number of seconds for a table.
 fn secs(v: f64) -> String {
     format!("{v:.0}")
 }
 
 /// The table of every result row.
-fn results_table(rows: &[ResultRow]) -> Table {
+fn results_table(rows: &[ResultRow], names: PolicyNames<'_>) -> Table {
     let head = [
         "trace", "tenant", "policy", "seed", "jobs", "unfinished", "avg JCT s", "p50 JCT s", "p99 JCT s", "avg queue s", "util",
         "shared", "guest", "preempt/job", "max ρ",
@@ -41,7 +58,7 @@ fn results_table(rows: &[ResultRow]) -> Table {
                 [
                     r.trace.clone(),
                     r.tenant.clone(),
-                    r.policy.name().to_string(),
+                    names.of(r.policy).to_string(),
                     r.seed.to_string(),
                     s.jobs.to_string(),
                     s.unfinished.to_string(),
@@ -65,6 +82,11 @@ fn results_table(rows: &[ResultRow]) -> Table {
 
 /// Published vs ours, each row marked within (green) or outside (red) its tolerance.
 pub fn published_table(comparisons: &[Comparison]) -> Table {
+    published_table_named(comparisons, PolicyNames::default())
+}
+
+/// [`published_table`], naming policies with `names`.
+fn published_table_named(comparisons: &[Comparison], names: PolicyNames<'_>) -> Table {
     let head = ["trace", "policy", "tenant", "metric", "published", "ours", "diff", "tolerance", "verdict", "source"];
     Table {
         head: head.iter().map(|h| h.to_string()).collect(),
@@ -81,7 +103,7 @@ pub fn published_table(comparisons: &[Comparison]) -> Table {
                 };
                 vec![
                     (p.trace.clone(), Mark::None),
-                    (p.policy.name().to_string(), Mark::None),
+                    (names.of(p.policy).to_string(), Mark::None),
                     (p.tenant.clone(), Mark::None),
                     (p.metric.clone(), Mark::None),
                     (format!("{:.4}", p.value).trim_end_matches('0').trim_end_matches('.').to_string(), Mark::None),
@@ -150,11 +172,11 @@ impl TraceGroup<'_> {
 }
 
 /// The figures of one group.
-fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window) -> Vec<Figure> {
+fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window, names: PolicyNames<'_>) -> Vec<Figure> {
     let caption = format!("{} · {} · seed {} · Arbiter {VERSION}", scenario.name, group.name(), group.seed);
-    let mut out = cdf_figures(group, &caption, window);
-    out.extend(over_time_figures(group, &caption));
-    out.extend(tenant_share_figure(group, &caption, &scenario.policy.config.tenant_weights));
+    let mut out = cdf_figures(group, &caption, window, names);
+    out.extend(over_time_figures(group, &caption, names));
+    out.extend(tenant_share_figure(group, &caption, &scenario.policy.config.tenant_weights, names));
     out
 }
 
@@ -162,7 +184,7 @@ fn group_figures(group: &TraceGroup, scenario: &Scenario, window: Window) -> Vec
 type Sample = fn(&ResultRow, Window) -> Vec<f64>;
 
 /// The CDFs of one group, a step line per policy: JCT, queueing delay, finish-time fairness.
-fn cdf_figures(group: &TraceGroup, caption: &str, window: Window) -> Vec<Figure> {
+fn cdf_figures(group: &TraceGroup, caption: &str, window: Window, names: PolicyNames<'_>) -> Vec<Figure> {
     let charts: [(&str, &str, Axis, Sample); 3] = [
         ("jct-cdf", "JCT CDF", Axis::log("job completion time (log)", Format::Seconds), |r, w| figures::jcts(&r.records, w)),
         ("queue-cdf", "queueing delay CDF", Axis::log("queueing delay (log; under 1 s drawn at 1 s)", Format::Seconds), |r, w| {
@@ -174,7 +196,7 @@ fn cdf_figures(group: &TraceGroup, caption: &str, window: Window) -> Vec<Figure>
     ];
     let mut out = Vec::new();
     for (id, title, x, sample) in charts {
-        let lines = group.rows.iter().map(|r| Line { label: r.policy.name().to_string(), points: figures::cdf(sample(r, window)) }).collect();
+        let lines = group.rows.iter().map(|r| Line { label: names.of(r.policy).to_string(), points: figures::cdf(sample(r, window)) }).collect();
         let chart = LineChart { title: format!("{}: {title}", group.name()), caption: caption.to_string(), x, y: Axis::fraction("jobs"), lines };
         if chart.has_data() {
             out.push(Figure { id: group.id(id), svg: chart.to_svg() });
@@ -190,7 +212,7 @@ type OverTime<'a> = &'a dyn Fn(&ResultRow, f64, f64) -> Vec<Line>;
 /// each other, several policies' 400 noisy bins were an unreadable tangle). Each GPU counts once
 /// however many jobs run on it; what sharing adds is a second, dashed series in the panels of
 /// the policies that shared GPUs.
-fn over_time_figures(group: &TraceGroup, caption: &str) -> Vec<Figure> {
+fn over_time_figures(group: &TraceGroup, caption: &str, names: PolicyNames<'_>) -> Vec<Figure> {
     // Every row gets its panel (empty without a timeline), so that panel i has policy i's colour.
     let panels = |series: OverTime| -> Vec<Panel> {
         group
@@ -201,7 +223,7 @@ fn over_time_figures(group: &TraceGroup, caption: &str) -> Vec<Figure> {
                 let lines = span.map_or_else(Vec::new, |(from, to)| {
                     series(r, from, to).into_iter().map(|l| Line { points: l.points.into_iter().map(|(t, v)| (t - from, v)).collect(), ..l }).collect()
                 });
-                Panel { label: r.policy.name().to_string(), lines }
+                Panel { label: names.of(r.policy).to_string(), lines }
             })
             .collect()
     };
@@ -253,7 +275,7 @@ fn bins_stated(group: &TraceGroup) -> String {
 /// got solid, its fair share (which depends on how long the policy kept each tenant's jobs in
 /// the system) a light bar of the same hue beside it. Left out for a single tenant, or where a
 /// simulation kept no timeline.
-fn tenant_share_figure(group: &TraceGroup, caption: &str, weights: &std::collections::BTreeMap<String, f64>) -> Option<Figure> {
+fn tenant_share_figure(group: &TraceGroup, caption: &str, weights: &std::collections::BTreeMap<String, f64>, names: PolicyNames<'_>) -> Option<Figure> {
     let tenants: std::collections::BTreeSet<&str> = group.rows.first()?.records.iter().map(|j| j.tenant.as_str()).collect();
     if tenants.len() < 2 || group.rows.iter().any(|r| r.timeline.is_empty()) {
         return None;
@@ -261,7 +283,7 @@ fn tenant_share_figure(group: &TraceGroup, caption: &str, weights: &std::collect
     let shares: Vec<Vec<TenantShare>> = group.rows.iter().map(|r| figures::tenant_shares(&r.records, &r.timeline, r.capacity_gpus, weights)).collect();
     let mut series = Vec::with_capacity(shares.len() * 2);
     for (p, (r, s)) in group.rows.iter().zip(&shares).enumerate() {
-        let policy = r.policy.name();
+        let policy = names.of(r.policy);
         let got = Bars::new(format!("{policy} got, Jain {:.3}", figures::jain_index(s)), s.iter().map(|t| t.received).collect());
         series.push(Bars { hue: Some(p), ..got });
         let fair = Bars::new(format!("{policy} fair share"), s.iter().map(|t| t.entitled).collect());
@@ -284,9 +306,9 @@ pub const MAX_SIZE_LINES: usize = 10;
 /// size class, the delay CDF of every (trace, policy) at its first seed, pooled over tenants;
 /// and a table of the median and p90. Left out where more than [`MAX_SIZE_LINES`] lines would
 /// crowd each chart.
-fn delay_by_size(rows: &[ResultRow], scenario: &Scenario, window: Window) -> Vec<Section> {
+fn delay_by_size(rows: &[ResultRow], scenario: &Scenario, window: Window, names: PolicyNames<'_>) -> Vec<Section> {
     // (trace, policy) → the first seed's simulations (one per tenant with per-tenant clusters).
-    let lines = first_seed_groups(rows, |r| (r.trace.as_str(), r.policy.name()));
+    let lines = first_seed_groups(rows, |r| (r.trace.as_str(), names.of(r.policy)));
     if lines.is_empty() || lines.len() > MAX_SIZE_LINES {
         return Vec::new();
     }
@@ -355,6 +377,11 @@ fn delay_by_size(rows: &[ResultRow], scenario: &Scenario, window: Window) -> Vec
 
 /// The whole run report.
 pub fn report(input: &RunInput) -> Report {
+    report_named(input, PolicyNames::default())
+}
+
+/// The whole run report, naming policies with `names`.
+pub fn report_named(input: &RunInput, names: PolicyNames<'_>) -> Report {
     let scenario = input.scenario;
     let window = scenario.window;
     let mut facts = vec![("scenario".to_string(), scenario.name.clone()), ("file".to_string(), scenario.file.display().to_string())];
@@ -370,13 +397,13 @@ pub fn report(input: &RunInput) -> Report {
     }
     facts.push(("Arbiter".into(), VERSION.into()));
     // The summary table first: the numbers a reader compares, then the figures that explain them.
-    let mut sections = vec![Section::Heading("Summary".into()), Section::Table(results_table(input.rows))];
+    let mut sections = vec![Section::Heading("Summary".into()), Section::Table(results_table(input.rows, names))];
     if !input.comparisons.is_empty() {
         sections.push(Section::Heading("Published vs ours".into()));
         sections.push(Section::Text("Our number is the mean over seeds; green: within the scenario's tolerance, red: outside.".into()));
-        sections.push(Section::Table(published_table(input.comparisons)));
+        sections.push(Section::Table(published_table_named(input.comparisons, names)));
     }
-    sections.extend(delay_by_size(input.rows, scenario, window));
+    sections.extend(delay_by_size(input.rows, scenario, window, names));
     let groups = groups(input.rows);
     if groups.is_empty() {
         sections.push(Section::Text("No simulation kept its per-job records; there is nothing to draw.".into()));
@@ -386,7 +413,7 @@ pub fn report(input: &RunInput) -> Report {
         groups
             .par_iter()
             .map(|g| {
-                (g.name(), group_figures(g, scenario, window))
+                (g.name(), group_figures(g, scenario, window, names))
             })
             .collect()
     };
@@ -407,10 +434,10 @@ pub fn report(input: &RunInput) -> Report {
                 continue;
             }
             let (bars, labels) = gantt::bars(&r.timeline, |j| window.contains(j));
-            let title = format!("{} under {}: jobs on GPUs", first.trace(), r.policy.name());
+            let title = format!("{} under {}: jobs on GPUs", first.trace(), names.of(r.policy));
             let caption = format!("{} · seed {} · Arbiter {VERSION}", scenario.name, first.seed);
             sections.push(Section::Figure(Figure {
-                id: slug(&[first.trace(), first.tenant(), "gantt", r.policy.name()]),
+                id: slug(&[first.trace(), first.tenant(), "gantt", names.of(r.policy)]),
                 svg: gantt::to_svg(&title, &caption, &bars, &labels),
             }));
         }
@@ -457,6 +484,22 @@ mod tests {
 
     fn figure(report: &Report, id: &str) -> String {
         report.figures().find(|f| f.id == id).unwrap_or_else(|| panic!("{id}")).svg.clone()
+    }
+
+    #[test]
+    fn a_renamed_policy_carries_its_name_everywhere_the_kind_would_show() {
+        let (scenario, rows) = (scenario(), [row(PolicyKind::Fifo), row(PolicyKind::External)]);
+        let input = RunInput { scenario: &scenario, rows: &rows, comparisons: &[] };
+        let renamed = [(PolicyKind::External, "PythonSRTF")];
+        let report = report_named(&input, PolicyNames { renamed: &renamed });
+        let html = report.to_html();
+        assert!(!html.contains("external"), "the kind's name is nowhere");
+        assert!(html.contains("<td>PythonSRTF</td>") || html.contains(">PythonSRTF<"), "in the summary table");
+        assert!(figure(&report, "hand-all-jct-cdf").contains("PythonSRTF"), "in the CDFs' legend");
+        assert!(figure(&report, "hand-all-utilization").contains("PythonSRTF"), "in the panels' labels");
+        assert!(report.figures().any(|f| f.id == "hand-all-gantt-pythonsrtf" || f.id.contains("gantt-python")), "its Gantt chart");
+        // Unrenamed, the kind's name.
+        assert!(report_named(&input, PolicyNames::default()).to_html().contains("external"));
     }
 
     #[test]

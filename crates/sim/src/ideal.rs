@@ -37,6 +37,11 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
         if window_left == Some(0) {
             break;
         }
+        // A raised stop flag (Ctrl-C from Python) ends the run here, as the engine's does: an
+        // atomic load per step, against an LP solve per recomputation.
+        if config.stop.is_raised() {
+            return Err(SimError::Stopped(now));
+        }
         stats.scheduling_points += 1;
         let allocation: BTreeMap<JobId, Vec<f64>> =
             policy.allocation_at(&SchedulerView { cluster, jobs: &active, specs, current: None }, now);
@@ -98,4 +103,22 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
     }
     crate::unplaceable::mark(cluster, specs, &mut records);
     Ok(SimOutput { records, capacity_gpus: cluster.total_gpus(), stats, timeline: Vec::new() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_policy::{build_gavel, PolicyConfig, PolicyKind};
+
+    #[test]
+    fn a_raised_stop_flag_stops_the_ideal_mechanism_at_its_next_step() {
+        let cluster = Cluster::homogeneous(1, 2, 4, 32, 128, "V100").expect("cluster");
+        let specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::from_ms(u64::from(i) * 1000), 2, 100.0)).collect();
+        let gavel = || build_gavel(PolicyKind::MaxMinFairness, &PolicyConfig::default()).expect("builds").expect("a Gavel policy");
+        let config = SimConfig { stop: crate::StopFlag::new(), ..SimConfig::default() };
+        let finished = simulate_ideal(&cluster, &specs, &mut gavel(), &config).expect("runs");
+        assert!(finished.records.iter().all(|r| r.finish_s.is_some()));
+        config.stop.raise();
+        assert!(matches!(simulate_ideal(&cluster, &specs, &mut gavel(), &config), Err(SimError::Stopped(_))));
+    }
 }
