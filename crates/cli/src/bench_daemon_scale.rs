@@ -50,6 +50,8 @@ const T0_MS: u64 = 1_700_000_000_000;
 const POLICIES: [&str; 5] = ["fifo", "las", "vtc", "vtc+fairshare", "fifo+webhooks"];
 /// The fair share's half-life in the `+fairshare` points: the daemon's default, 7 days.
 const FAIRSHARE_HALF_LIFE_S: f64 = 7.0 * 86_400.0;
+/// Tasks of the job array submitted after the steady rounds.
+const ARRAY_TASKS: u32 = 10_000;
 /// Usage rows of the `arbiter usage` measurement.
 const USAGE_ROWS: u32 = 1_000_000;
 /// The suffix of a point with webhooks.
@@ -290,6 +292,17 @@ pub fn run_point(point: &str) -> Result<()> {
         idle.push(ms(t.elapsed()));
     }
     put("idle_round_ms", json!(median(idle)));
+    // A 10,000-task array on top: one submission (one store write), then the round that first
+    // sees it (issue 29's goals: accepted in < 100 ms, no round above the first round's).
+    let t = Instant::now();
+    let array = daemon.submit(&tenant_name(0), serde_json::from_value(json!({ "command": "python sweep.py", "gpus": 1, "expected_run_time_s": 600, "array": format!("0-{}", ARRAY_TASKS - 1) }))?)?;
+    put("array_submit_ms", json!(ms(t.elapsed())));
+    for id in array.id..array.id + ARRAY_TASKS {
+        fake.set_work(id, 600.0, 0);
+    }
+    let t = Instant::now();
+    daemon.tick()?;
+    put("round_after_array_ms", json!(ms(t.elapsed())));
     if webhooks {
         let (waiting, dropped) = (0..TENANTS).filter_map(|t| daemon.webhook(&tenant_name(t))).fold((0, 0), |(w, d), (_, health, pending)| (w + pending, d + health.dropped));
         put("webhook_events_waiting", json!(waiting));
@@ -408,7 +421,7 @@ fn usage_report_times() -> Result<Vec<(String, f64)>> {
 }
 
 /// The rows printed: (key, label, unit, decimals).
-const ROWS: [(&str, &str, &str, usize); 30] = [
+const ROWS: [(&str, &str, &str, usize); 32] = [
     ("daemon_start_ms", "daemon start (empty store)", "ms", 1),
     ("submit_s", "submit 100,000 jobs (Daemon::submit, one after another)", "s", 1),
     ("submissions_per_s", "  submissions/s, all", "/s", 0),
@@ -422,6 +435,8 @@ const ROWS: [(&str, &str, &str, usize); 30] = [
     ("steady_round_max_ms", "  max of 15", "ms", 1),
     ("runs_ended_per_steady_round", "  runs ended per round, mean", "", 1),
     ("idle_round_ms", "round with nothing new, median of 5", "ms", 1),
+    ("array_submit_ms", "a 10,000-task array accepted (one submission)", "ms", 1),
+    ("round_after_array_ms", "  the round that first sees it", "ms", 1),
     ("webhook_events_waiting", "webhook events recorded, waiting (+webhooks)", "", 0),
     ("webhook_events_dropped", "  dropped (outbox full)", "", 0),
     ("preemptions", "preemptions over all rounds", "", 0),

@@ -396,7 +396,7 @@ impl Daemon {
         }
         let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
         let dependent = crate::daemon::dependencies::waiting(&jobs);
-        let arrays = crate::records::array::arrays_of(&jobs);
+        let arrays = crate::records::array::arrays_of(jobs.iter().filter_map(|j| j.array));
         let reservations = store.reservations()?;
         let state = State {
             jobs,

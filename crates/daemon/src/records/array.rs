@@ -101,10 +101,10 @@ impl ArrayIds {
     }
 }
 
-/// The arrays of the jobs on record (ended tasks pruned since leave their array in place).
-pub fn arrays_of(jobs: &crate::records::jobs::Jobs) -> std::collections::BTreeMap<u32, ArrayIds> {
+/// The arrays of the tasks on record (ended tasks pruned since leave their array in place).
+pub fn arrays_of(tasks: impl Iterator<Item = ArrayTask>) -> std::collections::BTreeMap<u32, ArrayIds> {
     let mut out = std::collections::BTreeMap::new();
-    for task in jobs.iter().filter_map(|j| j.array) {
+    for task in tasks {
         out.entry(task.array_id).or_insert(ArrayIds { first: task.array_id, count: task.tasks, max_running: task.max_running });
     }
     out
