@@ -93,3 +93,38 @@ fn reservations_are_the_admins_to_make_and_say_whose_only_to_that_tenant() {
     assert!(cli_ok(&daemon, &admin, &["reservations"]).contains("no reservations"));
 }
 
+
+#[test]
+fn a_daemon_killed_during_an_array_submission_has_all_its_tasks_or_none_and_runs_none_twice() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut daemon = start(dir.path());
+    let (token, _) = daemon.tenant_with_token("a");
+    // The submission and the kill race: whichever wins, the store holds the whole array or
+    // nothing of it (one transaction), never part.
+    let url = daemon.url.clone();
+    let submitter = std::thread::spawn(move || {
+        let client = arbiter_daemon::api::client::Client::new(&url, &token);
+        client.post("/v1/jobs", &json!({ "command": "echo ran $ARBITER_ARRAY_TASK_ID", "array": "0-4999" }))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    daemon.kill9();
+    let answered = submitter.join().expect("thread");
+    let daemon = start(dir.path());
+    let admin = daemon.admin();
+    let jobs = admin.get("/v1/jobs?limit=1000").expect("jobs");
+    let listed = jobs["jobs"].as_array().map_or(0, Vec::len);
+    match answered {
+        Ok(reply) => assert_eq!(reply["array_tasks"], json!(5000), "acknowledged: it was stored whole"),
+        Err(_) => assert!(listed == 0 || listed == 1000, "{listed} tasks: all (a full first page) or none"),
+    }
+    if listed > 0 {
+        let last = admin.get("/v1/jobs/0_4999").expect("the last task is there too");
+        assert_eq!(last["array"]["index"], json!(4999));
+        // Each task that ran, ran once.
+        wait_for("some tasks to succeed", 30, || admin.get("/v1/jobs?state=succeeded&limit=1").is_ok_and(|r| r["jobs"].as_array().is_some_and(|j| !j.is_empty())));
+        let done = admin.get("/v1/jobs?state=succeeded&limit=1000").expect("jobs");
+        for job in done["jobs"].as_array().into_iter().flatten() {
+            assert_eq!(job["runs"], json!(1), "{job}");
+        }
+    }
+}

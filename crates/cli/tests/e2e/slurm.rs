@@ -500,3 +500,25 @@ fn slurm_co_located_jobs_share_gpus_as_steps_of_one_allocation_across_a_daemon_r
         assert!(!ckpt.join("stolen").exists(), "bob listed alice's directory");
     }
 }
+
+#[test]
+#[ignore = "needs root and the lab Slurm cluster (scripts/slurm-up.sh); .ci/run runs it"]
+fn slurm_an_array_task_sees_slurms_array_variables_and_a_dependency_waits_under_slurm() {
+    let lab = Lab::start(&["--policy", "fifo", "--round-s", "1"]);
+    let alice = lab.tenant("alice");
+    let array = alice
+        .post("/v1/jobs", &json!({ "command": "echo task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID count $SLURM_ARRAY_TASK_COUNT arbiter $ARBITER_ARRAY_TASK_ID", "array": "3,5", "working_dir": lab.work() }))
+        .expect("array")["id"]
+        .as_u64()
+        .expect("id");
+    let after = submit(&alice, json!({ "command": "echo after", "dependency": format!("afterok:{array}"), "working_dir": lab.work() }));
+    for (k, index) in [(0, 3), (1, 5)] {
+        wait_state(&alice, array + k, "succeeded", 60);
+        let log = alice.get_text(&format!("/v1/jobs/{array}_{index}/logs")).expect("log");
+        assert!(log.contains(&format!("task {index} of {array} count 2 arbiter {index}")), "{log}");
+    }
+    wait_state(&alice, after, "succeeded", 60);
+    let started = |id: u64| lab.job(&alice, id)["history"].as_array().and_then(|h| h.iter().find(|t| t["to"] == "running").and_then(|t| t["at_unix_s"].as_i64())).expect("started");
+    let ended = |id: u64| lab.job(&alice, id)["history"].as_array().and_then(|h| h.iter().rev().find(|t| t["to"] == "succeeded").and_then(|t| t["at_unix_s"].as_i64())).expect("ended");
+    assert!(started(after) >= ended(array).max(ended(array + 1)), "the dependent job started after both tasks ended");
+}
