@@ -59,6 +59,12 @@ fn priority_classes_dependencies_and_arrays_work_through_the_cli_and_refuse_anot
     assert!(!b_cancel.status.success());
     let (status, _) = refused(b.post("/v1/jobs", &json!({ "command": "true", "dependency": format!("afterok:{array}_1") })));
     assert_eq!(status, 400);
+    // The dashboard: queued tasks with their class; each tenant sees its own GPU-hours only.
+    let dash = a.get("/v1/dashboard").expect("dashboard");
+    assert!(dash["queue"].as_array().is_some_and(|q| q.iter().any(|j| j["priority_class"] == "normal")), "{}", dash["queue"]);
+    let tenants = b.get("/v1/dashboard").expect("dashboard")["tenants"].clone();
+    assert_eq!(tenants.as_array().map(|t| t.iter().map(|x| x["name"].clone()).collect::<Vec<_>>()), Some(vec![json!("b")]), "{tenants}");
+    assert!(tenants[0]["gpu_hours"].is_number());
     // a cancels the whole array by its id.
     let out = cli_ok(&daemon, &token_a, &["cancel", &array.to_string()]);
     assert!(out.contains(&format!("cancelling array {array}: 6 tasks")), "{out}");

@@ -146,7 +146,7 @@ function renderSnapshot(d) {
     (d.queued_total !== d.queued_visible ? " (" + d.queued_total + " in all)" : "");
   tenantColors = d.tenant_colors || {};
   renderGrid(d.nodes, d.reservations);
-  fillRows($("queue"), d.queue.map((j) => [jobLink(j.id), j.tenant, j.name || "", j.gpus, j.priority, ago(j.submitted_unix_s), j.pending_reason || "waiting for the next round"]));
+  fillRows($("queue"), d.queue.map((j) => [jobLink(j.id), j.tenant, j.name || "", j.gpus, j.priority, j.priority_class || "", ago(j.submitted_unix_s), j.pending_reason || "waiting for the next round"]));
   $("queue-more").textContent = d.queued_visible > d.queue.length ? "… and " + (d.queued_visible - d.queue.length) + " more" : "";
   fillRows($("tenants"), d.tenants.map((t) => {
     const bar = el("div", null, "bar");
@@ -168,7 +168,7 @@ function renderSnapshot(d) {
     // No share where the policy ignores weights (a share from them would promise nothing).
     const share = el("span", (t.share === null || t.share === undefined) ? (d.weights_used === false ? "not used" : "-") : (100 * t.share).toFixed(1) + "%");
     if (d.weights_note) share.title = d.weights_note;
-    return [name, t.gpus_held, t.queued, t.weight, share, t.gpu_quota === null ? "none" : t.gpu_quota, bar];
+    return [name, t.gpus_held, t.queued, t.weight, share, t.gpu_quota === null ? "none" : t.gpu_quota, (t.gpu_hours || 0).toFixed(1), bar];
   }));
   $("tenants-note").textContent = d.weights_note ? "Weights: " + d.weights_note + "." : "";
   fillRows($("events"), d.events.map((e) => [when(e.at_unix_s), jobLink(e.job), e.tenant, e.to, e.why]));

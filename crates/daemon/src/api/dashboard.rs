@@ -143,6 +143,7 @@ fn queued_view(j: &JobRecord) -> Value {
         "name": j.request.name,
         "gpus": j.request.gpus,
         "priority": j.request.priority,
+        "priority_class": j.request.priority_class,
         "submitted_unix_s": j.submitted_unix_s,
         "pending_reason": j.pending_reason,
         "preemptions": j.preemptions,
@@ -157,6 +158,12 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
     let (executor, round_s) = (api.daemon.executor_name(), api.daemon.settings.round_s);
     let weights_note = weights_note(api.daemon.settings.policy);
     let reservations: Vec<Value> = api.daemon.reservations().iter().map(|r| super::reservations::view(r, viewer.as_deref())).collect();
+    // GPU-hours each tenant has used since the store began (the viewer's own only: rows are
+    // filtered to it below, as the metrics' per-tenant series are the admin's).
+    let mut gpu_hours: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for ((tenant, _), seconds) in api.daemon.gpu_seconds_by_tenant() {
+        *gpu_hours.entry(tenant).or_insert(0.0) += seconds / 3600.0;
+    }
     let snapshot = api.daemon.with_state(|s| {
         let viewer = viewer.as_deref();
         let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
@@ -189,7 +196,8 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
                 // total weight, which only the admin may list. And only where the policy uses
                 // weights at all.
                 let share = (viewer.is_none() && total_weight > 0.0 && weights_note.is_none()).then(|| t.weight / total_weight);
-                json!({ "name": t.name, "gpus_held": gpus, "queued": queued, "weight": t.weight, "share": share, "gpu_quota": t.gpu_quota, "color": colors.get(&t.name) })
+                let used = gpu_hours.get(&t.name).copied().unwrap_or(0.0);
+                json!({ "name": t.name, "gpus_held": gpus, "queued": queued, "weight": t.weight, "share": share, "gpu_quota": t.gpu_quota, "gpu_hours": used, "color": colors.get(&t.name) })
             })
             .collect();
         // Recent events: the latest transitions of the jobs the viewer may see, newest first.
