@@ -45,17 +45,5 @@ impl Clock for VirtualClock {
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
 pub fn utc_text(unix_s: i64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let (days, secs) = (unix_s.div_euclid(86_400), unix_s.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", secs / 3600, secs % 3600 / 60, secs % 60)
+    chrono::DateTime::from_timestamp(unix_s, 0).map_or_else(|| format!("{unix_s} (Unix time)"), |t| t.format("%Y-%m-%d %H:%M:%S").to_string())
 }
-

@@ -182,42 +182,18 @@ pub use crate::config::parse_duration_s;
 
 /// Days since 1970-01-01 of a `YYYY-MM-DD` date (1970 to 9999), if it is one.
 pub fn parse_date(text: &str) -> Option<i64> {
-    let mut parts = text.split('-');
-    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
+    // Exactly YYYY-MM-DD (chrono alone would also take `2024-3-1`).
+    if text.len() != 10 {
         return None;
     }
-    let (y, m, d): (i64, u32, u32) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
-    let days_in_month = [31, if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if y < 1970 || !(1..=12).contains(&m) || d == 0 || d > days_in_month[m as usize - 1] {
-        return None;
-    }
-    Some(days_from_civil(y, m, d))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (i64::from(m) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+    let days = date.signed_duration_since(chrono::NaiveDate::default()).num_days();
+    (days >= 0).then_some(days)
 }
 
 /// `YYYY-MM-DD` of a day number (days since 1970-01-01).
 pub fn civil_date(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    chrono::NaiveDate::default().checked_add_signed(chrono::TimeDelta::days(days)).map_or_else(|| format!("day {days}"), |d| d.format("%Y-%m-%d").to_string())
 }
 
 /// One line of a usage report: a key (one value per grouping) and what was used in the window.
