@@ -61,6 +61,35 @@ pub(super) fn quota(v: &Value) -> String {
 
 /// The `arbiter jobs` table: `gpus` is how many the job asked for, `on` the GPU indices it holds
 /// (marked `*` when another job holds them too); the reason it waits only for queued jobs.
+/// The priority classes the caller may use and the reservations not over yet, for `arbiter cluster`.
+fn classes_and_reservations(c: &Value, out: &mut String) {
+    use std::fmt::Write;
+    let classes: Vec<String> = c["priority_classes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let mut text = format!("{} ({}", k["name"].as_str().unwrap_or("?"), number(&k["value"]));
+            if k["preemptible"] == false {
+                text.push_str(", not preemptible");
+            }
+            if k["default"] == true {
+                text.push_str(", default");
+            }
+            if let Some(ts) = k["tenants"].as_array() {
+                text.push_str(&format!(", tenants {}", ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("/")));
+            }
+            text + ")"
+        })
+        .collect();
+    if !classes.is_empty() {
+        let _ = writeln!(out, "priority classes: {}", classes.join(", "));
+    }
+    for r in c["reservations"].as_array().into_iter().flatten() {
+        let _ = write!(out, "reservation {}", reservation_line(r).trim_start());
+    }
+}
+
 /// One reservation in a line.
 pub(super) fn reservation_line(r: &Value) -> String {
     let start = r["start_unix_s"].as_i64().unwrap_or(0);
@@ -331,30 +360,7 @@ pub(super) fn cluster_text(c: &Value) -> String {
         };
         let _ = writeln!(out, "{}: {shown}", key.replace('_', " "));
     }
-    let classes: Vec<String> = c["priority_classes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|k| {
-            let mut text = format!("{} ({}", k["name"].as_str().unwrap_or("?"), number(&k["value"]));
-            if k["preemptible"] == false {
-                text.push_str(", not preemptible");
-            }
-            if k["default"] == true {
-                text.push_str(", default");
-            }
-            if let Some(ts) = k["tenants"].as_array() {
-                text.push_str(&format!(", tenants {}", ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("/")));
-            }
-            text + ")"
-        })
-        .collect();
-    if !classes.is_empty() {
-        let _ = writeln!(out, "priority classes: {}", classes.join(", "));
-    }
-    for r in c["reservations"].as_array().into_iter().flatten() {
-        let _ = write!(out, "reservation {}", reservation_line(r).trim_start());
-    }
+    classes_and_reservations(c, &mut out);
     out
 }
 
