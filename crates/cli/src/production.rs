@@ -7,6 +7,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
+mod history;
 mod render;
 use render::*;
 mod terminal;
@@ -180,11 +181,38 @@ pub enum ClientCommand {
         #[arg(long)]
         csv: bool,
     },
+    /// The daemon's finished and running jobs as a native trace (admin), to replay them under
+    /// another policy or configuration: `arbiter history export --since 30d > hist.csv`, then
+    /// `arbiter simulate --trace hist.csv --format native --policy X --cluster 8x8`.
+    ///
+    /// Each job that ran: its submission (seconds from the first one exported), tenant, user,
+    /// name, job type, GPUs, measured run time (seconds it held GPUs; a running job's so far plus
+    /// what its progress says is left), steps, priority, deadline, class and dependencies. No
+    /// command, environment, directory or log content.
+    History {
+        /// What to do.
+        #[command(subcommand)]
+        action: HistoryCommand,
+    },
     /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
         /// What to do; without one, list the tenants.
         #[command(subcommand)]
         action: Option<TenantsCommand>,
+    },
+}
+
+/// `arbiter history ...` (admin only).
+#[derive(Subcommand, Debug)]
+pub enum HistoryCommand {
+    /// Write the jobs that ran as a native trace (CSV) to standard output or `--out`.
+    Export {
+        /// Only jobs submitted within this long before now (`30d`, `12h`; s, m, h, d); default: all.
+        #[arg(long, value_parser = parse_duration_s)]
+        since: Option<u64>,
+        /// Write here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -447,6 +475,7 @@ pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out
             out.show(&client.post("/v1/reservations", &body)?, |r| format!("reserved: {}", reservation_line(r)))
         }
         ClientCommand::Reservations { delete: Some(id) } => out.show(&client.delete(&format!("/v1/reservations/{id}"))?, |_| format!("deleted reservation {id}\n")),
+        ClientCommand::History { action: HistoryCommand::Export { since, out: path } } => history_export(&client, since, path.as_deref()),
         ClientCommand::Reservations { delete: None } => out.show(&client.get("/v1/reservations")?, |r| listed(r, "reservations", reservations_table)),
         ClientCommand::Usage { since, by, tenant, csv } => usage(&client, &since, &by, tenant.as_deref(), csv, out),
         ClientCommand::Tenants { action } => tenants(&client, action.unwrap_or(TenantsCommand::List), out),
@@ -528,6 +557,28 @@ fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
         (Some(_), None) => crate::outln!("no admission answer: the daemon's policy does not guarantee deadlines (`chronus` does); it will try"),
         _ => {}
     }
+    Ok(())
+}
+
+/// `arbiter history export`: the admin's view of every job, as a native trace.
+fn history_export(client: &Client, since_s: Option<u64>, out: Option<&std::path::Path>) -> Result<()> {
+    // The admin's only: a tenant's token lists its own jobs, but the history of a cluster is
+    // the admin's to hand out.
+    if client.get("/v1/tenants").is_err() {
+        bail!("history export needs the admin token (ARBITER_TOKEN or --token-file)");
+    }
+    let jobs = all_jobs(client, None)?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let since = since_s.map(|s| now - s as i64);
+    let (specs, origin) = history::export(jobs["jobs"].as_array().map_or(&[][..], Vec::as_slice), since);
+    let mut text = Vec::new();
+    arbiter_trace::native::write(&mut text, &specs)?;
+    match out {
+        Some(path) => std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?,
+        None => std::io::Write::write_all(&mut std::io::stdout(), &text)?,
+    }
+    let first = origin.map_or_else(|| "no job".to_string(), |t| format!("times from {} UTC", utc(t)));
+    eprintln!("{} jobs exported ({first})", specs.len());
     Ok(())
 }
 
