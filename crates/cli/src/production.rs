@@ -908,7 +908,8 @@ fn parse_start(text: &str) -> std::result::Result<StartAt, String> {
     parsed.map(|t| StartAt::At(t.and_utc().timestamp())).map_err(|_| format!("`{text}`: use now, +2h, YYYY-MM-DD HH:MM (UTC) or Unix seconds"))
 }
 
-/// `--deadline`: seconds, or a number with `s`, `m`, `h` or `d`.
+/// A duration (`--deadline`, `--duration`, `--since`): seconds, or a number with `s`, `m`, `h`
+/// or `d`, from 1 s to ten years.
 fn parse_duration_s(text: &str) -> std::result::Result<u64, String> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().last() {
@@ -925,7 +926,7 @@ fn parse_duration_s(text: &str) -> std::result::Result<u64, String> {
     let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a duration (e.g. 3600, 90m, 2h)"))?;
     let seconds = value * scale;
     if !(seconds.is_finite() && (1.0..=3650.0 * 86_400.0).contains(&seconds)) {
-        return Err(format!("`{text}`: a deadline from 1 s to ten years away"));
+        return Err(format!("`{text}`: from 1 s to ten years"));
     }
     Ok(seconds.round() as u64)
 }

@@ -86,9 +86,16 @@ pub enum Verdict {
 impl Dependency {
     /// What this dependency allows, with the job it names standing at `other`.
     pub fn verdict(&self, other: DependedOn) -> Verdict {
+        self.kind.verdict(other)
+    }
+}
+
+impl DependencyKind {
+    /// What a dependency of this kind allows, with the job it names standing at `other`.
+    pub fn verdict(self, other: DependedOn) -> Verdict {
         use DependedOn::{EndedNotOk, Started, Succeeded, Waiting};
         use DependencyKind::{After, AfterAny, AfterNotOk, AfterOk};
-        match (self.kind, other) {
+        match (self, other) {
             (After, Waiting) => Verdict::Waiting,
             (After, _) => Verdict::Satisfied,
             (AfterAny, Succeeded | EndedNotOk { .. }) => Verdict::Satisfied,

@@ -73,7 +73,7 @@ impl Dependents {
             let Some(r) = resolved.get(&id.0) else { return false };
             let mut verdict = Verdict::Satisfied;
             for &(kind, on) in &r.on {
-                let v = on.map_or(Verdict::Never, |j| arbiter_model::Dependency { kind, on: String::new() }.verdict(stand(j)));
+                let v = on.map_or(Verdict::Never, |j| kind.verdict(stand(j)));
                 match v {
                     Verdict::Never => {
                         verdict = Verdict::Never;

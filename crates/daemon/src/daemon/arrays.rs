@@ -1,19 +1,22 @@
 //! Job arrays as a whole (`records/array.rs` has what a task is): naming a task as `12_7`, and
 //! cancelling every task of an array at once.
 
-use crate::daemon::{Daemon, RequestError};
+use crate::daemon::{Daemon, RequestError, State};
 use crate::records::array::parse_task_ref;
 use crate::records::job::{FieldError, JobState, StopReason};
+
+/// The job id of task `index` of array `array` (`None`: no such array or task).
+pub(crate) fn task_id(state: &State, array: u32, index: u32) -> Option<u32> {
+    let ids = state.arrays.get(&array)?.ids();
+    ids.into_iter().find(|&id| state.jobs.get(id as usize).and_then(|j| j.array).is_some_and(|t| t.index == index))
+}
 
 impl Daemon {
     /// The job `text` names: `12`, or task 7 of array 12 as `12_7` (not found: `NotFound`, the
     /// same for another tenant's array, whose tasks' ids say nothing more than its id).
     pub fn job_ref(&self, text: &str) -> Result<u32, RequestError> {
         match parse_task_ref(text) {
-            Some((array, index)) => self.with_state(|state| {
-                let ids = state.arrays.get(&array).map(|a| a.ids()).ok_or(RequestError::NotFound(array))?;
-                ids.into_iter().find(|&id| state.jobs.get(id as usize).and_then(|j| j.array).is_some_and(|t| t.index == index)).ok_or(RequestError::NotFound(array))
-            }),
+            Some((array, index)) => self.with_state(|state| task_id(state, array, index).ok_or(RequestError::NotFound(array))),
             None => text.parse().map_err(|_| FieldError { field: "id", reason: format!("`{}` is not a job id (12, or 12_7 for task 7 of array 12)", text.escape_debug()) }.into()),
         }
     }

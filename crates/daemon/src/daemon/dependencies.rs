@@ -53,10 +53,7 @@ pub(crate) fn waiting(jobs: &crate::records::jobs::Jobs) -> BTreeMap<u32, Depend
 /// The job a dependency names: `12`, or task 7 of array 12 as `12_7`.
 fn job_of(state: &State, text: &str) -> Option<u32> {
     match crate::records::array::parse_task_ref(text) {
-        Some((array, index)) => {
-            let ids = state.arrays.get(&array)?.ids();
-            ids.into_iter().find(|&id| state.jobs.get(id as usize).and_then(|j| j.array).is_some_and(|t| t.index == index))
-        }
+        Some((array, index)) => crate::daemon::arrays::task_id(state, array, index),
         None => text.parse().ok(),
     }
 }

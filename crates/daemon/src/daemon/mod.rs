@@ -501,8 +501,8 @@ impl Daemon {
                 return Ok(Submitted { id, duplicate: true, tasks });
             }
             let tasks = array.as_ref().map_or(1, |a| a.indices.len());
-            self.admit_submission(&mut state, tenant, &request, tasks)?;
-            self.store_submission(&mut state, tenant, request, array)?
+            let dependencies = self.admit_submission(&mut state, tenant, &request, tasks)?;
+            self.store_submission(&mut state, tenant, request, array, dependencies)?
         };
         self.wake.notify_one();
         Ok(submitted)
@@ -510,7 +510,8 @@ impl Daemon {
 
     /// What refuses a submission of `tasks` jobs before anything is stored: the tenant's quota,
     /// its submission rate, its queue, its identity, the directories and dependencies named.
-    fn admit_submission(&self, state: &mut State, tenant: &str, request: &SubmitRequest, tasks: usize) -> Result<(), RequestError> {
+    /// Returns the submission's dependencies, checked.
+    fn admit_submission(&self, state: &mut State, tenant: &str, request: &SubmitRequest, tasks: usize) -> Result<Option<arbiter_model::Dependencies>, RequestError> {
         // What the tenant's quota can never allow is refused now, as a job larger than the
         // cluster is (a quota lowered later holds such a job instead: see `decide`).
         if let Some(quota) = state.tenants.get(tenant).and_then(|t| t.gpu_quota).filter(|q| request.gpus > *q && !request.opportunistic) {
@@ -546,18 +547,22 @@ impl Daemon {
             // directory is missing or merely out of its reach).
             crate::security::confine::CheckpointRoots::usable_dir(dir, identity).map_err(|reason| FieldError { field: "working_dir", reason })?;
         }
-        if let Some(text) = request.dependency.as_deref() {
-            crate::daemon::dependencies::check(state, tenant, request.name.as_deref(), text)?;
-        }
-        Ok(())
+        let dependencies = request.dependency.as_deref().map(|text| crate::daemon::dependencies::check(state, tenant, request.name.as_deref(), text)).transpose()?;
+        Ok(dependencies)
     }
 
     /// Stores the jobs of an admitted submission (one per task of `array`) in one write, then
     /// takes them into the state.
-    fn store_submission(&self, state: &mut State, tenant: &str, request: SubmitRequest, array: Option<ArraySpec>) -> Result<Submitted, RequestError> {
+    fn store_submission(
+        &self,
+        state: &mut State,
+        tenant: &str,
+        request: SubmitRequest,
+        array: Option<ArraySpec>,
+        dependencies: Option<arbiter_model::Dependencies>,
+    ) -> Result<Submitted, RequestError> {
         let first = state.jobs.len() as u32;
         let given_dir = request.checkpoint_dir.as_ref().map(|dir| self.settings.checkpoint_roots.check(tenant, dir)).transpose().map_err(|reason| FieldError { field: "checkpoint_dir", reason })?;
-        let dependencies = request.dependency.as_deref().map(arbiter_model::Dependencies::parse).transpose().map_err(|reason| FieldError { field: "dependency", reason })?;
         let indices = array.as_ref().map_or_else(|| vec![None], |a| a.indices.iter().map(|&i| Some(i)).collect());
         let tasks = array.as_ref().map(|a| a.indices.len() as u32);
         let tokens = crate::security::auth::new_tokens(indices.len());

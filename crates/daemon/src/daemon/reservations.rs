@@ -72,13 +72,14 @@ impl Daemon {
     }
 }
 
-/// Per reservation, its nodes' ids in `cluster`.
-fn node_ids(state: &State) -> Vec<(usize, Vec<NodeId>)> {
+/// Per reservation not over at `now_s`, its nodes' ids in `cluster`.
+fn node_ids(state: &State, now_s: i64) -> Vec<(usize, Vec<NodeId>)> {
     let cluster = state.topology.cluster();
     state
         .reservations
         .iter()
         .enumerate()
+        .filter(|(_, r)| r.end_unix_s > now_s)
         .map(|(i, r)| (i, cluster.nodes.iter().filter(|n| r.nodes.contains(&n.name)).map(|n| n.id).collect()))
         .collect()
 }
@@ -86,10 +87,11 @@ fn node_ids(state: &State) -> Vec<(usize, Vec<NodeId>)> {
 /// Gives each job's spec the nodes it may not be placed on at `now_s` (a running job: only
 /// those whose window has begun, which its run has just left); none when nothing is reserved.
 pub(crate) fn mark_avoided_nodes(state: &mut State, now_s: i64, default_limit_s: Option<u64>) {
-    if state.reservations.is_empty() && !state.avoiding {
+    // Reservations that are over stay on record until deleted, and cost no round anything.
+    let nodes = node_ids(state, now_s);
+    if nodes.is_empty() && !state.avoiding {
         return;
     }
-    let nodes = node_ids(state);
     let State { jobs, specs, reservations, .. } = &mut *state;
     let mut any = false;
     for (id, spec) in specs.iter_mut().enumerate() {

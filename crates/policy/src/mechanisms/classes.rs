@@ -101,9 +101,9 @@ impl PriorityClasses {
     }
 
     /// Decides the jobs of class `value` on what `taken` and `lower` (GPUs per node held by
-    /// lower classes' runs that are not offered) leave; `jobs` are its jobs, running ones that
-    /// no longer fit shown as waiting. Returns the decision, what it takes, and whether some of
-    /// the class's jobs are left waiting.
+    /// lower classes' runs that are not offered) leave, its running jobs that no longer fit
+    /// shown as waiting. Returns the decision, what it takes, and whether some of the class's
+    /// jobs are left waiting.
     fn decide_class(&mut self, value: i32, view: &SchedulerView<'_>, taken: &Taken, lower: &[u32], now: SimTime) -> Result<(Decision, Taken, bool), PolicyError> {
         let cluster = reduced(view.cluster, taken, lower);
         let capacity: PerNode = cluster.nodes.iter().map(|n| n.gpus).collect();
