@@ -113,7 +113,7 @@ pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, 
 }
 
 /// [`daemon_with`], its settings changed by `change`.
-fn daemon_settings(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::records::retention::Retention, change: impl FnOnce(&mut Settings)) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+pub(crate) fn daemon_settings(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::records::retention::Retention, change: impl FnOnce(&mut Settings)) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     let clock = Arc::new(VirtualClock::at(T0_MS));
     let fake = Arc::new(FakeExecutor::new(clock.clone()));
     let topology = Topology::new(nodes.clone()).map_err(|e| anyhow::anyhow!("nodes: {e}"))?;

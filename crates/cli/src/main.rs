@@ -37,6 +37,7 @@ mod bench_util;
 mod policies_table;
 mod production;
 mod table;
+mod whatif;
 
 use anyhow::{bail, Context, Result};
 use arbiter_model::Cluster;
@@ -239,6 +240,18 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_values_t = [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las])]
         policies: Vec<PolicyKind>,
     },
+    /// Replay a daemon's history under a policy on the cluster of its configuration, and print
+    /// what happened beside what the simulation did: JCT, queueing delay by tenant and by job
+    /// size, GPU utilization.
+    ///
+    /// On the daemon (admin): `arbiter history export --since 30d --out hist.csv`. Then, anywhere:
+    /// `arbiter whatif hist.csv --config arbiter.toml --policy las` ("what would LAS have done
+    /// to last month's jobs?"). Without --policy, the configuration's own policy: how closely
+    /// the simulator reproduces your daemon (docs/production.md, "Your own history as a
+    /// trace", has the fidelity measured). Without --config, the daemon's defaults (this
+    /// machine's GPUs), and the output says so. The simulator never sees the actual times; it
+    /// replays each job's submission, size and measured run time.
+    Whatif(whatif::WhatifArgs),
     /// Print a shell completion script: `arbiter completions bash > ~/.local/share/bash-completion/completions/arbiter`,
     /// `arbiter completions zsh > ~/.zfunc/_arbiter`, `arbiter completions fish > ~/.config/fish/completions/arbiter.fish`.
     Completions {
@@ -403,6 +416,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => production::serve(args),
         Command::JobWrapper { spec, pid_init, probe } => std::process::exit(arbiter_daemon::executor::wrapper::main(spec.as_deref(), pid_init, probe)),
         Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
+        Command::Whatif(args) => whatif::run(args, json),
         Command::Policies { markdown: true } => {
             out!("{}", policies_table::markdown());
             Ok(())

@@ -7,7 +7,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-mod history;
+pub(crate) mod history;
 mod render;
 use render::*;
 mod terminal;
@@ -560,25 +560,41 @@ fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-/// `arbiter history export`: the admin's view of every job, as a native trace.
+/// `arbiter history export`: the admin's view of every job, as a native trace with what the
+/// daemon observed (`history::export`).
 fn history_export(client: &Client, since_s: Option<u64>, out: Option<&std::path::Path>) -> Result<()> {
     // The admin's only: a tenant's token lists its own jobs, but the history of a cluster is
     // the admin's to hand out.
     if client.get("/v1/tenants").is_err() {
         bail!("history export needs the admin token (ARBITER_TOKEN or --token-file)");
     }
-    let jobs = all_jobs(client, None)?;
+    // Page by page, each read straight into the fields an export uses (the commands and
+    // environments in the daemon's JSON are skipped unread).
+    let mut jobs = Vec::new();
+    let mut after: Option<u32> = None;
+    loop {
+        let path = match after {
+            Some(a) => format!("/v1/jobs?limit={}&after={a}", arbiter_daemon::api::MAX_JOBS_PAGE),
+            None => format!("/v1/jobs?limit={}", arbiter_daemon::api::MAX_JOBS_PAGE),
+        };
+        let page = history::ApiPage::parse(&client.get_text(&path)?)?;
+        jobs.extend(page.jobs);
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let since = since_s.map(|s| now - s as i64);
-    let (specs, origin) = history::export(jobs["jobs"].as_array().map_or(&[][..], Vec::as_slice), since);
+    let history = history::export(&jobs, since);
     let mut text = Vec::new();
-    arbiter_trace::native::write(&mut text, &specs)?;
+    history.write(&mut text)?;
     match out {
         Some(path) => std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?,
         None => std::io::Write::write_all(&mut std::io::stdout(), &text)?,
     }
-    let first = origin.map_or_else(|| "no job".to_string(), |t| format!("times from {} UTC", utc(t)));
-    eprintln!("{} jobs exported ({first})", specs.len());
+    let first = history.origin_unix_s.map_or_else(|| "no job".to_string(), |t| format!("times from {} UTC", utc(t)));
+    eprintln!("{} jobs exported ({first})", history.jobs.len());
     Ok(())
 }
 

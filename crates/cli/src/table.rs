@@ -21,14 +21,14 @@ pub fn secs(v: f64) -> String {
 
 /// How a column is aligned.
 #[derive(Clone, Copy)]
-enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
 
 /// Renders rows under headers, each column as wide as its widest cell (so long policy names or
 /// numbers never push later columns out of line), one space apart, without trailing spaces.
-fn render(headers: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+pub(crate) fn render(headers: &[(&str, Align)], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|(h, _)| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -185,6 +185,43 @@ pub struct ClusterSpec {
     /// alone on that many nodes (in one rack), with the per-node sizes above. Tenants of the trace
     /// not listed are skipped.
     pub per_tenant_nodes: Option<PathBuf>,
+    /// The nodes one by one (`[[cluster.nodes]]`), as a daemon's cluster is (`arbiter whatif`
+    /// builds it from a daemon's configuration); replaces every other key of `[cluster]` but
+    /// `cpus_per_node` and `memory_gib_per_node`, which a node without its own takes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// One node, or `count` alike, of a cluster given node by node (`[[cluster.nodes]]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    /// Its name (with `count` > 1: `NAME-0`, `NAME-1`, ...).
+    pub name: String,
+    /// The type of its GPUs (types are numbered by first appearance).
+    pub gpu_type: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// CPU cores (default: `cluster.cpus_per_node`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// Memory, GiB (default: `cluster.memory_gib_per_node`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<u32>,
+    /// Rack (switch) name (racks are numbered by first appearance).
+    #[serde(default = "default_rack")]
+    pub rack: String,
+    /// How many such nodes.
+    #[serde(default = "one_node")]
+    pub count: u32,
+}
+
+fn default_rack() -> String {
+    "r0".into()
+}
+
+fn one_node() -> u32 {
+    1
 }
 
 impl Default for ClusterSpec {
@@ -199,6 +236,7 @@ impl Default for ClusterSpec {
             gpu_types: std::collections::BTreeMap::new(),
             spec_file: None,
             per_tenant_nodes: None,
+            nodes: Vec::new(),
         }
     }
 }
@@ -627,7 +665,8 @@ impl Scenario {
         }
         if let Some(prior) = &config.gittins.prior {
             config.gittins_prior_gpu_s = self.read_resolved("policy.gittins.prior", prior, arbiter_trace::tiresias::read_gpu_time_prior)?;
-        } else if kind == PolicyKind::Gittins {
+        } else if kind == PolicyKind::Gittins && config.gittins_prior_gpu_s.is_empty() {
+            // (A caller may give the samples in memory: `policy.config.gittins_prior_gpu_s`.)
             return Err(self.invalid("policy `gittins` needs a prior: [policy.gittins] prior = \"a CSV of GPU-time samples\"".into()));
         }
         Ok(config)
@@ -764,9 +803,51 @@ impl Scenario {
         Cluster::new(names, nodes).map_err(|e| self.invalid(format!("cluster: {e}")))
     }
 
+    /// The cluster of `[[cluster.nodes]]`: GPU types and racks numbered by first appearance,
+    /// nodes in order.
+    fn listed_cluster(&self) -> Result<Cluster, ScenarioError> {
+        let c = &self.cluster;
+        let mut types: Vec<String> = Vec::new();
+        let mut racks: Vec<String> = Vec::new();
+        let mut nodes = Vec::new();
+        let index_of = |list: &mut Vec<String>, name: &str| match list.iter().position(|t| t == name) {
+            Some(i) => i,
+            None => {
+                list.push(name.to_string());
+                list.len() - 1
+            }
+        };
+        for (i, entry) in c.nodes.iter().enumerate() {
+            if entry.gpus == 0 || entry.count == 0 {
+                return Err(self.invalid(format!("cluster.nodes.{i}: a node has at least one GPU, and count at least 1")));
+            }
+            let gpu_type = index_of(&mut types, &entry.gpu_type);
+            let rack = index_of(&mut racks, &entry.rack);
+            for k in 0..entry.count {
+                let id = arbiter_model::NodeId(nodes.len() as u32);
+                nodes.push(arbiter_model::Node {
+                    id,
+                    name: if entry.count == 1 { entry.name.clone() } else { format!("{}-{k}", entry.name) },
+                    rack: arbiter_model::RackId(rack as u32),
+                    gpu_type: arbiter_model::GpuTypeId(u8::try_from(gpu_type).map_err(|_| self.invalid("cluster.nodes: more than 256 GPU types".into()))?),
+                    gpus: entry.gpus,
+                    cpus: entry.cpus.unwrap_or(c.cpus_per_node),
+                    memory_gib: entry.memory_gib.unwrap_or(c.memory_gib_per_node),
+                });
+            }
+        }
+        Cluster::new(types, nodes).map_err(|e| self.invalid(format!("cluster.nodes: {e}")))
+    }
+
     /// `(tenant, cluster)` pairs to run a trace on: `("all", the cluster)` or one per tenant.
     pub fn clusters_for(&self, trace: &Trace) -> Result<Vec<(String, Cluster)>, ScenarioError> {
         let c = &self.cluster;
+        if !c.nodes.is_empty() {
+            if !c.gpu_types.is_empty() || c.spec_file.is_some() || c.per_tenant_nodes.is_some() {
+                return Err(self.invalid("cluster.nodes excludes gpu_types, spec_file and per_tenant_nodes".into()));
+            }
+            return Ok(vec![("all".into(), self.listed_cluster()?)]);
+        }
         let make = |nodes: u32, racks: u32| {
             Cluster::homogeneous(racks, nodes, c.gpus_per_node, c.cpus_per_node, c.memory_gib_per_node, &c.gpu_type)
                 .map_err(|e| self.invalid(format!("cluster: {e}")))

@@ -210,11 +210,45 @@ impl Scenario {
         stop: &StopFlag,
         factory: Option<&PolicyFactory<'_>>,
     ) -> Result<Vec<ResultRow>, ScenarioError> {
-        let configs: BTreeMap<PolicyKind, PolicyConfig> =
-            self.policies.iter().map(|&kind| Ok((kind, self.policy_config_for(kind)?))).collect::<Result<_, ScenarioError>>()?;
+        let configs = self.policy_configs()?;
         let table = self.throughput_table()?;
         let traces = self.load_traces(table.as_ref())?;
-        let tasks = self.tasks(&traces, table.as_ref())?;
+        self.run_loaded(&configs, &traces, table.as_ref(), progress, clock, stop, factory)
+    }
+
+    /// Every policy's configuration, by kind.
+    fn policy_configs(&self) -> Result<BTreeMap<PolicyKind, PolicyConfig>, ScenarioError> {
+        self.policies.iter().map(|&kind| Ok((kind, self.policy_config_for(kind)?))).collect()
+    }
+
+    /// [`Scenario::run_with`] on traces the caller loaded (`arbiter whatif` reads a daemon's
+    /// history itself, with what the daemon recorded beside each job) instead of the scenario's
+    /// own `[[trace]]` entries; `table` is [`Scenario::throughput_table`]'s.
+    pub fn run_traces(
+        &self,
+        traces: &[LoadedTrace],
+        table: Option<&ThroughputTable>,
+        progress: &(dyn Fn(usize, usize) + Sync),
+        clock: &(dyn Fn() -> f64 + Sync),
+        stop: &StopFlag,
+        factory: Option<&PolicyFactory<'_>>,
+    ) -> Result<Vec<ResultRow>, ScenarioError> {
+        self.run_loaded(&self.policy_configs()?, traces, table, progress, clock, stop, factory)
+    }
+
+    /// Runs every simulation of `traces`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_loaded(
+        &self,
+        configs: &BTreeMap<PolicyKind, PolicyConfig>,
+        traces: &[LoadedTrace],
+        table: Option<&ThroughputTable>,
+        progress: &(dyn Fn(usize, usize) + Sync),
+        clock: &(dyn Fn() -> f64 + Sync),
+        stop: &StopFlag,
+        factory: Option<&PolicyFactory<'_>>,
+    ) -> Result<Vec<ResultRow>, ScenarioError> {
+        let tasks = self.tasks(traces, table)?;
         let total = tasks.len();
         let done = std::sync::atomic::AtomicUsize::new(0);
         let run_task = |task: &Task| -> Result<ResultRow, ScenarioError> {

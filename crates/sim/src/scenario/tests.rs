@@ -254,3 +254,24 @@ fn a_policy_factory_builds_every_policy_one_simulation_at_a_time() {
     let error = scenario.run_with(&|_, _| {}, &|| 0.0, &crate::StopFlag::default(), Some(&refuse)).expect_err("refused").to_string();
     assert!(error.contains("no"), "{error}");
 }
+
+#[test]
+fn a_cluster_listed_node_by_node_numbers_types_and_racks_by_first_appearance() {
+    let text = format!(
+        "{BASE}[cluster]\ncpus_per_node = 16\n[[cluster.nodes]]\nname = \"big\"\ngpu_type = \"a100\"\ngpus = 8\ncpus = 96\nmemory_gib = 1024\n\
+         [[cluster.nodes]]\nname = \"small\"\ngpu_type = \"v100\"\ngpus = 4\ncount = 2\nrack = \"r1\"\n"
+    );
+    let scenario = load_text(&text, &[]).expect("loads");
+    let trace = Trace::default();
+    let clusters = scenario.clusters_for(&trace).expect("a cluster");
+    let cluster = &clusters[0].1;
+    assert_eq!(cluster.gpu_type_names, ["a100", "v100"]);
+    let nodes: Vec<(&str, u32, u32, u32, u32)> = cluster.nodes.iter().map(|n| (n.name.as_str(), n.gpu_type.0 as u32, n.gpus, n.cpus, n.rack.0)).collect();
+    assert_eq!(nodes, [("big", 0, 8, 96, 0), ("small-0", 1, 4, 16, 1), ("small-1", 1, 4, 16, 1)]);
+    // It excludes the other ways of giving a cluster, and a node has GPUs.
+    let both = text.replace("cpus_per_node = 16\n", "cpus_per_node = 16\ngpu_types = { k80 = 8 }\n");
+    let e = load_text(&both, &[]).expect("loads").clusters_for(&trace).expect_err("both").to_string();
+    assert!(e.contains("cluster.nodes excludes gpu_types"), "{e}");
+    let e = load_text(&text.replace("gpus = 8", "gpus = 0"), &[]).expect("loads").clusters_for(&trace).expect_err("no GPUs").to_string();
+    assert!(e.contains("cluster.nodes.0"), "{e}");
+}
