@@ -31,6 +31,7 @@ pub(crate) use {out, outln};
 mod bench;
 mod bench_daemon_scale;
 mod bench_flood;
+mod bench_history;
 mod bench_scale;
 mod bench_slurm;
 mod bench_util;
@@ -216,7 +217,9 @@ enum Command {
         /// peak memory) or `flood` (one tenant's two floods of 3,000 jobs with 60 KB bodies
         /// that end: resident memory and store size with the default retention and with none) or
         /// `slurm` (as root, on an idle Slurm partition such as scripts/slurm-up.sh's: submit →
-        /// RUNNING through Arbiter next to sbatch, a 200-job burst, daemon CPU per round).
+        /// RUNNING through Arbiter next to sbatch, a 200-job burst, daemon CPU per round) or
+        /// `history` (a million job records as the daemon's API gives them, exported as a history
+        /// and replayed by `arbiter whatif`: issue 30's goal of under 10 s; `--point N` for N jobs).
         #[arg(long, default_value = "philly")]
         suite: String,
         /// Internal (`--suite scale` runs each simulation in a child): JOBS:GPUS:POLICY;
@@ -462,7 +465,8 @@ fn run(cli: Cli) -> Result<()> {
                 None => bench_flood::run(json),
             },
             "slurm" => bench_slurm::run(&partition, &user, json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood or slurm"),
+            "history" => bench_history::run(point.as_deref(), json),
+            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood, slurm or history"),
         },
     }
 }

@@ -568,25 +568,27 @@ fn history_export(client: &Client, since_s: Option<u64>, out: Option<&std::path:
     if client.get("/v1/tenants").is_err() {
         bail!("history export needs the admin token (ARBITER_TOKEN or --token-file)");
     }
-    // Page by page, each read straight into the fields an export uses (the commands and
-    // environments in the daemon's JSON are skipped unread).
+    // Page by page from `GET /v1/history`, which holds what a replay needs and nothing else
+    // (no command, environment, directory or log).
     let mut jobs = Vec::new();
     let mut after: Option<u32> = None;
     loop {
-        let path = match after {
-            Some(a) => format!("/v1/jobs?limit={}&after={a}", arbiter_daemon::api::MAX_JOBS_PAGE),
-            None => format!("/v1/jobs?limit={}", arbiter_daemon::api::MAX_JOBS_PAGE),
-        };
-        let page = history::ApiPage::parse(&client.get_text(&path)?)?;
+        let mut path = format!("/v1/history?limit={}", arbiter_daemon::api::history::MAX_HISTORY_PAGE);
+        if let Some(s) = since_s {
+            path.push_str(&format!("&since={s}"));
+        }
+        if let Some(a) = after {
+            path.push_str(&format!("&after={a}"));
+        }
+        let page: arbiter_daemon::records::history::HistoryPage =
+            serde_json::from_str(&client.get_text(&path)?).context("the daemon's history is not the JSON this client reads (a daemon of another version?)")?;
         jobs.extend(page.jobs);
         match page.next_after {
             Some(next) => after = Some(next),
             None => break,
         }
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    let since = since_s.map(|s| now - s as i64);
-    let history = history::export(&jobs, since);
+    let history = history::export(&jobs);
     let mut text = Vec::new();
     history.write(&mut text)?;
     match out {

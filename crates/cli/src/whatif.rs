@@ -369,18 +369,17 @@ pub fn compare(trace: &str, policy: &str, seed: u64, cluster: &str, capacity_gpu
     let compared: Vec<&JobPair> = pairs.iter().filter(|p| p.comparable()).collect();
     let actual = side(&compared, capacity_gpus, |p| (p.actual_start_s, p.actual_end_s, p.run_time_s * f64::from(p.gpus)));
     let simulated = side(&compared, capacity_gpus, |p| (p.simulated_start_s, p.simulated_end_s, p.simulated_busy_gpu_s));
-    let mut tenants: BTreeMap<&str, Vec<&JobPair>> = BTreeMap::new();
+    // One pass: sums per tenant and per size.
+    let mut tenants: BTreeMap<&str, Sums> = BTreeMap::new();
+    let mut sizes = [Sums::default(); SIZE_CLASSES.len()];
     for p in &compared {
-        tenants.entry(p.tenant.as_str()).or_default().push(p);
+        tenants.entry(p.tenant.as_str()).or_default().add(p);
+        if let Some(k) = SIZE_CLASSES.iter().position(|(_, low, high)| (*low..=*high).contains(&p.gpus)) {
+            sizes[k].add(p);
+        }
     }
-    let by_tenant = tenants.into_iter().map(|(t, ps)| group(t, &ps)).collect();
-    let by_size = SIZE_CLASSES
-        .iter()
-        .filter_map(|(name, low, high)| {
-            let ps: Vec<&JobPair> = compared.iter().copied().filter(|p| (*low..=*high).contains(&p.gpus)).collect();
-            (!ps.is_empty()).then(|| group(name, &ps))
-        })
-        .collect();
+    let by_tenant = tenants.into_iter().map(|(t, sums)| sums.group(t)).collect();
+    let by_size = SIZE_CLASSES.iter().zip(sizes).filter(|(_, sums)| sums.jobs > 0).map(|((name, _, _), sums)| sums.group(name)).collect();
     Comparison {
         trace: trace.to_string(),
         policy: policy.to_string(),
@@ -432,17 +431,38 @@ fn side(pairs: &[&JobPair], capacity_gpus: u32, of: impl Fn(&JobPair) -> (Option
     }
 }
 
-/// A group's means on both sides.
-fn group(name: &str, pairs: &[&JobPair]) -> Group {
-    let n = pairs.len().max(1) as f64;
-    let mean = |f: &dyn Fn(&JobPair) -> Option<f64>| pairs.iter().filter_map(|p| f(p)).sum::<f64>() / n;
-    Group {
-        name: name.to_string(),
-        jobs: pairs.len(),
-        actual_avg_queue_s: mean(&|p| Some(p.actual_start_s? - p.submit_s)),
-        simulated_avg_queue_s: mean(&|p| Some(p.simulated_start_s? - p.submit_s)),
-        actual_avg_jct_s: mean(&|p| Some(p.actual_end_s? - p.submit_s)),
-        simulated_avg_jct_s: mean(&|p| Some(p.simulated_end_s? - p.submit_s)),
+/// A group's sums on both sides: queueing delays and JCTs of the jobs compared.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sums {
+    jobs: usize,
+    actual_queue_s: f64,
+    simulated_queue_s: f64,
+    actual_jct_s: f64,
+    simulated_jct_s: f64,
+}
+
+impl Sums {
+    /// Adds a job compared (both sides have its start and end).
+    fn add(&mut self, p: &JobPair) {
+        let since_submit = |t: Option<f64>| t.map_or(0.0, |t| t - p.submit_s);
+        self.jobs += 1;
+        self.actual_queue_s += since_submit(p.actual_start_s);
+        self.simulated_queue_s += since_submit(p.simulated_start_s);
+        self.actual_jct_s += since_submit(p.actual_end_s);
+        self.simulated_jct_s += since_submit(p.simulated_end_s);
+    }
+
+    /// The group's means.
+    fn group(self, name: &str) -> Group {
+        let n = self.jobs.max(1) as f64;
+        Group {
+            name: name.to_string(),
+            jobs: self.jobs,
+            actual_avg_queue_s: self.actual_queue_s / n,
+            simulated_avg_queue_s: self.simulated_queue_s / n,
+            actual_avg_jct_s: self.actual_jct_s / n,
+            simulated_avg_jct_s: self.simulated_jct_s / n,
+        }
     }
 }
 
@@ -533,7 +553,10 @@ fn from_scenario(file: &Path, overrides: &[String]) -> Result<Vec<Comparison>> {
     }
     let rows = simulate(&scenario, &traces)?;
     let mut out = Vec::new();
-    for row in rows.iter().filter(|r| !r.records.is_empty()) {
+    // The simulations' own rows: the whole cluster's, or each tenant's on its own cluster (not
+    // the rows derived from them: per tenant or per class of a shared cluster, aggregates).
+    let per_tenant = scenario.cluster.per_tenant_nodes.is_some();
+    for row in rows.iter().filter(|r| !r.records.is_empty() && (r.tenant == "all") != per_tenant) {
         let Some(by_id) = recorded.get(&row.trace) else { continue };
         let pairs = pairs(&row.records, |r| by_id.get(&r.trace_id));
         let cluster = format!("{} GPUs ({}, tenant {})", row.capacity_gpus, file.display(), row.tenant);

@@ -98,55 +98,68 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
 /// Reads a native trace with what a daemon recorded of each job: `recorded[i]` is about
 /// `trace.jobs[i]` (empty for a trace that is not a history).
 pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
-    let mut jobs = Vec::new();
-    let mut recorded = Vec::new();
+    // Sized once: a million jobs grown by doubling would copy their specs over and over.
+    let rows = crate::rows::line_count(path);
+    let mut jobs = Vec::with_capacity(rows);
+    let mut recorded = Vec::with_capacity(rows);
+    // Each column's index, looked up once (by name in every row, a million rows' lookups cost
+    // more than their parsing).
+    let names: [&str; ALL] = std::array::from_fn(|i| if i < COLUMNS.len() { COLUMNS[i] } else { HISTORY_COLUMNS[i - COLUMNS.len()] });
+    let columns = std::cell::OnceCell::new();
     read_csv(
         path,
         b',',
-        |file| file.require(&["trace_id", "tenant", "submit_s", "gpus", "run_time_s"]),
+        |file| {
+            file.require(&["trace_id", "tenant", "submit_s", "gpus", "run_time_s"])?;
+            columns.get_or_init(|| file.indices(names));
+            Ok(())
+        },
         |row| {
-            let optional = |field: &str| -> Option<String> {
-                row.get(field).ok().filter(|s| !s.is_empty()).map(str::to_string)
-            };
-            let submit_s = row.non_negative("submit_s")?;
-            let gpus = row.gpu_count("gpus")?;
-            let run_time_s = row.non_negative("run_time_s")?;
+            let Some(c) = columns.get() else { return Err(row.error("row", "read before its header")) };
+            let text = |i: usize| row.present(c[i]);
+            let owned = |i: usize| text(i).map(str::to_string);
+            // A column known present (its text is there) as a non-negative number.
+            let number = |i: usize| row.non_negative_at(c[i].unwrap_or(usize::MAX), names[i]);
+            let required = |i: usize| row.at(c[i].unwrap_or(usize::MAX), names[i]);
+            let submit_s = number(SUBMIT_S)?;
+            let gpus = row.gpu_count_at(c[GPUS].unwrap_or(usize::MAX), names[GPUS])?;
+            let run_time_s = number(RUN_TIME_S)?;
             let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(submit_s), gpus, run_time_s);
-            job.trace_id = row.get("trace_id")?.to_string();
-            job.tenant = row.get("tenant")?.to_string();
-            job.user = optional("user");
-            job.name = optional("name");
-            job.model = optional("model");
-            if let Some(t) = optional("gpu_type") {
+            job.trace_id = required(TRACE_ID)?.to_string();
+            job.tenant = required(TENANT)?.to_string();
+            job.user = owned(USER);
+            job.name = owned(NAME);
+            job.model = owned(MODEL);
+            if let Some(t) = text(GPU_TYPE) {
                 let index: u8 = t.parse().map_err(|e| row.error("gpu_type", format!("`{t}`: {e}")))?;
                 job.gpu_type = Some(GpuTypeId(index));
             }
-            if let Some(t) = optional("iterations") {
+            if let Some(t) = text(ITERATIONS) {
                 job.iterations = Some(t.parse().map_err(|e| row.error("iterations", format!("`{t}`: {e}")))?);
             }
-            if let Some(t) = optional("priority") {
+            if let Some(t) = text(PRIORITY) {
                 job.priority = t.parse().map_err(|e| row.error("priority", format!("`{t}`: {e}")))?;
             }
-            if optional("restart_overhead_s").is_some() {
-                job.restart_overhead = Some(SimDuration::from_secs_f64(row.non_negative("restart_overhead_s")?));
+            if text(RESTART_OVERHEAD_S).is_some() {
+                job.restart_overhead = Some(SimDuration::from_secs_f64(number(RESTART_OVERHEAD_S)?));
             }
-            if optional("deadline_s").is_some() {
-                job.deadline = Some(SimTime::from_secs_f64(row.non_negative("deadline_s")?));
+            if text(DEADLINE_S).is_some() {
+                job.deadline = Some(SimTime::from_secs_f64(number(DEADLINE_S)?));
             }
-            let stages = ["io_s", "cpu_s", "gpu_s"].map(|f| optional(f).is_some());
+            let stages = [IO_S, CPU_S, GPU_S].map(|f| text(f).is_some());
             if stages.iter().any(|s| *s) {
                 if !stages.iter().all(|s| *s) {
                     return Err(row.error("io_s", "io_s, cpu_s and gpu_s come together (all three or none)"));
                 }
-                job.stages = Some(IterationStages { io_s: row.non_negative("io_s")?, cpu_s: row.non_negative("cpu_s")?, gpu_s: row.non_negative("gpu_s")? });
+                job.stages = Some(IterationStages { io_s: number(IO_S)?, cpu_s: number(CPU_S)?, gpu_s: number(GPU_S)? });
             }
-            if optional("iteration_s").is_some() {
-                job.iteration_s = Some(row.non_negative("iteration_s")?);
+            if text(ITERATION_S).is_some() {
+                job.iteration_s = Some(number(ITERATION_S)?);
             }
-            if optional("trace_duration_s").is_some() {
-                job.trace_duration_s = Some(row.non_negative("trace_duration_s")?);
+            if text(TRACE_DURATION_S).is_some() {
+                job.trace_duration_s = Some(number(TRACE_DURATION_S)?);
             }
-            if let Some(text) = optional("deadline_options") {
+            if let Some(text) = text(DEADLINE_OPTIONS) {
                 let parse = |item: &str| -> Option<DeadlineOption> {
                     let (at, value) = item.split_once(':')?;
                     let (at, value) = (at.trim().parse::<f64>().ok()?, value.trim().parse::<f64>().ok()?);
@@ -161,24 +174,27 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
                     job.deadline = job.deadline_options.first().map(|o| o.deadline);
                 }
             }
-            if let Some(name) = optional("priority_class") {
-                job.class.name = Some(name.as_str().into());
+            if let Some(name) = text(PRIORITY_CLASS) {
+                job.class.name = Some(name.into());
             }
-            if let Some(text) = optional("dependency") {
-                let parsed = arbiter_model::Dependencies::parse(&text).map_err(|e| row.error("dependency", e))?;
+            if let Some(text) = text(DEPENDENCY) {
+                let parsed = arbiter_model::Dependencies::parse(text).map_err(|e| row.error("dependency", e))?;
                 job.dependency = Some(std::sync::Arc::new(parsed));
             }
-            recorded.push(history_columns(row, job.submit.as_secs_f64(), &optional)?);
+            recorded.push(history_columns(row, c, job.submit.as_secs_f64())?);
             jobs.push(job);
             Ok(())
         },
     )?;
-    // Sorted by submission here (stably, as `Trace::from_jobs` sorts), so that the recorded
-    // columns stay beside their jobs; then shifted as the jobs are.
-    let mut pairs: Vec<(JobSpec, Recorded)> = jobs.into_iter().zip(recorded).collect();
-    pairs.sort_by_key(|(job, _)| job.submit);
-    let shift_s = pairs.first().map_or(0.0, |(job, _)| job.submit.as_secs_f64());
-    let (jobs, mut recorded): (Vec<JobSpec>, Vec<Recorded>) = pairs.into_iter().unzip();
+    // In submission order (stably, as `Trace::from_jobs` sorts), so that the recorded columns
+    // stay beside their jobs (a history is written in that order: nothing to move); then shifted
+    // as the jobs are.
+    if !jobs.windows(2).all(|w| w[0].submit <= w[1].submit) {
+        let mut pairs: Vec<(JobSpec, Recorded)> = jobs.into_iter().zip(recorded).collect();
+        pairs.sort_by_key(|(job, _)| job.submit);
+        (jobs, recorded) = pairs.into_iter().unzip();
+    }
+    let shift_s = jobs.first().map_or(0.0, |job| job.submit.as_secs_f64());
     if shift_s > 0.0 {
         for o in &mut recorded {
             o.start_s = o.start_s.map(|s| s - shift_s);
@@ -188,19 +204,54 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
     Ok((Trace::from_jobs(jobs, None), recorded))
 }
 
-/// A row's [`HISTORY_COLUMNS`], checked: times not before the submission (`submit_s`), the end
-/// not before the start, a positive rate, an array index with its array.
-fn history_columns(row: &Row<'_>, submit_s: f64, optional: &dyn Fn(&str) -> Option<String>) -> Result<Recorded, TraceError> {
+/// Columns of the native format and of a history, by their place in [`COLUMNS`] and then
+/// [`HISTORY_COLUMNS`] (the reader looks their indices up once).
+const ALL: usize = COLUMNS.len() + HISTORY_COLUMNS.len();
+const TRACE_ID: usize = 0;
+const TENANT: usize = 1;
+const USER: usize = 2;
+const NAME: usize = 3;
+const MODEL: usize = 4;
+const SUBMIT_S: usize = 5;
+const GPUS: usize = 6;
+const GPU_TYPE: usize = 7;
+const RUN_TIME_S: usize = 8;
+const ITERATIONS: usize = 9;
+const PRIORITY: usize = 10;
+const RESTART_OVERHEAD_S: usize = 11;
+const DEADLINE_S: usize = 12;
+const IO_S: usize = 13;
+const CPU_S: usize = 14;
+const GPU_S: usize = 15;
+const ITERATION_S: usize = 16;
+const TRACE_DURATION_S: usize = 17;
+const DEADLINE_OPTIONS: usize = 18;
+const PRIORITY_CLASS: usize = 19;
+const DEPENDENCY: usize = 20;
+const ACTUAL_START_S: usize = 21;
+const ACTUAL_END_S: usize = 22;
+const PROGRESS_RATE: usize = 23;
+const GPU_TYPES: usize = 24;
+const ARRAY_ID: usize = 25;
+const ARRAY_INDEX: usize = 26;
+const ARRAY_MAX_RUNNING: usize = 27;
+
+/// A row's [`HISTORY_COLUMNS`] (`c`: every column's index), checked: times not before the
+/// submission (`submit_s`), the end not before the start, a positive rate, an array index with
+/// its array.
+fn history_columns(row: &Row<'_>, c: &[Option<usize>; ALL], submit_s: f64) -> Result<Recorded, TraceError> {
+    let text = |i: usize| row.present(c[i]);
+    let number = |i: usize, name: &str| row.non_negative_at(c[i].unwrap_or(usize::MAX), name);
     let mut o = Recorded::default();
-    if optional("actual_start_s").is_some() {
-        let start = row.non_negative("actual_start_s")?;
+    if text(ACTUAL_START_S).is_some() {
+        let start = number(ACTUAL_START_S, "actual_start_s")?;
         if start < submit_s {
             return Err(row.error("actual_start_s", format!("`{start}` is before the job's submission ({submit_s} s)")));
         }
         o.start_s = Some(start);
     }
-    if optional("actual_end_s").is_some() {
-        let end = row.non_negative("actual_end_s")?;
+    if text(ACTUAL_END_S).is_some() {
+        let end = number(ACTUAL_END_S, "actual_end_s")?;
         let Some(start) = o.start_s else {
             return Err(row.error("actual_end_s", "an end needs actual_start_s (a job ends after it started)"));
         };
@@ -209,35 +260,35 @@ fn history_columns(row: &Row<'_>, submit_s: f64, optional: &dyn Fn(&str) -> Opti
         }
         o.end_s = Some(end);
     }
-    if let Some(text) = optional("gpu_types") {
+    if let Some(text) = text(GPU_TYPES) {
         o.gpu_types = text.split(';').map(|t| t.trim().to_string()).collect();
         if o.gpu_types.iter().any(String::is_empty) {
             return Err(row.error("gpu_types", format!("`{text}`: GPU type names separated by `;`")));
         }
     }
-    if optional("progress_rate").is_some() {
-        let rate = row.non_negative("progress_rate")?;
+    if text(PROGRESS_RATE).is_some() {
+        let rate = number(PROGRESS_RATE, "progress_rate")?;
         if rate == 0.0 {
             return Err(row.error("progress_rate", "`0`: a measured rate is > 0 steps per second (leave it empty for none)"));
         }
         o.progress_rate = Some(rate);
     }
-    match (optional("array_id"), optional("array_index")) {
+    match (text(ARRAY_ID), text(ARRAY_INDEX)) {
         (None, None) => {
-            if optional("array_max_running").is_some() {
+            if text(ARRAY_MAX_RUNNING).is_some() {
                 return Err(row.error("array_max_running", "a limit needs array_id and array_index"));
             }
         }
         (Some(array_id), Some(index)) => {
             let index: u32 = index.parse().map_err(|e| row.error("array_index", format!("`{index}`: {e}")))?;
-            let max_running = match optional("array_max_running") {
+            let max_running = match text(ARRAY_MAX_RUNNING) {
                 None => None,
                 Some(n) => match n.parse::<u32>() {
                     Ok(n) if n > 0 => Some(n),
                     _ => return Err(row.error("array_max_running", format!("`{n}`: a number of tasks, at least 1"))),
                 },
             };
-            o.array = Some(ArrayTask { array_id, index, max_running });
+            o.array = Some(ArrayTask { array_id: array_id.to_string(), index, max_running });
         }
         (Some(_), None) => return Err(row.error("array_index", "missing: a task of an array has its index")),
         (None, Some(_)) => return Err(row.error("array_id", "missing: a task index needs its array's id")),
@@ -249,8 +300,10 @@ fn history_columns(row: &Row<'_>, submit_s: f64, optional: &dyn Fn(&str) -> Opti
 pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(COLUMNS)?;
+    let mut buf = String::new();
     for job in jobs {
-        w.write_record(columns(job))?;
+        write_columns(&mut w, &mut buf, job)?;
+        w.write_record(None::<&[u8]>)?;
     }
     w.flush()?;
     Ok(())
@@ -262,51 +315,68 @@ pub fn write_history(out: impl Write, jobs: &[JobSpec], recorded: &[Recorded]) -
     let mut w = csv::Writer::from_writer(out);
     w.write_record(COLUMNS.iter().chain(HISTORY_COLUMNS.iter()))?;
     let none = Recorded::default();
+    let mut buf = String::new();
     for (i, job) in jobs.iter().enumerate() {
         let o = recorded.get(i).unwrap_or(&none);
-        let opt = |v: Option<f64>| v.map(format_secs).unwrap_or_default();
+        write_columns(&mut w, &mut buf, job)?;
         let array = o.array.as_ref();
-        let history = [
-            opt(o.start_s),
-            opt(o.end_s),
-            opt(o.progress_rate),
-            o.gpu_types.join(";"),
-            array.map(|a| a.array_id.clone()).unwrap_or_default(),
-            array.map(|a| a.index.to_string()).unwrap_or_default(),
-            array.and_then(|a| a.max_running).map(|n| n.to_string()).unwrap_or_default(),
-        ];
-        w.write_record(columns(job).into_iter().chain(history))?;
+        field(&mut w, &mut buf, o.start_s.map(Secs))?;
+        field(&mut w, &mut buf, o.end_s.map(Secs))?;
+        field(&mut w, &mut buf, o.progress_rate.map(Secs))?;
+        field(&mut w, &mut buf, (!o.gpu_types.is_empty()).then(|| o.gpu_types.join(";")))?;
+        w.write_field(array.map_or("", |a| a.array_id.as_str()))?;
+        field(&mut w, &mut buf, array.map(|a| a.index))?;
+        field(&mut w, &mut buf, array.and_then(|a| a.max_running))?;
+        w.write_record(None::<&[u8]>)?;
     }
     w.flush()?;
     Ok(())
 }
 
-/// One job's [`COLUMNS`].
-fn columns(job: &JobSpec) -> [String; 21] {
-    let opt = |s: &Option<String>| s.clone().unwrap_or_default();
-    [
-        job.trace_id.clone(),
-        job.tenant.clone(),
-        opt(&job.user),
-        opt(&job.name),
-        opt(&job.model),
-        format_secs(job.submit.as_secs_f64()),
-        job.gpus.to_string(),
-        job.gpu_type.map(|t| t.0.to_string()).unwrap_or_default(),
-        format!("{}", job.run_time_s),
-        job.iterations.map(|i| i.to_string()).unwrap_or_default(),
-        job.priority.to_string(),
-        job.restart_overhead.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
-        job.deadline.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
-        job.stages.map(|s| format!("{}", s.io_s)).unwrap_or_default(),
-        job.stages.map(|s| format!("{}", s.cpu_s)).unwrap_or_default(),
-        job.stages.map(|s| format!("{}", s.gpu_s)).unwrap_or_default(),
-        job.iteration_s.map(|s| format!("{s}")).unwrap_or_default(),
-        job.trace_duration_s.map(|s| format!("{s}")).unwrap_or_default(),
-        job.deadline_options.iter().map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value)).collect::<Vec<_>>().join(";"),
-        job.class.name.as_deref().unwrap_or_default().to_string(),
-        job.dependency.as_deref().map(dependency_text).unwrap_or_default(),
-    ]
+/// Seconds as the format writes them (`f64`'s shortest form that reads back the same).
+struct Secs(f64);
+
+impl std::fmt::Display for Secs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One field: `value` as text, empty for `None` (formatted into `buf`, reused from field to
+/// field: a million rows of 28 fields need not allocate 28 million strings).
+fn field<W: Write>(w: &mut csv::Writer<W>, buf: &mut String, value: Option<impl std::fmt::Display>) -> Result<(), csv::Error> {
+    buf.clear();
+    if let Some(v) = value {
+        use std::fmt::Write as _;
+        let _ = write!(buf, "{v}");
+    }
+    w.write_field(buf.as_bytes())
+}
+
+/// One job's [`COLUMNS`], as fields of the record being written.
+fn write_columns<W: Write>(w: &mut csv::Writer<W>, buf: &mut String, job: &JobSpec) -> Result<(), csv::Error> {
+    w.write_field(&job.trace_id)?;
+    w.write_field(&job.tenant)?;
+    w.write_field(job.user.as_deref().unwrap_or(""))?;
+    w.write_field(job.name.as_deref().unwrap_or(""))?;
+    w.write_field(job.model.as_deref().unwrap_or(""))?;
+    field(w, buf, Some(Secs(job.submit.as_secs_f64())))?;
+    field(w, buf, Some(job.gpus))?;
+    field(w, buf, job.gpu_type.map(|t| t.0))?;
+    field(w, buf, Some(Secs(job.run_time_s)))?;
+    field(w, buf, job.iterations)?;
+    field(w, buf, Some(job.priority))?;
+    field(w, buf, job.restart_overhead.map(|d| Secs(d.as_secs_f64())))?;
+    field(w, buf, job.deadline.map(|d| Secs(d.as_secs_f64())))?;
+    field(w, buf, job.stages.map(|s| Secs(s.io_s)))?;
+    field(w, buf, job.stages.map(|s| Secs(s.cpu_s)))?;
+    field(w, buf, job.stages.map(|s| Secs(s.gpu_s)))?;
+    field(w, buf, job.iteration_s.map(Secs))?;
+    field(w, buf, job.trace_duration_s.map(Secs))?;
+    let options = job.deadline_options.iter().map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value)).collect::<Vec<_>>().join(";");
+    w.write_field(&options)?;
+    w.write_field(job.class.name.as_deref().unwrap_or_default())?;
+    field(w, buf, job.dependency.as_deref().map(dependency_text))
 }
 
 /// Dependencies back in Slurm's syntax (`afterok:a:b,singleton`), one item per kind in order.
@@ -367,6 +437,24 @@ mod tests {
         assert_eq!(trace.jobs.iter().map(|j| j.trace_id.as_str()).collect::<Vec<_>>(), ["7", "8", "9"]);
         // The simulator's reader: the same jobs, nothing of the history on them.
         assert_eq!(read(&path).expect("reads").jobs, trace.jobs);
+    }
+
+    #[test]
+    fn the_readers_column_places_are_the_columns_names() {
+        let names: Vec<&str> = COLUMNS.iter().chain(HISTORY_COLUMNS.iter()).copied().collect();
+        assert_eq!(names.len(), ALL);
+        for (place, name) in [(TRACE_ID, "trace_id"), (SUBMIT_S, "submit_s"), (GPUS, "gpus"), (RUN_TIME_S, "run_time_s"), (DEPENDENCY, "dependency"), (ACTUAL_START_S, "actual_start_s"), (ARRAY_MAX_RUNNING, "array_max_running")] {
+            assert_eq!(names[place], name);
+        }
+        for (place, name) in [(TENANT, "tenant"), (USER, "user"), (NAME, "name"), (MODEL, "model"), (GPU_TYPE, "gpu_type"), (ITERATIONS, "iterations"), (PRIORITY, "priority")] {
+            assert_eq!(names[place], name);
+        }
+        for (place, name) in [(RESTART_OVERHEAD_S, "restart_overhead_s"), (DEADLINE_S, "deadline_s"), (IO_S, "io_s"), (CPU_S, "cpu_s"), (GPU_S, "gpu_s"), (ITERATION_S, "iteration_s")] {
+            assert_eq!(names[place], name);
+        }
+        for (place, name) in [(TRACE_DURATION_S, "trace_duration_s"), (DEADLINE_OPTIONS, "deadline_options"), (PRIORITY_CLASS, "priority_class"), (ACTUAL_END_S, "actual_end_s"), (PROGRESS_RATE, "progress_rate"), (GPU_TYPES, "gpu_types"), (ARRAY_ID, "array_id"), (ARRAY_INDEX, "array_index")] {
+            assert_eq!(names[place], name);
+        }
     }
 
     #[test]

@@ -66,6 +66,12 @@ pub(crate) fn read_csv(
     }
 }
 
+/// Lines in the file at `path` (an upper bound on its rows, to size what is read into; 0 when it
+/// cannot be read, which the reader then reports).
+pub(crate) fn line_count(path: &Path) -> usize {
+    std::fs::read(path).map_or(0, |bytes| bytes.iter().filter(|&&b| b == b'\n').count() + 1)
+}
+
 impl CsvFile {
     /// Column index of `name`, or an error listing the header.
     pub(crate) fn column(&self, name: &str) -> Result<usize, TraceError> {
@@ -79,6 +85,12 @@ impl CsvFile {
     /// Checks that every named column is present.
     pub(crate) fn require(&self, columns: &[&str]) -> Result<(), TraceError> {
         columns.iter().try_for_each(|c| self.column(c).map(|_| ()))
+    }
+
+    /// The indices of `names` in the header (`None`: no such column), looked up once by a
+    /// reader of many rows instead of by name in every row.
+    pub(crate) fn indices<const N: usize>(&self, names: [&str; N]) -> [Option<usize>; N] {
+        names.map(|name| self.header.iter().position(|h| h == name))
     }
 
 }
@@ -100,6 +112,33 @@ impl Row<'_> {
     /// The raw text of a column by index.
     pub(crate) fn at(&self, index: usize, field: &str) -> Result<&str, TraceError> {
         self.record.get(index).ok_or_else(|| self.error(field, "missing value (row is too short)"))
+    }
+
+    /// The text of the column at `index` (from [`CsvFile::indices`]), `None` where the file
+    /// lacks the column, the row is too short for it or leaves it empty.
+    pub(crate) fn present(&self, index: Option<usize>) -> Option<&str> {
+        self.record.get(index?).filter(|t| !t.is_empty())
+    }
+
+    /// The column `field` at `index` as a finite, non-negative float.
+    pub(crate) fn non_negative_at(&self, index: usize, field: &str) -> Result<f64, TraceError> {
+        let text = self.at(index, field)?;
+        let value: f64 = text.parse().map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
+        if !value.is_finite() || value < 0.0 {
+            return Err(self.error(field, format!("`{value}` must be a finite number >= 0")));
+        }
+        Ok(value)
+    }
+
+    /// The column `field` at `index` as a GPU count (integer >= 1; a float with no fraction is
+    /// accepted).
+    pub(crate) fn gpu_count_at(&self, index: usize, field: &str) -> Result<u32, TraceError> {
+        let text = self.at(index, field)?;
+        let value: f64 = text.parse().map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
+        if value.fract() != 0.0 || value < 1.0 || value > u32::MAX as f64 {
+            return Err(self.error(field, format!("`{text}` must be a whole number of GPUs >= 1")));
+        }
+        Ok(value as u32)
     }
 
     /// The raw text of a named column.
@@ -128,21 +167,11 @@ impl Row<'_> {
 
     /// A named column as a finite, non-negative float.
     pub(crate) fn non_negative(&self, field: &str) -> Result<f64, TraceError> {
-        let value: f64 = self.parse(field)?;
-        if !value.is_finite() || value < 0.0 {
-            return Err(self.error(field, format!("`{value}` must be a finite number >= 0")));
-        }
-        Ok(value)
+        self.non_negative_at(self.file.column(field)?, field)
     }
 
     /// A named column as a GPU count (integer >= 1; a float with no fraction is accepted).
     pub(crate) fn gpu_count(&self, field: &str) -> Result<u32, TraceError> {
-        let text = self.get(field)?;
-        let value: f64 =
-            text.parse().map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
-        if value.fract() != 0.0 || value < 1.0 || value > u32::MAX as f64 {
-            return Err(self.error(field, format!("`{text}` must be a whole number of GPUs >= 1")));
-        }
-        Ok(value as u32)
+        self.gpu_count_at(self.file.column(field)?, field)
     }
 }

@@ -1,5 +1,6 @@
 use super::*;
-use crate::production::history::{self, ApiJob};
+use crate::production::history;
+use arbiter_daemon::records::history::HistoryRecord;
 use arbiter_daemon::records::job::SubmitRequest;
 
 fn config(text: &str) -> ServeConfig {
@@ -118,8 +119,9 @@ fn muri_jobs(count: usize) -> Vec<(String, JobSpec)> {
 }
 
 /// A daemon with `config`'s policy, nodes, rounds, protection and classes, on the fake executor
-/// and a virtual clock, runs `jobs`; returns what `GET /v1/jobs` would show of them.
-fn run_on_fake_daemon(config: &ServeConfig, nodes: &[NodeSpec], jobs: &[(String, JobSpec)]) -> Vec<ApiJob> {
+/// and a virtual clock, runs `jobs`; returns its history, as `GET /v1/history` gives it (pages of
+/// 16 jobs).
+fn run_on_fake_daemon(config: &ServeConfig, nodes: &[NodeSpec], jobs: &[(String, JobSpec)]) -> Vec<HistoryRecord> {
     let dir = tempfile::tempdir().expect("dir");
     let retention = arbiter_daemon::records::retention::Retention { submission_burst: u32::MAX, ..Default::default() };
     let classes = config.priority_classes().expect("classes");
@@ -156,12 +158,18 @@ fn run_on_fake_daemon(config: &ServeConfig, nodes: &[NodeSpec], jobs: &[(String,
         daemon.tick().expect("round");
         last_tick = now;
     }
-    (0..jobs.len() as u32)
-        .map(|id| {
-            let record = daemon.job(id, None).expect("a job");
-            serde_json::from_value(serde_json::to_value(&record).expect("JSON")).expect("an API job")
-        })
-        .collect()
+    let mut history = Vec::new();
+    let mut after = None;
+    loop {
+        let page = daemon.history_page(after, i64::MIN, 16);
+        let text = serde_json::to_string(&page).expect("JSON");
+        let page: arbiter_daemon::records::history::HistoryPage = serde_json::from_str(&text).expect("reads back");
+        history.extend(page.jobs);
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => return history,
+        }
+    }
 }
 
 /// Issue 30 item 4's fidelity check: a history recorded with the fake executor, replayed under
@@ -170,8 +178,8 @@ fn replays_its_own_history(policy: &str) {
     let c = config(&format!("policy = \"{policy}\"\ngpus = \"16xv100\"\ncpus = 64\nmemory_gib = 512\nround_s = 30\nmin_run_s = 0\n"));
     let (nodes, described) = nodes_of_config(&c, "test").expect("nodes");
     let jobs = muri_jobs(60);
-    let api = run_on_fake_daemon(&c, &nodes, &jobs);
-    let exported = history::export(&api, None);
+    let recorded = run_on_fake_daemon(&c, &nodes, &jobs);
+    let exported = history::export(&recorded);
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("hist.csv");
     let mut file = std::fs::File::create(&path).expect("create");

@@ -34,6 +34,7 @@ use tokio::io::{AsyncRead, AsyncSeekExt, ReadBuf};
 
 pub mod client;
 mod dashboard;
+pub mod history;
 mod limits;
 mod logs;
 mod openapi;
@@ -210,6 +211,7 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .route("/v1/reservations", get(reservations::list).post(reservations::add))
         .route("/v1/reservations/{id}", axum::routing::delete(reservations::delete))
         .route("/v1/pairs", get(pairs))
+        .route("/v1/history", get(history::history))
         .route("/v1/usage", get(usage::usage))
         .route("/v1/tenants", get(list_tenants).post(add_tenant))
         .route("/v1/tenants/{name}", patch(update_tenant).delete(remove_tenant))

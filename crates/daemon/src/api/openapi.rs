@@ -165,6 +165,13 @@ pub fn openapi_document() -> Value {
                     { "name": "tenant", "in": "query", "schema": { "type": "string" }, "description": "admin only: one tenant's usage" }
                 ],
                 "responses": { "200": { "description": "{\"since_unix_s\": N|null, \"until_unix_s\": N, \"by\": [...], \"rows\": [{\"key\": {\"tenant\": ..., ...}, \"runs\": N, \"running\": N, \"gpu_s\": X, \"cpu_s\": X, \"memory_gib_s\": X}], \"total\": {\"gpu_s\", \"cpu_s\", \"memory_gib_s\"}}" }, "400": { "description": "a bad since or by (the error names it)" }, "401": { "description": "no or unknown token" }, "403": { "description": "a tenant asking for another tenant's usage" } } } },
+            "/v1/history": { "get": { "summary": "Admin only: the jobs that ran (finished or running), a page at a time, as a replay needs them (arbiter history export, arbiter whatif): submission, tenant, user, name, job type, GPUs and GPU types asked, priority, deadline, class, dependencies, runs, seconds held GPUs, progress, first start, end, array. Never the command, environment, directories or logs", "security": bearer,
+                "parameters": [
+                    { "name": "since", "in": "query", "schema": { "type": "string", "default": "all" }, "description": "only jobs submitted since: a duration back from now (90m, 36h, 30d, 2w), a UTC date YYYY-MM-DD, or all" },
+                    { "name": "after", "in": "query", "schema": { "type": "integer" }, "description": "the page after this job id (next_after of the previous page)" },
+                    { "name": "limit", "in": "query", "schema": { "type": "integer", "default": 10000, "maximum": 100000 } }
+                ],
+                "responses": { "200": { "description": "{\"jobs\": [{\"id\", \"tenant\", \"state\", \"submitted_unix_s\", \"gpus\", \"runs\", \"executed_s\", \"first_start_unix_s\", \"end_unix_s\", ...}], \"next_after\": N|null}" }, "400": { "description": "a bad since or limit (the error names it)" }, "401": { "description": "no or unknown token" }, "403": { "description": "a tenant's token" } } } },
             "/metrics": { "get": { "summary": "Prometheus metrics. Without a token: counts only (jobs by state, GPUs, rounds, submissions; nothing that names a tenant or a job). With the admin token or the scrape token (config metrics_token_file): also arbiter_tenant_gpu_seconds_total{tenant, gpu_type}. A tenant's token is refused (403) rather than answered with less", "responses": { "200": { "description": "text" }, "401": { "description": "an unknown token" }, "403": { "description": "a tenant's token" } } } }
         }
     })

@@ -14,6 +14,7 @@
 
 pub(crate) mod arrays;
 pub(crate) mod dependencies;
+pub(crate) mod history;
 pub(crate) mod opportunistic;
 pub mod policy_support;
 pub(crate) mod recovery;

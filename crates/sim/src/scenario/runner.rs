@@ -293,25 +293,34 @@ impl Scenario {
                 None => None,
             };
             for (tenant, cluster) in self.clusters_for(trace)? {
-                let mut jobs = if tenant == "all" {
-                    (**trace).clone()
+                // The whole trace shared as it is where nothing is bound to its jobs (a
+                // million-job history is not copied); else a copy to bind to.
+                let binds = placement_spec.slowdown_per_extra_node > 0.0 || table.is_some();
+                let jobs = if tenant == "all" && !binds {
+                    Arc::clone(trace)
                 } else {
-                    let t = tenant.clone();
-                    (**trace).clone().filter(|j| j.tenant == t)
-                };
-                let gpus_per_node = cluster.nodes.iter().map(|n| n.gpus).max().unwrap_or(1);
-                placement_spec.bind_slowdown(&mut jobs.jobs, gpus_per_node);
-                let mut pair_speeds = None;
-                if let Some(table) = &table {
-                    self.bind_speeds(&mut jobs, &cluster, table)?;
-                    if self.policies.iter().any(|p| p.needs_pair_speeds()) {
-                        pair_speeds = Some(Arc::new(pair_speeds_for(&jobs, &cluster, table)));
+                    let mut jobs = if tenant == "all" {
+                        (**trace).clone()
+                    } else {
+                        let t = tenant.clone();
+                        (**trace).clone().filter(|j| j.tenant == t)
+                    };
+                    let gpus_per_node = cluster.nodes.iter().map(|n| n.gpus).max().unwrap_or(1);
+                    placement_spec.bind_slowdown(&mut jobs.jobs, gpus_per_node);
+                    if let Some(table) = &table {
+                        self.bind_speeds(&mut jobs, &cluster, table)?;
                     }
+                    Arc::new(jobs)
+                };
+                let mut pair_speeds = None;
+                if let Some(table) = &table
+                    && self.policies.iter().any(|p| p.needs_pair_speeds())
+                {
+                    pair_speeds = Some(Arc::new(pair_speeds_for(&jobs, &cluster, table)));
                 }
                 let context = if tenant == "all" { name.clone() } else { format!("{name}/{tenant}") };
                 let warnings: Arc<Vec<String>> =
                     Arc::new(UnplaceableJobs::count(&cluster, &jobs.jobs).warning(&context).into_iter().collect());
-                let jobs = Arc::new(jobs);
                 let cluster = Arc::new(cluster);
                 let seeds: Vec<u64> = match trace_seed {
                     Some(s) => vec![*s],
