@@ -182,13 +182,15 @@ pub enum ClientCommand {
         csv: bool,
     },
     /// The daemon's finished and running jobs as a native trace (admin), to replay them under
-    /// another policy or configuration: `arbiter history export --since 30d > hist.csv`, then
-    /// `arbiter simulate --trace hist.csv --format native --policy X --cluster 8x8`.
+    /// another policy or configuration: `arbiter history export --since 30d --out hist.csv`, then
+    /// `arbiter whatif hist.csv --config arbiter.toml --policy las` (what happened beside what
+    /// the policy would have done), or `arbiter simulate --trace hist.csv --policy X`.
     ///
     /// Each job that ran: its submission (seconds from the first one exported), tenant, user,
-    /// name, job type, GPUs, measured run time (seconds it held GPUs; a running job's so far plus
-    /// what its progress says is left), steps, priority, deadline, class and dependencies. No
-    /// command, environment, directory or log content.
+    /// name, job type, GPUs and GPU types, measured run time (seconds it held GPUs; a running
+    /// job's so far plus what its progress says is left), steps, priority, deadline, class and
+    /// dependencies; and what happened: its first start, its end, its measured progress rate, its
+    /// array and task index. No command, environment, directory or log content.
     History {
         /// What to do.
         #[command(subcommand)]

@@ -258,7 +258,7 @@ fn describe(nodes: &[NodeSpec]) -> String {
 /// - `[[priority_classes]]`: the configured classes (a history's job in a class no longer
 ///   configured counts in the default class, as in the daemon: [`with_config`]);
 /// - `fairshare`: the decayed fair share's half-life; `gittins_prior` (or the daemon's bundled
-///   prior).
+///   prior); `policy_cmd` and `policy_timeout_s` (`external`: the same agent decides).
 ///
 /// Not modelled (said in the guide): `min_run_s` (the daemon protects a new run from preemption
 /// for it), tenants' weights (the daemon's store; `--set 'policy.tenant_weights={ a = 2.0 }'`),
@@ -283,6 +283,9 @@ pub fn scenario_of_config(config: &ServeConfig, nodes: &[NodeSpec], history: &Pa
     let mut policy_table = vec![("gavel", table(vec![("recompute_interval_s", round_s.clone())])), ("vtc", table(vec![("quantum_s", round_s.clone())]))];
     if let Some(half_life_s) = config.fairshare_half_life_s().map_err(|e| anyhow!("{e}"))? {
         policy_table.push(("fairshare", table(vec![("half_life_s", Value::Float(half_life_s))])));
+    }
+    if let Some(command) = &config.policy_cmd {
+        policy_table.push(("external", table(vec![("command", Value::String(command.clone())), ("timeout_s", Value::Float(config.policy_timeout_s))])));
     }
     if let Some(prior) = &config.gittins_prior {
         policy_table.push(("gittins", table(vec![("prior", Value::String(prior.display().to_string()))])));
@@ -511,6 +514,9 @@ fn from_config(args: &WhatifArgs) -> Result<Comparison> {
 /// History `history` replayed under `policy` by a daemon with `config` on `nodes` (described as
 /// `cluster`), compared with what happened.
 pub fn replay(history: &Path, config: &ServeConfig, policy: PolicyKind, nodes: &[NodeSpec], cluster: &str, overrides: &[String]) -> Result<Comparison> {
+    if let Some(o) = overrides.iter().find(|o| o.trim_start().starts_with("trace")) {
+        bail!("--set `{o}`: here the history is the whole trace; to replay part of it (max_jobs, tenants, submit_from), write a scenario whose [[trace]] names it and give --scenario");
+    }
     let (mut trace, recorded) = arbiter_trace::native::read_history(history)?;
     if recorded.iter().all(|r| r.start_s.is_none()) {
         bail!("{}: no job has an actual start (actual_start_s): not a history from `arbiter history export`, nothing to compare with", history.display());
@@ -634,14 +640,14 @@ pub fn text(c: &Comparison) -> String {
                 ]
             })
             .collect();
-        out.push_str(&format!("\nby {title}:\n"));
+        out.push_str(&format!("\nby {title} (averages):\n"));
         let head = [
             (title, Align::Left),
             ("jobs", Align::Right),
-            ("avg queue s actual", Align::Right),
+            ("queue s actual", Align::Right),
             ("simulated", Align::Right),
             ("change", Align::Right),
-            ("avg JCT s actual", Align::Right),
+            ("JCT s actual", Align::Right),
             ("simulated", Align::Right),
             ("change", Align::Right),
         ];

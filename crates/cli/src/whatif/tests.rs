@@ -42,6 +42,10 @@ fn a_configuration_becomes_a_scenario_of_its_nodes_rounds_and_classes() {
     assert!(changed.is_ok_and(|s| s.simulation.restart_overhead_s == 30.0));
     let e = scenario_of_config(&c, &[], Path::new("/tmp/hist.csv"), PolicyKind::Las, &["simulation.round_s=x".into()]).expect_err("bad").to_string();
     assert!(e.contains("--set `simulation.round_s=x`"), "{e}");
+    // An external agent is the configuration's.
+    let agent = config("policy = \"external\"\ngpus = \"4xa100\"\npolicy_cmd = \"python3 agent.py\"\n");
+    let external = scenario_of_config(&agent, &[], Path::new("/tmp/hist.csv"), PolicyKind::External, &[]).expect("a scenario");
+    assert_eq!(external.policy_config_for(PolicyKind::External).expect("a config").external.map(|e| e.command), Some("python3 agent.py".to_string()));
     // Gittins takes the daemon's bundled prior when the configuration names none.
     let gittins = scenario_of_config(&c, &[], Path::new("/tmp/hist.csv"), PolicyKind::Gittins, &[]).expect("a scenario");
     assert!(gittins.policy_config_for(PolicyKind::Gittins).expect("a prior").gittins_prior_gpu_s.len() > 1000);
@@ -94,7 +98,7 @@ fn the_comparison_groups_by_tenant_and_size_and_leaves_out_what_cannot_be_compar
     assert_eq!(c.by_size.iter().map(|g| (g.name.as_str(), g.jobs)).collect::<Vec<_>>(), [("1", 2), ("2-4", 1)]);
     let text = text(&c);
     assert!(text.contains("jobs: 3 compared of 4 (1 not ended at export)"), "{text}");
-    assert!(text.contains("avg JCT s") && text.contains("-6.1%") && text.contains("by tenant:") && text.contains("by GPUs:"), "{text}");
+    assert!(text.contains("avg JCT s") && text.contains("-6.1%") && text.contains("by tenant (averages):") && text.contains("by GPUs (averages):"), "{text}");
     // Deterministic: the same comparison prints the same text.
     assert_eq!(text, super::text(&c));
 }

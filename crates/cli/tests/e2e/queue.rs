@@ -172,6 +172,12 @@ fn whatif_replays_an_exported_history_on_the_configurations_cluster_and_sets_it_
         ids.push((client, submit(client, json!({ "command": "sleep 1", "expected_run_time_s": 1 }))));
     }
     wait_for("every job to succeed", 60, || ids.iter().all(|(c, id)| state_of(c, *id) == "succeeded"));
+    // The history is the admin's: a tenant's token gets 403 from the API itself.
+    let (status, _) = refused(a.get("/v1/history"));
+    assert_eq!(status, 403, "a tenant may not read the cluster's history");
+    let page = daemon.admin().get("/v1/history?limit=4").expect("the admin's");
+    assert_eq!((page["jobs"].as_array().map(Vec::len), page["next_after"].as_u64()), (Some(4), page["jobs"][3]["id"].as_u64()), "{page}");
+    assert!(page["jobs"][0].get("command").is_none() && page["jobs"][0]["first_start_unix_s"].is_i64(), "{page}");
     let history = dir.path().join("hist.csv");
     cli_ok(&daemon, &daemon.admin_token(), &["history", "export", "--out", history.to_str().expect("utf-8")]);
     let csv = std::fs::read_to_string(&history).expect("written");
@@ -195,7 +201,7 @@ fn whatif_replays_an_exported_history_on_the_configurations_cluster_and_sets_it_
     // The text: the same numbers, side by side; and again the same (deterministic).
     let text = whatif(&[h, "--config", c, "--policy", "las"]);
     let shown = String::from_utf8_lossy(&text.stdout).to_string();
-    assert!(text.status.success() && shown.contains("replayed under las") && shown.contains("avg JCT s") && shown.contains("by GPUs:"), "{shown}");
+    assert!(text.status.success() && shown.contains("replayed under las") && shown.contains("avg JCT s") && shown.contains("by GPUs (averages):"), "{shown}");
     assert_eq!(shown, String::from_utf8_lossy(&whatif(&[h, "--config", c, "--policy", "las"]).stdout));
     // A scenario referencing the history compares the same way.
     let scenario = dir.path().join("s.toml");
@@ -215,4 +221,6 @@ fn whatif_replays_an_exported_history_on_the_configurations_cluster_and_sets_it_
     let out = whatif(&[bad.to_str().expect("utf-8"), "--config", c]);
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && e.contains("bad.csv:3: actual_end_s: `soon`"), "{e}");
+    let out = whatif(&[h, "--config", c, "--set", "trace.0.max_jobs=2"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--scenario"), "a trace key is the scenario's to set");
 }
