@@ -139,6 +139,9 @@ pub enum PendingReason {
     /// GPUs are free, but not with the CPU cores or memory the job needs on the same servers
     /// (multi-resource fragmentation).
     HostResources,
+    /// Its tenant's quota holds it back (a limit on its path in the quota tree, or no idle
+    /// quota to borrow); the quota tree says which.
+    Quota,
 }
 
 impl fmt::Display for PendingReason {
@@ -151,6 +154,7 @@ impl fmt::Display for PendingReason {
             PendingReason::LowerPriority => "lower priority than the running jobs",
             PendingReason::NeverFits => "asks for more than the cluster has",
             PendingReason::HostResources => "GPUs free, but not enough CPU or memory next to them",
+            PendingReason::Quota => "held back by its tenant's quota",
         };
         f.write_str(text)
     }

@@ -1,0 +1,795 @@
+//! One round of the quota tree: which waiting jobs the policy may see, which borrowers are
+//! reclaimed, and why the others wait. Pure: the tree and a view in, a [`QuotaRound`] out.
+//!
+//! ```text
+//!   GPUs held per node of the tree ──► waiting jobs within their tenant's guaranteed quota
+//!       ──► over a limit or the cluster? reclaim borrowers beyond their fair share
+//!           (lowest class first, then fewest GPU-seconds lost)
+//!       ──► borrowing jobs, least-borrowed tenant (per over-quota weight) first, each admitted
+//!           only if every limit on its path, its siblings' unlendable idle quota and the free
+//!           GPUs leave room
+//! ```
+//!
+//! Everything admitted fits together, so whatever subset the policy then starts keeps every
+//! limit. A job of a class that is not preemptible runs only within guaranteed quota (KAI's
+//! rule): borrowed GPUs must be given back when their owner asks.
+
+use super::share::{entitlements, protected_idle};
+use super::tree::QuotaTree;
+use crate::SchedulerView;
+use arbiter_model::{ActiveJob, JobId, SimTime};
+use std::cmp::Reverse;
+
+/// Why the quota tree holds a waiting job back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaHold {
+    /// A node on its path is at its limit (guaranteed plus borrowing limit).
+    Limit {
+        /// The node.
+        node: usize,
+        /// The dimension.
+        dim: usize,
+        /// Its limit.
+        limit: u32,
+        /// GPUs its subtree holds or was given this round.
+        used: u32,
+        /// The job's GPUs.
+        gpus: u32,
+    },
+    /// Idle quota exists, but its owners do not lend it (lending limits) or it is taken.
+    NotLent {
+        /// The dimension.
+        dim: usize,
+        /// GPUs left to borrow on its path.
+        room: u32,
+        /// The job's GPUs.
+        gpus: u32,
+    },
+    /// It would borrow, and its class may not be preempted: such jobs run only within quota.
+    NotPreemptible {
+        /// The dimension.
+        dim: usize,
+    },
+}
+
+/// A job's GPUs in each dimension.
+type ByDim = smallvec::SmallVec<[u32; 2]>;
+
+/// What the quota tree decided at one round.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuotaRound {
+    /// Waiting jobs held back, sorted by id, with why.
+    pub holds: Vec<(JobId, QuotaHold)>,
+    /// Running jobs reclaimed (preempted) for guaranteed quota, sorted by id.
+    pub reclaimed: Vec<JobId>,
+    /// Running jobs beyond their tenant's guaranteed quota: reclaimable. Sorted by id.
+    pub borrowing: Vec<JobId>,
+    /// Waiting jobs admitted beyond their tenant's guaranteed quota (borrowing), sorted by id.
+    pub admitted_borrowing: Vec<JobId>,
+    /// Whether some waiting job within its tenant's guaranteed quota was admitted.
+    pub guaranteed_waiting: bool,
+    /// Per node and dimension (`node * dims + dim`): GPUs held as the round began.
+    pub held: Vec<u32>,
+    /// Per node and dimension: the fair share (entitlement) this round.
+    pub share: Vec<f64>,
+    /// The dimension each waiting job was counted in (untyped jobs on a typed tree get one).
+    pub dim_of_waiting: Vec<(JobId, usize)>,
+}
+
+impl QuotaRound {
+    /// Why `job` is held back, if it is.
+    pub fn hold_of(&self, job: JobId) -> Option<QuotaHold> {
+        self.holds
+            .binary_search_by_key(&job, |(j, _)| *j)
+            .ok()
+            .map(|at| self.holds[at].1)
+    }
+}
+
+impl QuotaHold {
+    /// Why, in words, naming the tree's nodes (a tenant sees only its own path's).
+    pub fn reason(&self, tree: &QuotaTree) -> String {
+        match *self {
+            QuotaHold::Limit {
+                node,
+                dim,
+                limit,
+                used,
+                gpus,
+            } => {
+                let n = &tree.nodes[node];
+                let g = n.quota[dim].guaranteed;
+                format!(
+                    "{} at its {} borrowing limit ({limit}: {g} guaranteed + {} borrowed): it holds {used} and this job needs {gpus}",
+                    n.name,
+                    dim_words(tree, dim),
+                    limit - g
+                )
+            }
+            QuotaHold::NotLent { dim, room, gpus } => {
+                format!(
+                    "beyond its guaranteed {} quota, and only {room} idle GPUs may be borrowed now (others' guaranteed jobs and lending limits come first); this job needs {gpus}",
+                    dim_words(tree, dim)
+                )
+            }
+            QuotaHold::NotPreemptible { dim } => format!(
+                "its priority class is not preemptible, so it runs only within its guaranteed {} quota, which its jobs fill",
+                dim_words(tree, dim)
+            ),
+        }
+    }
+}
+
+/// A dimension as words: its GPU type, or "GPU" for every type.
+fn dim_words(tree: &QuotaTree, dim: usize) -> &str {
+    if tree.dims[dim] == super::tree::ALL_TYPES {
+        "GPU"
+    } else {
+        &tree.dims[dim]
+    }
+}
+
+/// The round's working state: GPUs used per node and dimension as jobs are admitted.
+struct Ledger<'t> {
+    tree: &'t QuotaTree,
+    dims: usize,
+    used: Vec<u32>,
+}
+
+impl Ledger<'_> {
+    fn at(&self, node: usize, dim: usize) -> usize {
+        node * self.dims + dim
+    }
+
+    /// Adds (or with `sign` false, takes away) GPUs on the path from `leaf` to the root.
+    fn add(&mut self, leaf: usize, by_dim: &[u32], sign: bool) {
+        let mut node = Some(leaf);
+        while let Some(n) = node {
+            for (d, &g) in by_dim.iter().enumerate() {
+                let at = self.at(n, d);
+                self.used[at] = if sign {
+                    self.used[at] + g
+                } else {
+                    self.used[at].saturating_sub(g)
+                };
+            }
+            node = self.tree.nodes[n].parent;
+        }
+    }
+
+    /// Room left for `leaf` to borrow in `dim`: the cluster's free GPUs, less its path's
+    /// siblings' unlendable idle quota, within every limit on the path; with the constraint that
+    /// binds.
+    fn room(&self, leaf: usize, dim: usize, capacity: u32) -> (u32, Option<usize>) {
+        let mut room = i64::from(capacity) - i64::from(self.used[self.at(0, dim)]);
+        let mut binding = None;
+        for n in self.tree.path(leaf) {
+            let parent = self.tree.nodes[n].parent.unwrap_or(0);
+            let protected: f64 = self.tree.nodes[parent]
+                .children
+                .iter()
+                .filter(|&&s| s != n)
+                .map(|&s| {
+                    let q = self.tree.nodes[s].quota[dim];
+                    protected_idle(
+                        q.guaranteed,
+                        q.lending_limit,
+                        f64::from(self.used[self.at(s, dim)]),
+                    )
+                })
+                .sum();
+            room -= protected.ceil() as i64;
+            let limit = self.tree.nodes[n].quota[dim].limit();
+            let by_limit = i64::from(limit) - i64::from(self.used[self.at(n, dim)]);
+            if by_limit < room {
+                room = by_limit;
+                binding = Some(n);
+            }
+        }
+        (room.max(0) as u32, binding)
+    }
+}
+
+/// A waiting job with what the round knows of it.
+struct Candidate<'v> {
+    job: &'v ActiveJob,
+    leaf: usize,
+    dim: usize,
+    order: (Reverse<i32>, Reverse<i32>, SimTime, JobId),
+}
+
+/// Decides the quota tree's round for `view` (see the module's comment).
+pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRound {
+    let dims = tree.dims.len();
+    let capacity = capacity(tree, view);
+    let mut ledger = Ledger {
+        tree,
+        dims,
+        used: vec![0; tree.nodes.len() * dims],
+    };
+    let leaf_of = |job: &ActiveJob| tree.leaf(&view.spec(job).tenant);
+    let mut running: Vec<(&ActiveJob, usize, ByDim)> = Vec::new();
+    for job in view.jobs.iter().filter(|j| j.is_running()) {
+        let by_dim = running_dims(tree, view, job);
+        ledger.add(leaf_of(job), &by_dim, true);
+        running.push((job, leaf_of(job), by_dim));
+    }
+    let held = ledger.used.clone();
+    let mut waiting = waiting_jobs(tree, view, &ledger, &capacity);
+    let mut round = QuotaRound {
+        held: held.clone(),
+        ..QuotaRound::default()
+    };
+    round.dim_of_waiting = waiting.iter().map(|c| (c.job.id, c.dim)).collect();
+    round.dim_of_waiting.sort_unstable();
+
+    // Within guaranteed quota: counted first, in each tenant's order.
+    let mut within = Vec::new();
+    let mut rest = Vec::new();
+    for c in waiting.drain(..) {
+        let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
+        if ledger.used[ledger.at(c.leaf, c.dim)] + c.job.gpus <= g {
+            ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+            within.push(c);
+        } else {
+            rest.push(c);
+        }
+    }
+    round.share = shares(tree, view, &held, &within, &rest, &capacity);
+    reclaim(tree, view, now, &mut ledger, &running, &within, &mut round);
+    hold_over_limits(&mut ledger, &mut within, &mut round);
+    round.guaranteed_waiting = !within.is_empty();
+    admit_borrowers(tree, view, &mut ledger, rest, &held, &capacity, &mut round);
+    round.reclaimed.sort_unstable();
+    round.borrowing = borrowing(tree, view, &running, &round.reclaimed);
+    round.holds.sort_unstable_by_key(|(j, _)| *j);
+    round.admitted_borrowing.sort_unstable();
+    round
+}
+
+/// GPUs per dimension on the nodes that are up.
+fn capacity(tree: &QuotaTree, view: &SchedulerView<'_>) -> Vec<u32> {
+    let mut out = vec![0; tree.dims.len()];
+    for node in &view.cluster.nodes {
+        if let Some(&d) = tree.dim_of_type.get(node.gpu_type.index()) {
+            out[d] += node.gpus;
+        }
+    }
+    out
+}
+
+fn one_dim(dims: usize, dim: usize, gpus: u32) -> ByDim {
+    let mut v: ByDim = smallvec::smallvec![0; dims];
+    v[dim] = gpus;
+    v
+}
+
+/// A running job's GPUs by dimension, by the type of the nodes it runs on.
+fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> ByDim {
+    let mut v: ByDim = smallvec::smallvec![0; tree.dims.len()];
+    if let Some(p) = job.placement() {
+        for &(node, gpus) in &p.slots {
+            if let Some(d) = view
+                .cluster
+                .node(node)
+                .and_then(|n| tree.dim_of_type.get(n.gpu_type.index()))
+            {
+                v[*d] += gpus;
+            }
+        }
+    }
+    v
+}
+
+/// Waiting jobs in their tenants' order (class, then priority, higher first; then submission),
+/// each in a dimension: its GPU type's, else the first where its tenant has guaranteed quota
+/// left, else the one with the most free GPUs (Kueue's flavor order, in small).
+fn waiting_jobs<'v>(
+    tree: &QuotaTree,
+    view: &'v SchedulerView<'_>,
+    ledger: &Ledger<'_>,
+    capacity: &[u32],
+) -> Vec<Candidate<'v>> {
+    let dims = tree.dims.len();
+    let mut out: Vec<Candidate<'v>> = view
+        .jobs
+        .iter()
+        .filter(|j| !j.is_running())
+        .map(|job| {
+            let spec = view.spec(job);
+            let leaf = tree.leaf(&spec.tenant);
+            let order = (
+                Reverse(spec.class.value),
+                Reverse(spec.priority),
+                job.submit,
+                job.id,
+            );
+            let dim = match spec.gpu_type {
+                Some(t) => tree.dim_of_type.get(t.index()).copied().unwrap_or(0),
+                None if dims == 1 => 0,
+                None => (0..dims)
+                    .find(|&d| {
+                        ledger.used[ledger.at(leaf, d)] + job.gpus
+                            <= tree.nodes[leaf].quota[d].guaranteed
+                    })
+                    .unwrap_or_else(|| {
+                        (0..dims)
+                            .max_by_key(|&d| {
+                                (
+                                    capacity[d].saturating_sub(ledger.used[ledger.at(0, d)]),
+                                    Reverse(d),
+                                )
+                            })
+                            .unwrap_or(0)
+                    }),
+            };
+            Candidate {
+                job,
+                leaf,
+                dim,
+                order,
+            }
+        })
+        .collect();
+    out.sort_by_key(|c| (c.leaf, c.order));
+    out
+}
+
+/// Fair shares: each node's demand is what it holds and waits for, up to its limit.
+fn shares(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    held: &[u32],
+    within: &[Candidate<'_>],
+    rest: &[Candidate<'_>],
+    capacity: &[u32],
+) -> Vec<f64> {
+    let _ = view;
+    let dims = tree.dims.len();
+    let mut demand: Vec<f64> = held.iter().map(|&h| f64::from(h)).collect();
+    for c in within.iter().chain(rest) {
+        let mut node = Some(c.leaf);
+        while let Some(n) = node {
+            demand[n * dims + c.dim] += f64::from(c.job.gpus);
+            node = tree.nodes[n].parent;
+        }
+    }
+    for (n, node) in tree.nodes.iter().enumerate() {
+        for d in 0..dims {
+            demand[n * dims + d] = demand[n * dims + d].min(f64::from(node.quota[d].limit()));
+        }
+    }
+    let mut share = vec![0.0; tree.nodes.len() * dims];
+    for d in 0..dims {
+        let by_node: Vec<f64> = (0..tree.nodes.len())
+            .map(|n| demand[n * dims + d])
+            .collect();
+        for (n, x) in entitlements(tree, d, capacity[d], &by_node)
+            .into_iter()
+            .enumerate()
+        {
+            share[n * dims + d] = x;
+        }
+    }
+    share
+}
+
+/// GPU-seconds a running job loses if stopped now: its GPUs times how long this stint ran
+/// (what a job without a fresh checkpoint redoes).
+fn lost_gpu_s(job: &ActiveJob, now: SimTime) -> f64 {
+    match &job.state {
+        arbiter_model::RunState::Running { since, .. } => {
+            f64::from(job.gpus) * now.saturating_since(*since).as_secs_f64()
+        }
+        arbiter_model::RunState::Pending => 0.0,
+    }
+}
+
+/// Reclaims borrowers where guaranteed jobs need their GPUs: first where a limit on the tree is
+/// overdrawn once guaranteed jobs count (deepest first), then where a guaranteed job finds no
+/// GPUs to be placed on. Candidates are preemptible jobs of tenants above their fair share,
+/// lowest class first, then fewest GPU-seconds lost.
+#[allow(clippy::too_many_arguments)]
+fn reclaim(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    ledger: &mut Ledger<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    within: &[Candidate<'_>],
+    round: &mut QuotaRound,
+) {
+    let dims = tree.dims.len();
+    let mut victims = Victims {
+        taken: vec![false; running.len()],
+        order: victim_order(view, now, running),
+    };
+    for scope in (1..tree.nodes.len()).rev() {
+        for d in 0..dims {
+            let mut excess = i64::from(ledger.used[ledger.at(scope, d)])
+                - i64::from(tree.nodes[scope].quota[d].limit());
+            for i in victims.candidates(tree, view, running, |i| {
+                running[i].2[d] > 0 && tree.contains(scope, running[i].1)
+            }) {
+                if excess <= 0 {
+                    break;
+                }
+                if victims.take(i, d, ledger, running, round, false) {
+                    excess -= i64::from(running[i].2[d]);
+                }
+            }
+        }
+    }
+    reclaim_for_placement(tree, view, ledger, running, within, &mut victims, round);
+}
+
+/// Which running jobs are reclaimed, and in what order they are candidates.
+struct Victims {
+    taken: Vec<bool>,
+    order: Vec<usize>,
+}
+
+impl Victims {
+    /// Candidates not yet taken that are preemptible and pass `keep`, in victim order.
+    fn candidates(
+        &self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        running: &[(&ActiveJob, usize, ByDim)],
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let _ = tree;
+        self.order
+            .iter()
+            .copied()
+            .filter(|&i| !self.taken[i] && view.spec(running[i].0).class.preemptible && keep(i))
+            .collect()
+    }
+
+    /// Takes candidate `i` if its tenant is still above its fair share in `dim` (with
+    /// `to_guaranteed`, above its guaranteed quota: a guaranteed job that finds no node may take
+    /// any borrower's GPUs).
+    fn take(
+        &mut self,
+        i: usize,
+        dim: usize,
+        ledger: &mut Ledger<'_>,
+        running: &[(&ActiveJob, usize, ByDim)],
+        round: &mut QuotaRound,
+        to_guaranteed: bool,
+    ) -> bool {
+        let (job, leaf, by_dim) = &running[i];
+        let floor = if to_guaranteed {
+            f64::from(ledger.tree.nodes[*leaf].quota[dim].guaranteed)
+        } else {
+            round.share[*leaf * ledger.dims + dim]
+        };
+        if self.taken[i] || f64::from(ledger.used[ledger.at(*leaf, dim)]) <= floor + 1e-9 {
+            return false;
+        }
+        self.taken[i] = true;
+        ledger.add(*leaf, by_dim, false);
+        round.reclaimed.push(job.id);
+        true
+    }
+}
+
+/// Running jobs by victim order: lowest class, then fewest GPU-seconds lost, then id.
+fn victim_order(
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    running: &[(&ActiveJob, usize, ByDim)],
+) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..running.len()).collect();
+    order.sort_by(|&a, &b| {
+        let key = |i: usize| {
+            (
+                view.spec(running[i].0).class.value,
+                lost_gpu_s(running[i].0, now),
+                running[i].0.id,
+            )
+        };
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then(ka.2.cmp(&kb.2))
+    });
+    order
+}
+
+/// Places the guaranteed jobs, in their order, on the GPUs left free (the first node with
+/// room, as the default consolidated placement does; across nodes for a job larger than a
+/// node); at the first that does not fit, reclaims candidates — on the one node that makes room
+/// with the fewest, or across nodes — and places them all again, until each fits or nothing more
+/// can be reclaimed for it (each pass reclaims at least one job, so this ends).
+fn reclaim_for_placement(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    ledger: &mut Ledger<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    within: &[Candidate<'_>],
+    victims: &mut Victims,
+    round: &mut QuotaRound,
+) {
+    if within.is_empty() {
+        return;
+    }
+    let nodes = &view.cluster.nodes;
+    let mut order: Vec<&Candidate<'_>> = within.iter().collect();
+    order.sort_by_key(|c| c.order);
+    let dim_of = |n: usize| {
+        tree.dim_of_type
+            .get(nodes[n].gpu_type.index())
+            .copied()
+            .unwrap_or(usize::MAX)
+    };
+    'pass: loop {
+        let (mut free, on_node) = free_gpus(view, running, victims);
+        for c in &order {
+            let k = i64::from(c.job.gpus);
+            let of_dim: Vec<usize> = (0..nodes.len())
+                .filter(|&n| {
+                    dim_of(n) == c.dim
+                        && view
+                            .spec(c.job)
+                            .gpu_type
+                            .is_none_or(|t| nodes[n].gpu_type == t)
+                })
+                .collect();
+            let widest = of_dim
+                .iter()
+                .map(|&n| i64::from(nodes[n].gpus))
+                .max()
+                .unwrap_or(0);
+            let placed = if k <= widest {
+                of_dim
+                    .iter()
+                    .find(|&&n| free[n] >= k)
+                    .map(|&n| free[n] -= k)
+                    .is_some()
+            } else {
+                take_across(&mut free, &of_dim, k)
+            };
+            if placed {
+                continue;
+            }
+            let picked = if k <= widest {
+                cheapest_node(tree, view, running, victims, &free, &on_node, &of_dim, k)
+            } else {
+                across_nodes(tree, view, running, victims, &free, &on_node, &of_dim, k)
+            };
+            let mut took = false;
+            for i in picked {
+                took |= victims.take(i, c.dim, ledger, running, round, true);
+            }
+            if took {
+                continue 'pass;
+            }
+        }
+        return;
+    }
+}
+
+/// Free GPUs per node with the reclaimed jobs gone, and the other running jobs on each node.
+fn free_gpus(
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    victims: &Victims,
+) -> (Vec<i64>, Vec<Vec<usize>>) {
+    let mut free: Vec<i64> = view
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| i64::from(n.gpus))
+        .collect();
+    let mut on_node: Vec<Vec<usize>> = vec![Vec::new(); free.len()];
+    for (i, (job, _, _)) in running
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !victims.taken[*i])
+    {
+        for &(node, gpus) in job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]) {
+            if let Some(f) = free.get_mut(node.index()) {
+                *f -= i64::from(gpus);
+                on_node[node.index()].push(i);
+            }
+        }
+    }
+    (free, on_node)
+}
+
+/// Takes `k` GPUs across `nodes` if they have them together.
+fn take_across(free: &mut [i64], nodes: &[usize], k: i64) -> bool {
+    if nodes.iter().map(|&n| free[n].max(0)).sum::<i64>() < k {
+        return false;
+    }
+    let mut need = k;
+    for &n in nodes {
+        let got = free[n].max(0).min(need);
+        free[n] -= got;
+        need -= got;
+    }
+    true
+}
+
+/// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
+/// that needs the fewest.
+#[allow(clippy::too_many_arguments)]
+fn cheapest_node(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    victims: &Victims,
+    free: &[i64],
+    on_node: &[Vec<usize>],
+    nodes: &[usize],
+    k: i64,
+) -> Vec<usize> {
+    let plans = nodes.iter().filter_map(|&n| {
+        let mut room = free[n];
+        let mut picked = Vec::new();
+        for i in victims.candidates(tree, view, running, |i| on_node[n].contains(&i)) {
+            if room >= k {
+                break;
+            }
+            room += i64::from(running[i].2.iter().sum::<u32>());
+            picked.push(i);
+        }
+        (room >= k).then_some((picked.len(), n, picked))
+    });
+    plans
+        .min_by_key(|(count, n, _)| (*count, *n))
+        .map(|(_, _, picked)| picked)
+        .unwrap_or_default()
+}
+
+/// The candidates (in victim order) whose reclaim frees `k` GPUs across `nodes`.
+#[allow(clippy::too_many_arguments)]
+fn across_nodes(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    victims: &Victims,
+    free: &[i64],
+    on_node: &[Vec<usize>],
+    nodes: &[usize],
+    k: i64,
+) -> Vec<usize> {
+    let mut total: i64 = nodes.iter().map(|&n| free[n].max(0)).sum();
+    let mut picked = Vec::new();
+    for i in victims.candidates(tree, view, running, |i| {
+        nodes.iter().any(|&n| on_node[n].contains(&i))
+    }) {
+        if total >= k {
+            break;
+        }
+        total += i64::from(running[i].2.iter().sum::<u32>());
+        picked.push(i);
+    }
+    picked
+}
+
+/// Guaranteed jobs that would still overdraw a limit (borrowers that cannot be reclaimed hold
+/// it) wait, the last in their tenant's order first.
+fn hold_over_limits(
+    ledger: &mut Ledger<'_>,
+    within: &mut Vec<Candidate<'_>>,
+    round: &mut QuotaRound,
+) {
+    let tree = ledger.tree;
+    for i in (0..within.len()).rev() {
+        let c = &within[i];
+        let over = tree
+            .path(c.leaf)
+            .into_iter()
+            .find(|&n| ledger.used[ledger.at(n, c.dim)] > tree.nodes[n].quota[c.dim].limit());
+        if let Some(node) = over {
+            let used = ledger.used[ledger.at(node, c.dim)] - c.job.gpus;
+            round.holds.push((
+                c.job.id,
+                QuotaHold::Limit {
+                    node,
+                    dim: c.dim,
+                    limit: tree.nodes[node].quota[c.dim].limit(),
+                    used,
+                    gpus: c.job.gpus,
+                },
+            ));
+            ledger.add(c.leaf, &one_dim(ledger.dims, c.dim, c.job.gpus), false);
+            within.remove(i);
+        }
+    }
+}
+
+/// Jobs beyond guaranteed quota, least-borrowed tenant (per over-quota weight) first; each
+/// admitted if its path leaves room, else held with the constraint that binds.
+fn admit_borrowers(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    ledger: &mut Ledger<'_>,
+    rest: Vec<Candidate<'_>>,
+    held: &[u32],
+    capacity: &[u32],
+    round: &mut QuotaRound,
+) {
+    let dims = tree.dims.len();
+    let mut keyed: Vec<(f64, Candidate<'_>)> = Vec::with_capacity(rest.len());
+    let mut cumulative: std::collections::BTreeMap<(usize, usize), u32> =
+        std::collections::BTreeMap::new();
+    for c in rest {
+        if !view.spec(c.job).class.preemptible {
+            round
+                .holds
+                .push((c.job.id, QuotaHold::NotPreemptible { dim: c.dim }));
+            continue;
+        }
+        let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
+        let cum = cumulative
+            .entry((c.leaf, c.dim))
+            .or_insert(held[c.leaf * dims + c.dim].saturating_sub(g));
+        *cum += c.job.gpus;
+        keyed.push((f64::from(*cum) / tree.nodes[c.leaf].weight, c));
+    }
+    keyed.sort_by(|(ka, a), (kb, b)| ka.total_cmp(kb).then(a.order.cmp(&b.order)));
+    for (_, c) in keyed {
+        let (room, binding) = ledger.room(c.leaf, c.dim, capacity[c.dim]);
+        if c.job.gpus <= room {
+            ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+            round.admitted_borrowing.push(c.job.id);
+            continue;
+        }
+        let hold = match binding {
+            Some(node) => QuotaHold::Limit {
+                node,
+                dim: c.dim,
+                limit: tree.nodes[node].quota[c.dim].limit(),
+                used: ledger.used[ledger.at(node, c.dim)],
+                gpus: c.job.gpus,
+            },
+            None => QuotaHold::NotLent {
+                dim: c.dim,
+                room,
+                gpus: c.job.gpus,
+            },
+        };
+        round.holds.push((c.job.id, hold));
+    }
+}
+
+/// Running jobs (not reclaimed) beyond their tenant's guaranteed quota: each tenant's jobs of
+/// the highest class and oldest start fill its guaranteed quota first.
+fn borrowing(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    reclaimed: &[JobId],
+) -> Vec<JobId> {
+    let dims = tree.dims.len();
+    let mut order: Vec<&(&ActiveJob, usize, ByDim)> = running
+        .iter()
+        .filter(|(j, _, _)| reclaimed.binary_search(&j.id).is_err())
+        .collect();
+    order.sort_by_key(|(j, leaf, _)| {
+        (
+            *leaf,
+            Reverse(view.spec(j).class.value),
+            j.first_start,
+            j.id,
+        )
+    });
+    let mut filled = vec![0u32; tree.nodes.len() * dims];
+    let mut out = Vec::new();
+    for (job, leaf, by_dim) in order {
+        let mut beyond = false;
+        for d in 0..dims {
+            filled[leaf * dims + d] += by_dim[d];
+            beyond |=
+                by_dim[d] > 0 && filled[leaf * dims + d] > tree.nodes[*leaf].quota[d].guaranteed;
+        }
+        if beyond {
+            out.push(job.id);
+        }
+    }
+    out.sort_unstable();
+    out
+}
