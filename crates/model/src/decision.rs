@@ -19,7 +19,9 @@ impl Clone for Placement {
     /// A copy of the slots (`from_slice`: SmallVec's own `clone` goes through an iterator, and
     /// policies clone every running job's placement at every scheduling point).
     fn clone(&self) -> Self {
-        Placement { slots: SmallVec::from_slice(&self.slots) }
+        Placement {
+            slots: SmallVec::from_slice(&self.slots),
+        }
     }
 }
 
@@ -78,13 +80,25 @@ pub struct Assignment {
 impl Assignment {
     /// The job runs alone on `placement`, with the GPU-proportional CPU and memory.
     pub fn exclusive(job: JobId, placement: Placement) -> Self {
-        Assignment { job, placement, colocation: None, host: None, guest: None }
+        Assignment {
+            job,
+            placement,
+            colocation: None,
+            host: None,
+            guest: None,
+        }
     }
 
     /// The job runs opportunistically on `placement` at `speed`, `on_held` of its GPUs held by
     /// other jobs (see [`Guest`]).
     pub fn guest(job: JobId, placement: Placement, speed: f64, on_held: u32) -> Self {
-        Assignment { job, placement, colocation: None, host: None, guest: Some(Guest { speed, on_held }) }
+        Assignment {
+            job,
+            placement,
+            colocation: None,
+            host: None,
+            guest: Some(Guest { speed, on_held }),
+        }
     }
 }
 

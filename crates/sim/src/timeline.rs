@@ -2,7 +2,7 @@
 //! asks for them ([`crate::SimConfig::record_timeline`]). Reports draw Gantt charts,
 //! utilization and queue length over time from them; metrics never read them.
 
-use crate::metrics::{gpu_time, GpuSharing, GpuTime};
+use crate::metrics::{GpuSharing, GpuTime, gpu_time};
 use serde::{Deserialize, Serialize};
 
 /// One stretch of a job on GPUs with nothing about it changing: same placement, same sharing.
@@ -38,12 +38,24 @@ impl RunSegment {
     /// GPU-seconds it was allocated (its share of the GPUs' time); 0 for a guest, whose GPUs
     /// count for their holder.
     pub fn allocated_gpu_s(&self) -> f64 {
-        if self.guest { 0.0 } else { (self.end_s - self.start_s) * self.gpus() as f64 * self.gpu_share }
+        if self.guest {
+            0.0
+        } else {
+            (self.end_s - self.start_s) * self.gpus() as f64 * self.gpu_share
+        }
     }
 
     /// How it shared its GPUs, for [`crate::metrics::gpu_time`].
     pub fn sharing(&self) -> GpuSharing {
-        if self.guest { GpuSharing::Guest { on_held: self.on_held } } else { GpuSharing::Held { share: self.gpu_share } }
+        if self.guest {
+            GpuSharing::Guest {
+                on_held: self.on_held,
+            }
+        } else {
+            GpuSharing::Held {
+                share: self.gpu_share,
+            }
+        }
     }
 
     /// Its part of the cluster's busy and shared GPUs while it ran (GPUs, not GPU-seconds), by

@@ -24,15 +24,35 @@
 
 use crate::rows::read_csv;
 use crate::{Trace, TraceError};
-use arbiter_model::{DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime};
+use arbiter_model::{
+    DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime,
+};
 use std::io::Write;
 use std::path::Path;
 
 /// Column order of the native format.
 pub const COLUMNS: [&str; 21] = [
-    "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
-    "iterations", "priority", "restart_overhead_s", "deadline_s", "io_s", "cpu_s", "gpu_s", "iteration_s",
-    "trace_duration_s", "deadline_options", "priority_class", "dependency",
+    "trace_id",
+    "tenant",
+    "user",
+    "name",
+    "model",
+    "submit_s",
+    "gpus",
+    "gpu_type",
+    "run_time_s",
+    "iterations",
+    "priority",
+    "restart_overhead_s",
+    "deadline_s",
+    "io_s",
+    "cpu_s",
+    "gpu_s",
+    "iteration_s",
+    "trace_duration_s",
+    "deadline_options",
+    "priority_class",
+    "dependency",
 ];
 
 /// Reads a native trace.
@@ -44,29 +64,46 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
         |file| file.require(&["trace_id", "tenant", "submit_s", "gpus", "run_time_s"]),
         |row| {
             let optional = |field: &str| -> Option<String> {
-                row.get(field).ok().filter(|s| !s.is_empty()).map(str::to_string)
+                row.get(field)
+                    .ok()
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
             };
             let submit_s = row.non_negative("submit_s")?;
             let gpus = row.gpu_count("gpus")?;
             let run_time_s = row.non_negative("run_time_s")?;
-            let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(submit_s), gpus, run_time_s);
+            let mut job = JobSpec::new(
+                JobId(jobs.len() as u32),
+                SimTime::from_secs_f64(submit_s),
+                gpus,
+                run_time_s,
+            );
             job.trace_id = row.get("trace_id")?.to_string();
             job.tenant = row.get("tenant")?.to_string();
             job.user = optional("user");
             job.name = optional("name");
             job.model = optional("model");
             if let Some(t) = optional("gpu_type") {
-                let index: u8 = t.parse().map_err(|e| row.error("gpu_type", format!("`{t}`: {e}")))?;
+                let index: u8 = t
+                    .parse()
+                    .map_err(|e| row.error("gpu_type", format!("`{t}`: {e}")))?;
                 job.gpu_type = Some(GpuTypeId(index));
             }
             if let Some(t) = optional("iterations") {
-                job.iterations = Some(t.parse().map_err(|e| row.error("iterations", format!("`{t}`: {e}")))?);
+                job.iterations = Some(
+                    t.parse()
+                        .map_err(|e| row.error("iterations", format!("`{t}`: {e}")))?,
+                );
             }
             if let Some(t) = optional("priority") {
-                job.priority = t.parse().map_err(|e| row.error("priority", format!("`{t}`: {e}")))?;
+                job.priority = t
+                    .parse()
+                    .map_err(|e| row.error("priority", format!("`{t}`: {e}")))?;
             }
             if optional("restart_overhead_s").is_some() {
-                job.restart_overhead = Some(SimDuration::from_secs_f64(row.non_negative("restart_overhead_s")?));
+                job.restart_overhead = Some(SimDuration::from_secs_f64(
+                    row.non_negative("restart_overhead_s")?,
+                ));
             }
             if optional("deadline_s").is_some() {
                 job.deadline = Some(SimTime::from_secs_f64(row.non_negative("deadline_s")?));
@@ -74,9 +111,16 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             let stages = ["io_s", "cpu_s", "gpu_s"].map(|f| optional(f).is_some());
             if stages.iter().any(|s| *s) {
                 if !stages.iter().all(|s| *s) {
-                    return Err(row.error("io_s", "io_s, cpu_s and gpu_s come together (all three or none)"));
+                    return Err(row.error(
+                        "io_s",
+                        "io_s, cpu_s and gpu_s come together (all three or none)",
+                    ));
                 }
-                job.stages = Some(IterationStages { io_s: row.non_negative("io_s")?, cpu_s: row.non_negative("cpu_s")?, gpu_s: row.non_negative("gpu_s")? });
+                job.stages = Some(IterationStages {
+                    io_s: row.non_negative("io_s")?,
+                    cpu_s: row.non_negative("cpu_s")?,
+                    gpu_s: row.non_negative("gpu_s")?,
+                });
             }
             if optional("iteration_s").is_some() {
                 job.iteration_s = Some(row.non_negative("iteration_s")?);
@@ -87,14 +131,27 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             if let Some(text) = optional("deadline_options") {
                 let parse = |item: &str| -> Option<DeadlineOption> {
                     let (at, value) = item.split_once(':')?;
-                    let (at, value) = (at.trim().parse::<f64>().ok()?, value.trim().parse::<f64>().ok()?);
-                    (at.is_finite() && at >= 0.0 && value.is_finite() && value > 0.0).then(|| DeadlineOption { deadline: SimTime::from_secs_f64(at), value })
+                    let (at, value) = (
+                        at.trim().parse::<f64>().ok()?,
+                        value.trim().parse::<f64>().ok()?,
+                    );
+                    (at.is_finite() && at >= 0.0 && value.is_finite() && value > 0.0).then(|| {
+                        DeadlineOption {
+                            deadline: SimTime::from_secs_f64(at),
+                            value,
+                        }
+                    })
                 };
                 job.deadline_options = text
                     .split(';')
                     .map(parse)
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| row.error("deadline_options", format!("`{text}`: expected seconds:value pairs separated by `;`")))?;
+                    .ok_or_else(|| {
+                        row.error(
+                            "deadline_options",
+                            format!("`{text}`: expected seconds:value pairs separated by `;`"),
+                        )
+                    })?;
                 if job.deadline.is_none() {
                     job.deadline = job.deadline_options.first().map(|o| o.deadline);
                 }
@@ -103,7 +160,8 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
                 job.class.name = Some(name.as_str().into());
             }
             if let Some(text) = optional("dependency") {
-                let parsed = arbiter_model::Dependencies::parse(&text).map_err(|e| row.error("dependency", e))?;
+                let parsed = arbiter_model::Dependencies::parse(&text)
+                    .map_err(|e| row.error("dependency", e))?;
                 job.dependency = Some(std::sync::Arc::new(parsed));
             }
             jobs.push(job);
@@ -131,16 +189,35 @@ pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
             format!("{}", job.run_time_s),
             job.iterations.map(|i| i.to_string()).unwrap_or_default(),
             job.priority.to_string(),
-            job.restart_overhead.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
-            job.deadline.map(|d| format_secs(d.as_secs_f64())).unwrap_or_default(),
-            job.stages.map(|s| format!("{}", s.io_s)).unwrap_or_default(),
-            job.stages.map(|s| format!("{}", s.cpu_s)).unwrap_or_default(),
-            job.stages.map(|s| format!("{}", s.gpu_s)).unwrap_or_default(),
+            job.restart_overhead
+                .map(|d| format_secs(d.as_secs_f64()))
+                .unwrap_or_default(),
+            job.deadline
+                .map(|d| format_secs(d.as_secs_f64()))
+                .unwrap_or_default(),
+            job.stages
+                .map(|s| format!("{}", s.io_s))
+                .unwrap_or_default(),
+            job.stages
+                .map(|s| format!("{}", s.cpu_s))
+                .unwrap_or_default(),
+            job.stages
+                .map(|s| format!("{}", s.gpu_s))
+                .unwrap_or_default(),
             job.iteration_s.map(|s| format!("{s}")).unwrap_or_default(),
-            job.trace_duration_s.map(|s| format!("{s}")).unwrap_or_default(),
-            job.deadline_options.iter().map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value)).collect::<Vec<_>>().join(";"),
+            job.trace_duration_s
+                .map(|s| format!("{s}"))
+                .unwrap_or_default(),
+            job.deadline_options
+                .iter()
+                .map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value))
+                .collect::<Vec<_>>()
+                .join(";"),
             job.class.name.as_deref().unwrap_or_default().to_string(),
-            job.dependency.as_deref().map(dependency_text).unwrap_or_default(),
+            job.dependency
+                .as_deref()
+                .map(dependency_text)
+                .unwrap_or_default(),
         ])?;
     }
     w.flush()?;

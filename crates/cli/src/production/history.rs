@@ -18,20 +18,37 @@ pub(super) fn export(jobs: &[Value], since_unix_s: Option<i64>) -> (Vec<JobSpec>
     let mut kept: Vec<&Value> = jobs
         .iter()
         .filter(|j| j["runs"].as_u64().is_some_and(|r| r > 0))
-        .filter(|j| since_unix_s.is_none_or(|s| j["submitted_unix_s"].as_i64().is_some_and(|t| t >= s)))
+        .filter(|j| {
+            since_unix_s.is_none_or(|s| j["submitted_unix_s"].as_i64().is_some_and(|t| t >= s))
+        })
         .collect();
-    kept.sort_by_key(|j| (j["submitted_unix_s"].as_i64().unwrap_or(0), j["id"].as_u64().unwrap_or(0)));
+    kept.sort_by_key(|j| {
+        (
+            j["submitted_unix_s"].as_i64().unwrap_or(0),
+            j["id"].as_u64().unwrap_or(0),
+        )
+    });
     let origin = kept.first().and_then(|j| j["submitted_unix_s"].as_i64());
-    let specs = kept.iter().enumerate().map(|(i, j)| spec(i as u32, j, origin.unwrap_or(0))).collect();
+    let specs = kept
+        .iter()
+        .enumerate()
+        .map(|(i, j)| spec(i as u32, j, origin.unwrap_or(0)))
+        .collect();
     (specs, origin)
 }
 
 /// One job as a trace job (`index`: its dense id in the trace).
 fn spec(index: u32, job: &Value, origin_unix_s: i64) -> JobSpec {
     let request = &job["request"];
-    let submit_s = (job["submitted_unix_s"].as_i64().unwrap_or(origin_unix_s) - origin_unix_s).max(0) as f64;
+    let submit_s =
+        (job["submitted_unix_s"].as_i64().unwrap_or(origin_unix_s) - origin_unix_s).max(0) as f64;
     let gpus = request["gpus"].as_u64().unwrap_or(1).max(1) as u32;
-    let mut spec = JobSpec::new(JobId(index), SimTime::from_secs_f64(submit_s), gpus, run_time_s(job));
+    let mut spec = JobSpec::new(
+        JobId(index),
+        SimTime::from_secs_f64(submit_s),
+        gpus,
+        run_time_s(job),
+    );
     spec.trace_id = job["id"].as_u64().unwrap_or(0).to_string();
     spec.tenant = job["tenant"].as_str().unwrap_or("").to_string();
     spec.user = request["user"].as_str().map(str::to_string);
@@ -39,10 +56,15 @@ fn spec(index: u32, job: &Value, origin_unix_s: i64) -> JobSpec {
     spec.model = request["job_type"].as_str().map(str::to_string);
     spec.priority = request["priority"].as_i64().unwrap_or(0) as i32;
     spec.iterations = job["total_steps"].as_u64();
-    spec.deadline = request["deadline_unix_s"].as_i64().map(|d| SimTime::from_secs_f64((d - origin_unix_s).max(0) as f64));
+    spec.deadline = request["deadline_unix_s"]
+        .as_i64()
+        .map(|d| SimTime::from_secs_f64((d - origin_unix_s).max(0) as f64));
     spec.class.name = request["priority_class"].as_str().map(Arc::from);
     // Dependencies name daemon job ids, which are the trace ids here.
-    spec.dependency = request["dependency"].as_str().and_then(|d| Dependencies::parse(d).ok()).map(Arc::new);
+    spec.dependency = request["dependency"]
+        .as_str()
+        .and_then(|d| Dependencies::parse(d).ok())
+        .map(Arc::new);
     spec
 }
 
@@ -51,8 +73,15 @@ fn spec(index: u32, job: &Value, origin_unix_s: i64) -> JobSpec {
 fn run_time_s(job: &Value) -> f64 {
     let executed = job["executed_s"].as_f64().unwrap_or(0.0).max(0.0);
     let running = matches!(job["state"]["state"].as_str(), Some("running" | "stopping"));
-    let left = match (running, job["total_steps"].as_u64(), job["progress"]["steps"].as_u64(), job["progress"]["throughput"].as_f64()) {
-        (true, Some(total), Some(done), Some(rate)) if rate > 0.0 && total > done => (total - done) as f64 / rate,
+    let left = match (
+        running,
+        job["total_steps"].as_u64(),
+        job["progress"]["steps"].as_u64(),
+        job["progress"]["throughput"].as_f64(),
+    ) {
+        (true, Some(total), Some(done), Some(rate)) if rate > 0.0 && total > done => {
+            (total - done) as f64 / rate
+        }
         _ => 0.0,
     };
     executed + left
@@ -76,17 +105,42 @@ mod tests {
     }
 
     #[test]
-    fn jobs_that_ran_become_a_trace_from_the_first_submission_without_commands_environments_or_paths() {
-        let jobs = vec![job(5, 1_000_100, 1, 300.0, "succeeded"), job(3, 1_000_000, 2, 50.0, "failed"), job(7, 1_000_200, 0, 0.0, "cancelled")];
+    fn jobs_that_ran_become_a_trace_from_the_first_submission_without_commands_environments_or_paths()
+     {
+        let jobs = vec![
+            job(5, 1_000_100, 1, 300.0, "succeeded"),
+            job(3, 1_000_000, 2, 50.0, "failed"),
+            job(7, 1_000_200, 0, 0.0, "cancelled"),
+        ];
         let (specs, origin) = export(&jobs, None);
         assert_eq!(origin, Some(1_000_000));
-        assert_eq!(specs.iter().map(|s| (s.trace_id.as_str(), s.submit.as_secs_f64(), s.run_time_s)).collect::<Vec<_>>(), [("3", 0.0, 50.0), ("5", 100.0, 300.0)], "the cancelled job never ran");
-        assert_eq!((specs[1].gpus, specs[1].class.name.as_deref(), specs[1].user.as_deref()), (2, Some("high"), Some("alice")));
-        assert_eq!(specs[1].dependency.as_ref().map(|d| d.on[0].on.clone()), Some("3".to_string()));
+        assert_eq!(
+            specs
+                .iter()
+                .map(|s| (s.trace_id.as_str(), s.submit.as_secs_f64(), s.run_time_s))
+                .collect::<Vec<_>>(),
+            [("3", 0.0, 50.0), ("5", 100.0, 300.0)],
+            "the cancelled job never ran"
+        );
+        assert_eq!(
+            (
+                specs[1].gpus,
+                specs[1].class.name.as_deref(),
+                specs[1].user.as_deref()
+            ),
+            (2, Some("high"), Some("alice"))
+        );
+        assert_eq!(
+            specs[1].dependency.as_ref().map(|d| d.on[0].on.clone()),
+            Some("3".to_string())
+        );
         let mut csv = Vec::new();
         arbiter_trace::native::write(&mut csv, &specs).expect("writes");
         let text = String::from_utf8(csv).expect("utf-8");
-        assert!(!text.contains("SECRET") && !text.contains("secret") && !text.contains("train.py"), "{text}");
+        assert!(
+            !text.contains("SECRET") && !text.contains("secret") && !text.contains("train.py"),
+            "{text}"
+        );
         let (recent, _) = export(&jobs, Some(1_000_050));
         assert_eq!(recent.len(), 1);
     }

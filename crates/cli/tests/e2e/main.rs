@@ -25,14 +25,14 @@
 mod adversarial;
 mod cli;
 mod colocation;
-mod containment;
 mod common;
+mod containment;
 mod daemon;
 mod daemon_api;
 mod dashboard;
 mod queue;
 mod report;
 mod shares;
-mod usage;
 mod slurm;
+mod usage;
 mod webhooks;

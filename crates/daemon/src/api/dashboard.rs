@@ -11,11 +11,11 @@
 use super::{Api, ApiError};
 use crate::daemon::State as DaemonState;
 use crate::records::job::{JobRecord, JobState};
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 const PAGE: &str = include_str!("../../assets/dashboard/index.html");
@@ -34,12 +34,25 @@ const EVENTS_PER_JOB: usize = 4;
 /// deficiency. Blue and orange first, the pair most tenants (two) get. A hash of the name gave
 /// `team-a` and `team-b` the same purple; a tenant's place in the order cannot collide with the
 /// next one's. Past eight tenants the colours come round again.
-pub const TENANT_PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000"];
+pub const TENANT_PALETTE: [&str; 8] = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000",
+];
 
 /// Each tenant's colour by its place among `names` (in the order given: the tenants' sorted
 /// names, so a colour stays put while the tenants do).
-pub fn tenant_colors<'a>(names: impl IntoIterator<Item = &'a str>) -> serde_json::Map<String, Value> {
-    names.into_iter().enumerate().map(|(i, name)| (name.to_string(), Value::from(TENANT_PALETTE[i % TENANT_PALETTE.len()]))).collect()
+pub fn tenant_colors<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> serde_json::Map<String, Value> {
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            (
+                name.to_string(),
+                Value::from(TENANT_PALETTE[i % TENANT_PALETTE.len()]),
+            )
+        })
+        .collect()
 }
 
 /// Why the dashboard shows no fair share from weights: `None` where `policy` splits GPUs by the
@@ -47,8 +60,15 @@ pub fn tenant_colors<'a>(names: impl IntoIterator<Item = &'a str>) -> serde_json
 /// which ignores them — reads as a promise the scheduler does not keep).
 pub fn weights_note(policy: arbiter_policy::PolicyKind) -> Option<String> {
     (!policy.uses_tenant_weights()).then(|| {
-        let using: Vec<&str> = arbiter_policy::PolicyKind::ALL.iter().filter(|k| k.uses_tenant_weights()).map(|k| k.name()).collect();
-        format!("the policy ({policy}) does not use weights; only {} split GPUs by them", using.join(" and "))
+        let using: Vec<&str> = arbiter_policy::PolicyKind::ALL
+            .iter()
+            .filter(|k| k.uses_tenant_weights())
+            .map(|k| k.name())
+            .collect();
+        format!(
+            "the policy ({policy}) does not use weights; only {} split GPUs by them",
+            using.join(" and ")
+        )
     })
 }
 
@@ -61,8 +81,14 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
     );
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
@@ -95,7 +121,11 @@ pub fn page_weight_bytes() -> usize {
 
 /// Every node with its GPUs and who holds each: the viewer's own jobs by id, name and tenant,
 /// others' only as GPUs held (`other_tenant`). Shared by `/v1/cluster` and `/v1/dashboard`.
-pub(super) fn node_views(s: &DaemonState, viewer: Option<&str>, unavailable: &BTreeSet<String>) -> Vec<Value> {
+pub(super) fn node_views(
+    s: &DaemonState,
+    viewer: Option<&str>,
+    unavailable: &BTreeSet<String>,
+) -> Vec<Value> {
     let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
     let topology = s.topology();
     // Per node, the jobs holding GPUs there (in id order) and their GPUs on it: one pass over
@@ -104,7 +134,9 @@ pub(super) fn node_views(s: &DaemonState, viewer: Option<&str>, unavailable: &BT
     for j in &s.jobs {
         let Some(gpus) = j.state.gpus() else { continue };
         for &g in gpus {
-            let Some(node) = topology.node_of(g).and_then(|n| on_node.get_mut(n.index())) else { continue };
+            let Some(node) = topology.node_of(g).and_then(|n| on_node.get_mut(n.index())) else {
+                continue;
+            };
             match node.last_mut() {
                 Some((last, here)) if last.id == j.id => here.push(g),
                 _ => node.push((j, vec![g])),
@@ -151,13 +183,21 @@ fn queued_view(j: &JobRecord) -> Value {
 }
 
 /// `GET /v1/dashboard`: one snapshot for the page.
-pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub(super) async fn snapshot(
+    State(api): State<Api>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
     let viewer = caller.tenant().map(str::to_string);
     let unavailable = api.daemon.unavailable_nodes();
     let (executor, round_s) = (api.daemon.executor_name(), api.daemon.settings.round_s);
     let weights_note = weights_note(api.daemon.settings.policy);
-    let reservations: Vec<Value> = api.daemon.reservations().iter().map(|r| super::reservations::view(r, viewer.as_deref())).collect();
+    let reservations: Vec<Value> = api
+        .daemon
+        .reservations()
+        .iter()
+        .map(|r| super::reservations::view(r, viewer.as_deref()))
+        .collect();
     // GPU-hours each tenant has used since the store began (the viewer's own only: rows are
     // filtered to it below, as the metrics' per-tenant series are the admin's).
     let mut gpu_hours: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
@@ -247,7 +287,10 @@ mod tests {
     fn tenants_get_distinct_palette_colours_in_their_order() {
         // Issue 33: a hash of the names gave team-a and team-b the same purple.
         let colors = tenant_colors(["team-a", "team-b"]);
-        let (a, b) = (colors["team-a"].as_str().expect("a colour"), colors["team-b"].as_str().expect("a colour"));
+        let (a, b) = (
+            colors["team-a"].as_str().expect("a colour"),
+            colors["team-b"].as_str().expect("a colour"),
+        );
         assert_ne!(a, b);
         assert!(TENANT_PALETTE.contains(&a) && TENANT_PALETTE.contains(&b));
         // Every tenant of a palette's worth is told apart.
@@ -262,6 +305,9 @@ mod tests {
         assert_eq!(weights_note(PolicyKind::Hierarchical), None);
         assert_eq!(weights_note(PolicyKind::Vtc), None);
         let note = weights_note(PolicyKind::Las).expect("las ignores weights");
-        assert!(note.starts_with("the policy (las) does not use weights"), "{note}");
+        assert!(
+            note.starts_with("the policy (las) does not use weights"),
+            "{note}"
+        );
     }
 }
