@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 
 mod history;
+mod quota;
+pub use quota::QuotaCommand;
 mod render;
 use render::*;
 mod terminal;
@@ -196,6 +198,15 @@ pub enum ClientCommand {
         #[command(subcommand)]
         action: HistoryCommand,
     },
+    /// The quota tree (Kueue's and KAI-Scheduler's quotas): groups and tenants, each with a
+    /// guaranteed quota per GPU type, borrowing and lending limits and an over-quota weight.
+    /// Without an action, show it (a tenant sees its own node and its parents' totals). See
+    /// docs/quotas.md.
+    Quota {
+        /// What to do; without one, show the tree.
+        #[command(subcommand)]
+        action: Option<QuotaCommand>,
+    },
     /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
         /// What to do; without one, list the tenants.
@@ -236,6 +247,9 @@ pub enum TenantsCommand {
         /// Most GPUs its jobs may hold at once (default: no limit).
         #[arg(long)]
         gpu_quota: Option<u32>,
+        /// The quota group it belongs to (`arbiter quota set` makes groups; docs/quotas.md).
+        #[arg(long)]
+        parent: Option<String>,
     },
     /// Change a tenant's weight, GPU quota or webhook; its token stays.
     ///
@@ -540,6 +554,9 @@ pub fn run_client(
             tenant,
             csv,
         } => usage(&client, &since, &by, tenant.as_deref(), csv, out),
+        ClientCommand::Quota { action } => {
+            quota::quota(&client, action.unwrap_or(QuotaCommand::Show), out)
+        }
         ClientCommand::Tenants { action } => {
             tenants(&client, action.unwrap_or(TenantsCommand::List), out)
         }
@@ -866,10 +883,11 @@ fn tenants(client: &Client, action: TenantsCommand, out: Output) -> Result<()> {
             name,
             weight,
             gpu_quota,
+            parent,
         } => {
             let reply = client.post(
                 "/v1/tenants",
-                &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota }),
+                &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota, "parent": parent }),
             )?;
             out.show(&reply, |r| {
                 format!(

@@ -149,6 +149,15 @@ pub trait Policy: Send {
     fn quota_round(&self) -> Option<(&quotas::QuotaTree, &quotas::QuotaRound)> {
         None
     }
+
+    /// Sets (or with `None`, lifts) the quota tree this policy runs under; only a policy built
+    /// under quotas ([`quotas::Quotas`]) can. Default: refused.
+    fn set_quota_tree(&mut self, _tree: Option<quotas::QuotaTree>) -> Result<(), PolicyError> {
+        Err(PolicyError::Config(format!(
+            "{} was not built under a quota tree",
+            self.name()
+        )))
+    }
 }
 
 /// Maps a non-negative float to an integer with the same order, for sort keys (NaN and negative

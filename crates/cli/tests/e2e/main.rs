@@ -31,6 +31,7 @@ mod daemon;
 mod daemon_api;
 mod dashboard;
 mod queue;
+mod quotas;
 mod report;
 mod shares;
 mod slurm;

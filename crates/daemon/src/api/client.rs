@@ -148,6 +148,17 @@ impl Client {
         Ok(Self::json_reply(&self.check(&url, result)?))
     }
 
+    /// PUT JSON to a path.
+    pub fn put(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let result = self
+            .agent
+            .put(&url)
+            .header("authorization", &self.auth())
+            .send_json(body);
+        Ok(Self::json_reply(&self.check(&url, result)?))
+    }
+
     /// DELETE a path.
     pub fn delete(&self, path: &str) -> Result<Value, ClientError> {
         let url = format!("{}{path}", self.base);

@@ -37,6 +37,7 @@ mod dashboard;
 mod limits;
 mod logs;
 mod openapi;
+mod quotas;
 mod reservations;
 mod server;
 mod tenants;
@@ -267,6 +268,11 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .route(
             "/v1/reservations/{id}",
             axum::routing::delete(reservations::delete),
+        )
+        .route("/v1/quotas", get(quotas::show))
+        .route(
+            "/v1/quotas/{name}",
+            axum::routing::put(quotas::set).delete(quotas::delete),
         )
         .route("/v1/pairs", get(pairs))
         .route("/v1/usage", get(usage::usage))

@@ -10,6 +10,9 @@ pub(super) struct TenantRequest {
     weight: f64,
     #[serde(default)]
     gpu_quota: Option<u32>,
+    /// The quota group it belongs to (`arbiter tenants add team-a --parent ml-org`).
+    #[serde(default)]
+    parent: Option<String>,
 }
 
 pub(super) fn one() -> f64 {
@@ -74,6 +77,30 @@ pub(super) async fn add_tenant(
     if api.daemon.tenant(&request.name).is_some() {
         let name = &request.name;
         return Err(RequestError::Conflict(format!("tenant {name} exists; use `arbiter tenants update {name}` or `arbiter tenants rotate-token {name}`")).into());
+    }
+    if let Some(parent) = &request.parent {
+        check_tenant_name(parent)
+            .map_err(|_| ApiError::bad("parent", "1-64 of [A-Za-z0-9_-], not `admin`"))?;
+        // Its place in the quota tree first: a parent that is no group refuses the whole request.
+        let mut group = api
+            .daemon
+            .with_state(|s| {
+                s.quota_groups
+                    .iter()
+                    .find(|g| g.name == request.name)
+                    .cloned()
+            })
+            .unwrap_or_else(|| arbiter_policy::quotas::QuotaGroup {
+                name: request.name.clone(),
+                parent: None,
+                over_quota_weight: 1.0,
+                gpus: Default::default(),
+            });
+        group.parent = Some(parent.clone());
+        let daemon = api.daemon.clone();
+        tokio::task::spawn_blocking(move || daemon.set_quota_group(group))
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     }
     let token = crate::security::auth::new_token();
     let tenant = Tenant {

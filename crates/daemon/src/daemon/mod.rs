@@ -16,6 +16,7 @@ pub(crate) mod arrays;
 pub(crate) mod dependencies;
 pub(crate) mod opportunistic;
 pub mod policy_support;
+pub(crate) mod quotas;
 pub(crate) mod recovery;
 pub(crate) mod reservations;
 pub(crate) mod round;
@@ -203,6 +204,10 @@ pub struct State {
     /// Reservations and maintenance windows (`reservations.rs`), over ones included until
     /// deleted.
     pub(crate) reservations: Vec<crate::records::reservation::Reservation>,
+    /// The quota tree's groups as stored (`quotas.rs`), and why they are not enforced when they
+    /// do not fit the cluster (nodes taken out of the configuration since).
+    pub(crate) quota_groups: Vec<arbiter_policy::quotas::QuotaGroup>,
+    pub(crate) quota_error: Option<String>,
     /// Whether some job's spec carries nodes to avoid (cleared when none does).
     pub(crate) avoiding: bool,
     /// What every accounted run used, summed (`daemon/usage.rs`).
@@ -420,8 +425,15 @@ impl Daemon {
         config.external = settings.external.clone();
         config.fairshare.half_life_s = settings.fairshare_half_life_s.unwrap_or(0.0);
         let usage = usage::UsageTotals::load(&store, settings.fairshare_half_life_s)?;
+        let quota_groups = store.quota_groups()?;
+        let (quota_tree, quota_error) = crate::daemon::quotas::bind(&quota_groups, cluster);
         let build = |kind| {
-            crate::daemon::policy_support::build_policy(kind, &config, &settings.priority_classes)
+            crate::daemon::policy_support::build_policy(
+                kind,
+                &config,
+                &settings.priority_classes,
+                quota_tree.clone(),
+            )
         };
         let built = build(settings.policy)
             .map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
@@ -479,6 +491,8 @@ impl Daemon {
             dependent,
             arrays,
             reservations,
+            quota_groups,
+            quota_error,
             avoiding: false,
             round_started_ms: 0,
             strays_checked_ms: 0,

@@ -149,18 +149,25 @@ pub fn policy_config(
 }
 
 /// `kind` with `config`, under the priority classes when any is configured (an external agent
-/// decides alone: `ServeConfig::validate` refuses it with classes).
+/// decides alone: `ServeConfig::validate` refuses it with classes), under the quota tree (set
+/// later with `Policy::set_quota_tree` as the admin changes it).
 pub(crate) fn build_policy(
     kind: PolicyKind,
     config: &arbiter_policy::PolicyConfig,
     classes: &crate::config::PriorityClasses,
+    quota_tree: Option<arbiter_policy::quotas::QuotaTree>,
 ) -> Result<Box<dyn arbiter_policy::Policy>, arbiter_policy::PolicyError> {
-    if classes.is_empty() || kind == PolicyKind::External {
-        return arbiter_policy::build(kind, config);
-    }
-    Ok(Box::new(
-        arbiter_policy::mechanisms::classes::PriorityClasses::new(kind, config.clone())?,
-    ))
+    let inner = if classes.is_empty() || kind == PolicyKind::External {
+        arbiter_policy::build(kind, config)?
+    } else {
+        Box::new(arbiter_policy::mechanisms::classes::PriorityClasses::new(
+            kind,
+            config.clone(),
+        )?)
+    };
+    Ok(Box::new(arbiter_policy::quotas::Quotas::with_tree(
+        quota_tree, inner,
+    )))
 }
 
 impl ServeConfig {

@@ -148,10 +148,12 @@ impl Daemon {
             self.settings.round_s,
             &self.settings.gittins_prior,
         );
+        let tree = crate::daemon::quotas::bind(&state.quota_groups, state.topology.cluster()).0;
         match crate::daemon::policy_support::build_policy(
             self.settings.policy,
             &config,
             &self.settings.priority_classes,
+            tree,
         ) {
             Ok(policy) => state.policy = Some(policy),
             Err(e) => {

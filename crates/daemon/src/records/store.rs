@@ -40,6 +40,8 @@ const RESERVATIONS: TableDefinition<&str, &str> = TableDefinition::new("reservat
 /// Usage accounting: one row per ended run, [`usage::row_key`] → [`usage::RunUsage::encode`]
 /// (`records/usage.rs`).
 const USAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("usage");
+/// The quota tree: group (or tenant) name → JSON [`arbiter_policy::quotas::QuotaGroup`].
+const QUOTA_GROUPS: TableDefinition<&str, &str> = TableDefinition::new("quota_groups");
 
 /// redb's page cache (its default is 1 GiB). The daemon reads the store whole once, at start,
 /// and then only writes: a cache holding every page it ever touched only grows the daemon's
@@ -202,6 +204,7 @@ impl Store {
             txn.open_table(PAIRS).map_err(db_error)?;
             txn.open_table(RESERVATIONS).map_err(db_error)?;
             txn.open_table(USAGE).map_err(db_error)?;
+            txn.open_table(QUOTA_GROUPS).map_err(db_error)?;
             Ok(())
         })?;
         let mut memory = OutboxMemory::default();
@@ -610,6 +613,34 @@ impl Store {
     /// Every reservation.
     pub fn reservations(&self) -> Result<Vec<Reservation>, StoreError> {
         self.read_all(RESERVATIONS)
+    }
+
+    /// The quota tree's groups, by name.
+    pub fn quota_groups(&self) -> Result<Vec<arbiter_policy::quotas::QuotaGroup>, StoreError> {
+        self.read_all(QUOTA_GROUPS)
+    }
+
+    /// Replaces the quota tree with `groups`, in one transaction (a tree is checked whole: a
+    /// crash never leaves half of a change).
+    pub fn put_quota_groups(
+        &self,
+        groups: &[arbiter_policy::quotas::QuotaGroup],
+    ) -> Result<(), StoreError> {
+        let rows: Vec<(String, String)> = groups
+            .iter()
+            .map(|g| Ok((g.name.clone(), serde_json::to_string(g)?)))
+            .collect::<Result<_, serde_json::Error>>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.write(|txn| {
+            let mut table = txn.open_table(QUOTA_GROUPS).map_err(db_error)?;
+            table.retain(|_, _| false).map_err(db_error)?;
+            for (name, json) in &rows {
+                table
+                    .insert(name.as_str(), json.as_str())
+                    .map_err(db_error)?;
+            }
+            Ok(())
+        })
     }
 
     /// Records an automatic identity.

@@ -25,9 +25,10 @@ pub use round::{QuotaHold, QuotaRound};
 use std::sync::Arc;
 pub use tree::{ALL_TYPES, GpuQuota, QuotaGroup, QuotaTree};
 
-/// A policy under a quota tree.
+/// A policy under a quota tree (or under none, until one is set: the daemon wraps its policy
+/// once and sets the tree as the admin changes it).
 pub struct Quotas {
-    tree: QuotaTree,
+    tree: Option<QuotaTree>,
     inner: Box<dyn Policy>,
     last: QuotaRound,
 }
@@ -40,24 +41,22 @@ impl Quotas {
         cluster: &Cluster,
         inner: Box<dyn Policy>,
     ) -> Result<Self, PolicyError> {
-        let mut by_type = vec![0u32; cluster.gpu_type_names.len()];
-        for node in &cluster.nodes {
-            if let Some(c) = by_type.get_mut(node.gpu_type.index()) {
-                *c += node.gpus;
-            }
-        }
-        let tree = QuotaTree::new(groups, &cluster.gpu_type_names, &by_type)
-            .map_err(PolicyError::Config)?;
-        Ok(Quotas {
+        let tree = QuotaTree::for_cluster(groups, cluster).map_err(PolicyError::Config)?;
+        Ok(Quotas::with_tree(Some(tree), inner))
+    }
+
+    /// `inner` under `tree` (none: the policy alone, at no cost).
+    pub fn with_tree(tree: Option<QuotaTree>, inner: Box<dyn Policy>) -> Self {
+        Quotas {
             tree,
             inner,
             last: QuotaRound::default(),
-        })
+        }
     }
 
     /// The bound tree.
-    pub fn tree(&self) -> &QuotaTree {
-        &self.tree
+    pub fn tree(&self) -> Option<&QuotaTree> {
+        self.tree.as_ref()
     }
 }
 
@@ -127,7 +126,10 @@ impl Policy for Quotas {
         view: &SchedulerView<'_>,
         now: SimTime,
     ) -> Result<Decision, PolicyError> {
-        let round = round::plan(&self.tree, view, now);
+        let Some(tree) = &self.tree else {
+            return self.inner.schedule(view, now);
+        };
+        let round = round::plan(tree, view, now);
         let undisturbed = round.holds.is_empty()
             && round.reclaimed.is_empty()
             && (!round.guaranteed_waiting || round.admitted_borrowing.is_empty());
@@ -136,7 +138,11 @@ impl Policy for Quotas {
         } else {
             self.decide_offered(view, &round, now)?
         };
-        let dropped = keep_limits(&self.tree, view, &mut decision);
+        let dropped = self
+            .tree
+            .as_ref()
+            .map(|tree| keep_limits(tree, view, &mut decision))
+            .unwrap_or_default();
         decision
             .pending
             .retain(|(j, _)| round.hold_of(*j).is_none() && !dropped.contains(j));
@@ -171,7 +177,13 @@ impl Policy for Quotas {
     }
 
     fn quota_round(&self) -> Option<(&QuotaTree, &QuotaRound)> {
-        Some((&self.tree, &self.last))
+        self.tree.as_ref().map(|tree| (tree, &self.last))
+    }
+
+    fn set_quota_tree(&mut self, tree: Option<QuotaTree>) -> Result<(), PolicyError> {
+        self.tree = tree;
+        self.last = QuotaRound::default();
+        Ok(())
     }
 }
 

@@ -90,7 +90,7 @@ fn running(d: &Decision) -> Vec<u32> {
 
 /// GPUs each tree node's tenants hold under `d`.
 fn used_by_node(policy: &Quotas, specs: &[JobSpec], d: &Decision) -> Vec<u32> {
-    let tree = policy.tree();
+    let tree = policy.tree().expect("tree");
     let mut used = vec![0; tree.nodes.len()];
     for a in &d.run {
         let mut node = Some(tree.leaf(&specs[a.job.index()].tenant));
@@ -401,7 +401,7 @@ proptest! {
         for round in 0..4u64 {
             last = decide(&mut policy, &c, &specs, &last, round * 60);
             let used = used_by_node(&policy, &specs, &last);
-            let tree = policy.tree();
+            let tree = policy.tree().expect("tree");
             for (n, node) in tree.nodes.iter().enumerate() {
                 prop_assert!(used[n] <= node.quota[0].limit(), "{} holds {} > {}", node.name, used[n], node.quota[0].limit());
             }
@@ -437,7 +437,7 @@ proptest! {
         let mut last = Decision::default();
         for round in 0..3u64 {
             let jobs = active(&specs, &last);
-            let tree = policy.tree().clone();
+            let tree = policy.tree().expect("tree").clone();
             // Waiting GPUs within guaranteed, per leaf.
             let mut held = vec![0u32; tree.nodes.len()];
             for j in jobs.iter().filter(|j| j.is_running()) {

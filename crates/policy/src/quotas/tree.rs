@@ -164,6 +164,20 @@ impl QuotaTree {
         Ok(tree)
     }
 
+    /// [`QuotaTree::new`] for `cluster`'s GPU types and GPUs.
+    pub fn for_cluster(
+        groups: &[QuotaGroup],
+        cluster: &arbiter_model::Cluster,
+    ) -> Result<Self, String> {
+        let mut by_type = vec![0u32; cluster.gpu_type_names.len()];
+        for node in &cluster.nodes {
+            if let Some(c) = by_type.get_mut(node.gpu_type.index()) {
+                *c += node.gpus;
+            }
+        }
+        QuotaTree::new(groups, &cluster.gpu_type_names, &by_type)
+    }
+
     fn push(&mut self, name: &str, parent: usize, weight: f64, quota: Vec<GpuQuota>) -> usize {
         let at = self.nodes.len();
         self.nodes.push(TreeNode {

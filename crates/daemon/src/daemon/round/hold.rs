@@ -33,6 +33,9 @@ pub(crate) enum Hold {
     BackingOff { failures: u32, retry_in_s: i64 },
     /// Its tenant's GPU quota holds it back: it is not offered to the policy.
     Quota(QuotaHold),
+    /// The quota tree holds it back (a limit on its path, or no idle quota to borrow): the
+    /// words name only the tenant's own path in the tree.
+    QuotaTree(String),
     /// The policy placed it, but its tenant's quota changed while the policy was deciding.
     QuotaChanged { quota: u32 },
     /// No node takes new runs (all are down or drained).
@@ -103,6 +106,7 @@ impl Hold {
                 retry_in_s,
             } => format!("backing off after failed run {failures} (retry in {retry_in_s} s)"),
             Hold::Quota(hold) => hold.reason(tenant),
+            Hold::QuotaTree(words) => words.clone(),
             Hold::QuotaChanged { quota } => {
                 format!("tenant {tenant} is at its GPU quota ({quota})")
             }

@@ -492,8 +492,10 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
         jobs,
         specs,
         reservations,
+        policy,
         ..
     } = &mut *state;
+    let quota = policy.as_deref().and_then(|p| p.quota_round());
     for job in jobs
         .iter_mut()
         .filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic)
@@ -517,6 +519,13 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
                     .rev()
                     .find(|r| r.tenant.as_deref() != Some(job.tenant.as_str()))
             });
+        let quota_words = quota
+            .filter(|_| reason == PendingReason::Quota)
+            .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| h.reason(tree)));
+        if let Some(words) = quota_words {
+            hold::set_reusing(job, &Hold::QuotaTree(words), &mut String::new());
+            continue;
+        }
         match reserved {
             Some(r) => hold::set_reusing(
                 job,
