@@ -45,9 +45,70 @@ const API_REPS: usize = 15;
 /// Virtual Unix time of the start (ms).
 const T0_MS: u64 = 1_700_000_000_000;
 /// The policies measured: the default, a preemptive one, and a tenant-level one without and
-/// with decayed fair share (`vtc+fairshare`: what the fair share adds to a round); and the
-/// default with every tenant's webhook recording events (`fifo+webhooks`).
-const POLICIES: [&str; 5] = ["fifo", "las", "vtc", "vtc+fairshare", "fifo+webhooks"];
+/// with decayed fair share (`vtc+fairshare`: what the fair share adds to a round); the default
+/// with every tenant's webhook recording events (`fifo+webhooks`); and the default and the
+/// preemptive one under a quota tree (`+quotas`: what enforcing it adds to a round).
+const POLICIES: [&str; 7] = [
+    "fifo",
+    "las",
+    "vtc",
+    "vtc+fairshare",
+    "fifo+webhooks",
+    "fifo+quotas",
+    "las+quotas",
+];
+/// The suffix of a point under a quota tree.
+const QUOTAS: &str = "+quotas";
+/// The `+quotas` points' tree: two organizations of five tenants each, every tenant guaranteed
+/// 700 of the 8,000 GPUs (its organization 3,600), the second organization borrowing at most
+/// 1,000 more, the first tenant lending at most 100 of its idle quota: every part of a round
+/// (guaranteed jobs, limits, lending, borrowers) has work to do.
+fn set_quota_tree(daemon: &Daemon) -> Result<()> {
+    use arbiter_policy::quotas::{GpuQuota, QuotaGroup};
+    let group = |name: String,
+                 parent: Option<String>,
+                 guaranteed: u32,
+                 borrowing_limit: Option<u32>,
+                 lending_limit: Option<u32>| QuotaGroup {
+        name,
+        parent,
+        over_quota_weight: 1.0,
+        gpus: [(
+            "all".to_string(),
+            GpuQuota {
+                guaranteed,
+                borrowing_limit,
+                lending_limit,
+            },
+        )]
+        .into(),
+    };
+    for org in 0..2u32 {
+        daemon
+            .set_quota_group(group(
+                format!("org{org}"),
+                None,
+                3_600,
+                (org == 1).then_some(1_000),
+                None,
+            ))
+            .map_err(|e| anyhow::anyhow!("quota tree: {e}"))?;
+    }
+    for t in 0..TENANTS {
+        let lend = (t == 0).then_some(100);
+        daemon
+            .set_quota_group(group(
+                tenant_name(t),
+                Some(format!("org{}", t * 2 / TENANTS)),
+                700,
+                None,
+                lend,
+            ))
+            .map_err(|e| anyhow::anyhow!("quota tree: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The fair share's half-life in the `+fairshare` points: the daemon's default, 7 days.
 const FAIRSHARE_HALF_LIFE_S: f64 = 7.0 * 86_400.0;
 /// Tasks of the job array submitted after the steady rounds.
@@ -268,6 +329,10 @@ pub fn run_point(point: &str) -> Result<()> {
         Some(name) => (name, true),
         None => (point, false),
     };
+    let (point, quotas) = match point.strip_suffix(QUOTAS) {
+        Some(name) => (name, true),
+        None => (point, false),
+    };
     let (name, fairshare) = match point.strip_suffix("+fairshare") {
         Some(name) => (name, Some(FAIRSHARE_HALF_LIFE_S)),
         None => (point, None),
@@ -310,6 +375,9 @@ pub fn run_point(point: &str) -> Result<()> {
             };
             daemon.set_webhook(&tenant_name(t), Some(target))?;
         }
+    }
+    if quotas {
+        set_quota_tree(&daemon)?;
     }
     // 1. Submissions, through the API's own call; the time of each tenth is kept.
     let mut tenths = Vec::new();

@@ -105,7 +105,12 @@ impl Daemon {
     /// fair share, and the viewer's own jobs that borrow (reclaimable).
     pub fn quota_view(&self, viewer: Option<&str>) -> Value {
         let state = self.lock();
-        let error = state.quota_error.clone();
+        // The error names groups, a sibling's among them: the admin's to read.
+        let error = match (&state.quota_error, viewer) {
+            (Some(e), None) => Some(e.clone()),
+            (Some(_), Some(_)) => Some("the quota tree does not fit the cluster and is not enforced (the admin is told why)".to_string()),
+            (None, _) => None,
+        };
         let Some((tree, round)) = state
             .policy
             .as_ref()
@@ -121,7 +126,7 @@ impl Daemon {
         };
         let nodes: Vec<usize> = match viewer {
             None => (1..tree.nodes.len()).collect(),
-            Some(tenant) => tree.path(tree.leaf(tenant)),
+            Some(tenant) => tree.path(tree.leaf(tenant)).to_vec(),
         };
         let groups: Vec<Value> = nodes
             .iter()

@@ -62,9 +62,10 @@ impl Quotas {
 
 impl Quotas {
     /// The policy's decision over what the round offers. When guaranteed jobs wait beside
-    /// admitted borrowers, the policy decides first without the borrowers, then with them; the
-    /// second answer stands only if it starts every guaranteed job the first did (a policy that
-    /// lets a blocked job hold the queue, FIFO, would otherwise keep owners behind a borrower).
+    /// admitted borrowers, the policy decides first without the borrowers; if that leaves GPUs
+    /// for a borrower, it decides again with them, and the second answer stands only if it
+    /// starts every guaranteed job the first did (a policy that lets a blocked job hold the
+    /// queue, FIFO, would otherwise keep owners behind a borrower).
     fn decide_offered(
         &mut self,
         view: &SchedulerView<'_>,
@@ -74,9 +75,7 @@ impl Quotas {
         let offered: Vec<ActiveJob> = view
             .jobs
             .iter()
-            .filter(|j| {
-                round.hold_of(j.id).is_none() && round.reclaimed.binary_search(&j.id).is_err()
-            })
+            .filter(|j| round.offered(j.id))
             .cloned()
             .collect();
         let all = SchedulerView {
@@ -88,9 +87,10 @@ impl Quotas {
         if !round.guaranteed_waiting || round.admitted_borrowing.is_empty() {
             return self.inner.schedule(&all, now);
         }
+        let is_borrower = |j: &ActiveJob| round.admitted_borrowing.binary_search(&j.id).is_ok();
         let owners: Vec<ActiveJob> = offered
             .iter()
-            .filter(|j| round.admitted_borrowing.binary_search(&j.id).is_err())
+            .filter(|j| !is_borrower(j))
             .cloned()
             .collect();
         let first = self.inner.schedule(
@@ -100,12 +100,31 @@ impl Quotas {
             },
             now,
         )?;
+        let taken: u32 = first
+            .run
+            .iter()
+            .filter(|a| a.guest.is_none() && a.colocation.is_none_or(|c| c.partner > a.job))
+            .map(|a| a.placement.gpus())
+            .sum();
+        let smallest = offered
+            .iter()
+            .filter(|j| is_borrower(j))
+            .map(|j| j.gpus)
+            .min()
+            .unwrap_or(u32::MAX);
+        if view.cluster.total_gpus().saturating_sub(taken) < smallest {
+            return Ok(first);
+        }
         let second = self.inner.schedule(&all, now)?;
         let started = |d: &Decision| -> std::collections::BTreeSet<JobId> {
             d.run
                 .iter()
                 .map(|a| a.job)
-                .filter(|j| owners.iter().any(|o| o.id == *j && !o.is_running()))
+                .filter(|j| {
+                    owners
+                        .binary_search_by_key(j, |o| o.id)
+                        .is_ok_and(|at| !owners[at].is_running())
+                })
                 .collect()
         };
         Ok(if started(&first).is_subset(&started(&second)) {

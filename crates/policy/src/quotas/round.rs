@@ -21,7 +21,7 @@ use arbiter_model::{ActiveJob, JobId, SimTime};
 use std::cmp::Reverse;
 
 /// Why the quota tree holds a waiting job back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum QuotaHold {
     /// A node on its path is at its limit (guaranteed plus borrowing limit).
     Limit {
@@ -72,17 +72,52 @@ pub struct QuotaRound {
     pub held: Vec<u32>,
     /// Per node and dimension: the fair share (entitlement) this round.
     pub share: Vec<f64>,
-    /// The dimension each waiting job was counted in (untyped jobs on a typed tree get one).
-    pub dim_of_waiting: Vec<(JobId, usize)>,
+    /// Per job id, a bit set when it is held back or reclaimed: not offered to the policy.
+    blocked: Vec<u64>,
+    /// Per job id, why it is held back.
+    hold_by_job: Vec<Option<QuotaHold>>,
 }
 
 impl QuotaRound {
+    /// Indexes the holds by job (`jobs`: how many job ids there are) and sorts them by id, in
+    /// one pass over the ids (a full cluster holds most of a hundred thousand jobs: a sort of
+    /// them would cost a round more than every other step).
+    fn index_holds(&mut self, jobs: usize) {
+        let mut by_job: Vec<Option<QuotaHold>> = vec![None; jobs];
+        self.blocked = vec![0; jobs.div_ceil(64)];
+        for &(job, hold) in &self.holds {
+            if let Some(slot) = by_job.get_mut(job.index()) {
+                *slot = Some(hold);
+            }
+        }
+        for job in self
+            .holds
+            .iter()
+            .map(|(j, _)| *j)
+            .chain(self.reclaimed.iter().copied())
+        {
+            if let Some(word) = self.blocked.get_mut(job.index() / 64) {
+                *word |= 1 << (job.index() % 64);
+            }
+        }
+        self.holds = by_job
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.map(|h| (JobId(i as u32), h)))
+            .collect();
+        self.hold_by_job = by_job;
+    }
+
+    /// Whether the policy is offered `job` this round (not held back, not reclaimed).
+    pub fn offered(&self, job: JobId) -> bool {
+        self.blocked
+            .get(job.index() / 64)
+            .is_none_or(|w| w & (1 << (job.index() % 64)) == 0)
+    }
+
     /// Why `job` is held back, if it is.
     pub fn hold_of(&self, job: JobId) -> Option<QuotaHold> {
-        self.holds
-            .binary_search_by_key(&job, |(j, _)| *j)
-            .ok()
-            .map(|at| self.holds[at].1)
+        self.hold_by_job.get(job.index()).copied().flatten()
     }
 }
 
@@ -163,7 +198,7 @@ impl Ledger<'_> {
     fn room(&self, leaf: usize, dim: usize, capacity: u32) -> (u32, Option<usize>) {
         let mut room = i64::from(capacity) - i64::from(self.used[self.at(0, dim)]);
         let mut binding = None;
-        for n in self.tree.path(leaf) {
+        for &n in self.tree.path(leaf) {
             let parent = self.tree.nodes[n].parent.unwrap_or(0);
             let protected: f64 = self.tree.nodes[parent]
                 .children
@@ -190,9 +225,36 @@ impl Ledger<'_> {
     }
 }
 
+impl Ledger<'_> {
+    /// Why `c` is held when its path leaves `room`, `binding` the node whose limit binds.
+    fn hold_for(&self, c: &Candidate<'_>, room: u32, binding: Option<usize>) -> QuotaHold {
+        match binding {
+            Some(node) => QuotaHold::Limit {
+                node,
+                dim: c.dim,
+                limit: self.tree.nodes[node].quota[c.dim].limit(),
+                used: self.used[self.at(node, c.dim)],
+                gpus: c.job.gpus,
+            },
+            None => QuotaHold::NotLent {
+                dim: c.dim,
+                room,
+                gpus: c.job.gpus,
+            },
+        }
+    }
+
+    /// Why `c` is held with the cluster full.
+    fn hold(&self, c: &Candidate<'_>, capacity: &[u32]) -> QuotaHold {
+        let (room, binding) = self.room(c.leaf, c.dim, capacity[c.dim]);
+        self.hold_for(c, room, binding)
+    }
+}
+
 /// A waiting job with what the round knows of it.
 struct Candidate<'v> {
     job: &'v ActiveJob,
+    preemptible: bool,
     leaf: usize,
     dim: usize,
     order: (Reverse<i32>, Reverse<i32>, SimTime, JobId),
@@ -207,43 +269,48 @@ pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRo
         dims,
         used: vec![0; tree.nodes.len() * dims],
     };
-    let leaf_of = |job: &ActiveJob| tree.leaf(&view.spec(job).tenant);
     let mut running: Vec<(&ActiveJob, usize, ByDim)> = Vec::new();
     for job in view.jobs.iter().filter(|j| j.is_running()) {
-        let by_dim = running_dims(tree, view, job);
-        ledger.add(leaf_of(job), &by_dim, true);
-        running.push((job, leaf_of(job), by_dim));
+        let (leaf, by_dim) = (
+            tree.leaf(&view.spec(job).tenant),
+            running_dims(tree, view, job),
+        );
+        ledger.add(leaf, &by_dim, true);
+        running.push((job, leaf, by_dim));
     }
     let held = ledger.used.clone();
-    let mut waiting = waiting_jobs(tree, view, &ledger, &capacity);
+    let by_leaf = waiting_jobs(tree, view, &ledger, &capacity);
     let mut round = QuotaRound {
         held: held.clone(),
         ..QuotaRound::default()
     };
-    round.dim_of_waiting = waiting.iter().map(|c| (c.job.id, c.dim)).collect();
-    round.dim_of_waiting.sort_unstable();
-
     // Within guaranteed quota: counted first, in each tenant's order.
     let mut within = Vec::new();
-    let mut rest = Vec::new();
-    for c in waiting.drain(..) {
-        let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
-        if ledger.used[ledger.at(c.leaf, c.dim)] + c.job.gpus <= g {
-            ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
-            within.push(c);
-        } else {
-            rest.push(c);
+    let mut rest: Vec<Vec<Candidate<'_>>> = Vec::with_capacity(by_leaf.len());
+    for leaf_jobs in by_leaf {
+        let mut beyond = Vec::new();
+        for c in leaf_jobs {
+            let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
+            if ledger.used[ledger.at(c.leaf, c.dim)] + c.job.gpus <= g {
+                ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+                within.push(c);
+            } else {
+                beyond.push(c);
+            }
+        }
+        if !beyond.is_empty() {
+            rest.push(beyond);
         }
     }
-    round.share = shares(tree, view, &held, &within, &rest, &capacity);
+    round.share = shares(tree, &held, &within, &rest, &capacity);
     reclaim(tree, view, now, &mut ledger, &running, &within, &mut round);
     hold_over_limits(&mut ledger, &mut within, &mut round);
     round.guaranteed_waiting = !within.is_empty();
-    admit_borrowers(tree, view, &mut ledger, rest, &held, &capacity, &mut round);
+    admit_borrowers(tree, &mut ledger, rest, &held, &capacity, &mut round);
     round.reclaimed.sort_unstable();
     round.borrowing = borrowing(tree, view, &running, &round.reclaimed);
-    round.holds.sort_unstable_by_key(|(j, _)| *j);
     round.admitted_borrowing.sort_unstable();
+    round.index_holds(view.specs.len());
     round
 }
 
@@ -281,77 +348,84 @@ fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> 
     v
 }
 
-/// Waiting jobs in their tenants' order (class, then priority, higher first; then submission),
-/// each in a dimension: its GPU type's, else the first where its tenant has guaranteed quota
-/// left, else the one with the most free GPUs (Kueue's flavor order, in small).
+/// Waiting jobs by leaf, each leaf's in its tenant's order (class, then priority, higher
+/// first; then submission), each in a dimension: its GPU type's, else the first where its
+/// tenant has guaranteed quota left, else the one with the most free GPUs (Kueue's flavor
+/// order, in small).
 fn waiting_jobs<'v>(
     tree: &QuotaTree,
     view: &'v SchedulerView<'_>,
     ledger: &Ledger<'_>,
     capacity: &[u32],
-) -> Vec<Candidate<'v>> {
+) -> Vec<Vec<Candidate<'v>>> {
     let dims = tree.dims.len();
-    let mut out: Vec<Candidate<'v>> = view
-        .jobs
-        .iter()
-        .filter(|j| !j.is_running())
-        .map(|job| {
-            let spec = view.spec(job);
-            let leaf = tree.leaf(&spec.tenant);
-            let order = (
-                Reverse(spec.class.value),
-                Reverse(spec.priority),
-                job.submit,
-                job.id,
-            );
-            let dim = match spec.gpu_type {
-                Some(t) => tree.dim_of_type.get(t.index()).copied().unwrap_or(0),
-                None if dims == 1 => 0,
-                None => (0..dims)
-                    .find(|&d| {
-                        ledger.used[ledger.at(leaf, d)] + job.gpus
-                            <= tree.nodes[leaf].quota[d].guaranteed
-                    })
-                    .unwrap_or_else(|| {
-                        (0..dims)
-                            .max_by_key(|&d| {
-                                (
-                                    capacity[d].saturating_sub(ledger.used[ledger.at(0, d)]),
-                                    Reverse(d),
-                                )
-                            })
-                            .unwrap_or(0)
-                    }),
-            };
-            Candidate {
-                job,
-                leaf,
-                dim,
-                order,
-            }
-        })
-        .collect();
-    out.sort_by_key(|c| (c.leaf, c.order));
-    out
+    let mut by_leaf: Vec<Vec<Candidate<'v>>> = (0..tree.nodes.len()).map(|_| Vec::new()).collect();
+    for job in view.jobs.iter().filter(|j| !j.is_running()) {
+        let spec = view.spec(job);
+        let leaf = tree.leaf(&spec.tenant);
+        let order = (
+            Reverse(spec.class.value),
+            Reverse(spec.priority),
+            job.submit,
+            job.id,
+        );
+        let dim = match spec.gpu_type {
+            Some(t) => tree.dim_of_type.get(t.index()).copied().unwrap_or(0),
+            None if dims == 1 => 0,
+            None => (0..dims)
+                .find(|&d| {
+                    ledger.used[ledger.at(leaf, d)] + job.gpus
+                        <= tree.nodes[leaf].quota[d].guaranteed
+                })
+                .unwrap_or_else(|| {
+                    (0..dims)
+                        .max_by_key(|&d| {
+                            (
+                                capacity[d].saturating_sub(ledger.used[ledger.at(0, d)]),
+                                Reverse(d),
+                            )
+                        })
+                        .unwrap_or(0)
+                }),
+        };
+        by_leaf[leaf].push(Candidate {
+            job,
+            preemptible: spec.class.preemptible,
+            leaf,
+            dim,
+            order,
+        });
+    }
+    for leaf_jobs in &mut by_leaf {
+        leaf_jobs.sort_unstable_by_key(|c| c.order);
+    }
+    by_leaf.retain(|l| !l.is_empty());
+    by_leaf
 }
 
 /// Fair shares: each node's demand is what it holds and waits for, up to its limit.
 fn shares(
     tree: &QuotaTree,
-    view: &SchedulerView<'_>,
     held: &[u32],
     within: &[Candidate<'_>],
-    rest: &[Candidate<'_>],
+    rest: &[Vec<Candidate<'_>>],
     capacity: &[u32],
 ) -> Vec<f64> {
-    let _ = view;
     let dims = tree.dims.len();
+    let mut waiting = vec![0.0; tree.nodes.len() * dims];
+    for c in within.iter().chain(rest.iter().flatten()) {
+        waiting[c.leaf * dims + c.dim] += f64::from(c.job.gpus);
+    }
     let mut demand: Vec<f64> = held.iter().map(|&h| f64::from(h)).collect();
-    for c in within.iter().chain(rest) {
-        let mut node = Some(c.leaf);
-        while let Some(n) = node {
-            demand[n * dims + c.dim] += f64::from(c.job.gpus);
-            node = tree.nodes[n].parent;
+    for leaf in 0..tree.nodes.len() {
+        for d in 0..dims {
+            let w = waiting[leaf * dims + d];
+            if w > 0.0 {
+                demand[d] += w;
+                for &n in tree.path(leaf) {
+                    demand[n * dims + d] += w;
+                }
+            }
         }
     }
     for (n, node) in tree.nodes.iter().enumerate() {
@@ -681,7 +755,8 @@ fn hold_over_limits(
         let c = &within[i];
         let over = tree
             .path(c.leaf)
-            .into_iter()
+            .iter()
+            .copied()
             .find(|&n| ledger.used[ledger.at(n, c.dim)] > tree.nodes[n].quota[c.dim].limit());
         if let Some(node) = over {
             let used = ledger.used[ledger.at(node, c.dim)] - c.job.gpus;
@@ -701,58 +776,81 @@ fn hold_over_limits(
     }
 }
 
-/// Jobs beyond guaranteed quota, least-borrowed tenant (per over-quota weight) first; each
-/// admitted if its path leaves room, else held with the constraint that binds.
+/// Jobs beyond guaranteed quota, least-borrowed tenant (per over-quota weight) first — each
+/// tenant's in its order, merged across tenants by what they would have borrowed with it —
+/// each admitted if its path leaves room, else held with the constraint that binds. The room of
+/// a leaf is computed once and again only after an admission (a full cluster holds thousands
+/// of jobs at the cost of one).
+#[allow(clippy::too_many_arguments)]
 fn admit_borrowers(
     tree: &QuotaTree,
-    view: &SchedulerView<'_>,
     ledger: &mut Ledger<'_>,
-    rest: Vec<Candidate<'_>>,
+    rest: Vec<Vec<Candidate<'_>>>,
     held: &[u32],
     capacity: &[u32],
     round: &mut QuotaRound,
 ) {
     let dims = tree.dims.len();
-    let mut keyed: Vec<(f64, Candidate<'_>)> = Vec::with_capacity(rest.len());
-    let mut cumulative: std::collections::BTreeMap<(usize, usize), u32> =
-        std::collections::BTreeMap::new();
-    for c in rest {
-        if !view.spec(c.job).class.preemptible {
+    if (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]) {
+        // No GPU left anywhere: nothing can be admitted, so the order does not matter.
+        for c in rest.iter().flatten() {
+            let hold = if c.preemptible {
+                ledger.hold(c, capacity)
+            } else {
+                QuotaHold::NotPreemptible { dim: c.dim }
+            };
+            round.holds.push((c.job.id, hold));
+        }
+        return;
+    }
+    // Per leaf list: the next candidate's position and what its tenant would have borrowed by
+    // then, per dimension.
+    let mut next = vec![0usize; rest.len()];
+    let mut borrowed: Vec<ByDim> = rest
+        .iter()
+        .map(|l| {
+            (0..dims)
+                .map(|d| {
+                    held[l[0].leaf * dims + d]
+                        .saturating_sub(tree.nodes[l[0].leaf].quota[d].guaranteed)
+                })
+                .collect()
+        })
+        .collect();
+    let key = |c: &Candidate<'_>, borrowed: &ByDim| {
+        let after = f64::from(borrowed[c.dim] + c.job.gpus) / tree.nodes[c.leaf].weight;
+        (crate::order_key(after), c.order)
+    };
+    let mut heap = std::collections::BinaryHeap::new();
+    for (l, leaf_jobs) in rest.iter().enumerate() {
+        heap.push(Reverse((key(&leaf_jobs[0], &borrowed[l]), l)));
+    }
+    let mut room_of: Vec<Option<(u32, Option<usize>)>> = vec![None; tree.nodes.len() * dims];
+    while let Some(Reverse((_, l))) = heap.pop() {
+        let c = &rest[l][next[l]];
+        borrowed[l][c.dim] += c.job.gpus;
+        next[l] += 1;
+        if let Some(n) = rest[l].get(next[l]) {
+            heap.push(Reverse((key(n, &borrowed[l]), l)));
+        }
+        if !c.preemptible {
             round
                 .holds
                 .push((c.job.id, QuotaHold::NotPreemptible { dim: c.dim }));
             continue;
         }
-        let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
-        let cum = cumulative
-            .entry((c.leaf, c.dim))
-            .or_insert(held[c.leaf * dims + c.dim].saturating_sub(g));
-        *cum += c.job.gpus;
-        keyed.push((f64::from(*cum) / tree.nodes[c.leaf].weight, c));
-    }
-    keyed.sort_by(|(ka, a), (kb, b)| ka.total_cmp(kb).then(a.order.cmp(&b.order)));
-    for (_, c) in keyed {
-        let (room, binding) = ledger.room(c.leaf, c.dim, capacity[c.dim]);
+        let slot = c.leaf * dims + c.dim;
+        let (room, binding) =
+            *room_of[slot].get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]));
         if c.job.gpus <= room {
             ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
             round.admitted_borrowing.push(c.job.id);
+            room_of.iter_mut().for_each(|r| *r = None);
             continue;
         }
-        let hold = match binding {
-            Some(node) => QuotaHold::Limit {
-                node,
-                dim: c.dim,
-                limit: tree.nodes[node].quota[c.dim].limit(),
-                used: ledger.used[ledger.at(node, c.dim)],
-                gpus: c.job.gpus,
-            },
-            None => QuotaHold::NotLent {
-                dim: c.dim,
-                room,
-                gpus: c.job.gpus,
-            },
-        };
-        round.holds.push((c.job.id, hold));
+        round
+            .holds
+            .push((c.job.id, ledger.hold_for(c, room, binding)));
     }
 }
 

@@ -126,7 +126,7 @@ mod tests {
     fn demand(tree: &QuotaTree, by_tenant: &[(&str, f64)]) -> Vec<f64> {
         let mut d = vec![0.0; tree.nodes.len()];
         for (tenant, x) in by_tenant {
-            for n in tree.path(tree.leaf(tenant)) {
+            for &n in tree.path(tree.leaf(tenant)) {
                 d[n] += x;
             }
             d[0] += x;

@@ -472,3 +472,56 @@ proptest! {
         }
     }
 }
+
+/// Times one round's plan at the daemon bench's scale (`--release -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement, not a test"]
+fn plan_at_scale() {
+    let c = cluster(1000, 8);
+    let mut groups = vec![
+        group("org0", None, 3600, None, None),
+        group("org1", None, 3600, Some(1000), None),
+    ];
+    for t in 0..10 {
+        groups.push(group(
+            &format!("t{t}"),
+            Some(&format!("org{}", t / 5)),
+            700,
+            None,
+            if t == 0 { Some(100) } else { None },
+        ));
+    }
+    let tree = QuotaTree::for_cluster(&groups, &c).expect("valid");
+    let specs: Vec<JobSpec> = (0..100_000u32)
+        .map(|i| job(i, &format!("t{}", i % 10), 1 + (i % 3) % 2))
+        .collect();
+    let mut jobs = active(&specs, &Decision::default());
+    let mut node = 0u32;
+    let mut used = 0;
+    for j in jobs.iter_mut().take(6000) {
+        if used + j.gpus > 8 {
+            node += 1;
+            used = 0;
+        }
+        if node >= 1000 {
+            break;
+        }
+        j.state = RunState::Running {
+            placement: Placement::single(arbiter_model::NodeId(node), j.gpus),
+            since: SimTime::ZERO,
+            speed: 1.0,
+        };
+        used += j.gpus;
+    }
+    let view = SchedulerView {
+        cluster: &c,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    for _ in 0..12 {
+        let t = std::time::Instant::now();
+        let round = round::plan(&tree, &view, SimTime::from_ms(60_000));
+        eprintln!("plan {:?}: {} holds", t.elapsed(), round.holds.len());
+    }
+}

@@ -108,6 +108,8 @@ pub struct QuotaTree {
     others: usize,
     /// The groups as written, for showing and saving.
     pub groups: Vec<QuotaGroup>,
+    /// Each node's path from the root's child down to it (root excluded).
+    paths: Vec<Vec<usize>>,
 }
 
 impl QuotaTree {
@@ -132,6 +134,7 @@ impl QuotaTree {
             leaf_of: BTreeMap::new(),
             others: 0,
             groups: groups.to_vec(),
+            paths: Vec::new(),
         };
         tree.nodes.push(TreeNode {
             name: "(cluster)".into(),
@@ -156,6 +159,7 @@ impl QuotaTree {
             vec![GpuQuota::default(); tree.dims.len()],
         );
         tree.bind_leaves(&index_of);
+        tree.paths = (0..tree.nodes.len()).map(|n| tree.walk_up(n)).collect();
         tree.check_sums(&capacity_by_dim(
             &tree.dim_of_type,
             tree.dims.len(),
@@ -300,7 +304,11 @@ impl QuotaTree {
     }
 
     /// The path from the root's child down to `node` (root excluded).
-    pub fn path(&self, mut node: usize) -> Vec<usize> {
+    pub fn path(&self, node: usize) -> &[usize] {
+        &self.paths[node]
+    }
+
+    fn walk_up(&self, mut node: usize) -> Vec<usize> {
         let mut path = Vec::new();
         while let Some(parent) = self.nodes[node].parent {
             path.push(node);

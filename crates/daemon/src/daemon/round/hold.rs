@@ -33,9 +33,6 @@ pub(crate) enum Hold {
     BackingOff { failures: u32, retry_in_s: i64 },
     /// Its tenant's GPU quota holds it back: it is not offered to the policy.
     Quota(QuotaHold),
-    /// The quota tree holds it back (a limit on its path, or no idle quota to borrow): the
-    /// words name only the tenant's own path in the tree.
-    QuotaTree(String),
     /// The policy placed it, but its tenant's quota changed while the policy was deciding.
     QuotaChanged { quota: u32 },
     /// No node takes new runs (all are down or drained).
@@ -106,7 +103,6 @@ impl Hold {
                 retry_in_s,
             } => format!("backing off after failed run {failures} (retry in {retry_in_s} s)"),
             Hold::Quota(hold) => hold.reason(tenant),
-            Hold::QuotaTree(words) => words.clone(),
             Hold::QuotaChanged { quota } => {
                 format!("tenant {tenant} is at its GPU quota ({quota})")
             }
@@ -200,6 +196,16 @@ pub(crate) fn set_reusing(job: &mut JobRecord, hold: &Hold, words: &mut String) 
         return false;
     }
     job.pending_reason = Some(words.clone());
+    true
+}
+
+/// Sets a job's reason to the quota tree's `words` (made once per kind of hold: see
+/// `explain`); returns whether it changed.
+pub(crate) fn set_quota_words(job: &mut JobRecord, words: &str) -> bool {
+    if job.pending_reason.as_deref() == Some(words) {
+        return false;
+    }
+    job.pending_reason = Some(words.to_string());
     true
 }
 

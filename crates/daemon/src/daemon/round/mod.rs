@@ -27,7 +27,7 @@ use arbiter_model::{
 use decide::{Decided, Snapshot};
 use gate::{ExecutorCan, Start, StartCheck, StartRound, StopGate, StopStep, Taken};
 use hold::{Hold, Protection};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Daemon {
     /// One scheduling round: tend the runs, ask the policy, carry out its plan.
@@ -496,6 +496,8 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
         ..
     } = &mut *state;
     let quota = policy.as_deref().and_then(|p| p.quota_round());
+    // Words per hold, made once: a full cluster holds most queued jobs for a handful of reasons.
+    let mut quota_words: BTreeMap<arbiter_policy::quotas::QuotaHold, String> = BTreeMap::new();
     for job in jobs
         .iter_mut()
         .filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic)
@@ -519,11 +521,12 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
                     .rev()
                     .find(|r| r.tenant.as_deref() != Some(job.tenant.as_str()))
             });
-        let quota_words = quota
+        let held = quota
             .filter(|_| reason == PendingReason::Quota)
-            .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| h.reason(tree)));
-        if let Some(words) = quota_words {
-            hold::set_reusing(job, &Hold::QuotaTree(words), &mut String::new());
+            .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| (tree, h)));
+        if let Some((tree, h)) = held {
+            let words = quota_words.entry(h).or_insert_with(|| h.reason(tree));
+            hold::set_quota_words(job, words);
             continue;
         }
         match reserved {
