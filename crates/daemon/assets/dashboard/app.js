@@ -152,10 +152,25 @@ function known(v) {
   return v !== null && v !== undefined;
 }
 
-function quotaBar(q) {
+function quotaLimit(q) {
+  return known(q.borrowing_limit) ? q.guaranteed + q.borrowing_limit : null;
+}
+
+// A bar's full width: the most any group shown has of that GPU type (guaranteed, held, fair
+// share or limit), so that bars of one type compare down the table.
+function quotaScales(q) {
+  const scales = {};
+  for (const g of q.groups) {
+    for (const [type, x] of Object.entries(g.gpus)) {
+      scales[type] = Math.max(scales[type] || 1, x.guaranteed, x.held || 0, x.fair_share || 0, quotaLimit(x) || 0);
+    }
+  }
+  return scales;
+}
+
+function quotaBar(q, scale) {
   const held = q.held || 0;
-  const limit = known(q.borrowing_limit) ? q.guaranteed + q.borrowing_limit : null;
-  const scale = Math.max(1, q.guaranteed, held, q.fair_share || 0, limit || 0);
+  const limit = quotaLimit(q);
   const at = (x) => Math.min(100, 100 * x / scale) + "%";
   const bar = el("div", null, "bar qbar");
   const guaranteed = el("span", null, "guaranteed");
@@ -187,6 +202,7 @@ function renderQuotas(q) {
   $("quotas-section").hidden = !q;
   if (!q) return;
   const rows = [];
+  const scales = quotaScales(q);
   for (const g of q.groups) {
     const types = q.gpu_types.filter((t) => g.gpus[t]);
     const jobs = g.borrowing_jobs || [];
@@ -209,7 +225,7 @@ function renderQuotas(q) {
         for (let i = 0; i < 8; i++) tr.append(el("td", "-"));
       } else {
         for (const v of [type, x.guaranteed, known(x.held) ? x.held : "-", known(x.borrowed) ? x.borrowed : "-", orNone(x.borrowing_limit), orNone(x.lending_limit), known(x.fair_share) ? x.fair_share : "-"]) tr.append(el("td", v));
-        tr.append(wrapCell(quotaBar(x)));
+        tr.append(wrapCell(quotaBar(x, scales[type])));
       }
       rows.push(tr);
     });
