@@ -326,6 +326,121 @@ fn browser_dashboard_shows_the_live_cluster_and_hides_other_tenants() {
 
 #[test]
 #[ignore = "needs Chromium; .ci/run installs it and runs the browser_* tests"]
+fn browser_dashboard_shows_the_quota_tree_and_a_tenant_only_its_path() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start_with(
+        &dir.path().join("data"),
+        Options {
+            args: &["--gpus", "4xa100", "--round-s", "1"],
+            config: Some("allow_shared_identity = true\n"),
+            uid: None,
+        },
+    );
+    let (_, atlas) = daemon.tenant_with_token("atlas");
+    let (vega_token, _) = daemon.tenant_with_token("vega");
+    let admin = daemon.admin();
+    for (name, body) in [
+        ("ml-org", json!({ "gpus": { "a100": { "guaranteed": 4 } } })),
+        (
+            "atlas",
+            json!({ "parent": "ml-org", "gpus": { "a100": { "guaranteed": 3, "borrowing_limit": 1 } } }),
+        ),
+        (
+            "vega",
+            json!({ "parent": "ml-org", "gpus": { "a100": { "guaranteed": 1 } } }),
+        ),
+    ] {
+        admin
+            .put(&format!("/v1/quotas/{name}"), &body)
+            .expect("a quota group");
+    }
+    let jobs: Vec<u64> = (0..4)
+        .map(|_| submit(&atlas, json!({ "command": "sleep 120", "grace_s": 1 })))
+        .collect();
+    wait_for("atlas's jobs to run", 30, || {
+        jobs.iter().all(|&j| state_of(&atlas, j) == "running")
+    });
+
+    let browser = browser();
+    let tab = browser.new_tab().expect("tab");
+    let errors = collect_errors(&tab);
+    tab.navigate_to(&daemon.url)
+        .expect("navigates")
+        .wait_until_navigated()
+        .expect("loads");
+    sign_in(&tab, &daemon.admin_token());
+    // atlas's row: indented under ml-org, 4 held of 3 guaranteed, 1 borrowed and reclaimable.
+    let atlas_row = "[...document.querySelectorAll('#quotas tbody tr')].find(r => r.cells[0].innerText.endsWith('atlas'))";
+    wait_in_page(
+        &tab,
+        "atlas borrowing in the quota table",
+        &format!(
+            "!document.getElementById('quotas-section').hidden && (r => r !== undefined && r.cells[2].innerText === '1' && r.cells[6].innerText === '1')({atlas_row})"
+        ),
+    );
+    let cells = eval(
+        &tab,
+        &format!("[...{atlas_row}.cells].map(c => c.innerText)"),
+    );
+    assert_eq!(
+        cells.as_array().map(|c| c[..8].to_vec()),
+        Some(
+            ["└ atlas", "1", "1", "a100", "3", "4", "1", "1"]
+                .map(|c| json!(c))
+                .to_vec()
+        ),
+        "{cells}"
+    );
+    let indent = eval(
+        &tab,
+        &format!(
+            "parseFloat({atlas_row}.cells[0].style.paddingLeft) > parseFloat([...document.querySelectorAll('#quotas td.group')].find(c => c.innerText === 'ml-org').style.paddingLeft)"
+        ),
+    );
+    assert_eq!(indent, json!(true), "atlas indented under ml-org");
+    // The bar: held within guaranteed and borrowed beside it.
+    let widths = eval(
+        &tab,
+        &format!(
+            "[...{atlas_row}.querySelectorAll('.qbar i')].map(i => parseFloat(i.style.width))"
+        ),
+    );
+    assert_eq!(widths, json!([75, 25]), "{widths}");
+    screenshot(&tab, "dashboard-quotas-admin.png");
+
+    // vega, atlas's sibling: its own group under ml-org's totals, nothing of atlas.
+    tab.wait_for_element("#signout")
+        .expect("sign out")
+        .click()
+        .expect("signs out");
+    sign_in(&tab, &vega_token);
+    wait_in_page(
+        &tab,
+        "vega's quota table",
+        "!document.getElementById('quotas-section').hidden && document.querySelectorAll('#quotas tbody tr').length === 2",
+    );
+    let text = eval(&tab, "document.body.innerText").to_string();
+    assert!(!text.contains("atlas"), "vega's page names atlas: {text}");
+    assert_eq!(
+        eval(
+            &tab,
+            "[...document.querySelectorAll('#quotas td.group')].map(c => c.innerText)"
+        ),
+        json!(["ml-org", "└ vega"])
+    );
+    let tips = eval(
+        &tab,
+        "[...document.querySelectorAll('#quotas [title]')].map(e => e.title).join('\\n')",
+    )
+    .to_string();
+    assert!(!tips.contains("atlas"), "{tips}");
+    screenshot(&tab, "dashboard-quotas-tenant.png");
+    let errors = errors.lock().expect("errors").clone();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
+
+#[test]
+#[ignore = "needs Chromium; .ci/run installs it and runs the browser_* tests"]
 fn browser_report_figures_render_with_data() {
     let dir = tempfile::tempdir().expect("dir");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_arbiter"))

@@ -377,3 +377,253 @@ fn fair_shares_show_only_where_the_policy_uses_weights_and_tenants_get_their_own
         .expect("team-a's share");
     assert!((share - 2.0 / 3.0).abs() < 1e-9, "{hierarchical}");
 }
+
+/// A tree for the quota tests: `ml-org` (4 a100) over the siblings `atlas` (3 guaranteed, may
+/// borrow 1, lends 3, over-quota weight 7: numbers no other group has) and `vega` (1, may
+/// borrow 2). `atlas` sorts first, so a reason naming the first group names it.
+fn set_quota_tree(admin: &arbiter_daemon::api::client::Client) {
+    for (name, body) in [
+        ("ml-org", json!({ "gpus": { "a100": { "guaranteed": 4 } } })),
+        (
+            "atlas",
+            json!({ "parent": "ml-org", "over_quota_weight": 7, "gpus": { "a100": { "guaranteed": 3, "borrowing_limit": 1, "lending_limit": 3 } } }),
+        ),
+        (
+            "vega",
+            json!({ "parent": "ml-org", "gpus": { "a100": { "guaranteed": 1, "borrowing_limit": 2 } } }),
+        ),
+    ] {
+        admin
+            .put(&format!("/v1/quotas/{name}"), &body)
+            .expect("a quota group");
+    }
+}
+
+/// The quota section's groups as (name, depth).
+fn quota_groups(snapshot: &Value) -> Vec<(String, u64)> {
+    snapshot["quotas"]["groups"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .map(|n| {
+                    (
+                        n["name"].as_str().unwrap_or_default().to_string(),
+                        n["depth"].as_u64().unwrap_or(u64::MAX),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Group `name`'s entry in a snapshot's quota section.
+fn quota_group<'a>(snapshot: &'a Value, name: &str) -> &'a Value {
+    snapshot["quotas"]["groups"]
+        .as_array()
+        .and_then(|g| g.iter().find(|n| n["name"] == name))
+        .unwrap_or_else(|| panic!("no group {name}: {snapshot}"))
+}
+
+#[test]
+fn the_quota_tree_shows_guaranteed_held_and_borrowed_and_a_tenant_only_its_own_path() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start_with(
+        &dir.path().join("data"),
+        Options {
+            args: &["--gpus", "4xa100", "--round-s", "1"],
+            config: Some("allow_shared_identity = true\n"),
+            uid: None,
+        },
+    );
+    let admin = daemon.admin();
+    let atlas = daemon.tenant("atlas");
+    let vega = daemon.tenant("vega");
+    let zed = daemon.tenant("zed");
+    // No tree: no quota section.
+    for client in [&admin, &vega] {
+        let snapshot: Value = client.get("/v1/dashboard").expect("snapshot");
+        assert!(snapshot["quotas"].is_null(), "{snapshot}");
+    }
+    set_quota_tree(&admin);
+
+    // atlas runs on its 3 guaranteed GPUs and borrows vega's idle one.
+    let jobs: Vec<u64> = (0..4)
+        .map(|_| submit(&atlas, json!({ "command": "sleep 120", "grace_s": 1 })))
+        .collect();
+    wait_for("atlas's four jobs to run", 30, || {
+        jobs.iter().all(|&j| state_of(&atlas, j) == "running")
+    });
+    wait_for("one of atlas's jobs shown as borrowing", 20, || {
+        let all: Value = admin.get("/v1/dashboard").expect("snapshot");
+        all["quotas"]["groups"].as_array().is_some_and(|g| {
+            g.iter().any(|n| {
+                n["name"] == "atlas" && n["borrowing_jobs"].as_array().is_some_and(|j| j.len() == 1)
+            })
+        })
+    });
+    let all: Value = admin.get("/v1/dashboard").expect("admin snapshot");
+    let quotas = &all["quotas"];
+    assert_eq!(
+        (&quotas["enforced"], &quotas["error"], &quotas["scope"]),
+        (&json!(true), &Value::Null, &json!("all")),
+        "{quotas}"
+    );
+    // Each group right under its parent (siblings in the tree's order).
+    let groups = quota_groups(&all);
+    let at = groups
+        .iter()
+        .position(|(n, _)| n == "ml-org")
+        .expect("ml-org");
+    assert_eq!(groups[at].1, 0, "{groups:?}");
+    let mut under: Vec<(String, u64)> = groups[at + 1..at + 3].to_vec();
+    under.sort();
+    assert_eq!(
+        under,
+        [("atlas".to_string(), 1), ("vega".to_string(), 1)],
+        "{groups:?}"
+    );
+    let a100 = |name: &str| quota_group(&all, name)["gpus"]["a100"].clone();
+    let (org, a, v) = (a100("ml-org"), a100("atlas"), a100("vega"));
+    assert_eq!(
+        (&org["guaranteed"], &org["held"], &org["borrowed"]),
+        (&json!(4), &json!(4), &json!(0)),
+        "{org}"
+    );
+    assert_eq!(
+        (&a["guaranteed"], &a["held"], &a["borrowed"]),
+        (&json!(3), &json!(4), &json!(1)),
+        "{a}"
+    );
+    assert_eq!(
+        (&a["borrowing_limit"], &a["lending_limit"]),
+        (&json!(1), &json!(3))
+    );
+    assert!(a["fair_share"].is_number(), "{a}");
+    assert_eq!(
+        (&v["guaranteed"], &v["held"], &v["borrowed"]),
+        (&json!(1), &json!(0), &json!(0)),
+        "{v}"
+    );
+    let borrower = quota_group(&all, "atlas")["borrowing_jobs"][0]
+        .as_u64()
+        .expect("a job");
+    assert!(jobs.contains(&borrower));
+
+    // vega, atlas's sibling, sees its own group and its parent's totals: not atlas's name, quotas,
+    // weight or jobs.
+    let text = vega.get_text("/v1/dashboard").expect("vega's snapshot");
+    assert!(
+        !text.contains("atlas"),
+        "vega's snapshot names atlas: {text}"
+    );
+    let mine: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        quota_groups(&mine),
+        [("ml-org".to_string(), 0), ("vega".to_string(), 1)],
+        "{mine}"
+    );
+    let quotas = &mine["quotas"];
+    assert_eq!(quotas["scope"], "own path");
+    assert!(
+        quotas["reclaimed_last_round"].is_null(),
+        "the cluster's reclaims"
+    );
+    for group in quotas["groups"].as_array().expect("groups") {
+        let q = &group["gpus"]["a100"];
+        let theirs = &all["quotas"]["groups"]
+            .as_array()
+            .and_then(|g| g.iter().find(|n| n["name"] == group["name"]))
+            .expect("the admin's")["gpus"]["a100"];
+        for field in [
+            "guaranteed",
+            "held",
+            "borrowed",
+            "borrowing_limit",
+            "lending_limit",
+        ] {
+            assert_eq!(q[field], theirs[field], "{field} of {group}");
+        }
+        assert_ne!(group["over_quota_weight"].as_f64(), Some(7.0), "{group}");
+        assert_ne!(q["lending_limit"], 3, "{group}");
+        assert_ne!(q["guaranteed"], 3, "{group}");
+        assert_eq!(group["borrowing_jobs"], json!([]), "{group}");
+    }
+    // A tenant the tree does not name sees the shared leaf of such tenants only.
+    let text = zed.get_text("/v1/dashboard").expect("zed's snapshot");
+    let theirs: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        quota_groups(&theirs),
+        [("(other tenants)".to_string(), 0)],
+        "{theirs}"
+    );
+    for name in ["atlas", "vega", "ml-org"] {
+        assert!(!text.contains(name), "zed's snapshot names {name}: {text}");
+    }
+
+    // vega's job within its guaranteed quota reclaims atlas's borrower; vega's dashboard shows
+    // its GPU held.
+    let owner = submit(&vega, json!({ "command": "sleep 120", "grace_s": 1 }));
+    wait_for("vega's job to run", 30, || {
+        state_of(&vega, owner) == "running"
+    });
+    wait_for("vega's dashboard to show its GPU held", 20, || {
+        let mine: Value = vega.get("/v1/dashboard").expect("snapshot");
+        quota_group(&mine, "vega")["gpus"]["a100"]["held"] == 1
+    });
+    wait_for("one of atlas's jobs reclaimed", 20, || {
+        jobs.iter()
+            .filter(|&&j| state_of(&atlas, j) == "running")
+            .count()
+            == 3
+    });
+}
+
+#[test]
+fn a_quota_tree_that_does_not_fit_is_said_to_the_admin_with_why_and_to_a_tenant_without() {
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("data");
+    let options = |args| Options {
+        args,
+        config: Some("allow_shared_identity = true\n"),
+        uid: None,
+    };
+    let daemon = Daemon::start_with(&data, options(&["--gpus", "4xa100"]));
+    let (vega_token, _) = daemon.tenant_with_token("vega");
+    daemon.tenant("atlas");
+    set_quota_tree(&daemon.admin());
+    drop(daemon);
+    // The cluster changed under the stored tree: it names a GPU type the cluster has no more.
+    let daemon = Daemon::start_with(&data, options(&["--gpus", "4xh100"]));
+    let all: Value = daemon.admin().get("/v1/dashboard").expect("admin snapshot");
+    let quotas = &all["quotas"];
+    assert_eq!(quotas["enforced"], false, "{quotas}");
+    let error = quotas["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("`atlas`") && error.contains("unknown GPU type `a100`"),
+        "{error}"
+    );
+    // The admin sees the groups as defined, with no use.
+    let mut groups = quota_groups(&all);
+    groups.sort();
+    assert_eq!(
+        groups,
+        [
+            ("atlas".to_string(), 1),
+            ("ml-org".to_string(), 0),
+            ("vega".to_string(), 1)
+        ]
+    );
+    assert_eq!(quota_groups(&all)[0].0, "ml-org", "the parent first");
+    let atlas = &quota_group(&all, "atlas")["gpus"]["a100"];
+    assert_eq!(atlas["guaranteed"], 3);
+    assert!(atlas["held"].is_null());
+
+    // vega is told the tree is not enforced, not the reason (it names its sibling).
+    let vega = arbiter_daemon::api::client::Client::new(&daemon.url, &vega_token);
+    let text = vega.get_text("/v1/dashboard").expect("vega's snapshot");
+    assert!(!text.contains("atlas"), "{text}");
+    let mine: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(mine["quotas"]["enforced"], false);
+    assert!(mine["quotas"]["error"].is_string(), "{mine}");
+    assert_eq!(mine["quotas"]["groups"], json!([]));
+}
