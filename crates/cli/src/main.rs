@@ -31,6 +31,7 @@ pub(crate) use {out, outln};
 mod bench;
 mod bench_daemon_scale;
 mod bench_flood;
+mod bench_quotas;
 mod bench_scale;
 mod bench_slurm;
 mod bench_util;
@@ -198,7 +199,9 @@ enum Command {
     /// Replay the whole Philly trace per VC (as Helios does) with fifo, srtf and las; print wall
     /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
-        /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs, then Figure-8 points of LAS, LAS-het and space sharing) or
+        /// `philly` (the simulator on all of philly.csv), `philly-quotas` (all of philly.csv on
+        /// one shared cluster, without and under a quota tree guaranteeing each VC its nodes:
+        /// what enforcing quotas costs the simulator), `gavel` (Gavel's allocation LPs, then Figure-8 points of LAS, LAS-het and space sharing) or
         /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
         /// `muri` (the whole scenarios/muri-traces.toml as `arbiter run` runs it: total wall
         /// time and each policy's simulation time over the eight traces) or `pollux` / `chronus`
@@ -530,6 +533,7 @@ fn run(cli: Cli) -> Result<()> {
             point,
         } => match suite.as_str() {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
+            "philly-quotas" => bench_quotas::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
             "muri" => bench::run_muri(json),
@@ -552,7 +556,7 @@ fn run(cli: Cli) -> Result<()> {
             },
             "slurm" => bench_slurm::run(&partition, &user, json),
             other => bail!(
-                "--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood or slurm"
+                "--suite `{other}`: expected philly, philly-quotas, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood or slurm"
             ),
         },
     }

@@ -14,6 +14,7 @@
 //! without a GPU type placed on another type than it was counted in) loses the jobs it started
 //! there, the lowest-ordered first: they wait a round, held by the quota.
 
+mod held;
 pub mod round;
 pub mod share;
 pub mod tree;
@@ -31,6 +32,7 @@ pub struct Quotas {
     tree: Option<QuotaTree>,
     inner: Box<dyn Policy>,
     last: QuotaRound,
+    held: held::Held,
 }
 
 impl Quotas {
@@ -51,6 +53,7 @@ impl Quotas {
             tree,
             inner,
             last: QuotaRound::default(),
+            held: held::Held::default(),
         }
     }
 
@@ -148,7 +151,25 @@ impl Policy for Quotas {
         let Some(tree) = &self.tree else {
             return self.inner.schedule(view, now);
         };
-        let round = round::plan(tree, view, now);
+        let round = match view.current {
+            Some(current) if current.queued.is_empty() => {
+                // Nothing waits (the simulator says so at no cost): nothing to admit, hold or
+                // reclaim for, and nothing starts to go above a limit.
+                let decision = self.inner.schedule(view, now)?;
+                self.held.apply(tree, view, &decision);
+                return Ok(decision);
+            }
+            Some(current) => {
+                self.held.refresh(tree, view, current.queued.len());
+                let known = round::Known {
+                    held: &self.held.per_node,
+                    capacity: &self.held.capacity,
+                    queued: current.queued,
+                };
+                round::plan_with(tree, view, now, Some(known))
+            }
+            None => round::plan(tree, view, now),
+        };
         let undisturbed = round.holds.is_empty()
             && round.reclaimed.is_empty()
             && (!round.guaranteed_waiting || round.admitted_borrowing.is_empty());
@@ -157,25 +178,33 @@ impl Policy for Quotas {
         } else {
             self.decide_offered(view, &round, now)?
         };
-        let dropped = self
+        let tree = self
             .tree
             .as_ref()
-            .map(|tree| keep_limits(tree, view, &mut decision))
-            .unwrap_or_default();
-        decision
-            .pending
-            .retain(|(j, _)| round.hold_of(*j).is_none() && !dropped.contains(j));
-        decision
-            .pending
-            .extend(round.holds.iter().map(|(j, _)| (*j, PendingReason::Quota)));
-        decision
-            .pending
-            .extend(dropped.iter().map(|j| (*j, PendingReason::Quota)));
+            .ok_or_else(|| PolicyError::Invariant("the quota tree vanished".into()))?;
+        let dropped = keep_limits(tree, view, &mut decision);
+        if !round.holds.is_empty() || !dropped.is_empty() {
+            decision
+                .pending
+                .retain(|(j, _)| round.hold_of(*j).is_none() && !dropped.contains(j));
+            decision
+                .pending
+                .extend(round.holds.iter().map(|(j, _)| (*j, PendingReason::Quota)));
+            decision
+                .pending
+                .extend(dropped.iter().map(|j| (*j, PendingReason::Quota)));
+        }
+        if view.current.is_some() {
+            self.held.apply(tree, view, &decision);
+        }
         self.last = round;
         Ok(decision)
     }
 
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
+        if let Some(tree) = &self.tree {
+            self.held.finished(tree, job.id);
+        }
         self.inner.job_finished(spec, job, now);
     }
 
@@ -202,6 +231,7 @@ impl Policy for Quotas {
     fn set_quota_tree(&mut self, tree: Option<QuotaTree>) -> Result<(), PolicyError> {
         self.tree = tree;
         self.last = QuotaRound::default();
+        self.held = held::Held::default();
         Ok(())
     }
 }

@@ -74,30 +74,39 @@ pub struct QuotaRound {
     pub share: Vec<f64>,
     /// Per job id, a bit set when it is held back or reclaimed: not offered to the policy.
     blocked: Vec<u64>,
-    /// Per job id, why it is held back.
+    /// Per job id, why it is held back (empty when there are few holds: `holds` is searched).
     hold_by_job: Vec<Option<QuotaHold>>,
 }
 
 impl QuotaRound {
-    /// Indexes the holds by job (`jobs`: how many job ids there are) and sorts them by id, in
-    /// one pass over the ids (a full cluster holds most of a hundred thousand jobs: a sort of
-    /// them would cost a round more than every other step).
+    /// Indexes the holds by job and sorts them by id (`jobs`: how many job ids there are).
+    /// Many holds (a full cluster holds most of a hundred thousand jobs) are indexed in one pass
+    /// over the ids; a few are sorted, so that a simulation's round costs what its holds do,
+    /// not what its whole trace does.
     fn index_holds(&mut self, jobs: usize) {
-        let mut by_job: Vec<Option<QuotaHold>> = vec![None; jobs];
-        self.blocked = vec![0; jobs.div_ceil(64)];
-        for &(job, hold) in &self.holds {
-            if let Some(slot) = by_job.get_mut(job.index()) {
-                *slot = Some(hold);
-            }
-        }
+        let last = self
+            .holds
+            .iter()
+            .map(|(j, _)| j.index())
+            .chain(self.reclaimed.iter().map(|j| j.index()))
+            .max();
+        self.blocked = vec![0; last.map_or(0, |l| l / 64 + 1)];
         for job in self
             .holds
             .iter()
             .map(|(j, _)| *j)
             .chain(self.reclaimed.iter().copied())
         {
-            if let Some(word) = self.blocked.get_mut(job.index() / 64) {
-                *word |= 1 << (job.index() % 64);
+            self.blocked[job.index() / 64] |= 1 << (job.index() % 64);
+        }
+        if self.holds.len() < jobs / 8 {
+            self.holds.sort_unstable_by_key(|(j, _)| *j);
+            return;
+        }
+        let mut by_job: Vec<Option<QuotaHold>> = vec![None; jobs];
+        for &(job, hold) in &self.holds {
+            if let Some(slot) = by_job.get_mut(job.index()) {
+                *slot = Some(hold);
             }
         }
         self.holds = by_job
@@ -117,6 +126,13 @@ impl QuotaRound {
 
     /// Why `job` is held back, if it is.
     pub fn hold_of(&self, job: JobId) -> Option<QuotaHold> {
+        if self.hold_by_job.is_empty() {
+            return self
+                .holds
+                .binary_search_by_key(&job, |(j, _)| *j)
+                .ok()
+                .map(|at| self.holds[at].1);
+        }
         self.hold_by_job.get(job.index()).copied().flatten()
     }
 }
@@ -260,26 +276,59 @@ struct Candidate<'v> {
     order: (Reverse<i32>, Reverse<i32>, SimTime, JobId),
 }
 
+/// What a caller that keeps the present between rounds (the simulator, through the wrapper)
+/// already knows, so that a round costs what waits rather than every running job.
+pub(crate) struct Known<'a> {
+    /// GPUs held per node and dimension (`node * dims + dim`) by the running jobs.
+    pub held: &'a [u32],
+    /// GPUs per dimension.
+    pub capacity: &'a [u32],
+    /// Positions in `view.jobs` of the waiting jobs.
+    pub queued: &'a [u32],
+}
+
 /// Decides the quota tree's round for `view` (see the module's comment).
 pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRound {
+    plan_with(tree, view, now, None)
+}
+
+/// [`plan`], with what the caller knows (`None`: everything is counted from the view).
+pub(crate) fn plan_with(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    known: Option<Known<'_>>,
+) -> QuotaRound {
     let dims = tree.dims.len();
-    let capacity = capacity(tree, view);
+    let capacity = known
+        .as_ref()
+        .map_or_else(|| capacity(tree, view), |k| k.capacity.to_vec());
     let mut ledger = Ledger {
         tree,
         dims,
         used: vec![0; tree.nodes.len() * dims],
     };
-    let mut running: Vec<(&ActiveJob, usize, ByDim)> = Vec::new();
-    for job in view.jobs.iter().filter(|j| j.is_running()) {
-        let (leaf, by_dim) = (
-            tree.leaf(&view.spec(job).tenant),
-            running_dims(tree, view, job),
-        );
-        ledger.add(leaf, &by_dim, true);
-        running.push((job, leaf, by_dim));
+    // The running jobs, with their leaves and GPUs per dimension: counted now, or (with what the
+    // caller knows) only when a reclaim needs them.
+    let mut running: Option<Vec<(&ActiveJob, usize, ByDim)>> = None;
+    match &known {
+        Some(k) => ledger.used.copy_from_slice(k.held),
+        None => {
+            let list = running_jobs(tree, view);
+            for (_, leaf, by_dim) in &list {
+                ledger.add(*leaf, by_dim, true);
+            }
+            running = Some(list);
+        }
     }
     let held = ledger.used.clone();
-    let by_leaf = waiting_jobs(tree, view, &ledger, &capacity);
+    let by_leaf = waiting_jobs(
+        tree,
+        view,
+        known.as_ref().map(|k| k.queued),
+        &ledger,
+        &capacity,
+    );
     let mut round = QuotaRound {
         held: held.clone(),
         ..QuotaRound::default()
@@ -303,15 +352,42 @@ pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRo
         }
     }
     round.share = shares(tree, &held, &within, &rest, &capacity);
-    reclaim(tree, view, now, &mut ledger, &running, &within, &mut round);
+    if !within.is_empty()
+        || (1..tree.nodes.len()).any(|n| {
+            (0..dims).any(|d| ledger.used[ledger.at(n, d)] > tree.nodes[n].quota[d].limit())
+        })
+    {
+        let running = running.get_or_insert_with(|| running_jobs(tree, view));
+        reclaim(tree, view, now, &mut ledger, running, &within, &mut round);
+    }
     hold_over_limits(&mut ledger, &mut within, &mut round);
     round.guaranteed_waiting = !within.is_empty();
     admit_borrowers(tree, &mut ledger, rest, &held, &capacity, &mut round);
     round.reclaimed.sort_unstable();
-    round.borrowing = borrowing(tree, view, &running, &round.reclaimed);
+    if let Some(running) = &running {
+        round.borrowing = borrowing(tree, view, running, &round.reclaimed, &held);
+    }
     round.admitted_borrowing.sort_unstable();
     round.index_holds(view.specs.len());
     round
+}
+
+/// The running jobs of `view`, each with its leaf and its GPUs per dimension.
+fn running_jobs<'v>(
+    tree: &QuotaTree,
+    view: &'v SchedulerView<'_>,
+) -> Vec<(&'v ActiveJob, usize, ByDim)> {
+    view.jobs
+        .iter()
+        .filter(|j| j.is_running())
+        .map(|job| {
+            (
+                job,
+                tree.leaf(&view.spec(job).tenant),
+                running_dims(tree, view, job),
+            )
+        })
+        .collect()
 }
 
 /// GPUs per dimension on the nodes that are up.
@@ -332,7 +408,7 @@ fn one_dim(dims: usize, dim: usize, gpus: u32) -> ByDim {
 }
 
 /// A running job's GPUs by dimension, by the type of the nodes it runs on.
-fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> ByDim {
+pub(crate) fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> ByDim {
     let mut v: ByDim = smallvec::smallvec![0; tree.dims.len()];
     if let Some(p) = job.placement() {
         for &(node, gpus) in &p.slots {
@@ -355,12 +431,17 @@ fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> 
 fn waiting_jobs<'v>(
     tree: &QuotaTree,
     view: &'v SchedulerView<'_>,
+    queued: Option<&[u32]>,
     ledger: &Ledger<'_>,
     capacity: &[u32],
 ) -> Vec<Vec<Candidate<'v>>> {
     let dims = tree.dims.len();
     let mut by_leaf: Vec<Vec<Candidate<'v>>> = (0..tree.nodes.len()).map(|_| Vec::new()).collect();
-    for job in view.jobs.iter().filter(|j| !j.is_running()) {
+    let waiting: Box<dyn Iterator<Item = &'v ActiveJob>> = match queued {
+        Some(positions) => Box::new(positions.iter().filter_map(|&i| view.jobs.get(i as usize))),
+        None => Box::new(view.jobs.iter().filter(|j| !j.is_running())),
+    };
+    for job in waiting {
         let spec = view.spec(job);
         let leaf = tree.leaf(&spec.tenant);
         let order = (
@@ -476,12 +557,16 @@ fn reclaim(
     let dims = tree.dims.len();
     let mut victims = Victims {
         taken: vec![false; running.len()],
-        order: victim_order(view, now, running),
+        order: None,
     };
     for scope in (1..tree.nodes.len()).rev() {
         for d in 0..dims {
             let mut excess = i64::from(ledger.used[ledger.at(scope, d)])
                 - i64::from(tree.nodes[scope].quota[d].limit());
+            if excess <= 0 {
+                continue;
+            }
+            victims.ensure_order(view, now, running);
             for i in victims.candidates(tree, view, running, |i| {
                 running[i].2[d] > 0 && tree.contains(scope, running[i].1)
             }) {
@@ -494,16 +579,38 @@ fn reclaim(
             }
         }
     }
-    reclaim_for_placement(tree, view, ledger, running, within, &mut victims, round);
+    reclaim_for_placement(
+        tree,
+        view,
+        now,
+        ledger,
+        running,
+        within,
+        &mut victims,
+        round,
+    );
 }
 
 /// Which running jobs are reclaimed, and in what order they are candidates.
 struct Victims {
     taken: Vec<bool>,
-    order: Vec<usize>,
+    /// Made when first needed: most rounds reclaim nothing.
+    order: Option<Vec<usize>>,
 }
 
 impl Victims {
+    /// Puts the running jobs in victim order, once.
+    fn ensure_order(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        running: &[(&ActiveJob, usize, ByDim)],
+    ) {
+        if self.order.is_none() {
+            self.order = Some(victim_order(view, now, running));
+        }
+    }
+
     /// Candidates not yet taken that are preemptible and pass `keep`, in victim order.
     fn candidates(
         &self,
@@ -515,6 +622,7 @@ impl Victims {
         let _ = tree;
         self.order
             .iter()
+            .flatten()
             .copied()
             .filter(|&i| !self.taken[i] && view.spec(running[i].0).class.preemptible && keep(i))
             .collect()
@@ -576,9 +684,11 @@ fn victim_order(
 /// node); at the first that does not fit, reclaims candidates — on the one node that makes room
 /// with the fewest, or across nodes — and places them all again, until each fits or nothing more
 /// can be reclaimed for it (each pass reclaims at least one job, so this ends).
+#[allow(clippy::too_many_arguments)]
 fn reclaim_for_placement(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
+    now: SimTime,
     ledger: &mut Ledger<'_>,
     running: &[(&ActiveJob, usize, ByDim)],
     within: &[Candidate<'_>],
@@ -627,6 +737,7 @@ fn reclaim_for_placement(
             if placed {
                 continue;
             }
+            victims.ensure_order(view, now, running);
             let picked = if k <= widest {
                 cheapest_node(tree, view, running, victims, &free, &on_node, &of_dim, k)
             } else {
@@ -861,11 +972,16 @@ fn borrowing(
     view: &SchedulerView<'_>,
     running: &[(&ActiveJob, usize, ByDim)],
     reclaimed: &[JobId],
+    held: &[u32],
 ) -> Vec<JobId> {
     let dims = tree.dims.len();
+    // Only tenants above their guaranteed quota have jobs beyond it.
+    let over = |leaf: usize| {
+        (0..dims).any(|d| held[leaf * dims + d] > tree.nodes[leaf].quota[d].guaranteed)
+    };
     let mut order: Vec<&(&ActiveJob, usize, ByDim)> = running
         .iter()
-        .filter(|(j, _, _)| reclaimed.binary_search(&j.id).is_err())
+        .filter(|(j, leaf, _)| over(*leaf) && reclaimed.binary_search(&j.id).is_err())
         .collect();
     order.sort_by_key(|(j, leaf, _)| {
         (
