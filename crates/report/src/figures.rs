@@ -86,16 +86,30 @@ pub fn step_average(
     let width = (to - from) / bins as f64;
     let mut area = vec![0.0; bins];
     let (mut value, mut at) = (0.0, from);
+    // Walks the bins by index: recomputing the bin from `t` at each boundary could land on the
+    // bin just left (`(t - from) / width` rounding down to b + 0.999…) and stop there, dropping
+    // the rest of the stretch (a 2.8-million-second run lost most of its long segments so).
     let add = |area: &mut Vec<f64>, value: f64, start: f64, end: f64| {
         let (mut t, end) = (start.max(from), end.min(to));
-        while t < end {
-            let bin = (((t - from) / width) as usize).min(bins - 1);
-            let bin_end = (from + (bin + 1) as f64 * width).min(end);
-            area[bin] += value * (bin_end - t);
-            if bin_end <= t {
+        if t >= end {
+            return;
+        }
+        let mut bin = (((t - from) / width) as usize).min(bins - 1);
+        loop {
+            let last = bin + 1 == bins;
+            let bin_end = if last {
+                end
+            } else {
+                (from + (bin + 1) as f64 * width).min(end)
+            };
+            if bin_end > t {
+                area[bin] += value * (bin_end - t);
+                t = bin_end;
+            }
+            if last || t >= end {
                 break;
             }
-            t = bin_end;
+            bin += 1;
         }
     };
     for (t, delta) in changes {
@@ -462,6 +476,26 @@ mod tests {
             step_average(vec![(0.0, 2.0), (150.0, -2.0)], 0.0, 200.0, 2),
             vec![(50.0, 2.0), (150.0, 1.0)]
         );
+    }
+
+    #[test]
+    fn a_long_stretch_keeps_its_whole_area_whatever_the_bin_boundaries() {
+        // Regression: bins found again from the time at each boundary rounded back into the bin
+        // just left and dropped the rest (from 123456.789 over 2.8e6 s: all but two bins lost).
+        let (from, to) = (123_456.789, 123_456.789 + 2.8e6);
+        for (start, end) in [
+            (from + 0.5, to - 3.0),
+            (from, to),
+            (from + 1e6 / 3.0, from + 2e6),
+        ] {
+            let bins = step_average(vec![(start, 1.0), (end, -1.0)], from, to, TIME_BINS);
+            let mean = bins.iter().map(|b| b.1).sum::<f64>() / TIME_BINS as f64;
+            let expected = (end - start) / (to - from);
+            assert!(
+                (mean - expected).abs() < 1e-9,
+                "{start}..{end}: {mean} vs {expected}"
+            );
+        }
     }
 
     #[test]
