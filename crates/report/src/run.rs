@@ -758,6 +758,8 @@ mod tests {
             capacity_gpus: 4,
             stranded_gpu_fraction: 0.0,
             quota_reclaims: None,
+            reclaimed: Vec::new(),
+            quota_tree: None,
             records: vec![
                 record(0, "a", 0.0, 0.0, 100.0, 4),
                 record(1, "b", 0.0, 100.0, 200.0, 4),
