@@ -71,6 +71,9 @@ gpus.all = {{ guaranteed = 4 }}
     scenario
 }
 
+/// A leaf as the test reads it: path, guaranteed, limit, tenants.
+type Leaf<'a> = (&'a str, &'a [u32], &'a [Option<u32>], &'a [String]);
+
 fn row<'r>(rows: &'r [ResultRow], trace: &str, tenant: &str) -> &'r ResultRow {
     rows.iter()
         .find(|r| r.trace == trace && r.tenant == tenant)
@@ -111,7 +114,7 @@ fn a_quota_scenario_reclaims_the_borrower_for_the_owner_and_reports_it() {
     let layout = split.quota_tree.as_deref().expect("a quota tree");
     assert_eq!(layout.dims, vec!["all"]);
     assert_eq!(layout.dim_of_node, vec![0]);
-    let leaves: Vec<(&str, &[u32], &[Option<u32>], &[String])> = layout
+    let leaves: Vec<Leaf<'_>> = layout
         .leaves
         .iter()
         .map(|l| {
