@@ -102,6 +102,12 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
     if shared || guests {
         headers.insert(14, ("shared", Right));
     }
+    // Under a quota tree (only then, so that other scenarios' tables stay as they were): the
+    // running jobs it reclaimed for their owners' guaranteed quota, before `wall s`.
+    let quotas = rows.iter().any(|r| r.quota_reclaims.is_some());
+    if quotas {
+        headers.insert(headers.len() - 1, ("reclaims", Right));
+    }
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -151,6 +157,10 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
             }
             if shared || guests {
                 cells.insert(14, fixed(r.summary.shared_gpu_fraction, 3));
+            }
+            if quotas {
+                let reclaims = r.quota_reclaims.map_or("-".to_string(), |n| n.to_string());
+                cells.insert(cells.len() - 1, reclaims);
             }
             cells
         })
@@ -564,6 +574,45 @@ mod tests {
                 "1 within their tolerance, 1 outside (✗), 1 without a tolerance, 1 not run\n"
             ),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn reclaims_are_a_column_only_under_a_quota_tree() {
+        let row = |tenant: &str, reclaims: Option<u64>| ResultRow {
+            trace: "t".into(),
+            policy: arbiter_policy::PolicyKind::Fifo,
+            tenant: tenant.into(),
+            seed: 0,
+            summary: Summary::default(),
+            events: 0,
+            wall_s: 0.0,
+            capacity_gpus: 8,
+            stranded_gpu_fraction: 0.0,
+            quota_reclaims: reclaims,
+            records: Vec::new(),
+            warnings: Vec::new(),
+            timeline: Vec::new(),
+            reclaimed: Vec::new(),
+            quota_tree: None,
+        };
+        let plain = results_table("s", &[row("all", None)]);
+        assert!(!plain.contains("reclaims"), "{plain}");
+        assert_eq!(
+            plain.lines().nth(1),
+            Some(
+                "trace policy tenant seed jobs unfinished failed unplaceable avg JCT s p50 JCT s p99 JCT s avg queue s makespan s  util wall s"
+            )
+        );
+        let table = results_table("s", &[row("all", Some(12)), row("none", None)]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[1].ends_with(" util reclaims wall s"), "{table}");
+        let before_wall = |l: &str| l.split_whitespace().rev().nth(1).map(str::to_string);
+        assert_eq!(before_wall(lines[2]).as_deref(), Some("12"), "{table}");
+        assert_eq!(
+            before_wall(lines[3]).as_deref(),
+            Some("-"),
+            "a row without a tree: {table}"
         );
     }
 

@@ -2,7 +2,7 @@
 //! time series averaged over bins, per-tenant shares with Jain's index. Pure functions, tested
 //! on hand-made runs.
 
-use arbiter_sim::{JobOutcome, JobRecord, RunSegment, Window};
+use arbiter_sim::{JobOutcome, JobRecord, QuotaLayout, QuotaReclaim, RunSegment, Window};
 use std::collections::BTreeMap;
 
 /// Points a CDF is thinned to: smooth on a screen, a few kilobytes in an SVG.
@@ -86,16 +86,30 @@ pub fn step_average(
     let width = (to - from) / bins as f64;
     let mut area = vec![0.0; bins];
     let (mut value, mut at) = (0.0, from);
+    // Walks the bins by index: recomputing the bin from `t` at each boundary could land on the
+    // bin just left (`(t - from) / width` rounding down to b + 0.999…) and stop there, dropping
+    // the rest of the stretch (a 2.8-million-second run lost most of its long segments so).
     let add = |area: &mut Vec<f64>, value: f64, start: f64, end: f64| {
         let (mut t, end) = (start.max(from), end.min(to));
-        while t < end {
-            let bin = (((t - from) / width) as usize).min(bins - 1);
-            let bin_end = (from + (bin + 1) as f64 * width).min(end);
-            area[bin] += value * (bin_end - t);
-            if bin_end <= t {
+        if t >= end {
+            return;
+        }
+        let mut bin = (((t - from) / width) as usize).min(bins - 1);
+        loop {
+            let last = bin + 1 == bins;
+            let bin_end = if last {
+                end
+            } else {
+                (from + (bin + 1) as f64 * width).min(end)
+            };
+            if bin_end > t {
+                area[bin] += value * (bin_end - t);
+                t = bin_end;
+            }
+            if last || t >= end {
                 break;
             }
-            t = bin_end;
+            bin += 1;
         }
     };
     for (t, delta) in changes {
@@ -348,6 +362,132 @@ pub fn jain_index(shares: &[TenantShare]) -> f64 {
     }
 }
 
+/// One leaf (tenant) of a quota tree over a run: the GPUs its jobs held, as the quota counts
+/// them (every GPU of a job's placement; guests hold none), and how many of them were
+/// borrowed (held beyond its guaranteed quota, per GPU type, summed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaUse {
+    /// GPUs held, averaged per bin (`(bin middle, GPUs)`, as [`step_average`]).
+    pub held: Vec<(f64, f64)>,
+    /// GPUs held beyond the guaranteed quota, averaged per bin.
+    pub borrowed: Vec<(f64, f64)>,
+    /// GPUs held, averaged over the run's span.
+    pub mean_held: f64,
+    /// GPUs borrowed, averaged over the run's span.
+    pub mean_borrowed: f64,
+    /// The most GPUs it held at once.
+    pub peak_held: u32,
+    /// The most GPUs it borrowed at once.
+    pub peak_borrowed: u32,
+    /// When its jobs were reclaimed (seconds, in time order) and their GPUs.
+    pub reclaims: Vec<(f64, u32)>,
+}
+
+/// Each leaf of `layout` over `[from, to]` (in the order of `layout.leaves`): GPUs held and
+/// borrowed from the run segments (a job counts in its tenant's leaf; a tenant the layout does
+/// not list counts nowhere), and the reclaims of its jobs.
+pub fn quota_use(
+    layout: &QuotaLayout,
+    records: &[JobRecord],
+    timeline: &[RunSegment],
+    reclaimed: &[QuotaReclaim],
+    from: f64,
+    to: f64,
+) -> Vec<QuotaUse> {
+    let leaves = layout.leaves.len();
+    let dims = layout.dims.len().max(1);
+    let by_tenant: BTreeMap<&str, usize> = layout
+        .leaves
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| l.tenants.iter().map(move |t| (t.as_str(), i)))
+        .collect();
+    let record_of = |job: u32| records.get(job as usize).filter(|r| r.job == job);
+    let leaf_of = |job: u32| record_of(job).and_then(|r| by_tenant.get(r.tenant.as_str()).copied());
+    // (time, change, leaf, dimension): decreases first at equal times, as in `step_average`.
+    let mut changes: Vec<(f64, i64, usize, usize)> = Vec::with_capacity(timeline.len() * 2);
+    for s in timeline.iter().filter(|s| !s.guest) {
+        let Some(leaf) = leaf_of(s.job) else {
+            continue;
+        };
+        let mut by_dim = vec![0i64; dims];
+        for &(node, gpus) in &s.slots {
+            let d = layout.dim_of_node.get(node as usize).copied().unwrap_or(0);
+            by_dim[d.min(dims - 1)] += i64::from(gpus);
+        }
+        for (d, &gpus) in by_dim.iter().enumerate().filter(|(_, g)| **g > 0) {
+            changes.push((s.start_s, gpus, leaf, d));
+            changes.push((s.end_s, -gpus, leaf, d));
+        }
+    }
+    changes.sort_unstable_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(a.1.cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
+    let guaranteed = |leaf: usize, d: usize| {
+        i64::from(layout.leaves[leaf].guaranteed.get(d).copied().unwrap_or(0))
+    };
+    let mut held = vec![0i64; leaves * dims];
+    let (mut total, mut beyond) = (vec![0i64; leaves], vec![0i64; leaves]);
+    let mut peaks = vec![(0i64, 0i64); leaves];
+    let mut held_changes: Vec<Vec<(f64, f64)>> = vec![Vec::new(); leaves];
+    let mut borrowed_changes: Vec<Vec<(f64, f64)>> = vec![Vec::new(); leaves];
+    for (t, delta, leaf, d) in changes {
+        let at = leaf * dims + d;
+        let before = (held[at] - guaranteed(leaf, d)).max(0);
+        held[at] += delta;
+        let after = (held[at] - guaranteed(leaf, d)).max(0);
+        total[leaf] += delta;
+        beyond[leaf] += after - before;
+        held_changes[leaf].push((t, delta as f64));
+        if after != before {
+            borrowed_changes[leaf].push((t, (after - before) as f64));
+        }
+        // Only what is held once every change at `t` is in counts (decreases come first).
+        peaks[leaf] = (
+            peaks[leaf].0.max(total[leaf]),
+            peaks[leaf].1.max(beyond[leaf]),
+        );
+    }
+    let mean = |series: &[(f64, f64)]| {
+        if series.is_empty() {
+            0.0
+        } else {
+            series.iter().map(|p| p.1).sum::<f64>() / series.len() as f64
+        }
+    };
+    let mut reclaims: Vec<Vec<(f64, u32)>> = vec![Vec::new(); leaves];
+    for r in reclaimed {
+        if let (Some(leaf), Some(record)) = (leaf_of(r.job), record_of(r.job)) {
+            reclaims[leaf].push((r.at_s, record.gpus));
+        }
+    }
+    (0..leaves)
+        .map(|leaf| {
+            let held = step_average(std::mem::take(&mut held_changes[leaf]), from, to, TIME_BINS);
+            let borrowed = step_average(
+                std::mem::take(&mut borrowed_changes[leaf]),
+                from,
+                to,
+                TIME_BINS,
+            );
+            let mut reclaims = std::mem::take(&mut reclaims[leaf]);
+            reclaims.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            QuotaUse {
+                mean_held: mean(&held),
+                mean_borrowed: mean(&borrowed),
+                held,
+                borrowed,
+                peak_held: u32::try_from(peaks[leaf].0).unwrap_or(0),
+                peak_borrowed: u32::try_from(peaks[leaf].1).unwrap_or(0),
+                reclaims,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +602,97 @@ mod tests {
             step_average(vec![(0.0, 2.0), (150.0, -2.0)], 0.0, 200.0, 2),
             vec![(50.0, 2.0), (150.0, 1.0)]
         );
+    }
+
+    #[test]
+    fn quota_use_by_hand() {
+        use arbiter_sim::{QuotaLeaf, QuotaReclaim};
+        let leaf = |name: &str, guaranteed: Vec<u32>| QuotaLeaf {
+            name: name.into(),
+            path: format!("org/{name}"),
+            limit: vec![None; guaranteed.len()],
+            guaranteed,
+            tenants: vec![name.into()],
+        };
+        // a (2 guaranteed) holds 4 GPUs for 0–100 s, until reclaimed; b (2) holds 2 for 0–200 s;
+        // x, a tenant the layout does not list, counts nowhere.
+        let layout = QuotaLayout {
+            dims: vec!["all".into()],
+            dim_of_node: vec![0],
+            leaves: vec![leaf("a", vec![2]), leaf("b", vec![2])],
+        };
+        let records = vec![
+            record(0, "a", 0.0, 0.0, 100.0, 4),
+            record(1, "b", 0.0, 0.0, 200.0, 2),
+            record(2, "x", 0.0, 0.0, 200.0, 2),
+        ];
+        let timeline = vec![
+            segment(0, 0.0, 100.0, 4),
+            segment(1, 0.0, 200.0, 2),
+            segment(2, 0.0, 200.0, 2),
+        ];
+        let reclaimed = [QuotaReclaim {
+            job: 0,
+            at_s: 100.0,
+        }];
+        let uses = quota_use(&layout, &records, &timeline, &reclaimed, 0.0, 200.0);
+        assert_eq!(uses.len(), 2);
+        let (a, b) = (&uses[0], &uses[1]);
+        assert_eq!((a.mean_held, a.mean_borrowed), (2.0, 1.0));
+        assert_eq!((a.peak_held, a.peak_borrowed), (4, 2));
+        assert_eq!(a.reclaims, vec![(100.0, 4)]);
+        assert_eq!(
+            (a.held.len(), a.held[0].1, a.held[TIME_BINS - 1].1),
+            (TIME_BINS, 4.0, 0.0)
+        );
+        assert_eq!(
+            (b.mean_held, b.mean_borrowed, b.peak_borrowed),
+            (2.0, 0.0, 0)
+        );
+        assert!(b.reclaims.is_empty());
+
+        // By GPU type: 2 of a100 guaranteed and none of v100; a job on 2 a100 and 1 v100 borrows
+        // the v100 only; handing GPUs from one job to the next at one instant is never a peak.
+        let layout = QuotaLayout {
+            dims: vec!["a100".into(), "v100".into()],
+            dim_of_node: vec![0, 1],
+            leaves: vec![leaf("a", vec![2, 0])],
+        };
+        let split = RunSegment {
+            slots: vec![(0, 2), (1, 1)],
+            ..segment(0, 0.0, 100.0, 3)
+        };
+        let next = RunSegment {
+            slots: vec![(0, 2), (1, 1)],
+            ..segment(1, 100.0, 200.0, 3)
+        };
+        let records = vec![
+            record(0, "a", 0.0, 0.0, 100.0, 3),
+            record(1, "a", 0.0, 100.0, 200.0, 3),
+        ];
+        let uses = quota_use(&layout, &records, &[split, next], &[], 0.0, 200.0);
+        assert_eq!((uses[0].mean_held, uses[0].mean_borrowed), (3.0, 1.0));
+        assert_eq!((uses[0].peak_held, uses[0].peak_borrowed), (3, 1));
+    }
+
+    #[test]
+    fn a_long_stretch_keeps_its_whole_area_whatever_the_bin_boundaries() {
+        // Regression: bins found again from the time at each boundary rounded back into the bin
+        // just left and dropped the rest (from 123456.789 over 2.8e6 s: all but two bins lost).
+        let (from, to) = (123_456.789, 123_456.789 + 2.8e6);
+        for (start, end) in [
+            (from + 0.5, to - 3.0),
+            (from, to),
+            (from + 1e6 / 3.0, from + 2e6),
+        ] {
+            let bins = step_average(vec![(start, 1.0), (end, -1.0)], from, to, TIME_BINS);
+            let mean = bins.iter().map(|b| b.1).sum::<f64>() / TIME_BINS as f64;
+            let expected = (end - start) / (to - from);
+            assert!(
+                (mean - expected).abs() < 1e-9,
+                "{start}..{end}: {mean} vs {expected}"
+            );
+        }
     }
 
     #[test]

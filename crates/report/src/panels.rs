@@ -10,13 +10,27 @@ use crate::chart::{
 use std::fmt::Write as _;
 
 /// One panel: one policy's series, all in the panel's colour.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Panel {
     /// Its name (the policy), shown beside it in its colour.
     pub label: String,
     /// Its series: the first a solid line over a light area, the others dashed over it.
     pub lines: Vec<Line>,
+    /// Events drawn as ticks rising from the panel's bottom edge (a quota tree's reclaims).
+    pub marks: Option<Marks>,
 }
+
+/// Moments marked in a panel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Marks {
+    /// What they are, in the legend.
+    pub label: String,
+    /// Where, on the horizontal axis.
+    pub at: Vec<f64>,
+}
+
+/// How tall a mark's tick is.
+const MARK_TICK: f64 = 9.0;
 
 /// Panels stacked under one another, one colour each by order (the policy's colour in the
 /// report's other figures).
@@ -176,6 +190,46 @@ impl SmallMultiples {
             );
             legend_text(out, left, at, &line.label);
         }
+        if let Some(marks) = &panel.marks {
+            self.marks(out, marks, color, r, x);
+            let at = r.top + 32.0 + panel.lines.len() as f64 * 18.0;
+            if at <= r.bottom {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5"/>"#,
+                    left + 13.0,
+                    at + MARK_TICK / 2.0,
+                    left + 13.0,
+                    at - MARK_TICK / 2.0,
+                );
+                legend_text(out, left, at, &marks.label);
+            }
+        }
+    }
+
+    /// A panel's marks: one tick per distinct tenth of a pixel, as one path.
+    fn marks(&self, out: &mut String, marks: &Marks, color: &str, r: Rect, x: &Laid) {
+        let mut at: Vec<f64> = marks
+            .at
+            .iter()
+            .filter(|&&a| drawable(a, 1.0, self.x.scale, crate::chart::Scale::Linear))
+            .map(|&a| (x.map.at(a) * 10.0).round() / 10.0)
+            .filter(|px| (r.left..=r.right).contains(px))
+            .collect();
+        at.sort_by(f64::total_cmp);
+        at.dedup();
+        if at.is_empty() {
+            return;
+        }
+        let mut d = String::with_capacity(at.len() * 16);
+        for px in at {
+            let _ = write!(d, "M{px:.1} {:.1}v-{MARK_TICK}", r.bottom);
+        }
+        let _ = write!(
+            out,
+            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"><title>{}</title></path>"#,
+            escape(&marks.label)
+        );
     }
 }
 
@@ -204,6 +258,7 @@ mod tests {
                             points: series(0.2),
                         },
                     ],
+                    marks: None,
                 })
                 .collect(),
         }
@@ -244,6 +299,7 @@ mod tests {
             panels: vec![Panel {
                 label: "x".into(),
                 lines: vec![],
+                marks: None,
             }],
             ..chart(0)
         };

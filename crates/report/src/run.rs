@@ -2,7 +2,7 @@
 
 use crate::chart::{Axis, BarChart, Bars, Fill, Format, Line, LineChart, label};
 use crate::figures::{self, TenantShare};
-use crate::panels::{Panel, SmallMultiples};
+use crate::panels::{Marks, Panel, SmallMultiples};
 use crate::{Figure, Mark, Report, Section, Table, VERSION, gantt, slug};
 use arbiter_policy::PolicyKind;
 use arbiter_sim::Window;
@@ -369,6 +369,7 @@ fn over_time_figures(group: &TraceGroup, caption: &str, names: PolicyNames<'_>) 
                 Panel {
                     label: names.of(r.policy).to_string(),
                     lines,
+                    marks: None,
                 }
             })
             .collect()
@@ -512,6 +513,157 @@ fn tenant_share_figure(
         id: group.id("tenant-share"),
         svg: chart.to_svg(),
     })
+}
+
+/// Under a quota tree, what each tenant (leaf of the tree) got over time: a table of its
+/// guaranteed quota and limit against the GPUs it held and borrowed on average and at most, and
+/// its reclaims; then, per policy, a panel per leaf with the GPUs held (solid, over its area),
+/// the guaranteed quota (dashed), the GPUs held beyond it (borrowed, dotted) and ticks on the
+/// bottom edge where its jobs were reclaimed. Nothing for a simulation without a quota tree or a
+/// timeline.
+fn quota_sections(group: &TraceGroup, caption: &str, names: PolicyNames<'_>) -> Vec<Section> {
+    let runs: Vec<(
+        &ResultRow,
+        &arbiter_sim::QuotaLayout,
+        f64,
+        Vec<figures::QuotaUse>,
+    )> = group
+        .rows
+        .iter()
+        .copied()
+        .filter(|r| !r.timeline.is_empty())
+        .filter_map(|r| {
+            let layout = r.quota_tree.as_deref()?;
+            let (from, to) = figures::span(&r.records, &r.timeline)?;
+            let uses = figures::quota_use(layout, &r.records, &r.timeline, &r.reclaimed, from, to);
+            Some((r, layout, from, uses))
+        })
+        .collect();
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let mut table = Table {
+        head: [
+            "tenant",
+            "policy",
+            "guaranteed",
+            "limit",
+            "avg held",
+            "avg borrowed",
+            "peak held",
+            "peak borrowed",
+            "reclaims",
+            "GPUs reclaimed",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for (leaf, _) in runs[0].1.leaves.iter().enumerate() {
+        for (r, layout, _, uses) in &runs {
+            let (Some(l), Some(u)) = (layout.leaves.get(leaf), uses.get(leaf)) else {
+                continue;
+            };
+            table.rows.push(
+                [
+                    l.path.clone(),
+                    names.of(r.policy).to_string(),
+                    by_dim(&layout.dims, l.guaranteed.iter().map(|g| Some(*g))),
+                    by_dim(&layout.dims, l.limit.iter().copied()),
+                    format!("{:.1}", u.mean_held),
+                    format!("{:.1}", u.mean_borrowed),
+                    u.peak_held.to_string(),
+                    u.peak_borrowed.to_string(),
+                    u.reclaims.len().to_string(),
+                    u.reclaims.iter().map(|(_, g)| g).sum::<u32>().to_string(),
+                ]
+                .into_iter()
+                .map(|c| (c, Mark::None))
+                .collect(),
+            );
+        }
+    }
+    let mut sections = vec![
+        Section::Text(format!(
+            "Quota tree of {}: each tenant (leaf of the tree) against its guaranteed quota. GPUs count as the quota counts them — every GPU of a running job's placement, a guest's none; borrowed: held beyond the guaranteed quota (per GPU type, summed); a reclaim: a running job preempted so that an owner's jobs get its guaranteed quota back. Averages over the run, from the first submission to the last finish.",
+            group.name()
+        )),
+        Section::Table(table),
+    ];
+    let caption = format!("{} · {caption}", bins_stated(group));
+    for (r, layout, from, uses) in &runs {
+        let any_reclaim = uses.iter().any(|u| !u.reclaims.is_empty());
+        let panels = layout
+            .leaves
+            .iter()
+            .zip(uses)
+            .map(|(l, u)| {
+                let shift = |points: &[(f64, f64)]| -> Vec<(f64, f64)> {
+                    points.iter().map(|&(t, v)| (t - from, v)).collect()
+                };
+                let guaranteed = f64::from(l.guaranteed.iter().sum::<u32>());
+                Panel {
+                    label: l.name.clone(),
+                    lines: vec![
+                        Line {
+                            label: "GPUs held".into(),
+                            points: shift(&u.held),
+                        },
+                        Line {
+                            label: format!("guaranteed ({guaranteed})"),
+                            points: u
+                                .held
+                                .iter()
+                                .map(|&(t, _)| (t - from, guaranteed))
+                                .collect(),
+                        },
+                        Line {
+                            label: "borrowed".into(),
+                            points: shift(&u.borrowed),
+                        },
+                    ],
+                    marks: any_reclaim.then(|| Marks {
+                        label: format!("reclaimed ({})", u.reclaims.len()),
+                        at: u.reclaims.iter().map(|(t, _)| t - from).collect(),
+                    }),
+                }
+            })
+            .collect();
+        let chart = SmallMultiples {
+            title: format!(
+                "{} under {}: GPUs held vs guaranteed quota, borrowed, reclaims",
+                group.name(),
+                names.of(r.policy)
+            ),
+            caption: caption.clone(),
+            x: Axis::linear("time since the first submission", Format::Seconds),
+            y: Axis::linear("GPUs", Format::Number),
+            panels,
+        };
+        if chart.has_data() {
+            sections.push(Section::Figure(Figure {
+                id: group.id(&format!("quota-{}", names.of(r.policy))),
+                svg: chart.to_svg(),
+            }));
+        }
+    }
+    sections
+}
+
+/// Numbers per quota dimension: the one number for a tree that counts every GPU together,
+/// else `a100 8 · v100 4`; `None` reads `none` (no limit).
+fn by_dim(dims: &[String], values: impl Iterator<Item = Option<u32>>) -> String {
+    let values: Vec<String> = values
+        .map(|v| v.map_or("none".to_string(), |v| v.to_string()))
+        .collect();
+    if dims.len() == 1 {
+        return values.into_iter().next().unwrap_or_default();
+    }
+    dims.iter()
+        .zip(values)
+        .map(|(d, v)| format!("{d} {v}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 /// Lines a by-size figure may have before it is left out (one per trace × policy).
@@ -680,16 +832,29 @@ pub fn report_named(input: &RunInput, names: PolicyNames<'_>) -> Report {
             "No simulation kept its per-job records; there is nothing to draw.".into(),
         ));
     }
-    let figure_lists: Vec<(String, Vec<Figure>)> = {
+    let figure_lists: Vec<(String, Vec<Figure>, Vec<Section>)> = {
         use rayon::prelude::*;
         groups
             .par_iter()
-            .map(|g| (g.name(), group_figures(g, scenario, window, names)))
+            .map(|g| {
+                let caption = format!(
+                    "{} · {} · seed {} · Arbiter {VERSION}",
+                    scenario.name,
+                    g.name(),
+                    g.seed
+                );
+                (
+                    g.name(),
+                    group_figures(g, scenario, window, names),
+                    quota_sections(g, &caption, names),
+                )
+            })
             .collect()
     };
-    for (name, figures) in figure_lists {
+    for (name, figures, quota) in figure_lists {
         sections.push(Section::Heading(name));
         sections.extend(figures.into_iter().map(Section::Figure));
+        sections.extend(quota);
     }
     if let Some(first) = groups.first() {
         sections.push(Section::Heading(format!("Gantt: {}", first.trace())));
@@ -758,6 +923,8 @@ mod tests {
             capacity_gpus: 4,
             stranded_gpu_fraction: 0.0,
             quota_reclaims: None,
+            reclaimed: Vec::new(),
+            quota_tree: None,
             records: vec![
                 record(0, "a", 0.0, 0.0, 100.0, 4),
                 record(1, "b", 0.0, 100.0, 200.0, 4),
@@ -877,6 +1044,62 @@ mod tests {
             );
         }
         assert!(svg.contains("received (solid) vs fair share (light)"));
+    }
+
+    #[test]
+    fn a_run_under_a_quota_tree_shows_each_tenant_against_its_quota_with_its_reclaims() {
+        use arbiter_sim::{QuotaLayout, QuotaLeaf, QuotaReclaim};
+        let leaf = |name: &str, guaranteed: u32| QuotaLeaf {
+            name: name.into(),
+            path: name.into(),
+            guaranteed: vec![guaranteed],
+            limit: vec![None],
+            tenants: vec![name.into()],
+        };
+        let quota = |mut r: ResultRow| {
+            r.quota_reclaims = Some(1);
+            r.reclaimed = vec![QuotaReclaim {
+                job: 1,
+                at_s: 150.0,
+            }];
+            r.quota_tree = Some(std::sync::Arc::new(QuotaLayout {
+                dims: vec!["all".into()],
+                dim_of_node: vec![0],
+                leaves: vec![leaf("a", 1), leaf("b", 3)],
+            }));
+            r
+        };
+        let scenario = scenario();
+        let rows = [quota(row(PolicyKind::Fifo)), quota(row(PolicyKind::Srtf))];
+        let report = report(&RunInput {
+            scenario: &scenario,
+            rows: &rows,
+            comparisons: &[],
+        });
+        let html = report.to_html();
+        assert!(html.contains("Quota tree of hand"), "its section");
+        // b held 4 GPUs for 100–200 s and 2 for 200–230 s of the 230 s: (400 + 60) / 230 = 2.0
+        // on average, 1 of them above its 3 guaranteed for 100 s: 0.4; one reclaim of 4 GPUs.
+        assert!(
+            html.contains("<td>b</td><td>fifo</td><td>3</td><td>none</td><td>2.0</td><td>0.4</td><td>4</td><td>1</td><td>1</td><td>4</td>"),
+            "{}",
+            &html[html.find("Quota tree of hand").unwrap_or(0)..][..2_000]
+        );
+        for policy in ["fifo", "srtf"] {
+            let svg = figure(&report, &format!("hand-all-quota-{policy}"));
+            assert!(svg.contains(&format!(
+                "hand under {policy}: GPUs held vs guaranteed quota"
+            )));
+            assert!(
+                svg.contains("guaranteed (3)") && svg.contains("reclaimed (1)"),
+                "{svg}"
+            );
+            // One panel per tenant, b's reclaim a tick on its panel's bottom edge.
+            assert_eq!(svg.matches(r##"fill="none" stroke="#444""##).count(), 2);
+            assert_eq!(svg.matches("v-9").count(), 1, "one tick");
+        }
+        // Without a quota tree, no such section.
+        assert!(!page().to_html().contains("Quota tree of"));
     }
 
     #[test]

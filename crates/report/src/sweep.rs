@@ -374,6 +374,8 @@ mod tests {
             records: Vec::new(),
             warnings: Vec::new(),
             timeline: Vec::new(),
+            reclaimed: Vec::new(),
+            quota_tree: None,
         }
     }
 

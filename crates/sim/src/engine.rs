@@ -13,7 +13,7 @@
 
 use crate::events::{EventKind, EventQueue};
 use crate::metrics::{GpuSharing, JobOutcome, JobRecord, Window, gpu_time};
-use crate::timeline::RunSegment;
+use crate::timeline::{QuotaReclaim, RunSegment};
 use crate::unplaceable::GpuPools;
 use arbiter_model::{
     Action, ActiveJob, Assignment, Cluster, Decision, HostShare, JobId, JobSpec, Occupancy,
@@ -216,6 +216,9 @@ pub struct SimOutput {
     /// Every job's time on GPUs, in the order the pieces ended; empty unless
     /// [`SimConfig::record_timeline`].
     pub timeline: Vec<RunSegment>,
+    /// Each job a quota tree reclaimed, when (in time order, by job id at one time); empty
+    /// without a quota tree. `stats.quota_reclaims` counts them.
+    pub quota_reclaims: Vec<QuotaReclaim>,
 }
 
 const NOT_ACTIVE: u32 = u32::MAX;
@@ -296,6 +299,8 @@ struct Engine<'a> {
     idle_since: SimTime,
     /// The run segments recorded so far (with `config.record_timeline`).
     timeline: Vec<RunSegment>,
+    /// The quota tree's reclaims so far.
+    quota_reclaims: Vec<QuotaReclaim>,
     /// The time of the last event handled.
     last_event: SimTime,
     /// Jobs waiting on dependencies before they join the queue.
@@ -382,6 +387,7 @@ pub fn simulate(
         idle_gpus: 0,
         idle_since: specs.first().map_or(SimTime::ZERO, |s| s.submit),
         timeline: Vec::new(),
+        quota_reclaims: Vec::new(),
         last_event: SimTime::ZERO,
         dependents: crate::dependencies::Dependents::new(specs),
         windows,
@@ -397,6 +403,7 @@ pub fn simulate(
         capacity_gpus: cluster.total_gpus(),
         stats: engine.stats,
         timeline: engine.timeline,
+        quota_reclaims: engine.quota_reclaims,
     })
 }
 
@@ -700,6 +707,12 @@ impl Engine<'_> {
             })?;
         if let Some((_, round)) = policy.quota_round() {
             self.stats.quota_reclaims += round.reclaimed.len() as u64;
+            // (`reclaimed` is sorted by id: the same order every run.)
+            self.quota_reclaims
+                .extend(round.reclaimed.iter().map(|j| QuotaReclaim {
+                    job: j.0,
+                    at_s: now.as_secs_f64(),
+                }));
         }
         // The daemon's path too: the decision is checked and turned into actions by the planner.
         let (active, slot, partner, host, shares_seen) = (

@@ -140,6 +140,7 @@ pub fn simulate_ideal(
         capacity_gpus: cluster.total_gpus(),
         stats,
         timeline: Vec::new(),
+        quota_reclaims: Vec::new(),
     })
 }
 

@@ -20,5 +20,5 @@ pub use engine::{
 };
 pub use metrics::{GpuSharing, GpuTime, JobOutcome, JobRecord, Summary, Window, gpu_time};
 pub use stop::StopFlag;
-pub use timeline::RunSegment;
+pub use timeline::{QuotaLayout, QuotaLeaf, QuotaReclaim, RunSegment};
 pub use unplaceable::{Unplaceable, UnplaceableJobs};

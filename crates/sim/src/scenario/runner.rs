@@ -6,7 +6,7 @@ use crate::StopFlag;
 use crate::engine::{SimConfig, SimError, simulate};
 use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
-use crate::timeline::RunSegment;
+use crate::timeline::{QuotaLayout, QuotaReclaim, RunSegment};
 use crate::unplaceable::UnplaceableJobs;
 use arbiter_model::Cluster;
 use arbiter_policy::mechanisms::colocation::PairSpeeds;
@@ -57,6 +57,14 @@ pub struct ResultRow {
     /// per-tenant or aggregate rows).
     #[serde(skip)]
     pub timeline: Vec<RunSegment>,
+    /// Under a quota tree: each job it reclaimed, when (not serialized; `quota_reclaims`
+    /// counts them). A per-tenant or per-class row has its own jobs' reclaims.
+    #[serde(skip)]
+    pub reclaimed: Vec<QuotaReclaim>,
+    /// Under a quota tree: the tree's leaves with their quotas and tenants, for reports (not
+    /// serialized); only on the rows of simulations, as the timeline.
+    #[serde(skip)]
+    pub quota_tree: Option<Arc<QuotaLayout>>,
 }
 
 /// Adds, after each row of a shared cluster, one row per tenant over that tenant's jobs (tenants
@@ -103,16 +111,21 @@ fn with_rows_by(
         }
         let records = std::mem::take(&mut row.records);
         let timeline = std::mem::take(&mut row.timeline);
+        let reclaimed = std::mem::take(&mut row.reclaimed);
         let template = ResultRow {
             events: 0,
             wall_s: 0.0,
             stranded_gpu_fraction: 0.0,
             quota_reclaims: None,
             warnings: Vec::new(),
+            quota_tree: None,
             ..row.clone()
         };
         row.records = records;
         row.timeline = timeline;
+        row.reclaimed = reclaimed;
+        let under_quotas = row.quota_reclaims.is_some();
+        let row_reclaimed = row.reclaimed.clone();
         out.push(row);
         out.extend(by_group.into_iter().map(|(tenant, records)| {
             let mut summary = Summary::compute(&records, window, template.capacity_gpus);
@@ -121,10 +134,23 @@ fn with_rows_by(
                 summary.shared_gpu_fraction,
                 summary.guest_gpu_fraction,
             ) = span.utilization(&records, template.capacity_gpus);
+            // Under a quota tree, the reclaims of the group's own jobs.
+            let reclaimed: Vec<QuotaReclaim> = if under_quotas {
+                let jobs: std::collections::BTreeSet<u32> = records.iter().map(|r| r.job).collect();
+                row_reclaimed
+                    .iter()
+                    .filter(|r| jobs.contains(&r.job))
+                    .copied()
+                    .collect()
+            } else {
+                Vec::new()
+            };
             ResultRow {
                 tenant,
                 summary,
                 records,
+                quota_reclaims: under_quotas.then_some(reclaimed.len() as u64),
+                reclaimed,
                 ..template.clone()
             }
         }));
@@ -179,6 +205,8 @@ fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
             records: Vec::new(),
             warnings: Vec::new(),
             timeline: Vec::new(),
+            reclaimed: Vec::new(),
+            quota_tree: None,
         });
     }
     out
@@ -457,6 +485,13 @@ impl Scenario {
         };
         let wall_s = clock() - started;
         let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
+        let quota_tree = policy.quota_round().map(|(tree, _)| {
+            Arc::new(QuotaLayout::of(
+                tree,
+                &task.cluster,
+                task.jobs.jobs.iter().map(|j| j.tenant.as_str()),
+            ))
+        });
         Ok(ResultRow {
             trace: task.trace.clone(),
             policy: task.policy,
@@ -471,6 +506,8 @@ impl Scenario {
             records: output.records,
             warnings: task.warnings.to_vec(),
             timeline: output.timeline,
+            reclaimed: output.quota_reclaims,
+            quota_tree,
         })
     }
 
