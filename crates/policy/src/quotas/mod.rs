@@ -33,6 +33,7 @@ pub struct Quotas {
     inner: Box<dyn Policy>,
     last: QuotaRound,
     held: held::Held,
+    keys: round::JobKeys,
 }
 
 impl Quotas {
@@ -54,6 +55,7 @@ impl Quotas {
             inner,
             last: QuotaRound::default(),
             held: held::Held::default(),
+            keys: round::JobKeys::default(),
         }
     }
 
@@ -166,9 +168,9 @@ impl Policy for Quotas {
                     capacity: &self.held.capacity,
                     queued: current.queued,
                 };
-                round::plan_with(tree, view, now, Some(known))
+                round::plan_with(tree, view, now, Some(known), Some(&mut self.keys))
             }
-            None => round::plan(tree, view, now),
+            None => round::plan_with(tree, view, now, None, Some(&mut self.keys)),
         };
         let undisturbed = round.holds.is_empty()
             && round.reclaimed.is_empty()
@@ -232,6 +234,7 @@ impl Policy for Quotas {
         self.tree = tree;
         self.last = QuotaRound::default();
         self.held = held::Held::default();
+        self.keys = round::JobKeys::default();
         Ok(())
     }
 }

@@ -18,6 +18,7 @@ use super::share::{entitlements, protected_idle};
 use super::tree::QuotaTree;
 use crate::SchedulerView;
 use arbiter_model::{ActiveJob, JobId, SimTime};
+use smallvec::SmallVec;
 use std::cmp::Reverse;
 
 /// Why the quota tree holds a waiting job back.
@@ -58,7 +59,8 @@ type ByDim = smallvec::SmallVec<[u32; 2]>;
 /// What the quota tree decided at one round.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QuotaRound {
-    /// Waiting jobs held back, sorted by id, with why.
+    /// Waiting jobs held back, with why: sorted by id when they are few, else in the order they
+    /// were decided (use [`QuotaRound::hold_of`] to look one up).
     pub holds: Vec<(JobId, QuotaHold)>,
     /// Running jobs reclaimed (preempted) for guaranteed quota, sorted by id.
     pub reclaimed: Vec<JobId>,
@@ -74,15 +76,16 @@ pub struct QuotaRound {
     pub share: Vec<f64>,
     /// Per job id, a bit set when it is held back or reclaimed: not offered to the policy.
     blocked: Vec<u64>,
-    /// Per job id, why it is held back (empty when there are few holds: `holds` is searched).
-    hold_by_job: Vec<Option<QuotaHold>>,
+    /// Per job id, its position in `holds` (empty when there are few: `holds` is then sorted
+    /// by id and searched).
+    hold_at: Vec<u32>,
 }
 
 impl QuotaRound {
-    /// Indexes the holds by job and sorts them by id (`jobs`: how many job ids there are).
-    /// Many holds (a full cluster holds most of a hundred thousand jobs) are indexed in one pass
-    /// over the ids; a few are sorted, so that a simulation's round costs what its holds do,
-    /// not what its whole trace does.
+    /// Indexes the holds by job (`jobs`: how many job ids there are). A few are sorted by id;
+    /// many (a full cluster holds most of a hundred thousand jobs) keep the order they were
+    /// decided in and get a position per job id, so that a round costs what its holds do and a
+    /// simulation's round not what its whole trace does.
     fn index_holds(&mut self, jobs: usize) {
         let last = self
             .holds
@@ -103,18 +106,12 @@ impl QuotaRound {
             self.holds.sort_unstable_by_key(|(j, _)| *j);
             return;
         }
-        let mut by_job: Vec<Option<QuotaHold>> = vec![None; jobs];
-        for &(job, hold) in &self.holds {
-            if let Some(slot) = by_job.get_mut(job.index()) {
-                *slot = Some(hold);
+        self.hold_at = vec![u32::MAX; jobs];
+        for (at, (job, _)) in self.holds.iter().enumerate() {
+            if let Some(slot) = self.hold_at.get_mut(job.index()) {
+                *slot = at as u32;
             }
         }
-        self.holds = by_job
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| h.map(|h| (JobId(i as u32), h)))
-            .collect();
-        self.hold_by_job = by_job;
     }
 
     /// Whether the policy is offered `job` this round (not held back, not reclaimed).
@@ -126,40 +123,45 @@ impl QuotaRound {
 
     /// Why `job` is held back, if it is.
     pub fn hold_of(&self, job: JobId) -> Option<QuotaHold> {
-        if self.hold_by_job.is_empty() {
+        if self.hold_at.is_empty() {
             return self
                 .holds
                 .binary_search_by_key(&job, |(j, _)| *j)
                 .ok()
                 .map(|at| self.holds[at].1);
         }
-        self.hold_by_job.get(job.index()).copied().flatten()
+        self.hold_at
+            .get(job.index())
+            .and_then(|&at| self.holds.get(at as usize))
+            .map(|(_, h)| *h)
     }
 }
 
 impl QuotaHold {
-    /// Why, in words, naming the tree's nodes (a tenant sees only its own path's).
+    /// Why, in words, naming the tree's nodes (a tenant sees only its own path's). Only what
+    /// changes with the configuration goes in, not the GPUs held now: a job's reason is stored
+    /// when it changes, and a full cluster holds most of its queue.
     pub fn reason(&self, tree: &QuotaTree) -> String {
         match *self {
             QuotaHold::Limit {
                 node,
                 dim,
                 limit,
-                used,
+                used: _,
                 gpus,
             } => {
                 let n = &tree.nodes[node];
                 let g = n.quota[dim].guaranteed;
                 format!(
-                    "{} at its {} borrowing limit ({limit}: {g} guaranteed + {} borrowed): it holds {used} and this job needs {gpus}",
+                    "{} at its {} borrowing limit ({limit}: {g} guaranteed + {} borrowed); this job needs {gpus}",
                     n.name,
                     dim_words(tree, dim),
                     limit - g
                 )
             }
-            QuotaHold::NotLent { dim, room, gpus } => {
+            QuotaHold::NotLent { dim, room: _, gpus } => {
                 format!(
-                    "beyond its guaranteed {} quota, and only {room} idle GPUs may be borrowed now (others' guaranteed jobs and lending limits come first); this job needs {gpus}",
+                    "beyond its guaranteed {} quota, and the idle GPUs it may borrow are taken (others' guaranteed jobs and lending limits come first); this job needs {gpus}",
                     dim_words(tree, dim)
                 )
             }
@@ -259,11 +261,48 @@ impl Ledger<'_> {
             },
         }
     }
+}
 
-    /// Why `c` is held with the cluster full.
-    fn hold(&self, c: &Candidate<'_>, capacity: &[u32]) -> QuotaHold {
-        let (room, binding) = self.room(c.leaf, c.dim, capacity[c.dim]);
-        self.hold_for(c, room, binding)
+/// What the quota tree reads of a job's spec, kept per job id between rounds by the wrapper:
+/// reading a hundred thousand specs (and their tenants' names) costs a round more than the rest
+/// of the tree's work. A spec never changes once submitted; a new tree starts a new table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct JobKey {
+    leaf: u32,
+    class: i32,
+    priority: i32,
+    preemptible: bool,
+    /// The dimension of its GPU type, when it names one.
+    typed_dim: Option<u16>,
+}
+
+/// [`JobKey`]s by job id.
+#[derive(Debug, Default)]
+pub(crate) struct JobKeys {
+    keys: Vec<Option<JobKey>>,
+}
+
+impl JobKeys {
+    fn of(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> JobKey {
+        let at = job.id.index();
+        if let Some(Some(key)) = self.keys.get(at) {
+            return *key;
+        }
+        let spec = view.spec(job);
+        let key = JobKey {
+            leaf: tree.leaf(&spec.tenant) as u32,
+            class: spec.class.value,
+            priority: spec.priority,
+            preemptible: spec.class.preemptible,
+            typed_dim: spec
+                .gpu_type
+                .map(|t| tree.dim_of_type.get(t.index()).copied().unwrap_or(0) as u16),
+        };
+        if self.keys.len() <= at {
+            self.keys.resize(view.specs.len().max(at + 1), None);
+        }
+        self.keys[at] = Some(key);
+        key
     }
 }
 
@@ -289,7 +328,7 @@ pub(crate) struct Known<'a> {
 
 /// Decides the quota tree's round for `view` (see the module's comment).
 pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRound {
-    plan_with(tree, view, now, None)
+    plan_with(tree, view, now, None, None)
 }
 
 /// [`plan`], with what the caller knows (`None`: everything is counted from the view).
@@ -298,6 +337,7 @@ pub(crate) fn plan_with(
     view: &SchedulerView<'_>,
     now: SimTime,
     known: Option<Known<'_>>,
+    keys: Option<&mut JobKeys>,
 ) -> QuotaRound {
     let dims = tree.dims.len();
     let capacity = known
@@ -326,6 +366,7 @@ pub(crate) fn plan_with(
         tree,
         view,
         known.as_ref().map(|k| k.queued),
+        keys,
         &ledger,
         &capacity,
     );
@@ -432,6 +473,7 @@ fn waiting_jobs<'v>(
     tree: &QuotaTree,
     view: &'v SchedulerView<'_>,
     queued: Option<&[u32]>,
+    keys: Option<&mut JobKeys>,
     ledger: &Ledger<'_>,
     capacity: &[u32],
 ) -> Vec<Vec<Candidate<'v>>> {
@@ -441,17 +483,22 @@ fn waiting_jobs<'v>(
         Some(positions) => Box::new(positions.iter().filter_map(|&i| view.jobs.get(i as usize))),
         None => Box::new(view.jobs.iter().filter(|j| !j.is_running())),
     };
+    let mut fresh = JobKeys::default();
+    let keys = match keys {
+        Some(k) => k,
+        None => &mut fresh,
+    };
     for job in waiting {
-        let spec = view.spec(job);
-        let leaf = tree.leaf(&spec.tenant);
+        let key = keys.of(tree, view, job);
+        let leaf = key.leaf as usize;
         let order = (
-            Reverse(spec.class.value),
-            Reverse(spec.priority),
+            Reverse(key.class),
+            Reverse(key.priority),
             job.submit,
             job.id,
         );
-        let dim = match spec.gpu_type {
-            Some(t) => tree.dim_of_type.get(t.index()).copied().unwrap_or(0),
+        let dim = match key.typed_dim {
+            Some(d) => usize::from(d),
             None if dims == 1 => 0,
             None => (0..dims)
                 .find(|&d| {
@@ -471,14 +518,22 @@ fn waiting_jobs<'v>(
         };
         by_leaf[leaf].push(Candidate {
             job,
-            preemptible: spec.class.preemptible,
+            preemptible: key.preemptible,
             leaf,
             dim,
             order,
         });
     }
-    for leaf_jobs in &mut by_leaf {
-        leaf_jobs.sort_unstable_by_key(|c| c.order);
+    // With no GPU left, a tenant at or above its guaranteed quota has nothing to admit: its
+    // jobs are all held, and their order does not matter.
+    let full = (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]);
+    for (leaf, leaf_jobs) in by_leaf.iter_mut().enumerate() {
+        if !full
+            || (0..dims)
+                .any(|d| ledger.used[ledger.at(leaf, d)] < tree.nodes[leaf].quota[d].guaranteed)
+        {
+            leaf_jobs.sort_unstable_by_key(|c| c.order);
+        }
     }
     by_leaf.retain(|l| !l.is_empty());
     by_leaf
@@ -558,6 +613,7 @@ fn reclaim(
     let mut victims = Victims {
         taken: vec![false; running.len()],
         order: None,
+        rank: None,
     };
     for scope in (1..tree.nodes.len()).rev() {
         for d in 0..dims {
@@ -596,6 +652,8 @@ struct Victims {
     taken: Vec<bool>,
     /// Made when first needed: most rounds reclaim nothing.
     order: Option<Vec<usize>>,
+    /// Each running job's position in `order`.
+    rank: Option<Vec<usize>>,
 }
 
 impl Victims {
@@ -607,7 +665,13 @@ impl Victims {
         running: &[(&ActiveJob, usize, ByDim)],
     ) {
         if self.order.is_none() {
-            self.order = Some(victim_order(view, now, running));
+            let order = victim_order(view, now, running);
+            let mut rank = vec![0; order.len()];
+            for (at, &i) in order.iter().enumerate() {
+                rank[i] = at;
+            }
+            self.order = Some(order);
+            self.rank = Some(rank);
         }
     }
 
@@ -798,7 +862,8 @@ fn take_across(free: &mut [i64], nodes: &[usize], k: i64) -> bool {
 }
 
 /// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
-/// that needs the fewest.
+/// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
+/// that needs the fewest. Each node's own jobs are looked at, not every running job per node.
 #[allow(clippy::too_many_arguments)]
 fn cheapest_node(
     tree: &QuotaTree,
@@ -810,10 +875,19 @@ fn cheapest_node(
     nodes: &[usize],
     k: i64,
 ) -> Vec<usize> {
+    let _ = tree;
+    let rank = victims.rank.as_deref().unwrap_or(&[]);
     let plans = nodes.iter().filter_map(|&n| {
+        let mut here: Vec<usize> = on_node[n]
+            .iter()
+            .copied()
+            .filter(|&i| !victims.taken[i] && view.spec(running[i].0).class.preemptible)
+            .collect();
+        here.sort_unstable_by_key(|&i| rank.get(i).copied().unwrap_or(usize::MAX));
+        here.dedup();
         let mut room = free[n];
         let mut picked = Vec::new();
-        for i in victims.candidates(tree, view, running, |i| on_node[n].contains(&i)) {
+        for i in here {
             if room >= k {
                 break;
             }
@@ -903,14 +977,27 @@ fn admit_borrowers(
 ) {
     let dims = tree.dims.len();
     if (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]) {
-        // No GPU left anywhere: nothing can be admitted, so the order does not matter.
-        for c in rest.iter().flatten() {
-            let hold = if c.preemptible {
-                ledger.hold(c, capacity)
-            } else {
-                QuotaHold::NotPreemptible { dim: c.dim }
-            };
-            round.holds.push((c.job.id, hold));
+        // No GPU left anywhere: nothing can be admitted, so the order does not matter; a leaf's
+        // room is the same for each of its jobs.
+        for leaf_jobs in &rest {
+            let mut room_of: ByDim = smallvec::smallvec![u32::MAX; dims];
+            let mut binding_of: SmallVec<[Option<usize>; 2]> = smallvec::smallvec![None; dims];
+            for c in leaf_jobs {
+                if !c.preemptible {
+                    round
+                        .holds
+                        .push((c.job.id, QuotaHold::NotPreemptible { dim: c.dim }));
+                    continue;
+                }
+                if room_of[c.dim] == u32::MAX {
+                    (room_of[c.dim], binding_of[c.dim]) =
+                        ledger.room(c.leaf, c.dim, capacity[c.dim]);
+                }
+                round.holds.push((
+                    c.job.id,
+                    ledger.hold_for(c, room_of[c.dim], binding_of[c.dim]),
+                ));
+            }
         }
         return;
     }

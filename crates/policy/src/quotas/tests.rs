@@ -241,7 +241,7 @@ fn borrowing_stops_at_the_limit_and_says_which() {
     assert_eq!(held, JobId(5));
     assert_eq!(
         why.reason(tree),
-        "org at its GPU borrowing limit (10: 8 guaranteed + 2 borrowed): it holds 10 and this job needs 2"
+        "org at its GPU borrowing limit (10: 8 guaranteed + 2 borrowed); this job needs 2"
     );
     assert!(d.pending.contains(&(JobId(5), PendingReason::Quota)));
 }
