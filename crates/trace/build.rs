@@ -5,12 +5,13 @@
 use std::path::PathBuf;
 
 /// (cfg name, files the tests read, relative to `../shared/traces`).
-const DATA: [(&str, &[&str]); 1] = [
-    (
-        "shared_gavel_traces",
-        &["gavel/scheduler/traces/msr/seed=0/6214e9.trace", "gavel/scheduler/traces/physical_cluster/small_test.trace"],
-    ),
-];
+const DATA: [(&str, &[&str]); 1] = [(
+    "shared_gavel_traces",
+    &[
+        "gavel/scheduler/traces/msr/seed=0/6214e9.trace",
+        "gavel/scheduler/traces/physical_cluster/small_test.trace",
+    ],
+)];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());

@@ -7,24 +7,35 @@
 use anyhow::{Context, Result};
 
 use arbiter_model::Cluster;
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, SimConfig, Summary, Window};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
+use arbiter_sim::{SimConfig, Summary, Window, simulate};
 use arbiter_trace::{ReadOptions, Trace, TraceFormat};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::bench_util::{median, peak_rss_mib, status_mib};
 
-pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[PolicyKind], json: bool) -> Result<()> {
+pub fn run(
+    trace: Option<PathBuf>,
+    vc_sizes: Option<PathBuf>,
+    policies: &[PolicyKind],
+    json: bool,
+) -> Result<()> {
     let path = trace.unwrap_or_else(|| PathBuf::from("data/philly/philly.csv"));
     let sizes_path = vc_sizes.unwrap_or_else(|| PathBuf::from("data/philly/philly_vc.csv"));
     let started = Instant::now();
     let trace = arbiter_trace::read(&path, TraceFormat::Philly, &ReadOptions::default())
-        .with_context(|| format!("reading {} (run from the repository root or pass --trace)", path.display()))?;
+        .with_context(|| {
+            format!(
+                "reading {} (run from the repository root or pass --trace)",
+                path.display()
+            )
+        })?;
     let load_s = started.elapsed().as_secs_f64();
     let total_jobs = trace.jobs.len();
     let sizes = arbiter_trace::philly::read_vc_sizes(&sizes_path)?;
-    let mut by_tenant: std::collections::BTreeMap<String, Vec<arbiter_model::JobSpec>> = std::collections::BTreeMap::new();
+    let mut by_tenant: std::collections::BTreeMap<String, Vec<arbiter_model::JobSpec>> =
+        std::collections::BTreeMap::new();
     for job in trace.jobs {
         by_tenant.entry(job.tenant.clone()).or_default().push(job);
     }
@@ -45,7 +56,15 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
             replayed,
             tenants.len()
         );
-        outln!("{:<8} {:>9} {:>10} {:>12} {:>13} {:>13}", "policy", "wall s", "events", "events/s", "avg JCT s", "peak RSS MiB");
+        outln!(
+            "{:<8} {:>9} {:>10} {:>12} {:>13} {:>13}",
+            "policy",
+            "wall s",
+            "events",
+            "events/s",
+            "avg JCT s",
+            "peak RSS MiB"
+        );
     }
     for &kind in policies {
         let t = Instant::now();
@@ -84,7 +103,12 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
         }));
     }
     if json {
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "jobs": total_jobs, "replayed": replayed, "results": rows }))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "jobs": total_jobs, "replayed": replayed, "results": rows })
+            )?
+        );
     }
     Ok(())
 }
@@ -93,8 +117,10 @@ pub fn run(trace: Option<PathBuf>, vc_sizes: Option<PathBuf>, policies: &[Policy
 /// names, then Figure-8 points per policy ([`figure8_points`]).
 pub fn run_gavel(json: bool) -> Result<()> {
     use arbiter_policy::gavel::allocation::{self, AllocJob, JobProgress};
-    let table = arbiter_trace::gavel::ThroughputTable::read(std::path::Path::new("data/gavel/simulation_throughputs.json"))
-        .context("reading data/gavel/simulation_throughputs.json (run from the repository root)")?;
+    let table = arbiter_trace::gavel::ThroughputTable::read(std::path::Path::new(
+        "data/gavel/simulation_throughputs.json",
+    ))
+    .context("reading data/gavel/simulation_throughputs.json (run from the repository root)")?;
     let types = table.job_types("v100");
     let gpu_types = ["v100".to_string(), "p100".to_string(), "k80".to_string()];
     let jobs_of = |n: usize| -> Vec<AllocJob> {
@@ -104,16 +130,25 @@ pub fn run_gavel(json: bool) -> Result<()> {
                 AllocJob {
                     scale_factor: 1.0,
                     weight: 1.0,
-                    throughput: table.relative_speeds(t, 1, &gpu_types, "v100").unwrap_or_else(|| vec![1.0; 3]),
+                    throughput: table
+                        .relative_speeds(t, 1, &gpu_types, "v100")
+                        .unwrap_or_else(|| vec![1.0; 3]),
                 }
             })
             .collect()
     };
     let progress_of = |n: usize| -> Vec<JobProgress> {
-        (0..n).map(|i| JobProgress { remaining_s: 1000.0 + (i * 37 % 5000) as f64, since_arrival_s: (i * 13 % 900) as f64 }).collect()
+        (0..n)
+            .map(|i| JobProgress {
+                remaining_s: 1000.0 + (i * 37 % 5000) as f64,
+                since_arrival_s: (i * 13 % 900) as f64,
+            })
+            .collect()
     };
     let mut rows = Vec::new();
-    let mut time = |label: &str, f: &dyn Fn() -> Result<allocation::Allocation, arbiter_solver::SolverError>| -> Result<()> {
+    let mut time = |label: &str,
+                    f: &dyn Fn() -> Result<allocation::Allocation, arbiter_solver::SolverError>|
+     -> Result<()> {
         let t = Instant::now();
         f()?;
         let ms = t.elapsed().as_secs_f64() * 1000.0;
@@ -127,7 +162,10 @@ pub fn run_gavel(json: bool) -> Result<()> {
     for n in [256usize, 2048] {
         let jobs = jobs_of(n);
         let g: Vec<f64> = gpus.iter().map(|x| x * n as f64 / 2048.0).collect();
-        time(&format!("max-min-fairness-het LP, {n} jobs x 3 types"), &|| allocation::max_min_fairness(&jobs, &g, true))?;
+        time(
+            &format!("max-min-fairness-het LP, {n} jobs x 3 types"),
+            &|| allocation::max_min_fairness(&jobs, &g, true),
+        )?;
     }
     {
         // The same with every job's throughputs distinct (no two jobs interchangeable): the LP
@@ -136,18 +174,26 @@ pub fn run_gavel(json: bool) -> Result<()> {
             .into_iter()
             .enumerate()
             .map(|(i, mut job)| {
-                job.throughput.iter_mut().for_each(|t| *t *= 1.0 + i as f64 * 1e-6);
+                job.throughput
+                    .iter_mut()
+                    .for_each(|t| *t *= 1.0 + i as f64 * 1e-6);
                 job
             })
             .collect();
-        time("max-min-fairness-het LP, 2048 distinct jobs", &|| allocation::max_min_fairness(&jobs, &gpus, true))?;
+        time("max-min-fairness-het LP, 2048 distinct jobs", &|| {
+            allocation::max_min_fairness(&jobs, &gpus, true)
+        })?;
     }
     {
         let jobs = jobs_of(512);
         let progress = progress_of(512);
         let g = [170.0, 170.0, 170.0];
-        time("finish-time-fairness-het, 512 jobs (bisection)", &|| allocation::finish_time_fairness(&jobs, &progress, &g, true))?;
-        time("min-makespan-het LP, 512 jobs", &|| allocation::min_makespan(&jobs, &progress, &g, true))?;
+        time("finish-time-fairness-het, 512 jobs (bisection)", &|| {
+            allocation::finish_time_fairness(&jobs, &progress, &g, true)
+        })?;
+        time("min-makespan-het LP, 512 jobs", &|| {
+            allocation::min_makespan(&jobs, &progress, &g, true)
+        })?;
     }
     {
         // Space sharing over every measured pair of the table's single-GPU job types.
@@ -156,11 +202,18 @@ pub fn run_gavel(json: bool) -> Result<()> {
         let mut pairs = PairSpeeds::default();
         for a in &types {
             for b in &types {
-                let (Some(ra), Some(rb)) = (table.solo("v100", a, 1), table.solo("v100", b, 1)) else { continue };
+                let (Some(ra), Some(rb)) = (table.solo("v100", a, 1), table.solo("v100", b, 1))
+                else {
+                    continue;
+                };
                 let key = |t: &String| (t.clone(), 1u32);
                 let per_type: Vec<(f64, f64)> = gpu_types
                     .iter()
-                    .map(|g| table.pair(g, &key(a), &key(b)).map_or((0.0, 0.0), |(x, y)| (x / ra, y / rb)))
+                    .map(|g| {
+                        table
+                            .pair(g, &key(a), &key(b))
+                            .map_or((0.0, 0.0), |(x, y)| (x / ra, y / rb))
+                    })
                     .collect();
                 pairs.insert(key(a), key(b), per_type);
             }
@@ -169,15 +222,26 @@ pub fn run_gavel(json: bool) -> Result<()> {
             let jobs: Vec<PackJob> = jobs_of(n)
                 .into_iter()
                 .enumerate()
-                .map(|(i, job)| PackJob { job, pair_key: Some((types[i % types.len()].clone(), 1)) })
+                .map(|(i, job)| PackJob {
+                    job,
+                    pair_key: Some((types[i % types.len()].clone(), 1)),
+                })
                 .collect();
-            let g: Vec<f64> = gpus.iter().map(|x| (x * n as f64 / 2048.0).max(1.0)).collect();
-            time(&format!("max-min-fairness-packed LP, {n} jobs"), &|| packing::max_min_fairness_packed(&jobs, &pairs, &g).map(|x| x.solo))?;
+            let g: Vec<f64> = gpus
+                .iter()
+                .map(|x| (x * n as f64 / 2048.0).max(1.0))
+                .collect();
+            time(&format!("max-min-fairness-packed LP, {n} jobs"), &|| {
+                packing::max_min_fairness_packed(&jobs, &pairs, &g).map(|x| x.solo)
+            })?;
         }
     }
     let points = figure8_points(json)?;
     if json {
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "lp": rows, "figure8": points }))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "lp": rows, "figure8": points }))?
+        );
     }
     Ok(())
 }
@@ -189,24 +253,51 @@ fn figure8_points(json: bool) -> Result<Vec<serde_json::Value>> {
     use arbiter_sim::scenario::Scenario;
     let points = [
         ("scenarios/gavel-continuous-single.toml", "max-min-fairness"),
-        ("scenarios/gavel-continuous-single.toml", "max-min-fairness-het"),
+        (
+            "scenarios/gavel-continuous-single.toml",
+            "max-min-fairness-het",
+        ),
         ("scenarios/gavel-space-sharing.toml", "max-min-fairness-het"),
-        ("scenarios/gavel-space-sharing.toml", "max-min-fairness-packed"),
+        (
+            "scenarios/gavel-space-sharing.toml",
+            "max-min-fairness-packed",
+        ),
     ];
     if !json {
         outln!();
-        outln!("{:<24} {:>10} {:>8} {:>12}", "Figure-8 point, seed 0", "jobs/hour", "wall s", "avg JCT s");
+        outln!(
+            "{:<24} {:>10} {:>8} {:>12}",
+            "Figure-8 point, seed 0",
+            "jobs/hour",
+            "wall s",
+            "avg JCT s"
+        );
     }
     let mut rows = Vec::new();
     for (file, policy) in points {
-        let overrides = [format!("policies=[\"{policy}\"]"), "workload.seeds=[0]".to_string()];
-        let scenario = Scenario::load(std::path::Path::new(file), &overrides).with_context(|| format!("reading {file} (run from the repository root)"))?;
+        let overrides = [
+            format!("policies=[\"{policy}\"]"),
+            "workload.seeds=[0]".to_string(),
+        ];
+        let scenario = Scenario::load(std::path::Path::new(file), &overrides)
+            .with_context(|| format!("reading {file} (run from the repository root)"))?;
         let origin = Instant::now();
         let results = scenario.run(&|_, _| {}, &|| origin.elapsed().as_secs_f64())?;
-        let row = results.iter().find(|r| r.tenant == "all").context("the scenario gave no result")?;
-        let rate = scenario.workload.as_ref().and_then(|w| w.jobs_per_hour).unwrap_or(0.0);
+        let row = results
+            .iter()
+            .find(|r| r.tenant == "all")
+            .context("the scenario gave no result")?;
+        let rate = scenario
+            .workload
+            .as_ref()
+            .and_then(|w| w.jobs_per_hour)
+            .unwrap_or(0.0);
         if !json {
-            outln!("{policy:<24} {rate:>10.1} {:>8.2} {:>12.0}", row.wall_s, row.summary.avg_jct_s);
+            outln!(
+                "{policy:<24} {rate:>10.1} {:>8.2} {:>12.0}",
+                row.wall_s,
+                row.summary.avg_jct_s
+            );
         }
         rows.push(serde_json::json!({ "policy": policy, "jobs_per_hour": rate, "wall_s": row.wall_s, "avg_jct_s": row.summary.avg_jct_s }));
     }
@@ -220,16 +311,43 @@ fn figure8_points(json: bool) -> Result<Vec<serde_json::Value>> {
 pub fn run_synergy(json: bool) -> Result<()> {
     use arbiter_policy::synergy::{Mechanism, Synergy, SynergyOrder};
     use arbiter_sim::scenario::Scenario;
-    let overrides = ["workload.jobs_per_hour=9".to_string(), "workload.jobs=7000".to_string()];
-    let scenario = Scenario::load(std::path::Path::new("scenarios/synergy-single-gpu.toml"), &overrides)
-        .context("reading scenarios/synergy-single-gpu.toml (run from the repository root)")?;
+    let overrides = [
+        "workload.jobs_per_hour=9".to_string(),
+        "workload.jobs=7000".to_string(),
+    ];
+    let scenario = Scenario::load(
+        std::path::Path::new("scenarios/synergy-single-gpu.toml"),
+        &overrides,
+    )
+    .context("reading scenarios/synergy-single-gpu.toml (run from the repository root)")?;
     let traces = scenario.load_traces(None)?;
-    let trace = &traces.first().context("the scenario generates no workload")?.trace;
-    let (_, cluster) = scenario.clusters_for(trace)?.into_iter().next().context("no cluster")?;
-    let sim = SimConfig { stop_when_finished: Some(scenario.window), ..scenario.simulation.clone() };
+    let trace = &traces
+        .first()
+        .context("the scenario generates no workload")?
+        .trace;
+    let (_, cluster) = scenario
+        .clusters_for(trace)?
+        .into_iter()
+        .next()
+        .context("no cluster")?;
+    let sim = SimConfig {
+        stop_when_finished: Some(scenario.window),
+        ..scenario.simulation.clone()
+    };
     if !json {
-        outln!("synergy point: {} jobs at 9 jobs/hour on {} GPUs, 300 s rounds, one thread", trace.jobs.len(), cluster.total_gpus());
-        outln!("{:<20} {:>8} {:>8} {:>12} {:>22}", "policy", "wall s", "rounds", "avg JCT s", "opt splits (mean ms)");
+        outln!(
+            "synergy point: {} jobs at 9 jobs/hour on {} GPUs, 300 s rounds, one thread",
+            trace.jobs.len(),
+            cluster.total_gpus()
+        );
+        outln!(
+            "{:<20} {:>8} {:>8} {:>12} {:>22}",
+            "policy",
+            "wall s",
+            "rounds",
+            "avg JCT s",
+            "opt splits (mean ms)"
+        );
     }
     let mut rows = Vec::new();
     // `opt` is tune's placement plus per-server splits: its extra wall time over tune's, divided
@@ -246,10 +364,25 @@ pub fn run_synergy(json: bool) -> Result<()> {
             tune_wall_s = wall_s;
         }
         let solves = policy.opt_splits();
-        let per_solve_ms = if solves > 0 { (wall_s - tune_wall_s).max(0.0) * 1000.0 / solves as f64 } else { 0.0 };
+        let per_solve_ms = if solves > 0 {
+            (wall_s - tune_wall_s).max(0.0) * 1000.0 / solves as f64
+        } else {
+            0.0
+        };
         if !json {
-            let opt = if mechanism == Mechanism::Opt { format!("{solves} ({per_solve_ms:.3})") } else { "-".into() };
-            outln!("{:<20} {:>8.3} {:>8} {:>12.0} {:>22}", name, wall_s, out.stats.scheduling_points, summary.avg_jct_s, opt);
+            let opt = if mechanism == Mechanism::Opt {
+                format!("{solves} ({per_solve_ms:.3})")
+            } else {
+                "-".into()
+            };
+            outln!(
+                "{:<20} {:>8.3} {:>8} {:>12.0} {:>22}",
+                name,
+                wall_s,
+                out.stats.scheduling_points,
+                summary.avg_jct_s,
+                opt
+            );
         }
         rows.push(serde_json::json!({
             "policy": name, "wall_s": wall_s, "rounds": out.stats.scheduling_points, "avg_jct_s": summary.avg_jct_s,
@@ -257,7 +390,10 @@ pub fn run_synergy(json: bool) -> Result<()> {
         }));
     }
     if json {
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "synergy": rows }))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "synergy": rows }))?
+        );
     }
     Ok(())
 }
@@ -276,7 +412,8 @@ pub fn run_muri(json: bool) -> Result<()> {
 pub fn run_report(json: bool) -> Result<()> {
     use arbiter_sim::scenario::Scenario;
     let file = "scenarios/muri-traces.toml";
-    let mut scenario = Scenario::load(std::path::Path::new(file), &[]).with_context(|| format!("reading {file} (run from the repository root)"))?;
+    let mut scenario = Scenario::load(std::path::Path::new(file), &[])
+        .with_context(|| format!("reading {file} (run from the repository root)"))?;
     scenario.simulation.record_timeline = true;
     let t = Instant::now();
     let rows = scenario.run(&|_, _| {}, &|| 0.0)?;
@@ -284,23 +421,47 @@ pub fn run_report(json: bool) -> Result<()> {
     let comparisons = scenario.compare(&rows);
     let dir = tempfile_dir()?;
     let t = Instant::now();
-    let report = arbiter_report::run::report(&arbiter_report::run::RunInput { scenario: &scenario, rows: &rows, comparisons: &comparisons });
+    let report = arbiter_report::run::report(&arbiter_report::run::RunInput {
+        scenario: &scenario,
+        rows: &rows,
+        comparisons: &comparisons,
+    });
     let built_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     report.write(&dir.join("muri"))?;
     let written_s = t.elapsed().as_secs_f64();
     let figures = report.figures().count();
     let t = Instant::now();
-    let trace = arbiter_trace::read(std::path::Path::new("data/philly/philly.csv"), arbiter_trace::TraceFormat::Philly, &arbiter_trace::ReadOptions::default())?;
+    let trace = arbiter_trace::read(
+        std::path::Path::new("data/philly/philly.csv"),
+        arbiter_trace::TraceFormat::Philly,
+        &arbiter_trace::ReadOptions::default(),
+    )?;
     let analysis = arbiter_trace::analysis::analyze(&trace);
     arbiter_report::trace::report("philly.csv", &analysis).write(&dir.join("philly"))?;
     let philly_s = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&dir);
     let rows = vec![
-        (format!("muri-traces: {} simulations, timeline recorded", rows.len()), simulations_s, "s"),
-        (format!("muri-traces report: {figures} figures built"), built_s, "s"),
-        ("muri-traces report: written (HTML, SVG, PNG at 2x)".to_string(), written_s, "s"),
-        ("philly.csv: read, analyzed, report written".to_string(), philly_s, "s"),
+        (
+            format!("muri-traces: {} simulations, timeline recorded", rows.len()),
+            simulations_s,
+            "s",
+        ),
+        (
+            format!("muri-traces report: {figures} figures built"),
+            built_s,
+            "s",
+        ),
+        (
+            "muri-traces report: written (HTML, SVG, PNG at 2x)".to_string(),
+            written_s,
+            "s",
+        ),
+        (
+            "philly.csv: read, analyzed, report written".to_string(),
+            philly_s,
+            "s",
+        ),
     ];
     print_rows("report", &rows, 2, json)
 }
@@ -323,28 +484,52 @@ pub fn run_chronus(json: bool) -> Result<()> {
 fn run_scenario(suite: &str, file: &str, json: bool) -> Result<()> {
     use arbiter_sim::scenario::Scenario;
     use std::collections::BTreeMap;
-    let scenario = Scenario::load(std::path::Path::new(file), &[]).with_context(|| format!("reading {file} (run from the repository root)"))?;
+    let scenario = Scenario::load(std::path::Path::new(file), &[])
+        .with_context(|| format!("reading {file} (run from the repository root)"))?;
     let origin = Instant::now();
     let rows = scenario.run(&|_, _| {}, &|| origin.elapsed().as_secs_f64())?;
     let total_s = origin.elapsed().as_secs_f64();
     // Per policy, in the scenario's order: (summed wall s, slowest trace, its wall s).
     let mut per_policy: BTreeMap<usize, (String, f64, String, f64)> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.tenant == "all") {
-        let at = scenario.policies.iter().position(|p| *p == r.policy).unwrap_or(usize::MAX);
-        let entry = per_policy.entry(at).or_insert_with(|| (r.policy.name().to_string(), 0.0, String::new(), 0.0));
+        let at = scenario
+            .policies
+            .iter()
+            .position(|p| *p == r.policy)
+            .unwrap_or(usize::MAX);
+        let entry = per_policy
+            .entry(at)
+            .or_insert_with(|| (r.policy.name().to_string(), 0.0, String::new(), 0.0));
         entry.1 += r.wall_s;
         if r.wall_s >= entry.3 {
             (entry.2, entry.3) = (r.trace.clone(), r.wall_s);
         }
     }
-    let threads = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
+    let threads = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1);
     if json {
         let policies: Vec<_> = per_policy.values().map(|(p, sum, slowest, slowest_s)| serde_json::json!({ "policy": p, "wall_s": sum, "slowest_trace": slowest, "slowest_wall_s": slowest_s })).collect();
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ suite: { "total_wall_s": total_s, "threads": threads, "simulations": rows.len(), "policies": policies } }))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ suite: { "total_wall_s": total_s, "threads": threads, "simulations": rows.len(), "policies": policies } })
+            )?
+        );
         return Ok(());
     }
-    outln!("{}: {} simulations on {threads} threads in {total_s:.1} s", scenario.name, rows.len());
-    outln!("{:<12} {:>12} {:>14} {:>10}", "policy", "sum wall s", "slowest trace", "wall s");
+    outln!(
+        "{}: {} simulations on {threads} threads in {total_s:.1} s",
+        scenario.name,
+        rows.len()
+    );
+    outln!(
+        "{:<12} {:>12} {:>14} {:>10}",
+        "policy",
+        "sum wall s",
+        "slowest trace",
+        "wall s"
+    );
     for (policy, sum, slowest, slowest_s) in per_policy.values() {
         outln!("{policy:<12} {sum:>12.2} {slowest:>14} {slowest_s:>10.2}");
     }
@@ -356,10 +541,14 @@ fn run_scenario(suite: &str, file: &str, json: bool) -> Result<()> {
 /// `--policy external` (the same decisions): wall time of each, scheduling points, and the
 /// extra time per decision (JSON both ways, the agent's sort, the pipe round trip).
 pub fn run_external(json: bool) -> Result<()> {
-    use arbiter_trace::{read, ReadOptions, TraceFormat};
+    use arbiter_trace::{ReadOptions, TraceFormat, read};
     let path = std::path::Path::new("data/muri/trace3.csv");
-    let options = ReadOptions { iteration_time_factor: Some(1.015), ..ReadOptions::default() };
-    let trace = read(path, TraceFormat::Muri, &options).context("reading data/muri/trace3.csv (run from the repository root)")?;
+    let options = ReadOptions {
+        iteration_time_factor: Some(1.015),
+        ..ReadOptions::default()
+    };
+    let trace = read(path, TraceFormat::Muri, &options)
+        .context("reading data/muri/trace3.csv (run from the repository root)")?;
     let cluster = arbiter_model::Cluster::homogeneous(1, 8, 8, 64, 512, "GPU")?;
     let sim = SimConfig::default();
     let config = arbiter_policy::PolicyConfig::default();
@@ -367,20 +556,36 @@ pub fn run_external(json: bool) -> Result<()> {
     let t = Instant::now();
     let base = simulate(&cluster, &trace.jobs, builtin.as_mut(), &sim)?;
     let builtin_s = t.elapsed().as_secs_f64();
-    let options = arbiter_policy::mechanisms::greedy::GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: true, strategy: config.placement };
+    let options = arbiter_policy::mechanisms::greedy::GreedyOptions {
+        preemptive: false,
+        head_of_line_blocking: false,
+        keep_placements: true,
+        strategy: config.placement,
+    };
     let t = Instant::now();
     let out = {
-        let mut agent = arbiter_policy::external::ExternalPolicy::spawn("python3 python/examples/sjf_agent.py 2>/dev/null", std::time::Duration::from_secs(10), options)?;
+        let mut agent = arbiter_policy::external::ExternalPolicy::spawn(
+            "python3 python/examples/sjf_agent.py 2>/dev/null",
+            std::time::Duration::from_secs(10),
+            options,
+        )?;
         simulate(&cluster, &trace.jobs, &mut agent, &sim)?
     };
     let external_s = t.elapsed().as_secs_f64();
-    anyhow::ensure!(out.records == base.records, "the example agent decided otherwise than sjf");
+    anyhow::ensure!(
+        out.records == base.records,
+        "the example agent decided otherwise than sjf"
+    );
     let points = out.stats.scheduling_points.max(1);
     let rows = vec![
         ("sjf (built in), wall".to_string(), builtin_s, "s"),
         ("sjf_agent.py (external), wall".to_string(), external_s, "s"),
         ("scheduling points".to_string(), points as f64, ""),
-        ("overhead per decision".to_string(), (external_s - builtin_s).max(0.0) * 1000.0 / points as f64, "ms"),
+        (
+            "overhead per decision".to_string(),
+            (external_s - builtin_s).max(0.0) * 1000.0 / points as f64,
+            "ms",
+        ),
     ];
     print_rows("external", &rows, 3, json)
 }
@@ -398,7 +603,19 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
     let config = dir.with_extension("toml");
     std::fs::write(&config, "max_queued_per_tenant = 20000\n")?;
     let mut child = std::process::Command::new(&exe)
-        .args(["serve", "--data-dir", dir.to_str().context("utf-8 path")?, "--listen", "127.0.0.1:0", "--gpus", "1xa100", "--policy", "fifo", "--round-s", "30"])
+        .args([
+            "serve",
+            "--data-dir",
+            dir.to_str().context("utf-8 path")?,
+            "--listen",
+            "127.0.0.1:0",
+            "--gpus",
+            "1xa100",
+            "--policy",
+            "fifo",
+            "--round-s",
+            "30",
+        ])
         .arg("--config")
         .arg(&config)
         .stdout(std::process::Stdio::null())
@@ -422,9 +639,14 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
         let mut latencies = Vec::new();
         for _ in 0..20 {
             let t = Instant::now();
-            let id = client.post("/v1/jobs", &json!({ "command": "sleep 0.05" }))?["id"].as_u64().context("id")?;
+            let id = client.post("/v1/jobs", &json!({ "command": "sleep 0.05" }))?["id"]
+                .as_u64()
+                .context("id")?;
             loop {
-                let state = client.get(&format!("/v1/jobs/{id}"))?["state"]["state"].as_str().unwrap_or("").to_string();
+                let state = client.get(&format!("/v1/jobs/{id}"))?["state"]["state"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
                 if state != "queued" {
                     break;
                 }
@@ -436,25 +658,66 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
             }
         }
         latencies.sort_by(f64::total_cmp);
-        rows.push(("submit → running, median (client, 1 ms polling)".to_string(), latencies[latencies.len() / 2], "ms"));
-        rows.push(("submit → running, max of 20".to_string(), latencies[latencies.len() - 1], "ms"));
+        rows.push((
+            "submit → running, median (client, 1 ms polling)".to_string(),
+            latencies[latencies.len() / 2],
+            "ms",
+        ));
+        rows.push((
+            "submit → running, max of 20".to_string(),
+            latencies[latencies.len() - 1],
+            "ms",
+        ));
         let metrics = client.get_text("/metrics")?;
-        let metric = |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0);
-        let inside = metric("arbiter_submit_to_start_seconds_sum") / metric("arbiter_submit_to_start_seconds_count").max(1.0) * 1000.0;
-        rows.push(("submit → running, mean inside the daemon".to_string(), inside, "ms"));
+        let metric = |name: &str| {
+            metrics
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(name)
+                        .and_then(|v| v.trim().parse::<f64>().ok())
+                })
+                .unwrap_or(0.0)
+        };
+        let inside = metric("arbiter_submit_to_start_seconds_sum")
+            / metric("arbiter_submit_to_start_seconds_count").max(1.0)
+            * 1000.0;
+        rows.push((
+            "submit → running, mean inside the daemon".to_string(),
+            inside,
+            "ms",
+        ));
         // 2. Throughput: the GPU held, 8 threads submit 2,000 jobs that stay queued.
         client.post("/v1/jobs", &json!({ "command": "sleep 600", "grace_s": 1 }))?;
         let t = Instant::now();
         submit_many(&url, &token, 8, 250)?;
-        rows.push(("submissions per second (8 clients, each persisted)".to_string(), 2000.0 / t.elapsed().as_secs_f64(), "/s"));
+        rows.push((
+            "submissions per second (8 clients, each persisted)".to_string(),
+            2000.0 / t.elapsed().as_secs_f64(),
+            "/s",
+        ));
         // 3. Memory with 10,000 queued jobs.
         submit_many(&url, &token, 8, 1000)?;
         // (The job list comes in pages of 1,000; the dashboard's snapshot counts them all.)
-        let queued = client.get("/v1/dashboard")?["queued_total"].as_u64().unwrap_or(0);
+        let queued = client.get("/v1/dashboard")?["queued_total"]
+            .as_u64()
+            .unwrap_or(0);
         let rss_mib = status_mib(Some(child.id()), "VmRSS").unwrap_or(0.0);
-        rows.push((format!("daemon memory with {queued} queued jobs"), rss_mib, "MiB"));
+        rows.push((
+            format!("daemon memory with {queued} queued jobs"),
+            rss_mib,
+            "MiB",
+        ));
         // 4. What the dashboard polls, with those jobs: its snapshot, and a page of the job list.
-        for (case, path) in [("dashboard poll (GET /v1/dashboard), median of 20", "/v1/dashboard"), ("job list page (GET /v1/jobs?limit=1000), median of 20", "/v1/jobs?limit=1000")] {
+        for (case, path) in [
+            (
+                "dashboard poll (GET /v1/dashboard), median of 20",
+                "/v1/dashboard",
+            ),
+            (
+                "job list page (GET /v1/jobs?limit=1000), median of 20",
+                "/v1/jobs?limit=1000",
+            ),
+        ] {
             let mut times = Vec::new();
             for _ in 0..20 {
                 let t = Instant::now();
@@ -463,7 +726,11 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
             }
             rows.push((format!("{case}, {queued} jobs"), median(times), "ms"));
         }
-        rows.push(("dashboard page weight (HTML, script, styles, icon)".to_string(), arbiter_daemon::api::page_weight_bytes() as f64 / 1024.0, "KiB"));
+        rows.push((
+            "dashboard page weight (HTML, script, styles, icon)".to_string(),
+            arbiter_daemon::api::page_weight_bytes() as f64 / 1024.0,
+            "KiB",
+        ));
         Ok(rows)
     })();
     let _ = child.kill();
@@ -476,12 +743,27 @@ pub fn run_daemon(json_out: bool) -> Result<()> {
 }
 
 /// Prints a suite's `(case, value, unit)` rows: a table, or `{SUITE: [{case, value, unit}]}`.
-pub(crate) fn print_rows(suite: &str, rows: &[(String, f64, &'static str)], decimals: usize, json_out: bool) -> Result<()> {
+pub(crate) fn print_rows(
+    suite: &str,
+    rows: &[(String, f64, &'static str)],
+    decimals: usize,
+    json_out: bool,
+) -> Result<()> {
     if json_out {
-        let v: Vec<serde_json::Value> = rows.iter().map(|(k, v, u)| serde_json::json!({ "case": k, "value": v, "unit": u })).collect();
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ suite: v }))?);
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(k, v, u)| serde_json::json!({ "case": k, "value": v, "unit": u }))
+            .collect();
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ suite: v }))?
+        );
     } else {
-        let width = rows.iter().map(|(k, _, _)| k.chars().count()).max().unwrap_or(0);
+        let width = rows
+            .iter()
+            .map(|(k, _, _)| k.chars().count())
+            .max()
+            .unwrap_or(0);
         for (k, v, u) in rows {
             outln!("{k:<width$} {v:>10.decimals$} {u}");
         }
@@ -505,7 +787,9 @@ fn submit_many(url: &str, token: &str, threads: usize, per_thread: usize) -> Res
         })
         .collect();
     for handle in handles {
-        handle.join().map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+        handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
     }
     Ok(())
 }
@@ -519,12 +803,19 @@ fn tempfile_dir() -> Result<PathBuf> {
 
 /// Kills process groups whose command line mentions the bench directory's `sleep 600`.
 fn kill_leftover_runs(dir: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
     for entry in entries.flatten() {
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
         if String::from_utf8_lossy(&environ).contains(&dir.display().to_string())
-            && let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() {
-                let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-            }
+            && let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>()
+        {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
     }
 }

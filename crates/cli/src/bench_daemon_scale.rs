@@ -12,9 +12,10 @@
 //! disk's: what a transaction costs on disk (an fsync each) is measured beside it with 1,000
 //! submissions to a daemon whose data directory is in the temporary directory.
 
-use anyhow::{bail, Context, Result};
+use crate::bench_util::{median, peak_rss_mib, status_mib};
+use anyhow::{Context, Result, bail};
 use arbiter_daemon::api::client::Client;
-use arbiter_daemon::api::{router, serve_connections, Api, ConnectionLimits};
+use arbiter_daemon::api::{Api, ConnectionLimits, router, serve_connections};
 use arbiter_daemon::clock::VirtualClock;
 use arbiter_daemon::daemon::{Daemon, Settings};
 use arbiter_daemon::executor::fake::FakeExecutor;
@@ -22,11 +23,10 @@ use arbiter_daemon::records::job::SubmitRequest;
 use arbiter_daemon::records::store::Tenant;
 use arbiter_daemon::records::topology::{NodeSpec, Topology};
 use arbiter_policy::PolicyKind;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use crate::bench_util::{median, peak_rss_mib, status_mib};
 
 /// Nodes, GPUs per node, nodes per rack.
 const NODES: u32 = 1_000;
@@ -45,9 +45,70 @@ const API_REPS: usize = 15;
 /// Virtual Unix time of the start (ms).
 const T0_MS: u64 = 1_700_000_000_000;
 /// The policies measured: the default, a preemptive one, and a tenant-level one without and
-/// with decayed fair share (`vtc+fairshare`: what the fair share adds to a round); and the
-/// default with every tenant's webhook recording events (`fifo+webhooks`).
-const POLICIES: [&str; 5] = ["fifo", "las", "vtc", "vtc+fairshare", "fifo+webhooks"];
+/// with decayed fair share (`vtc+fairshare`: what the fair share adds to a round); the default
+/// with every tenant's webhook recording events (`fifo+webhooks`); and the default and the
+/// preemptive one under a quota tree (`+quotas`: what enforcing it adds to a round).
+const POLICIES: [&str; 7] = [
+    "fifo",
+    "las",
+    "vtc",
+    "vtc+fairshare",
+    "fifo+webhooks",
+    "fifo+quotas",
+    "las+quotas",
+];
+/// The suffix of a point under a quota tree.
+const QUOTAS: &str = "+quotas";
+/// The `+quotas` points' tree: two organizations of five tenants each, every tenant guaranteed
+/// 700 of the 8,000 GPUs (its organization 3,600), the second organization borrowing at most
+/// 1,000 more, the first tenant lending at most 100 of its idle quota: every part of a round
+/// (guaranteed jobs, limits, lending, borrowers) has work to do.
+fn set_quota_tree(daemon: &Daemon) -> Result<()> {
+    use arbiter_policy::quotas::{GpuQuota, QuotaGroup};
+    let group = |name: String,
+                 parent: Option<String>,
+                 guaranteed: u32,
+                 borrowing_limit: Option<u32>,
+                 lending_limit: Option<u32>| QuotaGroup {
+        name,
+        parent,
+        over_quota_weight: 1.0,
+        gpus: [(
+            "all".to_string(),
+            GpuQuota {
+                guaranteed,
+                borrowing_limit,
+                lending_limit,
+            },
+        )]
+        .into(),
+    };
+    for org in 0..2u32 {
+        daemon
+            .set_quota_group(group(
+                format!("org{org}"),
+                None,
+                3_600,
+                (org == 1).then_some(1_000),
+                None,
+            ))
+            .map_err(|e| anyhow::anyhow!("quota tree: {e}"))?;
+    }
+    for t in 0..TENANTS {
+        let lend = (t == 0).then_some(100);
+        daemon
+            .set_quota_group(group(
+                tenant_name(t),
+                Some(format!("org{}", t * 2 / TENANTS)),
+                700,
+                None,
+                lend,
+            ))
+            .map_err(|e| anyhow::anyhow!("quota tree: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The fair share's half-life in the `+fairshare` points: the daemon's default, 7 days.
 const FAIRSHARE_HALF_LIFE_S: f64 = 7.0 * 86_400.0;
 /// Tasks of the job array submitted after the steady rounds.
@@ -77,7 +138,11 @@ impl Drop for ScratchDir {
 /// Where the big daemon's data directory goes: tmpfs when there is one.
 fn fast_base() -> PathBuf {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
 }
 
 /// `count` nodes of 8 GPUs (a100), 64 CPUs and 512 GiB, in racks of 32.
@@ -96,24 +161,49 @@ pub(crate) fn nodes(count: u32) -> Vec<NodeSpec> {
 
 /// A daemon on `nodes` in `dir` with the fake executor on a virtual clock (rounds of 30 s, runs
 /// protected for 30 s: `arbiter serve`'s defaults).
-fn daemon(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+fn daemon(
+    dir: &Path,
+    policy: PolicyKind,
+    nodes: Vec<NodeSpec>,
+) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     daemon_fairshare(dir, policy, nodes, None)
 }
 
 /// [`daemon`] with decayed fair share of `half_life_s` (`None`: none).
-fn daemon_fairshare(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, half_life_s: Option<f64>) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+fn daemon_fairshare(
+    dir: &Path,
+    policy: PolicyKind,
+    nodes: Vec<NodeSpec>,
+    half_life_s: Option<f64>,
+) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     // The bench submits its jobs as fast as it can.
-    let retention = arbiter_daemon::records::retention::Retention { submission_burst: u32::MAX, ..Default::default() };
-    daemon_settings(dir, policy, nodes, retention, |s| s.fairshare_half_life_s = half_life_s)
+    let retention = arbiter_daemon::records::retention::Retention {
+        submission_burst: u32::MAX,
+        ..Default::default()
+    };
+    daemon_settings(dir, policy, nodes, retention, |s| {
+        s.fairshare_half_life_s = half_life_s
+    })
 }
 
 /// [`daemon`] keeping what `retention` says of ended jobs.
-pub(crate) fn daemon_with(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::records::retention::Retention) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+pub(crate) fn daemon_with(
+    dir: &Path,
+    policy: PolicyKind,
+    nodes: Vec<NodeSpec>,
+    retention: arbiter_daemon::records::retention::Retention,
+) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     daemon_settings(dir, policy, nodes, retention, |_| {})
 }
 
 /// [`daemon_with`], its settings changed by `change`.
-pub(crate) fn daemon_settings(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpec>, retention: arbiter_daemon::records::retention::Retention, change: impl FnOnce(&mut Settings)) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
+pub(crate) fn daemon_settings(
+    dir: &Path,
+    policy: PolicyKind,
+    nodes: Vec<NodeSpec>,
+    retention: arbiter_daemon::records::retention::Retention,
+    change: impl FnOnce(&mut Settings),
+) -> Result<(Daemon, Arc<FakeExecutor>, Arc<VirtualClock>)> {
     let clock = Arc::new(VirtualClock::at(T0_MS));
     let fake = Arc::new(FakeExecutor::new(clock.clone()));
     let topology = Topology::new(nodes.clone()).map_err(|e| anyhow::anyhow!("nodes: {e}"))?;
@@ -129,10 +219,16 @@ pub(crate) fn daemon_settings(dir: &Path, policy: PolicyKind, nodes: Vec<NodeSpe
         memory_gib: nodes.iter().map(|n| n.memory_gib).max().unwrap_or(0),
         public_url: "http://127.0.0.1:1".into(),
         cgroups: None,
-        isolation: arbiter_daemon::security::identity::Isolation::Shared { acknowledged: true, why: "benchmark".into() },
+        isolation: arbiter_daemon::security::identity::Isolation::Shared {
+            acknowledged: true,
+            why: "benchmark".into(),
+        },
         checkpoint_roots: arbiter_daemon::security::confine::CheckpointRoots::new(&[], dir),
         wrapper_exe: "/nonexistent".into(),
-        gittins_prior: Arc::new(arbiter_daemon::daemon::policy_support::gittins_prior(None).map_err(|e| anyhow::anyhow!(e))?),
+        gittins_prior: Arc::new(
+            arbiter_daemon::daemon::policy_support::gittins_prior(None)
+                .map_err(|e| anyhow::anyhow!(e))?,
+        ),
         max_processes_per_tenant: None,
         containment: arbiter_daemon::security::containment::Containment::none(),
         max_queued_per_tenant: JOBS as usize,
@@ -181,14 +277,28 @@ fn serve_api(daemon: &Daemon, admin_token: &str) -> Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let url = format!("http://{}", listener.local_addr()?);
-    let api = Api::new(daemon.clone(), arbiter_daemon::security::auth::sha256_hex(admin_token));
+    let api = Api::new(
+        daemon.clone(),
+        arbiter_daemon::security::auth::sha256_hex(admin_token),
+    );
     let app = router(api, 1 << 20, Duration::from_secs(60));
-    let limits = ConnectionLimits { header_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(60), max_connections: 64, max_connections_per_client: 64, drain: Duration::from_secs(1) };
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let limits = ConnectionLimits {
+        header_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(60),
+        max_connections: 64,
+        max_connections_per_client: 64,
+        drain: Duration::from_secs(1),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     std::thread::spawn(move || {
         runtime.block_on(async move {
             match tokio::net::TcpListener::from_std(listener) {
-                Ok(listener) => serve_connections(listener, app, limits, std::future::pending::<()>()).await,
+                Ok(listener) => {
+                    serve_connections(listener, app, limits, std::future::pending::<()>()).await
+                }
                 Err(e) => eprintln!("daemon-scale: cannot serve the API: {e}"),
             }
         })
@@ -202,7 +312,10 @@ fn time_get(client: &Client, path: &str) -> Result<(f64, f64)> {
     let mut size = 0;
     for _ in 0..API_REPS {
         let t = Instant::now();
-        size = client.get_text(path).with_context(|| format!("GET {path}"))?.len();
+        size = client
+            .get_text(path)
+            .with_context(|| format!("GET {path}"))?
+            .len();
         times.push(ms(t.elapsed()));
     }
     Ok((median(times), size as f64 / 1024.0))
@@ -216,11 +329,17 @@ pub fn run_point(point: &str) -> Result<()> {
         Some(name) => (name, true),
         None => (point, false),
     };
+    let (point, quotas) = match point.strip_suffix(QUOTAS) {
+        Some(name) => (name, true),
+        None => (point, false),
+    };
     let (name, fairshare) = match point.strip_suffix("+fairshare") {
         Some(name) => (name, Some(FAIRSHARE_HALF_LIFE_S)),
         None => (point, None),
     };
-    let policy: PolicyKind = name.parse().map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
+    let policy: PolicyKind = name
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
     let scratch = ScratchDir::new(&fast_base(), "daemon-scale")?;
     let mut out = serde_json::Map::new();
     let mut put = |key: &str, value: Value| {
@@ -233,14 +352,32 @@ pub fn run_point(point: &str) -> Result<()> {
     let mut tenant_tokens = Vec::new();
     for t in 0..TENANTS {
         let token = arbiter_daemon::security::auth::new_token();
-        daemon.put_tenant(Tenant { name: tenant_name(t), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::security::auth::sha256_hex(&token) })?;
+        daemon.put_tenant(Tenant {
+            name: tenant_name(t),
+            weight: 1.0,
+            gpu_quota: None,
+            token_sha256: arbiter_daemon::security::auth::sha256_hex(&token),
+        })?;
         tenant_tokens.push(token);
         if webhooks {
             // Room for every event: each one is recorded (the worst case for a round).
-            daemon.configure_webhooks(arbiter_daemon::config::WebhookConfig { queue_per_tenant: 1_000_000, ..Default::default() }, Default::default());
-            let target = arbiter_daemon::records::outbox::WebhookTarget { url: "http://192.0.2.1/hook".into(), secret: arbiter_daemon::security::webhook::Secret::generate(), generation: 1 };
+            daemon.configure_webhooks(
+                arbiter_daemon::config::WebhookConfig {
+                    queue_per_tenant: 1_000_000,
+                    ..Default::default()
+                },
+                Default::default(),
+            );
+            let target = arbiter_daemon::records::outbox::WebhookTarget {
+                url: "http://192.0.2.1/hook".into(),
+                secret: arbiter_daemon::security::webhook::Secret::generate(),
+                generation: 1,
+            };
             daemon.set_webhook(&tenant_name(t), Some(target))?;
         }
+    }
+    if quotas {
+        set_quota_tree(&daemon)?;
     }
     // 1. Submissions, through the API's own call; the time of each tenth is kept.
     let mut tenths = Vec::new();
@@ -257,16 +394,28 @@ pub fn run_point(point: &str) -> Result<()> {
     let submit_s = all.elapsed().as_secs_f64();
     put("submit_s", json!(submit_s));
     put("submissions_per_s", json!(f64::from(JOBS) / submit_s));
-    put("submissions_per_s_first_tenth", json!(f64::from(JOBS / 10) / tenths.first().copied().unwrap_or(f64::NAN)));
-    put("submissions_per_s_last_tenth", json!(f64::from(JOBS / 10) / tenths.last().copied().unwrap_or(f64::NAN)));
-    put("rss_after_submit_mib", json!(status_mib(None, "VmRSS").unwrap_or(0.0)));
+    put(
+        "submissions_per_s_first_tenth",
+        json!(f64::from(JOBS / 10) / tenths.first().copied().unwrap_or(f64::NAN)),
+    );
+    put(
+        "submissions_per_s_last_tenth",
+        json!(f64::from(JOBS / 10) / tenths.last().copied().unwrap_or(f64::NAN)),
+    );
+    put(
+        "rss_after_submit_mib",
+        json!(status_mib(None, "VmRSS").unwrap_or(0.0)),
+    );
     // 2. The first round: jobs placed onto every free GPU.
     let t = Instant::now();
     daemon.tick()?;
     put("first_round_ms", json!(ms(t.elapsed())));
     let running = daemon.with_state(|s| s.jobs.iter().filter(|j| j.state.gpus().is_some()).count());
     put("running_after_first_round", json!(running));
-    put("free_gpus_after_first_round", json!(daemon.free_gpus().len()));
+    put(
+        "free_gpus_after_first_round",
+        json!(daemon.free_gpus().len()),
+    );
     // 3. Steady rounds: the clock moves on, the runs whose work is done end, a round decides.
     let mut steady = Vec::new();
     let mut ended_total = 0;
@@ -282,8 +431,14 @@ pub fn run_point(point: &str) -> Result<()> {
         steady.push(ms(t.elapsed()));
     }
     put("steady_round_ms", json!(median(steady.clone())));
-    put("steady_round_max_ms", json!(steady.iter().copied().fold(0.0, f64::max)));
-    put("runs_ended_per_steady_round", json!(ended_total as f64 / STEADY_ROUNDS as f64));
+    put(
+        "steady_round_max_ms",
+        json!(steady.iter().copied().fold(0.0, f64::max)),
+    );
+    put(
+        "runs_ended_per_steady_round",
+        json!(ended_total as f64 / STEADY_ROUNDS as f64),
+    );
     // A round in which nothing changed (the loop's timer).
     let mut idle = Vec::new();
     for _ in 0..5 {
@@ -304,11 +459,20 @@ pub fn run_point(point: &str) -> Result<()> {
     daemon.tick()?;
     put("round_after_array_ms", json!(ms(t.elapsed())));
     if webhooks {
-        let (waiting, dropped) = (0..TENANTS).filter_map(|t| daemon.webhook(&tenant_name(t))).fold((0, 0), |(w, d), (_, health, pending)| (w + pending, d + health.dropped));
+        let (waiting, dropped) = (0..TENANTS)
+            .filter_map(|t| daemon.webhook(&tenant_name(t)))
+            .fold((0, 0), |(w, d), (_, health, pending)| {
+                (w + pending, d + health.dropped)
+            });
         put("webhook_events_waiting", json!(waiting));
         put("webhook_events_dropped", json!(dropped));
     }
-    let (queued, counters) = daemon.with_state(|s| (s.jobs.iter().filter(|j| j.state.name() == "queued").count(), s.counters.clone()));
+    let (queued, counters) = daemon.with_state(|s| {
+        (
+            s.jobs.iter().filter(|j| j.state.name() == "queued").count(),
+            s.counters.clone(),
+        )
+    });
     put("queued_at_end", json!(queued));
     put("runs_started", json!(counters.runs_started));
     put("preemptions", json!(counters.preemptions));
@@ -327,10 +491,26 @@ pub fn run_point(point: &str) -> Result<()> {
     let mid = JOBS / 2;
     let requests: [(&str, &Client, String); 9] = [
         ("list_first_page", &admin, "/v1/jobs?limit=1000".to_string()),
-        ("list_middle_page", &admin, format!("/v1/jobs?limit=1000&after={mid}")),
-        ("list_queued_middle_page", &admin, format!("/v1/jobs?state=queued&limit=1000&after={mid}")),
-        ("list_tenant_first_page", &tenant, "/v1/jobs?limit=1000".to_string()),
-        ("list_tenant_middle_page", &tenant, format!("/v1/jobs?limit=1000&after={mid}")),
+        (
+            "list_middle_page",
+            &admin,
+            format!("/v1/jobs?limit=1000&after={mid}"),
+        ),
+        (
+            "list_queued_middle_page",
+            &admin,
+            format!("/v1/jobs?state=queued&limit=1000&after={mid}"),
+        ),
+        (
+            "list_tenant_first_page",
+            &tenant,
+            "/v1/jobs?limit=1000".to_string(),
+        ),
+        (
+            "list_tenant_middle_page",
+            &tenant,
+            format!("/v1/jobs?limit=1000&after={mid}"),
+        ),
         ("show_job", &admin, format!("/v1/jobs/{mid}")),
         ("cluster", &admin, "/v1/cluster".to_string()),
         ("dashboard", &admin, "/v1/dashboard".to_string()),
@@ -338,7 +518,9 @@ pub fn run_point(point: &str) -> Result<()> {
     ];
     // One of each first (connections opened, pages faulted in).
     for (_, client, path) in &requests {
-        client.get_text(path).with_context(|| format!("GET {path}"))?;
+        client
+            .get_text(path)
+            .with_context(|| format!("GET {path}"))?;
     }
     for (key, client, path) in &requests {
         let (time, kib) = time_get(client, path)?;
@@ -355,7 +537,12 @@ fn disk_submissions_per_s() -> Result<(f64, PathBuf)> {
     let base = std::env::temp_dir();
     let scratch = ScratchDir::new(&base, "daemon-disk")?;
     let (daemon, _fake, _clock) = daemon(&scratch.0, PolicyKind::Fifo, nodes(1))?;
-    daemon.put_tenant(Tenant { name: tenant_name(0), weight: 1.0, gpu_quota: None, token_sha256: arbiter_daemon::security::auth::sha256_hex("x") })?;
+    daemon.put_tenant(Tenant {
+        name: tenant_name(0),
+        weight: 1.0,
+        gpu_quota: None,
+        token_sha256: arbiter_daemon::security::auth::sha256_hex("x"),
+    })?;
     let t = Instant::now();
     for i in 0..DISK_JOBS {
         daemon.submit(&tenant_name(0), request(i)?)?;
@@ -369,7 +556,7 @@ fn disk_submissions_per_s() -> Result<(f64, PathBuf)> {
 /// tenant and user over 7 days; and a daemon start on that store (it sums the rows for the
 /// metrics and the fair share).
 fn usage_report_times() -> Result<Vec<(String, f64)>> {
-    use arbiter_daemon::records::usage::{row_key, GroupBy, RunUsage};
+    use arbiter_daemon::records::usage::{GroupBy, RunUsage, row_key};
     let scratch = ScratchDir::new(&fast_base(), "usage")?;
     let (daemon, _fake, _clock) = daemon(&scratch.0, PolicyKind::Fifo, nodes(1))?;
     let now_s = (T0_MS / 1000) as i64;
@@ -398,12 +585,25 @@ fn usage_report_times() -> Result<Vec<(String, f64)>> {
     let settings = (*daemon.settings).clone();
     drop(daemon);
     let t = Instant::now();
-    let daemon = Daemon::start_with(settings, |_| Arc::new(FakeExecutor::new(Arc::new(VirtualClock::at(T0_MS)))))?;
-    let mut out = vec![("daemon start on 1,000,000 usage rows".to_string(), ms(t.elapsed()))];
+    let daemon = Daemon::start_with(settings, |_| {
+        Arc::new(FakeExecutor::new(Arc::new(VirtualClock::at(T0_MS))))
+    })?;
+    let mut out = vec![(
+        "daemon start on 1,000,000 usage rows".to_string(),
+        ms(t.elapsed()),
+    )];
     let cases: [(&str, Vec<GroupBy>, i64); 3] = [
         ("by tenant, all time", vec![GroupBy::Tenant], i64::MIN),
-        ("by day, last 30 days", vec![GroupBy::Day], now_s - 30 * 86_400),
-        ("by tenant and user, last 7 days", vec![GroupBy::Tenant, GroupBy::User], now_s - 7 * 86_400),
+        (
+            "by day, last 30 days",
+            vec![GroupBy::Day],
+            now_s - 30 * 86_400,
+        ),
+        (
+            "by tenant and user, last 7 days",
+            vec![GroupBy::Tenant, GroupBy::User],
+            now_s - 7 * 86_400,
+        ),
     ];
     for (label, by, since) in cases {
         let mut times = Vec::new();
@@ -415,7 +615,10 @@ fn usage_report_times() -> Result<Vec<(String, f64)>> {
                 bail!("usage report {label}: no rows");
             }
         }
-        out.push((format!("arbiter usage over 1,000,000 runs, {label}"), median(times)));
+        out.push((
+            format!("arbiter usage over 1,000,000 runs, {label}"),
+            median(times),
+        ));
     }
     Ok(out)
 }
@@ -423,29 +626,109 @@ fn usage_report_times() -> Result<Vec<(String, f64)>> {
 /// The rows printed: (key, label, unit, decimals).
 const ROWS: [(&str, &str, &str, usize); 32] = [
     ("daemon_start_ms", "daemon start (empty store)", "ms", 1),
-    ("submit_s", "submit 100,000 jobs (Daemon::submit, one after another)", "s", 1),
+    (
+        "submit_s",
+        "submit 100,000 jobs (Daemon::submit, one after another)",
+        "s",
+        1,
+    ),
     ("submissions_per_s", "  submissions/s, all", "/s", 0),
-    ("submissions_per_s_first_tenth", "  submissions/s, first 10,000", "/s", 0),
-    ("submissions_per_s_last_tenth", "  submissions/s, last 10,000", "/s", 0),
+    (
+        "submissions_per_s_first_tenth",
+        "  submissions/s, first 10,000",
+        "/s",
+        0,
+    ),
+    (
+        "submissions_per_s_last_tenth",
+        "  submissions/s, last 10,000",
+        "/s",
+        0,
+    ),
     ("rss_after_submit_mib", "RSS with 100,000 queued", "MiB", 0),
-    ("first_round_ms", "first round: 100,000 queued, 8,000 free GPUs (once)", "ms", 1),
+    (
+        "first_round_ms",
+        "first round: 100,000 queued, 8,000 free GPUs (once)",
+        "ms",
+        1,
+    ),
     ("running_after_first_round", "  runs started by it", "", 0),
     ("free_gpus_after_first_round", "  GPUs left free", "", 0),
-    ("steady_round_ms", "steady round (10 s apart, some runs end), median of 15", "ms", 1),
+    (
+        "steady_round_ms",
+        "steady round (10 s apart, some runs end), median of 15",
+        "ms",
+        1,
+    ),
     ("steady_round_max_ms", "  max of 15", "ms", 1),
-    ("runs_ended_per_steady_round", "  runs ended per round, mean", "", 1),
-    ("idle_round_ms", "round with nothing new, median of 5", "ms", 1),
-    ("array_submit_ms", "a 10,000-task array accepted (one submission)", "ms", 1),
-    ("round_after_array_ms", "  the round that first sees it", "ms", 1),
-    ("webhook_events_waiting", "webhook events recorded, waiting (+webhooks)", "", 0),
+    (
+        "runs_ended_per_steady_round",
+        "  runs ended per round, mean",
+        "",
+        1,
+    ),
+    (
+        "idle_round_ms",
+        "round with nothing new, median of 5",
+        "ms",
+        1,
+    ),
+    (
+        "array_submit_ms",
+        "a 10,000-task array accepted (one submission)",
+        "ms",
+        1,
+    ),
+    (
+        "round_after_array_ms",
+        "  the round that first sees it",
+        "ms",
+        1,
+    ),
+    (
+        "webhook_events_waiting",
+        "webhook events recorded, waiting (+webhooks)",
+        "",
+        0,
+    ),
     ("webhook_events_dropped", "  dropped (outbox full)", "", 0),
     ("preemptions", "preemptions over all rounds", "", 0),
-    ("restart_ms", "restart on that store (jobs read back, runs re-adopted)", "ms", 0),
-    ("list_first_page_ms", "GET /v1/jobs?limit=1000 (admin), median of 15", "ms", 1),
-    ("list_middle_page_ms", "GET /v1/jobs?limit=1000&after=50000 (admin)", "ms", 1),
-    ("list_queued_middle_page_ms", "GET /v1/jobs?state=queued&limit=1000&after=50000", "ms", 1),
-    ("list_tenant_first_page_ms", "GET /v1/jobs?limit=1000 (a tenant, 1 in 10 jobs)", "ms", 1),
-    ("list_tenant_middle_page_ms", "GET /v1/jobs?limit=1000&after=50000 (a tenant)", "ms", 1),
+    (
+        "restart_ms",
+        "restart on that store (jobs read back, runs re-adopted)",
+        "ms",
+        0,
+    ),
+    (
+        "list_first_page_ms",
+        "GET /v1/jobs?limit=1000 (admin), median of 15",
+        "ms",
+        1,
+    ),
+    (
+        "list_middle_page_ms",
+        "GET /v1/jobs?limit=1000&after=50000 (admin)",
+        "ms",
+        1,
+    ),
+    (
+        "list_queued_middle_page_ms",
+        "GET /v1/jobs?state=queued&limit=1000&after=50000",
+        "ms",
+        1,
+    ),
+    (
+        "list_tenant_first_page_ms",
+        "GET /v1/jobs?limit=1000 (a tenant, 1 in 10 jobs)",
+        "ms",
+        1,
+    ),
+    (
+        "list_tenant_middle_page_ms",
+        "GET /v1/jobs?limit=1000&after=50000 (a tenant)",
+        "ms",
+        1,
+    ),
     ("list_first_page_kib", "  a page of 1,000 jobs", "KiB", 0),
     ("show_job_ms", "GET /v1/jobs/50000", "ms", 2),
     ("cluster_ms", "GET /v1/cluster (admin)", "ms", 1),
@@ -462,7 +745,9 @@ pub fn run(json_out: bool) -> Result<()> {
     let mut results: Vec<(&str, Value)> = Vec::new();
     for policy in POLICIES {
         if !json_out {
-            eprintln!("daemon-scale: {policy}: {JOBS} jobs on {NODES} nodes × {GPUS_PER_NODE} GPUs ...");
+            eprintln!(
+                "daemon-scale: {policy}: {JOBS} jobs on {NODES} nodes × {GPUS_PER_NODE} GPUs ..."
+            );
         }
         let output = std::process::Command::new(&exe)
             .args(["bench", "--suite", "daemon-scale", "--point", policy])
@@ -483,7 +768,10 @@ pub fn run(json_out: bool) -> Result<()> {
     let usage = usage_report_times()?;
     let data_dir = fast_base();
     if json_out {
-        let by_policy: serde_json::Map<String, Value> = results.iter().map(|(p, v)| (p.to_string(), v.clone())).collect();
+        let by_policy: serde_json::Map<String, Value> = results
+            .iter()
+            .map(|(p, v)| (p.to_string(), v.clone()))
+            .collect();
         let doc = json!({
             "daemon-scale": {
                 "nodes": NODES, "gpus": NODES * GPUS_PER_NODE, "jobs": JOBS, "tenants": TENANTS,
@@ -499,7 +787,11 @@ pub fn run(json_out: bool) -> Result<()> {
         "daemon at scale: {JOBS} jobs of {TENANTS} tenants on {NODES} nodes × {GPUS_PER_NODE} GPUs (fake executor, virtual clock; store in {})",
         data_dir.display()
     );
-    let width = ROWS.iter().map(|(_, label, _, _)| label.chars().count()).max().unwrap_or(0);
+    let width = ROWS
+        .iter()
+        .map(|(_, label, _, _)| label.chars().count())
+        .max()
+        .unwrap_or(0);
     let header: Vec<String> = results.iter().map(|(p, _)| format!("{p:>14}")).collect();
     outln!("{:<width$} {}", "", header.join(" "));
     for (key, label, unit, decimals) in ROWS {
@@ -512,7 +804,10 @@ pub fn run(json_out: bool) -> Result<()> {
             .collect();
         outln!("{label:<width$} {} {unit}", cells.join(" "));
     }
-    outln!("submissions/s with the store on disk ({}, {DISK_JOBS} jobs, one fsync'd transaction each): {disk_rate:.0}", disk_dir.display());
+    outln!(
+        "submissions/s with the store on disk ({}, {DISK_JOBS} jobs, one fsync'd transaction each): {disk_rate:.0}",
+        disk_dir.display()
+    );
     for (label, v) in usage {
         outln!("{label}: {v:.0} ms");
     }

@@ -13,14 +13,14 @@
 //! exactly: the averages printed side by side are equal.
 
 use crate::production::history;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result, anyhow};
 use arbiter_daemon::api::history::MAX_HISTORY_PAGE;
 use arbiter_daemon::config::ServeConfig;
-use arbiter_daemon::records::history::{page, HistoryPage};
+use arbiter_daemon::records::history::{HistoryPage, page};
 use arbiter_daemon::records::job::{JobRecord, JobState, StateKind, SubmitRequest, Transition};
 use arbiter_daemon::records::topology::{NodeSpec, Topology};
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, SimConfig};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
+use arbiter_sim::{SimConfig, simulate};
 use std::time::Instant;
 
 /// Jobs in the history (`--point N` for another count).
@@ -35,8 +35,18 @@ const T0_S: i64 = 1_790_000_000;
 fn cpu_s() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (ticks(11) + ticks(12)) / 100.0
 }
 
@@ -50,20 +60,38 @@ struct Timed {
 fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(T, Timed)> {
     let (wall, cpu) = (Instant::now(), cpu_s());
     let out = f()?;
-    Ok((out, Timed { wall_s: wall.elapsed().as_secs_f64(), cpu_s: cpu_s() - cpu }))
+    Ok((
+        out,
+        Timed {
+            wall_s: wall.elapsed().as_secs_f64(),
+            cpu_s: cpu_s() - cpu,
+        },
+    ))
 }
 
 /// The suite; `point` may give another job count.
 pub fn run(point: Option<&str>, json: bool) -> Result<()> {
     let jobs: usize = match point {
-        Some(p) => p.parse().with_context(|| format!("--point `{p}`: a number of jobs"))?,
+        Some(p) => p
+            .parse()
+            .with_context(|| format!("--point `{p}`: a number of jobs"))?,
         None => JOBS,
     };
     let nodes: Vec<NodeSpec> = (0..GPUS / 8)
-        .map(|i| NodeSpec { name: format!("n{i:04}"), gpu_type: "a100".into(), devices: (0..8).collect(), cpus: 64, memory_gib: 512, rack: format!("r{:02}", i / 32) })
+        .map(|i| NodeSpec {
+            name: format!("n{i:04}"),
+            gpu_type: "a100".into(),
+            devices: (0..8).collect(),
+            cpus: 64,
+            memory_gib: 512,
+            rack: format!("r{:02}", i / 32),
+        })
         .collect();
     let topology = Topology::new(nodes.clone()).map_err(|e| anyhow!(e))?;
-    let config = ServeConfig { policy: "fifo".into(), ..ServeConfig::default() };
+    let config = ServeConfig {
+        policy: "fifo".into(),
+        ..ServeConfig::default()
+    };
 
     // What happened, as the daemon keeps it (setup, not timed).
     let setup = Instant::now();
@@ -75,7 +103,10 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
     let path = dir.0.join("hist.csv");
     let now_s = T0_S + 100_000_000;
     let mut api_bytes = 0;
-    let mut rendered = Timed { wall_s: 0.0, cpu_s: 0.0 };
+    let mut rendered = Timed {
+        wall_s: 0.0,
+        cpu_s: 0.0,
+    };
     let (parsed, parse) = timed(|| {
         let mut parsed = Vec::with_capacity(jobs);
         let mut start = 0;
@@ -83,7 +114,11 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
             // The daemon's side (timed apart below).
             let (text, daemon) = timed(|| {
                 let (jobs, more) = page(records[start..].iter(), i64::MIN, MAX_HISTORY_PAGE, now_s);
-                let next_after = if more { jobs.last().map(|r| r.id) } else { None };
+                let next_after = if more {
+                    jobs.last().map(|r| r.id)
+                } else {
+                    None
+                };
                 Ok(serde_json::to_string(&HistoryPage { jobs, next_after })?)
             })?;
             rendered.wall_s += daemon.wall_s;
@@ -97,11 +132,15 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
             }
         }
     })?;
-    let parse = Timed { wall_s: parse.wall_s - rendered.wall_s, cpu_s: parse.cpu_s - rendered.cpu_s };
+    let parse = Timed {
+        wall_s: parse.wall_s - rendered.wall_s,
+        cpu_s: parse.cpu_s - rendered.cpu_s,
+    };
     drop(records);
     let ((), written) = timed(|| {
         let exported = history::export(&parsed);
-        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         let mut out = std::io::BufWriter::new(file);
         exported.write(&mut out)?;
         std::io::Write::flush(&mut out)?;
@@ -111,10 +150,26 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
     let csv_mib = std::fs::metadata(&path).map_or(0.0, |m| m.len() as f64 / (1 << 20) as f64);
 
     // The replay: `arbiter whatif` on the file.
-    let (comparison, replay) = timed(|| crate::whatif::replay(&path, &config, PolicyKind::Fifo, &nodes, "2048 nodes of 8 a100", &[]))?;
+    let (comparison, replay) = timed(|| {
+        crate::whatif::replay(
+            &path,
+            &config,
+            PolicyKind::Fifo,
+            &nodes,
+            "2048 nodes of 8 a100",
+            None,
+            &[],
+        )
+    })?;
     let peak = crate::bench_util::peak_rss_mib().unwrap_or(f64::NAN);
-    let export = Timed { wall_s: rendered.wall_s + parse.wall_s + written.wall_s, cpu_s: rendered.cpu_s + parse.cpu_s + written.cpu_s };
-    let total = Timed { wall_s: export.wall_s + replay.wall_s, cpu_s: export.cpu_s + replay.cpu_s };
+    let export = Timed {
+        wall_s: rendered.wall_s + parse.wall_s + written.wall_s,
+        cpu_s: rendered.cpu_s + parse.cpu_s + written.cpu_s,
+    };
+    let total = Timed {
+        wall_s: export.wall_s + replay.wall_s,
+        cpu_s: export.cpu_s + replay.cpu_s,
+    };
     let (actual, simulated) = (comparison.actual.avg_jct_s, comparison.simulated.avg_jct_s);
     let api_mib = api_bytes as f64 / (1 << 20) as f64;
     if json {
@@ -129,14 +184,36 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
             }))?
         );
     } else {
-        outln!("history: {jobs} jobs on {GPUS} GPUs (2,048 nodes of 8), fifo; {} compared (setup {setup_s:.1} s)", comparison.compared);
+        outln!(
+            "history: {jobs} jobs on {GPUS} GPUs (2,048 nodes of 8), fifo; {} compared (setup {setup_s:.1} s)",
+            comparison.compared
+        );
         outln!("{:<56} {:>8} {:>8}", "step", "wall s", "CPU s");
-        let row = |name: String, t: &Timed| format!("{name:<56} {:>8.2} {:>8.2}", t.wall_s, t.cpu_s);
-        outln!("{}", row(format!("daemon: GET /v1/history pages rendered ({api_mib:.0} MiB JSON)"), &rendered));
+        let row =
+            |name: String, t: &Timed| format!("{name:<56} {:>8.2} {:>8.2}", t.wall_s, t.cpu_s);
+        outln!(
+            "{}",
+            row(
+                format!("daemon: GET /v1/history pages rendered ({api_mib:.0} MiB JSON)"),
+                &rendered
+            )
+        );
         outln!("{}", row("client: pages parsed".into(), &parse));
-        outln!("{}", row(format!("client: history built and written ({csv_mib:.0} MiB)"), &written));
+        outln!(
+            "{}",
+            row(
+                format!("client: history built and written ({csv_mib:.0} MiB)"),
+                &written
+            )
+        );
         outln!("{}", row("export (the three above)".into(), &export));
-        outln!("{}", row("replay: arbiter whatif (read, simulate, compare)".into(), &replay));
+        outln!(
+            "{}",
+            row(
+                "replay: arbiter whatif (read, simulate, compare)".into(),
+                &replay
+            )
+        );
         outln!("{}   (goal < 10 s)", row("export + replay".into(), &total));
         outln!("avg JCT actual {actual:.0} s, simulated {simulated:.0} s; peak RSS {peak:.0} MiB");
     }
@@ -154,7 +231,15 @@ fn happened(jobs: usize, topology: &Topology, config: &ServeConfig) -> Result<Ve
         job.tenant = format!("team-{}", job.id.0 % 8);
     }
     let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default())?;
-    let out = simulate(topology.cluster(), &trace.jobs, policy.as_mut(), &SimConfig { round_s: Some(config.round_s), ..SimConfig::default() })?;
+    let out = simulate(
+        topology.cluster(),
+        &trace.jobs,
+        policy.as_mut(),
+        &SimConfig {
+            round_s: Some(config.round_s),
+            ..SimConfig::default()
+        },
+    )?;
     let template: SubmitRequest = serde_json::from_value(serde_json::json!({
         "command": "python train.py --config configs/resnet50.yaml --lr 0.1", "env": { "WANDB_PROJECT": "history-bench" },
     }))?;
@@ -162,13 +247,34 @@ fn happened(jobs: usize, topology: &Topology, config: &ServeConfig) -> Result<Ve
     for r in &out.records {
         let spec = &trace.jobs[r.job as usize];
         let mut request = template.clone();
-        (request.gpus, request.name, request.expected_run_time_s) = (spec.gpus, Some(format!("job-{}", r.job)), Some(spec.run_time_s as u64));
+        (request.gpus, request.name, request.expected_run_time_s) = (
+            spec.gpus,
+            Some(format!("job-{}", r.job)),
+            Some(spec.run_time_s as u64),
+        );
         let submit_s = T0_S + r.submit_s as i64;
-        let mut record = JobRecord::submitted(r.job, &spec.tenant, request, (submit_s as u64) * 1000, "x".repeat(64));
-        let (start, end) = (r.first_start_s.unwrap_or(r.submit_s), r.finish_s.unwrap_or(r.submit_s));
+        let mut record = JobRecord::submitted(
+            r.job,
+            &spec.tenant,
+            request,
+            (submit_s as u64) * 1000,
+            "x".repeat(64),
+        );
+        let (start, end) = (
+            r.first_start_s.unwrap_or(r.submit_s),
+            r.finish_s.unwrap_or(r.submit_s),
+        );
         let at = |s: f64| T0_S + s.round() as i64;
-        record.history.push(Transition { at_unix_s: at(start), to: StateKind::Running, why: "started on GPUs 0,1".into() });
-        record.history.push(Transition { at_unix_s: at(end), to: StateKind::Succeeded, why: "exit code 0".into() });
+        record.history.push(Transition {
+            at_unix_s: at(start),
+            to: StateKind::Running,
+            why: "started on GPUs 0,1".into(),
+        });
+        record.history.push(Transition {
+            at_unix_s: at(end),
+            to: StateKind::Succeeded,
+            why: "exit code 0".into(),
+        });
         record.state = JobState::Succeeded;
         record.runs = 1;
         record.exit_code = Some(0);

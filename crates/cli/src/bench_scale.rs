@@ -5,44 +5,73 @@
 //! own), under a time limit; the suite prints wall time, events/s and peak RSS and writes a
 //! log-log plot of wall time against jobs.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use arbiter_model::Cluster;
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, OverheadModel, SimConfig};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
+use arbiter_sim::{OverheadModel, SimConfig, simulate};
 use std::time::{Duration, Instant};
 
 /// (jobs, GPUs): the cluster grows with the stream, so every point is equally loaded.
-pub const POINTS: [(usize, u32); 5] = [(10_000, 64), (30_000, 256), (100_000, 1_024), (300_000, 4_096), (1_000_000, 16_384)];
+pub const POINTS: [(usize, u32); 5] = [
+    (10_000, 64),
+    (30_000, 256),
+    (100_000, 1_024),
+    (300_000, 4_096),
+    (1_000_000, 16_384),
+];
 /// Offered load.
 pub const LOAD: f64 = 0.8;
 /// One simulation's time limit.
 pub const LIMIT: Duration = Duration::from_secs(300);
-const POLICIES: [PolicyKind; 4] = [PolicyKind::Fifo, PolicyKind::Srtf, PolicyKind::Las, PolicyKind::MaxMinFairness];
+const POLICIES: [PolicyKind; 4] = [
+    PolicyKind::Fifo,
+    PolicyKind::Srtf,
+    PolicyKind::Las,
+    PolicyKind::MaxMinFairness,
+];
 
 /// GPUs as 8-GPU nodes in racks of 32.
 fn cluster(gpus: u32) -> Result<Cluster> {
     let nodes = gpus.div_ceil(8);
-    let (racks, per_rack) = if nodes <= 32 { (1, nodes) } else { (nodes.div_ceil(32), 32) };
+    let (racks, per_rack) = if nodes <= 32 {
+        (1, nodes)
+    } else {
+        (nodes.div_ceil(32), 32)
+    };
     Ok(Cluster::homogeneous(racks, per_rack, 8, 64, 512, "V100")?)
 }
 
 /// The child: one simulation, `JOBS:GPUS:POLICY`; prints `{wall_s, events, peak_rss_mib}`.
 pub fn run_point(point: &str) -> Result<()> {
     let parts: Vec<&str> = point.split(':').collect();
-    let [jobs, gpus, policy] = parts.as_slice() else { bail!("--point `{point}`: expected JOBS:GPUS:POLICY") };
-    let (jobs, gpus): (usize, u32) = (jobs.parse().context("--point jobs")?, gpus.parse().context("--point GPUs")?);
-    let kind: PolicyKind = policy.parse().map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
+    let [jobs, gpus, policy] = parts.as_slice() else {
+        bail!("--point `{point}`: expected JOBS:GPUS:POLICY")
+    };
+    let (jobs, gpus): (usize, u32) = (
+        jobs.parse().context("--point jobs")?,
+        gpus.parse().context("--point GPUs")?,
+    );
+    let kind: PolicyKind = policy
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--point policy: {e}"))?;
     let trace = arbiter_trace::generator::philly_like(jobs, gpus, LOAD, 0);
     let cluster = cluster(gpus)?;
     let mut policy = build(kind, &PolicyConfig::default())?;
     // Gavel's policies recompute their allocation in rounds (Gavel's 360 s); the others decide at
     // arrivals and completions.
     let round_s = kind.is_gavel().then_some(360.0);
-    let config = SimConfig { overhead: OverheadModel::None, round_s, ..SimConfig::default() };
+    let config = SimConfig {
+        overhead: OverheadModel::None,
+        round_s,
+        ..SimConfig::default()
+    };
     let started = Instant::now();
     let out = simulate(&cluster, &trace.jobs, policy.as_mut(), &config)?;
     let wall_s = started.elapsed().as_secs_f64();
-    outln!("{}", serde_json::json!({ "wall_s": wall_s, "events": out.stats.events, "peak_rss_mib": crate::bench_util::peak_rss_mib().unwrap_or(0.0) }));
+    outln!(
+        "{}",
+        serde_json::json!({ "wall_s": wall_s, "events": out.stats.events, "peak_rss_mib": crate::bench_util::peak_rss_mib().unwrap_or(0.0) })
+    );
     Ok(())
 }
 
@@ -54,7 +83,13 @@ pub fn run(json: bool) -> Result<()> {
     for kind in POLICIES {
         for (jobs, gpus) in POINTS {
             let mut child = std::process::Command::new(&exe)
-                .args(["bench", "--suite", "scale", "--point", &format!("{jobs}:{gpus}:{}", kind.name())])
+                .args([
+                    "bench",
+                    "--suite",
+                    "scale",
+                    "--point",
+                    &format!("{jobs}:{gpus}:{}", kind.name()),
+                ])
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::inherit())
                 .spawn()?;
@@ -74,19 +109,30 @@ pub fn run(json: bool) -> Result<()> {
             match status {
                 Some(s) if s.success() => {
                     let mut text = String::new();
-                    std::io::Read::read_to_string(&mut child.stdout.take().context("child stdout")?, &mut text)?;
-                    let measured: serde_json::Value = serde_json::from_str(text.trim()).context("child output")?;
+                    std::io::Read::read_to_string(
+                        &mut child.stdout.take().context("child stdout")?,
+                        &mut text,
+                    )?;
+                    let measured: serde_json::Value =
+                        serde_json::from_str(text.trim()).context("child output")?;
                     for key in ["wall_s", "events", "peak_rss_mib"] {
                         row[key] = measured[key].clone();
                     }
-                    let (events, wall) = (measured["events"].as_f64().unwrap_or(0.0), measured["wall_s"].as_f64().unwrap_or(0.0));
-                    row["events_per_s"] = serde_json::json!(if wall > 0.0 { events / wall } else { 0.0 });
+                    let (events, wall) = (
+                        measured["events"].as_f64().unwrap_or(0.0),
+                        measured["wall_s"].as_f64().unwrap_or(0.0),
+                    );
+                    row["events_per_s"] =
+                        serde_json::json!(if wall > 0.0 { events / wall } else { 0.0 });
                     if !json {
                         eprintln!("{} {jobs} jobs on {gpus} GPUs: {wall:.2} s", kind.name());
                     }
                     rows.push(row);
                 }
-                Some(s) => bail!("{} at {jobs} jobs: the simulation failed ({s})", kind.name()),
+                Some(s) => bail!(
+                    "{} at {jobs} jobs: the simulation failed ({s})",
+                    kind.name()
+                ),
                 None => {
                     row["timed_out_after_s"] = serde_json::json!(LIMIT.as_secs());
                     rows.push(row);
@@ -104,23 +150,49 @@ pub fn run(json: bool) -> Result<()> {
             points: rows
                 .iter()
                 .filter(|r| r["policy"] == k.name() && r["wall_s"].is_number())
-                .map(|r| (r["jobs"].as_f64().unwrap_or(0.0), r["wall_s"].as_f64().unwrap_or(0.0)))
+                .map(|r| {
+                    (
+                        r["jobs"].as_f64().unwrap_or(0.0),
+                        r["wall_s"].as_f64().unwrap_or(0.0),
+                    )
+                })
                 .collect(),
         })
         .collect();
     let chart = arbiter_report::chart::LineChart {
         title: "simulator cost: wall time against jobs (GPUs grow with jobs, 80% load)".into(),
-        caption: format!("arbiter bench --suite scale · Philly-like synthetic streams · Arbiter {}", arbiter_report::VERSION),
-        x: arbiter_report::chart::Axis::log("jobs (64 → 16,384 GPUs)", arbiter_report::chart::Format::Number),
-        y: arbiter_report::chart::Axis::log("wall time, seconds", arbiter_report::chart::Format::Number),
+        caption: format!(
+            "arbiter bench --suite scale · Philly-like synthetic streams · Arbiter {}",
+            arbiter_report::VERSION
+        ),
+        x: arbiter_report::chart::Axis::log(
+            "jobs (64 → 16,384 GPUs)",
+            arbiter_report::chart::Format::Number,
+        ),
+        y: arbiter_report::chart::Axis::log(
+            "wall time, seconds",
+            arbiter_report::chart::Format::Number,
+        ),
         lines,
     };
     std::fs::write(&plot, chart.to_svg())?;
     if json {
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "scale": rows }))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "scale": rows }))?
+        );
         return Ok(());
     }
-    outln!("{:<18} {:>9} {:>7} {:>10} {:>12} {:>12} {:>10}", "policy", "jobs", "GPUs", "wall s", "events", "events/s", "peak MiB");
+    outln!(
+        "{:<18} {:>9} {:>7} {:>10} {:>12} {:>12} {:>10}",
+        "policy",
+        "jobs",
+        "GPUs",
+        "wall s",
+        "events",
+        "events/s",
+        "peak MiB"
+    );
     for r in &rows {
         match r["wall_s"].as_f64() {
             Some(wall) => outln!(
@@ -133,7 +205,13 @@ pub fn run(json: bool) -> Result<()> {
                 r["events_per_s"].as_f64().unwrap_or(0.0),
                 r["peak_rss_mib"].as_f64().unwrap_or(0.0)
             ),
-            None => outln!("{:<18} {:>9} {:>7} {:>10}", r["policy"].as_str().unwrap_or(""), r["jobs"].as_u64().unwrap_or(0), r["gpus"].as_u64().unwrap_or(0), format!("> {} s", LIMIT.as_secs())),
+            None => outln!(
+                "{:<18} {:>9} {:>7} {:>10}",
+                r["policy"].as_str().unwrap_or(""),
+                r["jobs"].as_u64().unwrap_or(0),
+                r["gpus"].as_u64().unwrap_or(0),
+                format!("> {} s", LIMIT.as_secs())
+            ),
         }
     }
     outln!("wrote {}", plot.display());

@@ -3,9 +3,15 @@
 /// A memory figure from `/proc/PID/status` (`/proc/self` for `None`) in MiB: `VmHWM` is the
 /// peak resident memory, `VmRSS` the resident memory now. `None` where it cannot be read.
 pub(crate) fn status_mib(pid: Option<u32>, field: &str) -> Option<f64> {
-    let path = pid.map_or_else(|| "/proc/self/status".to_string(), |p| format!("/proc/{p}/status"));
+    let path = pid.map_or_else(
+        || "/proc/self/status".to_string(),
+        |p| format!("/proc/{p}/status"),
+    );
     let status = std::fs::read_to_string(path).ok()?;
-    let line = status.lines().find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))?;
+    let line = status.lines().find(|l| {
+        l.strip_prefix(field)
+            .is_some_and(|rest| rest.starts_with(':'))
+    })?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
 }

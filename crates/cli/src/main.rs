@@ -32,6 +32,7 @@ mod bench;
 mod bench_daemon_scale;
 mod bench_flood;
 mod bench_history;
+mod bench_quotas;
 mod bench_scale;
 mod bench_slurm;
 mod bench_util;
@@ -40,11 +41,11 @@ mod production;
 mod table;
 mod whatif;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use arbiter_model::Cluster;
-use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
+use arbiter_policy::{PlacementStrategy, PolicyConfig, PolicyKind, build};
 use arbiter_sim::scenario::{ClusterSpec, Scenario};
-use arbiter_sim::{simulate, OverheadModel, SimConfig, Summary, Window};
+use arbiter_sim::{OverheadModel, SimConfig, Summary, Window, simulate};
 use arbiter_trace::{ReadOptions, TraceFormat};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -200,7 +201,9 @@ enum Command {
     /// Replay the whole Philly trace per VC (as Helios does) with fifo, srtf and las; print wall
     /// time, events/s and peak memory. Run from the repository root (bundled data) or pass paths.
     Bench {
-        /// `philly` (the simulator on all of philly.csv), `gavel` (Gavel's allocation LPs, then Figure-8 points of LAS, LAS-het and space sharing) or
+        /// `philly` (the simulator on all of philly.csv), `philly-quotas` (all of philly.csv on
+        /// one shared cluster, without and under a quota tree guaranteeing each VC its nodes:
+        /// what enforcing quotas costs the simulator), `gavel` (Gavel's allocation LPs, then Figure-8 points of LAS, LAS-het and space sharing) or
         /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
         /// `muri` (the whole scenarios/muri-traces.toml as `arbiter run` runs it: total wall
         /// time and each policy's simulation time over the eight traces) or `pollux` / `chronus`
@@ -322,8 +325,34 @@ fn parse_format(name: &str) -> Result<TraceFormat> {
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     match cli.command {
-        Command::Run { file, overrides, jobs_dir, report } => run_scenario(&file, &overrides, json, jobs_dir.as_deref(), report.as_deref()),
-        Command::Sweep { file, key, values, overrides, out, report } => run_sweep(&file, &key, &values, &overrides, &out, report.as_deref(), json),
+        Command::Run {
+            file,
+            overrides,
+            jobs_dir,
+            report,
+        } => run_scenario(
+            &file,
+            &overrides,
+            json,
+            jobs_dir.as_deref(),
+            report.as_deref(),
+        ),
+        Command::Sweep {
+            file,
+            key,
+            values,
+            overrides,
+            out,
+            report,
+        } => run_sweep(
+            &file,
+            &key,
+            &values,
+            &overrides,
+            &out,
+            report.as_deref(),
+            json,
+        ),
         Command::Simulate {
             trace,
             format,
@@ -342,24 +371,49 @@ fn run(cli: Cli) -> Result<()> {
             let format = parse_format(&format)?;
             let trace_path = trace;
             let trace = arbiter_trace::read(&trace_path, format, &ReadOptions::default())?;
-            let c = ClusterSpec::nodes_x_gpus(&cluster).map_err(|m| anyhow::anyhow!("--cluster {m}"))?;
-            let cluster = Cluster::homogeneous(c.racks, c.nodes_per_rack, c.gpus_per_node, c.cpus_per_node, c.memory_gib_per_node, &c.gpu_type)?;
-            if let Some(warning) = arbiter_sim::UnplaceableJobs::count(&cluster, &trace.jobs).warning(&trace_path.display().to_string()) {
+            let c = ClusterSpec::nodes_x_gpus(&cluster)
+                .map_err(|m| anyhow::anyhow!("--cluster {m}"))?;
+            let cluster = Cluster::homogeneous(
+                c.racks,
+                c.nodes_per_rack,
+                c.gpus_per_node,
+                c.cpus_per_node,
+                c.memory_gib_per_node,
+                &c.gpu_type,
+            )?;
+            if let Some(warning) = arbiter_sim::UnplaceableJobs::count(&cluster, &trace.jobs)
+                .warning(&trace_path.display().to_string())
+            {
                 eprintln!("warning: {warning}");
             }
-            let placement = PlacementStrategy::from_name(&placement, relax_after_s).with_context(|| {
-                format!("--placement `{placement}`: expected one of {}", PlacementStrategy::NAMES.join(", "))
-            })?;
-            let mut config = PolicyConfig { placement, ..PolicyConfig::default() };
+            let placement =
+                PlacementStrategy::from_name(&placement, relax_after_s).with_context(|| {
+                    format!(
+                        "--placement `{placement}`: expected one of {}",
+                        PlacementStrategy::NAMES.join(", ")
+                    )
+                })?;
+            let mut config = PolicyConfig {
+                placement,
+                ..PolicyConfig::default()
+            };
             if let Some(p) = gittins_prior {
                 config.gittins_prior_gpu_s = arbiter_trace::tiresias::read_gpu_time_prior(&p)?;
             }
-            anyhow::ensure!(policy_timeout_s.is_finite() && policy_timeout_s > 0.0, "--policy-timeout-s must be > 0, got {policy_timeout_s}");
+            anyhow::ensure!(
+                policy_timeout_s.is_finite() && policy_timeout_s > 0.0,
+                "--policy-timeout-s must be > 0, got {policy_timeout_s}"
+            );
             match (policy, policy_cmd) {
                 (PolicyKind::External, Some(command)) => {
-                    config.external = Some(arbiter_policy::external::ExternalConfig { command, timeout: std::time::Duration::from_secs_f64(policy_timeout_s) });
+                    config.external = Some(arbiter_policy::external::ExternalConfig {
+                        command,
+                        timeout: std::time::Duration::from_secs_f64(policy_timeout_s),
+                    });
                 }
-                (PolicyKind::External, None) => anyhow::bail!("--policy external needs --policy-cmd, the agent to run (e.g. \"python3 python/examples/sjf_agent.py\")"),
+                (PolicyKind::External, None) => anyhow::bail!(
+                    "--policy external needs --policy-cmd, the agent to run (e.g. \"python3 python/examples/sjf_agent.py\")"
+                ),
                 (_, Some(_)) => anyhow::bail!("--policy-cmd is for --policy external"),
                 (_, None) => {}
             }
@@ -374,7 +428,8 @@ fn run(cli: Cli) -> Result<()> {
             let out = simulate(&cluster, &trace.jobs, policy.as_mut(), &sim)?;
             let summary = Summary::compute(&out.records, Window::default(), out.capacity_gpus);
             if let Some(path) = jobs_csv {
-                let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+                let file = std::fs::File::create(&path)
+                    .with_context(|| format!("creating {}", path.display()))?;
                 arbiter_sim::metrics::write_records_csv(file, &out.records)?;
             }
             if json {
@@ -385,47 +440,90 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Trace { command } => match command {
-            TraceCommand::Convert { input, output, format, iteration_time_factor } => {
+            TraceCommand::Convert {
+                input,
+                output,
+                format,
+                iteration_time_factor,
+            } => {
                 let format = parse_format(&format)?;
-                let options = ReadOptions { iteration_time_factor, ..ReadOptions::default() };
+                let options = ReadOptions {
+                    iteration_time_factor,
+                    ..ReadOptions::default()
+                };
                 let trace = arbiter_trace::read(&input, format, &options)?;
                 if output.as_os_str() == "-" {
                     arbiter_trace::native::write(std::io::stdout().lock(), &trace.jobs)?;
                 } else {
-                    let file = std::fs::File::create(&output).with_context(|| format!("creating {}", output.display()))?;
+                    let file = std::fs::File::create(&output)
+                        .with_context(|| format!("creating {}", output.display()))?;
                     arbiter_trace::native::write(std::io::BufWriter::new(file), &trace.jobs)?;
                     eprintln!("wrote {} jobs to {}", trace.jobs.len(), output.display());
                 }
                 Ok(())
             }
-            TraceCommand::Analyze { input, format, report } => {
-                let name = input.file_name().map_or_else(|| input.display().to_string(), |n| n.to_string_lossy().into_owned());
+            TraceCommand::Analyze {
+                input,
+                format,
+                report,
+            } => {
+                let name = input.file_name().map_or_else(
+                    || input.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
                 if format == "pai-pods" {
                     let analysis = arbiter_trace::pai::analyze(&arbiter_trace::pai::read(&input)?);
                     let page = || arbiter_report::trace::pod_report(&name, &analysis);
-                    return print_analysis(&analysis, report.as_deref(), page, json, table::pod_analysis);
+                    return print_analysis(
+                        &analysis,
+                        report.as_deref(),
+                        page,
+                        json,
+                        table::pod_analysis,
+                    );
                 }
-                let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
+                let trace =
+                    arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
                 let analysis = arbiter_trace::analysis::analyze(&trace);
                 let page = || arbiter_report::trace::report(&name, &analysis);
-                print_analysis(&analysis, report.as_deref(), page, json, table::trace_analysis)
+                print_analysis(
+                    &analysis,
+                    report.as_deref(),
+                    page,
+                    json,
+                    table::trace_analysis,
+                )
             }
             TraceCommand::Stats { input, format } => {
-                let trace = arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
+                let trace =
+                    arbiter_trace::read(&input, parse_format(&format)?, &ReadOptions::default())?;
                 outln!("{}", table::trace_stats(&trace));
                 Ok(())
             }
         },
         Command::Serve(args) => production::serve(args),
-        Command::JobWrapper { spec, pid_init, probe } => std::process::exit(arbiter_daemon::executor::wrapper::main(spec.as_deref(), pid_init, probe)),
-        Command::Client(command) => production::run_client(command, cli.token_file.as_ref(), cli.json),
+        Command::JobWrapper {
+            spec,
+            pid_init,
+            probe,
+        } => std::process::exit(arbiter_daemon::executor::wrapper::main(
+            spec.as_deref(),
+            pid_init,
+            probe,
+        )),
+        Command::Client(command) => {
+            production::run_client(command, cli.token_file.as_ref(), cli.json)
+        }
         Command::Whatif(args) => whatif::run(args, json),
         Command::Policies { markdown: true } => {
             out!("{}", policies_table::markdown());
             Ok(())
         }
         Command::Policies { markdown: false } if json => {
-            let all: Vec<_> = PolicyKind::ALL.iter().map(|kind| kind.descriptor()).collect();
+            let all: Vec<_> = PolicyKind::ALL
+                .iter()
+                .map(|kind| kind.descriptor())
+                .collect();
             outln!("{}", serde_json::to_string_pretty(&all)?);
             Ok(())
         }
@@ -442,8 +540,17 @@ fn run(cli: Cli) -> Result<()> {
             out!("{}", String::from_utf8_lossy(&script));
             Ok(())
         }
-        Command::Bench { suite, trace, vc_sizes, policies, partition, user, point } => match suite.as_str() {
+        Command::Bench {
+            suite,
+            trace,
+            vc_sizes,
+            policies,
+            partition,
+            user,
+            point,
+        } => match suite.as_str() {
             "philly" => bench::run(trace, vc_sizes, &policies, json),
+            "philly-quotas" => bench_quotas::run(trace, vc_sizes, &policies, json),
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
             "muri" => bench::run_muri(json),
@@ -466,7 +573,9 @@ fn run(cli: Cli) -> Result<()> {
             },
             "slurm" => bench_slurm::run(&partition, &user, json),
             "history" => bench_history::run(point.as_deref(), json),
-            other => bail!("--suite `{other}`: expected philly, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood, slurm or history"),
+            other => bail!(
+                "--suite `{other}`: expected philly, philly-quotas, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood, slurm or history"
+            ),
         },
     }
 }
@@ -490,17 +599,20 @@ fn print_analysis<T: serde::Serialize>(
     Ok(())
 }
 
-fn run_sweep(file: &Path, key: &str, values: &[String], overrides: &[String], out: &Path, report: Option<&Path>, json: bool) -> Result<()> {
+fn run_sweep(
+    file: &Path,
+    key: &str,
+    values: &[String],
+    overrides: &[String],
+    out: &Path,
+    report: Option<&Path>,
+    json: bool,
+) -> Result<()> {
     let bar = progress_bar(!json, "sweep");
     let origin = std::time::Instant::now();
-    let sweep = arbiter_sim::sweep::run(
-        file,
-        overrides,
-        key,
-        values,
-        &advance(&bar),
-        &|| origin.elapsed().as_secs_f64(),
-    )?;
+    let sweep = arbiter_sim::sweep::run(file, overrides, key, values, &advance(&bar), &|| {
+        origin.elapsed().as_secs_f64()
+    })?;
     bar.finish_and_clear();
     print_warnings(sweep.points.iter().flat_map(|p| &p.results));
     let mut written = sweep.write(out)?;
@@ -532,8 +644,10 @@ fn progress_bar(enabled: bool, message: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(0);
     if enabled && std::io::stderr().is_terminal() {
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}, {elapsed}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:30}] {pos}/{len}, {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar.set_message(message.to_string());
     } else {
@@ -552,32 +666,47 @@ fn print_warnings<'a>(rows: impl IntoIterator<Item = &'a arbiter_sim::scenario::
     }
 }
 
-fn run_scenario(file: &Path, overrides: &[String], json: bool, jobs_dir: Option<&Path>, report: Option<&Path>) -> Result<()> {
+fn run_scenario(
+    file: &Path,
+    overrides: &[String],
+    json: bool,
+    jobs_dir: Option<&Path>,
+    report: Option<&Path>,
+) -> Result<()> {
     let mut scenario = Scenario::load(file, overrides)?;
     // The timeline feeds the report's Gantt chart and time series; it changes no result.
     scenario.simulation.record_timeline = report.is_some();
     let bar = progress_bar(!json, &scenario.name);
     let origin = std::time::Instant::now();
-    let rows = scenario.run(
-        &advance(&bar),
-        &|| origin.elapsed().as_secs_f64(),
-    )?;
+    let rows = scenario.run(&advance(&bar), &|| origin.elapsed().as_secs_f64())?;
     bar.finish_and_clear();
     print_warnings(&rows);
     if let Some(dir) = jobs_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for r in &rows {
-            let path = dir.join(format!("{}-{}-{}-seed{}.csv", r.trace, r.policy, r.tenant, r.seed));
-            let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            let path = dir.join(format!(
+                "{}-{}-{}-seed{}.csv",
+                r.trace, r.policy, r.tenant, r.seed
+            ));
+            let f = std::fs::File::create(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
             arbiter_sim::metrics::write_records_csv(std::io::BufWriter::new(f), &r.records)?;
         }
     }
     let comparisons = scenario.compare(&rows);
     if let Some(dir) = report {
         let started = std::time::Instant::now();
-        let input = arbiter_report::run::RunInput { scenario: &scenario, rows: &rows, comparisons: &comparisons };
+        let input = arbiter_report::run::RunInput {
+            scenario: &scenario,
+            rows: &rows,
+            comparisons: &comparisons,
+        };
         let page = arbiter_report::run::report(&input).write(dir)?;
-        eprintln!("wrote {} in {:.2} s", page.display(), started.elapsed().as_secs_f64());
+        eprintln!(
+            "wrote {} in {:.2} s",
+            page.display(),
+            started.elapsed().as_secs_f64()
+        );
     }
     if json {
         let out = serde_json::json!({
@@ -608,15 +737,33 @@ mod tests {
     #[test]
     fn the_help_claims_no_policy_count_the_scenario_does_not_have() {
         let help = Cli::command().render_long_help().to_string();
-        let scenario = Scenario::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/muri-traces.toml")), &[]).expect("loads");
-        let words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+        let scenario = Scenario::load(
+            Path::new(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../scenarios/muri-traces.toml"
+            )),
+            &[],
+        )
+        .expect("loads");
+        let words = [
+            "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+            "eleven", "twelve",
+        ];
         let text = help.replace('\n', " ");
         let mut said = text.split_whitespace().zip(text.split_whitespace().skip(1));
         let claimed = said.find_map(|(count, next)| {
-            let n = words.iter().position(|w| w.eq_ignore_ascii_case(count)).map(|i| i + 1).or_else(|| count.parse().ok())?;
+            let n = words
+                .iter()
+                .position(|w| w.eq_ignore_ascii_case(count))
+                .map(|i| i + 1)
+                .or_else(|| count.parse().ok())?;
             next.starts_with("policies").then_some(n)
         });
-        assert!(claimed.is_none_or(|n| n == scenario.policies.len()), "the help claims {claimed:?} policies, the scenario has {}: {help}", scenario.policies.len());
+        assert!(
+            claimed.is_none_or(|n| n == scenario.policies.len()),
+            "the help claims {claimed:?} policies, the scenario has {}: {help}",
+            scenario.policies.len()
+        );
         assert!(help.contains("scenarios/muri-traces.toml"), "{help}");
     }
 
@@ -624,10 +771,15 @@ mod tests {
     #[test]
     fn the_weight_help_names_the_policies_that_use_weights() {
         let mut cli = Cli::command();
-        let add = cli.find_subcommand_mut("tenants").and_then(|t| t.find_subcommand_mut("add")).expect("tenants add");
+        let add = cli
+            .find_subcommand_mut("tenants")
+            .and_then(|t| t.find_subcommand_mut("add"))
+            .expect("tenants add");
         let help = add.render_long_help().to_string();
         for kind in PolicyKind::ALL {
-            let named = help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '+')).any(|w| w == kind.name());
+            let named = help
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '+'))
+                .any(|w| w == kind.name());
             if kind.uses_tenant_weights() {
                 assert!(named, "`{kind}` uses weights and is not named: {help}");
             }

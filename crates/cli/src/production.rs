@@ -1,13 +1,15 @@
 //! The production commands: `arbiter serve` and the client commands that talk to it.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use arbiter_daemon::api::client::Client;
 use arbiter_daemon::config::ServeConfig;
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::path::PathBuf;
 
 pub(crate) mod history;
+mod quota;
+pub use quota::QuotaCommand;
 mod render;
 use render::*;
 mod terminal;
@@ -15,7 +17,9 @@ mod terminal;
 /// `arbiter serve` options. Each overrides the config file's key of the same name; the defaults
 /// shown apply when neither gives one.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_connections_per_client (256), max_connections_per_tenant (64), max_requests_in_flight_per_tenant (16), max_queued_per_tenant (10000), max_array_size (10000), default_max_run_time_s (unset; for reservations), [[priority_classes]] (name, value, preemptible, tenants) and default_priority_class (normal), keep_finished_per_tenant (10000), keep_finished_mib_per_tenant (64), keep_finished_days (365), submissions_per_s_per_tenant (1), submission_burst_per_tenant (1000), max_log_bytes (1 GiB per run), max_processes_per_tenant (unset: a quarter of min(pid_max, threads-max); 0: none), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, fairshare (false; hierarchical and vtc weigh tenants by decayed usage), fairshare_half_life (7d), metrics_token_file (a scrape token for /metrics' per-tenant series), gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them), [webhooks] allow_private (false), max_failures (10), queue_per_tenant (1000), timeout_s (10), retry_initial_s (1), retry_max_s (300) (docs/webhooks.md).")]
+#[command(
+    after_help = "Stopping: SIGTERM or SIGINT (Ctrl-C) stops the daemon cleanly: it stops accepting connections, lets requests in flight finish (5 s at most), logs how many runs it leaves running, and exits 0. Runs keep running and are re-adopted at the next start.\n\nTenant isolation: as root (or with CAP_SETUID/CAP_SETGID) each tenant's jobs run as its own unix user (tenant_uid_range, tenant_users); otherwise tenants are NOT isolated from each other, the daemon says so, and it serves a second tenant only with allow_shared_identity = true. As root, give it a data directory other users can traverse (e.g. /var/lib/arbiter).\n\nConfig keys (every one optional; arbiter.example.toml lists them with their defaults): data_dir, listen, policy, round_s, min_run_s, gpus, cpus, memory_gib, admin_token_file, max_request_bytes, public_url, header_timeout_s (10), idle_timeout_s (60), request_timeout_s (30), max_connections (1024), max_connections_per_client (256), max_connections_per_tenant (64), max_requests_in_flight_per_tenant (16), max_queued_per_tenant (10000), max_array_size (10000), default_max_run_time_s (unset; for reservations), [[priority_classes]] (name, value, preemptible, tenants) and default_priority_class (normal), keep_finished_per_tenant (10000), keep_finished_mib_per_tenant (64), keep_finished_days (365), submissions_per_s_per_tenant (1), submission_burst_per_tenant (1000), max_log_bytes (1 GiB per run), max_processes_per_tenant (unset: a quarter of min(pid_max, threads-max); 0: none), tenant_uid_range, tenant_users, checkpoint_roots, allow_shared_identity, fairshare (false; hierarchical and vtc weigh tenants by decayed usage), fairshare_half_life (7d), metrics_token_file (a scrape token for /metrics' per-tenant series), gittins_prior, policy_cmd and policy_timeout_s (10; with policy external), policy_fallback (fifo; decides a round the policy could not), executor (local), [slurm] partition (arbiter), bin_dir, command_timeout_s (10), poll_s (1), share_gpus (false: with true every job runs as a step of an allocation holding its GPUs, so that jobs the policy co-locates share them), [webhooks] allow_private (false), max_failures (10), queue_per_tenant (1000), timeout_s (10), retry_initial_s (1), retry_max_s (300) (docs/webhooks.md)."
+)]
 pub struct ServeArgs {
     /// TOML config (keys: see docs/production.md, "Configuration"); every key optional.
     #[arg(long)]
@@ -196,6 +200,15 @@ pub enum ClientCommand {
         #[command(subcommand)]
         action: HistoryCommand,
     },
+    /// The quota tree (Kueue's and KAI-Scheduler's quotas): groups and tenants, each with a
+    /// guaranteed quota per GPU type, borrowing and lending limits and an over-quota weight.
+    /// Without an action, show it (a tenant sees its own node and its parents' totals). See
+    /// docs/quotas.md.
+    Quota {
+        /// What to do; without one, show the tree.
+        #[command(subcommand)]
+        action: Option<QuotaCommand>,
+    },
     /// List tenants, or manage them (admin): `arbiter tenants add NAME --weight 2`.
     Tenants {
         /// What to do; without one, list the tenants.
@@ -236,6 +249,9 @@ pub enum TenantsCommand {
         /// Most GPUs its jobs may hold at once (default: no limit).
         #[arg(long)]
         gpu_quota: Option<u32>,
+        /// The quota group it belongs to (`arbiter quota set` makes groups; docs/quotas.md).
+        #[arg(long)]
+        parent: Option<String>,
     },
     /// Change a tenant's weight, GPU quota or webhook; its token stays.
     ///
@@ -310,10 +326,16 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         config.round_s = v;
     }
     if let Some(v) = args.executor {
-        config.executor = v.parse().map_err(|e: String| anyhow::anyhow!("--executor: {e}"))?;
+        config.executor = v
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--executor: {e}"))?;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let result = runtime.block_on(arbiter_daemon::start::serve(config)).map_err(|e| anyhow::anyhow!("{e}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime
+        .block_on(arbiter_daemon::start::serve(config))
+        .map_err(|e| anyhow::anyhow!("{e}"));
     // Blocking tasks (store writes) get a moment to finish; runs are not ours to wait for.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     result
@@ -327,12 +349,17 @@ fn init_logging(level: Option<&str>) -> Result<()> {
         Some(l) => {
             // A bare word that is not a level would silently be read as a target name.
             if !l.contains(['=', ',']) && !LEVELS.contains(&l.to_ascii_lowercase().as_str()) {
-                bail!("--log-level `{l}`: not one of {} (or a filter such as `info,arbiter_daemon=debug`)", LEVELS.join(", "));
+                bail!(
+                    "--log-level `{l}`: not one of {} (or a filter such as `info,arbiter_daemon=debug`)",
+                    LEVELS.join(", ")
+                );
             }
             EnvFilter::try_new(l).with_context(|| format!("--log-level `{l}`"))?
         }
         None => match std::env::var("RUST_LOG") {
-            Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v).with_context(|| format!("RUST_LOG `{v}`"))?,
+            Ok(v) if !v.trim().is_empty() => {
+                EnvFilter::try_new(&v).with_context(|| format!("RUST_LOG `{v}`"))?
+            }
             _ => EnvFilter::new("info"),
         },
     };
@@ -348,9 +375,13 @@ fn init_logging(level: Option<&str>) -> Result<()> {
 fn client(token_file: Option<&PathBuf>) -> Result<Client> {
     let url = std::env::var("ARBITER_URL").unwrap_or_else(|_| "http://127.0.0.1:7070".into());
     let token = match (std::env::var("ARBITER_TOKEN"), token_file) {
-        (_, Some(path)) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        (_, Some(path)) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
         (Ok(t), None) => t,
-        (Err(_), None) => bail!("set ARBITER_TOKEN (a tenant's token, or the admin token from <data_dir>/admin.token), or pass --token-file"),
+        (Err(_), None) => bail!(
+            "set ARBITER_TOKEN (a tenant's token, or the admin token from <data_dir>/admin.token), or pass --token-file"
+        ),
     };
     Ok(Client::new(&url, &token))
 }
@@ -458,42 +489,103 @@ pub struct SubmitArgs {
 }
 
 /// Runs a client command.
-pub fn run_client(command: ClientCommand, token_file: Option<&PathBuf>, json_out: bool) -> Result<()> {
+pub fn run_client(
+    command: ClientCommand,
+    token_file: Option<&PathBuf>,
+    json_out: bool,
+) -> Result<()> {
     let client = client(token_file)?;
     let out = Output { json: json_out };
     match command {
         ClientCommand::Submit(args) => submit(&client, args, json_out),
-        ClientCommand::Jobs { state, expand } => out.show(&all_jobs(&client, state.as_deref())?, |r| listed(r, "jobs", |jobs| jobs_table(jobs, expand))),
-        ClientCommand::Show { id } => out.show(&client.get(&format!("/v1/jobs/{id}"))?, |job| printable(&job_text(job))),
-        ClientCommand::Cancel { id } => out.show(&client.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))?, |reply| match reply["array_tasks_cancelled"].as_u64() {
-            Some(n) => format!("cancelling array {id}: {n} task{} not ended yet\n", if n == 1 { "" } else { "s" }),
-            None => format!("cancelling job {id}\n"),
+        ClientCommand::Jobs { state, expand } => out
+            .show(&all_jobs(&client, state.as_deref())?, |r| {
+                listed(r, "jobs", |jobs| jobs_table(jobs, expand))
+            }),
+        ClientCommand::Show { id } => out.show(&client.get(&format!("/v1/jobs/{id}"))?, |job| {
+            printable(&job_text(job))
         }),
-        ClientCommand::Logs { id, tail_bytes, offset, raw } => logs(&client, id, tail_bytes, offset, raw),
-        ClientCommand::Cluster => out.show(&client.get("/v1/cluster")?, |cluster| printable(&cluster_text(cluster))),
-        ClientCommand::Pairs => out.show(&client.get("/v1/pairs")?, |r| listed(r, "pairs", pairs_table)),
-        ClientCommand::Reserve { nodes, start, duration, tenant, reason } => {
+        ClientCommand::Cancel { id } => out.show(
+            &client.post(&format!("/v1/jobs/{id}/cancel"), &json!({}))?,
+            |reply| match reply["array_tasks_cancelled"].as_u64() {
+                Some(n) => format!(
+                    "cancelling array {id}: {n} task{} not ended yet\n",
+                    if n == 1 { "" } else { "s" }
+                ),
+                None => format!("cancelling job {id}\n"),
+            },
+        ),
+        ClientCommand::Logs {
+            id,
+            tail_bytes,
+            offset,
+            raw,
+        } => logs(&client, id, tail_bytes, offset, raw),
+        ClientCommand::Cluster => out.show(&client.get("/v1/cluster")?, |cluster| {
+            printable(&cluster_text(cluster))
+        }),
+        ClientCommand::Pairs => out.show(&client.get("/v1/pairs")?, |r| {
+            listed(r, "pairs", pairs_table)
+        }),
+        ClientCommand::Reserve {
+            nodes,
+            start,
+            duration,
+            tenant,
+            reason,
+        } => {
             let body = json!({ "nodes": nodes, "start_unix_s": start.unix_s(), "duration_s": duration, "tenant": tenant, "reason": reason });
-            out.show(&client.post("/v1/reservations", &body)?, |r| format!("reserved: {}", reservation_line(r)))
+            out.show(&client.post("/v1/reservations", &body)?, |r| {
+                format!("reserved: {}", reservation_line(r))
+            })
         }
-        ClientCommand::Reservations { delete: Some(id) } => out.show(&client.delete(&format!("/v1/reservations/{id}"))?, |_| format!("deleted reservation {id}\n")),
-        ClientCommand::History { action: HistoryCommand::Export { since, out: path } } => history_export(&client, since, path.as_deref()),
-        ClientCommand::Reservations { delete: None } => out.show(&client.get("/v1/reservations")?, |r| listed(r, "reservations", reservations_table)),
-        ClientCommand::Usage { since, by, tenant, csv } => usage(&client, &since, &by, tenant.as_deref(), csv, out),
-        ClientCommand::Tenants { action } => tenants(&client, action.unwrap_or(TenantsCommand::List), out),
+        ClientCommand::Reservations { delete: Some(id) } => out
+            .show(&client.delete(&format!("/v1/reservations/{id}"))?, |_| {
+                format!("deleted reservation {id}\n")
+            }),
+        ClientCommand::History {
+            action: HistoryCommand::Export { since, out: path },
+        } => history_export(&client, since, path.as_deref()),
+        ClientCommand::Reservations { delete: None } => out
+            .show(&client.get("/v1/reservations")?, |r| {
+                listed(r, "reservations", reservations_table)
+            }),
+        ClientCommand::Usage {
+            since,
+            by,
+            tenant,
+            csv,
+        } => usage(&client, &since, &by, tenant.as_deref(), csv, out),
+        ClientCommand::Quota { action } => {
+            quota::quota(&client, action.unwrap_or(QuotaCommand::Show), out)
+        }
+        ClientCommand::Tenants { action } => {
+            tenants(&client, action.unwrap_or(TenantsCommand::List), out)
+        }
     }
 }
 
 /// `arbiter usage`: the window and groupings checked here first (the daemon checks them too),
 /// then the daemon's report as a table, CSV or JSON.
-fn usage(client: &Client, since: &str, by: &str, tenant: Option<&str>, csv: bool, out: Output) -> Result<()> {
-    use arbiter_daemon::records::usage::{parse_since, GroupBy};
+fn usage(
+    client: &Client,
+    since: &str,
+    by: &str,
+    tenant: Option<&str>,
+    csv: bool,
+    out: Output,
+) -> Result<()> {
+    use arbiter_daemon::records::usage::{GroupBy, parse_since};
     if csv && out.json {
         bail!("--csv and --json: pick one");
     }
     parse_since(since, 0).map_err(|e| anyhow::anyhow!("--since {e}"))?;
     GroupBy::parse_list(by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
-    let mut path = format!("/v1/usage?since={}&by={}", url_component(since), url_component(by));
+    let mut path = format!(
+        "/v1/usage?since={}&by={}",
+        url_component(since),
+        url_component(by)
+    );
     if let Some(t) = tenant {
         path.push_str(&format!("&tenant={}", url_component(t)));
     }
@@ -507,7 +599,15 @@ fn usage(client: &Client, since: &str, by: &str, tenant: Option<&str>, csv: bool
 
 /// Percent-encodes everything but unreserved characters (RFC 3986).
 fn url_component(text: &str) -> String {
-    text.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// How a client command prints the daemon's answer: its JSON with --json, else words or a table.
@@ -550,13 +650,23 @@ fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
         return Ok(());
     }
     match reply["array_tasks"].as_u64() {
-        Some(tasks) => crate::outln!("submitted array {} ({tasks} tasks: {}_INDEX)", reply["id"], reply["id"]),
+        Some(tasks) => crate::outln!(
+            "submitted array {} ({tasks} tasks: {}_INDEX)",
+            reply["id"],
+            reply["id"]
+        ),
         None => crate::outln!("submitted job {}", reply["id"]),
     }
     match (deadline, answer) {
-        (Some(_), Some(true)) => crate::outln!("deadline guaranteed: GPUs are reserved to finish it in time"),
-        (Some(_), Some(false)) => crate::outln!("deadline NOT guaranteed: it runs on spare GPUs and may finish late"),
-        (Some(_), None) => crate::outln!("no admission answer: the daemon's policy does not guarantee deadlines (`chronus` does); it will try"),
+        (Some(_), Some(true)) => {
+            crate::outln!("deadline guaranteed: GPUs are reserved to finish it in time")
+        }
+        (Some(_), Some(false)) => {
+            crate::outln!("deadline NOT guaranteed: it runs on spare GPUs and may finish late")
+        }
+        (Some(_), None) => crate::outln!(
+            "no admission answer: the daemon's policy does not guarantee deadlines (`chronus` does); it will try"
+        ),
         _ => {}
     }
     Ok(())
@@ -564,7 +674,11 @@ fn submit(client: &Client, args: SubmitArgs, json_out: bool) -> Result<()> {
 
 /// `arbiter history export`: the admin's view of every job, as a native trace with what the
 /// daemon observed (`history::export`).
-fn history_export(client: &Client, since_s: Option<u64>, out: Option<&std::path::Path>) -> Result<()> {
+fn history_export(
+    client: &Client,
+    since_s: Option<u64>,
+    out: Option<&std::path::Path>,
+) -> Result<()> {
     // The admin's only: a tenant's token lists its own jobs, but the history of a cluster is
     // the admin's to hand out.
     if client.get("/v1/tenants").is_err() {
@@ -575,15 +689,22 @@ fn history_export(client: &Client, since_s: Option<u64>, out: Option<&std::path:
     let mut jobs = Vec::new();
     let mut after: Option<u32> = None;
     loop {
-        let mut path = format!("/v1/history?limit={}", arbiter_daemon::api::history::MAX_HISTORY_PAGE);
+        let mut path = format!(
+            "/v1/history?limit={}",
+            arbiter_daemon::api::history::MAX_HISTORY_PAGE
+        );
         if let Some(s) = since_s {
             path.push_str(&format!("&since={s}"));
         }
         if let Some(a) = after {
             path.push_str(&format!("&after={a}"));
         }
-        let page: arbiter_daemon::records::history::HistoryPage =
-            serde_json::from_str(&client.get_text(&path)?).context("the daemon's history is not the JSON this client reads (a daemon of another version?)")?;
+        let page: arbiter_daemon::records::history::HistoryPage = serde_json::from_str(
+            &client.get_text(&path)?,
+        )
+        .context(
+            "the daemon's history is not the JSON this client reads (a daemon of another version?)",
+        )?;
         jobs.extend(page.jobs);
         match page.next_after {
             Some(next) => after = Some(next),
@@ -594,10 +715,15 @@ fn history_export(client: &Client, since_s: Option<u64>, out: Option<&std::path:
     let mut text = Vec::new();
     history.write(&mut text)?;
     match out {
-        Some(path) => std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?,
+        Some(path) => {
+            std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?
+        }
         None => std::io::Write::write_all(&mut std::io::stdout(), &text)?,
     }
-    let first = history.origin_unix_s.map_or_else(|| "no job".to_string(), |t| format!("times from {} UTC", utc(t)));
+    let first = history.origin_unix_s.map_or_else(
+        || "no job".to_string(),
+        |t| format!("times from {} UTC", utc(t)),
+    );
     eprintln!("{} jobs exported ({first})", history.jobs.len());
     Ok(())
 }
@@ -609,17 +735,30 @@ fn parse_job_ref(text: &str) -> std::result::Result<String, String> {
         Some((array, task)) => number(array) && number(task),
         None => number(text),
     };
-    if ok { Ok(text.to_string()) } else { Err(format!("`{text}` is not a job id (12, or 12_7 for task 7 of array 12)")) }
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "`{text}` is not a job id (12, or 12_7 for task 7 of array 12)"
+        ))
+    }
 }
 
 /// The submission's JSON body from the command line (and this shell's environment and directory).
 fn submit_body(args: SubmitArgs) -> Result<Value> {
     let env_map = job_env(&args.export, &args.env, std::env::vars_os())?;
     let cwd = match args.working_dir {
-        Some(d) => std::fs::canonicalize(&d).with_context(|| format!("--working-dir {}", d.display()))?,
+        Some(d) => {
+            std::fs::canonicalize(&d).with_context(|| format!("--working-dir {}", d.display()))?
+        }
         None => std::env::current_dir()?,
     };
-    let command_line = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+    let command_line = args
+        .command
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
     let (gpus, max_gpus) = args.gpus;
     let mut body = json!({
         "command": command_line, "gpus": gpus, "priority": args.priority, "working_dir": cwd.display().to_string(),
@@ -635,13 +774,18 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
         body["iteration_stages"] = parse_stages(&text)?;
     }
     if let Some(within) = args.deadline {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         body["deadline_unix_s"] = json!(now + within);
     }
     let optional = [
         ("max_gpus", max_gpus.map(|v| json!(v))),
         ("max_run_time_s", args.max_run_time_s.map(|v| json!(v))),
-        ("expected_run_time_s", args.expected_run_time_s.map(|v| json!(v))),
+        (
+            "expected_run_time_s",
+            args.expected_run_time_s.map(|v| json!(v)),
+        ),
         ("cpus", args.cpus.map(|v| json!(v))),
         ("memory_gib", args.memory_gib.map(|v| json!(v))),
         ("min_run_time_s", args.min_run_time_s.map(|v| json!(v))),
@@ -664,8 +808,15 @@ fn submit_body(args: SubmitArgs) -> Result<Value> {
 /// Who submits, for `arbiter usage --by user`: `$USER` (else `$LOGNAME`) when it is a plain
 /// name the daemon takes (letters, digits, `. _ - @`, at most 64 bytes); none otherwise.
 fn login_name() -> Option<String> {
-    let name = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok()?;
-    (!name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c))).then_some(name)
+    let name = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()?;
+    (!name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)))
+    .then_some(name)
 }
 
 /// The admission answer for a job with a deadline: it comes with the first scheduling point after
@@ -707,22 +858,38 @@ fn all_jobs(client: &Client, state: Option<&str>) -> Result<Value> {
 }
 
 /// `arbiter logs`: the log (or its tail, or from an offset), saying where the daemon cut it.
-fn logs(client: &Client, id: String, tail_bytes: Option<u64>, offset: Option<u64>, raw: bool) -> Result<()> {
+fn logs(
+    client: &Client,
+    id: String,
+    tail_bytes: Option<u64>,
+    offset: Option<u64>,
+    raw: bool,
+) -> Result<()> {
     let path = match (tail_bytes, offset) {
         (Some(n), _) => format!("/v1/jobs/{id}/logs?tail_bytes={n}"),
         (None, Some(n)) => format!("/v1/jobs/{id}/logs?offset={n}"),
         (None, None) => format!("/v1/jobs/{id}/logs"),
     };
     let part = match write_log(client, &path, raw) {
-        Err(arbiter_daemon::api::client::ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(arbiter_daemon::api::client::ClientError::Output(e))
+            if e.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            return Ok(());
+        }
         other => other?,
     };
     if part.truncated {
         let next = part.start + part.len;
         if tail_bytes.is_some() {
-            eprintln!("arbiter: only the last {} bytes of {} were sent (the daemon's per-response cap)", part.len, part.size);
+            eprintln!(
+                "arbiter: only the last {} bytes of {} were sent (the daemon's per-response cap)",
+                part.len, part.size
+            );
         } else {
-            eprintln!("arbiter: output cut at byte {next} of {}; continue with `arbiter logs {id} --offset {next}`", part.size);
+            eprintln!(
+                "arbiter: output cut at byte {next} of {}; continue with `arbiter logs {id} --offset {next}`",
+                part.size
+            );
         }
     }
     Ok(())
@@ -731,12 +898,35 @@ fn logs(client: &Client, id: String, tail_bytes: Option<u64>, offset: Option<u64
 /// `arbiter tenants` (admin): list, add, update, remove, rotate a token.
 fn tenants(client: &Client, action: TenantsCommand, out: Output) -> Result<()> {
     match action {
-        TenantsCommand::List => out.show(&client.get("/v1/tenants")?, |r| listed(r, "tenants", tenants_table)),
-        TenantsCommand::Add { name, weight, gpu_quota } => {
-            let reply = client.post("/v1/tenants", &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota }))?;
-            out.show(&reply, |r| format!("tenant {name} created; its token (shown once): {}\n", r["token"].as_str().unwrap_or("")))
+        TenantsCommand::List => out.show(&client.get("/v1/tenants")?, |r| {
+            listed(r, "tenants", tenants_table)
+        }),
+        TenantsCommand::Add {
+            name,
+            weight,
+            gpu_quota,
+            parent,
+        } => {
+            let reply = client.post(
+                "/v1/tenants",
+                &json!({ "name": name, "weight": weight, "gpu_quota": gpu_quota, "parent": parent }),
+            )?;
+            out.show(&reply, |r| {
+                format!(
+                    "tenant {name} created; its token (shown once): {}\n",
+                    r["token"].as_str().unwrap_or("")
+                )
+            })
         }
-        TenantsCommand::Update { name, weight, gpu_quota, no_gpu_quota, webhook, no_webhook, rotate_webhook_secret } => {
+        TenantsCommand::Update {
+            name,
+            weight,
+            gpu_quota,
+            no_gpu_quota,
+            webhook,
+            no_webhook,
+            rotate_webhook_secret,
+        } => {
             let mut body = serde_json::Map::new();
             if let Some(w) = weight {
                 body.insert("weight".into(), json!(w));
@@ -755,14 +945,27 @@ fn tenants(client: &Client, action: TenantsCommand, out: Output) -> Result<()> {
                 body.insert("rotate_webhook_secret".into(), json!(true));
             }
             if body.is_empty() {
-                bail!("nothing to change: give --weight, --gpu-quota, --no-gpu-quota, --webhook, --no-webhook or --rotate-webhook-secret");
+                bail!(
+                    "nothing to change: give --weight, --gpu-quota, --no-gpu-quota, --webhook, --no-webhook or --rotate-webhook-secret"
+                );
             }
-            out.show(&client.patch(&format!("/v1/tenants/{name}"), &Value::Object(body))?, |r| updated_tenant_text(&name, r))
+            out.show(
+                &client.patch(&format!("/v1/tenants/{name}"), &Value::Object(body))?,
+                |r| updated_tenant_text(&name, r),
+            )
         }
-        TenantsCommand::Remove { name } => out.show(&client.delete(&format!("/v1/tenants/{name}"))?, |_| format!("tenant {name} removed; its token no longer works\n")),
+        TenantsCommand::Remove { name } => out
+            .show(&client.delete(&format!("/v1/tenants/{name}"))?, |_| {
+                format!("tenant {name} removed; its token no longer works\n")
+            }),
         TenantsCommand::RotateToken { name } => {
             let reply = client.post(&format!("/v1/tenants/{name}/token"), &json!({}))?;
-            out.show(&reply, |r| format!("tenant {name}: new token (shown once; the old one no longer works): {}\n", r["token"].as_str().unwrap_or("")))
+            out.show(&reply, |r| {
+                format!(
+                    "tenant {name}: new token (shown once; the old one no longer works): {}\n",
+                    r["token"].as_str().unwrap_or("")
+                )
+            })
         }
     }
 }
@@ -770,13 +973,28 @@ fn tenants(client: &Client, action: TenantsCommand, out: Output) -> Result<()> {
 /// What `arbiter tenants update` says: the tenant as it now is, and the queued jobs its new quota
 /// holds.
 fn updated_tenant_text(name: &str, reply: &Value) -> String {
-    let mut text = format!("tenant {name}: weight {}, GPU quota {}\n", number(&reply["weight"]), quota(&reply["gpu_quota"]));
-    let held: Vec<String> = reply["held_by_quota"].as_array().into_iter().flatten().map(Value::to_string).collect();
+    let mut text = format!(
+        "tenant {name}: weight {}, GPU quota {}\n",
+        number(&reply["weight"]),
+        quota(&reply["gpu_quota"])
+    );
+    let held: Vec<String> = reply["held_by_quota"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(Value::to_string)
+        .collect();
     if !held.is_empty() {
-        text.push_str(&format!("held until the quota is raised (they ask for more GPUs than it): job {}\n", held.join(", ")));
+        text.push_str(&format!(
+            "held until the quota is raised (they ask for more GPUs than it): job {}\n",
+            held.join(", ")
+        ));
     }
     match reply["webhook"]["url"].as_str() {
-        Some(url) => text.push_str(&format!("webhook: {url} ({})\n", render::webhook_state(&reply["webhook"]))),
+        Some(url) => text.push_str(&format!(
+            "webhook: {url} ({})\n",
+            render::webhook_state(&reply["webhook"])
+        )),
         None => text.push_str("webhook: none\n"),
     }
     if let Some(secret) = reply["webhook_secret"].as_str() {
@@ -788,7 +1006,11 @@ fn updated_tenant_text(name: &str, reply: &Value) -> String {
 /// Streams the log at `path` to standard output: escaped on a terminal, where a job's escape
 /// sequences would act (`terminal.rs`), unless `raw`; unchanged into a pipe or a file, whose
 /// reader asked for the bytes.
-fn write_log(client: &Client, path: &str, raw: bool) -> Result<arbiter_daemon::api::client::LogPart, arbiter_daemon::api::client::ClientError> {
+fn write_log(
+    client: &Client,
+    path: &str,
+    raw: bool,
+) -> Result<arbiter_daemon::api::client::LogPart, arbiter_daemon::api::client::ClientError> {
     use std::io::IsTerminal;
     let stdout = std::io::stdout();
     if raw || !stdout.is_terminal() {
@@ -796,7 +1018,10 @@ fn write_log(client: &Client, path: &str, raw: bool) -> Result<arbiter_daemon::a
     }
     let mut shown = terminal::Escaping::new(stdout.lock());
     let part = client.get_log(path, &mut shown)?;
-    shown.finish().map(drop).map_err(arbiter_daemon::api::client::ClientError::Output)?;
+    shown
+        .finish()
+        .map(drop)
+        .map_err(arbiter_daemon::api::client::ClientError::Output)?;
     Ok(part)
 }
 
@@ -808,7 +1033,11 @@ fn arbiter_owned(key: &str) -> bool {
 /// The job's environment from `--export` (applied to `environment`, the submitter's) and
 /// `--env` on top, without the variables Arbiter owns (dropped from the export, refused in
 /// `--env` and in an explicit export list).
-fn job_env(export: &str, env: &[String], environment: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Result<std::collections::BTreeMap<String, String>> {
+fn job_env(
+    export: &str,
+    env: &[String],
+    environment: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<std::collections::BTreeMap<String, String>> {
     let mut all = false;
     let mut named = Vec::new();
     let mut set = Vec::new();
@@ -822,7 +1051,9 @@ fn job_env(export: &str, env: &[String], environment: impl Iterator<Item = (std:
                     None => (item, None),
                 };
                 if arbiter_owned(key) {
-                    bail!("--export {key}: Arbiter sets {key} for each run itself (ARBITER_*, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER cannot be passed)");
+                    bail!(
+                        "--export {key}: Arbiter sets {key} for each run itself (ARBITER_*, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER cannot be passed)"
+                    );
                 }
                 match value {
                     Some(v) => set.push((key.to_string(), v.to_string())),
@@ -834,7 +1065,10 @@ fn job_env(export: &str, env: &[String], environment: impl Iterator<Item = (std:
     let mut out = std::collections::BTreeMap::new();
     for (key, value) in environment {
         let (Some(key), Some(value)) = (key.to_str(), value.to_str()) else {
-            eprintln!("arbiter: not exporting {}: not UTF-8", key.to_string_lossy());
+            eprintln!(
+                "arbiter: not exporting {}: not UTF-8",
+                key.to_string_lossy()
+            );
             continue;
         };
         if (all || named.iter().any(|n| n == key)) && !arbiter_owned(key) {
@@ -843,12 +1077,16 @@ fn job_env(export: &str, env: &[String], environment: impl Iterator<Item = (std:
     }
     out.extend(set);
     for pair in env {
-        let (key, value) = pair.split_once('=').with_context(|| format!("--env `{pair}` is not KEY=VALUE"))?;
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("--env `{pair}` is not KEY=VALUE"))?;
         if key.is_empty() {
             bail!("--env `{pair}`: empty name");
         }
         if arbiter_owned(key) {
-            bail!("--env {key}: Arbiter sets {key} for each run itself (ARBITER_*, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER cannot be set)");
+            bail!(
+                "--env {key}: Arbiter sets {key} for each run itself (ARBITER_*, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER cannot be set)"
+            );
         }
         out.insert(key.to_string(), value.to_string());
     }
@@ -859,16 +1097,25 @@ fn job_env(export: &str, env: &[String], environment: impl Iterator<Item = (std:
 /// `iteration_stages` (the daemon checks the rest: their sum, the upper bounds).
 fn parse_stages(text: &str) -> Result<Value> {
     let parts: Vec<&str> = text.split(',').map(str::trim).collect();
-    let numbers: Option<Vec<f64>> = parts.iter().map(|p| p.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0)).collect();
+    let numbers: Option<Vec<f64>> = parts
+        .iter()
+        .map(|p| p.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0))
+        .collect();
     match numbers.as_deref() {
         Some(&[io_s, cpu_s, gpu_s]) => Ok(json!({ "io_s": io_s, "cpu_s": cpu_s, "gpu_s": gpu_s })),
-        _ => bail!("--stages {text}: expected three numbers of seconds (finite, >= 0) per iteration, IO,CPU,GPU (e.g. 0.05,0.1,0.35)"),
+        _ => bail!(
+            "--stages {text}: expected three numbers of seconds (finite, >= 0) per iteration, IO,CPU,GPU (e.g. 0.05,0.1,0.35)"
+        ),
     }
 }
 
 /// Quotes an argument for `sh -c` when it needs it.
 fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
         arg.to_string()
     } else {
         format!("'{}'", arg.replace('\'', r"'\''"))
@@ -880,7 +1127,11 @@ mod tests;
 
 /// `--gpus`: `N`, or `MIN..MAX` for an elastic job.
 fn parse_gpu_range(text: &str) -> std::result::Result<(u32, Option<u32>), String> {
-    let count = |s: &str| s.trim().parse::<u32>().map_err(|_| format!("`{s}` is not a GPU count; write N or MIN..MAX (e.g. 2..8)"));
+    let count = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("`{s}` is not a GPU count; write N or MIN..MAX (e.g. 2..8)"))
+    };
     match text.split_once("..") {
         None => Ok((count(text)?, None)),
         Some((least, most)) => {
@@ -904,7 +1155,9 @@ pub(crate) enum StartAt {
 
 impl StartAt {
     fn unix_s(&self) -> i64 {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
         match self {
             StartAt::In(s) => now + *s as i64,
             StartAt::At(t) => *t,
@@ -924,8 +1177,11 @@ fn parse_start(text: &str) -> std::result::Result<StartAt, String> {
     if let Ok(unix) = text.parse::<i64>() {
         return Ok(StartAt::At(unix));
     }
-    let parsed = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").or_else(|_| chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M"));
-    parsed.map(|t| StartAt::At(t.and_utc().timestamp())).map_err(|_| format!("`{text}`: use now, +2h, YYYY-MM-DD HH:MM (UTC) or Unix seconds"))
+    let parsed = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+        .or_else(|_| chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M"));
+    parsed
+        .map(|t| StartAt::At(t.and_utc().timestamp()))
+        .map_err(|_| format!("`{text}`: use now, +2h, YYYY-MM-DD HH:MM (UTC) or Unix seconds"))
 }
 
 /// A duration (`--deadline`, `--duration`, `--since`): seconds, or a number with `s`, `m`, `h`
@@ -941,13 +1197,19 @@ fn parse_duration_s(text: &str) -> std::result::Result<u64, String> {
         'm' => 60.0,
         'h' => 3600.0,
         'd' => 86_400.0,
-        _ => return Err(format!("`{text}`: use seconds or a number with s, m, h or d (e.g. 90m)")),
+        _ => {
+            return Err(format!(
+                "`{text}`: use seconds or a number with s, m, h or d (e.g. 90m)"
+            ));
+        }
     };
-    let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a duration (e.g. 3600, 90m, 2h)"))?;
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 3600, 90m, 2h)"))?;
     let seconds = value * scale;
     if !(seconds.is_finite() && (1.0..=3650.0 * 86_400.0).contains(&seconds)) {
         return Err(format!("`{text}`: from 1 s to ten years"));
     }
     Ok(seconds.round() as u64)
 }
-

@@ -1,7 +1,7 @@
 //! Plain-text tables for the terminal.
 
-use arbiter_sim::scenario::{Comparison, ResultRow};
 use arbiter_sim::Summary;
+use arbiter_sim::scenario::{Comparison, ResultRow};
 use arbiter_trace::Trace;
 use std::fmt::Write;
 
@@ -83,7 +83,14 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
     let shared = rows.iter().any(|r| r.summary.shared_gpu_fraction > 0.0);
     let guests = rows.iter().any(|r| r.summary.guest_gpu_fraction > 0.0);
     if slos {
-        headers.splice(14..14, [("ddl met", Right), ("ddl value", Right), ("BE JCT s", Right)]);
+        headers.splice(
+            14..14,
+            [
+                ("ddl met", Right),
+                ("ddl value", Right),
+                ("BE JCT s", Right),
+            ],
+        );
     }
     if fairness {
         headers.splice(14..14, [("max rho", Right), ("rho>1", Right)]);
@@ -94,6 +101,12 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
     }
     if shared || guests {
         headers.insert(14, ("shared", Right));
+    }
+    // Under a quota tree (only then, so that other scenarios' tables stay as they were): the
+    // running jobs it reclaimed for their owners' guaranteed quota, before `wall s`.
+    let quotas = rows.iter().any(|r| r.quota_reclaims.is_some());
+    if quotas {
+        headers.insert(headers.len() - 1, ("reclaims", Right));
     }
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -116,17 +129,38 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
                 fixed(r.wall_s, 3),
             ];
             if slos {
-                let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{}%", fixed(100.0 * v, 1)));
-                cells.splice(14..14, [pct(r.summary.deadlines_met), pct(r.summary.deadline_value), r.summary.best_effort_avg_jct_s.map_or("-".to_string(), secs)]);
+                let pct = |v: Option<f64>| {
+                    v.map_or("-".to_string(), |v| format!("{}%", fixed(100.0 * v, 1)))
+                };
+                cells.splice(
+                    14..14,
+                    [
+                        pct(r.summary.deadlines_met),
+                        pct(r.summary.deadline_value),
+                        r.summary
+                            .best_effort_avg_jct_s
+                            .map_or("-".to_string(), secs),
+                    ],
+                );
             }
             if fairness {
-                cells.splice(14..14, [fixed(r.summary.max_ftf_rho, 2), format!("{}%", fixed(100.0 * r.summary.ftf_unfair_fraction, 1))]);
+                cells.splice(
+                    14..14,
+                    [
+                        fixed(r.summary.max_ftf_rho, 2),
+                        format!("{}%", fixed(100.0 * r.summary.ftf_unfair_fraction, 1)),
+                    ],
+                );
             }
             if guests {
                 cells.insert(14, fixed(r.summary.guest_gpu_fraction, 3));
             }
             if shared || guests {
                 cells.insert(14, fixed(r.summary.shared_gpu_fraction, 3));
+            }
+            if quotas {
+                let reclaims = r.quota_reclaims.map_or("-".to_string(), |n| n.to_string());
+                cells.insert(cells.len() - 1, reclaims);
             }
             cells
         })
@@ -137,13 +171,20 @@ pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
 /// `v` with `decimals` decimals, never as a negative zero (`-0.000`).
 pub fn fixed(v: f64, decimals: usize) -> String {
     let text = format!("{v:.decimals$}");
-    if text.starts_with('-') && text[1..].chars().all(|c| c == '0' || c == '.') { text[1..].to_string() } else { text }
+    if text.starts_with('-') && text[1..].chars().all(|c| c == '0' || c == '.') {
+        text[1..].to_string()
+    } else {
+        text
+    }
 }
 
 /// Whether a comparison is within its tolerance, in words that need no colour (the HTML report
 /// marks the same rows green and red): `+173.4%` and `+0.0%` must not look alike.
 fn verdict(c: &Comparison) -> String {
-    let tolerance = c.published.tolerance.map(|t| format!("±{}%", fixed(t * 100.0, 0)));
+    let tolerance = c
+        .published
+        .tolerance
+        .map(|t| format!("±{}%", fixed(t * 100.0, 0)));
     match (c.within_tolerance, tolerance) {
         (Some(true), Some(t)) => format!("✓ within {t}"),
         (Some(false), Some(t)) => format!("✗ outside {t}"),
@@ -194,7 +235,10 @@ pub fn comparison_table(rows: &[Comparison]) -> String {
             ]
         })
         .collect();
-    let mut s = format!("published numbers vs ours (mean over seeds)\n{}", render(&headers, &cells));
+    let mut s = format!(
+        "published numbers vs ours (mean over seeds)\n{}",
+        render(&headers, &cells)
+    );
     for note in notes {
         let _ = writeln!(s, "n/c: not comparable: {note}");
     }
@@ -207,7 +251,13 @@ pub fn comparison_table(rows: &[Comparison]) -> String {
 /// The verdicts counted (`12 within their tolerance, 1 outside (✗), 33 not run`), so that one
 /// row outside among dozens is not missed; `None` where no row has a tolerance to judge by.
 fn verdict_counts(rows: &[Comparison]) -> Option<String> {
-    const KINDS: [&str; 5] = ["within their tolerance", "outside (✗)", "without a tolerance", "not comparable", "not run"];
+    const KINDS: [&str; 5] = [
+        "within their tolerance",
+        "outside (✗)",
+        "without a tolerance",
+        "not comparable",
+        "not run",
+    ];
     let mut counts = [0usize; KINDS.len()];
     for c in rows {
         let kind = match c.within_tolerance {
@@ -219,7 +269,15 @@ fn verdict_counts(rows: &[Comparison]) -> Option<String> {
         };
         counts[kind] += 1;
     }
-    (counts[0] + counts[1] > 0).then(|| KINDS.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", "))
+    (counts[0] + counts[1] > 0).then(|| {
+        KINDS
+            .iter()
+            .zip(counts)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 pub fn summary_text(s: &Summary) -> String {
@@ -250,10 +308,22 @@ pub fn trace_stats(trace: &Trace) -> String {
     }
     let slo = trace.jobs.iter().filter(|j| j.deadline.is_some()).count();
     if slo > 0 {
-        let soft = trace.jobs.iter().filter(|j| !j.deadline_options.is_empty()).count();
-        let _ = writeln!(s, "with a deadline: {slo} ({soft} with several options), best effort: {}", trace.jobs.len() - slo);
+        let soft = trace
+            .jobs
+            .iter()
+            .filter(|j| !j.deadline_options.is_empty())
+            .count();
+        let _ = writeln!(
+            s,
+            "with a deadline: {slo} ({soft} with several options), best effort: {}",
+            trace.jobs.len() - slo
+        );
     }
-    let _ = writeln!(s, "submit span: {} s", secs(trace.submit_span().as_secs_f64()));
+    let _ = writeln!(
+        s,
+        "submit span: {} s",
+        secs(trace.submit_span().as_secs_f64())
+    );
     let mut sizes = std::collections::BTreeMap::<u32, usize>::new();
     let mut tenants = std::collections::BTreeMap::<&str, usize>::new();
     let mut gpu_s = 0.0;
@@ -274,26 +344,77 @@ pub fn trace_stats(trace: &Trace) -> String {
 pub fn trace_analysis(a: &arbiter_trace::analysis::TraceAnalysis) -> String {
     let pct = |x: f64| format!("{:.1}%", 100.0 * x);
     let mut s = String::new();
-    let _ = writeln!(s, "jobs: {}, GPU-hours of work: {}", a.jobs, fixed(a.gpu_hours, 1));
-    let _ = writeln!(s, "GPU-time in the largest 1% of jobs: {}, in the largest 10%: {}", pct(a.top_1pct_gpu_time_share), pct(a.top_10pct_gpu_time_share));
-    let _ = writeln!(s, "\n{:<5} {:>8} {:>7} {:>12} {:>9} {:>12} {:>12}", "GPUs", "jobs", "share", "GPU-hours", "share", "p50 dur s", "p90 dur s");
+    let _ = writeln!(
+        s,
+        "jobs: {}, GPU-hours of work: {}",
+        a.jobs,
+        fixed(a.gpu_hours, 1)
+    );
+    let _ = writeln!(
+        s,
+        "GPU-time in the largest 1% of jobs: {}, in the largest 10%: {}",
+        pct(a.top_1pct_gpu_time_share),
+        pct(a.top_10pct_gpu_time_share)
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<5} {:>8} {:>7} {:>12} {:>9} {:>12} {:>12}",
+        "GPUs", "jobs", "share", "GPU-hours", "share", "p50 dur s", "p90 dur s"
+    );
     for c in &a.sizes {
-        let _ = writeln!(s, "{:<5} {:>8} {:>7} {:>12} {:>9} {:>12} {:>12}", c.gpus, c.jobs, pct(c.job_share), fixed(c.gpu_hours, 1), pct(c.gpu_time_share), secs(c.p50_duration_s), secs(c.p90_duration_s));
+        let _ = writeln!(
+            s,
+            "{:<5} {:>8} {:>7} {:>12} {:>9} {:>12} {:>12}",
+            c.gpus,
+            c.jobs,
+            pct(c.job_share),
+            fixed(c.gpu_hours, 1),
+            pct(c.gpu_time_share),
+            secs(c.p50_duration_s),
+            secs(c.p90_duration_s)
+        );
     }
-    let _ = writeln!(s, "\n{:<16} {:>8} {:>12} {:>9} {:>9}", "tenant", "jobs", "GPU-hours", "share", "mean GPUs");
+    let _ = writeln!(
+        s,
+        "\n{:<16} {:>8} {:>12} {:>9} {:>9}",
+        "tenant", "jobs", "GPU-hours", "share", "mean GPUs"
+    );
     for t in &a.tenants {
-        let _ = writeln!(s, "{:<16} {:>8} {:>12} {:>9} {:>9.2}", t.tenant, t.jobs, fixed(t.gpu_hours, 1), pct(t.gpu_time_share), t.mean_gpus);
+        let _ = writeln!(
+            s,
+            "{:<16} {:>8} {:>12} {:>9} {:>9.2}",
+            t.tenant,
+            t.jobs,
+            fixed(t.gpu_hours, 1),
+            pct(t.gpu_time_share),
+            t.mean_gpus
+        );
     }
     match (&a.arrivals_by_hour, &a.arrivals_by_weekday) {
         (Some(hours), Some(days)) => {
-            let hours: Vec<String> = hours.iter().enumerate().map(|(h, n)| format!("{h:02}:{n}")).collect();
-            let _ = writeln!(s, "\narrivals by hour of day (trace clock): {}", hours.join(" "));
+            let hours: Vec<String> = hours
+                .iter()
+                .enumerate()
+                .map(|(h, n)| format!("{h:02}:{n}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "\narrivals by hour of day (trace clock): {}",
+                hours.join(" ")
+            );
             let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-            let days: Vec<String> = names.iter().zip(days).map(|(d, n)| format!("{d}:{n}")).collect();
+            let days: Vec<String> = names
+                .iter()
+                .zip(days)
+                .map(|(d, n)| format!("{d}:{n}"))
+                .collect();
             let _ = write!(s, "arrivals by day of week: {}", days.join(" "));
         }
         _ => {
-            let _ = write!(s, "\narrivals by hour and day: not available (the trace has no timestamps)");
+            let _ = write!(
+                s,
+                "\narrivals by hour and day: not available (the trace has no timestamps)"
+            );
         }
     }
     s
@@ -302,22 +423,54 @@ pub fn trace_analysis(a: &arbiter_trace::analysis::TraceAnalysis) -> String {
 /// A pod list characterized (`trace analyze --format pai-pods`).
 pub fn pod_analysis(a: &arbiter_trace::pai::PodAnalysis) -> String {
     let pct = |x: f64| format!("{:.1}%", 100.0 * x);
-    let named = |m: &std::collections::BTreeMap<String, f64>| m.iter().map(|(k, v)| format!("{k} {}", pct(*v))).collect::<Vec<_>>().join(", ");
+    let named = |m: &std::collections::BTreeMap<String, f64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {}", pct(*v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut s = String::new();
-    let _ = writeln!(s, "pods: {}, GPUs asked for: {} (a share of a GPU counted as its fraction)", a.pods, fixed(a.gpu_demand, 1));
-    let _ = writeln!(s, "GPU pods asking for a share of one GPU: {}; constrained to GPU types: {}", pct(a.fractional_share_of_gpu_pods), pct(a.gpu_type_constrained_share));
+    let _ = writeln!(
+        s,
+        "pods: {}, GPUs asked for: {} (a share of a GPU counted as its fraction)",
+        a.pods,
+        fixed(a.gpu_demand, 1)
+    );
+    let _ = writeln!(
+        s,
+        "GPU pods asking for a share of one GPU: {}; constrained to GPU types: {}",
+        pct(a.fractional_share_of_gpu_pods),
+        pct(a.gpu_type_constrained_share)
+    );
     let _ = writeln!(s, "final phase: {}", named(&a.phases));
     let _ = writeln!(s, "QoS: {}", named(&a.qos));
-    let _ = writeln!(s, "\n{:<9} {:>7} {:>7} {:>11} {:>13}  final phase", "request", "pods", "share", "GPU demand", "p50 life s");
+    let _ = writeln!(
+        s,
+        "\n{:<9} {:>7} {:>7} {:>11} {:>13}  final phase",
+        "request", "pods", "share", "GPU demand", "p50 life s"
+    );
     for c in &a.classes {
-        let _ = writeln!(s, "{:<9} {:>7} {:>7} {:>11} {:>13}  {}", c.class, c.pods, pct(c.pod_share), pct(c.gpu_demand_share), secs(c.p50_lifetime_s), named(&c.phases));
+        let _ = writeln!(
+            s,
+            "{:<9} {:>7} {:>7} {:>11} {:>13}  {}",
+            c.class,
+            c.pods,
+            pct(c.pod_share),
+            pct(c.gpu_demand_share),
+            secs(c.p50_lifetime_s),
+            named(&c.phases)
+        );
     }
     s.trim_end().to_string()
 }
 
 pub fn sweep_table(sweep: &arbiter_sim::sweep::Sweep) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "sweep of {} over {} (mean average JCT over seeds, hours)", sweep.scenario, sweep.key);
+    let _ = writeln!(
+        s,
+        "sweep of {} over {} (mean average JCT over seeds, hours)",
+        sweep.scenario, sweep.key
+    );
     let by_policy = sweep.mean_avg_jct();
     let key = sweep.key.rsplit('.').next().unwrap_or(&sweep.key);
     let mut headers = vec![(key, Align::Right)];
@@ -328,9 +481,12 @@ pub fn sweep_table(sweep: &arbiter_sim::sweep::Sweep) -> String {
         .enumerate()
         .map(|(i, point)| {
             let mut row = vec![point.value.clone()];
-            row.extend(
-                by_policy.values().map(|series| series.get(i).map(|(_, y)| fixed(y / 3600.0, 2)).unwrap_or_else(|| "-".into())),
-            );
+            row.extend(by_policy.values().map(|series| {
+                series
+                    .get(i)
+                    .map(|(_, y)| fixed(y / 3600.0, 2))
+                    .unwrap_or_else(|| "-".into())
+            }));
             row
         })
         .collect();
@@ -346,10 +502,21 @@ mod tests {
     fn table_columns_fit_long_policy_names() {
         // Regression (issue 9, item 25): fixed-width columns misaligned long policy names.
         let rows = vec![
-            vec!["a".to_string(), "max-min-fairness-packed".to_string(), "1,234".to_string()],
+            vec![
+                "a".to_string(),
+                "max-min-fairness-packed".to_string(),
+                "1,234".to_string(),
+            ],
             vec!["bb".to_string(), "las".to_string(), "5".to_string()],
         ];
-        let text = render(&[("trace", Align::Left), ("policy", Align::Left), ("avg JCT s", Align::Right)], &rows);
+        let text = render(
+            &[
+                ("trace", Align::Left),
+                ("policy", Align::Left),
+                ("avg JCT s", Align::Right),
+            ],
+            &rows,
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "trace policy                  avg JCT s");
         assert_eq!(lines[1], "a     max-min-fairness-packed     1,234");
@@ -369,8 +536,16 @@ mod tests {
         };
         let row = |p: arbiter_sim::scenario::Published, ours: Option<f64>| {
             let relative_diff = ours.map(|o| (o - p.value) / p.value);
-            let within_tolerance = arbiter_sim::scenario::within_tolerance(relative_diff, p.tolerance);
-            Comparison { published: p, ours, relative_diff, comparable: true, not_comparable_because: None, within_tolerance }
+            let within_tolerance =
+                arbiter_sim::scenario::within_tolerance(relative_diff, p.tolerance);
+            Comparison {
+                published: p,
+                ours,
+                relative_diff,
+                comparable: true,
+                not_comparable_because: None,
+                within_tolerance,
+            }
         };
         let rows = [
             row(published(100.0, Some(0.05)), Some(100.0)),
@@ -381,11 +556,64 @@ mod tests {
         let text = comparison_table(&rows);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1].contains("verdict"), "{text}");
-        assert!(lines[2].contains("+0.0%") && lines[2].contains("✓ within ±5%"), "{text}");
-        assert!(lines[3].contains("+173.4%") && lines[3].contains("✗ outside ±5%"), "{text}");
-        assert!(lines[4].contains("+173.4%") && lines[4].contains("no tolerance"), "{text}");
+        assert!(
+            lines[2].contains("+0.0%") && lines[2].contains("✓ within ±5%"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("+173.4%") && lines[3].contains("✗ outside ±5%"),
+            "{text}"
+        );
+        assert!(
+            lines[4].contains("+173.4%") && lines[4].contains("no tolerance"),
+            "{text}"
+        );
         assert!(lines[5].contains("not run"), "{text}");
-        assert!(text.ends_with("1 within their tolerance, 1 outside (✗), 1 without a tolerance, 1 not run\n"), "{text}");
+        assert!(
+            text.ends_with(
+                "1 within their tolerance, 1 outside (✗), 1 without a tolerance, 1 not run\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn reclaims_are_a_column_only_under_a_quota_tree() {
+        let row = |tenant: &str, reclaims: Option<u64>| ResultRow {
+            trace: "t".into(),
+            policy: arbiter_policy::PolicyKind::Fifo,
+            tenant: tenant.into(),
+            seed: 0,
+            summary: Summary::default(),
+            events: 0,
+            wall_s: 0.0,
+            capacity_gpus: 8,
+            stranded_gpu_fraction: 0.0,
+            quota_reclaims: reclaims,
+            records: Vec::new(),
+            warnings: Vec::new(),
+            timeline: Vec::new(),
+            reclaimed: Vec::new(),
+            quota_tree: None,
+        };
+        let plain = results_table("s", &[row("all", None)]);
+        assert!(!plain.contains("reclaims"), "{plain}");
+        assert_eq!(
+            plain.lines().nth(1),
+            Some(
+                "trace policy tenant seed jobs unfinished failed unplaceable avg JCT s p50 JCT s p99 JCT s avg queue s makespan s  util wall s"
+            )
+        );
+        let table = results_table("s", &[row("all", Some(12)), row("none", None)]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[1].ends_with(" util reclaims wall s"), "{table}");
+        let before_wall = |l: &str| l.split_whitespace().rev().nth(1).map(str::to_string);
+        assert_eq!(before_wall(lines[2]).as_deref(), Some("12"), "{table}");
+        assert_eq!(
+            before_wall(lines[3]).as_deref(),
+            Some("-"),
+            "a row without a tree: {table}"
+        );
     }
 
     #[test]

@@ -10,18 +10,18 @@
 //! The simulator never sees what happened: the actual times are read beside the jobs
 //! ([`arbiter_trace::native::read_history`]) and only compared afterwards.
 
-use crate::table::{render, secs, Align};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::table::{Align, render, secs};
+use anyhow::{Context, Result, anyhow, bail};
 use arbiter_daemon::config::{ExecutorKind, ServeConfig};
 use arbiter_daemon::records::topology::{NodeSpec, Topology};
 use arbiter_model::JobSpec;
 use arbiter_policy::PolicyKind;
-use arbiter_sim::metrics::{percentile, JobOutcome, JobRecord};
-use arbiter_sim::scenario::{LoadedTrace, ResultRow, Scenario};
 use arbiter_sim::StopFlag;
+use arbiter_sim::metrics::{JobOutcome, JobRecord, percentile};
+use arbiter_sim::scenario::{LoadedTrace, ResultRow, Scenario};
+use arbiter_trace::TraceFormat;
 use arbiter_trace::analysis::SIZE_CLASSES;
 use arbiter_trace::native::Recorded;
-use arbiter_trace::TraceFormat;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,12 +44,16 @@ pub struct WhatifArgs {
     /// "auto"`: this machine's GPUs by nvidia-smi), said in the output.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The daemon's quota tree, as `arbiter quota export > quotas.toml` writes it
+    /// (`[[quota_groups]]`): the replay enforces it as the daemon does.
+    #[arg(long, value_name = "FILE")]
+    pub quotas: Option<PathBuf>,
     /// Replay on NODES nodes of GPUS GPUs each (`4x8`) instead of the configuration's cluster.
     #[arg(long, value_name = "NODESxGPUS")]
     pub cluster: Option<String>,
     /// Replay a scenario instead, whose `[[trace]]` entries are histories (`format = "native"`,
     /// `path = "hist.csv"`): every policy of its `policies`, on its cluster, each compared.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["history", "policy", "config", "cluster"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["history", "policy", "config", "cluster", "quotas"])]
     pub scenario: Option<PathBuf>,
     /// Change a key of the scenario the configuration becomes (or of --scenario's), as `arbiter
     /// run --set` does: `--set simulation.restart_overhead_s=30`, `--set
@@ -94,7 +98,10 @@ pub struct JobPair {
 impl JobPair {
     /// Whether both sides have its start and end.
     fn comparable(&self) -> bool {
-        self.actual_start_s.is_some() && self.actual_end_s.is_some() && self.simulated_start_s.is_some() && self.simulated_end_s.is_some()
+        self.actual_start_s.is_some()
+            && self.actual_end_s.is_some()
+            && self.simulated_start_s.is_some()
+            && self.simulated_end_s.is_some()
     }
 }
 
@@ -196,21 +203,42 @@ pub fn nodes_of_config(config: &ServeConfig, source: &str) -> Result<(Vec<NodeSp
             anyhow!("{source}: executor = \"slurm\": the cluster is partition {}'s nodes, which sinfo could not list here ({e}); run where Slurm answers, or give --cluster NODESxGPUS", config.slurm.partition)
         })?;
         let described = describe(&nodes);
-        return Ok((nodes, format!("{described} (Slurm partition {} by sinfo, {source})", config.slurm.partition)));
+        return Ok((
+            nodes,
+            format!(
+                "{described} (Slurm partition {} by sinfo, {source})",
+                config.slurm.partition
+            ),
+        ));
     }
-    let (gpus, how) = match config::parse_gpus(&config.gpus).map_err(|e| anyhow!("{source}: {e}"))? {
+    let (gpus, how) = match config::parse_gpus(&config.gpus)
+        .map_err(|e| anyhow!("{source}: {e}"))?
+    {
         Some(declared) => (declared, format!("gpus = \"{}\"", config.gpus)),
         None => {
             let found = config::detect_gpus();
             if found.is_empty() {
-                bail!("{source}: gpus = \"auto\", and nvidia-smi finds no GPU on this machine: give the configuration of the daemon whose history this is (--config arbiter.toml, with gpus = \"8xa100\"), or --cluster NODESxGPUS");
+                bail!(
+                    "{source}: gpus = \"auto\", and nvidia-smi finds no GPU on this machine: give the configuration of the daemon whose history this is (--config arbiter.toml, with gpus = \"8xa100\"), or --cluster NODESxGPUS"
+                );
             }
-            (found, "gpus = \"auto\": this machine's, by nvidia-smi".to_string())
+            (
+                found,
+                "gpus = \"auto\": this machine's, by nvidia-smi".to_string(),
+            )
         }
     };
     let (host_cpus, host_memory) = config::detect_host();
-    let cpus = if config.cpus > 0 { config.cpus } else { host_cpus };
-    let memory_gib = if config.memory_gib > 0 { config.memory_gib } else { host_memory };
+    let cpus = if config.cpus > 0 {
+        config.cpus
+    } else {
+        host_cpus
+    };
+    let memory_gib = if config.memory_gib > 0 {
+        config.memory_gib
+    } else {
+        host_memory
+    };
     let nodes = Topology::machine("machine", &gpus, cpus, memory_gib);
     Topology::new(nodes.clone()).map_err(|e| anyhow!("{source}: {e}"))?;
     let described = describe(&nodes);
@@ -220,12 +248,20 @@ pub fn nodes_of_config(config: &ServeConfig, source: &str) -> Result<(Vec<NodeSp
 /// `NODESxGPUS` (`--cluster`) as nodes `n0`, `n1`, ... of GPU type `gpu`, with the scenario's
 /// default CPUs and memory per node.
 pub fn nodes_x_gpus(text: &str) -> Result<(Vec<NodeSpec>, String)> {
-    let spec = arbiter_sim::scenario::ClusterSpec::nodes_x_gpus(text).map_err(|m| anyhow!("--cluster {m}"))?;
+    let spec = arbiter_sim::scenario::ClusterSpec::nodes_x_gpus(text)
+        .map_err(|m| anyhow!("--cluster {m}"))?;
     if spec.nodes_per_rack == 0 || spec.gpus_per_node == 0 {
         bail!("--cluster `{text}`: at least one node of at least one GPU");
     }
     let nodes: Vec<NodeSpec> = (0..spec.nodes_per_rack)
-        .map(|i| NodeSpec { name: format!("n{i}"), gpu_type: "gpu".into(), devices: (0..spec.gpus_per_node).collect(), cpus: spec.cpus_per_node, memory_gib: spec.memory_gib_per_node, rack: "r0".into() })
+        .map(|i| NodeSpec {
+            name: format!("n{i}"),
+            gpu_type: "gpu".into(),
+            devices: (0..spec.gpus_per_node).collect(),
+            cpus: spec.cpus_per_node,
+            memory_gib: spec.memory_gib_per_node,
+            rack: "r0".into(),
+        })
         .collect();
     let described = describe(&nodes);
     Ok((nodes, format!("{described} (--cluster {text})")))
@@ -234,7 +270,14 @@ pub fn nodes_x_gpus(text: &str) -> Result<(Vec<NodeSpec>, String)> {
 /// Nodes in words: `1 node: machine (8 a100 GPUs, 64 CPUs, 512 GiB)`, or counts by GPU type.
 fn describe(nodes: &[NodeSpec]) -> String {
     if let [n] = nodes {
-        return format!("1 node: {} ({} {} GPUs, {} CPUs, {} GiB)", n.name, n.devices.len(), n.gpu_type, n.cpus, n.memory_gib);
+        return format!(
+            "1 node: {} ({} {} GPUs, {} CPUs, {} GiB)",
+            n.name,
+            n.devices.len(),
+            n.gpu_type,
+            n.cpus,
+            n.memory_gib
+        );
     }
     let mut by_type: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for n in nodes {
@@ -242,7 +285,10 @@ fn describe(nodes: &[NodeSpec]) -> String {
         e.0 += 1;
         e.1 += n.devices.len();
     }
-    let parts: Vec<String> = by_type.iter().map(|(t, (n, g))| format!("{g} {t} GPUs on {n}")).collect();
+    let parts: Vec<String> = by_type
+        .iter()
+        .map(|(t, (n, g))| format!("{g} {t} GPUs on {n}"))
+        .collect();
     format!("{} nodes: {}", nodes.len(), parts.join(", "))
 }
 
@@ -260,12 +306,28 @@ fn describe(nodes: &[NodeSpec]) -> String {
 /// - `fairshare`: the decayed fair share's half-life; `gittins_prior` (or the daemon's bundled
 ///   prior); `policy_cmd` and `policy_timeout_s` (`external`: the same agent decides).
 ///
+/// - the quota tree: the file `quotas` names, as `arbiter quota export` writes the daemon's
+///   (`[[quota_groups]]`; the daemon keeps its tree in its store, not in the configuration).
+///
 /// Not modelled (said in the guide): `min_run_s` (the daemon protects a new run from preemption
-/// for it), tenants' weights (the daemon's store; `--set 'policy.tenant_weights={ a = 2.0 }'`),
-/// quotas. Where a quota tree comes to the configuration, it comes into the scenario here.
-pub fn scenario_of_config(config: &ServeConfig, nodes: &[NodeSpec], history: &Path, policy: PolicyKind, overrides: &[String]) -> Result<Scenario> {
+/// for it), tenants' weights (the daemon's store; `--set 'policy.tenant_weights={ a = 2.0 }'`).
+pub fn scenario_of_config(
+    config: &ServeConfig,
+    nodes: &[NodeSpec],
+    history: &Path,
+    policy: PolicyKind,
+    quotas: Option<&Path>,
+    overrides: &[String],
+) -> Result<Scenario> {
     use toml::{Table, Value};
-    let table = |pairs: Vec<(&str, Value)>| -> Value { Value::Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<Table>()) };
+    let table = |pairs: Vec<(&str, Value)>| -> Value {
+        Value::Table(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<Table>(),
+        )
+    };
     let node_entries: Vec<Value> = nodes
         .iter()
         .map(|n| {
@@ -280,37 +342,98 @@ pub fn scenario_of_config(config: &ServeConfig, nodes: &[NodeSpec], history: &Pa
         })
         .collect();
     let round_s = Value::Float(config.round_s);
-    let mut policy_table = vec![("gavel", table(vec![("recompute_interval_s", round_s.clone())])), ("vtc", table(vec![("quantum_s", round_s.clone())]))];
+    let mut policy_table = vec![
+        (
+            "gavel",
+            table(vec![("recompute_interval_s", round_s.clone())]),
+        ),
+        ("vtc", table(vec![("quantum_s", round_s.clone())])),
+    ];
     if let Some(half_life_s) = config.fairshare_half_life_s().map_err(|e| anyhow!("{e}"))? {
-        policy_table.push(("fairshare", table(vec![("half_life_s", Value::Float(half_life_s))])));
+        policy_table.push((
+            "fairshare",
+            table(vec![("half_life_s", Value::Float(half_life_s))]),
+        ));
     }
     if let Some(command) = &config.policy_cmd {
-        policy_table.push(("external", table(vec![("command", Value::String(command.clone())), ("timeout_s", Value::Float(config.policy_timeout_s))])));
+        policy_table.push((
+            "external",
+            table(vec![
+                ("command", Value::String(command.clone())),
+                ("timeout_s", Value::Float(config.policy_timeout_s)),
+            ]),
+        ));
     }
     if let Some(prior) = &config.gittins_prior {
-        policy_table.push(("gittins", table(vec![("prior", Value::String(prior.display().to_string()))])));
+        policy_table.push((
+            "gittins",
+            table(vec![("prior", Value::String(prior.display().to_string()))]),
+        ));
     }
     let classes: Vec<Value> = config
         .priority_classes
         .iter()
-        .map(|c| table(vec![("name", Value::String(c.name.clone())), ("value", Value::Integer(i64::from(c.value))), ("preemptible", Value::Boolean(c.preemptible))]))
+        .map(|c| {
+            table(vec![
+                ("name", Value::String(c.name.clone())),
+                ("value", Value::Integer(i64::from(c.value))),
+                ("preemptible", Value::Boolean(c.preemptible)),
+            ])
+        })
         .collect();
     let history = std::path::absolute(history).with_context(|| history.display().to_string())?;
     let doc = table(vec![
         ("name", Value::String("whatif".into())),
-        ("description", Value::String(format!("{} replayed on a daemon's cluster", history.display()))),
-        ("policies", Value::Array(vec![Value::String(policy.name().into())])),
-        ("trace", Value::Array(vec![table(vec![("name", Value::String("history".into())), ("format", Value::String("native".into())), ("path", Value::String(history.display().to_string()))])])),
-        ("cluster", table(vec![("nodes", Value::Array(node_entries))])),
-        ("simulation", table(vec![("round_s", round_s), ("restart_overhead_s", Value::Float(0.0))])),
+        (
+            "description",
+            Value::String(format!(
+                "{} replayed on a daemon's cluster",
+                history.display()
+            )),
+        ),
+        (
+            "policies",
+            Value::Array(vec![Value::String(policy.name().into())]),
+        ),
+        (
+            "trace",
+            Value::Array(vec![table(vec![
+                ("name", Value::String("history".into())),
+                ("format", Value::String("native".into())),
+                ("path", Value::String(history.display().to_string())),
+            ])]),
+        ),
+        (
+            "cluster",
+            table(vec![("nodes", Value::Array(node_entries))]),
+        ),
+        (
+            "simulation",
+            table(vec![
+                ("round_s", round_s),
+                ("restart_overhead_s", Value::Float(0.0)),
+            ]),
+        ),
         ("policy", table(policy_table)),
         ("priority_classes", Value::Array(classes)),
     ]);
+    let mut doc = doc;
+    if let (Some(path), Value::Table(root)) = (quotas, &mut doc) {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut file: Table = toml::from_str(&text)
+            .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+        let groups = file.remove("quota_groups").ok_or_else(|| {
+            anyhow!("{}: no [[quota_groups]] (write the daemon's with `arbiter quota export > quotas.toml`)", path.display())
+        })?;
+        root.insert("quota_groups".into(), groups);
+    }
     let text = toml::to_string(&doc).context("the scenario of the configuration")?;
     let mut scenario = Scenario::parse(&text, Path::new("whatif.toml"), overrides)?;
     if policy == PolicyKind::Gittins && config.gittins_prior.is_none() {
         // The daemon's bundled prior, as `arbiter serve` uses it.
-        scenario.policy.config.gittins_prior_gpu_s = arbiter_daemon::daemon::policy_support::gittins_prior(None).map_err(|e| anyhow!(e))?;
+        scenario.policy.config.gittins_prior_gpu_s =
+            arbiter_daemon::daemon::policy_support::gittins_prior(None).map_err(|e| anyhow!(e))?;
     }
     Ok(scenario)
 }
@@ -319,14 +442,31 @@ pub fn scenario_of_config(config: &ServeConfig, nodes: &[NodeSpec], history: &Pa
 /// priority class (an unconfigured one: the default class, as the daemon does), and able to run
 /// only on the GPU types they asked for, by name, on a cluster of `gpu_types` (none of them
 /// there: a job that cannot be placed, which the runner warns about).
-pub fn with_config(jobs: &mut [JobSpec], recorded: &[Recorded], config: Option<&ServeConfig>, gpu_types: &[String]) -> Result<()> {
-    let classes = config.map(|c| c.priority_classes()).transpose().map_err(|e| anyhow!("{e}"))?;
+pub fn with_config(
+    jobs: &mut [JobSpec],
+    recorded: &[Recorded],
+    config: Option<&ServeConfig>,
+    gpu_types: &[String],
+) -> Result<()> {
+    let classes = config
+        .map(|c| c.priority_classes())
+        .transpose()
+        .map_err(|e| anyhow!("{e}"))?;
     for (job, r) in jobs.iter_mut().zip(recorded) {
         if let Some(classes) = &classes {
             job.class = classes.job_class(job.class.name.as_deref());
         }
         if !r.gpu_types.is_empty() {
-            job.speed_by_gpu_type = gpu_types.iter().map(|t| if r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t)) { 1.0 } else { 0.0 }).collect();
+            job.speed_by_gpu_type = gpu_types
+                .iter()
+                .map(|t| {
+                    if r.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t)) {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
         }
     }
     Ok(())
@@ -334,7 +474,10 @@ pub fn with_config(jobs: &mut [JobSpec], recorded: &[Recorded], config: Option<&
 
 /// Each job of a simulation beside what happened to it (`recorded_of` finds a simulated job's
 /// record in the history).
-pub fn pairs<'a>(records: &[JobRecord], recorded_of: impl Fn(&JobRecord) -> Option<&'a Recorded>) -> Vec<JobPair> {
+pub fn pairs<'a>(
+    records: &[JobRecord],
+    recorded_of: impl Fn(&JobRecord) -> Option<&'a Recorded>,
+) -> Vec<JobPair> {
     records
         .iter()
         .filter_map(|r| {
@@ -358,7 +501,14 @@ pub fn pairs<'a>(records: &[JobRecord], recorded_of: impl Fn(&JobRecord) -> Opti
 
 /// The comparison of `pairs` (a simulation of history `trace` under `policy`, seed `seed`, on
 /// `capacity_gpus` GPUs described as `cluster`).
-pub fn compare(trace: &str, policy: &str, seed: u64, cluster: &str, capacity_gpus: u32, pairs: Vec<JobPair>) -> Comparison {
+pub fn compare(
+    trace: &str,
+    policy: &str,
+    seed: u64,
+    cluster: &str,
+    capacity_gpus: u32,
+    pairs: Vec<JobPair>,
+) -> Comparison {
     let mut left = Left::default();
     for p in &pairs {
         if p.actual_start_s.is_none() {
@@ -370,19 +520,39 @@ pub fn compare(trace: &str, policy: &str, seed: u64, cluster: &str, capacity_gpu
         }
     }
     let compared: Vec<&JobPair> = pairs.iter().filter(|p| p.comparable()).collect();
-    let actual = side(&compared, capacity_gpus, |p| (p.actual_start_s, p.actual_end_s, p.run_time_s * f64::from(p.gpus)));
-    let simulated = side(&compared, capacity_gpus, |p| (p.simulated_start_s, p.simulated_end_s, p.simulated_busy_gpu_s));
+    let actual = side(&compared, capacity_gpus, |p| {
+        (
+            p.actual_start_s,
+            p.actual_end_s,
+            p.run_time_s * f64::from(p.gpus),
+        )
+    });
+    let simulated = side(&compared, capacity_gpus, |p| {
+        (
+            p.simulated_start_s,
+            p.simulated_end_s,
+            p.simulated_busy_gpu_s,
+        )
+    });
     // One pass: sums per tenant and per size.
     let mut tenants: BTreeMap<&str, Sums> = BTreeMap::new();
     let mut sizes = [Sums::default(); SIZE_CLASSES.len()];
     for p in &compared {
         tenants.entry(p.tenant.as_str()).or_default().add(p);
-        if let Some(k) = SIZE_CLASSES.iter().position(|(_, low, high)| (*low..=*high).contains(&p.gpus)) {
+        if let Some(k) = SIZE_CLASSES
+            .iter()
+            .position(|(_, low, high)| (*low..=*high).contains(&p.gpus))
+        {
             sizes[k].add(p);
         }
     }
     let by_tenant = tenants.into_iter().map(|(t, sums)| sums.group(t)).collect();
-    let by_size = SIZE_CLASSES.iter().zip(sizes).filter(|(_, sums)| sums.jobs > 0).map(|((name, _, _), sums)| sums.group(name)).collect();
+    let by_size = SIZE_CLASSES
+        .iter()
+        .zip(sizes)
+        .filter(|(_, sums)| sums.jobs > 0)
+        .map(|((name, _, _), sums)| sums.group(name))
+        .collect();
     Comparison {
         trace: trace.to_string(),
         policy: policy.to_string(),
@@ -401,7 +571,11 @@ pub fn compare(trace: &str, policy: &str, seed: u64, cluster: &str, capacity_gpu
 }
 
 /// One side's numbers: `of` gives a job's (start, end, GPU-seconds busy) on that side.
-fn side(pairs: &[&JobPair], capacity_gpus: u32, of: impl Fn(&JobPair) -> (Option<f64>, Option<f64>, f64)) -> Side {
+fn side(
+    pairs: &[&JobPair],
+    capacity_gpus: u32,
+    of: impl Fn(&JobPair) -> (Option<f64>, Option<f64>, f64),
+) -> Side {
     if pairs.is_empty() {
         return Side::default();
     }
@@ -410,7 +584,9 @@ fn side(pairs: &[&JobPair], capacity_gpus: u32, of: impl Fn(&JobPair) -> (Option
     let (mut first_submit, mut last_end, mut busy) = (f64::INFINITY, f64::NEG_INFINITY, 0.0);
     for p in pairs {
         let (start, end, gpu_s) = of(p);
-        let (Some(start), Some(end)) = (start, end) else { continue };
+        let (Some(start), Some(end)) = (start, end) else {
+            continue;
+        };
         jcts.push(end - p.submit_s);
         queues.push((start - p.submit_s).max(0.0));
         first_submit = first_submit.min(p.submit_s);
@@ -483,7 +659,11 @@ pub fn run(args: WhatifArgs, json: bool) -> Result<()> {
         eprintln!("wrote {}", page.display());
     }
     if json {
-        let out = if comparisons.len() == 1 { serde_json::to_value(&comparisons[0])? } else { serde_json::to_value(&comparisons)? };
+        let out = if comparisons.len() == 1 {
+            serde_json::to_value(&comparisons[0])?
+        } else {
+            serde_json::to_value(&comparisons)?
+        };
         outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         let texts: Vec<String> = comparisons.iter().map(text).collect();
@@ -494,10 +674,15 @@ pub fn run(args: WhatifArgs, json: bool) -> Result<()> {
 
 /// A history replayed on the cluster of a configuration (`arbiter whatif hist.csv ...`).
 fn from_config(args: &WhatifArgs) -> Result<Comparison> {
-    let history = args.history.as_deref().ok_or_else(|| anyhow!("give the history (arbiter history export --out hist.csv), or --scenario FILE"))?;
+    let history = args.history.as_deref().ok_or_else(|| {
+        anyhow!("give the history (arbiter history export --out hist.csv), or --scenario FILE")
+    })?;
     let (config, source) = match &args.config {
         Some(path) => (ServeConfig::read(path)?, path.display().to_string()),
-        None => (ServeConfig::default(), "the daemon's default configuration: no --config".to_string()),
+        None => (
+            ServeConfig::default(),
+            "the daemon's default configuration: no --config".to_string(),
+        ),
     };
     config.validate().with_context(|| source.clone())?;
     let policy = match args.policy {
@@ -508,29 +693,81 @@ fn from_config(args: &WhatifArgs) -> Result<Comparison> {
         Some(text) => nodes_x_gpus(text)?,
         None => nodes_of_config(&config, &source)?,
     };
-    replay(history, &config, policy, &nodes, &cluster, &args.overrides)
+    let cluster = match &args.quotas {
+        Some(path) => format!("{cluster}; quota tree of {}", path.display()),
+        None => cluster,
+    };
+    replay(
+        history,
+        &config,
+        policy,
+        &nodes,
+        &cluster,
+        args.quotas.as_deref(),
+        &args.overrides,
+    )
 }
 
 /// History `history` replayed under `policy` by a daemon with `config` on `nodes` (described as
 /// `cluster`), compared with what happened.
-pub fn replay(history: &Path, config: &ServeConfig, policy: PolicyKind, nodes: &[NodeSpec], cluster: &str, overrides: &[String]) -> Result<Comparison> {
-    if let Some(o) = overrides.iter().find(|o| o.trim_start().starts_with("trace")) {
-        bail!("--set `{o}`: here the history is the whole trace; to replay part of it (max_jobs, tenants, submit_from), write a scenario whose [[trace]] names it and give --scenario");
+#[allow(clippy::too_many_arguments)]
+pub fn replay(
+    history: &Path,
+    config: &ServeConfig,
+    policy: PolicyKind,
+    nodes: &[NodeSpec],
+    cluster: &str,
+    quotas: Option<&Path>,
+    overrides: &[String],
+) -> Result<Comparison> {
+    if let Some(o) = overrides
+        .iter()
+        .find(|o| o.trim_start().starts_with("trace"))
+    {
+        bail!(
+            "--set `{o}`: here the history is the whole trace; to replay part of it (max_jobs, tenants, submit_from), write a scenario whose [[trace]] names it and give --scenario"
+        );
     }
     let (mut trace, recorded) = arbiter_trace::native::read_history(history)?;
     if recorded.iter().all(|r| r.start_s.is_none()) {
-        bail!("{}: no job has an actual start (actual_start_s): not a history from `arbiter history export`, nothing to compare with", history.display());
+        bail!(
+            "{}: no job has an actual start (actual_start_s): not a history from `arbiter history export`, nothing to compare with",
+            history.display()
+        );
     }
-    let scenario = scenario_of_config(config, nodes, history, policy, overrides)?;
-    let types: Vec<String> = Topology::new(nodes.to_vec()).map_err(|e| anyhow!(e))?.cluster().gpu_type_names.clone();
+    let scenario = scenario_of_config(config, nodes, history, policy, quotas, overrides)?;
+    let types: Vec<String> = Topology::new(nodes.to_vec())
+        .map_err(|e| anyhow!(e))?
+        .cluster()
+        .gpu_type_names
+        .clone();
     with_config(&mut trace.jobs, &recorded, Some(config), &types)?;
-    let loaded = LoadedTrace { name: "history".into(), seed: None, trace: Arc::new(trace), placement: None };
+    let loaded = LoadedTrace {
+        name: "history".into(),
+        seed: None,
+        trace: Arc::new(trace),
+        placement: None,
+        quotas: scenario.quota_groups_for(None).map_err(|m| anyhow!(m))?,
+    };
     let rows = simulate(&scenario, &[loaded])?;
-    let row = rows.into_iter().find(|r| r.tenant == "all").ok_or_else(|| anyhow!("the simulation gave no result"))?;
+    let row = rows
+        .into_iter()
+        .find(|r| r.tenant == "all")
+        .ok_or_else(|| anyhow!("the simulation gave no result"))?;
     // The jobs' order is the file's (sorted by submission), as the simulation numbers them.
     let pairs = pairs(&row.records, |r| recorded.get(r.job as usize));
-    let name = history.file_name().map_or_else(|| history.display().to_string(), |n| n.to_string_lossy().into_owned());
-    Ok(compare(&name, policy.name(), row.seed, cluster, row.capacity_gpus, pairs))
+    let name = history.file_name().map_or_else(
+        || history.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    Ok(compare(
+        &name,
+        policy.name(),
+        row.seed,
+        cluster,
+        row.capacity_gpus,
+        pairs,
+    ))
 }
 
 /// A scenario's histories, replayed as the scenario says (`arbiter whatif --scenario FILE`).
@@ -540,20 +777,45 @@ fn from_scenario(file: &Path, overrides: &[String]) -> Result<Vec<Comparison>> {
     let mut traces = scenario.load_traces(table.as_ref())?;
     // What the daemon recorded, by trace (result name) and trace id.
     let mut recorded: BTreeMap<String, BTreeMap<String, Recorded>> = BTreeMap::new();
-    for spec in scenario.trace.iter().filter(|t| t.format == TraceFormat::Native) {
+    for spec in scenario
+        .trace
+        .iter()
+        .filter(|t| t.format == TraceFormat::Native)
+    {
         let (trace, columns) = arbiter_trace::native::read_history(&scenario.resolve(&spec.path))?;
         if columns.iter().any(|r| r.start_s.is_some()) {
-            recorded.insert(spec.result_name(), trace.jobs.into_iter().map(|j| j.trace_id).zip(columns).collect());
+            recorded.insert(
+                spec.result_name(),
+                trace
+                    .jobs
+                    .into_iter()
+                    .map(|j| j.trace_id)
+                    .zip(columns)
+                    .collect(),
+            );
         }
     }
     if recorded.is_empty() {
-        bail!("{}: no [[trace]] is a history (format = \"native\" with actual_start_s and actual_end_s: arbiter history export)", file.display());
+        bail!(
+            "{}: no [[trace]] is a history (format = \"native\" with actual_start_s and actual_end_s: arbiter history export)",
+            file.display()
+        );
     }
     for loaded in &mut traces {
-        let Some(by_id) = recorded.get(&loaded.name) else { continue };
-        let types = scenario.clusters_for(&loaded.trace)?.first().map(|(_, c)| c.gpu_type_names.clone()).unwrap_or_default();
+        let Some(by_id) = recorded.get(&loaded.name) else {
+            continue;
+        };
+        let types = scenario
+            .clusters_for(&loaded.trace)?
+            .first()
+            .map(|(_, c)| c.gpu_type_names.clone())
+            .unwrap_or_default();
         let mut trace = (*loaded.trace).clone();
-        let columns: Vec<Recorded> = trace.jobs.iter().map(|j| by_id.get(&j.trace_id).cloned().unwrap_or_default()).collect();
+        let columns: Vec<Recorded> = trace
+            .jobs
+            .iter()
+            .map(|j| by_id.get(&j.trace_id).cloned().unwrap_or_default())
+            .collect();
         with_config(&mut trace.jobs, &columns, None, &types)?;
         loaded.trace = Arc::new(trace);
     }
@@ -562,11 +824,28 @@ fn from_scenario(file: &Path, overrides: &[String]) -> Result<Vec<Comparison>> {
     // The simulations' own rows: the whole cluster's, or each tenant's on its own cluster (not
     // the rows derived from them: per tenant or per class of a shared cluster, aggregates).
     let per_tenant = scenario.cluster.per_tenant_nodes.is_some();
-    for row in rows.iter().filter(|r| !r.records.is_empty() && (r.tenant == "all") != per_tenant) {
-        let Some(by_id) = recorded.get(&row.trace) else { continue };
+    for row in rows
+        .iter()
+        .filter(|r| !r.records.is_empty() && (r.tenant == "all") != per_tenant)
+    {
+        let Some(by_id) = recorded.get(&row.trace) else {
+            continue;
+        };
         let pairs = pairs(&row.records, |r| by_id.get(&r.trace_id));
-        let cluster = format!("{} GPUs ({}, tenant {})", row.capacity_gpus, file.display(), row.tenant);
-        out.push(compare(&row.trace, row.policy.name(), row.seed, &cluster, row.capacity_gpus, pairs));
+        let cluster = format!(
+            "{} GPUs ({}, tenant {})",
+            row.capacity_gpus,
+            file.display(),
+            row.tenant
+        );
+        out.push(compare(
+            &row.trace,
+            row.policy.name(),
+            row.seed,
+            &cluster,
+            row.capacity_gpus,
+            pairs,
+        ));
     }
     Ok(out)
 }
@@ -575,7 +854,14 @@ fn from_scenario(file: &Path, overrides: &[String]) -> Result<Vec<Comparison>> {
 fn simulate(scenario: &Scenario, traces: &[LoadedTrace]) -> Result<Vec<ResultRow>> {
     let bar = crate::progress_bar(true, "whatif");
     let origin = std::time::Instant::now();
-    let rows = scenario.run_traces(traces, None, &crate::advance(&bar), &|| origin.elapsed().as_secs_f64(), &StopFlag::default(), None)?;
+    let rows = scenario.run_traces(
+        traces,
+        None,
+        &crate::advance(&bar),
+        &|| origin.elapsed().as_secs_f64(),
+        &StopFlag::default(),
+        None,
+    )?;
     bar.finish_and_clear();
     crate::print_warnings(&rows);
     Ok(rows)
@@ -584,7 +870,11 @@ fn simulate(scenario: &Scenario, traces: &[LoadedTrace]) -> Result<Vec<ResultRow
 /// A relative change, `+12.3%` (`-` where the actual value is 0).
 fn change(actual: f64, simulated: f64) -> String {
     if actual.abs() < 1e-9 {
-        return if simulated.abs() < 1e-9 { "0%".into() } else { "-".into() };
+        return if simulated.abs() < 1e-9 {
+            "0%".into()
+        } else {
+            "-".into()
+        };
     }
     format!("{:+.1}%", (simulated - actual) / actual * 100.0)
 }
@@ -606,24 +896,55 @@ fn headline(c: &Comparison) -> [(&'static str, f64, f64); 7] {
 /// The utilization row's cells: actual, simulated, change in points.
 fn utilization_cells(c: &Comparison) -> [String; 3] {
     let (a, s) = (c.actual.gpu_utilization, c.simulated.gpu_utilization);
-    [format!("{:.1}%", a * 100.0), format!("{:.1}%", s * 100.0), format!("{:+.1} pt", (s - a) * 100.0)]
+    [
+        format!("{:.1}%", a * 100.0),
+        format!("{:.1}%", s * 100.0),
+        format!("{:+.1} pt", (s - a) * 100.0),
+    ]
 }
 
 /// The comparison as text: the headline numbers, then by tenant and by size.
 pub fn text(c: &Comparison) -> String {
-    let mut out = format!("what-if: {} replayed under {} (seed {})\ncluster: {}\n", c.trace, c.policy, c.seed, c.cluster);
+    let mut out = format!(
+        "what-if: {} replayed under {} (seed {})\ncluster: {}\n",
+        c.trace, c.policy, c.seed, c.cluster
+    );
     let l = &c.left_out;
     let mut left = Vec::new();
-    for (n, why) in [(l.not_ended_at_export, "not ended at export"), (l.start_unknown, "first start unknown"), (l.unfinished_in_simulation, "unfinished in the simulation")] {
+    for (n, why) in [
+        (l.not_ended_at_export, "not ended at export"),
+        (l.start_unknown, "first start unknown"),
+        (l.unfinished_in_simulation, "unfinished in the simulation"),
+    ] {
         if n > 0 {
             left.push(format!("{n} {why}"));
         }
     }
-    out.push_str(&format!("jobs: {} compared of {}{}\n\n", c.compared, c.jobs, if left.is_empty() { String::new() } else { format!(" ({})", left.join(", ")) }));
-    let mut rows: Vec<Vec<String>> = headline(c).iter().map(|(name, x, y)| vec![name.to_string(), secs(*x), secs(*y), change(*x, *y)]).collect();
+    out.push_str(&format!(
+        "jobs: {} compared of {}{}\n\n",
+        c.compared,
+        c.jobs,
+        if left.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", left.join(", "))
+        }
+    ));
+    let mut rows: Vec<Vec<String>> = headline(c)
+        .iter()
+        .map(|(name, x, y)| vec![name.to_string(), secs(*x), secs(*y), change(*x, *y)])
+        .collect();
     let [a, s, d] = utilization_cells(c);
     rows.push(vec!["GPU utilization".into(), a, s, d]);
-    out.push_str(&render(&[("", Align::Left), ("actual", Align::Right), ("simulated", Align::Right), ("change", Align::Right)], &rows));
+    out.push_str(&render(
+        &[
+            ("", Align::Left),
+            ("actual", Align::Right),
+            ("simulated", Align::Right),
+            ("change", Align::Right),
+        ],
+        &rows,
+    ));
     for (title, groups) in [("tenant", &c.by_tenant), ("GPUs", &c.by_size)] {
         let rows: Vec<Vec<String>> = groups
             .iter()
@@ -659,12 +980,22 @@ pub fn text(c: &Comparison) -> String {
 /// Each job of every comparison, actual beside simulated (CSV).
 fn write_jobs_csv(path: &Path, comparisons: &[Comparison]) -> Result<()> {
     use std::io::Write as _;
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = std::io::BufWriter::new(file);
     let opt = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_default();
     // Tenants and ids are the daemon's names (letters, digits, `-_.`); quoted anyway.
-    let quoted = |t: &str| if t.contains([',', '"', '\n']) { format!("\"{}\"", t.replace('"', "\"\"")) } else { t.to_string() };
-    writeln!(w, "trace,policy,seed,trace_id,tenant,gpus,submit_s,run_time_s,actual_start_s,actual_end_s,simulated_start_s,simulated_end_s")?;
+    let quoted = |t: &str| {
+        if t.contains([',', '"', '\n']) {
+            format!("\"{}\"", t.replace('"', "\"\""))
+        } else {
+            t.to_string()
+        }
+    };
+    writeln!(
+        w,
+        "trace,policy,seed,trace_id,tenant,gpus,submit_s,run_time_s,actual_start_s,actual_end_s,simulated_start_s,simulated_end_s"
+    )?;
     for c in comparisons {
         for p in &c.pairs {
             let cells = [
@@ -684,7 +1015,8 @@ fn write_jobs_csv(path: &Path, comparisons: &[Comparison]) -> Result<()> {
             writeln!(w, "{}", cells.join(","))?;
         }
     }
-    w.flush().with_context(|| format!("writing {}", path.display()))?;
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -692,50 +1024,127 @@ fn write_jobs_csv(path: &Path, comparisons: &[Comparison]) -> Result<()> {
 /// simulated.
 fn report(comparisons: &[Comparison]) -> arbiter_report::Report {
     use arbiter_report::chart::{Axis, Format, Line, LineChart};
-    use arbiter_report::{figures, run::MIN_DELAY_S, slug, Figure, Mark, Section, Table};
+    use arbiter_report::{Figure, Mark, Section, Table, figures, run::MIN_DELAY_S, slug};
     type Of = fn(&JobPair) -> Option<f64>;
     let cell = |t: String| (t, Mark::None);
     let mut sections = Vec::new();
     for c in comparisons {
-        sections.push(Section::Heading(format!("{} under {} (seed {})", c.trace, c.policy, c.seed)));
-        sections.push(Section::Text(format!("Cluster: {}. {} jobs compared of {}.", c.cluster, c.compared, c.jobs)));
-        let mut rows: Vec<Vec<(String, Mark)>> = headline(c).iter().map(|(name, x, y)| vec![cell(name.to_string()), cell(secs(*x)), cell(secs(*y)), cell(change(*x, *y))]).collect();
+        sections.push(Section::Heading(format!(
+            "{} under {} (seed {})",
+            c.trace, c.policy, c.seed
+        )));
+        sections.push(Section::Text(format!(
+            "Cluster: {}. {} jobs compared of {}.",
+            c.cluster, c.compared, c.jobs
+        )));
+        let mut rows: Vec<Vec<(String, Mark)>> = headline(c)
+            .iter()
+            .map(|(name, x, y)| {
+                vec![
+                    cell(name.to_string()),
+                    cell(secs(*x)),
+                    cell(secs(*y)),
+                    cell(change(*x, *y)),
+                ]
+            })
+            .collect();
         let [a, s, d] = utilization_cells(c);
-        rows.push(vec![cell("GPU utilization".into()), cell(a), cell(s), cell(d)]);
-        sections.push(Section::Table(Table { head: ["", "actual", "simulated", "change"].map(String::from).to_vec(), rows }));
+        rows.push(vec![
+            cell("GPU utilization".into()),
+            cell(a),
+            cell(s),
+            cell(d),
+        ]);
+        sections.push(Section::Table(Table {
+            head: ["", "actual", "simulated", "change"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        }));
         for (title, groups) in [("tenant", &c.by_tenant), ("GPUs", &c.by_size)] {
-            let head = [title, "jobs", "avg queue s actual", "simulated", "avg JCT s actual", "simulated"].map(String::from).to_vec();
+            let head = [
+                title,
+                "jobs",
+                "avg queue s actual",
+                "simulated",
+                "avg JCT s actual",
+                "simulated",
+            ]
+            .map(String::from)
+            .to_vec();
             let rows = groups
                 .iter()
-                .map(|g| vec![cell(g.name.clone()), cell(g.jobs.to_string()), cell(secs(g.actual_avg_queue_s)), cell(secs(g.simulated_avg_queue_s)), cell(secs(g.actual_avg_jct_s)), cell(secs(g.simulated_avg_jct_s))])
+                .map(|g| {
+                    vec![
+                        cell(g.name.clone()),
+                        cell(g.jobs.to_string()),
+                        cell(secs(g.actual_avg_queue_s)),
+                        cell(secs(g.simulated_avg_queue_s)),
+                        cell(secs(g.actual_avg_jct_s)),
+                        cell(secs(g.simulated_avg_jct_s)),
+                    ]
+                })
                 .collect();
             sections.push(Section::Text(format!("By {title}:")));
             sections.push(Section::Table(Table { head, rows }));
         }
         let compared: Vec<&JobPair> = c.pairs.iter().filter(|p| p.comparable()).collect();
-        let caption = format!("{} · {} · Arbiter {}", c.trace, c.policy, arbiter_report::VERSION);
+        let caption = format!(
+            "{} · {} · Arbiter {}",
+            c.trace,
+            c.policy,
+            arbiter_report::VERSION
+        );
         let charts: [(&str, &str, Axis, Of, Of); 2] = [
-            ("jct-cdf", "JCT CDF", Axis::log("job completion time (log)", Format::Seconds), |p| Some(p.actual_end_s? - p.submit_s), |p| Some(p.simulated_end_s? - p.submit_s)),
+            (
+                "jct-cdf",
+                "JCT CDF",
+                Axis::log("job completion time (log)", Format::Seconds),
+                |p| Some(p.actual_end_s? - p.submit_s),
+                |p| Some(p.simulated_end_s? - p.submit_s),
+            ),
             (
                 "queue-cdf",
                 "queueing delay CDF",
-                Axis::log("queueing delay (log; under 1 s drawn at 1 s)", Format::Seconds),
+                Axis::log(
+                    "queueing delay (log; under 1 s drawn at 1 s)",
+                    Format::Seconds,
+                ),
                 |p| Some((p.actual_start_s? - p.submit_s).max(MIN_DELAY_S)),
                 |p| Some((p.simulated_start_s? - p.submit_s).max(MIN_DELAY_S)),
             ),
         ];
         for (id, title, x, actual, simulated) in charts {
             let lines = vec![
-                Line { label: "actual".into(), points: figures::cdf(compared.iter().filter_map(|p| actual(p))) },
-                Line { label: format!("simulated ({})", c.policy), points: figures::cdf(compared.iter().filter_map(|p| simulated(p))) },
+                Line {
+                    label: "actual".into(),
+                    points: figures::cdf(compared.iter().filter_map(|p| actual(p))),
+                },
+                Line {
+                    label: format!("simulated ({})", c.policy),
+                    points: figures::cdf(compared.iter().filter_map(|p| simulated(p))),
+                },
             ];
-            let chart = LineChart { title: format!("{}: {title}", c.trace), caption: caption.clone(), x, y: Axis::fraction("jobs"), lines };
+            let chart = LineChart {
+                title: format!("{}: {title}", c.trace),
+                caption: caption.clone(),
+                x,
+                y: Axis::fraction("jobs"),
+                lines,
+            };
             if chart.has_data() {
-                sections.push(Section::Figure(Figure { id: slug(&[&c.trace, &c.policy, &c.seed.to_string(), id]), svg: chart.to_svg() }));
+                sections.push(Section::Figure(Figure {
+                    id: slug(&[&c.trace, &c.policy, &c.seed.to_string(), id]),
+                    svg: chart.to_svg(),
+                }));
             }
         }
     }
-    arbiter_report::Report { title: "what-if: actual against simulated".into(), facts: vec![("Arbiter".into(), arbiter_report::VERSION.into())], sections }
+    arbiter_report::Report {
+        title: "what-if: actual against simulated".into(),
+        facts: vec![("Arbiter".into(), arbiter_report::VERSION.into())],
+        sections,
+    }
 }
 
 #[cfg(test)]

@@ -11,13 +11,18 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository root")
 }
 
 /// The markdown files checked: the README and every `.md` under `docs/`, sorted.
 fn markdown_files(root: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
@@ -56,7 +61,9 @@ fn without_fences(text: &str) -> Vec<String> {
                 open = Some(f);
                 lines.push(String::new());
             }
-            (Some((c, n)), Some((c2, n2))) if c == c2 && n2 >= n && line.trim().chars().all(|x| x == c) => {
+            (Some((c, n)), Some((c2, n2)))
+                if c == c2 && n2 >= n && line.trim().chars().all(|x| x == c) =>
+            {
                 open = None;
                 lines.push(String::new());
             }
@@ -116,7 +123,11 @@ fn slug(heading: &str) -> String {
     let mut rest = heading;
     while let Some(open) = rest.find('[') {
         let after = &rest[open + 1..];
-        match after.find("](").and_then(|close| after[close + 2..].find(')').map(|end| (close, close + 2 + end))) {
+        match after.find("](").and_then(|close| {
+            after[close + 2..]
+                .find(')')
+                .map(|end| (close, close + 2 + end))
+        }) {
             Some((close, end)) => {
                 text.push_str(&rest[..open]);
                 text.push_str(&after[..close]);
@@ -156,7 +167,11 @@ fn anchors(text: &str) -> Vec<String> {
         let content = rest.trim().trim_end_matches('#').trim_end();
         let base = slug(content);
         let n = seen.entry(base.clone()).or_insert(0);
-        out.push(if *n == 0 { base.clone() } else { format!("{base}-{n}") });
+        out.push(if *n == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        });
         *n += 1;
     }
     out
@@ -229,7 +244,10 @@ fn links(text: &str) -> Vec<Link> {
         } else {
             raw.split_whitespace().next().unwrap_or("").to_string()
         };
-        out.push(Link { line: line_of(start), target });
+        out.push(Link {
+            line: line_of(start),
+            target,
+        });
     }
     out
 }
@@ -240,7 +258,12 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let escaped = if bytes[i] == b'%' { s.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(hex, 16).ok()) } else { None };
+        let escaped = if bytes[i] == b'%' {
+            s.get(i + 1..i + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        } else {
+            None
+        };
         if let Some(b) = escaped {
             out.push(b);
             i += 3;
@@ -272,9 +295,13 @@ fn broken(file: &Path, target: &str, cache: &mut HashMap<PathBuf, Vec<String>>) 
     let resolved = if path_part.is_empty() {
         file.to_path_buf()
     } else if path_part.starts_with('/') {
-        return Some("an absolute path (GitHub resolves it against the site, not the repository)".into());
+        return Some(
+            "an absolute path (GitHub resolves it against the site, not the repository)".into(),
+        );
     } else {
-        file.parent().expect("a file's folder").join(percent_decode(path_part))
+        file.parent()
+            .expect("a file's folder")
+            .join(percent_decode(path_part))
     };
     if !resolved.exists() {
         return Some(format!("no such file: {}", resolved.display()));
@@ -285,14 +312,17 @@ fn broken(file: &Path, target: &str, cache: &mut HashMap<PathBuf, Vec<String>>) 
         // Anchors into other files (`main.rs#L10`) are not checked.
         return None;
     }
-    let anchors = cache.entry(resolved.canonicalize().unwrap_or(resolved.clone())).or_insert_with(|| {
-        anchors(&std::fs::read_to_string(&resolved).unwrap_or_default())
-    });
+    let anchors = cache
+        .entry(resolved.canonicalize().unwrap_or(resolved.clone()))
+        .or_insert_with(|| anchors(&std::fs::read_to_string(&resolved).unwrap_or_default()));
     let fragment = percent_decode(fragment);
     if anchors.contains(&fragment) {
         None
     } else {
-        Some(format!("no heading with the anchor #{fragment} in {}", resolved.display()))
+        Some(format!(
+            "no heading with the anchor #{fragment} in {}",
+            resolved.display()
+        ))
     }
 }
 
@@ -305,46 +335,93 @@ fn every_relative_link_and_anchor_in_the_readme_and_the_guide_resolves() {
     let mut failures = Vec::new();
     let mut checked = 0;
     for file in &files {
-        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let text =
+            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for link in links(&text) {
             checked += 1;
             if let Some(why) = broken(file, &link.target, &mut cache) {
                 let shown = file.strip_prefix(&root).unwrap_or(file);
-                failures.push(format!("{}:{} → {} ({why})", shown.display(), link.line, link.target));
+                failures.push(format!(
+                    "{}:{} → {} ({why})",
+                    shown.display(),
+                    link.line,
+                    link.target
+                ));
             }
         }
     }
     for failure in &failures {
         eprintln!("broken link: {failure}");
     }
-    assert!(failures.is_empty(), "{} of {checked} links do not resolve:\n{}", failures.len(), failures.join("\n"));
-    assert!(checked > 20, "only {checked} links found: is the parser still finding them?");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} links do not resolve:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(
+        checked > 20,
+        "only {checked} links found: is the parser still finding them?"
+    );
 }
 
 #[test]
 fn the_readme_is_a_front_door() {
     let text = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
     let lines = text.lines().count();
-    assert!(lines <= 250, "README.md has {lines} lines; at most 250 (move the rest to a chapter of docs/)");
-    let first = without_fences(&text).into_iter().find(|l| l.starts_with("## "));
-    assert_eq!(first.as_deref(), Some("## Two commands"), "the README's first section must be \"Two commands\"");
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; at most 250 (move the rest to a chapter of docs/)"
+    );
+    let first = without_fences(&text)
+        .into_iter()
+        .find(|l| l.starts_with("## "));
+    assert_eq!(
+        first.as_deref(),
+        Some("## Two commands"),
+        "the README's first section must be \"Two commands\""
+    );
 }
 
 #[test]
 fn slugs_follow_githubs_rules() {
     assert_eq!(slug("Two commands"), "two-commands");
-    assert_eq!(slug("Production mode: `arbiter serve`"), "production-mode-arbiter-serve");
-    assert_eq!(slug("External policies (a learned scheduler outside Rust)"), "external-policies-a-learned-scheduler-outside-rust");
-    assert_eq!(slug("Where jobs' programs live"), "where-jobs-programs-live");
-    assert_eq!(slug("Gavel's programs and Figure 8 (`--suite gavel`)"), "gavels-programs-and-figure-8---suite-gavel");
+    assert_eq!(
+        slug("Production mode: `arbiter serve`"),
+        "production-mode-arbiter-serve"
+    );
+    assert_eq!(
+        slug("External policies (a learned scheduler outside Rust)"),
+        "external-policies-a-learned-scheduler-outside-rust"
+    );
+    assert_eq!(
+        slug("Where jobs' programs live"),
+        "where-jobs-programs-live"
+    );
+    assert_eq!(
+        slug("Gavel's programs and Figure 8 (`--suite gavel`)"),
+        "gavels-programs-and-figure-8---suite-gavel"
+    );
     assert_eq!(
         slug("Muri (SIGCOMM'22) reference simulator — implementation spec for `dlas-gpu`, Muri-S"),
         "muri-sigcomm22-reference-simulator--implementation-spec-for-dlas-gpu-muri-s"
     );
-    assert_eq!(slug("1.3 Placement `yarn` (`switch.py:47-181,203-220`)"), "13-placement-yarn-switchpy47-181203-220");
-    assert_eq!(slug("Elastic jobs on Pollux's workloads: Tiresias, Optimus+Oracle, AFS-L"), "elastic-jobs-on-polluxs-workloads-tiresias-optimusoracle-afs-l");
-    assert_eq!(slug("`policy.muri_autopack` and [a link](x.md)"), "policymuri_autopack-and-a-link");
-    assert_eq!(anchors("# A\n## A\n```\n# not a heading\n```\n### A\n#nope\n"), ["a", "a-1", "a-2"]);
+    assert_eq!(
+        slug("1.3 Placement `yarn` (`switch.py:47-181,203-220`)"),
+        "13-placement-yarn-switchpy47-181203-220"
+    );
+    assert_eq!(
+        slug("Elastic jobs on Pollux's workloads: Tiresias, Optimus+Oracle, AFS-L"),
+        "elastic-jobs-on-polluxs-workloads-tiresias-optimusoracle-afs-l"
+    );
+    assert_eq!(
+        slug("`policy.muri_autopack` and [a link](x.md)"),
+        "policymuri_autopack-and-a-link"
+    );
+    assert_eq!(
+        anchors("# A\n## A\n```\n# not a heading\n```\n### A\n#nope\n"),
+        ["a", "a-1", "a-2"]
+    );
 }
 
 #[test]
@@ -356,6 +433,15 @@ fn links_are_found_outside_code_only() {
                 [outer ![inner](i.png)](o.md)\n";
     let found = links(text);
     let found: Vec<(usize, &str)> = found.iter().map(|l| (l.line, l.target.as_str())).collect();
-    assert_eq!(found, [(1, "a.md#x"), (1, "img/p.png"), (6, "b c.md"), (8, "o.md"), (8, "i.png")]);
+    assert_eq!(
+        found,
+        [
+            (1, "a.md#x"),
+            (1, "img/p.png"),
+            (6, "b c.md"),
+            (8, "o.md"),
+            (8, "i.png")
+        ]
+    );
     assert_eq!(percent_decode("b%20c.md"), "b c.md");
 }

@@ -17,7 +17,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
     }
 }
 
@@ -45,5 +47,8 @@ impl Clock for VirtualClock {
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
 pub fn utc_text(unix_s: i64) -> String {
-    chrono::DateTime::from_timestamp(unix_s, 0).map_or_else(|| format!("{unix_s} (Unix time)"), |t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+    chrono::DateTime::from_timestamp(unix_s, 0).map_or_else(
+        || format!("{unix_s} (Unix time)"),
+        |t| t.format("%Y-%m-%d %H:%M:%S").to_string(),
+    )
 }

@@ -200,20 +200,31 @@ pub struct PriorityClasses {
 impl PriorityClasses {
     /// The table of `classes`, jobs without a class going to `default` (`normal` unless set).
     /// Names must be unique and the default one of them.
-    pub fn new(classes: Vec<PriorityClassConfig>, default: Option<String>) -> Result<Self, ConfigError> {
+    pub fn new(
+        classes: Vec<PriorityClassConfig>,
+        default: Option<String>,
+    ) -> Result<Self, ConfigError> {
         let mut seen = std::collections::BTreeSet::new();
         for (i, c) in classes.iter().enumerate() {
             let plain = |ch: char| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.');
             if c.name.is_empty() || c.name.len() > 64 || !c.name.chars().all(plain) {
-                return Err(ConfigError::Invalid(format!("priority_classes.{i}.name: `{}` is not a name (letters, digits, `-`, `_`, `.`)", c.name)));
+                return Err(ConfigError::Invalid(format!(
+                    "priority_classes.{i}.name: `{}` is not a name (letters, digits, `-`, `_`, `.`)",
+                    c.name
+                )));
             }
             if !seen.insert(c.name.as_str()) {
-                return Err(ConfigError::Invalid(format!("priority_classes.{i}.name: `{}` is defined twice", c.name)));
+                return Err(ConfigError::Invalid(format!(
+                    "priority_classes.{i}.name: `{}` is defined twice",
+                    c.name
+                )));
             }
         }
         if classes.is_empty() {
             if let Some(d) = default {
-                return Err(ConfigError::Invalid(format!("default_priority_class: `{d}` names no class ([[priority_classes]] is empty)")));
+                return Err(ConfigError::Invalid(format!(
+                    "default_priority_class: `{d}` names no class ([[priority_classes]] is empty)"
+                )));
             }
             return Ok(PriorityClasses::default());
         }
@@ -221,10 +232,17 @@ impl PriorityClasses {
         if !seen.contains(default.as_str()) {
             return Err(ConfigError::Invalid(format!(
                 "default_priority_class: `{default}` is not among [[priority_classes]] ({}); set it to one of them",
-                classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                classes
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
-        Ok(PriorityClasses { classes, default: Some(default) })
+        Ok(PriorityClasses {
+            classes,
+            default: Some(default),
+        })
     }
 
     /// Whether any class is configured.
@@ -240,19 +258,46 @@ impl PriorityClasses {
     /// The class `tenant` submits in when it asks for `wanted` (`None`: the default), or why
     /// it may not (the admin, `admin`, may use every class). Class names are not secret
     /// (`arbiter cluster` lists them), so a class not granted is refused saying so.
-    pub fn resolve(&self, tenant: &str, wanted: Option<&str>, admin: bool) -> Result<Option<String>, String> {
+    pub fn resolve(
+        &self,
+        tenant: &str,
+        wanted: Option<&str>,
+        admin: bool,
+    ) -> Result<Option<String>, String> {
         if self.classes.is_empty() {
             return match wanted {
-                Some(w) => Err(format!("`{w}`: no priority classes are configured (an admin defines them: [[priority_classes]] in the daemon's config)")),
+                Some(w) => Err(format!(
+                    "`{w}`: no priority classes are configured (an admin defines them: [[priority_classes]] in the daemon's config)"
+                )),
                 None => Ok(None),
             };
         }
-        let Some(name) = wanted.or(self.default.as_deref()) else { return Ok(None) };
-        let class = self.classes.iter().find(|c| c.name == name).ok_or_else(|| {
-            format!("`{name}` is not a priority class (classes: {})", self.classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "))
-        })?;
-        if !admin && class.tenants.as_ref().is_some_and(|ts| !ts.iter().any(|t| t == tenant)) {
-            return Err(format!("`{name}`: tenant {tenant} may not use this priority class (an admin grants it: tenants = [...] of the class in the daemon's config)"));
+        let Some(name) = wanted.or(self.default.as_deref()) else {
+            return Ok(None);
+        };
+        let class = self
+            .classes
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "`{name}` is not a priority class (classes: {})",
+                    self.classes
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+        if !admin
+            && class
+                .tenants
+                .as_ref()
+                .is_some_and(|ts| !ts.iter().any(|t| t == tenant))
+        {
+            return Err(format!(
+                "`{name}`: tenant {tenant} may not use this priority class (an admin grants it: tenants = [...] of the class in the daemon's config)"
+            ));
         }
         Ok(Some(name.to_string()))
     }
@@ -261,8 +306,15 @@ impl PriorityClasses {
     /// before the configuration changed, counts as the default class).
     pub fn job_class(&self, name: Option<&str>) -> arbiter_model::JobClass {
         let find = |n: &str| self.classes.iter().find(|c| c.name == n);
-        match name.and_then(find).or_else(|| self.default.as_deref().and_then(find)) {
-            Some(c) => arbiter_model::JobClass { name: Some(c.name.as_str().into()), value: c.value, preemptible: c.preemptible },
+        match name
+            .and_then(find)
+            .or_else(|| self.default.as_deref().and_then(find))
+        {
+            Some(c) => arbiter_model::JobClass {
+                name: Some(c.name.as_str().into()),
+                value: c.value,
+                preemptible: c.preemptible,
+            },
             None => arbiter_model::JobClass::default(),
         }
     }
@@ -291,22 +343,39 @@ pub struct WebhookConfig {
 
 impl Default for WebhookConfig {
     fn default() -> Self {
-        WebhookConfig { allow_private: false, max_failures: 10, queue_per_tenant: 1_000, timeout_s: 10.0, retry_initial_s: 1.0, retry_max_s: 300.0 }
+        WebhookConfig {
+            allow_private: false,
+            max_failures: 10,
+            queue_per_tenant: 1_000,
+            timeout_s: 10.0,
+            retry_initial_s: 1.0,
+            retry_max_s: 300.0,
+        }
     }
 }
 
 impl WebhookConfig {
     fn check(&self) -> Result<(), ConfigError> {
         if self.max_failures == 0 || self.queue_per_tenant == 0 {
-            return Err(ConfigError::Invalid("webhooks.max_failures and webhooks.queue_per_tenant must be at least 1".into()));
+            return Err(ConfigError::Invalid(
+                "webhooks.max_failures and webhooks.queue_per_tenant must be at least 1".into(),
+            ));
         }
-        for (key, value) in [("webhooks.timeout_s", self.timeout_s), ("webhooks.retry_initial_s", self.retry_initial_s), ("webhooks.retry_max_s", self.retry_max_s)] {
+        for (key, value) in [
+            ("webhooks.timeout_s", self.timeout_s),
+            ("webhooks.retry_initial_s", self.retry_initial_s),
+            ("webhooks.retry_max_s", self.retry_max_s),
+        ] {
             if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
-                return Err(ConfigError::Invalid(format!("{key}: must be > 0 and at most 86400 seconds, got {value}")));
+                return Err(ConfigError::Invalid(format!(
+                    "{key}: must be > 0 and at most 86400 seconds, got {value}"
+                )));
             }
         }
         if self.retry_max_s < self.retry_initial_s {
-            return Err(ConfigError::Invalid("webhooks.retry_max_s: must be at least webhooks.retry_initial_s".into()));
+            return Err(ConfigError::Invalid(
+                "webhooks.retry_max_s: must be at least webhooks.retry_initial_s".into(),
+            ));
         }
         Ok(())
     }
@@ -364,7 +433,13 @@ pub struct SlurmConfig {
 
 impl Default for SlurmConfig {
     fn default() -> Self {
-        SlurmConfig { partition: "arbiter".into(), bin_dir: None, command_timeout_s: 10.0, poll_s: 1.0, share_gpus: false }
+        SlurmConfig {
+            partition: "arbiter".into(),
+            bin_dir: None,
+            command_timeout_s: 10.0,
+            poll_s: 1.0,
+            share_gpus: false,
+        }
     }
 }
 
@@ -438,12 +513,18 @@ pub enum ConfigError {
 impl ServeConfig {
     /// The configured priority classes, checked.
     pub fn priority_classes(&self) -> Result<PriorityClasses, ConfigError> {
-        PriorityClasses::new(self.priority_classes.clone(), self.default_priority_class.clone())
+        PriorityClasses::new(
+            self.priority_classes.clone(),
+            self.default_priority_class.clone(),
+        )
     }
 
     /// Reads a TOML file.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         toml::from_str(&text).map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))
     }
 
@@ -456,7 +537,9 @@ impl ServeConfig {
     /// built-in one, the daemon's own code, so that it cannot fail the same way.
     pub fn fallback_kind(&self) -> Result<PolicyKind, ConfigError> {
         match PolicyKind::parse(&self.policy_fallback) {
-            Ok(PolicyKind::External) => Err(ConfigError::Invalid("policy_fallback: must be a built-in policy, not `external`".into())),
+            Ok(PolicyKind::External) => Err(ConfigError::Invalid(
+                "policy_fallback: must be a built-in policy, not `external`".into(),
+            )),
             Ok(kind) => Ok(kind),
             Err(e) => Err(ConfigError::Invalid(format!("policy_fallback: {e}"))),
         }
@@ -468,63 +551,136 @@ impl ServeConfig {
         self.policy_kind()?;
         self.fallback_kind()?;
         if !(self.round_s.is_finite() && self.round_s > 0.0) {
-            return Err(ConfigError::Invalid(format!("round_s: must be > 0, got {}", self.round_s)));
+            return Err(ConfigError::Invalid(format!(
+                "round_s: must be > 0, got {}",
+                self.round_s
+            )));
         }
-        for (key, value) in [("header_timeout_s", self.header_timeout_s), ("idle_timeout_s", self.idle_timeout_s), ("request_timeout_s", self.request_timeout_s)] {
+        for (key, value) in [
+            ("header_timeout_s", self.header_timeout_s),
+            ("idle_timeout_s", self.idle_timeout_s),
+            ("request_timeout_s", self.request_timeout_s),
+        ] {
             if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
-                return Err(ConfigError::Invalid(format!("{key}: must be > 0 and at most 86400 seconds, got {value}")));
+                return Err(ConfigError::Invalid(format!(
+                    "{key}: must be > 0 and at most 86400 seconds, got {value}"
+                )));
             }
         }
-        for (key, value) in [("max_connections_per_client", self.max_connections_per_client), ("max_connections_per_tenant", self.max_connections_per_tenant), ("max_requests_in_flight_per_tenant", self.max_requests_in_flight_per_tenant)] {
+        for (key, value) in [
+            (
+                "max_connections_per_client",
+                self.max_connections_per_client,
+            ),
+            (
+                "max_connections_per_tenant",
+                self.max_connections_per_tenant,
+            ),
+            (
+                "max_requests_in_flight_per_tenant",
+                self.max_requests_in_flight_per_tenant,
+            ),
+        ] {
             if value == 0 {
                 return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
             }
         }
-        if !(self.submissions_per_s_per_tenant.is_finite() && self.submissions_per_s_per_tenant > 0.0) {
-            return Err(ConfigError::Invalid(format!("submissions_per_s_per_tenant: must be > 0, got {}", self.submissions_per_s_per_tenant)));
+        if !(self.submissions_per_s_per_tenant.is_finite()
+            && self.submissions_per_s_per_tenant > 0.0)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "submissions_per_s_per_tenant: must be > 0, got {}",
+                self.submissions_per_s_per_tenant
+            )));
         }
-        for (key, value) in [("keep_finished_per_tenant", self.keep_finished_per_tenant as u64), ("keep_finished_mib_per_tenant", self.keep_finished_mib_per_tenant), ("submission_burst_per_tenant", u64::from(self.submission_burst_per_tenant))] {
+        for (key, value) in [
+            (
+                "keep_finished_per_tenant",
+                self.keep_finished_per_tenant as u64,
+            ),
+            (
+                "keep_finished_mib_per_tenant",
+                self.keep_finished_mib_per_tenant,
+            ),
+            (
+                "submission_burst_per_tenant",
+                u64::from(self.submission_burst_per_tenant),
+            ),
+        ] {
             if value == 0 {
                 return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
             }
         }
         if self.max_array_size == 0 || self.max_array_size > 1_000_000 {
-            return Err(ConfigError::Invalid(format!("max_array_size: must be 1 to 1000000, got {}", self.max_array_size)));
+            return Err(ConfigError::Invalid(format!(
+                "max_array_size: must be 1 to 1000000, got {}",
+                self.max_array_size
+            )));
         }
         if self.max_connections == 0 {
-            return Err(ConfigError::Invalid("max_connections: must be at least 1".into()));
+            return Err(ConfigError::Invalid(
+                "max_connections: must be at least 1".into(),
+            ));
         }
         parse_gpus(&self.gpus)?;
         self.priority_classes()?;
         if let Some(min) = self.min_run_s
-            && !(min.is_finite() && min >= 0.0) {
-                return Err(ConfigError::Invalid(format!("min_run_s: must be >= 0, got {min}")));
-            }
+            && !(min.is_finite() && min >= 0.0)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "min_run_s: must be >= 0, got {min}"
+            )));
+        }
         let [low, high] = self.tenant_uid_range;
         if low == 0 || low > high {
-            return Err(ConfigError::Invalid(format!("tenant_uid_range: [{low}, {high}] must be a non-empty range of non-root ids (low <= high, low > 0)")));
+            return Err(ConfigError::Invalid(format!(
+                "tenant_uid_range: [{low}, {high}] must be a non-empty range of non-root ids (low <= high, low > 0)"
+            )));
         }
         for root in &self.checkpoint_roots {
             if !root.is_absolute() {
-                return Err(ConfigError::Invalid(format!("checkpoint_roots: `{}` is not an absolute path", root.display())));
+                return Err(ConfigError::Invalid(format!(
+                    "checkpoint_roots: `{}` is not an absolute path",
+                    root.display()
+                )));
             }
         }
         let kind = self.policy_kind()?;
-        if kind == PolicyKind::External && self.policy_cmd.as_deref().is_none_or(|c| c.trim().is_empty()) {
+        if kind == PolicyKind::External
+            && self
+                .policy_cmd
+                .as_deref()
+                .is_none_or(|c| c.trim().is_empty())
+        {
             return Err(ConfigError::Invalid("policy_cmd: policy `external` needs the agent to run, e.g. policy_cmd = \"python3 /opt/agent.py\"".into()));
         }
         if !(self.policy_timeout_s.is_finite() && self.policy_timeout_s > 0.0) {
-            return Err(ConfigError::Invalid(format!("policy_timeout_s: must be > 0, got {}", self.policy_timeout_s)));
+            return Err(ConfigError::Invalid(format!(
+                "policy_timeout_s: must be > 0, got {}",
+                self.policy_timeout_s
+            )));
         }
-        let half_life = parse_duration_s(&self.fairshare_half_life).map_err(|e| ConfigError::Invalid(format!("fairshare_half_life: `{}`: {e}", self.fairshare_half_life.escape_debug())))?;
+        let half_life = parse_duration_s(&self.fairshare_half_life).map_err(|e| {
+            ConfigError::Invalid(format!(
+                "fairshare_half_life: `{}`: {e}",
+                self.fairshare_half_life.escape_debug()
+            ))
+        })?;
         if half_life == 0 {
             return Err(ConfigError::Invalid("fairshare_half_life: must be longer than 0 (set fairshare = false to turn fair share off)".into()));
         }
         if self.fairshare && !kind.uses_fairshare() {
-            return Err(ConfigError::Invalid(format!("fairshare: policy `{kind}` does not weigh tenants; decayed fair share works with the tenant-level policies, hierarchical and vtc")));
+            return Err(ConfigError::Invalid(format!(
+                "fairshare: policy `{kind}` does not weigh tenants; decayed fair share works with the tenant-level policies, hierarchical and vtc"
+            )));
         }
-        if ![self.slurm.command_timeout_s, self.slurm.poll_s].iter().all(|s| s.is_finite() && *s > 0.0) {
-            return Err(ConfigError::Invalid("slurm.command_timeout_s and slurm.poll_s must be > 0".into()));
+        if ![self.slurm.command_timeout_s, self.slurm.poll_s]
+            .iter()
+            .all(|s| s.is_finite() && *s > 0.0)
+        {
+            return Err(ConfigError::Invalid(
+                "slurm.command_timeout_s and slurm.poll_s must be > 0".into(),
+            ));
         }
         self.webhooks.check()?;
         Ok(())
@@ -537,7 +693,9 @@ impl ServeConfig {
         if !self.fairshare {
             return Ok(None);
         }
-        parse_duration_s(&self.fairshare_half_life).map(|s| Some(s as f64)).map_err(|e| ConfigError::Invalid(format!("fairshare_half_life: {e}")))
+        parse_duration_s(&self.fairshare_half_life)
+            .map(|s| Some(s as f64))
+            .map_err(|e| ConfigError::Invalid(format!("fairshare_half_life: {e}")))
     }
 }
 
@@ -545,7 +703,10 @@ impl ServeConfig {
 /// at most ten years (`fairshare_half_life`, `arbiter usage --since`).
 pub fn parse_duration_s(text: &str) -> Result<i64, String> {
     let text = text.trim();
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
     if number.is_empty() {
         return Err("not a duration like 90m, 36h, 7d or 2w".into());
     }
@@ -555,9 +716,16 @@ pub fn parse_duration_s(text: &str) -> Result<i64, String> {
         "h" => 3600,
         "d" => 86_400,
         "w" => 7 * 86_400,
-        other => return Err(format!("unknown unit `{}` (s, m, h, d or w)", other.escape_debug())),
+        other => {
+            return Err(format!(
+                "unknown unit `{}` (s, m, h, d or w)",
+                other.escape_debug()
+            ));
+        }
     };
-    let n: i64 = number.parse().map_err(|_| "not a duration like 90m, 36h, 7d or 2w".to_string())?;
+    let n: i64 = number
+        .parse()
+        .map_err(|_| "not a duration like 90m, 36h, 7d or 2w".to_string())?;
     match n.checked_mul(scale) {
         Some(s) if s <= 10 * 365 * 86_400 => Ok(s),
         _ => Err("longer than ten years".into()),
@@ -578,17 +746,22 @@ pub fn parse_gpus(text: &str) -> Result<Option<GpuInventory>, ConfigError> {
     }
     let mut out = Vec::new();
     for part in text.split(',') {
-        let (count, kind) = part
-            .trim()
-            .split_once(['x', 'X'])
-            .ok_or_else(|| ConfigError::Invalid(format!("gpus: `{part}` is not COUNTxTYPE (e.g. 4xa100)")))?;
-        let count: u32 = count.trim().parse().map_err(|_| ConfigError::Invalid(format!("gpus: `{count}` in `{part}` is not a number")))?;
+        let (count, kind) = part.trim().split_once(['x', 'X']).ok_or_else(|| {
+            ConfigError::Invalid(format!("gpus: `{part}` is not COUNTxTYPE (e.g. 4xa100)"))
+        })?;
+        let count: u32 = count.trim().parse().map_err(|_| {
+            ConfigError::Invalid(format!("gpus: `{count}` in `{part}` is not a number"))
+        })?;
         let kind = kind.trim();
         if kind.is_empty() {
-            return Err(ConfigError::Invalid(format!("gpus: `{part}` has no GPU type")));
+            return Err(ConfigError::Invalid(format!(
+                "gpus: `{part}` has no GPU type"
+            )));
         }
         if count == 0 {
-            return Err(ConfigError::Invalid(format!("gpus: `{part}` declares no GPUs")));
+            return Err(ConfigError::Invalid(format!(
+                "gpus: `{part}` declares no GPUs"
+            )));
         }
         out.push((kind.to_ascii_lowercase(), count));
     }
@@ -597,7 +770,10 @@ pub fn parse_gpus(text: &str) -> Result<Option<GpuInventory>, ConfigError> {
 
 /// GPUs found by `nvidia-smi` (none when it is missing or fails).
 pub fn detect_gpus() -> GpuInventory {
-    let Ok(out) = std::process::Command::new("nvidia-smi").args(["--query-gpu=name", "--format=csv,noheader"]).output() else {
+    let Ok(out) = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name", "--format=csv,noheader"])
+        .output()
+    else {
         return Vec::new();
     };
     if !out.status.success() {
@@ -612,7 +788,10 @@ pub fn parse_nvidia_smi(output: &str) -> GpuInventory {
     let mut groups: GpuInventory = Vec::new();
     for line in output.lines().filter(|l| !l.trim().is_empty()) {
         // "NVIDIA A100-SXM4-80GB" → "a100": the first word that contains a digit.
-        let name = line.split_whitespace().find(|w| w.chars().any(|c| c.is_ascii_digit())).unwrap_or(line.trim());
+        let name = line
+            .split_whitespace()
+            .find(|w| w.chars().any(|c| c.is_ascii_digit()))
+            .unwrap_or(line.trim());
         let kind = name.split('-').next().unwrap_or(name).to_ascii_lowercase();
         match groups.last_mut() {
             Some((k, n)) if *k == kind => *n += 1,
@@ -624,10 +803,16 @@ pub fn parse_nvidia_smi(output: &str) -> GpuInventory {
 
 /// CPU cores and memory (GiB) of this machine.
 pub fn detect_host() -> (u32, u32) {
-    let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
     let memory_kib: u64 = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0);
     (cpus, (memory_kib / (1024 * 1024)) as u32)
 }
@@ -638,29 +823,65 @@ mod tests {
 
     #[test]
     fn webhook_settings_parse_from_their_section_and_bad_ones_name_the_key() {
-        let config: ServeConfig = toml::from_str("[webhooks]\nallow_private = true\nmax_failures = 3\n").expect("parses");
-        assert!(config.webhooks.allow_private && config.webhooks.max_failures == 3 && config.webhooks.queue_per_tenant == 1_000);
+        let config: ServeConfig =
+            toml::from_str("[webhooks]\nallow_private = true\nmax_failures = 3\n").expect("parses");
+        assert!(
+            config.webhooks.allow_private
+                && config.webhooks.max_failures == 3
+                && config.webhooks.queue_per_tenant == 1_000
+        );
         config.check_fields().expect("valid");
-        for (bad, key) in [("max_failures = 0", "max_failures"), ("timeout_s = -1", "timeout_s"), ("retry_initial_s = 10\nretry_max_s = 1", "retry_max_s"), ("allow_everything = true", "allow_everything")] {
-            let e = toml::from_str::<ServeConfig>(&format!("[webhooks]\n{bad}\n")).map_err(|e| e.to_string()).and_then(|c| c.check_fields().map_err(|e| e.to_string()));
+        for (bad, key) in [
+            ("max_failures = 0", "max_failures"),
+            ("timeout_s = -1", "timeout_s"),
+            ("retry_initial_s = 10\nretry_max_s = 1", "retry_max_s"),
+            ("allow_everything = true", "allow_everything"),
+        ] {
+            let e = toml::from_str::<ServeConfig>(&format!("[webhooks]\n{bad}\n"))
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.check_fields().map_err(|e| e.to_string()));
             assert!(e.as_ref().is_err_and(|e| e.contains(key)), "{bad}: {e:?}");
         }
     }
 
     #[test]
     fn declared_gpus_parse_and_bad_ones_name_the_problem() {
-        assert_eq!(parse_gpus("4xa100").expect("ok"), Some(vec![("a100".into(), 4)]));
-        assert_eq!(parse_gpus("2xV100, 2xk80").expect("ok"), Some(vec![("v100".into(), 2), ("k80".into(), 2)]));
+        assert_eq!(
+            parse_gpus("4xa100").expect("ok"),
+            Some(vec![("a100".into(), 4)])
+        );
+        assert_eq!(
+            parse_gpus("2xV100, 2xk80").expect("ok"),
+            Some(vec![("v100".into(), 2), ("k80".into(), 2)])
+        );
         assert_eq!(parse_gpus("auto").expect("ok"), None);
-        assert!(parse_gpus("four").expect_err("bad").to_string().contains("COUNTxTYPE"));
-        assert!(parse_gpus("ax100").expect_err("bad").to_string().contains("not a number"));
-        assert!(parse_gpus("0").expect_err("no GPUs").to_string().contains("at least one GPU"));
+        assert!(
+            parse_gpus("four")
+                .expect_err("bad")
+                .to_string()
+                .contains("COUNTxTYPE")
+        );
+        assert!(
+            parse_gpus("ax100")
+                .expect_err("bad")
+                .to_string()
+                .contains("not a number")
+        );
+        assert!(
+            parse_gpus("0")
+                .expect_err("no GPUs")
+                .to_string()
+                .contains("at least one GPU")
+        );
     }
 
     #[test]
     fn nvidia_smi_names_become_gpu_types() {
         let out = "NVIDIA A100-SXM4-80GB\nNVIDIA A100-SXM4-80GB\nTesla V100-PCIE-16GB\nNVIDIA H100 80GB HBM3\n";
-        assert_eq!(parse_nvidia_smi(out), vec![("a100".into(), 2), ("v100".into(), 1), ("h100".into(), 1)]);
+        assert_eq!(
+            parse_nvidia_smi(out),
+            vec![("a100".into(), 2), ("v100".into(), 1), ("h100".into(), 1)]
+        );
         assert!(parse_nvidia_smi("").is_empty());
     }
 
@@ -670,13 +891,31 @@ mod tests {
         let config = ServeConfig::read(&path).expect("parses");
         config.validate().expect("valid");
         let defaults = ServeConfig::default();
-        assert_eq!((config.round_s, config.tenant_uid_range, config.max_connections), (defaults.round_s, defaults.tenant_uid_range, defaults.max_connections));
-        assert_eq!(config.max_processes_per_tenant, None, "unset: derived from the host");
+        assert_eq!(
+            (
+                config.round_s,
+                config.tenant_uid_range,
+                config.max_connections
+            ),
+            (
+                defaults.round_s,
+                defaults.tenant_uid_range,
+                defaults.max_connections
+            )
+        );
+        assert_eq!(
+            config.max_processes_per_tenant, None,
+            "unset: derived from the host"
+        );
     }
 
     #[test]
     fn the_process_limit_is_derived_when_unset_and_zero_still_means_none() {
-        let parsed = |text: &str| toml::from_str::<ServeConfig>(text).expect("parses").max_processes_per_tenant;
+        let parsed = |text: &str| {
+            toml::from_str::<ServeConfig>(text)
+                .expect("parses")
+                .max_processes_per_tenant
+        };
         assert_eq!(parsed(""), None);
         assert_eq!(parsed("max_processes_per_tenant = 0"), Some(0));
         assert_eq!(parsed("max_processes_per_tenant = 500"), Some(500));
@@ -686,11 +925,20 @@ mod tests {
     fn a_policy_the_daemon_cannot_carry_out_is_refused_with_the_reason() {
         // With the local executor it runs on the pair speeds the daemon learns; Slurm cannot
         // co-locate.
-        let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"").expect("parses");
-        c.validate().expect("max-min-fairness-packed runs on the learned pair speeds");
-        let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"\nexecutor = \"slurm\"").expect("parses");
+        let c: ServeConfig =
+            toml::from_str("policy = \"max-min-fairness-packed\"").expect("parses");
+        c.validate()
+            .expect("max-min-fairness-packed runs on the learned pair speeds");
+        let c: ServeConfig =
+            toml::from_str("policy = \"max-min-fairness-packed\"\nexecutor = \"slurm\"")
+                .expect("parses");
         let e = c.validate().expect_err("refused").to_string();
-        assert!(e.contains("slurm executor") && e.contains("one job at a time") && e.contains("share_gpus"), "{e}");
+        assert!(
+            e.contains("slurm executor")
+                && e.contains("one job at a time")
+                && e.contains("share_gpus"),
+            "{e}"
+        );
         // Sharing GPUs as steps of one allocation, Slurm can.
         let c: ServeConfig = toml::from_str("policy = \"max-min-fairness-packed\"\nexecutor = \"slurm\"\n[slurm]\nshare_gpus = true").expect("parses");
         c.validate().expect("with share_gpus Slurm co-locates");
@@ -702,30 +950,75 @@ mod tests {
     fn fair_share_needs_a_tenant_level_policy_and_a_real_half_life() {
         let c: ServeConfig = toml::from_str("policy = \"vtc\"\nfairshare = true").expect("parses");
         c.validate().expect("vtc weighs tenants");
-        assert_eq!(c.fairshare_half_life_s().expect("default"), Some(7.0 * 86_400.0), "the default half-life is 7 days");
-        let c: ServeConfig = toml::from_str("policy = \"hierarchical\"\nfairshare = true\nfairshare_half_life = \"36h\"").expect("parses");
-        assert_eq!(c.fairshare_half_life_s().expect("valid"), Some(36.0 * 3600.0));
+        assert_eq!(
+            c.fairshare_half_life_s().expect("default"),
+            Some(7.0 * 86_400.0),
+            "the default half-life is 7 days"
+        );
+        let c: ServeConfig = toml::from_str(
+            "policy = \"hierarchical\"\nfairshare = true\nfairshare_half_life = \"36h\"",
+        )
+        .expect("parses");
+        assert_eq!(
+            c.fairshare_half_life_s().expect("valid"),
+            Some(36.0 * 3600.0)
+        );
         let c: ServeConfig = toml::from_str("policy = \"fifo\"\nfairshare = true").expect("parses");
-        assert!(c.validate().expect_err("fifo").to_string().contains("hierarchical and vtc"));
-        for (bad, words) in [("7y", "unknown unit `y`"), ("0d", "longer than 0"), ("seven", "not a duration"), ("9999w", "ten years")] {
-            let c: ServeConfig = toml::from_str(&format!("policy = \"vtc\"\nfairshare = true\nfairshare_half_life = \"{bad}\"")).expect("parses");
+        assert!(
+            c.validate()
+                .expect_err("fifo")
+                .to_string()
+                .contains("hierarchical and vtc")
+        );
+        for (bad, words) in [
+            ("7y", "unknown unit `y`"),
+            ("0d", "longer than 0"),
+            ("seven", "not a duration"),
+            ("9999w", "ten years"),
+        ] {
+            let c: ServeConfig = toml::from_str(&format!(
+                "policy = \"vtc\"\nfairshare = true\nfairshare_half_life = \"{bad}\""
+            ))
+            .expect("parses");
             let e = c.validate().expect_err(bad).to_string();
-            assert!(e.contains("fairshare_half_life") && e.contains(words), "{bad}: {e}");
+            assert!(
+                e.contains("fairshare_half_life") && e.contains(words),
+                "{bad}: {e}"
+            );
         }
         let c: ServeConfig = toml::from_str("policy = \"vtc\"").expect("parses");
-        assert_eq!(c.fairshare_half_life_s().expect("off"), None, "off unless asked for");
+        assert_eq!(
+            c.fairshare_half_life_s().expect("off"),
+            None,
+            "off unless asked for"
+        );
     }
 
     #[test]
     fn unknown_keys_and_policies_are_refused() {
         assert!(toml::from_str::<ServeConfig>("polcy = \"las\"").is_err());
         let c: ServeConfig = toml::from_str("policy = \"nope\"").expect("parses");
-        assert!(c.validate().expect_err("bad").to_string().contains("unknown policy"));
+        assert!(
+            c.validate()
+                .expect_err("bad")
+                .to_string()
+                .contains("unknown policy")
+        );
         // A typo gets the name it was meant to be (`--policy srft` and the config file alike).
         let c: ServeConfig = toml::from_str("policy = \"srft\"").expect("parses");
-        assert!(c.validate().expect_err("bad").to_string().contains("did you mean `srtf`?"));
+        assert!(
+            c.validate()
+                .expect_err("bad")
+                .to_string()
+                .contains("did you mean `srtf`?")
+        );
         let c: ServeConfig = toml::from_str("policy_fallback = \"fifp\"").expect("parses");
-        assert!(c.fallback_kind().expect_err("bad").to_string().contains("did you mean `fifo`?"));
+        assert!(
+            c.fallback_kind()
+                .expect_err("bad")
+                .to_string()
+                .contains("did you mean `fifo`?")
+        );
     }
 }
 
@@ -734,31 +1027,70 @@ mod class_tests {
     use super::*;
 
     fn class(name: &str, value: i32, tenants: Option<Vec<&str>>) -> PriorityClassConfig {
-        PriorityClassConfig { name: name.into(), value, preemptible: true, tenants: tenants.map(|ts| ts.into_iter().map(String::from).collect()) }
+        PriorityClassConfig {
+            name: name.into(),
+            value,
+            preemptible: true,
+            tenants: tenants.map(|ts| ts.into_iter().map(String::from).collect()),
+        }
     }
 
     #[test]
     fn bad_class_tables_are_refused_naming_the_key() {
-        let e = PriorityClasses::new(vec![class("a", 1, None), class("a", 2, None)], Some("a".into())).expect_err("twice").to_string();
-        assert!(e.contains("priority_classes.1.name") && e.contains("twice"), "{e}");
-        let e = PriorityClasses::new(vec![class("high", 1, None)], None).expect_err("no normal").to_string();
-        assert!(e.contains("default_priority_class: `normal`") && e.contains("high"), "{e}");
-        let e = PriorityClasses::new(vec![class("a b", 1, None)], Some("a b".into())).expect_err("not a name").to_string();
+        let e = PriorityClasses::new(
+            vec![class("a", 1, None), class("a", 2, None)],
+            Some("a".into()),
+        )
+        .expect_err("twice")
+        .to_string();
+        assert!(
+            e.contains("priority_classes.1.name") && e.contains("twice"),
+            "{e}"
+        );
+        let e = PriorityClasses::new(vec![class("high", 1, None)], None)
+            .expect_err("no normal")
+            .to_string();
+        assert!(
+            e.contains("default_priority_class: `normal`") && e.contains("high"),
+            "{e}"
+        );
+        let e = PriorityClasses::new(vec![class("a b", 1, None)], Some("a b".into()))
+            .expect_err("not a name")
+            .to_string();
         assert!(e.contains("priority_classes.0.name"), "{e}");
-        let e = PriorityClasses::new(Vec::new(), Some("normal".into())).expect_err("no classes").to_string();
+        let e = PriorityClasses::new(Vec::new(), Some("normal".into()))
+            .expect_err("no classes")
+            .to_string();
         assert!(e.contains("default_priority_class"), "{e}");
     }
 
     #[test]
     fn a_class_resolves_to_itself_or_the_default_and_only_for_the_tenants_granted() {
-        let table = PriorityClasses::new(vec![class("high", 100, Some(vec!["a"])), class("normal", 50, None)], None).expect("valid");
+        let table = PriorityClasses::new(
+            vec![
+                class("high", 100, Some(vec!["a"])),
+                class("normal", 50, None),
+            ],
+            None,
+        )
+        .expect("valid");
         assert_eq!(table.resolve("b", None, false), Ok(Some("normal".into())));
-        assert_eq!(table.resolve("a", Some("high"), false), Ok(Some("high".into())));
-        assert!(table.resolve("b", Some("high"), false).expect_err("not granted").contains("may not use"));
-        assert_eq!(table.resolve("admin", Some("high"), true), Ok(Some("high".into())));
+        assert_eq!(
+            table.resolve("a", Some("high"), false),
+            Ok(Some("high".into()))
+        );
+        assert!(
+            table
+                .resolve("b", Some("high"), false)
+                .expect_err("not granted")
+                .contains("may not use")
+        );
+        assert_eq!(
+            table.resolve("admin", Some("high"), true),
+            Ok(Some("high".into()))
+        );
         assert_eq!(table.job_class(Some("high")).value, 100);
         // A class removed from the configuration since: the default's.
         assert_eq!(table.job_class(Some("gone")).value, 50);
     }
 }
-

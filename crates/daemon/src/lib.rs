@@ -32,4 +32,3 @@ pub mod executor;
 pub mod records;
 pub mod security;
 pub mod start;
-

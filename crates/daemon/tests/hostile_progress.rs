@@ -10,27 +10,46 @@ mod loop_harness;
 
 use arbiter_daemon::daemon::RequestError;
 use arbiter_daemon::records::job::SubmitRequest;
-use arbiter_daemon::records::progress::{ProgressReport, MAX_STEPS, MAX_THROUGHPUT, MIN_THROUGHPUT};
-use arbiter_policy::external::ExternalConfig;
+use arbiter_daemon::records::progress::{
+    MAX_STEPS, MAX_THROUGHPUT, MIN_THROUGHPUT, ProgressReport,
+};
 use arbiter_policy::PolicyKind;
-use loop_harness::{nodes, Harness, T0_MS};
-use std::sync::atomic::{AtomicBool, Ordering};
+use arbiter_policy::external::ExternalConfig;
+use loop_harness::{Harness, T0_MS, nodes};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 fn one_gpu() -> SubmitRequest {
-    serde_json::from_str(r#"{"command": "train", "gpus": 1, "expected_run_time_s": 600}"#).expect("valid request")
+    serde_json::from_str(r#"{"command": "train", "gpus": 1, "expected_run_time_s": 600}"#)
+        .expect("valid request")
 }
 
 /// A harness under `external` whose agent is `script` (Python), answering within `timeout`.
 fn with_agent(script: &str, timeout: Duration) -> Harness {
     let command = format!("python3 -c '{script}'");
-    Harness::with_settings(PolicyKind::External, nodes("n", "a100", 1, 2), 30.0, |s| s.external = Some(ExternalConfig { command, timeout }))
+    Harness::with_settings(PolicyKind::External, nodes("n", "a100", 1, 2), 30.0, |s| {
+        s.external = Some(ExternalConfig { command, timeout })
+    })
 }
 
-fn report(h: &Harness, id: u32, steps: u64, throughput: f64, total_steps: u64) -> Result<(), RequestError> {
+fn report(
+    h: &Harness,
+    id: u32,
+    steps: u64,
+    throughput: f64,
+    total_steps: u64,
+) -> Result<(), RequestError> {
     let token = h.fake.token(id).expect("the job has run");
-    h.daemon.report_progress(id, &token, ProgressReport { steps, throughput: Some(throughput), total_steps: Some(total_steps) })
+    h.daemon.report_progress(
+        id,
+        &token,
+        ProgressReport {
+            steps,
+            throughput: Some(throughput),
+            total_steps: Some(total_steps),
+        },
+    )
 }
 
 fn state_of(h: &Harness, id: u32) -> &'static str {
@@ -45,26 +64,45 @@ fn the_report_that_froze_scheduling_is_refused_and_the_most_extreme_allowed_one_
     h.step_to(T0_MS);
     assert_eq!(state_of(&h, a), "running");
     let refused = report(&h, a, 0, 5e-324, u64::MAX);
-    assert!(matches!(&refused, Err(RequestError::Invalid(f)) if f.field == "total_steps"), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(RequestError::Invalid(f)) if f.field == "total_steps"),
+        "{refused:?}"
+    );
     // The most extreme report the bounds allow, both ways.
     report(&h, a, 0, MIN_THROUGHPUT, MAX_STEPS).expect("in bounds");
     let b = h.daemon.submit("b", one_gpu()).expect("accepted").id;
     h.step_to(T0_MS + 1_000);
-    assert_eq!(state_of(&h, b), "running", "another tenant's job starts beside the reporting one: {:?}", h.job(b).pending_reason);
+    assert_eq!(
+        state_of(&h, b),
+        "running",
+        "another tenant's job starts beside the reporting one: {:?}",
+        h.job(b).pending_reason
+    );
     report(&h, a, MAX_STEPS, MAX_THROUGHPUT, MAX_STEPS).expect("in bounds");
     let c = h.daemon.submit("c", one_gpu()).expect("accepted").id;
     h.step_to(T0_MS + 2_000);
-    assert_eq!(h.daemon.with_state(|s| s.counters.fallback_rounds), 0, "the agent never failed");
+    assert_eq!(
+        h.daemon.with_state(|s| s.counters.fallback_rounds),
+        0,
+        "the agent never failed"
+    );
     assert_eq!(state_of(&h, c), "queued", "two GPUs, both held");
 }
 
 #[test]
 fn a_crashing_agent_costs_one_round_of_its_decisions_and_the_fallback_decides_it() {
     // Reads the start message and the first observation, then exits.
-    let h = with_agent("import sys; sys.stdin.readline(); sys.stdin.readline(); sys.exit(3)", Duration::from_secs(10));
+    let h = with_agent(
+        "import sys; sys.stdin.readline(); sys.stdin.readline(); sys.exit(3)",
+        Duration::from_secs(10),
+    );
     let a = h.daemon.submit("a", one_gpu()).expect("accepted").id;
     h.step_to(T0_MS);
-    assert_eq!(state_of(&h, a), "running", "fifo (policy_fallback) started it in the round the agent failed");
+    assert_eq!(
+        state_of(&h, a),
+        "running",
+        "fifo (policy_fallback) started it in the round the agent failed"
+    );
     assert_eq!(h.daemon.with_state(|s| s.counters.fallback_rounds), 1);
     // The next round asks a fresh agent (which fails again): still scheduled.
     let b = h.daemon.submit("b", one_gpu()).expect("accepted").id;
@@ -76,7 +114,10 @@ fn a_crashing_agent_costs_one_round_of_its_decisions_and_the_fallback_decides_it
 #[test]
 fn the_api_answers_while_a_hung_agent_is_waited_for() {
     // Never answers; the round waits for it up to its timeout.
-    let h = Arc::new(with_agent("import time; time.sleep(120)", Duration::from_secs(6)));
+    let h = Arc::new(with_agent(
+        "import time; time.sleep(120)",
+        Duration::from_secs(6),
+    ));
     let a = h.daemon.submit("a", one_gpu()).expect("accepted").id;
     let round_over = Arc::new(AtomicBool::new(false));
     let round = {
@@ -89,10 +130,17 @@ fn the_api_answers_while_a_hung_agent_is_waited_for() {
     // Give the round time to reach the agent (a wait, not a measurement).
     std::thread::sleep(Duration::from_millis(1_500));
     // With the state locked through the agent's timeout these would wait for the round.
-    let b = h.daemon.submit("b", one_gpu()).expect("a submission is taken while the agent thinks").id;
+    let b = h
+        .daemon
+        .submit("b", one_gpu())
+        .expect("a submission is taken while the agent thinks")
+        .id;
     let cluster_gpus = h.daemon.with_state(|s| s.topology().total_gpus());
     assert_eq!(cluster_gpus, 2);
-    assert!(!round_over.load(Ordering::SeqCst), "the round was still waiting for the agent when the API answered");
+    assert!(
+        !round_over.load(Ordering::SeqCst),
+        "the round was still waiting for the agent when the API answered"
+    );
     round.join().expect("round thread");
     // The agent timed out: the fallback decided, on the state as it was then (b included).
     assert_eq!(h.daemon.with_state(|s| s.counters.fallback_rounds), 1);
@@ -123,7 +171,11 @@ fn a_decision_on_jobs_that_moved_meanwhile_is_not_applied() {
     h.daemon.cancel(a, None).expect("cancelled");
     round.join().expect("round thread");
     assert_eq!(state_of(&h, a), "cancelled");
-    assert!(h.fake.calls().is_empty(), "nothing was launched from the stale decision: {:?}", h.fake.calls());
+    assert!(
+        h.fake.calls().is_empty(),
+        "nothing was launched from the stale decision: {:?}",
+        h.fake.calls()
+    );
     assert_eq!(h.daemon.with_state(|s| s.counters.fallback_rounds), 0);
     // The next round decides on the state as it is.
     let b = h.daemon.submit("b", one_gpu()).expect("accepted").id;
@@ -137,7 +189,13 @@ fn a_decision_on_jobs_that_moved_meanwhile_is_not_applied() {
 #[test]
 fn every_policy_takes_extreme_progress_reports_in_its_stride() {
     let local = arbiter_daemon::config::ExecutorKind::Local.capabilities();
-    let extremes = [(0, MIN_THROUGHPUT, MAX_STEPS), (MAX_STEPS, MAX_THROUGHPUT, MAX_STEPS), (0, MAX_THROUGHPUT, 1), (MAX_STEPS, MIN_THROUGHPUT, 1), (7, 0.0, MAX_STEPS)];
+    let extremes = [
+        (0, MIN_THROUGHPUT, MAX_STEPS),
+        (MAX_STEPS, MAX_THROUGHPUT, MAX_STEPS),
+        (0, MAX_THROUGHPUT, 1),
+        (MAX_STEPS, MIN_THROUGHPUT, 1),
+        (7, 0.0, MAX_STEPS),
+    ];
     for kind in PolicyKind::ALL {
         if arbiter_daemon::daemon::policy_support::unsupported(kind, local).is_some() {
             continue;
@@ -147,8 +205,16 @@ fn every_policy_takes_extreme_progress_reports_in_its_stride() {
         for i in 0..10u32 {
             now = T0_MS + u64::from(i) * 10_000;
             let gpus = [1, 2, 4][i as usize % 3];
-            let request: SubmitRequest = serde_json::from_str(&format!(r#"{{"command": "t", "gpus": {gpus}, "expected_run_time_s": {}}}"#, 60 + i * 40)).expect("valid");
-            let id = h.daemon.submit(["a", "b"][i as usize % 2], request).expect("accepted").id;
+            let request: SubmitRequest = serde_json::from_str(&format!(
+                r#"{{"command": "t", "gpus": {gpus}, "expected_run_time_s": {}}}"#,
+                60 + i * 40
+            ))
+            .expect("valid");
+            let id = h
+                .daemon
+                .submit(["a", "b"][i as usize % 2], request)
+                .expect("accepted")
+                .id;
             h.fake.set_work(id, f64::from(60 + i * 40), 0);
             h.step_to(now);
             for (j, job) in h.daemon.with_state(|s| s.jobs.clone()).iter().enumerate() {
@@ -159,13 +225,30 @@ fn every_policy_takes_extreme_progress_reports_in_its_stride() {
             }
         }
         for _ in 0..10_000 {
-            let Some(t) = [h.fake.next_end_ms(), h.daemon.next_wake_ms().filter(|w| *w > now)].into_iter().flatten().min() else { break };
+            let Some(t) = [
+                h.fake.next_end_ms(),
+                h.daemon.next_wake_ms().filter(|w| *w > now),
+            ]
+            .into_iter()
+            .flatten()
+            .min() else {
+                break;
+            };
             now = t;
             h.step_to(now);
         }
-        assert_eq!(h.daemon.with_state(|s| s.counters.fallback_rounds), 0, "{kind}: a round fell back");
+        assert_eq!(
+            h.daemon.with_state(|s| s.counters.fallback_rounds),
+            0,
+            "{kind}: a round fell back"
+        );
         for id in 0..10 {
-            assert_eq!(state_of(&h, id), "succeeded", "{kind}: job {id}: {:?}", h.job(id).pending_reason);
+            assert_eq!(
+                state_of(&h, id),
+                "succeeded",
+                "{kind}: job {id}: {:?}",
+                h.job(id).pending_reason
+            );
         }
     }
 }

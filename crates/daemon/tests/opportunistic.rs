@@ -6,14 +6,21 @@ mod loop_harness;
 use arbiter_daemon::executor::fake::Call;
 use arbiter_daemon::records::job::JobState;
 use arbiter_policy::PolicyKind;
-use loop_harness::{nodes, Harness, T0_MS};
+use loop_harness::{Harness, T0_MS, nodes};
 
 fn launches(h: &Harness, id: u32) -> usize {
-    h.fake.calls().iter().filter(|c| matches!(c, Call::Launch { job, .. } if *job == id)).count()
+    h.fake
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, Call::Launch { job, .. } if *job == id))
+        .count()
 }
 
 fn signalled(h: &Harness, id: u32) -> bool {
-    h.fake.calls().iter().any(|c| matches!(c, Call::Signal { job, .. } if *job == id))
+    h.fake
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::Signal { job, .. } if *job == id))
 }
 
 #[test]
@@ -36,9 +43,20 @@ fn an_opportunistic_job_takes_idle_gpus_and_yields_them_to_a_placed_job() {
     h.step_to(T0_MS + 3_100);
     assert_eq!(launches(&h, second), 1);
     let soaked = h.job(soak);
-    assert!(matches!(soaked.state, JobState::Queued), "requeued, not failed: {:?}", soaked.state);
+    assert!(
+        matches!(soaked.state, JobState::Queued),
+        "requeued, not failed: {:?}",
+        soaked.state
+    );
     assert_eq!((soaked.preemptions, soaked.failures), (1, 0));
-    assert!(soaked.pending_reason.as_deref().is_some_and(|r| r.contains("idle GPUs")), "{:?}", soaked.pending_reason);
+    assert!(
+        soaked
+            .pending_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("idle GPUs")),
+        "{:?}",
+        soaked.pending_reason
+    );
     // When a placed job ends, the opportunistic one runs again.
     h.fake.exit(first, Some(0));
     h.step_to(T0_MS + 4_000);
@@ -53,9 +71,14 @@ fn the_policy_never_sees_opportunistic_jobs() {
     let h = Harness::new(PolicyKind::Srtf, nodes("n", "v100", 1, 2), 10.0);
     let long = h.submit(r#"{"command": "train", "gpus": 2, "expected_run_time_s": 10000}"#);
     h.step_to(T0_MS + 1_000);
-    let short = h.submit(r#"{"command": "quick", "gpus": 1, "expected_run_time_s": 5, "opportunistic": true}"#);
+    let short = h.submit(
+        r#"{"command": "quick", "gpus": 1, "expected_run_time_s": 5, "opportunistic": true}"#,
+    );
     h.step_to(T0_MS + 2_000);
-    assert!(!signalled(&h, long), "no preemption for an opportunistic job");
+    assert!(
+        !signalled(&h, long),
+        "no preemption for an opportunistic job"
+    );
     assert_eq!(launches(&h, short), 0);
     assert!(matches!(h.job(long).state, JobState::Running { .. }));
 }

@@ -7,7 +7,7 @@ mod loop_harness;
 use arbiter_daemon::executor::fake::Call;
 use arbiter_daemon::records::job::JobState;
 use arbiter_policy::PolicyKind;
-use loop_harness::{nodes, Harness, T0_MS};
+use loop_harness::{Harness, T0_MS, nodes};
 
 /// The nodes job `id`'s launches went to, in order.
 fn launched_on(h: &Harness, id: u32) -> Vec<String> {
@@ -15,7 +15,13 @@ fn launched_on(h: &Harness, id: u32) -> Vec<String> {
         .calls()
         .iter()
         .filter_map(|c| match c {
-            Call::Launch { job, nodes, .. } if *job == id => Some(nodes.iter().map(|n| n.node.clone()).collect::<Vec<_>>().join("+")),
+            Call::Launch { job, nodes, .. } if *job == id => Some(
+                nodes
+                    .iter()
+                    .map(|n| n.node.clone())
+                    .collect::<Vec<_>>()
+                    .join("+"),
+            ),
             _ => None,
         })
         .collect()
@@ -31,12 +37,20 @@ fn nothing_new_lands_on_a_node_that_takes_no_new_runs_and_its_runs_keep_their_gp
     h.fake.set_unavailable(&["n0"]);
     // Three more one-GPU jobs: only n1's two GPUs take them; the third waits although n0 has a
     // free GPU.
-    let more: Vec<u32> = (0..3).map(|_| h.submit(r#"{"command": "train", "gpus": 1}"#)).collect();
+    let more: Vec<u32> = (0..3)
+        .map(|_| h.submit(r#"{"command": "train", "gpus": 1}"#))
+        .collect();
     h.step_to(T0_MS + 2_000);
     assert_eq!(launched_on(&h, more[0]), ["n1"]);
     assert_eq!(launched_on(&h, more[1]), ["n1"]);
-    assert!(launched_on(&h, more[2]).is_empty(), "nothing new on the drained n0");
-    assert!(matches!(h.job(first).state, JobState::Running { .. }), "the run on n0 goes on");
+    assert!(
+        launched_on(&h, more[2]).is_empty(),
+        "nothing new on the drained n0"
+    );
+    assert!(
+        matches!(h.job(first).state, JobState::Running { .. }),
+        "the run on n0 goes on"
+    );
     assert!(matches!(h.job(more[2]).state, JobState::Queued));
     // n0 comes back: the waiting job starts there.
     h.fake.set_unavailable(&[]);

@@ -90,7 +90,11 @@ impl ActiveJob {
     }
 
     fn elapsed_s(&self, now: SimTime) -> f64 {
-        if self.is_running() { now.saturating_since(self.accounted_at).as_secs_f64() } else { 0.0 }
+        if self.is_running() {
+            now.saturating_since(self.accounted_at).as_secs_f64()
+        } else {
+            0.0
+        }
     }
 
     /// Current speed: progress per wall second (0 when pending).
@@ -155,20 +159,31 @@ mod tests {
     #[test]
     fn progress_waits_for_startup_then_runs_at_full_speed() {
         let mut job = ActiveJob::submitted(JobId(0), 2, SimTime::ZERO, 100.0);
-        job.state = RunState::Running { placement: Placement::single(NodeId(0), 2), since: SimTime::ZERO, speed: 1.0 };
+        job.state = RunState::Running {
+            placement: Placement::single(NodeId(0), 2),
+            since: SimTime::ZERO,
+            speed: 1.0,
+        };
         job.startup_left_s = 10.0;
         assert_eq!(job.remaining_s_at(SimTime::from_ms(5_000)), 100.0);
         assert_eq!(job.remaining_s_at(SimTime::from_ms(30_000)), 80.0);
         assert_eq!(job.attained_gpu_s_at(SimTime::from_ms(30_000)), 60.0);
         job.account(SimTime::from_ms(30_000));
-        assert_eq!((job.remaining_s, job.startup_left_s, job.executed_s), (80.0, 0.0, 30.0));
+        assert_eq!(
+            (job.remaining_s, job.startup_left_s, job.executed_s),
+            (80.0, 0.0, 30.0)
+        );
         assert_eq!(job.remaining_s_at(SimTime::from_ms(200_000)), 0.0);
     }
 
     #[test]
     fn a_slower_gpu_stretches_the_time_to_finish() {
         let mut job = ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 100.0);
-        job.state = RunState::Running { placement: Placement::single(NodeId(0), 1), since: SimTime::ZERO, speed: 0.25 };
+        job.state = RunState::Running {
+            placement: Placement::single(NodeId(0), 1),
+            since: SimTime::ZERO,
+            speed: 0.25,
+        };
         assert_eq!(job.time_to_finish_s_at(SimTime::ZERO), 400.0);
         assert_eq!(job.remaining_s_at(SimTime::from_ms(40_000)), 90.0);
     }

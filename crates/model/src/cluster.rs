@@ -65,10 +65,16 @@ impl Cluster {
                 return Err(ClusterError::NodeOutOfOrder(node.id));
             }
             if node.gpu_type.index() >= gpu_type_names.len() {
-                return Err(ClusterError::UnknownGpuType { node: node.id, gpu_type: node.gpu_type });
+                return Err(ClusterError::UnknownGpuType {
+                    node: node.id,
+                    gpu_type: node.gpu_type,
+                });
             }
         }
-        let cluster = Cluster { gpu_type_names, nodes };
+        let cluster = Cluster {
+            gpu_type_names,
+            nodes,
+        };
         if cluster.total_gpus() == 0 {
             return Err(ClusterError::NoGpus);
         }
@@ -115,7 +121,11 @@ impl Cluster {
 
     /// Number of racks (highest rack id + 1).
     pub fn rack_count(&self) -> usize {
-        self.nodes.iter().map(|n| n.rack.index() + 1).max().unwrap_or(0)
+        self.nodes
+            .iter()
+            .map(|n| n.rack.index() + 1)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The node with this id, if any.
@@ -125,7 +135,10 @@ impl Cluster {
 
     /// The name of a GPU type.
     pub fn gpu_type_name(&self, id: GpuTypeId) -> &str {
-        self.gpu_type_names.get(id.index()).map(String::as_str).unwrap_or("?")
+        self.gpu_type_names
+            .get(id.index())
+            .map(String::as_str)
+            .unwrap_or("?")
     }
 
     /// The id of a GPU type by name (case-insensitive).
@@ -165,7 +178,9 @@ mod tests {
 
     #[test]
     fn cluster_without_gpus_is_rejected() {
-        assert_eq!(Cluster::homogeneous(1, 2, 0, 8, 8, "none"), Err(ClusterError::NoGpus));
+        assert_eq!(
+            Cluster::homogeneous(1, 2, 0, 8, 8, "none"),
+            Err(ClusterError::NoGpus)
+        );
     }
 }
-

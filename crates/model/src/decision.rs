@@ -19,7 +19,9 @@ impl Clone for Placement {
     /// A copy of the slots (`from_slice`: SmallVec's own `clone` goes through an iterator, and
     /// policies clone every running job's placement at every scheduling point).
     fn clone(&self) -> Self {
-        Placement { slots: SmallVec::from_slice(&self.slots) }
+        Placement {
+            slots: SmallVec::from_slice(&self.slots),
+        }
     }
 }
 
@@ -78,13 +80,25 @@ pub struct Assignment {
 impl Assignment {
     /// The job runs alone on `placement`, with the GPU-proportional CPU and memory.
     pub fn exclusive(job: JobId, placement: Placement) -> Self {
-        Assignment { job, placement, colocation: None, host: None, guest: None }
+        Assignment {
+            job,
+            placement,
+            colocation: None,
+            host: None,
+            guest: None,
+        }
     }
 
     /// The job runs opportunistically on `placement` at `speed`, `on_held` of its GPUs held by
     /// other jobs (see [`Guest`]).
     pub fn guest(job: JobId, placement: Placement, speed: f64, on_held: u32) -> Self {
-        Assignment { job, placement, colocation: None, host: None, guest: Some(Guest { speed, on_held }) }
+        Assignment {
+            job,
+            placement,
+            colocation: None,
+            host: None,
+            guest: Some(Guest { speed, on_held }),
+        }
     }
 }
 
@@ -139,6 +153,9 @@ pub enum PendingReason {
     /// GPUs are free, but not with the CPU cores or memory the job needs on the same servers
     /// (multi-resource fragmentation).
     HostResources,
+    /// Its tenant's quota holds it back (a limit on its path in the quota tree, or no idle
+    /// quota to borrow); the quota tree says which.
+    Quota,
 }
 
 impl fmt::Display for PendingReason {
@@ -151,6 +168,7 @@ impl fmt::Display for PendingReason {
             PendingReason::LowerPriority => "lower priority than the running jobs",
             PendingReason::NeverFits => "asks for more than the cluster has",
             PendingReason::HostResources => "GPUs free, but not enough CPU or memory next to them",
+            PendingReason::Quota => "held back by its tenant's quota",
         };
         f.write_str(text)
     }

@@ -126,7 +126,9 @@ impl Dependencies {
             return Err("empty (e.g. afterok:12 or afterany:12:13,singleton)".into());
         }
         if text.contains('?') {
-            return Err(format!("`{text}`: `?` (any one of) is not supported; separate items with `,` (all of them)"));
+            return Err(format!(
+                "`{text}`: `?` (any one of) is not supported; separate items with `,` (all of them)"
+            ));
         }
         for item in text.split(',') {
             let item = item.trim();
@@ -140,7 +142,11 @@ impl Dependencies {
                 "afterany" => DependencyKind::AfterAny,
                 "afterok" => DependencyKind::AfterOk,
                 "afternotok" => DependencyKind::AfterNotOk,
-                other => return Err(format!("`{other}` is not a dependency type (after, afterany, afterok, afternotok, singleton)")),
+                other => {
+                    return Err(format!(
+                        "`{other}` is not a dependency type (after, afterany, afterok, afternotok, singleton)"
+                    ));
+                }
             };
             let ids: Vec<&str> = parts.collect();
             if ids.is_empty() {
@@ -148,14 +154,25 @@ impl Dependencies {
             }
             for id in ids {
                 // Slurm's `after:id+minutes` delay is not taken either.
-                if id.is_empty() || id.contains('+') || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+                if id.is_empty()
+                    || id.contains('+')
+                    || !id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                {
                     return Err(format!("`{item}`: `{id}` is not a job id"));
                 }
-                out.on.push(Dependency { kind, on: id.to_string() });
+                out.on.push(Dependency {
+                    kind,
+                    on: id.to_string(),
+                });
             }
         }
         if out.on.len() > MAX_DEPENDENCIES {
-            return Err(format!("names {} jobs, more than {MAX_DEPENDENCIES}", out.on.len()));
+            return Err(format!(
+                "names {} jobs, more than {MAX_DEPENDENCIES}",
+                out.on.len()
+            ));
         }
         Ok(out)
     }
@@ -163,7 +180,10 @@ impl Dependencies {
     /// The combined verdict: never if any is never, waiting if any waits, else satisfied; with
     /// the first dependency that is not satisfied. `stand` says where a named job stands
     /// (`None`: no such job — never, reported by the caller as it sees fit).
-    pub fn verdict(&self, mut stand: impl FnMut(&str) -> Option<DependedOn>) -> (Verdict, Option<&Dependency>) {
+    pub fn verdict(
+        &self,
+        mut stand: impl FnMut(&str) -> Option<DependedOn>,
+    ) -> (Verdict, Option<&Dependency>) {
         let mut waiting = None;
         for dependency in &self.on {
             match stand(&dependency.on).map_or(Verdict::Never, |s| dependency.verdict(s)) {
@@ -187,7 +207,12 @@ mod tests {
     fn slurms_syntax_parses_and_the_rest_is_refused_saying_why() {
         let d = Dependencies::parse("afterok:12:13,afterany:14,singleton").expect("parses");
         assert!(d.singleton);
-        assert_eq!(d.on.iter().map(|x| (x.kind.name(), x.on.as_str())).collect::<Vec<_>>(), [("afterok", "12"), ("afterok", "13"), ("afterany", "14")]);
+        assert_eq!(
+            d.on.iter()
+                .map(|x| (x.kind.name(), x.on.as_str()))
+                .collect::<Vec<_>>(),
+            [("afterok", "12"), ("afterok", "13"), ("afterany", "14")]
+        );
         for (bad, says) in [
             ("", "empty"),
             ("afterok", "names no job"),
@@ -206,15 +231,36 @@ mod tests {
     fn verdicts_follow_slurm() {
         use DependedOn::{EndedNotOk, Started, Succeeded};
         use Verdict::{Never, Satisfied, Waiting};
-        let d = |kind| Dependency { kind, on: "1".into() };
+        let d = |kind| Dependency {
+            kind,
+            on: "1".into(),
+        };
         let table = [
-            (DependencyKind::After, [Waiting, Satisfied, Satisfied, Satisfied]),
-            (DependencyKind::AfterAny, [Waiting, Waiting, Satisfied, Satisfied]),
-            (DependencyKind::AfterOk, [Waiting, Waiting, Satisfied, Never]),
-            (DependencyKind::AfterNotOk, [Waiting, Waiting, Never, Satisfied]),
+            (
+                DependencyKind::After,
+                [Waiting, Satisfied, Satisfied, Satisfied],
+            ),
+            (
+                DependencyKind::AfterAny,
+                [Waiting, Waiting, Satisfied, Satisfied],
+            ),
+            (
+                DependencyKind::AfterOk,
+                [Waiting, Waiting, Satisfied, Never],
+            ),
+            (
+                DependencyKind::AfterNotOk,
+                [Waiting, Waiting, Never, Satisfied],
+            ),
         ];
         for (kind, expected) in table {
-            let got = [DependedOn::Waiting, Started, Succeeded, EndedNotOk { started: true }].map(|s| d(kind).verdict(s));
+            let got = [
+                DependedOn::Waiting,
+                Started,
+                Succeeded,
+                EndedNotOk { started: true },
+            ]
+            .map(|s| d(kind).verdict(s));
             assert_eq!(got, expected, "{kind}");
         }
     }
@@ -222,11 +268,29 @@ mod tests {
     #[test]
     fn the_combined_verdict_names_the_dependency_that_holds_the_job() {
         let d = Dependencies::parse("afterany:1,afterok:2").expect("parses");
-        let (v, on) = d.verdict(|id| Some(if id == "1" { DependedOn::Started } else { DependedOn::Succeeded }));
-        assert_eq!((v, on.map(|x| x.on.as_str())), (Verdict::Waiting, Some("1")));
-        let (v, on) = d.verdict(|id| Some(if id == "1" { DependedOn::Started } else { DependedOn::EndedNotOk { started: false } }));
+        let (v, on) = d.verdict(|id| {
+            Some(if id == "1" {
+                DependedOn::Started
+            } else {
+                DependedOn::Succeeded
+            })
+        });
+        assert_eq!(
+            (v, on.map(|x| x.on.as_str())),
+            (Verdict::Waiting, Some("1"))
+        );
+        let (v, on) = d.verdict(|id| {
+            Some(if id == "1" {
+                DependedOn::Started
+            } else {
+                DependedOn::EndedNotOk { started: false }
+            })
+        });
         assert_eq!((v, on.map(|x| x.on.as_str())), (Verdict::Never, Some("2")));
-        assert_eq!(d.verdict(|_| Some(DependedOn::Succeeded)).0, Verdict::Satisfied);
+        assert_eq!(
+            d.verdict(|_| Some(DependedOn::Succeeded)).0,
+            Verdict::Satisfied
+        );
         assert_eq!(d.verdict(|_| None).0, Verdict::Never);
     }
 }

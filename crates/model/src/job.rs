@@ -1,9 +1,9 @@
 //! Jobs as submitted: what they ask for and how much work they carry.
 
 use crate::ids::{GpuTypeId, JobId};
-use crate::time::{SimDuration, SimTime};
 use crate::scaling::{GpuRange, Scaling};
 use crate::sensitivity::{HostShare, ResourceSensitivity};
+use crate::time::{SimDuration, SimTime};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -112,7 +112,11 @@ fn preemptible_by_default() -> bool {
 impl Default for JobClass {
     /// No class: value 0, preemptible (as every job is when there are no classes).
     fn default() -> Self {
-        JobClass { name: None, value: 0, preemptible: true }
+        JobClass {
+            name: None,
+            value: 0,
+            preemptible: true,
+        }
     }
 }
 
@@ -187,7 +191,9 @@ impl JobSpec {
     /// Speed factor from CPU and memory: the job's throughput with `share` relative to that with
     /// `proportional` (the node's GPU-proportional share); 1 without a sensitivity profile.
     pub fn host_speedup(&self, share: HostShare, proportional: HostShare) -> f64 {
-        self.sensitivity.as_ref().map_or(1.0, |s| s.speedup(share, proportional))
+        self.sensitivity
+            .as_ref()
+            .map_or(1.0, |s| s.speedup(share, proportional))
     }
 
     /// Relative speed on GPUs of type `gpu_type` (1.0 when the job has no per-type speeds).
@@ -196,7 +202,10 @@ impl JobSpec {
         if self.speed_by_gpu_type.is_empty() {
             1.0
         } else {
-            self.speed_by_gpu_type.get(gpu_type.index()).copied().unwrap_or(0.0)
+            self.speed_by_gpu_type
+                .get(gpu_type.index())
+                .copied()
+                .unwrap_or(0.0)
         }
     }
 
@@ -209,8 +218,15 @@ impl JobSpec {
     /// Speed from the placement's shape (1 without a scaling profile); `None` where the profile
     /// does not cover it.
     pub fn placement_speed(&self, placement: &crate::Placement) -> Option<f64> {
-        let Some(scaling) = &self.scaling else { return Some(1.0) };
-        let mut shape: smallvec::SmallVec<[u32; 8]> = placement.slots.iter().map(|(_, g)| *g).filter(|g| *g > 0).collect();
+        let Some(scaling) = &self.scaling else {
+            return Some(1.0);
+        };
+        let mut shape: smallvec::SmallVec<[u32; 8]> = placement
+            .slots
+            .iter()
+            .map(|(_, g)| *g)
+            .filter(|g| *g > 0)
+            .collect();
         shape.sort_unstable_by(|a, b| b.cmp(a));
         scaling.speed(&shape)
     }
@@ -222,7 +238,12 @@ impl JobSpec {
         let Some(first) = self.deadline_options.first().filter(|o| o.value > 0.0) else {
             return Some(if finish <= deadline { 1.0 } else { 0.0 });
         };
-        Some(self.deadline_options.iter().find(|o| finish <= o.deadline).map_or(0.0, |o| o.value / first.value))
+        Some(
+            self.deadline_options
+                .iter()
+                .find(|o| finish <= o.deadline)
+                .map_or(0.0, |o| o.value / first.value),
+        )
     }
 
     /// Total GPU-seconds of work: run time × GPUs.

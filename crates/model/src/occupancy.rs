@@ -46,13 +46,22 @@ impl Occupancy {
     pub fn new(cluster: &Cluster) -> Self {
         let capacity: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = capacity.iter().sum();
-        Occupancy { free: capacity.clone(), capacity, free_total }
+        Occupancy {
+            free: capacity.clone(),
+            capacity,
+            free_total,
+        }
     }
 
     /// Makes this an empty `cluster` again (every GPU free), reusing its memory when it already
     /// has the cluster's shape.
     pub fn reset(&mut self, cluster: &Cluster) {
-        let same = self.capacity.len() == cluster.nodes.len() && self.capacity.iter().zip(&cluster.nodes).all(|(c, n)| *c == n.gpus);
+        let same = self.capacity.len() == cluster.nodes.len()
+            && self
+                .capacity
+                .iter()
+                .zip(&cluster.nodes)
+                .all(|(c, n)| *c == n.gpus);
         if !same {
             *self = Occupancy::new(cluster);
             return;
@@ -104,9 +113,16 @@ impl Occupancy {
             if placement.slots[..i].iter().any(|(n, _)| *n == node) {
                 return Err(AllocError::Malformed(format!("{node} listed twice")));
             }
-            let free = *self.free.get(node.index()).ok_or(AllocError::UnknownNode(node))?;
+            let free = *self
+                .free
+                .get(node.index())
+                .ok_or(AllocError::UnknownNode(node))?;
             if gpus > free {
-                return Err(AllocError::OverCommitted { node, free, asked: gpus });
+                return Err(AllocError::OverCommitted {
+                    node,
+                    free,
+                    asked: gpus,
+                });
             }
         }
         Ok(())
@@ -151,10 +167,20 @@ mod tests {
     #[test]
     fn over_commit_is_refused_and_changes_nothing() {
         let mut occ = Occupancy::new(&cluster());
-        occ.allocate(&Placement::single(NodeId(0), 3)).expect("fits");
+        occ.allocate(&Placement::single(NodeId(0), 3))
+            .expect("fits");
         let before = occ.clone();
-        let err = occ.allocate(&Placement::single(NodeId(0), 2)).expect_err("over-commits");
-        assert_eq!(err, AllocError::OverCommitted { node: NodeId(0), free: 1, asked: 2 });
+        let err = occ
+            .allocate(&Placement::single(NodeId(0), 2))
+            .expect_err("over-commits");
+        assert_eq!(
+            err,
+            AllocError::OverCommitted {
+                node: NodeId(0),
+                free: 1,
+                asked: 2
+            }
+        );
         assert_eq!(occ, before);
     }
 

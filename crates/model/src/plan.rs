@@ -8,7 +8,10 @@
 //! start, keep, migrate, re-share) — or a [`PlanError`] naming the job and the rule. The engine
 //! and the daemon both carry out the plan; neither diffs a decision by itself.
 
-use crate::{Assignment, Colocation, Cluster, Decision, Guest, HostShare, JobId, JobSpec, Node, Occupancy, Placement};
+use crate::{
+    Assignment, Cluster, Colocation, Decision, Guest, HostShare, JobId, JobSpec, Node, Occupancy,
+    Placement,
+};
 
 /// Most jobs that may share the same GPUs (Muri interleaves up to four).
 pub const MAX_GROUP: usize = 4;
@@ -199,14 +202,20 @@ pub enum PlanError {
     },
     /// A decision by changes ([`Decision::keep_unlisted`]) from a caller that offered no current
     /// state to change.
-    #[error("the decision keeps unlisted running jobs (a decision by changes), but no current occupancy was offered")]
+    #[error(
+        "the decision keeps unlisted running jobs (a decision by changes), but no current occupancy was offered"
+    )]
     NoCurrentState,
     /// A decision by changes that does more than start jobs alone on their GPUs or keep running
     /// jobs as they are.
-    #[error("{0}: a decision by changes may only start jobs, each alone on its GPUs, or keep running jobs as they are")]
+    #[error(
+        "{0}: a decision by changes may only start jobs, each alone on its GPUs, or keep running jobs as they are"
+    )]
     ChangeNotAllowed(JobId),
     /// More CPU or memory than a node has.
-    #[error("{job}: {node} has {cpus} CPUs and {memory_gib} memory; the decision uses {used_cpus:.3} and {used_memory:.3}")]
+    #[error(
+        "{job}: {node} has {cpus} CPUs and {memory_gib} memory; the decision uses {used_cpus:.3} and {used_memory:.3}"
+    )]
     HostCapacity {
         /// The job that went over.
         job: JobId,
@@ -226,7 +235,10 @@ pub enum PlanError {
 /// A node's CPU cores and memory per GPU: what a job gets when its assignment names no share.
 pub fn proportional_share(node: &Node) -> HostShare {
     let gpus = node.gpus.max(1) as f64;
-    HostShare { cpus_per_gpu: node.cpus as f64 / gpus, memory_per_gpu: node.memory_gib as f64 / gpus }
+    HostShare {
+        cpus_per_gpu: node.cpus as f64 / gpus,
+        memory_per_gpu: node.memory_gib as f64 / gpus,
+    }
 }
 
 /// Checks decisions, one after another (it keeps scratch space between calls so that checking
@@ -248,12 +260,17 @@ pub struct Planner {
 impl Planner {
     /// A planner for job ids below `jobs` (it grows when it meets larger ids).
     pub fn new(jobs: usize) -> Self {
-        Planner { stamp: vec![0; jobs], ..Default::default() }
+        Planner {
+            stamp: vec![0; jobs],
+            ..Default::default()
+        }
     }
 
     /// Whether the last checked decision assigned `job`.
     pub fn assigned(&self, job: JobId) -> bool {
-        self.stamp.get(job.index()).is_some_and(|s| *s == self.round && self.round > 0)
+        self.stamp
+            .get(job.index())
+            .is_some_and(|s| *s == self.round && self.round > 0)
     }
 
     /// Whether the last checked decision shared GPUs or set its own CPU/memory shares.
@@ -283,28 +300,42 @@ impl Planner {
             (true, Some(current)) => Some(current),
             (true, None) => return Err(PlanError::NoCurrentState),
         };
-        let occupancy = self.check_each(cluster, specs, standing, base, decision, |a, standing| {
-            actions.push(match standing {
-                Standing::Running { placement, partner, host } if *placement == a.placement => {
-                    if partner == a.colocation.map(|c| c.partner) && host == a.host {
-                        Action::Keep(a)
-                    } else {
-                        Action::Reshare(a)
+        let occupancy =
+            self.check_each(cluster, specs, standing, base, decision, |a, standing| {
+                actions.push(match standing {
+                    Standing::Running {
+                        placement,
+                        partner,
+                        host,
+                    } if *placement == a.placement => {
+                        if partner == a.colocation.map(|c| c.partner) && host == a.host {
+                            Action::Keep(a)
+                        } else {
+                            Action::Reshare(a)
+                        }
                     }
-                }
-                Standing::Running { .. } => Action::Migrate(a),
-                Standing::Queued => Action::Start(a),
-            })
-        })?;
+                    Standing::Running { .. } => Action::Migrate(a),
+                    Standing::Queued => Action::Start(a),
+                })
+            })?;
         if !decision.keep_unlisted {
             preempt.extend(running.into_iter().filter(|id| !self.assigned(*id)));
         }
-        Ok(Plan { occupancy, preempt, actions })
+        Ok(Plan {
+            occupancy,
+            preempt,
+            actions,
+        })
     }
 
     /// Hands a carried-out plan's memory back for the next one: its action and preemption lists
     /// and an occupancy no longer needed (the one the plan's replaced). Optional.
-    pub fn give_back(&mut self, occupancy: Occupancy, actions: Vec<Action<'_>>, preempt: Vec<JobId>) {
+    pub fn give_back(
+        &mut self,
+        occupancy: Occupancy,
+        actions: Vec<Action<'_>>,
+        preempt: Vec<JobId>,
+    ) {
         self.spare_occupancy = Some(occupancy);
         self.spare_actions = relifetime(actions);
         self.spare_preempt = preempt;
@@ -313,11 +344,24 @@ impl Planner {
 
     /// Checks `decision` for `cluster`, where `specs[id]` is each job's spec and `is_active(id)`
     /// says whether it is queued or running. Returns the decision's GPU occupancy.
-    pub fn check(&mut self, cluster: &Cluster, specs: &[JobSpec], is_active: impl Fn(JobId) -> bool, decision: &Decision) -> Result<Occupancy, PlanError> {
+    pub fn check(
+        &mut self,
+        cluster: &Cluster,
+        specs: &[JobSpec],
+        is_active: impl Fn(JobId) -> bool,
+        decision: &Decision,
+    ) -> Result<Occupancy, PlanError> {
         if decision.keep_unlisted {
             return Err(PlanError::NoCurrentState);
         }
-        self.check_each(cluster, specs, |id| is_active(id).then_some(Standing::Queued), None, decision, |_, _| {})
+        self.check_each(
+            cluster,
+            specs,
+            |id| is_active(id).then_some(Standing::Queued),
+            None,
+            decision,
+            |_, _| {},
+        )
     }
 
     /// The check, calling `each` with every assignment and where its job stands (`standing` is
@@ -340,16 +384,38 @@ impl Planner {
         let mut occupancy = self.empty_occupancy(cluster, base);
         // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
         // CPU and memory always fit where the GPUs fit).
-        let (any_colocation, check_host, any_guest) = decision
-            .run
-            .iter()
-            .fold((false, false, false), |(c, h, g), a| (c || a.colocation.is_some(), h || a.host.is_some(), g || a.guest.is_some()));
+        let (any_colocation, check_host, any_guest) =
+            decision
+                .run
+                .iter()
+                .fold((false, false, false), |(c, h, g), a| {
+                    (
+                        c || a.colocation.is_some(),
+                        h || a.host.is_some(),
+                        g || a.guest.is_some(),
+                    )
+                });
         self.shares = any_colocation || check_host || any_guest;
-        let mut guests = GuestTally { occupancy: if any_guest { Some(Occupancy::new(cluster)) } else { None }, gpus: (0, 0), last: None };
-        let assigned: std::collections::BTreeMap<JobId, &Assignment> =
-            if any_colocation { decision.run.iter().map(|a| (a.job, a)).collect() } else { std::collections::BTreeMap::new() };
+        let mut guests = GuestTally {
+            occupancy: if any_guest {
+                Some(Occupancy::new(cluster))
+            } else {
+                None
+            },
+            gpus: (0, 0),
+            last: None,
+        };
+        let assigned: std::collections::BTreeMap<JobId, &Assignment> = if any_colocation {
+            decision.run.iter().map(|a| (a.job, a)).collect()
+        } else {
+            std::collections::BTreeMap::new()
+        };
         // CPU cores and memory taken per node.
-        let mut host_used: Vec<(f64, f64)> = if check_host { vec![(0.0, 0.0); cluster.nodes.len()] } else { Vec::new() };
+        let mut host_used: Vec<(f64, f64)> = if check_host {
+            vec![(0.0, 0.0); cluster.nodes.len()]
+        } else {
+            Vec::new()
+        };
         for a in &decision.run {
             let i = a.job.index();
             let Some(stands) = standing(a.job).filter(|_| i < specs.len()) else {
@@ -371,14 +437,24 @@ impl Planner {
                 continue;
             }
             if let Some(c) = a.colocation
-                && !counts_its_group(&assigned, a, c)? {
-                    continue; // the group's GPUs were counted with its smallest job
-                }
-            occupancy.allocate(&a.placement).map_err(|e| PlanError::OverAllocated { job: a.job, reason: e.to_string() })?;
+                && !counts_its_group(&assigned, a, c)?
+            {
+                continue; // the group's GPUs were counted with its smallest job
+            }
+            occupancy
+                .allocate(&a.placement)
+                .map_err(|e| PlanError::OverAllocated {
+                    job: a.job,
+                    reason: e.to_string(),
+                })?;
             if let Some(share) = a.host
-                && !share.is_valid() {
-                    return Err(PlanError::BadHostShare { job: a.job, share: share.to_string() });
-                }
+                && !share.is_valid()
+            {
+                return Err(PlanError::BadHostShare {
+                    job: a.job,
+                    share: share.to_string(),
+                });
+            }
             if check_host {
                 take_host_share(cluster, &mut host_used, a)?;
             }
@@ -419,23 +495,61 @@ fn check_placement(cluster: &Cluster, spec: &JobSpec, a: &Assignment) -> Result<
             Some(range) => format!("{} or {range}", spec.gpus),
             None => spec.gpus.to_string(),
         };
-        return Err(PlanError::GangSize { job: a.job, wanted, placement: a.placement.to_string(), got: a.placement.gpus() });
+        return Err(PlanError::GangSize {
+            job: a.job,
+            wanted,
+            placement: a.placement.to_string(),
+            got: a.placement.gpus(),
+        });
     }
     if let Some(avoid) = &spec.avoid_nodes
         && let Some((node, _)) = a.placement.slots.iter().find(|(n, _)| avoid.contains(n))
     {
-        let name = cluster.node(*node).map_or_else(|| node.to_string(), |n| n.name.clone());
-        return Err(PlanError::AvoidedNode { job: a.job, node: name });
+        let name = cluster
+            .node(*node)
+            .map_or_else(|| node.to_string(), |n| n.name.clone());
+        return Err(PlanError::AvoidedNode {
+            job: a.job,
+            node: name,
+        });
     }
-    if let Some(scaling) = spec.scaling.as_ref().filter(|_| spec.placement_speed(&a.placement).is_none()) {
-        return Err(PlanError::NoSpeedFor { job: a.job, profile: scaling.0.describe(), placement: a.placement.to_string() });
+    if let Some(scaling) = spec
+        .scaling
+        .as_ref()
+        .filter(|_| spec.placement_speed(&a.placement).is_none())
+    {
+        return Err(PlanError::NoSpeedFor {
+            job: a.job,
+            profile: scaling.0.describe(),
+            placement: a.placement.to_string(),
+        });
     }
     if let Some(t) = spec.gpu_type
-        && a.placement.slots.iter().any(|(n, _)| cluster.nodes.get(n.index()).is_none_or(|node| node.gpu_type != t)) {
-            return Err(PlanError::WrongGpuType { job: a.job, gpu_type: cluster.gpu_type_name(t).to_string(), placement: a.placement.to_string() });
-        }
-    if let Some(node) = a.placement.slots.iter().filter_map(|(n, _)| cluster.node(*n)).find(|n| spec.speed_on(n.gpu_type) <= 0.0) {
-        return Err(PlanError::CannotRunOn { job: a.job, gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(), node: node.name.clone() });
+        && a.placement.slots.iter().any(|(n, _)| {
+            cluster
+                .nodes
+                .get(n.index())
+                .is_none_or(|node| node.gpu_type != t)
+        })
+    {
+        return Err(PlanError::WrongGpuType {
+            job: a.job,
+            gpu_type: cluster.gpu_type_name(t).to_string(),
+            placement: a.placement.to_string(),
+        });
+    }
+    if let Some(node) = a
+        .placement
+        .slots
+        .iter()
+        .filter_map(|(n, _)| cluster.node(*n))
+        .find(|n| spec.speed_on(n.gpu_type) <= 0.0)
+    {
+        return Err(PlanError::CannotRunOn {
+            job: a.job,
+            gpu_type: cluster.gpu_type_name(node.gpu_type).to_string(),
+            node: node.name.clone(),
+        });
     }
     Ok(())
 }
@@ -446,7 +560,11 @@ fn check_placement(cluster: &Cluster, spec: &JobSpec, a: &Assignment) -> Result<
 fn kept_as_it_is(a: &Assignment, stands: Standing<'_>) -> Result<bool, PlanError> {
     let alone = a.colocation.is_none() && a.host.is_none() && a.guest.is_none();
     match stands {
-        Standing::Running { placement, partner, host } if alone && *placement == a.placement && partner.is_none() && host.is_none() => Ok(true),
+        Standing::Running {
+            placement,
+            partner,
+            host,
+        } if alone && *placement == a.placement && partner.is_none() && host.is_none() => Ok(true),
         Standing::Queued if alone => Ok(false),
         _ => Err(PlanError::ChangeNotAllowed(a.job)),
     }
@@ -457,26 +575,47 @@ fn kept_as_it_is(a: &Assignment, stands: Standing<'_>) -> Result<bool, PlanError
 /// most [`MAX_GROUP`] of them, at a valid speed and without a CPU/memory share of its own.
 /// Returns whether `a` is the group's smallest job, the one that counts the group's GPUs.
 #[inline]
-fn counts_its_group(assigned: &std::collections::BTreeMap<JobId, &Assignment>, a: &Assignment, c: Colocation) -> Result<bool, PlanError> {
+fn counts_its_group(
+    assigned: &std::collections::BTreeMap<JobId, &Assignment>,
+    a: &Assignment,
+    c: Colocation,
+) -> Result<bool, PlanError> {
     let mut smallest = a.job;
     let mut at = c.partner;
     let mut members = 1;
     while at != a.job {
-        let member = assigned.get(&at).ok_or(PlanError::PartnerNotAssigned { job: a.job, partner: at })?;
+        let member = assigned.get(&at).ok_or(PlanError::PartnerNotAssigned {
+            job: a.job,
+            partner: at,
+        })?;
         let next = member.colocation.map(|p| p.partner);
         if member.placement != a.placement || members >= MAX_GROUP {
-            return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
+            return Err(PlanError::PartnersDisagree {
+                job: a.job,
+                partner: c.partner,
+            });
         }
-        let Some(next) = next else { return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner }) };
+        let Some(next) = next else {
+            return Err(PlanError::PartnersDisagree {
+                job: a.job,
+                partner: c.partner,
+            });
+        };
         smallest = smallest.min(at);
         at = next;
         members += 1;
     }
     if members < 2 {
-        return Err(PlanError::PartnersDisagree { job: a.job, partner: c.partner });
+        return Err(PlanError::PartnersDisagree {
+            job: a.job,
+            partner: c.partner,
+        });
     }
     if !(c.speed.is_finite() && c.speed > 0.0) {
-        return Err(PlanError::BadSharedSpeed { job: a.job, speed: c.speed });
+        return Err(PlanError::BadSharedSpeed {
+            job: a.job,
+            speed: c.speed,
+        });
     }
     if a.host.is_some() {
         return Err(PlanError::SharedWithHostShare(a.job));
@@ -487,9 +626,15 @@ fn counts_its_group(assigned: &std::collections::BTreeMap<JobId, &Assignment>, a
 /// Adds `a`'s CPU cores and memory (its own share, else the node's GPU-proportional one) to
 /// `host_used` per node, and checks that every node still has them.
 #[inline]
-fn take_host_share(cluster: &Cluster, host_used: &mut [(f64, f64)], a: &Assignment) -> Result<(), PlanError> {
+fn take_host_share(
+    cluster: &Cluster,
+    host_used: &mut [(f64, f64)],
+    a: &Assignment,
+) -> Result<(), PlanError> {
     for &(node_id, gpus) in &a.placement.slots {
-        let Some(node) = cluster.node(node_id) else { continue };
+        let Some(node) = cluster.node(node_id) else {
+            continue;
+        };
         let share = a.host.unwrap_or_else(|| proportional_share(node));
         let used = &mut host_used[node_id.index()];
         used.0 += share.cpus_per_gpu * gpus as f64;
@@ -528,14 +673,25 @@ impl GuestTally {
             return Err(PlanError::GuestWithShares(a.job));
         }
         if !(g.speed.is_finite() && g.speed > 0.0) {
-            return Err(PlanError::BadGuestSpeed { job: a.job, speed: g.speed });
+            return Err(PlanError::BadGuestSpeed {
+                job: a.job,
+                speed: g.speed,
+            });
         }
         if let Some(guests) = self.occupancy.as_mut() {
-            guests.allocate(&a.placement).map_err(|e| PlanError::GuestsOverAllocated { job: a.job, reason: e.to_string() })?;
+            guests
+                .allocate(&a.placement)
+                .map_err(|e| PlanError::GuestsOverAllocated {
+                    job: a.job,
+                    reason: e.to_string(),
+                })?;
         }
         let gpus = a.placement.gpus();
         if g.on_held > gpus {
-            return Err(PlanError::GuestsMiscounted { job: a.job, reason: format!("on {} held GPUs of its {gpus}", g.on_held) });
+            return Err(PlanError::GuestsMiscounted {
+                job: a.job,
+                reason: format!("on {} held GPUs of its {gpus}", g.on_held),
+            });
         }
         self.gpus.0 += gpus - g.on_held;
         self.gpus.1 += g.on_held;
@@ -548,11 +704,17 @@ impl GuestTally {
     #[inline]
     fn check_totals(&self, cluster: &Cluster, occupancy: &Occupancy) -> Result<(), PlanError> {
         if let Some(job) = self.last {
-            let (free, held) = (occupancy.free_total(), cluster.total_gpus() - occupancy.free_total());
+            let (free, held) = (
+                occupancy.free_total(),
+                cluster.total_gpus() - occupancy.free_total(),
+            );
             if self.gpus.0 > free || self.gpus.1 > held {
                 return Err(PlanError::GuestsMiscounted {
                     job,
-                    reason: format!("guests on {} free GPUs of {free} and on {} held GPUs of {held}", self.gpus.0, self.gpus.1),
+                    reason: format!(
+                        "guests on {} free GPUs of {free} and on {} held GPUs of {held}",
+                        self.gpus.0, self.gpus.1
+                    ),
                 });
             }
         }
@@ -563,7 +725,10 @@ impl GuestTally {
 /// An empty list of actions borrowing from another decision, in the same memory: the list is
 /// emptied, and collecting a `Vec`'s own iterator into a `Vec` of an element of the same size
 /// reuses its allocation (no `unsafe`, no element survives to outlive what it borrowed).
-#[expect(clippy::unnecessary_filter_map, reason = "filter cannot change the element's lifetime; filter_map can")]
+#[expect(
+    clippy::unnecessary_filter_map,
+    reason = "filter cannot change the element's lifetime; filter_map can"
+)]
 fn relifetime<'to>(mut actions: Vec<Action<'_>>) -> Vec<Action<'to>> {
     actions.clear();
     actions.into_iter().filter_map(|_| None).collect()
@@ -575,12 +740,26 @@ mod tests {
     use crate::{Colocation, GpuTypeId, NodeId, Placement, RackId, SimTime};
 
     fn cluster() -> Cluster {
-        let node = |i: u32, t: u8| Node { id: NodeId(i), name: format!("n{i}"), rack: RackId(0), gpu_type: GpuTypeId(t), gpus: 2, cpus: 8, memory_gib: 32 };
-        Cluster::new(vec!["v100".into(), "k80".into()], vec![node(0, 0), node(1, 1)]).expect("valid")
+        let node = |i: u32, t: u8| Node {
+            id: NodeId(i),
+            name: format!("n{i}"),
+            rack: RackId(0),
+            gpu_type: GpuTypeId(t),
+            gpus: 2,
+            cpus: 8,
+            memory_gib: 32,
+        };
+        Cluster::new(
+            vec!["v100".into(), "k80".into()],
+            vec![node(0, 0), node(1, 1)],
+        )
+        .expect("valid")
     }
 
     fn specs() -> Vec<JobSpec> {
-        let mut specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 10.0)).collect();
+        let mut specs: Vec<JobSpec> = (0..4)
+            .map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 10.0))
+            .collect();
         specs[2].gpus = 2;
         specs[3].speed_by_gpu_type = vec![1.0, 0.0];
         specs
@@ -592,7 +771,15 @@ mod tests {
 
     fn check(decision: Vec<Assignment>) -> Result<Occupancy, PlanError> {
         let (cluster, specs) = (cluster(), specs());
-        Planner::new(4).check(&cluster, &specs, |_| true, &Decision { run: decision, ..Default::default() })
+        Planner::new(4).check(
+            &cluster,
+            &specs,
+            |_| true,
+            &Decision {
+                run: decision,
+                ..Default::default()
+            },
+        )
     }
 
     #[test]
@@ -604,43 +791,133 @@ mod tests {
 
     #[test]
     fn every_rule_has_its_error() {
-        assert!(matches!(check(vec![on(0, 0, 1), on(0, 1, 1)]), Err(PlanError::AssignedTwice(_))));
-        assert!(matches!(check(vec![on(2, 0, 1)]), Err(PlanError::GangSize { ref wanted, got: 1, .. }) if wanted == "2"));
-        assert!(matches!(check(vec![on(3, 1, 1)]), Err(PlanError::CannotRunOn { .. })));
-        assert!(matches!(check(vec![on(0, 0, 1), on(1, 0, 1), on(3, 0, 1)]), Err(PlanError::OverAllocated { .. })));
+        assert!(matches!(
+            check(vec![on(0, 0, 1), on(0, 1, 1)]),
+            Err(PlanError::AssignedTwice(_))
+        ));
+        assert!(
+            matches!(check(vec![on(2, 0, 1)]), Err(PlanError::GangSize { ref wanted, got: 1, .. }) if wanted == "2")
+        );
+        assert!(matches!(
+            check(vec![on(3, 1, 1)]),
+            Err(PlanError::CannotRunOn { .. })
+        ));
+        assert!(matches!(
+            check(vec![on(0, 0, 1), on(1, 0, 1), on(3, 0, 1)]),
+            Err(PlanError::OverAllocated { .. })
+        ));
         let (cluster, specs) = (cluster(), specs());
-        let inactive = Planner::new(4).check(&cluster, &specs, |id| id.0 != 1, &Decision { run: vec![on(1, 0, 1)], ..Default::default() });
+        let inactive = Planner::new(4).check(
+            &cluster,
+            &specs,
+            |id| id.0 != 1,
+            &Decision {
+                run: vec![on(1, 0, 1)],
+                ..Default::default()
+            },
+        );
         assert!(matches!(inactive, Err(PlanError::NotActive(JobId(1)))));
         let mut typed = specs.clone();
         typed[0].gpu_type = Some(GpuTypeId(1));
-        let wrong = Planner::new(4).check(&cluster, &typed, |_| true, &Decision { run: vec![on(0, 0, 1)], ..Default::default() });
+        let wrong = Planner::new(4).check(
+            &cluster,
+            &typed,
+            |_| true,
+            &Decision {
+                run: vec![on(0, 0, 1)],
+                ..Default::default()
+            },
+        );
         assert!(matches!(wrong, Err(PlanError::WrongGpuType { .. })));
-        let pair = |a: u32, b: u32, speed: f64| Assignment { colocation: Some(Colocation { partner: JobId(b), speed }), ..on(a, 0, 1) };
-        assert!(matches!(check(vec![pair(0, 1, 0.5)]), Err(PlanError::PartnerNotAssigned { .. })));
-        assert!(matches!(check(vec![pair(0, 1, 0.5), on(1, 0, 1)]), Err(PlanError::PartnersDisagree { .. })));
-        assert!(matches!(check(vec![pair(0, 1, f64::NAN), pair(1, 0, 0.5)]), Err(PlanError::BadSharedSpeed { .. })));
+        let pair = |a: u32, b: u32, speed: f64| Assignment {
+            colocation: Some(Colocation {
+                partner: JobId(b),
+                speed,
+            }),
+            ..on(a, 0, 1)
+        };
+        assert!(matches!(
+            check(vec![pair(0, 1, 0.5)]),
+            Err(PlanError::PartnerNotAssigned { .. })
+        ));
+        assert!(matches!(
+            check(vec![pair(0, 1, 0.5), on(1, 0, 1)]),
+            Err(PlanError::PartnersDisagree { .. })
+        ));
+        assert!(matches!(
+            check(vec![pair(0, 1, f64::NAN), pair(1, 0, 0.5)]),
+            Err(PlanError::BadSharedSpeed { .. })
+        ));
         check(vec![pair(0, 1, 0.5), pair(1, 0, 0.5)]).expect("a pair counts its GPUs once");
         // Groups of up to four: a ring of partners, counted once.
-        let ring = |ids: &[u32]| ids.iter().enumerate().map(|(i, &id)| pair(id, ids[(i + 1) % ids.len()], 0.3)).collect::<Vec<_>>();
+        let ring = |ids: &[u32]| {
+            ids.iter()
+                .enumerate()
+                .map(|(i, &id)| pair(id, ids[(i + 1) % ids.len()], 0.3))
+                .collect::<Vec<_>>()
+        };
         let mut wide = specs.clone();
         wide.extend((4..8).map(|i| JobSpec::new(JobId(i), crate::SimTime::ZERO, 1, 10.0)));
-        let check_wide = |run: Vec<Assignment>| Planner::new(8).check(&cluster, &wide, |_| true, &Decision { run, ..Default::default() });
+        let check_wide = |run: Vec<Assignment>| {
+            Planner::new(8).check(
+                &cluster,
+                &wide,
+                |_| true,
+                &Decision {
+                    run,
+                    ..Default::default()
+                },
+            )
+        };
         let three = check_wide(ring(&[0, 1, 4])).expect("three jobs on one GPU");
         assert_eq!(three.free_total(), 3);
         check_wide(ring(&[4, 0, 5, 1])).expect("four");
-        assert!(matches!(check_wide(ring(&[0, 1, 4, 5, 6])), Err(PlanError::PartnersDisagree { .. })), "five is too many");
+        assert!(
+            matches!(
+                check_wide(ring(&[0, 1, 4, 5, 6])),
+                Err(PlanError::PartnersDisagree { .. })
+            ),
+            "five is too many"
+        );
         let mut open = ring(&[0, 1, 4]);
         open[2].colocation = None;
-        assert!(matches!(check_wide(open), Err(PlanError::PartnersDisagree { .. })), "a chain that does not close");
+        assert!(
+            matches!(check_wide(open), Err(PlanError::PartnersDisagree { .. })),
+            "a chain that does not close"
+        );
         let mut apart = ring(&[0, 1, 4]);
         apart[1].placement = Placement::single(NodeId(0), 1);
         apart[2].placement = Placement::single(NodeId(0), 1);
         apart[0].placement = Placement::single(NodeId(1), 1);
         assert!(check_wide(apart).is_err(), "members on other GPUs");
-        let hosted = |job: u32, cpus: f64| Assignment { host: Some(HostShare { cpus_per_gpu: cpus, memory_per_gpu: 1.0 }), ..on(job, 0, 1) };
-        assert!(matches!(check(vec![Assignment { host: Some(HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 1.0 }), ..pair(0, 1, 0.5) }, pair(1, 0, 0.5)]), Err(PlanError::SharedWithHostShare(_))));
-        assert!(matches!(check(vec![hosted(0, -1.0)]), Err(PlanError::BadHostShare { .. })));
-        assert!(matches!(check(vec![hosted(0, 6.0), hosted(1, 6.0)]), Err(PlanError::HostCapacity { .. })));
+        let hosted = |job: u32, cpus: f64| Assignment {
+            host: Some(HostShare {
+                cpus_per_gpu: cpus,
+                memory_per_gpu: 1.0,
+            }),
+            ..on(job, 0, 1)
+        };
+        assert!(matches!(
+            check(vec![
+                Assignment {
+                    host: Some(HostShare {
+                        cpus_per_gpu: 1.0,
+                        memory_per_gpu: 1.0
+                    }),
+                    ..pair(0, 1, 0.5)
+                },
+                pair(1, 0, 0.5)
+            ]),
+            Err(PlanError::SharedWithHostShare(_))
+        ));
+        assert!(matches!(
+            check(vec![hosted(0, -1.0)]),
+            Err(PlanError::BadHostShare { .. })
+        ));
+        assert!(matches!(
+            check(vec![hosted(0, 6.0), hosted(1, 6.0)]),
+            Err(PlanError::HostCapacity { .. })
+        ));
     }
 
     #[test]
@@ -658,26 +935,68 @@ mod tests {
         let on_0 = Placement::single(NodeId(0), 1);
         let on_1 = Placement::single(NodeId(1), 1);
         // Job 0 runs on node 0, job 1 on node 1, job 3 on node 0 with its own CPU share; job 2 waits.
-        let share = HostShare { cpus_per_gpu: 2.0, memory_per_gpu: 4.0 };
+        let share = HostShare {
+            cpus_per_gpu: 2.0,
+            memory_per_gpu: 4.0,
+        };
         let standing = |id: JobId| match id.0 {
-            0 => Some(Standing::Running { placement: &on_0, partner: None, host: None }),
-            1 => Some(Standing::Running { placement: &on_1, partner: None, host: None }),
-            3 => Some(Standing::Running { placement: &on_0, partner: None, host: Some(share) }),
+            0 => Some(Standing::Running {
+                placement: &on_0,
+                partner: None,
+                host: None,
+            }),
+            1 => Some(Standing::Running {
+                placement: &on_1,
+                partner: None,
+                host: None,
+            }),
+            3 => Some(Standing::Running {
+                placement: &on_0,
+                partner: None,
+                host: Some(share),
+            }),
             _ => Some(Standing::Queued),
         };
         // Job 0 moves to node 1, job 1 is preempted, job 3 stays but drops its share, job 2 starts.
-        let decision = Decision { run: vec![on(0, 1, 1), on(3, 0, 1), on(2, 0, 1)], ..Default::default() };
+        let decision = Decision {
+            run: vec![on(0, 1, 1), on(3, 0, 1), on(2, 0, 1)],
+            ..Default::default()
+        };
         let mut narrow = specs.clone();
         narrow[2].gpus = 1;
-        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0), JobId(1), JobId(3)], None, &decision).expect("valid");
+        let plan = Planner::new(4)
+            .plan(
+                &cluster,
+                &narrow,
+                standing,
+                [JobId(0), JobId(1), JobId(3)],
+                None,
+                &decision,
+            )
+            .expect("valid");
         assert_eq!(plan.preempt, vec![JobId(1)]);
-        assert_eq!(plan.actions, vec![Action::Migrate(&decision.run[0]), Action::Reshare(&decision.run[1]), Action::Start(&decision.run[2])]);
-        let keep = Decision { run: vec![on(0, 0, 1)], ..Default::default() };
-        let plan = Planner::new(4).plan(&cluster, &narrow, standing, [JobId(0)], None, &keep).expect("valid");
+        assert_eq!(
+            plan.actions,
+            vec![
+                Action::Migrate(&decision.run[0]),
+                Action::Reshare(&decision.run[1]),
+                Action::Start(&decision.run[2])
+            ]
+        );
+        let keep = Decision {
+            run: vec![on(0, 0, 1)],
+            ..Default::default()
+        };
+        let plan = Planner::new(4)
+            .plan(&cluster, &narrow, standing, [JobId(0)], None, &keep)
+            .expect("valid");
         assert_eq!(plan.actions, vec![Action::Keep(&keep.run[0])]);
         // A job that is not active is refused by the same rules as `check`.
         let none = |_: JobId| None;
-        assert!(matches!(Planner::new(4).plan(&cluster, &narrow, none, [], None, &keep), Err(PlanError::NotActive(JobId(0)))));
+        assert!(matches!(
+            Planner::new(4).plan(&cluster, &narrow, none, [], None, &keep),
+            Err(PlanError::NotActive(JobId(0)))
+        ));
     }
 
     #[test]
@@ -686,60 +1005,148 @@ mod tests {
         let on_0 = Placement::single(NodeId(0), 1);
         // Job 0 runs on node 0 (one of its two GPUs); jobs 1 and 2 wait.
         let standing = |id: JobId| match id.0 {
-            0 => Some(Standing::Running { placement: &on_0, partner: None, host: None }),
+            0 => Some(Standing::Running {
+                placement: &on_0,
+                partner: None,
+                host: None,
+            }),
             _ => Some(Standing::Queued),
         };
         let mut current = Occupancy::new(&cluster);
         current.allocate(&on_0).expect("free");
-        let by_changes = |run: Vec<Assignment>| Decision { run, keep_unlisted: true, ..Default::default() };
+        let by_changes = |run: Vec<Assignment>| Decision {
+            run,
+            keep_unlisted: true,
+            ..Default::default()
+        };
         // Job 1 starts on node 0's other GPU; job 0, unlisted, keeps its GPU (not preempted).
         let start = by_changes(vec![on(1, 0, 1)]);
         let unread = || -> std::iter::Empty<JobId> { std::iter::empty() };
-        let plan = Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &start).expect("valid");
-        assert_eq!((plan.preempt.clone(), plan.actions.clone()), (vec![], vec![Action::Start(&start.run[0])]));
-        assert_eq!(plan.occupancy.free_on(NodeId(0)), 0, "job 0's GPU and job 1's");
+        let plan = Planner::new(4)
+            .plan(&cluster, &specs, standing, unread(), Some(&current), &start)
+            .expect("valid");
+        assert_eq!(
+            (plan.preempt.clone(), plan.actions.clone()),
+            (vec![], vec![Action::Start(&start.run[0])])
+        );
+        assert_eq!(
+            plan.occupancy.free_on(NodeId(0)),
+            0,
+            "job 0's GPU and job 1's"
+        );
         // Listing job 0 as it is keeps it, without counting its GPU twice.
         let keep = by_changes(vec![on(0, 0, 1), on(1, 0, 1)]);
-        let plan = Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &keep).expect("valid");
-        assert_eq!(plan.actions, vec![Action::Keep(&keep.run[0]), Action::Start(&keep.run[1])]);
+        let plan = Planner::new(4)
+            .plan(&cluster, &specs, standing, unread(), Some(&current), &keep)
+            .expect("valid");
+        assert_eq!(
+            plan.actions,
+            vec![Action::Keep(&keep.run[0]), Action::Start(&keep.run[1])]
+        );
         // Over-commit against the current occupancy: job 2 (two GPUs) on node 0.
         let over = by_changes(vec![on(2, 0, 2)]);
-        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &over), Err(PlanError::OverAllocated { .. })));
+        assert!(matches!(
+            Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &over),
+            Err(PlanError::OverAllocated { .. })
+        ));
         // Anything but starts alone and kept jobs is refused: a move, a shared start.
         let moved = by_changes(vec![on(0, 1, 1)]);
-        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &moved), Err(PlanError::ChangeNotAllowed(JobId(0)))));
-        let pair = |a: u32, b: u32| Assignment { colocation: Some(Colocation { partner: JobId(b), speed: 0.5 }), ..on(a, 0, 1) };
+        assert!(matches!(
+            Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &moved),
+            Err(PlanError::ChangeNotAllowed(JobId(0)))
+        ));
+        let pair = |a: u32, b: u32| Assignment {
+            colocation: Some(Colocation {
+                partner: JobId(b),
+                speed: 0.5,
+            }),
+            ..on(a, 0, 1)
+        };
         let shared = by_changes(vec![pair(1, 0), pair(0, 1)]);
-        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), Some(&current), &shared), Err(PlanError::ChangeNotAllowed(JobId(1)))));
+        assert!(matches!(
+            Planner::new(4).plan(
+                &cluster,
+                &specs,
+                standing,
+                unread(),
+                Some(&current),
+                &shared
+            ),
+            Err(PlanError::ChangeNotAllowed(JobId(1)))
+        ));
         // A caller that keeps no current state (the daemon) refuses decisions by changes.
-        assert!(matches!(Planner::new(4).plan(&cluster, &specs, standing, unread(), None, &start), Err(PlanError::NoCurrentState)));
-        assert!(matches!(Planner::new(4).check(&cluster, &specs, |_| true, &start), Err(PlanError::NoCurrentState)));
+        assert!(matches!(
+            Planner::new(4).plan(&cluster, &specs, standing, unread(), None, &start),
+            Err(PlanError::NoCurrentState)
+        ));
+        assert!(matches!(
+            Planner::new(4).check(&cluster, &specs, |_| true, &start),
+            Err(PlanError::NoCurrentState)
+        ));
     }
 
     #[test]
     fn the_planner_remembers_what_the_last_decision_assigned() {
         let (cluster, specs) = (cluster(), specs());
         let mut planner = Planner::new(4);
-        planner.check(&cluster, &specs, |_| true, &Decision { run: vec![on(0, 0, 1)], ..Default::default() }).expect("valid");
+        planner
+            .check(
+                &cluster,
+                &specs,
+                |_| true,
+                &Decision {
+                    run: vec![on(0, 0, 1)],
+                    ..Default::default()
+                },
+            )
+            .expect("valid");
         assert!(planner.assigned(JobId(0)) && !planner.assigned(JobId(1)));
-        planner.check(&cluster, &specs, |_| true, &Decision { run: vec![on(1, 0, 1)], ..Default::default() }).expect("valid");
+        planner
+            .check(
+                &cluster,
+                &specs,
+                |_| true,
+                &Decision {
+                    run: vec![on(1, 0, 1)],
+                    ..Default::default()
+                },
+            )
+            .expect("valid");
         assert!(!planner.assigned(JobId(0)) && planner.assigned(JobId(1)));
     }
 
     #[test]
     fn guests_use_at_most_the_free_gpus_and_the_held_ones() {
         // Two nodes of two GPUs. Job 0 holds one GPU of node 0: three free, one held.
-        let guest = |job: u32, node: u32, gpus: u32, on_held: u32| Assignment::guest(JobId(job), Placement::single(NodeId(node), gpus), 0.5, on_held);
-        check(vec![on(0, 0, 1), guest(1, 0, 1, 1), guest(2, 1, 2, 0)]).expect("one guest on the held GPU, one on two free ones");
-        check(vec![on(0, 0, 1), guest(1, 0, 1, 0), guest(2, 1, 2, 0)]).expect("three guests' GPUs on three free ones");
+        let guest = |job: u32, node: u32, gpus: u32, on_held: u32| {
+            Assignment::guest(
+                JobId(job),
+                Placement::single(NodeId(node), gpus),
+                0.5,
+                on_held,
+            )
+        };
+        check(vec![on(0, 0, 1), guest(1, 0, 1, 1), guest(2, 1, 2, 0)])
+            .expect("one guest on the held GPU, one on two free ones");
+        check(vec![on(0, 0, 1), guest(1, 0, 1, 0), guest(2, 1, 2, 0)])
+            .expect("three guests' GPUs on three free ones");
         // More on held GPUs than it has.
-        assert!(matches!(check(vec![on(0, 0, 1), guest(1, 0, 1, 2)]), Err(PlanError::GuestsMiscounted { job: JobId(1), .. })));
+        assert!(matches!(
+            check(vec![on(0, 0, 1), guest(1, 0, 1, 2)]),
+            Err(PlanError::GuestsMiscounted { job: JobId(1), .. })
+        ));
         // Two guests on the one held GPU.
-        assert!(matches!(check(vec![on(0, 0, 1), guest(1, 0, 1, 1), guest(2, 1, 2, 1)]), Err(PlanError::GuestsMiscounted { job: JobId(2), .. })));
+        assert!(matches!(
+            check(vec![on(0, 0, 1), guest(1, 0, 1, 1), guest(2, 1, 2, 1)]),
+            Err(PlanError::GuestsMiscounted { job: JobId(2), .. })
+        ));
         // Every GPU held: a guest that says it runs on a free one.
         let full = [on(0, 0, 1), on(1, 0, 1), on(2, 1, 2)];
         let with = |g: Assignment| full.iter().cloned().chain([g]).collect::<Vec<_>>();
-        assert!(matches!(check(with(guest(3, 0, 1, 0))), Err(PlanError::GuestsMiscounted { job: JobId(3), .. })));
+        assert!(matches!(
+            check(with(guest(3, 0, 1, 0))),
+            Err(PlanError::GuestsMiscounted { job: JobId(3), .. })
+        ));
         check(with(guest(3, 0, 1, 1))).expect("on a held GPU");
     }
 }

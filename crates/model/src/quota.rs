@@ -70,12 +70,26 @@ impl QuotaHold {
     pub fn reason(&self, tenant: &str) -> String {
         match *self {
             QuotaHold::OverQuota { gpus, quota_gpus } => {
-                format!("needs {gpus} GPUs, more than tenant {tenant}'s GPU quota ({quota_gpus}): held until the quota is raised")
+                format!(
+                    "needs {gpus} GPUs, more than tenant {tenant}'s GPU quota ({quota_gpus}): held until the quota is raised"
+                )
             }
-            QuotaHold::QuotaInUse { gpus, quota_gpus, held_gpus, ahead_gpus: 0 } => {
-                format!("tenant {tenant} is at its GPU quota: its jobs hold {held_gpus} of {quota_gpus} GPUs and this one needs {gpus}; waits for them to free GPUs")
+            QuotaHold::QuotaInUse {
+                gpus,
+                quota_gpus,
+                held_gpus,
+                ahead_gpus: 0,
+            } => {
+                format!(
+                    "tenant {tenant} is at its GPU quota: its jobs hold {held_gpus} of {quota_gpus} GPUs and this one needs {gpus}; waits for them to free GPUs"
+                )
             }
-            QuotaHold::QuotaInUse { gpus, quota_gpus, held_gpus, ahead_gpus } => format!(
+            QuotaHold::QuotaInUse {
+                gpus,
+                quota_gpus,
+                held_gpus,
+                ahead_gpus,
+            } => format!(
                 "tenant {tenant}'s GPU quota ({quota_gpus}) is taken: its jobs hold {held_gpus} GPUs and {ahead_gpus} go to its jobs ahead of this one (priority, then submission); this one needs {gpus}"
             ),
         }
@@ -95,31 +109,59 @@ pub struct Admission {
 impl Admission {
     /// Why `id` is held back (`None`: offered).
     pub fn hold_of(&self, id: u32) -> Option<QuotaHold> {
-        self.held_back.binary_search_by_key(&id, |(i, _)| *i).ok().map(|at| self.held_back[at].1)
+        self.held_back
+            .binary_search_by_key(&id, |(i, _)| *i)
+            .ok()
+            .map(|at| self.held_back[at].1)
     }
 }
 
 /// Admits the `waiting` jobs of tenants with a quota (`quotas`; a tenant absent from it has
 /// none, and its jobs should not be passed). See the module's documentation for the rule.
 pub fn admit(quotas: &BTreeMap<&str, QuotaUse>, mut waiting: Vec<Waiting<'_>>) -> Admission {
-    waiting.sort_by(|a, b| (a.tenant, -i64::from(a.priority), a.submitted, a.id).cmp(&(b.tenant, -i64::from(b.priority), b.submitted, b.id)));
+    waiting.sort_by(|a, b| {
+        (a.tenant, -i64::from(a.priority), a.submitted, a.id).cmp(&(
+            b.tenant,
+            -i64::from(b.priority),
+            b.submitted,
+            b.id,
+        ))
+    });
     let mut admission = Admission::default();
     let mut ahead: BTreeMap<&str, u32> = BTreeMap::new();
     for job in &waiting {
-        let Some(usage) = quotas.get(job.tenant) else { continue };
+        let Some(usage) = quotas.get(job.tenant) else {
+            continue;
+        };
         let ahead = ahead.entry(job.tenant).or_insert(0);
-        let room = usage.quota_gpus.saturating_sub(usage.held_gpus).saturating_sub(*ahead);
+        let room = usage
+            .quota_gpus
+            .saturating_sub(usage.held_gpus)
+            .saturating_sub(*ahead);
         if job.gpus > usage.quota_gpus {
-            admission.held_back.push((job.id, QuotaHold::OverQuota { gpus: job.gpus, quota_gpus: usage.quota_gpus }));
+            admission.held_back.push((
+                job.id,
+                QuotaHold::OverQuota {
+                    gpus: job.gpus,
+                    quota_gpus: usage.quota_gpus,
+                },
+            ));
         } else if job.gpus > room {
-            let hold = QuotaHold::QuotaInUse { gpus: job.gpus, quota_gpus: usage.quota_gpus, held_gpus: usage.held_gpus, ahead_gpus: *ahead };
+            let hold = QuotaHold::QuotaInUse {
+                gpus: job.gpus,
+                quota_gpus: usage.quota_gpus,
+                held_gpus: usage.held_gpus,
+                ahead_gpus: *ahead,
+            };
             admission.held_back.push((job.id, hold));
         } else {
             *ahead += job.gpus;
         }
     }
     for (tenant, usage) in quotas {
-        let taken = usage.held_gpus.saturating_add(ahead.get(tenant).copied().unwrap_or(0));
+        let taken = usage
+            .held_gpus
+            .saturating_add(ahead.get(tenant).copied().unwrap_or(0));
         let spare = usage.quota_gpus.saturating_sub(taken);
         if spare > 0 {
             admission.spare_gpus.insert((*tenant).to_string(), spare);
@@ -135,35 +177,91 @@ mod tests {
     use proptest::prelude::*;
 
     fn waiting(id: u32, tenant: &str, gpus: u32) -> Waiting<'_> {
-        Waiting { id, tenant, priority: 0, submitted: i64::from(id), gpus }
+        Waiting {
+            id,
+            tenant,
+            priority: 0,
+            submitted: i64::from(id),
+            gpus,
+        }
     }
 
     #[test]
     fn a_job_larger_than_the_quota_is_held_until_it_is_raised_and_takes_no_room() {
-        let quotas = BTreeMap::from([("a", QuotaUse { quota_gpus: 2, held_gpus: 0 })]);
+        let quotas = BTreeMap::from([(
+            "a",
+            QuotaUse {
+                quota_gpus: 2,
+                held_gpus: 0,
+            },
+        )]);
         let admission = admit(&quotas, vec![waiting(0, "a", 4), waiting(1, "a", 1)]);
-        assert_eq!(admission.hold_of(0), Some(QuotaHold::OverQuota { gpus: 4, quota_gpus: 2 }));
-        assert_eq!(admission.hold_of(1), None, "a smaller job behind it is admitted");
+        assert_eq!(
+            admission.hold_of(0),
+            Some(QuotaHold::OverQuota {
+                gpus: 4,
+                quota_gpus: 2
+            })
+        );
+        assert_eq!(
+            admission.hold_of(1),
+            None,
+            "a smaller job behind it is admitted"
+        );
         assert_eq!(admission.spare_gpus.get("a"), Some(&1));
     }
 
     #[test]
     fn jobs_are_admitted_by_priority_then_submission_until_the_quota_is_taken() {
-        let quotas = BTreeMap::from([("a", QuotaUse { quota_gpus: 3, held_gpus: 1 })]);
+        let quotas = BTreeMap::from([(
+            "a",
+            QuotaUse {
+                quota_gpus: 3,
+                held_gpus: 1,
+            },
+        )]);
         let mut urgent = waiting(5, "a", 2);
         urgent.priority = 10;
-        let admission = admit(&quotas, vec![waiting(1, "a", 2), waiting(2, "a", 1), urgent]);
+        let admission = admit(
+            &quotas,
+            vec![waiting(1, "a", 2), waiting(2, "a", 1), urgent],
+        );
         assert_eq!(admission.hold_of(5), None, "the higher priority goes first");
-        assert_eq!(admission.hold_of(1), Some(QuotaHold::QuotaInUse { gpus: 2, quota_gpus: 3, held_gpus: 1, ahead_gpus: 2 }));
-        assert_eq!(admission.hold_of(2), Some(QuotaHold::QuotaInUse { gpus: 1, quota_gpus: 3, held_gpus: 1, ahead_gpus: 2 }));
+        assert_eq!(
+            admission.hold_of(1),
+            Some(QuotaHold::QuotaInUse {
+                gpus: 2,
+                quota_gpus: 3,
+                held_gpus: 1,
+                ahead_gpus: 2
+            })
+        );
+        assert_eq!(
+            admission.hold_of(2),
+            Some(QuotaHold::QuotaInUse {
+                gpus: 1,
+                quota_gpus: 3,
+                held_gpus: 1,
+                ahead_gpus: 2
+            })
+        );
         assert!(admission.spare_gpus.is_empty());
     }
 
     #[test]
     fn a_quota_lowered_under_running_jobs_admits_nothing_and_stops_nothing() {
-        let quotas = BTreeMap::from([("a", QuotaUse { quota_gpus: 1, held_gpus: 3 })]);
+        let quotas = BTreeMap::from([(
+            "a",
+            QuotaUse {
+                quota_gpus: 1,
+                held_gpus: 3,
+            },
+        )]);
         let admission = admit(&quotas, vec![waiting(0, "a", 1)]);
-        assert!(matches!(admission.hold_of(0), Some(QuotaHold::QuotaInUse { .. })));
+        assert!(matches!(
+            admission.hold_of(0),
+            Some(QuotaHold::QuotaInUse { .. })
+        ));
     }
 
     proptest! {

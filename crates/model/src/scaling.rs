@@ -94,7 +94,11 @@ impl PlacementSpeed for LocalitySlowdown {
     fn speed(&self, shape: &[u32]) -> Option<f64> {
         let gpus: u32 = shape.iter().sum();
         let fewest = gpus.div_ceil(self.gpus_per_node.max(1)).max(1) as usize;
-        let extra = shape.iter().filter(|g| **g > 0).count().saturating_sub(fewest);
+        let extra = shape
+            .iter()
+            .filter(|g| **g > 0)
+            .count()
+            .saturating_sub(fewest);
         Some((1.0 - self.slowdown_per_extra_node).powi(extra as i32))
     }
 
@@ -107,7 +111,10 @@ impl PlacementSpeed for LocalitySlowdown {
     }
 
     fn describe(&self) -> String {
-        format!("{:.0}% slower per extra node", self.slowdown_per_extra_node * 100.0)
+        format!(
+            "{:.0}% slower per extra node",
+            self.slowdown_per_extra_node * 100.0
+        )
     }
 }
 
@@ -150,7 +157,10 @@ mod tests {
 
     #[test]
     fn spreading_over_extra_nodes_costs_speed() {
-        let model = LocalitySlowdown { gpus_per_node: 8, slowdown_per_extra_node: 0.2 };
+        let model = LocalitySlowdown {
+            gpus_per_node: 8,
+            slowdown_per_extra_node: 0.2,
+        };
         assert_eq!(model.speed(&[8]), Some(1.0));
         assert_eq!(model.speed(&[4, 4]), Some(0.8));
         assert_eq!(model.speed(&[8, 8]), Some(1.0), "16 GPUs need two nodes");

@@ -17,13 +17,20 @@ pub struct HostShare {
 impl HostShare {
     /// Whether both amounts are finite and non-negative.
     pub fn is_valid(&self) -> bool {
-        self.cpus_per_gpu.is_finite() && self.cpus_per_gpu >= 0.0 && self.memory_per_gpu.is_finite() && self.memory_per_gpu >= 0.0
+        self.cpus_per_gpu.is_finite()
+            && self.cpus_per_gpu >= 0.0
+            && self.memory_per_gpu.is_finite()
+            && self.memory_per_gpu >= 0.0
     }
 }
 
 impl fmt::Display for HostShare {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} CPUs + {} memory per GPU", self.cpus_per_gpu, self.memory_per_gpu)
+        write!(
+            f,
+            "{} CPUs + {} memory per GPU",
+            self.cpus_per_gpu, self.memory_per_gpu
+        )
     }
 }
 
@@ -53,30 +60,64 @@ pub struct ResourceSensitivity {
 impl ResourceSensitivity {
     /// A profile from its grid. Levels must be strictly increasing and positive, the matrix
     /// `cpu_levels × memory_levels` with non-negative entries.
-    pub fn new(cpu_levels: Vec<f64>, memory_levels: Vec<f64>, throughput: Vec<Vec<f64>>, ideal: HostShare) -> Result<Self, SensitivityError> {
-        let increasing = |v: &[f64]| !v.is_empty() && v[0] > 0.0 && v.windows(2).all(|w| w[0] < w[1]) && v.iter().all(|x| x.is_finite());
+    pub fn new(
+        cpu_levels: Vec<f64>,
+        memory_levels: Vec<f64>,
+        throughput: Vec<Vec<f64>>,
+        ideal: HostShare,
+    ) -> Result<Self, SensitivityError> {
+        let increasing = |v: &[f64]| {
+            !v.is_empty()
+                && v[0] > 0.0
+                && v.windows(2).all(|w| w[0] < w[1])
+                && v.iter().all(|x| x.is_finite())
+        };
         if !increasing(&cpu_levels) || !increasing(&memory_levels) {
-            return Err(SensitivityError("levels must be positive and strictly increasing".into()));
+            return Err(SensitivityError(
+                "levels must be positive and strictly increasing".into(),
+            ));
         }
-        if throughput.len() != cpu_levels.len() || throughput.iter().any(|row| row.len() != memory_levels.len()) {
+        if throughput.len() != cpu_levels.len()
+            || throughput
+                .iter()
+                .any(|row| row.len() != memory_levels.len())
+        {
             return Err(SensitivityError(format!(
                 "throughput matrix must be {} x {} (CPU levels x memory levels)",
                 cpu_levels.len(),
                 memory_levels.len()
             )));
         }
-        if throughput.iter().flatten().any(|t| !t.is_finite() || *t < 0.0) {
-            return Err(SensitivityError("throughputs must be finite and >= 0".into()));
+        if throughput
+            .iter()
+            .flatten()
+            .any(|t| !t.is_finite() || *t < 0.0)
+        {
+            return Err(SensitivityError(
+                "throughputs must be finite and >= 0".into(),
+            ));
         }
         if !ideal.is_valid() {
-            return Err(SensitivityError(format!("ideal vector {ideal} is not valid")));
+            return Err(SensitivityError(format!(
+                "ideal vector {ideal} is not valid"
+            )));
         }
-        Ok(ResourceSensitivity { cpu_levels, memory_levels, throughput, ideal })
+        Ok(ResourceSensitivity {
+            cpu_levels,
+            memory_levels,
+            throughput,
+            ideal,
+        })
     }
 
     /// A job that does not care: throughput 1 whatever it gets.
     pub fn insensitive(ideal: HostShare) -> Self {
-        ResourceSensitivity { cpu_levels: vec![1.0], memory_levels: vec![1.0], throughput: vec![vec![1.0]], ideal }
+        ResourceSensitivity {
+            cpu_levels: vec![1.0],
+            memory_levels: vec![1.0],
+            throughput: vec![vec![1.0]],
+            ideal,
+        }
     }
 
     /// CPU levels of the grid.
@@ -91,7 +132,11 @@ impl ResourceSensitivity {
 
     /// Throughput at grid point (`cpu` index, `memory` index).
     pub fn at_grid(&self, cpu: usize, memory: usize) -> f64 {
-        self.throughput.get(cpu).and_then(|row| row.get(memory)).copied().unwrap_or(0.0)
+        self.throughput
+            .get(cpu)
+            .and_then(|row| row.get(memory))
+            .copied()
+            .unwrap_or(0.0)
     }
 
     /// Per-GPU throughput with `share` (interpolated, see the type's docs).
@@ -108,7 +153,11 @@ impl ResourceSensitivity {
     /// job's run time is measured at). 1 when the reference throughput is 0.
     pub fn speedup(&self, share: HostShare, reference: HostShare) -> f64 {
         let base = self.throughput(reference);
-        if base > 0.0 { self.throughput(share) / base } else { 1.0 }
+        if base > 0.0 {
+            self.throughput(share) / base
+        } else {
+            1.0
+        }
     }
 }
 
@@ -136,13 +185,19 @@ mod tests {
             vec![1.0, 3.0, 6.0],
             vec![10.0, 20.0],
             vec![vec![0.5, 0.5], vec![1.0, 1.5], vec![2.0, 3.0]],
-            HostShare { cpus_per_gpu: 6.0, memory_per_gpu: 20.0 },
+            HostShare {
+                cpus_per_gpu: 6.0,
+                memory_per_gpu: 20.0,
+            },
         )
         .expect("valid")
     }
 
     fn share(cpus: f64, mem: f64) -> HostShare {
-        HostShare { cpus_per_gpu: cpus, memory_per_gpu: mem }
+        HostShare {
+            cpus_per_gpu: cpus,
+            memory_per_gpu: mem,
+        }
     }
 
     #[test]
@@ -167,8 +222,13 @@ mod tests {
     #[test]
     fn malformed_profiles_are_refused() {
         let ideal = share(1.0, 1.0);
-        assert!(ResourceSensitivity::new(vec![3.0, 1.0], vec![1.0], vec![vec![1.0], vec![1.0]], ideal).is_err());
-        assert!(ResourceSensitivity::new(vec![1.0], vec![1.0, 2.0], vec![vec![1.0]], ideal).is_err());
+        assert!(
+            ResourceSensitivity::new(vec![3.0, 1.0], vec![1.0], vec![vec![1.0], vec![1.0]], ideal)
+                .is_err()
+        );
+        assert!(
+            ResourceSensitivity::new(vec![1.0], vec![1.0, 2.0], vec![vec![1.0]], ideal).is_err()
+        );
         assert!(ResourceSensitivity::new(vec![1.0], vec![1.0], vec![vec![-1.0]], ideal).is_err());
     }
 }

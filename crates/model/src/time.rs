@@ -6,12 +6,16 @@ use std::ops::{Add, AddAssign, Sub};
 
 /// A point in time: milliseconds since the start of the workload (simulation) or since the Unix
 /// epoch (daemon). Never read from a clock inside a policy: it is always passed in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct SimTime(pub u64);
 
 /// A span of time in milliseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct SimDuration(pub u64);
 
@@ -66,7 +70,11 @@ impl SimDuration {
             return SimDuration(0);
         }
         let ms = (secs * 1000.0).ceil();
-        SimDuration(if ms >= u64::MAX as f64 { u64::MAX } else { ms as u64 })
+        SimDuration(if ms >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            ms as u64
+        })
     }
     /// Milliseconds.
     pub const fn as_ms(self) -> u64 {
@@ -83,7 +91,11 @@ fn secs_to_ms(secs: f64) -> u64 {
         0
     } else {
         let ms = (secs * 1000.0).round();
-        if ms >= u64::MAX as f64 { u64::MAX } else { ms as u64 }
+        if ms >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            ms as u64
+        }
     }
 }
 

@@ -35,7 +35,11 @@ pub struct Descriptor {
 
 /// Whether the production daemon runs a policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case", tag = "daemon", content = "daemon_refused_because")]
+#[serde(
+    rename_all = "kebab-case",
+    tag = "daemon",
+    content = "daemon_refused_because"
+)]
 pub enum DaemonSupport {
     /// On every executor.
     Runs,
@@ -51,7 +55,18 @@ impl Descriptor {
     /// daemon everywhere; its paper and detail are to be given ([`Descriptor::paper`],
     /// [`Descriptor::detail`]: a test holds every policy to having them).
     pub const fn new(name: &'static str, family: Family, describe: &'static str) -> Self {
-        Descriptor { name, aliases: &[], describe, family, pair_speeds: false, elastic: false, daemon: DaemonSupport::Runs, fairness_columns: false, paper: "", detail: "" }
+        Descriptor {
+            name,
+            aliases: &[],
+            describe,
+            family,
+            pair_speeds: false,
+            elastic: false,
+            daemon: DaemonSupport::Runs,
+            fairness_columns: false,
+            paper: "",
+            detail: "",
+        }
     }
 
     /// Other names it is accepted by.

@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::greedy::{schedule_changes_in_order, GreedyOptions};
+use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
 use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{Decision, SimTime};
@@ -44,9 +44,16 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new("external", Family::Events, "
     .detail("a program outside Rust orders the jobs, answering one JSON line per observation (`policy.external.command`; `arbiter simulate --policy-cmd`): learned policies such as Decima's; see [External policies](#external-policies-a-learned-scheduler-outside-rust)");
 
 /// Builds `external`: starts the agent its table names (required).
-pub fn build(external: &Option<ExternalConfig>, placing: Placing) -> Result<ExternalPolicy, PolicyError> {
+pub fn build(
+    external: &Option<ExternalConfig>,
+    placing: Placing,
+) -> Result<ExternalPolicy, PolicyError> {
     let agent = external.as_ref().ok_or_else(|| PolicyError::Config("policy `external` needs the agent's command ([policy.external] command = \"...\"; arbiter simulate --policy-cmd)".into()))?;
-    ExternalPolicy::spawn(&agent.command, agent.timeout, GreedyOptions::fit_first(placing))
+    ExternalPolicy::spawn(
+        &agent.command,
+        agent.timeout,
+        GreedyOptions::fit_first(placing),
+    )
 }
 
 /// How to run an agent (scenario table `[policy.external]`: `command`, `timeout_s`).
@@ -77,7 +84,14 @@ mod seconds {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let secs = f64::deserialize(d)?;
-        Duration::try_from_secs_f64(secs).ok().filter(|t| !t.is_zero()).ok_or_else(|| serde::de::Error::custom(format!("timeout_s must be a positive number of seconds, got {secs}")))
+        Duration::try_from_secs_f64(secs)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "timeout_s must be a positive number of seconds, got {secs}"
+                ))
+            })
     }
 }
 
@@ -144,14 +158,20 @@ impl Flowtime {
 
 impl std::fmt::Debug for ExternalPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExternalPolicy").field("command", &self.command).finish_non_exhaustive()
+        f.debug_struct("ExternalPolicy")
+            .field("command", &self.command)
+            .finish_non_exhaustive()
     }
 }
 
 impl ExternalPolicy {
     /// Starts `command` (with `sh -c`); each answer must come within `timeout`; decisions place
     /// as `options` say.
-    pub fn spawn(command: &str, timeout: Duration, options: GreedyOptions) -> Result<Self, PolicyError> {
+    pub fn spawn(
+        command: &str,
+        timeout: Duration,
+        options: GreedyOptions,
+    ) -> Result<Self, PolicyError> {
         use std::os::unix::process::CommandExt;
         // Its own process group: at the end the whole agent goes, not only its shell.
         let mut child = Command::new("/bin/sh")
@@ -161,9 +181,13 @@ impl ExternalPolicy {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| PolicyError::Config(format!("external policy `{command}`: cannot start it: {e}")))?;
+            .map_err(|e| {
+                PolicyError::Config(format!("external policy `{command}`: cannot start it: {e}"))
+            })?;
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or_else(|| PolicyError::Config(format!("external policy `{command}`: no stdout")))?;
+        let stdout = child.stdout.take().ok_or_else(|| {
+            PolicyError::Config(format!("external policy `{command}`: no stdout"))
+        })?;
         let (send, lines) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("external-policy".into())
@@ -175,7 +199,16 @@ impl ExternalPolicy {
                 }
             })
             .map_err(|e| PolicyError::Config(format!("external policy `{command}`: {e}")))?;
-        Ok(ExternalPolicy { command: command.to_string(), child, stdin, lines, timeout, options, started: false, flow: Flowtime::default() })
+        Ok(ExternalPolicy {
+            command: command.to_string(),
+            child,
+            stdin,
+            lines,
+            timeout,
+            options,
+            started: false,
+            flow: Flowtime::default(),
+        })
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> PolicyError {
@@ -183,9 +216,14 @@ impl ExternalPolicy {
     }
 
     fn send(&mut self, message: &serde_json::Value) -> Result<(), PolicyError> {
-        let stdin = self.stdin.as_mut().ok_or_else(|| PolicyError::Config("external policy: its input is closed".into()))?;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| PolicyError::Config("external policy: its input is closed".into()))?;
         let line = format!("{message}\n");
-        let sent = stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush());
+        let sent = stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| stdin.flush());
         sent.map_err(|e| match self.exit_status() {
             Some(status) => self.fail(format_args!("it exited ({status})")),
             None => self.fail(format_args!("it stopped reading its input: {e}")),
@@ -196,9 +234,13 @@ impl ExternalPolicy {
         match self.lines.recv_timeout(self.timeout) {
             Ok(Ok(line)) => Ok(line),
             Ok(Err(e)) => Err(self.fail(format_args!("cannot read its answer: {e}"))),
-            Err(RecvTimeoutError::Timeout) => Err(self.fail(format_args!("no answer within {:?}", self.timeout))),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(self.fail(format_args!("no answer within {:?}", self.timeout)))
+            }
             Err(RecvTimeoutError::Disconnected) => {
-                let status = self.exit_status().map_or(String::new(), |s| format!(" ({s})"));
+                let status = self
+                    .exit_status()
+                    .map_or(String::new(), |s| format!(" ({s})"));
                 Err(self.fail(format_args!("it exited without answering{status}")))
             }
         }
@@ -283,7 +325,11 @@ impl<'a> Observation<'a> {
                 }
             })
             .collect();
-        Observation { time_s: now.as_ms() as f64 / 1000.0, free_gpus: free, jobs }
+        Observation {
+            time_s: now.as_ms() as f64 / 1000.0,
+            free_gpus: free,
+            jobs,
+        }
     }
 }
 
@@ -302,8 +348,21 @@ pub enum OrderError {
 /// order) placed greedily with `options` — running jobs compete again when `preempt` — as the
 /// built-in ordered policies place theirs (`schedule_changes_in_order`: the decision of
 /// `schedule_in_order`, by changes where it can be): whatever the order, the decision fits.
-pub fn decide_in_order(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], preempt: bool) -> Result<Decision, OrderError> {
-    decide_in_order_reusing(view, now, options, order, preempt, &mut OrderScratch::default())
+pub fn decide_in_order(
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    options: GreedyOptions,
+    order: &[u32],
+    preempt: bool,
+) -> Result<Decision, OrderError> {
+    decide_in_order_reusing(
+        view,
+        now,
+        options,
+        order,
+        preempt,
+        &mut OrderScratch::default(),
+    )
 }
 
 /// Memory [`decide_in_order_reusing`] keeps from one decision to the next: positions by job id,
@@ -315,7 +374,14 @@ pub struct OrderScratch {
 }
 
 /// [`decide_in_order`], with its table of positions kept in `scratch`.
-pub fn decide_in_order_reusing(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], preempt: bool, scratch: &mut OrderScratch) -> Result<Decision, OrderError> {
+pub fn decide_in_order_reusing(
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    options: GreedyOptions,
+    order: &[u32],
+    preempt: bool,
+    scratch: &mut OrderScratch,
+) -> Result<Decision, OrderError> {
     // Positions by id (1-based; 0: not in the order), dense: a lookup per job, no hashing (a
     // view of thousands of jobs is built and decided at every scheduling point). Ids index
     // `specs`, so the table covers every job of the workload.
@@ -324,7 +390,11 @@ pub fn decide_in_order_reusing(view: &SchedulerView<'_>, now: SimTime, options: 
         position.resize(view.specs.len(), 0);
     }
     let decided = rank(view, order, position).map(|()| {
-        let options = GreedyOptions { preemptive: preempt, head_of_line_blocking: false, ..options };
+        let options = GreedyOptions {
+            preemptive: preempt,
+            head_of_line_blocking: false,
+            ..options
+        };
         // One integer per job, cheaper to compare than a pair in the placement's heap: the
         // place in the order (below 2^32), or for jobs left out 2^32 + the submission time in ms
         // (after every listed job, in submission order; ties go by id either way).
@@ -347,15 +417,28 @@ pub fn decide_in_order_reusing(view: &SchedulerView<'_>, now: SimTime, options: 
 /// active job's id), or names a job that `order` may not name.
 fn rank(view: &SchedulerView<'_>, order: &[u32], position: &mut [u32]) -> Result<(), OrderError> {
     for (i, &id) in order.iter().enumerate() {
-        let slot = position.get_mut(id as usize).ok_or(OrderError::Unknown(id))?;
+        let slot = position
+            .get_mut(id as usize)
+            .ok_or(OrderError::Unknown(id))?;
         if *slot != 0 {
             return Err(OrderError::Twice(id));
         }
         *slot = i as u32 + 1;
     }
-    if !order.is_empty() && view.jobs.iter().filter(|j| position.get(j.id.0 as usize).is_some_and(|&p| p != 0)).count() < order.len() {
+    if !order.is_empty()
+        && view
+            .jobs
+            .iter()
+            .filter(|j| position.get(j.id.0 as usize).is_some_and(|&p| p != 0))
+            .count()
+            < order.len()
+    {
         let known: std::collections::HashSet<u32> = view.jobs.iter().map(|j| j.id.0).collect();
-        let unknown = order.iter().find(|id| !known.contains(id)).copied().unwrap_or_default();
+        let unknown = order
+            .iter()
+            .find(|id| !known.contains(id))
+            .copied()
+            .unwrap_or_default();
         return Err(OrderError::Unknown(unknown));
     }
     Ok(())
@@ -366,7 +449,11 @@ impl Policy for ExternalPolicy {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         if !self.started {
             let nodes: Vec<serde_json::Value> = view
                 .cluster
@@ -382,11 +469,21 @@ impl Policy for ExternalPolicy {
         let observation = json!({ "type": "observation", "time_s": features.time_s, "reward": reward, "free_gpus": features.free_gpus, "jobs": features.jobs });
         self.send(&observation)?;
         let line = self.receive()?;
-        let answer: Answer = serde_json::from_str(&line).map_err(|e| self.fail(format_args!("answer {line:?} is not {{\"order\": [job ids], \"preempt\": bool}}: {e}")))?;
-        decide_in_order(view, now, self.options, &answer.order, answer.preempt).map_err(|e| self.fail(e))
+        let answer: Answer = serde_json::from_str(&line).map_err(|e| {
+            self.fail(format_args!(
+                "answer {line:?} is not {{\"order\": [job ids], \"preempt\": bool}}: {e}"
+            ))
+        })?;
+        decide_in_order(view, now, self.options, &answer.order, answer.preempt)
+            .map_err(|e| self.fail(e))
     }
 
-    fn job_finished(&mut self, _spec: &arbiter_model::JobSpec, _job: &arbiter_model::ActiveJob, now: SimTime) {
+    fn job_finished(
+        &mut self,
+        _spec: &arbiter_model::JobSpec,
+        _job: &arbiter_model::ActiveJob,
+        now: SimTime,
+    ) {
         // Kept for the next observation (or the end): the job counted in the system until now.
         self.flow.finished(now);
     }
@@ -398,7 +495,8 @@ impl Drop for ExternalPolicy {
             && let Some((at, reward)) = self.flow.end()
         {
             // The episode ends with the last job: the reward since the last observation.
-            let end = json!({ "type": "end", "time_s": at.as_ms() as f64 / 1000.0, "reward": reward });
+            let end =
+                json!({ "type": "end", "time_s": at.as_ms() as f64 / 1000.0, "reward": reward });
             let _ = self.send(&end);
         }
         // Closing its input tells it the episode is over.
@@ -410,7 +508,12 @@ impl Drop for ExternalPolicy {
             std::thread::sleep(Duration::from_millis(10));
         }
         let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -424,22 +527,61 @@ mod tests {
     #[test]
     fn a_reused_scratch_decides_as_a_fresh_one_even_after_a_refused_order() {
         let cluster = cluster(2, 4);
-        let specs: Vec<_> = (0..6).map(|i| spec_with(i, u64::from(i), 1 + i % 3, 100.0)).collect();
+        let specs: Vec<_> = (0..6)
+            .map(|i| spec_with(i, u64::from(i), 1 + i % 3, 100.0))
+            .collect();
         let jobs = active(&specs, &[0, 1, 2, 3, 4, 5], &Decision::default());
-        let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None };
-        let options = GreedyOptions::fit_first(Placing { strategy: crate::PlacementStrategy::Consolidated, keep_placements: false });
+        let view = SchedulerView {
+            cluster: &cluster,
+            jobs: &jobs,
+            specs: &specs,
+            current: None,
+        };
+        let options = GreedyOptions::fit_first(Placing {
+            strategy: crate::PlacementStrategy::Consolidated,
+            keep_placements: false,
+        });
         let mut scratch = OrderScratch::default();
         for order in [[5, 4, 3].as_slice(), &[2, 0], &[]] {
             // A refused order first: the scratch must be clean after it.
-            assert_eq!(decide_in_order_reusing(&view, SimTime::ZERO, options, &[order.first().copied().unwrap_or(1), 1, 1], false, &mut scratch).err(), Some(OrderError::Twice(1)));
-            assert_eq!(decide_in_order_reusing(&view, SimTime::ZERO, options, &[3, 42], false, &mut scratch).err(), Some(OrderError::Unknown(42)));
-            let reused = decide_in_order_reusing(&view, SimTime::ZERO, options, order, false, &mut scratch).expect("decides");
-            assert_eq!(reused, decide_in_order(&view, SimTime::ZERO, options, order, false).expect("decides"));
+            assert_eq!(
+                decide_in_order_reusing(
+                    &view,
+                    SimTime::ZERO,
+                    options,
+                    &[order.first().copied().unwrap_or(1), 1, 1],
+                    false,
+                    &mut scratch
+                )
+                .err(),
+                Some(OrderError::Twice(1))
+            );
+            assert_eq!(
+                decide_in_order_reusing(
+                    &view,
+                    SimTime::ZERO,
+                    options,
+                    &[3, 42],
+                    false,
+                    &mut scratch
+                )
+                .err(),
+                Some(OrderError::Unknown(42))
+            );
+            let reused =
+                decide_in_order_reusing(&view, SimTime::ZERO, options, order, false, &mut scratch)
+                    .expect("decides");
+            assert_eq!(
+                reused,
+                decide_in_order(&view, SimTime::ZERO, options, order, false).expect("decides")
+            );
             assert!(scratch.position.iter().all(|&p| p == 0));
         }
         // Listed jobs first in the order given, then the rest by submission: 5 (3 GPUs), 4 (2),
         // then 0 (1) and 1 (2) fill the 8 GPUs.
-        let decision = decide_in_order_reusing(&view, SimTime::ZERO, options, &[5, 4], false, &mut scratch).expect("decides");
+        let decision =
+            decide_in_order_reusing(&view, SimTime::ZERO, options, &[5, 4], false, &mut scratch)
+                .expect("decides");
         let started: Vec<u32> = decision.run.iter().map(|a| a.job.0).collect();
         assert_eq!(started, [5, 4, 0, 1]);
     }

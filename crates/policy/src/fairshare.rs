@@ -40,14 +40,22 @@ impl FairShareConfig {
         match self.half_life_s {
             0.0 => Ok(None),
             h if h.is_finite() && h > 0.0 => Ok(Some(h)),
-            h => Err(crate::PolicyError::Config(format!("fairshare.half_life_s must be a positive number of seconds (0: off), got {h}"))),
+            h => Err(crate::PolicyError::Config(format!(
+                "fairshare.half_life_s must be a positive number of seconds (0: off), got {h}"
+            ))),
         }
     }
 }
 
 /// GPU-seconds of `gpus` GPUs held over `[start, end]`, decayed to `at` with half-life
 /// `half_life_s` (see the module docs). `at` before `end` counts as `end`.
-pub fn decayed_gpu_s(gpus: f64, start: SimTime, end: SimTime, at: SimTime, half_life_s: f64) -> f64 {
+pub fn decayed_gpu_s(
+    gpus: f64,
+    start: SimTime,
+    end: SimTime,
+    at: SimTime,
+    half_life_s: f64,
+) -> f64 {
     if end <= start {
         return 0.0;
     }
@@ -79,7 +87,10 @@ pub struct UsageLedger {
 impl UsageLedger {
     /// An empty ledger decaying with `half_life_s` (> 0).
     pub fn new(half_life_s: f64) -> Self {
-        UsageLedger { half_life_s, settled: BTreeMap::new() }
+        UsageLedger {
+            half_life_s,
+            settled: BTreeMap::new(),
+        }
     }
 
     /// The half-life, seconds.
@@ -91,7 +102,8 @@ impl UsageLedger {
     /// ends: each tenant's sum is kept as of its latest end).
     pub fn add_run(&mut self, tenant: &str, gpus: f64, start: SimTime, end: SimTime) {
         let h = self.half_life_s;
-        let decay = |from: SimTime, to: SimTime| (-(to.saturating_since(from).as_secs_f64() / h)).exp2();
+        let decay =
+            |from: SimTime, to: SimTime| (-(to.saturating_since(from).as_secs_f64() / h)).exp2();
         match self.settled.get_mut(tenant) {
             Some((value, as_of)) => {
                 let to = (*as_of).max(end);
@@ -99,17 +111,32 @@ impl UsageLedger {
                 *as_of = to;
             }
             None => {
-                self.settled.insert(tenant.to_string(), (decayed_gpu_s(gpus, start, end, end, h), end));
+                self.settled.insert(
+                    tenant.to_string(),
+                    (decayed_gpu_s(gpus, start, end, end, h), end),
+                );
             }
         }
     }
 
     /// Each tenant's usage at `now`: its ended runs, and `running` — `(tenant, GPUs, since)` of
     /// the runs going on, counted up to `now`. Tenants that used nothing are absent.
-    pub fn usage_at<'a>(&self, now: SimTime, running: impl IntoIterator<Item = (&'a str, f64, SimTime)>) -> TenantUsage {
+    pub fn usage_at<'a>(
+        &self,
+        now: SimTime,
+        running: impl IntoIterator<Item = (&'a str, f64, SimTime)>,
+    ) -> TenantUsage {
         let h = self.half_life_s;
-        let mut usage: TenantUsage =
-            self.settled.iter().map(|(tenant, (value, as_of))| (tenant.clone(), value * (-(now.saturating_since(*as_of).as_secs_f64() / h)).exp2())).collect();
+        let mut usage: TenantUsage = self
+            .settled
+            .iter()
+            .map(|(tenant, (value, as_of))| {
+                (
+                    tenant.clone(),
+                    value * (-(now.saturating_since(*as_of).as_secs_f64() / h)).exp2(),
+                )
+            })
+            .collect();
         for (tenant, gpus, since) in running {
             let add = decayed_gpu_s(gpus, since, now, now, h);
             if add > 0.0 {
@@ -142,14 +169,27 @@ mod tests {
         let h = 3600.0;
         // One GPU for one half-life, seen at its end: h/ln2 · (1 − ½).
         let fresh = decayed_gpu_s(1.0, at(0), at(3600), at(3600), h);
-        assert!(close(fresh, 3600.0 / std::f64::consts::LN_2 / 2.0), "{fresh}");
+        assert!(
+            close(fresh, 3600.0 / std::f64::consts::LN_2 / 2.0),
+            "{fresh}"
+        );
         // Two half-lives later it is worth a quarter; four GPUs are worth four times one.
-        assert!(close(decayed_gpu_s(1.0, at(0), at(3600), at(3 * 3600), h), fresh / 4.0));
-        assert!(close(decayed_gpu_s(4.0, at(0), at(3600), at(3600), h), 4.0 * fresh));
+        assert!(close(
+            decayed_gpu_s(1.0, at(0), at(3600), at(3 * 3600), h),
+            fresh / 4.0
+        ));
+        assert!(close(
+            decayed_gpu_s(4.0, at(0), at(3600), at(3600), h),
+            4.0 * fresh
+        ));
         // A short run is worth about its GPU-seconds at once (one second: barely decayed).
         let second = decayed_gpu_s(1.0, at(0), at(1), at(1), h);
         assert!((second - 1.0).abs() < 1e-3 && second < 1.0, "{second}");
-        assert_eq!(decayed_gpu_s(1.0, at(5), at(5), at(9), h), 0.0, "an empty run counts nothing");
+        assert_eq!(
+            decayed_gpu_s(1.0, at(5), at(5), at(9), h),
+            0.0,
+            "an empty run counts nothing"
+        );
     }
 
     #[test]
@@ -159,16 +199,27 @@ mod tests {
         ledger.add_run("a", 2.0, at(0), at(100));
         // Ended out of order: a run that ended before the tenant's latest end still counts, decayed.
         ledger.add_run("a", 1.0, at(0), at(50));
-        let expected_a = decayed_gpu_s(2.0, at(0), at(100), at(300), h) + decayed_gpu_s(1.0, at(0), at(50), at(300), h);
+        let expected_a = decayed_gpu_s(2.0, at(0), at(100), at(300), h)
+            + decayed_gpu_s(1.0, at(0), at(50), at(300), h);
         let usage = ledger.usage_at(at(300), [("b", 1.0, at(200))]);
-        assert!(close(usage["a"], expected_a), "{} vs {expected_a}", usage["a"]);
-        assert!(close(usage["b"], decayed_gpu_s(1.0, at(200), at(300), at(300), h)));
+        assert!(
+            close(usage["a"], expected_a),
+            "{} vs {expected_a}",
+            usage["a"]
+        );
+        assert!(close(
+            usage["b"],
+            decayed_gpu_s(1.0, at(200), at(300), at(300), h)
+        ));
         // The same history added in the other order gives the same numbers.
         let mut other = UsageLedger::new(h);
         other.add_run("a", 1.0, at(0), at(50));
         other.add_run("a", 2.0, at(0), at(100));
         assert!(close(other.usage_at(at(300), [])["a"], expected_a));
-        assert!(!other.usage_at(at(300), []).contains_key("b"), "a tenant that used nothing is absent");
+        assert!(
+            !other.usage_at(at(300), []).contains_key("b"),
+            "a tenant that used nothing is absent"
+        );
     }
 
     #[test]
@@ -177,17 +228,36 @@ mod tests {
         assert_eq!(fairshare_factor(0.0, 1.0, 0.0, 2.0), 1.0);
         assert!(close(fairshare_factor(50.0, 1.0, 100.0, 2.0), 0.5));
         assert!(close(fairshare_factor(100.0, 1.0, 100.0, 2.0), 0.25));
-        assert!(close(fairshare_factor(25.0, 1.0, 100.0, 2.0), 0.5f64.sqrt()));
+        assert!(close(
+            fairshare_factor(25.0, 1.0, 100.0, 2.0),
+            0.5f64.sqrt()
+        ));
         // A heavier weight is a larger share: the same usage costs it less.
         assert!(close(fairshare_factor(75.0, 3.0, 100.0, 4.0), 0.5));
     }
 
     #[test]
     fn a_half_life_is_positive_or_zero_for_off() {
-        assert_eq!(FairShareConfig { half_life_s: 0.0 }.half_life_s().expect("off"), None);
-        assert_eq!(FairShareConfig { half_life_s: 60.0 }.half_life_s().expect("on"), Some(60.0));
+        assert_eq!(
+            FairShareConfig { half_life_s: 0.0 }
+                .half_life_s()
+                .expect("off"),
+            None
+        );
+        assert_eq!(
+            FairShareConfig { half_life_s: 60.0 }
+                .half_life_s()
+                .expect("on"),
+            Some(60.0)
+        );
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
-            assert!(FairShareConfig { half_life_s: bad }.half_life_s().expect_err("bad").to_string().contains("fairshare.half_life_s"));
+            assert!(
+                FairShareConfig { half_life_s: bad }
+                    .half_life_s()
+                    .expect_err("bad")
+                    .to_string()
+                    .contains("fairshare.half_life_s")
+            );
         }
     }
 }

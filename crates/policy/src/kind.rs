@@ -4,10 +4,10 @@
 //! [`PolicyKind::descriptor`], [`build`] and the policies' own tables of [`PolicyConfig`], so a
 //! policy left out of any of them cannot compile.
 
-use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::colocation::PairSpeeds;
-use crate::gavel::{Gavel, RoundOptions};
 use crate::TenantWeights;
+use crate::descriptor::{Descriptor, Family};
+use crate::gavel::{Gavel, RoundOptions};
+use crate::mechanisms::colocation::PairSpeeds;
 use crate::mechanisms::placement::{PlacementStrategy, Placing};
 use crate::synergy::{self, Mechanism, SynergyOrder};
 use crate::{Policy, PolicyError};
@@ -174,7 +174,8 @@ const fn all_policies() -> [PolicyKind; TABLE.len() + 16] {
     while o < 4 {
         let mut m = 0;
         while m < 4 {
-            all[TABLE.len() + o * 4 + m] = PolicyKind::Synergy(SynergyOrder::ALL[o], Mechanism::ALL[m]);
+            all[TABLE.len() + o * 4 + m] =
+                PolicyKind::Synergy(SynergyOrder::ALL[o], Mechanism::ALL[m]);
             m += 1;
         }
         o += 1;
@@ -208,7 +209,10 @@ impl<T: 'static> Sink for AsType<T> {
     type Out = Option<T>;
 
     fn take<P: Policy + 'static>(self, policy: P) -> Option<T> {
-        (Box::new(policy) as Box<dyn Any>).downcast::<T>().ok().map(|policy| *policy)
+        (Box::new(policy) as Box<dyn Any>)
+            .downcast::<T>()
+            .ok()
+            .map(|policy| *policy)
     }
 }
 
@@ -294,7 +298,14 @@ impl PolicyKind {
 
     /// Parses an identifier or one of the aliases its descriptor lists (`tiresias-l` for `las`).
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name).or_else(|| Self::ALL.into_iter().find(|k| k.descriptor().aliases.contains(&name)))
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .or_else(|| {
+                Self::ALL
+                    .into_iter()
+                    .find(|k| k.descriptor().aliases.contains(&name))
+            })
     }
 
     /// One line on what it does and where it comes from.
@@ -306,7 +317,9 @@ impl PolicyKind {
     /// closest known name where one is close (`srft`: "did you mean `srtf`?").
     pub fn parse(name: &str) -> Result<Self, String> {
         PolicyKind::from_name(name).ok_or_else(|| match closest_name(name) {
-            Some(close) => format!("unknown policy `{name}`; did you mean `{close}`? (`arbiter policies` lists them)"),
+            Some(close) => format!(
+                "unknown policy `{name}`; did you mean `{close}`? (`arbiter policies` lists them)"
+            ),
             None => format!("unknown policy `{name}` (`arbiter policies` lists them)"),
         })
     }
@@ -336,7 +349,11 @@ fn closest_name(name: &str) -> Option<&'static str> {
     PolicyKind::ALL
         .iter()
         .map(|k| k.name())
-        .chain(PolicyKind::ALL.iter().flat_map(|k| k.descriptor().aliases.iter().copied()))
+        .chain(
+            PolicyKind::ALL
+                .iter()
+                .flat_map(|k| k.descriptor().aliases.iter().copied()),
+        )
         .map(|known| (strsim::osa_distance(&typed, known), known))
         .filter(|(d, _)| *d <= allowed)
         .min_by_key(|(d, _)| *d)
@@ -355,12 +372,19 @@ mod tests {
 
     #[test]
     fn the_gavel_family_is_what_build_gavel_builds() {
-        let config = PolicyConfig { pair_speeds: Some(Arc::new(PairSpeeds::default())), ..PolicyConfig::default() };
+        let config = PolicyConfig {
+            pair_speeds: Some(Arc::new(PairSpeeds::default())),
+            ..PolicyConfig::default()
+        };
         for kind in PolicyKind::ALL {
             let built = build_gavel(kind, &config).expect("builds").is_some();
             assert_eq!(kind.is_gavel(), built, "{kind}");
             assert!(!kind.is_gavel() || kind.decides_by_rounds(), "{kind}");
-            assert_eq!(kind.is_synergy(), matches!(kind, PolicyKind::Synergy(..)), "{kind}");
+            assert_eq!(
+                kind.is_synergy(),
+                matches!(kind, PolicyKind::Synergy(..)),
+                "{kind}"
+            );
         }
     }
 
@@ -376,22 +400,45 @@ mod tests {
     #[test]
     fn a_mistyped_policy_name_gets_the_closest_one_suggested() {
         let refused = |name: &str| name.parse::<PolicyKind>().expect_err("unknown");
-        assert!(refused("srft").contains("did you mean `srtf`?"), "{}", refused("srft"));
+        assert!(
+            refused("srft").contains("did you mean `srtf`?"),
+            "{}",
+            refused("srft")
+        );
         assert!(refused("SRTF").contains("did you mean `srtf`?"));
         assert!(refused("max-min-fairnes").contains("did you mean `max-min-fairness`?"));
-        assert!(refused("tiresias").contains("did you mean `tiresias-l`?") || refused("tiresias").contains("did you mean `tiresias-g`?"));
+        assert!(
+            refused("tiresias").contains("did you mean `tiresias-l`?")
+                || refused("tiresias").contains("did you mean `tiresias-g`?")
+        );
         // Nothing close: no guess.
-        assert!(!refused("round-robin").contains("did you mean"), "{}", refused("round-robin"));
+        assert!(
+            !refused("round-robin").contains("did you mean"),
+            "{}",
+            refused("round-robin")
+        );
         assert!(refused("round-robin").contains("`arbiter policies` lists them"));
         // Scenario files and JSON parse through the same message.
-        let json = serde_json::from_str::<PolicyKind>("\"srft\"").expect_err("unknown").to_string();
+        let json = serde_json::from_str::<PolicyKind>("\"srft\"")
+            .expect_err("unknown")
+            .to_string();
         assert!(json.contains("did you mean `srtf`?"), "{json}");
         // Every alias really is one.
-        let aliases: Vec<&str> = PolicyKind::ALL.iter().flat_map(|k| k.descriptor().aliases.iter().copied()).collect();
+        let aliases: Vec<&str> = PolicyKind::ALL
+            .iter()
+            .flat_map(|k| k.descriptor().aliases.iter().copied())
+            .collect();
         assert_eq!(aliases.len(), 6);
         for alias in aliases {
-            assert!(PolicyKind::ALL.iter().all(|k| k.name() != alias), "{alias} is also a name");
-            assert_eq!(PolicyKind::from_name(alias).map(|k| k.descriptor().aliases.contains(&alias)), Some(true), "{alias}");
+            assert!(
+                PolicyKind::ALL.iter().all(|k| k.name() != alias),
+                "{alias} is also a name"
+            );
+            assert_eq!(
+                PolicyKind::from_name(alias).map(|k| k.descriptor().aliases.contains(&alias)),
+                Some(true),
+                "{alias}"
+            );
         }
         assert_eq!(PolicyKind::from_name("yarn-cs"), Some(PolicyKind::Fifo));
     }
@@ -399,10 +446,16 @@ mod tests {
     /// The decisions of `kind` over a few rounds of two tenants' jobs competing for too few
     /// GPUs, with tenant `b` weighing `b_weight` (`a` weighs 1); `None` where the policy needs
     /// more configuration than the defaults.
-    fn decisions_with_weight(kind: PolicyKind, b_weight: f64) -> Option<Vec<arbiter_model::Decision>> {
+    fn decisions_with_weight(
+        kind: PolicyKind,
+        b_weight: f64,
+    ) -> Option<Vec<arbiter_model::Decision>> {
         use crate::test_support::{active, cluster, decide, spec_with};
         let weights: TenantWeights = [("a".to_string(), 1.0), ("b".to_string(), b_weight)].into();
-        let config = PolicyConfig { tenant_weights: weights, ..PolicyConfig::default() };
+        let config = PolicyConfig {
+            tenant_weights: weights,
+            ..PolicyConfig::default()
+        };
         let mut policy = build(kind, &config).ok()?;
         let cluster = cluster(1, 4);
         let specs: Vec<arbiter_model::JobSpec> = (0..8)
@@ -417,7 +470,13 @@ mod tests {
         let mut out = Vec::new();
         for round in 1..=4u64 {
             let jobs = active(&specs, &live, &last);
-            last = decide(policy.as_mut(), &cluster, &jobs, &specs, arbiter_model::SimTime::from_ms(round * 600_000));
+            last = decide(
+                policy.as_mut(),
+                &cluster,
+                &jobs,
+                &specs,
+                arbiter_model::SimTime::from_ms(round * 600_000),
+            );
             out.push(last.clone());
         }
         Some(out)
@@ -425,40 +484,76 @@ mod tests {
 
     #[test]
     fn only_the_policies_that_say_so_decide_by_tenant_weights() {
-        let using: Vec<&str> = PolicyKind::ALL.iter().filter(|k| k.uses_tenant_weights()).map(|k| k.name()).collect();
+        let using: Vec<&str> = PolicyKind::ALL
+            .iter()
+            .filter(|k| k.uses_tenant_weights())
+            .map(|k| k.name())
+            .collect();
         assert_eq!(using, ["vtc", "hierarchical"]);
         // By what they do: the same jobs with tenant `b` weighing 1 or 9. (The dashboard shows
         // fair shares from weights only under these.)
         let mut checked = 0;
         for kind in PolicyKind::ALL {
-            let (Some(even), Some(heavy)) = (decisions_with_weight(kind, 1.0), decisions_with_weight(kind, 9.0)) else { continue };
-            assert_eq!(even != heavy, kind.uses_tenant_weights(), "{kind}: decides by weight = {}", even != heavy);
+            let (Some(even), Some(heavy)) = (
+                decisions_with_weight(kind, 1.0),
+                decisions_with_weight(kind, 9.0),
+            ) else {
+                continue;
+            };
+            assert_eq!(
+                even != heavy,
+                kind.uses_tenant_weights(),
+                "{kind}: decides by weight = {}",
+                even != heavy
+            );
             checked += 1;
         }
-        assert!(checked >= 40, "only {checked} policies built with the defaults");
+        assert!(
+            checked >= 40,
+            "only {checked} policies built with the defaults"
+        );
     }
 
     #[test]
     fn every_descriptor_says_where_it_comes_from_and_what_it_does() {
         for kind in PolicyKind::ALL {
             let d = kind.descriptor();
-            assert!(!d.paper.is_empty() && !d.detail.is_empty(), "{kind}: paper and detail");
-            assert_eq!(d.pair_speeds, kind.reads().contains(&"pair_speeds"), "{kind}: says it uses pair speeds iff its builder gets them");
+            assert!(
+                !d.paper.is_empty() && !d.detail.is_empty(),
+                "{kind}: paper and detail"
+            );
+            assert_eq!(
+                d.pair_speeds,
+                kind.reads().contains(&"pair_speeds"),
+                "{kind}: says it uses pair speeds iff its builder gets them"
+            );
         }
     }
 
     #[test]
     fn every_field_read_is_a_scenario_table_or_supplied_by_the_caller() {
-        let Ok(serde_json::Value::Object(tables)) = serde_json::to_value(PolicyConfig::default()) else { panic!("PolicyConfig serializes to a table") };
-        let read: std::collections::BTreeSet<&str> = PolicyKind::ALL.iter().flat_map(|k| k.reads().iter().copied()).collect();
+        let Ok(serde_json::Value::Object(tables)) = serde_json::to_value(PolicyConfig::default())
+        else {
+            panic!("PolicyConfig serializes to a table")
+        };
+        let read: std::collections::BTreeSet<&str> = PolicyKind::ALL
+            .iter()
+            .flat_map(|k| k.reads().iter().copied())
+            .collect();
         for field in &read {
             match PolicyConfig::scenario_key(field) {
-                Some(key) => assert!(tables.contains_key(key), "{field}: `policy.{key}` is not a scenario table"),
+                Some(key) => assert!(
+                    tables.contains_key(key),
+                    "{field}: `policy.{key}` is not a scenario table"
+                ),
                 None => assert!(!tables.contains_key(*field), "{field} is a scenario table"),
             }
         }
         // And no table is read by nobody.
-        let keys: std::collections::BTreeSet<&str> = read.iter().filter_map(|f| PolicyConfig::scenario_key(f)).collect();
+        let keys: std::collections::BTreeSet<&str> = read
+            .iter()
+            .filter_map(|f| PolicyConfig::scenario_key(f))
+            .collect();
         assert_eq!(keys, tables.keys().map(String::as_str).collect());
     }
 

@@ -36,19 +36,20 @@ pub mod gavel;
 pub mod horus;
 pub mod muri;
 pub mod qssf;
+pub mod quotas;
 pub mod synergy;
+#[cfg(test)]
+mod test_support;
 pub mod themis;
 pub mod tiresias;
 pub mod vtc;
-#[cfg(test)]
-mod test_support;
 
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Occupancy, SimTime};
 use thiserror::Error;
 
 pub use descriptor::{DaemonSupport, Descriptor, Family};
 pub use fairshare::{FairShareConfig, TenantUsage, UsageLedger};
-pub use kind::{build, build_gavel, PolicyConfig, PolicyKind};
+pub use kind::{PolicyConfig, PolicyKind, build, build_gavel};
 pub use mechanisms::placement::{PlacementStrategy, Placing};
 
 /// What a policy sees at a scheduling point. Borrowed, never copied: building it is free.
@@ -111,7 +112,8 @@ pub trait Policy: Send {
     /// rejects the whole decision otherwise); a job absent from `run` is preempted if running.
     /// Calling twice with the same view and time gives the same decision, except where the
     /// policy documents state that it updates (queue membership, learned predictions).
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError>;
+    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime)
+    -> Result<Decision, PolicyError>;
 
     /// Told when a job finishes, so policies that learn from history (QSSF) or keep per-job state
     /// (LAS queues) can update. Default: nothing.
@@ -141,6 +143,21 @@ pub trait Policy: Send {
     /// Gives the policy each tenant's decayed usage as of the coming decision (GPU-seconds,
     /// [`fairshare`]); only a policy with a half-life reads it. Default: nothing.
     fn set_tenant_usage(&mut self, _usage: &TenantUsage) {}
+
+    /// The quota tree this policy runs under and what it decided at the last round, when it runs
+    /// under one ([`quotas::Quotas`]). Default: none.
+    fn quota_round(&self) -> Option<(&quotas::QuotaTree, &quotas::QuotaRound)> {
+        None
+    }
+
+    /// Sets (or with `None`, lifts) the quota tree this policy runs under; only a policy built
+    /// under quotas ([`quotas::Quotas`]) can. Default: refused.
+    fn set_quota_tree(&mut self, _tree: Option<quotas::QuotaTree>) -> Result<(), PolicyError> {
+        Err(PolicyError::Config(format!(
+            "{} was not built under a quota tree",
+            self.name()
+        )))
+    }
 }
 
 /// Maps a non-negative float to an integer with the same order, for sort keys (NaN and negative

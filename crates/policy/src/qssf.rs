@@ -10,7 +10,7 @@
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
 use crate::mechanisms::placement::Placing;
-use crate::{order_key, Policy, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -29,7 +29,9 @@ pub struct QssfParams {
 
 impl Default for QssfParams {
     fn default() -> Self {
-        QssfParams { history: DEFAULT_HISTORY }
+        QssfParams {
+            history: DEFAULT_HISTORY,
+        }
     }
 }
 
@@ -78,7 +80,11 @@ impl Qssf {
     /// With placement options and the number of recent jobs per key.
     pub fn new(options: GreedyOptions, window: usize) -> Self {
         Qssf {
-            options: GreedyOptions { preemptive: false, head_of_line_blocking: false, ..options },
+            options: GreedyOptions {
+                preemptive: false,
+                head_of_line_blocking: false,
+                ..options
+            },
             window: window.max(1),
             key_ids: BTreeMap::new(),
             history: Vec::new(),
@@ -121,7 +127,8 @@ impl Qssf {
     }
 
     fn predict_from(&self, ids: &[u32; 5]) -> Option<f64> {
-        ids.iter().find_map(|&id| self.history.get(id as usize).and_then(Recent::mean))
+        ids.iter()
+            .find_map(|&id| self.history.get(id as usize).and_then(Recent::mean))
     }
 
     /// Predicted duration in seconds, or `None` with no relevant history at all.
@@ -136,7 +143,11 @@ impl Policy for Qssf {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         for job in view.jobs.iter().filter(|j| !j.is_running()) {
             self.key_ids_of(view.spec(job));
         }

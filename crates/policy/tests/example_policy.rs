@@ -13,7 +13,7 @@
 
 use arbiter_model::{ActiveJob, Cluster, Decision, JobId, JobSpec, SimTime};
 use arbiter_policy::descriptor::{Descriptor, Family};
-use arbiter_policy::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use arbiter_policy::mechanisms::greedy::{GreedyOptions, schedule_in_order};
 use arbiter_policy::{PlacementStrategy, Placing, Policy, PolicyError, SchedulerView};
 use std::cmp::Reverse;
 
@@ -35,7 +35,11 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new("largest-first", Family::Even
 /// Builds it: the registry calls this with `&config.largest_first` (the fields its line names,
 /// in order) and the caller's placement.
 pub fn build(params: &LargestFirstParams, placing: Placing) -> Result<LargestFirst, PolicyError> {
-    let options = GreedyOptions { preemptive: true, head_of_line_blocking: params.head_of_line_blocking, ..GreedyOptions::fit_first(placing) };
+    let options = GreedyOptions {
+        preemptive: true,
+        head_of_line_blocking: params.head_of_line_blocking,
+        ..GreedyOptions::fit_first(placing)
+    };
     Ok(LargestFirst { options })
 }
 
@@ -49,29 +53,66 @@ impl Policy for LargestFirst {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
-        Ok(schedule_in_order(view, now, self.options, |job: &ActiveJob| (Reverse(job.gpus), job.submit)))
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
+        Ok(schedule_in_order(
+            view,
+            now,
+            self.options,
+            |job: &ActiveJob| (Reverse(job.gpus), job.submit),
+        ))
     }
 }
 
 #[test]
 fn the_example_policy_places_the_largest_job_first() {
     let cluster = Cluster::homogeneous(1, 1, 4, 32, 256, "a100").expect("cluster");
-    let specs: Vec<JobSpec> = [(1, 10.0), (4, 10.0), (2, 10.0)].iter().enumerate().map(|(i, (gpus, s))| JobSpec::new(JobId(i as u32), SimTime::from_ms(i as u64), *gpus, *s)).collect();
-    let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
-    let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None };
-    let placing = Placing { strategy: PlacementStrategy::Consolidated, keep_placements: true };
+    let specs: Vec<JobSpec> = [(1, 10.0), (4, 10.0), (2, 10.0)]
+        .iter()
+        .enumerate()
+        .map(|(i, (gpus, s))| JobSpec::new(JobId(i as u32), SimTime::from_ms(i as u64), *gpus, *s))
+        .collect();
+    let jobs: Vec<ActiveJob> = specs
+        .iter()
+        .map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s))
+        .collect();
+    let view = SchedulerView {
+        cluster: &cluster,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    let placing = Placing {
+        strategy: PlacementStrategy::Consolidated,
+        keep_placements: true,
+    };
     let mut policy = build(&LargestFirstParams::default(), placing).expect("builds");
-    let decision = policy.schedule(&view, SimTime::from_ms(10)).expect("decides");
+    let decision = policy
+        .schedule(&view, SimTime::from_ms(10))
+        .expect("decides");
     let placed: Vec<u32> = decision.run.iter().map(|a| a.job.0).collect();
-    assert_eq!(placed, vec![1], "the 4-GPU job takes the node; the others wait");
+    assert_eq!(
+        placed,
+        vec![1],
+        "the 4-GPU job takes the node; the others wait"
+    );
     assert_eq!(policy.name(), "largest-first");
 }
 
 #[test]
 fn its_parameters_read_as_a_scenario_table_would() {
-    let params: LargestFirstParams = serde_json::from_str(r#"{"head_of_line_blocking": true}"#).expect("parses");
+    let params: LargestFirstParams =
+        serde_json::from_str(r#"{"head_of_line_blocking": true}"#).expect("parses");
     assert!(params.head_of_line_blocking);
-    assert_eq!(serde_json::from_str::<LargestFirstParams>("{}").expect("defaults"), LargestFirstParams::default());
-    assert!(serde_json::from_str::<LargestFirstParams>(r#"{"head_of_line_blockng": true}"#).is_err(), "a mistyped key is refused");
+    assert_eq!(
+        serde_json::from_str::<LargestFirstParams>("{}").expect("defaults"),
+        LargestFirstParams::default()
+    );
+    assert!(
+        serde_json::from_str::<LargestFirstParams>(r#"{"head_of_line_blockng": true}"#).is_err(),
+        "a mistyped key is refused"
+    );
 }

@@ -8,17 +8,17 @@
 //! lists start (Decima-style: jobs it leaves out wait), placed as the external protocol places
 //! an order; running jobs keep their GPUs. Dropping the [`Episode`] abandons the simulation.
 
+use crate::Error;
 use crate::inprocess::{self, TenantCodes};
 use crate::scenario::{self, Run};
-use crate::Error;
 use arbiter_model::{ActiveJob, Decision, JobSpec, PendingReason, SimTime};
-use arbiter_policy::external::{decide_in_order, Flowtime, Observation};
+use arbiter_policy::external::{Flowtime, Observation, decide_in_order};
 use arbiter_policy::mechanisms::greedy::GreedyOptions;
 use arbiter_policy::{Placing, Policy, PolicyConfig, PolicyError, PolicyKind, SchedulerView};
-use arbiter_sim::scenario::Scenario;
 use arbiter_sim::StopFlag;
-use std::sync::mpsc::{channel, Receiver, Sender};
+use arbiter_sim::scenario::Scenario;
 use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 
 /// What the agent answers at a scheduling point.
@@ -35,7 +35,13 @@ pub enum Answer {
 pub enum Point {
     /// A scheduling point: the time, the reward since the last one (−jobs in the system ×
     /// seconds), the job columns ([`inprocess::pack_columns`]), the free GPUs per node.
-    View { time_s: f64, reward: f64, columns: Vec<u8>, free: Vec<u32>, tenants: Vec<String> },
+    View {
+        time_s: f64,
+        reward: f64,
+        columns: Vec<u8>,
+        free: Vec<u32>,
+        tenants: Vec<String>,
+    },
     /// The free GPUs per node after an order tried.
     Free(Vec<u32>),
     /// An order that names a job it may not (the message).
@@ -55,10 +61,22 @@ struct ChannelPolicy {
 
 /// The decision that starts only the jobs of `order` (the external protocol's placement, not
 /// preemptive), and the free GPUs per node after it.
-fn start_only(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, order: &[u32], free: &[u32]) -> Result<(Decision, Vec<u32>), String> {
-    let mut decision = decide_in_order(view, now, options, order, false).map_err(|e| e.to_string())?;
+fn start_only(
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    options: GreedyOptions,
+    order: &[u32],
+    free: &[u32],
+) -> Result<(Decision, Vec<u32>), String> {
+    let mut decision =
+        decide_in_order(view, now, options, order, false).map_err(|e| e.to_string())?;
     let listed: std::collections::HashSet<u32> = order.iter().copied().collect();
-    let running: std::collections::HashSet<u32> = view.jobs.iter().filter(|j| j.is_running()).map(|j| j.id.0).collect();
+    let running: std::collections::HashSet<u32> = view
+        .jobs
+        .iter()
+        .filter(|j| j.is_running())
+        .map(|j| j.id.0)
+        .collect();
     let mut free = free.to_vec();
     let mut run = Vec::with_capacity(decision.run.len());
     for assignment in std::mem::take(&mut decision.run) {
@@ -73,7 +91,9 @@ fn start_only(view: &SchedulerView<'_>, now: SimTime, options: GreedyOptions, or
             }
             run.push(assignment);
         } else {
-            decision.pending.push((assignment.job, PendingReason::LowerPriority));
+            decision
+                .pending
+                .push((assignment.job, PendingReason::LowerPriority));
         }
     }
     decision.run = run;
@@ -85,7 +105,11 @@ impl Policy for ChannelPolicy {
         arbiter_policy::external::DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let abandoned = || PolicyError::Config("the episode was abandoned".into());
         let observation = Observation::of(view, now);
         let mut columns = vec![0; inprocess::columns_len(observation.jobs.len())];
@@ -93,7 +117,15 @@ impl Policy for ChannelPolicy {
         let reward = self.flow.point(now, view.jobs.len());
         let tenants = self.tenants.take_new().to_vec();
         let free = observation.free_gpus.clone();
-        self.to_agent.send(Point::View { time_s: observation.time_s, reward, columns, free: free.clone(), tenants }).map_err(|_| abandoned())?;
+        self.to_agent
+            .send(Point::View {
+                time_s: observation.time_s,
+                reward,
+                columns,
+                free: free.clone(),
+                tenants,
+            })
+            .map_err(|_| abandoned())?;
         loop {
             let (order, deciding) = match self.from_agent.recv().map_err(|_| abandoned())? {
                 Answer::Try(order) => (order, false),
@@ -101,8 +133,14 @@ impl Policy for ChannelPolicy {
             };
             match start_only(view, now, self.options, &order, &free) {
                 Ok((decision, _)) if deciding => return Ok(decision),
-                Ok((_, after)) => self.to_agent.send(Point::Free(after)).map_err(|_| abandoned())?,
-                Err(message) => self.to_agent.send(Point::Refused(message)).map_err(|_| abandoned())?,
+                Ok((_, after)) => self
+                    .to_agent
+                    .send(Point::Free(after))
+                    .map_err(|_| abandoned())?,
+                Err(message) => self
+                    .to_agent
+                    .send(Point::Refused(message))
+                    .map_err(|_| abandoned())?,
             }
         }
     }
@@ -138,14 +176,32 @@ impl Episode {
         let stop = StopFlag::new();
         let thread_stop = stop.clone();
         let thread = std::thread::spawn(move || {
-            let factory = |_: PolicyKind, config: &PolicyConfig| -> Result<Box<dyn Policy>, PolicyError> {
-                let (to_agent, from_agent) = ends.lock().ok().and_then(|mut e| e.take()).ok_or_else(|| PolicyError::Config("an episode runs one simulation".into()))?;
-                let placing = Placing { strategy: config.placement, keep_placements: config.keep_placements };
-                Ok(Box::new(ChannelPolicy { to_agent, from_agent, options: GreedyOptions::fit_first(placing), tenants: TenantCodes::default(), flow: Flowtime::default() }))
-            };
+            let factory =
+                |_: PolicyKind, config: &PolicyConfig| -> Result<Box<dyn Policy>, PolicyError> {
+                    let (to_agent, from_agent) =
+                        ends.lock().ok().and_then(|mut e| e.take()).ok_or_else(|| {
+                            PolicyError::Config("an episode runs one simulation".into())
+                        })?;
+                    let placing = Placing {
+                        strategy: config.placement,
+                        keep_placements: config.keep_placements,
+                    };
+                    Ok(Box::new(ChannelPolicy {
+                        to_agent,
+                        from_agent,
+                        options: GreedyOptions::fit_first(placing),
+                        tenants: TenantCodes::default(),
+                        flow: Flowtime::default(),
+                    }))
+                };
             scenario::run_with(scenario, false, &thread_stop, Some(&factory))
         });
-        Episode { to_sim: Some(to_sim), from_sim: Mutex::new(from_sim), stop, thread: Some(thread) }
+        Episode {
+            to_sim: Some(to_sim),
+            from_sim: Mutex::new(from_sim),
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// The next message of the simulation (a scheduling point, or its end).
@@ -160,8 +216,13 @@ impl Episode {
 
     /// Waits for the simulation to end (after [`Point::End`]): its run, or why it failed.
     pub fn finish(mut self) -> Result<Run, Error> {
-        let thread = self.thread.take().ok_or_else(|| Error::Argument("the episode has no simulation".into()))?;
-        thread.join().map_err(|_| Error::Argument("the episode's simulation panicked".into()))?
+        let thread = self
+            .thread
+            .take()
+            .ok_or_else(|| Error::Argument("the episode has no simulation".into()))?;
+        thread
+            .join()
+            .map_err(|_| Error::Argument("the episode's simulation panicked".into()))?
     }
 }
 
@@ -183,7 +244,10 @@ mod tests {
     use std::path::Path;
 
     fn floats(bytes: &[u8]) -> Vec<f64> {
-        bytes.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect()
+        bytes
+            .chunks_exact(8)
+            .map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes")))
+            .collect()
     }
 
     fn sixty(policy: &str) -> Scenario {
@@ -199,20 +263,36 @@ mod tests {
         let mut total_reward = 0.0;
         loop {
             match episode.next().expect("a point") {
-                Point::View { reward, columns, free, .. } => {
+                Point::View {
+                    reward,
+                    columns,
+                    free,
+                    ..
+                } => {
                     total_reward += reward;
                     let f = floats(&columns);
                     let n = f.len() / inprocess::COLUMNS.len();
-                    let (ids, gpus, running, duration) = (&f[0..n], &f[2 * n..3 * n], &f[4 * n..5 * n], &f[7 * n..8 * n]);
+                    let (ids, gpus, running, duration) = (
+                        &f[0..n],
+                        &f[2 * n..3 * n],
+                        &f[4 * n..5 * n],
+                        &f[7 * n..8 * n],
+                    );
                     let mut waiting: Vec<usize> = (0..n).filter(|&i| running[i] == 0.0).collect();
-                    waiting.sort_by(|&a, &b| duration[a].total_cmp(&duration[b]).then(ids[a].total_cmp(&ids[b])));
+                    waiting.sort_by(|&a, &b| {
+                        duration[a]
+                            .total_cmp(&duration[b])
+                            .then(ids[a].total_cmp(&ids[b]))
+                    });
                     let mut order = Vec::new();
                     let mut left: u32 = free.iter().sum();
                     for i in waiting {
                         if gpus[i] as u32 <= left {
                             order.push(ids[i] as u32);
                             assert!(episode.answer(Answer::Try(order.clone())));
-                            let Some(Point::Free(after)) = episode.next() else { panic!("free GPUs") };
+                            let Some(Point::Free(after)) = episode.next() else {
+                                panic!("free GPUs")
+                            };
                             left = after.iter().sum();
                         }
                     }
@@ -227,9 +307,15 @@ mod tests {
         }
         let ours = episode.finish().expect("runs");
         let sjf = scenario::run(sixty("sjf"), false, &StopFlag::default()).expect("runs");
-        assert_eq!(ours.rows[0].summary.avg_jct_s, sjf.rows[0].summary.avg_jct_s);
+        assert_eq!(
+            ours.rows[0].summary.avg_jct_s,
+            sjf.rows[0].summary.avg_jct_s
+        );
         let total_jct = sjf.rows[0].summary.avg_jct_s * sjf.rows[0].summary.jobs as f64;
-        assert!((-total_reward - total_jct).abs() < 1e-6 * total_jct, "return {total_reward} vs Σ JCT {total_jct}");
+        assert!(
+            (-total_reward - total_jct).abs() < 1e-6 * total_jct,
+            "return {total_reward} vs Σ JCT {total_jct}"
+        );
     }
 
     #[test]
@@ -237,7 +323,9 @@ mod tests {
         let episode = Episode::start(sixty("external"));
         assert!(matches!(episode.next(), Some(Point::View { .. })));
         assert!(episode.answer(Answer::Try(vec![123_456])));
-        let Some(Point::Refused(message)) = episode.next() else { panic!("refused") };
+        let Some(Point::Refused(message)) = episode.next() else {
+            panic!("refused")
+        };
         assert!(message.contains("123456"), "{message}");
         drop(episode);
     }

@@ -2,8 +2,8 @@
 //! raises. Messages are the command line's words (it prints `error: {e:#}`: the error, then
 //! each of its sources after a colon); [`Error::message`] gives the same text.
 
-use arbiter_sim::scenario::ScenarioError;
 use arbiter_sim::SimError;
+use arbiter_sim::scenario::ScenarioError;
 use arbiter_trace::TraceError;
 use thiserror::Error;
 
@@ -86,8 +86,14 @@ fn scenario_class(error: &ScenarioError) -> ErrorClass {
     match error {
         ScenarioError::Trace(_) => ErrorClass::Trace,
         ScenarioError::Stopped => ErrorClass::Stopped,
-        ScenarioError::Sim { error: SimError::Stopped(_), .. } => ErrorClass::Stopped,
-        ScenarioError::Sim { error: SimError::Policy { .. } | SimError::InvalidDecision { .. } | SimError::Config(_), .. } => ErrorClass::Policy,
+        ScenarioError::Sim {
+            error: SimError::Stopped(_),
+            ..
+        } => ErrorClass::Stopped,
+        ScenarioError::Sim {
+            error: SimError::Policy { .. } | SimError::InvalidDecision { .. } | SimError::Config(_),
+            ..
+        } => ErrorClass::Policy,
         other if other.key().is_some_and(is_policy_key) => ErrorClass::Policy,
         _ => ErrorClass::Scenario,
     }
@@ -114,9 +120,18 @@ mod tests {
 
     #[test]
     fn the_message_carries_the_sources_as_the_command_line_prints_them() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
-        let error = Error::Trace(TraceError::Io { path: "x.csv".into(), source: io });
-        assert_eq!(error.message(), "cannot read x.csv: No such file or directory (os error 2)");
+        let io = std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "No such file or directory (os error 2)",
+        );
+        let error = Error::Trace(TraceError::Io {
+            path: "x.csv".into(),
+            source: io,
+        });
+        assert_eq!(
+            error.message(),
+            "cannot read x.csv: No such file or directory (os error 2)"
+        );
         assert_eq!(error.class(), ErrorClass::Trace);
     }
 }

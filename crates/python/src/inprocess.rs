@@ -9,13 +9,23 @@
 //! ([`pack_columns`]).
 
 use arbiter_model::{Assignment, Decision, JobId, NodeId, Placement, SimTime};
-use arbiter_policy::external::Observation;
 use arbiter_policy::SchedulerView;
+use arbiter_policy::external::Observation;
 use std::collections::HashMap;
 
 /// The job columns, in the order [`pack_columns`] writes them and [`Column::ALL`] numbers them
 /// (`python/arbiter/_policy.py` reads them in this order).
-pub const COLUMNS: [&str; 9] = ["id", "tenant", "gpus", "submit_s", "running", "executed_s", "attained_gpu_s", "duration_s", "remaining_s"];
+pub const COLUMNS: [&str; 9] = [
+    "id",
+    "tenant",
+    "gpus",
+    "submit_s",
+    "running",
+    "executed_s",
+    "attained_gpu_s",
+    "duration_s",
+    "remaining_s",
+];
 
 /// One job column of a Python policy's view, numbered as [`COLUMNS`] names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +52,17 @@ pub enum Column {
 
 impl Column {
     /// Every column, in [`COLUMNS`] order.
-    pub const ALL: [Column; 9] = [Column::Id, Column::Tenant, Column::Gpus, Column::SubmitS, Column::Running, Column::ExecutedS, Column::AttainedGpuS, Column::DurationS, Column::RemainingS];
+    pub const ALL: [Column; 9] = [
+        Column::Id,
+        Column::Tenant,
+        Column::Gpus,
+        Column::SubmitS,
+        Column::Running,
+        Column::ExecutedS,
+        Column::AttainedGpuS,
+        Column::DurationS,
+        Column::RemainingS,
+    ];
 
     /// The column numbered `index` in [`COLUMNS`].
     pub fn from_index(index: usize) -> Option<Column> {
@@ -57,8 +77,19 @@ impl Column {
 
 /// Writes `column` of the jobs of `view` at `now` into `out` (`column.width()` bytes per job,
 /// native byte order; the same values as [`Observation::of`]), coding tenants with `tenants`.
-pub fn write_column(view: &SchedulerView<'_>, now: SimTime, column: Column, tenants: &mut TenantCodes, out: &mut [u8]) {
-    fn each<T: Copy>(view: &SchedulerView<'_>, out: &mut [u8], bytes: impl Fn(T) -> [u8; 8], mut value: impl FnMut(&arbiter_model::ActiveJob) -> T) {
+pub fn write_column(
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    column: Column,
+    tenants: &mut TenantCodes,
+    out: &mut [u8],
+) {
+    fn each<T: Copy>(
+        view: &SchedulerView<'_>,
+        out: &mut [u8],
+        bytes: impl Fn(T) -> [u8; 8],
+        mut value: impl FnMut(&arbiter_model::ActiveJob) -> T,
+    ) {
         for (slot, job) in out.chunks_exact_mut(8).zip(view.jobs) {
             slot.copy_from_slice(&bytes(value(job)));
         }
@@ -67,7 +98,9 @@ pub fn write_column(view: &SchedulerView<'_>, now: SimTime, column: Column, tena
     let float = |v: f64| v.to_ne_bytes();
     match column {
         Column::Id => each(view, out, int, |j| i64::from(j.id.0)),
-        Column::Tenant => each(view, out, int, |j| tenants.code(j.id.0, &view.spec(j).tenant) as i64),
+        Column::Tenant => each(view, out, int, |j| {
+            tenants.code(j.id.0, &view.spec(j).tenant) as i64
+        }),
         Column::Gpus => each(view, out, int, |j| i64::from(j.gpus)),
         Column::SubmitS => each(view, out, float, |j| j.submit.as_ms() as f64 / 1000.0),
         Column::Running => {
@@ -87,10 +120,17 @@ pub fn write_column(view: &SchedulerView<'_>, now: SimTime, column: Column, tena
 /// [`Observation::of`] counts them.
 pub fn free_gpus(view: &SchedulerView<'_>) -> Vec<u8> {
     let free: Vec<u32> = match view.current {
-        Some(current) => (0..view.cluster.nodes.len()).map(|i| current.free.free_on(NodeId(i as u32))).collect(),
+        Some(current) => (0..view.cluster.nodes.len())
+            .map(|i| current.free.free_on(NodeId(i as u32)))
+            .collect(),
         None => {
             let mut free: Vec<u32> = view.cluster.nodes.iter().map(|n| n.gpus).collect();
-            for (node, gpus) in view.jobs.iter().filter_map(|j| j.placement()).flat_map(|p| &p.slots) {
+            for (node, gpus) in view
+                .jobs
+                .iter()
+                .filter_map(|j| j.placement())
+                .flat_map(|p| &p.slots)
+            {
                 if let Some(f) = free.get_mut(node.index()) {
                     *f = f.saturating_sub(*gpus);
                 }
@@ -98,7 +138,9 @@ pub fn free_gpus(view: &SchedulerView<'_>) -> Vec<u8> {
             free
         }
     };
-    free.iter().flat_map(|&f| i64::from(f).to_ne_bytes()).collect()
+    free.iter()
+        .flat_map(|&f| i64::from(f).to_ne_bytes())
+        .collect()
 }
 
 /// Tenants as small integers, in the order first seen, for the `tenant` column.
@@ -198,7 +240,9 @@ pub enum PlacementsError {
     #[error("its decision names job {0}, which is not waiting or running")]
     UnknownJob(i64),
     /// A node the cluster does not have.
-    #[error("job {job}: its placement names node {node}, which the cluster does not have (nodes 0 to {last})")]
+    #[error(
+        "job {job}: its placement names node {node}, which the cluster does not have (nodes 0 to {last})"
+    )]
     UnknownNode {
         /// The job.
         job: u32,
@@ -208,7 +252,9 @@ pub enum PlacementsError {
         last: usize,
     },
     /// A GPU count below one.
-    #[error("job {job}: its placement gives node {node} {gpus} GPUs (at least 1 on each node it names)")]
+    #[error(
+        "job {job}: its placement gives node {node} {gpus} GPUs (at least 1 on each node it names)"
+    )]
     BadGpus {
         /// The job.
         job: u32,
@@ -218,7 +264,9 @@ pub enum PlacementsError {
         gpus: i64,
     },
     /// Words that are not `job, k, node, gpus, ... (k pairs)` (`_policy.py` writes them).
-    #[error("internal error (please report it): a decision's placements end in the middle of job {0}")]
+    #[error(
+        "internal error (please report it): a decision's placements end in the middle of job {0}"
+    )]
     Truncated(i64),
 }
 
@@ -233,9 +281,21 @@ pub fn unpack_placements(bytes: &[u8], nodes: usize) -> Result<Vec<Assignment>, 
         let slots = words.next().ok_or(PlacementsError::Truncated(id))?;
         let mut placement = Placement::default();
         for _ in 0..slots {
-            let (Some(node), Some(gpus)) = (words.next(), words.next()) else { return Err(PlacementsError::Truncated(id)) };
-            let node = u32::try_from(node).ok().filter(|&n| (n as usize) < nodes).ok_or(PlacementsError::UnknownNode { job, node, last: nodes.saturating_sub(1) })?;
-            let gpus = u32::try_from(gpus).ok().filter(|&g| g > 0).ok_or(PlacementsError::BadGpus { job, node, gpus })?;
+            let (Some(node), Some(gpus)) = (words.next(), words.next()) else {
+                return Err(PlacementsError::Truncated(id));
+            };
+            let node = u32::try_from(node)
+                .ok()
+                .filter(|&n| (n as usize) < nodes)
+                .ok_or(PlacementsError::UnknownNode {
+                    job,
+                    node,
+                    last: nodes.saturating_sub(1),
+                })?;
+            let gpus = u32::try_from(gpus)
+                .ok()
+                .filter(|&g| g > 0)
+                .ok_or(PlacementsError::BadGpus { job, node, gpus })?;
             placement.slots.push((NodeId(node), gpus));
         }
         run.push(Assignment::exclusive(JobId(job), placement));
@@ -246,12 +306,19 @@ pub fn unpack_placements(bytes: &[u8], nodes: usize) -> Result<Vec<Assignment>, 
 /// Running jobs that `run` gives the GPUs they hold, listed in another node order, get their
 /// placement as held: they are kept, not migrated (the planner compares placements slot by slot).
 pub fn match_held(view: &SchedulerView<'_>, run: &mut [Assignment]) {
-    let held: HashMap<JobId, &Placement> = view.jobs.iter().filter_map(|j| Some((j.id, j.placement()?))).collect();
+    let held: HashMap<JobId, &Placement> = view
+        .jobs
+        .iter()
+        .filter_map(|j| Some((j.id, j.placement()?)))
+        .collect();
     for a in run {
         if let Some(&placement) = held.get(&a.job)
             && *placement != a.placement
             && placement.slots.len() == a.placement.slots.len()
-            && placement.slots.iter().all(|slot| a.placement.slots.contains(slot))
+            && placement
+                .slots
+                .iter()
+                .all(|slot| a.placement.slots.contains(slot))
         {
             a.placement = placement.clone();
         }
@@ -263,13 +330,29 @@ pub type HeldPlacements = Vec<(u32, Vec<(u32, u32)>)>;
 
 /// The placement of every running job of `view`, in view order.
 pub fn held_placements(view: &SchedulerView<'_>) -> HeldPlacements {
-    view.jobs.iter().filter_map(|j| Some((j.id.0, j.placement()?.slots.iter().map(|&(n, g)| (n.0, g)).collect()))).collect()
+    view.jobs
+        .iter()
+        .filter_map(|j| {
+            Some((
+                j.id.0,
+                j.placement()?
+                    .slots
+                    .iter()
+                    .map(|&(n, g)| (n.0, g))
+                    .collect(),
+            ))
+        })
+        .collect()
 }
 
 /// A decision of placements: `run` starts (or keeps) those jobs; with `preempt`, running jobs
 /// it leaves out stop, else they keep their GPUs (a decision by changes).
 pub fn placements_decision(run: Vec<Assignment>, preempt: bool) -> Decision {
-    Decision { run, keep_unlisted: !preempt, ..Decision::default() }
+    Decision {
+        run,
+        keep_unlisted: !preempt,
+        ..Decision::default()
+    }
 }
 
 #[cfg(test)]
@@ -279,13 +362,30 @@ mod tests {
     use arbiter_policy::external::JobFeatures;
 
     fn floats(bytes: &[u8]) -> Vec<f64> {
-        bytes.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect()
+        bytes
+            .chunks_exact(8)
+            .map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes")))
+            .collect()
     }
 
     #[test]
     fn columns_come_one_after_another_with_tenants_coded_in_order_seen() {
-        let job = |id, tenant| JobFeatures { id, tenant, gpus: 2, submit_s: 1.5, running: id == 7, executed_s: 3.0, attained_gpu_s: 6.0, duration_s: 10.0, remaining_s: 7.0 };
-        let observation = Observation { time_s: 4.5, free_gpus: vec![3, 0], jobs: vec![job(7, "b"), job(9, "a"), job(11, "b")] };
+        let job = |id, tenant| JobFeatures {
+            id,
+            tenant,
+            gpus: 2,
+            submit_s: 1.5,
+            running: id == 7,
+            executed_s: 3.0,
+            attained_gpu_s: 6.0,
+            duration_s: 10.0,
+            remaining_s: 7.0,
+        };
+        let observation = Observation {
+            time_s: 4.5,
+            free_gpus: vec![3, 0],
+            jobs: vec![job(7, "b"), job(9, "a"), job(11, "b")],
+        };
         let mut tenants = TenantCodes::default();
         let mut packed = vec![0; columns_len(3)];
         pack_columns(&observation, &mut tenants, &mut packed);
@@ -305,7 +405,10 @@ mod tests {
         assert_eq!(unpack_order(&words_of(&[3, 1, 2]), &mut order), Ok(()));
         assert_eq!(order, [3, 1, 2]);
         assert_eq!(unpack_order(&words_of(&[3, -1]), &mut order), Err(-1));
-        assert_eq!(unpack_order(&words_of(&[1 << 40]), &mut order), Err(1 << 40));
+        assert_eq!(
+            unpack_order(&words_of(&[1 << 40]), &mut order),
+            Err(1 << 40)
+        );
     }
 
     fn words_of(words: &[i64]) -> Vec<u8> {
@@ -326,22 +429,55 @@ mod tests {
     impl Fixture {
         fn new() -> Self {
             let cluster = Cluster::homogeneous(1, 2, 4, 32, 128, "V100").expect("cluster");
-            let spec = |id, submit_s: u64, gpus, run_time_s, tenant: &str| JobSpec { tenant: tenant.into(), ..JobSpec::new(JobId(id), SimTime::from_ms(submit_s * 1000), gpus, run_time_s) };
-            let specs = vec![spec(0, 5, 2, 100.0, "a"), spec(1, 7, 1, 30.0, "b"), spec(2, 9, 4, 60.0, "a")];
-            let mut jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+            let spec = |id, submit_s: u64, gpus, run_time_s, tenant: &str| JobSpec {
+                tenant: tenant.into(),
+                ..JobSpec::new(
+                    JobId(id),
+                    SimTime::from_ms(submit_s * 1000),
+                    gpus,
+                    run_time_s,
+                )
+            };
+            let specs = vec![
+                spec(0, 5, 2, 100.0, "a"),
+                spec(1, 7, 1, 30.0, "b"),
+                spec(2, 9, 4, 60.0, "a"),
+            ];
+            let mut jobs: Vec<ActiveJob> = specs
+                .iter()
+                .map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s))
+                .collect();
             let placement = Placement::single(NodeId(1), 2);
-            jobs[0].state = RunState::Running { placement: placement.clone(), since: SimTime::from_ms(10_000), speed: 1.0 };
+            jobs[0].state = RunState::Running {
+                placement: placement.clone(),
+                since: SimTime::from_ms(10_000),
+                speed: 1.0,
+            };
             jobs[0].accounted_at = SimTime::from_ms(10_000);
             let mut occupancy = Occupancy::new(&cluster);
             occupancy.allocate(&placement).expect("fits");
             // The view's order is no order: not by id.
             jobs.swap(0, 2);
-            Fixture { cluster, specs, jobs, occupancy, queued: vec![0, 1] }
+            Fixture {
+                cluster,
+                specs,
+                jobs,
+                occupancy,
+                queued: vec![0, 1],
+            }
         }
 
         fn view(&self, current: bool) -> SchedulerView<'_> {
-            let current = current.then_some(arbiter_policy::Current { free: &self.occupancy, queued: &self.queued });
-            SchedulerView { cluster: &self.cluster, jobs: &self.jobs, specs: &self.specs, current }
+            let current = current.then_some(arbiter_policy::Current {
+                free: &self.occupancy,
+                queued: &self.queued,
+            });
+            SchedulerView {
+                cluster: &self.cluster,
+                jobs: &self.jobs,
+                specs: &self.specs,
+                current,
+            }
         }
     }
 
@@ -357,23 +493,55 @@ mod tests {
             write_column(&view, now, c, tenants, &mut out);
             out
         };
-        let ints = |bytes: Vec<u8>| bytes.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect::<Vec<i64>>();
+        let ints = |bytes: Vec<u8>| {
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_ne_bytes(c.try_into().expect("8 bytes")))
+                .collect::<Vec<i64>>()
+        };
         let job = &observation.jobs;
-        assert_eq!(ints(column(Column::Id, &mut tenants)), job.iter().map(|j| i64::from(j.id)).collect::<Vec<_>>());
-        assert_eq!(ints(column(Column::Gpus, &mut tenants)), job.iter().map(|j| i64::from(j.gpus)).collect::<Vec<_>>());
-        assert_eq!(column(Column::Running, &mut tenants), job.iter().map(|j| u8::from(j.running)).collect::<Vec<_>>());
+        assert_eq!(
+            ints(column(Column::Id, &mut tenants)),
+            job.iter().map(|j| i64::from(j.id)).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            ints(column(Column::Gpus, &mut tenants)),
+            job.iter().map(|j| i64::from(j.gpus)).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            column(Column::Running, &mut tenants),
+            job.iter().map(|j| u8::from(j.running)).collect::<Vec<_>>()
+        );
         // Tenants coded in the order met: job 2 ("a") comes first in this view.
         assert_eq!(ints(column(Column::Tenant, &mut tenants)), [0, 1, 0]);
         assert_eq!(tenants.take_new(), ["a", "b"]);
         let floats = [
-            (Column::SubmitS, job.iter().map(|j| j.submit_s).collect::<Vec<_>>()),
-            (Column::ExecutedS, job.iter().map(|j| j.executed_s).collect()),
-            (Column::AttainedGpuS, job.iter().map(|j| j.attained_gpu_s).collect()),
-            (Column::DurationS, job.iter().map(|j| j.duration_s).collect()),
-            (Column::RemainingS, job.iter().map(|j| j.remaining_s).collect()),
+            (
+                Column::SubmitS,
+                job.iter().map(|j| j.submit_s).collect::<Vec<_>>(),
+            ),
+            (
+                Column::ExecutedS,
+                job.iter().map(|j| j.executed_s).collect(),
+            ),
+            (
+                Column::AttainedGpuS,
+                job.iter().map(|j| j.attained_gpu_s).collect(),
+            ),
+            (
+                Column::DurationS,
+                job.iter().map(|j| j.duration_s).collect(),
+            ),
+            (
+                Column::RemainingS,
+                job.iter().map(|j| j.remaining_s).collect(),
+            ),
         ];
         for (c, expected) in floats {
-            let got: Vec<f64> = column(c, &mut tenants).chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes"))).collect();
+            let got: Vec<f64> = column(c, &mut tenants)
+                .chunks_exact(8)
+                .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+                .collect();
             assert_eq!(got, expected, "{c:?}");
         }
         // The running job has run 40 s on 2 GPUs.
@@ -395,15 +563,38 @@ mod tests {
 
     #[test]
     fn placements_are_read_per_job_and_what_cannot_exist_is_named() {
-        let run = unpack_placements(&words_of(&[1, 1, 0, 1, 2, 2, 0, 2, 1, 2]), 2).expect("placements");
+        let run =
+            unpack_placements(&words_of(&[1, 1, 0, 1, 2, 2, 0, 2, 1, 2]), 2).expect("placements");
         assert_eq!(run.len(), 2);
-        assert_eq!((run[0].job, run[0].placement.to_string()), (JobId(1), Placement::single(NodeId(0), 1).to_string()));
-        assert_eq!(run[1].placement.slots.as_slice(), [(NodeId(0), 2), (NodeId(1), 2)]);
-        assert_eq!(unpack_placements(&words_of(&[-3, 0]), 2), Err(PlacementsError::UnknownJob(-3)));
+        assert_eq!(
+            (run[0].job, run[0].placement.to_string()),
+            (JobId(1), Placement::single(NodeId(0), 1).to_string())
+        );
+        assert_eq!(
+            run[1].placement.slots.as_slice(),
+            [(NodeId(0), 2), (NodeId(1), 2)]
+        );
+        assert_eq!(
+            unpack_placements(&words_of(&[-3, 0]), 2),
+            Err(PlacementsError::UnknownJob(-3))
+        );
         let unknown = unpack_placements(&words_of(&[1, 1, 2, 1]), 2).expect_err("node 2");
-        assert_eq!(unknown.to_string(), "job 1: its placement names node 2, which the cluster does not have (nodes 0 to 1)");
-        assert_eq!(unpack_placements(&words_of(&[1, 1, 0, 0]), 2), Err(PlacementsError::BadGpus { job: 1, node: 0, gpus: 0 }));
-        assert_eq!(unpack_placements(&words_of(&[1, 2, 0, 1]), 2), Err(PlacementsError::Truncated(1)));
+        assert_eq!(
+            unknown.to_string(),
+            "job 1: its placement names node 2, which the cluster does not have (nodes 0 to 1)"
+        );
+        assert_eq!(
+            unpack_placements(&words_of(&[1, 1, 0, 0]), 2),
+            Err(PlacementsError::BadGpus {
+                job: 1,
+                node: 0,
+                gpus: 0
+            })
+        );
+        assert_eq!(
+            unpack_placements(&words_of(&[1, 2, 0, 1]), 2),
+            Err(PlacementsError::Truncated(1))
+        );
         let decision = placements_decision(run, false);
         assert!(decision.keep_unlisted && decision.pending.is_empty());
         assert!(!placements_decision(Vec::new(), true).keep_unlisted);
@@ -412,9 +603,16 @@ mod tests {
     #[test]
     fn a_running_job_given_its_own_gpus_in_another_order_keeps_them() {
         let mut fixture = Fixture::new();
-        let held = Placement { slots: [(NodeId(1), 1), (NodeId(0), 1)].into_iter().collect() };
-        fixture.jobs[2].state = RunState::Running { placement: held.clone(), since: SimTime::ZERO, speed: 1.0 };
-        let mut run = unpack_placements(&words_of(&[0, 2, 0, 1, 1, 1, 1, 1, 0, 1]), 2).expect("placements");
+        let held = Placement {
+            slots: [(NodeId(1), 1), (NodeId(0), 1)].into_iter().collect(),
+        };
+        fixture.jobs[2].state = RunState::Running {
+            placement: held.clone(),
+            since: SimTime::ZERO,
+            speed: 1.0,
+        };
+        let mut run =
+            unpack_placements(&words_of(&[0, 2, 0, 1, 1, 1, 1, 1, 0, 1]), 2).expect("placements");
         match_held(&fixture.view(false), &mut run);
         assert_eq!(run[0].placement, held);
         // Not the job's GPUs: left as answered (the planner decides what it means).

@@ -2,9 +2,9 @@
 //! `arbiter run --json` prints them (a list of rows), the per-job records as the CSV
 //! `arbiter run --jobs-dir` writes, with the simulation each job ran in.
 
-use crate::scenario::Run;
 use crate::Error;
-use arbiter_sim::metrics::{record_csv_fields, RECORD_CSV_COLUMNS};
+use crate::scenario::Run;
+use arbiter_sim::metrics::{RECORD_CSV_COLUMNS, record_csv_fields};
 
 /// The result rows, as `"results"` of `arbiter run --json`.
 pub fn results_json(run: &Run) -> Result<String, Error> {
@@ -34,8 +34,11 @@ pub fn jobs_csv(run: &Run) -> Result<String, Error> {
             out.write_record(key.iter().copied().chain(fields.iter().map(String::as_str)))?;
         }
     }
-    let bytes = out.into_inner().map_err(|e| csv::Error::from(e.into_error()))?;
-    String::from_utf8(bytes).map_err(|e| Error::Csv(std::io::Error::new(std::io::ErrorKind::InvalidData, e).into()))
+    let bytes = out
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    String::from_utf8(bytes)
+        .map_err(|e| Error::Csv(std::io::Error::new(std::io::ErrorKind::InvalidData, e).into()))
 }
 
 /// Whether `row` is a simulation's own row, not one derived from others (a tenant's row of a
@@ -62,16 +65,23 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/muri-traces.toml");
         let mut overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
         overrides.extend((0..8).map(|i| format!("trace.{i}.max_jobs=20")));
-        scenario::run(scenario::load(&path, &overrides).expect("loads"), false, &StopFlag::default()).expect("runs")
+        scenario::run(
+            scenario::load(&path, &overrides).expect("loads"),
+            false,
+            &StopFlag::default(),
+        )
+        .expect("runs")
     }
 
     #[test]
     fn results_and_published_are_the_command_lines_rows() {
         let run = muri(&["policies=[\"srtf\"]"]);
-        let results: Vec<serde_json::Value> = serde_json::from_str(&results_json(&run).expect("JSON")).expect("rows");
+        let results: Vec<serde_json::Value> =
+            serde_json::from_str(&results_json(&run).expect("JSON")).expect("rows");
         assert_eq!(results.len(), run.rows.len());
         assert_eq!(results[0], serde_json::to_value(&run.rows[0]).expect("row"));
-        let published: Vec<serde_json::Value> = serde_json::from_str(&published_json(&run).expect("JSON")).expect("rows");
+        let published: Vec<serde_json::Value> =
+            serde_json::from_str(&published_json(&run).expect("JSON")).expect("rows");
         assert_eq!(published.len(), run.comparisons.len());
     }
 
@@ -79,8 +89,16 @@ mod tests {
     fn jobs(run: &Run) -> (Vec<String>, Vec<csv::StringRecord>) {
         let text = jobs_csv(run).expect("CSV");
         let mut reader = csv::Reader::from_reader(text.as_bytes());
-        let header = reader.headers().expect("header").iter().map(str::to_string).collect();
-        (header, reader.records().collect::<Result<_, _>>().expect("rows"))
+        let header = reader
+            .headers()
+            .expect("header")
+            .iter()
+            .map(str::to_string)
+            .collect();
+        (
+            header,
+            reader.records().collect::<Result<_, _>>().expect("rows"),
+        )
     }
 
     #[test]
@@ -89,17 +107,34 @@ mod tests {
         let (header, rows) = jobs(&run);
         assert_eq!(&header[..5], ["trace", "policy", "seed", "job", "trace_id"]);
         assert_eq!(header[3..], RECORD_CSV_COLUMNS);
-        assert_eq!(rows.len(), run.rows.iter().map(|r| r.records.len()).sum::<usize>());
+        assert_eq!(
+            rows.len(),
+            run.rows.iter().map(|r| r.records.len()).sum::<usize>()
+        );
         let first = &run.rows[0];
-        assert_eq!((&rows[0][0], &rows[0][1], &rows[0][2]), (first.trace.as_str(), first.policy.name(), "0"));
-        assert_eq!(rows[0].iter().skip(3).collect::<Vec<_>>(), record_csv_fields(&first.records[0]));
+        assert_eq!(
+            (&rows[0][0], &rows[0][1], &rows[0][2]),
+            (first.trace.as_str(), first.policy.name(), "0")
+        );
+        assert_eq!(
+            rows[0].iter().skip(3).collect::<Vec<_>>(),
+            record_csv_fields(&first.records[0])
+        );
     }
 
     #[test]
     fn a_tenants_row_adds_no_jobs_of_its_own() {
         let run = muri(&["policies=[\"srtf\"]", "tenant_rows=true"]);
-        assert!(run.rows.iter().any(|r| r.tenant != "all"), "tenant rows were added");
-        let all: usize = run.rows.iter().filter(|r| r.tenant == "all").map(|r| r.records.len()).sum();
+        assert!(
+            run.rows.iter().any(|r| r.tenant != "all"),
+            "tenant rows were added"
+        );
+        let all: usize = run
+            .rows
+            .iter()
+            .filter(|r| r.tenant == "all")
+            .map(|r| r.records.len())
+            .sum();
         assert_eq!(jobs(&run).1.len(), all);
     }
 }

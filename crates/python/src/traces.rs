@@ -29,7 +29,10 @@ pub fn read_csv(path: &Path, format: &str, options: &ReadOptions) -> Result<Stri
 /// prints it; with `report`, also writes the analysis' HTML report there
 /// (`arbiter trace analyze --report DIR`).
 pub fn analyze_json(path: &Path, format: &str, report: Option<&Path>) -> Result<String, Error> {
-    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     if format == PAI_PODS {
         let analysis = arbiter_trace::pai::analyze(&arbiter_trace::pai::read(path)?);
         if let Some(dir) = report {
@@ -47,5 +50,8 @@ pub fn analyze_json(path: &Path, format: &str, report: Option<&Path>) -> Result<
 }
 
 fn csv_error(path: &Path, error: csv::Error) -> Error {
-    Error::Trace(TraceError::File { path: path.to_path_buf(), reason: error.to_string() })
+    Error::Trace(TraceError::File {
+        path: path.to_path_buf(),
+        reason: error.to_string(),
+    })
 }

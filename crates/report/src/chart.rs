@@ -48,17 +48,32 @@ pub struct Axis {
 impl Axis {
     /// A linear axis from the data.
     pub fn linear(label: &str, format: Format) -> Self {
-        Axis { label: label.to_string(), scale: Scale::Linear, format, bounds: None }
+        Axis {
+            label: label.to_string(),
+            scale: Scale::Linear,
+            format,
+            bounds: None,
+        }
     }
 
     /// A logarithmic axis from the data.
     pub fn log(label: &str, format: Format) -> Self {
-        Axis { label: label.to_string(), scale: Scale::Log, format, bounds: None }
+        Axis {
+            label: label.to_string(),
+            scale: Scale::Log,
+            format,
+            bounds: None,
+        }
     }
 
     /// The 0–1 axis of a CDF, in percent.
     pub fn fraction(label: &str) -> Self {
-        Axis { label: label.to_string(), scale: Scale::Linear, format: Format::Percent, bounds: Some((0.0, 1.0)) }
+        Axis {
+            label: label.to_string(),
+            scale: Scale::Linear,
+            format: Format::Percent,
+            bounds: Some((0.0, 1.0)),
+        }
     }
 }
 
@@ -123,7 +138,12 @@ pub struct Bars {
 impl Bars {
     /// A solid series coloured by its position.
     pub fn new(label: impl Into<String>, values: Vec<f64>) -> Self {
-        Bars { label: label.into(), values, hue: None, fill: Fill::Solid }
+        Bars {
+            label: label.into(),
+            values,
+            hue: None,
+            fill: Fill::Solid,
+        }
     }
 }
 
@@ -144,7 +164,10 @@ pub struct BarChart {
 
 /// Okabe–Ito colours (told apart with the common colour-vision deficiencies), assigned by
 /// order; yellow, faint on white, comes last but for a gray.
-pub const COLORS: [&str; 9] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442", "#999999"];
+pub const COLORS: [&str; 9] = [
+    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442",
+    "#999999",
+];
 pub(crate) const DASHES: [&str; 4] = ["", "7 3", "2 3", "9 3 2 3"];
 pub(crate) const WIDTH: f64 = 880.0;
 const HEIGHT: f64 = 460.0;
@@ -155,7 +178,12 @@ pub(crate) const RIGHT: f64 = WIDTH - 220.0;
 pub(crate) const BELOW: f64 = 74.0;
 const BOTTOM: f64 = HEIGHT - BELOW;
 /// The plot area of a single chart.
-const PLOT: Rect = Rect { left: LEFT, top: TOP, right: RIGHT, bottom: BOTTOM };
+const PLOT: Rect = Rect {
+    left: LEFT,
+    top: TOP,
+    right: RIGHT,
+    bottom: BOTTOM,
+};
 /// Markers per line: enough to tell lines apart, few enough to stay small.
 const MARKERS: usize = 8;
 /// How much white a light fill mixes in.
@@ -182,9 +210,16 @@ pub fn escape(text: &str) -> String {
 /// `color` (`#rrggbb`) mixed with white: `amount` 0 keeps it, 1 is white. Anything else than
 /// `#rrggbb` reads as black.
 pub fn tint(color: &str, amount: f64) -> String {
-    let amount = if amount.is_finite() { amount.clamp(0.0, 1.0) } else { 0.0 };
+    let amount = if amount.is_finite() {
+        amount.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let channel = |i: usize| {
-        let c = color.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(0) as f64;
+        let c = color
+            .get(i..i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .unwrap_or(0) as f64;
         (c + (255.0 - c) * amount).round() as u8
     };
     format!("#{:02X}{:02X}{:02X}", channel(1), channel(3), channel(5))
@@ -199,7 +234,11 @@ fn short(value: f64) -> String {
     } else {
         format!("{value:.2}")
     };
-    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text };
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
     // `-0` from a value a hair below zero.
     if text == "-0" { "0".into() } else { text }
 }
@@ -207,7 +246,10 @@ fn short(value: f64) -> String {
 /// `value` in the first unit whose threshold it reaches: `(threshold, size, suffix)`, largest
 /// first; below them all, as is with `plain`.
 fn in_units(value: f64, units: &[(f64, f64, &str)], plain: &str) -> String {
-    match units.iter().find(|(threshold, _, _)| value.abs() >= *threshold) {
+    match units
+        .iter()
+        .find(|(threshold, _, _)| value.abs() >= *threshold)
+    {
         Some((_, size, suffix)) => format!("{}{suffix}", short(value / size)),
         None => format!("{}{plain}", short(value)),
     }
@@ -218,17 +260,33 @@ pub fn label(value: f64, format: Format) -> String {
     match format {
         Format::Number => in_units(value, &[(1e6, 1e6, "M"), (1e4, 1e3, "k")], ""),
         Format::Percent => format!("{}%", short(value * 100.0)),
-        Format::Seconds => in_units(value, &[(86_400.0, 86_400.0, "d"), (3_600.0, 3_600.0, "h"), (60.0, 60.0, "min")], "s"),
+        Format::Seconds => in_units(
+            value,
+            &[
+                (86_400.0, 86_400.0, "d"),
+                (3_600.0, 3_600.0, "h"),
+                (60.0, 60.0, "min"),
+            ],
+            "s",
+        ),
     }
 }
 
 /// The units a linear duration axis may read in, largest first: `(seconds, name)`.
-const DURATION_UNITS: [(f64, &str); 4] = [(86_400.0, "days"), (3_600.0, "hours"), (60.0, "minutes"), (1.0, "seconds")];
+const DURATION_UNITS: [(f64, &str); 4] = [
+    (86_400.0, "days"),
+    (3_600.0, "hours"),
+    (60.0, "minutes"),
+    (1.0, "seconds"),
+];
 
 /// The one unit of a linear duration axis over `[lo, hi]` seconds: the largest that the range
 /// spans at least twice (0–30 h reads in hours, 0–3 d in days).
 pub fn duration_unit(lo: f64, hi: f64) -> (f64, &'static str) {
-    DURATION_UNITS.into_iter().find(|(size, _)| (hi - lo) / size >= 2.0).unwrap_or(DURATION_UNITS[3])
+    DURATION_UNITS
+        .into_iter()
+        .find(|(size, _)| (hi - lo) / size >= 2.0)
+        .unwrap_or(DURATION_UNITS[3])
 }
 
 /// The labels of `ticks` on `axis` and the axis title. A linear axis reads in one unit chosen
@@ -240,11 +298,20 @@ pub fn tick_labels(axis: &Axis, ticks: &[f64], lo: f64, hi: f64) -> (Vec<String>
     match (axis.scale, axis.format) {
         (Scale::Linear, Format::Seconds) => {
             let (size, name) = duration_unit(lo, hi);
-            (each(&|t| short(t / size)), format!("{} ({name})", axis.label))
+            (
+                each(&|t| short(t / size)),
+                format!("{} ({name})", axis.label),
+            )
         }
         (Scale::Linear, Format::Number) => {
             let top = ticks.iter().fold(0.0f64, |m, t| m.max(t.abs()));
-            let (size, suffix) = if top >= 1e6 { (1e6, "M") } else if top >= 1e4 { (1e3, "k") } else { (1.0, "") };
+            let (size, suffix) = if top >= 1e6 {
+                (1e6, "M")
+            } else if top >= 1e4 {
+                (1e3, "k")
+            } else {
+                (1.0, "")
+            };
             let text = |t: f64| match short(t / size) {
                 zero if zero == "0" => zero,
                 n => format!("{n}{suffix}"),
@@ -259,7 +326,10 @@ pub fn tick_labels(axis: &Axis, ticks: &[f64], lo: f64, hi: f64) -> (Vec<String>
 /// cannot widen its axis), their labels in one unit, and the unit's name.
 pub(crate) fn duration_ticks(span: f64) -> (Vec<f64>, Vec<String>, &'static str) {
     let (ticks, _, _) = ticks(0.0, span, Scale::Linear, Format::Seconds, 8.0);
-    let ticks: Vec<f64> = ticks.into_iter().filter(|&t| t <= span * (1.0 + 1e-9)).collect();
+    let ticks: Vec<f64> = ticks
+        .into_iter()
+        .filter(|&t| t <= span * (1.0 + 1e-9))
+        .collect();
     let (size, name) = duration_unit(0.0, span);
     let labels = ticks.iter().map(|&t| short(t / size)).collect();
     (ticks, labels, name)
@@ -275,7 +345,16 @@ fn nice_step(raw: f64) -> f64 {
     // (A hair over a step, e.g. 100.00001% / 5, is that step: floating-point noise must not
     // double the axis.)
     let f = f * (1.0 - 1e-6);
-    magnitude * if f <= 1.0 { 1.0 } else if f <= 2.0 { 2.0 } else if f <= 5.0 { 5.0 } else { 10.0 }
+    magnitude
+        * if f <= 1.0 {
+            1.0
+        } else if f <= 2.0 {
+            2.0
+        } else if f <= 5.0 {
+            5.0
+        } else {
+            10.0
+        }
 }
 
 /// About `count` ticks over `[lo, hi]` and the (possibly widened) range they cover.
@@ -283,7 +362,10 @@ fn ticks(lo: f64, hi: f64, scale: Scale, format: Format, count: f64) -> (Vec<f64
     match scale {
         Scale::Log => {
             let candidates: Vec<f64> = if format == Format::Seconds {
-                let mut c = vec![0.001, 0.01, 0.1, 1.0, 10.0, 60.0, 600.0, 3_600.0, 21_600.0, 86_400.0, 864_000.0];
+                let mut c = vec![
+                    0.001, 0.01, 0.1, 1.0, 10.0, 60.0, 600.0, 3_600.0, 21_600.0, 86_400.0,
+                    864_000.0,
+                ];
                 c.extend((0..4).map(|k| 8_640_000.0 * 10f64.powi(k)));
                 c
             } else {
@@ -291,12 +373,19 @@ fn ticks(lo: f64, hi: f64, scale: Scale, format: Format, count: f64) -> (Vec<f64
             };
             let lo_t = candidates.iter().copied().rfind(|&t| t <= lo).unwrap_or(lo);
             let hi_t = candidates.iter().copied().find(|&t| t >= hi).unwrap_or(hi);
-            let ticks = candidates.into_iter().filter(|&t| t >= lo_t && t <= hi_t).collect();
+            let ticks = candidates
+                .into_iter()
+                .filter(|&t| t >= lo_t && t <= hi_t)
+                .collect();
             (ticks, lo_t, hi_t)
         }
         Scale::Linear => {
             // Steps are nice numbers of the unit the labels will read in (5 h, not 18,000 s).
-            let unit = if format == Format::Seconds { duration_unit(lo, hi).0 } else { 1.0 };
+            let unit = if format == Format::Seconds {
+                duration_unit(lo, hi).0
+            } else {
+                1.0
+            };
             let step = nice_step((hi - lo) / unit / count.max(1.0)) * unit;
             let first = (lo / step + 1e-6).floor() * step;
             let last = (hi / step - 1e-6).ceil() * step;
@@ -320,7 +409,11 @@ impl Mapping {
     pub(crate) fn at(&self, v: f64) -> f64 {
         let (v, lo, hi) = match self.scale {
             Scale::Linear => (v, self.lo, self.hi),
-            Scale::Log => (v.max(f64::MIN_POSITIVE).log10(), self.lo.log10(), self.hi.log10()),
+            Scale::Log => (
+                v.max(f64::MIN_POSITIVE).log10(),
+                self.lo.log10(),
+                self.hi.log10(),
+            ),
         };
         let t = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
         self.from_px + t * (self.to_px - self.from_px)
@@ -338,10 +431,27 @@ pub(crate) struct Laid {
 /// Lays `axis` out over the data range `range` between two pixel positions, with about `count`
 /// ticks. The unit is chosen from the data range, not the widened one: 0–47.9 h widened to 50 h
 /// still reads in hours.
-pub(crate) fn lay_out(axis: &Axis, range: (f64, f64), from_px: f64, to_px: f64, count: f64) -> Laid {
+pub(crate) fn lay_out(
+    axis: &Axis,
+    range: (f64, f64),
+    from_px: f64,
+    to_px: f64,
+    count: f64,
+) -> Laid {
     let (ticks, lo, hi) = ticks(range.0, range.1, axis.scale, axis.format, count);
     let (labels, title) = tick_labels(axis, &ticks, range.0, range.1);
-    Laid { ticks, labels, title, map: Mapping { scale: axis.scale, lo, hi, from_px, to_px } }
+    Laid {
+        ticks,
+        labels,
+        title,
+        map: Mapping {
+            scale: axis.scale,
+            lo,
+            hi,
+            from_px,
+            to_px,
+        },
+    }
 }
 
 /// The data range along one axis, over the values `scale` can show.
@@ -355,20 +465,31 @@ pub(crate) fn data_range(values: impl Iterator<Item = f64>, axis: &Axis) -> (f64
         hi = hi.max(v);
     }
     if !lo.is_finite() {
-        return if axis.scale == Scale::Log { (1.0, 10.0) } else { (0.0, 1.0) };
+        return if axis.scale == Scale::Log {
+            (1.0, 10.0)
+        } else {
+            (0.0, 1.0)
+        };
     }
     if axis.scale == Scale::Linear {
         lo = lo.min(0.0);
     }
     if hi <= lo {
-        hi = if axis.scale == Scale::Log { lo * 10.0 } else { lo + 1.0 };
+        hi = if axis.scale == Scale::Log {
+            lo * 10.0
+        } else {
+            lo + 1.0
+        };
     }
     (lo, hi)
 }
 
 /// Whether a point has a place on these scales (finite; positive on a log axis).
 pub(crate) fn drawable(x: f64, y: f64, x_scale: Scale, y_scale: Scale) -> bool {
-    x.is_finite() && y.is_finite() && (x_scale == Scale::Linear || x > 0.0) && (y_scale == Scale::Linear || y > 0.0)
+    x.is_finite()
+        && y.is_finite()
+        && (x_scale == Scale::Linear || x > 0.0)
+        && (y_scale == Scale::Linear || y > 0.0)
 }
 
 /// A plot area in pixels.
@@ -389,7 +510,12 @@ pub(crate) fn header(out: &mut String, title: &str, height: f64) {
 }
 
 pub(crate) fn footer(out: &mut String, caption: &str, height: f64) {
-    let _ = write!(out, r##"<text x="{LEFT}" y="{}" font-size="10" fill="#666">{}</text></svg>"##, height - 8.0, escape(caption));
+    let _ = write!(
+        out,
+        r##"<text x="{LEFT}" y="{}" font-size="10" fill="#666">{}</text></svg>"##,
+        height - 8.0,
+        escape(caption)
+    );
 }
 
 /// Horizontal grid lines with their tick labels.
@@ -411,25 +537,50 @@ pub(crate) fn y_grid(out: &mut String, r: Rect, y: &Laid) {
 pub(crate) fn x_grid(out: &mut String, r: Rect, x: &Laid, labelled: bool) {
     for (&t, text) in x.ticks.iter().zip(&x.labels) {
         let px = x.map.at(t);
-        let _ = write!(out, r##"<line x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{}" stroke="#e4e4e4"/>"##, r.top, r.bottom);
+        let _ = write!(
+            out,
+            r##"<line x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{}" stroke="#e4e4e4"/>"##,
+            r.top, r.bottom
+        );
         if labelled {
-            let _ = write!(out, r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{text}</text>"#, r.bottom + 16.0);
+            let _ = write!(
+                out,
+                r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{text}</text>"#,
+                r.bottom + 16.0
+            );
         }
     }
 }
 
 /// The plot's border.
 pub(crate) fn plot_box(out: &mut String, r: Rect) {
-    let _ = write!(out, r##"<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#444"/>"##, r.left, r.top, r.right - r.left, r.bottom - r.top);
+    let _ = write!(
+        out,
+        r##"<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#444"/>"##,
+        r.left,
+        r.top,
+        r.right - r.left,
+        r.bottom - r.top
+    );
 }
 
 /// The axes' titles: the horizontal one (if any) under `r`, the vertical one centred on
 /// `y_middle`.
 pub(crate) fn axis_titles(out: &mut String, r: Rect, x_title: &str, y_title: &str, y_middle: f64) {
     if !x_title.is_empty() {
-        let _ = write!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, (r.left + r.right) / 2.0, r.bottom + 36.0, escape(x_title));
+        let _ = write!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            (r.left + r.right) / 2.0,
+            r.bottom + 36.0,
+            escape(x_title)
+        );
     }
-    let _ = write!(out, r#"<text transform="translate(18 {y_middle:.1}) rotate(-90)" text-anchor="middle">{}</text>"#, escape(y_title));
+    let _ = write!(
+        out,
+        r#"<text transform="translate(18 {y_middle:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        escape(y_title)
+    );
 }
 
 /// Grid, tick labels, border and axis titles of a single plot.
@@ -453,18 +604,45 @@ pub(crate) fn path_d(points: impl IntoIterator<Item = (f64, f64)>) -> String {
 fn marker(out: &mut String, index: usize, x: f64, y: f64, color: &str, tooltip: &str) {
     let tip = format!("<title>{}</title>", escape(tooltip));
     let _ = match index % 4 {
-        0 => write!(out, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}">{tip}</circle>"#),
-        1 => write!(out, r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{color}">{tip}</rect>"#, x - 3.5, y - 3.5),
-        2 => write!(out, r#"<path d="M{x:.1} {:.1}l4 7h-8z" fill="{color}">{tip}</path>"#, y - 4.5),
-        _ => write!(out, r#"<path d="M{x:.1} {:.1}l4 4l-4 4l-4 -4z" fill="{color}">{tip}</path>"#, y - 4.0),
+        0 => write!(
+            out,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}">{tip}</circle>"#
+        ),
+        1 => write!(
+            out,
+            r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{color}">{tip}</rect>"#,
+            x - 3.5,
+            y - 3.5
+        ),
+        2 => write!(
+            out,
+            r#"<path d="M{x:.1} {:.1}l4 7h-8z" fill="{color}">{tip}</path>"#,
+            y - 4.5
+        ),
+        _ => write!(
+            out,
+            r#"<path d="M{x:.1} {:.1}l4 4l-4 4l-4 -4z" fill="{color}">{tip}</path>"#,
+            y - 4.0
+        ),
     };
 }
 
 /// A legend entry's text at (x, y) after a 32-pixel swatch, cut to what the margin holds (the
 /// whole text in its tooltip).
 pub(crate) fn legend_text(out: &mut String, x: f64, y: f64, text: &str) {
-    let shown: String = if text.chars().count() > 28 { text.chars().take(27).chain(['…']).collect() } else { text.to_string() };
-    let _ = write!(out, r#"<text x="{}" y="{:.1}">{}<title>{}</title></text>"#, x + 32.0, y + 4.0, escape(&shown), escape(text));
+    let shown: String = if text.chars().count() > 28 {
+        text.chars().take(27).chain(['…']).collect()
+    } else {
+        text.to_string()
+    };
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{:.1}">{}<title>{}</title></text>"#,
+        x + 32.0,
+        y + 4.0,
+        escape(&shown),
+        escape(text)
+    );
 }
 
 /// Where legend row `row` of a single plot goes.
@@ -476,7 +654,11 @@ fn legend_at(row: usize) -> (f64, f64) {
 pub(crate) fn legend_line(out: &mut String, (x, y): (f64, f64), style: usize, text: &str) {
     let color = COLORS[style % COLORS.len()];
     let dash = DASHES[style % DASHES.len()];
-    let _ = write!(out, r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>"#, x + 26.0);
+    let _ = write!(
+        out,
+        r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>"#,
+        x + 26.0
+    );
     marker(out, style, x + 13.0, y, color, text);
     legend_text(out, x, y, text);
 }
@@ -485,7 +667,10 @@ pub(crate) fn legend_line(out: &mut String, (x, y): (f64, f64), style: usize, te
 fn bar_paint(color: &str, fill: Fill) -> String {
     match fill {
         Fill::Solid => format!(r#"fill="{color}""#),
-        Fill::Light => format!(r#"fill="{}" stroke="{color}" stroke-width="1.5""#, tint(color, LIGHT)),
+        Fill::Light => format!(
+            r#"fill="{}" stroke="{color}" stroke-width="1.5""#,
+            tint(color, LIGHT)
+        ),
     }
 }
 
@@ -495,9 +680,14 @@ impl LineChart {
         self.lines
             .iter()
             .enumerate()
-            .map(|(i, line)| match self.lines[..i].iter().find(|other| other.points == line.points && !line.points.is_empty()) {
-                Some(same) => format!("{} (= {})", line.label, same.label),
-                None => line.label.clone(),
+            .map(|(i, line)| {
+                match self.lines[..i]
+                    .iter()
+                    .find(|other| other.points == line.points && !line.points.is_empty())
+                {
+                    Some(same) => format!("{} (= {})", line.label, same.label),
+                    None => line.label.clone(),
+                }
             })
             .collect()
     }
@@ -516,12 +706,39 @@ impl LineChart {
     /// out); the vertical axis covers the bands too.
     pub fn to_svg_with_bands(&self, bands: &[Band]) -> String {
         let bands: Vec<&Band> = bands.iter().filter(|b| b.line < self.lines.len()).collect();
-        let mut out = String::with_capacity(4096 + self.lines.iter().map(|l| l.points.len() * 16).sum::<usize>());
+        let mut out = String::with_capacity(
+            4096 + self
+                .lines
+                .iter()
+                .map(|l| l.points.len() * 16)
+                .sum::<usize>(),
+        );
         header(&mut out, &self.title, HEIGHT);
-        let spread = || bands.iter().flat_map(|b| b.points.iter().flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)]));
-        let all = || self.lines.iter().flat_map(|l| l.points.iter().copied()).chain(spread());
-        let x = lay_out(&self.x, data_range(all().map(|p| p.0), &self.x), LEFT, RIGHT, 5.0);
-        let y = lay_out(&self.y, data_range(all().map(|p| p.1), &self.y), BOTTOM, TOP, 5.0);
+        let spread = || {
+            bands
+                .iter()
+                .flat_map(|b| b.points.iter().flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)]))
+        };
+        let all = || {
+            self.lines
+                .iter()
+                .flat_map(|l| l.points.iter().copied())
+                .chain(spread())
+        };
+        let x = lay_out(
+            &self.x,
+            data_range(all().map(|p| p.0), &self.x),
+            LEFT,
+            RIGHT,
+            5.0,
+        );
+        let y = lay_out(
+            &self.y,
+            data_range(all().map(|p| p.1), &self.y),
+            BOTTOM,
+            TOP,
+            5.0,
+        );
         frame(&mut out, PLOT, &x, &y);
         let labels = self.legend_labels();
         for band in bands {
@@ -539,8 +756,19 @@ impl LineChart {
 
     /// Series `i` as a path with its markers, staggered per series so that series drawn over
     /// each other stay visible.
-    fn line(&self, out: &mut String, i: usize, data: &[(f64, f64)], name: &str, (xm, ym): (&Mapping, &Mapping)) {
-        let data: Vec<(f64, f64)> = data.iter().copied().filter(|&(x, y)| drawable(x, y, self.x.scale, self.y.scale)).collect();
+    fn line(
+        &self,
+        out: &mut String,
+        i: usize,
+        data: &[(f64, f64)],
+        name: &str,
+        (xm, ym): (&Mapping, &Mapping),
+    ) {
+        let data: Vec<(f64, f64)> = data
+            .iter()
+            .copied()
+            .filter(|&(x, y)| drawable(x, y, self.x.scale, self.y.scale))
+            .collect();
         let n = data.len();
         if n == 0 {
             return;
@@ -555,9 +783,14 @@ impl LineChart {
             escape(name)
         );
         for m in 0..MARKERS.min(n) {
-            let k = ((m as f64 + (i as f64 * 0.37) % 1.0) * n as f64 / MARKERS.min(n) as f64) as usize;
+            let k =
+                ((m as f64 + (i as f64 * 0.37) % 1.0) * n as f64 / MARKERS.min(n) as f64) as usize;
             let k = k.min(n - 1);
-            let tip = format!("{name}: {}, {}", label(data[k].0, self.x.format), label(data[k].1, self.y.format));
+            let tip = format!(
+                "{name}: {}, {}",
+                label(data[k].0, self.x.format),
+                label(data[k].1, self.y.format)
+            );
             marker(out, i, points[k].0, points[k].1, color, &tip);
         }
     }
@@ -565,7 +798,12 @@ impl LineChart {
     /// A band as a translucent area in its line's colour (one point: a bar from low to high).
     fn band(&self, out: &mut String, band: &Band, name: &str, (xm, ym): (&Mapping, &Mapping)) {
         let (xs, ys) = (self.x.scale, self.y.scale);
-        let kept: Vec<(f64, f64, f64)> = band.points.iter().copied().filter(|&(x, lo, hi)| drawable(x, lo, xs, ys) && drawable(x, hi, xs, ys)).collect();
+        let kept: Vec<(f64, f64, f64)> = band
+            .points
+            .iter()
+            .copied()
+            .filter(|&(x, lo, hi)| drawable(x, lo, xs, ys) && drawable(x, hi, xs, ys))
+            .collect();
         let color = COLORS[band.line % COLORS.len()];
         let tip = format!("<title>{} (spread)</title>", escape(name));
         match kept.as_slice() {
@@ -582,7 +820,11 @@ impl LineChart {
             _ => {
                 let upper = kept.iter().map(|&(x, _, hi)| (xm.at(x), ym.at(hi)));
                 let lower = kept.iter().rev().map(|&(x, lo, _)| (xm.at(x), ym.at(lo)));
-                let _ = write!(out, r#"<path d="{}Z" fill="{color}" fill-opacity="{BAND_OPACITY}" stroke="none">{tip}</path>"#, path_d(upper.chain(lower)));
+                let _ = write!(
+                    out,
+                    r#"<path d="{}Z" fill="{color}" fill-opacity="{BAND_OPACITY}" stroke="none">{tip}</path>"#,
+                    path_d(upper.chain(lower))
+                );
             }
         }
     }
@@ -604,8 +846,20 @@ impl BarChart {
     pub fn to_svg(&self) -> String {
         let mut out = String::with_capacity(8192);
         header(&mut out, &self.title, HEIGHT);
-        let y_axis = Axis { scale: Scale::Linear, ..self.y.clone() };
-        let y = lay_out(&y_axis, data_range(self.series.iter().flat_map(|s| s.values.iter().copied()), &y_axis), BOTTOM, TOP, 5.0);
+        let y_axis = Axis {
+            scale: Scale::Linear,
+            ..self.y.clone()
+        };
+        let y = lay_out(
+            &y_axis,
+            data_range(
+                self.series.iter().flat_map(|s| s.values.iter().copied()),
+                &y_axis,
+            ),
+            BOTTOM,
+            TOP,
+            5.0,
+        );
         y_grid(&mut out, PLOT, &y);
         let groups = self.categories.len().max(1) as f64;
         let group_px = (RIGHT - LEFT) / groups;
@@ -615,7 +869,9 @@ impl BarChart {
         for (c, name) in self.categories.iter().enumerate() {
             let gx = LEFT + c as f64 * group_px + group_px * 0.1;
             for (s, series) in self.series.iter().enumerate() {
-                let Some(&v) = series.values.get(c).filter(|v| v.is_finite()) else { continue };
+                let Some(&v) = series.values.get(c).filter(|v| v.is_finite()) else {
+                    continue;
+                };
                 let (top, base) = (y.map.at(v.max(y.map.lo)), y.map.at(0f64.max(y.map.lo)));
                 let _ = write!(
                     out,
@@ -632,14 +888,25 @@ impl BarChart {
             }
             if c % every == 0 {
                 let shown: String = name.chars().take(12).collect();
-                let _ = write!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, LEFT + (c as f64 + 0.5) * group_px, BOTTOM + 16.0, escape(&shown));
+                let _ = write!(
+                    out,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                    LEFT + (c as f64 + 0.5) * group_px,
+                    BOTTOM + 16.0,
+                    escape(&shown)
+                );
             }
         }
         plot_box(&mut out, PLOT);
         axis_titles(&mut out, PLOT, "", &y.title, (TOP + BOTTOM) / 2.0);
         for (i, s) in self.series.iter().enumerate() {
             let (x, at) = legend_at(i);
-            let _ = write!(out, r#"<rect x="{x}" y="{}" width="18" height="10" {}/>"#, at - 5.0, bar_paint(self.color(i), s.fill));
+            let _ = write!(
+                out,
+                r#"<rect x="{x}" y="{}" width="18" height="10" {}/>"#,
+                at - 5.0,
+                bar_paint(self.color(i), s.fill)
+            );
             legend_text(&mut out, x, at, &s.label);
         }
         footer(&mut out, &self.caption, HEIGHT);
@@ -653,7 +920,15 @@ mod tests {
 
     /// The texts of the `<text ...>` elements whose tag contains `attribute`.
     fn texts<'a>(svg: &'a str, attribute: &str) -> Vec<&'a str> {
-        svg.split("<text ").skip(1).filter(|t| t.split('>').next().is_some_and(|tag| tag.contains(attribute))).filter_map(|t| t.split('>').nth(1)?.split('<').next()).collect()
+        svg.split("<text ")
+            .skip(1)
+            .filter(|t| {
+                t.split('>')
+                    .next()
+                    .is_some_and(|tag| tag.contains(attribute))
+            })
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .collect()
     }
 
     #[test]
@@ -687,10 +962,16 @@ mod tests {
         let (t, lo, hi) = ticks(0.0, 24.4 * 3_600.0, Scale::Linear, Format::Seconds, 5.0);
         let (labels, title) = tick_labels(&axis, &t, 0.0, 24.4 * 3_600.0);
         assert_eq!(labels, ["0", "5", "10", "15", "20", "25"]);
-        assert_eq!((title.as_str(), lo, hi), ("average JCT (hours)", 0.0, 25.0 * 3_600.0));
+        assert_eq!(
+            (title.as_str(), lo, hi),
+            ("average JCT (hours)", 0.0, 25.0 * 3_600.0)
+        );
         // The unit follows the data range, not the widened one: 0–47.9 h (axis to 50 h) in hours.
         let (t, _, _) = ticks(0.0, 47.9 * 3_600.0, Scale::Linear, Format::Seconds, 5.0);
-        assert_eq!(tick_labels(&axis, &t, 0.0, 47.9 * 3_600.0).1, "average JCT (hours)");
+        assert_eq!(
+            tick_labels(&axis, &t, 0.0, 47.9 * 3_600.0).1,
+            "average JCT (hours)"
+        );
         assert_eq!(duration_unit(0.0, 3.0 * 86_400.0), (86_400.0, "days"));
         assert_eq!(duration_unit(0.0, 90.0), (1.0, "seconds"));
         assert_eq!(duration_unit(f64::NAN, 1.0), (1.0, "seconds"));
@@ -707,11 +988,17 @@ mod tests {
             caption: String::new(),
             x: Axis::linear("load", Format::Number),
             y: Axis::linear("average JCT", Format::Seconds),
-            lines: vec![Line { label: "fifo".into(), points: vec![(1.0, 60_000.0), (2.0, 87_840.0)] }],
+            lines: vec![Line {
+                label: "fifo".into(),
+                points: vec![(1.0, 60_000.0), (2.0, 87_840.0)],
+            }],
         };
         let svg = chart.to_svg();
         let y_ticks = texts(&svg, "text-anchor=\"end\"");
-        assert!(y_ticks.len() >= 3 && y_ticks.iter().all(|t| t.parse::<f64>().is_ok()), "{y_ticks:?}");
+        assert!(
+            y_ticks.len() >= 3 && y_ticks.iter().all(|t| t.parse::<f64>().is_ok()),
+            "{y_ticks:?}"
+        );
         assert!(svg.contains("average JCT (hours)"));
     }
 
@@ -722,20 +1009,53 @@ mod tests {
             caption: String::new(),
             x: Axis::linear("load", Format::Number),
             y: Axis::linear("JCT", Format::Seconds),
-            lines: vec![Line { label: "fifo".into(), points: vec![(1.0, 100.0), (2.0, 110.0)] }],
+            lines: vec![Line {
+                label: "fifo".into(),
+                points: vec![(1.0, 100.0), (2.0, 110.0)],
+            }],
         };
-        let bands = [Band { line: 0, points: vec![(1.0, 90.0, 130.0), (2.0, 100.0, 260.0)] }, Band { line: 7, points: vec![(1.0, 0.0, 1e9)] }];
+        let bands = [
+            Band {
+                line: 0,
+                points: vec![(1.0, 90.0, 130.0), (2.0, 100.0, 260.0)],
+            },
+            Band {
+                line: 7,
+                points: vec![(1.0, 0.0, 1e9)],
+            },
+        ];
         let svg = chart.to_svg_with_bands(&bands);
         let band = svg.find("fill-opacity").expect("a band");
-        assert!(band < svg.find("fill=\"none\" stroke=\"#0072B2\"").expect("the line"), "the band is under the line");
+        assert!(
+            band < svg
+                .find("fill=\"none\" stroke=\"#0072B2\"")
+                .expect("the line"),
+            "the band is under the line"
+        );
         assert!(svg.contains(&format!("fill=\"{}\" fill-opacity", COLORS[0])));
         // The axis reaches the band's 260 s (a tick at 300 s), not only the line's 110 s; the
         // band of a line that does not exist is left out.
-        assert!(texts(&svg, "text-anchor=\"end\"").contains(&"5"), "{:?}", texts(&svg, "text-anchor=\"end\""));
+        assert!(
+            texts(&svg, "text-anchor=\"end\"").contains(&"5"),
+            "{:?}",
+            texts(&svg, "text-anchor=\"end\"")
+        );
         assert_eq!(svg.matches("fill-opacity").count(), 1);
         // One point: a bar from low to high.
-        let one = LineChart { lines: vec![Line { label: "fifo".into(), points: vec![(1.0, 100.0)] }], ..chart };
-        assert!(one.to_svg_with_bands(&[Band { line: 0, points: vec![(1.0, 90.0, 130.0)] }]).contains("stroke-opacity"));
+        let one = LineChart {
+            lines: vec![Line {
+                label: "fifo".into(),
+                points: vec![(1.0, 100.0)],
+            }],
+            ..chart
+        };
+        assert!(
+            one.to_svg_with_bands(&[Band {
+                line: 0,
+                points: vec![(1.0, 90.0, 130.0)]
+            }])
+            .contains("stroke-opacity")
+        );
     }
 
     #[test]
@@ -746,16 +1066,33 @@ mod tests {
             x: Axis::log("JCT", Format::Seconds),
             y: Axis::fraction("jobs"),
             lines: vec![
-                Line { label: "fifo".into(), points: vec![(10.0, 0.5), (100.0, 1.0)] },
-                Line { label: "srtf".into(), points: vec![(10.0, 0.5), (100.0, 1.0)] },
-                Line { label: "las".into(), points: vec![(0.0, 0.1), (20.0, 1.0)] },
+                Line {
+                    label: "fifo".into(),
+                    points: vec![(10.0, 0.5), (100.0, 1.0)],
+                },
+                Line {
+                    label: "srtf".into(),
+                    points: vec![(10.0, 0.5), (100.0, 1.0)],
+                },
+                Line {
+                    label: "las".into(),
+                    points: vec![(0.0, 0.1), (20.0, 1.0)],
+                },
             ],
         };
         let svg = chart.to_svg();
         assert!(svg.contains("srtf (= fifo)") && !svg.contains("las (="));
         assert!(svg.contains("a &lt;b&gt; &amp; c") && !svg.contains("<b>"));
         // Three series drawn, the log axis dropping the zero of the third.
-        let curves = svg.split("<path").skip(1).filter(|p| p.split('>').next().is_some_and(|tag| tag.contains("fill=\"none\""))).count();
+        let curves = svg
+            .split("<path")
+            .skip(1)
+            .filter(|p| {
+                p.split('>')
+                    .next()
+                    .is_some_and(|tag| tag.contains("fill=\"none\""))
+            })
+            .count();
         assert_eq!(curves, 3);
         assert!(svg.len() < 20_000, "{} bytes", svg.len());
     }
@@ -767,27 +1104,51 @@ mod tests {
             caption: String::new(),
             categories: vec!["a".into(), "b".into()],
             y: Axis::linear("share", Format::Percent),
-            series: vec![Bars::new("x", vec![0.2, 0.8]), Bars::new("y", vec![0.5, 0.5])],
+            series: vec![
+                Bars::new("x", vec![0.2, 0.8]),
+                Bars::new("y", vec![0.5, 0.5]),
+            ],
         };
         let svg = chart.to_svg();
-        assert_eq!(svg.matches("<rect x=").count(), 4 + 2 + 1, "bars, legend swatches, frame");
+        assert_eq!(
+            svg.matches("<rect x=").count(),
+            4 + 2 + 1,
+            "bars, legend swatches, frame"
+        );
     }
 
     #[test]
     fn a_pair_of_bars_shares_its_hue_light_beside_solid() {
-        let pair = |hue, fill| Bars { hue: Some(hue), fill, ..Bars::new("p", vec![0.5]) };
+        let pair = |hue, fill| Bars {
+            hue: Some(hue),
+            fill,
+            ..Bars::new("p", vec![0.5])
+        };
         let chart = BarChart {
             title: "t".into(),
             caption: String::new(),
             categories: vec!["a".into()],
             y: Axis::linear("share", Format::Percent),
-            series: vec![pair(0, Fill::Solid), pair(0, Fill::Light), pair(1, Fill::Solid), pair(1, Fill::Light)],
+            series: vec![
+                pair(0, Fill::Solid),
+                pair(0, Fill::Light),
+                pair(1, Fill::Solid),
+                pair(1, Fill::Light),
+            ],
         };
         let svg = chart.to_svg();
         let light = tint(COLORS[0], LIGHT);
         // Bar and legend swatch each: the solid one in the hue, the light one a tint outlined in it.
-        assert_eq!(svg.matches(&format!(r#"fill="{}">"#, COLORS[0])).count() + svg.matches(&format!(r#"fill="{}"/>"#, COLORS[0])).count(), 2);
-        assert_eq!(svg.matches(&format!(r#"fill="{light}" stroke="{}""#, COLORS[0])).count(), 2);
+        assert_eq!(
+            svg.matches(&format!(r#"fill="{}">"#, COLORS[0])).count()
+                + svg.matches(&format!(r#"fill="{}"/>"#, COLORS[0])).count(),
+            2
+        );
+        assert_eq!(
+            svg.matches(&format!(r#"fill="{light}" stroke="{}""#, COLORS[0]))
+                .count(),
+            2
+        );
         assert!(svg.contains(&format!(r#"stroke="{}""#, COLORS[1])));
         assert_eq!(tint("#0072B2", 0.0), "#0072B2");
         assert_eq!(tint("#0072B2", 1.0), "#FFFFFF");

@@ -5,7 +5,7 @@
 //! node, each stint takes the lowest free lanes when it starts; a job sharing its GPUs with
 //! another (space sharing) is drawn in the lower half of its partner's lanes.
 
-use crate::chart::{duration_ticks, escape, label, Format, COLORS};
+use crate::chart::{COLORS, Format, duration_ticks, escape, label};
 use arbiter_sim::RunSegment;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -51,12 +51,19 @@ fn stints(segments: &[&RunSegment]) -> Vec<RunSegment> {
 /// The bars for the first [`GANTT_JOBS`] jobs (by id) of `jobs` (the measured ones), lanes
 /// numbered node by node; also the row label of each lane (`node/GPU`).
 pub fn bars(timeline: &[RunSegment], jobs: impl Fn(u32) -> bool) -> (Vec<Bar>, Vec<String>) {
-    let mut chosen: Vec<u32> = timeline.iter().map(|s| s.job).filter(|&j| jobs(j)).collect();
+    let mut chosen: Vec<u32> = timeline
+        .iter()
+        .map(|s| s.job)
+        .filter(|&j| jobs(j))
+        .collect();
     chosen.sort_unstable();
     chosen.dedup();
     chosen.truncate(GANTT_JOBS);
     let mut by_job: BTreeMap<u32, Vec<&RunSegment>> = BTreeMap::new();
-    for s in timeline.iter().filter(|s| chosen.binary_search(&s.job).is_ok()) {
+    for s in timeline
+        .iter()
+        .filter(|s| chosen.binary_search(&s.job).is_ok())
+    {
         by_job.entry(s.job).or_default().push(s);
     }
     let mut all: Vec<(RunSegment, bool)> = Vec::new();
@@ -66,7 +73,11 @@ pub fn bars(timeline: &[RunSegment], jobs: impl Fn(u32) -> bool) -> (Vec<Bar>, V
         let n = merged.len();
         all.extend(merged.into_iter().enumerate().map(|(i, s)| (s, i + 1 < n)));
     }
-    all.sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s).then(a.0.job.cmp(&b.0.job)));
+    all.sort_by(|a, b| {
+        a.0.start_s
+            .total_cmp(&b.0.start_s)
+            .then(a.0.job.cmp(&b.0.job))
+    });
     // Per node: lanes busy until, and who holds them (for partners to join).
     struct Lane {
         until: f64,
@@ -82,7 +93,10 @@ pub fn bars(timeline: &[RunSegment], jobs: impl Fn(u32) -> bool) -> (Vec<Bar>, V
                 lanes
                     .iter()
                     .enumerate()
-                    .filter(|(_, l)| l.until > s.start_s && l.holder.as_ref().is_some_and(|slots| *slots == s.slots))
+                    .filter(|(_, l)| {
+                        l.until > s.start_s
+                            && l.holder.as_ref().is_some_and(|slots| *slots == s.slots)
+                    })
                     .map(|(i, _)| i)
                     .take(gpus as usize)
                     .collect()
@@ -92,16 +106,28 @@ pub fn bars(timeline: &[RunSegment], jobs: impl Fn(u32) -> bool) -> (Vec<Bar>, V
             let (picked, shared) = if partner_lanes.len() == gpus as usize {
                 (partner_lanes, true)
             } else {
-                let mut picked: Vec<usize> = lanes.iter().enumerate().filter(|(_, l)| l.until <= s.start_s).map(|(i, _)| i).take(gpus as usize).collect();
+                let mut picked: Vec<usize> = lanes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.until <= s.start_s)
+                    .map(|(i, _)| i)
+                    .take(gpus as usize)
+                    .collect();
                 while picked.len() < gpus as usize {
-                    lanes.push(Lane { until: f64::NEG_INFINITY, holder: None });
+                    lanes.push(Lane {
+                        until: f64::NEG_INFINITY,
+                        holder: None,
+                    });
                     picked.push(lanes.len() - 1);
                 }
                 (picked, false)
             };
             for &i in &picked {
                 if !shared {
-                    lanes[i] = Lane { until: s.end_s, holder: Some(s.slots.clone()) };
+                    lanes[i] = Lane {
+                        until: s.end_s,
+                        holder: Some(s.slots.clone()),
+                    };
                 }
                 placed.push((node, i, s.clone(), shared, interrupted));
             }
@@ -144,18 +170,27 @@ struct PixelRun {
 /// columns of one job are one rectangle. A job preempted every few seconds over days would
 /// otherwise be tens of thousands of sub-pixel rectangles (Muri's per-event model does this):
 /// the chart's size is bounded by lanes × columns whatever the trace.
-fn pixel_runs(bars: &[&Bar], columns: usize, px: impl Fn(f64) -> f64) -> Vec<(usize, bool, PixelRun)> {
+fn pixel_runs(
+    bars: &[&Bar],
+    columns: usize,
+    px: impl Fn(f64) -> f64,
+) -> Vec<(usize, bool, PixelRun)> {
     /// Per pixel column: the job shown there, and whether it was interrupted there.
     type Column = Option<(u32, bool)>;
     let mut cells: BTreeMap<(usize, bool), Vec<Column>> = BTreeMap::new();
     for b in bars {
-        let lane = cells.entry((b.lane, b.shared)).or_insert_with(|| vec![None; columns]);
+        let lane = cells
+            .entry((b.lane, b.shared))
+            .or_insert_with(|| vec![None; columns]);
         let from = (px(b.start_s).floor().max(0.0) as usize).min(columns.saturating_sub(1));
         let to = (px(b.end_s).round() as usize).clamp(from + 1, columns);
         for cell in lane[from..to].iter_mut().filter(|c| c.is_none()) {
             *cell = Some((b.job, false));
         }
-        if b.interrupted && let Some(Some((job, mark))) = lane.get_mut(to - 1) && *job == b.job {
+        if b.interrupted
+            && let Some(Some((job, mark))) = lane.get_mut(to - 1)
+            && *job == b.job
+        {
             *mark = true;
         }
     }
@@ -172,7 +207,12 @@ fn pixel_runs(bars: &[&Bar], columns: usize, px: impl Fn(f64) -> f64) -> Vec<(us
                 }
                 (cell, _) => {
                     out.extend(current.take().map(|run| (lane, half, run)));
-                    current = cell.map(|(job, mark)| PixelRun { job, from: c, to: c + 1, interrupted: if mark { vec![c + 1] } else { Vec::new() } });
+                    current = cell.map(|(job, mark)| PixelRun {
+                        job,
+                        from: c,
+                        to: c + 1,
+                        interrupted: if mark { vec![c + 1] } else { Vec::new() },
+                    });
                 }
             }
         }
@@ -189,12 +229,26 @@ pub fn to_svg(title: &str, caption: &str, bars: &[Bar], labels: &[String]) -> St
     let (left, top, right) = (70.0, 44.0, 860.0);
     let height = top + lanes as f64 * row + 60.0;
     let shown: Vec<&Bar> = bars.iter().filter(|b| b.lane < lanes).collect();
-    let t0 = shown.iter().map(|b| b.start_s).fold(f64::INFINITY, f64::min);
-    let t1 = shown.iter().map(|b| b.end_s).fold(f64::NEG_INFINITY, f64::max);
-    let (t0, t1) = if t0.is_finite() && t1 > t0 { (t0, t1) } else { (0.0, 1.0) };
+    let t0 = shown
+        .iter()
+        .map(|b| b.start_s)
+        .fold(f64::INFINITY, f64::min);
+    let t1 = shown
+        .iter()
+        .map(|b| b.end_s)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (t0, t1) = if t0.is_finite() && t1 > t0 {
+        (t0, t1)
+    } else {
+        (0.0, 1.0)
+    };
     let x = |t: f64| left + (t - t0) / (t1 - t0) * (right - left);
     let mut out = String::with_capacity(2048 + shown.len() * 160);
-    let cut = if labels.len() > lanes { format!(" (first {lanes} of {} GPU rows)", labels.len()) } else { String::new() };
+    let cut = if labels.len() > lanes {
+        format!(" (first {lanes} of {} GPU rows)", labels.len())
+    } else {
+        String::new()
+    };
     let _ = write!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 880 {height}" width="880" height="{height}" font-family="DejaVu Sans, Verdana, sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="{left}" y="24" font-size="15" font-weight="bold">{}{}</text>"#,
@@ -204,7 +258,13 @@ pub fn to_svg(title: &str, caption: &str, bars: &[Bar], labels: &[String]) -> St
     for (i, name) in labels.iter().take(lanes).enumerate() {
         let y = top + i as f64 * row;
         if lanes <= 32 || i % 4 == 0 {
-            let _ = write!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="9">{}</text>"#, left - 4.0, y + row - 2.0, escape(name));
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="9">{}</text>"#,
+                left - 4.0,
+                y + row - 2.0,
+                escape(name)
+            );
         }
     }
     // Round times in one unit (not fifths of the span in mixed units: `2.3h, 4.6h, 1.2d`).
@@ -239,7 +299,10 @@ pub fn to_svg(title: &str, caption: &str, bars: &[Bar], labels: &[String]) -> St
                 time(run.to)
             );
         } else {
-            let _ = write!(thin.entry(color).or_default(), "M{x0} {y:.1}h{w}v{h:.1}h-{w}z");
+            let _ = write!(
+                thin.entry(color).or_default(),
+                "M{x0} {y:.1}h{w}v{h:.1}h-{w}z"
+            );
         }
         for c in run.interrupted {
             let _ = write!(ticks, "M{} {y:.1}v{h:.1}", left as usize + c);
@@ -249,7 +312,10 @@ pub fn to_svg(title: &str, caption: &str, bars: &[Bar], labels: &[String]) -> St
         let _ = write!(out, r#"<path d="{d}" fill="{color}" fill-opacity="0.85"/>"#);
     }
     if !ticks.is_empty() {
-        let _ = write!(out, r##"<path d="{ticks}" stroke="#c00" stroke-width="1"/>"##);
+        let _ = write!(
+            out,
+            r##"<path d="{ticks}" stroke="#c00" stroke-width="1"/>"##
+        );
     }
     let _ = write!(
         out,
@@ -265,8 +331,22 @@ pub fn to_svg(title: &str, caption: &str, bars: &[Bar], labels: &[String]) -> St
 mod tests {
     use super::*;
 
-    fn seg(job: u32, start_s: f64, end_s: f64, slots: Vec<(u32, u32)>, gpu_share: f64) -> RunSegment {
-        RunSegment { job, start_s, end_s, slots, gpu_share, guest: false, on_held: 0 }
+    fn seg(
+        job: u32,
+        start_s: f64,
+        end_s: f64,
+        slots: Vec<(u32, u32)>,
+        gpu_share: f64,
+    ) -> RunSegment {
+        RunSegment {
+            job,
+            start_s,
+            end_s,
+            slots,
+            gpu_share,
+            guest: false,
+            on_held: 0,
+        }
     }
 
     #[test]
@@ -286,8 +366,21 @@ mod tests {
         ];
         let (bars, labels) = bars(&timeline, |j| j < 9);
         assert_eq!(labels, vec!["n0/0", "n0/1", "n1/0"]);
-        let of = |job| bars.iter().filter(|b| b.job == job).map(|b| (b.lane, b.start_s, b.end_s, b.shared, b.interrupted)).collect::<Vec<_>>();
-        assert_eq!(of(0), vec![(0, 0.0, 10.0, false, true), (0, 20.0, 30.0, false, false), (1, 0.0, 10.0, false, true), (1, 20.0, 30.0, false, false)]);
+        let of = |job| {
+            bars.iter()
+                .filter(|b| b.job == job)
+                .map(|b| (b.lane, b.start_s, b.end_s, b.shared, b.interrupted))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            of(0),
+            vec![
+                (0, 0.0, 10.0, false, true),
+                (0, 20.0, 30.0, false, false),
+                (1, 0.0, 10.0, false, true),
+                (1, 20.0, 30.0, false, false)
+            ]
+        );
         assert_eq!(of(1), vec![(0, 10.0, 20.0, false, false)]);
         assert_eq!(of(2), vec![(2, 0.0, 30.0, false, false)]);
         assert_eq!(of(3), vec![(2, 5.0, 30.0, true, false)]);
@@ -295,18 +388,42 @@ mod tests {
         assert_eq!(svg.matches("<rect x=").count(), bars.len(), "one per bar");
         assert_eq!(svg.matches("v11.0").count(), 2, "a tick per interruption");
         // Round times in one unit, named once (were fifths of the span, each in its own unit).
-        assert!(svg.contains(r#"text-anchor="middle">30</text>"#) && svg.contains("time since the first start, seconds"));
-        let long = [Bar { job: 0, lane: 0, start_s: 0.0, end_s: 1.2 * 86_400.0, shared: false, interrupted: false }];
+        assert!(
+            svg.contains(r#"text-anchor="middle">30</text>"#)
+                && svg.contains("time since the first start, seconds")
+        );
+        let long = [Bar {
+            job: 0,
+            lane: 0,
+            start_s: 0.0,
+            end_s: 1.2 * 86_400.0,
+            shared: false,
+            interrupted: false,
+        }];
         let svg = to_svg("t", "c", &long, &labels);
-        let times: Vec<&str> = svg.split(r#"text-anchor="middle">"#).skip(1).filter_map(|t| t.split('<').next()).collect();
+        let times: Vec<&str> = svg
+            .split(r#"text-anchor="middle">"#)
+            .skip(1)
+            .filter_map(|t| t.split('<').next())
+            .collect();
         assert_eq!(times, ["0", "5", "10", "15", "20", "25"]);
         assert!(svg.contains("time since the first start, hours"));
         // Sub-pixel stints of one job merge into one rectangle, with their preemption ticks.
         let many: Vec<Bar> = (0..10_000)
-            .map(|i| Bar { job: 7, lane: 0, start_s: i as f64, end_s: i as f64 + 0.5, shared: false, interrupted: true })
+            .map(|i| Bar {
+                job: 7,
+                lane: 0,
+                start_s: i as f64,
+                end_s: i as f64 + 0.5,
+                shared: false,
+                interrupted: true,
+            })
             .collect();
         let runs = pixel_runs(&many.iter().collect::<Vec<_>>(), 100, |t| t / 100.0);
         assert_eq!(runs.len(), 1);
-        assert_eq!((runs[0].2.from, runs[0].2.to, runs[0].2.interrupted.len()), (0, 100, 100));
+        assert_eq!(
+            (runs[0].2.from, runs[0].2.to, runs[0].2.interrupted.len()),
+            (0, 100, 100)
+        );
     }
 }

@@ -30,9 +30,24 @@ pub fn page(report: &Report) -> String {
         let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", escape(key), escape(value));
     }
     out.push_str("</dl><nav>");
-    let headings: Vec<&String> = report.sections.iter().filter_map(|s| if let Section::Heading(h) = s { Some(h) } else { None }).collect();
+    let headings: Vec<&String> = report
+        .sections
+        .iter()
+        .filter_map(|s| {
+            if let Section::Heading(h) = s {
+                Some(h)
+            } else {
+                None
+            }
+        })
+        .collect();
     for (i, h) in headings.iter().enumerate() {
-        let _ = write!(out, "{}<a href=\"#s{i}\">{}</a>", if i > 0 { " · " } else { "" }, escape(h));
+        let _ = write!(
+            out,
+            "{}<a href=\"#s{i}\">{}</a>",
+            if i > 0 { " · " } else { "" },
+            escape(h)
+        );
     }
     out.push_str("</nav>\n");
     let mut heading = 0;

@@ -102,7 +102,13 @@ pub struct Report {
 impl Report {
     /// The figures, in page order.
     pub fn figures(&self) -> impl Iterator<Item = &Figure> {
-        self.sections.iter().filter_map(|s| if let Section::Figure(f) = s { Some(f) } else { None })
+        self.sections.iter().filter_map(|s| {
+            if let Section::Figure(f) = s {
+                Some(f)
+            } else {
+                None
+            }
+        })
     }
 
     /// The page as HTML.
@@ -120,13 +126,18 @@ impl Report {
         let figures_dir = dir.join("figures");
         std::fs::create_dir_all(&figures_dir).map_err(io(&figures_dir))?;
         let figures: Vec<&Figure> = self.figures().collect();
-        figures.par_iter().try_for_each(|f| -> Result<(), ReportError> {
-            let svg_path = figures_dir.join(format!("{}.svg", f.id));
-            std::fs::write(&svg_path, &f.svg).map_err(io(&svg_path))?;
-            let png = raster::png(&f.svg, 2.0).map_err(|error| ReportError::Raster { figure: f.id.clone(), error })?;
-            let png_path = figures_dir.join(format!("{}.png", f.id));
-            std::fs::write(&png_path, png).map_err(io(&png_path))
-        })?;
+        figures
+            .par_iter()
+            .try_for_each(|f| -> Result<(), ReportError> {
+                let svg_path = figures_dir.join(format!("{}.svg", f.id));
+                std::fs::write(&svg_path, &f.svg).map_err(io(&svg_path))?;
+                let png = raster::png(&f.svg, 2.0).map_err(|error| ReportError::Raster {
+                    figure: f.id.clone(),
+                    error,
+                })?;
+                let png_path = figures_dir.join(format!("{}.png", f.id));
+                std::fs::write(&png_path, png).map_err(io(&png_path))
+            })?;
         let page = dir.join("index.html");
         std::fs::write(&page, self.to_html()).map_err(io(&page))?;
         Ok(page)
@@ -147,8 +158,17 @@ pub fn slug(parts: &[&str]) -> String {
         }
         out.trim_matches('-').to_string()
     };
-    let joined = parts.iter().map(|p| one(p)).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-");
-    if joined.is_empty() { "figure".into() } else { joined.chars().take(100).collect() }
+    let joined = parts
+        .iter()
+        .map(|p| one(p))
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    if joined.is_empty() {
+        "figure".into()
+    } else {
+        joined.chars().take(100).collect()
+    }
 }
 
 /// What the tests of several modules build on: hand-made runs, and curves read back out of
@@ -158,7 +178,14 @@ pub(crate) mod test_support {
     use arbiter_sim::{JobOutcome, JobRecord, RunSegment};
 
     /// A completed job run without interruption.
-    pub fn record(job: u32, tenant: &str, submit_s: f64, start_s: f64, finish_s: f64, gpus: u32) -> JobRecord {
+    pub fn record(
+        job: u32,
+        tenant: &str,
+        submit_s: f64,
+        start_s: f64,
+        finish_s: f64,
+        gpus: u32,
+    ) -> JobRecord {
         JobRecord {
             job,
             trace_id: job.to_string(),
@@ -189,14 +216,26 @@ pub(crate) mod test_support {
 
     /// A segment of `gpus` GPUs of node 0.
     pub fn segment(job: u32, start_s: f64, end_s: f64, gpus: u32) -> RunSegment {
-        RunSegment { job, start_s, end_s, slots: vec![(0, gpus)], gpu_share: 1.0, guest: false, on_held: 0 }
+        RunSegment {
+            job,
+            start_s,
+            end_s,
+            slots: vec![(0, gpus)],
+            gpu_share: 1.0,
+            guest: false,
+            on_held: 0,
+        }
     }
 
     /// The pixel points of every curve (a `fill="none"` path) of an SVG, in drawing order.
     pub fn curves(svg: &str) -> Vec<Vec<(f64, f64)>> {
         svg.split("<path d=\"")
             .skip(1)
-            .filter(|p| p.split('>').next().is_some_and(|tag| tag.contains("fill=\"none\"")))
+            .filter(|p| {
+                p.split('>')
+                    .next()
+                    .is_some_and(|tag| tag.contains("fill=\"none\""))
+            })
             .filter_map(|p| p.split('"').next())
             .map(|d| {
                 d.split(['M', 'L'])
@@ -212,7 +251,9 @@ pub(crate) mod test_support {
     /// Whether consecutive points form steps: each move horizontal or vertical, never both
     /// (a ramp between two samples).
     pub fn is_staircase(points: &[(f64, f64)]) -> bool {
-        points.windows(2).all(|w| w[0].0 == w[1].0 || w[0].1 == w[1].1)
+        points
+            .windows(2)
+            .all(|w| w[0].0 == w[1].0 || w[0].1 == w[1].1)
     }
 
     /// The position of the first `<table` and the first `<figure` of a page.
@@ -227,7 +268,10 @@ mod tests {
 
     #[test]
     fn slugs_are_safe_file_names() {
-        assert_eq!(slug(&["Trace 1", "../etc/passwd", "jct"]), "trace-1-etc-passwd-jct");
+        assert_eq!(
+            slug(&["Trace 1", "../etc/passwd", "jct"]),
+            "trace-1-etc-passwd-jct"
+        );
         assert_eq!(slug(&["<>"]), "figure");
     }
 }

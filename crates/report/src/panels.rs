@@ -4,19 +4,33 @@
 //! reads on its own and the shared scales keep them comparable.
 
 use crate::chart::{
-    axis_titles, data_range, drawable, escape, footer, header, lay_out, legend_text, path_d, plot_box, tint, x_grid, y_grid, Axis, Laid, Line,
-    Rect, BELOW, COLORS, DASHES, LEFT, RIGHT, TOP,
+    Axis, BELOW, COLORS, DASHES, LEFT, Laid, Line, RIGHT, Rect, TOP, axis_titles, data_range,
+    drawable, escape, footer, header, lay_out, legend_text, path_d, plot_box, tint, x_grid, y_grid,
 };
 use std::fmt::Write as _;
 
 /// One panel: one policy's series, all in the panel's colour.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Panel {
     /// Its name (the policy), shown beside it in its colour.
     pub label: String,
     /// Its series: the first a solid line over a light area, the others dashed over it.
     pub lines: Vec<Line>,
+    /// Events drawn as ticks rising from the panel's bottom edge (a quota tree's reclaims).
+    pub marks: Option<Marks>,
 }
+
+/// Moments marked in a panel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Marks {
+    /// What they are, in the legend.
+    pub label: String,
+    /// Where, on the horizontal axis.
+    pub at: Vec<f64>,
+}
+
+/// How tall a mark's tick is.
+const MARK_TICK: f64 = 9.0;
 
 /// Panels stacked under one another, one colour each by order (the policy's colour in the
 /// report's other figures).
@@ -47,7 +61,9 @@ const AREA_TINT: f64 = 0.75;
 impl SmallMultiples {
     /// Whether any panel has a point to draw.
     pub fn has_data(&self) -> bool {
-        self.panels.iter().any(|p| p.lines.iter().any(|l| !l.points.is_empty()))
+        self.panels
+            .iter()
+            .any(|p| p.lines.iter().any(|l| !l.points.is_empty()))
     }
 
     /// The height of each panel.
@@ -58,20 +74,45 @@ impl SmallMultiples {
 
     /// The chart as a standalone SVG document.
     pub fn to_svg(&self) -> String {
-        let points = self.panels.iter().flat_map(|p| p.lines.iter()).map(|l| l.points.len()).sum::<usize>();
+        let points = self
+            .panels
+            .iter()
+            .flat_map(|p| p.lines.iter())
+            .map(|l| l.points.len())
+            .sum::<usize>();
         let mut out = String::with_capacity(4096 + points * 28);
         let (n, panel) = (self.panels.len().max(1), self.panel_height());
         let height = TOP + n as f64 * (panel + GAP) - GAP + BELOW;
         header(&mut out, &self.title, height);
-        let all = || self.panels.iter().flat_map(|p| p.lines.iter().flat_map(|l| l.points.iter().copied()));
-        let x = lay_out(&self.x, data_range(all().map(|p| p.0), &self.x), LEFT, RIGHT, 5.0);
+        let all = || {
+            self.panels
+                .iter()
+                .flat_map(|p| p.lines.iter().flat_map(|l| l.points.iter().copied()))
+        };
+        let x = lay_out(
+            &self.x,
+            data_range(all().map(|p| p.0), &self.x),
+            LEFT,
+            RIGHT,
+            5.0,
+        );
         let y_range = data_range(all().map(|p| p.1), &self.y);
         // Small panels keep to a few y ticks (0, 50%, 100%) so that their labels do not touch.
         let y_ticks = if panel >= 200.0 { 5.0 } else { 2.0 };
-        let mut last = Rect { left: LEFT, top: TOP, right: RIGHT, bottom: TOP + panel };
+        let mut last = Rect {
+            left: LEFT,
+            top: TOP,
+            right: RIGHT,
+            bottom: TOP + panel,
+        };
         for (i, p) in self.panels.iter().enumerate() {
             let top = TOP + i as f64 * (panel + GAP);
-            last = Rect { left: LEFT, top, right: RIGHT, bottom: top + panel };
+            last = Rect {
+                left: LEFT,
+                top,
+                right: RIGHT,
+                bottom: top + panel,
+            };
             let y = lay_out(&self.y, y_range, last.bottom, last.top, y_ticks);
             y_grid(&mut out, last, &y);
             x_grid(&mut out, last, &x, i + 1 == self.panels.len());
@@ -79,7 +120,13 @@ impl SmallMultiples {
             plot_box(&mut out, last);
         }
         let y_title = lay_out(&self.y, y_range, 0.0, 1.0, y_ticks).title;
-        axis_titles(&mut out, last, &x.title, &y_title, (TOP + last.bottom) / 2.0);
+        axis_titles(
+            &mut out,
+            last,
+            &x.title,
+            &y_title,
+            (TOP + last.bottom) / 2.0,
+        );
         footer(&mut out, &self.caption, height);
         out
     }
@@ -94,10 +141,20 @@ impl SmallMultiples {
                 .filter(|&&(a, b)| drawable(a, b, self.x.scale, self.y.scale))
                 .map(|&(a, b)| (x.map.at(a), y.map.at(b)))
                 .collect();
-            let (Some(first), Some(end)) = (points.first(), points.last()) else { continue };
+            let (Some(first), Some(end)) = (points.first(), points.last()) else {
+                continue;
+            };
             let d = path_d(points.iter().copied());
             if k == 0 {
-                let _ = write!(out, r#"<path d="{d}L{:.1} {:.1}L{:.1} {:.1}Z" fill="{}" stroke="none"/>"#, end.0, r.bottom, first.0, r.bottom, tint(color, AREA_TINT));
+                let _ = write!(
+                    out,
+                    r#"<path d="{d}L{:.1} {:.1}L{:.1} {:.1}Z" fill="{}" stroke="none"/>"#,
+                    end.0,
+                    r.bottom,
+                    first.0,
+                    r.bottom,
+                    tint(color, AREA_TINT)
+                );
             }
             let _ = write!(
                 out,
@@ -109,8 +166,18 @@ impl SmallMultiples {
         }
         let left = RIGHT + 14.0;
         let name: String = panel.label.chars().take(24).collect();
-        let _ = write!(out, r#"<text x="{left}" y="{:.1}" font-weight="bold" fill="{color}">{}</text>"#, r.top + 14.0, escape(&name));
-        for (k, line) in panel.lines.iter().enumerate().filter(|(_, l)| !l.points.is_empty()) {
+        let _ = write!(
+            out,
+            r#"<text x="{left}" y="{:.1}" font-weight="bold" fill="{color}">{}</text>"#,
+            r.top + 14.0,
+            escape(&name)
+        );
+        for (k, line) in panel
+            .lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| !l.points.is_empty())
+        {
             let at = r.top + 32.0 + k as f64 * 18.0;
             if at > r.bottom {
                 break;
@@ -123,6 +190,46 @@ impl SmallMultiples {
             );
             legend_text(out, left, at, &line.label);
         }
+        if let Some(marks) = &panel.marks {
+            self.marks(out, marks, color, r, x);
+            let at = r.top + 32.0 + panel.lines.len() as f64 * 18.0;
+            if at <= r.bottom {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5"/>"#,
+                    left + 13.0,
+                    at + MARK_TICK / 2.0,
+                    left + 13.0,
+                    at - MARK_TICK / 2.0,
+                );
+                legend_text(out, left, at, &marks.label);
+            }
+        }
+    }
+
+    /// A panel's marks: one tick per distinct tenth of a pixel, as one path.
+    fn marks(&self, out: &mut String, marks: &Marks, color: &str, r: Rect, x: &Laid) {
+        let mut at: Vec<f64> = marks
+            .at
+            .iter()
+            .filter(|&&a| drawable(a, 1.0, self.x.scale, crate::chart::Scale::Linear))
+            .map(|&a| (x.map.at(a) * 10.0).round() / 10.0)
+            .filter(|px| (r.left..=r.right).contains(px))
+            .collect();
+        at.sort_by(f64::total_cmp);
+        at.dedup();
+        if at.is_empty() {
+            return;
+        }
+        let mut d = String::with_capacity(at.len() * 16);
+        for px in at {
+            let _ = write!(d, "M{px:.1} {:.1}v-{MARK_TICK}", r.bottom);
+        }
+        let _ = write!(
+            out,
+            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"><title>{}</title></path>"#,
+            escape(&marks.label)
+        );
     }
 }
 
@@ -141,7 +248,17 @@ mod tests {
             panels: (0..panels)
                 .map(|i| Panel {
                     label: format!("policy{i}"),
-                    lines: vec![Line { label: "in use".into(), points: series(0.5 + 0.1 * i as f64) }, Line { label: "shared".into(), points: series(0.2) }],
+                    lines: vec![
+                        Line {
+                            label: "in use".into(),
+                            points: series(0.5 + 0.1 * i as f64),
+                        },
+                        Line {
+                            label: "shared".into(),
+                            points: series(0.2),
+                        },
+                    ],
+                    marks: None,
                 })
                 .collect(),
         }
@@ -153,7 +270,12 @@ mod tests {
         // A frame per panel, each in its own colour, both series of each in that colour.
         assert_eq!(svg.matches(r##"fill="none" stroke="#444""##).count(), 3);
         for (i, color) in COLORS.iter().enumerate().take(3) {
-            assert_eq!(svg.matches(&format!(r#"fill="none" stroke="{color}""#)).count(), 2, "panel {i}");
+            assert_eq!(
+                svg.matches(&format!(r#"fill="none" stroke="{color}""#))
+                    .count(),
+                2,
+                "panel {i}"
+            );
             assert!(svg.contains(&format!(r#"fill="{color}">policy{i}</text>"#)));
         }
         // The time axis is labelled once, under the last panel, in one unit.
@@ -166,9 +288,21 @@ mod tests {
     #[test]
     fn many_panels_keep_a_readable_height_and_nothing_is_drawn_for_no_data() {
         let tall = chart(8).to_svg();
-        let height: f64 = tall.split("height=\"").nth(1).and_then(|h| h.split('"').next()).and_then(|h| h.parse().ok()).expect("height");
+        let height: f64 = tall
+            .split("height=\"")
+            .nth(1)
+            .and_then(|h| h.split('"').next())
+            .and_then(|h| h.parse().ok())
+            .expect("height");
         assert!(height >= TOP + 8.0 * MIN_PANEL + BELOW, "{height}");
-        let empty = SmallMultiples { panels: vec![Panel { label: "x".into(), lines: vec![] }], ..chart(0) };
+        let empty = SmallMultiples {
+            panels: vec![Panel {
+                label: "x".into(),
+                lines: vec![],
+                marks: None,
+            }],
+            ..chart(0)
+        };
         assert!(!empty.has_data() && empty.to_svg().ends_with("</svg>"));
         assert!(!chart(0).has_data() && chart(0).to_svg().ends_with("</svg>"));
     }

@@ -3,9 +3,9 @@
 //! their spread over seeds, and the JCT CDF at each value.
 
 use crate::chart::{Axis, Band, Format, Line, LineChart};
-use crate::{figures, slug, Figure, Mark, Report, ReportError, Section, Table, VERSION};
-use arbiter_sim::sweep::{Sweep, SweepPoint};
+use crate::{Figure, Mark, Report, ReportError, Section, Table, VERSION, figures, slug};
 use arbiter_sim::Summary;
+use arbiter_sim::sweep::{Sweep, SweepPoint};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -25,12 +25,21 @@ fn spread(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
     for v in values.filter(|v| v.is_finite()) {
         (n, sum, lo, hi) = (n + 1, sum + v, lo.min(v), hi.max(v));
     }
-    if n == 0 { (f64::NAN, f64::NAN, f64::NAN) } else { (sum / n as f64, lo, hi) }
+    if n == 0 {
+        (f64::NAN, f64::NAN, f64::NAN)
+    } else {
+        (sum / n as f64, lo, hi)
+    }
 }
 
 /// The most runs (seeds × traces) behind one point of one policy.
 fn most_runs(sweep: &Sweep) -> usize {
-    sweep.points.iter().flat_map(|p| by_policy(p).into_values().map(|runs| runs.len())).max().unwrap_or(0)
+    sweep
+        .points
+        .iter()
+        .flat_map(|p| by_policy(p).into_values().map(|runs| runs.len()))
+        .max()
+        .unwrap_or(0)
 }
 
 /// A metric against the key per policy: a line through the mean over seeds (and traces) at
@@ -41,17 +50,33 @@ fn against(sweep: &Sweep, metric: Metric) -> (Vec<Line>, Vec<Band>) {
     for point in &sweep.points {
         for (policy, runs) in by_policy(point) {
             let (mean, lo, hi) = spread(runs.iter().map(|s| metric(s)));
-            curves.entry(policy).or_default().push((point.x, mean, lo, hi));
+            curves
+                .entry(policy)
+                .or_default()
+                .push((point.x, mean, lo, hi));
         }
     }
     for curve in curves.values_mut() {
         curve.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let lines = curves.iter().map(|(policy, c)| Line { label: policy.to_string(), points: c.iter().map(|&(x, mean, _, _)| (x, mean)).collect() }).collect();
+    let lines = curves
+        .iter()
+        .map(|(policy, c)| Line {
+            label: policy.to_string(),
+            points: c.iter().map(|&(x, mean, _, _)| (x, mean)).collect(),
+        })
+        .collect();
     let bands = if most_runs(sweep) < 2 {
         Vec::new()
     } else {
-        curves.values().enumerate().map(|(line, c)| Band { line, points: c.iter().map(|&(x, _, lo, hi)| (x, lo, hi)).collect() }).collect()
+        curves
+            .values()
+            .enumerate()
+            .map(|(line, c)| Band {
+                line,
+                points: c.iter().map(|&(x, _, lo, hi)| (x, lo, hi)).collect(),
+            })
+            .collect()
     };
     (lines, bands)
 }
@@ -69,22 +94,56 @@ type Metric = fn(&Summary) -> f64;
 
 /// The sweep's figures: the metrics against the key, then one JCT CDF per value.
 pub fn figures(sweep: &Sweep) -> Vec<Figure> {
-    let caption = format!("{} · {} swept · seeds {} · Arbiter {VERSION}", sweep.scenario, sweep.key, seeds(sweep));
+    let caption = format!(
+        "{} · {} swept · seeds {} · Arbiter {VERSION}",
+        sweep.scenario,
+        sweep.key,
+        seeds(sweep)
+    );
     let metric_caption = format!("{caption} · {}", drawn(sweep));
-    let percent = Axis { bounds: Some((0.0, 1.0)), ..Axis::linear("GPU utilization", Format::Percent) };
+    let percent = Axis {
+        bounds: Some((0.0, 1.0)),
+        ..Axis::linear("GPU utilization", Format::Percent)
+    };
     let metrics: [(&str, &str, Axis, Metric); 4] = [
-        ("avg_jct", "average JCT", Axis::linear("average JCT", Format::Seconds), |s| s.avg_jct_s),
-        ("p99_jct", "99th-percentile JCT", Axis::linear("p99 JCT", Format::Seconds), |s| s.p99_jct_s),
-        ("avg_queue", "average queueing delay", Axis::linear("average queueing delay", Format::Seconds), |s| s.avg_queue_s),
-        ("utilization", "GPU utilization", percent, |s| s.gpu_utilization),
+        (
+            "avg_jct",
+            "average JCT",
+            Axis::linear("average JCT", Format::Seconds),
+            |s| s.avg_jct_s,
+        ),
+        (
+            "p99_jct",
+            "99th-percentile JCT",
+            Axis::linear("p99 JCT", Format::Seconds),
+            |s| s.p99_jct_s,
+        ),
+        (
+            "avg_queue",
+            "average queueing delay",
+            Axis::linear("average queueing delay", Format::Seconds),
+            |s| s.avg_queue_s,
+        ),
+        ("utilization", "GPU utilization", percent, |s| {
+            s.gpu_utilization
+        }),
     ];
     let mut out = Vec::new();
     for (id, title, y, metric) in metrics {
         let (lines, bands) = against(sweep, metric);
         let x = Axis::linear(&sweep.key, Format::Number);
-        let chart = LineChart { title: format!("{}: {title}", sweep.scenario), caption: metric_caption.clone(), x, y, lines };
+        let chart = LineChart {
+            title: format!("{}: {title}", sweep.scenario),
+            caption: metric_caption.clone(),
+            x,
+            y,
+            lines,
+        };
         if chart.has_data() {
-            out.push(Figure { id: id.to_string(), svg: chart.to_svg_with_bands(&bands) });
+            out.push(Figure {
+                id: id.to_string(),
+                svg: chart.to_svg_with_bands(&bands),
+            });
         }
     }
     for p in &sweep.points {
@@ -93,31 +152,55 @@ pub fn figures(sweep: &Sweep) -> Vec<Figure> {
             caption: format!("{caption} · JCTs of all seeds pooled"),
             x: Axis::log("job completion time (log)", Format::Seconds),
             y: Axis::fraction("jobs"),
-            lines: p.jcts_by_policy.iter().map(|(label, v)| Line { label: label.clone(), points: figures::cdf(v.iter().copied()) }).collect(),
+            lines: p
+                .jcts_by_policy
+                .iter()
+                .map(|(label, v)| Line {
+                    label: label.clone(),
+                    points: figures::cdf(v.iter().copied()),
+                })
+                .collect(),
         };
         if chart.has_data() {
-            out.push(Figure { id: format!("jct_cdf_{}", slug(&[&p.value])), svg: chart.to_svg() });
+            out.push(Figure {
+                id: format!("jct_cdf_{}", slug(&[&p.value])),
+                svg: chart.to_svg(),
+            });
         }
     }
     out
 }
 
 fn seeds(sweep: &Sweep) -> String {
-    let mut seeds: Vec<u64> = sweep.points.iter().flat_map(|p| p.results.iter().map(|r| r.seed)).collect();
+    let mut seeds: Vec<u64> = sweep
+        .points
+        .iter()
+        .flat_map(|p| p.results.iter().map(|r| r.seed))
+        .collect();
     seeds.sort_unstable();
     seeds.dedup();
-    seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+    seeds
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Writes the figures as SVG files into `dir` (`avg_jct.svg`, `jct_cdf_<value>.svg`, ...);
 /// returns them.
 pub fn write_figures(sweep: &Sweep, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io { path: dir.to_path_buf(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     figures(sweep)
         .into_iter()
         .map(|f| {
             let path = dir.join(format!("{}.svg", f.id));
-            std::fs::write(&path, f.svg).map_err(|source| ReportError::Io { path: path.clone(), source })?;
+            std::fs::write(&path, f.svg).map_err(|source| ReportError::Io {
+                path: path.clone(),
+                source,
+            })?;
             Ok(path)
         })
         .collect()
@@ -127,7 +210,16 @@ pub fn write_figures(sweep: &Sweep, dir: &Path) -> Result<Vec<PathBuf>, ReportEr
 /// no-break characters: a page narrower than the table wraps between cells, not inside one).
 fn mean_cell(runs: &[&Summary], metric: Metric, show: fn(f64) -> String) -> (String, Mark) {
     let (mean, lo, hi) = spread(runs.iter().map(|s| metric(s)));
-    let text = if runs.len() > 1 && hi > lo { format!("{}\u{a0}({}\u{2060}–\u{2060}{})", show(mean), show(lo), show(hi)) } else { show(mean) };
+    let text = if runs.len() > 1 && hi > lo {
+        format!(
+            "{}\u{a0}({}\u{2060}–\u{2060}{})",
+            show(mean),
+            show(lo),
+            show(hi)
+        )
+    } else {
+        show(mean)
+    };
     (text, Mark::None)
 }
 
@@ -136,7 +228,15 @@ fn mean_cell(runs: &[&Summary], metric: Metric, show: fn(f64) -> String) -> (Str
 fn summary_table(sweep: &Sweep) -> Table {
     let secs = |v: f64| format!("{v:.0}");
     let pct = |v: f64| format!("{:.1}%", v * 100.0);
-    let head = [sweep.key.as_str(), "policy", "runs", "avg JCT s", "p99 JCT s", "avg queue s", "util"];
+    let head = [
+        sweep.key.as_str(),
+        "policy",
+        "runs",
+        "avg JCT s",
+        "p99 JCT s",
+        "avg queue s",
+        "util",
+    ];
     let mut rows = Vec::new();
     for point in &sweep.points {
         for (policy, runs) in by_policy(point) {
@@ -151,12 +251,28 @@ fn summary_table(sweep: &Sweep) -> Table {
             ]);
         }
     }
-    Table { head: head.iter().map(|h| h.to_string()).collect(), rows }
+    Table {
+        head: head.iter().map(|h| h.to_string()).collect(),
+        rows,
+    }
 }
 
 /// The table of every simulation.
 fn every_simulation(sweep: &Sweep) -> Table {
-    let head = ["value", "trace", "tenant", "policy", "seed", "jobs", "avg JCT s", "p99 JCT s", "avg queue s", "util", "shared", "unfinished"];
+    let head = [
+        "value",
+        "trace",
+        "tenant",
+        "policy",
+        "seed",
+        "jobs",
+        "avg JCT s",
+        "p99 JCT s",
+        "avg queue s",
+        "util",
+        "shared",
+        "unfinished",
+    ];
     let rows = sweep
         .points
         .iter()
@@ -183,7 +299,10 @@ fn every_simulation(sweep: &Sweep) -> Table {
             })
         })
         .collect();
-    Table { head: head.iter().map(|h| h.to_string()).collect(), rows }
+    Table {
+        head: head.iter().map(|h| h.to_string()).collect(),
+        rows,
+    }
 }
 
 /// The sweep's report: the summary table, the figures, then every simulation.
@@ -198,7 +317,9 @@ pub fn report(sweep: &Sweep) -> Report {
             if most_runs(sweep) > 1 { "the band around it spans their minimum to maximum" } else { "one seed: no spread to show" }
         )),
     ];
-    let (curves, cdfs): (Vec<Figure>, Vec<Figure>) = figures(sweep).into_iter().partition(|f| !f.id.starts_with("jct_cdf_"));
+    let (curves, cdfs): (Vec<Figure>, Vec<Figure>) = figures(sweep)
+        .into_iter()
+        .partition(|f| !f.id.starts_with("jct_cdf_"));
     sections.extend(curves.into_iter().map(Section::Figure));
     sections.push(Section::Heading("JCT CDF at each value".into()));
     sections.extend(cdfs.into_iter().map(Section::Figure));
@@ -209,7 +330,15 @@ pub fn report(sweep: &Sweep) -> Report {
         facts: vec![
             ("scenario".into(), sweep.scenario.clone()),
             ("swept key".into(), sweep.key.clone()),
-            ("values".into(), sweep.points.iter().map(|p| p.value.clone()).collect::<Vec<_>>().join(", ")),
+            (
+                "values".into(),
+                sweep
+                    .points
+                    .iter()
+                    .map(|p| p.value.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
             ("seeds".into(), seeds(sweep)),
             ("Arbiter".into(), VERSION.into()),
         ],
@@ -231,14 +360,22 @@ mod tests {
             policy,
             tenant: "all".into(),
             seed,
-            summary: Summary { avg_jct_s: hours * 3_600.0, p99_jct_s: 2.0 * hours * 3_600.0, gpu_utilization: 0.5, ..Summary::default() },
+            summary: Summary {
+                avg_jct_s: hours * 3_600.0,
+                p99_jct_s: 2.0 * hours * 3_600.0,
+                gpu_utilization: 0.5,
+                ..Summary::default()
+            },
             events: 0,
             wall_s: 0.0,
             capacity_gpus: 8,
             stranded_gpu_fraction: 0.0,
+            quota_reclaims: None,
             records: Vec::new(),
             warnings: Vec::new(),
             timeline: Vec::new(),
+            reclaimed: Vec::new(),
+            quota_tree: None,
         }
     }
 
@@ -247,14 +384,28 @@ mod tests {
         let point = |x: f64, hours: [f64; 2]| SweepPoint {
             value: x.to_string(),
             x,
-            results: seeds.iter().map(|&s| row(PolicyKind::Fifo, s, hours[s as usize % 2])).collect(),
-            jcts_by_policy: BTreeMap::from([("fifo".to_string(), vec![hours[0] * 3_600.0, hours[1] * 3_600.0])]),
+            results: seeds
+                .iter()
+                .map(|&s| row(PolicyKind::Fifo, s, hours[s as usize % 2]))
+                .collect(),
+            jcts_by_policy: BTreeMap::from([(
+                "fifo".to_string(),
+                vec![hours[0] * 3_600.0, hours[1] * 3_600.0],
+            )]),
         };
-        Sweep { scenario: "s".into(), key: "load".into(), points: vec![point(2.0, [20.0, 30.0]), point(1.0, [10.0, 14.0])] }
+        Sweep {
+            scenario: "s".into(),
+            key: "load".into(),
+            points: vec![point(2.0, [20.0, 30.0]), point(1.0, [10.0, 14.0])],
+        }
     }
 
     fn avg_jct(sweep: &Sweep) -> String {
-        figures(sweep).into_iter().find(|f| f.id == "avg_jct").expect("avg_jct").svg
+        figures(sweep)
+            .into_iter()
+            .find(|f| f.id == "avg_jct")
+            .expect("avg_jct")
+            .svg
     }
 
     #[test]
@@ -262,12 +413,25 @@ mod tests {
         let svg = avg_jct(&sweep(&[0, 1]));
         // The band: upper edge 14 h → 30 h, lower edge back 20 h → 10 h, in x order.
         let (lines, bands) = against(&sweep(&[0, 1]), |s| s.avg_jct_s);
-        assert_eq!(lines[0].points, vec![(1.0, 12.0 * 3_600.0), (2.0, 25.0 * 3_600.0)]);
-        assert_eq!(bands[0].points, vec![(1.0, 10.0 * 3_600.0, 14.0 * 3_600.0), (2.0, 20.0 * 3_600.0, 30.0 * 3_600.0)]);
+        assert_eq!(
+            lines[0].points,
+            vec![(1.0, 12.0 * 3_600.0), (2.0, 25.0 * 3_600.0)]
+        );
+        assert_eq!(
+            bands[0].points,
+            vec![
+                (1.0, 10.0 * 3_600.0, 14.0 * 3_600.0),
+                (2.0, 20.0 * 3_600.0, 30.0 * 3_600.0)
+            ]
+        );
         assert_eq!(svg.matches("fill-opacity").count(), 1, "one band");
         assert!(svg.contains("line: mean of 2 runs") && svg.contains("band: min–max"));
         // Hours on every tick, named once (the axis reaches 30 h: it read `1.04d` at 25 h).
-        let y_ticks: Vec<&str> = svg.split(r#"text-anchor="end">"#).skip(1).filter_map(|t| t.split('<').next()).collect();
+        let y_ticks: Vec<&str> = svg
+            .split(r#"text-anchor="end">"#)
+            .skip(1)
+            .filter_map(|t| t.split('<').next())
+            .collect();
         assert_eq!(y_ticks, ["0", "10", "20", "30"]);
         assert!(svg.contains("average JCT (hours)"));
         // One seed: no spread, no band.
@@ -281,7 +445,13 @@ mod tests {
         let (table, figure) = first_table_and_figure(&html);
         assert!(table.is_some() && table < figure, "{table:?} {figure:?}");
         // Load 2: mean 25 h (20–30 h), in seconds.
-        assert!(html.contains("<td>90000\u{a0}(72000\u{2060}–\u{2060}108000)</td>"), "{html}");
-        assert!(html.find(">Every simulation</h2>") > figure, "the table of every run stays last");
+        assert!(
+            html.contains("<td>90000\u{a0}(72000\u{2060}–\u{2060}108000)</td>"),
+            "{html}"
+        );
+        assert!(
+            html.find(">Every simulation</h2>") > figure,
+            "the table of every run stays last"
+        );
     }
 }

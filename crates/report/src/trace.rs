@@ -2,7 +2,7 @@
 //! Philly study (ATC'19) and Helios (SC'21) show about a cluster's workload.
 
 use crate::chart::{Axis, BarChart, Bars, Format, Line, LineChart};
-use crate::{figures, Figure, Mark, Report, Section, Table, VERSION};
+use crate::{Figure, Mark, Report, Section, Table, VERSION, figures};
 use arbiter_trace::analysis::TraceAnalysis;
 
 /// Tenants drawn in the per-tenant figure (the rest are in the table).
@@ -11,7 +11,11 @@ pub const TENANTS_DRAWN: usize = 20;
 /// The report of `analysis`, for the trace called `name`.
 pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
     let caption = format!("{name} · {} jobs · Arbiter {VERSION}", analysis.jobs);
-    let sizes: Vec<String> = analysis.sizes.iter().map(|s| format!("{} GPU", s.gpus)).collect();
+    let sizes: Vec<String> = analysis
+        .sizes
+        .iter()
+        .map(|s| format!("{} GPU", s.gpus))
+        .collect();
     let mut figures = vec![
         Figure {
             id: "size-shares".into(),
@@ -22,7 +26,10 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
                 y: Axis::linear("share", Format::Percent),
                 series: vec![
                     Bars::new("jobs", analysis.sizes.iter().map(|s| s.job_share).collect()),
-                    Bars::new("GPU-time", analysis.sizes.iter().map(|s| s.gpu_time_share).collect()),
+                    Bars::new(
+                        "GPU-time",
+                        analysis.sizes.iter().map(|s| s.gpu_time_share).collect(),
+                    ),
                 ],
             }
             .to_svg(),
@@ -34,7 +41,15 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
                 caption: caption.clone(),
                 x: Axis::log("duration (log)", Format::Seconds),
                 y: Axis::fraction("jobs of the size"),
-                lines: analysis.sizes.iter().zip(&sizes).map(|(s, label)| Line { label: label.clone(), points: figures::steps(&s.duration_cdf) }).collect(),
+                lines: analysis
+                    .sizes
+                    .iter()
+                    .zip(&sizes)
+                    .map(|(s, label)| Line {
+                        label: label.clone(),
+                        points: figures::steps(&s.duration_cdf),
+                    })
+                    .collect(),
             }
             .to_svg(),
         },
@@ -43,9 +58,22 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
             svg: BarChart {
                 title: format!("{name}: GPU-time by tenant (largest {TENANTS_DRAWN})"),
                 caption: caption.clone(),
-                categories: analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.tenant.clone()).collect(),
+                categories: analysis
+                    .tenants
+                    .iter()
+                    .take(TENANTS_DRAWN)
+                    .map(|t| t.tenant.clone())
+                    .collect(),
                 y: Axis::linear("share of GPU-time", Format::Percent),
-                series: vec![Bars::new("GPU-time", analysis.tenants.iter().take(TENANTS_DRAWN).map(|t| t.gpu_time_share).collect())],
+                series: vec![Bars::new(
+                    "GPU-time",
+                    analysis
+                        .tenants
+                        .iter()
+                        .take(TENANTS_DRAWN)
+                        .map(|t| t.gpu_time_share)
+                        .collect(),
+                )],
             }
             .to_svg(),
         },
@@ -57,19 +85,44 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
             caption: caption.clone(),
             categories,
             y: Axis::linear("jobs submitted", Format::Number),
-            series: vec![Bars::new("submissions", counts.iter().map(|&c| c as f64).collect())],
+            series: vec![Bars::new(
+                "submissions",
+                counts.iter().map(|&c| c as f64).collect(),
+            )],
         }
         .to_svg(),
     };
     if let Some(hours) = &analysis.arrivals_by_hour {
-        figures.push(arrivals("arrivals-hour", "arrivals by hour of day (trace clock)", (0..24).map(|h| format!("{h}")).collect(), hours));
+        figures.push(arrivals(
+            "arrivals-hour",
+            "arrivals by hour of day (trace clock)",
+            (0..24).map(|h| format!("{h}")).collect(),
+            hours,
+        ));
     }
     if let Some(days) = &analysis.arrivals_by_weekday {
-        let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"].map(String::from).to_vec();
-        figures.push(arrivals("arrivals-weekday", "arrivals by day of week", names, days));
+        let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+            .map(String::from)
+            .to_vec();
+        figures.push(arrivals(
+            "arrivals-weekday",
+            "arrivals by day of week",
+            names,
+            days,
+        ));
     }
     let size_table = Table {
-        head: ["size", "jobs", "share of jobs", "GPU-hours", "share of GPU-time", "p50 duration s", "p90 duration s"].map(String::from).to_vec(),
+        head: [
+            "size",
+            "jobs",
+            "share of jobs",
+            "GPU-hours",
+            "share of GPU-time",
+            "p50 duration s",
+            "p90 duration s",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: analysis
             .sizes
             .iter()
@@ -90,15 +143,29 @@ pub fn report(name: &str, analysis: &TraceAnalysis) -> Report {
             .collect(),
     };
     let tenant_table = Table {
-        head: ["tenant", "jobs", "GPU-hours", "share of GPU-time", "mean GPUs per job"].map(String::from).to_vec(),
+        head: [
+            "tenant",
+            "jobs",
+            "GPU-hours",
+            "share of GPU-time",
+            "mean GPUs per job",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: analysis
             .tenants
             .iter()
             .map(|t| {
-                [t.tenant.clone(), t.jobs.to_string(), format!("{:.0}", t.gpu_hours), format!("{:.1}%", t.gpu_time_share * 100.0), format!("{:.2}", t.mean_gpus)]
-                    .into_iter()
-                    .map(|c| (c, Mark::None))
-                    .collect()
+                [
+                    t.tenant.clone(),
+                    t.jobs.to_string(),
+                    format!("{:.0}", t.gpu_hours),
+                    format!("{:.1}%", t.gpu_time_share * 100.0),
+                    format!("{:.2}", t.mean_gpus),
+                ]
+                .into_iter()
+                .map(|c| (c, Mark::None))
+                .collect()
             })
             .collect(),
     };
@@ -150,8 +217,18 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
                 categories: classes.clone(),
                 y: Axis::linear("share", Format::Percent),
                 series: vec![
-                    Bars::new("pods", analysis.classes.iter().map(|c| c.pod_share).collect()),
-                    Bars::new("GPUs asked for", analysis.classes.iter().map(|c| c.gpu_demand_share).collect()),
+                    Bars::new(
+                        "pods",
+                        analysis.classes.iter().map(|c| c.pod_share).collect(),
+                    ),
+                    Bars::new(
+                        "GPUs asked for",
+                        analysis
+                            .classes
+                            .iter()
+                            .map(|c| c.gpu_demand_share)
+                            .collect(),
+                    ),
                 ],
             }
             .to_svg(),
@@ -162,10 +239,22 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
                 title: format!("{name}: final phase by request"),
                 caption: caption.clone(),
                 categories: classes,
-                y: Axis { bounds: Some((0.0, 1.0)), ..Axis::linear("share of the class's pods", Format::Percent) },
+                y: Axis {
+                    bounds: Some((0.0, 1.0)),
+                    ..Axis::linear("share of the class's pods", Format::Percent)
+                },
                 series: phases
                     .iter()
-                    .map(|phase| Bars::new(phase.as_str(), analysis.classes.iter().map(|c| c.phases.get(*phase).copied().unwrap_or(0.0)).collect()))
+                    .map(|phase| {
+                        Bars::new(
+                            phase.as_str(),
+                            analysis
+                                .classes
+                                .iter()
+                                .map(|c| c.phases.get(*phase).copied().unwrap_or(0.0))
+                                .collect(),
+                        )
+                    })
                     .collect(),
             }
             .to_svg(),
@@ -175,9 +264,15 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
             svg: LineChart {
                 title: format!("{name}: GPU share asked for by pods sharing a GPU"),
                 caption,
-                x: Axis { bounds: Some((0.0, 1000.0)), ..Axis::linear("thousandths of a GPU", Format::Number) },
+                x: Axis {
+                    bounds: Some((0.0, 1000.0)),
+                    ..Axis::linear("thousandths of a GPU", Format::Number)
+                },
                 y: Axis::fraction("fractional pods"),
-                lines: vec![Line { label: "pods".into(), points: figures::steps(&analysis.fractional_milli_cdf) }],
+                lines: vec![Line {
+                    label: "pods".into(),
+                    points: figures::steps(&analysis.fractional_milli_cdf),
+                }],
             }
             .to_svg(),
         },
@@ -192,15 +287,30 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
             .classes
             .iter()
             .map(|c| {
-                [c.class.clone(), c.pods.to_string(), pct(c.pod_share), pct(c.gpu_demand_share), format!("{:.0}", c.p50_lifetime_s)]
-                    .into_iter()
-                    .chain(phases.iter().map(|p| pct(c.phases.get(*p).copied().unwrap_or(0.0))))
-                    .map(|c| (c, Mark::None))
-                    .collect()
+                [
+                    c.class.clone(),
+                    c.pods.to_string(),
+                    pct(c.pod_share),
+                    pct(c.gpu_demand_share),
+                    format!("{:.0}", c.p50_lifetime_s),
+                ]
+                .into_iter()
+                .chain(
+                    phases
+                        .iter()
+                        .map(|p| pct(c.phases.get(*p).copied().unwrap_or(0.0))),
+                )
+                .map(|c| (c, Mark::None))
+                .collect()
             })
             .collect(),
     };
-    let named = |m: &std::collections::BTreeMap<String, f64>| m.iter().map(|(k, v)| format!("{k} {}", pct(*v))).collect::<Vec<_>>().join(", ");
+    let named = |m: &std::collections::BTreeMap<String, f64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {}", pct(*v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut sections = vec![
         Section::Heading("Requests".into()),
         Section::Text(format!(
@@ -217,7 +327,10 @@ pub fn pod_report(name: &str, analysis: &arbiter_trace::pai::PodAnalysis) -> Rep
         facts: vec![
             ("pod list".into(), name.into()),
             ("pods".into(), analysis.pods.to_string()),
-            ("GPUs asked for".into(), format!("{:.1}", analysis.gpu_demand)),
+            (
+                "GPUs asked for".into(),
+                format!("{:.1}", analysis.gpu_demand),
+            ),
             ("final phases".into(), named(&analysis.phases)),
             ("Arbiter".into(), VERSION.into()),
         ],
@@ -256,7 +369,10 @@ mod tests {
             arrivals_by_weekday: None,
         };
         let page = report("two.csv", &analysis);
-        let cdf = page.figures().find(|f| f.id == "duration-cdf").expect("the duration CDF");
+        let cdf = page
+            .figures()
+            .find(|f| f.id == "duration-cdf")
+            .expect("the duration CDF");
         let lines = curves(&cdf.svg);
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0].len(), 4, "{:?}", lines[0]);

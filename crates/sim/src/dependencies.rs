@@ -32,21 +32,44 @@ impl Dependents {
         if specs.iter().all(|s| s.dependency.is_none()) {
             return Dependents::default();
         }
-        let by_trace_id: BTreeMap<&str, u32> = specs.iter().map(|s| (s.trace_id.as_str(), s.id.0)).collect();
+        let by_trace_id: BTreeMap<&str, u32> = specs
+            .iter()
+            .map(|s| (s.trace_id.as_str(), s.id.0))
+            .collect();
         let mut by_name: BTreeMap<(&str, &str), Vec<u32>> = BTreeMap::new();
         let mut resolved = BTreeMap::new();
         for spec in specs {
-            let earlier = spec.name.as_deref().map(|n| by_name.entry((spec.tenant.as_str(), n)).or_default());
+            let earlier = spec
+                .name
+                .as_deref()
+                .map(|n| by_name.entry((spec.tenant.as_str(), n)).or_default());
             if let Some(deps) = &spec.dependency {
-                let on = deps.on.iter().map(|d| (d.kind, by_trace_id.get(d.on.as_str()).copied())).collect();
-                let earlier_same_name = if deps.singleton { earlier.as_ref().map(|e| e.to_vec()).unwrap_or_default() } else { Vec::new() };
-                resolved.insert(spec.id.0, Resolved { on, earlier_same_name });
+                let on = deps
+                    .on
+                    .iter()
+                    .map(|d| (d.kind, by_trace_id.get(d.on.as_str()).copied()))
+                    .collect();
+                let earlier_same_name = if deps.singleton {
+                    earlier.as_ref().map(|e| e.to_vec()).unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                resolved.insert(
+                    spec.id.0,
+                    Resolved {
+                        on,
+                        earlier_same_name,
+                    },
+                );
             }
             if let Some(e) = earlier {
                 e.push(spec.id.0);
             }
         }
-        Dependents { resolved, blocked: Vec::new() }
+        Dependents {
+            resolved,
+            blocked: Vec::new(),
+        }
     }
 
     /// Whether job `id` has dependencies (it waits for them at its arrival).
@@ -66,11 +89,17 @@ impl Dependents {
 
     /// The blocked jobs whose dependencies hold now and those that never can, taken out of the
     /// blocked list; `stand` says where a job stands, `ended` whether it has ended.
-    pub(crate) fn settle(&mut self, stand: impl Fn(u32) -> DependedOn, ended: impl Fn(u32) -> bool) -> (Vec<JobId>, Vec<JobId>) {
+    pub(crate) fn settle(
+        &mut self,
+        stand: impl Fn(u32) -> DependedOn,
+        ended: impl Fn(u32) -> bool,
+    ) -> (Vec<JobId>, Vec<JobId>) {
         let (mut free, mut never) = (Vec::new(), Vec::new());
         let resolved = &self.resolved;
         self.blocked.retain(|&id| {
-            let Some(r) = resolved.get(&id.0) else { return false };
+            let Some(r) = resolved.get(&id.0) else {
+                return false;
+            };
             let mut verdict = Verdict::Satisfied;
             for &(kind, on) in &r.on {
                 let v = on.map_or(Verdict::Never, |j| kind.verdict(stand(j)));

@@ -12,11 +12,13 @@
 //! which by definition touches every running job at every event).
 
 use crate::events::{EventKind, EventQueue};
-use crate::metrics::{gpu_time, GpuSharing, JobOutcome, JobRecord, Window};
-use crate::timeline::RunSegment;
+use crate::metrics::{GpuSharing, JobOutcome, JobRecord, Window, gpu_time};
+use crate::timeline::{QuotaReclaim, RunSegment};
 use crate::unplaceable::GpuPools;
 use arbiter_model::{
-    default_price_per_gpu_hour, proportional_share, Action, ActiveJob, Assignment, Cluster, Decision, HostShare, JobId, Plan, Planner, Standing, JobSpec, Occupancy, Placement, RunState, SimDuration, SimTime,
+    Action, ActiveJob, Assignment, Cluster, Decision, HostShare, JobId, JobSpec, Occupancy,
+    Placement, Plan, Planner, RunState, SimDuration, SimTime, Standing, default_price_per_gpu_hour,
+    proportional_share,
 };
 use arbiter_policy::{Current, Policy, SchedulerView};
 use rand::{Rng, SeedableRng};
@@ -114,15 +116,23 @@ impl SimConfig {
     /// Checks the settings; the message names the offending key (relative to `[simulation]`).
     pub fn validate(&self) -> Result<(), String> {
         if let Some(r) = self.round_s
-            && !(r.is_finite() && r > 0.0) {
-                return Err(format!("round_s must be > 0, got {r}"));
-            }
+            && !(r.is_finite() && r > 0.0)
+        {
+            return Err(format!("round_s must be > 0, got {r}"));
+        }
         if let Some(f) = self.failures
-            && !(0.0..=1.0).contains(&f.probability_per_attempt) {
-                return Err(format!("failures.probability_per_attempt must be in [0, 1], got {}", f.probability_per_attempt));
-            }
+            && !(0.0..=1.0).contains(&f.probability_per_attempt)
+        {
+            return Err(format!(
+                "failures.probability_per_attempt must be in [0, 1], got {}",
+                f.probability_per_attempt
+            ));
+        }
         if !(self.restart_overhead_s.is_finite() && self.restart_overhead_s >= 0.0) {
-            return Err(format!("restart_overhead_s must be >= 0, got {}", self.restart_overhead_s));
+            return Err(format!(
+                "restart_overhead_s must be >= 0, got {}",
+                self.restart_overhead_s
+            ));
         }
         for (i, r) in self.reservations.iter().enumerate() {
             r.validate(i)?;
@@ -178,13 +188,19 @@ pub struct EngineStats {
     pub idle_gpu_s_while_waiting: f64,
     /// Seconds from the first arrival to the last event.
     pub span_s: f64,
+    /// Running jobs a quota tree reclaimed (preempted) for their owners' guaranteed quota.
+    pub quota_reclaims: u64,
 }
 
 impl EngineStats {
     /// Share of the cluster's GPU time left idle while jobs waited.
     pub fn stranded_gpu_fraction(&self, capacity_gpus: u32) -> f64 {
         let total = self.span_s * capacity_gpus as f64;
-        if total > 0.0 { self.idle_gpu_s_while_waiting / total } else { 0.0 }
+        if total > 0.0 {
+            self.idle_gpu_s_while_waiting / total
+        } else {
+            0.0
+        }
     }
 }
 
@@ -200,6 +216,9 @@ pub struct SimOutput {
     /// Every job's time on GPUs, in the order the pieces ended; empty unless
     /// [`SimConfig::record_timeline`].
     pub timeline: Vec<RunSegment>,
+    /// Each job a quota tree reclaimed, when (in time order, by job id at one time); empty
+    /// without a quota tree. `stats.quota_reclaims` counts them.
+    pub quota_reclaims: Vec<QuotaReclaim>,
 }
 
 const NOT_ACTIVE: u32 = u32::MAX;
@@ -220,7 +239,9 @@ impl Epochs {
     /// Whether a queued event still holds.
     fn live(&self, kind: &EventKind) -> bool {
         match *kind {
-            EventKind::Completion { job, generation } => self.generation[job as usize] == generation,
+            EventKind::Completion { job, generation } => {
+                self.generation[job as usize] == generation
+            }
             EventKind::Failure { job, attempt } => self.attempt[job as usize] == attempt,
             EventKind::Wake { token } => token == self.wake_token,
             EventKind::Round | EventKind::Window => true,
@@ -278,6 +299,8 @@ struct Engine<'a> {
     idle_since: SimTime,
     /// The run segments recorded so far (with `config.record_timeline`).
     timeline: Vec<RunSegment>,
+    /// The quota tree's reclaims so far.
+    quota_reclaims: Vec<QuotaReclaim>,
     /// The time of the last event handled.
     last_event: SimTime,
     /// Jobs waiting on dependencies before they join the queue.
@@ -295,21 +318,32 @@ pub fn simulate(
     policy: &mut dyn Policy,
     config: &SimConfig,
 ) -> Result<SimOutput, SimError> {
-    if let Some(s) = specs.iter().enumerate().find(|(i, s)| s.id.index() != *i).map(|(_, s)| s) {
+    if let Some(s) = specs
+        .iter()
+        .enumerate()
+        .find(|(i, s)| s.id.index() != *i)
+        .map(|(_, s)| s)
+    {
         return Err(SimError::BadJobIds(s.id));
     }
-    if let Some(bad) = specs.iter().find(|s| s.gpus == 0 || !s.run_time_s.is_finite() || s.run_time_s < 0.0) {
+    if let Some(bad) = specs
+        .iter()
+        .find(|s| s.gpus == 0 || !s.run_time_s.is_finite() || s.run_time_s < 0.0)
+    {
         return Err(SimError::Config(format!(
             "{} asks for {} GPUs with {} s of work; jobs need at least one GPU and finite, non-negative work",
             bad.id, bad.gpus, bad.run_time_s
         )));
     }
     if specs.windows(2).any(|w| w[1].submit < w[0].submit) {
-        return Err(SimError::Config("job specs must be sorted by submission time".into()));
+        return Err(SimError::Config(
+            "job specs must be sorted by submission time".into(),
+        ));
     }
     config.validate().map_err(SimError::Config)?;
     let n = specs.len();
-    let windows = crate::reservations::Window::resolve(&config.reservations, cluster).map_err(SimError::Config)?;
+    let windows = crate::reservations::Window::resolve(&config.reservations, cluster)
+        .map_err(SimError::Config)?;
     let mut engine = Engine {
         cluster,
         specs: std::borrow::Cow::Borrowed(specs),
@@ -318,7 +352,11 @@ pub fn simulate(
         slot: vec![NOT_ACTIVE; n],
         queued: Vec::new(),
         queued_at: vec![NOT_ACTIVE; n],
-        epochs: Epochs { generation: vec![0; n], attempt: vec![0; n], wake_token: 0 },
+        epochs: Epochs {
+            generation: vec![0; n],
+            attempt: vec![0; n],
+            wake_token: 0,
+        },
         stint_start_remaining_s: vec![0.0; n],
         records: specs.iter().map(JobRecord::new).collect(),
         occupancy: Occupancy::new(cluster),
@@ -329,28 +367,44 @@ pub fn simulate(
         // Jobs that can never run would keep the window open to the end of the trace.
         window_outstanding: config.stop_when_finished.map(|w| {
             let pools = GpuPools::new(cluster);
-            specs.iter().filter(|s| w.contains(s.id.0) && pools.check(s).is_none()).count()
+            specs
+                .iter()
+                .filter(|s| w.contains(s.id.0) && pools.check(s).is_none())
+                .count()
         }),
         partner: vec![None; n],
         host: vec![None; n],
         guest: vec![None; n],
         gpu_credited_at: vec![SimTime::ZERO; n],
-        price_per_gpu_hour: cluster.nodes.iter().map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type))).collect(),
+        price_per_gpu_hour: cluster
+            .nodes
+            .iter()
+            .map(|node| default_price_per_gpu_hour(cluster.gpu_type_name(node.gpu_type)))
+            .collect(),
         running: 0,
         shares_seen: false,
         special_rate: vec![false; n],
         idle_gpus: 0,
         idle_since: specs.first().map_or(SimTime::ZERO, |s| s.submit),
         timeline: Vec::new(),
+        quota_reclaims: Vec::new(),
         last_event: SimTime::ZERO,
         dependents: crate::dependencies::Dependents::new(specs),
         windows,
-        ledger: policy.fairshare_half_life_s().map(arbiter_policy::UsageLedger::new),
+        ledger: policy
+            .fairshare_half_life_s()
+            .map(arbiter_policy::UsageLedger::new),
     };
     engine.run(policy)?;
     engine.close_timeline();
     crate::unplaceable::mark(cluster, specs, &mut engine.records);
-    Ok(SimOutput { records: engine.records, capacity_gpus: cluster.total_gpus(), stats: engine.stats, timeline: engine.timeline })
+    Ok(SimOutput {
+        records: engine.records,
+        capacity_gpus: cluster.total_gpus(),
+        stats: engine.stats,
+        timeline: engine.timeline,
+        quota_reclaims: engine.quota_reclaims,
+    })
 }
 
 impl Engine<'_> {
@@ -383,7 +437,13 @@ impl Engine<'_> {
             .filter(|&i| {
                 let job = &self.active[i];
                 let spec = &self.specs[job.id.index()];
-                job.placement().is_some_and(|p| p.slots.iter().any(|(n, _)| self.windows.iter().any(|w| w.holds(*n) && w.evicts(spec, now))))
+                job.placement().is_some_and(|p| {
+                    p.slots.iter().any(|(n, _)| {
+                        self.windows
+                            .iter()
+                            .any(|w| w.holds(*n) && w.evicts(spec, now))
+                    })
+                })
             })
             .collect();
         // From the last: `stop` keeps positions in `active` as they are.
@@ -400,7 +460,17 @@ impl Engine<'_> {
         let marks: Vec<(usize, Option<std::sync::Arc<Vec<arbiter_model::NodeId>>>)> = self
             .active
             .iter()
-            .map(|job| (job.id.index(), crate::reservations::avoided(&self.windows, &self.specs[job.id.index()], job, now)))
+            .map(|job| {
+                (
+                    job.id.index(),
+                    crate::reservations::avoided(
+                        &self.windows,
+                        &self.specs[job.id.index()],
+                        job,
+                        now,
+                    ),
+                )
+            })
             .collect();
         let specs = self.specs.to_mut();
         for (i, avoid) in marks {
@@ -424,7 +494,9 @@ impl Engine<'_> {
         let record = &self.records[index as usize];
         match record.outcome {
             JobOutcome::Completed => DependedOn::Succeeded,
-            JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied => DependedOn::EndedNotOk { started: record.first_start_s.is_some() },
+            JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied => DependedOn::EndedNotOk {
+                started: record.first_start_s.is_some(),
+            },
             JobOutcome::Unfinished | JobOutcome::Unplaceable => match self.slot[index as usize] {
                 NOT_ACTIVE => DependedOn::Waiting,
                 at if self.active[at as usize].first_start.is_some() => DependedOn::Started,
@@ -440,7 +512,10 @@ impl Engine<'_> {
         let mut joined = false;
         loop {
             let mut dependents = std::mem::take(&mut self.dependents);
-            let (free, never) = dependents.settle(|j| self.stand(j), |j| self.records[j as usize].outcome != JobOutcome::Unfinished);
+            let (free, never) = dependents.settle(
+                |j| self.stand(j),
+                |j| self.records[j as usize].outcome != JobOutcome::Unfinished,
+            );
             self.dependents = dependents;
             for &id in &free {
                 self.activate(id, now);
@@ -449,8 +524,10 @@ impl Engine<'_> {
                 let record = &mut self.records[id.index()];
                 record.outcome = JobOutcome::DependencyNeverSatisfied;
                 record.finish_s = Some(now.as_secs_f64());
-                if let (Some(left), Some(w)) = (self.window_outstanding.as_mut(), self.config.stop_when_finished)
-                    && w.contains(id.0)
+                if let (Some(left), Some(w)) = (
+                    self.window_outstanding.as_mut(),
+                    self.config.stop_when_finished,
+                ) && w.contains(id.0)
                 {
                     *left = left.saturating_sub(1);
                 }
@@ -473,7 +550,11 @@ impl Engine<'_> {
     }
 
     fn run(&mut self, policy: &mut dyn Policy) -> Result<(), SimError> {
-        let round = self.config.round_s.map(SimDuration::from_secs_f64).filter(|d| d.as_ms() > 0);
+        let round = self
+            .config
+            .round_s
+            .map(SimDuration::from_secs_f64)
+            .filter(|d| d.as_ms() > 0);
 
         let mut next_arrival = 0usize;
         let edges: Vec<SimTime> = self.windows.iter().flat_map(|w| [w.start, w.end]).collect();
@@ -503,7 +584,8 @@ impl Engine<'_> {
                 return Err(SimError::Stopped(now));
             }
             self.last_event = now;
-            self.stats.idle_gpu_s_while_waiting += now.saturating_since(self.idle_since).as_secs_f64() * self.idle_gpus as f64;
+            self.stats.idle_gpu_s_while_waiting +=
+                now.saturating_since(self.idle_since).as_secs_f64() * self.idle_gpus as f64;
             self.idle_since = now;
             if let Some(first) = self.specs.first() {
                 self.stats.span_s = now.saturating_since(first.submit).as_secs_f64();
@@ -562,12 +644,19 @@ impl Engine<'_> {
                 }
             }
             let waiting = self.active.len() > self.running;
-            self.idle_gpus = if waiting { self.occupancy.free_total() } else { 0 };
+            self.idle_gpus = if waiting {
+                self.occupancy.free_total()
+            } else {
+                0
+            };
             // The next round, unless nothing can change any more: no job runs, no arrival or
             // other event is ahead, so another round would see the same snapshot forever.
             if let (true, Some(r)) = (round_due, round) {
                 let anything_running = self.running > 0;
-                if anything_running || next_arrival < self.specs.len() || self.events.has_live(|k| self.epochs.live(k)) {
+                if anything_running
+                    || next_arrival < self.specs.len()
+                    || self.events.has_live(|k| self.epochs.live(k))
+                {
                     self.push(now + r, EventKind::Round);
                 }
             }
@@ -596,40 +685,95 @@ impl Engine<'_> {
         self.stats.scheduling_points += 1;
         // While no GPUs are shared, the occupancy is every running job's placement: a policy may
         // then decide by changes.
-        let current = (!self.shares_seen).then_some(Current { free: &self.occupancy, queued: &self.queued });
+        let current = (!self.shares_seen).then_some(Current {
+            free: &self.occupancy,
+            queued: &self.queued,
+        });
         if let Some(ledger) = &self.ledger {
             policy.set_tenant_usage(&ledger.usage_at(now, self.running_usage()));
         }
-        let view = SchedulerView { cluster: self.cluster, jobs: &self.active, specs: &self.specs, current };
+        let view = SchedulerView {
+            cluster: self.cluster,
+            jobs: &self.active,
+            specs: &self.specs,
+            current,
+        };
         let decision = policy
             .schedule(&view, now)
-            .map_err(|error| SimError::Policy { policy: policy.name(), at: now, error })?;
+            .map_err(|error| SimError::Policy {
+                policy: policy.name(),
+                at: now,
+                error,
+            })?;
+        if let Some((_, round)) = policy.quota_round() {
+            self.stats.quota_reclaims += round.reclaimed.len() as u64;
+            // (`reclaimed` is sorted by id: the same order every run.)
+            self.quota_reclaims
+                .extend(round.reclaimed.iter().map(|j| QuotaReclaim {
+                    job: j.0,
+                    at_s: now.as_secs_f64(),
+                }));
+        }
         // The daemon's path too: the decision is checked and turned into actions by the planner.
-        let (active, slot, partner, host, shares_seen) = (&self.active, &self.slot, &self.partner, &self.host, self.shares_seen);
+        let (active, slot, partner, host, shares_seen) = (
+            &self.active,
+            &self.slot,
+            &self.partner,
+            &self.host,
+            self.shares_seen,
+        );
         let standing = |id: JobId| {
             let i = *slot.get(id.index())?;
             let job = active.get(i as usize).filter(|_| i != NOT_ACTIVE)?;
             Some(match job.placement() {
                 // Before the first decision that shares GPUs or sets CPU/memory shares, no job has
                 // a partner or a share (and the two tables are not read: a cache miss each).
-                Some(placement) if !shares_seen => Standing::Running { placement, partner: None, host: None },
-                Some(placement) => Standing::Running { placement, partner: partner[id.index()], host: host[id.index()] },
+                Some(placement) if !shares_seen => Standing::Running {
+                    placement,
+                    partner: None,
+                    host: None,
+                },
+                Some(placement) => Standing::Running {
+                    placement,
+                    partner: partner[id.index()],
+                    host: host[id.index()],
+                },
                 None => Standing::Queued,
             })
         };
         // Every running job, and no further scan once all are found.
-        let running = active.iter().filter(|j| j.is_running()).map(|j| j.id).take(self.running);
+        let running = active
+            .iter()
+            .filter(|j| j.is_running())
+            .map(|j| j.id)
+            .take(self.running);
         let plan = self
             .planner
-            .plan(self.cluster, &self.specs, standing, running, Some(&self.occupancy), &decision)
-            .map_err(|e| SimError::InvalidDecision { policy: policy.name(), at: now, reason: e.to_string() })?;
+            .plan(
+                self.cluster,
+                &self.specs,
+                standing,
+                running,
+                Some(&self.occupancy),
+                &decision,
+            )
+            .map_err(|e| SimError::InvalidDecision {
+                policy: policy.name(),
+                at: now,
+                reason: e.to_string(),
+            })?;
         self.shares_seen |= self.planner.last_decision_had_shares();
         self.apply(&decision, plan, now);
         // The latest decision's wish replaces earlier ones.
         self.epochs.wake_token += 1;
         if let Some(at) = decision.wake_at {
             let at = at.max(now + SimDuration::from_ms(1));
-            self.push(at, EventKind::Wake { token: self.epochs.wake_token });
+            self.push(
+                at,
+                EventKind::Wake {
+                    token: self.epochs.wake_token,
+                },
+            );
         }
         Ok(())
     }
@@ -677,10 +821,11 @@ impl Engine<'_> {
             // no closed ring and count the shared GPUs as its own.
             for action in &plan.actions {
                 if let Action::Keep(a) | Action::Reshare(a) = action
-                    && (self.partner[a.job.index()].is_some() || a.colocation.is_some()) {
-                        let index = self.slot[a.job.index()] as usize;
-                        self.credit_gpu_time(index, now);
-                    }
+                    && (self.partner[a.job.index()].is_some() || a.colocation.is_some())
+                {
+                    let index = self.slot[a.job.index()] as usize;
+                    self.credit_gpu_time(index, now);
+                }
             }
             for action in &plan.actions {
                 if let Action::Keep(a) | Action::Reshare(a) = action {
@@ -700,7 +845,8 @@ impl Engine<'_> {
                 let id = action.assignment().job;
                 let members = self.group_members(id);
                 if !members.is_empty() {
-                    let overhead = self.overhead_s(id) + members.iter().map(|m| self.overhead_s(*m)).sum::<f64>();
+                    let overhead = self.overhead_s(id)
+                        + members.iter().map(|m| self.overhead_s(*m)).sum::<f64>();
                     let index = self.slot[id.index()] as usize;
                     self.active[index].startup_left_s = overhead;
                 }
@@ -718,17 +864,34 @@ impl Engine<'_> {
         {
             let mut expected = Occupancy::new(self.cluster);
             for job in &self.active {
-                let Some(placement) = job.placement().filter(|_| self.guest[job.id.index()].is_none()) else { continue };
+                let Some(placement) = job
+                    .placement()
+                    .filter(|_| self.guest[job.id.index()].is_none())
+                else {
+                    continue;
+                };
                 let members = self.group_members(job.id);
-                let counted_with_group = members.iter().any(|m| *m < job.id && self.active[self.slot[m.index()] as usize].placement() == Some(placement));
+                let counted_with_group = members.iter().any(|m| {
+                    *m < job.id
+                        && self.active[self.slot[m.index()] as usize].placement() == Some(placement)
+                });
                 if !counted_with_group {
                     let allocated = expected.allocate(placement);
                     debug_assert!(allocated.is_ok(), "running jobs over-commit: {allocated:?}");
                 }
             }
-            debug_assert_eq!(expected, self.occupancy, "engine occupancy differs from the running jobs");
-            debug_assert_eq!(self.running, self.active.iter().filter(|j| j.is_running()).count(), "running-job count drifted");
-            let waiting: Vec<u32> = (0..self.active.len() as u32).filter(|&i| !self.active[i as usize].is_running()).collect();
+            debug_assert_eq!(
+                expected, self.occupancy,
+                "engine occupancy differs from the running jobs"
+            );
+            debug_assert_eq!(
+                self.running,
+                self.active.iter().filter(|j| j.is_running()).count(),
+                "running-job count drifted"
+            );
+            let waiting: Vec<u32> = (0..self.active.len() as u32)
+                .filter(|&i| !self.active[i as usize].is_running())
+                .collect();
             let mut listed = self.queued.clone();
             listed.sort_unstable();
             debug_assert_eq!(waiting, listed, "the waiting jobs' list drifted");
@@ -765,20 +928,34 @@ impl Engine<'_> {
         let spec = &self.specs[assignment.job.index()];
         // The planner refused placements a job's profile does not cover.
         let shape = spec.placement_speed(&assignment.placement).unwrap_or(1.0);
-        shape * assignment.placement.slots.first().and_then(|(node, _)| self.cluster.node(*node)).map_or(1.0, |node| {
-            let proportional = proportional_share(node);
-            spec.speed_on(node.gpu_type) * spec.host_speedup(assignment.host.unwrap_or(proportional), proportional)
-        })
+        shape
+            * assignment
+                .placement
+                .slots
+                .first()
+                .and_then(|(node, _)| self.cluster.node(*node))
+                .map_or(1.0, |node| {
+                    let proportional = proportional_share(node);
+                    spec.speed_on(node.gpu_type)
+                        * spec.host_speedup(assignment.host.unwrap_or(proportional), proportional)
+                })
     }
 
     /// The running jobs as the fair-share ledger counts them: tenant, GPUs held (a co-located
     /// job half of its), since when not yet credited.
     fn running_usage(&self) -> Vec<(&str, f64, SimTime)> {
-        let running = self.active.iter().filter_map(|job| Some((job, job.placement()?)));
+        let running = self
+            .active
+            .iter()
+            .filter_map(|job| Some((job, job.placement()?)));
         running
             .map(|(job, placement)| {
                 let share = 1.0 / (1 + self.group_members(job.id).len()) as f64;
-                (self.specs[job.id.index()].tenant.as_str(), placement.gpus() as f64 * share, self.gpu_credited_at[job.id.index()])
+                (
+                    self.specs[job.id.index()].tenant.as_str(),
+                    placement.gpus() as f64 * share,
+                    self.gpu_credited_at[job.id.index()],
+                )
             })
             .collect()
     }
@@ -797,7 +974,12 @@ impl Engine<'_> {
             let gpu_s = elapsed_s * placement.gpus() as f64 * share;
             self.records[id].gpu_s_allocated += gpu_s;
             if let Some(ledger) = self.ledger.as_mut() {
-                ledger.add_run(&self.specs[id].tenant, placement.gpus() as f64 * share, self.gpu_credited_at[id], now);
+                ledger.add_run(
+                    &self.specs[id].tenant,
+                    placement.gpus() as f64 * share,
+                    self.gpu_credited_at[id],
+                    now,
+                );
             }
             let sharing = match self.guest[id] {
                 Some(on_held) => GpuSharing::Guest { on_held },
@@ -807,7 +989,12 @@ impl Engine<'_> {
             self.records[id].busy_gpu_s += counted.busy;
             self.records[id].shared_gpu_s += counted.shared;
             self.records[id].guest_gpu_s += counted.guest;
-            let price = placement.slots.first().and_then(|(node, _)| self.price_per_gpu_hour.get(node.index())).copied().unwrap_or(1.0);
+            let price = placement
+                .slots
+                .first()
+                .and_then(|(node, _)| self.price_per_gpu_hour.get(node.index()))
+                .copied()
+                .unwrap_or(1.0);
             self.records[id].cost_usd += gpu_s / 3600.0 * price;
             if self.partner[id].is_some() || self.guest[id].is_some() {
                 self.records[id].colocated_s += elapsed_s;
@@ -829,7 +1016,9 @@ impl Engine<'_> {
     /// Adds the running job at `index`'s segment from its last credit to `end` to the timeline.
     fn record_segment(&mut self, index: usize, end: SimTime) {
         let job = &self.active[index];
-        let RunState::Running { placement, .. } = &job.state else { return };
+        let RunState::Running { placement, .. } = &job.state else {
+            return;
+        };
         let id = job.id.index();
         let start = self.gpu_credited_at[id];
         if end > start {
@@ -837,7 +1026,11 @@ impl Engine<'_> {
                 job: job.id.0,
                 start_s: start.as_secs_f64(),
                 end_s: end.as_secs_f64(),
-                slots: placement.slots.iter().map(|(node, gpus)| (node.0, *gpus)).collect(),
+                slots: placement
+                    .slots
+                    .iter()
+                    .map(|(node, gpus)| (node.0, *gpus))
+                    .collect(),
                 gpu_share: 1.0 / (1 + self.group_members(job.id).len()) as f64,
                 guest: self.guest[id].is_some(),
                 on_held: self.guest[id].unwrap_or(0),
@@ -851,11 +1044,16 @@ impl Engine<'_> {
         let id = assignment.job;
         // Same GPUs, alone before and after, proportional CPU/memory: nothing changes. (A job
         // with a host share before and none now is re-rated below.)
-        let plain = assignment.colocation.is_none() && assignment.host.is_none() && assignment.guest.is_none() && self.partner[id.index()].is_none();
+        let plain = assignment.colocation.is_none()
+            && assignment.host.is_none()
+            && assignment.guest.is_none()
+            && self.partner[id.index()].is_none();
         if plain && !self.special_rate[id.index()] {
             return;
         }
-        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some() || assignment.guest.is_some();
+        self.special_rate[id.index()] = assignment.host.is_some()
+            || assignment.colocation.is_some()
+            || assignment.guest.is_some();
         self.host[id.index()] = assignment.host;
         let partner = assignment.colocation.map(|c| c.partner);
         let speed = self.speed_of(assignment);
@@ -897,7 +1095,9 @@ impl Engine<'_> {
         let partner_keeps = match (others.first(), others.last()) {
             (Some(&next), Some(&before)) => {
                 self.partner[before.index()] = (before != next).then_some(next);
-                others.iter().any(|m| self.active[self.slot[m.index()] as usize].is_running())
+                others
+                    .iter()
+                    .any(|m| self.active[self.slot[m.index()] as usize].is_running())
             }
             _ => false,
         };
@@ -905,12 +1105,18 @@ impl Engine<'_> {
         let job = &mut self.active[index];
         job.account(now);
         if let RunState::Running { placement, .. } = &job.state
-            && release && !partner_keeps && self.guest[id.index()].is_none() {
-                // The engine only releases what it allocated, so this cannot fail; an error here
-                // would be an engine bug, and the occupancy is left unchanged by a failed release.
-                let released = self.occupancy.release(placement);
-                debug_assert!(released.is_ok(), "engine released GPUs it did not hold: {released:?}");
-            }
+            && release
+            && !partner_keeps
+            && self.guest[id.index()].is_none()
+        {
+            // The engine only releases what it allocated, so this cannot fail; an error here
+            // would be an engine bug, and the occupancy is left unchanged by a failed release.
+            let released = self.occupancy.release(placement);
+            debug_assert!(
+                released.is_ok(),
+                "engine released GPUs it did not hold: {released:?}"
+            );
+        }
         if job.is_running() {
             self.running -= 1;
         }
@@ -927,7 +1133,9 @@ impl Engine<'_> {
         self.partner[id.index()] = assignment.colocation.map(|c| c.partner);
         self.host[id.index()] = assignment.host;
         self.guest[id.index()] = assignment.guest.map(|g| g.on_held);
-        self.special_rate[id.index()] = assignment.host.is_some() || assignment.colocation.is_some() || assignment.guest.is_some();
+        self.special_rate[id.index()] = assignment.host.is_some()
+            || assignment.colocation.is_some()
+            || assignment.guest.is_some();
         self.gpu_credited_at[id.index()] = now;
         let index = self.slot[id.index()] as usize;
         let speed = self.speed_of(assignment);
@@ -937,7 +1145,11 @@ impl Engine<'_> {
         if !job.is_running() {
             self.running += 1;
         }
-        job.state = RunState::Running { placement, since: now, speed };
+        job.state = RunState::Running {
+            placement,
+            since: now,
+            speed,
+        };
         job.startup_left_s = overhead;
         job.first_start.get_or_insert(now);
         self.stint_start_remaining_s[id.index()] = job.remaining_s;
@@ -945,11 +1157,21 @@ impl Engine<'_> {
         self.epochs.attempt[id.index()] += 1;
         let to_finish_s = self.schedule_end(id, now);
         // Whether this attempt fails, and when: drawn once per attempt, uniform over its run.
-        if let Some(f) = self.config.failures.filter(|f| f.probability_per_attempt > 0.0)
-            && self.rng.random::<f64>() < f.probability_per_attempt {
-                let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
-                self.push(at, EventKind::Failure { job: id.0, attempt: self.epochs.attempt[id.index()] });
-            }
+        if let Some(f) = self
+            .config
+            .failures
+            .filter(|f| f.probability_per_attempt > 0.0)
+            && self.rng.random::<f64>() < f.probability_per_attempt
+        {
+            let at = now + SimDuration::from_secs_f64(to_finish_s * self.rng.random::<f64>());
+            self.push(
+                at,
+                EventKind::Failure {
+                    job: id.0,
+                    attempt: self.epochs.attempt[id.index()],
+                },
+            );
+        }
     }
 
     /// Pushes the completion event of a running job from its state at `now`; returns the seconds
@@ -962,7 +1184,13 @@ impl Engine<'_> {
             _ => job.time_to_finish_s_at(now),
         };
         let generation = self.epochs.generation[id.index()];
-        self.push(now + SimDuration::from_secs_f64_ceil(to_finish_s), EventKind::Completion { job: id.0, generation });
+        self.push(
+            now + SimDuration::from_secs_f64_ceil(to_finish_s),
+            EventKind::Completion {
+                job: id.0,
+                generation,
+            },
+        );
         to_finish_s
     }
 
@@ -982,10 +1210,13 @@ impl Engine<'_> {
         }
         self.slot[id.index()] = NOT_ACTIVE;
         self.debug_check_occupancy();
-        if let (Some(left), Some(w)) = (self.window_outstanding.as_mut(), self.config.stop_when_finished)
-            && w.contains(id.0) {
-                *left = left.saturating_sub(1);
-            }
+        if let (Some(left), Some(w)) = (
+            self.window_outstanding.as_mut(),
+            self.config.stop_when_finished,
+        ) && w.contains(id.0)
+        {
+            *left = left.saturating_sub(1);
+        }
         let record = &mut self.records[id.index()];
         record.first_start_s = job.first_start.map(SimTime::as_secs_f64);
         record.finish_s = Some(now.as_secs_f64());

@@ -18,9 +18,17 @@ use std::collections::BinaryHeap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum EventKind {
     // Order matters only for determinism among same-time events: completions first.
-    Completion { job: u32, generation: u32 },
-    Failure { job: u32, attempt: u32 },
-    Wake { token: u64 },
+    Completion {
+        job: u32,
+        generation: u32,
+    },
+    Failure {
+        job: u32,
+        attempt: u32,
+    },
+    Wake {
+        token: u64,
+    },
     Round,
     /// A reservation starts or ends.
     Window,
@@ -40,7 +48,11 @@ pub(crate) struct EventQueue {
 
 impl Default for EventQueue {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), sequence: 0, compact_at: COMPACT_FLOOR }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            sequence: 0,
+            compact_at: COMPACT_FLOOR,
+        }
     }
 }
 
@@ -72,10 +84,16 @@ impl EventQueue {
     }
 
     /// Takes the earliest live event if it is due at `now_ms`.
-    pub(crate) fn pop_due(&mut self, now_ms: u64, live: impl Fn(&EventKind) -> bool) -> Option<EventKind> {
+    pub(crate) fn pop_due(
+        &mut self,
+        now_ms: u64,
+        live: impl Fn(&EventKind) -> bool,
+    ) -> Option<EventKind> {
         self.prune(live);
         match self.heap.peek() {
-            Some(Reverse((at, _, _))) if *at == now_ms => self.heap.pop().map(|Reverse((_, _, kind))| kind),
+            Some(Reverse((at, _, _))) if *at == now_ms => {
+                self.heap.pop().map(|Reverse((_, _, kind))| kind)
+            }
             _ => None,
         }
     }
@@ -104,12 +122,32 @@ mod tests {
         let live = |k: &EventKind| !dead(k);
         q.push(20, EventKind::Round, live);
         q.push(10, EventKind::Wake { token: 1 }, live);
-        q.push(10, EventKind::Completion { job: 3, generation: 1 }, live);
-        q.push(10, EventKind::Completion { job: 4, generation: 1 }, live);
+        q.push(
+            10,
+            EventKind::Completion {
+                job: 3,
+                generation: 1,
+            },
+            live,
+        );
+        q.push(
+            10,
+            EventKind::Completion {
+                job: 4,
+                generation: 1,
+            },
+            live,
+        );
         assert_eq!(q.next_time_ms(live), Some(10));
         assert_eq!(q.pop_due(9, live), None);
         assert_eq!(q.pop_due(10, live), Some(EventKind::Wake { token: 1 }));
-        assert_eq!(q.pop_due(10, live), Some(EventKind::Completion { job: 4, generation: 1 }));
+        assert_eq!(
+            q.pop_due(10, live),
+            Some(EventKind::Completion {
+                job: 4,
+                generation: 1
+            })
+        );
         assert_eq!(q.pop_due(10, live), None);
         assert!(q.has_live(live));
         assert_eq!(q.pop_due(20, live), Some(EventKind::Round));
@@ -123,10 +161,19 @@ mod tests {
         let mut q = EventQueue::default();
         for generation in 0..1_000_000u32 {
             let live = |k: &EventKind| *k == EventKind::Completion { job: 0, generation };
-            q.push(u64::from(generation) + 5_000_000, EventKind::Completion { job: 0, generation }, live);
+            q.push(
+                u64::from(generation) + 5_000_000,
+                EventKind::Completion { job: 0, generation },
+                live,
+            );
             assert!(q.queued() <= COMPACT_FLOOR + 1);
         }
-        let last = |k: &EventKind| *k == EventKind::Completion { job: 0, generation: 999_999 };
+        let last = |k: &EventKind| {
+            *k == EventKind::Completion {
+                job: 0,
+                generation: 999_999,
+            }
+        };
         assert_eq!(q.next_time_ms(last), Some(5_999_999));
     }
 }

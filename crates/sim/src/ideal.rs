@@ -12,8 +12,18 @@ use arbiter_policy::{Policy, SchedulerView};
 use std::collections::BTreeMap;
 
 /// Runs `policy`'s allocation under the ideal mechanism.
-pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, config: &SimConfig) -> Result<SimOutput, SimError> {
-    if let Some(s) = specs.iter().enumerate().find(|(i, s)| s.id.index() != *i).map(|(_, s)| s) {
+pub fn simulate_ideal(
+    cluster: &Cluster,
+    specs: &[JobSpec],
+    policy: &mut Gavel,
+    config: &SimConfig,
+) -> Result<SimOutput, SimError> {
+    if let Some(s) = specs
+        .iter()
+        .enumerate()
+        .find(|(i, s)| s.id.index() != *i)
+        .map(|(_, s)| s)
+    {
         return Err(SimError::BadJobIds(s.id));
     }
     let m = cluster.gpu_type_names.len();
@@ -24,10 +34,20 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
     let mut now = specs.first().map_or(SimTime::ZERO, |s| s.submit);
     let window = config.stop_when_finished;
     let pools = crate::unplaceable::GpuPools::new(cluster);
-    let mut window_left = window.map(|w| specs.iter().filter(|s| w.contains(s.id.0) && pools.check(s).is_none()).count());
+    let mut window_left = window.map(|w| {
+        specs
+            .iter()
+            .filter(|s| w.contains(s.id.0) && pools.check(s).is_none())
+            .count()
+    });
     loop {
         while let Some(spec) = specs.get(next_arrival).filter(|s| s.submit <= now) {
-            active.push(ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s));
+            active.push(ActiveJob::submitted(
+                spec.id,
+                spec.gpus,
+                spec.submit,
+                spec.run_time_s,
+            ));
             next_arrival += 1;
             stats.events += 1;
         }
@@ -43,15 +63,24 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
             return Err(SimError::Stopped(now));
         }
         stats.scheduling_points += 1;
-        let allocation: BTreeMap<JobId, Vec<f64>> =
-            policy.allocation_at(&SchedulerView { cluster, jobs: &active, specs, current: None }, now);
+        let allocation: BTreeMap<JobId, Vec<f64>> = policy.allocation_at(
+            &SchedulerView {
+                cluster,
+                jobs: &active,
+                specs,
+                current: None,
+            },
+            now,
+        );
         // Rates and GPUs held under X.
         let rates: Vec<(f64, f64)> = active
             .iter()
             .map(|job| {
                 let spec = &specs[job.id.index()];
                 allocation.get(&job.id).map_or((0.0, 0.0), |x| {
-                    let rate: f64 = (0..m).map(|k| x[k] * spec.speed_on(GpuTypeId(k as u8))).sum();
+                    let rate: f64 = (0..m)
+                        .map(|k| x[k] * spec.speed_on(GpuTypeId(k as u8)))
+                        .sum();
                     let gpus: f64 = x.iter().sum::<f64>() * spec.gpus as f64;
                     (rate, gpus)
                 })
@@ -62,7 +91,10 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
         let earliest = |a: Option<SimTime>, b: SimTime| Some(a.map_or(b, |a| a.min(b)));
         for (job, &(rate, _)) in active.iter().zip(&rates) {
             if rate > 0.0 {
-                next = earliest(next, now + SimDuration::from_secs_f64_ceil(job.remaining_s / rate));
+                next = earliest(
+                    next,
+                    now + SimDuration::from_secs_f64_ceil(job.remaining_s / rate),
+                );
             }
         }
         if let Some(at) = policy.next_recompute_at() {
@@ -95,30 +127,49 @@ pub fn simulate_ideal(cluster: &Cluster, specs: &[JobSpec], policy: &mut Gavel, 
             record.outcome = JobOutcome::Completed;
             stats.events += 1;
             if let (Some(left), Some(w)) = (window_left.as_mut(), window)
-                && w.contains(job.id.0) {
-                    *left -= 1;
-                }
+                && w.contains(job.id.0)
+            {
+                *left -= 1;
+            }
             policy.job_finished(&specs[job.id.index()], &job, now);
         }
     }
     crate::unplaceable::mark(cluster, specs, &mut records);
-    Ok(SimOutput { records, capacity_gpus: cluster.total_gpus(), stats, timeline: Vec::new() })
+    Ok(SimOutput {
+        records,
+        capacity_gpus: cluster.total_gpus(),
+        stats,
+        timeline: Vec::new(),
+        quota_reclaims: Vec::new(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arbiter_policy::{build_gavel, PolicyConfig, PolicyKind};
+    use arbiter_policy::{PolicyConfig, PolicyKind, build_gavel};
 
     #[test]
     fn a_raised_stop_flag_stops_the_ideal_mechanism_at_its_next_step() {
         let cluster = Cluster::homogeneous(1, 2, 4, 32, 128, "V100").expect("cluster");
-        let specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::from_ms(u64::from(i) * 1000), 2, 100.0)).collect();
-        let gavel = || build_gavel(PolicyKind::MaxMinFairness, &PolicyConfig::default()).expect("builds").expect("a Gavel policy");
-        let config = SimConfig { stop: crate::StopFlag::new(), ..SimConfig::default() };
+        let specs: Vec<JobSpec> = (0..4)
+            .map(|i| JobSpec::new(JobId(i), SimTime::from_ms(u64::from(i) * 1000), 2, 100.0))
+            .collect();
+        let gavel = || {
+            build_gavel(PolicyKind::MaxMinFairness, &PolicyConfig::default())
+                .expect("builds")
+                .expect("a Gavel policy")
+        };
+        let config = SimConfig {
+            stop: crate::StopFlag::new(),
+            ..SimConfig::default()
+        };
         let finished = simulate_ideal(&cluster, &specs, &mut gavel(), &config).expect("runs");
         assert!(finished.records.iter().all(|r| r.finish_s.is_some()));
         config.stop.raise();
-        assert!(matches!(simulate_ideal(&cluster, &specs, &mut gavel(), &config), Err(SimError::Stopped(_))));
+        assert!(matches!(
+            simulate_ideal(&cluster, &specs, &mut gavel(), &config),
+            Err(SimError::Stopped(_))
+        ));
     }
 }

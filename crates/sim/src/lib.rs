@@ -15,8 +15,10 @@ pub mod sweep;
 pub mod timeline;
 pub mod unplaceable;
 
-pub use engine::{simulate, EngineStats, FailureConfig, OverheadModel, SimConfig, SimError, SimOutput};
-pub use metrics::{gpu_time, GpuSharing, GpuTime, JobOutcome, JobRecord, Summary, Window};
-pub use timeline::RunSegment;
-pub use unplaceable::{Unplaceable, UnplaceableJobs};
+pub use engine::{
+    EngineStats, FailureConfig, OverheadModel, SimConfig, SimError, SimOutput, simulate,
+};
+pub use metrics::{GpuSharing, GpuTime, JobOutcome, JobRecord, Summary, Window, gpu_time};
 pub use stop::StopFlag;
+pub use timeline::{QuotaLayout, QuotaLeaf, QuotaReclaim, RunSegment};
+pub use unplaceable::{Unplaceable, UnplaceableJobs};

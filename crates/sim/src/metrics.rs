@@ -240,7 +240,10 @@ struct Contention {
 impl Contention {
     fn of(records: &[JobRecord]) -> Self {
         let mut changes: Vec<(f64, f64)> = Vec::with_capacity(records.len() * 2);
-        for r in records.iter().filter(|r| r.outcome != JobOutcome::Unplaceable) {
+        for r in records
+            .iter()
+            .filter(|r| r.outcome != JobOutcome::Unplaceable)
+        {
             changes.push((r.submit_s, 1.0));
             if let Some(f) = r.finish_s {
                 changes.push((f, -1.0));
@@ -264,7 +267,11 @@ impl Contention {
                 *c = count;
             }
         }
-        Contention { times, counts, integral }
+        Contention {
+            times,
+            counts,
+            integral,
+        }
     }
 
     /// The count integrated from the first change to `t`.
@@ -297,7 +304,16 @@ pub fn ftf_rhos(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Ve
         .filter_map(|r| {
             let (finish, jct) = (r.finish_s?, r.jct_s()?);
             let jobs = contention.mean(r.submit_s, finish).round().max(1.0) as usize;
-            Some((r.job, arbiter_policy::themis::finish_time_fairness(jct, r.run_time_s, r.gpus, capacity_gpus, jobs)?))
+            Some((
+                r.job,
+                arbiter_policy::themis::finish_time_fairness(
+                    jct,
+                    r.run_time_s,
+                    r.gpus,
+                    capacity_gpus,
+                    jobs,
+                )?,
+            ))
         })
         .collect()
 }
@@ -340,11 +356,19 @@ pub fn gpu_time(elapsed_s: f64, gpus: u32, sharing: GpuSharing) -> GpuTime {
     match sharing {
         GpuSharing::Held { share } => {
             let busy = elapsed_s * gpus as f64 * share;
-            GpuTime { busy, shared: if share < 1.0 { busy } else { 0.0 }, guest: 0.0 }
+            GpuTime {
+                busy,
+                shared: if share < 1.0 { busy } else { 0.0 },
+                guest: 0.0,
+            }
         }
         GpuSharing::Guest { on_held } => {
             let on_held = on_held.min(gpus);
-            GpuTime { busy: elapsed_s * (gpus - on_held) as f64, shared: elapsed_s * on_held as f64, guest: elapsed_s * gpus as f64 }
+            GpuTime {
+                busy: elapsed_s * (gpus - on_held) as f64,
+                shared: elapsed_s * on_held as f64,
+                guest: elapsed_s * gpus as f64,
+            }
         }
     }
 }
@@ -367,8 +391,14 @@ impl RunSpan {
     /// The span of the run `records` make up.
     pub fn of(records: &[JobRecord]) -> Self {
         RunSpan {
-            start_s: records.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min),
-            end_s: records.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max),
+            start_s: records
+                .iter()
+                .map(|r| r.submit_s)
+                .fold(f64::INFINITY, f64::min),
+            end_s: records
+                .iter()
+                .filter_map(|r| r.finish_s)
+                .fold(f64::NEG_INFINITY, f64::max),
         }
     }
 
@@ -383,7 +413,15 @@ impl RunSpan {
         let guest = total(records.iter().map(|r| r.guest_gpu_s));
         // (Shared time can exceed busy time only where a guest runs on a group's GPUs, which no
         // policy does: its held GPUs would be counted shared twice.)
-        (busy / window, if busy > 0.0 { (shared / busy).min(1.0) } else { 0.0 }, guest / window)
+        (
+            busy / window,
+            if busy > 0.0 {
+                (shared / busy).min(1.0)
+            } else {
+                0.0
+            },
+            guest / window,
+        )
     }
 }
 
@@ -436,21 +474,48 @@ impl Summary {
     /// Summarizes the records inside `window`; `capacity_gpus` for utilization.
     pub fn compute(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Self {
         let measured: Vec<&JobRecord> = records.iter().filter(|r| window.contains(r.job)).collect();
-        let completed: Vec<&JobRecord> =
-            measured.iter().copied().filter(|r| r.outcome == JobOutcome::Completed).collect();
+        let completed: Vec<&JobRecord> = measured
+            .iter()
+            .copied()
+            .filter(|r| r.outcome == JobOutcome::Completed)
+            .collect();
         let mut jcts: Vec<f64> = completed.iter().filter_map(|r| r.jct_s()).collect();
         jcts.sort_by(f64::total_cmp);
         let queues: Vec<f64> = measured.iter().filter_map(|r| r.queue_s()).collect();
-        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
-        let first_submit = measured.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
-        let last_finish = measured.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
-        let makespan_s = if last_finish.is_finite() && first_submit.is_finite() { last_finish - first_submit } else { 0.0 };
-        let (gpu_utilization, shared_gpu_fraction, guest_gpu_fraction) = utilization(records, capacity_gpus);
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        let first_submit = measured
+            .iter()
+            .map(|r| r.submit_s)
+            .fold(f64::INFINITY, f64::min);
+        let last_finish = measured
+            .iter()
+            .filter_map(|r| r.finish_s)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let makespan_s = if last_finish.is_finite() && first_submit.is_finite() {
+            last_finish - first_submit
+        } else {
+            0.0
+        };
+        let (gpu_utilization, shared_gpu_fraction, guest_gpu_fraction) =
+            utilization(records, capacity_gpus);
         let n = measured.len().max(1) as f64;
-        let rhos: Vec<f64> = ftf_rhos(records, window, capacity_gpus).into_iter().map(|(_, rho)| rho).collect();
+        let rhos: Vec<f64> = ftf_rhos(records, window, capacity_gpus)
+            .into_iter()
+            .map(|(_, rho)| rho)
+            .collect();
         Summary {
             max_ftf_rho: rhos.iter().copied().fold(0.0, f64::max),
-            ftf_unfair_fraction: if rhos.is_empty() { 0.0 } else { rhos.iter().filter(|&&r| r > 1.0).count() as f64 / rhos.len() as f64 },
+            ftf_unfair_fraction: if rhos.is_empty() {
+                0.0
+            } else {
+                rhos.iter().filter(|&&r| r > 1.0).count() as f64 / rhos.len() as f64
+            },
             jobs: completed.len(),
             avg_jct_s: mean(&jcts),
             p50_jct_s: percentile(&jcts, 0.5),
@@ -463,32 +528,62 @@ impl Summary {
             guest_gpu_fraction,
             preemptions_per_job: total(measured.iter().map(|r| r.preemptions as f64)) / n,
             migrations_per_job: total(measured.iter().map(|r| r.migrations as f64)) / n,
-            failed: measured.iter().filter(|r| matches!(r.outcome, JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied)).count(),
-            unfinished: measured.iter().filter(|r| r.outcome == JobOutcome::Unfinished).count(),
-            unplaceable: measured.iter().filter(|r| r.outcome == JobOutcome::Unplaceable).count(),
+            failed: measured
+                .iter()
+                .filter(|r| {
+                    matches!(
+                        r.outcome,
+                        JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied
+                    )
+                })
+                .count(),
+            unfinished: measured
+                .iter()
+                .filter(|r| r.outcome == JobOutcome::Unfinished)
+                .count(),
+            unplaceable: measured
+                .iter()
+                .filter(|r| r.outcome == JobOutcome::Unplaceable)
+                .count(),
             colocated_fraction: {
                 let executed: f64 = measured.iter().map(|r| r.executed_s).sum();
-                if executed > 0.0 { total(measured.iter().map(|r| r.colocated_s)) / executed } else { 0.0 }
+                if executed > 0.0 {
+                    total(measured.iter().map(|r| r.colocated_s)) / executed
+                } else {
+                    0.0
+                }
             },
             cost_usd: total(measured.iter().map(|r| r.cost_usd)),
             admitted: {
                 let answered: Vec<bool> = measured.iter().filter_map(|r| r.admitted).collect();
-                (!answered.is_empty()).then(|| answered.iter().filter(|a| **a).count() as f64 / answered.len() as f64)
+                (!answered.is_empty())
+                    .then(|| answered.iter().filter(|a| **a).count() as f64 / answered.len() as f64)
             },
             deadline_value: {
                 let values: Vec<f64> = measured.iter().filter_map(|r| r.deadline_value).collect();
                 (!values.is_empty()).then(|| mean(&values))
             },
             best_effort_avg_jct_s: {
-                let be: Vec<f64> = completed.iter().filter(|r| r.deadline_s.is_none()).filter_map(|r| r.jct_s()).collect();
-                (measured.iter().any(|r| r.deadline_s.is_some()) && !be.is_empty()).then(|| mean(&be))
+                let be: Vec<f64> = completed
+                    .iter()
+                    .filter(|r| r.deadline_s.is_none())
+                    .filter_map(|r| r.jct_s())
+                    .collect();
+                (measured.iter().any(|r| r.deadline_s.is_some()) && !be.is_empty())
+                    .then(|| mean(&be))
             },
             deadlines_met: {
-                let with_slo: Vec<&&JobRecord> = measured.iter().filter(|r| r.deadline_s.is_some()).collect();
+                let with_slo: Vec<&&JobRecord> =
+                    measured.iter().filter(|r| r.deadline_s.is_some()).collect();
                 (!with_slo.is_empty()).then(|| {
                     let met = with_slo
                         .iter()
-                        .filter(|r| r.outcome == JobOutcome::Completed && r.finish_s.zip(r.deadline_s).is_some_and(|(f, d)| f <= d + 1e-6))
+                        .filter(|r| {
+                            r.outcome == JobOutcome::Completed
+                                && r.finish_s
+                                    .zip(r.deadline_s)
+                                    .is_some_and(|(f, d)| f <= d + 1e-6)
+                        })
                         .count();
                     met as f64 / with_slo.len() as f64
                 })
@@ -499,14 +594,37 @@ impl Summary {
 
 /// The serde (kebab-case) name of a unit enum variant.
 fn kebab<T: Serialize>(value: &T) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// The per-job CSV's columns (`arbiter run --jobs-dir`), in order.
 pub const RECORD_CSV_COLUMNS: [&str; 23] = [
-    "job", "trace_id", "tenant", "gpus", "submit_s", "first_start_s", "finish_s", "jct_s", "queue_s",
-    "run_time_s", "executed_s", "gpu_s_allocated", "colocated_s", "cost_usd", "preemptions", "migrations", "failures", "outcome",
-    "last_wait_reason", "deadline_s", "busy_gpu_s", "shared_gpu_s", "guest_gpu_s",
+    "job",
+    "trace_id",
+    "tenant",
+    "gpus",
+    "submit_s",
+    "first_start_s",
+    "finish_s",
+    "jct_s",
+    "queue_s",
+    "run_time_s",
+    "executed_s",
+    "gpu_s_allocated",
+    "colocated_s",
+    "cost_usd",
+    "preemptions",
+    "migrations",
+    "failures",
+    "outcome",
+    "last_wait_reason",
+    "deadline_s",
+    "busy_gpu_s",
+    "shared_gpu_s",
+    "guest_gpu_s",
 ];
 
 /// One record as the per-job CSV's fields ([`RECORD_CSV_COLUMNS`]): seconds to the millisecond
@@ -541,7 +659,10 @@ pub fn record_csv_fields(r: &JobRecord) -> [String; 23] {
 }
 
 /// Writes per-job records as CSV.
-pub fn write_records_csv(out: impl std::io::Write, records: &[JobRecord]) -> Result<(), csv::Error> {
+pub fn write_records_csv(
+    out: impl std::io::Write,
+    records: &[JobRecord],
+) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(RECORD_CSV_COLUMNS)?;
     for r in records {
@@ -561,14 +682,34 @@ mod tests {
         let s = Summary::compute(&[], Window::default(), 8);
         let json = serde_json::to_string(&s).expect("serializes");
         assert!(!json.contains("-0"), "{json}");
-        for v in [s.avg_jct_s, s.preemptions_per_job, s.migrations_per_job, s.cost_usd, s.colocated_fraction, s.gpu_utilization, s.shared_gpu_fraction, s.guest_gpu_fraction, s.makespan_s] {
+        for v in [
+            s.avg_jct_s,
+            s.preemptions_per_job,
+            s.migrations_per_job,
+            s.cost_usd,
+            s.colocated_fraction,
+            s.gpu_utilization,
+            s.shared_gpu_fraction,
+            s.guest_gpu_fraction,
+            s.makespan_s,
+        ] {
             assert!(v == 0.0 && v.is_sign_positive(), "{v} in {s:?}");
         }
     }
 
     fn finished(id: u32, gpus: u32, submit_s: f64, finish_s: f64, run_time_s: f64) -> JobRecord {
-        let spec = JobSpec::new(arbiter_model::JobId(id), SimTime::from_secs_f64(submit_s), gpus, run_time_s);
-        JobRecord { first_start_s: Some(submit_s), finish_s: Some(finish_s), outcome: JobOutcome::Completed, ..JobRecord::new(&spec) }
+        let spec = JobSpec::new(
+            arbiter_model::JobId(id),
+            SimTime::from_secs_f64(submit_s),
+            gpus,
+            run_time_s,
+        );
+        JobRecord {
+            first_start_s: Some(submit_s),
+            finish_s: Some(finish_s),
+            outcome: JobOutcome::Completed,
+            ..JobRecord::new(&spec)
+        }
     }
 
     #[test]
@@ -577,7 +718,10 @@ mod tests {
         // 150 s. A: two jobs in the system all its life, a fair share of half the cluster, so
         // T_independent = 100 s and ρ = 100 / 100 = 1. B: two jobs for 100 s, then one for 50 s,
         // a mean of 1.67 (rounded: 2), T_independent = 100 s, ρ = 150 / 100 = 1.5.
-        let records = [finished(0, 4, 0.0, 100.0, 50.0), finished(1, 4, 0.0, 150.0, 50.0)];
+        let records = [
+            finished(0, 4, 0.0, 100.0, 50.0),
+            finished(1, 4, 0.0, 150.0, 50.0),
+        ];
         let s = Summary::compute(&records, Window::default(), 4);
         assert!((s.max_ftf_rho - 1.5).abs() < 1e-12, "{s:?}");
         assert_eq!(s.ftf_unfair_fraction, 0.5);
@@ -589,7 +733,11 @@ mod tests {
 
     #[test]
     fn contention_is_the_time_mean_of_jobs_in_the_system() {
-        let records = [finished(0, 1, 0.0, 10.0, 1.0), finished(1, 1, 5.0, 20.0, 1.0), finished(2, 1, 5.0, 6.0, 1.0)];
+        let records = [
+            finished(0, 1, 0.0, 10.0, 1.0),
+            finished(1, 1, 5.0, 20.0, 1.0),
+            finished(2, 1, 5.0, 6.0, 1.0),
+        ];
         let c = Contention::of(&records);
         // [0, 5): 1 job; [5, 6): 3; [6, 10): 2; [10, 20): 1.
         assert!((c.mean(0.0, 10.0) - (5.0 + 3.0 + 8.0) / 10.0).abs() < 1e-12);
@@ -600,26 +748,64 @@ mod tests {
 
     #[test]
     fn gpu_time_counts_each_gpu_once_and_sharing_apart() {
-        let time = |busy, shared, guest| GpuTime { busy, shared, guest };
-        assert_eq!(gpu_time(10.0, 2, GpuSharing::Held { share: 1.0 }), time(20.0, 0.0, 0.0));
+        let time = |busy, shared, guest| GpuTime {
+            busy,
+            shared,
+            guest,
+        };
+        assert_eq!(
+            gpu_time(10.0, 2, GpuSharing::Held { share: 1.0 }),
+            time(20.0, 0.0, 0.0)
+        );
         // Each job of a pair: half of the GPUs' time, all of it shared.
-        assert_eq!(gpu_time(10.0, 2, GpuSharing::Held { share: 0.5 }), time(10.0, 10.0, 0.0));
+        assert_eq!(
+            gpu_time(10.0, 2, GpuSharing::Held { share: 0.5 }),
+            time(10.0, 10.0, 0.0)
+        );
         // A guest on 3 GPUs, one of them held by another job (whose time it is): busy on 2.
-        assert_eq!(gpu_time(10.0, 3, GpuSharing::Guest { on_held: 1 }), time(20.0, 10.0, 30.0));
-        assert_eq!(gpu_time(10.0, 1, GpuSharing::Guest { on_held: 5 }), time(0.0, 10.0, 10.0));
+        assert_eq!(
+            gpu_time(10.0, 3, GpuSharing::Guest { on_held: 1 }),
+            time(20.0, 10.0, 30.0)
+        );
+        assert_eq!(
+            gpu_time(10.0, 1, GpuSharing::Guest { on_held: 5 }),
+            time(0.0, 10.0, 10.0)
+        );
         // 4 GPUs, 0–100 s: job 0 alone on one, jobs 1 and 2 a pair on two, job 3 a guest on two,
         // one of them job 0's, the other the fourth GPU. Busy: 100 + 2 × 100 + 100 = all 400
         // GPU-seconds; shared: the pair's 200 and job 0's GPU 100 (3/4); the guest's own 200
         // (1/2 of the cluster's time).
-        let mut records = [0, 1, 2, 3].map(|id| finished(id, if id == 0 { 1 } else { 2 }, 0.0, 100.0, 50.0));
-        let count = |r: &mut JobRecord, t: GpuTime| (r.busy_gpu_s, r.shared_gpu_s, r.guest_gpu_s) = (t.busy, t.shared, t.guest);
-        count(&mut records[0], gpu_time(100.0, 1, GpuSharing::Held { share: 1.0 }));
-        count(&mut records[1], gpu_time(100.0, 2, GpuSharing::Held { share: 0.5 }));
-        count(&mut records[2], gpu_time(100.0, 2, GpuSharing::Held { share: 0.5 }));
-        count(&mut records[3], gpu_time(100.0, 2, GpuSharing::Guest { on_held: 1 }));
+        let mut records =
+            [0, 1, 2, 3].map(|id| finished(id, if id == 0 { 1 } else { 2 }, 0.0, 100.0, 50.0));
+        let count = |r: &mut JobRecord, t: GpuTime| {
+            (r.busy_gpu_s, r.shared_gpu_s, r.guest_gpu_s) = (t.busy, t.shared, t.guest)
+        };
+        count(
+            &mut records[0],
+            gpu_time(100.0, 1, GpuSharing::Held { share: 1.0 }),
+        );
+        count(
+            &mut records[1],
+            gpu_time(100.0, 2, GpuSharing::Held { share: 0.5 }),
+        );
+        count(
+            &mut records[2],
+            gpu_time(100.0, 2, GpuSharing::Held { share: 0.5 }),
+        );
+        count(
+            &mut records[3],
+            gpu_time(100.0, 2, GpuSharing::Guest { on_held: 1 }),
+        );
         assert_eq!(utilization(&records, 4), (1.0, 0.75, 0.5));
         let s = Summary::compute(&records, Window::default(), 4);
-        assert_eq!((s.gpu_utilization, s.shared_gpu_fraction, s.guest_gpu_fraction), (1.0, 0.75, 0.5));
+        assert_eq!(
+            (
+                s.gpu_utilization,
+                s.shared_gpu_fraction,
+                s.guest_gpu_fraction
+            ),
+            (1.0, 0.75, 0.5)
+        );
         assert_eq!(s.metric("shared_gpu_fraction"), Some(0.75));
     }
 

@@ -27,10 +27,16 @@ impl ReservationSpec {
     /// Checks the numbers (`at`: its index, for the message).
     pub fn validate(&self, at: usize) -> Result<(), String> {
         if !(self.start_s.is_finite() && self.start_s >= 0.0) {
-            return Err(format!("reservations.{at}.start_s must be >= 0, got {}", self.start_s));
+            return Err(format!(
+                "reservations.{at}.start_s must be >= 0, got {}",
+                self.start_s
+            ));
         }
         if !(self.duration_s.is_finite() && self.duration_s > 0.0) {
-            return Err(format!("reservations.{at}.duration_s must be > 0, got {}", self.duration_s));
+            return Err(format!(
+                "reservations.{at}.duration_s must be > 0, got {}",
+                self.duration_s
+            ));
         }
         if self.nodes.is_empty() {
             return Err(format!("reservations.{at}.nodes is empty"));
@@ -50,7 +56,10 @@ pub(crate) struct Window {
 
 impl Window {
     /// The reservations of `specs` on `cluster`; an unknown node is an error naming it.
-    pub(crate) fn resolve(specs: &[ReservationSpec], cluster: &Cluster) -> Result<Vec<Window>, String> {
+    pub(crate) fn resolve(
+        specs: &[ReservationSpec],
+        cluster: &Cluster,
+    ) -> Result<Vec<Window>, String> {
         specs
             .iter()
             .enumerate()
@@ -58,10 +67,24 @@ impl Window {
                 let nodes = r
                     .nodes
                     .iter()
-                    .map(|name| cluster.nodes.iter().find(|n| &n.name == name).map(|n| n.id).ok_or_else(|| format!("reservations.{i}.nodes: no node `{name}` in the cluster")))
+                    .map(|name| {
+                        cluster
+                            .nodes
+                            .iter()
+                            .find(|n| &n.name == name)
+                            .map(|n| n.id)
+                            .ok_or_else(|| {
+                                format!("reservations.{i}.nodes: no node `{name}` in the cluster")
+                            })
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 let start = SimTime::from_secs_f64(r.start_s);
-                Ok(Window { nodes, start, end: SimTime::from_secs_f64(r.start_s + r.duration_s), tenant: r.tenant.clone() })
+                Ok(Window {
+                    nodes,
+                    start,
+                    end: SimTime::from_secs_f64(r.start_s + r.duration_s),
+                    tenant: r.tenant.clone(),
+                })
             })
             .collect()
     }
@@ -97,8 +120,17 @@ impl Window {
 }
 
 /// The nodes `job` must avoid at `now` (`None`: none).
-pub(crate) fn avoided(windows: &[Window], spec: &JobSpec, job: &ActiveJob, now: SimTime) -> Option<std::sync::Arc<Vec<NodeId>>> {
-    let mut nodes: Vec<NodeId> = windows.iter().filter(|w| !w.admits(spec, job, now)).flat_map(|w| w.nodes.iter().copied()).collect();
+pub(crate) fn avoided(
+    windows: &[Window],
+    spec: &JobSpec,
+    job: &ActiveJob,
+    now: SimTime,
+) -> Option<std::sync::Arc<Vec<NodeId>>> {
+    let mut nodes: Vec<NodeId> = windows
+        .iter()
+        .filter(|w| !w.admits(spec, job, now))
+        .flat_map(|w| w.nodes.iter().copied())
+        .collect();
     if nodes.is_empty() {
         return None;
     }

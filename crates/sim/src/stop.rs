@@ -2,8 +2,8 @@
 //! The engine looks at it at every step of virtual time, the scenario runner before each
 //! simulation; a stopped simulation ends with [`crate::SimError::Stopped`] and gives no result.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Shared by whoever may stop and the simulations it stops; clones see the same flag. The
 /// default flag is never raised.
@@ -25,7 +25,9 @@ impl StopFlag {
 
     /// Whether the flag was raised.
     pub fn is_raised(&self) -> bool {
-        self.0.as_ref().is_some_and(|flag| flag.load(Ordering::Relaxed))
+        self.0
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 }
 
@@ -57,12 +59,24 @@ mod tests {
         use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
         let cluster = Cluster::homogeneous(1, 1, 4, 64, 512, "GPU").expect("cluster");
         let jobs = vec![JobSpec::new(JobId(0), SimTime::ZERO, 1, 100.0)];
-        let fifo = || arbiter_policy::build(arbiter_policy::PolicyKind::Fifo, &arbiter_policy::PolicyConfig::default()).expect("fifo");
+        let fifo = || {
+            arbiter_policy::build(
+                arbiter_policy::PolicyKind::Fifo,
+                &arbiter_policy::PolicyConfig::default(),
+            )
+            .expect("fifo")
+        };
         let stop = StopFlag::new();
-        let config = crate::SimConfig { stop: stop.clone(), ..crate::SimConfig::default() };
+        let config = crate::SimConfig {
+            stop: stop.clone(),
+            ..crate::SimConfig::default()
+        };
         assert!(crate::simulate(&cluster, &jobs, fifo().as_mut(), &config).is_ok());
         stop.raise();
         let stopped = crate::simulate(&cluster, &jobs, fifo().as_mut(), &config);
-        assert!(matches!(stopped, Err(crate::SimError::Stopped(_))), "{stopped:?}");
+        assert!(
+            matches!(stopped, Err(crate::SimError::Stopped(_))),
+            "{stopped:?}"
+        );
     }
 }

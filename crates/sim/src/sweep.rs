@@ -71,18 +71,34 @@ pub fn run(
     let mut points = Vec::new();
     let mut name = String::new();
     for (i, value) in values.iter().enumerate() {
-        let x: f64 = value.trim().parse().map_err(|_| SweepError::NotANumber(value.clone()))?;
+        let x: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| SweepError::NotANumber(value.clone()))?;
         let mut all = overrides.to_vec();
         all.push(format!("{key}={value}"));
-        let wrap = |source| SweepError::Scenario { key: key.to_string(), value: value.clone(), error: Box::new(source) };
+        let wrap = |source| SweepError::Scenario {
+            key: key.to_string(),
+            value: value.clone(),
+            error: Box::new(source),
+        };
         let scenario = Scenario::load(file, &all).map_err(wrap)?;
         name = scenario.name.clone();
         let results = scenario.run(&|_, _| {}, clock).map_err(wrap)?;
         let jcts_by_policy = measured_jcts(&results, scenario.window);
-        points.push(SweepPoint { value: value.clone(), x, results, jcts_by_policy });
+        points.push(SweepPoint {
+            value: value.clone(),
+            x,
+            results,
+            jcts_by_policy,
+        });
         progress(i + 1, values.len());
     }
-    Ok(Sweep { scenario: name, key: key.to_string(), points })
+    Ok(Sweep {
+        scenario: name,
+        key: key.to_string(),
+        points,
+    })
 }
 
 fn measured_jcts(rows: &[ResultRow], window: Window) -> BTreeMap<String, Vec<f64>> {
@@ -107,10 +123,15 @@ impl Sweep {
         for point in &self.points {
             let mut by_policy: BTreeMap<String, Vec<f64>> = BTreeMap::new();
             for r in point.results.iter().filter(|r| r.tenant == "all") {
-                by_policy.entry(r.policy.name().to_string()).or_default().push(r.summary.avg_jct_s);
+                by_policy
+                    .entry(r.policy.name().to_string())
+                    .or_default()
+                    .push(r.summary.avg_jct_s);
             }
             for (policy, v) in by_policy {
-                out.entry(policy).or_default().push((point.x, v.iter().sum::<f64>() / v.len() as f64));
+                out.entry(policy)
+                    .or_default()
+                    .push((point.x, v.iter().sum::<f64>() / v.len() as f64));
             }
         }
         out
@@ -118,15 +139,32 @@ impl Sweep {
 
     /// Writes `sweep.csv` and `sweep.json` into `dir`; returns the files written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, SweepError> {
-        let io = |path: &Path, e: &dyn std::fmt::Display| SweepError::Output { path: path.to_path_buf(), message: e.to_string() };
+        let io = |path: &Path, e: &dyn std::fmt::Display| SweepError::Output {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
         std::fs::create_dir_all(dir).map_err(|e| io(dir, &e))?;
         let mut written = Vec::new();
 
         let csv_path = dir.join("sweep.csv");
         let mut w = csv::Writer::from_path(&csv_path).map_err(|e| io(&csv_path, &e))?;
         w.write_record([
-            self.key.as_str(), "trace", "policy", "tenant", "seed", "jobs", "avg_jct_s", "p50_jct_s", "p99_jct_s",
-            "avg_queue_s", "makespan_s", "gpu_utilization", "unfinished", "unplaceable", "wall_s", "shared_gpu_fraction",
+            self.key.as_str(),
+            "trace",
+            "policy",
+            "tenant",
+            "seed",
+            "jobs",
+            "avg_jct_s",
+            "p50_jct_s",
+            "p99_jct_s",
+            "avg_queue_s",
+            "makespan_s",
+            "gpu_utilization",
+            "unfinished",
+            "unplaceable",
+            "wall_s",
+            "shared_gpu_fraction",
             "guest_gpu_fraction",
         ])
         .map_err(|e| io(&csv_path, &e))?;

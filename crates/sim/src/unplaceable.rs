@@ -134,18 +134,34 @@ impl UnplaceableJobs {
         let mut reasons = Vec::new();
         if self.too_many_gpus > 0 {
             let limit = if self.gpu_types > 1 {
-                format!("the cluster has of any GPU type they can use (largest pool: {})", self.largest_pool)
+                format!(
+                    "the cluster has of any GPU type they can use (largest pool: {})",
+                    self.largest_pool
+                )
             } else {
                 format!("the cluster has ({})", self.largest_pool)
             };
             let n = self.too_many_gpus;
-            let (noun, verb) = if n == 1 { ("job", "asks") } else { ("jobs", "ask") };
-            reasons.push(format!("{n} {noun} {verb} for more GPUs (up to {}) than {limit}", self.largest_request));
+            let (noun, verb) = if n == 1 {
+                ("job", "asks")
+            } else {
+                ("jobs", "ask")
+            };
+            reasons.push(format!(
+                "{n} {noun} {verb} for more GPUs (up to {}) than {limit}",
+                self.largest_request
+            ));
         }
         if self.no_usable_gpu_type > 0 {
             let n = self.no_usable_gpu_type;
-            let (noun, verb) = if n == 1 { ("job", "needs") } else { ("jobs", "need") };
-            reasons.push(format!("{n} {noun} {verb} a GPU type the cluster does not have"));
+            let (noun, verb) = if n == 1 {
+                ("job", "needs")
+            } else {
+                ("jobs", "need")
+            };
+            reasons.push(format!(
+                "{n} {noun} {verb} a GPU type the cluster does not have"
+            ));
         }
         Some(format!(
             "{context}: {} of {} jobs can never run on this cluster and are counted as unplaceable, not in the metrics: {}",
@@ -178,34 +194,87 @@ mod tests {
             cpus: 8,
             memory_gib: 64,
         };
-        let cluster = Cluster::new(names, vec![node(0, 0, 4), node(1, 1, 8), node(2, 1, 8)]).expect("valid");
+        let cluster =
+            Cluster::new(names, vec![node(0, 0, 4), node(1, 1, 8), node(2, 1, 8)]).expect("valid");
         let mut cases = vec![
             (job(16), None),
             (job(17), Some(Unplaceable::TooManyGpus)),
-            (JobSpec { gpu_type: Some(GpuTypeId(0)), ..job(4) }, None),
-            (JobSpec { gpu_type: Some(GpuTypeId(0)), ..job(5) }, Some(Unplaceable::TooManyGpus)),
-            (JobSpec { gpu_type: Some(GpuTypeId(7)), ..job(1) }, Some(Unplaceable::NoUsableGpuType)),
-            (JobSpec { speed_by_gpu_type: vec![1.0, 0.0], ..job(8) }, Some(Unplaceable::TooManyGpus)),
-            (JobSpec { speed_by_gpu_type: vec![0.0, 0.0], ..job(1) }, Some(Unplaceable::NoUsableGpuType)),
+            (
+                JobSpec {
+                    gpu_type: Some(GpuTypeId(0)),
+                    ..job(4)
+                },
+                None,
+            ),
+            (
+                JobSpec {
+                    gpu_type: Some(GpuTypeId(0)),
+                    ..job(5)
+                },
+                Some(Unplaceable::TooManyGpus),
+            ),
+            (
+                JobSpec {
+                    gpu_type: Some(GpuTypeId(7)),
+                    ..job(1)
+                },
+                Some(Unplaceable::NoUsableGpuType),
+            ),
+            (
+                JobSpec {
+                    speed_by_gpu_type: vec![1.0, 0.0],
+                    ..job(8)
+                },
+                Some(Unplaceable::TooManyGpus),
+            ),
+            (
+                JobSpec {
+                    speed_by_gpu_type: vec![0.0, 0.0],
+                    ..job(1)
+                },
+                Some(Unplaceable::NoUsableGpuType),
+            ),
         ];
         for (spec, expected) in cases.drain(..) {
             assert_eq!(unplaceable(&cluster, &spec), expected, "{spec:?}");
-            assert_eq!(expected.is_none(), Placer::could_ever_fit(&cluster, &spec), "{spec:?}");
+            assert_eq!(
+                expected.is_none(),
+                Placer::could_ever_fit(&cluster, &spec),
+                "{spec:?}"
+            );
         }
     }
 
     #[test]
     fn unplaceable_warning_names_how_many_and_why() {
         let cluster = Cluster::homogeneous(1, 1, 4, 8, 64, "V100").expect("valid");
-        let specs = vec![job(1), job(8), job(6), JobSpec { gpu_type: Some(GpuTypeId(3)), ..job(1) }];
+        let specs = vec![
+            job(1),
+            job(8),
+            job(6),
+            JobSpec {
+                gpu_type: Some(GpuTypeId(3)),
+                ..job(1)
+            },
+        ];
         let counts = UnplaceableJobs::count(&cluster, &specs);
-        assert_eq!((counts.total(), counts.too_many_gpus, counts.no_usable_gpu_type), (3, 2, 1));
+        assert_eq!(
+            (
+                counts.total(),
+                counts.too_many_gpus,
+                counts.no_usable_gpu_type
+            ),
+            (3, 2, 1)
+        );
         let text = counts.warning("t").expect("some never fit");
         assert_eq!(
             text,
             "t: 3 of 4 jobs can never run on this cluster and are counted as unplaceable, not in the metrics: \
              2 jobs ask for more GPUs (up to 8) than the cluster has (4); 1 job needs a GPU type the cluster does not have"
         );
-        assert_eq!(UnplaceableJobs::count(&cluster, &specs[..1]).warning("t"), None);
+        assert_eq!(
+            UnplaceableJobs::count(&cluster, &specs[..1]).warning("t"),
+            None
+        );
     }
 }

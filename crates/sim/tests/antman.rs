@@ -2,15 +2,18 @@
 //! runs are reproducible, and guests run at the speed their co-runners leave them.
 
 use arbiter_model::{Cluster, IterationStages, JobId, JobSpec, SimTime};
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, JobOutcome, OverheadModel, SimConfig, SimOutput};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
+use arbiter_sim::{JobOutcome, OverheadModel, SimConfig, SimOutput, simulate};
 use proptest::prelude::*;
 
 mod support;
 
 fn run(cluster: &Cluster, jobs: &[JobSpec]) -> SimOutput {
     let mut policy = build(PolicyKind::AntMan, &PolicyConfig::default()).expect("builds");
-    let config = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let config = SimConfig {
+        overhead: OverheadModel::None,
+        ..SimConfig::default()
+    };
     simulate(cluster, jobs, policy.as_mut(), &config).expect("runs")
 }
 
@@ -39,17 +42,27 @@ fn guaranteed_only(jobs: &[JobSpec]) -> (Vec<JobSpec>, Vec<usize>) {
 }
 
 fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
-    (1u32..4, 1u32..5).prop_flat_map(|(nodes, gpus)| {
-        let cluster = Cluster::homogeneous(1, nodes, gpus, 32, 256, "V100").expect("valid");
-        let total = nodes * gpus;
-        let raw = proptest::collection::vec((0u64..3_000, 1u32..=total, 1u32..20_000, 0i32..2, 0usize..3), 1..30);
-        (Just(cluster), raw)
-    })
-    .prop_map(|(cluster, mut raw)| {
-        raw.sort_by_key(|r| r.0);
-        let jobs = raw.into_iter().enumerate().map(|(i, (submit, gpus, run, priority, shape))| job(i as u32, submit, gpus, run as f64, priority, shape)).collect();
-        (cluster, jobs)
-    })
+    (1u32..4, 1u32..5)
+        .prop_flat_map(|(nodes, gpus)| {
+            let cluster = Cluster::homogeneous(1, nodes, gpus, 32, 256, "V100").expect("valid");
+            let total = nodes * gpus;
+            let raw = proptest::collection::vec(
+                (0u64..3_000, 1u32..=total, 1u32..20_000, 0i32..2, 0usize..3),
+                1..30,
+            );
+            (Just(cluster), raw)
+        })
+        .prop_map(|(cluster, mut raw)| {
+            raw.sort_by_key(|r| r.0);
+            let jobs = raw
+                .into_iter()
+                .enumerate()
+                .map(|(i, (submit, gpus, run, priority, shape))| {
+                    job(i as u32, submit, gpus, run as f64, priority, shape)
+                })
+                .collect();
+            (cluster, jobs)
+        })
 }
 
 proptest! {
@@ -96,20 +109,30 @@ fn a_guest_runs_at_the_speed_its_co_runner_leaves_it() {
 #[test]
 fn utilization_counts_each_gpu_once_and_reports_sharing_beside_it() {
     use arbiter_sim::{Summary, Window};
-    let summary = |out: &SimOutput| Summary::compute(&out.records, Window::default(), out.capacity_gpus);
+    let summary =
+        |out: &SimOutput| Summary::compute(&out.records, Window::default(), out.capacity_gpus);
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
     // One GPU: the guaranteed job holds it 0–100 s, the guest runs on it 0–150 s (half speed
     // while they share). The GPU is busy 150 s of 150: utilization 1 (was (100 + 150) / 150 =
     // 1.67), shared 100 s of those 150, the guest's own GPU time 150 s of 150.
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
-    let out = run(&cluster, &[job(0, 0, 1, 100.0, 0, 1), job(1, 0, 1, 100.0, 1, 0)]);
+    let out = run(
+        &cluster,
+        &[job(0, 0, 1, 100.0, 0, 1), job(1, 0, 1, 100.0, 1, 0)],
+    );
     let s = summary(&out);
     assert!(close(s.gpu_utilization, 1.0), "{s:?}");
     assert!(close(s.shared_gpu_fraction, 100.0 / 150.0), "{s:?}");
     assert!(close(s.guest_gpu_fraction, 1.0), "{s:?}");
     let r = &out.records;
-    assert_eq!((r[0].busy_gpu_s, r[0].shared_gpu_s, r[0].guest_gpu_s), (100.0, 0.0, 0.0));
-    assert_eq!((r[1].busy_gpu_s, r[1].shared_gpu_s, r[1].guest_gpu_s), (50.0, 100.0, 150.0));
+    assert_eq!(
+        (r[0].busy_gpu_s, r[0].shared_gpu_s, r[0].guest_gpu_s),
+        (100.0, 0.0, 0.0)
+    );
+    assert_eq!(
+        (r[1].busy_gpu_s, r[1].shared_gpu_s, r[1].guest_gpu_s),
+        (50.0, 100.0, 150.0)
+    );
     // The per-job GPU-seconds are as before: the guest's every GPU-second.
     assert_eq!(r[1].gpu_s_allocated, 150.0);
 
@@ -120,15 +143,27 @@ fn utilization_counts_each_gpu_once_and_reports_sharing_beside_it() {
     // 125 of 2 × 125 GPU-seconds, utilization 0.5 (was (125 + 50) / 250 = 0.7; counting the
     // guest on an idle GPU whenever one is free would give 0.7 too); shared 50 s of 125.
     let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
-    let out = run(&cluster, &[job(0, 0, 1, 100.0, 1, 0), job(1, 10, 1, 50.0, 0, 1)]);
-    assert_eq!((out.records[0].finish_s, out.records[1].finish_s), (Some(125.0), Some(60.0)));
+    let out = run(
+        &cluster,
+        &[job(0, 0, 1, 100.0, 1, 0), job(1, 10, 1, 50.0, 0, 1)],
+    );
+    assert_eq!(
+        (out.records[0].finish_s, out.records[1].finish_s),
+        (Some(125.0), Some(60.0))
+    );
     let s = summary(&out);
     assert!(close(s.gpu_utilization, 0.5), "{s:?}");
     assert!(close(s.shared_gpu_fraction, 50.0 / 125.0), "{s:?}");
     assert!(close(s.guest_gpu_fraction, 125.0 / 250.0), "{s:?}");
     let r = &out.records;
-    assert_eq!((r[0].busy_gpu_s, r[0].shared_gpu_s, r[0].guest_gpu_s), (75.0, 50.0, 125.0));
-    assert_eq!((r[1].busy_gpu_s, r[1].shared_gpu_s, r[1].guest_gpu_s), (50.0, 0.0, 0.0));
+    assert_eq!(
+        (r[0].busy_gpu_s, r[0].shared_gpu_s, r[0].guest_gpu_s),
+        (75.0, 50.0, 125.0)
+    );
+    assert_eq!(
+        (r[1].busy_gpu_s, r[1].shared_gpu_s, r[1].guest_gpu_s),
+        (50.0, 0.0, 0.0)
+    );
 }
 
 proptest! {

@@ -2,16 +2,28 @@
 //! meets it (property test); refused jobs and best-effort jobs run on spare GPUs.
 
 use arbiter_model::{Cluster, JobId, JobSpec, SimDuration, SimTime};
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, OverheadModel, SimConfig};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
+use arbiter_sim::{OverheadModel, SimConfig, simulate};
 use proptest::prelude::*;
 
 fn run(cluster: &Cluster, jobs: &[JobSpec], lease_s: f64) -> arbiter_sim::SimOutput {
     // Guarantees count GPUs, as Chronus' artifact does: a gang may take GPUs on any nodes.
-    let mut config = PolicyConfig { placement: arbiter_policy::PlacementStrategy::Anywhere, ..PolicyConfig::default() };
+    let mut config = PolicyConfig {
+        placement: arbiter_policy::PlacementStrategy::Anywhere,
+        ..PolicyConfig::default()
+    };
     config.chronus.lease_s = lease_s;
     let mut policy = build(PolicyKind::Chronus, &config).expect("builds");
-    simulate(cluster, jobs, policy.as_mut(), &SimConfig { overhead: OverheadModel::OnRestart, ..SimConfig::default() }).expect("runs")
+    simulate(
+        cluster,
+        jobs,
+        policy.as_mut(),
+        &SimConfig {
+            overhead: OverheadModel::OnRestart,
+            ..SimConfig::default()
+        },
+    )
+    .expect("runs")
 }
 
 proptest! {
@@ -56,7 +68,9 @@ proptest! {
 fn with_room_for_only_one_deadline_the_second_is_refused_and_still_runs() {
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
     // Leases of 100 s; both need one lease ending by 200 s (only lease 1): one is admitted.
-    let mut jobs: Vec<JobSpec> = (0..2).map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 80.0)).collect();
+    let mut jobs: Vec<JobSpec> = (0..2)
+        .map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 80.0))
+        .collect();
     for j in &mut jobs {
         j.deadline = Some(SimTime::from_ms(200_000));
     }
@@ -65,5 +79,8 @@ fn with_room_for_only_one_deadline_the_second_is_refused_and_still_runs() {
     assert_eq!(answers, vec![Some(true), Some(false)]);
     assert!(out.records.iter().all(|r| r.finish_s.is_some()));
     let admitted = &out.records[0];
-    assert!(admitted.finish_s.is_some_and(|f| f <= 200.0), "{admitted:?}");
+    assert!(
+        admitted.finish_s.is_some_and(|f| f <= 200.0),
+        "{admitted:?}"
+    );
 }

@@ -4,8 +4,10 @@
 //! running job again at every event.
 
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, SimTime};
-use arbiter_policy::{build, PlacementStrategy, Policy, PolicyConfig, PolicyError, PolicyKind, SchedulerView};
-use arbiter_sim::{simulate, FailureConfig, OverheadModel, SimConfig, SimOutput};
+use arbiter_policy::{
+    PlacementStrategy, Policy, PolicyConfig, PolicyError, PolicyKind, SchedulerView, build,
+};
+use arbiter_sim::{FailureConfig, OverheadModel, SimConfig, SimOutput, simulate};
 
 /// `inner`, but shown no current state (`blind`) or counting its decisions by changes.
 struct Probe {
@@ -20,8 +22,15 @@ impl Policy for Probe {
         self.inner.name()
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
-        let view = SchedulerView { current: if self.blind { None } else { view.current }, ..*view };
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
+        let view = SchedulerView {
+            current: if self.blind { None } else { view.current },
+            ..*view
+        };
         let decision = self.inner.schedule(&view, now)?;
         self.decisions += 1;
         self.by_changes += usize::from(decision.keep_unlisted);
@@ -33,9 +42,24 @@ impl Policy for Probe {
     }
 }
 
-fn run(kind: PolicyKind, strategy: PlacementStrategy, cluster: &Cluster, jobs: &[JobSpec], config: &SimConfig, blind: bool) -> (SimOutput, usize, usize) {
-    let policy_config = PolicyConfig { placement: strategy, ..PolicyConfig::default() };
-    let mut probe = Probe { inner: build(kind, &policy_config).expect("builds"), blind, decisions: 0, by_changes: 0 };
+fn run(
+    kind: PolicyKind,
+    strategy: PlacementStrategy,
+    cluster: &Cluster,
+    jobs: &[JobSpec],
+    config: &SimConfig,
+    blind: bool,
+) -> (SimOutput, usize, usize) {
+    let policy_config = PolicyConfig {
+        placement: strategy,
+        ..PolicyConfig::default()
+    };
+    let mut probe = Probe {
+        inner: build(kind, &policy_config).expect("builds"),
+        blind,
+        decisions: 0,
+        by_changes: 0,
+    };
     let out = simulate(cluster, jobs, &mut probe, config).expect("simulates");
     (out, probe.decisions, probe.by_changes)
 }
@@ -46,26 +70,57 @@ fn decisions_by_changes_give_the_same_simulation_as_whole_decisions() {
     // multi-rack jobs too) offered at 90% and 130% of the cluster, so that queues form and
     // preemptive policies displace running jobs.
     let cluster = Cluster::homogeneous(4, 8, 8, 64, 512, "V100").expect("cluster");
-    let strategies = [PlacementStrategy::Consolidated, PlacementStrategy::Relaxed { after_s: 600.0 }, PlacementStrategy::Anywhere, PlacementStrategy::Spread];
-    let kinds = [PolicyKind::Fifo, PolicyKind::Sjf, PolicyKind::Srtf, PolicyKind::Srsf, PolicyKind::Las];
+    let strategies = [
+        PlacementStrategy::Consolidated,
+        PlacementStrategy::Relaxed { after_s: 600.0 },
+        PlacementStrategy::Anywhere,
+        PlacementStrategy::Spread,
+    ];
+    let kinds = [
+        PolicyKind::Fifo,
+        PolicyKind::Sjf,
+        PolicyKind::Srtf,
+        PolicyKind::Srsf,
+        PolicyKind::Las,
+    ];
     for (load, seed) in [(0.9, 1), (1.3, 2)] {
-        let jobs = arbiter_trace::generator::philly_like(1_500, cluster.total_gpus(), load, seed).jobs;
+        let jobs =
+            arbiter_trace::generator::philly_like(1_500, cluster.total_gpus(), load, seed).jobs;
         for (s, strategy) in strategies.iter().enumerate() {
             for kind in kinds {
                 // Failures on one of the configurations: retried jobs re-enter the queue.
-                let failures = (s == 0).then_some(FailureConfig { probability_per_attempt: 0.05, max_retries: 2 });
-                let config = SimConfig { overhead: OverheadModel::None, failures, seed, ..SimConfig::default() };
+                let failures = (s == 0).then_some(FailureConfig {
+                    probability_per_attempt: 0.05,
+                    max_retries: 2,
+                });
+                let config = SimConfig {
+                    overhead: OverheadModel::None,
+                    failures,
+                    seed,
+                    ..SimConfig::default()
+                };
                 let (whole, n, none) = run(kind, *strategy, &cluster, &jobs, &config, true);
-                let (changes, decisions, by_changes) = run(kind, *strategy, &cluster, &jobs, &config, false);
+                let (changes, decisions, by_changes) =
+                    run(kind, *strategy, &cluster, &jobs, &config, false);
                 let what = format!("{} with {strategy:?} at load {load}", kind.name());
-                assert_eq!(none, 0, "{what}: a policy shown no current state decided by changes");
+                assert_eq!(
+                    none, 0,
+                    "{what}: a policy shown no current state decided by changes"
+                );
                 assert_eq!(n, decisions, "{what}: scheduling points");
                 assert_eq!(whole.records, changes.records, "{what}: job records differ");
                 assert_eq!(whole.stats.events, changes.stats.events, "{what}: events");
                 // The optimisation is used: below saturation most scheduling points decide by
                 // changes (over it, a preemptive policy's queue rarely fits the free GPUs).
-                let enough = if load < 1.0 { by_changes * 2 > decisions } else { by_changes > 0 };
-                assert!(enough, "{what}: only {by_changes} of {decisions} decisions by changes");
+                let enough = if load < 1.0 {
+                    by_changes * 2 > decisions
+                } else {
+                    by_changes > 0
+                };
+                assert!(
+                    enough,
+                    "{what}: only {by_changes} of {decisions} decisions by changes"
+                );
             }
         }
     }

@@ -6,11 +6,11 @@ use arbiter_model::{
     ActiveJob, Cluster, Decision, JobId, JobSpec, Node, NodeId, Placement, RackId, RunState,
     SimTime,
 };
-use arbiter_policy::gavel::gandiva::{normalized_packed_throughput, Gandiva};
-use arbiter_policy::mechanisms::colocation::PairSpeeds;
 use arbiter_policy::gavel::RoundOptions;
-use arbiter_policy::{build, Policy, PolicyConfig, PolicyKind, SchedulerView};
-use arbiter_sim::{simulate, JobOutcome, OverheadModel, SimConfig};
+use arbiter_policy::gavel::gandiva::{Gandiva, normalized_packed_throughput};
+use arbiter_policy::mechanisms::colocation::PairSpeeds;
+use arbiter_policy::{Policy, PolicyConfig, PolicyKind, SchedulerView, build};
+use arbiter_sim::{JobOutcome, OverheadModel, SimConfig, simulate};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -554,10 +554,11 @@ fn a_busy_mixed_workload_pairs_dissolves_and_defragments_through_the_engine() {
         ..SimConfig::default()
     };
     let out = simulate(&cluster, &jobs, &mut policy, &sim).expect("runs");
-    assert!(out
-        .records
-        .iter()
-        .all(|r| r.outcome == JobOutcome::Completed));
+    assert!(
+        out.records
+            .iter()
+            .all(|r| r.outcome == JobOutcome::Completed)
+    );
     assert!(
         out.records.iter().any(|r| r.colocated_s > 0.0),
         "some jobs shared GPUs"

@@ -1,9 +1,11 @@
 //! Every policy on tiny hand-made workloads whose JCTs are worked out by hand in the comments.
 
-use arbiter_model::{ActiveJob, Cluster, JobId, JobSpec, NodeId, PendingReason, Placement, RunState, SimTime};
+use arbiter_model::{
+    ActiveJob, Cluster, JobId, JobSpec, NodeId, PendingReason, Placement, RunState, SimTime,
+};
 use arbiter_policy::SchedulerView;
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, OverheadModel, SimConfig, SimOutput};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
+use arbiter_sim::{OverheadModel, SimConfig, SimOutput, simulate};
 
 fn job(id: u32, submit_s: u64, gpus: u32, run_s: f64) -> JobSpec {
     JobSpec::new(JobId(id), SimTime::from_ms(submit_s * 1000), gpus, run_s)
@@ -11,19 +13,28 @@ fn job(id: u32, submit_s: u64, gpus: u32, run_s: f64) -> JobSpec {
 
 fn run(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], config: &PolicyConfig) -> SimOutput {
     let mut policy = build(kind, config).expect("policy builds");
-    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let sim = SimConfig {
+        overhead: OverheadModel::None,
+        ..SimConfig::default()
+    };
     simulate(cluster, jobs, policy.as_mut(), &sim).expect("simulation runs")
 }
 
 fn jcts(out: &SimOutput) -> Vec<f64> {
-    out.records.iter().map(|r| r.jct_s().expect("finished")).collect()
+    out.records
+        .iter()
+        .map(|r| r.jct_s().expect("finished"))
+        .collect()
 }
 
 /// One node with 2 GPUs. J0: t=0, 1 GPU, 10 s. J1: t=0, 2 GPUs, 5 s (a gang that must wait).
 /// J2: t=1, 1 GPU, 2 s.
 fn three_jobs() -> (Cluster, Vec<JobSpec>) {
     let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
-    (cluster, vec![job(0, 0, 1, 10.0), job(1, 0, 2, 5.0), job(2, 1, 1, 2.0)])
+    (
+        cluster,
+        vec![job(0, 0, 1, 10.0), job(1, 0, 2, 5.0), job(2, 1, 1, 2.0)],
+    )
 }
 
 #[test]
@@ -33,7 +44,10 @@ fn fifo_blocks_behind_the_waiting_gang() {
     let (cluster, jobs) = three_jobs();
     let out = run(PolicyKind::Fifo, &cluster, &jobs, &PolicyConfig::default());
     assert_eq!(jcts(&out), vec![10.0, 15.0, 16.0]);
-    assert_eq!(out.records[1].last_wait_reason, Some(PendingReason::InsufficientGpus));
+    assert_eq!(
+        out.records[1].last_wait_reason,
+        Some(PendingReason::InsufficientGpus)
+    );
 }
 
 #[test]
@@ -41,7 +55,12 @@ fn fifo_backfill_lets_a_short_job_pass_without_delaying_the_head() {
     // J1's reservation is at t=10 (when J0 ends). J2 (1–3) ends before that: backfilled.
     // JCTs 10, 15, 2.
     let (cluster, jobs) = three_jobs();
-    let out = run(PolicyKind::FifoBackfill, &cluster, &jobs, &PolicyConfig::default());
+    let out = run(
+        PolicyKind::FifoBackfill,
+        &cluster,
+        &jobs,
+        &PolicyConfig::default(),
+    );
     assert_eq!(jcts(&out), vec![10.0, 15.0, 2.0]);
 }
 
@@ -51,23 +70,47 @@ fn fifo_backfill_refuses_a_job_that_would_delay_the_reservation() {
     // So J1 runs 10–15 and J2 15–35. JCTs 10, 15, 34.
     let (cluster, mut jobs) = three_jobs();
     jobs[2].run_time_s = 20.0;
-    let out = run(PolicyKind::FifoBackfill, &cluster, &jobs, &PolicyConfig::default());
+    let out = run(
+        PolicyKind::FifoBackfill,
+        &cluster,
+        &jobs,
+        &PolicyConfig::default(),
+    );
     assert_eq!(jcts(&out), vec![10.0, 15.0, 34.0]);
 
     // The decision at t=1 itself says why J2 waits.
     let mut running = ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 10.0);
-    running.state = RunState::Running { placement: Placement::single(NodeId(0), 1), since: SimTime::ZERO, speed: 1.0 };
+    running.state = RunState::Running {
+        placement: Placement::single(NodeId(0), 1),
+        since: SimTime::ZERO,
+        speed: 1.0,
+    };
     let active = vec![
         running,
         ActiveJob::submitted(JobId(1), 2, SimTime::ZERO, 5.0),
         ActiveJob::submitted(JobId(2), 1, SimTime::from_ms(1000), 20.0),
     ];
-    let view = SchedulerView { cluster: &cluster, jobs: &active, specs: &jobs, current: None };
+    let view = SchedulerView {
+        cluster: &cluster,
+        jobs: &active,
+        specs: &jobs,
+        current: None,
+    };
     let mut policy = build(PolicyKind::FifoBackfill, &PolicyConfig::default()).expect("builds");
-    let decision = policy.schedule(&view, SimTime::from_ms(1000)).expect("decides");
+    let decision = policy
+        .schedule(&view, SimTime::from_ms(1000))
+        .expect("decides");
     assert_eq!(decision.run.len(), 1);
-    assert!(decision.pending.contains(&(JobId(1), PendingReason::InsufficientGpus)));
-    assert!(decision.pending.contains(&(JobId(2), PendingReason::WouldDelayReservation)));
+    assert!(
+        decision
+            .pending
+            .contains(&(JobId(1), PendingReason::InsufficientGpus))
+    );
+    assert!(
+        decision
+            .pending
+            .contains(&(JobId(2), PendingReason::WouldDelayReservation))
+    );
 }
 
 #[test]
@@ -132,8 +175,14 @@ fn dlas_gpu_scans_a_demoted_job_behind_the_jobs_already_waiting_in_its_new_queue
     let mut config = PolicyConfig::default();
     config.las.queue_limits_gpu_s = vec![4.0];
     config.las.queues = 2;
-    assert_eq!(jcts(&run(PolicyKind::DlasGpu, &cluster, &jobs, &config)), vec![14.0, 19.0]);
-    assert_eq!(jcts(&run(PolicyKind::Las, &cluster, &jobs, &config)), vec![20.0, 13.0]);
+    assert_eq!(
+        jcts(&run(PolicyKind::DlasGpu, &cluster, &jobs, &config)),
+        vec![14.0, 19.0]
+    );
+    assert_eq!(
+        jcts(&run(PolicyKind::Las, &cluster, &jobs, &config)),
+        vec![20.0, 13.0]
+    );
 }
 
 #[test]
@@ -147,7 +196,10 @@ fn dlas_gpu_demotes_on_its_timers_and_queues_the_demoted_job_last() {
     let mut config = PolicyConfig::default();
     config.las.queue_limits_gpu_s = vec![4.0, 100.0];
     config.las.queues = 3;
-    assert_eq!(jcts(&run(PolicyKind::DlasGpu, &cluster, &jobs, &config)), vec![17.0, 6.0, 28.0]);
+    assert_eq!(
+        jcts(&run(PolicyKind::DlasGpu, &cluster, &jobs, &config)),
+        vec![17.0, 6.0, 28.0]
+    );
 }
 
 #[test]
@@ -172,12 +224,22 @@ fn las_starvation_guard_promotes_a_long_waiting_job() {
     // With factor 0.25: J0 (executed 4 s) is promoted back to Q0 after waiting 1 s, at t=5,
     // ahead of J2 and J3: J0 7–9, J2 9–12, J3 12–15.
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
-    let jobs = vec![job(0, 0, 1, 6.0), job(1, 1, 1, 3.0), job(2, 6, 1, 3.0), job(3, 6, 1, 3.0)];
+    let jobs = vec![
+        job(0, 0, 1, 6.0),
+        job(1, 1, 1, 3.0),
+        job(2, 6, 1, 3.0),
+        job(3, 6, 1, 3.0),
+    ];
     let mut config = PolicyConfig::default();
     config.las.queue_limits_gpu_s = vec![4.0];
     config.las.queues = 2;
     let without = run(PolicyKind::Las, &cluster, &jobs, &config);
-    let finish = |o: &SimOutput| o.records.iter().map(|r| r.finish_s.expect("finished")).collect::<Vec<_>>();
+    let finish = |o: &SimOutput| {
+        o.records
+            .iter()
+            .map(|r| r.finish_s.expect("finished"))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(finish(&without), vec![15.0, 7.0, 10.0, 13.0]);
     config.las.starvation_factor = 0.25;
     let with = run(PolicyKind::Las, &cluster, &jobs, &config);
@@ -193,8 +255,15 @@ fn gittins_prefers_jobs_likely_to_finish_soon() {
     let jobs = vec![job(0, 0, 1, 50.0), job(1, 3, 1, 2.0)];
     let config = PolicyConfig {
         gittins_prior_gpu_s: vec![2.0, 2.0, 2.0, 2.0, 100.0],
-        gittins: arbiter_policy::tiresias::gittins::GittinsParams { prior: None, delta_gpu_s: 2.0 },
-        las: arbiter_policy::tiresias::las::LasConfig { queue_limits_gpu_s: vec![], queues: 1, starvation_factor: 0.0 },
+        gittins: arbiter_policy::tiresias::gittins::GittinsParams {
+            prior: None,
+            delta_gpu_s: 2.0,
+        },
+        las: arbiter_policy::tiresias::las::LasConfig {
+            queue_limits_gpu_s: vec![],
+            queues: 1,
+            starvation_factor: 0.0,
+        },
         ..PolicyConfig::default()
     };
     let out = run(PolicyKind::Gittins, &cluster, &jobs, &config);
@@ -207,7 +276,13 @@ fn qssf_learns_durations_from_finished_jobs_of_the_same_tenant() {
     // submit again at t=200 while a blocker holds the only GPU; QSSF must run the "short"
     // tenant's job first although it was submitted later (same timestamp, higher id).
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
-    let mut jobs = vec![job(0, 0, 1, 1.0), job(1, 1, 1, 100.0), job(2, 150, 1, 60.0), job(3, 160, 1, 100.0), job(4, 160, 1, 1.0)];
+    let mut jobs = vec![
+        job(0, 0, 1, 1.0),
+        job(1, 1, 1, 100.0),
+        job(2, 150, 1, 60.0),
+        job(3, 160, 1, 100.0),
+        job(4, 160, 1, 1.0),
+    ];
     for (j, t) in jobs.iter_mut().zip(["short", "long", "x", "long", "short"]) {
         j.tenant = t.to_string();
     }
@@ -226,7 +301,11 @@ fn restart_overhead_is_charged_on_every_start() {
     // 3 + 3 + 5 = 11.
     let (cluster, jobs) = three_jobs();
     let mut policy = build(PolicyKind::Srtf, &PolicyConfig::default()).expect("builds");
-    let sim = SimConfig { overhead: OverheadModel::OnRestart, restart_overhead_s: 3.0, ..SimConfig::default() };
+    let sim = SimConfig {
+        overhead: OverheadModel::OnRestart,
+        restart_overhead_s: 3.0,
+        ..SimConfig::default()
+    };
     let out = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
     // J2: starts at 1, finishes 1 + 3 + 2 = 6.
     assert_eq!(out.records[2].finish_s, Some(6.0));
@@ -239,12 +318,29 @@ fn a_job_larger_than_the_cluster_is_reported_unplaceable_not_hung() {
     // results table did not show.
     let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
     let jobs = vec![job(0, 0, 4, 1.0), job(1, 0, 1, 1.0)];
-    for kind in [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Srtf, PolicyKind::Las] {
+    for kind in [
+        PolicyKind::Fifo,
+        PolicyKind::FifoBackfill,
+        PolicyKind::Srtf,
+        PolicyKind::Las,
+    ] {
         let out = run(kind, &cluster, &jobs, &PolicyConfig::default());
-        assert_eq!(out.records[0].outcome, arbiter_sim::JobOutcome::Unplaceable, "{kind}");
+        assert_eq!(
+            out.records[0].outcome,
+            arbiter_sim::JobOutcome::Unplaceable,
+            "{kind}"
+        );
         assert_eq!(out.records[1].finish_s, Some(1.0), "{kind}");
-        let summary = arbiter_sim::Summary::compute(&out.records, arbiter_sim::Window::default(), out.capacity_gpus);
-        assert_eq!((summary.jobs, summary.unfinished, summary.unplaceable), (1, 0, 1), "{kind}");
+        let summary = arbiter_sim::Summary::compute(
+            &out.records,
+            arbiter_sim::Window::default(),
+            out.capacity_gpus,
+        );
+        assert_eq!(
+            (summary.jobs, summary.unfinished, summary.unplaceable),
+            (1, 0, 1),
+            "{kind}"
+        );
     }
 }
 
@@ -253,12 +349,23 @@ fn unplaceable_jobs_do_not_hold_a_stop_when_done_window_open() {
     // Job 0 can never run; the window (jobs 0..=1) ends when job 1 finishes, before job 2.
     let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
     let jobs = vec![job(0, 0, 4, 1.0), job(1, 0, 1, 1.0), job(2, 5, 1, 1.0)];
-    let window = arbiter_sim::Window { first_job: Some(0), last_job: Some(1), stop_when_done: true };
-    let sim = SimConfig { stop_when_finished: Some(window), ..SimConfig::default() };
+    let window = arbiter_sim::Window {
+        first_job: Some(0),
+        last_job: Some(1),
+        stop_when_done: true,
+    };
+    let sim = SimConfig {
+        stop_when_finished: Some(window),
+        ..SimConfig::default()
+    };
     let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
     let out = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
     assert_eq!(out.records[1].finish_s, Some(1.0));
-    assert_eq!(out.records[2].outcome, arbiter_sim::JobOutcome::Unfinished, "stopped before job 2 arrived");
+    assert_eq!(
+        out.records[2].outcome,
+        arbiter_sim::JobOutcome::Unfinished,
+        "stopped before job 2 arrived"
+    );
     assert_eq!(out.records[0].outcome, arbiter_sim::JobOutcome::Unplaceable);
 }
 
@@ -266,8 +373,13 @@ fn unplaceable_jobs_do_not_hold_a_stop_when_done_window_open() {
 fn malformed_jobs_are_refused_up_front() {
     let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
     let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
-    for bad in [job(0, 0, 0, 1.0), job(0, 0, 1, f64::NAN), job(0, 0, 1, -1.0)] {
-        let err = simulate(&cluster, &[bad], policy.as_mut(), &SimConfig::default()).expect_err("refused");
+    for bad in [
+        job(0, 0, 0, 1.0),
+        job(0, 0, 1, f64::NAN),
+        job(0, 0, 1, -1.0),
+    ] {
+        let err = simulate(&cluster, &[bad], policy.as_mut(), &SimConfig::default())
+            .expect_err("refused");
         assert!(err.to_string().contains("job0"), "{err}");
     }
     let unsorted = vec![job(0, 5, 1, 1.0), job(1, 0, 1, 1.0)];
@@ -283,7 +395,10 @@ fn failures_are_retried_then_given_up() {
     // Every attempt fails: after the first attempt and two retries, each job is given up.
     let always = SimConfig {
         overhead: OverheadModel::None,
-        failures: Some(FailureConfig { probability_per_attempt: 1.0, max_retries: 2 }),
+        failures: Some(FailureConfig {
+            probability_per_attempt: 1.0,
+            max_retries: 2,
+        }),
         seed: 7,
         ..SimConfig::default()
     };
@@ -294,9 +409,19 @@ fn failures_are_retried_then_given_up() {
     }
     // Half of the attempts fail: jobs that complete redid the lost work, so they held their GPU
     // at least as long as their run time.
-    let half = SimConfig { failures: Some(FailureConfig { probability_per_attempt: 0.5, max_retries: 10 }), ..always };
+    let half = SimConfig {
+        failures: Some(FailureConfig {
+            probability_per_attempt: 0.5,
+            max_retries: 10,
+        }),
+        ..always
+    };
     let out = simulate(&cluster, &jobs, policy.as_mut(), &half).expect("runs");
-    for r in out.records.iter().filter(|r| r.outcome == JobOutcome::Completed) {
+    for r in out
+        .records
+        .iter()
+        .filter(|r| r.outcome == JobOutcome::Completed)
+    {
         assert!(r.executed_s >= 100.0 - 1e-6);
         if r.failures > 0 {
             assert!(r.executed_s > 100.0);
@@ -318,7 +443,11 @@ fn jobs_run_at_their_speed_on_each_gpu_type() {
         cpus: 8,
         memory_gib: 64,
     };
-    let cluster = Cluster::new(vec!["K80".into(), "V100".into()], vec![node(0, 0), node(1, 1)]).expect("valid");
+    let cluster = Cluster::new(
+        vec!["K80".into(), "V100".into()],
+        vec![node(0, 0), node(1, 1)],
+    )
+    .expect("valid");
     let mut jobs = vec![job(0, 0, 1, 100.0), job(1, 0, 1, 100.0)];
     for j in &mut jobs {
         j.speed_by_gpu_type = vec![0.25, 1.0];
@@ -344,7 +473,11 @@ impl arbiter_policy::Policy for ShareWhileBoth {
         "share-while-both"
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        _now: SimTime,
+    ) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
         use arbiter_model::{Assignment, Colocation, Decision};
         let gpu = Placement::single(NodeId(0), 1);
         let mut decision = Decision::default();
@@ -355,7 +488,10 @@ impl arbiter_policy::Policy for ShareWhileBoth {
                     decision.run.push(Assignment {
                         job: me,
                         placement: gpu.clone(),
-                        colocation: Some(Colocation { partner: other, speed: speed(me) }),
+                        colocation: Some(Colocation {
+                            partner: other,
+                            speed: speed(me),
+                        }),
                         host: None,
                         guest: None,
                     });
@@ -374,14 +510,24 @@ fn co_located_jobs_share_one_gpu_at_their_shared_speeds() {
     // has done 50 s of work; alone from then on at full speed it finishes at 250 s.
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
     let jobs = vec![job(0, 0, 1, 100.0), job(1, 0, 1, 100.0)];
-    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let sim = SimConfig {
+        overhead: OverheadModel::None,
+        ..SimConfig::default()
+    };
     let out = simulate(&cluster, &jobs, &mut ShareWhileBoth, &sim).expect("simulation runs");
     assert_eq!(jcts(&out), vec![200.0, 250.0]);
     // The shared GPU counts once: half of it to each job while shared.
     assert_eq!(out.records[0].gpu_s_allocated, 100.0);
     assert_eq!(out.records[1].gpu_s_allocated, 150.0);
-    assert_eq!((out.records[0].colocated_s, out.records[1].colocated_s), (200.0, 200.0));
-    assert_eq!(out.records[1].preemptions + out.records[1].migrations, 0, "keeping its GPU is not a restart");
+    assert_eq!(
+        (out.records[0].colocated_s, out.records[1].colocated_s),
+        (200.0, 200.0)
+    );
+    assert_eq!(
+        out.records[1].preemptions + out.records[1].migrations,
+        0,
+        "keeping its GPU is not a restart"
+    );
 }
 
 #[test]
@@ -391,11 +537,24 @@ fn co_location_must_be_mutual_and_on_the_same_gpus() {
         fn name(&self) -> &'static str {
             "one-sided"
         }
-        fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+        fn schedule(
+            &mut self,
+            view: &SchedulerView<'_>,
+            _now: SimTime,
+        ) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
             use arbiter_model::{Assignment, Colocation, Decision};
             let gpu = Placement::single(NodeId(0), 1);
             let mut decision = Decision::default();
-            decision.run.push(Assignment { job: view.jobs[0].id, placement: gpu.clone(), colocation: Some(Colocation { partner: JobId(1), speed: 0.5 }), host: None, guest: None });
+            decision.run.push(Assignment {
+                job: view.jobs[0].id,
+                placement: gpu.clone(),
+                colocation: Some(Colocation {
+                    partner: JobId(1),
+                    speed: 0.5,
+                }),
+                host: None,
+                guest: None,
+            });
             decision.run.push(Assignment::exclusive(JobId(1), gpu));
             Ok(decision)
         }
@@ -415,7 +574,11 @@ impl arbiter_policy::Policy for OneGroup {
         "one-group"
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        _now: SimTime,
+    ) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
         use arbiter_model::{Assignment, Colocation, Decision};
         let gpu = Placement::single(NodeId(0), 1);
         let mut ids: Vec<JobId> = view.jobs.iter().map(|j| j.id).collect();
@@ -423,8 +586,17 @@ impl arbiter_policy::Policy for OneGroup {
         let speed = [1.0, 1.0, 0.75, 0.5][ids.len().min(3)];
         let mut decision = Decision::default();
         for (i, &id) in ids.iter().enumerate() {
-            let colocation = (ids.len() > 1).then(|| Colocation { partner: ids[(i + 1) % ids.len()], speed });
-            decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None, guest: None });
+            let colocation = (ids.len() > 1).then(|| Colocation {
+                partner: ids[(i + 1) % ids.len()],
+                speed,
+            });
+            decision.run.push(Assignment {
+                job: id,
+                placement: gpu.clone(),
+                colocation,
+                host: None,
+                guest: None,
+            });
         }
         Ok(decision)
     }
@@ -437,14 +609,29 @@ fn a_group_of_three_shares_one_gpu_and_the_rest_keeps_it_when_one_leaves() {
     // a third each for 20 s, then half each: A 6.667, B and C 6.667 + 13.333 = 20.
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
     let jobs = vec![job(0, 0, 1, 10.0), job(1, 0, 1, 30.0), job(2, 0, 1, 30.0)];
-    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let sim = SimConfig {
+        overhead: OverheadModel::None,
+        ..SimConfig::default()
+    };
     let out = simulate(&cluster, &jobs, &mut OneGroup, &sim).expect("simulation runs");
     let j = jcts(&out);
     assert_eq!(j[0], 20.0);
     assert!((j[1] - 46.667).abs() < 0.002 && j[1] == j[2], "{j:?}");
-    assert!((out.records[0].gpu_s_allocated - 20.0 / 3.0).abs() < 1e-6, "{}", out.records[0].gpu_s_allocated);
-    assert!((out.records[1].gpu_s_allocated - 20.0).abs() < 0.01, "{}", out.records[1].gpu_s_allocated);
-    assert_eq!(out.records[1].preemptions + out.records[1].migrations, 0, "staying on the GPU is not a restart");
+    assert!(
+        (out.records[0].gpu_s_allocated - 20.0 / 3.0).abs() < 1e-6,
+        "{}",
+        out.records[0].gpu_s_allocated
+    );
+    assert!(
+        (out.records[1].gpu_s_allocated - 20.0).abs() < 0.01,
+        "{}",
+        out.records[1].gpu_s_allocated
+    );
+    assert_eq!(
+        out.records[1].preemptions + out.records[1].migrations,
+        0,
+        "staying on the GPU is not a restart"
+    );
 }
 
 #[test]
@@ -458,7 +645,11 @@ fn under_per_event_overhead_a_group_member_pays_the_whole_groups_overhead() {
         fn name(&self) -> &'static str {
             "pair-first-two"
         }
-        fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
+        fn schedule(
+            &mut self,
+            view: &SchedulerView<'_>,
+            _now: SimTime,
+        ) -> Result<arbiter_model::Decision, arbiter_policy::PolicyError> {
             use arbiter_model::{Assignment, Colocation, Decision};
             let gpu = Placement::single(NodeId(0), 1);
             let mut ids: Vec<JobId> = view.jobs.iter().map(|j| j.id).collect();
@@ -466,18 +657,40 @@ fn under_per_event_overhead_a_group_member_pays_the_whole_groups_overhead() {
             ids.truncate(2);
             let mut decision = Decision::default();
             for (i, &id) in ids.iter().enumerate() {
-                let colocation = (ids.len() > 1).then(|| Colocation { partner: ids[(i + 1) % ids.len()], speed: 0.5 });
-                decision.run.push(Assignment { job: id, placement: gpu.clone(), colocation, host: None, guest: None });
+                let colocation = (ids.len() > 1).then(|| Colocation {
+                    partner: ids[(i + 1) % ids.len()],
+                    speed: 0.5,
+                });
+                decision.run.push(Assignment {
+                    job: id,
+                    placement: gpu.clone(),
+                    colocation,
+                    host: None,
+                    guest: None,
+                });
             }
             Ok(decision)
         }
     }
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
-    let with_overhead = |id: u32, submit_s: u64, run_s: f64, overhead_s: u64| JobSpec { restart_overhead: Some(arbiter_model::SimDuration::from_secs(overhead_s)), ..job(id, submit_s, 1, run_s) };
-    let jobs = [with_overhead(0, 0, 30.0, 2), with_overhead(1, 0, 30.0, 3), with_overhead(2, 10, 100.0, 1)];
-    let sim = SimConfig { overhead: OverheadModel::PerEvent, ..SimConfig::default() };
+    let with_overhead = |id: u32, submit_s: u64, run_s: f64, overhead_s: u64| JobSpec {
+        restart_overhead: Some(arbiter_model::SimDuration::from_secs(overhead_s)),
+        ..job(id, submit_s, 1, run_s)
+    };
+    let jobs = [
+        with_overhead(0, 0, 30.0, 2),
+        with_overhead(1, 0, 30.0, 3),
+        with_overhead(2, 10, 100.0, 1),
+    ];
+    let sim = SimConfig {
+        overhead: OverheadModel::PerEvent,
+        ..SimConfig::default()
+    };
     let out = simulate(&cluster, &jobs, &mut PairFirstTwo, &sim).expect("runs");
-    assert_eq!((out.records[0].jct_s(), out.records[1].jct_s()), (Some(65.0), Some(65.0)));
+    assert_eq!(
+        (out.records[0].jct_s(), out.records[1].jct_s()),
+        (Some(65.0), Some(65.0))
+    );
 }
 
 /// One GPU. J0: t=0, 100 s, deadline 1000 s. J1: t=10, 20 s, deadline 50 s (soft: 60 s more
@@ -486,12 +699,22 @@ fn under_per_event_overhead_a_group_member_pays_the_whole_groups_overhead() {
 #[test]
 fn edf_runs_the_earliest_deadline_first_and_best_effort_last() {
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
-    let mut jobs = vec![job(0, 0, 1, 100.0), job(1, 10, 1, 20.0), job(2, 20, 1, 10.0)];
+    let mut jobs = vec![
+        job(0, 0, 1, 100.0),
+        job(1, 10, 1, 20.0),
+        job(2, 20, 1, 10.0),
+    ];
     jobs[0].deadline = Some(SimTime::from_ms(1_000_000));
     jobs[1].deadline = Some(SimTime::from_ms(50_000));
     jobs[1].deadline_options = vec![
-        arbiter_model::DeadlineOption { deadline: SimTime::from_ms(50_000), value: 10.0 },
-        arbiter_model::DeadlineOption { deadline: SimTime::from_ms(110_000), value: 5.0 },
+        arbiter_model::DeadlineOption {
+            deadline: SimTime::from_ms(50_000),
+            value: 10.0,
+        },
+        arbiter_model::DeadlineOption {
+            deadline: SimTime::from_ms(110_000),
+            value: 5.0,
+        },
     ];
     let out = run(PolicyKind::Edf, &cluster, &jobs, &PolicyConfig::default());
     assert_eq!(jcts(&out), vec![120.0, 20.0, 110.0]);
@@ -514,25 +737,50 @@ fn the_timeline_records_every_stint_and_changes_no_result() {
     let cluster = Cluster::homogeneous(1, 1, 1, 8, 64, "V100").expect("valid");
     let jobs = vec![job(0, 0, 1, 10.0), job(1, 2, 1, 2.0)];
     let mut policy = build(PolicyKind::Srtf, &PolicyConfig::default()).expect("policy builds");
-    let sim = SimConfig { overhead: OverheadModel::None, ..SimConfig::default() };
+    let sim = SimConfig {
+        overhead: OverheadModel::None,
+        ..SimConfig::default()
+    };
     let plain = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
     let mut policy = build(PolicyKind::Srtf, &PolicyConfig::default()).expect("policy builds");
-    let recorded = simulate(&cluster, &jobs, policy.as_mut(), &SimConfig { record_timeline: true, ..sim }).expect("runs");
+    let recorded = simulate(
+        &cluster,
+        &jobs,
+        policy.as_mut(),
+        &SimConfig {
+            record_timeline: true,
+            ..sim
+        },
+    )
+    .expect("runs");
     assert_eq!(plain.records, recorded.records);
     assert!(plain.timeline.is_empty());
     for r in &recorded.records {
-        let mut own: Vec<_> = recorded.timeline.iter().filter(|s| s.job == r.job).collect();
+        let mut own: Vec<_> = recorded
+            .timeline
+            .iter()
+            .filter(|s| s.job == r.job)
+            .collect();
         own.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
         // The segments add up to the job's GPU time, start at its first start, end at its finish,
         // and never overlap.
         let allocated: f64 = own.iter().map(|s| s.allocated_gpu_s()).sum();
-        assert!((allocated - r.gpu_s_allocated).abs() < 1e-6, "job {}: {allocated} vs {}", r.job, r.gpu_s_allocated);
+        assert!(
+            (allocated - r.gpu_s_allocated).abs() < 1e-6,
+            "job {}: {allocated} vs {}",
+            r.job,
+            r.gpu_s_allocated
+        );
         assert_eq!(own.first().map(|s| s.start_s), r.first_start_s);
         assert_eq!(own.last().map(|s| s.end_s), r.finish_s);
         assert!(own.windows(2).all(|w| w[0].end_s <= w[1].start_s));
         let executed: f64 = own.iter().map(|s| s.end_s - s.start_s).sum();
         assert!((executed - r.executed_s).abs() < 1e-6);
     }
-    let stints: Vec<(u32, f64, f64)> = recorded.timeline.iter().map(|s| (s.job, s.start_s, s.end_s)).collect();
+    let stints: Vec<(u32, f64, f64)> = recorded
+        .timeline
+        .iter()
+        .map(|s| (s.job, s.start_s, s.end_s))
+        .collect();
     assert_eq!(stints, vec![(0, 0.0, 2.0), (1, 2.0, 4.0), (0, 4.0, 12.0)]);
 }

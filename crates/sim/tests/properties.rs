@@ -1,41 +1,48 @@
 //! Invariants over random workloads and clusters, for every policy.
 
 use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
-use arbiter_policy::{build, PlacementStrategy, PolicyConfig, PolicyKind};
-use arbiter_sim::{simulate, FailureConfig, JobOutcome, OverheadModel, SimConfig, Summary, Window};
+use arbiter_policy::{PlacementStrategy, PolicyConfig, PolicyKind, build};
+use arbiter_sim::{FailureConfig, JobOutcome, OverheadModel, SimConfig, Summary, Window, simulate};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 mod support;
 
 fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
-    (1u32..3, 1u32..4, 1u32..9).prop_flat_map(|(racks, nodes, gpus)| {
-        let cluster = Cluster::homogeneous(racks, nodes, gpus, 32, 256, "V100").expect("valid");
-        let max_gpus = racks * nodes * gpus + 1;
-        let jobs = proptest::collection::vec((0u64..2_000, 1u32..=max_gpus, 1u32..600_000), 1..40);
-        (Just(cluster), jobs)
-    })
-    .prop_map(|(cluster, raw)| {
-        let mut raw = raw;
-        raw.sort_by_key(|(submit, _, _)| *submit);
-        let jobs = raw
-            .into_iter()
-            .enumerate()
-            .map(|(i, (submit_s, gpus, run_ms))| {
-                let mut j = JobSpec::new(JobId(i as u32), SimTime::from_ms(submit_s * 1000), gpus, run_ms as f64 / 1000.0);
-                j.tenant = format!("t{}", i % 3);
-                j.model = Some(["A", "B", "C"][i % 3].to_string());
-                // Opportunistic under AntMan (guests on others' GPUs); a weight of 1 under Gavel,
-                // as priority 0 has.
-                j.priority = i32::from(i % 3 == 1);
-                if i % 2 == 0 {
-                    j.sensitivity = Some(sensitivity(i % 4 == 0));
-                }
-                j
-            })
-            .collect();
-        (cluster, jobs)
-    })
+    (1u32..3, 1u32..4, 1u32..9)
+        .prop_flat_map(|(racks, nodes, gpus)| {
+            let cluster = Cluster::homogeneous(racks, nodes, gpus, 32, 256, "V100").expect("valid");
+            let max_gpus = racks * nodes * gpus + 1;
+            let jobs =
+                proptest::collection::vec((0u64..2_000, 1u32..=max_gpus, 1u32..600_000), 1..40);
+            (Just(cluster), jobs)
+        })
+        .prop_map(|(cluster, raw)| {
+            let mut raw = raw;
+            raw.sort_by_key(|(submit, _, _)| *submit);
+            let jobs = raw
+                .into_iter()
+                .enumerate()
+                .map(|(i, (submit_s, gpus, run_ms))| {
+                    let mut j = JobSpec::new(
+                        JobId(i as u32),
+                        SimTime::from_ms(submit_s * 1000),
+                        gpus,
+                        run_ms as f64 / 1000.0,
+                    );
+                    j.tenant = format!("t{}", i % 3);
+                    j.model = Some(["A", "B", "C"][i % 3].to_string());
+                    // Opportunistic under AntMan (guests on others' GPUs); a weight of 1 under Gavel,
+                    // as priority 0 has.
+                    j.priority = i32::from(i % 3 == 1);
+                    if i % 2 == 0 {
+                        j.sensitivity = Some(sensitivity(i % 4 == 0));
+                    }
+                    j
+                })
+                .collect();
+            (cluster, jobs)
+        })
 }
 
 fn policy_config(strategy: PlacementStrategy) -> PolicyConfig {
@@ -52,11 +59,30 @@ fn policy_config(strategy: PlacementStrategy) -> PolicyConfig {
 fn sensitivity(sensitive: bool) -> std::sync::Arc<arbiter_model::ResourceSensitivity> {
     use arbiter_model::{HostShare, ResourceSensitivity};
     let (rows, ideal) = if sensitive {
-        (vec![vec![0.1, 0.5, 0.5], vec![0.1, 1.0, 1.2], vec![0.1, 2.0, 3.0]], HostShare { cpus_per_gpu: 12.0, memory_per_gpu: 64.0 })
+        (
+            vec![
+                vec![0.1, 0.5, 0.5],
+                vec![0.1, 1.0, 1.2],
+                vec![0.1, 2.0, 3.0],
+            ],
+            HostShare {
+                cpus_per_gpu: 12.0,
+                memory_per_gpu: 64.0,
+            },
+        )
     } else {
-        (vec![vec![1.0; 3]; 3], HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 8.0 })
+        (
+            vec![vec![1.0; 3]; 3],
+            HostShare {
+                cpus_per_gpu: 1.0,
+                memory_per_gpu: 8.0,
+            },
+        )
     };
-    std::sync::Arc::new(ResourceSensitivity::new(vec![1.0, 4.0, 12.0], vec![8.0, 32.0, 64.0], rows, ideal).expect("valid"))
+    std::sync::Arc::new(
+        ResourceSensitivity::new(vec![1.0, 4.0, 12.0], vec![8.0, 32.0, 64.0], rows, ideal)
+            .expect("valid"),
+    )
 }
 
 /// Co-location speeds for the space-sharing policy on the one-type clusters of [`workload`]:
@@ -84,15 +110,34 @@ fn strategies() -> impl Strategy<Value = PlacementStrategy> {
 /// Runs one policy and checks the invariants: feasible (the engine validates every decision and
 /// fails the run otherwise), every job that fits finishes, GPU-seconds of work are conserved, a
 /// second run gives identical records, and utilization counts each GPU once (at most 1).
-fn check_policy(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: PlacementStrategy, rounds: Option<f64>) -> Result<(), TestCaseError> {
-    check_built(kind, cluster, jobs, strategy, rounds, &|kind, config| build(kind, config).expect("builds"))
+fn check_policy(
+    kind: PolicyKind,
+    cluster: &Cluster,
+    jobs: &[JobSpec],
+    strategy: PlacementStrategy,
+    rounds: Option<f64>,
+) -> Result<(), TestCaseError> {
+    check_built(kind, cluster, jobs, strategy, rounds, &|kind, config| {
+        build(kind, config).expect("builds")
+    })
 }
 
 type Builder = dyn Fn(PolicyKind, &PolicyConfig) -> Box<dyn arbiter_policy::Policy>;
 
-fn check_built(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: PlacementStrategy, rounds: Option<f64>, build: &Builder) -> Result<(), TestCaseError> {
+fn check_built(
+    kind: PolicyKind,
+    cluster: &Cluster,
+    jobs: &[JobSpec],
+    strategy: PlacementStrategy,
+    rounds: Option<f64>,
+    build: &Builder,
+) -> Result<(), TestCaseError> {
     let config = policy_config(strategy);
-    let sim = SimConfig { overhead: OverheadModel::None, round_s: rounds, ..SimConfig::default() };
+    let sim = SimConfig {
+        overhead: OverheadModel::None,
+        round_s: rounds,
+        ..SimConfig::default()
+    };
     let mut policy = build(kind, &config);
     let out = simulate(cluster, jobs, policy.as_mut(), &sim);
     prop_assert!(out.is_ok(), "{kind}: {:?}", out.err());
@@ -100,15 +145,27 @@ fn check_built(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: 
     let capacity = cluster.total_gpus();
     for (spec, record) in jobs.iter().zip(&out.records) {
         if spec.gpus <= capacity {
-            prop_assert_eq!(record.outcome, JobOutcome::Completed, "{} job {}", kind, spec.id);
+            prop_assert_eq!(
+                record.outcome,
+                JobOutcome::Completed,
+                "{} job {}",
+                kind,
+                spec.id
+            );
             // Each stint rounds its end up to the next millisecond.
             let stints = 1.0 + (record.preemptions + record.migrations) as f64;
             let slack = 0.001 * stints * spec.gpus as f64 + 1e-6;
             // (Shared GPUs count half per job, and jobs progress at their shared speed there.)
             // (Jobs with a CPU/memory profile progress at their host speedup instead.)
             let unit_speed = record.colocated_s == 0.0 && spec.sensitivity.is_none();
-            prop_assert!(!unit_speed || (record.gpu_s_allocated - spec.gpu_seconds()).abs() <= slack,
-                "{} job {}: allocated {} GPU-s for {} of work", kind, spec.id, record.gpu_s_allocated, spec.gpu_seconds());
+            prop_assert!(
+                !unit_speed || (record.gpu_s_allocated - spec.gpu_seconds()).abs() <= slack,
+                "{} job {}: allocated {} GPU-s for {} of work",
+                kind,
+                spec.id,
+                record.gpu_s_allocated,
+                spec.gpu_seconds()
+            );
             prop_assert!(record.first_start_s.expect("started") >= record.submit_s);
         } else {
             prop_assert_eq!(record.outcome, JobOutcome::Unplaceable);
@@ -116,7 +173,16 @@ fn check_built(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: 
     }
     // The second run records its timeline, which changes nothing.
     let mut again = build(kind, &config);
-    let second = simulate(cluster, jobs, again.as_mut(), &SimConfig { record_timeline: true, ..sim }).expect("runs");
+    let second = simulate(
+        cluster,
+        jobs,
+        again.as_mut(),
+        &SimConfig {
+            record_timeline: true,
+            ..sim
+        },
+    )
+    .expect("runs");
     prop_assert_eq!(&out.records, &second.records);
     // GPU time is never counted twice: at no moment do a node's jobs hold more than its GPUs
     // (jobs sharing GPUs each hold their share of them; guests hold none).
@@ -132,23 +198,74 @@ fn check_built(kind: PolicyKind, cluster: &Cluster, jobs: &[JobSpec], strategy: 
     for (at, node, delta) in changes {
         held[node as usize] += delta;
         let gpus = cluster.nodes[node as usize].gpus as f64;
-        prop_assert!(held[node as usize] <= gpus + 1e-9, "{}: node {} holds {} of {} GPUs at {}", kind, node, held[node as usize], gpus, at);
+        prop_assert!(
+            held[node as usize] <= gpus + 1e-9,
+            "{}: node {} holds {} of {} GPUs at {}",
+            kind,
+            node,
+            held[node as usize],
+            gpus,
+            at
+        );
     }
     // Utilization counts each GPU once (issue 32): at no moment more busy GPUs than the cluster
     // has, guests included (placements do not name GPUs, so over the cluster), nor more shared
     // than busy; the records count what the timeline does; the run's utilization is at most 1.
-    let segments = second.timeline.iter().map(|t| (t.start_s, t.end_s, t.gpus_counted().busy, t.gpus_counted().shared));
+    let segments = second.timeline.iter().map(|t| {
+        (
+            t.start_s,
+            t.end_s,
+            t.gpus_counted().busy,
+            t.gpus_counted().shared,
+        )
+    });
     for (at, busy, shared) in support::gpus_counted_over_time(segments) {
-        prop_assert!(busy <= capacity as f64 + 1e-9, "{}: {} busy GPUs of {} at {}", kind, busy, capacity, at);
-        prop_assert!(shared <= busy + 1e-9, "{}: {} shared GPUs of {} busy at {}", kind, shared, busy, at);
+        prop_assert!(
+            busy <= capacity as f64 + 1e-9,
+            "{}: {} busy GPUs of {} at {}",
+            kind,
+            busy,
+            capacity,
+            at
+        );
+        prop_assert!(
+            shared <= busy + 1e-9,
+            "{}: {} shared GPUs of {} busy at {}",
+            kind,
+            shared,
+            busy,
+            at
+        );
     }
     for r in &out.records {
-        let counted: f64 = second.timeline.iter().filter(|t| t.job == r.job).map(|t| t.gpus_counted().busy * (t.end_s - t.start_s)).sum();
-        prop_assert!((counted - r.busy_gpu_s).abs() <= 1e-6 * counted.max(1.0), "{} job {}: {} busy GPU-s in the timeline, {} in the record", kind, r.job, counted, r.busy_gpu_s);
+        let counted: f64 = second
+            .timeline
+            .iter()
+            .filter(|t| t.job == r.job)
+            .map(|t| t.gpus_counted().busy * (t.end_s - t.start_s))
+            .sum();
+        prop_assert!(
+            (counted - r.busy_gpu_s).abs() <= 1e-6 * counted.max(1.0),
+            "{} job {}: {} busy GPU-s in the timeline, {} in the record",
+            kind,
+            r.job,
+            counted,
+            r.busy_gpu_s
+        );
     }
     let summary = Summary::compute(&out.records, Window::default(), capacity);
-    prop_assert!(summary.gpu_utilization <= 1.0 + 1e-9, "{}: utilization {}", kind, summary.gpu_utilization);
-    prop_assert!((0.0..=1.0 + 1e-9).contains(&summary.shared_gpu_fraction), "{}: shared {}", kind, summary.shared_gpu_fraction);
+    prop_assert!(
+        summary.gpu_utilization <= 1.0 + 1e-9,
+        "{}: utilization {}",
+        kind,
+        summary.gpu_utilization
+    );
+    prop_assert!(
+        (0.0..=1.0 + 1e-9).contains(&summary.shared_gpu_fraction),
+        "{}: shared {}",
+        kind,
+        summary.shared_gpu_fraction
+    );
     Ok(())
 }
 

@@ -13,9 +13,18 @@ fn every_bundled_scenario_file_loads() {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 19, "expected the bundled scenario files, found {}", files.len());
+    assert!(
+        files.len() >= 19,
+        "expected the bundled scenario files, found {}",
+        files.len()
+    );
     for file in &files {
-        let scenario = Scenario::load(file, &[]).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        assert!(!scenario.policies.is_empty(), "{}: no policies", file.display());
+        let scenario =
+            Scenario::load(file, &[]).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(
+            !scenario.policies.is_empty(),
+            "{}: no policies",
+            file.display()
+        );
     }
 }

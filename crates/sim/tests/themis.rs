@@ -3,9 +3,9 @@
 
 use arbiter_model::{Cluster, JobId, JobSpec, SimTime};
 use arbiter_policy::themis::ThemisConfig;
-use arbiter_policy::{build, PolicyConfig, PolicyKind};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
 use arbiter_sim::scenario::Scenario;
-use arbiter_sim::{simulate, OverheadModel, SimConfig, SimOutput};
+use arbiter_sim::{OverheadModel, SimConfig, SimOutput, simulate};
 use std::path::Path;
 
 /// Muri's setting (as `scenarios/muri-traces.toml`), trace3 only, written out so this test does

@@ -16,7 +16,8 @@
 #![deny(missing_docs)]
 
 use good_lp::{
-    clarabel, variable, Expression, ProblemVariables, ResolutionError, Solution, SolverModel, Variable,
+    Expression, ProblemVariables, ResolutionError, Solution, SolverModel, Variable, clarabel,
+    variable,
 };
 use thiserror::Error;
 
@@ -84,7 +85,11 @@ pub struct SolveOptions {
 
 impl Default for SolveOptions {
     fn default() -> Self {
-        SolveOptions { tolerance: 1e-7, time_limit_s: None, iterative_refinement: true }
+        SolveOptions {
+            tolerance: 1e-7,
+            time_limit_s: None,
+            iterative_refinement: true,
+        }
     }
 }
 
@@ -117,7 +122,13 @@ struct Row {
 impl LinearProgram {
     /// An empty program.
     pub fn new(direction: Direction) -> Self {
-        LinearProgram { direction, bounds: Vec::new(), integer: Vec::new(), objective: Vec::new(), rows: Vec::new() }
+        LinearProgram {
+            direction,
+            bounds: Vec::new(),
+            integer: Vec::new(),
+            objective: Vec::new(),
+            rows: Vec::new(),
+        }
     }
 
     /// Adds a variable with bounds `lower <= x <= upper` (use infinities for none).
@@ -157,17 +168,29 @@ impl LinearProgram {
 
     /// `Σ terms <= rhs`.
     pub fn add_le(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
-        self.rows.push(Row { terms, sense: Sense::Le, rhs });
+        self.rows.push(Row {
+            terms,
+            sense: Sense::Le,
+            rhs,
+        });
     }
 
     /// `Σ terms >= rhs`.
     pub fn add_ge(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
-        self.rows.push(Row { terms, sense: Sense::Ge, rhs });
+        self.rows.push(Row {
+            terms,
+            sense: Sense::Ge,
+            rhs,
+        });
     }
 
     /// `Σ terms == rhs`.
     pub fn add_eq(&mut self, terms: Vec<(VarId, f64)>, rhs: f64) {
-        self.rows.push(Row { terms, sense: Sense::Eq, rhs });
+        self.rows.push(Row {
+            terms,
+            sense: Sense::Eq,
+            rhs,
+        });
     }
 
     /// Solves with Clarabel at default accuracy (relative gap and feasibility 1e-7), with no time

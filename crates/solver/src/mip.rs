@@ -9,7 +9,7 @@
 //! its program at 400 rows for the same reason).
 
 use crate::{Direction, LinearProgram, Sense, SolverError};
-use microlp::{ComparisonOp, OptimizationDirection, Problem, SolveOutcome, SolveOptions};
+use microlp::{ComparisonOp, OptimizationDirection, Problem, SolveOptions, SolveOutcome};
 use std::time::Duration;
 
 /// How hard to try on an integer program.
@@ -73,7 +73,8 @@ impl LinearProgram {
             })
             .collect();
         for row in &self.rows {
-            let terms: Vec<(microlp::Variable, f64)> = row.terms.iter().map(|&(v, c)| (vars[v.0], c)).collect();
+            let terms: Vec<(microlp::Variable, f64)> =
+                row.terms.iter().map(|&(v, c)| (vars[v.0], c)).collect();
             let op = match row.sense {
                 Sense::Le => ComparisonOp::Le,
                 Sense::Ge => ComparisonOp::Ge,
@@ -83,9 +84,14 @@ impl LinearProgram {
         }
         let mut solve_options = SolveOptions::default();
         solve_options.node_limit = options.node_limit;
-        solve_options.time_limit = options.time_limit_s.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64);
-        solve_options.warm_start =
-            options.warm_start.as_ref().map(|start| vars.iter().zip(start).map(|(&v, &x)| (v, x)).collect());
+        solve_options.time_limit = options
+            .time_limit_s
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
+        solve_options.warm_start = options
+            .warm_start
+            .as_ref()
+            .map(|start| vars.iter().zip(start).map(|(&v, &x)| (v, x)).collect());
         let outcome = problem.solve_with(solve_options).map_err(|e| match e {
             microlp::Error::Infeasible => SolverError::Infeasible,
             microlp::Error::Unbounded => SolverError::Unbounded,
@@ -102,15 +108,16 @@ impl LinearProgram {
             .zip(&self.integer)
             .map(|(&v, &integer)| {
                 let x = solution.var_value_raw(v);
-                if integer {
-                    x.round()
-                } else {
-                    x
-                }
+                if integer { x.round() } else { x }
             })
             .collect();
         let objective = self.objective.iter().map(|(v, c)| c * values[v.0]).sum();
-        Ok(MipSolution { values, objective, optimal, nodes })
+        Ok(MipSolution {
+            values,
+            objective,
+            optimal,
+            nodes,
+        })
     }
 }
 
@@ -127,7 +134,13 @@ mod tests {
         for (&v, &(value, _)) in vars.iter().zip(&items) {
             lp.add_objective(v, value);
         }
-        lp.add_le(vars.iter().zip(&items).map(|(&v, &(_, w))| (v, w)).collect(), 6.0);
+        lp.add_le(
+            vars.iter()
+                .zip(&items)
+                .map(|(&v, &(_, w))| (v, w))
+                .collect(),
+            6.0,
+        );
         lp
     }
 
@@ -139,15 +152,27 @@ mod tests {
         assert!((s.objective - 9.0).abs() < 1e-9, "{s:?}");
         assert_eq!(s.values, vec![0.0, 1.0, 1.0]);
         let relaxed = lp.solve().expect("relaxation");
-        assert!(relaxed.objective > 9.4, "the relaxation is fractional: {relaxed:?}");
+        assert!(
+            relaxed.objective > 9.4,
+            "the relaxation is fractional: {relaxed:?}"
+        );
     }
 
     #[test]
     fn a_warm_start_is_kept_when_the_node_limit_stops_the_search() {
         let lp = knapsack();
-        let options = MipOptions { node_limit: Some(0), warm_start: Some(vec![1.0, 0.0, 0.0]), ..MipOptions::default() };
-        let s = lp.solve_integer(&options).expect("the warm start is feasible");
-        assert!(s.objective >= 6.0 - 1e-9, "never worse than the start: {s:?}");
+        let options = MipOptions {
+            node_limit: Some(0),
+            warm_start: Some(vec![1.0, 0.0, 0.0]),
+            ..MipOptions::default()
+        };
+        let s = lp
+            .solve_integer(&options)
+            .expect("the warm start is feasible");
+        assert!(
+            s.objective >= 6.0 - 1e-9,
+            "never worse than the start: {s:?}"
+        );
     }
 
     #[test]
@@ -157,6 +182,9 @@ mod tests {
         let x = lp.add_binary_var();
         let y = lp.add_binary_var();
         lp.add_eq(vec![(x, 2.0), (y, 2.0)], 3.0);
-        assert_eq!(lp.solve_integer(&MipOptions::default()), Err(SolverError::Infeasible));
+        assert_eq!(
+            lp.solve_integer(&MipOptions::default()),
+            Err(SolverError::Infeasible)
+        );
     }
 }

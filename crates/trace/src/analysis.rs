@@ -9,7 +9,12 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The Philly study's job-size classes, GPUs inclusive.
-pub const SIZE_CLASSES: [(&str, u32, u32); 4] = [("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), (">8", 9, u32::MAX)];
+pub const SIZE_CLASSES: [(&str, u32, u32); 4] = [
+    ("1", 1, 1),
+    ("2-4", 2, 4),
+    ("5-8", 5, 8),
+    (">8", 9, u32::MAX),
+];
 
 /// Points kept of a CDF: enough for a screen.
 pub const CDF_POINTS: usize = 200;
@@ -93,7 +98,10 @@ pub fn thinned_cdf(sorted: &[f64], points: usize) -> Vec<(f64, f64)> {
         return Vec::new();
     }
     let step = n.div_ceil(points);
-    let mut cdf: Vec<(f64, f64)> = (step - 1..n).step_by(step).map(|i| (sorted[i], (i + 1) as f64 / n as f64)).collect();
+    let mut cdf: Vec<(f64, f64)> = (step - 1..n)
+        .step_by(step)
+        .map(|i| (sorted[i], (i + 1) as f64 / n as f64))
+        .collect();
     if cdf.last().is_none_or(|&(_, f)| f < 1.0) {
         cdf.push((sorted[n - 1], 1.0));
     }
@@ -108,7 +116,11 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
     let sizes = SIZE_CLASSES
         .iter()
         .map(|&(name, lo, hi)| {
-            let members: Vec<&JobSpec> = trace.jobs.iter().filter(|j| j.gpus >= lo && j.gpus <= hi).collect();
+            let members: Vec<&JobSpec> = trace
+                .jobs
+                .iter()
+                .filter(|j| j.gpus >= lo && j.gpus <= hi)
+                .collect();
             let mut durations: Vec<f64> = members.iter().map(|j| j.run_time_s).collect();
             durations.sort_by(f64::total_cmp);
             let hours: f64 = members.iter().map(|j| gpu_hours(j)).sum();
@@ -133,9 +145,19 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
     }
     let mut tenants: Vec<TenantLoad> = by_tenant
         .into_iter()
-        .map(|(tenant, (n, hours, gpus))| TenantLoad { tenant: tenant.to_string(), jobs: n, gpu_hours: hours, gpu_time_share: share(hours, total_hours), mean_gpus: gpus as f64 / n as f64 })
+        .map(|(tenant, (n, hours, gpus))| TenantLoad {
+            tenant: tenant.to_string(),
+            jobs: n,
+            gpu_hours: hours,
+            gpu_time_share: share(hours, total_hours),
+            mean_gpus: gpus as f64 / n as f64,
+        })
         .collect();
-    tenants.sort_by(|a, b| b.gpu_hours.total_cmp(&a.gpu_hours).then_with(|| a.tenant.cmp(&b.tenant)));
+    tenants.sort_by(|a, b| {
+        b.gpu_hours
+            .total_cmp(&a.gpu_hours)
+            .then_with(|| a.tenant.cmp(&b.tenant))
+    });
     let mut work: Vec<f64> = trace.jobs.iter().map(gpu_hours).collect();
     work.sort_by(|a, b| b.total_cmp(a));
     let top = |fraction: f64| {
@@ -156,7 +178,16 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
         }
         None => (None, None),
     };
-    TraceAnalysis { jobs, gpu_hours: total_hours, sizes, tenants, top_1pct_gpu_time_share: top(0.01), top_10pct_gpu_time_share: top(0.10), arrivals_by_hour, arrivals_by_weekday }
+    TraceAnalysis {
+        jobs,
+        gpu_hours: total_hours,
+        sizes,
+        tenants,
+        top_1pct_gpu_time_share: top(0.01),
+        top_10pct_gpu_time_share: top(0.10),
+        arrivals_by_hour,
+        arrivals_by_weekday,
+    }
 }
 
 #[cfg(test)]
@@ -182,15 +213,48 @@ mod tests {
         let a = analyze(&trace);
         assert_eq!(a.jobs, 10);
         assert!((a.gpu_hours - 176.0).abs() < 1e-9);
-        let by: Vec<(&str, usize, f64)> = a.sizes.iter().map(|s| (s.gpus.as_str(), s.jobs, s.gpu_hours)).collect();
-        assert_eq!(by, vec![("1", 8, 8.0), ("2-4", 1, 8.0), ("5-8", 0, 0.0), (">8", 1, 160.0)]);
+        let by: Vec<(&str, usize, f64)> = a
+            .sizes
+            .iter()
+            .map(|s| (s.gpus.as_str(), s.jobs, s.gpu_hours))
+            .collect();
+        assert_eq!(
+            by,
+            vec![
+                ("1", 8, 8.0),
+                ("2-4", 1, 8.0),
+                ("5-8", 0, 0.0),
+                (">8", 1, 160.0)
+            ]
+        );
         assert!((a.sizes[3].gpu_time_share - 160.0 / 176.0).abs() < 1e-12);
-        assert_eq!((a.sizes[0].p50_duration_s, a.sizes[0].p90_duration_s), (3600.0, 3600.0));
-        assert_eq!(a.sizes[0].duration_cdf, vec![(3600.0, 0.125), (3600.0, 0.25), (3600.0, 0.375), (3600.0, 0.5), (3600.0, 0.625), (3600.0, 0.75), (3600.0, 0.875), (3600.0, 1.0)]);
+        assert_eq!(
+            (a.sizes[0].p50_duration_s, a.sizes[0].p90_duration_s),
+            (3600.0, 3600.0)
+        );
+        assert_eq!(
+            a.sizes[0].duration_cdf,
+            vec![
+                (3600.0, 0.125),
+                (3600.0, 0.25),
+                (3600.0, 0.375),
+                (3600.0, 0.5),
+                (3600.0, 0.625),
+                (3600.0, 0.75),
+                (3600.0, 0.875),
+                (3600.0, 1.0)
+            ]
+        );
         // The largest 1% (one job) holds 160 of 176 GPU-hours; the largest 10% is the same job.
         assert!((a.top_1pct_gpu_time_share - 160.0 / 176.0).abs() < 1e-12);
         assert!((a.top_10pct_gpu_time_share - 160.0 / 176.0).abs() < 1e-12);
-        assert_eq!(a.tenants.iter().map(|t| (t.tenant.as_str(), t.jobs, t.gpu_hours, t.mean_gpus)).collect::<Vec<_>>(), vec![("b", 2, 168.0, 10.0), ("a", 8, 8.0, 1.0)]);
+        assert_eq!(
+            a.tenants
+                .iter()
+                .map(|t| (t.tenant.as_str(), t.jobs, t.gpu_hours, t.mean_gpus))
+                .collect::<Vec<_>>(),
+            vec![("b", 2, 168.0, 10.0), ("a", 8, 8.0, 1.0)]
+        );
         let hours = a.arrivals_by_hour.expect("timestamps");
         assert_eq!(hours[..10], [1; 10]);
         assert_eq!(hours[10..].iter().sum::<usize>(), 0);

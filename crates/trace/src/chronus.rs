@@ -26,7 +26,18 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
     read_csv(
         path,
         b',',
-        |f| f.require(&["job_id", "user", "num_gpu", "submit_time", "duration", "expect_time_list", "expect_value_list", "best_effort"]),
+        |f| {
+            f.require(&[
+                "job_id",
+                "user",
+                "num_gpu",
+                "submit_time",
+                "duration",
+                "expect_time_list",
+                "expect_value_list",
+                "best_effort",
+            ])
+        },
         |row| {
             let gpus: u32 = row.parse("num_gpu")?;
             if gpus == 0 {
@@ -34,7 +45,12 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
                 return Ok(());
             }
             let submit = SimTime::from_secs_f64(60.0 * row.non_negative("submit_time")?);
-            let mut job = JobSpec::new(JobId(jobs.len() as u32), submit, gpus, 60.0 * row.non_negative("duration")?);
+            let mut job = JobSpec::new(
+                JobId(jobs.len() as u32),
+                submit,
+                gpus,
+                60.0 * row.non_negative("duration")?,
+            );
             job.trace_id = row.get("job_id")?.to_string();
             job.tenant = row.get("user")?.to_string();
             if let Ok(model) = row.get("model_name") {
@@ -43,25 +59,50 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             if let Ok(text) = row.get("iterations") {
                 job.iterations = text.parse().ok();
             }
-            job.restart_overhead = Some(SimDuration::from_secs_f64(30.0 * (1.0 + f64::from(gpus).log2())));
+            job.restart_overhead = Some(SimDuration::from_secs_f64(
+                30.0 * (1.0 + f64::from(gpus).log2()),
+            ));
             let best_effort: u32 = row.parse("best_effort")?;
             if best_effort == 0 {
                 let list = |field: &str| -> Result<Vec<f64>, TraceError> {
                     row.get(field)?
                         .split('-')
-                        .map(|x| x.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0))
+                        .map(|x| {
+                            x.trim()
+                                .parse::<f64>()
+                                .ok()
+                                .filter(|v| v.is_finite() && *v > 0.0)
+                        })
                         .collect::<Option<Vec<f64>>>()
-                        .ok_or_else(|| row.error(field, "expected positive numbers separated by `-` (e.g. 123-163-193)"))
+                        .ok_or_else(|| {
+                            row.error(
+                                field,
+                                "expected positive numbers separated by `-` (e.g. 123-163-193)",
+                            )
+                        })
                 };
                 let (times, values) = (list("expect_time_list")?, list("expect_value_list")?);
                 if times.len() != values.len() {
-                    return Err(row.error("expect_value_list", format!("{} values for {} deadlines", values.len(), times.len())));
+                    return Err(row.error(
+                        "expect_value_list",
+                        format!("{} values for {} deadlines", values.len(), times.len()),
+                    ));
                 }
-                if times.windows(2).any(|w| w[1] <= w[0]) || values.windows(2).any(|w| w[1] > w[0]) {
-                    return Err(row.error("expect_time_list", "deadline options must come later and be worth no more, in order"));
+                if times.windows(2).any(|w| w[1] <= w[0]) || values.windows(2).any(|w| w[1] > w[0])
+                {
+                    return Err(row.error(
+                        "expect_time_list",
+                        "deadline options must come later and be worth no more, in order",
+                    ));
                 }
-                let options: Vec<DeadlineOption> =
-                    times.iter().zip(&values).map(|(t, v)| DeadlineOption { deadline: submit + SimDuration::from_secs_f64(60.0 * t), value: *v }).collect();
+                let options: Vec<DeadlineOption> = times
+                    .iter()
+                    .zip(&values)
+                    .map(|(t, v)| DeadlineOption {
+                        deadline: submit + SimDuration::from_secs_f64(60.0 * t),
+                        value: *v,
+                    })
+                    .collect();
                 job.deadline = options.first().map(|o| o.deadline);
                 if options.len() > 1 {
                     job.deadline_options = options;
@@ -73,7 +114,9 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
     )?;
     let mut trace = Trace::from_jobs(jobs, None);
     if zero_gpu_rows > 0 {
-        trace.skipped.push((zero_gpu_rows, "asking for 0 GPUs".to_string()));
+        trace
+            .skipped
+            .push((zero_gpu_rows, "asking for 0 GPUs".to_string()));
     }
     Ok(trace)
 }

@@ -14,8 +14,8 @@
 //! The same seed gives the same jobs; Gavel's own numpy stream cannot be reproduced, so results
 //! are compared as averages over seeds.
 
-use crate::gavel::ThroughputTable;
 use crate::Trace;
+use crate::gavel::ThroughputTable;
 use arbiter_model::{JobId, JobSpec, SimTime};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -44,7 +44,14 @@ pub struct GavelWorkload {
 
 impl Default for GavelWorkload {
     fn default() -> Self {
-        GavelWorkload { jobs_per_hour: Some(2.0), jobs: 1000, multi_gpu: false, priority_weights: false, slos: false, tenants: 0 }
+        GavelWorkload {
+            jobs_per_hour: Some(2.0),
+            jobs: 1000,
+            multi_gpu: false,
+            priority_weights: false,
+            slos: false,
+            tenants: 0,
+        }
     }
 }
 
@@ -72,13 +79,16 @@ impl GavelWorkload {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let types = table.job_types(REFERENCE_GPU);
         if types.is_empty() {
-            return Err(format!("the throughput table has no {REFERENCE_GPU} entries"));
+            return Err(format!(
+                "the throughput table has no {REFERENCE_GPU} entries"
+            ));
         }
         let rate = self.jobs_per_hour.filter(|r| *r > 0.0);
         if let Some(r) = rate
-            && !r.is_finite() {
-                return Err(format!("jobs_per_hour must be finite, got {r}"));
-            }
+            && !r.is_finite()
+        {
+            return Err(format!("jobs_per_hour must be finite, got {r}"));
+        }
         let mut jobs = Vec::with_capacity(self.jobs);
         let mut arrival_s = 0.0f64;
         for i in 0..self.jobs {
@@ -86,19 +96,38 @@ impl GavelWorkload {
                 let u: f64 = rng.random();
                 arrival_s += -(1.0 - u).ln() * 3600.0 / r;
             }
-            let gpus = if self.multi_gpu { draw_gpu_count(&mut rng) } else { 1 };
-            let candidates: Vec<&String> =
-                types.iter().filter(|t| table.solo(REFERENCE_GPU, t, gpus).is_some_and(|x| x > 0.0)).collect();
+            let gpus = if self.multi_gpu {
+                draw_gpu_count(&mut rng)
+            } else {
+                1
+            };
+            let candidates: Vec<&String> = types
+                .iter()
+                .filter(|t| table.solo(REFERENCE_GPU, t, gpus).is_some_and(|x| x > 0.0))
+                .collect();
             if candidates.is_empty() {
                 return Err(format!("no job type is measured on {gpus} GPUs"));
             }
             let job_type = candidates[rng.random_range(0..candidates.len())];
-            let (lo, hi) = if rng.random::<f64>() < 0.8 { (1.5, 3.0) } else { (3.0, 4.0) };
+            let (lo, hi) = if rng.random::<f64>() < 0.8 {
+                (1.5, 3.0)
+            } else {
+                (3.0, 4.0)
+            };
             let exponent = lo + (hi - lo) * rng.random::<f64>();
             let run_time_s = 60.0 * 10f64.powf(exponent);
             let tput = table.solo(REFERENCE_GPU, job_type, gpus).unwrap_or(1.0);
-            let priority = if self.priority_weights && rng.random::<f64>() < 0.2 { 5 } else { 1 };
-            let mut job = JobSpec::new(JobId(i as u32), SimTime::from_secs_f64(arrival_s), gpus, run_time_s);
+            let priority = if self.priority_weights && rng.random::<f64>() < 0.2 {
+                5
+            } else {
+                1
+            };
+            let mut job = JobSpec::new(
+                JobId(i as u32),
+                SimTime::from_secs_f64(arrival_s),
+                gpus,
+                run_time_s,
+            );
             job.trace_id = i.to_string();
             job.model = Some(job_type.clone());
             job.iterations = Some((run_time_s * tput).round() as u64);
@@ -119,7 +148,8 @@ impl GavelWorkload {
 /// Work of a Gavel/Philly-fitted run time in expectation: 60·10^U(1.5,3) s with probability 0.8,
 /// else 60·10^U(3,4) s (E[10^U(a,b)] = (10^b − 10^a) / ((b − a) ln 10)).
 pub fn mean_run_time_s() -> f64 {
-    let mean = |a: f64, b: f64| (10f64.powf(b) - 10f64.powf(a)) / ((b - a) * std::f64::consts::LN_10);
+    let mean =
+        |a: f64, b: f64| (10f64.powf(b) - 10f64.powf(a)) / ((b - a) * std::f64::consts::LN_10);
     60.0 * (0.8 * mean(1.5, 3.0) + 0.2 * mean(3.0, 4.0))
 }
 
@@ -141,9 +171,18 @@ pub fn philly_like(jobs: usize, cluster_gpus: u32, load: f64, seed: u64) -> Trac
             arrival_s += -(1.0 - u).ln() / per_s;
         }
         let gpus = draw_gpu_count(&mut rng);
-        let (lo, hi) = if rng.random::<f64>() < 0.8 { (1.5, 3.0) } else { (3.0, 4.0) };
+        let (lo, hi) = if rng.random::<f64>() < 0.8 {
+            (1.5, 3.0)
+        } else {
+            (3.0, 4.0)
+        };
         let run_time_s = 60.0 * 10f64.powf(lo + (hi - lo) * rng.random::<f64>());
-        let mut job = JobSpec::new(JobId(i as u32), SimTime::from_secs_f64(arrival_s), gpus, run_time_s);
+        let mut job = JobSpec::new(
+            JobId(i as u32),
+            SimTime::from_secs_f64(arrival_s),
+            gpus,
+            run_time_s,
+        );
         job.trace_id = i.to_string();
         out.push(job);
     }
@@ -162,6 +201,9 @@ mod philly_like_tests {
         let span = trace.jobs.last().map_or(0.0, |j| j.submit.as_secs_f64());
         let offered = work / (span * 256.0);
         assert!((offered - 0.8).abs() < 0.08, "offered load {offered}");
-        assert_eq!(philly_like(100, 64, 0.8, 7).jobs, philly_like(100, 64, 0.8, 7).jobs);
+        assert_eq!(
+            philly_like(100, 64, 0.8, 7).jobs,
+            philly_like(100, 64, 0.8, 7).jobs
+        );
     }
 }

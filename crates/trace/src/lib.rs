@@ -8,6 +8,8 @@
 //! never a panic. Readers know nothing about policies.
 #![deny(missing_docs)]
 
+pub mod analysis;
+pub mod chronus;
 pub mod cluster_spec;
 mod error;
 pub mod gavel;
@@ -16,11 +18,9 @@ pub mod muri;
 pub mod native;
 pub mod pai;
 pub mod philly;
-pub mod analysis;
-pub mod chronus;
 pub mod pollux;
-pub mod synergy;
 mod rows;
+pub mod synergy;
 pub mod tiresias;
 
 pub use error::TraceError;
@@ -83,7 +83,10 @@ impl TraceFormat {
     pub fn parse(name: &str) -> Result<Self, String> {
         Self::from_name(name).ok_or_else(|| {
             let names: Vec<&str> = Self::ALL.iter().map(|f| f.name()).collect();
-            format!("unknown trace format `{name}`; expected one of: {}", names.join(", "))
+            format!(
+                "unknown trace format `{name}`; expected one of: {}",
+                names.join(", ")
+            )
         })
     }
 }
@@ -126,7 +129,11 @@ impl Trace {
             }
         }
         let origin = origin_unix_s.map(|o| o + (shift.0 / 1000) as i64);
-        Trace { jobs, origin_unix_s: origin, skipped: Vec::new() }
+        Trace {
+            jobs,
+            origin_unix_s: origin,
+            skipped: Vec::new(),
+        }
     }
 
     /// Jobs on the trace's own time axis (not shifted to start at zero): for traces whose zero
@@ -137,7 +144,11 @@ impl Trace {
         for (i, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(i as u32);
         }
-        Trace { jobs, origin_unix_s: None, skipped: Vec::new() }
+        Trace {
+            jobs,
+            origin_unix_s: None,
+            skipped: Vec::new(),
+        }
     }
 
     /// Keeps the jobs for which `keep` is true and renumbers them densely. Times are kept as they
@@ -147,7 +158,11 @@ impl Trace {
         for (i, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(i as u32);
         }
-        Trace { jobs, origin_unix_s: self.origin_unix_s, skipped: self.skipped }
+        Trace {
+            jobs,
+            origin_unix_s: self.origin_unix_s,
+            skipped: self.skipped,
+        }
     }
 
     /// Distinct tenants, sorted.

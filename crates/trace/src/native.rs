@@ -38,21 +38,49 @@
 //! | `array_index` | its task index in that array (`ARBITER_ARRAY_TASK_ID`; with `array_id`) |
 //! | `array_max_running` | the array's `%N`: at most this many of its tasks ran at once (empty = no limit) |
 
-use crate::rows::{read_csv, Row};
+use crate::rows::{Row, read_csv};
 use crate::{Trace, TraceError};
-use arbiter_model::{DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime};
+use arbiter_model::{
+    DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime,
+};
 use std::io::Write;
 use std::path::Path;
 
 /// Column order of the native format.
 pub const COLUMNS: [&str; 21] = [
-    "trace_id", "tenant", "user", "name", "model", "submit_s", "gpus", "gpu_type", "run_time_s",
-    "iterations", "priority", "restart_overhead_s", "deadline_s", "io_s", "cpu_s", "gpu_s", "iteration_s",
-    "trace_duration_s", "deadline_options", "priority_class", "dependency",
+    "trace_id",
+    "tenant",
+    "user",
+    "name",
+    "model",
+    "submit_s",
+    "gpus",
+    "gpu_type",
+    "run_time_s",
+    "iterations",
+    "priority",
+    "restart_overhead_s",
+    "deadline_s",
+    "io_s",
+    "cpu_s",
+    "gpu_s",
+    "iteration_s",
+    "trace_duration_s",
+    "deadline_options",
+    "priority_class",
+    "dependency",
 ];
 
 /// Columns a daemon's history adds to [`COLUMNS`] (see the module docs), in order.
-pub const HISTORY_COLUMNS: [&str; 7] = ["actual_start_s", "actual_end_s", "progress_rate", "gpu_types", "array_id", "array_index", "array_max_running"];
+pub const HISTORY_COLUMNS: [&str; 7] = [
+    "actual_start_s",
+    "actual_end_s",
+    "progress_rate",
+    "gpu_types",
+    "array_id",
+    "array_index",
+    "array_max_running",
+];
 
 /// What a daemon recorded of one job beyond what the simulator reads (a history's
 /// [`HISTORY_COLUMNS`]): the actual side of a what-if, and the GPU types asked for by name.
@@ -104,7 +132,13 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
     let mut recorded = Vec::with_capacity(rows);
     // Each column's index, looked up once (by name in every row, a million rows' lookups cost
     // more than their parsing).
-    let names: [&str; ALL] = std::array::from_fn(|i| if i < COLUMNS.len() { COLUMNS[i] } else { HISTORY_COLUMNS[i - COLUMNS.len()] });
+    let names: [&str; ALL] = std::array::from_fn(|i| {
+        if i < COLUMNS.len() {
+            COLUMNS[i]
+        } else {
+            HISTORY_COLUMNS[i - COLUMNS.len()]
+        }
+    });
     let columns = std::cell::OnceCell::new();
     read_csv(
         path,
@@ -115,7 +149,9 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
             Ok(())
         },
         |row| {
-            let Some(c) = columns.get() else { return Err(row.error("row", "read before its header")) };
+            let Some(c) = columns.get() else {
+                return Err(row.error("row", "read before its header"));
+            };
             let text = |i: usize| row.present(c[i]);
             let owned = |i: usize| text(i).map(str::to_string);
             // A column known present (its text is there) as a non-negative number.
@@ -124,24 +160,37 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
             let submit_s = number(SUBMIT_S)?;
             let gpus = row.gpu_count_at(c[GPUS].unwrap_or(usize::MAX), names[GPUS])?;
             let run_time_s = number(RUN_TIME_S)?;
-            let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(submit_s), gpus, run_time_s);
+            let mut job = JobSpec::new(
+                JobId(jobs.len() as u32),
+                SimTime::from_secs_f64(submit_s),
+                gpus,
+                run_time_s,
+            );
             job.trace_id = required(TRACE_ID)?.to_string();
             job.tenant = required(TENANT)?.to_string();
             job.user = owned(USER);
             job.name = owned(NAME);
             job.model = owned(MODEL);
             if let Some(t) = text(GPU_TYPE) {
-                let index: u8 = t.parse().map_err(|e| row.error("gpu_type", format!("`{t}`: {e}")))?;
+                let index: u8 = t
+                    .parse()
+                    .map_err(|e| row.error("gpu_type", format!("`{t}`: {e}")))?;
                 job.gpu_type = Some(GpuTypeId(index));
             }
             if let Some(t) = text(ITERATIONS) {
-                job.iterations = Some(t.parse().map_err(|e| row.error("iterations", format!("`{t}`: {e}")))?);
+                job.iterations = Some(
+                    t.parse()
+                        .map_err(|e| row.error("iterations", format!("`{t}`: {e}")))?,
+                );
             }
             if let Some(t) = text(PRIORITY) {
-                job.priority = t.parse().map_err(|e| row.error("priority", format!("`{t}`: {e}")))?;
+                job.priority = t
+                    .parse()
+                    .map_err(|e| row.error("priority", format!("`{t}`: {e}")))?;
             }
             if text(RESTART_OVERHEAD_S).is_some() {
-                job.restart_overhead = Some(SimDuration::from_secs_f64(number(RESTART_OVERHEAD_S)?));
+                job.restart_overhead =
+                    Some(SimDuration::from_secs_f64(number(RESTART_OVERHEAD_S)?));
             }
             if text(DEADLINE_S).is_some() {
                 job.deadline = Some(SimTime::from_secs_f64(number(DEADLINE_S)?));
@@ -149,9 +198,16 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
             let stages = [IO_S, CPU_S, GPU_S].map(|f| text(f).is_some());
             if stages.iter().any(|s| *s) {
                 if !stages.iter().all(|s| *s) {
-                    return Err(row.error("io_s", "io_s, cpu_s and gpu_s come together (all three or none)"));
+                    return Err(row.error(
+                        "io_s",
+                        "io_s, cpu_s and gpu_s come together (all three or none)",
+                    ));
                 }
-                job.stages = Some(IterationStages { io_s: number(IO_S)?, cpu_s: number(CPU_S)?, gpu_s: number(GPU_S)? });
+                job.stages = Some(IterationStages {
+                    io_s: number(IO_S)?,
+                    cpu_s: number(CPU_S)?,
+                    gpu_s: number(GPU_S)?,
+                });
             }
             if text(ITERATION_S).is_some() {
                 job.iteration_s = Some(number(ITERATION_S)?);
@@ -162,14 +218,27 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
             if let Some(text) = text(DEADLINE_OPTIONS) {
                 let parse = |item: &str| -> Option<DeadlineOption> {
                     let (at, value) = item.split_once(':')?;
-                    let (at, value) = (at.trim().parse::<f64>().ok()?, value.trim().parse::<f64>().ok()?);
-                    (at.is_finite() && at >= 0.0 && value.is_finite() && value > 0.0).then(|| DeadlineOption { deadline: SimTime::from_secs_f64(at), value })
+                    let (at, value) = (
+                        at.trim().parse::<f64>().ok()?,
+                        value.trim().parse::<f64>().ok()?,
+                    );
+                    (at.is_finite() && at >= 0.0 && value.is_finite() && value > 0.0).then(|| {
+                        DeadlineOption {
+                            deadline: SimTime::from_secs_f64(at),
+                            value,
+                        }
+                    })
                 };
                 job.deadline_options = text
                     .split(';')
                     .map(parse)
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| row.error("deadline_options", format!("`{text}`: expected seconds:value pairs separated by `;`")))?;
+                    .ok_or_else(|| {
+                        row.error(
+                            "deadline_options",
+                            format!("`{text}`: expected seconds:value pairs separated by `;`"),
+                        )
+                    })?;
                 if job.deadline.is_none() {
                     job.deadline = job.deadline_options.first().map(|o| o.deadline);
                 }
@@ -178,7 +247,8 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
                 job.class.name = Some(name.into());
             }
             if let Some(text) = text(DEPENDENCY) {
-                let parsed = arbiter_model::Dependencies::parse(text).map_err(|e| row.error("dependency", e))?;
+                let parsed = arbiter_model::Dependencies::parse(text)
+                    .map_err(|e| row.error("dependency", e))?;
                 job.dependency = Some(std::sync::Arc::new(parsed));
             }
             recorded.push(history_columns(row, c, job.submit.as_secs_f64())?);
@@ -239,59 +309,96 @@ const ARRAY_MAX_RUNNING: usize = 27;
 /// A row's [`HISTORY_COLUMNS`] (`c`: every column's index), checked: times not before the
 /// submission (`submit_s`), the end not before the start, a positive rate, an array index with
 /// its array.
-fn history_columns(row: &Row<'_>, c: &[Option<usize>; ALL], submit_s: f64) -> Result<Recorded, TraceError> {
+fn history_columns(
+    row: &Row<'_>,
+    c: &[Option<usize>; ALL],
+    submit_s: f64,
+) -> Result<Recorded, TraceError> {
     let text = |i: usize| row.present(c[i]);
     let number = |i: usize, name: &str| row.non_negative_at(c[i].unwrap_or(usize::MAX), name);
     let mut o = Recorded::default();
     if text(ACTUAL_START_S).is_some() {
         let start = number(ACTUAL_START_S, "actual_start_s")?;
         if start < submit_s {
-            return Err(row.error("actual_start_s", format!("`{start}` is before the job's submission ({submit_s} s)")));
+            return Err(row.error(
+                "actual_start_s",
+                format!("`{start}` is before the job's submission ({submit_s} s)"),
+            ));
         }
         o.start_s = Some(start);
     }
     if text(ACTUAL_END_S).is_some() {
         let end = number(ACTUAL_END_S, "actual_end_s")?;
         let Some(start) = o.start_s else {
-            return Err(row.error("actual_end_s", "an end needs actual_start_s (a job ends after it started)"));
+            return Err(row.error(
+                "actual_end_s",
+                "an end needs actual_start_s (a job ends after it started)",
+            ));
         };
         if end < start {
-            return Err(row.error("actual_end_s", format!("`{end}` is before the job's start ({start} s)")));
+            return Err(row.error(
+                "actual_end_s",
+                format!("`{end}` is before the job's start ({start} s)"),
+            ));
         }
         o.end_s = Some(end);
     }
     if let Some(text) = text(GPU_TYPES) {
         o.gpu_types = text.split(';').map(|t| t.trim().to_string()).collect();
         if o.gpu_types.iter().any(String::is_empty) {
-            return Err(row.error("gpu_types", format!("`{text}`: GPU type names separated by `;`")));
+            return Err(row.error(
+                "gpu_types",
+                format!("`{text}`: GPU type names separated by `;`"),
+            ));
         }
     }
     if text(PROGRESS_RATE).is_some() {
         let rate = number(PROGRESS_RATE, "progress_rate")?;
         if rate == 0.0 {
-            return Err(row.error("progress_rate", "`0`: a measured rate is > 0 steps per second (leave it empty for none)"));
+            return Err(row.error(
+                "progress_rate",
+                "`0`: a measured rate is > 0 steps per second (leave it empty for none)",
+            ));
         }
         o.progress_rate = Some(rate);
     }
     match (text(ARRAY_ID), text(ARRAY_INDEX)) {
         (None, None) => {
             if text(ARRAY_MAX_RUNNING).is_some() {
-                return Err(row.error("array_max_running", "a limit needs array_id and array_index"));
+                return Err(row.error(
+                    "array_max_running",
+                    "a limit needs array_id and array_index",
+                ));
             }
         }
         (Some(array_id), Some(index)) => {
-            let index: u32 = index.parse().map_err(|e| row.error("array_index", format!("`{index}`: {e}")))?;
+            let index: u32 = index
+                .parse()
+                .map_err(|e| row.error("array_index", format!("`{index}`: {e}")))?;
             let max_running = match text(ARRAY_MAX_RUNNING) {
                 None => None,
                 Some(n) => match n.parse::<u32>() {
                     Ok(n) if n > 0 => Some(n),
-                    _ => return Err(row.error("array_max_running", format!("`{n}`: a number of tasks, at least 1"))),
+                    _ => {
+                        return Err(row.error(
+                            "array_max_running",
+                            format!("`{n}`: a number of tasks, at least 1"),
+                        ));
+                    }
                 },
             };
-            o.array = Some(ArrayTask { array_id: array_id.to_string(), index, max_running });
+            o.array = Some(ArrayTask {
+                array_id: array_id.to_string(),
+                index,
+                max_running,
+            });
         }
-        (Some(_), None) => return Err(row.error("array_index", "missing: a task of an array has its index")),
-        (None, Some(_)) => return Err(row.error("array_id", "missing: a task index needs its array's id")),
+        (Some(_), None) => {
+            return Err(row.error("array_index", "missing: a task of an array has its index"));
+        }
+        (None, Some(_)) => {
+            return Err(row.error("array_id", "missing: a task index needs its array's id"));
+        }
     }
     Ok(o)
 }
@@ -311,7 +418,11 @@ pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
 
 /// Writes a daemon's history: the native columns, then [`HISTORY_COLUMNS`] from `recorded`
 /// (`recorded[i]` is about `jobs[i]`; a job without one gets empty columns).
-pub fn write_history(out: impl Write, jobs: &[JobSpec], recorded: &[Recorded]) -> Result<(), csv::Error> {
+pub fn write_history(
+    out: impl Write,
+    jobs: &[JobSpec],
+    recorded: &[Recorded],
+) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(COLUMNS.iter().chain(HISTORY_COLUMNS.iter()))?;
     let none = Recorded::default();
@@ -323,7 +434,11 @@ pub fn write_history(out: impl Write, jobs: &[JobSpec], recorded: &[Recorded]) -
         field(&mut w, &mut buf, o.start_s.map(Secs))?;
         field(&mut w, &mut buf, o.end_s.map(Secs))?;
         field(&mut w, &mut buf, o.progress_rate.map(Secs))?;
-        field(&mut w, &mut buf, (!o.gpu_types.is_empty()).then(|| o.gpu_types.join(";")))?;
+        field(
+            &mut w,
+            &mut buf,
+            (!o.gpu_types.is_empty()).then(|| o.gpu_types.join(";")),
+        )?;
         w.write_field(array.map_or("", |a| a.array_id.as_str()))?;
         field(&mut w, &mut buf, array.map(|a| a.index))?;
         field(&mut w, &mut buf, array.and_then(|a| a.max_running))?;
@@ -344,7 +459,11 @@ impl std::fmt::Display for Secs {
 
 /// One field: `value` as text, empty for `None` (formatted into `buf`, reused from field to
 /// field: a million rows of 28 fields need not allocate 28 million strings).
-fn field<W: Write>(w: &mut csv::Writer<W>, buf: &mut String, value: Option<impl std::fmt::Display>) -> Result<(), csv::Error> {
+fn field<W: Write>(
+    w: &mut csv::Writer<W>,
+    buf: &mut String,
+    value: Option<impl std::fmt::Display>,
+) -> Result<(), csv::Error> {
     buf.clear();
     if let Some(v) = value {
         use std::fmt::Write as _;
@@ -354,7 +473,11 @@ fn field<W: Write>(w: &mut csv::Writer<W>, buf: &mut String, value: Option<impl 
 }
 
 /// One job's [`COLUMNS`], as fields of the record being written.
-fn write_columns<W: Write>(w: &mut csv::Writer<W>, buf: &mut String, job: &JobSpec) -> Result<(), csv::Error> {
+fn write_columns<W: Write>(
+    w: &mut csv::Writer<W>,
+    buf: &mut String,
+    job: &JobSpec,
+) -> Result<(), csv::Error> {
     w.write_field(&job.trace_id)?;
     w.write_field(&job.tenant)?;
     w.write_field(job.user.as_deref().unwrap_or(""))?;
@@ -373,7 +496,12 @@ fn write_columns<W: Write>(w: &mut csv::Writer<W>, buf: &mut String, job: &JobSp
     field(w, buf, job.stages.map(|s| Secs(s.gpu_s)))?;
     field(w, buf, job.iteration_s.map(Secs))?;
     field(w, buf, job.trace_duration_s.map(Secs))?;
-    let options = job.deadline_options.iter().map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value)).collect::<Vec<_>>().join(";");
+    let options = job
+        .deadline_options
+        .iter()
+        .map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value))
+        .collect::<Vec<_>>()
+        .join(";");
     w.write_field(&options)?;
     w.write_field(job.class.name.as_deref().unwrap_or_default())?;
     field(w, buf, job.dependency.as_deref().map(dependency_text))
@@ -421,38 +549,114 @@ mod tests {
 
     #[test]
     fn a_history_round_trips_with_what_was_recorded_and_reads_as_a_plain_trace() {
-        let jobs = vec![job("7", 0.0, 2, 100.0), job("8", 5.0, 1, 40.0), job("9", 6.0, 1, 40.0)];
+        let jobs = vec![
+            job("7", 0.0, 2, 100.0),
+            job("8", 5.0, 1, 40.0),
+            job("9", 6.0, 1, 40.0),
+        ];
         let recorded = vec![
-            Recorded { start_s: Some(1.0), end_s: Some(101.0), progress_rate: Some(12.5), gpu_types: vec!["a100".into(), "h100".into()], array: None },
-            Recorded { start_s: Some(5.0), end_s: None, array: Some(ArrayTask { array_id: "8".into(), index: 0, max_running: Some(2) }), ..Recorded::default() },
-            Recorded { array: Some(ArrayTask { array_id: "8".into(), index: 1, max_running: Some(2) }), ..Recorded::default() },
+            Recorded {
+                start_s: Some(1.0),
+                end_s: Some(101.0),
+                progress_rate: Some(12.5),
+                gpu_types: vec!["a100".into(), "h100".into()],
+                array: None,
+            },
+            Recorded {
+                start_s: Some(5.0),
+                end_s: None,
+                array: Some(ArrayTask {
+                    array_id: "8".into(),
+                    index: 0,
+                    max_running: Some(2),
+                }),
+                ..Recorded::default()
+            },
+            Recorded {
+                array: Some(ArrayTask {
+                    array_id: "8".into(),
+                    index: 1,
+                    max_running: Some(2),
+                }),
+                ..Recorded::default()
+            },
         ];
         let mut text = Vec::new();
         write_history(&mut text, &jobs, &recorded).expect("writes");
         let text = String::from_utf8(text).expect("utf-8");
-        assert!(text.starts_with(&format!("{},{}", COLUMNS.join(","), HISTORY_COLUMNS.join(","))), "{text}");
+        assert!(
+            text.starts_with(&format!(
+                "{},{}",
+                COLUMNS.join(","),
+                HISTORY_COLUMNS.join(",")
+            )),
+            "{text}"
+        );
         let (_dir, path) = file(&text);
         let (trace, back) = read_history(&path).expect("reads");
         assert_eq!(back, recorded);
-        assert_eq!(trace.jobs.iter().map(|j| j.trace_id.as_str()).collect::<Vec<_>>(), ["7", "8", "9"]);
+        assert_eq!(
+            trace
+                .jobs
+                .iter()
+                .map(|j| j.trace_id.as_str())
+                .collect::<Vec<_>>(),
+            ["7", "8", "9"]
+        );
         // The simulator's reader: the same jobs, nothing of the history on them.
         assert_eq!(read(&path).expect("reads").jobs, trace.jobs);
     }
 
     #[test]
     fn the_readers_column_places_are_the_columns_names() {
-        let names: Vec<&str> = COLUMNS.iter().chain(HISTORY_COLUMNS.iter()).copied().collect();
+        let names: Vec<&str> = COLUMNS
+            .iter()
+            .chain(HISTORY_COLUMNS.iter())
+            .copied()
+            .collect();
         assert_eq!(names.len(), ALL);
-        for (place, name) in [(TRACE_ID, "trace_id"), (SUBMIT_S, "submit_s"), (GPUS, "gpus"), (RUN_TIME_S, "run_time_s"), (DEPENDENCY, "dependency"), (ACTUAL_START_S, "actual_start_s"), (ARRAY_MAX_RUNNING, "array_max_running")] {
+        for (place, name) in [
+            (TRACE_ID, "trace_id"),
+            (SUBMIT_S, "submit_s"),
+            (GPUS, "gpus"),
+            (RUN_TIME_S, "run_time_s"),
+            (DEPENDENCY, "dependency"),
+            (ACTUAL_START_S, "actual_start_s"),
+            (ARRAY_MAX_RUNNING, "array_max_running"),
+        ] {
             assert_eq!(names[place], name);
         }
-        for (place, name) in [(TENANT, "tenant"), (USER, "user"), (NAME, "name"), (MODEL, "model"), (GPU_TYPE, "gpu_type"), (ITERATIONS, "iterations"), (PRIORITY, "priority")] {
+        for (place, name) in [
+            (TENANT, "tenant"),
+            (USER, "user"),
+            (NAME, "name"),
+            (MODEL, "model"),
+            (GPU_TYPE, "gpu_type"),
+            (ITERATIONS, "iterations"),
+            (PRIORITY, "priority"),
+        ] {
             assert_eq!(names[place], name);
         }
-        for (place, name) in [(RESTART_OVERHEAD_S, "restart_overhead_s"), (DEADLINE_S, "deadline_s"), (IO_S, "io_s"), (CPU_S, "cpu_s"), (GPU_S, "gpu_s"), (ITERATION_S, "iteration_s")] {
+        for (place, name) in [
+            (RESTART_OVERHEAD_S, "restart_overhead_s"),
+            (DEADLINE_S, "deadline_s"),
+            (IO_S, "io_s"),
+            (CPU_S, "cpu_s"),
+            (GPU_S, "gpu_s"),
+            (ITERATION_S, "iteration_s"),
+        ] {
             assert_eq!(names[place], name);
         }
-        for (place, name) in [(TRACE_DURATION_S, "trace_duration_s"), (DEADLINE_OPTIONS, "deadline_options"), (PRIORITY_CLASS, "priority_class"), (ACTUAL_END_S, "actual_end_s"), (PROGRESS_RATE, "progress_rate"), (GPU_TYPES, "gpu_types"), (ARRAY_ID, "array_id"), (ARRAY_INDEX, "array_index")] {
+        for (place, name) in [
+            (TRACE_DURATION_S, "trace_duration_s"),
+            (DEADLINE_OPTIONS, "deadline_options"),
+            (PRIORITY_CLASS, "priority_class"),
+            (ACTUAL_END_S, "actual_end_s"),
+            (PROGRESS_RATE, "progress_rate"),
+            (GPU_TYPES, "gpu_types"),
+            (ARRAY_ID, "array_id"),
+            (ARRAY_INDEX, "array_index"),
+        ] {
             assert_eq!(names[place], name);
         }
     }
@@ -472,30 +676,65 @@ mod tests {
 
     #[test]
     fn recorded_times_stay_with_their_jobs_when_rows_are_out_of_order_and_shift_with_them() {
-        let header = format!("trace_id,tenant,submit_s,gpus,run_time_s,{}", HISTORY_COLUMNS.join(","));
-        let (_dir, path) = file(&format!("{header}\nlate,t,110,1,5,120,125,,,,,\nearly,t,100,1,5,100,105,,,,,\n"));
+        let header = format!(
+            "trace_id,tenant,submit_s,gpus,run_time_s,{}",
+            HISTORY_COLUMNS.join(",")
+        );
+        let (_dir, path) = file(&format!(
+            "{header}\nlate,t,110,1,5,120,125,,,,,\nearly,t,100,1,5,100,105,,,,,\n"
+        ));
         let (trace, recorded) = read_history(&path).expect("reads");
         assert_eq!(trace.jobs[0].trace_id, "early");
-        assert_eq!((recorded[0].start_s, recorded[0].end_s), (Some(0.0), Some(5.0)));
-        assert_eq!((recorded[1].start_s, recorded[1].end_s), (Some(20.0), Some(25.0)));
+        assert_eq!(
+            (recorded[0].start_s, recorded[0].end_s),
+            (Some(0.0), Some(5.0))
+        );
+        assert_eq!(
+            (recorded[1].start_s, recorded[1].end_s),
+            (Some(20.0), Some(25.0))
+        );
     }
 
     #[test]
     fn bad_history_columns_name_the_file_line_and_field() {
-        let header = format!("trace_id,tenant,submit_s,gpus,run_time_s,{}", HISTORY_COLUMNS.join(","));
+        let header = format!(
+            "trace_id,tenant,submit_s,gpus,run_time_s,{}",
+            HISTORY_COLUMNS.join(",")
+        );
         for (row, says) in [
-            ("a,t,10,1,5,9,20,,,,,", "hist.csv:2: actual_start_s: `9` is before the job's submission (10 s)"),
-            ("a,t,10,1,5,12,11,,,,,", "hist.csv:2: actual_end_s: `11` is before the job's start (12 s)"),
-            ("a,t,10,1,5,,11,,,,,", "hist.csv:2: actual_end_s: an end needs actual_start_s"),
-            ("a,t,10,1,5,soon,,,,,,", "hist.csv:2: actual_start_s: `soon`"),
+            (
+                "a,t,10,1,5,9,20,,,,,",
+                "hist.csv:2: actual_start_s: `9` is before the job's submission (10 s)",
+            ),
+            (
+                "a,t,10,1,5,12,11,,,,,",
+                "hist.csv:2: actual_end_s: `11` is before the job's start (12 s)",
+            ),
+            (
+                "a,t,10,1,5,,11,,,,,",
+                "hist.csv:2: actual_end_s: an end needs actual_start_s",
+            ),
+            (
+                "a,t,10,1,5,soon,,,,,,",
+                "hist.csv:2: actual_start_s: `soon`",
+            ),
             ("a,t,10,1,5,,,0,,,,", "hist.csv:2: progress_rate: `0`"),
-            ("a,t,10,1,5,,,-3,,,,", "hist.csv:2: progress_rate: `-3` must be a finite number >= 0"),
+            (
+                "a,t,10,1,5,,,-3,,,,",
+                "hist.csv:2: progress_rate: `-3` must be a finite number >= 0",
+            ),
             ("a,t,10,1,5,,,,,4,,", "hist.csv:2: array_index: missing"),
             ("a,t,10,1,5,,,,,,4,", "hist.csv:2: array_id: missing"),
             ("a,t,10,1,5,,,,,4,x,", "hist.csv:2: array_index: `x`"),
             ("a,t,10,1,5,,,,,4,1,0", "hist.csv:2: array_max_running: `0`"),
-            ("a,t,10,1,5,,,,,,,3", "hist.csv:2: array_max_running: a limit needs array_id"),
-            ("a,t,10,1,5,,,,a100;;h100,,,", "hist.csv:2: gpu_types: `a100;;h100`"),
+            (
+                "a,t,10,1,5,,,,,,,3",
+                "hist.csv:2: array_max_running: a limit needs array_id",
+            ),
+            (
+                "a,t,10,1,5,,,,a100;;h100,,,",
+                "hist.csv:2: gpu_types: `a100;;h100`",
+            ),
         ] {
             let (_dir, path) = file(&format!("{header}\n{row}\n"));
             let e = read_history(&path).expect_err(row).to_string();

@@ -5,9 +5,9 @@
 //! amount, so these lists are characterized (`arbiter trace analyze --format pai-pods`), not
 //! simulated.
 
-use crate::analysis::{thinned_cdf, CDF_POINTS};
-use crate::rows::read_csv;
 use crate::TraceError;
+use crate::analysis::{CDF_POINTS, thinned_cdf};
+use crate::rows::read_csv;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -52,39 +52,66 @@ impl Pod {
 /// Reads a pod list.
 pub fn read(path: &Path) -> Result<Vec<Pod>, TraceError> {
     let mut pods = Vec::new();
-    let columns = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "qos", "pod_phase", "creation_time", "deletion_time"];
-    read_csv(path, b',', |file| file.require(&columns), |row| {
-        let num_gpu: u32 = row.parse("num_gpu")?;
-        let gpu_milli: u32 = row.parse("gpu_milli")?;
-        if num_gpu > 0 && !(1..=1000).contains(&gpu_milli) {
-            return Err(row.error("gpu_milli", format!("{gpu_milli} is not in 1..=1000 for a pod with GPUs")));
-        }
-        if num_gpu > 1 && gpu_milli < 1000 {
-            return Err(row.error("gpu_milli", format!("{gpu_milli}: a share of a GPU needs num_gpu = 1, not {num_gpu}")));
-        }
-        let creation_s = row.non_negative("creation_time")?;
-        let deletion_s = row.non_negative("deletion_time")?;
-        if deletion_s < creation_s {
-            return Err(row.error("deletion_time", format!("{deletion_s} is before creation_time {creation_s}")));
-        }
-        // `gpu_spec` is optional: not every variant of the list has it.
-        let spec = row.get("gpu_spec").ok().filter(|s| !s.is_empty());
-        pods.push(Pod {
-            name: row.get("name")?.to_string(),
-            cpu_milli: row.parse("cpu_milli")?,
-            memory_mib: row.parse("memory_mib")?,
-            num_gpu,
-            gpu_milli: if num_gpu == 0 { 0 } else { gpu_milli },
-            gpu_spec: spec.map(str::to_string),
-            qos: row.get("qos")?.to_string(),
-            phase: row.get("pod_phase")?.to_string(),
-            creation_s,
-            deletion_s,
-        });
-        Ok(())
-    })?;
+    let columns = [
+        "name",
+        "cpu_milli",
+        "memory_mib",
+        "num_gpu",
+        "gpu_milli",
+        "qos",
+        "pod_phase",
+        "creation_time",
+        "deletion_time",
+    ];
+    read_csv(
+        path,
+        b',',
+        |file| file.require(&columns),
+        |row| {
+            let num_gpu: u32 = row.parse("num_gpu")?;
+            let gpu_milli: u32 = row.parse("gpu_milli")?;
+            if num_gpu > 0 && !(1..=1000).contains(&gpu_milli) {
+                return Err(row.error(
+                    "gpu_milli",
+                    format!("{gpu_milli} is not in 1..=1000 for a pod with GPUs"),
+                ));
+            }
+            if num_gpu > 1 && gpu_milli < 1000 {
+                return Err(row.error(
+                    "gpu_milli",
+                    format!("{gpu_milli}: a share of a GPU needs num_gpu = 1, not {num_gpu}"),
+                ));
+            }
+            let creation_s = row.non_negative("creation_time")?;
+            let deletion_s = row.non_negative("deletion_time")?;
+            if deletion_s < creation_s {
+                return Err(row.error(
+                    "deletion_time",
+                    format!("{deletion_s} is before creation_time {creation_s}"),
+                ));
+            }
+            // `gpu_spec` is optional: not every variant of the list has it.
+            let spec = row.get("gpu_spec").ok().filter(|s| !s.is_empty());
+            pods.push(Pod {
+                name: row.get("name")?.to_string(),
+                cpu_milli: row.parse("cpu_milli")?,
+                memory_mib: row.parse("memory_mib")?,
+                num_gpu,
+                gpu_milli: if num_gpu == 0 { 0 } else { gpu_milli },
+                gpu_spec: spec.map(str::to_string),
+                qos: row.get("qos")?.to_string(),
+                phase: row.get("pod_phase")?.to_string(),
+                creation_s,
+                deletion_s,
+            });
+            Ok(())
+        },
+    )?;
     if pods.is_empty() {
-        return Err(TraceError::File { path: path.to_path_buf(), reason: "no pods".into() });
+        return Err(TraceError::File {
+            path: path.to_path_buf(),
+            reason: "no pods".into(),
+        });
     }
     Ok(pods)
 }
@@ -163,22 +190,46 @@ pub fn analyze(pods: &[Pod]) -> PodAnalysis {
         .enumerate()
         .map(|(i, name)| {
             let members: Vec<&Pod> = pods.iter().filter(|p| class_of(p) == i).collect();
-            let mut lifetimes: Vec<f64> = members.iter().map(|p| p.deletion_s - p.creation_s).collect();
+            let mut lifetimes: Vec<f64> = members
+                .iter()
+                .map(|p| p.deletion_s - p.creation_s)
+                .collect();
             lifetimes.sort_by(f64::total_cmp);
             PodClass {
                 class: name.to_string(),
                 pods: members.len(),
                 pod_share: members.len() as f64 / n,
-                gpu_demand_share: if demand > 0.0 { members.iter().map(|p| p.gpu_demand()).fold(0.0, |a, b| a + b) / demand } else { 0.0 },
+                gpu_demand_share: if demand > 0.0 {
+                    members
+                        .iter()
+                        .map(|p| p.gpu_demand())
+                        .fold(0.0, |a, b| a + b)
+                        / demand
+                } else {
+                    0.0
+                },
                 phases: shares(members.iter().map(|p| p.phase.as_str())),
-                p50_lifetime_s: lifetimes.get(lifetimes.len().saturating_sub(1) / 2).copied().unwrap_or(0.0),
+                p50_lifetime_s: lifetimes
+                    .get(lifetimes.len().saturating_sub(1) / 2)
+                    .copied()
+                    .unwrap_or(0.0),
             }
         })
         .collect();
     let gpu_pods: Vec<&Pod> = pods.iter().filter(|p| p.num_gpu > 0).collect();
-    let mut milli: Vec<f64> = gpu_pods.iter().filter(|p| p.fractional()).map(|p| p.gpu_milli as f64).collect();
+    let mut milli: Vec<f64> = gpu_pods
+        .iter()
+        .filter(|p| p.fractional())
+        .map(|p| p.gpu_milli as f64)
+        .collect();
     milli.sort_by(f64::total_cmp);
-    let per_gpu_pod = |count: usize| if gpu_pods.is_empty() { 0.0 } else { count as f64 / gpu_pods.len() as f64 };
+    let per_gpu_pod = |count: usize| {
+        if gpu_pods.is_empty() {
+            0.0
+        } else {
+            count as f64 / gpu_pods.len() as f64
+        }
+    };
     PodAnalysis {
         pods: pods.len(),
         gpu_demand: demand,
@@ -187,7 +238,9 @@ pub fn analyze(pods: &[Pod]) -> PodAnalysis {
         fractional_milli_cdf: thinned_cdf(&milli, CDF_POINTS),
         phases: shares(pods.iter().map(|p| p.phase.as_str())),
         qos: shares(pods.iter().map(|p| p.qos.as_str())),
-        gpu_type_constrained_share: per_gpu_pod(gpu_pods.iter().filter(|p| p.gpu_spec.is_some()).count()),
+        gpu_type_constrained_share: per_gpu_pod(
+            gpu_pods.iter().filter(|p| p.gpu_spec.is_some()).count(),
+        ),
     }
 }
 
@@ -220,8 +273,14 @@ p4,32000,65536,8,1000,,LS,Failed,5,1005,5
         assert_eq!(class("CPU only").pods, 1);
         assert_eq!(class("<1 GPU").pods, 2);
         assert!((class("<1 GPU").gpu_demand_share - 0.75 / 9.75).abs() < 1e-12);
-        assert_eq!(class("<1 GPU").phases, BTreeMap::from([("Failed".to_string(), 0.5), ("Succeeded".to_string(), 0.5)]));
-        assert_eq!(class("5-8").phases, BTreeMap::from([("Failed".to_string(), 1.0)]));
+        assert_eq!(
+            class("<1 GPU").phases,
+            BTreeMap::from([("Failed".to_string(), 0.5), ("Succeeded".to_string(), 0.5)])
+        );
+        assert_eq!(
+            class("5-8").phases,
+            BTreeMap::from([("Failed".to_string(), 1.0)])
+        );
         assert_eq!(class("<1 GPU").p50_lifetime_s, 20.0);
         assert_eq!(class(">8").pods, 0);
         // 2 of the 4 GPU pods share a GPU; 1 of 4 is constrained to types.
@@ -236,10 +295,29 @@ p4,32000,65536,8,1000,,LS,Failed,5,1005,5
     fn bad_rows_name_their_line_and_field() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("bad.csv");
-        std::fs::write(&path, TINY.replace("p1,6000,12288,1,500", "p1,6000,12288,2,500")).expect("written");
+        std::fs::write(
+            &path,
+            TINY.replace("p1,6000,12288,1,500", "p1,6000,12288,2,500"),
+        )
+        .expect("written");
         let e = read(&path).expect_err("refused").to_string();
-        assert!(e.ends_with("bad.csv:3: gpu_milli: 500: a share of a GPU needs num_gpu = 1, not 2"), "{e}");
-        std::fs::write(&path, TINY.replace("p2,6000,12288,1,250,V100M16|V100M32,BE,Succeeded,20,60", "p2,6000,12288,1,250,,BE,Succeeded,20,6")).expect("written");
-        assert!(read(&path).expect_err("refused").to_string().contains(":4: deletion_time: 6 is before creation_time 20"));
+        assert!(
+            e.ends_with("bad.csv:3: gpu_milli: 500: a share of a GPU needs num_gpu = 1, not 2"),
+            "{e}"
+        );
+        std::fs::write(
+            &path,
+            TINY.replace(
+                "p2,6000,12288,1,250,V100M16|V100M32,BE,Succeeded,20,60",
+                "p2,6000,12288,1,250,,BE,Succeeded,20,6",
+            ),
+        )
+        .expect("written");
+        assert!(
+            read(&path)
+                .expect_err("refused")
+                .to_string()
+                .contains(":4: deletion_time: 6 is before creation_time 20")
+        );
     }
 }

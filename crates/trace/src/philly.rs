@@ -27,7 +27,10 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
         |row| {
             let stamp = row.get("timestamp")?;
             let unix_s = parse_timestamp(stamp).ok_or_else(|| {
-                row.error("timestamp", format!("`{stamp}` is not `YYYY-MM-DD HH:MM:SS`"))
+                row.error(
+                    "timestamp",
+                    format!("`{stamp}` is not `YYYY-MM-DD HH:MM:SS`"),
+                )
             })?;
             let duration_s = row.non_negative("duration")?;
             let gpus = row.gpu_count("num_gpus")?;
@@ -56,14 +59,19 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
 /// Reads per-VC cluster sizes: Helios' `philly_vc.csv`, columns `vc,node num`.
 pub fn read_vc_sizes(path: &Path) -> Result<Vec<(String, u32)>, TraceError> {
     let mut sizes = Vec::new();
-    read_csv(path, b',', |f| f.require(&["vc", "node num"]), |row| {
-        let vc = row.get("vc")?.to_string();
-        let nodes: u32 = row.parse("node num")?;
-        if nodes == 0 {
-            return Err(row.error("node num", "must be >= 1"));
-        }
-        sizes.push((vc, nodes));
-        Ok(())
-    })?;
+    read_csv(
+        path,
+        b',',
+        |f| f.require(&["vc", "node num"]),
+        |row| {
+            let vc = row.get("vc")?.to_string();
+            let nodes: u32 = row.parse("node num")?;
+            if nodes == 0 {
+                return Err(row.error("node num", "must be >= 1"));
+            }
+            sizes.push((vc, nodes));
+            Ok(())
+        },
+    )?;
     Ok(sizes)
 }

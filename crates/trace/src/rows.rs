@@ -25,8 +25,10 @@ pub(crate) fn read_csv(
     check_header: impl FnOnce(&CsvFile) -> Result<(), TraceError>,
     mut f: impl FnMut(&Row<'_>) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
-    let handle = std::fs::File::open(path)
-        .map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
+    let handle = std::fs::File::open(path).map_err(|source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     // Rows end at `\n` only, not csv's default "\r, \n or \r\n": with that default a CRLF row
     // ends at its `\r` and its `\n` is counted into the next row, whose line number then comes
     // out one short (issue 9, item 20). A trailing `\r` is whitespace, which trimming removes.
@@ -38,9 +40,15 @@ pub(crate) fn read_csv(
         .from_reader(std::io::BufReader::new(handle));
     let header = reader
         .headers()
-        .map_err(|e| TraceError::File { path: path.to_path_buf(), reason: e.to_string() })?
+        .map_err(|e| TraceError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?
         .clone();
-    let file = CsvFile { path: path.to_path_buf(), header };
+    let file = CsvFile {
+        path: path.to_path_buf(),
+        header,
+    };
     check_header(&file)?;
     let mut record = csv::StringRecord::new();
     loop {
@@ -51,7 +59,11 @@ pub(crate) fn read_csv(
                     continue;
                 }
                 let line = record.position().map(|p| p.line()).unwrap_or(0);
-                f(&Row { file: &file, record: &record, line })?;
+                f(&Row {
+                    file: &file,
+                    record: &record,
+                    line,
+                })?;
             }
             Err(e) => {
                 let line = e.position().map(|p| p.line()).unwrap_or(0);
@@ -75,11 +87,14 @@ pub(crate) fn line_count(path: &Path) -> usize {
 impl CsvFile {
     /// Column index of `name`, or an error listing the header.
     pub(crate) fn column(&self, name: &str) -> Result<usize, TraceError> {
-        self.header.iter().position(|h| h == name).ok_or_else(|| TraceError::MissingColumn {
-            path: self.path.clone(),
-            column: name.to_string(),
-            header: self.header.iter().collect::<Vec<_>>().join(","),
-        })
+        self.header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| TraceError::MissingColumn {
+                path: self.path.clone(),
+                column: name.to_string(),
+                header: self.header.iter().collect::<Vec<_>>().join(","),
+            })
     }
 
     /// Checks that every named column is present.
@@ -92,7 +107,6 @@ impl CsvFile {
     pub(crate) fn indices<const N: usize>(&self, names: [&str; N]) -> [Option<usize>; N] {
         names.map(|name| self.header.iter().position(|h| h == name))
     }
-
 }
 
 impl Row<'_> {
@@ -111,7 +125,9 @@ impl Row<'_> {
 
     /// The raw text of a column by index.
     pub(crate) fn at(&self, index: usize, field: &str) -> Result<&str, TraceError> {
-        self.record.get(index).ok_or_else(|| self.error(field, "missing value (row is too short)"))
+        self.record
+            .get(index)
+            .ok_or_else(|| self.error(field, "missing value (row is too short)"))
     }
 
     /// The text of the column at `index` (from [`CsvFile::indices`]), `None` where the file
@@ -123,7 +139,9 @@ impl Row<'_> {
     /// The column `field` at `index` as a finite, non-negative float.
     pub(crate) fn non_negative_at(&self, index: usize, field: &str) -> Result<f64, TraceError> {
         let text = self.at(index, field)?;
-        let value: f64 = text.parse().map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
+        let value: f64 = text
+            .parse()
+            .map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
         if !value.is_finite() || value < 0.0 {
             return Err(self.error(field, format!("`{value}` must be a finite number >= 0")));
         }
@@ -134,9 +152,14 @@ impl Row<'_> {
     /// accepted).
     pub(crate) fn gpu_count_at(&self, index: usize, field: &str) -> Result<u32, TraceError> {
         let text = self.at(index, field)?;
-        let value: f64 = text.parse().map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
+        let value: f64 = text
+            .parse()
+            .map_err(|e| self.error(field, format!("`{text}`: {e}")))?;
         if value.fract() != 0.0 || value < 1.0 || value > u32::MAX as f64 {
-            return Err(self.error(field, format!("`{text}` must be a whole number of GPUs >= 1")));
+            return Err(self.error(
+                field,
+                format!("`{text}` must be a whole number of GPUs >= 1"),
+            ));
         }
         Ok(value as u32)
     }
@@ -162,7 +185,8 @@ impl Row<'_> {
         T::Err: std::fmt::Display,
     {
         let text = self.get(field)?;
-        text.parse::<T>().map_err(|e| self.error(field, format!("`{text}`: {e}")))
+        text.parse::<T>()
+            .map_err(|e| self.error(field, format!("`{text}`: {e}")))
     }
 
     /// A named column as a finite, non-negative float.

@@ -57,40 +57,88 @@ pub struct SynergyProfiles {
 impl SynergyProfiles {
     /// Reads `models.json` and keeps the zoo models profiled at `cpu_gpu_ratio`.
     pub fn read(path: &Path, cpu_gpu_ratio: u32) -> Result<Self, TraceError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
-        let file_error = |reason: String| TraceError::File { path: path.to_path_buf(), reason };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| file_error(format!("invalid JSON: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file_error = |reason: String| TraceError::File {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| file_error(format!("invalid JSON: {e}")))?;
         let levels = |key: &str| -> Result<Vec<f64>, TraceError> {
             value["levels"][key]
                 .as_array()
-                .and_then(|a| a.iter().map(serde_json::Value::as_f64).collect::<Option<Vec<f64>>>())
+                .and_then(|a| {
+                    a.iter()
+                        .map(serde_json::Value::as_f64)
+                        .collect::<Option<Vec<f64>>>()
+                })
                 .ok_or_else(|| file_error(format!("levels.{key}: expected a list of numbers")))
         };
         let cpu_levels = levels("cpu_per_gpu")?;
         let memory_levels = levels("mem_gb_per_gpu")?;
-        let zoo = value["model_zoo"]["classes"].as_object().ok_or_else(|| file_error("model_zoo.classes: expected an object".into()))?;
-        let profiles = value["profiles"].as_array().ok_or_else(|| file_error("profiles: expected a list".into()))?;
+        let zoo = value["model_zoo"]["classes"]
+            .as_object()
+            .ok_or_else(|| file_error("model_zoo.classes: expected an object".into()))?;
+        let profiles = value["profiles"]
+            .as_array()
+            .ok_or_else(|| file_error("profiles: expected a list".into()))?;
         let mut models = Vec::new();
         for (class, class_name) in CLASSES.iter().enumerate() {
             let names = zoo
                 .get(*class_name)
                 .and_then(|v| v.as_array())
-                .ok_or_else(|| file_error(format!("model_zoo.classes.{class_name}: expected a list")))?;
+                .ok_or_else(|| {
+                    file_error(format!("model_zoo.classes.{class_name}: expected a list"))
+                })?;
             for name in names.iter().filter_map(|n| n.as_str()) {
                 let profile = profiles
                     .iter()
-                    .find(|p| p["model"] == name && p["cpu_gpu_ratio"].as_u64() == Some(cpu_gpu_ratio as u64) && p["gpus"].as_u64() == Some(1))
-                    .ok_or_else(|| file_error(format!("no profile for {name} at CPU:GPU ratio {cpu_gpu_ratio}")))?;
+                    .find(|p| {
+                        p["model"] == name
+                            && p["cpu_gpu_ratio"].as_u64() == Some(cpu_gpu_ratio as u64)
+                            && p["gpus"].as_u64() == Some(1)
+                    })
+                    .ok_or_else(|| {
+                        file_error(format!(
+                            "no profile for {name} at CPU:GPU ratio {cpu_gpu_ratio}"
+                        ))
+                    })?;
                 let field = |key: &str| {
-                    profile[key].as_f64().ok_or_else(|| file_error(format!("profile {name} (ratio {cpu_gpu_ratio}): `{key}` is not a number")))
+                    profile[key].as_f64().ok_or_else(|| {
+                        file_error(format!(
+                            "profile {name} (ratio {cpu_gpu_ratio}): `{key}` is not a number"
+                        ))
+                    })
                 };
                 let throughput: Vec<Vec<f64>> = profile["tput"]
                     .as_array()
-                    .and_then(|rows| rows.iter().map(|r| r.as_array()?.iter().map(serde_json::Value::as_f64).collect()).collect())
-                    .ok_or_else(|| file_error(format!("profile {name}: `tput` is not a matrix of numbers")))?;
-                let ideal = HostShare { cpus_per_gpu: field("cpus")?, memory_per_gpu: field("mem")? };
-                let sensitivity = ResourceSensitivity::new(cpu_levels.clone(), memory_levels.clone(), throughput, ideal)
-                    .map_err(|e| file_error(format!("profile {name}: {e}")))?;
+                    .and_then(|rows| {
+                        rows.iter()
+                            .map(|r| {
+                                r.as_array()?
+                                    .iter()
+                                    .map(serde_json::Value::as_f64)
+                                    .collect()
+                            })
+                            .collect()
+                    })
+                    .ok_or_else(|| {
+                        file_error(format!("profile {name}: `tput` is not a matrix of numbers"))
+                    })?;
+                let ideal = HostShare {
+                    cpus_per_gpu: field("cpus")?,
+                    memory_per_gpu: field("mem")?,
+                };
+                let sensitivity = ResourceSensitivity::new(
+                    cpu_levels.clone(),
+                    memory_levels.clone(),
+                    throughput,
+                    ideal,
+                )
+                .map_err(|e| file_error(format!("profile {name}: {e}")))?;
                 models.push(SynergyModel {
                     name: name.to_string(),
                     class,
@@ -100,7 +148,10 @@ impl SynergyProfiles {
                 });
             }
         }
-        Ok(SynergyProfiles { cpu_gpu_ratio, models })
+        Ok(SynergyProfiles {
+            cpu_gpu_ratio,
+            models,
+        })
     }
 
     /// The model called `name`.
@@ -125,7 +176,12 @@ pub struct SynergyWorkload {
 
 impl Default for SynergyWorkload {
     fn default() -> Self {
-        SynergyWorkload { jobs_per_hour: Some(9.0), jobs: 1000, multi_gpu: false, class_split: [20.0, 70.0, 10.0] }
+        SynergyWorkload {
+            jobs_per_hour: Some(9.0),
+            jobs: 1000,
+            multi_gpu: false,
+            class_split: [20.0, 70.0, 10.0],
+        }
     }
 }
 
@@ -137,16 +193,28 @@ impl SynergyWorkload {
 
     /// Like [`Self::generate`], with GPU demands taken in turn from `demands` (job k gets
     /// `demands[k mod N]`) instead of drawn.
-    pub fn generate_with_demands(&self, profiles: &SynergyProfiles, seed: u64, demands: Option<&[u32]>) -> Result<Trace, String> {
+    pub fn generate_with_demands(
+        &self,
+        profiles: &SynergyProfiles,
+        seed: u64,
+        demands: Option<&[u32]>,
+    ) -> Result<Trace, String> {
         if demands.is_some_and(|d| d.is_empty() || d.contains(&0)) {
             return Err("the GPU demands taken from a trace are empty or contain 0".into());
         }
         let split_sum: f64 = self.class_split.iter().sum();
         if self.class_split.iter().any(|s| !s.is_finite() || *s < 0.0) || split_sum <= 0.0 {
-            return Err(format!("class_split must be three non-negative percentages, got {:?}", self.class_split));
+            return Err(format!(
+                "class_split must be three non-negative percentages, got {:?}",
+                self.class_split
+            ));
         }
-        let by_class: Vec<Vec<&SynergyModel>> = (0..CLASSES.len()).map(|c| profiles.models.iter().filter(|m| m.class == c).collect()).collect();
-        if let Some(c) = (0..CLASSES.len()).find(|&c| self.class_split[c] > 0.0 && by_class[c].is_empty()) {
+        let by_class: Vec<Vec<&SynergyModel>> = (0..CLASSES.len())
+            .map(|c| profiles.models.iter().filter(|m| m.class == c).collect())
+            .collect();
+        if let Some(c) =
+            (0..CLASSES.len()).find(|&c| self.class_split[c] > 0.0 && by_class[c].is_empty())
+        {
             return Err(format!("class {} has a share but no models", CLASSES[c]));
         }
         let rate = self.jobs_per_hour.filter(|r| *r > 0.0);
@@ -168,7 +236,16 @@ impl SynergyWorkload {
                 .filter(|&c| self.class_split[c] > 0.0)
                 // Synergy's priorities start at 0 for every class (so the first job is an image
                 // job) and are updated after each arrival.
-                .map(|c| (c, if i == 0 { 0.0 } else { self.class_split[c] / split_sum - per_class[c] as f64 / i as f64 }))
+                .map(|c| {
+                    (
+                        c,
+                        if i == 0 {
+                            0.0
+                        } else {
+                            self.class_split[c] / split_sum - per_class[c] as f64 / i as f64
+                        },
+                    )
+                })
                 .fold(None, |best: Option<(usize, f64)>, (c, p)| match best {
                     Some((_, bp)) if bp >= p => best,
                     _ => Some((c, p)),
@@ -177,7 +254,11 @@ impl SynergyWorkload {
             per_class[class] += 1;
             let model = by_class[class][next_model[class] % by_class[class].len()];
             next_model[class] += 1;
-            let (lo, hi) = if rng.random::<f64>() < 0.8 { (1.5, 3.0) } else { (3.0, 4.0) };
+            let (lo, hi) = if rng.random::<f64>() < 0.8 {
+                (1.5, 3.0)
+            } else {
+                (3.0, 4.0)
+            };
             let duration_s = 60.0 * 10f64.powf(lo + (hi - lo) * rng.random::<f64>());
             let gpus = if let Some(d) = demands {
                 d[i % d.len()]
@@ -187,7 +268,12 @@ impl SynergyWorkload {
                 1
             };
             let iterations = (duration_s / model.iter_time_s).floor().max(1.0);
-            let mut job = JobSpec::new(JobId(i as u32), SimTime::from_ms(arrival_s * 1000), gpus, iterations * model.iter_time_s);
+            let mut job = JobSpec::new(
+                JobId(i as u32),
+                SimTime::from_ms(arrival_s * 1000),
+                gpus,
+                iterations * model.iter_time_s,
+            );
             job.trace_id = i.to_string();
             job.model = Some(model.name.clone());
             job.iterations = Some(iterations as u64);
@@ -207,7 +293,13 @@ pub fn philly_gpu_demands(trace: &Trace) -> Vec<u32> {
         .jobs
         .iter()
         .filter(|j| j.run_time_s > lo && j.run_time_s < hi && j.gpus <= 16)
-        .map(|j| if matches!(j.gpus, 1 | 2 | 4 | 8 | 16) { j.gpus } else { 1 })
+        .map(|j| {
+            if matches!(j.gpus, 1 | 2 | 4 | 8 | 16) {
+                j.gpus
+            } else {
+                1
+            }
+        })
         .collect()
 }
 
@@ -226,27 +318,56 @@ mod tests {
         assert_eq!(p.models.len(), 10);
         let alexnet = p.model("alexnet").expect("alexnet");
         assert_eq!(alexnet.class, 0);
-        assert_eq!((alexnet.sensitivity.ideal.cpus_per_gpu, alexnet.sensitivity.ideal.memory_per_gpu), (12.0, 125.0));
-        let proportional = HostShare { cpus_per_gpu: 3.0, memory_per_gpu: 62.5 };
+        assert_eq!(
+            (
+                alexnet.sensitivity.ideal.cpus_per_gpu,
+                alexnet.sensitivity.ideal.memory_per_gpu
+            ),
+            (12.0, 125.0)
+        );
+        let proportional = HostShare {
+            cpus_per_gpu: 3.0,
+            memory_per_gpu: 62.5,
+        };
         // At ratio 3 the profiled speedup is the matrix at the ideal vector.
         for m in &p.models {
             let s = m.sensitivity.speedup(m.sensitivity.ideal, proportional);
-            assert!((s - m.speedup).abs() < 1e-9, "{}: matrix {s} vs profiled {}", m.name, m.speedup);
+            assert!(
+                (s - m.speedup).abs() < 1e-9,
+                "{}: matrix {s} vs profiled {}",
+                m.name,
+                m.speedup
+            );
         }
         // Ratio 4: relative to the 4-core share, alexnet's ideal is 2.94 / 1.25 = 2.352 (profiled).
         let p4 = profiles(4);
         let a4 = p4.model("alexnet").expect("alexnet");
-        let s = a4.sensitivity.speedup(a4.sensitivity.ideal, HostShare { cpus_per_gpu: 4.0, memory_per_gpu: 62.5 });
+        let s = a4.sensitivity.speedup(
+            a4.sensitivity.ideal,
+            HostShare {
+                cpus_per_gpu: 4.0,
+                memory_per_gpu: 62.5,
+            },
+        );
         assert!((s - a4.speedup).abs() < 1e-9, "{s}");
     }
 
     #[test]
     fn the_class_split_is_kept_exactly_and_generation_is_deterministic() {
         let p = profiles(3);
-        let w = SynergyWorkload { jobs: 1000, ..SynergyWorkload::default() };
+        let w = SynergyWorkload {
+            jobs: 1000,
+            ..SynergyWorkload::default()
+        };
         let trace = w.generate(&p, 7).expect("generates");
-        let class_of = |j: &JobSpec| p.model(j.model.as_deref().expect("model")).expect("known").class;
-        let counts = (0..3).map(|c| trace.jobs.iter().filter(|j| class_of(j) == c).count()).collect::<Vec<_>>();
+        let class_of = |j: &JobSpec| {
+            p.model(j.model.as_deref().expect("model"))
+                .expect("known")
+                .class
+        };
+        let counts = (0..3)
+            .map(|c| trace.jobs.iter().filter(|j| class_of(j) == c).count())
+            .collect::<Vec<_>>();
         assert_eq!(counts, vec![200, 700, 100]);
         assert_eq!(trace, w.generate(&p, 7).expect("generates"));
         assert_ne!(trace, w.generate(&p, 8).expect("generates"));
@@ -259,14 +380,28 @@ mod tests {
     #[test]
     fn gpu_demands_come_from_a_trace_in_turn() {
         let p = profiles(3);
-        let w = SynergyWorkload { jobs: 7, ..SynergyWorkload::default() };
-        let trace = w.generate_with_demands(&p, 1, Some(&[1, 4, 8])).expect("generates");
+        let w = SynergyWorkload {
+            jobs: 7,
+            ..SynergyWorkload::default()
+        };
+        let trace = w
+            .generate_with_demands(&p, 1, Some(&[1, 4, 8]))
+            .expect("generates");
         let gpus: Vec<u32> = trace.jobs.iter().map(|j| j.gpus).collect();
         assert_eq!(gpus, vec![1, 4, 8, 1, 4, 8, 1]);
         assert!(w.generate_with_demands(&p, 1, Some(&[])).is_err());
         // Synergy's Philly filter: too short, too long and > 16 GPUs dropped; 3 GPUs become 1.
         let job = |gpus: u32, run_s: f64| JobSpec::new(JobId(0), SimTime::ZERO, gpus, run_s);
-        let philly = Trace::from_jobs(vec![job(2, 5000.0), job(3, 5000.0), job(32, 5000.0), job(8, 100.0), job(16, 700_000.0)], None);
+        let philly = Trace::from_jobs(
+            vec![
+                job(2, 5000.0),
+                job(3, 5000.0),
+                job(32, 5000.0),
+                job(8, 100.0),
+                job(16, 700_000.0),
+            ],
+            None,
+        );
         assert_eq!(philly_gpu_demands(&philly), vec![2, 1]);
     }
 }

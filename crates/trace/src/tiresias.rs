@@ -17,7 +17,12 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             let submit_s = row.non_negative("submit_time")?;
             let duration_s = row.non_negative("duration")?;
             let gpus = row.gpu_count("num_gpu")?;
-            let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(submit_s), gpus, duration_s);
+            let mut job = JobSpec::new(
+                JobId(jobs.len() as u32),
+                SimTime::from_secs_f64(submit_s),
+                gpus,
+                duration_s,
+            );
             job.trace_id = row.get("job_id")?.to_string();
             if let Ok(model) = row.get("model_name") {
                 job.model = Some(model.to_string());
@@ -36,12 +41,20 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
 /// GPU-seconds (the Gittins policy's prior).
 pub fn read_gpu_time_prior(path: &Path) -> Result<Vec<f64>, TraceError> {
     let mut samples = Vec::new();
-    read_csv(path, b',', |f| f.require(&["duration"]), |row| {
-        samples.push(row.non_negative("duration")?);
-        Ok(())
-    })?;
+    read_csv(
+        path,
+        b',',
+        |f| f.require(&["duration"]),
+        |row| {
+            samples.push(row.non_negative("duration")?);
+            Ok(())
+        },
+    )?;
     if samples.is_empty() {
-        return Err(TraceError::File { path: path.to_path_buf(), reason: "no samples".into() });
+        return Err(TraceError::File {
+            path: path.to_path_buf(),
+            reason: "no samples".into(),
+        });
     }
     Ok(samples)
 }

@@ -6,7 +6,7 @@
 //! separators, direction controls) is shown escaped (`\u{1b}`), as `arbiter show` shows tenants'
 //! text, and every byte that is not part of UTF-8 as `\xff`.
 
-use arbiter_daemon::security::text::{refused, Text};
+use arbiter_daemon::security::text::{Text, refused};
 use std::io::{self, Write};
 
 /// A writer that passes what it is given to `out` escaped, chunk by chunk as a log streams in:
@@ -19,7 +19,10 @@ pub(super) struct Escaping<W: Write> {
 
 impl<W: Write> Escaping<W> {
     pub(super) fn new(out: W) -> Self {
-        Escaping { out, pending: Vec::new() }
+        Escaping {
+            out,
+            pending: Vec::new(),
+        }
     }
 
     /// Writes what is still held — the start of a sequence no chunk completed, so bytes that
@@ -67,7 +70,9 @@ pub(super) fn escape(bytes: &[u8]) -> (String, &[u8]) {
         // Valid by `valid_up_to`: the default is never taken.
         push_text(&mut shown, std::str::from_utf8(valid).unwrap_or_default());
         // No length: the bytes end inside a sequence that may yet be completed.
-        let Some(invalid) = error.error_len() else { return (shown, after) };
+        let Some(invalid) = error.error_len() else {
+            return (shown, after);
+        };
         for byte in &after[..invalid] {
             push_byte(&mut shown, *byte);
         }
@@ -98,35 +103,60 @@ mod tests {
         for chunk in chunks {
             writer.write_all(chunk).expect("writes to memory");
         }
-        String::from_utf8(writer.finish().expect("writes to memory")).expect("escaped text is UTF-8")
+        String::from_utf8(writer.finish().expect("writes to memory"))
+            .expect("escaped text is UTF-8")
     }
 
     #[test]
     fn terminal_controls_are_escaped_and_newlines_tabs_and_text_kept() {
         assert_eq!(shown(&[b"epoch 1\tloss 0.5\n"]), "epoch 1\tloss 0.5\n");
-        assert_eq!(shown(&["résumé ✓ 训练 👩\u{200d}💻\n".as_bytes()]), "résumé ✓ 训练 👩\u{200d}💻\n");
+        assert_eq!(
+            shown(&["résumé ✓ 训练 👩\u{200d}💻\n".as_bytes()]),
+            "résumé ✓ 训练 👩\u{200d}💻\n"
+        );
         // A clipboard write (OSC 52, ended by BEL), a cursor move up and a line erase.
-        assert_eq!(shown(&[b"\x1b]52;c;ZXZpbA==\x07\x1b[1A\x1b[2Kok\n"]), "\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}[1A\\u{1b}[2Kok\n");
+        assert_eq!(
+            shown(&[b"\x1b]52;c;ZXZpbA==\x07\x1b[1A\x1b[2Kok\n"]),
+            "\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}[1A\\u{1b}[2Kok\n"
+        );
         assert_eq!(shown(&[b"10%\r20%\r\n"]), "10%\\u{d}20%\\u{d}\n");
-        assert_eq!(shown(&[b"\x00\x7f\xc2\x9b"]), "\\u{0}\\u{7f}\\u{9b}", "NUL, DEL and the C1 CSI");
-        assert_eq!(shown(&["a\u{2028}b\u{2029}c\u{202e}d\u{2066}e\u{200f}f\u{61c}".as_bytes()]), "a\\u{2028}b\\u{2029}c\\u{202e}d\\u{2066}e\\u{200f}f\\u{61c}");
+        assert_eq!(
+            shown(&[b"\x00\x7f\xc2\x9b"]),
+            "\\u{0}\\u{7f}\\u{9b}",
+            "NUL, DEL and the C1 CSI"
+        );
+        assert_eq!(
+            shown(&["a\u{2028}b\u{2029}c\u{202e}d\u{2066}e\u{200f}f\u{61c}".as_bytes()]),
+            "a\\u{2028}b\\u{2029}c\\u{202e}d\\u{2066}e\\u{200f}f\\u{61c}"
+        );
     }
 
     #[test]
     fn a_character_split_across_chunks_is_shown_whole() {
         let line_separator = "\u{2028}".as_bytes();
         assert_eq!(shown(&[b"a\xe2", b"\x80", b"\xa8b"]), "a\\u{2028}b");
-        assert_eq!(shown(&[&line_separator[..1], &line_separator[1..]]), "\\u{2028}");
+        assert_eq!(
+            shown(&[&line_separator[..1], &line_separator[1..]]),
+            "\\u{2028}"
+        );
         let rocket = "🚀".as_bytes();
         for cut in 1..rocket.len() {
-            assert_eq!(shown(&[b"x", &rocket[..cut], &rocket[cut..], b"y"]), "x🚀y", "cut after {cut} bytes");
+            assert_eq!(
+                shown(&[b"x", &rocket[..cut], &rocket[cut..], b"y"]),
+                "x🚀y",
+                "cut after {cut} bytes"
+            );
         }
     }
 
     #[test]
     fn bytes_that_are_not_utf8_are_shown_as_hex() {
         assert_eq!(shown(&[b"a\xffb\xc3(c"]), "a\\xffb\\xc3(c");
-        assert_eq!(shown(&[b"\xed\xa0\x80"]), "\\xed\\xa0\\x80", "a surrogate's encoding");
+        assert_eq!(
+            shown(&[b"\xed\xa0\x80"]),
+            "\\xed\\xa0\\x80",
+            "a surrogate's encoding"
+        );
         // A sequence never completed: shown when the output ends ...
         assert_eq!(shown(&[b"end\xe2\x80"]), "end\\xe2\\x80");
         // ... or when the next chunk does not continue it.

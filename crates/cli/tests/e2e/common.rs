@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use arbiter_daemon::api::client::{Client, ClientError};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,7 +48,13 @@ pub struct Options<'a> {
 impl Daemon {
     /// Starts `arbiter serve --data-dir DIR --listen 127.0.0.1:0 ARGS`.
     pub fn start(data_dir: &Path, args: &[&str]) -> Daemon {
-        Self::start_with(data_dir, Options { args, ..Default::default() })
+        Self::start_with(
+            data_dir,
+            Options {
+                args,
+                ..Default::default()
+            },
+        )
     }
 
     /// Starts a daemon; panics with its stderr if it does not come up.
@@ -64,15 +70,34 @@ impl Daemon {
         let addr_file = data_dir.join("daemon.addr");
         let _ = std::fs::remove_file(&addr_file);
         let parent = data_dir.parent().unwrap_or(data_dir);
-        let name = data_dir.file_name().and_then(|n| n.to_str()).unwrap_or("data");
+        let name = data_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("data");
         let stderr_path = parent.join(format!("{name}.stderr"));
-        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path).expect("stderr file");
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_path)
+            .expect("stderr file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_arbiter"));
-        command.args(["serve", "--data-dir", data_dir.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"]).args(options.args);
+        command
+            .args([
+                "serve",
+                "--data-dir",
+                data_dir.to_str().expect("utf-8"),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(options.args);
         // Without root the daemon cannot give tenants their own uids and serves one tenant
         // unless told that sharing its identity is accepted; tests that create several tenants
         // accept it (the isolation tests pass their own config).
-        let shared = if is_root() { "" } else { "allow_shared_identity = true\n" };
+        let shared = if is_root() {
+            ""
+        } else {
+            "allow_shared_identity = true\n"
+        };
         let text = format!("{}{}", options.config.unwrap_or(shared), own_uid_range());
         let path = parent.join(format!("{name}.toml"));
         std::fs::write(&path, text).expect("config");
@@ -80,28 +105,49 @@ impl Daemon {
         if let Some(uid) = options.uid {
             command.uid(uid).gid(uid);
         }
-        let mut child = command.env("RUST_LOG", "info").stdout(Stdio::null()).stderr(stderr).spawn().expect("daemon starts");
+        let mut child = command
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("daemon starts");
         let deadline = Instant::now() + Duration::from_secs(20);
         let listen = loop {
             if let Ok(addr) = std::fs::read_to_string(&addr_file)
-                && addr.ends_with('\n') {
-                    break addr.trim().to_string();
-                }
+                && addr.ends_with('\n')
+            {
+                break addr.trim().to_string();
+            }
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("exited with {status}: {}", std::fs::read_to_string(&stderr_path).unwrap_or_default()));
+                return Err(format!(
+                    "exited with {status}: {}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                ));
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                return Err(format!("did not listen within 20 s: {}", std::fs::read_to_string(&stderr_path).unwrap_or_default()));
+                return Err(format!(
+                    "did not listen within 20 s: {}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        Ok(Daemon { child, url: format!("http://{listen}"), addr: listen, data_dir: data_dir.to_path_buf(), stderr_path })
+        Ok(Daemon {
+            child,
+            url: format!("http://{listen}"),
+            addr: listen,
+            data_dir: data_dir.to_path_buf(),
+            stderr_path,
+        })
     }
 
     /// The admin token.
     pub fn admin_token(&self) -> String {
-        std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin token").trim().to_string()
+        std::fs::read_to_string(self.data_dir.join("admin.token"))
+            .expect("admin token")
+            .trim()
+            .to_string()
     }
 
     /// A client with the admin token.
@@ -111,7 +157,13 @@ impl Daemon {
 
     /// Creates a tenant; returns its token and a client with it.
     pub fn tenant_with_token(&self, name: &str) -> (String, Client) {
-        let token = self.admin().post("/v1/tenants", &json!({ "name": name })).expect("tenant created")["token"].as_str().expect("token").to_string();
+        let token = self
+            .admin()
+            .post("/v1/tenants", &json!({ "name": name }))
+            .expect("tenant created")["token"]
+            .as_str()
+            .expect("token")
+            .to_string();
         let client = Client::new(&self.url, &token);
         (token, client)
     }
@@ -123,14 +175,21 @@ impl Daemon {
 
     /// Sends `signal` (`TERM`, `INT`) and waits for the process to exit.
     pub fn signal_and_wait(&mut self, signal: &str) -> std::process::ExitStatus {
-        let sent = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status().expect("kill runs");
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
         assert!(sent.success());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 return status;
             }
-            assert!(Instant::now() < deadline, "the daemon did not exit after SIG{signal}: {}", self.stderr());
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not exit after SIG{signal}: {}",
+                self.stderr()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -153,11 +212,16 @@ impl Drop for Daemon {
 }
 
 pub fn submit(client: &Client, body: Value) -> u64 {
-    client.post("/v1/jobs", &body).expect("accepted")["id"].as_u64().expect("id")
+    client.post("/v1/jobs", &body).expect("accepted")["id"]
+        .as_u64()
+        .expect("id")
 }
 
 pub fn state_of(client: &Client, id: u64) -> String {
-    client.get(&format!("/v1/jobs/{id}")).expect("job")["state"]["state"].as_str().expect("state").to_string()
+    client.get(&format!("/v1/jobs/{id}")).expect("job")["state"]["state"]
+        .as_str()
+        .expect("state")
+        .to_string()
 }
 
 pub fn wait_for(what: &str, timeout_s: u64, mut done: impl FnMut() -> bool) {
@@ -178,18 +242,31 @@ pub fn refused(r: Result<Value, ClientError>) -> (u16, String) {
 
 /// The checkpoint directory the daemon gave job `id`.
 pub fn checkpoint_dir(client: &Client, id: u64) -> PathBuf {
-    PathBuf::from(client.get(&format!("/v1/jobs/{id}")).expect("job")["checkpoint_dir"].as_str().expect("checkpoint_dir"))
+    PathBuf::from(
+        client.get(&format!("/v1/jobs/{id}")).expect("job")["checkpoint_dir"]
+            .as_str()
+            .expect("checkpoint_dir"),
+    )
 }
 
 /// Runs the `arbiter` binary as a client of `daemon` with `token`.
 pub fn cli(daemon: &Daemon, token: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_arbiter")).args(args).env("ARBITER_URL", &daemon.url).env("ARBITER_TOKEN", token).output().expect("binary runs")
+    Command::new(env!("CARGO_BIN_EXE_arbiter"))
+        .args(args)
+        .env("ARBITER_URL", &daemon.url)
+        .env("ARBITER_TOKEN", token)
+        .output()
+        .expect("binary runs")
 }
 
 /// [`cli`], which must succeed; its standard output.
 pub fn cli_ok(daemon: &Daemon, token: &str, args: &[&str]) -> String {
     let out = cli(daemon, token, args);
-    assert!(out.status.success(), "arbiter {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "arbiter {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf-8")
 }
 

@@ -15,6 +15,8 @@
 //! - `shares`: one tenant exhausting its share of the API (connections, requests, records) hurts
 //!   only itself.
 //! - `queue`: priority classes, dependencies and job arrays through the CLI and the API.
+//! - `quotas`: scenarios under a quota tree: the reclaims in the table, the JSON and the report;
+//!   a tree that does not add up refused.
 //! - `report`: the HTML reports of `run`, `sweep` and `trace analyze`.
 //! - `webhooks`: tenants' webhooks against a receiver on loopback, hostile URLs, kill -9 mid-delivery.
 //! - `slurm`: `serve --executor slurm` against the lab Slurm cluster of `scripts/slurm-up.sh`.
@@ -25,14 +27,16 @@
 mod adversarial;
 mod cli;
 mod colocation;
-mod containment;
 mod common;
+mod containment;
 mod daemon;
 mod daemon_api;
 mod dashboard;
 mod queue;
+mod quota_scenarios;
+mod quotas;
 mod report;
 mod shares;
-mod usage;
 mod slurm;
+mod usage;
 mod webhooks;

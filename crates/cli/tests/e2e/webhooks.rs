@@ -3,7 +3,7 @@
 //! killed with SIGKILL mid-delivery sends the event again after its restart and loses none.
 
 use super::common::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 #[path = "../../../daemon/tests/webhook_receiver/mod.rs"]
@@ -12,23 +12,45 @@ use receiver::{Answer, Receiver};
 
 /// Loopback receivers allowed (tests only); retries quick.
 fn config() -> String {
-    let shared = if is_root() { "" } else { "allow_shared_identity = true\n" };
-    format!("{shared}webhooks = {{ allow_private = true, retry_initial_s = 0.05, retry_max_s = 0.2 }}\n")
+    let shared = if is_root() {
+        ""
+    } else {
+        "allow_shared_identity = true\n"
+    };
+    format!(
+        "{shared}webhooks = {{ allow_private = true, retry_initial_s = 0.05, retry_max_s = 0.2 }}\n"
+    )
 }
 
 fn start(data: &std::path::Path, config: &str) -> Daemon {
-    Daemon::start_with(data, Options { args: &["--gpus", "1xa100", "--policy", "fifo", "--round-s", "1"], config: Some(config), ..Default::default() })
+    Daemon::start_with(
+        data,
+        Options {
+            args: &["--gpus", "1xa100", "--policy", "fifo", "--round-s", "1"],
+            config: Some(config),
+            ..Default::default()
+        },
+    )
 }
 
 /// Sets `tenant`'s webhook with the CLI; returns the secret it shows once.
 fn set_webhook(daemon: &Daemon, tenant: &str, url: &str) -> String {
-    let out = cli_ok(daemon, &daemon.admin_token(), &["tenants", "update", tenant, "--webhook", url]);
-    let line = out.lines().find(|l| l.starts_with("webhook secret")).unwrap_or_else(|| panic!("no secret shown: {out}"));
+    let out = cli_ok(
+        daemon,
+        &daemon.admin_token(),
+        &["tenants", "update", tenant, "--webhook", url],
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("webhook secret"))
+        .unwrap_or_else(|| panic!("no secret shown: {out}"));
     line.rsplit(' ').next().expect("secret").to_string()
 }
 
 fn now_s() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 #[test]
@@ -41,26 +63,59 @@ fn webhooks_reach_a_loopback_receiver_signed_and_only_for_their_own_tenant() {
     assert!(secret.starts_with("whsec_"), "{secret}");
     let id = submit(&a, json!({ "command": "true", "name": "quick" }));
     let other = submit(&b, json!({ "command": "true" }));
-    wait_for("team-b's job to end", 30, || state_of(&b, other) == "succeeded");
+    wait_for("team-b's job to end", 30, || {
+        state_of(&b, other) == "succeeded"
+    });
     let got = hook.wait_for(2, 30);
     for r in &got {
         let signature = r.headers.get("arbiter-signature").expect("signed");
-        assert_eq!(arbiter_daemon::security::webhook::verify(&secret, signature, r.body.as_bytes(), now_s(), 300), Ok(()));
-        assert_eq!(r.json()["tenant"], "team-a", "never another tenant's job: {}", r.body);
+        assert_eq!(
+            arbiter_daemon::security::webhook::verify(
+                &secret,
+                signature,
+                r.body.as_bytes(),
+                now_s(),
+                300
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            r.json()["tenant"],
+            "team-a",
+            "never another tenant's job: {}",
+            r.body
+        );
         assert_eq!(r.json()["job_id"], id);
     }
     let events: Vec<Value> = got.iter().map(|r| r.json()["event"].clone()).collect();
     assert_eq!(events, [json!("started"), json!("succeeded")]);
     assert_eq!(got[1].json()["exit_code"], 0);
     wait_for("the tenants list to count the deliveries", 20, || {
-        cli_ok(&daemon, &daemon.admin_token(), &["tenants"]).lines().any(|l| l.starts_with("team-a") && l.contains("active, 2 delivered"))
+        cli_ok(&daemon, &daemon.admin_token(), &["tenants"])
+            .lines()
+            .any(|l| l.starts_with("team-a") && l.contains("active, 2 delivered"))
     });
     let listed = cli_ok(&daemon, &daemon.admin_token(), &["--json", "tenants"]);
-    assert!(!listed.contains(&secret) && !listed.contains("whsec_"), "the secret is shown once only: {listed}");
+    assert!(
+        !listed.contains(&secret) && !listed.contains("whsec_"),
+        "the secret is shown once only: {listed}"
+    );
     // Removed: nothing more is sent.
-    cli_ok(&daemon, &daemon.admin_token(), &["tenants", "update", "team-a", "--no-webhook"]);
+    cli_ok(
+        &daemon,
+        &daemon.admin_token(),
+        &["tenants", "update", "team-a", "--no-webhook"],
+    );
     let admin = daemon.admin();
-    assert_eq!(admin.get("/v1/tenants").expect("tenants")["tenants"].as_array().expect("list").iter().find(|t| t["name"] == "team-a").expect("team-a")["webhook"], Value::Null);
+    assert_eq!(
+        admin.get("/v1/tenants").expect("tenants")["tenants"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .find(|t| t["name"] == "team-a")
+            .expect("team-a")["webhook"],
+        Value::Null
+    );
 }
 
 #[test]
@@ -71,8 +126,14 @@ fn hostile_tenants_and_urls_are_refused_naming_the_field() {
     let (_, a) = daemon.tenant_with_token("team-a");
     daemon.tenant("team-b");
     // A tenant sets no webhook, not even its own, and reads none.
-    assert_eq!(refused(a.patch("/v1/tenants/team-a", &json!({ "webhook": hook.url }))).0, 403);
-    assert_eq!(refused(a.patch("/v1/tenants/team-b", &json!({ "webhook": hook.url }))).0, 403);
+    assert_eq!(
+        refused(a.patch("/v1/tenants/team-a", &json!({ "webhook": hook.url }))).0,
+        403
+    );
+    assert_eq!(
+        refused(a.patch("/v1/tenants/team-b", &json!({ "webhook": hook.url }))).0,
+        403
+    );
     assert_eq!(refused(a.get("/v1/tenants")).0, 403);
     let admin = daemon.admin();
     let port = daemon.addr.rsplit(':').next().expect("port");
@@ -89,22 +150,55 @@ fn hostile_tenants_and_urls_are_refused_naming_the_field() {
         "http://exa\u{202e}mple.com/".to_string(),
         "no url".to_string(),
     ] {
-        let (status, message) = refused(admin.patch("/v1/tenants/team-a", &json!({ "webhook": bad })));
+        let (status, message) =
+            refused(admin.patch("/v1/tenants/team-a", &json!({ "webhook": bad })));
         assert_eq!(status, 400, "{bad}: {message}");
         assert!(message.starts_with("webhook:"), "{bad}: {message}");
     }
-    assert_eq!(refused(admin.patch("/v1/tenants/nobody", &json!({ "webhook": hook.url }))).0, 404);
-    assert_eq!(refused(admin.patch("/v1/tenants/team-a", &json!({ "rotate_webhook_secret": true }))).0, 409, "no webhook to rotate");
+    assert_eq!(
+        refused(admin.patch("/v1/tenants/nobody", &json!({ "webhook": hook.url }))).0,
+        404
+    );
+    assert_eq!(
+        refused(admin.patch(
+            "/v1/tenants/team-a",
+            &json!({ "rotate_webhook_secret": true })
+        ))
+        .0,
+        409,
+        "no webhook to rotate"
+    );
     // Without allow_private, loopback receivers are refused too.
     let strict_dir = tempfile::tempdir().expect("dir");
-    let strict = start(&strict_dir.path().join("data"), if is_root() { "" } else { "allow_shared_identity = true\n" });
+    let strict = start(
+        &strict_dir.path().join("data"),
+        if is_root() {
+            ""
+        } else {
+            "allow_shared_identity = true\n"
+        },
+    );
     strict.tenant("team-a");
-    let (status, message) = refused(strict.admin().patch("/v1/tenants/team-a", &json!({ "webhook": hook.url })));
-    assert!(status == 400 && message.contains("allow_private"), "{message}");
+    let (status, message) = refused(
+        strict
+            .admin()
+            .patch("/v1/tenants/team-a", &json!({ "webhook": hook.url })),
+    );
+    assert!(
+        status == 400 && message.contains("allow_private"),
+        "{message}"
+    );
     // A rotation makes a new secret, shown once; the URL stays.
     let first = set_webhook(&daemon, "team-a", &hook.url);
-    let out = cli_ok(&daemon, &daemon.admin_token(), &["tenants", "update", "team-a", "--rotate-webhook-secret"]);
-    assert!(out.contains(&hook.url) && out.contains("whsec_") && !out.contains(&first), "{out}");
+    let out = cli_ok(
+        &daemon,
+        &daemon.admin_token(),
+        &["tenants", "update", "team-a", "--rotate-webhook-secret"],
+    );
+    assert!(
+        out.contains(&hook.url) && out.contains("whsec_") && !out.contains(&first),
+        "{out}"
+    );
 }
 
 #[test]
@@ -126,16 +220,30 @@ fn a_daemon_killed_mid_delivery_sends_that_event_again_after_restart_and_loses_n
     let got = hook.wait_for(3, 30);
     let admin = daemon.admin();
     wait_for("the outbox to empty", 20, || {
-        admin.get("/v1/tenants").expect("tenants")["tenants"].as_array().expect("list").iter().any(|t| t["name"] == "team-a" && t["webhook"]["pending"] == 0)
+        admin.get("/v1/tenants").expect("tenants")["tenants"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .any(|t| t["name"] == "team-a" && t["webhook"]["pending"] == 0)
     });
-    let got = if hook.received().len() > got.len() { hook.received() } else { got };
+    let got = if hook.received().len() > got.len() {
+        hook.received()
+    } else {
+        got
+    };
     let mut times: BTreeMap<String, (usize, String)> = BTreeMap::new();
     for r in &got {
         let e = r.json();
-        let entry = times.entry(e["id"].as_str().expect("id").to_string()).or_insert((0, e["event"].as_str().unwrap_or("").to_string()));
+        let entry = times
+            .entry(e["id"].as_str().expect("id").to_string())
+            .or_insert((0, e["event"].as_str().unwrap_or("").to_string()));
         entry.0 += 1;
     }
     let summary: Vec<(usize, String)> = times.into_values().collect();
     // The interrupted one twice (at least once, same id), the other once: nothing lost.
-    assert_eq!(summary, [(2, "started".to_string()), (1, "succeeded".to_string())], "{got:?}");
+    assert_eq!(
+        summary,
+        [(2, "started".to_string()), (1, "succeeded".to_string())],
+        "{got:?}"
+    );
 }

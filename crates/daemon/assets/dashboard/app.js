@@ -140,6 +140,105 @@ function renderGrid(nodes, reservations) {
   }));
 }
 
+// The quota tree: each group under its parent (indented), per GPU type its guaranteed quota,
+// what its jobs held at the last round and how much of that is borrowed (above guaranteed:
+// reclaimable), its limits and fair share. The snapshot has only what the viewer may see (a
+// tenant: its own group and those above it); names are set as text like everything else.
+function orNone(v) {
+  return v === null || v === undefined ? "none" : v;
+}
+
+function known(v) {
+  return v !== null && v !== undefined;
+}
+
+function quotaLimit(q) {
+  return known(q.borrowing_limit) ? q.guaranteed + q.borrowing_limit : null;
+}
+
+// A bar's full width: the most any group shown has of that GPU type (guaranteed, held, fair
+// share or limit), so that bars of one type compare down the table.
+function quotaScales(q) {
+  const scales = {};
+  for (const g of q.groups) {
+    for (const [type, x] of Object.entries(g.gpus)) {
+      scales[type] = Math.max(scales[type] || 1, x.guaranteed, x.held || 0, x.fair_share || 0, quotaLimit(x) || 0);
+    }
+  }
+  return scales;
+}
+
+function quotaBar(q, scale) {
+  const held = q.held || 0;
+  const limit = quotaLimit(q);
+  const at = (x) => Math.min(100, 100 * x / scale) + "%";
+  const bar = el("div", null, "bar qbar");
+  const guaranteed = el("span", null, "guaranteed");
+  guaranteed.style.width = at(q.guaranteed);
+  const within = el("i");
+  within.style.width = at(Math.min(held, q.guaranteed));
+  const borrowed = el("i", null, "borrowed");
+  borrowed.style.left = at(Math.min(held, q.guaranteed));
+  borrowed.style.width = at(Math.max(0, held - q.guaranteed));
+  bar.append(guaranteed, within, borrowed);
+  const tips = [(known(q.held) ? q.held + " held of " : "") + q.guaranteed + " guaranteed" + (q.borrowed ? " (" + q.borrowed + " borrowed)" : "")];
+  if (known(q.fair_share)) {
+    const share = el("b");
+    share.style.left = at(q.fair_share);
+    bar.append(share);
+    tips.push("fair share " + q.fair_share);
+  }
+  if (limit !== null) {
+    const mark = el("span", null, "limit");
+    mark.style.left = at(limit);
+    bar.append(mark);
+    tips.push("at most " + limit + " (borrowing limit " + q.borrowing_limit + ")");
+  }
+  bar.title = tips.join("; ");
+  return bar;
+}
+
+function renderQuotas(q) {
+  $("quotas-section").hidden = !q;
+  if (!q) return;
+  const rows = [];
+  const scales = quotaScales(q);
+  for (const g of q.groups) {
+    const types = q.gpu_types.filter((t) => g.gpus[t]);
+    const jobs = g.borrowing_jobs || [];
+    // A group defined with no GPU quota (a tree not enforced shows groups as defined) gets a row.
+    (types.length ? types : [null]).forEach((type, k) => {
+      const tr = el("tr", null, k === 0 ? "first" : "");
+      if (k === 0) {
+        const name = el("td", (g.depth > 0 ? "└ " : "") + g.name, "group");
+        name.style.paddingLeft = (6 + 18 * (g.depth || 0)) + "px";
+        name.title = g.leaf ? "a leaf: its tenant's jobs count here" : "a group: the totals of the groups under it";
+        const reclaimable = el("td", g.leaf ? jobs.length : "");
+        if (jobs.length) reclaimable.title = "borrowing, reclaimable: " + jobs.map((j) => "#" + j).join(", ");
+        for (const cell of [name, el("td", g.over_quota_weight), reclaimable]) {
+          cell.rowSpan = Math.max(1, types.length);
+          tr.append(cell);
+        }
+      }
+      const x = type === null ? null : g.gpus[type];
+      if (x === null) {
+        for (let i = 0; i < 8; i++) tr.append(el("td", "-"));
+      } else {
+        for (const v of [type, x.guaranteed, known(x.held) ? x.held : "-", known(x.borrowed) ? x.borrowed : "-", orNone(x.borrowing_limit), orNone(x.lending_limit), known(x.fair_share) ? x.fair_share : "-"]) tr.append(el("td", v));
+        tr.append(wrapCell(quotaBar(x, scales[type])));
+      }
+      rows.push(tr);
+    });
+  }
+  $("quotas").tBodies[0].replaceChildren(...rows);
+  const notes = [];
+  if (!q.enforced) notes.push("Not enforced" + (q.error ? ": " + q.error : "") + ".");
+  else notes.push("Held and borrowed as at the last round; borrowed GPUs are reclaimed when a group's jobs wait within its guaranteed quota.");
+  if (q.scope === "own path") notes.push("You see your own group and the groups above it (their totals).");
+  if (known(q.reclaimed_last_round) && q.reclaimed_last_round > 0) notes.push(q.reclaimed_last_round + " jobs reclaimed at the last round.");
+  $("quotas-note").textContent = notes.join(" ");
+}
+
 function renderSnapshot(d) {
   $("who").textContent = "signed in as " + d.viewer + " · policy " + d.policy + " · executor " + d.executor;
   $("summary").textContent = d.gpus_held + " of " + d.gpus_total + " GPUs held · " + d.queued_visible + " queued" +
@@ -171,6 +270,7 @@ function renderSnapshot(d) {
     return [name, t.gpus_held, t.queued, t.weight, share, t.gpu_quota === null ? "none" : t.gpu_quota, (t.gpu_hours || 0).toFixed(1), bar];
   }));
   $("tenants-note").textContent = d.weights_note ? "Weights: " + d.weights_note + "." : "";
+  renderQuotas(d.quotas);
   fillRows($("events"), d.events.map((e) => [when(e.at_unix_s), jobLink(e.job), e.tenant, e.to, e.why]));
 }
 

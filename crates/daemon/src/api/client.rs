@@ -58,20 +58,44 @@ impl Client {
     pub fn new(base: &str, token: &str) -> Self {
         // Pooled connections are dropped before the daemon's keep-alive limit (its
         // `header_timeout_s`, 10 s by default) closes them under us.
-        let config = ureq::Agent::config_builder().http_status_as_error(false).max_idle_age(std::time::Duration::from_secs(5)).build();
-        Client { base: base.trim_end_matches('/').to_string(), token: token.trim().to_string(), agent: config.into() }
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_idle_age(std::time::Duration::from_secs(5))
+            .build();
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.trim().to_string(),
+            agent: config.into(),
+        }
     }
 
-    fn check(&self, url: &str, result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, ClientError> {
-        let mut response = result.map_err(|e| ClientError::Transport { url: url.to_string(), message: e.to_string() })?;
+    fn check(
+        &self,
+        url: &str,
+        result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<String, ClientError> {
+        let mut response = result.map_err(|e| ClientError::Transport {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
         let status = response.status().as_u16();
-        let text = response.body_mut().with_config().limit(MAX_TEXT_BYTES).read_to_string();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_TEXT_BYTES)
+            .read_to_string();
         if status >= 400 {
             let text = text.unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&text).ok().and_then(|v| v["error"].as_str().map(str::to_string)).unwrap_or(text);
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_string))
+                .unwrap_or(text);
             return Err(ClientError::Status { status, message });
         }
-        text.map_err(|e| ClientError::Transport { url: url.to_string(), message: e.to_string() })
+        text.map_err(|e| ClientError::Transport {
+            url: url.to_string(),
+            message: e.to_string(),
+        })
     }
 
     fn auth(&self) -> String {
@@ -85,34 +109,64 @@ impl Client {
     /// GET a path, as text.
     pub fn get_text(&self, path: &str) -> Result<String, ClientError> {
         let url = format!("{}{path}", self.base);
-        let result = self.agent.get(&url).header("authorization", &self.auth()).call();
+        let result = self
+            .agent
+            .get(&url)
+            .header("authorization", &self.auth())
+            .call();
         self.check(&url, result)
     }
 
     /// GET a path, as JSON.
     pub fn get(&self, path: &str) -> Result<Value, ClientError> {
         let text = self.get_text(path)?;
-        serde_json::from_str(&text).map_err(|e| ClientError::Transport { url: path.to_string(), message: e.to_string() })
+        serde_json::from_str(&text).map_err(|e| ClientError::Transport {
+            url: path.to_string(),
+            message: e.to_string(),
+        })
     }
 
     /// POST JSON to a path.
     pub fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         let url = format!("{}{path}", self.base);
-        let result = self.agent.post(&url).header("authorization", &self.auth()).send_json(body);
+        let result = self
+            .agent
+            .post(&url)
+            .header("authorization", &self.auth())
+            .send_json(body);
         Ok(Self::json_reply(&self.check(&url, result)?))
     }
 
     /// PATCH a path with JSON.
     pub fn patch(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         let url = format!("{}{path}", self.base);
-        let result = self.agent.patch(&url).header("authorization", &self.auth()).send_json(body);
+        let result = self
+            .agent
+            .patch(&url)
+            .header("authorization", &self.auth())
+            .send_json(body);
+        Ok(Self::json_reply(&self.check(&url, result)?))
+    }
+
+    /// PUT JSON to a path.
+    pub fn put(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let result = self
+            .agent
+            .put(&url)
+            .header("authorization", &self.auth())
+            .send_json(body);
         Ok(Self::json_reply(&self.check(&url, result)?))
     }
 
     /// DELETE a path.
     pub fn delete(&self, path: &str) -> Result<Value, ClientError> {
         let url = format!("{}{path}", self.base);
-        let result = self.agent.delete(&url).header("authorization", &self.auth()).call();
+        let result = self
+            .agent
+            .delete(&url)
+            .header("authorization", &self.auth())
+            .call();
         Ok(Self::json_reply(&self.check(&url, result)?))
     }
 
@@ -124,10 +178,19 @@ impl Client {
         let mut delay = std::time::Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            let result = self.agent.post(&url).header("authorization", &self.auth()).header("idempotency-key", idempotency_key).send_json(body);
+            let result = self
+                .agent
+                .post(&url)
+                .header("authorization", &self.auth())
+                .header("idempotency-key", idempotency_key)
+                .send_json(body);
             match self.check(&url, result) {
-                Err(e @ (ClientError::Transport { .. } | ClientError::Status { status: 503, .. })) if attempt < SUBMIT_ATTEMPTS => {
-                    tracing::warn!("submission attempt {attempt} of {SUBMIT_ATTEMPTS} failed ({e}); retrying in {delay:?} with the same idempotency key");
+                Err(
+                    e @ (ClientError::Transport { .. } | ClientError::Status { status: 503, .. }),
+                ) if attempt < SUBMIT_ATTEMPTS => {
+                    tracing::warn!(
+                        "submission attempt {attempt} of {SUBMIT_ATTEMPTS} failed ({e}); retrying in {delay:?} with the same idempotency key"
+                    );
                     std::thread::sleep(delay);
                     delay *= 3;
                     attempt += 1;
@@ -139,15 +202,41 @@ impl Client {
 
     /// Streams a log (`GET /v1/jobs/{id}/logs?...`) into `out` without holding it in memory;
     /// says which part of the log it was.
-    pub fn get_log(&self, path: &str, out: &mut dyn std::io::Write) -> Result<LogPart, ClientError> {
+    pub fn get_log(
+        &self,
+        path: &str,
+        out: &mut dyn std::io::Write,
+    ) -> Result<LogPart, ClientError> {
         let url = format!("{}{path}", self.base);
-        let result = self.agent.get(&url).header("authorization", &self.auth()).call();
-        let mut response = result.map_err(|e| ClientError::Transport { url: url.clone(), message: e.to_string() })?;
+        let result = self
+            .agent
+            .get(&url)
+            .header("authorization", &self.auth())
+            .call();
+        let mut response = result.map_err(|e| ClientError::Transport {
+            url: url.clone(),
+            message: e.to_string(),
+        })?;
         if response.status().as_u16() >= 400 {
-            return self.check(&url, Ok(response)).map(|_| LogPart { size: 0, start: 0, len: 0, truncated: false });
+            return self.check(&url, Ok(response)).map(|_| LogPart {
+                size: 0,
+                start: 0,
+                len: 0,
+                truncated: false,
+            });
         }
-        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let (size, start, truncated) = (header("x-arbiter-log-size"), header("x-arbiter-log-start"), header("x-arbiter-log-truncated"));
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let (size, start, truncated) = (
+            header("x-arbiter-log-size"),
+            header("x-arbiter-log-start"),
+            header("x-arbiter-log-truncated"),
+        );
         let mut reader = response.body_mut().as_reader();
         let mut buf = vec![0u8; 64 * 1024];
         let mut len = 0u64;
@@ -156,13 +245,23 @@ impl Client {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ClientError::Transport { url, message: e.to_string() }),
+                Err(e) => {
+                    return Err(ClientError::Transport {
+                        url,
+                        message: e.to_string(),
+                    });
+                }
             };
             out.write_all(&buf[..n]).map_err(ClientError::Output)?;
             len += n as u64;
         }
         out.flush().map_err(ClientError::Output)?;
         let number = |v: Option<String>| v.and_then(|v| v.parse().ok());
-        Ok(LogPart { size: number(size).unwrap_or(len), start: number(start).unwrap_or(0), len, truncated: truncated.as_deref() == Some("true") })
+        Ok(LogPart {
+            size: number(size).unwrap_or(len),
+            start: number(start).unwrap_or(0),
+            len,
+            truncated: truncated.as_deref() == Some("true"),
+        })
     }
 }

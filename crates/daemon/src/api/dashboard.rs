@@ -11,11 +11,11 @@
 use super::{Api, ApiError};
 use crate::daemon::State as DaemonState;
 use crate::records::job::{JobRecord, JobState};
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 const PAGE: &str = include_str!("../../assets/dashboard/index.html");
@@ -34,12 +34,25 @@ const EVENTS_PER_JOB: usize = 4;
 /// deficiency. Blue and orange first, the pair most tenants (two) get. A hash of the name gave
 /// `team-a` and `team-b` the same purple; a tenant's place in the order cannot collide with the
 /// next one's. Past eight tenants the colours come round again.
-pub const TENANT_PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000"];
+pub const TENANT_PALETTE: [&str; 8] = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000",
+];
 
 /// Each tenant's colour by its place among `names` (in the order given: the tenants' sorted
 /// names, so a colour stays put while the tenants do).
-pub fn tenant_colors<'a>(names: impl IntoIterator<Item = &'a str>) -> serde_json::Map<String, Value> {
-    names.into_iter().enumerate().map(|(i, name)| (name.to_string(), Value::from(TENANT_PALETTE[i % TENANT_PALETTE.len()]))).collect()
+pub fn tenant_colors<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> serde_json::Map<String, Value> {
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            (
+                name.to_string(),
+                Value::from(TENANT_PALETTE[i % TENANT_PALETTE.len()]),
+            )
+        })
+        .collect()
 }
 
 /// Why the dashboard shows no fair share from weights: `None` where `policy` splits GPUs by the
@@ -47,8 +60,15 @@ pub fn tenant_colors<'a>(names: impl IntoIterator<Item = &'a str>) -> serde_json
 /// which ignores them — reads as a promise the scheduler does not keep).
 pub fn weights_note(policy: arbiter_policy::PolicyKind) -> Option<String> {
     (!policy.uses_tenant_weights()).then(|| {
-        let using: Vec<&str> = arbiter_policy::PolicyKind::ALL.iter().filter(|k| k.uses_tenant_weights()).map(|k| k.name()).collect();
-        format!("the policy ({policy}) does not use weights; only {} split GPUs by them", using.join(" and "))
+        let using: Vec<&str> = arbiter_policy::PolicyKind::ALL
+            .iter()
+            .filter(|k| k.uses_tenant_weights())
+            .map(|k| k.name())
+            .collect();
+        format!(
+            "the policy ({policy}) does not use weights; only {} split GPUs by them",
+            using.join(" and ")
+        )
     })
 }
 
@@ -61,8 +81,14 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
     );
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
@@ -95,7 +121,11 @@ pub fn page_weight_bytes() -> usize {
 
 /// Every node with its GPUs and who holds each: the viewer's own jobs by id, name and tenant,
 /// others' only as GPUs held (`other_tenant`). Shared by `/v1/cluster` and `/v1/dashboard`.
-pub(super) fn node_views(s: &DaemonState, viewer: Option<&str>, unavailable: &BTreeSet<String>) -> Vec<Value> {
+pub(super) fn node_views(
+    s: &DaemonState,
+    viewer: Option<&str>,
+    unavailable: &BTreeSet<String>,
+) -> Vec<Value> {
     let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
     let topology = s.topology();
     // Per node, the jobs holding GPUs there (in id order) and their GPUs on it: one pass over
@@ -104,7 +134,9 @@ pub(super) fn node_views(s: &DaemonState, viewer: Option<&str>, unavailable: &BT
     for j in &s.jobs {
         let Some(gpus) = j.state.gpus() else { continue };
         for &g in gpus {
-            let Some(node) = topology.node_of(g).and_then(|n| on_node.get_mut(n.index())) else { continue };
+            let Some(node) = topology.node_of(g).and_then(|n| on_node.get_mut(n.index())) else {
+                continue;
+            };
             match node.last_mut() {
                 Some((last, here)) if last.id == j.id => here.push(g),
                 _ => node.push((j, vec![g])),
@@ -151,19 +183,30 @@ fn queued_view(j: &JobRecord) -> Value {
 }
 
 /// `GET /v1/dashboard`: one snapshot for the page.
-pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub(super) async fn snapshot(
+    State(api): State<Api>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
     let viewer = caller.tenant().map(str::to_string);
     let unavailable = api.daemon.unavailable_nodes();
     let (executor, round_s) = (api.daemon.executor_name(), api.daemon.settings.round_s);
     let weights_note = weights_note(api.daemon.settings.policy);
-    let reservations: Vec<Value> = api.daemon.reservations().iter().map(|r| super::reservations::view(r, viewer.as_deref())).collect();
+    let reservations: Vec<Value> = api
+        .daemon
+        .reservations()
+        .iter()
+        .map(|r| super::reservations::view(r, viewer.as_deref()))
+        .collect();
     // GPU-hours each tenant has used since the store began (the viewer's own only: rows are
     // filtered to it below, as the metrics' per-tenant series are the admin's).
     let mut gpu_hours: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
     for ((tenant, _), seconds) in api.daemon.gpu_seconds_by_tenant() {
         *gpu_hours.entry(tenant).or_insert(0.0) += seconds / 3600.0;
     }
+    // The quota tree as the viewer may see it (its own path; the admin all of it). Taken before
+    // the state below: `quota_view` locks it itself.
+    let quotas = quota_section(&api.daemon.quota_view(viewer.as_deref()), viewer.is_none());
     let snapshot = api.daemon.with_state(|s| {
         let viewer = viewer.as_deref();
         let mine = |tenant: &str| viewer.is_none_or(|v| v == tenant);
@@ -233,9 +276,134 @@ pub(super) async fn snapshot(State(api): State<Api>, headers: HeaderMap) -> Resu
             "gpus_total": gpus_total,
             "gpus_held": gpus_held,
             "reservations": reservations,
+            "quotas": quotas,
         })
     });
     Ok(Json(snapshot))
+}
+
+/// The quota section of a snapshot, from [`Daemon::quota_view`](crate::daemon::Daemon::quota_view)
+/// (which keeps to what the viewer may see: a tenant its own path — its group and the groups
+/// above it, their totals — the admin every node): `None` where there is no tree to show. The
+/// groups come in tree order, each under its parent, with its `depth` (0: under the cluster).
+///
+/// Where the tree is not enforced, the admin sees why and the groups as defined (no use); a
+/// tenant only that it is not — the reason names groups, its siblings' among them. How many jobs
+/// the last round reclaimed, all tenants' together, is the admin's too.
+pub fn quota_section(view: &Value, admin: bool) -> Option<Value> {
+    let enforced = view["enforced"].as_bool().unwrap_or(false);
+    let error = view["error"].as_str();
+    let definitions = view["definitions"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let (groups, gpu_types): (Vec<Value>, Vec<Value>) = if enforced {
+        let groups = view["groups"].as_array().cloned().unwrap_or_default();
+        let types = view["gpu_types"].as_array().cloned().unwrap_or_default();
+        (groups, types)
+    } else if admin {
+        defined_groups(definitions)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    if !enforced && error.is_none() && groups.is_empty() {
+        return None;
+    }
+    let error = error.map(|e| {
+        if admin {
+            e.to_string()
+        } else {
+            "the quota tree does not fit the cluster (the admin is told why)".to_string()
+        }
+    });
+    Some(json!({
+        "enforced": enforced,
+        "error": error,
+        "gpu_types": gpu_types,
+        "groups": in_tree_order(groups),
+        "scope": if admin { "all" } else { "own path" },
+        "reclaimed_last_round": if admin { view["reclaimed_last_round"].clone() } else { Value::Null },
+    }))
+}
+
+/// Groups as the admin defined them (`QuotaGroup`s), shaped as the view's nodes with no use:
+/// what the page shows of a tree that is not enforced. With the GPU types they name, sorted.
+fn defined_groups(definitions: &[Value]) -> (Vec<Value>, Vec<Value>) {
+    let parents: BTreeSet<&str> = definitions
+        .iter()
+        .filter_map(|g| g["parent"].as_str())
+        .collect();
+    let mut types: BTreeSet<String> = BTreeSet::new();
+    let groups = definitions
+        .iter()
+        .map(|g| {
+            let mut gpus = serde_json::Map::new();
+            for (name, q) in g["gpus"].as_object().into_iter().flatten() {
+                types.insert(name.clone());
+                gpus.insert(name.clone(), json!({
+                    "guaranteed": q["guaranteed"].as_u64().unwrap_or(0),
+                    "borrowing_limit": q["borrowing_limit"], "lending_limit": q["lending_limit"],
+                    "held": null, "borrowed": null, "fair_share": null,
+                }));
+            }
+            let name = g["name"].as_str().unwrap_or_default();
+            json!({
+                "name": name, "parent": g["parent"],
+                "over_quota_weight": g.get("over_quota_weight").cloned().unwrap_or(json!(1.0)),
+                "gpus": gpus, "leaf": !parents.contains(name), "borrowing_jobs": [],
+            })
+        })
+        .collect();
+    (groups, types.into_iter().map(Value::from).collect())
+}
+
+/// `groups` (each naming its `parent`, or none under the cluster) ordered depth first, each
+/// right under its parent and its siblings in the order given, with its `depth`. A group whose
+/// parent is not among them counts as under the cluster; none is lost or shown twice.
+fn in_tree_order(groups: Vec<Value>) -> Vec<Value> {
+    let names: BTreeSet<String> = groups
+        .iter()
+        .filter_map(|g| g["name"].as_str().map(str::to_string))
+        .collect();
+    let parent_of = |g: &Value| {
+        g["parent"]
+            .as_str()
+            .filter(|p| names.contains(*p) && Some(*p) != g["name"].as_str())
+            .map(str::to_string)
+    };
+    let mut children: std::collections::BTreeMap<Option<String>, Vec<usize>> =
+        std::collections::BTreeMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        children.entry(parent_of(g)).or_default().push(i);
+    }
+    let mut placed = vec![false; groups.len()];
+    let mut order: Vec<(usize, usize)> = Vec::with_capacity(groups.len());
+    // Depth first from the groups under the cluster; then any left (a cycle) at the top.
+    let mut starts: Vec<usize> = children.get(&None).cloned().unwrap_or_default();
+    starts.extend(0..groups.len());
+    for start in starts {
+        let mut stack = vec![(start, 0)];
+        while let Some((i, depth)) = stack.pop() {
+            if std::mem::replace(&mut placed[i], true) {
+                continue;
+            }
+            order.push((i, depth));
+            let name = groups[i]["name"].as_str().map(str::to_string);
+            if let Some(kids) = name.and_then(|n| children.get(&Some(n))) {
+                stack.extend(kids.iter().rev().map(|&k| (k, depth + 1)));
+            }
+        }
+    }
+    let mut groups: Vec<Option<Value>> = groups.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .filter_map(|(i, depth)| {
+            let mut g = groups[i].take()?;
+            if let Some(fields) = g.as_object_mut() {
+                fields.insert("depth".to_string(), Value::from(depth));
+            }
+            Some(g)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -247,7 +415,10 @@ mod tests {
     fn tenants_get_distinct_palette_colours_in_their_order() {
         // Issue 33: a hash of the names gave team-a and team-b the same purple.
         let colors = tenant_colors(["team-a", "team-b"]);
-        let (a, b) = (colors["team-a"].as_str().expect("a colour"), colors["team-b"].as_str().expect("a colour"));
+        let (a, b) = (
+            colors["team-a"].as_str().expect("a colour"),
+            colors["team-b"].as_str().expect("a colour"),
+        );
         assert_ne!(a, b);
         assert!(TENANT_PALETTE.contains(&a) && TENANT_PALETTE.contains(&b));
         // Every tenant of a palette's worth is told apart.
@@ -262,6 +433,105 @@ mod tests {
         assert_eq!(weights_note(PolicyKind::Hierarchical), None);
         assert_eq!(weights_note(PolicyKind::Vtc), None);
         let note = weights_note(PolicyKind::Las).expect("las ignores weights");
-        assert!(note.starts_with("the policy (las) does not use weights"), "{note}");
+        assert!(
+            note.starts_with("the policy (las) does not use weights"),
+            "{note}"
+        );
+    }
+
+    fn node(name: &str, parent: Option<&str>, guaranteed: u32, held: u32) -> Value {
+        json!({ "name": name, "parent": parent, "over_quota_weight": 1.0, "leaf": true, "borrowing_jobs": [],
+            "gpus": { "a100": { "guaranteed": guaranteed, "borrowing_limit": null, "lending_limit": null,
+                "held": held, "borrowed": held.saturating_sub(guaranteed), "fair_share": 1.5 } } })
+    }
+
+    fn names_and_depths(section: &Value) -> Vec<(String, u64)> {
+        section["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .map(|g| {
+                (
+                    g["name"].as_str().expect("a name").to_string(),
+                    g["depth"].as_u64().expect("a depth"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_tree_shows_nothing() {
+        let none = json!({ "enforced": false, "error": null, "groups": [], "definitions": [] });
+        assert_eq!(quota_section(&none, true), None);
+        assert_eq!(quota_section(&none, false), None);
+    }
+
+    #[test]
+    fn groups_come_each_under_its_parent_with_its_depth() {
+        // The tree's index order (parents first, not each right under its own) ...
+        let view = json!({ "enforced": true, "error": null, "gpu_types": ["a100"], "reclaimed_last_round": 1,
+            "groups": [node("org", None, 4, 3), node("b", None, 2, 1), node("team-a", Some("org"), 2, 3),
+                node("team-c", Some("org"), 2, 0), node("sub", Some("team-a"), 1, 1), node("(other tenants)", None, 0, 0)],
+            "definitions": [] });
+        let section = quota_section(&view, true).expect("a tree");
+        // ... shown depth first.
+        assert_eq!(
+            names_and_depths(&section),
+            [
+                ("org", 0),
+                ("team-a", 1),
+                ("sub", 2),
+                ("team-c", 1),
+                ("b", 0),
+                ("(other tenants)", 0)
+            ]
+            .map(|(n, d)| (n.to_string(), d))
+        );
+        assert_eq!(section["groups"][1]["gpus"]["a100"]["borrowed"], 1);
+        assert_eq!(section["reclaimed_last_round"], 1);
+        assert_eq!(section["scope"], "all");
+        // A parent not shown, or a loop, loses no group and shows none twice.
+        let odd = in_tree_order(vec![
+            node("x", Some("y"), 0, 0),
+            node("y", Some("x"), 0, 0),
+            node("z", Some("gone"), 0, 0),
+            node("self", Some("self"), 0, 0),
+        ]);
+        let mut seen: Vec<&str> = odd.iter().filter_map(|g| g["name"].as_str()).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, ["self", "x", "y", "z"]);
+    }
+
+    #[test]
+    fn a_tenant_is_not_told_why_a_tree_is_not_enforced_nor_the_clusters_reclaims() {
+        // The reason names groups: a sibling's among them.
+        let error = "quota group `team-a`: unknown GPU type `h100`";
+        let admin_view = json!({ "enforced": false, "error": error, "groups": [],
+            "definitions": [{ "name": "org", "gpus": { "a100": { "guaranteed": 4, "borrowing_limit": 2 } } },
+                { "name": "team-a", "parent": "org", "over_quota_weight": 2.0, "gpus": { "h100": { "guaranteed": 2 } } }] });
+        let admin = quota_section(&admin_view, true).expect("the admin's");
+        assert_eq!(admin["error"], error);
+        assert_eq!(admin["enforced"], false);
+        assert_eq!(admin["gpu_types"], json!(["a100", "h100"]));
+        assert_eq!(
+            names_and_depths(&admin),
+            [("org".to_string(), 0), ("team-a".to_string(), 1)]
+        );
+        assert_eq!(admin["groups"][0]["leaf"], false);
+        assert_eq!(admin["groups"][0]["gpus"]["a100"]["borrowing_limit"], 2);
+        assert!(admin["groups"][0]["gpus"]["a100"]["held"].is_null());
+        assert_eq!(admin["groups"][1]["over_quota_weight"], 2.0);
+
+        let tenant_view =
+            json!({ "enforced": false, "error": error, "groups": [], "definitions": [] });
+        let tenant = quota_section(&tenant_view, false).expect("the tenant is told");
+        let text = tenant.to_string();
+        assert!(!text.contains("team-a") && !text.contains("h100"), "{text}");
+        assert_eq!(tenant["groups"], json!([]));
+        let enforced = json!({ "enforced": true, "error": null, "gpu_types": ["a100"], "reclaimed_last_round": 3,
+            "groups": [node("b", None, 2, 1)], "definitions": [] });
+        let tenant = quota_section(&enforced, false).expect("its path");
+        assert!(tenant["reclaimed_last_round"].is_null());
+        assert_eq!(tenant["scope"], "own path");
     }
 }

@@ -2,13 +2,13 @@
 //! a tenant would mind in a shared file (`records::history`), a page at a time. `arbiter history
 //! export` reads it into a native trace for `arbiter whatif`.
 
-use super::{query, Api, ApiError};
+use super::{Api, ApiError, query};
 use crate::records::history::HistoryPage;
 use crate::records::usage::parse_since;
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
-use axum::Json;
 use serde::Deserialize;
 
 /// Jobs per page unless `?limit=` says otherwise, and the most it may say (an entry is a few
@@ -28,17 +28,28 @@ pub(super) struct HistoryQuery {
     limit: Option<usize>,
 }
 
-pub(super) async fn history(State(api): State<Api>, headers: HeaderMap, q: Result<Query<HistoryQuery>, QueryRejection>) -> Result<Json<HistoryPage>, ApiError> {
+pub(super) async fn history(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    q: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Result<Json<HistoryPage>, ApiError> {
     api.admin(&headers)?;
     let q = query(q)?;
     let since = match q.since.as_deref() {
         None => i64::MIN,
-        Some(text) => parse_since(text, api.daemon.now_s()).map_err(|e| ApiError::bad("since", e))?,
+        Some(text) => {
+            parse_since(text, api.daemon.now_s()).map_err(|e| ApiError::bad("since", e))?
+        }
     };
     let limit = match q.limit {
         None => DEFAULT_HISTORY_PAGE,
         Some(n) if (1..=MAX_HISTORY_PAGE).contains(&n) => n,
-        Some(n) => return Err(ApiError::bad("limit", format!("{n} is not in 1..={MAX_HISTORY_PAGE}"))),
+        Some(n) => {
+            return Err(ApiError::bad(
+                "limit",
+                format!("{n} is not in 1..={MAX_HISTORY_PAGE}"),
+            ));
+        }
     };
     Ok(Json(api.daemon.history_page(q.after, since, limit)))
 }

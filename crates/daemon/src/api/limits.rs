@@ -36,7 +36,10 @@ pub struct TenantLimits {
 
 impl Default for TenantLimits {
     fn default() -> Self {
-        TenantLimits { max_connections_per_tenant: 64, max_requests_in_flight_per_tenant: 16 }
+        TenantLimits {
+            max_connections_per_tenant: 64,
+            max_requests_in_flight_per_tenant: 16,
+        }
     }
 }
 
@@ -48,7 +51,9 @@ pub(crate) struct Counts<K: Ord> {
 
 impl<K: Ord> Default for Counts<K> {
     fn default() -> Self {
-        Counts { held: Mutex::new(BTreeMap::new()) }
+        Counts {
+            held: Mutex::new(BTreeMap::new()),
+        }
     }
 }
 
@@ -61,7 +66,10 @@ impl<K: Ord + Clone + Send + 'static> Counts<K> {
             return Err(*n);
         }
         *n += 1;
-        Ok(Held { counts: self.clone(), key: key.clone() })
+        Ok(Held {
+            counts: self.clone(),
+            key: key.clone(),
+        })
     }
 
     fn give_back(&self, key: &K) {
@@ -98,7 +106,10 @@ pub(crate) struct TenantShares {
 
 impl TenantShares {
     pub(crate) fn new(limits: TenantLimits) -> Self {
-        TenantShares { limits, ..Default::default() }
+        TenantShares {
+            limits,
+            ..Default::default()
+        }
     }
 }
 
@@ -151,13 +162,28 @@ fn socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
         (p, l) if p.is_ipv4() == l.is_ipv4() => (p, l),
         _ => (peer, local),
     };
-    use nix::sys::socket::{recv, sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType};
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
+        socket,
+    };
     use std::os::fd::AsRawFd;
-    let fd = socket(AddressFamily::Netlink, SockType::Datagram, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkSockDiag).ok()?;
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )
+    .ok()?;
     // A kernel that does not answer at once does not hold up the connection.
     let timeout = nix::sys::time::TimeVal::new(0, 100_000);
     nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &timeout).ok()?;
-    sendto(fd.as_raw_fd(), &diag_request(peer, local), &NetlinkAddr::new(0, 0), MsgFlags::empty()).ok()?;
+    sendto(
+        fd.as_raw_fd(),
+        &diag_request(peer, local),
+        &NetlinkAddr::new(0, 0),
+        MsgFlags::empty(),
+    )
+    .ok()?;
     let mut answer = [0u8; 1024];
     let n = recv(fd.as_raw_fd(), &mut answer, MsgFlags::empty()).ok()?;
     diag_uid(answer.get(..n)?)
@@ -214,41 +240,70 @@ fn tenant_of(api: &Api, request: &Request) -> Option<String> {
     if let Some(tenant) = api.daemon.tenant_by_token_hash(&hash) {
         return Some(tenant);
     }
-    let id = request.uri().path().strip_prefix("/v1/jobs/")?.strip_suffix("/progress")?.parse().ok()?;
+    let id = request
+        .uri()
+        .path()
+        .strip_prefix("/v1/jobs/")?
+        .strip_suffix("/progress")?
+        .parse()
+        .ok()?;
     api.daemon.tenant_of_run_token(id, &hash)
 }
 
 fn refused(status: StatusCode, message: String, close: bool) -> Response {
-    let mut response = (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
+    let mut response =
+        (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
     let headers = response.headers_mut();
-    headers.insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+    headers.insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
     if close {
-        headers.insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+        headers.insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
     }
     response
 }
 
 /// The per-tenant shares: a request naming a tenant counts its connection for that tenant (the
 /// first such request does) and itself as in flight while it is handled.
-pub(crate) async fn tenant_shares(State(api): State<Api>, request: Request, next: Next) -> Response {
-    let Some(tenant) = tenant_of(&api, &request) else { return next.run(request).await };
+pub(crate) async fn tenant_shares(
+    State(api): State<Api>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(tenant) = tenant_of(&api, &request) else {
+        return next.run(request).await;
+    };
     let shares = api.shares.clone();
     if let Some(connection) = request.extensions().get::<Arc<ConnectionShare>>() {
         let mut counted = connection.tenant.lock().unwrap_or_else(|p| p.into_inner());
         if counted.is_none() {
-            match shares.connections.take(&tenant, shares.limits.max_connections_per_tenant) {
+            match shares
+                .connections
+                .take(&tenant, shares.limits.max_connections_per_tenant)
+            {
                 Ok(held) => *counted = Some(held),
                 Err(n) => {
-                    let message = format!("tenant {tenant} has {n} connections open, the most it may (max_connections_per_tenant); reuse one or close some");
+                    let message = format!(
+                        "tenant {tenant} has {n} connections open, the most it may (max_connections_per_tenant); reuse one or close some"
+                    );
                     return refused(StatusCode::TOO_MANY_REQUESTS, message, true);
                 }
             }
         }
     }
-    let _in_flight = match shares.in_flight.take(&tenant, shares.limits.max_requests_in_flight_per_tenant) {
+    let _in_flight = match shares
+        .in_flight
+        .take(&tenant, shares.limits.max_requests_in_flight_per_tenant)
+    {
         Ok(held) => held,
         Err(n) => {
-            let message = format!("tenant {tenant} has {n} requests in flight, the most it may (max_requests_in_flight_per_tenant); retry in a second");
+            let message = format!(
+                "tenant {tenant} has {n} requests in flight, the most it may (max_requests_in_flight_per_tenant); retry in a second"
+            );
             return refused(StatusCode::TOO_MANY_REQUESTS, message, false);
         }
     };
@@ -266,7 +321,10 @@ mod tests {
         let first = counts.take(&a, 2).expect("one");
         let second = counts.take(&a, 2).expect("two");
         assert_eq!(counts.take(&a, 2).err(), Some(2));
-        assert!(counts.take(&"b".to_string(), 2).is_ok(), "another key has its own share");
+        assert!(
+            counts.take(&"b".to_string(), 2).is_ok(),
+            "another key has its own share"
+        );
         drop(first);
         let _third = counts.take(&a, 2).expect("one was given back");
         drop(second);
@@ -291,6 +349,9 @@ mod tests {
         let me = nix::unistd::Uid::effective().as_raw();
         assert_eq!(Client::of(peer, local), Client::LocalUser(me));
         let remote: SocketAddr = "10.1.2.3:4000".parse().expect("addr");
-        assert_eq!(Client::of(remote, local), Client::Address("10.1.2.3".parse().expect("ip")));
+        assert_eq!(
+            Client::of(remote, local),
+            Client::Address("10.1.2.3".parse().expect("ip"))
+        );
     }
 }

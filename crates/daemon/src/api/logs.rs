@@ -18,7 +18,12 @@ pub(super) struct LogQuery {
 /// [`MAX_LOG_RESPONSE_BYTES`] per response. Headers say which part of how much was sent:
 /// `x-arbiter-log-size` (the whole file), `x-arbiter-log-start` (first byte sent) and
 /// `x-arbiter-log-truncated: true` when bytes inside the window asked for were left out by the cap.
-pub(super) async fn job_logs(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>, q: Result<Query<LogQuery>, QueryRejection>) -> Result<Response, ApiError> {
+pub(super) async fn job_logs(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    q: Result<Query<LogQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let caller = api.caller(&headers)?;
     let q = query(q)?;
     let id = api.daemon.job_ref(&id)?;
@@ -26,26 +31,59 @@ pub(super) async fn job_logs(State(api): State<Api>, headers: HeaderMap, Path(id
     let cap = match q.max_bytes {
         None => MAX_LOG_RESPONSE_BYTES,
         Some(n) if (1..=MAX_LOG_RESPONSE_BYTES).contains(&n) => n,
-        Some(n) => return Err(ApiError::bad("max_bytes", format!("{n} is not in 1..={MAX_LOG_RESPONSE_BYTES}"))),
+        Some(n) => {
+            return Err(ApiError::bad(
+                "max_bytes",
+                format!("{n} is not in 1..={MAX_LOG_RESPONSE_BYTES}"),
+            ));
+        }
     };
     if q.tail_bytes.is_some() && q.offset.is_some() {
-        return Err(ApiError::bad("tail_bytes", "give tail_bytes or offset, not both"));
+        return Err(ApiError::bad(
+            "tail_bytes",
+            "give tail_bytes or offset, not both",
+        ));
     }
     let path = api.daemon.log_path(id);
     // No log yet (the job has not run): an empty one.
     let (file, size) = match tokio::fs::File::open(&path).await {
         Ok(file) => {
-            let size = file.metadata().await.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("log of job {id}: {e}")))?.len();
+            let size = file
+                .metadata()
+                .await
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("log of job {id}: {e}"),
+                    )
+                })?
+                .len();
             (Some(file), size)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, 0),
-        Err(e) => return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("log of job {id}: {e}"))),
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("log of job {id}: {e}"),
+            ));
+        }
     };
     let (start, end, truncated) = log_window(size, q.tail_bytes, q.offset, cap);
     let body = match file {
         Some(mut file) if end > start => {
-            file.seek(std::io::SeekFrom::Start(start)).await.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("log of job {id}: {e}")))?;
-            Body::new(FileWindow { file, remaining: end - start, buf: vec![0; 64 * 1024].into_boxed_slice() })
+            file.seek(std::io::SeekFrom::Start(start))
+                .await
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("log of job {id}: {e}"),
+                    )
+                })?;
+            Body::new(FileWindow {
+                file,
+                remaining: end - start,
+                buf: vec![0; 64 * 1024].into_boxed_slice(),
+            })
         }
         _ => Body::empty(),
     };
@@ -60,7 +98,12 @@ pub(super) async fn job_logs(State(api): State<Api>, headers: HeaderMap, Path(id
 
 /// The byte range `[start, end)` of a log of `size` bytes to send, and whether the cap left out
 /// bytes the caller asked for: the last `tail` bytes, or from `offset` to the end; at most `cap`.
-pub(super) fn log_window(size: u64, tail: Option<u64>, offset: Option<u64>, cap: u64) -> (u64, u64, bool) {
+pub(super) fn log_window(
+    size: u64,
+    tail: Option<u64>,
+    offset: Option<u64>,
+    cap: u64,
+) -> (u64, u64, bool) {
     match tail {
         Some(tail) => {
             let wanted = tail.min(size);
@@ -86,19 +129,27 @@ impl HttpBody for FileWindow {
     type Data = Bytes;
     type Error = std::io::Error;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = self.get_mut();
         if this.remaining == 0 {
             return Poll::Ready(None);
         }
-        let want = usize::try_from(this.remaining).unwrap_or(usize::MAX).min(this.buf.len());
+        let want = usize::try_from(this.remaining)
+            .unwrap_or(usize::MAX)
+            .min(this.buf.len());
         let mut read = ReadBuf::new(&mut this.buf[..want]);
         match Pin::new(&mut this.file).poll_read(cx, &mut read) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
             Poll::Ready(Ok(())) if read.filled().is_empty() => {
                 this.remaining = 0;
-                Poll::Ready(Some(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the log shrank while it was being sent"))))
+                Poll::Ready(Some(Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the log shrank while it was being sent",
+                ))))
             }
             Poll::Ready(Ok(())) => {
                 let chunk = Bytes::copy_from_slice(read.filled());

@@ -15,17 +15,17 @@ use crate::records::holders::GpuHolders;
 use crate::records::job::{JobRecord, JobState, SubmitRequest};
 use crate::records::progress::ProgressReport;
 use crate::records::store::Tenant;
-use crate::security::auth::{sha256_hex, Caller};
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use crate::security::auth::{Caller, sha256_hex};
 use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::{json, Value};
 use http_body::{Frame, SizeHint};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -38,6 +38,7 @@ pub mod history;
 mod limits;
 mod logs;
 mod openapi;
+mod quotas;
 mod reservations;
 mod server;
 mod tenants;
@@ -45,11 +46,11 @@ mod usage;
 mod webhooks;
 
 pub use dashboard::page_weight_bytes;
-pub use openapi::openapi_document;
 pub use limits::TenantLimits;
-pub use server::{serve_connections, ConnectionLimits};
 use logs::job_logs;
 use openapi::openapi;
+pub use openapi::openapi_document;
+pub use server::{ConnectionLimits, serve_connections};
 use tenants::{add_tenant, list_tenants, remove_tenant, rotate_tenant_token, update_tenant};
 
 /// Shared by every handler.
@@ -69,7 +70,14 @@ pub struct Api {
 }
 
 /// The job states `?state=` accepts.
-pub const JOB_STATES: [&str; 6] = ["queued", "running", "stopping", "succeeded", "failed", "cancelled"];
+pub const JOB_STATES: [&str; 6] = [
+    "queued",
+    "running",
+    "stopping",
+    "succeeded",
+    "failed",
+    "cancelled",
+];
 
 /// Responses of `GET /v1/jobs/{id}/logs` are at most this long unless `?max_bytes=` asks for less.
 pub const MAX_LOG_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
@@ -84,12 +92,20 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), field: None }
+        ApiError {
+            status,
+            message: message.into(),
+            field: None,
+        }
     }
 
     /// 400 naming `field`; the message starts with the field's name.
     fn bad(field: &'static str, reason: impl std::fmt::Display) -> Self {
-        ApiError { status: StatusCode::BAD_REQUEST, message: format!("{field}: {reason}"), field: Some(field) }
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("{field}: {reason}"),
+            field: Some(field),
+        }
     }
 }
 
@@ -109,9 +125,17 @@ impl From<RequestError> for ApiError {
             RequestError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, e.to_string()),
             RequestError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, e.to_string()),
             RequestError::Ended(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
-            RequestError::Invalid(f) => ApiError { status: StatusCode::BAD_REQUEST, message: f.to_string(), field: Some(f.field) },
-            RequestError::Store(s) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, s.to_string()),
-            RequestError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            RequestError::Invalid(f) => ApiError {
+                status: StatusCode::BAD_REQUEST,
+                message: f.to_string(),
+                field: Some(f.field),
+            },
+            RequestError::Store(s) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, s.to_string())
+            }
+            RequestError::Unavailable(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            }
             RequestError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
             RequestError::WrongJobToken(_) => ApiError::new(StatusCode::FORBIDDEN, e.to_string()),
             RequestError::TooMany(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
@@ -139,7 +163,13 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 impl Api {
     /// The API of `daemon`, whose admin token hashes to `admin_token_sha256`.
     pub fn new(daemon: Daemon, admin_token_sha256: String) -> Self {
-        Api { daemon, admin_token_sha256, tenant_changes: Arc::default(), shares: Arc::new(limits::TenantShares::new(TenantLimits::default())), metrics_token_sha256: None }
+        Api {
+            daemon,
+            admin_token_sha256,
+            tenant_changes: Arc::default(),
+            shares: Arc::new(limits::TenantShares::new(TenantLimits::default())),
+            metrics_token_sha256: None,
+        }
     }
 
     /// This API with per-tenant limits `limits` (default: [`TenantLimits::default`]).
@@ -156,12 +186,20 @@ impl Api {
     }
 
     fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
-        let token = bearer_token(headers).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing `Authorization: Bearer <token>`"))?;
+        let token = bearer_token(headers).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing `Authorization: Bearer <token>`",
+            )
+        })?;
         let hash = sha256_hex(token);
         if hash == self.admin_token_sha256 {
             return Ok(Caller::Admin);
         }
-        self.daemon.tenant_by_token_hash(&hash).map(Caller::Tenant).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
+        self.daemon
+            .tenant_by_token_hash(&hash)
+            .map(Caller::Tenant)
+            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
     }
 
     fn admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -185,20 +223,36 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         let handled = async {
             let (parts, body) = request.into_parts();
             match axum::body::to_bytes(body, max_request_bytes).await {
-                Ok(bytes) => next.run(axum::extract::Request::from_parts(parts, Body::from(bytes))).await,
+                Ok(bytes) => {
+                    next.run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+                        .await
+                }
                 Err(_) => body_refused(max_request_bytes),
             }
         };
         let mut response = match tokio::time::timeout(request_timeout, handled).await {
             Ok(response) => response,
-            Err(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, format!("the request took longer than {} s (request_timeout_s)", request_timeout.as_secs_f64())).into_response(),
+            Err(_) => ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request took longer than {} s (request_timeout_s)",
+                    request_timeout.as_secs_f64()
+                ),
+            )
+            .into_response(),
         };
         // Answers carry one caller's data (and logs and error texts echo tenants' text): never
         // cached, never sniffed into another type.
         let headers = response.headers_mut();
-        headers.entry(axum::http::header::CACHE_CONTROL).or_insert(axum::http::HeaderValue::from_static("no-store"));
-        headers.entry(axum::http::header::X_CONTENT_TYPE_OPTIONS).or_insert(axum::http::HeaderValue::from_static("nosniff"));
-        headers.entry(axum::http::header::VARY).or_insert(axum::http::HeaderValue::from_static("Authorization"));
+        headers
+            .entry(axum::http::header::CACHE_CONTROL)
+            .or_insert(axum::http::HeaderValue::from_static("no-store"));
+        headers
+            .entry(axum::http::header::X_CONTENT_TYPE_OPTIONS)
+            .or_insert(axum::http::HeaderValue::from_static("nosniff"));
+        headers
+            .entry(axum::http::header::VARY)
+            .or_insert(axum::http::HeaderValue::from_static("Authorization"));
         response
     };
     Router::new()
@@ -208,13 +262,27 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         .route("/v1/jobs/{id}/logs", get(job_logs))
         .route("/v1/jobs/{id}/progress", post(report_progress))
         .route("/v1/cluster", get(cluster))
-        .route("/v1/reservations", get(reservations::list).post(reservations::add))
-        .route("/v1/reservations/{id}", axum::routing::delete(reservations::delete))
+        .route(
+            "/v1/reservations",
+            get(reservations::list).post(reservations::add),
+        )
+        .route(
+            "/v1/reservations/{id}",
+            axum::routing::delete(reservations::delete),
+        )
+        .route("/v1/quotas", get(quotas::show))
+        .route(
+            "/v1/quotas/{name}",
+            axum::routing::put(quotas::set).delete(quotas::delete),
+        )
         .route("/v1/pairs", get(pairs))
         .route("/v1/history", get(history::history))
         .route("/v1/usage", get(usage::usage))
         .route("/v1/tenants", get(list_tenants).post(add_tenant))
-        .route("/v1/tenants/{name}", patch(update_tenant).delete(remove_tenant))
+        .route(
+            "/v1/tenants/{name}",
+            patch(update_tenant).delete(remove_tenant),
+        )
         .route("/v1/tenants/{name}/token", post(rotate_tenant_token))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
@@ -226,7 +294,10 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
         // The body limit is the one `deadline` enforces while reading every body (413), not
         // axum's per-extractor one.
         .layer(DefaultBodyLimit::disable())
-        .layer(axum::middleware::from_fn_with_state(api.clone(), limits::tenant_shares))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            limits::tenant_shares,
+        ))
         .layer(axum::middleware::from_fn(deadline))
         .with_state(api)
 }
@@ -235,7 +306,10 @@ pub fn router(api: Api, max_request_bytes: usize, request_timeout: std::time::Du
 /// closed — the rest of the body is still on it — with a header that says so.
 fn body_refused(max_request_bytes: usize) -> Response {
     let mut response = ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is over {max_request_bytes} bytes (max_request_bytes) or was not sent whole")).into_response();
-    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
     response
 }
 
@@ -249,14 +323,26 @@ struct SubmitQuery {
 /// A query string that does not parse (`?tail_bytes=x`) is a 400 naming the parameter, in the
 /// same JSON shape as every other error.
 fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    q.map(|Query(v)| v).map_err(|rejection| ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text()))
+    q.map(|Query(v)| v)
+        .map_err(|rejection| ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text()))
 }
 
 /// Checks an admin's `?tenant=`: a tenant that exists, or `admin` (the admin's own jobs); with
 /// `or_has_jobs`, also a removed tenant that still has jobs on record.
 fn known_tenant(api: &Api, tenant: &str, or_has_jobs: bool) -> Result<(), ApiError> {
-    let known = tenant == "admin" || api.daemon.with_state(|s| s.tenants.contains_key(tenant) || (or_has_jobs && s.jobs.iter().any(|j| j.tenant == tenant)));
-    if known { Ok(()) } else { Err(ApiError::bad("tenant", format!("unknown tenant `{tenant}` (`arbiter tenants` lists them)"))) }
+    let known = tenant == "admin"
+        || api.daemon.with_state(|s| {
+            s.tenants.contains_key(tenant)
+                || (or_has_jobs && s.jobs.iter().any(|j| j.tenant == tenant))
+        });
+    if known {
+        Ok(())
+    } else {
+        Err(ApiError::bad(
+            "tenant",
+            format!("unknown tenant `{tenant}` (`arbiter tenants` lists them)"),
+        ))
+    }
 }
 
 async fn submit(
@@ -270,14 +356,33 @@ async fn submit(
     let mut request = json_body(body)?;
     // The `Idempotency-Key` header is another way to give `client_request_id`.
     if let Some(value) = headers.get("idempotency-key") {
-        let key = value.to_str().map_err(|_| ApiError::bad("client_request_id", "the Idempotency-Key header is not visible ASCII"))?.trim().to_string();
+        let key = value
+            .to_str()
+            .map_err(|_| {
+                ApiError::bad(
+                    "client_request_id",
+                    "the Idempotency-Key header is not visible ASCII",
+                )
+            })?
+            .trim()
+            .to_string();
         match &request.client_request_id {
-            Some(given) if *given != key => return Err(ApiError::bad("client_request_id", format!("`{given}` differs from the Idempotency-Key header `{key}`"))),
+            Some(given) if *given != key => {
+                return Err(ApiError::bad(
+                    "client_request_id",
+                    format!("`{given}` differs from the Idempotency-Key header `{key}`"),
+                ));
+            }
             _ => request.client_request_id = Some(key),
         }
     }
     let tenant = match (&caller, q.tenant) {
-        (Caller::Tenant(t), Some(asked)) if asked != *t => return Err(ApiError::new(StatusCode::FORBIDDEN, "a tenant can only submit its own jobs")),
+        (Caller::Tenant(t), Some(asked)) if asked != *t => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "a tenant can only submit its own jobs",
+            ));
+        }
         (Caller::Tenant(t), _) => t.clone(),
         (Caller::Admin, Some(t)) => {
             known_tenant(&api, &t, false)?;
@@ -309,16 +414,32 @@ fn job_json(job: &JobRecord, holders: &GpuHolders, viewer: Option<&str>, now_uni
     if let Some(o) = v.as_object_mut() {
         o.remove("token_sha256");
         o.remove("measurements");
-        o.insert("executed_s".into(), Value::from(job.executed_s_at(now_unix_s)));
-        o.insert("shares_gpus_with".into(), serde_json::to_value(holders.shared_with(job, viewer)).unwrap_or(Value::Null));
+        o.insert(
+            "executed_s".into(),
+            Value::from(job.executed_s_at(now_unix_s)),
+        );
+        o.insert(
+            "shares_gpus_with".into(),
+            serde_json::to_value(holders.shared_with(job, viewer)).unwrap_or(Value::Null),
+        );
     }
     v
 }
 
 /// Who holds the GPUs `jobs` hold now (read only when one of them holds any).
 fn holders_for(api: &Api, jobs: &[&JobRecord]) -> GpuHolders {
-    let gpus: std::collections::BTreeSet<u32> = jobs.iter().filter_map(|j| j.state.gpus()).flatten().copied().collect();
-    if gpus.is_empty() { GpuHolders::default() } else { api.daemon.with_state(|s| GpuHolders::of_gpus(&s.jobs, &gpus)) }
+    let gpus: std::collections::BTreeSet<u32> = jobs
+        .iter()
+        .filter_map(|j| j.state.gpus())
+        .flatten()
+        .copied()
+        .collect();
+    if gpus.is_empty() {
+        GpuHolders::default()
+    } else {
+        api.daemon
+            .with_state(|s| GpuHolders::of_gpus(&s.jobs, &gpus))
+    }
 }
 
 #[derive(Deserialize)]
@@ -338,17 +459,28 @@ pub const MAX_JOBS_PAGE: usize = 10_000;
 /// least one job): `next_after` then names the rest.
 pub const MAX_JOBS_PAGE_BYTES: u64 = 4 << 20;
 
-async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<ListQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+async fn list_jobs(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
     let q = query(q)?;
     if let Some(state) = q.state.as_deref()
-        && !JOB_STATES.contains(&state) {
-            return Err(ApiError::bad("state", format!("unknown state `{state}`; one of {}", JOB_STATES.join(", "))));
-        }
+        && !JOB_STATES.contains(&state)
+    {
+        return Err(ApiError::bad(
+            "state",
+            format!("unknown state `{state}`; one of {}", JOB_STATES.join(", ")),
+        ));
+    }
     let tenant = match &caller {
         Caller::Tenant(t) => {
             if q.tenant.as_ref().is_some_and(|asked| asked != t) {
-                return Err(ApiError::new(StatusCode::FORBIDDEN, "a tenant can only list its own jobs"));
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "a tenant can only list its own jobs",
+                ));
             }
             Some(t.clone())
         }
@@ -362,27 +494,57 @@ async fn list_jobs(State(api): State<Api>, headers: HeaderMap, q: Result<Query<L
     let limit = match q.limit {
         None => DEFAULT_JOBS_PAGE,
         Some(n) if (1..=MAX_JOBS_PAGE).contains(&n) => n,
-        Some(n) => return Err(ApiError::bad("limit", format!("{n} is not in 1..={MAX_JOBS_PAGE}"))),
+        Some(n) => {
+            return Err(ApiError::bad(
+                "limit",
+                format!("{n} is not in 1..={MAX_JOBS_PAGE}"),
+            ));
+        }
     };
-    let (jobs, more) = api.daemon.jobs_page(tenant.as_deref(), q.state.as_deref(), q.after, limit, MAX_JOBS_PAGE_BYTES);
-    let next_after = if more { jobs.last().map(|j| j.id) } else { None };
+    let (jobs, more) = api.daemon.jobs_page(
+        tenant.as_deref(),
+        q.state.as_deref(),
+        q.after,
+        limit,
+        MAX_JOBS_PAGE_BYTES,
+    );
+    let next_after = if more {
+        jobs.last().map(|j| j.id)
+    } else {
+        None
+    };
     let holders = holders_for(&api, &jobs.iter().collect::<Vec<_>>());
     let viewer = caller.tenant();
     let now = api.daemon.now_s();
-    Ok(Json(json!({ "jobs": jobs.iter().map(|j| job_json(j, &holders, viewer, now)).collect::<Vec<_>>(), "next_after": next_after })))
+    Ok(Json(
+        json!({ "jobs": jobs.iter().map(|j| job_json(j, &holders, viewer, now)).collect::<Vec<_>>(), "next_after": next_after }),
+    ))
 }
 
-async fn show_job(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn show_job(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
     let id = api.daemon.job_ref(&id)?;
     let job = api.daemon.job(id, caller.tenant())?;
     let holders = holders_for(&api, &[&job]);
-    Ok(Json(job_json(&job, &holders, caller.tenant(), api.daemon.now_s())))
+    Ok(Json(job_json(
+        &job,
+        &holders,
+        caller.tenant(),
+        api.daemon.now_s(),
+    )))
 }
 
 /// Cancels a job; an array's id (`12`, not `12_0`) cancels every task of the array, as
 /// `scancel` does.
-async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(text): Path<String>) -> Result<(StatusCode, Json<Value>), ApiError> {
+async fn cancel_job(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(text): Path<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     let caller = api.caller(&headers)?;
     let tenant = caller.tenant().map(str::to_string);
     let id = api.daemon.job_ref(&text)?;
@@ -403,10 +565,21 @@ async fn cancel_job(State(api): State<Api>, headers: HeaderMap, Path(text): Path
     Ok((StatusCode::ACCEPTED, Json(body)))
 }
 
-async fn report_progress(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>, body: Result<Json<ProgressReport>, JsonRejection>) -> Result<StatusCode, ApiError> {
-    let token = bearer_token(&headers).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing the job token"))?.to_string();
+async fn report_progress(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(id): Path<u32>,
+    body: Result<Json<ProgressReport>, JsonRejection>,
+) -> Result<StatusCode, ApiError> {
+    let token = bearer_token(&headers)
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing the job token"))?
+        .to_string();
     let report = json_body(body)?;
-    report.validate().map_err(|f| ApiError { status: StatusCode::BAD_REQUEST, message: f.to_string(), field: Some(f.field) })?;
+    report.validate().map_err(|f| ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: f.to_string(),
+        field: Some(f.field),
+    })?;
     tokio::task::spawn_blocking(move || api.daemon.report_progress(id, &token, report))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
@@ -515,7 +688,11 @@ async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
             }
         }
     };
-    let tenant_series = if private { usage::tenant_metrics(&api.daemon) } else { String::new() };
+    let tenant_series = if private {
+        usage::tenant_metrics(&api.daemon)
+    } else {
+        String::new()
+    };
     let text = api.daemon.with_state(|s| {
         let mut by_state = std::collections::BTreeMap::new();
         for job in &s.jobs {
@@ -548,7 +725,6 @@ async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
     );
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -9,10 +9,16 @@ pub(super) async fn openapi() -> Json<Value> {
 /// The OpenAPI 3.1 description of the API (written by hand next to the handlers above).
 pub fn openapi_document() -> Value {
     let bearer = json!([{ "bearer": [] }]);
-    let id = json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "integer" } });
-    let name = json!({ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } });
+    let id =
+        json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "integer" } });
+    let name =
+        json!({ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } });
     let query = |name: &str, schema: Value, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description });
-    let tenant_param = query("tenant", json!({ "type": "string" }), "admin only: this tenant (400 if unknown)");
+    let tenant_param = query(
+        "tenant",
+        json!({ "type": "string" }),
+        "admin only: this tenant (400 if unknown)",
+    );
     json!({
         "openapi": "3.1.0",
         "info": { "title": "Arbiter", "version": env!("CARGO_PKG_VERSION"), "description": "GPU cluster scheduler daemon. Errors: {\"error\": ..., \"field\": ...}." },

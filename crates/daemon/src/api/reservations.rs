@@ -1,13 +1,13 @@
 //! `/v1/reservations`: the admin adds and deletes reservations and maintenance windows; every
 //! caller may list them (a tenant sees another tenant's reservation as "another tenant").
 
-use super::{json_body, Api, ApiError};
+use super::{Api, ApiError, json_body};
 use crate::records::reservation::{Reservation, ReservationRequest};
+use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::Json;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// A reservation as `viewer` may see it (`None`: the admin, who sees whose it is).
 pub(super) fn view(r: &Reservation, viewer: Option<&str>) -> Value {
@@ -23,13 +23,22 @@ pub(super) fn view(r: &Reservation, viewer: Option<&str>) -> Value {
     })
 }
 
-pub(super) async fn list(State(api): State<Api>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(
+    State(api): State<Api>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let caller = api.caller(&headers)?;
     let all = api.daemon.reservations();
-    Ok(Json(json!({ "reservations": all.iter().map(|r| view(r, caller.tenant())).collect::<Vec<_>>() })))
+    Ok(Json(
+        json!({ "reservations": all.iter().map(|r| view(r, caller.tenant())).collect::<Vec<_>>() }),
+    ))
 }
 
-pub(super) async fn add(State(api): State<Api>, headers: HeaderMap, body: Result<Json<ReservationRequest>, JsonRejection>) -> Result<(StatusCode, Json<Value>), ApiError> {
+pub(super) async fn add(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    body: Result<Json<ReservationRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     api.admin(&headers)?;
     let request = json_body(body)?;
     let added = tokio::task::spawn_blocking(move || api.daemon.add_reservation(request))
@@ -38,7 +47,11 @@ pub(super) async fn add(State(api): State<Api>, headers: HeaderMap, body: Result
     Ok((StatusCode::CREATED, Json(view(&added, None))))
 }
 
-pub(super) async fn delete(State(api): State<Api>, headers: HeaderMap, Path(id): Path<u32>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn delete(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(id): Path<u32>,
+) -> Result<Json<Value>, ApiError> {
     api.admin(&headers)?;
     tokio::task::spawn_blocking(move || api.daemon.delete_reservation(id))
         .await

@@ -32,14 +32,20 @@ pub(super) const TOO_MANY_FROM_CLIENT: &[u8] = b"HTTP/1.1 503 Service Unavailabl
 /// Serves `router` on `listener` (HTTP/1.1) within `limits` until `shutdown` completes; then
 /// stops accepting, lets requests in flight finish (at most `limits.drain`), and returns what
 /// `shutdown` gave.
-pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Router, limits: ConnectionLimits, shutdown: impl Future<Output = T>) -> T {
+pub async fn serve_connections<T>(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = T>,
+) -> T {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let per_client: Arc<super::limits::Counts<super::limits::Client>> = Arc::default();
     let refused_from_client = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
     let mut rejected: u64 = 0;
     tokio::pin!(shutdown);
     let reason = loop {
@@ -67,16 +73,27 @@ pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Rou
         let _ = stream.set_nodelay(true);
         // Who the client is is asked of the kernel in the connection's own task: the accept loop
         // waits for nobody.
-        let (per_client, watcher, router, http, refused_from_client) = (per_client.clone(), graceful.watcher(), router.clone(), http.clone(), refused_from_client.clone());
+        let (per_client, watcher, router, http, refused_from_client) = (
+            per_client.clone(),
+            graceful.watcher(),
+            router.clone(),
+            http.clone(),
+            refused_from_client.clone(),
+        );
         tokio::spawn(async move {
             // This connection's own local address (not the listener's, which may be 0.0.0.0): a
             // client on this host connecting to one of its addresses is told by its socket's owner.
-            let client = stream.local_addr().map_or(super::limits::Client::Address(peer.ip()), |local| super::limits::Client::of(peer, local));
+            let client = stream
+                .local_addr()
+                .map_or(super::limits::Client::Address(peer.ip()), |local| {
+                    super::limits::Client::of(peer, local)
+                });
             let from_client = match per_client.take(&client, limits.max_connections_per_client) {
                 Ok(held) => held,
                 Err(open) => {
                     let _ = stream.try_write(TOO_MANY_FROM_CLIENT);
-                    let refused = refused_from_client.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    let refused =
+                        refused_from_client.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     if refused.is_power_of_two() {
                         tracing::warn!(%peer, "refused a connection: {client} has {open} open (max_connections_per_client); {refused} refused so far");
                     }
@@ -86,10 +103,12 @@ pub async fn serve_connections<T>(listener: tokio::net::TcpListener, router: Rou
             let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
             // The requests of this connection learn which tenant it counts for (`limits.rs`).
             let share = Arc::new(super::limits::ConnectionShare::default());
-            let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-                request.extensions_mut().insert(share.clone());
-                tower::ServiceExt::oneshot(router.clone(), request)
-            });
+            let service = hyper::service::service_fn(
+                move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(share.clone());
+                    tower::ServiceExt::oneshot(router.clone(), request)
+                },
+            );
             if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!(%peer, "connection ended: {e}");
             }
@@ -115,12 +134,21 @@ pub(super) struct IdleTimeout<S> {
 
 impl<S> IdleTimeout<S> {
     fn new(inner: S, timeout: std::time::Duration) -> Self {
-        IdleTimeout { inner, timeout, deadline: Box::pin(tokio::time::sleep(timeout)) }
+        IdleTimeout {
+            inner,
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }
     }
 
     /// After a read or write: resets the deadline when bytes moved; when the operation waits,
     /// turns it into an error once the deadline has passed.
-    fn check<T>(&mut self, cx: &mut Context<'_>, result: Poll<std::io::Result<T>>, moved: impl FnOnce(&T) -> bool) -> Poll<std::io::Result<T>> {
+    fn check<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<std::io::Result<T>>,
+        moved: impl FnOnce(&T) -> bool,
+    ) -> Poll<std::io::Result<T>> {
         match result {
             Poll::Ready(Ok(value)) => {
                 if moved(&value) {
@@ -130,7 +158,10 @@ impl<S> IdleTimeout<S> {
                 Poll::Ready(Ok(value))
             }
             Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "connection idle past idle_timeout_s"))),
+                Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connection idle past idle_timeout_s",
+                ))),
                 Poll::Pending => Poll::Pending,
             },
             other => other,
@@ -139,7 +170,11 @@ impl<S> IdleTimeout<S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for IdleTimeout<S> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
         let result = Pin::new(&mut this.inner).poll_read(cx, buf);
@@ -149,13 +184,21 @@ impl<S: AsyncRead + Unpin> AsyncRead for IdleTimeout<S> {
 }
 
 impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for IdleTimeout<S> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
         this.check(cx, result, |n| *n > 0)
     }
 
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         this.check(cx, result, |n| *n > 0)

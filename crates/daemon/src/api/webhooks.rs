@@ -14,9 +14,13 @@ use crate::security::webhook::{self, Secret};
 /// async threads) and every address checked. 400 naming `webhook` otherwise.
 pub(super) async fn checked_url(api: &Api, url: &str) -> Result<String, ApiError> {
     let (_, policy) = api.daemon.webhooks.settings();
-    let parsed = webhook::check_url(url, &policy, cfg!(feature = "webhook-tls")).map_err(|e| ApiError::bad("webhook", e))?;
+    let parsed = webhook::check_url(url, &policy, cfg!(feature = "webhook-tls"))
+        .map_err(|e| ApiError::bad("webhook", e))?;
     if let Some(url::Host::Domain(host)) = parsed.host() {
-        let (host, port) = (host.to_string(), parsed.port_or_known_default().unwrap_or(80));
+        let (host, port) = (
+            host.to_string(),
+            parsed.port_or_known_default().unwrap_or(80),
+        );
         tokio::task::spawn_blocking(move || webhook::resolve_allowed(&policy, &host, port))
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
@@ -28,22 +32,50 @@ pub(super) async fn checked_url(api: &Api, url: &str) -> Result<String, ApiError
 /// Applies a webhook change to `name`: `webhook` `Some(Some(url))` sets it (a secret is made
 /// the first time), `Some(None)` removes it; `rotate` makes a new secret. Returns the secret when
 /// a new one was made (to show it once).
-pub(super) async fn change(api: &Api, name: &str, webhook: Option<Option<String>>, rotate: bool) -> Result<Option<String>, ApiError> {
+pub(super) async fn change(
+    api: &Api,
+    name: &str,
+    webhook: Option<Option<String>>,
+    rotate: bool,
+) -> Result<Option<String>, ApiError> {
     if webhook.is_none() && !rotate {
         return Ok(None);
     }
     let current = api.daemon.webhook(name).map(|(target, _, _)| target);
     let (target, new_secret) = match (webhook, current) {
-        (Some(None), _) if rotate => return Err(ApiError::bad("rotate_webhook_secret", "cannot rotate the secret of a webhook being removed")),
+        (Some(None), _) if rotate => {
+            return Err(ApiError::bad(
+                "rotate_webhook_secret",
+                "cannot rotate the secret of a webhook being removed",
+            ));
+        }
         (Some(None), _) => (None, None),
-        (None, None) => return Err(ApiError::new(StatusCode::CONFLICT, format!("tenant {name} has no webhook: set one with `webhook` first"))),
+        (None, None) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("tenant {name} has no webhook: set one with `webhook` first"),
+            ));
+        }
         (url, current) => {
-            let url = url.flatten().or_else(|| current.as_ref().map(|c| c.url.clone())).unwrap_or_default();
-            let keep = current.as_ref().filter(|_| !rotate).map(|c| c.secret.clone());
+            let url = url
+                .flatten()
+                .or_else(|| current.as_ref().map(|c| c.url.clone()))
+                .unwrap_or_default();
+            let keep = current
+                .as_ref()
+                .filter(|_| !rotate)
+                .map(|c| c.secret.clone());
             let secret = keep.clone().unwrap_or_else(Secret::generate);
             let shown = keep.is_none().then(|| secret.expose().to_string());
             let generation = current.map_or(1, |c| c.generation + 1);
-            (Some(WebhookTarget { url, secret, generation }), shown)
+            (
+                Some(WebhookTarget {
+                    url,
+                    secret,
+                    generation,
+                }),
+                shown,
+            )
         }
     };
     let daemon = api.daemon.clone();
@@ -56,7 +88,9 @@ pub(super) async fn change(api: &Api, name: &str, webhook: Option<Option<String>
 
 /// `name`'s webhook as the admin sees it (never its secret); `null` without one.
 pub(super) fn status_json(api: &Api, name: &str) -> Value {
-    let Some((target, health, pending)) = api.daemon.webhook(name) else { return Value::Null };
+    let Some((target, health, pending)) = api.daemon.webhook(name) else {
+        return Value::Null;
+    };
     let state = match (health.dead_since_unix_s, health.consecutive_failures) {
         (Some(_), _) => "dead",
         (None, 0) => "active",

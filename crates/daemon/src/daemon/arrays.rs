@@ -8,7 +8,13 @@ use crate::records::job::{FieldError, JobState, StopReason};
 /// The job id of task `index` of array `array` (`None`: no such array or task).
 pub(crate) fn task_id(state: &State, array: u32, index: u32) -> Option<u32> {
     let ids = state.arrays.get(&array)?.ids();
-    ids.into_iter().find(|&id| state.jobs.get(id as usize).and_then(|j| j.array).is_some_and(|t| t.index == index))
+    ids.into_iter().find(|&id| {
+        state
+            .jobs
+            .get(id as usize)
+            .and_then(|j| j.array)
+            .is_some_and(|t| t.index == index)
+    })
 }
 
 impl Daemon {
@@ -16,8 +22,19 @@ impl Daemon {
     /// same for another tenant's array, whose tasks' ids say nothing more than its id).
     pub fn job_ref(&self, text: &str) -> Result<u32, RequestError> {
         match parse_task_ref(text) {
-            Some((array, index)) => self.with_state(|state| task_id(state, array, index).ok_or(RequestError::NotFound(array))),
-            None => text.parse().map_err(|_| FieldError { field: "id", reason: format!("`{}` is not a job id (12, or 12_7 for task 7 of array 12)", text.escape_debug()) }.into()),
+            Some((array, index)) => self.with_state(|state| {
+                task_id(state, array, index).ok_or(RequestError::NotFound(array))
+            }),
+            None => text.parse().map_err(|_| {
+                FieldError {
+                    field: "id",
+                    reason: format!(
+                        "`{}` is not a job id (12, or 12_7 for task 7 of array 12)",
+                        text.escape_debug()
+                    ),
+                }
+                .into()
+            }),
         }
     }
 
@@ -31,19 +48,39 @@ impl Daemon {
     pub fn cancel_array(&self, array_id: u32, tenant: Option<&str>) -> Result<u32, RequestError> {
         let count = {
             let mut state = self.lock();
-            let ids = state.arrays.get(&array_id).map(|a| a.ids()).ok_or(RequestError::NotFound(array_id))?;
+            let ids = state
+                .arrays
+                .get(&array_id)
+                .map(|a| a.ids())
+                .ok_or(RequestError::NotFound(array_id))?;
             let owner = state.jobs.get(array_id as usize).map(|j| j.tenant.clone());
             if tenant.is_some_and(|t| owner.as_deref().is_some_and(|o| o != t)) {
                 return Err(RequestError::Forbidden(array_id));
             }
-            let live: Vec<u32> = ids.filter(|&id| state.jobs.get(id as usize).is_some_and(|j| !j.state.is_terminal())).collect();
+            let live: Vec<u32> = ids
+                .filter(|&id| {
+                    state
+                        .jobs
+                        .get(id as usize)
+                        .is_some_and(|j| !j.state.is_terminal())
+                })
+                .collect();
             let now_s = self.now_s();
             let queued: Vec<_> = live
                 .iter()
-                .filter_map(|&id| state.jobs.get(id as usize).filter(|j| matches!(j.state, JobState::Queued)))
+                .filter_map(|&id| {
+                    state
+                        .jobs
+                        .get(id as usize)
+                        .filter(|j| matches!(j.state, JobState::Queued))
+                })
                 .map(|j| {
                     let mut cancelled = j.clone();
-                    cancelled.transition(JobState::Cancelled, "cancelled with its array while queued", now_s);
+                    cancelled.transition(
+                        JobState::Cancelled,
+                        "cancelled with its array while queued",
+                        now_s,
+                    );
                     cancelled
                 })
                 .collect();
@@ -55,9 +92,13 @@ impl Daemon {
             }
             for &id in &live {
                 match state.jobs.get(id as usize).map(|j| j.state.clone()) {
-                    Some(JobState::Running { .. }) => self.stop(&mut state, id, StopReason::Cancelled, true)?,
+                    Some(JobState::Running { .. }) => {
+                        self.stop(&mut state, id, StopReason::Cancelled, true)?
+                    }
                     Some(JobState::Stopping { .. }) => {
-                        if let JobState::Stopping { reason, .. } = &mut state.jobs[id as usize].state {
+                        if let JobState::Stopping { reason, .. } =
+                            &mut state.jobs[id as usize].state
+                        {
                             *reason = StopReason::Cancelled;
                         }
                         self.record(&mut state, id);

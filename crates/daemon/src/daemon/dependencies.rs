@@ -18,14 +18,27 @@ use std::collections::BTreeMap;
 /// jobs on record: each named job must be the tenant's own (another tenant's id is "not found",
 /// as one that does not exist: ids are not secret, but whose they are is), `singleton` needs a
 /// name.
-pub(crate) fn check(state: &State, tenant: &str, name: Option<&str>, request_text: &str) -> Result<Dependencies, FieldError> {
-    let bad = |reason: String| FieldError { field: "dependency", reason };
+pub(crate) fn check(
+    state: &State,
+    tenant: &str,
+    name: Option<&str>,
+    request_text: &str,
+) -> Result<Dependencies, FieldError> {
+    let bad = |reason: String| FieldError {
+        field: "dependency",
+        reason,
+    };
     let parsed = Dependencies::parse(request_text).map_err(bad)?;
     if parsed.singleton && name.is_none() {
-        return Err(bad("singleton waits for earlier jobs with the same name: give the job a name (--name)".into()));
+        return Err(bad(
+            "singleton waits for earlier jobs with the same name: give the job a name (--name)"
+                .into(),
+        ));
     }
     for d in &parsed.on {
-        let own = job_of(state, &d.on).and_then(|id| state.jobs.get(id as usize)).is_some_and(|j| j.tenant == tenant);
+        let own = job_of(state, &d.on)
+            .and_then(|id| state.jobs.get(id as usize))
+            .is_some_and(|j| j.tenant == tenant);
         if !own {
             return Err(bad(format!("job {} not found ({}:{})", d.on, d.kind, d.on)));
         }
@@ -38,13 +51,18 @@ pub(crate) fn check(state: &State, tenant: &str, name: Option<&str>, request_tex
 pub(crate) fn waiting(jobs: &crate::records::jobs::Jobs) -> BTreeMap<u32, Dependencies> {
     let mut out = BTreeMap::new();
     for job in jobs.iter().filter(|j| matches!(j.state, JobState::Queued)) {
-        let Some(text) = job.request.dependency.as_deref() else { continue };
+        let Some(text) = job.request.dependency.as_deref() else {
+            continue;
+        };
         match Dependencies::parse(text) {
             Ok(deps) => {
                 out.insert(job.id, deps);
             }
             // Accepted once, so it parsed then: a record written by another version.
-            Err(e) => tracing::warn!(job = job.id, "its dependency `{text}` no longer parses ({e}); it no longer waits on it"),
+            Err(e) => tracing::warn!(
+                job = job.id,
+                "its dependency `{text}` no longer parses ({e}); it no longer waits on it"
+            ),
         }
     }
     out
@@ -61,9 +79,17 @@ fn job_of(state: &State, text: &str) -> Option<u32> {
 /// Where the job (or array: all its tasks) a dependency names stands (`None`: no record).
 fn stand(state: &State, text: &str) -> Option<DependedOn> {
     let id = job_of(state, text)?;
-    match state.arrays.get(&id).filter(|_| crate::records::array::parse_task_ref(text).is_none()) {
+    match state
+        .arrays
+        .get(&id)
+        .filter(|_| crate::records::array::parse_task_ref(text).is_none())
+    {
         // Slurm: a dependency on an array is on every task of it.
-        Some(array) => array_stand(array.ids().map(|t| state.jobs.get(t as usize).map(job_stand))),
+        Some(array) => array_stand(
+            array
+                .ids()
+                .map(|t| state.jobs.get(t as usize).map(job_stand)),
+        ),
         None => state.jobs.get(id as usize).map(job_stand),
     }
 }
@@ -77,7 +103,9 @@ fn array_stand(tasks: impl Iterator<Item = Option<DependedOn>>) -> Option<Depend
             DependedOn::Waiting => all_ended = false,
             DependedOn::Started => (all_ended, any_started) = (false, true),
             DependedOn::Succeeded => any_started = true,
-            DependedOn::EndedNotOk { started } => (all_ok, any_started) = (false, any_started || started),
+            DependedOn::EndedNotOk { started } => {
+                (all_ok, any_started) = (false, any_started || started)
+            }
         }
     }
     Some(match (all_ended, all_ok, any_started) {
@@ -92,9 +120,13 @@ fn array_stand(tasks: impl Iterator<Item = Option<DependedOn>>) -> Option<Depend
 fn job_stand(job: &JobRecord) -> DependedOn {
     match job.state {
         JobState::Queued if job.runs == 0 => DependedOn::Waiting,
-        JobState::Queued | JobState::Running { .. } | JobState::Stopping { .. } => DependedOn::Started,
+        JobState::Queued | JobState::Running { .. } | JobState::Stopping { .. } => {
+            DependedOn::Started
+        }
         JobState::Succeeded => DependedOn::Succeeded,
-        JobState::Failed | JobState::Cancelled => DependedOn::EndedNotOk { started: job.runs > 0 },
+        JobState::Failed | JobState::Cancelled => DependedOn::EndedNotOk {
+            started: job.runs > 0,
+        },
     }
 }
 
@@ -103,8 +135,18 @@ fn ended_words(state: &State, id: &str) -> &'static str {
     match stand(state, id) {
         None => "has no record any more (pruned)",
         Some(DependedOn::Succeeded) => "succeeded",
-        Some(_) if state.arrays.contains_key(&job_of(state, id).unwrap_or(u32::MAX)) && !id.contains('_') => "had a task that did not succeed",
-        Some(_) => match job_of(state, id).and_then(|i| state.jobs.get(i as usize)).map(|j| &j.state) {
+        Some(_)
+            if state
+                .arrays
+                .contains_key(&job_of(state, id).unwrap_or(u32::MAX))
+                && !id.contains('_') =>
+        {
+            "had a task that did not succeed"
+        }
+        Some(_) => match job_of(state, id)
+            .and_then(|i| state.jobs.get(i as usize))
+            .map(|j| &j.state)
+        {
             Some(JobState::Cancelled) => "was cancelled",
             _ => "failed",
         },
@@ -129,17 +171,40 @@ enum Settled {
     Never(String),
 }
 
-fn settle(state: &State, job: &JobRecord, deps: &Dependencies, singles: &BTreeMap<(&str, &str), u32>) -> Settled {
+fn settle(
+    state: &State,
+    job: &JobRecord,
+    deps: &Dependencies,
+    singles: &BTreeMap<(&str, &str), u32>,
+) -> Settled {
     match deps.verdict(|id| stand(state, id)) {
-        (Verdict::Never, Some(d)) => return Settled::Never(format!("DependencyNeverSatisfied: job {} {} ({}:{})", d.on, ended_words(state, &d.on), d.kind, d.on)),
-        (Verdict::Waiting, Some(d)) => return Settled::Wait(Hold::Dependency { on: d.on.clone(), kind: d.kind.name() }),
+        (Verdict::Never, Some(d)) => {
+            return Settled::Never(format!(
+                "DependencyNeverSatisfied: job {} {} ({}:{})",
+                d.on,
+                ended_words(state, &d.on),
+                d.kind,
+                d.on
+            ));
+        }
+        (Verdict::Waiting, Some(d)) => {
+            return Settled::Wait(Hold::Dependency {
+                on: d.on.clone(),
+                kind: d.kind.name(),
+            });
+        }
         _ => {}
     }
     if deps.singleton
         && let Some(name) = job.request.name.as_deref()
-        && let Some(&first) = singles.get(&(job.tenant.as_str(), name)).filter(|&&first| first < job.id)
+        && let Some(&first) = singles
+            .get(&(job.tenant.as_str(), name))
+            .filter(|&&first| first < job.id)
     {
-        return Settled::Wait(Hold::Dependency { on: first.to_string(), kind: "singleton" });
+        return Settled::Wait(Hold::Dependency {
+            on: first.to_string(),
+            kind: "singleton",
+        });
     }
     Settled::Free
 }
@@ -155,7 +220,11 @@ impl Daemon {
         {
             let singles = first_live_by_name(state);
             for (&id, deps) in &state.dependent {
-                let Some(job) = state.jobs.get(id as usize).filter(|j| matches!(j.state, JobState::Queued)) else {
+                let Some(job) = state
+                    .jobs
+                    .get(id as usize)
+                    .filter(|j| matches!(j.state, JobState::Queued))
+                else {
                     outcomes.push((id, Settled::Free));
                     continue;
                 };
@@ -183,12 +252,17 @@ impl Daemon {
     /// Ends queued job `id` as failed, for `why`, durably (or at the next round, if the store is
     /// read-only now).
     fn fail_queued(&self, state: &mut State, id: u32, why: &str, now_s: i64) {
-        let Some(job) = state.jobs.get(id as usize) else { return };
+        let Some(job) = state.jobs.get(id as usize) else {
+            return;
+        };
         let mut failed = job.clone();
         failed.pending_reason = None;
         failed.transition(JobState::Failed, why, now_s);
         if let Err(e) = self.store.put_jobs(&[&failed]) {
-            tracing::warn!(job = id, "failed ({why}) although the store refused the change (written later): {e}");
+            tracing::warn!(
+                job = id,
+                "failed ({why}) although the store refused the change (written later): {e}"
+            );
             state.dirty.insert(id);
         }
         tracing::info!(job = id, "{why}");

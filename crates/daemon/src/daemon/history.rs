@@ -2,7 +2,7 @@
 //! writes; [`crate::records::history`] says what a job's entry holds).
 
 use crate::daemon::Daemon;
-use crate::records::history::{page, HistoryPage};
+use crate::records::history::{HistoryPage, page};
 
 impl Daemon {
     /// The jobs after id `after` that ran, submitted at or after `since_unix_s`, at most `limit`,
@@ -13,7 +13,11 @@ impl Daemon {
         let state = self.lock();
         let start = after.map_or(0, |a| a as usize + 1);
         let (jobs, more) = page(state.jobs.iter_from(start), since_unix_s, limit, now);
-        let next_after = if more { jobs.last().map(|r| r.id) } else { None };
+        let next_after = if more {
+            jobs.last().map(|r| r.id)
+        } else {
+            None
+        };
         HistoryPage { jobs, next_after }
     }
 }

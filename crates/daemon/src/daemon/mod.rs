@@ -17,6 +17,7 @@ pub(crate) mod dependencies;
 pub(crate) mod history;
 pub(crate) mod opportunistic;
 pub mod policy_support;
+pub(crate) mod quotas;
 pub(crate) mod recovery;
 pub(crate) mod reservations;
 pub(crate) mod round;
@@ -204,6 +205,10 @@ pub struct State {
     /// Reservations and maintenance windows (`reservations.rs`), over ones included until
     /// deleted.
     pub(crate) reservations: Vec<crate::records::reservation::Reservation>,
+    /// The quota tree's groups as stored (`quotas.rs`), and why they are not enforced when they
+    /// do not fit the cluster (nodes taken out of the configuration since).
+    pub(crate) quota_groups: Vec<arbiter_policy::quotas::QuotaGroup>,
+    pub(crate) quota_error: Option<String>,
     /// Whether some job's spec carries nodes to avoid (cleared when none does).
     pub(crate) avoiding: bool,
     /// What every accounted run used, summed (`daemon/usage.rs`).
@@ -319,21 +324,38 @@ impl Daemon {
         let runs_dir = settings.data_dir.join("runs");
         let (wrapper, cgroups) = (settings.wrapper_exe.clone(), settings.cgroups.clone());
         let confinement = settings.containment.run_confinement();
-        Self::start_with(settings, move |wake| Arc::new(LocalExecutor::new(runs_dir, wrapper, cgroups, wake).confined(confinement)))
+        Self::start_with(settings, move |wake| {
+            Arc::new(LocalExecutor::new(runs_dir, wrapper, cgroups, wake).confined(confinement))
+        })
     }
 
     /// Locks the data directory, opens the store (refusing one that does not match the
     /// directory), rebuilds the state, re-adopts or concludes runs left from a previous daemon
     /// through the executor `make_executor` builds (it gets the loop's wake-up, to call when a
     /// run ends), and returns the daemon (call [`Daemon::run_loop`] to schedule).
-    pub fn start_with(settings: Settings, make_executor: impl FnOnce(Arc<Notify>) -> Arc<dyn Executor>) -> Result<Self, DaemonError> {
+    pub fn start_with(
+        settings: Settings,
+        make_executor: impl FnOnce(Arc<Notify>) -> Arc<dyn Executor>,
+    ) -> Result<Self, DaemonError> {
         let wake = Arc::new(Notify::new());
         let executor = make_executor(wake.clone());
-        if let Some(reason) = crate::daemon::policy_support::unsupported(settings.policy, executor.capabilities()) {
-            return Err(DaemonError::Config(format!("policy {} cannot run on the {} executor: {reason}", settings.policy, executor.name())));
+        if let Some(reason) =
+            crate::daemon::policy_support::unsupported(settings.policy, executor.capabilities())
+        {
+            return Err(DaemonError::Config(format!(
+                "policy {} cannot run on the {} executor: {reason}",
+                settings.policy,
+                executor.name()
+            )));
         }
-        if let Some(reason) = crate::daemon::policy_support::unsupported(settings.fallback, executor.capabilities()) {
-            return Err(DaemonError::Config(format!("policy_fallback {} cannot run on the {} executor: {reason}", settings.fallback, executor.name())));
+        if let Some(reason) =
+            crate::daemon::policy_support::unsupported(settings.fallback, executor.capabilities())
+        {
+            return Err(DaemonError::Config(format!(
+                "policy_fallback {} cannot run on the {} executor: {reason}",
+                settings.fallback,
+                executor.name()
+            )));
         }
         let data_dir = DataDir::open(&settings.data_dir, settings.isolation.is_isolated())?;
         let before = data_dir.leftovers();
@@ -348,21 +370,38 @@ impl Daemon {
         })?;
         crate::security::datadir::set_mode(&store_path, 0o600)?;
         let jobs = store.jobs()?;
-        if let Reconciled::New(id) = data_dir.reconcile(&before, store_existed, store.store_id()?, !jobs.is_empty())? {
+        if let Reconciled::New(id) =
+            data_dir.reconcile(&before, store_existed, store.store_id()?, !jobs.is_empty())?
+        {
             store.set_store_id(id)?;
         }
         // Ids are given out in order and never again; a pruned job's id has no record.
         if let Some(pair) = jobs.windows(2).find(|w| w[0].id >= w[1].id) {
-            return Err(StoreError::Corrupt(format!("job records out of order: job {} before job {}", pair[0].id, pair[1].id)).into());
+            return Err(StoreError::Corrupt(format!(
+                "job records out of order: job {} before job {}",
+                pair[0].id, pair[1].id
+            ))
+            .into());
         }
         let next = store.next_job_id()?;
         if let Some(last) = jobs.last().filter(|j| j.id >= next) {
-            return Err(StoreError::Corrupt(format!("the store's next job id is {next} but it holds job {}", last.id)).into());
+            return Err(StoreError::Corrupt(format!(
+                "the store's next job id is {next} but it holds job {}",
+                last.id
+            ))
+            .into());
         }
         let mut jobs = crate::records::jobs::Jobs::from_records(jobs);
         jobs.extend_to(next as usize);
-        settings.checkpoint_roots.prepare(settings.isolation.is_isolated()).map_err(DaemonError::Config)?;
-        let tenants: BTreeMap<String, Tenant> = store.tenants()?.into_iter().map(|t| (t.name.clone(), t)).collect();
+        settings
+            .checkpoint_roots
+            .prepare(settings.isolation.is_isolated())
+            .map_err(DaemonError::Config)?;
+        let tenants: BTreeMap<String, Tenant> = store
+            .tenants()?
+            .into_iter()
+            .map(|t| (t.name.clone(), t))
+            .collect();
         if tenants.len() > 1 && !settings.isolation.allows_many_tenants() {
             return Err(DaemonError::Config(format!(
                 "{} tenants are configured but {}. Run the daemon as root (each tenant then runs as its own uid), or set allow_shared_identity = true to accept that",
@@ -374,19 +413,46 @@ impl Daemon {
         let topology = Topology::new(settings.nodes.clone()).map_err(DaemonError::Config)?;
         let cluster = topology.cluster();
         let pairs = crate::records::pairs::PairTable::from_entries(store.pairs()?);
-        let mut config = crate::daemon::policy_support::policy_config(&tenants, settings.round_s, &settings.gittins_prior);
-        config.pair_speeds = crate::daemon::policy_support::pair_speeds(settings.policy, &pairs, &cluster.gpu_type_names);
+        let mut config = crate::daemon::policy_support::policy_config(
+            &tenants,
+            settings.round_s,
+            &settings.gittins_prior,
+        );
+        config.pair_speeds = crate::daemon::policy_support::pair_speeds(
+            settings.policy,
+            &pairs,
+            &cluster.gpu_type_names,
+        );
         config.external = settings.external.clone();
         config.fairshare.half_life_s = settings.fairshare_half_life_s.unwrap_or(0.0);
         let usage = usage::UsageTotals::load(&store, settings.fairshare_half_life_s)?;
-        let build = |kind| crate::daemon::policy_support::build_policy(kind, &config, &settings.priority_classes);
-        let built = build(settings.policy).map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
-        let fallback = build(settings.fallback).map_err(|e| DaemonError::Config(format!("policy_fallback {}: {e}", settings.fallback)))?;
+        let quota_groups = store.quota_groups()?;
+        let (quota_tree, quota_error) = crate::daemon::quotas::bind(&quota_groups, cluster);
+        let build = |kind| {
+            crate::daemon::policy_support::build_policy(
+                kind,
+                &config,
+                &settings.priority_classes,
+                quota_tree.clone(),
+            )
+        };
+        let built = build(settings.policy)
+            .map_err(|e| DaemonError::Config(format!("policy {}: {e}", settings.policy)))?;
+        let fallback = build(settings.fallback).map_err(|e| {
+            DaemonError::Config(format!("policy_fallback {}: {e}", settings.fallback))
+        })?;
         let (mut policy, agent) = match settings.policy {
             PolicyKind::External => (None, Some(Arc::new(Mutex::new(Some(built))))),
             _ => (Some(built), None),
         };
-        let specs: Vec<JobSpec> = (0..jobs.len()).map(|id| jobs.get(id).map_or_else(|| view::pruned_spec(id as u32), |j| view::spec_of(j, cluster, &settings.priority_classes))).collect();
+        let specs: Vec<JobSpec> = (0..jobs.len())
+            .map(|id| {
+                jobs.get(id).map_or_else(
+                    || view::pruned_spec(id as u32),
+                    |j| view::spec_of(j, cluster, &settings.priority_classes),
+                )
+            })
+            .collect();
         // Policies that learn from finished jobs (QSSF) learn the history again.
         let restart = SimTime::from_ms(settings.clock.now_ms());
         if let Some(policy) = policy.as_mut() {
@@ -395,7 +461,15 @@ impl Daemon {
                 policy.job_finished(spec, &view::finished_of(job, spec), restart);
             }
         }
-        let requests = jobs.iter().filter_map(|j| j.request.client_request_id.clone().map(|k| ((j.tenant.clone(), k), j.id))).collect();
+        let requests = jobs
+            .iter()
+            .filter_map(|j| {
+                j.request
+                    .client_request_id
+                    .clone()
+                    .map(|k| ((j.tenant.clone(), k), j.id))
+            })
+            .collect();
         let dependent = crate::daemon::dependencies::waiting(&jobs);
         let arrays = crate::records::array::arrays_of(jobs.iter().filter_map(|j| j.array));
         let reservations = store.reservations()?;
@@ -418,6 +492,8 @@ impl Daemon {
             dependent,
             arrays,
             reservations,
+            quota_groups,
+            quota_error,
             avoiding: false,
             round_started_ms: 0,
             strays_checked_ms: 0,
@@ -456,7 +532,9 @@ impl Daemon {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock would be a bug; the state is still consistent at every
         // await-free step, so carry on with it.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The store, for benchmarks that fill it directly (`arbiter bench --suite daemon-scale`).
@@ -471,16 +549,31 @@ impl Daemon {
 
     /// What submissions are checked against.
     pub fn limits(&self) -> Limits {
-        Limits { gpus: self.settings.gpus.clone(), cpus: self.settings.cpus, memory_gib: self.settings.memory_gib }
+        Limits {
+            gpus: self.settings.gpus.clone(),
+            cpus: self.settings.cpus,
+            memory_gib: self.settings.memory_gib,
+        }
     }
 
     /// Submits a job for `tenant` (or, with `array`, one job per task: one request, however
     /// many tasks). Persisted before it is acknowledged. A repeated `client_request_id` returns
     /// the earlier job (or a conflict if the request differs).
-    pub fn submit(&self, tenant: &str, mut request: SubmitRequest) -> Result<Submitted, RequestError> {
+    pub fn submit(
+        &self,
+        tenant: &str,
+        mut request: SubmitRequest,
+    ) -> Result<Submitted, RequestError> {
         request.validate(&self.limits())?;
         let array = match request.array.as_deref() {
-            Some(text) => Some(ArraySpec::parse(text, self.settings.max_array_size).map_err(|reason| FieldError { field: "array", reason })?),
+            Some(text) => Some(
+                ArraySpec::parse(text, self.settings.max_array_size).map_err(|reason| {
+                    FieldError {
+                        field: "array",
+                        reason,
+                    }
+                })?,
+            ),
             None => None,
         };
         // The class is settled now (the default filled in), so that a retry of the same
@@ -488,18 +581,31 @@ impl Daemon {
         request.priority_class = self
             .settings
             .priority_classes
-            .resolve(tenant, request.priority_class.as_deref(), tenant == crate::records::store::ADMIN_TENANT)
-            .map_err(|reason| FieldError { field: "priority_class", reason })?;
+            .resolve(
+                tenant,
+                request.priority_class.as_deref(),
+                tenant == crate::records::store::ADMIN_TENANT,
+            )
+            .map_err(|reason| FieldError {
+                field: "priority_class",
+                reason,
+            })?;
         let submitted = {
             let mut state = self.lock();
             if let Some(key) = &request.client_request_id
                 && let Some(&id) = state.requests.get(&(tenant.to_string(), key.clone()))
             {
                 if state.jobs[id as usize].request != request {
-                    return Err(RequestError::Conflict(format!("client_request_id `{key}` was used for job {id} with a different request")));
+                    return Err(RequestError::Conflict(format!(
+                        "client_request_id `{key}` was used for job {id} with a different request"
+                    )));
                 }
                 let tasks = state.jobs[id as usize].array.map(|a| a.tasks);
-                return Ok(Submitted { id, duplicate: true, tasks });
+                return Ok(Submitted {
+                    id,
+                    duplicate: true,
+                    tasks,
+                });
             }
             let tasks = array.as_ref().map_or(1, |a| a.indices.len());
             let dependencies = self.admit_submission(&mut state, tenant, &request, tasks)?;
@@ -512,27 +618,56 @@ impl Daemon {
     /// What refuses a submission of `tasks` jobs before anything is stored: the tenant's quota,
     /// its submission rate, its queue, its identity, the directories and dependencies named.
     /// Returns the submission's dependencies, checked.
-    fn admit_submission(&self, state: &mut State, tenant: &str, request: &SubmitRequest, tasks: usize) -> Result<Option<arbiter_model::Dependencies>, RequestError> {
+    fn admit_submission(
+        &self,
+        state: &mut State,
+        tenant: &str,
+        request: &SubmitRequest,
+        tasks: usize,
+    ) -> Result<Option<arbiter_model::Dependencies>, RequestError> {
         // What the tenant's quota can never allow is refused now, as a job larger than the
         // cluster is (a quota lowered later holds such a job instead: see `decide`).
-        if let Some(quota) = state.tenants.get(tenant).and_then(|t| t.gpu_quota).filter(|q| request.gpus > *q && !request.opportunistic) {
-            let reason = format!("asks for {} GPUs; tenant {tenant}'s GPU quota is {quota} (an admin can raise it: arbiter tenants update {tenant} --gpu-quota N)", request.gpus);
-            return Err(FieldError { field: "gpus", reason }.into());
+        if let Some(quota) = state
+            .tenants
+            .get(tenant)
+            .and_then(|t| t.gpu_quota)
+            .filter(|q| request.gpus > *q && !request.opportunistic)
+        {
+            let reason = format!(
+                "asks for {} GPUs; tenant {tenant}'s GPU quota is {quota} (an admin can raise it: arbiter tenants update {tenant} --gpu-quota N)",
+                request.gpus
+            );
+            return Err(FieldError {
+                field: "gpus",
+                reason,
+            }
+            .into());
         }
         // The admin's own jobs are not rate-limited (the admin is trusted, and its scripts
         // may submit in bulk); a tenant's, whoever submits them, are. An array is one request.
         if tenant != crate::records::store::ADMIN_TENANT
-            && let Err(wait_s) = state.take_submission(tenant, &self.settings.retention, self.now_ms())
+            && let Err(wait_s) =
+                state.take_submission(tenant, &self.settings.retention, self.now_ms())
         {
             return Err(RequestError::TooMany(format!(
                 "tenant {tenant} submits faster than this daemon takes ({} a second, bursts of {}: submissions_per_s_per_tenant, submission_burst_per_tenant); retry in {:.1} s",
-                self.settings.retention.submissions_per_s, self.settings.retention.submission_burst, wait_s
+                self.settings.retention.submissions_per_s,
+                self.settings.retention.submission_burst,
+                wait_s
             )));
         }
         let queued = state.live_by_tenant.get(tenant).copied().unwrap_or(0);
-        debug_assert_eq!(Some(&queued).filter(|q| **q > 0), live_by_tenant(&state.jobs).get(tenant), "live jobs of {tenant}");
+        debug_assert_eq!(
+            Some(&queued).filter(|q| **q > 0),
+            live_by_tenant(&state.jobs).get(tenant),
+            "live jobs of {tenant}"
+        );
         if queued + tasks > self.settings.max_queued_per_tenant {
-            let what = if tasks > 1 { format!("; this array would add {tasks}") } else { String::new() };
+            let what = if tasks > 1 {
+                format!("; this array would add {tasks}")
+            } else {
+                String::new()
+            };
             return Err(RequestError::TooMany(format!(
                 "tenant {tenant} has {queued} jobs queued or running, the most this daemon takes is {} (max_queued_per_tenant){what}; wait for some to end",
                 self.settings.max_queued_per_tenant
@@ -546,9 +681,20 @@ impl Daemon {
         if let Some(dir) = &request.working_dir {
             // Checked as the job's user would see it (and with the same answer whether the
             // directory is missing or merely out of its reach).
-            crate::security::confine::CheckpointRoots::usable_dir(dir, identity).map_err(|reason| FieldError { field: "working_dir", reason })?;
+            crate::security::confine::CheckpointRoots::usable_dir(dir, identity).map_err(
+                |reason| FieldError {
+                    field: "working_dir",
+                    reason,
+                },
+            )?;
         }
-        let dependencies = request.dependency.as_deref().map(|text| crate::daemon::dependencies::check(state, tenant, request.name.as_deref(), text)).transpose()?;
+        let dependencies = request
+            .dependency
+            .as_deref()
+            .map(|text| {
+                crate::daemon::dependencies::check(state, tenant, request.name.as_deref(), text)
+            })
+            .transpose()?;
         Ok(dependencies)
     }
 
@@ -563,8 +709,19 @@ impl Daemon {
         dependencies: Option<arbiter_model::Dependencies>,
     ) -> Result<Submitted, RequestError> {
         let first = state.jobs.len() as u32;
-        let given_dir = request.checkpoint_dir.as_ref().map(|dir| self.settings.checkpoint_roots.check(tenant, dir)).transpose().map_err(|reason| FieldError { field: "checkpoint_dir", reason })?;
-        let indices = array.as_ref().map_or_else(|| vec![None], |a| a.indices.iter().map(|&i| Some(i)).collect());
+        let given_dir = request
+            .checkpoint_dir
+            .as_ref()
+            .map(|dir| self.settings.checkpoint_roots.check(tenant, dir))
+            .transpose()
+            .map_err(|reason| FieldError {
+                field: "checkpoint_dir",
+                reason,
+            })?;
+        let indices = array.as_ref().map_or_else(
+            || vec![None],
+            |a| a.indices.iter().map(|&i| Some(i)).collect(),
+        );
         let tasks = array.as_ref().map(|a| a.indices.len() as u32);
         let tokens = crate::security::auth::new_tokens(indices.len());
         let now_ms = self.now_ms();
@@ -574,7 +731,13 @@ impl Daemon {
             .enumerate()
             .map(|(k, (index, token))| {
                 let id = first + k as u32;
-                let mut record = JobRecord::submitted(id, tenant, request.clone(), now_ms, crate::security::auth::sha256_hex(&token));
+                let mut record = JobRecord::submitted(
+                    id,
+                    tenant,
+                    request.clone(),
+                    now_ms,
+                    crate::security::auth::sha256_hex(&token),
+                );
                 // Each task of an array has a folder of its own, under the one given.
                 let dir = match (&given_dir, index) {
                     (Some(dir), Some(index)) => dir.join(format!("task-{index}")),
@@ -582,21 +745,45 @@ impl Daemon {
                     (None, _) => self.settings.checkpoint_roots.default_dir(tenant, id),
                 };
                 record.checkpoint_dir = Some(dir.display().to_string());
-                record.array = index.map(|index| ArrayTask { array_id: first, index, tasks: tasks.unwrap_or(1), max_running: array.as_ref().and_then(|a| a.max_running) });
+                record.array = index.map(|index| ArrayTask {
+                    array_id: first,
+                    index,
+                    tasks: tasks.unwrap_or(1),
+                    max_running: array.as_ref().and_then(|a| a.max_running),
+                });
                 record
             })
             .collect();
         self.store.put_jobs(&records.iter().collect::<Vec<_>>())?;
-        tracing::info!(job = first, tenant, gpus = request.gpus, tasks = records.len(), "submitted");
+        tracing::info!(
+            job = first,
+            tenant,
+            gpus = request.gpus,
+            tasks = records.len(),
+            "submitted"
+        );
         if let Some(key) = &request.client_request_id {
-            state.requests.insert((tenant.to_string(), key.clone()), first);
+            state
+                .requests
+                .insert((tenant.to_string(), key.clone()), first);
         }
         if let Some(a) = &array {
-            state.arrays.insert(first, crate::records::array::ArrayIds { first, count: a.indices.len() as u32, max_running: a.max_running });
+            state.arrays.insert(
+                first,
+                crate::records::array::ArrayIds {
+                    first,
+                    count: a.indices.len() as u32,
+                    max_running: a.max_running,
+                },
+            );
         }
         for record in records {
             let id = record.id;
-            state.specs.push(view::spec_of(&record, state.topology.cluster(), &self.settings.priority_classes));
+            state.specs.push(view::spec_of(
+                &record,
+                state.topology.cluster(),
+                &self.settings.priority_classes,
+            ));
             state.jobs.push(record);
             if let Some(deps) = &dependencies {
                 state.dependent.insert(id, deps.clone());
@@ -604,14 +791,21 @@ impl Daemon {
             *state.live_by_tenant.entry(tenant.to_string()).or_insert(0) += 1;
             state.counters.submitted += 1;
         }
-        Ok(Submitted { id: first, duplicate: false, tasks })
+        Ok(Submitted {
+            id: first,
+            duplicate: false,
+            tasks,
+        })
     }
 
     /// Cancels a job (its run gets the checkpoint signal, then SIGKILL after the grace period).
     pub fn cancel(&self, id: u32, tenant: Option<&str>) -> Result<(), RequestError> {
         {
             let mut state = self.lock();
-            let job = state.jobs.get(id as usize).ok_or(RequestError::NotFound(id))?;
+            let job = state
+                .jobs
+                .get(id as usize)
+                .ok_or(RequestError::NotFound(id))?;
             if tenant.is_some_and(|t| t != job.tenant) {
                 return Err(RequestError::Forbidden(id));
             }
@@ -621,18 +815,27 @@ impl Daemon {
             match job.state {
                 JobState::Queued => {
                     let mut cancelled = job.clone();
-                    cancelled.transition(JobState::Cancelled, "cancelled while queued", self.now_s());
+                    cancelled.transition(
+                        JobState::Cancelled,
+                        "cancelled while queued",
+                        self.now_s(),
+                    );
                     if let Err(e) = self.store.put_jobs(&[&cancelled]) {
                         // A cancel is honoured even while the store is read-only (a full disk):
                         // written once it works again.
-                        tracing::warn!(job = id, "cancelled although the store refused the change (written later): {e}");
+                        tracing::warn!(
+                            job = id,
+                            "cancelled although the store refused the change (written later): {e}"
+                        );
                         state.dirty.insert(id);
                     }
                     tracing::info!(job = id, "cancelled while queued");
                     state.jobs[id as usize] = cancelled;
                     state.job_ended_for_good(id);
                 }
-                JobState::Running { .. } => self.stop(&mut state, id, StopReason::Cancelled, true)?,
+                JobState::Running { .. } => {
+                    self.stop(&mut state, id, StopReason::Cancelled, true)?
+                }
                 _ => {
                     // Already stopping: make it end as cancelled.
                     let mut cancelled = job.clone();
@@ -658,14 +861,26 @@ impl Daemon {
     /// settled also teach the co-location table (`records/pairs.rs`): alone, its solo speed; sharing its
     /// GPUs with one other job of a known type, its normalized speed next to that type. The job
     /// and the table's changes are written in one transaction.
-    pub fn report_progress(&self, id: u32, token: &str, report: crate::records::progress::ProgressReport) -> Result<(), RequestError> {
+    pub fn report_progress(
+        &self,
+        id: u32,
+        token: &str,
+        report: crate::records::progress::ProgressReport,
+    ) -> Result<(), RequestError> {
         // Checked here too (not only by the API): nothing out of bounds reaches the record.
         report.validate()?;
-        let crate::records::progress::ProgressReport { steps, throughput, total_steps } = report;
+        let crate::records::progress::ProgressReport {
+            steps,
+            throughput,
+            total_steps,
+        } = report;
         let now_ms = self.now_ms();
         let mut guard = self.lock();
         let state = &mut *guard;
-        let job = state.jobs.get(id as usize).ok_or(RequestError::NotFound(id))?;
+        let job = state
+            .jobs
+            .get(id as usize)
+            .ok_or(RequestError::NotFound(id))?;
         if crate::security::auth::sha256_hex(token) != job.token_sha256 {
             return Err(RequestError::WrongJobToken(id));
         }
@@ -674,45 +889,96 @@ impl Daemon {
             return Err(RequestError::Ended(id));
         }
         let mut updated = job.clone();
-        updated.progress = Some(crate::records::job::Progress { steps, throughput, at_unix_s: self.now_s() });
+        updated.progress = Some(crate::records::job::Progress {
+            steps,
+            throughput,
+            at_unix_s: self.now_s(),
+        });
         if total_steps.is_some() {
             updated.total_steps = total_steps;
         }
-        let running_type = updated.state.gpus().and_then(|g| g.first()).and_then(|g| state.topology.gpu_type_name(*g)).map(str::to_string);
+        let running_type = updated
+            .state
+            .gpus()
+            .and_then(|g| g.first())
+            .and_then(|g| state.topology.gpu_type_name(*g))
+            .map(str::to_string);
         let (sharing, others) = match updated.state.gpus() {
-            Some(mine) => crate::records::pairs::sharing_of(id, mine, state.jobs.iter().filter_map(|j| Some((j.id, j.state.gpus()?)))),
+            Some(mine) => crate::records::pairs::sharing_of(
+                id,
+                mine,
+                state
+                    .jobs
+                    .iter()
+                    .filter_map(|j| Some((j.id, j.state.gpus()?))),
+            ),
             None => (crate::records::pairs::Sharing::Other, Vec::new()),
         };
         let settled = settled(state, &updated, others, now_ms);
         let mut writes = Vec::new();
         let mut undo = Vec::new();
-        if let (Some(t), Some(measured)) = (running_type, throughput.filter(|t| *t > 0.0 && t.is_finite())) {
+        if let (Some(t), Some(measured)) = (
+            running_type,
+            throughput.filter(|t| *t > 0.0 && t.is_finite()),
+        ) {
             if sharing == crate::records::pairs::Sharing::Alone {
                 // A speed measured while sharing is not the job's speed on that type.
-                let entry = updated.throughput_by_gpu_type.entry(t.clone()).or_insert(measured);
+                let entry = updated
+                    .throughput_by_gpu_type
+                    .entry(t.clone())
+                    .or_insert(measured);
                 *entry = 0.75 * *entry + 0.25 * measured;
                 if updated.request.max_gpus.is_some() {
                     let count = updated.state.gpus().map_or(0, |g| g.len() as u32);
-                    let entry = updated.throughput_by_gpu_count.entry(count).or_insert(measured);
+                    let entry = updated
+                        .throughput_by_gpu_count
+                        .entry(count)
+                        .or_insert(measured);
                     *entry = 0.75 * *entry + 0.25 * measured;
                 }
             }
             let partner = match sharing {
                 crate::records::pairs::Sharing::Pair(other) => {
                     let o = &state.jobs[other as usize];
-                    Some(o.request.job_type.as_ref().map(|job_type| crate::records::pairs::TypeOf { tenant: o.tenant.clone(), job_type: job_type.clone() }))
+                    Some(o.request.job_type.as_ref().map(|job_type| {
+                        crate::records::pairs::TypeOf {
+                            tenant: o.tenant.clone(),
+                            job_type: job_type.clone(),
+                        }
+                    }))
                 }
                 _ => None,
             };
             let beside = match (&sharing, &partner) {
-                (crate::records::pairs::Sharing::Alone, _) => Some(crate::records::pairs::Beside::Alone),
-                (crate::records::pairs::Sharing::Pair(_), Some(Some(p))) => Some(crate::records::pairs::Beside::Typed(p)),
-                (crate::records::pairs::Sharing::Pair(_), _) => Some(crate::records::pairs::Beside::Untyped),
+                (crate::records::pairs::Sharing::Alone, _) => {
+                    Some(crate::records::pairs::Beside::Alone)
+                }
+                (crate::records::pairs::Sharing::Pair(_), Some(Some(p))) => {
+                    Some(crate::records::pairs::Beside::Typed(p))
+                }
+                (crate::records::pairs::Sharing::Pair(_), _) => {
+                    Some(crate::records::pairs::Beside::Untyped)
+                }
                 (crate::records::pairs::Sharing::Other, _) => None,
             };
             if let Some(beside) = beside.filter(|_| settled) {
-                let me = updated.request.job_type.as_ref().map(|job_type| crate::records::pairs::TypeOf { tenant: updated.tenant.clone(), job_type: job_type.clone() });
-                let (measurements, samples) = crate::records::pairs::learn(&updated.measurements, me.as_ref(), updated.state.gpus().map_or(updated.request.gpus, |g| g.len() as u32), &t, beside, measured);
+                let me = updated.request.job_type.as_ref().map(|job_type| {
+                    crate::records::pairs::TypeOf {
+                        tenant: updated.tenant.clone(),
+                        job_type: job_type.clone(),
+                    }
+                });
+                let (measurements, samples) = crate::records::pairs::learn(
+                    &updated.measurements,
+                    me.as_ref(),
+                    updated
+                        .state
+                        .gpus()
+                        .map_or(updated.request.gpus, |g| g.len() as u32),
+                    &t,
+                    beside,
+                    measured,
+                );
                 updated.measurements = measurements;
                 for (key, sample) in samples {
                     writes.extend(state.pairs.record(key, sample, self.now_s(), &mut undo));
@@ -726,15 +992,26 @@ impl Daemon {
         if durable {
             state.progress_synced_ms = now_ms;
         }
-        if let Err(e) = self.store.put_jobs_and_pairs_with(durable, &[&updated], &writes) {
+        if let Err(e) = self
+            .store
+            .put_jobs_and_pairs_with(durable, &[&updated], &writes)
+        {
             state.pairs.undo(undo);
             return Err(e.into());
         }
         if !writes.is_empty() {
             state.pairs_changed = true;
-            tracing::debug!(job = id, entries = writes.len(), "co-location table updated");
+            tracing::debug!(
+                job = id,
+                entries = writes.len(),
+                "co-location table updated"
+            );
         }
-        state.specs[id as usize] = view::spec_of(&updated, state.topology.cluster(), &self.settings.priority_classes);
+        state.specs[id as usize] = view::spec_of(
+            &updated,
+            state.topology.cluster(),
+            &self.settings.priority_classes,
+        );
         state.jobs[id as usize] = updated;
         Ok(())
     }
@@ -755,7 +1032,10 @@ impl Daemon {
     /// A copy of a job's record, if the caller may see it.
     pub fn job(&self, id: u32, tenant: Option<&str>) -> Result<JobRecord, RequestError> {
         let state = self.lock();
-        let job = state.jobs.get(id as usize).ok_or(RequestError::NotFound(id))?;
+        let job = state
+            .jobs
+            .get(id as usize)
+            .ok_or(RequestError::NotFound(id))?;
         if tenant.is_some_and(|t| t != job.tenant) {
             return Err(RequestError::Forbidden(id));
         }
@@ -766,13 +1046,29 @@ impl Daemon {
     /// most `limit` with ids above `after` and, roughly, `max_bytes` of JSON (at least one job),
     /// and whether more follow. Bounded in bytes too: a tenant's records may be large (64 KiB
     /// bodies), and a page of 10,000 of them once held 91.6 MB in memory.
-    pub fn jobs_page(&self, tenant: Option<&str>, state_filter: Option<&str>, after: Option<u32>, limit: usize, max_bytes: u64) -> (Vec<JobRecord>, bool) {
+    pub fn jobs_page(
+        &self,
+        tenant: Option<&str>,
+        state_filter: Option<&str>,
+        after: Option<u32>,
+        limit: usize,
+        max_bytes: u64,
+    ) -> (Vec<JobRecord>, bool) {
         let state = self.lock();
         let start = after.map_or(0, |a| a as usize + 1);
-        let mut matching = state.jobs.iter_from(start).filter(|j| tenant.is_none_or(|t| t == j.tenant)).filter(|j| state_filter.is_none_or(|s| s == j.state.name())).peekable();
+        let mut matching = state
+            .jobs
+            .iter_from(start)
+            .filter(|j| tenant.is_none_or(|t| t == j.tenant))
+            .filter(|j| state_filter.is_none_or(|s| s == j.state.name()))
+            .peekable();
         let mut page: Vec<JobRecord> = Vec::new();
         let mut bytes = 0;
-        while let Some(job) = matching.next_if(|j| page.is_empty() || (page.len() < limit && bytes + crate::records::retention::approx_record_bytes(j) <= max_bytes)) {
+        while let Some(job) = matching.next_if(|j| {
+            page.is_empty()
+                || (page.len() < limit
+                    && bytes + crate::records::retention::approx_record_bytes(j) <= max_bytes)
+        }) {
             bytes += crate::records::retention::approx_record_bytes(job);
             page.push(job.clone());
         }
@@ -782,7 +1078,10 @@ impl Daemon {
 
     /// Path of a job's log file.
     pub fn log_path(&self, id: u32) -> PathBuf {
-        self.settings.data_dir.join("logs").join(format!("{id}.log"))
+        self.settings
+            .data_dir
+            .join("logs")
+            .join(format!("{id}.log"))
     }
 
     /// Runs `f` with the state locked (read-only uses: cluster view, metrics).
@@ -802,7 +1101,9 @@ impl Daemon {
             let daemon = self.clone();
             let ticked = match tokio::task::spawn_blocking(move || daemon.tick()).await {
                 Ok(ticked) => ticked,
-                Err(e) => Err(DaemonError::Config(format!("the scheduling round panicked: {e}"))),
+                Err(e) => Err(DaemonError::Config(format!(
+                    "the scheduling round panicked: {e}"
+                ))),
             };
             self.lock().counters.round_us_sum += started.elapsed().as_micros() as u64;
             match ticked {
@@ -811,18 +1112,30 @@ impl Daemon {
                     last_error = Some(e.to_string());
                 }
                 Err(_) => {}
-                Ok(()) if last_error.take().is_some() => tracing::info!("scheduling rounds work again"),
+                Ok(()) if last_error.take().is_some() => {
+                    tracing::info!("scheduling rounds work again")
+                }
                 Ok(()) => {}
             }
             // Runs being stopped are checked often (their SIGKILL deadlines), else once a round.
             let (soon, wake_at_ms, dirty) = {
                 let state = self.lock();
-                (state.watched.values().any(|w| w.kill_at_ms.is_some()), state.wake_at_ms, !state.dirty.is_empty())
+                (
+                    state.watched.values().any(|w| w.kill_at_ms.is_some()),
+                    state.wake_at_ms,
+                    !state.dirty.is_empty(),
+                )
             };
-            let mut wait = if soon || dirty || self.store.degraded().is_some() { round.min(Duration::from_millis(200)) } else { round };
+            let mut wait = if soon || dirty || self.store.degraded().is_some() {
+                round.min(Duration::from_millis(200))
+            } else {
+                round
+            };
             // The policy may ask to be called again earlier (a queue demotion, a Gavel round).
             if let Some(at) = wake_at_ms {
-                wait = wait.min(Duration::from_millis(at.saturating_sub(self.now_ms()).max(10)));
+                wait = wait.min(Duration::from_millis(
+                    at.saturating_sub(self.now_ms()).max(10),
+                ));
             }
             tokio::select! {
                 _ = self.wake.notified() => {}
@@ -835,7 +1148,9 @@ impl Daemon {
     pub fn free_gpus(&self) -> Vec<u32> {
         let state = self.lock();
         let holders = state.jobs.gpu_holders();
-        (0..state.topology.total_gpus()).filter(|g| !holders.is_held(*g)).collect()
+        (0..state.topology.total_gpus())
+            .filter(|g| !holders.is_held(*g))
+            .collect()
     }
 
     /// Now, Unix milliseconds, by the daemon's clock.
@@ -890,7 +1205,9 @@ impl State {
 
     /// Name of the policy.
     pub fn policy_name(&self) -> &'static str {
-        self.policy.as_ref().map_or(PolicyKind::External.name(), |p| p.name())
+        self.policy
+            .as_ref()
+            .map_or(PolicyKind::External.name(), |p| p.name())
     }
 
     /// The learned co-location table (`records/pairs.rs`).
@@ -911,7 +1228,9 @@ pub(crate) fn live_by_tenant(jobs: &crate::records::jobs::Jobs) -> BTreeMap<Stri
 /// Whether `job`'s run and the set of jobs on its GPUs (`others`) have lasted
 /// [`crate::records::pairs::SETTLE_S`] by `now_ms` (a change starts the clock again).
 pub(crate) fn settled(state: &mut State, job: &JobRecord, others: Vec<u32>, now_ms: u64) -> bool {
-    let JobState::Running { started_unix_s, .. } = job.state else { return false };
+    let JobState::Running { started_unix_s, .. } = job.state else {
+        return false;
+    };
     let since = match state.sharing_since.get(&job.id) {
         Some((seen, since)) if *seen == others => *since,
         _ => {
@@ -920,7 +1239,10 @@ pub(crate) fn settled(state: &mut State, job: &JobRecord, others: Vec<u32>, now_
         }
     };
     let started_ms = started_unix_s.max(0) as u64 * 1000;
-    now_ms >= started_ms.max(since).saturating_add(crate::records::pairs::SETTLE_S * 1000)
+    now_ms
+        >= started_ms
+            .max(since)
+            .saturating_add(crate::records::pairs::SETTLE_S * 1000)
 }
 
 impl State {
@@ -932,8 +1254,15 @@ impl State {
     }
 
     /// Takes one submission from `tenant`'s budget at `now_ms`; how long to wait if there is none.
-    pub(crate) fn take_submission(&mut self, tenant: &str, retention: &crate::records::retention::Retention, now_ms: u64) -> Result<(), f64> {
-        self.submission_budget.entry(tenant.to_string()).or_insert_with(|| crate::records::retention::Budget::full(retention, now_ms)).take(retention, now_ms)
+    pub(crate) fn take_submission(
+        &mut self,
+        tenant: &str,
+        retention: &crate::records::retention::Retention,
+        now_ms: u64,
+    ) -> Result<(), f64> {
+        self.submission_budget
+            .entry(tenant.to_string())
+            .or_insert_with(|| crate::records::retention::Budget::full(retention, now_ms))
+            .take(retention, now_ms)
     }
 }
-

@@ -19,7 +19,12 @@ impl Daemon {
     /// Asks the opportunistic runs on `a`'s nodes to yield as many GPUs as `a` lacks there
     /// (youngest run first; runs already yielding count). Returns the jobs that are yielding
     /// GPUs `a` waits for.
-    pub(crate) fn make_room(&self, state: &mut State, held: &BTreeSet<u32>, a: &Assignment) -> Result<Vec<u32>, DaemonError> {
+    pub(crate) fn make_room(
+        &self,
+        state: &mut State,
+        held: &BTreeSet<u32>,
+        a: &Assignment,
+    ) -> Result<Vec<u32>, DaemonError> {
         let mut yielding = Vec::new();
         for &(node, count) in &a.placement.slots {
             let gpus = state.topology.gpus_of(node);
@@ -35,10 +40,13 @@ impl Daemon {
                 .iter()
                 .filter(|j| j.request.opportunistic)
                 .filter_map(|j| {
-                    let on_node = j.state.gpus()?.iter().filter(|g| gpus.contains(g)).count() as u32;
+                    let on_node =
+                        j.state.gpus()?.iter().filter(|g| gpus.contains(g)).count() as u32;
                     match j.state {
                         JobState::Stopping { .. } => Some((false, 0, j.id, on_node)),
-                        JobState::Running { started_unix_s, .. } => Some((true, -started_unix_s, j.id, on_node)),
+                        JobState::Running { started_unix_s, .. } => {
+                            Some((true, -started_unix_s, j.id, on_node))
+                        }
                         _ => None,
                     }
                 })
@@ -50,7 +58,11 @@ impl Daemon {
                     break;
                 }
                 if running {
-                    tracing::info!(job = id, for_job = a.job.0, "opportunistic run yields its GPUs");
+                    tracing::info!(
+                        job = id,
+                        for_job = a.job.0,
+                        "opportunistic run yields its GPUs"
+                    );
                     self.stop(state, id, StopReason::Preempted, false)?;
                     state.counters.preemptions += 1;
                 }
@@ -63,11 +75,21 @@ impl Daemon {
 
     /// Starts queued opportunistic jobs, oldest first, each on free GPUs of one node it may run
     /// on, avoiding `reserved` nodes; says why the others wait.
-    pub(crate) fn start_opportunistic(&self, state: &mut State, held: &mut BTreeSet<u32>, reserved: &BTreeSet<NodeId>, now_s: i64) -> Result<(), DaemonError> {
+    pub(crate) fn start_opportunistic(
+        &self,
+        state: &mut State,
+        held: &mut BTreeSet<u32>,
+        reserved: &BTreeSet<NodeId>,
+        now_s: i64,
+    ) -> Result<(), DaemonError> {
         let queued: Vec<u32> = state
             .jobs
             .iter()
-            .filter(|j| j.request.opportunistic && matches!(j.state, JobState::Queued) && !j.backing_off(now_s))
+            .filter(|j| {
+                j.request.opportunistic
+                    && matches!(j.state, JobState::Queued)
+                    && !j.backing_off(now_s)
+            })
             .map(|j| j.id)
             .collect();
         let mut starts = Vec::new();
@@ -77,15 +99,32 @@ impl Daemon {
                 !reserved.contains(&n.id)
                     && spec.gpu_type.is_none_or(|t| t == n.gpu_type)
                     && spec.speed_on(n.gpu_type) > 0.0
-                    && state.topology.gpus_of(n.id).filter(|g| !held.contains(g)).count() as u32 >= spec.gpus
+                    && state
+                        .topology
+                        .gpus_of(n.id)
+                        .filter(|g| !held.contains(g))
+                        .count() as u32
+                        >= spec.gpus
             });
             let Some(node) = node.map(|n| n.id) else {
-                crate::daemon::round::hold::set(&mut state.jobs[id as usize], &crate::daemon::round::hold::Hold::Opportunistic);
+                crate::daemon::round::hold::set(
+                    &mut state.jobs[id as usize],
+                    &crate::daemon::round::hold::Hold::Opportunistic,
+                );
                 continue;
             };
-            let gpus: Vec<u32> = state.topology.gpus_of(node).filter(|g| !held.contains(g)).take(spec.gpus as usize).collect();
+            let gpus: Vec<u32> = state
+                .topology
+                .gpus_of(node)
+                .filter(|g| !held.contains(g))
+                .take(spec.gpus as usize)
+                .collect();
             held.extend(gpus.iter().copied());
-            starts.push(Start { id, gpus, host: None });
+            starts.push(Start {
+                id,
+                gpus,
+                host: None,
+            });
         }
         self.start_runs(state, starts)?;
         Ok(())

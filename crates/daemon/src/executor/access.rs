@@ -44,14 +44,31 @@ pub fn explain(launch: &Launch, code: i32) -> Option<String> {
     let program = program_of(&launch.command)?;
     let path_var = launch.env.get("PATH").map_or(DEFAULT_PATH, String::as_str);
     let (path, denial) = denied_program(&program, &launch.working_dir, path_var, identity)?;
-    let tenant = launch.tenant.as_deref().map_or_else(|| "the tenant's user".to_string(), |t| format!("tenant {t}'s user"));
+    let tenant = launch.tenant.as_deref().map_or_else(
+        || "the tenant's user".to_string(),
+        |t| format!("tenant {t}'s user"),
+    );
     Some(message(&program, &path, &denial, &tenant, identity))
 }
 
 /// The sentence itself (see [`explain`]).
-pub fn message(program: &str, path: &Path, denial: &Denial, tenant: &str, identity: UnixIdentity) -> String {
-    let resolved = if Path::new(program) == path { String::new() } else { format!(" ({})", path.display()) };
-    let what = if denial.dir { "a directory it cannot enter" } else { "a file it cannot execute" };
+pub fn message(
+    program: &str,
+    path: &Path,
+    denial: &Denial,
+    tenant: &str,
+    identity: UnixIdentity,
+) -> String {
+    let resolved = if Path::new(program) == path {
+        String::new()
+    } else {
+        format!(" ({})", path.display())
+    };
+    let what = if denial.dir {
+        "a directory it cannot enter"
+    } else {
+        "a file it cannot execute"
+    };
     format!(
         "the command `{program}`{resolved} is not executable by {tenant} (uid {}): Permission denied at {} ({what}: mode {:04o}, owner uid {}) — install it where every tenant can read it, e.g. /opt/arbiter/venv with o+rx or the system's site-packages, not under /root (docs/production.md, \"Where jobs' programs live\")",
         identity.uid,
@@ -65,7 +82,9 @@ pub fn message(program: &str, path: &Path, denial: &Denial, tenant: &str, identi
 /// `NAME=value` assignments and an `exec`. `None` where the command starts with shell syntax
 /// this does not follow (a group, a substitution, a keyword).
 pub fn program_of(command: &str) -> Option<String> {
-    let mut words = command.split_whitespace().map(|w| w.trim_matches(|c| c == '\'' || c == '"'));
+    let mut words = command
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '\'' || c == '"'));
     let word = words.find(|w| !is_assignment(w) && *w != "exec")?;
     let syntax = |c: char| "$`(){};|&<>*?[]\\".contains(c);
     let keyword = ["if", "for", "while", "until", "case", "!", "{", "[["].contains(&word);
@@ -73,7 +92,9 @@ pub fn program_of(command: &str) -> Option<String> {
 }
 
 fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()))
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+    })
 }
 
 /// Where `program` is (a path, against `working_dir` when relative; a bare name, in each
@@ -84,11 +105,20 @@ fn is_assignment(word: &str) -> bool {
 /// Nothing is looked at beyond a place the uid cannot enter (see [`reach`]): a candidate in a
 /// directory it cannot search is reported by that directory whether or not the program is
 /// there, or the explanation would tell a tenant which files exist where it may not look.
-pub fn denied_program(program: &str, working_dir: &Path, path_var: &str, identity: UnixIdentity) -> Option<(PathBuf, Denial)> {
+pub fn denied_program(
+    program: &str,
+    working_dir: &Path,
+    path_var: &str,
+    identity: UnixIdentity,
+) -> Option<(PathBuf, Denial)> {
     let candidates: Vec<PathBuf> = if program.contains('/') {
         vec![working_dir.join(program)]
     } else {
-        path_var.split(':').filter(|d| !d.is_empty()).map(|d| working_dir.join(d).join(program)).collect()
+        path_var
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| working_dir.join(d).join(program))
+            .collect()
     };
     let mut first = None;
     for path in candidates {
@@ -176,7 +206,10 @@ fn walk(path: &Path, identity: UnixIdentity, links: &mut u32) -> Result<PathBuf,
                     continue;
                 }
                 *links += 1;
-                let target = std::fs::read_link(&next).ok().filter(|_| *links <= MAX_LINKS).ok_or(Reach::Missing)?;
+                let target = std::fs::read_link(&next)
+                    .ok()
+                    .filter(|_| *links <= MAX_LINKS)
+                    .ok_or(Reach::Missing)?;
                 at = walk(&at.join(target), identity, links)?;
             }
         }
@@ -188,7 +221,12 @@ fn walk(path: &Path, identity: UnixIdentity, links: &mut u32) -> Result<PathBuf,
 /// 0o1 is search). The walk reached it, so the uid may know it is there.
 fn denied_at(path: &Path, identity: UnixIdentity, want: u32) -> Option<Denial> {
     let meta = std::fs::metadata(path).ok()?;
-    (!allows(meta.mode(), meta.uid(), meta.gid(), identity, want)).then(|| Denial { at: path.to_path_buf(), dir: meta.is_dir(), mode: meta.mode(), owner: meta.uid() })
+    (!allows(meta.mode(), meta.uid(), meta.gid(), identity, want)).then(|| Denial {
+        at: path.to_path_buf(),
+        dir: meta.is_dir(),
+        mode: meta.mode(),
+        owner: meta.uid(),
+    })
 }
 
 /// Whether a file of `mode`, owned by `owner`:`group`, grants `identity` the permission bits
@@ -209,10 +247,14 @@ pub fn allows(mode: u32, owner: u32, group: u32, identity: UnixIdentity, want: u
 fn interpreter_of(path: &Path) -> Option<PathBuf> {
     use std::io::Read;
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).ok()?;
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
     let line = std::str::from_utf8(&head[..n]).ok()?.lines().next()?;
     let interpreter = line.strip_prefix("#!")?.split_whitespace().next()?;
-    interpreter.starts_with('/').then(|| PathBuf::from(interpreter))
+    interpreter
+        .starts_with('/')
+        .then(|| PathBuf::from(interpreter))
 }
 
 #[cfg(test)]
@@ -221,7 +263,10 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     /// A uid and gid no file of the test's own belongs to.
-    const TENANT: UnixIdentity = UnixIdentity { uid: 1_950_999_901, gid: 1_950_999_901 };
+    const TENANT: UnixIdentity = UnixIdentity {
+        uid: 1_950_999_901,
+        gid: 1_950_999_901,
+    };
 
     fn chmod(path: &Path, mode: u32) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
@@ -273,8 +318,14 @@ mod tests {
 
     #[test]
     fn the_program_is_the_first_word_after_assignments() {
-        assert_eq!(program_of("python train.py --epochs 90").as_deref(), Some("python"));
-        assert_eq!(program_of("  OMP_NUM_THREADS=4 exec '/opt/x/run' a").as_deref(), Some("/opt/x/run"));
+        assert_eq!(
+            program_of("python train.py --epochs 90").as_deref(),
+            Some("python")
+        );
+        assert_eq!(
+            program_of("  OMP_NUM_THREADS=4 exec '/opt/x/run' a").as_deref(),
+            Some("/opt/x/run")
+        );
         assert_eq!(program_of("$HOME/run.sh"), None);
         assert_eq!(program_of("if true; then x; fi"), None);
         assert_eq!(program_of(""), None);
@@ -286,25 +337,68 @@ mod tests {
         let (home_bin, opt_bin) = layout(dir.path());
         let program = home_bin.join("python");
         // By path (exit 126): the home directory stops the tenant's uid.
-        let text = explain(&launch(&format!("{} train.py", program.display()), dir.path(), "/usr/bin"), 126).expect("explained");
+        let text = explain(
+            &launch(
+                &format!("{} train.py", program.display()),
+                dir.path(),
+                "/usr/bin",
+            ),
+            126,
+        )
+        .expect("explained");
         let home = dir.path().join("home");
-        assert!(text.contains(&format!("the command `{}` is not executable by tenant team-a's user (uid {})", program.display(), TENANT.uid)), "{text}");
-        assert!(text.contains(&format!("Permission denied at {} (a directory it cannot enter: mode 0700", home.display())), "{text}");
-        assert!(text.contains("install it where every tenant can read it"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "the command `{}` is not executable by tenant team-a's user (uid {})",
+                program.display(),
+                TENANT.uid
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "Permission denied at {} (a directory it cannot enter: mode 0700",
+                home.display()
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("install it where every tenant can read it"),
+            "{text}"
+        );
         // By name on PATH (dash exits 127 then): the same, naming where it was found.
         let path_var = format!("{}:{}", home_bin.display(), opt_bin.display());
-        let text = explain(&launch("python train.py", dir.path(), &path_var), 127).expect("explained");
-        assert!(text.contains(&format!("the command `python` ({})", program.display())), "{text}");
+        let text =
+            explain(&launch("python train.py", dir.path(), &path_var), 127).expect("explained");
+        assert!(
+            text.contains(&format!("the command `python` ({})", program.display())),
+            "{text}"
+        );
         // Other exit codes, the daemon's own uid, or a program the tenant can reach elsewhere on
         // PATH: the exit was the program's own.
         assert_eq!(explain(&launch("python", dir.path(), &path_var), 1), None);
-        assert_eq!(explain(&Launch { identity: None, ..launch("python", dir.path(), &path_var) }, 127), None);
+        assert_eq!(
+            explain(
+                &Launch {
+                    identity: None,
+                    ..launch("python", dir.path(), &path_var)
+                },
+                127
+            ),
+            None
+        );
         std::fs::write(opt_bin.join("python"), "#!/bin/sh\n").expect("write");
         chmod(&opt_bin.join("python"), 0o755);
         assert_eq!(explain(&launch("python", dir.path(), &path_var), 127), None);
         // A program that is simply not there, where the uid can look: the shell's "not found"
         // says it. (Behind a directory it cannot search nothing is looked up: see below.)
-        assert_eq!(explain(&launch("nosuchprogram", dir.path(), &opt_bin.display().to_string()), 127), None);
+        assert_eq!(
+            explain(
+                &launch("nosuchprogram", dir.path(), &opt_bin.display().to_string()),
+                127
+            ),
+            None
+        );
     }
 
     #[test]
@@ -315,8 +409,12 @@ mod tests {
         // Whether a name exists behind the home directory: the same answer either way.
         let path_var = home_bin.display().to_string();
         let there = explain(&launch("python", dir.path(), &path_var), 127).expect("explained");
-        let absent = explain(&launch("nosuchprogram", dir.path(), &path_var), 127).expect("explained");
-        assert_eq!(there.replace("python", "X"), absent.replace("nosuchprogram", "X"));
+        let absent =
+            explain(&launch("nosuchprogram", dir.path(), &path_var), 127).expect("explained");
+        assert_eq!(
+            there.replace("python", "X"),
+            absent.replace("nosuchprogram", "X")
+        );
         // A link of the tenant's own pointing behind it: the home is named, not the file's mode.
         let secret = home_bin.join("secret");
         std::fs::write(&secret, "").expect("write");
@@ -327,7 +425,11 @@ mod tests {
         assert_eq!((denial.at, denial.mode & 0o7777), (home.clone(), 0o700));
         // A script the tenant may execute but not read: its interpreter is not read for it.
         let script = opt_bin.join("unreadable");
-        std::fs::write(&script, format!("#!{}\n", home_bin.join("python").display())).expect("write");
+        std::fs::write(
+            &script,
+            format!("#!{}\n", home_bin.join("python").display()),
+        )
+        .expect("write");
         chmod(&script, 0o711);
         assert_eq!(denial_on_the_way(&script, TENANT), None);
     }
@@ -338,7 +440,11 @@ mod tests {
         let (home_bin, opt_bin) = layout(dir.path());
         // A console script installed outside, its `#!` naming the venv's python under the home.
         let script = opt_bin.join("train");
-        std::fs::write(&script, format!("#!{}\nprint()\n", home_bin.join("python").display())).expect("write");
+        std::fs::write(
+            &script,
+            format!("#!{}\nprint()\n", home_bin.join("python").display()),
+        )
+        .expect("write");
         chmod(&script, 0o755);
         let denial = denial_on_the_way(&script, TENANT).expect("denied");
         assert_eq!((denial.at, denial.dir), (dir.path().join("home"), true));

@@ -79,7 +79,13 @@ pub struct FakeExecutor {
 impl FakeExecutor {
     /// A fake on `clock`.
     pub fn new(clock: Arc<VirtualClock>) -> Self {
-        FakeExecutor { clock, inner: Mutex::new(Inner { next_handle: 1000, ..Default::default() }) }
+        FakeExecutor {
+            clock,
+            inner: Mutex::new(Inner {
+                next_handle: 1000,
+                ..Default::default()
+            }),
+        }
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -131,7 +137,16 @@ impl FakeExecutor {
     /// When the first live run finishes its work (virtual Unix ms), if any will.
     pub fn next_end_ms(&self) -> Option<u64> {
         let inner = self.inner();
-        inner.live.iter().filter_map(|(job, (_, started))| inner.work_left_s.get(job).map(|w| started + (w * 1000.0).ceil() as u64)).min()
+        inner
+            .live
+            .iter()
+            .filter_map(|(job, (_, started))| {
+                inner
+                    .work_left_s
+                    .get(job)
+                    .map(|w| started + (w * 1000.0).ceil() as u64)
+            })
+            .min()
     }
 
     /// Ends the runs whose work is done by the clock's time.
@@ -141,7 +156,12 @@ impl FakeExecutor {
         let done: Vec<u32> = inner
             .live
             .iter()
-            .filter(|(job, (_, started))| inner.work_left_s.get(job).is_some_and(|w| started + (w * 1000.0).ceil() as u64 <= now))
+            .filter(|(job, (_, started))| {
+                inner
+                    .work_left_s
+                    .get(job)
+                    .is_some_and(|w| started + (w * 1000.0).ceil() as u64 <= now)
+            })
             .map(|(job, _)| *job)
             .collect();
         for job in done {
@@ -159,7 +179,9 @@ impl FakeExecutor {
 
 /// Ends `job`'s live run at `now_ms`, keeping the work it did.
 fn end(inner: &mut Inner, job: u32, now_ms: u64, code: Option<i32>) {
-    let Some((handle, started)) = inner.live.remove(&job) else { return };
+    let Some((handle, started)) = inner.live.remove(&job) else {
+        return;
+    };
     if let Some(w) = inner.work_left_s.get_mut(&job) {
         *w = (*w - now_ms.saturating_sub(started) as f64 / 1000.0).max(0.0);
     }
@@ -176,16 +198,30 @@ impl Executor for FakeExecutor {
     }
 
     fn capabilities(&self) -> Capabilities {
-        self.inner().capabilities.unwrap_or(Capabilities { colocation: true, live_reshare: true, multi_node: true, automatic_uids: true, colocation_hint: None })
+        self.inner().capabilities.unwrap_or(Capabilities {
+            colocation: true,
+            live_reshare: true,
+            multi_node: true,
+            automatic_uids: true,
+            colocation_hint: None,
+        })
     }
 
     fn launch(&self, run: &RunSpec) -> Result<u32, ExecError> {
         let at_ms = self.clock.now_ms();
         let mut inner = self.inner();
         if inner.live.contains_key(&run.job) {
-            return Err(ExecError::Refused(format!("job {} already has a live run", run.job)));
+            return Err(ExecError::Refused(format!(
+                "job {} already has a live run",
+                run.job
+            )));
         }
-        inner.calls.push(Call::Launch { job: run.job, nodes: run.nodes.clone(), cpus_per_node: run.cpus_per_node, at_ms });
+        inner.calls.push(Call::Launch {
+            job: run.job,
+            nodes: run.nodes.clone(),
+            cpus_per_node: run.cpus_per_node,
+            at_ms,
+        });
         if let Some(token) = run.env.get("ARBITER_JOB_TOKEN") {
             inner.tokens.insert(run.job, token.clone());
         }
@@ -213,7 +249,13 @@ impl Executor for FakeExecutor {
         end(&mut inner, job, now, None);
     }
 
-    fn reshare(&self, job: u32, _handle: u32, cpus: f64, _memory_bytes: u64) -> Result<(), ExecError> {
+    fn reshare(
+        &self,
+        job: u32,
+        _handle: u32,
+        cpus: f64,
+        _memory_bytes: u64,
+    ) -> Result<(), ExecError> {
         self.inner().calls.push(Call::Reshare { job, cpus });
         Ok(())
     }

@@ -15,7 +15,13 @@ use tokio::sync::Notify;
 
 /// What the local executor can do: co-located runs simply see the same GPUs; cgroup limits
 /// change in place; one machine only.
-pub const CAPABILITIES: Capabilities = Capabilities { colocation: true, live_reshare: true, multi_node: false, automatic_uids: true, colocation_hint: None };
+pub const CAPABILITIES: Capabilities = Capabilities {
+    colocation: true,
+    live_reshare: true,
+    multi_node: false,
+    automatic_uids: true,
+    colocation_hint: None,
+};
 
 /// Runs jobs as process sessions on this machine.
 pub struct LocalExecutor {
@@ -31,14 +37,29 @@ impl LocalExecutor {
     /// An executor keeping its run files in `runs_dir` (private to the daemon), starting runs
     /// through `wrapper_exe` (`arbiter job-wrapper`), limiting them with `cgroups` where
     /// available, and calling `wake` when a run ends.
-    pub fn new(runs_dir: PathBuf, wrapper_exe: PathBuf, cgroups: Option<Cgroups>, wake: Arc<Notify>) -> Self {
-        LocalExecutor { runs_dir, wrapper_exe, cgroups, confinement: RunConfinement::default(), ended: Arc::new(Mutex::new(Vec::new())), wake }
+    pub fn new(
+        runs_dir: PathBuf,
+        wrapper_exe: PathBuf,
+        cgroups: Option<Cgroups>,
+        wake: Arc<Notify>,
+    ) -> Self {
+        LocalExecutor {
+            runs_dir,
+            wrapper_exe,
+            cgroups,
+            confinement: RunConfinement::default(),
+            ended: Arc::new(Mutex::new(Vec::new())),
+            wake,
+        }
     }
 
     /// The same executor, confining its runs with `confinement` (their own PID namespace, the
     /// RLIMIT_DATA fallback); without it, runs are started as the Slurm executor's steps are.
     pub fn confined(self, confinement: RunConfinement) -> Self {
-        LocalExecutor { confinement, ..self }
+        LocalExecutor {
+            confinement,
+            ..self
+        }
     }
 
     fn run_file(&self, job: u32, ext: &str) -> PathBuf {
@@ -65,7 +86,11 @@ impl LocalExecutor {
             if let Some(cg) = &cgroups {
                 cg.remove(job);
             }
-            ended.lock().unwrap_or_else(|p| p.into_inner()).push(Ended { job, handle: sid, code });
+            ended.lock().unwrap_or_else(|p| p.into_inner()).push(Ended {
+                job,
+                handle: sid,
+                code,
+            });
             wake.notify_one();
         });
     }
@@ -82,7 +107,11 @@ impl Executor for LocalExecutor {
 
     fn launch(&self, run: &RunSpec) -> Result<u32, ExecError> {
         let [node] = run.nodes.as_slice() else {
-            return Err(ExecError::Refused(format!("the local executor runs on one machine; job {} was placed on {} nodes", run.job, run.nodes.len())));
+            return Err(ExecError::Refused(format!(
+                "the local executor runs on one machine; job {} was placed on {} nodes",
+                run.job,
+                run.nodes.len()
+            )));
         };
         let mut env = run.env.clone();
         let visible: Vec<String> = node.devices.iter().map(u32::to_string).collect();
@@ -90,11 +119,13 @@ impl Executor for LocalExecutor {
         // GPU indices come from nvidia-smi, which numbers GPUs in PCI bus order; CUDA's default
         // order (fastest first) differs on machines with mixed GPUs.
         env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
-        let cgroup = self.cgroups.as_ref().and_then(|cg| match cg.prepare(run.job, run.cpus_per_node, run.memory_bytes_per_node) {
-            Ok(dir) => Some(dir),
-            Err(e) => {
-                tracing::warn!(job = run.job, "cgroup limits not applied: {e}");
-                None
+        let cgroup = self.cgroups.as_ref().and_then(|cg| {
+            match cg.prepare(run.job, run.cpus_per_node, run.memory_bytes_per_node) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    tracing::warn!(job = run.job, "cgroup limits not applied: {e}");
+                    None
+                }
             }
         });
         let launch = Launch {
@@ -112,10 +143,12 @@ impl Executor for LocalExecutor {
             pid_namespace: self.confinement.pid_namespace,
             // A run without a cgroup (none here, or its group could not be prepared) is held by
             // RLIMIT_DATA instead.
-            memory_rlimit_bytes: (self.confinement.memory_rlimit && cgroup.is_none()).then_some(run.memory_bytes_per_node),
+            memory_rlimit_bytes: (self.confinement.memory_rlimit && cgroup.is_none())
+                .then_some(run.memory_bytes_per_node),
             cgroup,
         };
-        let child = process::spawn(&launch, &self.wrapper_exe).map_err(|e| ExecError::Io(e.to_string()))?;
+        let child =
+            process::spawn(&launch, &self.wrapper_exe).map_err(|e| ExecError::Io(e.to_string()))?;
         let pid = child.id().unwrap_or(0);
         self.watch(run.job, pid, Some(child));
         Ok(pid)
@@ -129,9 +162,18 @@ impl Executor for LocalExecutor {
         let _ = process::signal_run(handle, Signal::SIGKILL);
     }
 
-    fn reshare(&self, job: u32, _handle: u32, cpus: f64, memory_bytes: u64) -> Result<(), ExecError> {
+    fn reshare(
+        &self,
+        job: u32,
+        _handle: u32,
+        cpus: f64,
+        memory_bytes: u64,
+    ) -> Result<(), ExecError> {
         match &self.cgroups {
-            Some(cg) => cg.prepare(job, cpus, memory_bytes).map(|_| ()).map_err(|e| ExecError::Io(format!("cgroup limits of job {job}: {e}"))),
+            Some(cg) => cg
+                .prepare(job, cpus, memory_bytes)
+                .map(|_| ())
+                .map_err(|e| ExecError::Io(format!("cgroup limits of job {job}: {e}"))),
             None => Ok(()), // limits are not enforced on this machine (said at start)
         }
     }
@@ -144,13 +186,16 @@ impl Executor for LocalExecutor {
         // The wrapper's pid file says who it was (pid, start time, boot): only that very process
         // is re-adopted, never an unrelated one that got the same pid after a reboot or a pid
         // wrap. It also has the pid of a run whose id the daemon had not recorded.
-        let identity = process::read_run_identity(&self.run_file(job, "pid")).filter(|i| recorded == 0 || i.pid == recorded);
+        let identity = process::read_run_identity(&self.run_file(job, "pid"))
+            .filter(|i| recorded == 0 || i.pid == recorded);
         match identity {
             Some(i) if i.is_alive() => {
                 self.watch(job, i.pid, None);
                 Adoption::Alive { handle: i.pid }
             }
-            Some(_) => Adoption::Ended { code: process::read_exit_code(&self.run_file(job, "exit")) },
+            Some(_) => Adoption::Ended {
+                code: process::read_exit_code(&self.run_file(job, "exit")),
+            },
             // Persisted as starting, but the wrapper never recorded itself: the run never began.
             None => Adoption::NeverStarted,
         }
@@ -174,22 +219,37 @@ impl Executor for LocalExecutor {
         // is repeated while it still finds strays.
         // Tenants whose run just ended and that have none left: killed whether or not the scan
         // below sees anything (a chain of short-lived processes may be invisible to it).
-        let mut idle_with_processes: BTreeSet<u32> = input.ended_uids.iter().copied().filter(|uid| !busy.contains(uid)).collect();
+        let mut idle_with_processes: BTreeSet<u32> = input
+            .ended_uids
+            .iter()
+            .copied()
+            .filter(|uid| !busy.contains(uid))
+            .collect();
         for pass in 0..5 {
             let mut found = false;
             for p in crate::security::procs::processes() {
                 if p.dead || live.contains(&p.session) {
                     continue;
                 }
-                let Some(tenant) = input.automatic_uids.get(&p.uid) else { continue };
+                let Some(tenant) = input.automatic_uids.get(&p.uid) else {
+                    continue;
+                };
                 if !busy.contains(&p.uid) {
                     idle_with_processes.insert(p.uid);
                     continue;
                 }
                 if pass == 0 {
-                    tracing::warn!(tenant, pid = p.pid, session = p.session, "killing a process that left its run's session");
+                    tracing::warn!(
+                        tenant,
+                        pid = p.pid,
+                        session = p.session,
+                        "killing a process that left its run's session"
+                    );
                 }
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p.pid as i32),
+                    Signal::SIGKILL,
+                );
                 found = true;
             }
             if !found {
@@ -198,7 +258,11 @@ impl Executor for LocalExecutor {
         }
         for uid in idle_with_processes {
             let tenant = input.automatic_uids.get(&uid).map_or("", String::as_str);
-            tracing::warn!(tenant, uid, "killing every process of a tenant with no live run");
+            tracing::warn!(
+                tenant,
+                uid,
+                "killing every process of a tenant with no live run"
+            );
             kill_everything_of(uid);
         }
     }
@@ -225,5 +289,8 @@ fn kill_everything_of(uid: u32) {
 
 /// Tenants by automatic uid (for [`SweepInput`]).
 pub fn automatic_uids(allocated: &BTreeMap<String, u32>) -> BTreeMap<u32, String> {
-    allocated.iter().map(|(tenant, uid)| (*uid, tenant.clone())).collect()
+    allocated
+        .iter()
+        .map(|(tenant, uid)| (*uid, tenant.clone()))
+        .collect()
 }

@@ -133,7 +133,8 @@ pub trait Executor: Send + Sync {
     /// Ends a run at once, everything in it.
     fn kill(&self, job: u32, handle: u32);
     /// Changes a running run's CPU/memory limits (only if [`Capabilities::live_reshare`]).
-    fn reshare(&self, job: u32, handle: u32, cpus: f64, memory_bytes: u64) -> Result<(), ExecError>;
+    fn reshare(&self, job: u32, handle: u32, cpus: f64, memory_bytes: u64)
+    -> Result<(), ExecError>;
     /// Runs that ended since the last call, in the order they ended.
     fn take_ended(&self) -> Vec<Ended>;
     /// Looks for the run of `job` a previous daemon started (`recorded`: the handle it
@@ -184,5 +185,3 @@ impl ExecutorKind {
         }
     }
 }
-
-

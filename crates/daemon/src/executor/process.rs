@@ -22,7 +22,7 @@
 
 use crate::security::identity::UnixIdentity;
 use nix::errno::Errno;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -93,12 +93,22 @@ pub fn spawn(launch: &Launch, wrapper_exe: &Path) -> std::io::Result<tokio::proc
     let spec_path = launch.spec_path();
     {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&spec_path)?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&spec_path)?;
         f.write_all(&spec)?;
     }
     // The log: the daemon's file (0600, never followed through a symlink), handed to the run as
     // its stdout and stderr.
-    let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW).open(&launch.log_path)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&launch.log_path)?;
     let err = log.try_clone()?;
     let mut command = tokio::process::Command::new(wrapper_exe);
     command
@@ -124,7 +134,10 @@ pub fn signal_run(sid: u32, signal: Signal) -> Result<(), Errno> {
     };
     // Processes the job moved to other groups of its session; those still in the run's group
     // got the signal above (once: a checkpoint handler must not run twice).
-    for p in crate::security::procs::processes().into_iter().filter(|p| p.session == sid && p.pgrp != sid && !p.dead) {
+    for p in crate::security::procs::processes()
+        .into_iter()
+        .filter(|p| p.session == sid && p.pgrp != sid && !p.dead)
+    {
         let _ = kill(Pid::from_raw(p.pid as i32), signal);
     }
     group
@@ -134,7 +147,9 @@ pub fn signal_run(sid: u32, signal: Signal) -> Result<(), Errno> {
 /// process orphaned when its wrapper died is reaped by whatever is PID 1, which in a container
 /// may never do it.
 pub fn run_alive(sid: u32) -> bool {
-    crate::security::procs::processes().iter().any(|p| p.session == sid && !p.dead)
+    crate::security::procs::processes()
+        .iter()
+        .any(|p| p.session == sid && !p.dead)
 }
 
 /// Who a run's wrapper was, if it started (its pid file).

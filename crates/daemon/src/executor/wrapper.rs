@@ -32,8 +32,8 @@ use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 /// Creates the checkpoint directory (as the job's identity: a symlink swapped in cannot lead
 /// anywhere the tenant could not write anyway), then runs the command. `command -p` finds the
@@ -68,7 +68,9 @@ pub fn main(spec: Option<&Path>, pid_init: bool, probe: bool) -> i32 {
         (None, true, probe) => self::pid_init(probe),
         (None, false, true) => self::probe(),
         _ => {
-            note(format_args!("job wrapper: usage: job-wrapper SPEC | job-wrapper --pid-init [--probe] | job-wrapper --probe"));
+            note(format_args!(
+                "job wrapper: usage: job-wrapper SPEC | job-wrapper --pid-init [--probe] | job-wrapper --probe"
+            ));
             2
         }
     }
@@ -82,27 +84,50 @@ pub fn run(spec_path: &Path) -> i32 {
     // Descriptors the daemon inherited from whoever started it (a supervisor's pipe, say) must
     // not reach the job: close everything above stderr.
     close_inherited_descriptors();
-    let launch = match std::fs::read(spec_path).map_err(|e| e.to_string()).and_then(|b| parse_launch(&b)) {
+    let launch = match std::fs::read(spec_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| parse_launch(&b))
+    {
         Ok(launch) => launch,
         Err(e) => {
-            note(format_args!("job wrapper: cannot read its launch spec {}: {e}", spec_path.display()));
+            note(format_args!(
+                "job wrapper: cannot read its launch spec {}: {e}",
+                spec_path.display()
+            ));
             return COULD_NOT_START;
         }
     };
     let _ = std::fs::remove_file(spec_path);
-    if let Err(e) = crate::security::datadir::write_private(&launch.pid_file, &crate::security::procs::RunIdentity::of_self().to_line()) {
-        note(format_args!("job wrapper: cannot write {}: {e}", launch.pid_file.display()));
+    if let Err(e) = crate::security::datadir::write_private(
+        &launch.pid_file,
+        &crate::security::procs::RunIdentity::of_self().to_line(),
+    ) {
+        note(format_args!(
+            "job wrapper: cannot write {}: {e}",
+            launch.pid_file.display()
+        ));
     }
     if let Some(cgroup) = &launch.cgroup
-        && let Err(e) = std::fs::write(cgroup.join("cgroup.procs"), format!("{}\n", std::process::id())) {
-            note(format_args!("could not join {}; CPU/memory limits not applied: {e}", cgroup.display()));
-        }
+        && let Err(e) = std::fs::write(
+            cgroup.join("cgroup.procs"),
+            format!("{}\n", std::process::id()),
+        )
+    {
+        note(format_args!(
+            "could not join {}; CPU/memory limits not applied: {e}",
+            cgroup.display()
+        ));
+    }
     catch_checkpoint_signals();
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     // The copier thread starts first: once this process has unshared a PID namespace it can
     // start no thread (the kernel refuses a thread whose children would be in another one).
     let (output, mut copier) = capture_output(launch.max_log_bytes);
-    let code = if launch.pid_namespace { start_in_namespace(&launch, output) } else { start_here(&launch, output) };
+    let code = if launch.pid_namespace {
+        start_in_namespace(&launch, output)
+    } else {
+        start_here(&launch, output)
+    };
     // The shell's bare "Permission denied" for a program the tenant's uid cannot reach (a venv
     // under /root) is explained in the log, after the shell's line: the job never started, so
     // nothing else holds its output open and the copier ends at once.
@@ -112,8 +137,12 @@ pub fn run(spec_path: &Path) -> i32 {
         }
         note(format_args!("{why}"));
     }
-    if let Err(e) = crate::security::datadir::write_private(&launch.exit_file, &format!("{code}\n")) {
-        note(format_args!("job wrapper: cannot write {}: {e}", launch.exit_file.display()));
+    if let Err(e) = crate::security::datadir::write_private(&launch.exit_file, &format!("{code}\n"))
+    {
+        note(format_args!(
+            "job wrapper: cannot write {}: {e}",
+            launch.exit_file.display()
+        ));
     }
     // Processes the job left in the background may still write: the wrapper (and so the run)
     // lasts until they have closed the output too.
@@ -132,9 +161,18 @@ fn parse_launch(bytes: &[u8]) -> Result<Launch, String> {
 /// may ask to be checkpointed with.
 fn catch_checkpoint_signals() {
     let caught = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP, signal_hook::consts::SIGUSR1, signal_hook::consts::SIGUSR2, signal_hook::consts::SIGQUIT] {
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGUSR2,
+        signal_hook::consts::SIGQUIT,
+    ] {
         if let Err(e) = signal_hook::flag::register(signal, caught.clone()) {
-            note(format_args!("job wrapper: cannot catch signal {signal}: {e}"));
+            note(format_args!(
+                "job wrapper: cannot catch signal {signal}: {e}"
+            ));
         }
     }
 }
@@ -145,10 +183,23 @@ fn catch_checkpoint_signals() {
 fn capture_output(cap: Option<u64>) -> (Option<Output>, Option<std::thread::JoinHandle<()>>) {
     // Close-on-exec: the job gets the write end as its stdout/stderr only, never as an extra
     // descriptor that could keep the run's output open.
-    match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).and_then(|(read, write)| Ok((read, write.try_clone().map_err(|_| nix::errno::Errno::EMFILE)?, write))) {
-        Ok((read, write_out, write_err)) => (Some((write_out, write_err)), Some(std::thread::spawn(move || copy_capped(std::fs::File::from(read), cap)))),
+    match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).and_then(|(read, write)| {
+        Ok((
+            read,
+            write.try_clone().map_err(|_| nix::errno::Errno::EMFILE)?,
+            write,
+        ))
+    }) {
+        Ok((read, write_out, write_err)) => (
+            Some((write_out, write_err)),
+            Some(std::thread::spawn(move || {
+                copy_capped(std::fs::File::from(read), cap)
+            })),
+        ),
         Err(e) => {
-            note(format_args!("job wrapper: no pipe for the job's output ({e}); its log is not capped"));
+            note(format_args!(
+                "job wrapper: no pipe for the job's output ({e}); its log is not capped"
+            ));
             (None, None)
         }
     }
@@ -182,27 +233,37 @@ fn start_in_namespace(launch: &Launch, output: Option<Output>) -> i32 {
     // The daemon found at start that this works: failing now, the job is not started rather
     // than started where it could see every process of the machine.
     if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID) {
-        note(format_args!("job wrapper: cannot make the run's PID namespace ({e}); the job is not started"));
+        note(format_args!(
+            "job wrapper: cannot make the run's PID namespace ({e}); the job is not started"
+        ));
         return COULD_NOT_START;
     }
     // This very program, whatever became of its file since (an upgrade replaces it).
     let mut init = Command::new("/proc/self/exe");
-    init.args(["job-wrapper", "--pid-init"]).env_clear().current_dir("/").stdin(Stdio::piped());
+    init.args(["job-wrapper", "--pid-init"])
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::piped());
     attach(&mut init, output);
     let spawned = init.spawn();
     drop(init);
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
-            note(format_args!("job wrapper: cannot start the run's init: {e}"));
+            note(format_args!(
+                "job wrapper: cannot start the run's init: {e}"
+            ));
             return COULD_NOT_START;
         }
     };
     // Should the write fail, the init reads an incomplete spec, says so and exits 127.
     if let Some(mut stdin) = child.stdin.take()
-        && let Err(e) = serde_json::to_writer(&mut stdin, launch) {
-            note(format_args!("job wrapper: cannot hand the launch spec to the run's init: {e}"));
-        }
+        && let Err(e) = serde_json::to_writer(&mut stdin, launch)
+    {
+        note(format_args!(
+            "job wrapper: cannot hand the launch spec to the run's init: {e}"
+        ));
+    }
     exit_code(child.wait())
 }
 
@@ -218,7 +279,10 @@ pub fn pid_init(probe: bool) -> i32 {
         return check_own_proc();
     }
     let mut spec = Vec::new();
-    let launch = match std::io::Read::read_to_end(&mut std::io::stdin(), &mut spec).map_err(|e| e.to_string()).and_then(|_| parse_launch(&spec)) {
+    let launch = match std::io::Read::read_to_end(&mut std::io::stdin(), &mut spec)
+        .map_err(|e| e.to_string())
+        .and_then(|_| parse_launch(&spec))
+    {
         Ok(launch) => launch,
         Err(e) => {
             note(format_args!("run init: cannot read the launch spec: {e}"));
@@ -241,24 +305,43 @@ pub fn pid_init(probe: bool) -> i32 {
 /// fresh proc on /proc: it shows this PID namespace only. Only PID 1 of a new PID namespace may
 /// do it (elsewhere the fresh /proc would show the host's processes).
 fn mount_own_proc() -> Result<(), String> {
-    use nix::mount::{mount, MsFlags};
+    use nix::mount::{MsFlags, mount};
     if nix::unistd::getpid().as_raw() != 1 {
         return Err("not PID 1 of a new PID namespace".into());
     }
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>).map_err(|e| format!("making / private: {e}"))?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("making / private: {e}"))?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(Some("proc"), "/proc", Some("proc"), flags, None::<&str>).map_err(|e| format!("mounting a fresh /proc: {e}"))
+    mount(Some("proc"), "/proc", Some("proc"), flags, None::<&str>)
+        .map_err(|e| format!("mounting a fresh /proc: {e}"))
 }
 
 /// The probe's check: the fresh /proc shows this process as 1 and no other process.
 fn check_own_proc() -> i32 {
-    let me = std::fs::read_link("/proc/self").map(|p| p.display().to_string()).unwrap_or_default();
-    let pids: Vec<String> = std::fs::read_dir("/proc").into_iter().flatten().flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.bytes().all(|b| b.is_ascii_digit())).collect();
+    let me = std::fs::read_link("/proc/self")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let pids: Vec<String> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
     if me == "1" && pids == ["1"] {
         0
     } else {
-        note(format_args!("run init: the fresh /proc shows self = {me:?} and processes {pids:?}"));
+        note(format_args!(
+            "run init: the fresh /proc shows self = {me:?} and processes {pids:?}"
+        ));
         1
     }
 }
@@ -271,7 +354,12 @@ pub fn probe() -> i32 {
         note(format_args!("unshare(CLONE_NEWPID): {e}"));
         return 1;
     }
-    let status = Command::new("/proc/self/exe").args(["job-wrapper", "--pid-init", "--probe"]).env_clear().current_dir("/").stdin(Stdio::null()).status();
+    let status = Command::new("/proc/self/exe")
+        .args(["job-wrapper", "--pid-init", "--probe"])
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .status();
     match status {
         Ok(status) if status.success() => 0,
         Ok(status) => {
@@ -288,7 +376,7 @@ pub fn probe() -> i32 {
 /// Waits for children (orphans of the namespace are re-parented to its init) until `job` ends;
 /// its exit code (128 + signal when killed).
 fn reap_until(job: nix::unistd::Pid) -> i32 {
-    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::sys::wait::{WaitStatus, waitpid};
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == job => return code,
@@ -327,9 +415,13 @@ fn job_command(launch: &Launch) -> Command {
 /// limit. Only where the job runs as its tenant's identity.
 fn limit_processes(launch: &Launch) {
     if let (Some(_), Some(limit)) = (launch.identity, launch.max_processes)
-        && let Err(e) = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, limit, limit) {
-            note(format_args!("job wrapper: cannot limit processes to {limit}: {e}"));
-        }
+        && let Err(e) =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, limit, limit)
+    {
+        note(format_args!(
+            "job wrapper: cannot limit processes to {limit}: {e}"
+        ));
+    }
 }
 
 /// Runs `spawn` with RLIMIT_DATA (soft and hard) at `limit`, so that the job it starts inherits
@@ -340,13 +432,15 @@ fn limit_processes(launch: &Launch) {
 /// memory a job really uses, while RLIMIT_AS counts every reserved address — and CUDA reserves
 /// tens of GiB of address space it never backs, so a GPU job under RLIMIT_AS fails at start.
 fn with_memory_limit<T>(limit: Option<u64>, spawn: impl FnOnce() -> T) -> T {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let Some(limit) = limit else { return spawn() };
     let previous = getrlimit(Resource::RLIMIT_DATA);
     // Never above a hard limit already lower (which would fail, and holds the job anyway).
     let limit = previous.map_or(limit, |(_, hard)| limit.min(hard));
     if let Err(e) = setrlimit(Resource::RLIMIT_DATA, limit, limit) {
-        note(format_args!("job wrapper: cannot limit the job's memory to {limit} bytes (RLIMIT_DATA): {e}"));
+        note(format_args!(
+            "job wrapper: cannot limit the job's memory to {limit} bytes (RLIMIT_DATA): {e}"
+        ));
     }
     let spawned = spawn();
     if let Ok((soft, hard)) = previous {
@@ -358,7 +452,9 @@ fn with_memory_limit<T>(limit: Option<u64>, spawn: impl FnOnce() -> T) -> T {
 /// A waited-for child's exit code: 128 + signal when it was killed.
 fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> i32 {
     match status {
-        Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        Ok(status) => status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
         Err(e) => {
             note(format_args!("job wrapper: waiting for the job: {e}"));
             COULD_NOT_START
@@ -368,8 +464,14 @@ fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> i32 {
 
 /// Says why the job could not start; [`COULD_NOT_START`].
 fn could_not_start(launch: &Launch, e: &std::io::Error) -> i32 {
-    let who = launch.identity.map(|i| format!(" as uid {} gid {}", i.uid, i.gid)).unwrap_or_default();
-    note(format_args!("could not start the job{who} in {}: {e}", launch.working_dir.display()));
+    let who = launch
+        .identity
+        .map(|i| format!(" as uid {} gid {}", i.uid, i.gid))
+        .unwrap_or_default();
+    note(format_args!(
+        "could not start the job{who} in {}: {e}",
+        launch.working_dir.display()
+    ));
     COULD_NOT_START
 }
 
@@ -389,14 +491,20 @@ fn copy_capped(mut from: std::fs::File, cap: Option<u64>) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        let room = cap.map_or(n as u64, |c| c.saturating_sub(written)).min(n as u64) as usize;
+        let room = cap
+            .map_or(n as u64, |c| c.saturating_sub(written))
+            .min(n as u64) as usize;
         if room > 0 {
             let _ = log.write_all(&buf[..room]);
             written += room as u64;
         }
         if room < n && !said {
             let _ = log.flush();
-            let _ = writeln!(log, "\narbiter: this run's output reached max_log_bytes ({} bytes); the rest is dropped", cap.unwrap_or(0));
+            let _ = writeln!(
+                log,
+                "\narbiter: this run's output reached max_log_bytes ({} bytes); the rest is dropped",
+                cap.unwrap_or(0)
+            );
             said = true;
         }
     }
@@ -405,11 +513,16 @@ fn copy_capped(mut from: std::fs::File, cap: Option<u64>) {
 
 /// Closes every descriptor above 2 (listed in `/proc/self/fd`).
 fn close_inherited_descriptors() {
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return };
-    let fds: Vec<i32> = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).filter(|fd| *fd > 2).collect();
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
     for fd in fds {
         // The directory listing's own descriptor is among them and already closed: EBADF.
         let _ = nix::unistd::close(fd);
     }
 }
-

@@ -28,7 +28,11 @@ impl ArraySpec {
         let max_running = match limit {
             Some(l) => match l.trim().parse::<u32>() {
                 Ok(n) if n > 0 => Some(n),
-                _ => return Err(format!("`%{l}`: the limit is a number of tasks, at least 1")),
+                _ => {
+                    return Err(format!(
+                        "`%{l}`: the limit is a number of tasks, at least 1"
+                    ));
+                }
             },
             None => None,
         };
@@ -36,10 +40,23 @@ impl ArraySpec {
         for item in ranges.split(',') {
             let item = item.trim();
             let (range, step) = match item.split_once(':') {
-                Some((r, s)) => (r, s.parse::<u32>().ok().filter(|s| *s > 0).ok_or_else(|| format!("`{item}`: the step `{s}` is not a positive number"))?),
+                Some((r, s)) => (
+                    r,
+                    s.parse::<u32>().ok().filter(|s| *s > 0).ok_or_else(|| {
+                        format!("`{item}`: the step `{s}` is not a positive number")
+                    })?,
+                ),
                 None => (item, 1),
             };
-            let number = |t: &str| t.trim().parse::<u32>().ok().filter(|n| *n <= MAX_TASK_INDEX).ok_or_else(|| format!("`{item}`: `{t}` is not a task index (0 to {MAX_TASK_INDEX})"));
+            let number = |t: &str| {
+                t.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n <= MAX_TASK_INDEX)
+                    .ok_or_else(|| {
+                        format!("`{item}`: `{t}` is not a task index (0 to {MAX_TASK_INDEX})")
+                    })
+            };
             let (from, to) = match range.split_once('-') {
                 Some((a, b)) => (number(a)?, number(b)?),
                 None => {
@@ -65,7 +82,10 @@ impl ArraySpec {
         if indices.is_empty() {
             return Err("no tasks (e.g. 0-99%8)".into());
         }
-        Ok(ArraySpec { indices, max_running })
+        Ok(ArraySpec {
+            indices,
+            max_running,
+        })
     }
 }
 
@@ -102,10 +122,16 @@ impl ArrayIds {
 }
 
 /// The arrays of the tasks on record (ended tasks pruned since leave their array in place).
-pub fn arrays_of(tasks: impl Iterator<Item = ArrayTask>) -> std::collections::BTreeMap<u32, ArrayIds> {
+pub fn arrays_of(
+    tasks: impl Iterator<Item = ArrayTask>,
+) -> std::collections::BTreeMap<u32, ArrayIds> {
     let mut out = std::collections::BTreeMap::new();
     for task in tasks {
-        out.entry(task.array_id).or_insert(ArrayIds { first: task.array_id, count: task.tasks, max_running: task.max_running });
+        out.entry(task.array_id).or_insert(ArrayIds {
+            first: task.array_id,
+            count: task.tasks,
+            max_running: task.max_running,
+        });
     }
     out
 }
@@ -123,9 +149,18 @@ mod tests {
     #[test]
     fn slurms_array_syntax_parses() {
         let a = ArraySpec::parse("0-99%8", 10_000).expect("parses");
-        assert_eq!((a.indices.len(), a.indices[99], a.max_running), (100, 99, Some(8)));
-        assert_eq!(ArraySpec::parse("1,3,5-7", 10).expect("parses").indices, [1, 3, 5, 6, 7]);
-        assert_eq!(ArraySpec::parse("0-15:4", 10).expect("parses").indices, [0, 4, 8, 12]);
+        assert_eq!(
+            (a.indices.len(), a.indices[99], a.max_running),
+            (100, 99, Some(8))
+        );
+        assert_eq!(
+            ArraySpec::parse("1,3,5-7", 10).expect("parses").indices,
+            [1, 3, 5, 6, 7]
+        );
+        assert_eq!(
+            ArraySpec::parse("0-15:4", 10).expect("parses").indices,
+            [0, 4, 8, 12]
+        );
         assert_eq!(parse_task_ref("12_7"), Some((12, 7)));
         assert_eq!(parse_task_ref("12"), None);
     }

@@ -80,11 +80,27 @@ impl HistoryRecord {
     pub fn of(job: &JobRecord, now_unix_s: i64) -> Self {
         let r = &job.request;
         let usable = |rate: &f64| rate.is_finite() && *rate > 0.0;
-        let rate = job.progress.as_ref().and_then(|p| p.throughput).filter(usable).or_else(|| job.throughput_by_gpu_type.values().copied().find(usable));
+        let rate = job
+            .progress
+            .as_ref()
+            .and_then(|p| p.throughput)
+            .filter(usable)
+            .or_else(|| job.throughput_by_gpu_type.values().copied().find(usable));
         // The history keeps the first transition (the submission) and the latest ones: with some
         // left out, the first start may be among them.
-        let first_start_unix_s = (job.history_omitted == 0).then(|| job.history.iter().find(|t| t.to == StateKind::Running).map(|t| t.at_unix_s)).flatten();
-        let end_unix_s = job.state.is_terminal().then(|| job.history.last().map(|t| t.at_unix_s)).flatten();
+        let first_start_unix_s = (job.history_omitted == 0)
+            .then(|| {
+                job.history
+                    .iter()
+                    .find(|t| t.to == StateKind::Running)
+                    .map(|t| t.at_unix_s)
+            })
+            .flatten();
+        let end_unix_s = job
+            .state
+            .is_terminal()
+            .then(|| job.history.last().map(|t| t.at_unix_s))
+            .flatten();
         HistoryRecord {
             id: job.id,
             tenant: job.tenant.clone(),
@@ -130,9 +146,20 @@ pub struct HistoryPage {
 /// One page of the history: from `jobs` (in id order), those that ran, submitted at or after
 /// `since_unix_s`, at most `limit`; with whether more follow (the next page starts after the
 /// last id of this one).
-pub fn page<'a>(jobs: impl Iterator<Item = &'a JobRecord>, since_unix_s: i64, limit: usize, now_unix_s: i64) -> (Vec<HistoryRecord>, bool) {
-    let mut ran = jobs.filter(|j| j.runs > 0 && j.submitted_unix_s >= since_unix_s).peekable();
-    let records: Vec<HistoryRecord> = ran.by_ref().take(limit.max(1)).map(|j| HistoryRecord::of(j, now_unix_s)).collect();
+pub fn page<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord>,
+    since_unix_s: i64,
+    limit: usize,
+    now_unix_s: i64,
+) -> (Vec<HistoryRecord>, bool) {
+    let mut ran = jobs
+        .filter(|j| j.runs > 0 && j.submitted_unix_s >= since_unix_s)
+        .peekable();
+    let records: Vec<HistoryRecord> = ran
+        .by_ref()
+        .take(limit.max(1))
+        .map(|j| HistoryRecord::of(j, now_unix_s))
+        .collect();
     (records, ran.peek().is_some())
 }
 
@@ -148,9 +175,23 @@ mod tests {
             "priority_class": "high", "dependency": "afterok:3", "user": "alice", "gpu_types": ["a100"],
         }))
         .expect("a request");
-        let mut job = JobRecord::submitted(id, "team-a", request, submitted_s as u64 * 1000, "a token's hash".into());
+        let mut job = JobRecord::submitted(
+            id,
+            "team-a",
+            request,
+            submitted_s as u64 * 1000,
+            "a token's hash".into(),
+        );
         if ran {
-            job.transition(JobState::Running { gpus: vec![0, 1], pid: 7, started_unix_s: submitted_s + 10 }, "started on GPUs 0,1", submitted_s + 10);
+            job.transition(
+                JobState::Running {
+                    gpus: vec![0, 1],
+                    pid: 7,
+                    started_unix_s: submitted_s + 10,
+                },
+                "started on GPUs 0,1",
+                submitted_s + 10,
+            );
             job.runs = 1;
             job.executed_s = 50.0;
             job.transition(JobState::Succeeded, "exit code 0", submitted_s + 60);
@@ -161,20 +202,50 @@ mod tests {
     #[test]
     fn a_job_in_the_history_has_its_start_end_and_request_and_no_command_environment_or_path() {
         let record = HistoryRecord::of(&job(3, 1_000, true), 2_000);
-        assert_eq!((record.first_start_unix_s, record.end_unix_s, record.executed_s), (Some(1_010), Some(1_060), 50.0));
-        assert_eq!((record.gpus, record.gpu_types.as_slice(), record.priority_class.as_deref(), record.user.as_deref()), (2, &["a100".to_string()][..], Some("high"), Some("alice")));
+        assert_eq!(
+            (
+                record.first_start_unix_s,
+                record.end_unix_s,
+                record.executed_s
+            ),
+            (Some(1_010), Some(1_060), 50.0)
+        );
+        assert_eq!(
+            (
+                record.gpus,
+                record.gpu_types.as_slice(),
+                record.priority_class.as_deref(),
+                record.user.as_deref()
+            ),
+            (2, &["a100".to_string()][..], Some("high"), Some("alice"))
+        );
         assert!(record.ended());
         let text = serde_json::to_string(&record).expect("JSON");
-        assert!(!text.contains("SECRET") && !text.contains("secret") && !text.contains("train.py") && !text.contains("token"), "{text}");
+        assert!(
+            !text.contains("SECRET")
+                && !text.contains("secret")
+                && !text.contains("train.py")
+                && !text.contains("token"),
+            "{text}"
+        );
         let back: HistoryRecord = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back, record);
     }
 
     #[test]
     fn a_page_holds_the_jobs_that_ran_since_a_time_and_says_whether_more_follow() {
-        let jobs = [job(0, 1_000, true), job(1, 1_100, false), job(2, 1_200, true), job(3, 1_300, true)];
+        let jobs = [
+            job(0, 1_000, true),
+            job(1, 1_100, false),
+            job(2, 1_200, true),
+            job(3, 1_300, true),
+        ];
         let (first, more) = page(jobs.iter(), 1_000, 2, 5_000);
-        assert_eq!((first.iter().map(|r| r.id).collect::<Vec<_>>(), more), (vec![0, 2], true), "job 1 never ran");
+        assert_eq!(
+            (first.iter().map(|r| r.id).collect::<Vec<_>>(), more),
+            (vec![0, 2], true),
+            "job 1 never ran"
+        );
         let (rest, more) = page(jobs.iter().skip(3), 1_000, 2, 5_000);
         assert_eq!((rest.len(), more), (1, false));
         let (recent, _) = page(jobs.iter(), 1_150, 10, 5_000);

@@ -35,20 +35,33 @@ impl GpuHolders {
 
     /// The holders among `jobs` of the GPUs in `gpus` only: enough for
     /// [`GpuHolders::shared_with`] of jobs that hold no others (a page of the job list).
-    pub fn of_gpus<'a>(jobs: impl IntoIterator<Item = &'a JobRecord>, gpus: &BTreeSet<u32>) -> Self {
+    pub fn of_gpus<'a>(
+        jobs: impl IntoIterator<Item = &'a JobRecord>,
+        gpus: &BTreeSet<u32>,
+    ) -> Self {
         Self::of_filtered(jobs, |g| gpus.contains(&g))
     }
 
-    fn of_filtered<'a>(jobs: impl IntoIterator<Item = &'a JobRecord>, keep: impl Fn(u32) -> bool) -> Self {
+    fn of_filtered<'a>(
+        jobs: impl IntoIterator<Item = &'a JobRecord>,
+        keep: impl Fn(u32) -> bool,
+    ) -> Self {
         let mut by_gpu: Vec<Vec<Holder>> = Vec::new();
         for job in jobs {
-            let Some(gpus) = job.state.gpus() else { continue };
+            let Some(gpus) = job.state.gpus() else {
+                continue;
+            };
             for &g in gpus.iter().filter(|g| keep(**g)) {
                 if by_gpu.len() <= g as usize {
                     by_gpu.resize(g as usize + 1, Vec::new());
                 }
                 let running = matches!(job.state, JobState::Running { .. });
-                by_gpu[g as usize].push(Holder { id: job.id, tenant: job.tenant.clone(), running, counts_for_quota: !job.request.opportunistic });
+                by_gpu[g as usize].push(Holder {
+                    id: job.id,
+                    tenant: job.tenant.clone(),
+                    running,
+                    counts_for_quota: !job.request.opportunistic,
+                });
             }
         }
         GpuHolders { by_gpu }
@@ -61,7 +74,9 @@ impl GpuHolders {
 
     /// The GPUs held, ascending.
     pub fn held(&self) -> BTreeSet<u32> {
-        (0..self.by_gpu.len() as u32).filter(|g| self.is_held(*g)).collect()
+        (0..self.by_gpu.len() as u32)
+            .filter(|g| self.is_held(*g))
+            .collect()
     }
 
     /// Per tenant, the GPUs its jobs hold that count against its quota (a GPU two of its jobs
@@ -80,7 +95,10 @@ impl GpuHolders {
         let mut sharing: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for holders in self.by_gpu.iter().filter(|h| !h.is_empty()) {
             for h in holders {
-                sharing.entry(h.id).or_default().extend(holders.iter().map(|o| o.id).filter(|o| *o != h.id));
+                sharing
+                    .entry(h.id)
+                    .or_default()
+                    .extend(holders.iter().map(|o| o.id).filter(|o| *o != h.id));
             }
         }
         for others in sharing.values_mut() {
@@ -107,7 +125,11 @@ impl GpuHolders {
         groups
             .values()
             .filter(|ids| (2..=arbiter_model::MAX_GROUP).contains(&ids.len()))
-            .flat_map(|ids| ids.iter().enumerate().map(|(i, id)| (*id, ids[(i + 1) % ids.len()])))
+            .flat_map(|ids| {
+                ids.iter()
+                    .enumerate()
+                    .map(|(i, id)| (*id, ids[(i + 1) % ids.len()]))
+            })
             .collect()
     }
 
@@ -117,17 +139,35 @@ impl GpuHolders {
     pub fn shared_with(&self, job: &JobRecord, viewer: Option<&str>) -> Vec<SharedGpus> {
         let mut by_job: BTreeMap<u32, (bool, Vec<u32>)> = BTreeMap::new();
         for &g in job.state.gpus().unwrap_or_default() {
-            for other in self.by_gpu.get(g as usize).into_iter().flatten().filter(|o| o.id != job.id) {
+            for other in self
+                .by_gpu
+                .get(g as usize)
+                .into_iter()
+                .flatten()
+                .filter(|o| o.id != job.id)
+            {
                 let visible = viewer.is_none_or(|v| v == other.tenant.as_str());
-                by_job.entry(other.id).or_insert_with(|| (visible, Vec::new())).1.push(g);
+                by_job
+                    .entry(other.id)
+                    .or_insert_with(|| (visible, Vec::new()))
+                    .1
+                    .push(g);
             }
         }
         let (mut seen, mut hidden): (Vec<SharedGpus>, Vec<SharedGpus>) = (Vec::new(), Vec::new());
         for (other, (visible, gpus)) in by_job {
             if visible {
-                seen.push(SharedGpus { id: Some(other), gpus, other_tenant: false });
+                seen.push(SharedGpus {
+                    id: Some(other),
+                    gpus,
+                    other_tenant: false,
+                });
             } else {
-                hidden.push(SharedGpus { id: None, gpus, other_tenant: true });
+                hidden.push(SharedGpus {
+                    id: None,
+                    gpus,
+                    other_tenant: true,
+                });
             }
         }
         hidden.sort_by(|a, b| a.gpus.cmp(&b.gpus));
@@ -159,9 +199,19 @@ mod tests {
     fn on(id: u32, tenant: &str, gpus: &[u32], running: bool) -> JobRecord {
         let mut j = JobRecord::submitted(id, tenant, with_stages(0.1, 0.1, 0.1), 0, String::new());
         j.state = if running {
-            JobState::Running { gpus: gpus.to_vec(), pid: 100 + id, started_unix_s: 0 }
+            JobState::Running {
+                gpus: gpus.to_vec(),
+                pid: 100 + id,
+                started_unix_s: 0,
+            }
         } else {
-            JobState::Stopping { gpus: gpus.to_vec(), pid: 100 + id, reason: crate::records::job::StopReason::Preempted, since_unix_s: 0, signal_sent: true }
+            JobState::Stopping {
+                gpus: gpus.to_vec(),
+                pid: 100 + id,
+                reason: crate::records::job::StopReason::Preempted,
+                since_unix_s: 0,
+                signal_sent: true,
+            }
         };
         j
     }
@@ -169,31 +219,95 @@ mod tests {
     #[test]
     fn a_tenant_sees_another_tenants_job_on_its_gpus_only_as_shared_gpus() {
         let running = |id, tenant, gpus: &[u32]| on(id, tenant, gpus, true);
-        let jobs = [running(0, "a", &[0]), running(1, "a", &[0]), running(2, "b", &[0]), running(3, "b", &[1]), JobRecord::submitted(4, "a", with_stages(0.1, 0.1, 0.1), 0, String::new())];
+        let jobs = [
+            running(0, "a", &[0]),
+            running(1, "a", &[0]),
+            running(2, "b", &[0]),
+            running(3, "b", &[1]),
+            JobRecord::submitted(4, "a", with_stages(0.1, 0.1, 0.1), 0, String::new()),
+        ];
         let holders = GpuHolders::of(&jobs);
-        let mine = |id: Option<u32>, gpus: &[u32]| SharedGpus { id, gpus: gpus.to_vec(), other_tenant: id.is_none() };
-        assert_eq!(holders.shared_with(&jobs[0], Some("a")), vec![mine(Some(1), &[0]), mine(None, &[0])]);
-        assert_eq!(holders.shared_with(&jobs[2], Some("b")), vec![mine(None, &[0]), mine(None, &[0])]);
-        assert_eq!(holders.shared_with(&jobs[0], None), vec![mine(Some(1), &[0]), mine(Some(2), &[0])], "the admin sees every id");
+        let mine = |id: Option<u32>, gpus: &[u32]| SharedGpus {
+            id,
+            gpus: gpus.to_vec(),
+            other_tenant: id.is_none(),
+        };
+        assert_eq!(
+            holders.shared_with(&jobs[0], Some("a")),
+            vec![mine(Some(1), &[0]), mine(None, &[0])]
+        );
+        assert_eq!(
+            holders.shared_with(&jobs[2], Some("b")),
+            vec![mine(None, &[0]), mine(None, &[0])]
+        );
+        assert_eq!(
+            holders.shared_with(&jobs[0], None),
+            vec![mine(Some(1), &[0]), mine(Some(2), &[0])],
+            "the admin sees every id"
+        );
         assert_eq!(holders.shared_with(&jobs[3], Some("b")), vec![]);
-        assert_eq!(holders.shared_with(&jobs[4], Some("a")), vec![], "a queued job shares nothing");
+        assert_eq!(
+            holders.shared_with(&jobs[4], Some("a")),
+            vec![],
+            "a queued job shares nothing"
+        );
         let json = serde_json::to_value(holders.shared_with(&jobs[2], Some("b"))).expect("json");
-        assert_eq!(json, serde_json::json!([{"gpus": [0], "other_tenant": true}, {"gpus": [0], "other_tenant": true}]));
+        assert_eq!(
+            json,
+            serde_json::json!([{"gpus": [0], "other_tenant": true}, {"gpus": [0], "other_tenant": true}])
+        );
     }
 
     #[test]
     fn one_map_answers_what_is_held_who_shares_and_who_runs_together() {
         let mut opportunistic = on(5, "b", &[6], true);
         opportunistic.request.opportunistic = true;
-        let jobs = [on(0, "a", &[0, 1], true), on(1, "a", &[0, 1], true), on(2, "b", &[1, 2], true), on(3, "b", &[4], false), on(4, "a", &[5], true), opportunistic];
+        let jobs = [
+            on(0, "a", &[0, 1], true),
+            on(1, "a", &[0, 1], true),
+            on(2, "b", &[1, 2], true),
+            on(3, "b", &[4], false),
+            on(4, "a", &[5], true),
+            opportunistic,
+        ];
         let holders = GpuHolders::of(&jobs);
         assert_eq!(holders.held(), BTreeSet::from([0, 1, 2, 4, 5, 6]));
         assert!(holders.is_held(4) && !holders.is_held(3) && !holders.is_held(99));
-        assert_eq!(holders.held_by_tenant(), BTreeMap::from([("a".to_string(), 5), ("b".to_string(), 3)]), "a stopping run holds; an opportunistic one counts for no quota");
-        assert_eq!(holders.sharing(), BTreeMap::from([(0, vec![1, 2]), (1, vec![0, 2]), (2, vec![0, 1]), (3, vec![]), (4, vec![]), (5, vec![])]));
-        assert_eq!(holders.partners(), BTreeMap::from([(0, 1), (1, 0)]), "exactly the same GPUs, running");
-        let trio = [on(0, "a", &[3], true), on(1, "a", &[3], true), on(2, "a", &[3], true), on(3, "a", &[3], false)];
-        assert_eq!(GpuHolders::of(&trio).partners(), BTreeMap::from([(0, 1), (1, 2), (2, 0)]), "a ring; the stopping run is not a partner");
-        assert_eq!(GpuHolders::of_gpus(&jobs, &BTreeSet::from([1])).held(), BTreeSet::from([1]));
+        assert_eq!(
+            holders.held_by_tenant(),
+            BTreeMap::from([("a".to_string(), 5), ("b".to_string(), 3)]),
+            "a stopping run holds; an opportunistic one counts for no quota"
+        );
+        assert_eq!(
+            holders.sharing(),
+            BTreeMap::from([
+                (0, vec![1, 2]),
+                (1, vec![0, 2]),
+                (2, vec![0, 1]),
+                (3, vec![]),
+                (4, vec![]),
+                (5, vec![])
+            ])
+        );
+        assert_eq!(
+            holders.partners(),
+            BTreeMap::from([(0, 1), (1, 0)]),
+            "exactly the same GPUs, running"
+        );
+        let trio = [
+            on(0, "a", &[3], true),
+            on(1, "a", &[3], true),
+            on(2, "a", &[3], true),
+            on(3, "a", &[3], false),
+        ];
+        assert_eq!(
+            GpuHolders::of(&trio).partners(),
+            BTreeMap::from([(0, 1), (1, 2), (2, 0)]),
+            "a ring; the stopping run is not a partner"
+        );
+        assert_eq!(
+            GpuHolders::of_gpus(&jobs, &BTreeSet::from([1])).held(),
+            BTreeSet::from([1])
+        );
     }
 }

@@ -139,22 +139,36 @@ impl StageTimes {
 
     /// The stages as the policies see them.
     pub fn to_model(self) -> arbiter_model::IterationStages {
-        arbiter_model::IterationStages { io_s: self.io_s, cpu_s: self.cpu_s, gpu_s: self.gpu_s }
+        arbiter_model::IterationStages {
+            io_s: self.io_s,
+            cpu_s: self.cpu_s,
+            gpu_s: self.gpu_s,
+        }
     }
 
     /// Why these stage times are not acceptable, if they are not.
     fn problem(&self) -> Option<String> {
-        for (name, v) in [("io_s", self.io_s), ("cpu_s", self.cpu_s), ("gpu_s", self.gpu_s)] {
+        for (name, v) in [
+            ("io_s", self.io_s),
+            ("cpu_s", self.cpu_s),
+            ("gpu_s", self.gpu_s),
+        ] {
             if !v.is_finite() || v < 0.0 {
-                return Some(format!("{name} is {v}; each stage must be a finite number of seconds >= 0"));
+                return Some(format!(
+                    "{name} is {v}; each stage must be a finite number of seconds >= 0"
+                ));
             }
             if v > MAX_ITERATION_S {
-                return Some(format!("{name} is {v} s; an iteration stage is at most {MAX_ITERATION_S} s (a day)"));
+                return Some(format!(
+                    "{name} is {v} s; an iteration stage is at most {MAX_ITERATION_S} s (a day)"
+                ));
             }
         }
         let sum = self.iteration_s();
         if !(MIN_ITERATION_S..=MAX_ITERATION_S).contains(&sum) {
-            return Some(format!("the stages sum to {sum} s; an iteration takes {MIN_ITERATION_S} to {MAX_ITERATION_S} s"));
+            return Some(format!(
+                "the stages sum to {sum} s; an iteration takes {MIN_ITERATION_S} to {MAX_ITERATION_S} s"
+            ));
         }
         None
     }
@@ -206,7 +220,11 @@ impl SubmitRequest {
     /// Seconds between the checkpoint signal and the kill when a run is stopped: `grace_s`, at
     /// most [`OPPORTUNISTIC_GRACE_S`] for an opportunistic job.
     pub fn effective_grace_s(&self) -> u64 {
-        if self.opportunistic { self.grace_s.min(OPPORTUNISTIC_GRACE_S) } else { self.grace_s }
+        if self.opportunistic {
+            self.grace_s.min(OPPORTUNISTIC_GRACE_S)
+        } else {
+            self.grace_s
+        }
     }
 
     /// Checks the characters of every text field (`crate::security::text`): what is shown to others (the
@@ -215,7 +233,7 @@ impl SubmitRequest {
     /// process (argv, environment and paths are C strings). First, so that later messages may
     /// quote the fields.
     fn check_text(&self) -> Result<(), FieldError> {
-        use crate::security::text::{check, Text};
+        use crate::security::text::{Text, check};
         check("command", &self.command, Text::Lines)?;
         let lines = [
             ("working_dir", self.working_dir.as_deref()),
@@ -236,8 +254,14 @@ impl SubmitRequest {
             check("gpu_types", gpu_type, Text::Line)?;
         }
         for (key, value) in &self.env {
-            let within = |what: String| move |e: FieldError| FieldError { field: e.field, reason: format!("{what} {}", e.reason) };
-            check("env", key, Text::Line).map_err(within(format!("the name `{}`", key.escape_debug())))?;
+            let within = |what: String| {
+                move |e: FieldError| FieldError {
+                    field: e.field,
+                    reason: format!("{what} {}", e.reason),
+                }
+            };
+            check("env", key, Text::Line)
+                .map_err(within(format!("the name `{}`", key.escape_debug())))?;
             check("env", value, Text::Value).map_err(within(format!("the value of `{key}`")))?;
         }
         Ok(())
@@ -256,46 +280,131 @@ impl SubmitRequest {
         if self.name.as_ref().is_some_and(|n| n.len() > 256) {
             return bad("name", "longer than 256 bytes".into());
         }
-        if self.client_request_id.as_ref().is_some_and(|k| k.is_empty() || k.len() > 256) {
+        if self
+            .client_request_id
+            .as_ref()
+            .is_some_and(|k| k.is_empty() || k.len() > 256)
+        {
             return bad("client_request_id", "must be 1-256 bytes".into());
         }
         if self.gpus == 0 {
-            return bad("gpus", "must be at least 1 (jobs without GPUs are not scheduled by Arbiter)".into());
+            return bad(
+                "gpus",
+                "must be at least 1 (jobs without GPUs are not scheduled by Arbiter)".into(),
+            );
         }
         let machine_types: Vec<&str> = limits.gpus.iter().map(|(t, _)| t.as_str()).collect();
-        if let Some(unknown) = self.gpu_types.iter().find(|t| !machine_types.iter().any(|m| m.eq_ignore_ascii_case(t))) {
-            return bad("gpu_types", format!("`{unknown}` is not a GPU type of this cluster (it has: {})", if machine_types.is_empty() { "none".into() } else { machine_types.join(", ") }));
+        if let Some(unknown) = self
+            .gpu_types
+            .iter()
+            .find(|t| !machine_types.iter().any(|m| m.eq_ignore_ascii_case(t)))
+        {
+            return bad(
+                "gpu_types",
+                format!(
+                    "`{unknown}` is not a GPU type of this cluster (it has: {})",
+                    if machine_types.is_empty() {
+                        "none".into()
+                    } else {
+                        machine_types.join(", ")
+                    }
+                ),
+            );
         }
-        let allowed: u32 = limits.gpus.iter().filter(|(t, _)| self.gpu_types.is_empty() || self.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t))).map(|(_, n)| n).sum();
-        let largest: u32 = limits.gpus.iter().filter(|(t, _)| self.gpu_types.is_empty() || self.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t))).map(|(_, n)| *n).max().unwrap_or(0);
+        let allowed: u32 = limits
+            .gpus
+            .iter()
+            .filter(|(t, _)| {
+                self.gpu_types.is_empty()
+                    || self.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t))
+            })
+            .map(|(_, n)| n)
+            .sum();
+        let largest: u32 = limits
+            .gpus
+            .iter()
+            .filter(|(t, _)| {
+                self.gpu_types.is_empty()
+                    || self.gpu_types.iter().any(|a| a.eq_ignore_ascii_case(t))
+            })
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or(0);
         if self.gpus > largest {
-            let what = if self.gpu_types.is_empty() { String::new() } else { format!(" of type {}", self.gpu_types.join("/")) };
+            let what = if self.gpu_types.is_empty() {
+                String::new()
+            } else {
+                format!(" of type {}", self.gpu_types.join("/"))
+            };
             // A job runs on GPUs of one type: a gang larger than the largest group never starts.
-            return bad("gpus", format!("asks for {} GPUs{what}; this cluster has {allowed}{}", self.gpus, if allowed > largest { format!(", at most {largest} of one type") } else { String::new() }));
+            return bad(
+                "gpus",
+                format!(
+                    "asks for {} GPUs{what}; this cluster has {allowed}{}",
+                    self.gpus,
+                    if allowed > largest {
+                        format!(", at most {largest} of one type")
+                    } else {
+                        String::new()
+                    }
+                ),
+            );
         }
         if let Some(most) = self.max_gpus {
             if most < self.gpus {
-                return bad("max_gpus", format!("{most} is fewer than gpus ({}); an elastic job runs on gpus..max_gpus", self.gpus));
+                return bad(
+                    "max_gpus",
+                    format!(
+                        "{most} is fewer than gpus ({}); an elastic job runs on gpus..max_gpus",
+                        self.gpus
+                    ),
+                );
             }
             if most > largest {
-                return bad("max_gpus", format!("{most} GPUs; this cluster has at most {largest} of one type"));
+                return bad(
+                    "max_gpus",
+                    format!("{most} GPUs; this cluster has at most {largest} of one type"),
+                );
             }
             if self.opportunistic {
-                return bad("max_gpus", "an opportunistic job cannot be elastic (it runs on whatever GPUs are idle)".into());
+                return bad(
+                    "max_gpus",
+                    "an opportunistic job cannot be elastic (it runs on whatever GPUs are idle)"
+                        .into(),
+                );
             }
         }
         if self.cpus > limits.cpus {
-            return bad("cpus", format!("asks for {} CPU cores; this machine has {}", self.cpus, limits.cpus));
+            return bad(
+                "cpus",
+                format!(
+                    "asks for {} CPU cores; this machine has {}",
+                    self.cpus, limits.cpus
+                ),
+            );
         }
         if self.memory_gib > limits.memory_gib {
-            return bad("memory_gib", format!("asks for {} GiB; this machine has {}", self.memory_gib, limits.memory_gib));
+            return bad(
+                "memory_gib",
+                format!(
+                    "asks for {} GiB; this machine has {}",
+                    self.memory_gib, limits.memory_gib
+                ),
+            );
         }
         if let Some(dir) = &self.working_dir
-            && !dir.starts_with('/') {
-                return bad("working_dir", format!("`{dir}` is not an absolute path"));
-            }
+            && !dir.starts_with('/')
+        {
+            return bad("working_dir", format!("`{dir}` is not an absolute path"));
+        }
         if parse_signal(&self.checkpoint_signal).is_none() {
-            return bad("checkpoint_signal", format!("`{}` is not a signal name (TERM, INT, USR1, USR2, HUP, QUIT)", self.checkpoint_signal));
+            return bad(
+                "checkpoint_signal",
+                format!(
+                    "`{}` is not a signal name (TERM, INT, USR1, USR2, HUP, QUIT)",
+                    self.checkpoint_signal
+                ),
+            );
         }
         if self.max_retries > MAX_RETRIES {
             return bad("max_retries", format!("at most {MAX_RETRIES}"));
@@ -303,28 +412,61 @@ impl SubmitRequest {
         if self.grace_s > 3600 {
             return bad("grace_s", "at most 3600".into());
         }
-        let is_name = |k: &str| k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let is_name = |k: &str| {
+            k.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
         if let Some(key) = self.env.keys().find(|k| !is_name(k)) {
-            return bad("env", format!("`{}` is not a variable name ([A-Za-z_][A-Za-z0-9_]*)", key.escape_debug()));
+            return bad(
+                "env",
+                format!(
+                    "`{}` is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                    key.escape_debug()
+                ),
+            );
         }
         if let Some(key) = self.env.keys().find(|k| is_owned_variable(k)) {
-            return bad("env", format!("`{key}` is set by Arbiter for every run (ARBITER_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) and cannot be submitted"));
+            return bad(
+                "env",
+                format!(
+                    "`{key}` is set by Arbiter for every run (ARBITER_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) and cannot be submitted"
+                ),
+            );
         }
-        for (field, value) in [("max_run_time_s", self.max_run_time_s), ("expected_run_time_s", self.expected_run_time_s), ("min_run_time_s", self.min_run_time_s)] {
+        for (field, value) in [
+            ("max_run_time_s", self.max_run_time_s),
+            ("expected_run_time_s", self.expected_run_time_s),
+            ("min_run_time_s", self.min_run_time_s),
+        ] {
             match value {
                 Some(0) if field != "min_run_time_s" => return bad(field, "must be > 0".into()),
-                Some(v) if v > MAX_SECONDS => return bad(field, format!("{v} is more than ten years ({MAX_SECONDS} s)")),
+                Some(v) if v > MAX_SECONDS => {
+                    return bad(
+                        field,
+                        format!("{v} is more than ten years ({MAX_SECONDS} s)"),
+                    );
+                }
                 _ => {}
             }
         }
         if let Some(d) = self.deadline_unix_s
-            && !(0..=i64::try_from(MAX_SECONDS * 100).unwrap_or(i64::MAX)).contains(&d) {
-                return bad("deadline_unix_s", format!("{d} is not a plausible Unix time"));
-            }
+            && !(0..=i64::try_from(MAX_SECONDS * 100).unwrap_or(i64::MAX)).contains(&d)
+        {
+            return bad(
+                "deadline_unix_s",
+                format!("{d} is not a plausible Unix time"),
+            );
+        }
         if let Some(problem) = self.iteration_stages.as_ref().and_then(StageTimes::problem) {
             return bad("iteration_stages", problem);
         }
-        if let Some(problem) = self.job_type.as_deref().and_then(crate::records::pairs::job_type_problem) {
+        if let Some(problem) = self
+            .job_type
+            .as_deref()
+            .and_then(crate::records::pairs::job_type_problem)
+        {
             return bad("job_type", problem);
         }
         if self.priority_class.as_ref().is_some_and(|c| c.len() > 64) {
@@ -334,12 +476,25 @@ impl SubmitRequest {
             if text.len() > 16 * 1024 {
                 return bad("dependency", "longer than 16 KiB".into());
             }
-            arbiter_model::Dependencies::parse(text).map_err(|reason| FieldError { field: "dependency", reason })?;
+            arbiter_model::Dependencies::parse(text).map_err(|reason| FieldError {
+                field: "dependency",
+                reason,
+            })?;
         }
         if let Some(user) = &self.user
-            && (user.is_empty() || user.len() > 64 || !user.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)))
+            && (user.is_empty()
+                || user.len() > 64
+                || !user
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)))
         {
-            return bad("user", format!("`{}` is not a user name (1-64 bytes of letters, digits and . _ - @)", user.escape_debug()));
+            return bad(
+                "user",
+                format!(
+                    "`{}` is not a user name (1-64 bytes of letters, digits and . _ - @)",
+                    user.escape_debug()
+                ),
+            );
         }
         Ok(())
     }
@@ -409,7 +564,10 @@ impl StopReason {
 impl JobState {
     /// Whether the job has ended.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
     }
 
     /// Which state it is, without its data.
@@ -568,7 +726,10 @@ pub struct JobRecord {
     /// What its settled progress reports taught the co-location table (`records/pairs.rs`): its speed
     /// alone per GPU type, and shared speeds waiting for one. Not shown by the API (a pending
     /// measurement names its partner's type, which may be another tenant's).
-    #[serde(default, skip_serializing_if = "crate::records::pairs::JobMeasurements::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "crate::records::pairs::JobMeasurements::is_empty"
+    )]
     pub measurements: crate::records::pairs::JobMeasurements,
     /// A task of a job array: which array, which task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -608,7 +769,13 @@ impl JobRecord {
     }
 
     /// A job just submitted (queued, nothing run yet), its submission recorded in its history.
-    pub fn submitted(id: u32, tenant: &str, request: SubmitRequest, now_unix_ms: u64, token_sha256: String) -> Self {
+    pub fn submitted(
+        id: u32,
+        tenant: &str,
+        request: SubmitRequest,
+        now_unix_ms: u64,
+        token_sha256: String,
+    ) -> Self {
         let now_s = (now_unix_ms / 1000) as i64;
         let mut record = JobRecord {
             id,
@@ -649,7 +816,12 @@ impl JobRecord {
     pub fn current_run_started_unix_s(&self) -> Option<i64> {
         match &self.state {
             JobState::Running { started_unix_s, .. } => Some(*started_unix_s),
-            JobState::Stopping { .. } => self.history.iter().rev().find(|t| t.to == StateKind::Running).map(|t| t.at_unix_s),
+            JobState::Stopping { .. } => self
+                .history
+                .iter()
+                .rev()
+                .find(|t| t.to == StateKind::Running)
+                .map(|t| t.at_unix_s),
             _ => None,
         }
     }
@@ -657,12 +829,19 @@ impl JobRecord {
     /// Seconds it has held GPUs over all runs as of `now_unix_s`: [`JobRecord::executed_s`]
     /// counts ended runs only, so a job in its first run would read 0 s for as long as it runs.
     pub fn executed_s_at(&self, now_unix_s: i64) -> f64 {
-        self.executed_s + self.current_run_started_unix_s().map_or(0.0, |s| (now_unix_s - s).max(0) as f64)
+        self.executed_s
+            + self
+                .current_run_started_unix_s()
+                .map_or(0.0, |s| (now_unix_s - s).max(0) as f64)
     }
 
     /// Records a transition to `state`.
     pub fn transition(&mut self, state: JobState, why: impl Into<String>, now_unix_s: i64) {
-        self.history.push(Transition { at_unix_s: now_unix_s, to: state.kind(), why: why.into() });
+        self.history.push(Transition {
+            at_unix_s: now_unix_s,
+            to: state.kind(),
+            why: why.into(),
+        });
         if self.history.len() > MAX_HISTORY {
             // Keep the submission and the latest transitions; count what was dropped.
             let drop = self.history.len() - MAX_HISTORY;
@@ -717,14 +896,33 @@ pub(crate) mod tests {
     #[test]
     fn the_time_on_gpus_counts_the_run_going_on() {
         // Issue 33: `arbiter show` said "0 s on GPUs" for a job running for minutes.
-        let request: SubmitRequest = serde_json::from_str(r#"{"command": "train"}"#).expect("valid");
+        let request: SubmitRequest =
+            serde_json::from_str(r#"{"command": "train"}"#).expect("valid");
         let mut job = JobRecord::submitted(0, "team-a", request, 1_000_000, String::new());
         assert_eq!(job.executed_s_at(2_000), 0.0);
         job.executed_s = 50.0;
-        job.transition(JobState::Running { gpus: vec![0], pid: 7, started_unix_s: 1_100 }, "started on GPUs 0", 1_100);
+        job.transition(
+            JobState::Running {
+                gpus: vec![0],
+                pid: 7,
+                started_unix_s: 1_100,
+            },
+            "started on GPUs 0",
+            1_100,
+        );
         assert_eq!(job.executed_s_at(1_160), 110.0);
         // Stopping: still on its GPUs, counted from the run's start in the history.
-        job.transition(JobState::Stopping { gpus: vec![0], pid: 7, reason: StopReason::Preempted, since_unix_s: 1_200, signal_sent: true }, "preempted", 1_200);
+        job.transition(
+            JobState::Stopping {
+                gpus: vec![0],
+                pid: 7,
+                reason: StopReason::Preempted,
+                since_unix_s: 1_200,
+                signal_sent: true,
+            },
+            "preempted",
+            1_200,
+        );
         assert_eq!(job.executed_s_at(1_210), 160.0);
         // A clock behind the start adds nothing rather than subtracting.
         assert_eq!(job.executed_s_at(1_000), 50.0);
@@ -733,7 +931,11 @@ pub(crate) mod tests {
     }
 
     fn limits() -> Limits {
-        Limits { gpus: vec![("a100".into(), 1)], cpus: 8, memory_gib: 32 }
+        Limits {
+            gpus: vec![("a100".into(), 1)],
+            cpus: 8,
+            memory_gib: 32,
+        }
     }
 
     pub(crate) fn with_stages(io_s: f64, cpu_s: f64, gpu_s: f64) -> SubmitRequest {
@@ -771,25 +973,57 @@ pub(crate) mod tests {
     #[test]
     fn names_with_separators_direction_marks_and_invisible_characters_are_refused() {
         // The characters of the review (issue 26, item 8), once accepted in names.
-        for c in ['\u{2028}', '\u{061c}', '\u{200b}', '\u{feff}', '\u{2029}', '\u{202e}', '\u{1b}', '\n'] {
-            let e = with_field("name", &format!("train{c}ing")).validate(&limits()).expect_err("refused");
+        for c in [
+            '\u{2028}', '\u{061c}', '\u{200b}', '\u{feff}', '\u{2029}', '\u{202e}', '\u{1b}', '\n',
+        ] {
+            let e = with_field("name", &format!("train{c}ing"))
+                .validate(&limits())
+                .expect_err("refused");
             assert_eq!(e.field, "name", "{e}");
             assert!(e.reason.ends_with(&c.escape_unicode().to_string()), "{e}");
         }
-        assert_eq!(with_field("name", "résumé ✓ 训练 🚀 a-b_c (v2)").validate(&limits()), Ok(()));
+        assert_eq!(
+            with_field("name", "résumé ✓ 训练 🚀 a-b_c (v2)").validate(&limits()),
+            Ok(())
+        );
     }
 
     #[test]
     fn commands_and_environment_values_keep_newlines_but_not_direction_controls() {
-        let command = |c: &str| serde_json::from_value::<SubmitRequest>(serde_json::json!({ "command": c })).expect("parses");
-        assert_eq!(command("python prep.py\n\tpython train.py # 👩\u{200d}💻").validate(&limits()), Ok(()));
-        for bad in ["rm -rf /tmp/x \u{202e}", "true\u{2028}false", "true\u{1b}[2K", "tr\u{0}ue"] {
-            assert_eq!(command(bad).validate(&limits()).map_err(|e| e.field), Err("command"), "{bad:?}");
+        let command = |c: &str| {
+            serde_json::from_value::<SubmitRequest>(serde_json::json!({ "command": c }))
+                .expect("parses")
+        };
+        assert_eq!(
+            command("python prep.py\n\tpython train.py # 👩\u{200d}💻").validate(&limits()),
+            Ok(())
+        );
+        for bad in [
+            "rm -rf /tmp/x \u{202e}",
+            "true\u{2028}false",
+            "true\u{1b}[2K",
+            "tr\u{0}ue",
+        ] {
+            assert_eq!(
+                command(bad).validate(&limits()).map_err(|e| e.field),
+                Err("command"),
+                "{bad:?}"
+            );
         }
-        assert_eq!(with_field("env value", "\u{1b}[01;31m\nline").validate(&limits()), Ok(()), "raw escapes in exported values stay");
+        assert_eq!(
+            with_field("env value", "\u{1b}[01;31m\nline").validate(&limits()),
+            Ok(()),
+            "raw escapes in exported values stay"
+        );
         for bad in ["a\u{0}b", "a\u{2066}b"] {
-            let e = with_field("env value", bad).validate(&limits()).expect_err("refused");
-            assert!(e.to_string().starts_with("env: the value of `X` contains the "), "{e}");
+            let e = with_field("env value", bad)
+                .validate(&limits())
+                .expect_err("refused");
+            assert!(
+                e.to_string()
+                    .starts_with("env: the value of `X` contains the "),
+                "{e}"
+            );
         }
     }
 
@@ -820,7 +1054,11 @@ pub(crate) mod tests {
     #[test]
     fn iteration_stages_are_finite_non_negative_and_sum_to_a_plausible_iteration() {
         assert_eq!(with_stages(0.05, 0.1, 0.35).validate(&limits()), Ok(()));
-        assert_eq!(with_stages(0.0, 0.0, 0.2).validate(&limits()), Ok(()), "a stage may be 0");
+        assert_eq!(
+            with_stages(0.0, 0.0, 0.2).validate(&limits()),
+            Ok(()),
+            "a stage may be 0"
+        );
         for (io, cpu, gpu) in [
             (f64::NAN, 0.1, 0.1),
             (0.1, f64::INFINITY, 0.1),
@@ -833,7 +1071,9 @@ pub(crate) mod tests {
             (86_400.0, 86_400.0, 0.0),
             (f64::MAX, f64::MAX, f64::MAX),
         ] {
-            let e = with_stages(io, cpu, gpu).validate(&limits()).expect_err("refused");
+            let e = with_stages(io, cpu, gpu)
+                .validate(&limits())
+                .expect_err("refused");
             assert_eq!(e.field, "iteration_stages", "({io}, {cpu}, {gpu}): {e}");
             assert!(e.to_string().starts_with("iteration_stages: "), "{e}");
         }
@@ -847,7 +1087,10 @@ pub(crate) mod tests {
             r#"{"command": "x", "iteration_stages": {"io_s": NaN, "cpu_s": 1, "gpu_s": 1}}"#,
             r#"{"command": "x", "iteration_stages": {"io_s": null, "cpu_s": 1, "gpu_s": 1}}"#,
         ] {
-            assert!(serde_json::from_str::<SubmitRequest>(body).is_err(), "{body}");
+            assert!(
+                serde_json::from_str::<SubmitRequest>(body).is_err(),
+                "{body}"
+            );
         }
     }
 
@@ -862,11 +1105,23 @@ pub(crate) mod tests {
         let record: JobRecord = serde_json::from_str(old).expect("an old record loads");
         assert_eq!(record.request.iteration_stages, None);
         // Without stages nothing new is written (an older Arbiter still reads the record) ...
-        assert!(!serde_json::to_string(&record).expect("json").contains("iteration_stages"));
+        assert!(
+            !serde_json::to_string(&record)
+                .expect("json")
+                .contains("iteration_stages")
+        );
         // ... with them they survive the round trip.
         let mut record = record;
-        record.request.iteration_stages = Some(StageTimes { io_s: 0.1, cpu_s: 0.2, gpu_s: 0.3 });
-        let back: JobRecord = serde_json::from_str(&serde_json::to_string(&record).expect("json")).expect("loads");
-        assert_eq!(back.request.iteration_stages, record.request.iteration_stages);
+        record.request.iteration_stages = Some(StageTimes {
+            io_s: 0.1,
+            cpu_s: 0.2,
+            gpu_s: 0.3,
+        });
+        let back: JobRecord =
+            serde_json::from_str(&serde_json::to_string(&record).expect("json")).expect("loads");
+        assert_eq!(
+            back.request.iteration_stages,
+            record.request.iteration_stages
+        );
     }
 }

@@ -69,7 +69,11 @@ impl Jobs {
 
     /// Every job on record from id `from` on.
     pub fn iter_from(&self, from: usize) -> Iter<'_> {
-        self.slots.get(from..).unwrap_or_default().iter().filter_map(on_record)
+        self.slots
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(on_record)
     }
 
     /// Every job on record, to change them.
@@ -90,7 +94,10 @@ impl Jobs {
 }
 
 /// The jobs on record, by id.
-pub type Iter<'a> = std::iter::FilterMap<std::slice::Iter<'a, Option<JobRecord>>, fn(&Option<JobRecord>) -> Option<&JobRecord>>;
+pub type Iter<'a> = std::iter::FilterMap<
+    std::slice::Iter<'a, Option<JobRecord>>,
+    fn(&Option<JobRecord>) -> Option<&JobRecord>,
+>;
 
 fn on_record(slot: &Option<JobRecord>) -> Option<&JobRecord> {
     slot.as_ref()

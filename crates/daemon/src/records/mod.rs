@@ -7,15 +7,15 @@
 //! nothing of executors, the round or the API.
 
 pub mod array;
-pub mod job;
 pub mod history;
 pub mod holders;
+pub mod job;
 pub mod jobs;
+pub mod outbox;
 pub mod pairs;
 pub mod progress;
 pub mod reservation;
 pub mod retention;
-pub mod outbox;
 pub mod store;
 pub mod topology;
 pub mod usage;

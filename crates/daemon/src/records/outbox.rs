@@ -103,7 +103,9 @@ impl EventKind {
         match transition.to {
             StateKind::Running => Some(EventKind::Started),
             // The stop's reason is the transition's text (`StopReason::as_str`).
-            StateKind::Stopping if transition.why == StopReason::Preempted.as_str() => Some(EventKind::Preempted),
+            StateKind::Stopping if transition.why == StopReason::Preempted.as_str() => {
+                Some(EventKind::Preempted)
+            }
             StateKind::Succeeded => Some(EventKind::Succeeded),
             StateKind::Failed => Some(EventKind::Failed),
             StateKind::Cancelled => Some(EventKind::Cancelled),
@@ -123,13 +125,24 @@ pub fn events_since(job: &JobRecord, seen: u64) -> Vec<WebhookEvent> {
     let total = transitions_made(job);
     let mut out = Vec::new();
     for n in seen.max(1)..total {
-        let Some(index) = n.checked_sub(job.history_omitted).filter(|i| *i >= 1).map(|i| i as usize) else { continue };
-        let (Some(transition), previous) = (job.history.get(index), job.history.get(index - 1)) else { continue };
+        let Some(index) = n
+            .checked_sub(job.history_omitted)
+            .filter(|i| *i >= 1)
+            .map(|i| i as usize)
+        else {
+            continue;
+        };
+        let (Some(transition), previous) = (job.history.get(index), job.history.get(index - 1))
+        else {
+            continue;
+        };
         // A history line that changes no state (a run re-adopted after a restart) is no event.
         if previous.is_some_and(|p| p.to == transition.to) {
             continue;
         }
-        let Some(event) = EventKind::of(transition) else { continue };
+        let Some(event) = EventKind::of(transition) else {
+            continue;
+        };
         let ended = matches!(event, EventKind::Succeeded | EventKind::Failed) && n + 1 == total;
         out.push(WebhookEvent {
             version: SCHEMA_VERSION,
@@ -201,19 +214,34 @@ pub struct OutboxMemory {
 
 impl Default for OutboxMemory {
     fn default() -> Self {
-        OutboxMemory { targets: BTreeMap::new(), health: BTreeMap::new(), pending: BTreeMap::new(), next_seq: 0, capacity: 1_000, max_failures: 10 }
+        OutboxMemory {
+            targets: BTreeMap::new(),
+            health: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            capacity: 1_000,
+            max_failures: 10,
+        }
     }
 }
 
 impl OutboxMemory {
     /// Whether `tenant`'s events are recorded: it has a webhook, not declared dead.
     pub fn active(&self, tenant: &str) -> bool {
-        self.targets.contains_key(tenant) && self.health.get(tenant).is_none_or(|h| h.dead_since_unix_s.is_none())
+        self.targets.contains_key(tenant)
+            && self
+                .health
+                .get(tenant)
+                .is_none_or(|h| h.dead_since_unix_s.is_none())
     }
 
     /// Tenants with events waiting and a live receiver, by name.
     pub fn due(&self) -> Vec<String> {
-        self.pending.iter().filter(|(t, n)| **n > 0 && self.active(t)).map(|(t, _)| t.clone()).collect()
+        self.pending
+            .iter()
+            .filter(|(t, n)| **n > 0 && self.active(t))
+            .map(|(t, _)| t.clone())
+            .collect()
     }
 }
 
@@ -255,8 +283,15 @@ pub struct Recorded {
 
 /// Records the events of `jobs`' new transitions in `txn`, and that they were considered. A job
 /// written for the first time (its submission only) costs nothing here.
-pub fn record_events(txn: &redb::WriteTransaction, memory: &OutboxMemory, jobs: &[&JobRecord]) -> Result<Recorded, OutboxError> {
-    let mut recorded = Recorded { next_seq: memory.next_seq, ..Recorded::default() };
+pub fn record_events(
+    txn: &redb::WriteTransaction,
+    memory: &OutboxMemory,
+    jobs: &[&JobRecord],
+) -> Result<Recorded, OutboxError> {
+    let mut recorded = Recorded {
+        next_seq: memory.next_seq,
+        ..Recorded::default()
+    };
     let changed: Vec<&&JobRecord> = jobs.iter().filter(|j| transitions_made(j) > 1).collect();
     if changed.is_empty() {
         return Ok(recorded);
@@ -275,7 +310,8 @@ pub fn record_events(txn: &redb::WriteTransaction, memory: &OutboxMemory, jobs: 
             continue;
         }
         for event in events_since(job, seen) {
-            let waiting = memory.pending.get(&job.tenant).copied().unwrap_or(0) + recorded.added.get(&job.tenant).copied().unwrap_or(0);
+            let waiting = memory.pending.get(&job.tenant).copied().unwrap_or(0)
+                + recorded.added.get(&job.tenant).copied().unwrap_or(0);
             if waiting >= memory.capacity {
                 *recorded.dropped.entry(job.tenant.clone()).or_default() += 1;
                 continue;
@@ -284,13 +320,21 @@ pub fn record_events(txn: &redb::WriteTransaction, memory: &OutboxMemory, jobs: 
                 Some(t) => t,
                 None => outbox.insert(txn.open_table(OUTBOX).map_err(db)?),
             };
-            table.insert(key(&job.tenant, recorded.next_seq).as_str(), serde_json::to_string(&event)?.as_str()).map_err(db)?;
+            table
+                .insert(
+                    key(&job.tenant, recorded.next_seq).as_str(),
+                    serde_json::to_string(&event)?.as_str(),
+                )
+                .map_err(db)?;
             recorded.next_seq += 1;
             *recorded.added.entry(job.tenant.clone()).or_default() += 1;
         }
     }
     if recorded.next_seq != memory.next_seq {
-        txn.open_table(META).map_err(db)?.insert(NEXT_SEQ, recorded.next_seq).map_err(db)?;
+        txn.open_table(META)
+            .map_err(db)?
+            .insert(NEXT_SEQ, recorded.next_seq)
+            .map_err(db)?;
     }
     for (tenant, n) in &recorded.dropped {
         let mut health = memory.health.get(tenant).cloned().unwrap_or_default();
@@ -304,8 +348,15 @@ pub fn record_events(txn: &redb::WriteTransaction, memory: &OutboxMemory, jobs: 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// Writes `tenant`'s health row.
-pub fn put_health(txn: &redb::WriteTransaction, tenant: &str, health: &Health) -> Result<(), OutboxError> {
-    txn.open_table(HEALTH).map_err(db)?.insert(tenant, serde_json::to_string(health)?.as_str()).map_err(db)?;
+pub fn put_health(
+    txn: &redb::WriteTransaction,
+    tenant: &str,
+    health: &Health,
+) -> Result<(), OutboxError> {
+    txn.open_table(HEALTH)
+        .map_err(db)?
+        .insert(tenant, serde_json::to_string(health)?.as_str())
+        .map_err(db)?;
     Ok(())
 }
 
@@ -313,12 +364,18 @@ pub fn put_health(txn: &redb::WriteTransaction, tenant: &str, health: &Health) -
 pub fn purge(txn: &redb::WriteTransaction, tenant: &str) -> Result<usize, OutboxError> {
     let (from, to) = range(tenant);
     let mut table = txn.open_table(OUTBOX).map_err(db)?;
-    let removed = table.extract_from_if(from.as_str()..to.as_str(), |_, _| true).map_err(db)?.count();
+    let removed = table
+        .extract_from_if(from.as_str()..to.as_str(), |_, _| true)
+        .map_err(db)?
+        .count();
     Ok(removed)
 }
 
 /// The oldest event of `tenant`: its key and body.
-pub fn head(txn: &redb::ReadTransaction, tenant: &str) -> Result<Option<(String, String)>, OutboxError> {
+pub fn head(
+    txn: &redb::ReadTransaction,
+    tenant: &str,
+) -> Result<Option<(String, String)>, OutboxError> {
     let (from, to) = range(tenant);
     let table = txn.open_table(OUTBOX).map_err(db)?;
     let mut rows = table.range(from.as_str()..to.as_str()).map_err(db)?;
@@ -336,24 +393,36 @@ pub fn head(txn: &redb::ReadTransaction, tenant: &str) -> Result<Option<(String,
 pub fn load(txn: &redb::ReadTransaction, memory: &mut OutboxMemory) -> Result<(), OutboxError> {
     for row in txn.open_table(TARGETS).map_err(db)?.iter().map_err(db)? {
         let (k, v) = row.map_err(db)?;
-        memory.targets.insert(k.value().to_string(), serde_json::from_str(v.value())?);
+        memory
+            .targets
+            .insert(k.value().to_string(), serde_json::from_str(v.value())?);
     }
     for row in txn.open_table(HEALTH).map_err(db)?.iter().map_err(db)? {
         let (k, v) = row.map_err(db)?;
-        memory.health.insert(k.value().to_string(), serde_json::from_str(v.value())?);
+        memory
+            .health
+            .insert(k.value().to_string(), serde_json::from_str(v.value())?);
     }
     for row in txn.open_table(OUTBOX).map_err(db)?.iter().map_err(db)? {
         let (k, _) = row.map_err(db)?;
         let tenant = k.value().split('/').next().unwrap_or_default().to_string();
         *memory.pending.entry(tenant).or_default() += 1;
     }
-    memory.next_seq = txn.open_table(META).map_err(db)?.get(NEXT_SEQ).map_err(db)?.map_or(0, |v| v.value());
+    memory.next_seq = txn
+        .open_table(META)
+        .map_err(db)?
+        .get(NEXT_SEQ)
+        .map_err(db)?
+        .map_or(0, |v| v.value());
     Ok(())
 }
 
 /// Creates the outbox's tables, and, the first time, counts every job's transitions as seen (a
 /// store from before webhooks: its past is not sent). `jobs` gives each job's id and count.
-pub fn create(txn: &redb::WriteTransaction, jobs: impl FnOnce() -> Result<Vec<(u32, u64)>, OutboxError>) -> Result<(), OutboxError> {
+pub fn create(
+    txn: &redb::WriteTransaction,
+    jobs: impl FnOnce() -> Result<Vec<(u32, u64)>, OutboxError>,
+) -> Result<(), OutboxError> {
     txn.open_table(OUTBOX).map_err(db)?;
     txn.open_table(TARGETS).map_err(db)?;
     txn.open_table(HEALTH).map_err(db)?;
@@ -369,7 +438,10 @@ pub fn create(txn: &redb::WriteTransaction, jobs: impl FnOnce() -> Result<Vec<(u
 }
 
 /// The transition counts of the jobs stored as JSON in `table` (for [`create`]).
-pub fn stored_transition_counts(txn: &redb::WriteTransaction, table: TableDefinition<u32, &str>) -> Result<Vec<(u32, u64)>, OutboxError> {
+pub fn stored_transition_counts(
+    txn: &redb::WriteTransaction,
+    table: TableDefinition<u32, &str>,
+) -> Result<Vec<(u32, u64)>, OutboxError> {
     /// Just what counting needs of a job record.
     #[derive(Deserialize)]
     struct Counts {
@@ -382,7 +454,10 @@ pub fn stored_transition_counts(txn: &redb::WriteTransaction, table: TableDefini
     for row in table.iter().map_err(db)? {
         let (k, v) = row.map_err(db)?;
         let counts: Counts = serde_json::from_str(v.value())?;
-        out.push((k.value(), counts.history_omitted + counts.history.len() as u64));
+        out.push((
+            k.value(),
+            counts.history_omitted + counts.history.len() as u64,
+        ));
     }
     Ok(out)
 }
@@ -398,7 +473,15 @@ mod tests {
     }
 
     fn run(job: &mut JobRecord, at: i64) {
-        job.transition(JobState::Running { gpus: vec![0], pid: 9, started_unix_s: at }, "started on host:0", at);
+        job.transition(
+            JobState::Running {
+                gpus: vec![0],
+                pid: 9,
+                started_unix_s: at,
+            },
+            "started on host:0",
+            at,
+        );
     }
 
     #[test]
@@ -406,8 +489,22 @@ mod tests {
         let mut job = job();
         assert!(events_since(&job, 0).is_empty(), "a submission makes none");
         run(&mut job, 1_001);
-        job.transition(JobState::Stopping { gpus: vec![0], pid: 9, reason: StopReason::Preempted, since_unix_s: 1_002, signal_sent: false }, StopReason::Preempted.as_str(), 1_002);
-        job.transition(JobState::Queued, "preempted; requeued to resume from its checkpoint", 1_003);
+        job.transition(
+            JobState::Stopping {
+                gpus: vec![0],
+                pid: 9,
+                reason: StopReason::Preempted,
+                since_unix_s: 1_002,
+                signal_sent: false,
+            },
+            StopReason::Preempted.as_str(),
+            1_002,
+        );
+        job.transition(
+            JobState::Queued,
+            "preempted; requeued to resume from its checkpoint",
+            1_003,
+        );
         run(&mut job, 1_004);
         job.transition(JobState::Queued, "exit code 3; retry 1 of 2 in 1 s", 1_005);
         run(&mut job, 1_006);
@@ -415,30 +512,70 @@ mod tests {
         job.transition(JobState::Failed, "exit code 1; retries used up", 1_007);
         let events = events_since(&job, 1);
         let kinds: Vec<&str> = events.iter().map(|e| e.event.name()).collect();
-        assert_eq!(kinds, ["started", "preempted", "started", "started", "failed"]);
+        assert_eq!(
+            kinds,
+            ["started", "preempted", "started", "started", "failed"]
+        );
         let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["7-1", "7-2", "7-4", "7-6", "7-7"], "ids are the transitions' numbers");
+        assert_eq!(
+            ids,
+            ["7-1", "7-2", "7-4", "7-6", "7-7"],
+            "ids are the transitions' numbers"
+        );
         let last = &events[4];
-        assert_eq!((last.from, last.to, last.exit_code, last.time_unix_s), (Some(StateKind::Running), StateKind::Failed, Some(1), 1_007));
+        assert_eq!(
+            (last.from, last.to, last.exit_code, last.time_unix_s),
+            (Some(StateKind::Running), StateKind::Failed, Some(1), 1_007)
+        );
         assert_eq!(last.reason, "exit code 1; retries used up");
-        assert_eq!(events[0].exit_code, None, "only an end carries the exit code");
-        assert_eq!(events_since(&job, 7).len(), 1, "from a count on, only what follows");
+        assert_eq!(
+            events[0].exit_code, None,
+            "only an end carries the exit code"
+        );
+        assert_eq!(
+            events_since(&job, 7).len(),
+            1,
+            "from a count on, only what follows"
+        );
         // A run re-adopted after a restart is written in the history, in the same state: no event.
         let mut adopted = self::job();
         run(&mut adopted, 1);
-        adopted.history.push(Transition { at_unix_s: 2, to: StateKind::Running, why: "re-adopted run 9 after a daemon restart".into() });
+        adopted.history.push(Transition {
+            at_unix_s: 2,
+            to: StateKind::Running,
+            why: "re-adopted run 9 after a daemon restart".into(),
+        });
         assert_eq!(events_since(&adopted, 1).len(), 1);
         // Nothing of the command line or the environment is in a body.
         let body = serde_json::to_string(&events).expect("json");
-        assert!(!body.contains("secret-command") && !body.contains("hunter2") && !body.contains("API_KEY"), "{body}");
-        assert!(body.contains(r#""version":1"#) && body.contains(r#""name":"train""#) && body.contains(r#""tenant":"team-a""#));
+        assert!(
+            !body.contains("secret-command")
+                && !body.contains("hunter2")
+                && !body.contains("API_KEY"),
+            "{body}"
+        );
+        assert!(
+            body.contains(r#""version":1"#)
+                && body.contains(r#""name":"train""#)
+                && body.contains(r#""tenant":"team-a""#)
+        );
     }
 
     #[test]
     fn cancels_and_successes_are_events_and_a_cancel_in_progress_is_not() {
         let mut job = job();
         run(&mut job, 1);
-        job.transition(JobState::Stopping { gpus: vec![0], pid: 9, reason: StopReason::Cancelled, since_unix_s: 2, signal_sent: false }, StopReason::Cancelled.as_str(), 2);
+        job.transition(
+            JobState::Stopping {
+                gpus: vec![0],
+                pid: 9,
+                reason: StopReason::Cancelled,
+                since_unix_s: 2,
+                signal_sent: false,
+            },
+            StopReason::Cancelled.as_str(),
+            2,
+        );
         job.transition(JobState::Cancelled, "cancelled", 3);
         let kinds: Vec<EventKind> = events_since(&job, 1).iter().map(|e| e.event).collect();
         assert_eq!(kinds, [EventKind::Started, EventKind::Cancelled]);
@@ -447,7 +584,10 @@ mod tests {
         ok.exit_code = Some(0);
         ok.transition(JobState::Succeeded, "exit code 0", 2);
         let last = events_since(&ok, 1).pop().expect("event");
-        assert_eq!((last.event, last.exit_code), (EventKind::Succeeded, Some(0)));
+        assert_eq!(
+            (last.event, last.exit_code),
+            (EventKind::Succeeded, Some(0))
+        );
     }
 
     #[test]
@@ -460,8 +600,14 @@ mod tests {
         assert!(job.history_omitted > 0);
         let total = transitions_made(&job);
         let events = events_since(&job, total - 4);
-        assert_eq!(events.iter().map(|e| e.id.clone()).collect::<Vec<_>>(), [format!("7-{}", total - 4), format!("7-{}", total - 2)]);
-        assert!(events_since(&job, 1).len() < 150, "the dropped ones make none");
+        assert_eq!(
+            events.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+            [format!("7-{}", total - 4), format!("7-{}", total - 2)]
+        );
+        assert!(
+            events_since(&job, 1).len() < 150,
+            "the dropped ones make none"
+        );
     }
 }
 
@@ -477,23 +623,58 @@ mod cost {
     #[ignore]
     fn recording_cost_of_a_large_first_round() {
         for hooked in [false, true, false, true] {
-            let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).expect("dir");
+            let dir = tempfile::tempdir_in("/dev/shm")
+                .or_else(|_| tempfile::tempdir())
+                .expect("dir");
             let store = Store::open(&dir.path().join("s.redb")).expect("store");
             if hooked {
                 for t in 0..10 {
-                    let target = super::WebhookTarget { url: "http://192.0.2.1/".into(), secret: crate::security::webhook::Secret::generate(), generation: 1 };
-                    store.set_webhook(&format!("tenant-{t}"), Some(target)).expect("hook");
+                    let target = super::WebhookTarget {
+                        url: "http://192.0.2.1/".into(),
+                        secret: crate::security::webhook::Secret::generate(),
+                        generation: 1,
+                    };
+                    store
+                        .set_webhook(&format!("tenant-{t}"), Some(target))
+                        .expect("hook");
                 }
             }
-            let request: SubmitRequest = serde_json::from_str(r#"{"command": "python train.py", "name": "job"}"#).expect("valid");
-            let mut jobs: Vec<JobRecord> = (0..3_200).map(|i| JobRecord::submitted(i, &format!("tenant-{}", i % 10), request.clone(), 1_000_000, String::new())).collect();
-            store.put_jobs(&jobs.iter().collect::<Vec<_>>()).expect("submitted");
+            let request: SubmitRequest =
+                serde_json::from_str(r#"{"command": "python train.py", "name": "job"}"#)
+                    .expect("valid");
+            let mut jobs: Vec<JobRecord> = (0..3_200)
+                .map(|i| {
+                    JobRecord::submitted(
+                        i,
+                        &format!("tenant-{}", i % 10),
+                        request.clone(),
+                        1_000_000,
+                        String::new(),
+                    )
+                })
+                .collect();
+            store
+                .put_jobs(&jobs.iter().collect::<Vec<_>>())
+                .expect("submitted");
             for job in &mut jobs {
-                job.transition(JobState::Running { gpus: vec![0], pid: 7, started_unix_s: 2 }, "started on n0:0", 2);
+                job.transition(
+                    JobState::Running {
+                        gpus: vec![0],
+                        pid: 7,
+                        started_unix_s: 2,
+                    },
+                    "started on n0:0",
+                    2,
+                );
             }
             let t = std::time::Instant::now();
-            store.put_jobs(&jobs.iter().collect::<Vec<_>>()).expect("started");
-            eprintln!("webhooks {hooked}: write of 3,200 started jobs {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+            store
+                .put_jobs(&jobs.iter().collect::<Vec<_>>())
+                .expect("started");
+            eprintln!(
+                "webhooks {hooked}: write of 3,200 started jobs {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
         }
     }
 }

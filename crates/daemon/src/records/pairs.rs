@@ -58,8 +58,14 @@ pub fn job_type_problem(job_type: &str) -> Option<String> {
     if job_type.is_empty() || job_type.len() > MAX_JOB_TYPE_BYTES {
         return Some(format!("must be 1-{MAX_JOB_TYPE_BYTES} bytes"));
     }
-    if let Some(c) = job_type.chars().find(|c| !(c.is_ascii_alphanumeric() || "._-+:/".contains(*c))) {
-        return Some(format!("`{}` is not allowed (letters, digits and . _ - + : / only)", c.escape_debug()));
+    if let Some(c) = job_type
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-+:/".contains(*c)))
+    {
+        return Some(format!(
+            "`{}` is not allowed (letters, digits and . _ - + : / only)",
+            c.escape_debug()
+        ));
     }
     None
 }
@@ -159,7 +165,9 @@ pub struct PairTable {
 impl PairTable {
     /// A table holding `entries` (as read from the store).
     pub fn from_entries(entries: impl IntoIterator<Item = (PairKey, PairEntry)>) -> Self {
-        PairTable { entries: entries.into_iter().collect() }
+        PairTable {
+            entries: entries.into_iter().collect(),
+        }
     }
 
     /// Every entry, in key order.
@@ -176,7 +184,13 @@ impl PairTable {
     /// ignored) taken at `now_unix_s`. Returns what to persist: the entry, and the entry of the
     /// same tenant evicted to make room for a new one. What it replaced is pushed on `undo`
     /// (for [`PairTable::undo`] when the store refuses the change).
-    pub fn record(&mut self, key: PairKey, sample: f64, now_unix_s: i64, undo: &mut Vec<(PairKey, Option<PairEntry>)>) -> Vec<PairWrite> {
+    pub fn record(
+        &mut self,
+        key: PairKey,
+        sample: f64,
+        now_unix_s: i64,
+        undo: &mut Vec<(PairKey, Option<PairEntry>)>,
+    ) -> Vec<PairWrite> {
         if !sample.is_finite() {
             return Vec::new();
         }
@@ -186,7 +200,9 @@ impl PairTable {
             let tenant = &key.job.tenant;
             let mine = self.entries.iter().filter(|(k, _)| k.job.tenant == *tenant);
             if mine.clone().count() >= MAX_ENTRIES_PER_TENANT
-                && let Some(oldest) = mine.min_by_key(|(_, e)| e.updated_unix_s).map(|(k, _)| k.clone())
+                && let Some(oldest) = mine
+                    .min_by_key(|(_, e)| e.updated_unix_s)
+                    .map(|(k, _)| k.clone())
             {
                 let evicted = self.entries.remove(&oldest);
                 undo.push((oldest.clone(), evicted));
@@ -233,13 +249,28 @@ impl PairTable {
     pub fn speeds(&self, gpu_types: &[String], assumed: Option<f64>) -> PairSpeeds {
         let mut speeds = PairSpeeds::solo_fractions(assumed);
         for (key, entry) in &self.entries {
-            let Some(k) = gpu_types.iter().position(|t| *t == key.gpu_type) else { continue };
+            let Some(k) = gpu_types.iter().position(|t| *t == key.gpu_type) else {
+                continue;
+            };
             let job = (namespaced(&key.job.tenant, &key.job.job_type), key.gpus);
-            let partner = (namespaced(&key.partner.tenant, &key.partner.job_type), key.gpus);
+            let partner = (
+                namespaced(&key.partner.tenant, &key.partner.job_type),
+                key.gpus,
+            );
             let mut fraction = entry.normalized_speed;
             if key.job.tenant != key.partner.tenant {
-                let mirror = PairKey { job: key.partner.clone(), partner: key.job.clone(), gpus: key.gpus, gpu_type: key.gpu_type.clone() };
-                if let Some(theirs) = self.entries.get(&mirror).map(|e| e.normalized_speed).or(assumed) {
+                let mirror = PairKey {
+                    job: key.partner.clone(),
+                    partner: key.job.clone(),
+                    gpus: key.gpus,
+                    gpu_type: key.gpu_type.clone(),
+                };
+                if let Some(theirs) = self
+                    .entries
+                    .get(&mirror)
+                    .map(|e| e.normalized_speed)
+                    .or(assumed)
+                {
                     fraction = fraction.min(theirs);
                 }
             }
@@ -256,12 +287,40 @@ impl PairTable {
     /// latest sample, ...): in key order they would tell it how the hidden partners' tenant and
     /// type names sort, against each other and against its own name.
     pub fn rows(&self, viewer: Option<&str>) -> Vec<serde_json::Value> {
-        let mut visible: Vec<(&PairKey, &PairEntry)> = self.entries.iter().filter(|(k, _)| viewer.is_none_or(|v| v == k.job.tenant)).collect();
+        let mut visible: Vec<(&PairKey, &PairEntry)> = self
+            .entries
+            .iter()
+            .filter(|(k, _)| viewer.is_none_or(|v| v == k.job.tenant))
+            .collect();
         if let Some(v) = viewer {
             let hidden = |k: &PairKey| k.partner.tenant != v;
             visible.sort_by(|(a, x), (b, y)| {
-                (&a.job.job_type, hidden(a), if hidden(a) { "" } else { a.partner.job_type.as_str() }, a.gpus, &a.gpu_type, x.updated_unix_s, x.samples)
-                    .cmp(&(&b.job.job_type, hidden(b), if hidden(b) { "" } else { b.partner.job_type.as_str() }, b.gpus, &b.gpu_type, y.updated_unix_s, y.samples))
+                (
+                    &a.job.job_type,
+                    hidden(a),
+                    if hidden(a) {
+                        ""
+                    } else {
+                        a.partner.job_type.as_str()
+                    },
+                    a.gpus,
+                    &a.gpu_type,
+                    x.updated_unix_s,
+                    x.samples,
+                )
+                    .cmp(&(
+                        &b.job.job_type,
+                        hidden(b),
+                        if hidden(b) {
+                            ""
+                        } else {
+                            b.partner.job_type.as_str()
+                        },
+                        b.gpus,
+                        &b.gpu_type,
+                        y.updated_unix_s,
+                        y.samples,
+                    ))
                     .then(x.normalized_speed.total_cmp(&y.normalized_speed))
             });
         }
@@ -302,8 +361,14 @@ pub enum Sharing {
 
 /// Who holds the GPUs `mine` of job `id` besides it, among the jobs `holding` (each job's id and
 /// the GPUs it holds).
-pub fn sharing_of<'a>(id: u32, mine: &[u32], holding: impl Iterator<Item = (u32, &'a [u32])>) -> (Sharing, Vec<u32>) {
-    let others: Vec<(u32, &[u32])> = holding.filter(|(j, g)| *j != id && g.iter().any(|x| mine.contains(x))).collect();
+pub fn sharing_of<'a>(
+    id: u32,
+    mine: &[u32],
+    holding: impl Iterator<Item = (u32, &'a [u32])>,
+) -> (Sharing, Vec<u32>) {
+    let others: Vec<(u32, &[u32])> = holding
+        .filter(|(j, g)| *j != id && g.iter().any(|x| mine.contains(x)))
+        .collect();
     let ids = others.iter().map(|(j, _)| *j).collect();
     let sharing = match others.as_slice() {
         [] => Sharing::Alone,
@@ -347,24 +412,42 @@ pub fn learn(
     let mut next = measured.clone();
     let mut samples = Vec::new();
     let Some(me) = me else { return (next, samples) };
-    let key = |partner: &TypeOf, gpu_type: &str| PairKey { job: me.clone(), partner: partner.clone(), gpus, gpu_type: gpu_type.to_string() };
+    let key = |partner: &TypeOf, gpu_type: &str| PairKey {
+        job: me.clone(),
+        partner: partner.clone(),
+        gpus,
+        gpu_type: gpu_type.to_string(),
+    };
     match beside {
         Beside::Alone => {
             let solo = smooth(next.solo.get(gpu_type).copied(), throughput);
             next.solo.insert(gpu_type.to_string(), solo);
             // Shared measurements that waited for this solo speed.
-            let (ready, waiting): (Vec<PendingShared>, Vec<PendingShared>) = next.pending.drain(..).partition(|p| p.gpu_type == gpu_type);
+            let (ready, waiting): (Vec<PendingShared>, Vec<PendingShared>) =
+                next.pending.drain(..).partition(|p| p.gpu_type == gpu_type);
             next.pending = waiting;
-            samples.extend(ready.into_iter().map(|p| (key(&p.partner, gpu_type), p.throughput / solo)));
+            samples.extend(
+                ready
+                    .into_iter()
+                    .map(|p| (key(&p.partner, gpu_type), p.throughput / solo)),
+            );
         }
         Beside::Untyped => {}
         Beside::Typed(partner) => match next.solo.get(gpu_type) {
             Some(&solo) if solo > 0.0 => samples.push((key(partner, gpu_type), throughput / solo)),
             _ => {
-                if let Some(p) = next.pending.iter_mut().find(|p| p.gpu_type == gpu_type && p.partner == *partner) {
+                if let Some(p) = next
+                    .pending
+                    .iter_mut()
+                    .find(|p| p.gpu_type == gpu_type && p.partner == *partner)
+                {
                     p.throughput = smooth(Some(p.throughput), throughput);
                 } else if next.pending.len() < MAX_PENDING_PER_JOB {
-                    next.pending.push(PendingShared { gpu_type: gpu_type.to_string(), partner: partner.clone(), throughput });
+                    next.pending.push(PendingShared {
+                        gpu_type: gpu_type.to_string(),
+                        partner: partner.clone(),
+                        throughput,
+                    });
                 }
             }
         },
@@ -377,28 +460,52 @@ mod tests {
     use super::*;
 
     fn ty(tenant: &str, job_type: &str) -> TypeOf {
-        TypeOf { tenant: tenant.into(), job_type: job_type.into() }
+        TypeOf {
+            tenant: tenant.into(),
+            job_type: job_type.into(),
+        }
     }
 
     fn key(a: &str, b: &str) -> PairKey {
-        PairKey { job: ty("t", a), partner: ty("t", b), gpus: 1, gpu_type: "a100".into() }
+        PairKey {
+            job: ty("t", a),
+            partner: ty("t", b),
+            gpus: 1,
+            gpu_type: "a100".into(),
+        }
     }
 
     #[test]
     fn the_estimate_is_an_exponentially_weighted_mean_of_clamped_samples() {
         let mut table = PairTable::default();
         table.record(key("A", "B"), 0.4, 10, &mut Vec::new());
-        assert_eq!(table.get(&key("A", "B")).map(|e| (e.normalized_speed, e.samples)), Some((0.4, 1)), "the first sample is the estimate");
+        assert_eq!(
+            table
+                .get(&key("A", "B"))
+                .map(|e| (e.normalized_speed, e.samples)),
+            Some((0.4, 1)),
+            "the first sample is the estimate"
+        );
         table.record(key("A", "B"), 0.8, 20, &mut Vec::new());
         let e = table.get(&key("A", "B")).copied().expect("entry");
-        assert!((e.normalized_speed - 0.5).abs() < 1e-12, "¾ · 0.4 + ¼ · 0.8 = 0.5: {e:?}");
+        assert!(
+            (e.normalized_speed - 0.5).abs() < 1e-12,
+            "¾ · 0.4 + ¼ · 0.8 = 0.5: {e:?}"
+        );
         assert_eq!((e.samples, e.updated_unix_s), (2, 20));
         // A sample above 1 (noise, or a lie) counts as 1; below 0 as 0; non-finite not at all.
         table.record(key("A", "B"), 7.0, 30, &mut Vec::new());
         assert!((table.get(&key("A", "B")).expect("entry").normalized_speed - 0.625).abs() < 1e-12);
-        assert!(table.record(key("A", "B"), f64::NAN, 40, &mut Vec::new()).is_empty());
+        assert!(
+            table
+                .record(key("A", "B"), f64::NAN, 40, &mut Vec::new())
+                .is_empty()
+        );
         table.record(key("C", "B"), -3.0, 30, &mut Vec::new());
-        assert_eq!(table.get(&key("C", "B")).expect("entry").normalized_speed, 0.0);
+        assert_eq!(
+            table.get(&key("C", "B")).expect("entry").normalized_speed,
+            0.0
+        );
     }
 
     #[test]
@@ -406,8 +513,18 @@ mod tests {
         let me = ty("t", "A");
         let partner = ty("t", "B");
         // Alone at 100 steps/s: a solo speed, no sample.
-        let (m, samples) = learn(&JobMeasurements::default(), Some(&me), 1, "a100", Beside::Alone, 100.0);
-        assert_eq!((m.solo.get("a100").copied(), samples.len()), (Some(100.0), 0));
+        let (m, samples) = learn(
+            &JobMeasurements::default(),
+            Some(&me),
+            1,
+            "a100",
+            Beside::Alone,
+            100.0,
+        );
+        assert_eq!(
+            (m.solo.get("a100").copied(), samples.len()),
+            (Some(100.0), 0)
+        );
         // Sharing with B at 60 steps/s: 0.6.
         let (m, samples) = learn(&m, Some(&me), 1, "a100", Beside::Typed(&partner), 60.0);
         assert_eq!(samples, vec![(key("A", "B"), 0.6)]);
@@ -418,10 +535,27 @@ mod tests {
         // ... and becomes a sample once it runs alone there.
         let (m, samples) = learn(&m, Some(&me), 1, "v100", Beside::Alone, 50.0);
         assert!(m.pending.is_empty());
-        assert_eq!(samples, vec![(PairKey { gpu_type: "v100".into(), ..key("A", "B") }, 0.4)]);
+        assert_eq!(
+            samples,
+            vec![(
+                PairKey {
+                    gpu_type: "v100".into(),
+                    ..key("A", "B")
+                },
+                0.4
+            )]
+        );
         // A partner without a type, or a job without one, teaches nothing.
-        assert!(learn(&m, Some(&me), 1, "a100", Beside::Untyped, 10.0).1.is_empty());
-        assert!(learn(&m, None, 1, "a100", Beside::Typed(&partner), 10.0).1.is_empty());
+        assert!(
+            learn(&m, Some(&me), 1, "a100", Beside::Untyped, 10.0)
+                .1
+                .is_empty()
+        );
+        assert!(
+            learn(&m, None, 1, "a100", Beside::Typed(&partner), 10.0)
+                .1
+                .is_empty()
+        );
     }
 
     #[test]
@@ -429,7 +563,15 @@ mod tests {
         let me = ty("t", "A");
         let mut m = JobMeasurements::default();
         for i in 0..100 {
-            m = learn(&m, Some(&me), 1, "a100", Beside::Typed(&ty("t", &format!("P{i}"))), 1.0).0;
+            m = learn(
+                &m,
+                Some(&me),
+                1,
+                "a100",
+                Beside::Typed(&ty("t", &format!("P{i}"))),
+                1.0,
+            )
+            .0;
         }
         assert_eq!(m.pending.len(), MAX_PENDING_PER_JOB);
     }
@@ -437,14 +579,44 @@ mod tests {
     #[test]
     fn a_tenant_that_fills_its_share_of_the_table_evicts_only_its_own_entries() {
         let mut table = PairTable::default();
-        let theirs = PairKey { job: ty("a", "resnet"), partner: ty("a", "lm"), gpus: 1, gpu_type: "a100".into() };
+        let theirs = PairKey {
+            job: ty("a", "resnet"),
+            partner: ty("a", "lm"),
+            gpus: 1,
+            gpu_type: "a100".into(),
+        };
         table.record(theirs.clone(), 0.7, 0, &mut Vec::new());
         for i in 0..(MAX_ENTRIES_PER_TENANT as i64 + 50) {
-            let writes = table.record(PairKey { job: ty("b", &format!("junk{i}")), partner: ty("b", "x"), gpus: 1, gpu_type: "a100".into() }, 0.1, 1 + i, &mut Vec::new());
-            assert!(writes.iter().all(|w| !matches!(w, PairWrite::Delete(k) if k.job.tenant != "b")));
+            let writes = table.record(
+                PairKey {
+                    job: ty("b", &format!("junk{i}")),
+                    partner: ty("b", "x"),
+                    gpus: 1,
+                    gpu_type: "a100".into(),
+                },
+                0.1,
+                1 + i,
+                &mut Vec::new(),
+            );
+            assert!(
+                writes
+                    .iter()
+                    .all(|w| !matches!(w, PairWrite::Delete(k) if k.job.tenant != "b"))
+            );
         }
-        assert_eq!(table.entries().keys().filter(|k| k.job.tenant == "b").count(), MAX_ENTRIES_PER_TENANT);
-        assert_eq!(table.get(&theirs).map(|e| e.normalized_speed), Some(0.7), "another tenant's entry stays");
+        assert_eq!(
+            table
+                .entries()
+                .keys()
+                .filter(|k| k.job.tenant == "b")
+                .count(),
+            MAX_ENTRIES_PER_TENANT
+        );
+        assert_eq!(
+            table.get(&theirs).map(|e| e.normalized_speed),
+            Some(0.7),
+            "another tenant's entry stays"
+        );
         // The oldest went first.
         assert!(!table.entries().keys().any(|k| k.job.job_type == "junk0"));
     }
@@ -452,21 +624,87 @@ mod tests {
     #[test]
     fn the_policy_gets_fractions_per_gpu_type_with_both_directions_and_tenants_namespaced() {
         let mut table = PairTable::default();
-        table.record(PairKey { job: ty("a", "x"), partner: ty("b", "x"), gpus: 1, gpu_type: "a100".into() }, 0.3, 0, &mut Vec::new());
-        table.record(PairKey { job: ty("b", "x"), partner: ty("a", "x"), gpus: 1, gpu_type: "a100".into() }, 0.6, 0, &mut Vec::new());
-        table.record(PairKey { job: ty("a", "x"), partner: ty("b", "x"), gpus: 1, gpu_type: "h100".into() }, 0.9, 0, &mut Vec::new());
+        table.record(
+            PairKey {
+                job: ty("a", "x"),
+                partner: ty("b", "x"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.3,
+            0,
+            &mut Vec::new(),
+        );
+        table.record(
+            PairKey {
+                job: ty("b", "x"),
+                partner: ty("a", "x"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.6,
+            0,
+            &mut Vec::new(),
+        );
+        table.record(
+            PairKey {
+                job: ty("a", "x"),
+                partner: ty("b", "x"),
+                gpus: 1,
+                gpu_type: "h100".into(),
+            },
+            0.9,
+            0,
+            &mut Vec::new(),
+        );
         // Within a tenant each direction keeps its own fraction.
-        table.record(PairKey { job: ty("a", "x"), partner: ty("a", "y"), gpus: 1, gpu_type: "a100".into() }, 0.3, 0, &mut Vec::new());
-        table.record(PairKey { job: ty("a", "y"), partner: ty("a", "x"), gpus: 1, gpu_type: "a100".into() }, 0.6, 0, &mut Vec::new());
+        table.record(
+            PairKey {
+                job: ty("a", "x"),
+                partner: ty("a", "y"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.3,
+            0,
+            &mut Vec::new(),
+        );
+        table.record(
+            PairKey {
+                job: ty("a", "y"),
+                partner: ty("a", "x"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.6,
+            0,
+            &mut Vec::new(),
+        );
         let speeds = table.speeds(&["v100".into(), "a100".into()], None);
-        let (ax, ay, bx) = (("a/x".to_string(), 1), ("a/y".to_string(), 1), ("b/x".to_string(), 1));
-        assert_eq!(speeds.speeds(&ax, &ay, 1, (2.0, 1.0)), Some((0.6, 0.6)), "fractions times each job's solo speed");
+        let (ax, ay, bx) = (
+            ("a/x".to_string(), 1),
+            ("a/y".to_string(), 1),
+            ("b/x".to_string(), 1),
+        );
+        assert_eq!(
+            speeds.speeds(&ax, &ay, 1, (2.0, 1.0)),
+            Some((0.6, 0.6)),
+            "fractions times each job's solo speed"
+        );
         assert_eq!(speeds.speeds(&ay, &ax, 1, (1.0, 1.0)), Some((0.6, 0.3)));
         // Across tenants both directions get the lower fraction (0.3, a's): neither tenant's
         // reports make the pair look better for the other's job than its own reports say.
-        assert_eq!(speeds.speeds(&ax, &bx, 1, (2.0, 1.0)), Some((0.6, 0.3)), "fractions times each job's solo speed");
+        assert_eq!(
+            speeds.speeds(&ax, &bx, 1, (2.0, 1.0)),
+            Some((0.6, 0.3)),
+            "fractions times each job's solo speed"
+        );
         assert_eq!(speeds.speeds(&bx, &ax, 1, (1.0, 1.0)), Some((0.3, 0.3)));
-        assert_eq!(speeds.speeds(&ax, &bx, 0, (1.0, 1.0)), None, "not measured on v100");
+        assert_eq!(
+            speeds.speeds(&ax, &bx, 0, (1.0, 1.0)),
+            None,
+            "not measured on v100"
+        );
         assert_eq!(speeds.speeds(&ax, &ax, 1, (1.0, 1.0)), None);
         // With an assumed fraction, what was not measured is assumed.
         let assumed = table.speeds(&["v100".into(), "a100".into()], Some(0.5));
@@ -475,23 +713,72 @@ mod tests {
         // ... and caps a measured fraction across tenants: a's claim of 0.9 next to a type of b
         // that b has not measured counts as the assumed 0.5, not more.
         let mut table = PairTable::default();
-        table.record(PairKey { job: ty("a", "x"), partner: ty("b", "x"), gpus: 1, gpu_type: "a100".into() }, 0.9, 0, &mut Vec::new());
+        table.record(
+            PairKey {
+                job: ty("a", "x"),
+                partner: ty("b", "x"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.9,
+            0,
+            &mut Vec::new(),
+        );
         let assumed = table.speeds(&["a100".into()], Some(0.5));
         assert_eq!(assumed.speeds(&ax, &bx, 0, (1.0, 1.0)), Some((0.5, 0.5)));
-        assert_eq!(table.speeds(&["a100".into()], None).speeds(&ax, &bx, 0, (1.0, 1.0)), None, "one direction is not a measured pair");
+        assert_eq!(
+            table
+                .speeds(&["a100".into()], None)
+                .speeds(&ax, &bx, 0, (1.0, 1.0)),
+            None,
+            "one direction is not a measured pair"
+        );
     }
 
     #[test]
     fn a_tenant_sees_only_its_own_types_and_not_the_other_tenants_partner() {
         let mut table = PairTable::default();
-        table.record(PairKey { job: ty("a", "x"), partner: ty("b", "secret"), gpus: 1, gpu_type: "a100".into() }, 0.3, 0, &mut Vec::new());
-        table.record(PairKey { job: ty("b", "secret"), partner: ty("a", "x"), gpus: 1, gpu_type: "a100".into() }, 0.6, 0, &mut Vec::new());
-        table.record(PairKey { job: ty("a", "x"), partner: ty("a", "y"), gpus: 1, gpu_type: "a100".into() }, 0.8, 0, &mut Vec::new());
+        table.record(
+            PairKey {
+                job: ty("a", "x"),
+                partner: ty("b", "secret"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.3,
+            0,
+            &mut Vec::new(),
+        );
+        table.record(
+            PairKey {
+                job: ty("b", "secret"),
+                partner: ty("a", "x"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.6,
+            0,
+            &mut Vec::new(),
+        );
+        table.record(
+            PairKey {
+                job: ty("a", "x"),
+                partner: ty("a", "y"),
+                gpus: 1,
+                gpu_type: "a100".into(),
+            },
+            0.8,
+            0,
+            &mut Vec::new(),
+        );
         let rows = table.rows(Some("a"));
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r["tenant"] == "a"));
         let text = serde_json::to_string(&rows).expect("json");
-        assert!(!text.contains("secret") && !text.contains("\"b\""), "{text}");
+        assert!(
+            !text.contains("secret") && !text.contains("\"b\""),
+            "{text}"
+        );
         assert!(rows.iter().any(|r| r["partner_other_tenant"] == true));
         assert!(rows.iter().any(|r| r["partner_job_type"] == "y"));
         assert_eq!(table.rows(None).len(), 3, "the admin sees every entry");
@@ -504,9 +791,29 @@ mod tests {
         let rows_for = |names: [(&str, &str); 3]| {
             let mut table = PairTable::default();
             for (tenant, job_type) in names {
-                table.record(PairKey { job: ty("m", "x"), partner: ty(tenant, job_type), gpus: 1, gpu_type: "a100".into() }, 0.5, 7, &mut Vec::new());
+                table.record(
+                    PairKey {
+                        job: ty("m", "x"),
+                        partner: ty(tenant, job_type),
+                        gpus: 1,
+                        gpu_type: "a100".into(),
+                    },
+                    0.5,
+                    7,
+                    &mut Vec::new(),
+                );
             }
-            table.record(PairKey { job: ty("m", "x"), partner: ty("m", "own"), gpus: 1, gpu_type: "a100".into() }, 0.5, 7, &mut Vec::new());
+            table.record(
+                PairKey {
+                    job: ty("m", "x"),
+                    partner: ty("m", "own"),
+                    gpus: 1,
+                    gpu_type: "a100".into(),
+                },
+                0.5,
+                7,
+                &mut Vec::new(),
+            );
             table.rows(Some("m"))
         };
         let one = rows_for([("b", "aaa"), ("b", "zzz"), ("c", "q")]);

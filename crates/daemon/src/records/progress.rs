@@ -47,18 +47,34 @@ impl ProgressReport {
     pub fn validate(&self) -> Result<(), FieldError> {
         let bad = |field: &'static str, reason: String| Err(FieldError { field, reason });
         if self.steps > MAX_STEPS {
-            return bad("steps", format!("{} is more than {MAX_STEPS} (2^53)", self.steps));
+            return bad(
+                "steps",
+                format!("{} is more than {MAX_STEPS} (2^53)", self.steps),
+            );
         }
         match self.total_steps {
             Some(0) => return bad("total_steps", "must be at least 1".into()),
-            Some(t) if t > MAX_STEPS => return bad("total_steps", format!("{t} is more than {MAX_STEPS} (2^53)")),
+            Some(t) if t > MAX_STEPS => {
+                return bad(
+                    "total_steps",
+                    format!("{t} is more than {MAX_STEPS} (2^53)"),
+                );
+            }
             _ => {}
         }
         match self.throughput {
             Some(t) if !t.is_finite() => bad("throughput", "must be a finite number".into()),
             Some(t) if t < 0.0 => bad("throughput", format!("{t} is negative")),
-            Some(t) if t > 0.0 && t < MIN_THROUGHPUT => bad("throughput", format!("{t} steps/s is below {MIN_THROUGHPUT:e} (one step in ten years); send 0 or leave it out when not measured")),
-            Some(t) if t > MAX_THROUGHPUT => bad("throughput", format!("{t} steps/s is more than {MAX_THROUGHPUT:e}")),
+            Some(t) if t > 0.0 && t < MIN_THROUGHPUT => bad(
+                "throughput",
+                format!(
+                    "{t} steps/s is below {MIN_THROUGHPUT:e} (one step in ten years); send 0 or leave it out when not measured"
+                ),
+            ),
+            Some(t) if t > MAX_THROUGHPUT => bad(
+                "throughput",
+                format!("{t} steps/s is more than {MAX_THROUGHPUT:e}"),
+            ),
             _ => Ok(()),
         }
     }
@@ -89,7 +105,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn report(steps: u64, throughput: Option<f64>, total_steps: Option<u64>) -> ProgressReport {
-        ProgressReport { steps, throughput, total_steps }
+        ProgressReport {
+            steps,
+            throughput,
+            total_steps,
+        }
     }
 
     #[test]
@@ -97,19 +117,41 @@ mod tests {
         let attack = report(0, Some(5e-324), Some(u64::MAX));
         let e = attack.validate().expect_err("refused");
         assert_eq!(e.field, "total_steps", "{e}");
-        let e = report(0, Some(5e-324), Some(10)).validate().expect_err("refused");
+        let e = report(0, Some(5e-324), Some(10))
+            .validate()
+            .expect_err("refused");
         assert_eq!(e.field, "throughput", "{e}");
-        let e = report(u64::MAX, None, None).validate().expect_err("refused");
+        let e = report(u64::MAX, None, None)
+            .validate()
+            .expect_err("refused");
         assert_eq!(e.field, "steps", "{e}");
         for t in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 1e10] {
-            assert_eq!(report(0, Some(t), None).validate().expect_err("refused").field, "throughput", "{t}");
+            assert_eq!(
+                report(0, Some(t), None)
+                    .validate()
+                    .expect_err("refused")
+                    .field,
+                "throughput",
+                "{t}"
+            );
         }
-        assert_eq!(report(1, None, Some(0)).validate().expect_err("refused").field, "total_steps");
+        assert_eq!(
+            report(1, None, Some(0))
+                .validate()
+                .expect_err("refused")
+                .field,
+            "total_steps"
+        );
     }
 
     #[test]
     fn ordinary_reports_pass() {
-        for r in [report(0, None, None), report(10, Some(0.0), Some(100)), report(MAX_STEPS, Some(MAX_THROUGHPUT), Some(MAX_STEPS)), report(5, Some(MIN_THROUGHPUT), Some(6))] {
+        for r in [
+            report(0, None, None),
+            report(10, Some(0.0), Some(100)),
+            report(MAX_STEPS, Some(MAX_THROUGHPUT), Some(MAX_STEPS)),
+            report(5, Some(MIN_THROUGHPUT), Some(6)),
+        ] {
             assert_eq!(r.validate(), Ok(()), "{r:?}");
         }
     }

@@ -60,13 +60,26 @@ impl ReservationRequest {
             return bad("nodes", "names no node".into());
         }
         if let Some(unknown) = self.nodes.iter().find(|n| !known.contains(n)) {
-            return bad("nodes", format!("`{}` is not a node of this cluster ({})", unknown.escape_debug(), known.join(", ")));
+            return bad(
+                "nodes",
+                format!(
+                    "`{}` is not a node of this cluster ({})",
+                    unknown.escape_debug(),
+                    known.join(", ")
+                ),
+            );
         }
         if self.duration_s == 0 || self.duration_s > MAX_DURATION_S {
-            return bad("duration_s", format!("{} s: must be 1 s to a year", self.duration_s));
+            return bad(
+                "duration_s",
+                format!("{} s: must be 1 s to a year", self.duration_s),
+            );
         }
         if !(0..=253_402_300_799).contains(&self.start_unix_s) {
-            return bad("start_unix_s", format!("{} is not a plausible Unix time", self.start_unix_s));
+            return bad(
+                "start_unix_s",
+                format!("{} is not a plausible Unix time", self.start_unix_s),
+            );
         }
         crate::security::text::check("reason", &self.reason, crate::security::text::Text::Line)?;
         if self.reason.trim().is_empty() || self.reason.len() > 256 {
@@ -91,7 +104,9 @@ impl Reservation {
         if now_s >= self.start_unix_s {
             return false;
         }
-        limit_s.is_some_and(|l| now_s.saturating_add(i64::try_from(l).unwrap_or(i64::MAX)) <= self.start_unix_s)
+        limit_s.is_some_and(|l| {
+            now_s.saturating_add(i64::try_from(l).unwrap_or(i64::MAX)) <= self.start_unix_s
+        })
     }
 
     /// Whether a run of `tenant` already on its nodes must stop at `now_s`.
@@ -108,7 +123,13 @@ impl Reservation {
             Some(_) => "for another tenant".to_string(),
         };
         let hours = (self.end_unix_s - self.start_unix_s) as f64 / 3600.0;
-        format!("reservation {} ({whose}: {}) of {} from {} UTC for {hours:.1} h", self.id, self.reason, self.nodes.join(","), crate::clock::utc_text(self.start_unix_s))
+        format!(
+            "reservation {} ({whose}: {}) of {} from {} UTC for {hours:.1} h",
+            self.id,
+            self.reason,
+            self.nodes.join(","),
+            crate::clock::utc_text(self.start_unix_s)
+        )
     }
 }
 
@@ -117,35 +138,99 @@ mod tests {
     use super::*;
 
     fn window(tenant: Option<&str>) -> Reservation {
-        Reservation { id: 1, nodes: vec!["n1".into()], start_unix_s: 1_000, end_unix_s: 2_000, tenant: tenant.map(String::from), reason: "driver upgrade".into() }
+        Reservation {
+            id: 1,
+            nodes: vec!["n1".into()],
+            start_unix_s: 1_000,
+            end_unix_s: 2_000,
+            tenant: tenant.map(String::from),
+            reason: "driver upgrade".into(),
+        }
     }
 
     #[test]
-    fn a_job_is_placed_on_a_reserved_node_only_if_it_ends_before_the_start_or_the_reservation_is_its_tenants() {
+    fn a_job_is_placed_on_a_reserved_node_only_if_it_ends_before_the_start_or_the_reservation_is_its_tenants()
+     {
         let maintenance = window(None);
-        assert!(maintenance.admits("a", Some(500), 400), "ends at 900, before 1000");
-        assert!(!maintenance.admits("a", Some(700), 400), "would run into it");
-        assert!(!maintenance.admits("a", None, 0), "no limit: could run into any window");
+        assert!(
+            maintenance.admits("a", Some(500), 400),
+            "ends at 900, before 1000"
+        );
+        assert!(
+            !maintenance.admits("a", Some(700), 400),
+            "would run into it"
+        );
+        assert!(
+            !maintenance.admits("a", None, 0),
+            "no limit: could run into any window"
+        );
         assert!(!maintenance.admits("a", Some(1), 1_500), "in force");
         assert!(maintenance.admits("a", None, 2_000), "over");
         let theirs = window(Some("a"));
         assert!(theirs.admits("a", None, 1_500) && !theirs.admits("b", Some(1), 1_500));
-        assert!(theirs.evicts("b", 1_000) && !theirs.evicts("a", 1_000) && !theirs.evicts("b", 999));
-        assert!(theirs.describe("b").contains("for another tenant") && !theirs.describe("b").contains("tenant a"));
+        assert!(
+            theirs.evicts("b", 1_000) && !theirs.evicts("a", 1_000) && !theirs.evicts("b", 999)
+        );
+        assert!(
+            theirs.describe("b").contains("for another tenant")
+                && !theirs.describe("b").contains("tenant a")
+        );
     }
 
     #[test]
     fn bad_requests_are_refused_naming_the_field() {
         let known = vec!["n1".to_string(), "n2".to_string()];
-        let ok = ReservationRequest { nodes: vec!["n1".into()], start_unix_s: 1_000, duration_s: 3_600, tenant: None, reason: "upgrade".into() };
+        let ok = ReservationRequest {
+            nodes: vec!["n1".into()],
+            start_unix_s: 1_000,
+            duration_s: 3_600,
+            tenant: None,
+            reason: "upgrade".into(),
+        };
         assert_eq!(ok.validate(&known), Ok(()));
         for (req, field) in [
-            (ReservationRequest { nodes: vec![], ..ok.clone() }, "nodes"),
-            (ReservationRequest { nodes: vec!["n9".into()], ..ok.clone() }, "nodes"),
-            (ReservationRequest { duration_s: 0, ..ok.clone() }, "duration_s"),
-            (ReservationRequest { start_unix_s: -5, ..ok.clone() }, "start_unix_s"),
-            (ReservationRequest { reason: "a\nb".into(), ..ok.clone() }, "reason"),
-            (ReservationRequest { reason: " ".into(), ..ok.clone() }, "reason"),
+            (
+                ReservationRequest {
+                    nodes: vec![],
+                    ..ok.clone()
+                },
+                "nodes",
+            ),
+            (
+                ReservationRequest {
+                    nodes: vec!["n9".into()],
+                    ..ok.clone()
+                },
+                "nodes",
+            ),
+            (
+                ReservationRequest {
+                    duration_s: 0,
+                    ..ok.clone()
+                },
+                "duration_s",
+            ),
+            (
+                ReservationRequest {
+                    start_unix_s: -5,
+                    ..ok.clone()
+                },
+                "start_unix_s",
+            ),
+            (
+                ReservationRequest {
+                    reason: "a\nb".into(),
+                    ..ok.clone()
+                },
+                "reason",
+            ),
+            (
+                ReservationRequest {
+                    reason: " ".into(),
+                    ..ok.clone()
+                },
+                "reason",
+            ),
         ] {
             assert_eq!(req.validate(&known).map_err(|e| e.field), Err(field));
         }

@@ -35,7 +35,13 @@ impl Default for Retention {
     /// A busy year on one box: a year of ended jobs, at most 10,000 per tenant and 64 MiB of
     /// their records; bursts of 1,000 submissions, one a second on average (86,400 a day).
     fn default() -> Self {
-        Retention { keep_finished_per_tenant: 10_000, keep_finished_bytes_per_tenant: 64 << 20, keep_finished_s: 365 * 86_400, submissions_per_s: 1.0, submission_burst: 1_000 }
+        Retention {
+            keep_finished_per_tenant: 10_000,
+            keep_finished_bytes_per_tenant: 64 << 20,
+            keep_finished_s: 365 * 86_400,
+            submissions_per_s: 1.0,
+            submission_burst: 1_000,
+        }
     }
 }
 
@@ -59,26 +65,39 @@ pub(crate) struct EndedJob {
 pub(crate) fn approx_record_bytes(job: &JobRecord) -> u64 {
     let r = &job.request;
     let text = r.command.len()
-        + r.env.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>()
+        + r.env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum::<usize>()
         + r.working_dir.as_ref().map_or(0, String::len)
         + r.checkpoint_dir.as_ref().map_or(0, String::len)
         + r.name.as_ref().map_or(0, String::len)
         + r.gpu_types.iter().map(String::len).sum::<usize>()
-        + job.history.iter().map(|t| t.why.len() + t.to.name().len() + 40).sum::<usize>()
+        + job
+            .history
+            .iter()
+            .map(|t| t.why.len() + t.to.name().len() + 40)
+            .sum::<usize>()
         + job.pending_reason.as_ref().map_or(0, String::len);
     (text + 1024) as u64
 }
 
 /// When a job ended (its last transition), Unix seconds.
 fn ended_at(job: &JobRecord) -> i64 {
-    job.history.last().map_or(job.submitted_unix_s, |t| t.at_unix_s)
+    job.history
+        .last()
+        .map_or(job.submitted_unix_s, |t| t.at_unix_s)
 }
 
 impl Ended {
     pub(crate) fn push(&mut self, job: &JobRecord) {
         let bytes = approx_record_bytes(job);
         self.bytes += bytes;
-        self.jobs.push_back(EndedJob { id: job.id, ended_unix_s: ended_at(job), bytes });
+        self.jobs.push_back(EndedJob {
+            id: job.id,
+            ended_unix_s: ended_at(job),
+            bytes,
+        });
     }
 }
 
@@ -103,13 +122,18 @@ pub(crate) struct Budget {
 
 impl Budget {
     pub(crate) fn full(retention: &Retention, now_ms: u64) -> Self {
-        Budget { tokens: f64::from(retention.submission_burst.max(1)), at_ms: now_ms }
+        Budget {
+            tokens: f64::from(retention.submission_burst.max(1)),
+            at_ms: now_ms,
+        }
     }
 
     /// One submission at `now_ms`, or the seconds until one may be made.
     pub(crate) fn take(&mut self, retention: &Retention, now_ms: u64) -> Result<(), f64> {
         let burst = f64::from(retention.submission_burst.max(1));
-        let refilled = (self.tokens + now_ms.saturating_sub(self.at_ms) as f64 / 1000.0 * retention.submissions_per_s).min(burst);
+        let refilled = (self.tokens
+            + now_ms.saturating_sub(self.at_ms) as f64 / 1000.0 * retention.submissions_per_s)
+            .min(burst);
         self.at_ms = self.at_ms.max(now_ms);
         if refilled < 1.0 {
             self.tokens = refilled;
@@ -125,7 +149,9 @@ impl crate::config::ServeConfig {
     pub fn retention(&self) -> Retention {
         Retention {
             keep_finished_per_tenant: self.keep_finished_per_tenant,
-            keep_finished_bytes_per_tenant: self.keep_finished_mib_per_tenant.saturating_mul(1 << 20),
+            keep_finished_bytes_per_tenant: self
+                .keep_finished_mib_per_tenant
+                .saturating_mul(1 << 20),
             keep_finished_s: self.keep_finished_days.saturating_mul(86_400),
             submissions_per_s: self.submissions_per_s_per_tenant,
             submission_burst: self.submission_burst_per_tenant,
@@ -139,14 +165,31 @@ mod tests {
 
     #[test]
     fn the_submission_budget_refills_at_its_rate_up_to_its_burst() {
-        let retention = Retention { submissions_per_s: 2.0, submission_burst: 3, ..Retention::default() };
+        let retention = Retention {
+            submissions_per_s: 2.0,
+            submission_burst: 3,
+            ..Retention::default()
+        };
         let mut budget = Budget::full(&retention, 0);
         let mut take = |now_ms: u64| budget.take(&retention, now_ms).is_ok();
         assert!(take(0) && take(0) && take(0), "a burst of 3");
         assert!(!take(0), "then empty");
         assert!(take(500), "one more after half a second at 2/s");
         assert!(!take(500));
-        assert_eq!(Budget::full(&retention, 0).take(&Retention { submission_burst: 0, ..retention }, 0), Ok(()), "a burst of 0 counts as 1");
-        assert!(take(10_000) && take(10_000) && take(10_000) && !take(10_000), "never more than the burst");
+        assert_eq!(
+            Budget::full(&retention, 0).take(
+                &Retention {
+                    submission_burst: 0,
+                    ..retention
+                },
+                0
+            ),
+            Ok(()),
+            "a burst of 0 counts as 1"
+        );
+        assert!(
+            take(10_000) && take(10_000) && take(10_000) && !take(10_000),
+            "never more than the burst"
+        );
     }
 }

@@ -17,10 +17,10 @@
 //! memory (the API answers 503, `/metrics` shows `arbiter_store_degraded 1`). The schema version is checked at open; [`MIGRATIONS`] upgrade older
 //! files in order.
 
-use crate::records::reservation::Reservation;
 use crate::records::job::JobRecord;
 use crate::records::outbox::{self, Health, OutboxError, OutboxMemory, WebhookTarget};
 use crate::records::pairs::{PairEntry, PairKey, PairWrite};
+use crate::records::reservation::Reservation;
 use crate::records::usage::{self, RunUsage};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -40,6 +40,8 @@ const RESERVATIONS: TableDefinition<&str, &str> = TableDefinition::new("reservat
 /// Usage accounting: one row per ended run, [`usage::row_key`] → [`usage::RunUsage::encode`]
 /// (`records/usage.rs`).
 const USAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("usage");
+/// The quota tree: group (or tenant) name → JSON [`arbiter_policy::quotas::QuotaGroup`].
+const QUOTA_GROUPS: TableDefinition<&str, &str> = TableDefinition::new("quota_groups");
 
 /// redb's page cache (its default is 1 GiB). The daemon reads the store whole once, at start,
 /// and then only writes: a cache holding every page it ever touched only grows the daemon's
@@ -68,7 +70,9 @@ pub enum StoreError {
     #[error("store: corrupt record: {0}")]
     Corrupt(String),
     /// The file was written by a newer Arbiter.
-    #[error("store: schema version {found} is newer than this build's {supported}; upgrade Arbiter")]
+    #[error(
+        "store: schema version {found} is newer than this build's {supported}; upgrade Arbiter"
+    )]
     Schema {
         /// Version in the file.
         found: u64,
@@ -77,7 +81,9 @@ pub enum StoreError {
     },
     /// Writes fail (an I/O error such as a full disk): the store is read-only until a write
     /// works again; nothing was changed.
-    #[error("store is read-only after an I/O error ({0}); nothing was changed; it recovers by itself once writes work again")]
+    #[error(
+        "store is read-only after an I/O error ({0}); nothing was changed; it recovers by itself once writes work again"
+    )]
     Unavailable(String),
 }
 
@@ -85,7 +91,9 @@ fn db_error(e: impl Into<redb::Error>) -> StoreError {
     match e.into() {
         // An I/O failure (disk full, read-only file system): the database must be reopened
         // before it takes writes again.
-        e @ (redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed) => StoreError::Unavailable(e.to_string()),
+        e @ (redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed) => {
+            StoreError::Unavailable(e.to_string())
+        }
         e => StoreError::Database(e.to_string()),
     }
 }
@@ -144,30 +152,50 @@ impl Store {
     /// Opens (or creates) the store at `path`, upgrading its schema if needed.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let path = path.to_path_buf();
-        Self::open_with(Box::new(move || redb::Builder::new().set_cache_size(CACHE_BYTES).create(&path)))
+        Self::open_with(Box::new(move || {
+            redb::Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .create(&path)
+        }))
     }
 
     /// Opens the store through `open` (tests inject I/O failures this way).
     pub fn open_with(open: Opener) -> Result<Self, StoreError> {
         let db = open().map_err(db_error)?;
-        let store = Store { open, db: Mutex::new(Some(db)), degraded: Mutex::new(None), outbox: Mutex::default(), outbox_wake: std::sync::Arc::default() };
+        let store = Store {
+            open,
+            db: Mutex::new(Some(db)),
+            degraded: Mutex::new(None),
+            outbox: Mutex::default(),
+            outbox_wake: std::sync::Arc::default(),
+        };
         store.write(|txn| {
             // (Refused below for a newer schema: the transaction is then not committed.)
             outbox::create(txn, || outbox::stored_transition_counts(txn, JOBS))?;
             let mut meta = txn.open_table(META).map_err(db_error)?;
-            let version = meta.get("schema_version").map_err(db_error)?.map(|v| v.value());
+            let version = meta
+                .get("schema_version")
+                .map_err(db_error)?
+                .map(|v| v.value());
             match version {
                 None => {
-                    meta.insert("schema_version", SCHEMA_VERSION).map_err(db_error)?;
+                    meta.insert("schema_version", SCHEMA_VERSION)
+                        .map_err(db_error)?;
                 }
-                Some(v) if v > SCHEMA_VERSION => return Err(StoreError::Schema { found: v, supported: SCHEMA_VERSION }),
+                Some(v) if v > SCHEMA_VERSION => {
+                    return Err(StoreError::Schema {
+                        found: v,
+                        supported: SCHEMA_VERSION,
+                    });
+                }
                 Some(v) => {
                     drop(meta);
                     for migrate in &MIGRATIONS[(v as usize).saturating_sub(1)..] {
                         migrate(txn)?;
                     }
                     let mut meta = txn.open_table(META).map_err(db_error)?;
-                    meta.insert("schema_version", SCHEMA_VERSION).map_err(db_error)?;
+                    meta.insert("schema_version", SCHEMA_VERSION)
+                        .map_err(db_error)?;
                 }
             }
             txn.open_table(JOBS).map_err(db_error)?;
@@ -176,6 +204,7 @@ impl Store {
             txn.open_table(PAIRS).map_err(db_error)?;
             txn.open_table(RESERVATIONS).map_err(db_error)?;
             txn.open_table(USAGE).map_err(db_error)?;
+            txn.open_table(QUOTA_GROUPS).map_err(db_error)?;
             Ok(())
         })?;
         let mut memory = OutboxMemory::default();
@@ -186,19 +215,29 @@ impl Store {
 
     /// Why writes fail at the moment (`None`: they work).
     pub fn degraded(&self) -> Option<String> {
-        self.degraded.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.degraded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Runs `body` in one write transaction and commits it. After an I/O error the database is
     /// closed and reopened (redb refuses every later write on a handle that saw one), and the
     /// store reports itself degraded until a write succeeds again.
-    fn write(&self, body: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>) -> Result<(), StoreError> {
+    fn write(
+        &self,
+        body: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         self.write_with(true, body)
     }
 
     /// [`Store::write`], without waiting for the disk unless `durable`: the change is on disk
     /// with the next durable write (a crash before it loses the change).
-    fn write_with(&self, durable: bool, body: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>) -> Result<(), StoreError> {
+    fn write_with(
+        &self,
+        durable: bool,
+        body: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let mut db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         if db.is_none() {
             match (self.open)() {
@@ -206,11 +245,14 @@ impl Store {
                 Err(e) => return Err(self.degrade(db_error(e))),
             }
         }
-        let Some(handle) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+        let Some(handle) = db.as_ref() else {
+            return Err(StoreError::Unavailable("closed".into()));
+        };
         let result = (|| {
             let mut txn = handle.begin_write().map_err(db_error)?;
             if !durable {
-                txn.set_durability(redb::Durability::None).map_err(|e| StoreError::Database(e.to_string()))?;
+                txn.set_durability(redb::Durability::None)
+                    .map_err(|e| StoreError::Database(e.to_string()))?;
             }
             body(&txn)?;
             txn.commit().map_err(db_error)
@@ -239,7 +281,9 @@ impl Store {
         };
         let mut degraded = self.degraded.lock().unwrap_or_else(|p| p.into_inner());
         if degraded.is_none() {
-            tracing::error!("store write failed ({reason}); the daemon refuses changes (503) until writes work again");
+            tracing::error!(
+                "store write failed ({reason}); the daemon refuses changes (503) until writes work again"
+            );
         }
         *degraded = Some(reason.clone());
         StoreError::Unavailable(reason)
@@ -251,25 +295,55 @@ impl Store {
     }
 
     /// Writes `jobs` and the changes of the co-location table in one transaction (all or none).
-    pub fn put_jobs_and_pairs(&self, jobs: &[&JobRecord], pairs: &[PairWrite]) -> Result<(), StoreError> {
+    pub fn put_jobs_and_pairs(
+        &self,
+        jobs: &[&JobRecord],
+        pairs: &[PairWrite],
+    ) -> Result<(), StoreError> {
         self.put_jobs_and_pairs_with(true, jobs, pairs)
     }
 
     /// [`Store::put_jobs_and_pairs`], durable only if `durable` (see [`Store::write_with`]):
     /// for what may be lost in a crash, such as a progress report the next one repeats.
-    pub fn put_jobs_and_pairs_with(&self, durable: bool, jobs: &[&JobRecord], pairs: &[PairWrite]) -> Result<(), StoreError> {
+    pub fn put_jobs_and_pairs_with(
+        &self,
+        durable: bool,
+        jobs: &[&JobRecord],
+        pairs: &[PairWrite],
+    ) -> Result<(), StoreError> {
         let corrupt = |e: serde_json::Error| StoreError::Corrupt(e.to_string());
-        let encoded = jobs.iter().map(|job| serde_json::to_string(job).map(|json| (job.id, json))).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
+        let encoded = jobs
+            .iter()
+            .map(|job| serde_json::to_string(job).map(|json| (job.id, json)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(corrupt)?;
         let mut pair_rows: Vec<(String, Option<String>)> = Vec::with_capacity(pairs.len());
         for write in pairs {
             pair_rows.push(match write {
-                PairWrite::Put(key, entry) => (serde_json::to_string(key).map_err(corrupt)?, Some(serde_json::to_string(&StoredPair { key: key.clone(), entry: *entry }).map_err(corrupt)?)),
+                PairWrite::Put(key, entry) => (
+                    serde_json::to_string(key).map_err(corrupt)?,
+                    Some(
+                        serde_json::to_string(&StoredPair {
+                            key: key.clone(),
+                            entry: *entry,
+                        })
+                        .map_err(corrupt)?,
+                    ),
+                ),
                 PairWrite::Delete(key) => (serde_json::to_string(key).map_err(corrupt)?, None),
             });
         }
         // The usage row of each job's last ended run goes with the record that ended it (and is
         // rewritten, unchanged, with the job's later records: same key, same bytes).
-        let usage_rows: Vec<(u64, Vec<u8>)> = jobs.iter().filter_map(|job| Some((usage::row_key(job.id, job.runs_accounted), job.last_run_usage.as_ref()?.encode()))).collect();
+        let usage_rows: Vec<(u64, Vec<u8>)> = jobs
+            .iter()
+            .filter_map(|job| {
+                Some((
+                    usage::row_key(job.id, job.runs_accounted),
+                    job.last_run_usage.as_ref()?.encode(),
+                ))
+            })
+            .collect();
         let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
         let mut recorded = outbox::Recorded::default();
         self.write_with(durable, |txn| {
@@ -283,7 +357,10 @@ impl Store {
             if !encoded.is_empty() {
                 let mut table = txn.open_table(JOBS).map_err(db_error)?;
                 let mut meta = txn.open_table(META).map_err(db_error)?;
-                let mut next = meta.get("next_job_id").map_err(db_error)?.map_or(0, |v| v.value());
+                let mut next = meta
+                    .get("next_job_id")
+                    .map_err(db_error)?
+                    .map_or(0, |v| v.value());
                 for (id, json) in &encoded {
                     table.insert(*id, json.as_str()).map_err(db_error)?;
                     next = next.max(*id as u64 + 1);
@@ -338,7 +415,11 @@ impl Store {
 
     /// The learned co-location table.
     pub fn pairs(&self) -> Result<Vec<(PairKey, PairEntry)>, StoreError> {
-        Ok(self.read_all::<&str, StoredPair>(PAIRS)?.into_iter().map(|p| (p.key, p.entry)).collect())
+        Ok(self
+            .read_all::<&str, StoredPair>(PAIRS)?
+            .into_iter()
+            .map(|p| (p.key, p.entry))
+            .collect())
     }
 
     /// Reads one meta value.
@@ -350,9 +431,14 @@ impl Store {
     }
 
     /// Runs `body` in one read transaction.
-    fn read<T>(&self, body: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    fn read<T>(
+        &self,
+        body: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+        let Some(db) = db.as_ref() else {
+            return Err(StoreError::Unavailable("closed".into()));
+        };
         let txn = db.begin_read().map_err(db_error)?;
         body(&txn)
     }
@@ -365,7 +451,10 @@ impl Store {
     /// Records the store's id.
     pub fn set_store_id(&self, id: u64) -> Result<(), StoreError> {
         self.write(|txn| {
-            txn.open_table(META).map_err(db_error)?.insert("store_id", id).map_err(db_error)?;
+            txn.open_table(META)
+                .map_err(db_error)?
+                .insert("store_id", id)
+                .map_err(db_error)?;
             Ok(())
         })
     }
@@ -380,13 +469,16 @@ impl Store {
     pub fn for_each_usage(&self, mut each: impl FnMut(RunUsage)) -> Result<(), StoreError> {
         let txn = {
             let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(db) = db.as_ref() else { return Err(StoreError::Unavailable("closed".into())) };
+            let Some(db) = db.as_ref() else {
+                return Err(StoreError::Unavailable("closed".into()));
+            };
             db.begin_read().map_err(db_error)?
         };
         let table = txn.open_table(USAGE).map_err(db_error)?;
         for entry in table.iter().map_err(db_error)? {
             let (key, value) = entry.map_err(db_error)?;
-            let row = RunUsage::decode(value.value()).map_err(|e| StoreError::Corrupt(format!("usage row {:#x}: {e}", key.value())))?;
+            let row = RunUsage::decode(value.value())
+                .map_err(|e| StoreError::Corrupt(format!("usage row {:#x}: {e}", key.value())))?;
             each(row);
         }
         Ok(())
@@ -397,7 +489,9 @@ impl Store {
         self.write(|txn| {
             let mut table = txn.open_table(USAGE).map_err(db_error)?;
             for (key, row) in rows {
-                table.insert(*key, row.encode().as_slice()).map_err(db_error)?;
+                table
+                    .insert(*key, row.encode().as_slice())
+                    .map_err(db_error)?;
             }
             Ok(())
         })
@@ -409,13 +503,19 @@ impl Store {
     }
 
     /// Every JSON value of `table`, in key order.
-    fn read_all<K: redb::Key + 'static, T: serde::de::DeserializeOwned>(&self, table: TableDefinition<K, &str>) -> Result<Vec<T>, StoreError> {
+    fn read_all<K: redb::Key + 'static, T: serde::de::DeserializeOwned>(
+        &self,
+        table: TableDefinition<K, &str>,
+    ) -> Result<Vec<T>, StoreError> {
         self.read(|txn| {
             let table = txn.open_table(table).map_err(db_error)?;
             let mut out = Vec::new();
             for entry in table.iter().map_err(db_error)? {
                 let (_, value) = entry.map_err(db_error)?;
-                out.push(serde_json::from_str(value.value()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+                out.push(
+                    serde_json::from_str(value.value())
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                );
             }
             Ok(out)
         })
@@ -425,7 +525,10 @@ impl Store {
     pub fn put_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
         let json = serde_json::to_string(tenant).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.write(|txn| {
-            txn.open_table(TENANTS).map_err(db_error)?.insert(tenant.name.as_str(), json.as_str()).map_err(db_error)?;
+            txn.open_table(TENANTS)
+                .map_err(db_error)?
+                .insert(tenant.name.as_str(), json.as_str())
+                .map_err(db_error)?;
             Ok(())
         })
     }
@@ -442,7 +545,12 @@ impl Store {
         // Its webhook and undelivered events go with it.
         let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
         self.write(|txn| {
-            existed = txn.open_table(TENANTS).map_err(db_error)?.remove(name).map_err(db_error)?.is_some();
+            existed = txn
+                .open_table(TENANTS)
+                .map_err(db_error)?
+                .remove(name)
+                .map_err(db_error)?
+                .is_some();
             Self::forget_webhook(txn, name)
         })?;
         memory.targets.remove(name);
@@ -468,11 +576,20 @@ impl Store {
     pub fn add_reservation(&self, mut reservation: Reservation) -> Result<Reservation, StoreError> {
         self.write(|txn| {
             let mut meta = txn.open_table(META).map_err(db_error)?;
-            let id = meta.get("next_reservation_id").map_err(db_error)?.map_or(1, |v| v.value());
-            meta.insert("next_reservation_id", id + 1).map_err(db_error)?;
-            reservation.id = u32::try_from(id).map_err(|_| StoreError::Corrupt("reservation ids exhausted".into()))?;
-            let json = serde_json::to_string(&reservation).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            txn.open_table(RESERVATIONS).map_err(db_error)?.insert(id.to_string().as_str(), json.as_str()).map_err(db_error)?;
+            let id = meta
+                .get("next_reservation_id")
+                .map_err(db_error)?
+                .map_or(1, |v| v.value());
+            meta.insert("next_reservation_id", id + 1)
+                .map_err(db_error)?;
+            reservation.id = u32::try_from(id)
+                .map_err(|_| StoreError::Corrupt("reservation ids exhausted".into()))?;
+            let json = serde_json::to_string(&reservation)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            txn.open_table(RESERVATIONS)
+                .map_err(db_error)?
+                .insert(id.to_string().as_str(), json.as_str())
+                .map_err(db_error)?;
             Ok(())
         })?;
         Ok(reservation)
@@ -482,7 +599,12 @@ impl Store {
     pub fn delete_reservation(&self, id: u32) -> Result<bool, StoreError> {
         let mut existed = false;
         self.write(|txn| {
-            existed = txn.open_table(RESERVATIONS).map_err(db_error)?.remove(id.to_string().as_str()).map_err(db_error)?.is_some();
+            existed = txn
+                .open_table(RESERVATIONS)
+                .map_err(db_error)?
+                .remove(id.to_string().as_str())
+                .map_err(db_error)?
+                .is_some();
             Ok(())
         })?;
         Ok(existed)
@@ -493,10 +615,41 @@ impl Store {
         self.read_all(RESERVATIONS)
     }
 
+    /// The quota tree's groups, by name.
+    pub fn quota_groups(&self) -> Result<Vec<arbiter_policy::quotas::QuotaGroup>, StoreError> {
+        self.read_all(QUOTA_GROUPS)
+    }
+
+    /// Replaces the quota tree with `groups`, in one transaction (a tree is checked whole: a
+    /// crash never leaves half of a change).
+    pub fn put_quota_groups(
+        &self,
+        groups: &[arbiter_policy::quotas::QuotaGroup],
+    ) -> Result<(), StoreError> {
+        let rows: Vec<(String, String)> = groups
+            .iter()
+            .map(|g| Ok((g.name.clone(), serde_json::to_string(g)?)))
+            .collect::<Result<_, serde_json::Error>>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.write(|txn| {
+            let mut table = txn.open_table(QUOTA_GROUPS).map_err(db_error)?;
+            table.retain(|_, _| false).map_err(db_error)?;
+            for (name, json) in &rows {
+                table
+                    .insert(name.as_str(), json.as_str())
+                    .map_err(db_error)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Records an automatic identity.
     pub fn put_identity(&self, tenant: &str, uid: u32) -> Result<(), StoreError> {
         self.write(|txn| {
-            txn.open_table(IDENTITIES).map_err(db_error)?.insert(tenant, uid).map_err(db_error)?;
+            txn.open_table(IDENTITIES)
+                .map_err(db_error)?
+                .insert(tenant, uid)
+                .map_err(db_error)?;
             Ok(())
         })
     }
@@ -522,22 +675,43 @@ impl Store {
     pub fn webhook(&self, tenant: &str) -> Option<(WebhookTarget, Health, usize)> {
         let memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
         let target = memory.targets.get(tenant)?.clone();
-        Some((target, memory.health.get(tenant).cloned().unwrap_or_default(), memory.pending.get(tenant).copied().unwrap_or(0)))
+        Some((
+            target,
+            memory.health.get(tenant).cloned().unwrap_or_default(),
+            memory.pending.get(tenant).copied().unwrap_or(0),
+        ))
     }
 
     /// Sets (`Some`) or removes (`None`) `tenant`'s webhook. A new generation gives the receiver
     /// a clean slate (a dead one lives again; its counts of delivered and dropped events stay);
     /// removing it drops the events waiting.
-    pub fn set_webhook(&self, tenant: &str, target: Option<WebhookTarget>) -> Result<(), StoreError> {
+    pub fn set_webhook(
+        &self,
+        tenant: &str,
+        target: Option<WebhookTarget>,
+    ) -> Result<(), StoreError> {
         let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
         let health = target.as_ref().map(|t| {
             let old = memory.health.get(tenant).cloned().unwrap_or_default();
-            if old.generation == t.generation { old } else { Health { generation: t.generation, delivered: old.delivered, dropped: old.dropped, ..Health::default() } }
+            if old.generation == t.generation {
+                old
+            } else {
+                Health {
+                    generation: t.generation,
+                    delivered: old.delivered,
+                    dropped: old.dropped,
+                    ..Health::default()
+                }
+            }
         });
         self.write(|txn| match (&target, &health) {
             (Some(target), Some(health)) => {
-                let json = serde_json::to_string(target).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                txn.open_table(outbox::TARGETS).map_err(db_error)?.insert(tenant, json.as_str()).map_err(db_error)?;
+                let json = serde_json::to_string(target)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                txn.open_table(outbox::TARGETS)
+                    .map_err(db_error)?
+                    .insert(tenant, json.as_str())
+                    .map_err(db_error)?;
                 Ok(outbox::put_health(txn, tenant, health)?)
             }
             _ => Self::forget_webhook(txn, tenant),
@@ -558,8 +732,14 @@ impl Store {
     }
 
     fn forget_webhook(txn: &redb::WriteTransaction, tenant: &str) -> Result<(), StoreError> {
-        txn.open_table(outbox::TARGETS).map_err(db_error)?.remove(tenant).map_err(db_error)?;
-        txn.open_table(outbox::HEALTH).map_err(db_error)?.remove(tenant).map_err(db_error)?;
+        txn.open_table(outbox::TARGETS)
+            .map_err(db_error)?
+            .remove(tenant)
+            .map_err(db_error)?;
+        txn.open_table(outbox::HEALTH)
+            .map_err(db_error)?
+            .remove(tenant)
+            .map_err(db_error)?;
         outbox::purge(txn, tenant)?;
         Ok(())
     }
@@ -579,16 +759,32 @@ impl Store {
     /// `max_failures` in a row the receiver is declared dead and its waiting events dropped. An
     /// outcome for a webhook changed since is ignored, but for a delivery, which still ends the
     /// event's wait. Returns the receiver's health after it (`None`: no webhook any more).
-    pub fn webhook_outcome(&self, tenant: &str, key: &str, generation: u64, outcome: Result<(), String>, now_unix_s: i64) -> Result<Option<Health>, StoreError> {
+    pub fn webhook_outcome(
+        &self,
+        tenant: &str,
+        key: &str,
+        generation: u64,
+        outcome: Result<(), String>,
+        now_unix_s: i64,
+    ) -> Result<Option<Health>, StoreError> {
         let mut memory = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
-        let current = memory.targets.get(tenant).is_some_and(|t| t.generation == generation);
+        let current = memory
+            .targets
+            .get(tenant)
+            .is_some_and(|t| t.generation == generation);
         let mut health = memory.health.get(tenant).cloned().unwrap_or_default();
         let max_failures = memory.max_failures;
         let mut removed = 0;
         self.write_with(false, |txn| {
             match &outcome {
                 Ok(()) => {
-                    removed = usize::from(txn.open_table(outbox::OUTBOX).map_err(db_error)?.remove(key).map_err(db_error)?.is_some());
+                    removed = usize::from(
+                        txn.open_table(outbox::OUTBOX)
+                            .map_err(db_error)?
+                            .remove(key)
+                            .map_err(db_error)?
+                            .is_some(),
+                    );
                     if current {
                         health.delivered += 1;
                         health.consecutive_failures = 0;
@@ -607,7 +803,11 @@ impl Store {
                     }
                 }
             }
-            if current { Ok(outbox::put_health(txn, tenant, &health)?) } else { Ok(()) }
+            if current {
+                Ok(outbox::put_health(txn, tenant, &health)?)
+            } else {
+                Ok(())
+            }
         })?;
         if let Some(n) = memory.pending.get_mut(tenant) {
             *n = n.saturating_sub(removed);
@@ -625,8 +825,8 @@ mod tests {
     use super::*;
     use crate::records::job::{JobState, SubmitRequest};
     use std::ops::Bound;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     fn record(id: u32) -> JobRecord {
         let request: SubmitRequest = serde_json::from_str(r#"{"command": "true"}"#).expect("valid");
@@ -645,7 +845,14 @@ mod tests {
             store.put_jobs(&[&a, &b]).expect("writes");
             b.transition(JobState::Succeeded, "exit code 0", 5);
             store.put_jobs(&[&b]).expect("writes");
-            store.put_tenant(&Tenant { name: "t".into(), weight: 2.0, gpu_quota: Some(4), token_sha256: "x".into() }).expect("writes");
+            store
+                .put_tenant(&Tenant {
+                    name: "t".into(),
+                    weight: 2.0,
+                    gpu_quota: Some(4),
+                    token_sha256: "x".into(),
+                })
+                .expect("writes");
         }
         let store = Store::open(&path).expect("reopens");
         let jobs = store.jobs().expect("reads");
@@ -656,7 +863,8 @@ mod tests {
     }
 
     #[test]
-    fn a_write_that_does_not_wait_for_the_disk_is_kept_by_the_next_one_that_does_and_pruned_records_stay_gone() {
+    fn a_write_that_does_not_wait_for_the_disk_is_kept_by_the_next_one_that_does_and_pruned_records_stay_gone()
+     {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("arbiter.redb");
         {
@@ -664,14 +872,22 @@ mod tests {
             let (mut a, b, c) = (record(0), record(1), record(2));
             store.put_jobs(&[&a, &b, &c]).expect("writes");
             a.transition(JobState::Succeeded, "exit code 0", 5);
-            store.put_jobs_and_pairs_with(false, &[&a], &[]).expect("writes without waiting");
-            store.delete_jobs(&[1]).expect("deletes (durably, with the write before it)");
+            store
+                .put_jobs_and_pairs_with(false, &[&a], &[])
+                .expect("writes without waiting");
+            store
+                .delete_jobs(&[1])
+                .expect("deletes (durably, with the write before it)");
         }
         let store = Store::open(&path).expect("reopens");
         let jobs = store.jobs().expect("reads");
         assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![0, 2]);
         assert_eq!(jobs[0].state, JobState::Succeeded);
-        assert_eq!(store.next_job_id().expect("reads"), 3, "ids are not given out again");
+        assert_eq!(
+            store.next_job_id().expect("reads"),
+            3,
+            "ids are not given out again"
+        );
     }
 
     /// A file backend that fails every write with ENOSPC while `full` is set.
@@ -713,22 +929,42 @@ mod tests {
         fn close(&self) -> std::io::Result<()> {
             self.inner.close()
         }
-        fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+        fn try_lock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<bool, redb::BackendError> {
             self.inner.try_lock_range(start, end)
         }
-        fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+        fn try_lock_shared_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<bool, redb::BackendError> {
             self.inner.try_lock_shared_range(start, end)
         }
         fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
             self.inner.lock_range(start, end)
         }
-        fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+        fn lock_shared_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<(), redb::BackendError> {
             self.inner.lock_shared_range(start, end)
         }
-        fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), redb::BackendError> {
+        fn unlock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<(), redb::BackendError> {
             self.inner.unlock_range(start, end)
         }
-        fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+        fn query_lock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<bool, redb::BackendError> {
             self.inner.query_lock_range(start, end)
         }
     }
@@ -740,8 +976,16 @@ mod tests {
         let full = Arc::new(AtomicBool::new(false));
         let (p, f) = (path.clone(), full.clone());
         let store = Store::open_with(Box::new(move || {
-            let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&p)?;
-            redb::Builder::new().create_with_backend(FillableDisk { inner: redb::backends::FileBackend::new(file)?, full: f.clone() })
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&p)?;
+            redb::Builder::new().create_with_backend(FillableDisk {
+                inner: redb::backends::FileBackend::new(file)?,
+                full: f.clone(),
+            })
         }))
         .expect("opens");
         store.put_jobs(&[&record(0)]).expect("writes");
@@ -750,7 +994,10 @@ mod tests {
         assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
         assert!(store.degraded().is_some());
         // Still full: still refused (the reopen cannot write either), and nothing half-written.
-        assert!(matches!(store.put_jobs(&[&record(1)]), Err(StoreError::Unavailable(_))));
+        assert!(matches!(
+            store.put_jobs(&[&record(1)]),
+            Err(StoreError::Unavailable(_))
+        ));
         // Space returns: the next write reopens the file and works; the store is healthy again.
         full.store(false, Ordering::SeqCst);
         store.put_jobs(&[&record(2)]).expect("writes again");
@@ -765,16 +1012,45 @@ mod tests {
         use crate::records::pairs::TypeOf;
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("arbiter.redb");
-        let key = |t: &str| PairKey { job: TypeOf { tenant: "a".into(), job_type: t.into() }, partner: TypeOf { tenant: "b".into(), job_type: "y".into() }, gpus: 2, gpu_type: "a100".into() };
-        let entry = PairEntry { normalized_speed: 0.4, samples: 3, updated_unix_s: 9 };
+        let key = |t: &str| PairKey {
+            job: TypeOf {
+                tenant: "a".into(),
+                job_type: t.into(),
+            },
+            partner: TypeOf {
+                tenant: "b".into(),
+                job_type: "y".into(),
+            },
+            gpus: 2,
+            gpu_type: "a100".into(),
+        };
+        let entry = PairEntry {
+            normalized_speed: 0.4,
+            samples: 3,
+            updated_unix_s: 9,
+        };
         {
             let store = Store::open(&path).expect("opens");
-            store.put_jobs_and_pairs(&[&record(0)], &[PairWrite::Put(key("x"), entry), PairWrite::Put(key("z"), entry)]).expect("writes");
-            store.put_jobs_and_pairs(&[], &[PairWrite::Delete(key("z"))]).expect("writes");
+            store
+                .put_jobs_and_pairs(
+                    &[&record(0)],
+                    &[
+                        PairWrite::Put(key("x"), entry),
+                        PairWrite::Put(key("z"), entry),
+                    ],
+                )
+                .expect("writes");
+            store
+                .put_jobs_and_pairs(&[], &[PairWrite::Delete(key("z"))])
+                .expect("writes");
         }
         let store = Store::open(&path).expect("reopens");
         assert_eq!(store.pairs().expect("reads"), vec![(key("x"), entry)]);
-        assert_eq!(store.jobs().expect("reads").len(), 1, "the job went in the same transaction");
+        assert_eq!(
+            store.jobs().expect("reads").len(),
+            1,
+            "the job went in the same transaction"
+        );
     }
 
     #[test]
@@ -789,6 +1065,9 @@ mod tests {
         }
         let store = Store::open(&path).expect("reopens");
         assert_eq!(store.store_id().expect("id"), Some(42));
-        assert_eq!(store.identities().expect("reads").get("team-a"), Some(&61184));
+        assert_eq!(
+            store.identities().expect("reads").get("team-a"),
+            Some(&61184)
+        );
     }
 }

@@ -63,8 +63,13 @@ impl Topology {
             // Node names, GPU types and racks (the admin's: declared, or Slurm's) are shown to
             // every tenant (`arbiter cluster`, the dashboard): the same characters as in names
             // tenants give are refused.
-            for (field, text) in [("node name", &n.name), ("GPU type", &n.gpu_type), ("rack", &n.rack)] {
-                crate::security::text::check(field, text, crate::security::text::Text::Line).map_err(|e| format!("node {}: {e}", n.name.escape_debug()))?;
+            for (field, text) in [
+                ("node name", &n.name),
+                ("GPU type", &n.gpu_type),
+                ("rack", &n.rack),
+            ] {
+                crate::security::text::check(field, text, crate::security::text::Text::Line)
+                    .map_err(|e| format!("node {}: {e}", n.name.escape_debug()))?;
             }
             if !seen.insert(n.name.as_str()) {
                 return Err(format!("node {} is listed twice", n.name));
@@ -91,13 +96,23 @@ impl Topology {
             });
         }
         let cluster = Cluster::new(types, model_nodes).map_err(|e| e.to_string())?;
-        Ok(Topology { nodes, cluster, first_gpu, node_of })
+        Ok(Topology {
+            nodes,
+            cluster,
+            first_gpu,
+            node_of,
+        })
     }
 
     /// This machine, as nodes: one per GPU type (a policy places a job on one type), named
     /// `host` when the machine has one type and `host-type` otherwise; CPUs and memory split in
     /// proportion to GPUs. Device indices follow `inventory`'s order.
-    pub fn machine(host: &str, inventory: &GpuInventory, cpus: u32, memory_gib: u32) -> Vec<NodeSpec> {
+    pub fn machine(
+        host: &str,
+        inventory: &GpuInventory,
+        cpus: u32,
+        memory_gib: u32,
+    ) -> Vec<NodeSpec> {
         let total: u32 = inventory.iter().map(|(_, n)| n).sum::<u32>().max(1);
         let mut next_device = 0;
         inventory
@@ -106,7 +121,11 @@ impl Topology {
                 let devices: Vec<u32> = (next_device..next_device + count).collect();
                 next_device += count;
                 NodeSpec {
-                    name: if inventory.len() == 1 { host.to_string() } else { format!("{host}-{gpu_type}") },
+                    name: if inventory.len() == 1 {
+                        host.to_string()
+                    } else {
+                        format!("{host}-{gpu_type}")
+                    },
                     gpu_type: gpu_type.clone(),
                     devices,
                     cpus: (cpus.max(1) * count / total).max(1),
@@ -134,7 +153,12 @@ impl Topology {
 
     /// GPUs per type, in type order (what submissions are checked against).
     pub fn inventory(&self) -> GpuInventory {
-        let mut by_type: GpuInventory = self.cluster.gpu_type_names.iter().map(|t| (t.clone(), 0)).collect();
+        let mut by_type: GpuInventory = self
+            .cluster
+            .gpu_type_names
+            .iter()
+            .map(|t| (t.clone(), 0))
+            .collect();
         for n in &self.cluster.nodes {
             by_type[n.gpu_type.0 as usize].1 += n.gpus;
         }
@@ -162,7 +186,9 @@ impl Topology {
         if per_node.is_empty() {
             return None;
         }
-        Some(Placement { slots: per_node.into_iter().collect() })
+        Some(Placement {
+            slots: per_node.into_iter().collect(),
+        })
     }
 
     /// Global GPUs grouped by node, as device indices (what an executor is given).
@@ -171,10 +197,19 @@ impl Topology {
         for g in gpus {
             if let Some(n) = self.node_of(*g) {
                 let local = g - self.first_gpu[n.index()];
-                per_node.entry(n.0).or_default().push(self.nodes[n.index()].devices[local as usize]);
+                per_node
+                    .entry(n.0)
+                    .or_default()
+                    .push(self.nodes[n.index()].devices[local as usize]);
             }
         }
-        per_node.into_iter().map(|(n, devices)| NodeGpus { node: self.nodes[n as usize].name.clone(), devices }).collect()
+        per_node
+            .into_iter()
+            .map(|(n, devices)| NodeGpus {
+                node: self.nodes[n as usize].name.clone(),
+                devices,
+            })
+            .collect()
     }
 
     /// The GPU type name of global GPU `gpu`.
@@ -189,30 +224,60 @@ mod tests {
     use super::*;
 
     fn node(name: &str, t: &str, gpus: u32, rack: &str) -> NodeSpec {
-        NodeSpec { name: name.into(), gpu_type: t.into(), devices: (0..gpus).collect(), cpus: 8, memory_gib: 16, rack: rack.into() }
+        NodeSpec {
+            name: name.into(),
+            gpu_type: t.into(),
+            devices: (0..gpus).collect(),
+            cpus: 8,
+            memory_gib: 16,
+            rack: rack.into(),
+        }
     }
 
     #[test]
     fn gpus_are_numbered_node_by_node_and_map_back_to_devices() {
-        let t = Topology::new(vec![node("n1", "v100", 4, "r1"), node("n2", "v100", 4, "r1"), node("n3", "a100", 4, "r2")]).expect("valid");
+        let t = Topology::new(vec![
+            node("n1", "v100", 4, "r1"),
+            node("n2", "v100", 4, "r1"),
+            node("n3", "a100", 4, "r2"),
+        ])
+        .expect("valid");
         assert_eq!(t.total_gpus(), 12);
         assert_eq!(t.inventory(), vec![("v100".into(), 8), ("a100".into(), 4)]);
         assert_eq!(t.gpus_of(NodeId(2)), 8..12);
         assert_eq!(t.cluster().nodes[2].rack, RackId(1));
         let gang = [2, 3, 4, 5];
-        assert_eq!(t.placement_of(&gang).expect("known").slots.as_slice(), &[(NodeId(0), 2), (NodeId(1), 2)]);
+        assert_eq!(
+            t.placement_of(&gang).expect("known").slots.as_slice(),
+            &[(NodeId(0), 2), (NodeId(1), 2)]
+        );
         assert_eq!(
             t.devices(&gang),
-            vec![NodeGpus { node: "n1".into(), devices: vec![2, 3] }, NodeGpus { node: "n2".into(), devices: vec![0, 1] }]
+            vec![
+                NodeGpus {
+                    node: "n1".into(),
+                    devices: vec![2, 3]
+                },
+                NodeGpus {
+                    node: "n2".into(),
+                    devices: vec![0, 1]
+                }
+            ]
         );
         assert_eq!(t.gpu_type_name(9), Some("a100"));
-        assert!(Topology::new(vec![node("n1", "v100", 1, "r"), node("n1", "v100", 1, "r")]).is_err(), "a name twice");
+        assert!(
+            Topology::new(vec![node("n1", "v100", 1, "r"), node("n1", "v100", 1, "r")]).is_err(),
+            "a name twice"
+        );
     }
 
     #[test]
     fn names_shown_to_tenants_hold_no_control_format_or_separator_character() {
         let e = Topology::new(vec![node("n1", "a100\u{202e}", 1, "r")]).expect_err("refused");
-        assert_eq!(e, "node n1: GPU type: contains the direction control character \\u{202e}");
+        assert_eq!(
+            e,
+            "node n1: GPU type: contains the direction control character \\u{202e}"
+        );
         assert!(Topology::new(vec![node("n\u{1b}[2K", "a100", 1, "r")]).is_err());
         assert!(Topology::new(vec![node("n1", "a100", 1, "r\u{2028}")]).is_err());
     }
@@ -220,9 +285,24 @@ mod tests {
     #[test]
     fn a_machine_with_two_gpu_types_is_two_nodes_with_its_device_indices() {
         let nodes = Topology::machine("box", &vec![("v100".into(), 2), ("k80".into(), 2)], 16, 64);
-        assert_eq!(nodes.iter().map(|n| (n.name.as_str(), n.devices.clone(), n.cpus)).collect::<Vec<_>>(), vec![("box-v100", vec![0, 1], 8), ("box-k80", vec![2, 3], 8)]);
+        assert_eq!(
+            nodes
+                .iter()
+                .map(|n| (n.name.as_str(), n.devices.clone(), n.cpus))
+                .collect::<Vec<_>>(),
+            vec![("box-v100", vec![0, 1], 8), ("box-k80", vec![2, 3], 8)]
+        );
         let t = Topology::new(nodes).expect("valid");
-        assert_eq!(t.devices(&[3]), vec![NodeGpus { node: "box-k80".into(), devices: vec![3] }]);
-        assert_eq!(Topology::machine("box", &vec![("a100".into(), 1)], 4, 8)[0].name, "box");
+        assert_eq!(
+            t.devices(&[3]),
+            vec![NodeGpus {
+                node: "box-k80".into(),
+                devices: vec![3]
+            }]
+        );
+        assert_eq!(
+            Topology::machine("box", &vec![("a100".into(), 1)], 4, 8)[0].name,
+            "box"
+        );
     }
 }

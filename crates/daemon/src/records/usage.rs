@@ -59,7 +59,8 @@ impl RunUsage {
     /// Encodes the row: version, fixed fields little-endian, then the three strings each with
     /// a u16 length.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(48 + self.tenant.len() + self.user.len() + self.gpu_type.len());
+        let mut out =
+            Vec::with_capacity(48 + self.tenant.len() + self.user.len() + self.gpu_type.len());
         out.push(ROW_VERSION);
         out.extend_from_slice(&self.job.to_le_bytes());
         out.extend_from_slice(&self.gpus.to_le_bytes());
@@ -81,7 +82,9 @@ impl RunUsage {
         let mut r = Reader { bytes, at: 0 };
         let version = r.take::<1>()?[0];
         if version != ROW_VERSION {
-            return Err(BadRow(format!("version {version}, this build reads {ROW_VERSION}")));
+            return Err(BadRow(format!(
+                "version {version}, this build reads {ROW_VERSION}"
+            )));
         }
         let job = u32::from_le_bytes(r.take()?);
         let gpus = u32::from_le_bytes(r.take()?);
@@ -90,7 +93,17 @@ impl RunUsage {
         let started_unix_s = i64::from_le_bytes(r.take()?);
         let ended_unix_s = i64::from_le_bytes(r.take()?);
         let (tenant, user, gpu_type) = (r.text()?, r.text()?, r.text()?);
-        Ok(RunUsage { job, tenant, user, gpu_type, gpus, cpus, memory_gib, started_unix_s, ended_unix_s })
+        Ok(RunUsage {
+            job,
+            tenant,
+            user,
+            gpu_type,
+            gpus,
+            cpus,
+            memory_gib,
+            started_unix_s,
+            ended_unix_s,
+        })
     }
 }
 
@@ -101,7 +114,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take<const N: usize>(&mut self) -> Result<[u8; N], BadRow> {
-        let slice = self.bytes.get(self.at..self.at + N).ok_or_else(|| BadRow(format!("truncated at byte {}", self.at)))?;
+        let slice = self
+            .bytes
+            .get(self.at..self.at + N)
+            .ok_or_else(|| BadRow(format!("truncated at byte {}", self.at)))?;
         self.at += N;
         let mut out = [0; N];
         out.copy_from_slice(slice);
@@ -110,7 +126,10 @@ impl Reader<'_> {
 
     fn text(&mut self) -> Result<String, BadRow> {
         let len = u16::from_le_bytes(self.take()?) as usize;
-        let slice = self.bytes.get(self.at..self.at + len).ok_or_else(|| BadRow(format!("truncated text at byte {}", self.at)))?;
+        let slice = self
+            .bytes
+            .get(self.at..self.at + len)
+            .ok_or_else(|| BadRow(format!("truncated text at byte {}", self.at)))?;
         self.at += len;
         String::from_utf8(slice.to_vec()).map_err(|e| BadRow(e.to_string()))
     }
@@ -137,20 +156,40 @@ pub enum GroupBy {
 
 impl GroupBy {
     /// Every dimension, by name.
-    pub const ALL: [(&'static str, GroupBy); 4] = [("tenant", GroupBy::Tenant), ("user", GroupBy::User), ("gpu-type", GroupBy::GpuType), ("day", GroupBy::Day)];
+    pub const ALL: [(&'static str, GroupBy); 4] = [
+        ("tenant", GroupBy::Tenant),
+        ("user", GroupBy::User),
+        ("gpu-type", GroupBy::GpuType),
+        ("day", GroupBy::Day),
+    ];
 
     /// Its name.
     pub fn name(self) -> &'static str {
-        GroupBy::ALL.iter().find(|(_, g)| *g == self).map_or("?", |(n, _)| n)
+        GroupBy::ALL
+            .iter()
+            .find(|(_, g)| *g == self)
+            .map_or("?", |(n, _)| n)
     }
 
     /// Parses `tenant`, `gpu-type,day`, ...: one to four distinct dimensions.
     pub fn parse_list(text: &str) -> Result<Vec<GroupBy>, String> {
-        let names = || GroupBy::ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+        let names = || {
+            GroupBy::ALL
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let mut out = Vec::new();
         for part in text.split(',').map(str::trim) {
-            let Some((_, by)) = GroupBy::ALL.iter().find(|(n, _)| n.eq_ignore_ascii_case(part) || n.replace('-', "_").eq_ignore_ascii_case(part)) else {
-                return Err(format!("`{}` is not a grouping; one or more of {} (comma-separated)", part.escape_debug(), names()));
+            let Some((_, by)) = GroupBy::ALL.iter().find(|(n, _)| {
+                n.eq_ignore_ascii_case(part) || n.replace('-', "_").eq_ignore_ascii_case(part)
+            }) else {
+                return Err(format!(
+                    "`{}` is not a grouping; one or more of {} (comma-separated)",
+                    part.escape_debug(),
+                    names()
+                ));
             };
             if out.contains(by) {
                 return Err(format!("`{part}` is named twice"));
@@ -174,7 +213,12 @@ pub fn parse_since(text: &str, now_unix_s: i64) -> Result<i64, String> {
     if let Some(days) = parse_date(text) {
         return Ok(days * DAY_S);
     }
-    let seconds = parse_duration_s(text).map_err(|e| format!("`{}`: {e}; or a date YYYY-MM-DD, or `all`", text.escape_debug()))?;
+    let seconds = parse_duration_s(text).map_err(|e| {
+        format!(
+            "`{}`: {e}; or a date YYYY-MM-DD, or `all`",
+            text.escape_debug()
+        )
+    })?;
     Ok(now_unix_s.saturating_sub(seconds))
 }
 
@@ -187,13 +231,20 @@ pub fn parse_date(text: &str) -> Option<i64> {
         return None;
     }
     let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
-    let days = date.signed_duration_since(chrono::NaiveDate::default()).num_days();
+    let days = date
+        .signed_duration_since(chrono::NaiveDate::default())
+        .num_days();
     (days >= 0).then_some(days)
 }
 
 /// `YYYY-MM-DD` of a day number (days since 1970-01-01).
 pub fn civil_date(days: i64) -> String {
-    chrono::NaiveDate::default().checked_add_signed(chrono::TimeDelta::days(days)).map_or_else(|| format!("day {days}"), |d| d.format("%Y-%m-%d").to_string())
+    chrono::NaiveDate::default()
+        .checked_add_signed(chrono::TimeDelta::days(days))
+        .map_or_else(
+            || format!("day {days}"),
+            |d| d.format("%Y-%m-%d").to_string(),
+        )
 }
 
 /// One line of a usage report: a key (one value per grouping) and what was used in the window.
@@ -225,12 +276,20 @@ pub struct Report {
 impl Report {
     /// An empty report over `[since, until]` (Unix seconds).
     pub fn new(by: Vec<GroupBy>, since: i64, until: i64) -> Self {
-        Report { by, since, until, rows: BTreeMap::new() }
+        Report {
+            by,
+            since,
+            until,
+            rows: BTreeMap::new(),
+        }
     }
 
     /// Counts `run` (`running`: going on, its end being now).
     pub fn add(&mut self, run: &RunUsage, running: bool) {
-        let (start, end) = (run.started_unix_s.max(self.since), run.ended_unix_s.min(self.until));
+        let (start, end) = (
+            run.started_unix_s.max(self.since),
+            run.ended_unix_s.min(self.until),
+        );
         if end < start || (end == start && run.seconds() > 0) {
             return;
         }
@@ -264,7 +323,14 @@ impl Report {
             .collect();
         let seconds = (to - from) as f64;
         let by = &self.by;
-        let row = self.rows.entry(key).or_insert_with_key(|key| UsageRow { key: by.iter().map(|g| g.name().replace('-', "_")).zip(key.iter().cloned()).collect(), ..UsageRow::default() });
+        let row = self.rows.entry(key).or_insert_with_key(|key| UsageRow {
+            key: by
+                .iter()
+                .map(|g| g.name().replace('-', "_"))
+                .zip(key.iter().cloned())
+                .collect(),
+            ..UsageRow::default()
+        });
         row.runs += 1;
         row.running += u64::from(running);
         row.gpu_s += seconds * f64::from(run.gpus);
@@ -283,7 +349,17 @@ mod tests {
     use super::*;
 
     fn run(tenant: &str, gpus: u32, start: i64, end: i64) -> RunUsage {
-        RunUsage { job: 7, tenant: tenant.into(), user: "ann".into(), gpu_type: "a100".into(), gpus, cpus: 8.0, memory_gib: 64.0, started_unix_s: start, ended_unix_s: end }
+        RunUsage {
+            job: 7,
+            tenant: tenant.into(),
+            user: "ann".into(),
+            gpu_type: "a100".into(),
+            gpus,
+            cpus: 8.0,
+            memory_gib: 64.0,
+            started_unix_s: start,
+            ended_unix_s: end,
+        }
     }
 
     #[test]
@@ -291,8 +367,16 @@ mod tests {
         let r = run("team-a", 4, 100, 200);
         let bytes = r.encode();
         assert_eq!(RunUsage::decode(&bytes).expect("decodes"), r);
-        assert!(RunUsage::decode(&bytes[..bytes.len() - 1]).is_err(), "truncated");
-        assert!(RunUsage::decode(&[9]).expect_err("version").to_string().contains("version 9"));
+        assert!(
+            RunUsage::decode(&bytes[..bytes.len() - 1]).is_err(),
+            "truncated"
+        );
+        assert!(
+            RunUsage::decode(&[9])
+                .expect_err("version")
+                .to_string()
+                .contains("version 9")
+        );
         assert!(RunUsage::decode(&[]).is_err());
         assert!(row_key(1, 2) > row_key(0, u32::MAX) && row_key(1, 1) < row_key(1, 2));
     }
@@ -307,17 +391,38 @@ mod tests {
         assert_eq!(parse_since("all", now), Ok(i64::MIN));
         assert_eq!(parse_since("1970-01-02", now), Ok(86_400));
         assert_eq!(parse_since("2024-03-01", now), Ok(19_783 * 86_400));
-        for bad in ["7y", "", "-5d", "d", "2024-02-30", "9999999999999999999d", "7d; drop"] {
+        for bad in [
+            "7y",
+            "",
+            "-5d",
+            "d",
+            "2024-02-30",
+            "9999999999999999999d",
+            "7d; drop",
+        ] {
             assert!(parse_since(bad, now).is_err(), "{bad:?}");
         }
-        assert!(parse_since("7y", now).expect_err("bad").contains("unknown unit `y`"));
-        assert!(parse_since("99999w", now).expect_err("bad").contains("ten years"));
+        assert!(
+            parse_since("7y", now)
+                .expect_err("bad")
+                .contains("unknown unit `y`")
+        );
+        assert!(
+            parse_since("99999w", now)
+                .expect_err("bad")
+                .contains("ten years")
+        );
     }
 
     #[test]
     fn civil_dates_round_trip() {
         for days in [0, 59, 60, 365, 10_957, 19_783, 2_932_896] {
-            assert_eq!(parse_date(&civil_date(days)), Some(days), "{}", civil_date(days));
+            assert_eq!(
+                parse_date(&civil_date(days)),
+                Some(days),
+                "{}",
+                civil_date(days)
+            );
         }
         assert_eq!(civil_date(0), "1970-01-01");
         assert_eq!(civil_date(19_783), "2024-03-01");
@@ -326,24 +431,50 @@ mod tests {
     #[test]
     fn groupings_parse_by_name_and_refuse_unknown_or_repeated_ones() {
         assert_eq!(GroupBy::parse_list("tenant"), Ok(vec![GroupBy::Tenant]));
-        assert_eq!(GroupBy::parse_list("gpu-type,day"), Ok(vec![GroupBy::GpuType, GroupBy::Day]));
+        assert_eq!(
+            GroupBy::parse_list("gpu-type,day"),
+            Ok(vec![GroupBy::GpuType, GroupBy::Day])
+        );
         assert_eq!(GroupBy::parse_list("gpu_type"), Ok(vec![GroupBy::GpuType]));
-        assert!(GroupBy::parse_list("account").expect_err("bad").contains("one or more of tenant, user, gpu-type, day"));
-        assert!(GroupBy::parse_list("day,day").expect_err("bad").contains("twice"));
+        assert!(
+            GroupBy::parse_list("account")
+                .expect_err("bad")
+                .contains("one or more of tenant, user, gpu-type, day")
+        );
+        assert!(
+            GroupBy::parse_list("day,day")
+                .expect_err("bad")
+                .contains("twice")
+        );
         assert!(GroupBy::parse_list("").is_err());
     }
 
     #[test]
     fn a_report_counts_the_part_of_each_run_inside_the_window_and_splits_days() {
         // 2 GPUs from 23:00 on day 0 to 01:00 on day 1, window from 23:30.
-        let mut report = Report::new(vec![GroupBy::Tenant, GroupBy::Day], 86_400 - 1800, 10 * 86_400);
+        let mut report = Report::new(
+            vec![GroupBy::Tenant, GroupBy::Day],
+            86_400 - 1800,
+            10 * 86_400,
+        );
         report.add(&run("a", 2, 86_400 - 3600, 86_400 + 3600), false);
         report.add(&run("b", 1, 0, 100), false); // before the window: not counted
         report.add(&run("a", 1, 86_400 + 7200, 86_400 + 7300), true);
         let rows = report.rows();
         assert_eq!(rows.len(), 2, "{rows:?}");
-        assert_eq!((rows[0].key["day"].as_str(), rows[0].gpu_s, rows[0].runs), ("1970-01-01", 3600.0, 1));
-        assert_eq!((rows[1].key["day"].as_str(), rows[1].gpu_s, rows[1].runs, rows[1].running), ("1970-01-02", 7200.0 + 100.0, 2, 1));
+        assert_eq!(
+            (rows[0].key["day"].as_str(), rows[0].gpu_s, rows[0].runs),
+            ("1970-01-01", 3600.0, 1)
+        );
+        assert_eq!(
+            (
+                rows[1].key["day"].as_str(),
+                rows[1].gpu_s,
+                rows[1].runs,
+                rows[1].running
+            ),
+            ("1970-01-02", 7200.0 + 100.0, 2, 1)
+        );
         assert_eq!(rows[1].cpu_s, 8.0 * 3700.0);
         assert_eq!(rows[1].memory_gib_s, 64.0 * 3700.0);
         assert_eq!(rows[1].key["tenant"], "a");

@@ -15,10 +15,17 @@ pub fn new_tokens(count: usize) -> Vec<String> {
     let mut bytes = vec![0u8; 32 * count];
     // /dev/urandom does not block and does not fail on Linux; fall back to time and pid mixing
     // only if it is unreadable (then the tokens are weak, and the daemon says so).
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_err() {
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_err()
+    {
         eprintln!("arbiter: /dev/urandom unreadable; tokens are weak");
         for (i, chunk) in bytes.chunks_mut(32).enumerate() {
-            let seed = format!("{:?}{}{i}", std::time::SystemTime::now(), std::process::id());
+            let seed = format!(
+                "{:?}{}{i}",
+                std::time::SystemTime::now(),
+                std::process::id()
+            );
             chunk.copy_from_slice(&Sha256::digest(seed.as_bytes()));
         }
     }
@@ -68,11 +75,22 @@ mod tests {
         let (a, b) = (new_token(), new_token());
         assert_ne!(a, b);
         assert_eq!(a.len(), 64);
-        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
-        assert!(a.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{a}");
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{a}"
+        );
         let many = new_tokens(3);
-        assert!(many.len() == 3 && many.iter().all(|t| t.len() == 64) && many[0] != many[1] && many[1] != many[2]);
+        assert!(
+            many.len() == 3
+                && many.iter().all(|t| t.len() == 64)
+                && many[0] != many[1]
+                && many[1] != many[2]
+        );
     }
 }
-

@@ -28,7 +28,8 @@ impl Cgroups {
         let root = mount.join("arbiter");
         std::fs::create_dir_all(&root).ok()?;
         // Controllers must be enabled in the parent for the child groups to have them.
-        let enable = |dir: &Path| std::fs::write(dir.join("cgroup.subtree_control"), "+cpu +memory").is_ok();
+        let enable =
+            |dir: &Path| std::fs::write(dir.join("cgroup.subtree_control"), "+cpu +memory").is_ok();
         if !(enable(mount) && enable(&root)) {
             return None;
         }
@@ -67,8 +68,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let cgroups = Cgroups::at(dir.path().to_path_buf());
         let group = cgroups.prepare(7, 2.5, 8 << 30).expect("prepares");
-        assert_eq!(std::fs::read_to_string(group.join("cpu.max")).expect("cpu"), "250000 100000");
-        assert_eq!(std::fs::read_to_string(group.join("memory.max")).expect("mem"), (8u64 << 30).to_string());
+        assert_eq!(
+            std::fs::read_to_string(group.join("cpu.max")).expect("cpu"),
+            "250000 100000"
+        );
+        assert_eq!(
+            std::fs::read_to_string(group.join("memory.max")).expect("mem"),
+            (8u64 << 30).to_string()
+        );
         // Not a cgroup mount: nothing detected.
         assert_eq!(Cgroups::detect(dir.path()), None);
     }

@@ -35,8 +35,16 @@ pub struct PidSpace {
 impl PidSpace {
     /// This host's, from /proc (an unreadable value counts as [`DEFAULT_PID_MAX`]).
     pub fn of_host() -> Self {
-        let read = |file: &str| std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse::<u64>().ok()).filter(|n| *n > 0);
-        PidSpace { pid_max: read("/proc/sys/kernel/pid_max").unwrap_or(DEFAULT_PID_MAX), threads_max: read("/proc/sys/kernel/threads-max").unwrap_or(DEFAULT_PID_MAX) }
+        let read = |file: &str| {
+            std::fs::read_to_string(file)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .filter(|n| *n > 0)
+        };
+        PidSpace {
+            pid_max: read("/proc/sys/kernel/pid_max").unwrap_or(DEFAULT_PID_MAX),
+            threads_max: read("/proc/sys/kernel/threads-max").unwrap_or(DEFAULT_PID_MAX),
+        }
     }
 
     /// The processes (threads count) the kernel can hand out at once.
@@ -75,8 +83,16 @@ impl ProcessLimit {
     /// as given).
     pub fn new(configured: Option<u64>, host: PidSpace) -> Self {
         match configured {
-            None => ProcessLimit { limit: Some(host.tenant_share()), source: ProcessLimitSource::Derived, host },
-            Some(n) => ProcessLimit { limit: (n > 0).then_some(n), source: ProcessLimitSource::Configured, host },
+            None => ProcessLimit {
+                limit: Some(host.tenant_share()),
+                source: ProcessLimitSource::Derived,
+                host,
+            },
+            Some(n) => ProcessLimit {
+                limit: (n > 0).then_some(n),
+                source: ProcessLimitSource::Configured,
+                host,
+            },
         }
     }
 
@@ -88,8 +104,13 @@ impl ProcessLimit {
         let share = self.host.tenant_share();
         match self.limit {
             Some(n) if n < self.host.pid_max => None,
-            Some(n) => Some(format!("max_processes_per_tenant = {n} is at least the host's pid_max ({}): one tenant can take every pid of the machine (unset the key for {share}, a quarter of the host's)", self.host.pid_max)),
-            None => Some(format!("max_processes_per_tenant = 0: no process limit, one tenant can take every pid of the machine (unset the key for {share}, a quarter of the host's)")),
+            Some(n) => Some(format!(
+                "max_processes_per_tenant = {n} is at least the host's pid_max ({}): one tenant can take every pid of the machine (unset the key for {share}, a quarter of the host's)",
+                self.host.pid_max
+            )),
+            None => Some(format!(
+                "max_processes_per_tenant = 0: no process limit, one tenant can take every pid of the machine (unset the key for {share}, a quarter of the host's)"
+            )),
         }
     }
 
@@ -104,7 +125,9 @@ impl ProcessLimit {
                 self.host.pid_max,
                 self.host.threads_max
             ),
-            (Some(n), ProcessLimitSource::Configured) => format!("at most {n} processes per tenant (RLIMIT_NPROC, threads count; max_processes_per_tenant)"),
+            (Some(n), ProcessLimitSource::Configured) => format!(
+                "at most {n} processes per tenant (RLIMIT_NPROC, threads count; max_processes_per_tenant)"
+            ),
         };
         if isolated {
             limit
@@ -136,7 +159,9 @@ impl ProcessVisibility {
     /// run does: a container may refuse it).
     pub fn probe(executor: ExecutorKind, isolated: bool, wrapper_exe: &Path) -> Self {
         let why = match (executor, isolated) {
-            (ExecutorKind::Slurm, _) => "the Slurm executor: jobs run as Slurm runs them".to_string(),
+            (ExecutorKind::Slurm, _) => {
+                "the Slurm executor: jobs run as Slurm runs them".to_string()
+            }
             (_, false) => "tenants do not run as their own uids".to_string(),
             (ExecutorKind::Local, true) => match run_probe(wrapper_exe) {
                 Ok(()) => return ProcessVisibility::OwnNamespace,
@@ -182,7 +207,10 @@ fn run_probe(wrapper_exe: &Path) -> Result<(), String> {
             None if Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("the probe took more than {} s", PROBE_TIMEOUT.as_secs()));
+                return Err(format!(
+                    "the probe took more than {} s",
+                    PROBE_TIMEOUT.as_secs()
+                ));
             }
             None => std::thread::sleep(Duration::from_millis(10)),
         }
@@ -195,7 +223,11 @@ fn run_probe(wrapper_exe: &Path) -> Result<(), String> {
         use std::io::Read;
         let _ = pipe.read_to_string(&mut stderr);
     }
-    Err(stderr.lines().last().map(|l| l.trim_start_matches("arbiter: ").to_string()).unwrap_or_else(|| format!("the probe failed ({status})")))
+    Err(stderr
+        .lines()
+        .last()
+        .map(|l| l.trim_start_matches("arbiter: ").to_string())
+        .unwrap_or_else(|| format!("the probe failed ({status})")))
 }
 
 /// How runs' memory limits are enforced.
@@ -223,11 +255,15 @@ impl MemoryEnforcement {
     /// One line for the start-up message and `/v1/cluster`.
     pub fn describe(self) -> &'static str {
         match self {
-            MemoryEnforcement::CgroupV2 => "cgroup v2 (memory.max: all of a run's processes together)",
+            MemoryEnforcement::CgroupV2 => {
+                "cgroup v2 (memory.max: all of a run's processes together)"
+            }
             MemoryEnforcement::RlimitData => {
                 "RLIMIT_DATA per process (fallback: no writable cgroup v2 here): each of a job's processes may map at most the run's memory in private writable memory; not a limit on the run as a whole, nor on shared memory"
             }
-            MemoryEnforcement::Slurm => "given to Slurm (--mem; enforced where its TaskPlugin confines tasks)",
+            MemoryEnforcement::Slurm => {
+                "given to Slurm (--mem; enforced where its TaskPlugin confines tasks)"
+            }
         }
     }
 }
@@ -248,8 +284,16 @@ impl Containment {
     /// given to the executor (tests and benchmarks with a fake executor).
     pub fn none() -> Self {
         Containment {
-            processes: ProcessLimit::new(Some(0), PidSpace { pid_max: DEFAULT_PID_MAX, threads_max: DEFAULT_PID_MAX }),
-            visibility: ProcessVisibility::Shared { why: "not set up".into() },
+            processes: ProcessLimit::new(
+                Some(0),
+                PidSpace {
+                    pid_max: DEFAULT_PID_MAX,
+                    threads_max: DEFAULT_PID_MAX,
+                },
+            ),
+            visibility: ProcessVisibility::Shared {
+                why: "not set up".into(),
+            },
             memory: MemoryEnforcement::RlimitData,
         }
     }
@@ -257,15 +301,22 @@ impl Containment {
     /// What the local executor applies to each run.
     pub fn run_confinement(&self) -> RunConfinement {
         // With cgroup v2 too: a run whose group could not be prepared falls back to RLIMIT_DATA.
-        RunConfinement { pid_namespace: self.visibility.own_namespace(), memory_rlimit: self.memory != MemoryEnforcement::Slurm }
+        RunConfinement {
+            pid_namespace: self.visibility.own_namespace(),
+            memory_rlimit: self.memory != MemoryEnforcement::Slurm,
+        }
     }
 
     /// The CPU/memory part of the start-up line and of `/v1/cluster`.
     pub fn cpu_memory_limits(&self) -> &'static str {
         match self.memory {
             MemoryEnforcement::CgroupV2 => "enforced with cgroup v2",
-            MemoryEnforcement::RlimitData => "NOT enforced for CPU (no writable cgroup v2 here); memory by RLIMIT_DATA per process",
-            MemoryEnforcement::Slurm => "given to Slurm (--cpus-per-task, --mem; enforced where its TaskPlugin confines tasks)",
+            MemoryEnforcement::RlimitData => {
+                "NOT enforced for CPU (no writable cgroup v2 here); memory by RLIMIT_DATA per process"
+            }
+            MemoryEnforcement::Slurm => {
+                "given to Slurm (--cpus-per-task, --mem; enforced where its TaskPlugin confines tasks)"
+            }
         }
     }
 }
@@ -284,16 +335,42 @@ pub struct RunConfinement {
 mod tests {
     use super::*;
 
-    const HOST: PidSpace = PidSpace { pid_max: 32_768, threads_max: 192_730 };
+    const HOST: PidSpace = PidSpace {
+        pid_max: 32_768,
+        threads_max: 192_730,
+    };
 
     #[test]
     fn the_default_process_limit_is_a_quarter_of_the_smaller_of_pid_max_and_threads_max() {
         assert_eq!(HOST.tenant_share(), 8_192);
-        assert_eq!(PidSpace { pid_max: 4_194_304, threads_max: 100_000 }.tenant_share(), 25_000);
-        assert_eq!(PidSpace { pid_max: 3, threads_max: 3 }.tenant_share(), 1, "never 0 (which would mean no limit)");
+        assert_eq!(
+            PidSpace {
+                pid_max: 4_194_304,
+                threads_max: 100_000
+            }
+            .tenant_share(),
+            25_000
+        );
+        assert_eq!(
+            PidSpace {
+                pid_max: 3,
+                threads_max: 3
+            }
+            .tenant_share(),
+            1,
+            "never 0 (which would mean no limit)"
+        );
         let derived = ProcessLimit::new(None, HOST);
-        assert_eq!((derived.limit, derived.source, derived.warning()), (Some(8_192), ProcessLimitSource::Derived, None));
-        assert!(derived.describe(true).contains("at most 8192 processes") && derived.describe(true).contains("derived"), "{}", derived.describe(true));
+        assert_eq!(
+            (derived.limit, derived.source, derived.warning()),
+            (Some(8_192), ProcessLimitSource::Derived, None)
+        );
+        assert!(
+            derived.describe(true).contains("at most 8192 processes")
+                && derived.describe(true).contains("derived"),
+            "{}",
+            derived.describe(true)
+        );
         assert!(derived.describe(false).contains("not applied"));
         // This host's values are read and give a limit below its pid_max.
         let host = PidSpace::of_host();
@@ -306,7 +383,11 @@ mod tests {
         assert_eq!((below.limit, below.warning()), (Some(1_000), None));
         let at = ProcessLimit::new(Some(32_768), HOST);
         assert_eq!(at.limit, Some(32_768), "used as given");
-        assert!(at.warning().is_some_and(|w| w.contains("pid_max (32768)")), "{:?}", at.warning());
+        assert!(
+            at.warning().is_some_and(|w| w.contains("pid_max (32768)")),
+            "{:?}",
+            at.warning()
+        );
         let none = ProcessLimit::new(Some(0), HOST);
         assert_eq!(none.limit, None, "0 still means no limit");
         assert!(none.warning().is_some() && none.describe(true).contains("no process limit"));
@@ -314,23 +395,60 @@ mod tests {
 
     #[test]
     fn memory_is_limited_by_cgroup_v2_where_writable_else_by_rlimit_data() {
-        assert_eq!(MemoryEnforcement::select(ExecutorKind::Local, true), MemoryEnforcement::CgroupV2);
-        assert_eq!(MemoryEnforcement::select(ExecutorKind::Local, false), MemoryEnforcement::RlimitData);
-        assert_eq!(MemoryEnforcement::select(ExecutorKind::Slurm, true), MemoryEnforcement::Slurm);
-        assert!(MemoryEnforcement::RlimitData.describe().starts_with("RLIMIT_DATA per process (fallback"));
-        let local = |memory| Containment { memory, ..Containment::none() }.run_confinement().memory_rlimit;
+        assert_eq!(
+            MemoryEnforcement::select(ExecutorKind::Local, true),
+            MemoryEnforcement::CgroupV2
+        );
+        assert_eq!(
+            MemoryEnforcement::select(ExecutorKind::Local, false),
+            MemoryEnforcement::RlimitData
+        );
+        assert_eq!(
+            MemoryEnforcement::select(ExecutorKind::Slurm, true),
+            MemoryEnforcement::Slurm
+        );
+        assert!(
+            MemoryEnforcement::RlimitData
+                .describe()
+                .starts_with("RLIMIT_DATA per process (fallback")
+        );
+        let local = |memory| {
+            Containment {
+                memory,
+                ..Containment::none()
+            }
+            .run_confinement()
+            .memory_rlimit
+        };
         // With cgroup v2 the fallback stays armed for a run whose group could not be prepared.
-        assert!(local(MemoryEnforcement::RlimitData) && local(MemoryEnforcement::CgroupV2) && !local(MemoryEnforcement::Slurm));
+        assert!(
+            local(MemoryEnforcement::RlimitData)
+                && local(MemoryEnforcement::CgroupV2)
+                && !local(MemoryEnforcement::Slurm)
+        );
     }
 
     #[test]
     fn namespaces_are_not_tried_without_per_tenant_uids_or_under_slurm() {
         let exe = Path::new("/nonexistent/arbiter");
         let shared = ProcessVisibility::probe(ExecutorKind::Local, false, exe);
-        assert!(!shared.own_namespace() && shared.describe().starts_with("jobs share the host's PID namespace (tenants do not"), "{}", shared.describe());
+        assert!(
+            !shared.own_namespace()
+                && shared
+                    .describe()
+                    .starts_with("jobs share the host's PID namespace (tenants do not"),
+            "{}",
+            shared.describe()
+        );
         assert!(!ProcessVisibility::probe(ExecutorKind::Slurm, true, exe).own_namespace());
         // A wrapper that cannot run: the reason is given.
         let failed = ProcessVisibility::probe(ExecutorKind::Local, true, exe);
-        assert!(failed.describe().contains("could not be set up here: cannot run /nonexistent/arbiter"), "{}", failed.describe());
+        assert!(
+            failed
+                .describe()
+                .contains("could not be set up here: cannot run /nonexistent/arbiter"),
+            "{}",
+            failed.describe()
+        );
     }
 }

@@ -33,7 +33,9 @@ pub enum DataDirError {
         source: std::io::Error,
     },
     /// Another daemon holds the directory.
-    #[error("another arbiter daemon{pid} is using the data directory {path}; stop it first, or give this one another --data-dir")]
+    #[error(
+        "another arbiter daemon{pid} is using the data directory {path}; stop it first, or give this one another --data-dir"
+    )]
     Busy {
         /// The directory.
         path: PathBuf,
@@ -46,7 +48,10 @@ pub enum DataDirError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError + '_ {
-    move |source| DataDirError::Io { path: path.to_path_buf(), source }
+    move |source| DataDirError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// An open data directory; the lock is held as long as this lives.
@@ -65,14 +70,28 @@ impl DataDir {
         std::fs::create_dir_all(path).map_err(io(path))?;
         let path = std::fs::canonicalize(path).map_err(io(path))?;
         let lock_path = path.join("lock");
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&lock_path).map_err(io(&lock_path))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((mut file, _)) => {
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
                 let pid = pid.trim();
-                return Err(DataDirError::Busy { path, pid: if pid.is_empty() { String::new() } else { format!(" (pid {pid})") } });
+                return Err(DataDirError::Busy {
+                    path,
+                    pid: if pid.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (pid {pid})")
+                    },
+                });
             }
         };
         lock.set_len(0).map_err(io(&lock_path))?;
@@ -100,14 +119,30 @@ impl DataDir {
     /// What the directory holds besides the store: the store-id marker and how many job files
     /// (logs, run files) earlier daemons left.
     pub fn leftovers(&self) -> Leftovers {
-        let count = |dir: &str| std::fs::read_dir(self.path.join(dir)).map(|d| d.count()).unwrap_or(0);
-        let marker = std::fs::read_to_string(self.path.join("store.id")).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-        Leftovers { marker, job_files: count("logs") + count("runs") }
+        let count = |dir: &str| {
+            std::fs::read_dir(self.path.join(dir))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        let marker = std::fs::read_to_string(self.path.join("store.id"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        Leftovers {
+            marker,
+            job_files: count("logs") + count("runs"),
+        }
     }
 
     /// Checks that the store (its id, whether it has ever held a job) belongs to this
     /// directory; records the id for a new or older store. Returns the id the store must carry.
-    pub fn reconcile(&self, before: &Leftovers, store_existed: bool, store_id: Option<u64>, store_has_jobs: bool) -> Result<Reconciled, DataDirError> {
+    pub fn reconcile(
+        &self,
+        before: &Leftovers,
+        store_existed: bool,
+        store_id: Option<u64>,
+        store_has_jobs: bool,
+    ) -> Result<Reconciled, DataDirError> {
         let recover = format!(
             "To recover: restore {store} from a backup; or, to start afresh (old jobs, logs and checkpoints are kept aside, not reused), stop the daemon and `mv {dir} {dir}.old`.",
             store = self.store_path().display(),
@@ -120,7 +155,7 @@ impl DataDir {
                     "the store {} has id {id:016x} but this data directory belongs to store {marker} ({}/store.id): the store comes from elsewhere. {recover}",
                     self.store_path().display(),
                     self.path.display()
-                )))
+                )));
             }
             (Some(id), None) => Reconciled::Matches(id),
             // A store written before stores had ids: adopt it.
@@ -130,7 +165,11 @@ impl DataDir {
                     Some(m) => format!("{}/store.id (store {m})", self.path.display()),
                     None => format!("{} job files in logs/ and runs/", before.job_files),
                 };
-                let what = if store_existed { "is empty (truncated or replaced)" } else { "is missing (deleted)" };
+                let what = if store_existed {
+                    "is empty (truncated or replaced)"
+                } else {
+                    "is missing (deleted)"
+                };
                 return Err(DataDirError::Mismatch(format!(
                     "found {found} but the store {} {what}: starting would reuse job ids, and new jobs would append to old jobs' logs and resume from their checkpoints. {recover}",
                     self.store_path().display()
@@ -180,7 +219,12 @@ pub fn set_mode(path: &Path, mode: u32) -> Result<(), DataDirError> {
 pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
-    let mut f = OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp)?;
+    let mut f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(text.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
@@ -196,7 +240,11 @@ mod tests {
         let first = DataDir::open(dir.path(), false).expect("first");
         let second = DataDir::open(dir.path(), false).expect_err("second is refused");
         let message = second.to_string();
-        assert!(message.contains("another arbiter daemon") && message.contains(&format!("pid {}", std::process::id())), "{message}");
+        assert!(
+            message.contains("another arbiter daemon")
+                && message.contains(&format!("pid {}", std::process::id())),
+            "{message}"
+        );
         drop(first);
         DataDir::open(dir.path(), false).expect("free again once the first is gone");
     }
@@ -205,7 +253,11 @@ mod tests {
     fn private_files_and_directories_get_private_modes() {
         let dir = tempfile::tempdir().expect("dir");
         std::fs::write(dir.path().join("arbiter.redb"), "x").expect("write");
-        std::fs::set_permissions(dir.path().join("arbiter.redb"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        std::fs::set_permissions(
+            dir.path().join("arbiter.redb"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .expect("chmod");
         let data = DataDir::open(dir.path(), true).expect("opens");
         let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode(&data.path), 0o711);
@@ -220,22 +272,46 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let data = DataDir::open(dir.path(), false).expect("opens");
         // Fresh directory: a new id is recorded.
-        let Reconciled::New(id) = data.reconcile(&data.leftovers(), false, None, false).expect("fresh") else { panic!("new") };
+        let Reconciled::New(id) = data
+            .reconcile(&data.leftovers(), false, None, false)
+            .expect("fresh")
+        else {
+            panic!("new")
+        };
         assert_eq!(data.leftovers().marker, Some(format!("{id:016x}")));
         // The store carries it: fine.
-        assert_eq!(data.reconcile(&data.leftovers(), true, Some(id), true).expect("matches"), Reconciled::Matches(id));
+        assert_eq!(
+            data.reconcile(&data.leftovers(), true, Some(id), true)
+                .expect("matches"),
+            Reconciled::Matches(id)
+        );
         // The store is gone (or empty) but the marker says there was one: refused, with advice.
-        let e = data.reconcile(&data.leftovers(), false, None, false).expect_err("deleted").to_string();
-        assert!(e.contains("is missing (deleted)") && e.contains("mv "), "{e}");
-        let e = data.reconcile(&data.leftovers(), true, None, false).expect_err("truncated").to_string();
+        let e = data
+            .reconcile(&data.leftovers(), false, None, false)
+            .expect_err("deleted")
+            .to_string();
+        assert!(
+            e.contains("is missing (deleted)") && e.contains("mv "),
+            "{e}"
+        );
+        let e = data
+            .reconcile(&data.leftovers(), true, None, false)
+            .expect_err("truncated")
+            .to_string();
         assert!(e.contains("is empty"), "{e}");
         // A store from another directory.
-        let e = data.reconcile(&data.leftovers(), true, Some(id ^ 1), true).expect_err("foreign").to_string();
+        let e = data
+            .reconcile(&data.leftovers(), true, Some(id ^ 1), true)
+            .expect_err("foreign")
+            .to_string();
         assert!(e.contains("comes from elsewhere"), "{e}");
         // No marker, but old logs: refused too.
         std::fs::remove_file(data.path.join("store.id")).expect("rm");
         std::fs::write(data.path.join("logs/0.log"), "old").expect("log");
-        let e = data.reconcile(&data.leftovers(), false, None, false).expect_err("leftover logs").to_string();
+        let e = data
+            .reconcile(&data.leftovers(), false, None, false)
+            .expect_err("leftover logs")
+            .to_string();
         assert!(e.contains("1 job files"), "{e}");
     }
 }

@@ -48,7 +48,11 @@ pub enum Isolation {
 
 impl Isolation {
     /// Per-tenant identities where the process may switch users, else shared.
-    pub fn detect(uid_range: [u32; 2], users: BTreeMap<String, String>, acknowledged: bool) -> Self {
+    pub fn detect(
+        uid_range: [u32; 2],
+        users: BTreeMap<String, String>,
+        acknowledged: bool,
+    ) -> Self {
         match switch_capability() {
             Ok(()) => Isolation::PerTenant { uid_range, users },
             Err(why) => Isolation::Shared { acknowledged, why },
@@ -64,7 +68,10 @@ impl Isolation {
     pub fn describe(&self) -> String {
         match self {
             Isolation::PerTenant { uid_range, .. } => {
-                format!("each tenant's jobs run as its own unix user (automatic uids {}-{})", uid_range[0], uid_range[1])
+                format!(
+                    "each tenant's jobs run as its own unix user (automatic uids {}-{})",
+                    uid_range[0], uid_range[1]
+                )
             }
             Isolation::Shared { why, .. } => format!(
                 "tenants are NOT isolated from each other: every job runs as the daemon's user ({why}); a job can read other tenants' files and the admin token"
@@ -98,15 +105,23 @@ pub fn switch_capability() -> Result<(), String> {
     if effective & (1 << CAP_SETUID) != 0 && effective & (1 << CAP_SETGID) != 0 {
         Ok(())
     } else {
-        Err(format!("the daemon runs as uid {} without CAP_SETUID/CAP_SETGID", Uid::effective()))
+        Err(format!(
+            "the daemon runs as uid {} without CAP_SETUID/CAP_SETGID",
+            Uid::effective()
+        ))
     }
 }
 
 /// The identity of an existing user: its uid and primary group.
 pub fn resolve_user(name: &str) -> Result<UnixIdentity, String> {
     match User::from_name(name) {
-        Ok(Some(user)) if user.uid.is_root() => Err(format!("user `{name}` is root; a tenant never runs as root")),
-        Ok(Some(user)) => Ok(UnixIdentity { uid: user.uid.as_raw(), gid: user.gid.as_raw() }),
+        Ok(Some(user)) if user.uid.is_root() => Err(format!(
+            "user `{name}` is root; a tenant never runs as root"
+        )),
+        Ok(Some(user)) => Ok(UnixIdentity {
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+        }),
         Ok(None) => Err(format!("no user `{name}` on this machine")),
         Err(e) => Err(format!("looking up user `{name}`: {e}")),
     }
@@ -116,13 +131,21 @@ pub fn resolve_user(name: &str) -> Result<UnixIdentity, String> {
 /// account or group in the user database uses, and no subordinate range (`/etc/subuid`, `/etc/subgid`: rootless containers)
 /// covers.
 pub fn allocate_uid(range: [u32; 2], taken: &BTreeSet<u32>) -> Option<u32> {
-    let subordinate: Vec<(u64, u64)> = ["/etc/subuid", "/etc/subgid"].iter().flat_map(|f| parse_subordinate(&std::fs::read_to_string(f).unwrap_or_default())).collect();
+    let subordinate: Vec<(u64, u64)> = ["/etc/subuid", "/etc/subgid"]
+        .iter()
+        .flat_map(|f| parse_subordinate(&std::fs::read_to_string(f).unwrap_or_default()))
+        .collect();
     // A uid that owns a process belongs to somebody (another daemon's tenant, say).
-    let running: BTreeSet<u32> = crate::security::procs::processes().iter().map(|p| p.uid).collect();
+    let running: BTreeSet<u32> = crate::security::procs::processes()
+        .iter()
+        .map(|p| p.uid)
+        .collect();
     (range[0].max(1)..=range[1]).find(|&id| {
         !taken.contains(&id)
             && !running.contains(&id)
-            && !subordinate.iter().any(|(start, count)| (*start..start.saturating_add(*count)).contains(&(id as u64)))
+            && !subordinate
+                .iter()
+                .any(|(start, count)| (*start..start.saturating_add(*count)).contains(&(id as u64)))
             && !matches!(User::from_uid(Uid::from_raw(id)), Ok(Some(_)))
             && !matches!(Group::from_gid(Gid::from_raw(id)), Ok(Some(_)))
     })
@@ -153,26 +176,49 @@ mod tests {
         // system account if the machine has one).
         if let Ok(Some(user)) = User::from_name("nobody") {
             let id = user.uid.as_raw();
-            assert_ne!(allocate_uid([id, id.saturating_add(5)], &BTreeSet::new()), Some(id));
+            assert_ne!(
+                allocate_uid([id, id.saturating_add(5)], &BTreeSet::new()),
+                Some(id)
+            );
         }
     }
 
     #[test]
     fn subordinate_id_ranges_parse() {
-        assert_eq!(parse_subordinate("alice:100000:65536\nbad line\nbob:165536:65536\n"), vec![(100000, 65536), (165536, 65536)]);
+        assert_eq!(
+            parse_subordinate("alice:100000:65536\nbad line\nbob:165536:65536\n"),
+            vec![(100000, 65536), (165536, 65536)]
+        );
     }
 
     #[test]
     fn root_and_unknown_users_are_refused() {
-        assert!(resolve_user("root").expect_err("root").contains("never runs as root"));
-        assert!(resolve_user("no-such-user-arbiter").expect_err("unknown").contains("no user"));
+        assert!(
+            resolve_user("root")
+                .expect_err("root")
+                .contains("never runs as root")
+        );
+        assert!(
+            resolve_user("no-such-user-arbiter")
+                .expect_err("unknown")
+                .contains("no user")
+        );
     }
 
     #[test]
     fn shared_identity_says_tenants_are_not_isolated() {
-        let shared = Isolation::Shared { acknowledged: false, why: "uid 1000".into() };
+        let shared = Isolation::Shared {
+            acknowledged: false,
+            why: "uid 1000".into(),
+        };
         assert!(shared.describe().contains("NOT isolated"));
         assert!(!shared.allows_many_tenants());
-        assert!(Isolation::Shared { acknowledged: true, why: String::new() }.allows_many_tenants());
+        assert!(
+            Isolation::Shared {
+                acknowledged: true,
+                why: String::new()
+            }
+            .allows_many_tenants()
+        );
     }
 }

@@ -32,7 +32,14 @@ pub fn parse_stat(pid: u32, uid: u32, stat: &str) -> Option<ProcInfo> {
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let state = *fields.first()?;
-    Some(ProcInfo { pid, uid, pgrp: fields.get(2)?.parse().ok()?, session: fields.get(3)?.parse().ok()?, start_ticks: fields.get(19)?.parse().ok()?, dead: state == "Z" || state == "X" })
+    Some(ProcInfo {
+        pid,
+        uid,
+        pgrp: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+        dead: state == "Z" || state == "X",
+    })
 }
 
 /// One process, if it exists.
@@ -44,13 +51,21 @@ pub fn process(pid: u32) -> Option<ProcInfo> {
 
 /// Every process (those that vanish while being read are skipped).
 pub fn processes() -> Vec<ProcInfo> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries.flatten().filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok()).filter_map(process).collect()
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(process)
+        .collect()
 }
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`); empty where there is none.
 pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Who a run's wrapper was: recorded in its pid file, so that a restarted daemon re-adopts
@@ -69,7 +84,11 @@ impl RunIdentity {
     /// This process's identity.
     pub fn of_self() -> Self {
         let pid = std::process::id();
-        RunIdentity { pid, start_ticks: process(pid).map_or(0, |p| p.start_ticks), boot_id: boot_id() }
+        RunIdentity {
+            pid,
+            start_ticks: process(pid).map_or(0, |p| p.start_ticks),
+            boot_id: boot_id(),
+        }
     }
 
     /// `PID START_TICKS BOOT_ID`.
@@ -82,12 +101,18 @@ impl RunIdentity {
         let mut parts = text.split_whitespace();
         let pid = parts.next()?.parse().ok()?;
         let start_ticks = parts.next().map_or(Some(0), |t| t.parse().ok())?;
-        Some(RunIdentity { pid, start_ticks, boot_id: parts.next().unwrap_or("").to_string() })
+        Some(RunIdentity {
+            pid,
+            start_ticks,
+            boot_id: parts.next().unwrap_or("").to_string(),
+        })
     }
 
     /// Whether this very process is still alive (same pid, same start, same boot).
     pub fn is_alive(&self) -> bool {
-        let Some(p) = process(self.pid) else { return false };
+        let Some(p) = process(self.pid) else {
+            return false;
+        };
         let same_boot = self.boot_id.is_empty() || self.boot_id == boot_id();
         let same_start = self.start_ticks == 0 || self.start_ticks == p.start_ticks;
         !p.dead && same_boot && same_start
@@ -102,8 +127,15 @@ mod tests {
     fn stat_lines_with_odd_command_names_parse() {
         let stat = "4242 (my (odd) job) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615";
         let p = parse_stat(4242, 61184, stat).expect("parses");
-        assert_eq!((p.pgrp, p.session, p.start_ticks, p.dead), (4242, 4242, 987654, false));
-        assert!(parse_stat(1, 0, "1 (x) Z 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0").expect("parses").dead);
+        assert_eq!(
+            (p.pgrp, p.session, p.start_ticks, p.dead),
+            (4242, 4242, 987654, false)
+        );
+        assert!(
+            parse_stat(1, 0, "1 (x) Z 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0")
+                .expect("parses")
+                .dead
+        );
     }
 
     #[test]
@@ -113,9 +145,28 @@ mod tests {
         let parsed = RunIdentity::parse(&me.to_line()).expect("parses");
         assert_eq!(parsed, me);
         // Same pid, another start time: a different process.
-        assert!(!RunIdentity { start_ticks: me.start_ticks + 1, ..me.clone() }.is_alive());
-        assert!(!RunIdentity { boot_id: "another-boot".into(), ..me.clone() }.is_alive());
+        assert!(
+            !RunIdentity {
+                start_ticks: me.start_ticks + 1,
+                ..me.clone()
+            }
+            .is_alive()
+        );
+        assert!(
+            !RunIdentity {
+                boot_id: "another-boot".into(),
+                ..me.clone()
+            }
+            .is_alive()
+        );
         // Older pid files hold a bare pid.
-        assert_eq!(RunIdentity::parse("77\n"), Some(RunIdentity { pid: 77, start_ticks: 0, boot_id: String::new() }));
+        assert_eq!(
+            RunIdentity::parse("77\n"),
+            Some(RunIdentity {
+                pid: 77,
+                start_ticks: 0,
+                boot_id: String::new()
+            })
+        );
     }
 }

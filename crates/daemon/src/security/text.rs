@@ -45,8 +45,10 @@ pub enum Text {
 /// Unicode 6.3): the Arabic letter mark, the left-to-right and right-to-left marks, the
 /// embeddings and overrides (LRE, RLE, PDF, LRO, RLO) and the isolates (LRI, RLI, FSI, PDI).
 /// All are of category Cf, so [`Text::Line`] refuses them anyway (tested).
-pub const BIDI_CONTROLS: [char; 12] =
-    ['\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}'];
+pub const BIDI_CONTROLS: [char; 12] = [
+    '\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}',
+    '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+];
 
 /// What `c` is ("control character", "line separator", ...) when a field holding `text` refuses
 /// it; `None` when it may appear there.
@@ -76,8 +78,14 @@ pub fn refused(c: char, text: Text) -> Option<&'static str> {
 /// Checks `value`, the field `field` holding `text`: the first character refused is named in the
 /// error, escaped (`contains the line separator \u{2028}`), so the message itself is safe to show.
 pub fn check(field: &'static str, value: &str, text: Text) -> Result<(), FieldError> {
-    match value.chars().find_map(|c| refused(c, text).map(|what| (c, what))) {
-        Some((c, what)) => Err(FieldError { field, reason: format!("contains the {what} {}", c.escape_unicode()) }),
+    match value
+        .chars()
+        .find_map(|c| refused(c, text).map(|what| (c, what)))
+    {
+        Some((c, what)) => Err(FieldError {
+            field,
+            reason: format!("contains the {what} {}", c.escape_unicode()),
+        }),
         None => Ok(()),
     }
 }
@@ -90,12 +98,18 @@ pub(crate) mod tests {
     /// Whether `c` is of a category no single-line field may hold.
     pub(crate) fn of_refused_category(c: char) -> bool {
         use GeneralCategory::{Control, Format, LineSeparator, ParagraphSeparator};
-        matches!(c.general_category(), Control | Format | LineSeparator | ParagraphSeparator)
+        matches!(
+            c.general_category(),
+            Control | Format | LineSeparator | ParagraphSeparator
+        )
     }
 
     /// Every character of the categories Cc, Cf, Zl and Zp (about 230).
     pub(crate) fn refused_characters() -> Vec<char> {
-        (0..=u32::from(char::MAX)).filter_map(char::from_u32).filter(|c| of_refused_category(*c)).collect()
+        (0..=u32::from(char::MAX))
+            .filter_map(char::from_u32)
+            .filter(|c| of_refused_category(*c))
+            .collect()
     }
 
     #[test]
@@ -114,24 +128,47 @@ pub(crate) mod tests {
             ('\u{85}', "control character"),
         ] {
             let e = check("name", &format!("a{c}b"), Text::Line).expect_err("refused");
-            assert_eq!(e.to_string(), format!("name: contains the {what} {}", c.escape_unicode()));
+            assert_eq!(
+                e.to_string(),
+                format!("name: contains the {what} {}", c.escape_unicode())
+            );
         }
     }
 
     #[test]
     fn the_bidi_controls_are_format_characters() {
         for c in BIDI_CONTROLS {
-            assert_eq!(c.general_category(), GeneralCategory::Format, "{}", c.escape_unicode());
+            assert_eq!(
+                c.general_category(),
+                GeneralCategory::Format,
+                "{}",
+                c.escape_unicode()
+            );
         }
     }
 
     #[test]
     fn commands_keep_lines_tabs_and_joiners_but_not_other_controls_or_direction_changes() {
-        for ok in ["python train.py\n\tpython eval.py", "echo 👩\u{200d}💻 \u{1f3f4}\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}", "ls می\u{200c}خواهم"] {
+        for ok in [
+            "python train.py\n\tpython eval.py",
+            "echo 👩\u{200d}💻 \u{1f3f4}\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}",
+            "ls می\u{200c}خواهم",
+        ] {
             assert_eq!(check("command", ok, Text::Lines), Ok(()), "{ok:?}");
         }
-        for bad in ["a\rb", "a\u{1b}]52;c;eA==\u{7}", "a\u{2028}b", "a\u{202e}b", "a\u{2066}b", "a\0b"] {
-            assert_eq!(check("command", bad, Text::Lines).map_err(|e| e.field), Err("command"), "{bad:?}");
+        for bad in [
+            "a\rb",
+            "a\u{1b}]52;c;eA==\u{7}",
+            "a\u{2028}b",
+            "a\u{202e}b",
+            "a\u{2066}b",
+            "a\0b",
+        ] {
+            assert_eq!(
+                check("command", bad, Text::Lines).map_err(|e| e.field),
+                Err("command"),
+                "{bad:?}"
+            );
         }
     }
 
@@ -147,7 +184,11 @@ pub(crate) mod tests {
 
     /// Text of any characters but those of the refused categories.
     pub(crate) fn clean_text() -> impl Strategy<Value = String> {
-        prop::collection::vec(any::<char>().prop_filter("not Cc, Cf, Zl, Zp", |c| !of_refused_category(*c)), 0..40).prop_map(String::from_iter)
+        prop::collection::vec(
+            any::<char>().prop_filter("not Cc, Cf, Zl, Zp", |c| !of_refused_category(*c)),
+            0..40,
+        )
+        .prop_map(String::from_iter)
     }
 
     proptest! {

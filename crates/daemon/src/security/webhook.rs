@@ -42,7 +42,10 @@ pub struct Secret(String);
 impl Secret {
     /// A new random secret: [`SECRET_PREFIX`] and 256 bits from the OS, hex.
     pub fn generate() -> Self {
-        Secret(format!("{SECRET_PREFIX}{}", crate::security::auth::new_token()))
+        Secret(format!(
+            "{SECRET_PREFIX}{}",
+            crate::security::auth::new_token()
+        ))
     }
 
     /// The secret itself (to show it once, and to sign with).
@@ -60,16 +63,25 @@ impl std::fmt::Debug for Secret {
 /// HMAC-SHA256 of `<timestamp>.<body>` keyed with `secret`, hex.
 fn mac_hex(secret: &str, timestamp_unix_s: i64, body: &[u8]) -> String {
     // HMAC takes a key of any length (RFC 2104): `new_from_slice` cannot fail for it.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else { return String::new() };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
+        return String::new();
+    };
     mac.update(timestamp_unix_s.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The value of the [`SIGNATURE_HEADER`] for `body` sent at `timestamp_unix_s`.
 pub fn signature_header(secret: &Secret, timestamp_unix_s: i64, body: &[u8]) -> String {
-    format!("t={timestamp_unix_s},v1={}", mac_hex(secret.expose(), timestamp_unix_s, body))
+    format!(
+        "t={timestamp_unix_s},v1={}",
+        mac_hex(secret.expose(), timestamp_unix_s, body)
+    )
 }
 
 /// Why a signed request is not accepted (what a receiver checks).
@@ -89,12 +101,20 @@ pub enum VerifyError {
 /// What a receiver does with a request: accepts it if one `v1` of `header` is the HMAC of
 /// `<t>.<body>` under `secret` (compared in constant time) and `t` is within `tolerance_s` of
 /// `now_unix_s`.
-pub fn verify(secret: &str, header: &str, body: &[u8], now_unix_s: i64, tolerance_s: i64) -> Result<(), VerifyError> {
+pub fn verify(
+    secret: &str,
+    header: &str,
+    body: &[u8],
+    now_unix_s: i64,
+    tolerance_s: i64,
+) -> Result<(), VerifyError> {
     let mut timestamp = None;
     let mut signatures = Vec::new();
     for part in header.split(',') {
         match part.trim().split_once('=') {
-            Some(("t", t)) => timestamp = Some(t.parse::<i64>().map_err(|_| VerifyError::Malformed)?),
+            Some(("t", t)) => {
+                timestamp = Some(t.parse::<i64>().map_err(|_| VerifyError::Malformed)?)
+            }
             Some(("v1", s)) => signatures.push(s),
             _ => {}
         }
@@ -107,20 +127,30 @@ pub fn verify(secret: &str, header: &str, body: &[u8], now_unix_s: i64, toleranc
     if skew.abs() > tolerance_s {
         return Err(VerifyError::Stale(skew));
     }
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else { return Err(VerifyError::Mismatch) };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
+        return Err(VerifyError::Mismatch);
+    };
     mac.update(t.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
     let expected = mac.finalize().into_bytes();
-    let matches = |hex: &str| decode_hex(hex).is_some_and(|bytes| constant_time_eq(&bytes, &expected));
-    if signatures.iter().any(|s| matches(s)) { Ok(()) } else { Err(VerifyError::Mismatch) }
+    let matches =
+        |hex: &str| decode_hex(hex).is_some_and(|bytes| constant_time_eq(&bytes, &expected));
+    if signatures.iter().any(|s| matches(s)) {
+        Ok(())
+    } else {
+        Err(VerifyError::Mismatch)
+    }
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// Equal contents, in time that depends on the length only (no early exit on the first
@@ -148,7 +178,10 @@ pub fn address_problem(policy: &AddressPolicy, addr: SocketAddr) -> Option<Strin
     // it answers at any loopback address with that port too (127.0.0.2 is still this host).
     let own = policy.own.iter().any(|own| {
         let own_ip = canonical(own.ip());
-        own.port() == addr.port() && (own_ip == ip || own_ip.is_unspecified() || (own_ip.is_loopback() && ip.is_loopback()))
+        own.port() == addr.port()
+            && (own_ip == ip
+                || own_ip.is_unspecified()
+                || (own_ip.is_loopback() && ip.is_loopback()))
     });
     if own || (own_port && ip.is_loopback()) {
         return Some(format!("{addr} is the daemon's own API"));
@@ -156,7 +189,9 @@ pub fn address_problem(policy: &AddressPolicy, addr: SocketAddr) -> Option<Strin
     match class(ip) {
         Class::Public => None,
         Class::Private if policy.allow_private => None,
-        Class::Private => Some(format!("{ip} is a loopback or private address; set [webhooks] allow_private = true in the daemon's config to allow receivers on the local network")),
+        Class::Private => Some(format!(
+            "{ip} is a loopback or private address; set [webhooks] allow_private = true in the daemon's config to allow receivers on the local network"
+        )),
         Class::Never(what) => Some(format!("{ip} is {what}, never a webhook receiver")),
     }
 }
@@ -219,7 +254,8 @@ pub fn check_url(text: &str, policy: &AddressPolicy, tls: bool) -> Result<url::U
     if text.len() > MAX_URL_BYTES {
         return Err(format!("longer than {MAX_URL_BYTES} bytes"));
     }
-    crate::security::text::check("webhook", text, crate::security::text::Text::Line).map_err(|e| e.reason)?;
+    crate::security::text::check("webhook", text, crate::security::text::Text::Line)
+        .map_err(|e| e.reason)?;
     let url = url::Url::parse(text).map_err(|e| format!("not a URL ({e})"))?;
     match url.scheme() {
         "http" => {}
@@ -233,16 +269,28 @@ pub fn check_url(text: &str, policy: &AddressPolicy, tls: bool) -> Result<url::U
     let port = url.port_or_known_default().ok_or("no port")?;
     let host = match url.host() {
         Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
-        Some(url::Host::Ipv4(ip)) => return literal(policy, SocketAddr::new(IpAddr::V4(ip), port)).map(|()| url),
-        Some(url::Host::Ipv6(ip)) => return literal(policy, SocketAddr::new(IpAddr::V6(ip), port)).map(|()| url),
+        Some(url::Host::Ipv4(ip)) => {
+            return literal(policy, SocketAddr::new(IpAddr::V4(ip), port)).map(|()| url);
+        }
+        Some(url::Host::Ipv6(ip)) => {
+            return literal(policy, SocketAddr::new(IpAddr::V6(ip), port)).map(|()| url);
+        }
         None => return Err("no host".into()),
     };
-    if policy.own_host_port.as_ref().is_some_and(|(h, p)| *h == host && *p == port) {
+    if policy
+        .own_host_port
+        .as_ref()
+        .is_some_and(|(h, p)| *h == host && *p == port)
+    {
         return Err("it is the daemon's own API (its public_url)".into());
     }
     // Whatever localhost resolves to, it is this machine.
     if host == "localhost" || host.ends_with(".localhost") {
-        return literal(policy, SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)).map(|()| url);
+        return literal(
+            policy,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        )
+        .map(|()| url);
     }
     Ok(url)
 }
@@ -253,9 +301,16 @@ fn literal(policy: &AddressPolicy, addr: SocketAddr) -> Result<(), String> {
 
 /// The addresses of `host:port` the policy allows, resolved now; an error names why none is
 /// (no address at all, or each one refused: the first reason).
-pub fn resolve_allowed(policy: &AddressPolicy, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+pub fn resolve_allowed(
+    policy: &AddressPolicy,
+    host: &str,
+    port: u16,
+) -> Result<Vec<SocketAddr>, String> {
     use std::net::ToSocketAddrs;
-    let all: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}"))?.collect();
+    let all: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
     let mut refused = None;
     let allowed: Vec<SocketAddr> = all
         .into_iter()
@@ -279,24 +334,58 @@ mod tests {
     use super::*;
 
     fn policy(allow_private: bool) -> AddressPolicy {
-        AddressPolicy { allow_private, own: vec!["127.0.0.1:7070".parse().expect("addr")], own_host_port: Some(("arbiter.lab".into(), 7070)) }
+        AddressPolicy {
+            allow_private,
+            own: vec!["127.0.0.1:7070".parse().expect("addr")],
+            own_host_port: Some(("arbiter.lab".into(), 7070)),
+        }
     }
 
     #[test]
     fn a_signature_verifies_and_a_changed_body_an_old_timestamp_or_another_secret_does_not() {
         let secret = Secret::generate();
-        assert!(secret.expose().starts_with(SECRET_PREFIX) && secret.expose().len() == SECRET_PREFIX.len() + 64);
+        assert!(
+            secret.expose().starts_with(SECRET_PREFIX)
+                && secret.expose().len() == SECRET_PREFIX.len() + 64
+        );
         assert_eq!(format!("{secret:?}"), "Secret(..)", "never in a log");
         let body = br#"{"event":"succeeded"}"#;
         let header = signature_header(&secret, 1_000, body);
         assert_eq!(verify(secret.expose(), &header, body, 1_010, 300), Ok(()));
-        assert_eq!(verify(secret.expose(), &header, br#"{"event":"failed"}"#, 1_010, 300), Err(VerifyError::Mismatch));
-        assert_eq!(verify(secret.expose(), &header, body, 2_000, 300), Err(VerifyError::Stale(1_000)));
-        assert_eq!(verify(Secret::generate().expose(), &header, body, 1_010, 300), Err(VerifyError::Mismatch));
-        assert_eq!(verify(secret.expose(), "v1=00", body, 1_000, 300), Err(VerifyError::Malformed));
+        assert_eq!(
+            verify(
+                secret.expose(),
+                &header,
+                br#"{"event":"failed"}"#,
+                1_010,
+                300
+            ),
+            Err(VerifyError::Mismatch)
+        );
+        assert_eq!(
+            verify(secret.expose(), &header, body, 2_000, 300),
+            Err(VerifyError::Stale(1_000))
+        );
+        assert_eq!(
+            verify(Secret::generate().expose(), &header, body, 1_010, 300),
+            Err(VerifyError::Mismatch)
+        );
+        assert_eq!(
+            verify(secret.expose(), "v1=00", body, 1_000, 300),
+            Err(VerifyError::Malformed)
+        );
         // A replay with a new timestamp but the old signature fails: the timestamp is signed.
         let v1 = header.split("v1=").nth(1).expect("v1");
-        assert_eq!(verify(secret.expose(), &format!("t=1500,v1={v1}"), body, 1_500, 300), Err(VerifyError::Mismatch));
+        assert_eq!(
+            verify(
+                secret.expose(),
+                &format!("t=1500,v1={v1}"),
+                body,
+                1_500,
+                300
+            ),
+            Err(VerifyError::Mismatch)
+        );
     }
 
     #[test]
@@ -305,13 +394,29 @@ mod tests {
         assert_eq!(mac_hex("Jefe", 0, b"").len(), 64);
         let mut mac = Hmac::<Sha256>::new_from_slice(b"Jefe").expect("key");
         mac.update(b"what do ya want for nothing?");
-        let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            hex,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
         // And ours is that MAC over "<t>.<body>".
         let mut mac = Hmac::<Sha256>::new_from_slice(b"k").expect("key");
         mac.update(b"42.{}");
-        let expected: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(signature_header(&Secret("k".into()), 42, b"{}"), format!("t=42,v1={expected}"));
+        let expected: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            signature_header(&Secret("k".into()), 42, b"{}"),
+            format!("t=42,v1={expected}")
+        );
     }
 
     #[test]
@@ -343,7 +448,14 @@ mod tests {
             let e = check_url(bad, &strict, false).expect_err(bad);
             assert!(e.contains(why), "{bad}: {e}");
         }
-        assert!(check_url(&format!("http://h.example.com/{}", "a".repeat(MAX_URL_BYTES)), &strict, false).is_err());
+        assert!(
+            check_url(
+                &format!("http://h.example.com/{}", "a".repeat(MAX_URL_BYTES)),
+                &strict,
+                false
+            )
+            .is_err()
+        );
         // allow_private opens loopback and private networks, never the daemon or metadata.
         let open = policy(true);
         assert!(check_url("http://127.0.0.1:9000/hook", &open, false).is_ok());
@@ -355,7 +467,11 @@ mod tests {
 
     #[test]
     fn a_daemon_listening_everywhere_is_its_own_api_at_any_address_with_its_port() {
-        let everywhere = AddressPolicy { allow_private: true, own: vec!["0.0.0.0:7070".parse().expect("addr")], own_host_port: None };
+        let everywhere = AddressPolicy {
+            allow_private: true,
+            own: vec!["0.0.0.0:7070".parse().expect("addr")],
+            own_host_port: None,
+        };
         assert!(address_problem(&everywhere, "10.0.0.5:7070".parse().expect("addr")).is_some());
         assert!(address_problem(&everywhere, "10.0.0.5:8080".parse().expect("addr")).is_none());
         assert!(address_problem(&everywhere, "8.8.8.8:443".parse().expect("addr")).is_none());
@@ -366,7 +482,13 @@ mod tests {
         let strict = policy(false);
         let e = resolve_allowed(&strict, "localhost", 9000).expect_err("loopback");
         assert!(e.contains("allow_private"), "{e}");
-        assert!(resolve_allowed(&policy(true), "localhost", 9000).is_ok_and(|a| a.iter().all(|a| a.ip().is_loopback())));
-        assert!(resolve_allowed(&policy(true), "localhost", 7070).is_err(), "the daemon's own port on loopback");
+        assert!(
+            resolve_allowed(&policy(true), "localhost", 9000)
+                .is_ok_and(|a| a.iter().all(|a| a.ip().is_loopback()))
+        );
+        assert!(
+            resolve_allowed(&policy(true), "localhost", 7070).is_err(),
+            "the daemon's own port on loopback"
+        );
     }
 }

@@ -53,7 +53,11 @@ impl Receiver {
                 std::thread::spawn(move || serve(stream, &a, &r));
             }
         });
-        Receiver { url, answer, received }
+        Receiver {
+            url,
+            answer,
+            received,
+        }
     }
 
     /// Answers `answer` from now on.
@@ -74,7 +78,11 @@ impl Receiver {
             if got.len() >= n {
                 return got;
             }
-            assert!(Instant::now() < deadline, "the receiver got {} requests, not {n}: {got:?}", got.len());
+            assert!(
+                Instant::now() < deadline,
+                "the receiver got {} requests, not {n}: {got:?}",
+                got.len()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -102,12 +110,18 @@ fn serve(stream: TcpStream, answer: &Mutex<Answer>, received: &Mutex<Vec<Receive
                 headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
             }
         }
-        let length: usize = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+        let length: usize = headers
+            .get("content-length")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0);
         let mut body = vec![0; length];
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        received.lock().expect("lock").push(Received { headers, body: String::from_utf8_lossy(&body).into_owned() });
+        received.lock().expect("lock").push(Received {
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
         let now = *answer.lock().expect("lock");
         match now {
             Answer::Status(code) => {

@@ -39,7 +39,10 @@
 use crate::descriptor::{DaemonSupport, Descriptor, Family};
 use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
-use arbiter_model::{Assignment, Decision, IterationStages, JobId, JobSpec, NodeId, PendingReason, Placement, SimTime};
+use arbiter_model::{
+    Assignment, Decision, IterationStages, JobId, JobSpec, NodeId, PendingReason, Placement,
+    SimTime,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `antman`.
@@ -73,7 +76,11 @@ enum Class {
 
 impl Class {
     fn of(spec: &JobSpec) -> Self {
-        if spec.priority == 0 { Class::Guaranteed } else { Class::Opportunistic }
+        if spec.priority == 0 {
+            Class::Guaranteed
+        } else {
+            Class::Opportunistic
+        }
     }
 }
 
@@ -138,12 +145,16 @@ impl AntMan {
 
     /// GPUs of `node` no guaranteed job holds or reserves, in index order.
     fn free_for_guaranteed(&self, node: usize) -> Vec<usize> {
-        self.node_gpus(node).filter(|&g| self.holder[g].is_none()).collect()
+        self.node_gpus(node)
+            .filter(|&g| self.holder[g].is_none())
+            .collect()
     }
 
     /// Releases a job that left (finished).
     fn release(&mut self, id: JobId) {
-        let Some(t) = self.jobs.remove(&id) else { return };
+        let Some(t) = self.jobs.remove(&id) else {
+            return;
+        };
         let amount = match t.class {
             Class::Guaranteed => GUARANTEED_UTIL,
             Class::Opportunistic => OPPORTUNISTIC_UTIL,
@@ -221,11 +232,18 @@ impl AntMan {
         // Larger than a node: whole free nodes, first in index order, kept even when too few.
         let whole = remaining / per_node;
         let part = remaining % per_node;
-        let full: Vec<usize> =
-            (0..self.nodes()).filter(|&n| self.node_gpus(n).len() >= per_node && self.free_for_guaranteed(n).len() >= per_node).take(whole).collect();
+        let full: Vec<usize> = (0..self.nodes())
+            .filter(|&n| {
+                self.node_gpus(n).len() >= per_node && self.free_for_guaranteed(n).len() >= per_node
+            })
+            .take(whole)
+            .collect();
         // The remainder (not in Muri's traces): one more node with room for it, all or nothing.
         let rest = if part > 0 {
-            (0..self.nodes()).filter(|n| !full.contains(n)).map(|n| self.free_for_guaranteed(n)).find(|f| f.len() >= part)
+            (0..self.nodes())
+                .filter(|n| !full.contains(n))
+                .map(|n| self.free_for_guaranteed(n))
+                .find(|f| f.len() >= part)
         } else {
             None
         };
@@ -259,12 +277,18 @@ impl AntMan {
 
     /// Places opportunistic job `id` on the `gang` least-used GPUs below the threshold.
     fn try_opportunistic(&mut self, id: JobId, gang: u32) -> bool {
-        let mut candidates: Vec<usize> = (0..self.util.len()).filter(|&g| self.util[g] < OPPORTUNISTIC_BELOW).collect();
+        let mut candidates: Vec<usize> = (0..self.util.len())
+            .filter(|&g| self.util[g] < OPPORTUNISTIC_BELOW)
+            .collect();
         if candidates.len() < gang as usize {
             return false;
         }
         // Python's stable sort by value (-0.0 equals 0.0).
-        candidates.sort_by(|&a, &b| self.util[a].partial_cmp(&self.util[b]).unwrap_or(std::cmp::Ordering::Equal));
+        candidates.sort_by(|&a, &b| {
+            self.util[a]
+                .partial_cmp(&self.util[b])
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         candidates.truncate(gang as usize);
         for &g in &candidates {
             self.util[g] += OPPORTUNISTIC_UTIL;
@@ -307,11 +331,21 @@ impl AntMan {
 /// computes, CPU while it does I/O and GPU, GPU while it does I/O and CPU) times the co-runner's
 /// iteration time; twice its own next to another opportunistic job. The largest wins.
 /// `None` stages (not a Muri trace) count as an opportunistic co-runner.
-pub fn opportunistic_iteration_s(own_iteration_s: f64, own: Option<IterationStages>, co_runners: &[CoRunner]) -> f64 {
+pub fn opportunistic_iteration_s(
+    own_iteration_s: f64,
+    own: Option<IterationStages>,
+    co_runners: &[CoRunner],
+) -> f64 {
     let mut iteration_s = own_iteration_s;
     for c in co_runners {
         let squeezed = match (c, own) {
-            (CoRunner::Guaranteed { stages, iteration_s: c_iteration_s }, Some(t)) => squeeze(t, *stages).map(|iters| iters * c_iteration_s),
+            (
+                CoRunner::Guaranteed {
+                    stages,
+                    iteration_s: c_iteration_s,
+                },
+                Some(t),
+            ) => squeeze(t, *stages).map(|iters| iters * c_iteration_s),
             _ => None,
         };
         iteration_s = iteration_s.max(squeezed.unwrap_or(own_iteration_s * 2.0));
@@ -369,30 +403,53 @@ impl Policy for AntMan {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, _now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        _now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         self.layout(view);
         let total = self.util.len();
-        let per_node = view.cluster.nodes.iter().map(|n| n.gpus as usize).max().unwrap_or(0);
+        let per_node = view
+            .cluster
+            .nodes
+            .iter()
+            .map(|n| n.gpus as usize)
+            .max()
+            .unwrap_or(0);
         // Jobs that left since the last point give their GPUs back, in Muri's runnable order.
         let mut present = vec![false; view.specs.len()];
         for j in view.jobs {
             present[j.id.index()] = true;
         }
-        let mut gone: Vec<(Class, SimTime, JobId)> =
-            self.jobs.iter().filter(|(id, _)| !present.get(id.index()).copied().unwrap_or(false)).map(|(id, t)| (t.class, t.submit, *id)).collect();
+        let mut gone: Vec<(Class, SimTime, JobId)> = self
+            .jobs
+            .iter()
+            .filter(|(id, _)| !present.get(id.index()).copied().unwrap_or(false))
+            .map(|(id, t)| (t.class, t.submit, *id))
+            .collect();
         gone.sort();
         for (_, _, id) in gone {
             self.release(id);
         }
         // Muri's order: guaranteed first, then submission, then id; every waiting job is tried.
-        let mut order: Vec<(Class, SimTime, JobId, u32)> = view.jobs.iter().map(|j| (Class::of(view.spec(j)), j.submit, j.id, j.gpus)).collect();
+        let mut order: Vec<(Class, SimTime, JobId, u32)> = view
+            .jobs
+            .iter()
+            .map(|j| (Class::of(view.spec(j)), j.submit, j.id, j.gpus))
+            .collect();
         // The ids make the keys unique: an unstable sort gives the same order.
         order.sort_unstable();
         let mut decision = Decision::default();
         // Whether a guaranteed job could get any GPU, and how many GPUs an opportunistic one
         // could use: once both are nothing, an attempt changes nothing and fails (thousands of
         // jobs wait at every point of Muri's big traces), so it is not made.
-        let room = |me: &Self| (me.holder.iter().any(Option::is_none), me.util.iter().filter(|&&u| u < OPPORTUNISTIC_BELOW).count());
+        let room = |me: &Self| {
+            (
+                me.holder.iter().any(Option::is_none),
+                me.util.iter().filter(|&&u| u < OPPORTUNISTIC_BELOW).count(),
+            )
+        };
         let (mut guaranteed_room, mut opportunistic_room) = room(self);
         for &(class, submit, id, gang) in &order {
             if self.jobs.get(&id).is_some_and(|t| t.remaining == 0) {
@@ -410,7 +467,13 @@ impl Policy for AntMan {
                 decision.pending.push((id, PendingReason::InsufficientGpus));
                 continue;
             }
-            self.jobs.entry(id).or_insert(Tracked { class, gpus: Vec::new(), remaining: gang, last_node: None, submit });
+            self.jobs.entry(id).or_insert(Tracked {
+                class,
+                gpus: Vec::new(),
+                remaining: gang,
+                last_node: None,
+                submit,
+            });
             let placed = match class {
                 Class::Guaranteed => self.try_guaranteed(id, gang, per_node),
                 Class::Opportunistic => self.try_opportunistic(id, gang),
@@ -441,7 +504,12 @@ impl Policy for AntMan {
                             match (other.class, o_spec.stages, o_spec.iteration_s) {
                                 // A partial reservation does not run: it does not slow anyone.
                                 (Class::Guaranteed, _, _) if other.remaining > 0 => None,
-                                (Class::Guaranteed, Some(stages), Some(iteration_s)) => Some(CoRunner::Guaranteed { stages, iteration_s }),
+                                (Class::Guaranteed, Some(stages), Some(iteration_s)) => {
+                                    Some(CoRunner::Guaranteed {
+                                        stages,
+                                        iteration_s,
+                                    })
+                                }
                                 _ => Some(CoRunner::Other),
                             }
                         })
@@ -449,8 +517,21 @@ impl Policy for AntMan {
                     let iteration_s = opportunistic_iteration_s(own_s, spec.stages, &co);
                     // Its GPUs a running guaranteed job holds (a partial reservation holds none
                     // yet: the engine has those GPUs free).
-                    let on_held = t.gpus.iter().filter(|&&g| self.holder[g].and_then(|h| self.jobs.get(&h)).is_some_and(|h| h.remaining == 0)).count() as u32;
-                    decision.run.push(Assignment::guest(id, placement, own_s / iteration_s, on_held));
+                    let on_held = t
+                        .gpus
+                        .iter()
+                        .filter(|&&g| {
+                            self.holder[g]
+                                .and_then(|h| self.jobs.get(&h))
+                                .is_some_and(|h| h.remaining == 0)
+                        })
+                        .count() as u32;
+                    decision.run.push(Assignment::guest(
+                        id,
+                        placement,
+                        own_s / iteration_s,
+                        on_held,
+                    ));
                 }
             }
         }

@@ -32,9 +32,9 @@
 //! artifact's users declare them.
 
 use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
+use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
 use crate::mechanisms::placement::Placing;
-use crate::{order_key, Policy, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{ActiveJob, Decision, JobId, JobSpec, SimDuration, SimTime};
 use plan::PlanOption;
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,7 +76,14 @@ pub struct ChronusConfig {
 
 impl Default for ChronusConfig {
     fn default() -> Self {
-        ChronusConfig { lease_s: 1200.0, margin: 1.1, later_options: false, mip_node_limit: 200, mip_time_limit_s: None, mip_max_binaries: 4000 }
+        ChronusConfig {
+            lease_s: 1200.0,
+            margin: 1.1,
+            later_options: false,
+            mip_node_limit: 200,
+            mip_time_limit_s: None,
+            mip_max_binaries: 4000,
+        }
     }
 }
 
@@ -85,7 +92,11 @@ impl Default for ChronusConfig {
 enum Standing {
     /// Its deadline is guaranteed: `gpus` GPUs reserved in these leases (absolute lease
     /// indices), for the option ending at `deadline`.
-    Admitted { leases: BTreeSet<u64>, deadline: SimTime, gpus: u32 },
+    Admitted {
+        leases: BTreeSet<u64>,
+        deadline: SimTime,
+        gpus: u32,
+    },
     /// Not guaranteed: runs on spare GPUs only.
     Refused,
 }
@@ -117,12 +128,28 @@ impl Chronus {
     /// Chronus with `config`, placing with `options`' strategy.
     pub fn new(config: ChronusConfig, options: GreedyOptions) -> Result<Self, PolicyError> {
         if !(config.lease_s.is_finite() && config.lease_s >= 1.0) {
-            return Err(PolicyError::Config(format!("chronus needs a lease of at least 1 s, got {}", config.lease_s)));
+            return Err(PolicyError::Config(format!(
+                "chronus needs a lease of at least 1 s, got {}",
+                config.lease_s
+            )));
         }
         if !(config.margin.is_finite() && config.margin >= 1.0) {
-            return Err(PolicyError::Config(format!("chronus' run-time margin must be >= 1, got {}", config.margin)));
+            return Err(PolicyError::Config(format!(
+                "chronus' run-time margin must be >= 1, got {}",
+                config.margin
+            )));
         }
-        Ok(Chronus { config, options: GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options }, standing: BTreeMap::new(), reserved: BTreeMap::new(), lease: None })
+        Ok(Chronus {
+            config,
+            options: GreedyOptions {
+                preemptive: true,
+                head_of_line_blocking: false,
+                ..options
+            },
+            standing: BTreeMap::new(),
+            reserved: BTreeMap::new(),
+            lease: None,
+        })
     }
 
     fn lease_of(&self, t: SimTime) -> u64 {
@@ -137,7 +164,14 @@ impl Chronus {
     }
 
     /// `needed` leases from `first` through `last`, as late as possible, with `gpus` free.
-    fn latest_free(&self, first: u64, last: u64, needed: u64, gpus: u32, capacity: u32) -> Option<BTreeSet<u64>> {
+    fn latest_free(
+        &self,
+        first: u64,
+        last: u64,
+        needed: u64,
+        gpus: u32,
+        capacity: u32,
+    ) -> Option<BTreeSet<u64>> {
         if needed == 0 {
             return Some(BTreeSet::new());
         }
@@ -161,7 +195,9 @@ impl Chronus {
     /// Admission of a job seen for the first time, by the greedy test: the first of its deadline
     /// options that its reservations fit before, as late as possible, around the promises made.
     fn admit(&mut self, spec: &JobSpec, now: SimTime, capacity: u32) -> Admission {
-        let Some(needed) = self.leases_needed(spec, spec.run_time_s) else { return Admission::Impossible };
+        let Some(needed) = self.leases_needed(spec, spec.run_time_s) else {
+            return Admission::Impossible;
+        };
         let next = self.lease_of(now) + 1;
         let mut impossible = true;
         for (deadline, option) in self.options_of(spec, false) {
@@ -174,7 +210,14 @@ impl Chronus {
                 for l in &leases {
                     *self.reserved.entry(*l).or_insert(0) += spec.gpus;
                 }
-                self.standing.insert(spec.id, Standing::Admitted { leases, deadline, gpus: spec.gpus });
+                self.standing.insert(
+                    spec.id,
+                    Standing::Admitted {
+                        leases,
+                        deadline,
+                        gpus: spec.gpus,
+                    },
+                );
                 return Admission::Admitted;
             }
         }
@@ -193,12 +236,36 @@ impl Chronus {
     /// The deadline options a job may be guaranteed, with the last lease ending by each: its
     /// first only (the artifact), or all of them with `later_options` (or `all`).
     fn options_of(&self, spec: &JobSpec, all: bool) -> Vec<(SimTime, PlanOption)> {
-        let Some(first) = spec.deadline else { return Vec::new() };
-        let Some(best) = spec.deadline_options.first().filter(|o| o.value > 0.0) else {
-            return vec![(first, PlanOption { last_lease: self.last_lease_by(first), value: 1.0 })];
+        let Some(first) = spec.deadline else {
+            return Vec::new();
         };
-        let take = if all || self.config.later_options { spec.deadline_options.len() } else { 1 };
-        spec.deadline_options.iter().take(take).map(|o| (o.deadline, PlanOption { last_lease: self.last_lease_by(o.deadline), value: o.value / best.value })).collect()
+        let Some(best) = spec.deadline_options.first().filter(|o| o.value > 0.0) else {
+            return vec![(
+                first,
+                PlanOption {
+                    last_lease: self.last_lease_by(first),
+                    value: 1.0,
+                },
+            )];
+        };
+        let take = if all || self.config.later_options {
+            spec.deadline_options.len()
+        } else {
+            1
+        };
+        spec.deadline_options
+            .iter()
+            .take(take)
+            .map(|o| {
+                (
+                    o.deadline,
+                    PlanOption {
+                        last_lease: self.last_lease_by(o.deadline),
+                        value: o.value / best.value,
+                    },
+                )
+            })
+            .collect()
     }
 
     fn release(&mut self, leases: &BTreeSet<u64>, gpus: u32) {
@@ -227,7 +294,11 @@ impl Policy for Chronus {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let capacity = view.cluster.total_gpus();
         let lease = self.lease_of(now);
         let boundary = self.lease.is_none_or(|l| lease > l);
@@ -251,7 +322,14 @@ impl Policy for Chronus {
                     Some(true) => {
                         if self.admit(spec, now, capacity) != Admission::Admitted {
                             let deadline = spec.deadline.unwrap_or(SimTime::ZERO);
-                            self.standing.insert(j.id, Standing::Admitted { leases: BTreeSet::new(), deadline, gpus: spec.gpus });
+                            self.standing.insert(
+                                j.id,
+                                Standing::Admitted {
+                                    leases: BTreeSet::new(),
+                                    deadline,
+                                    gpus: spec.gpus,
+                                },
+                            );
                             restored_behind = true;
                         }
                         continue;
@@ -321,13 +399,25 @@ impl Policy for Chronus {
             let spec = view.spec(j);
             let remaining = j.remaining_s_at(now);
             match standing.get(&j.id) {
-                Some(Standing::Admitted { leases, .. }) if leases.contains(&lease) => (0, u64::MAX - u64::from(spec.gpus), 0, j.id.0),
+                Some(Standing::Admitted { leases, .. }) if leases.contains(&lease) => {
+                    (0, u64::MAX - u64::from(spec.gpus), 0, j.id.0)
+                }
                 _ if !boundary && j.is_running() => (1, 0, 0, j.id.0),
                 Some(Standing::Admitted { deadline, .. }) => {
                     let slack = deadline.as_secs_f64() - now.as_secs_f64() - remaining;
-                    (3, order_key((slack.max(0.0) + 1.0) * f64::from(spec.gpus)), j.submit.as_ms(), j.id.0)
+                    (
+                        3,
+                        order_key((slack.max(0.0) + 1.0) * f64::from(spec.gpus)),
+                        j.submit.as_ms(),
+                        j.id.0,
+                    )
                 }
-                _ => (2, order_key(remaining * f64::from(spec.gpus)), j.submit.as_ms(), j.id.0),
+                _ => (
+                    2,
+                    order_key(remaining * f64::from(spec.gpus)),
+                    j.submit.as_ms(),
+                    j.id.0,
+                ),
             }
         };
         let mut decision = schedule_in_order(view, now, self.options, key);
@@ -335,7 +425,8 @@ impl Policy for Chronus {
         // The next boundary, while anything runs (with nothing running, every waiting job is one
         // the cluster cannot hold, and nothing will change).
         let next = SimTime::from_secs_f64((lease + 1) as f64 * self.config.lease_s);
-        decision.wake_at = (!decision.run.is_empty()).then_some(next.max(now + SimDuration::from_ms(1)));
+        decision.wake_at =
+            (!decision.run.is_empty()).then_some(next.max(now + SimDuration::from_ms(1)));
         Ok(decision)
     }
 

@@ -9,7 +9,9 @@
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::{Policy, PolicyError, SchedulerView};
-use arbiter_model::{ActiveJob, Assignment, Decision, JobId, PendingReason, Placement, SimDuration, SimTime};
+use arbiter_model::{
+    ActiveJob, Assignment, Decision, JobId, PendingReason, Placement, SimDuration, SimTime,
+};
 
 /// `fifo-backfill`.
 pub const DESCRIPTOR: Descriptor = Descriptor::new("fifo-backfill", Family::Events, "FIFO with EASY backfilling (Lifka'95; Slurm's backfill)")
@@ -46,7 +48,11 @@ impl Policy for FifoBackfill {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let mut placer = Placer::new(view.cluster, self.strategy);
         let mut decision = Decision::default();
         // Every job that will hold GPUs after this decision: (end time, id, placement).
@@ -56,7 +62,9 @@ impl Policy for FifoBackfill {
             match job.placement() {
                 Some(placement) => {
                     placer.take(placement);
-                    decision.run.push(Assignment::exclusive(job.id, placement.clone()));
+                    decision
+                        .run
+                        .push(Assignment::exclusive(job.id, placement.clone()));
                     holders.push((finish_time(job, now), job.id, placement.clone()));
                 }
                 None => pending.push(index),
@@ -89,14 +97,19 @@ impl Policy for FifoBackfill {
             }
             let mut trial = placer.clone();
             let Ok(placement) = trial.place(spec, job.pending_since, now) else {
-                decision.pending.push((job.id, PendingReason::InsufficientGpus));
+                decision
+                    .pending
+                    .push((job.id, PendingReason::InsufficientGpus));
                 continue;
             };
             let ends = finish_time(job, now);
             let harmless = ends <= res.shadow || {
                 let mut future = res.future.clone();
                 let head = &view.jobs[res.head];
-                future.take(&placement) && future.place(view.spec(head), head.pending_since, res.shadow).is_ok()
+                future.take(&placement)
+                    && future
+                        .place(view.spec(head), head.pending_since, res.shadow)
+                        .is_ok()
             };
             if harmless {
                 if ends > res.shadow {
@@ -105,7 +118,9 @@ impl Policy for FifoBackfill {
                 placer = trial;
                 decision.run.push(Assignment::exclusive(job.id, placement));
             } else {
-                decision.pending.push((job.id, PendingReason::WouldDelayReservation));
+                decision
+                    .pending
+                    .push((job.id, PendingReason::WouldDelayReservation));
             }
         }
         Ok(decision)
@@ -131,8 +146,16 @@ fn reserve<'a>(
     let spec = view.spec(job);
     for (end, _, placement) in holders.iter() {
         future.give_back(placement);
-        if future.clone().place(spec, job.pending_since, (*end).max(now)).is_ok() {
-            return Some(Reservation { shadow: *end, future, head });
+        if future
+            .clone()
+            .place(spec, job.pending_since, (*end).max(now))
+            .is_ok()
+        {
+            return Some(Reservation {
+                shadow: *end,
+                future,
+                head,
+            });
         }
     }
     None

@@ -3,26 +3,42 @@
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
 use crate::mechanisms::placement::Placing;
-use crate::{order_key, Policy, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{Decision, SimTime};
 
 /// `fifo`.
-pub const FIFO: Descriptor = Descriptor::new("fifo", Family::Events, "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)")
-    .aliases(&["yarn-cs"])
-    .paper("baseline in the Philly and Tiresias papers")
-    .detail("strict FIFO with head-of-line blocking (YARN-CS); non-preemptive");
+pub const FIFO: Descriptor = Descriptor::new(
+    "fifo",
+    Family::Events,
+    "strict FIFO, head-of-line blocking (YARN-CS, as in the Philly and Tiresias papers)",
+)
+.aliases(&["yarn-cs"])
+.paper("baseline in the Philly and Tiresias papers")
+.detail("strict FIFO with head-of-line blocking (YARN-CS); non-preemptive");
 /// `sjf`.
-pub const SJF: Descriptor = Descriptor::new("sjf", Family::Events, "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)")
-    .paper("baseline in Helios (SC'21)")
-    .detail("shortest job first by trace duration (oracle); non-preemptive, fit-first");
+pub const SJF: Descriptor = Descriptor::new(
+    "sjf",
+    Family::Events,
+    "shortest job first by trace duration, non-preemptive (oracle baseline in Helios)",
+)
+.paper("baseline in Helios (SC'21)")
+.detail("shortest job first by trace duration (oracle); non-preemptive, fit-first");
 /// `srtf`.
-pub const SRTF: Descriptor = Descriptor::new("srtf", Family::Events, "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)")
-    .paper("Tiresias (NSDI'19), Muri (SIGCOMM'22)")
-    .detail("shortest remaining time first (oracle); preemptive");
+pub const SRTF: Descriptor = Descriptor::new(
+    "srtf",
+    Family::Events,
+    "shortest remaining time first, preemptive (oracle baseline in Tiresias, Muri, Helios)",
+)
+.paper("Tiresias (NSDI'19), Muri (SIGCOMM'22)")
+.detail("shortest remaining time first (oracle); preemptive");
 /// `srsf`.
-pub const SRSF: Descriptor = Descriptor::new("srsf", Family::Events, "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)")
-    .paper("Tiresias, Muri")
-    .detail("shortest remaining service (remaining time × GPUs) first (oracle); preemptive");
+pub const SRSF: Descriptor = Descriptor::new(
+    "srsf",
+    Family::Events,
+    "shortest remaining service (time x GPUs) first, preemptive (Tiresias, Muri)",
+)
+.paper("Tiresias, Muri")
+.detail("shortest remaining service (remaining time × GPUs) first (oracle); preemptive");
 /// `edf`.
 pub const EDF: Descriptor = Descriptor::new("edf", Family::Events, "earliest deadline first, jobs without a deadline after (submission order); preemptive (baseline in Chronus, SoCC'21)")
     .paper("baseline in Chronus (SoCC'21)")
@@ -78,8 +94,17 @@ pub struct OrderedPolicy {
 impl OrderedPolicy {
     /// A policy with the classic switches for its order, placing as `placing` says.
     pub fn new(order: Order, placing: Placing) -> Self {
-        let preemptive = matches!(order, Order::ShortestRemainingTime | Order::ShortestRemainingService | Order::EarliestDeadline);
-        let options = GreedyOptions { preemptive, head_of_line_blocking: order == Order::Fifo, ..GreedyOptions::fit_first(placing) };
+        let preemptive = matches!(
+            order,
+            Order::ShortestRemainingTime
+                | Order::ShortestRemainingService
+                | Order::EarliestDeadline
+        );
+        let options = GreedyOptions {
+            preemptive,
+            head_of_line_blocking: order == Order::Fifo,
+            ..GreedyOptions::fit_first(placing)
+        };
         OrderedPolicy { order, options }
     }
 }
@@ -95,22 +120,33 @@ impl Policy for OrderedPolicy {
         }
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let decision = match self.order {
             Order::Fifo => schedule_changes_in_order(view, now, self.options, |j| j.submit),
-            Order::ShortestJob => {
-                schedule_changes_in_order(view, now, self.options, |j| order_key(view.spec(j).run_time_s))
-            }
-            Order::ShortestRemainingTime => {
-                schedule_changes_in_order(view, now, self.options, |j| order_key(j.remaining_s_at(now)))
-            }
-            Order::ShortestRemainingService => schedule_changes_in_order(view, now, self.options, |j| {
-                order_key(j.remaining_s_at(now) * j.gpus as f64)
+            Order::ShortestJob => schedule_changes_in_order(view, now, self.options, |j| {
+                order_key(view.spec(j).run_time_s)
             }),
-            // (deadline or none, submission): best-effort jobs after every job with a deadline.
-            Order::EarliestDeadline => {
-                schedule_changes_in_order(view, now, self.options, |j| (view.spec(j).deadline.map_or(u64::MAX, SimTime::as_ms), j.submit))
+            Order::ShortestRemainingTime => {
+                schedule_changes_in_order(view, now, self.options, |j| {
+                    order_key(j.remaining_s_at(now))
+                })
             }
+            Order::ShortestRemainingService => {
+                schedule_changes_in_order(view, now, self.options, |j| {
+                    order_key(j.remaining_s_at(now) * j.gpus as f64)
+                })
+            }
+            // (deadline or none, submission): best-effort jobs after every job with a deadline.
+            Order::EarliestDeadline => schedule_changes_in_order(view, now, self.options, |j| {
+                (
+                    view.spec(j).deadline.map_or(u64::MAX, SimTime::as_ms),
+                    j.submit,
+                )
+            }),
         };
         Ok(decision)
     }

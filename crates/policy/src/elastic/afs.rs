@@ -54,7 +54,11 @@ impl Policy for Afs {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let mut jobs: Vec<&ActiveJob> = view.jobs.iter().collect();
         jobs.sort_by_key(|j| j.id);
         let active: std::collections::BTreeSet<JobId> = jobs.iter().map(|j| j.id).collect();
@@ -78,31 +82,55 @@ impl Policy for Afs {
             }
             info.push((least, most, j.remaining_s_at(now)));
         }
-        let curves: Vec<&[f64]> = jobs.iter().map(|j| self.speeds.get(&j.id).map_or(&[][..], Vec::as_slice)).collect();
+        let curves: Vec<&[f64]> = jobs
+            .iter()
+            .map(|j| self.speeds.get(&j.id).map_or(&[][..], Vec::as_slice))
+            .collect();
         let throughput = |k: usize, n: u32| curves[k].get(n as usize).copied().unwrap_or(0.0);
         // Remaining time at count n (no GPUs, or a count that does not run: infinite).
         let rem = |k: usize, n: u32| {
             let t = throughput(k, n);
-            if n == 0 || t <= 0.0 { f64::INFINITY } else { info[k].2 / t }
+            if n == 0 || t <= 0.0 {
+                f64::INFINITY
+            } else {
+                info[k].2 / t
+            }
         };
         // The count after one more step: from zero to the least count, then by one.
         let next = |k: usize, n: u32| if n == 0 { info[k].0 } else { n + 1 };
         let mut count = vec![0u32; jobs.len()];
         let mut left = total;
-        let mut growing: Vec<usize> = (0..jobs.len()).filter(|&k| info[k].0 <= info[k].1 && info[k].1 > 0).collect();
+        let mut growing: Vec<usize> = (0..jobs.len())
+            .filter(|&k| info[k].0 <= info[k].1 && info[k].1 > 0)
+            .collect();
         while left > 0 {
             growing.retain(|&k| count[k] < info[k].1 && next(k, count[k]) - count[k] <= left);
-            let Some((&first, rest)) = growing.split_first() else { break };
+            let Some((&first, rest)) = growing.split_first() else {
+                break;
+            };
             let mut c = first;
             for &m in rest {
-                let (l, h) = if rem(m, count[m]) < rem(c, count[c]) { (m, c) } else { (c, m) };
+                let (l, h) = if rem(m, count[m]) < rem(c, count[c]) {
+                    (m, c)
+                } else {
+                    (c, m)
+                };
                 c = if count[l] == 0 {
-                    if rem(l, next(l, 0)) < rem(h, next(h, count[h])) { l } else { h }
+                    if rem(l, next(l, 0)) < rem(h, next(h, count[h])) {
+                        l
+                    } else {
+                        h
+                    }
                 } else {
                     let (nl, nh) = (count[l], count[h]);
-                    let gain_l = (throughput(l, next(l, nl)) - throughput(l, nl)) / throughput(l, nl);
+                    let gain_l =
+                        (throughput(l, next(l, nl)) - throughput(l, nl)) / throughput(l, nl);
                     let after_h = throughput(h, next(h, nh));
-                    let gain_h = if after_h > 0.0 { (after_h - throughput(h, nh)) / after_h } else { 0.0 };
+                    let gain_h = if after_h > 0.0 {
+                        (after_h - throughput(h, nh)) / after_h
+                    } else {
+                        0.0
+                    };
                     if gain_l > gain_h { l } else { h }
                 };
             }
@@ -110,11 +138,21 @@ impl Policy for Afs {
             count[c] += step;
             left -= step;
         }
-        let mut counts: Vec<_> = (0..jobs.len()).filter(|&k| count[k] > 0).map(|k| (jobs[k].id, count[k])).collect();
+        let mut counts: Vec<_> = (0..jobs.len())
+            .filter(|&k| count[k] > 0)
+            .map(|k| (jobs[k].id, count[k]))
+            .collect();
         counts.sort_by_key(|(_, gpus)| *gpus);
         let run = place_counts(view.cluster, &jobs, &counts);
-        let pending = (0..jobs.len()).filter(|&k| count[k] == 0).map(|k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
-        Ok(Decision { run, pending, ..Decision::default() })
+        let pending = (0..jobs.len())
+            .filter(|&k| count[k] == 0)
+            .map(|k| (jobs[k].id, PendingReason::InsufficientGpus))
+            .collect();
+        Ok(Decision {
+            run,
+            pending,
+            ..Decision::default()
+        })
     }
 }
 
@@ -144,36 +182,70 @@ mod tests {
 
     fn elastic(id: u32, work_s: f64, curve: Vec<f64>) -> arbiter_model::JobSpec {
         let mut s = spec_with(id, 0, 1, work_s);
-        s.elastic = Some(GpuRange { min: 1, max: curve.len() as u32 - 1 });
+        s.elastic = Some(GpuRange {
+            min: 1,
+            max: curve.len() as u32 - 1,
+        });
         s.scaling = Some(Scaling(Arc::new(Curve(curve))));
         s
     }
 
     fn counts(specs: &[arbiter_model::JobSpec], gpus: u32) -> Vec<u32> {
         let cluster = cluster(1, gpus);
-        let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
-        let d = Afs::default().schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs, current: None }, SimTime::ZERO).expect("ok");
-        specs.iter().map(|s| d.run.iter().find(|a| a.job == s.id).map_or(0, |a| a.placement.gpus())).collect()
+        let jobs: Vec<_> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s))
+            .collect();
+        let d = Afs::default()
+            .schedule(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs,
+                    current: None,
+                },
+                SimTime::ZERO,
+            )
+            .expect("ok");
+        specs
+            .iter()
+            .map(|s| {
+                d.run
+                    .iter()
+                    .find(|a| a.job == s.id)
+                    .map_or(0, |a| a.placement.gpus())
+            })
+            .collect()
     }
 
     #[test]
     fn the_shorter_job_gets_the_gpu_when_its_relative_gain_is_larger() {
         // Short job l scales perfectly (gain 1→2: 100%); long job h barely (1→2: 10%, i.e.
         // 0.1/1.1 = 9% on the right). Third GPU: l at 2 → 3 gains 50% > h's 9%: l again.
-        let specs = [elastic(0, 100.0, vec![0.0, 1.0, 2.0, 3.0]), elastic(1, 1000.0, vec![0.0, 1.0, 1.1, 1.15])];
+        let specs = [
+            elastic(0, 100.0, vec![0.0, 1.0, 2.0, 3.0]),
+            elastic(1, 1000.0, vec![0.0, 1.0, 1.1, 1.15]),
+        ];
         assert_eq!(counts(&specs, 4), vec![3, 1]);
     }
 
     #[test]
     fn the_longer_job_gets_the_gpu_when_the_shorter_one_gains_less() {
         // l barely scales (1→2: 5%), h scales perfectly (1→2: 1/2 = 50% on the right): h.
-        let specs = [elastic(0, 100.0, vec![0.0, 1.0, 1.05, 1.06]), elastic(1, 1000.0, vec![0.0, 1.0, 2.0, 3.0])];
+        let specs = [
+            elastic(0, 100.0, vec![0.0, 1.0, 1.05, 1.06]),
+            elastic(1, 1000.0, vec![0.0, 1.0, 2.0, 3.0]),
+        ];
         assert_eq!(counts(&specs, 3), vec![1, 2]);
     }
 
     #[test]
     fn every_job_gets_a_first_gpu_shortest_first_before_any_gets_a_second() {
-        let specs = [elastic(0, 300.0, vec![0.0, 1.0, 2.0]), elastic(1, 100.0, vec![0.0, 1.0, 2.0]), elastic(2, 200.0, vec![0.0, 1.0, 2.0])];
+        let specs = [
+            elastic(0, 300.0, vec![0.0, 1.0, 2.0]),
+            elastic(1, 100.0, vec![0.0, 1.0, 2.0]),
+            elastic(2, 200.0, vec![0.0, 1.0, 2.0]),
+        ];
         assert_eq!(counts(&specs, 2), vec![0, 1, 1]);
         assert_eq!(counts(&specs, 3), vec![1, 1, 1]);
     }

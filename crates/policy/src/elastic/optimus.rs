@@ -35,7 +35,13 @@ pub fn build(_: Placing) -> Result<Optimus, PolicyError> {
 pub struct Optimus;
 
 /// Predicted seconds per iteration with `n` GPUs, and iterations left.
-fn predicted(spec: &JobSpec, job: &ActiveJob, n: u32, gpus_per_node: u32, now: SimTime) -> Option<f64> {
+fn predicted(
+    spec: &JobSpec,
+    job: &ActiveJob,
+    n: u32,
+    gpus_per_node: u32,
+    now: SimTime,
+) -> Option<f64> {
     match &spec.scaling {
         Some(s) => s.0.predicted_iteration_s(n, gpus_per_node),
         None => Some(1.0 / f64::from(n.max(1))),
@@ -47,7 +53,11 @@ fn remaining_iterations(spec: &JobSpec, job: &ActiveJob, now: SimTime) -> f64 {
     let left_s = job.remaining_s_at(now);
     match &spec.scaling {
         Some(s) => {
-            let done = if spec.run_time_s > 0.0 { (1.0 - left_s / spec.run_time_s).clamp(0.0, 1.0) } else { 1.0 };
+            let done = if spec.run_time_s > 0.0 {
+                (1.0 - left_s / spec.run_time_s).clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
             s.0.remaining_iterations(done).unwrap_or(left_s)
         }
         None => left_s,
@@ -59,7 +69,11 @@ impl Policy for Optimus {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let mut jobs: Vec<&ActiveJob> = view.jobs.iter().collect();
         jobs.sort_by_key(|j| j.id);
         let per_node = view.cluster.max_gpus_per_node();
@@ -75,7 +89,10 @@ impl Policy for Optimus {
             if n + 1 > most || left < 1 {
                 return 0.0;
             }
-            match (predicted(spec, jobs[k], n, per_node, now), predicted(spec, jobs[k], n + 1, per_node, now)) {
+            match (
+                predicted(spec, jobs[k], n, per_node, now),
+                predicted(spec, jobs[k], n + 1, per_node, now),
+            ) {
                 (Some(a), Some(b)) => a - b,
                 _ => 0.0,
             }
@@ -91,17 +108,35 @@ impl Policy for Optimus {
         }
         while left > 0 {
             // The first of the largest gains, in the order above.
-            let Some(&k) = order.iter().filter(|&&k| gain[k] > 0.0).reduce(|best, k| if gain[*k] > gain[*best] { k } else { best }) else { break };
+            let Some(&k) = order
+                .iter()
+                .filter(|&&k| gain[k] > 0.0)
+                .reduce(|best, k| if gain[*k] > gain[*best] { k } else { best })
+            else {
+                break;
+            };
             count[k] += 1;
             gain[k] = gain_of(k, count[k], left);
             left -= 1;
         }
         // Placed in ascending order of count (a stable sort: the order above among equals).
-        let mut counts: Vec<_> = order.iter().filter(|&&k| count[k] > 0).map(|&k| (jobs[k].id, count[k])).collect();
+        let mut counts: Vec<_> = order
+            .iter()
+            .filter(|&&k| count[k] > 0)
+            .map(|&k| (jobs[k].id, count[k]))
+            .collect();
         counts.sort_by_key(|(_, gpus)| *gpus);
         let run = place_counts(view.cluster, &jobs, &counts);
-        let pending = order.iter().filter(|&&k| count[k] == 0).map(|&k| (jobs[k].id, PendingReason::InsufficientGpus)).collect();
-        Ok(Decision { run, pending, ..Decision::default() })
+        let pending = order
+            .iter()
+            .filter(|&&k| count[k] == 0)
+            .map(|&k| (jobs[k].id, PendingReason::InsufficientGpus))
+            .collect();
+        Ok(Decision {
+            run,
+            pending,
+            ..Decision::default()
+        })
     }
 }
 
@@ -119,9 +154,27 @@ mod tests {
         for s in &mut specs {
             s.elastic = Some(GpuRange { min: 1, max: 4 });
         }
-        let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
-        let d = Optimus.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("ok");
-        let gpus = |id: u32| d.run.iter().find(|a| a.job == JobId(id)).map(|a| a.placement.gpus());
+        let jobs: Vec<_> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s))
+            .collect();
+        let d = Optimus
+            .schedule(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::ZERO,
+            )
+            .expect("ok");
+        let gpus = |id: u32| {
+            d.run
+                .iter()
+                .find(|a| a.job == JobId(id))
+                .map(|a| a.placement.gpus())
+        };
         // Gains: long 500 (1→2), then 166.7 (2→3) > short's 50; long gets all three extra.
         assert_eq!((gpus(0), gpus(1)), (Some(3), Some(1)));
     }
@@ -130,9 +183,25 @@ mod tests {
     fn more_jobs_than_gpus_leave_the_last_submitted_waiting() {
         let cluster = cluster(1, 2);
         let specs: Vec<_> = (0..3).map(|i| spec_with(i, 0, 1, 10.0)).collect();
-        let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s)).collect();
-        let d = Optimus.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("ok");
-        assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(0), JobId(1)]);
+        let jobs: Vec<_> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, s.run_time_s))
+            .collect();
+        let d = Optimus
+            .schedule(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::ZERO,
+            )
+            .expect("ok");
+        assert_eq!(
+            d.run.iter().map(|a| a.job).collect::<Vec<_>>(),
+            vec![JobId(0), JobId(1)]
+        );
         assert_eq!(d.pending, vec![(JobId(2), PendingReason::InsufficientGpus)]);
     }
 }

@@ -36,7 +36,9 @@ pub fn equal_share(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Allocation {
     let row: Vec<f64> = gpus_per_type.iter().map(|g| g / n).collect();
     let sum: f64 = row.iter().sum();
     let scale = if sum > 1.0 { 1.0 / sum } else { 1.0 };
-    jobs.iter().map(|_| row.iter().map(|x| x * scale).collect()).collect()
+    jobs.iter()
+        .map(|_| row.iter().map(|x| x * scale).collect())
+        .collect()
 }
 
 /// Max-min fairness (Gavel's `max_min_fairness` / `max_min_fairness_perf`, Tiresias' LAS in the
@@ -53,7 +55,11 @@ pub fn equal_share(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Allocation {
 ///
 /// Jobs off the bottleneck are not pushed to their best value: the interior-point solver returns
 /// a central point of the optimal face, as Gavel's ECOS/cvxpy setup does.
-pub fn max_min_fairness(jobs: &[AllocJob], gpus_per_type: &[f64], aware: bool) -> Result<Allocation, SolverError> {
+pub fn max_min_fairness(
+    jobs: &[AllocJob],
+    gpus_per_type: &[f64],
+    aware: bool,
+) -> Result<Allocation, SolverError> {
     solve_max_min(jobs, gpus_per_type, aware, &mut MaxMinMemo::default(), true)
 }
 
@@ -81,11 +87,22 @@ impl MaxMinMemo {
 /// solve a quarter faster. (The agnostic ones are degenerate — every class has the same
 /// throughput pattern — and their central point moves without it, by 0.04% of JCT; the same
 /// programs inside `hierarchical` move more: both keep it.)
-pub fn max_min_fairness_memo(jobs: &[AllocJob], gpus_per_type: &[f64], aware: bool, memo: &mut MaxMinMemo) -> Result<Allocation, SolverError> {
+pub fn max_min_fairness_memo(
+    jobs: &[AllocJob],
+    gpus_per_type: &[f64],
+    aware: bool,
+    memo: &mut MaxMinMemo,
+) -> Result<Allocation, SolverError> {
     solve_max_min(jobs, gpus_per_type, aware, memo, !aware)
 }
 
-fn solve_max_min(jobs: &[AllocJob], gpus_per_type: &[f64], aware: bool, memo: &mut MaxMinMemo, refine: bool) -> Result<Allocation, SolverError> {
+fn solve_max_min(
+    jobs: &[AllocJob],
+    gpus_per_type: &[f64],
+    aware: bool,
+    memo: &mut MaxMinMemo,
+    refine: bool,
+) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -94,14 +111,24 @@ fn solve_max_min(jobs: &[AllocJob], gpus_per_type: &[f64], aware: bool, memo: &m
     // same optimum — averaging an optimal solution over each class keeps it feasible and every
     // job's value — and is far smaller when many jobs share a job type (2,048 jobs of Gavel's 26
     // types: 26 rows instead of 2,048).
-    let keys: Vec<(u64, u64, Vec<u64>)> =
-        jobs.iter().map(|job| job_class_key(&AllocJob { throughput: throughput_row(job, aware), ..job.clone() })).collect();
+    let keys: Vec<(u64, u64, Vec<u64>)> = jobs
+        .iter()
+        .map(|job| {
+            job_class_key(&AllocJob {
+                throughput: throughput_row(job, aware),
+                ..job.clone()
+            })
+        })
+        .collect();
     let (class_of_job, members) = group_by_key(keys.iter());
     let key: MemoKey = (
         aware,
         gpus_per_type.iter().map(|g| g.to_bits()).collect(),
         jobs.len(),
-        members.iter().map(|class| (keys[class[0]].clone(), class.len())).collect(),
+        members
+            .iter()
+            .map(|class| (keys[class[0]].clone(), class.len()))
+            .collect(),
     );
     let per_class = match memo.solved.get(&key) {
         Some(per_class) => per_class.clone(),
@@ -133,29 +160,59 @@ fn max_min_fairness_classes(
         .iter()
         .map(|class| {
             let job = &jobs[class[0]];
-            (0..m).map(|k| lp.add_var(0.0, if job.throughput[k] > 0.0 { f64::INFINITY } else { 0.0 })).collect()
+            (0..m)
+                .map(|k| {
+                    lp.add_var(
+                        0.0,
+                        if job.throughput[k] > 0.0 {
+                            f64::INFINITY
+                        } else {
+                            0.0
+                        },
+                    )
+                })
+                .collect()
         })
         .collect();
     for row in &x {
         lp.add_le(row.iter().map(|v| (*v, 1.0)).collect(), 1.0);
     }
     for (k, &gpus) in gpus_per_type.iter().enumerate() {
-        let row = members.iter().zip(&x).map(|(class, vars)| (vars[k], class.len() as f64 * jobs[class[0]].scale_factor));
+        let row = members
+            .iter()
+            .zip(&x)
+            .map(|(class, vars)| (vars[k], class.len() as f64 * jobs[class[0]].scale_factor));
         lp.add_le(row.collect(), gpus);
     }
     let t = lp.add_var(f64::NEG_INFINITY, f64::INFINITY);
     lp.add_objective(t, 1.0);
     for (c, class) in members.iter().enumerate() {
         let (j, job) = (class[0], &jobs[class[0]]);
-        let tput = |k: usize| if aware { job.throughput[k] } else if job.throughput[k] > 0.0 { 1.0 } else { 0.0 };
-        let isolated_tput: f64 = if aware { (0..m).map(|k| tput(k) * isolated[j][k]).sum() } else { 1.0 };
-        let scale = job.scale_factor / (job.weight.max(f64::MIN_POSITIVE) * isolated_tput.max(f64::MIN_POSITIVE));
+        let tput = |k: usize| {
+            if aware {
+                job.throughput[k]
+            } else if job.throughput[k] > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        };
+        let isolated_tput: f64 = if aware {
+            (0..m).map(|k| tput(k) * isolated[j][k]).sum()
+        } else {
+            1.0
+        };
+        let scale = job.scale_factor
+            / (job.weight.max(f64::MIN_POSITIVE) * isolated_tput.max(f64::MIN_POSITIVE));
         // t - Σ_k c_jk X_jk <= 0
         let mut row = vec![(t, 1.0)];
         row.extend((0..m).map(|k| (x[c][k], -tput(k) * scale)));
         lp.add_le(row, 0.0);
     }
-    let options = SolveOptions { iterative_refinement: refine, ..SolveOptions::default() };
+    let options = SolveOptions {
+        iterative_refinement: refine,
+        ..SolveOptions::default()
+    };
     let solution = lp.solve_with(&options)?;
     Ok(read_allocation(&solution, &x))
 }
@@ -163,7 +220,11 @@ fn max_min_fairness_classes(
 /// What makes two jobs interchangeable in an allocation program: scale factor, weight and
 /// throughputs, compared exactly.
 pub(crate) fn job_class_key(job: &AllocJob) -> (u64, u64, Vec<u64>) {
-    (job.scale_factor.to_bits(), job.weight.to_bits(), job.throughput.iter().map(|t| t.to_bits()).collect())
+    (
+        job.scale_factor.to_bits(),
+        job.weight.to_bits(),
+        job.throughput.iter().map(|t| t.to_bits()).collect(),
+    )
 }
 
 /// Groups items by key: each item's class, and each class's members, classes in order of first
@@ -193,7 +254,18 @@ pub struct JobProgress {
 }
 
 fn throughput_row(job: &AllocJob, aware: bool) -> Vec<f64> {
-    job.throughput.iter().map(|&t| if aware { t } else if t > 0.0 { 1.0 } else { 0.0 }).collect()
+    job.throughput
+        .iter()
+        .map(|&t| {
+            if aware {
+                t
+            } else if t > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 /// Minimum makespan (Gavel's `min_total_duration`): the smallest M such that every job can
@@ -205,13 +277,22 @@ fn throughput_row(job: &AllocJob, aware: bool) -> Vec<f64> {
 ///
 /// (R_j: remaining work at reference speed), plus the base constraints. Gavel bisects on M to a
 /// 5% gap; the LP gives the exact optimum. The agnostic form sets every T[j][k] = 1.
-pub fn min_makespan(jobs: &[AllocJob], progress: &[JobProgress], gpus_per_type: &[f64], aware: bool) -> Result<Allocation, SolverError> {
+pub fn min_makespan(
+    jobs: &[AllocJob],
+    progress: &[JobProgress],
+    gpus_per_type: &[f64],
+    aware: bool,
+) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
     let m = gpus_per_type.len();
     // Scale remaining work to at most 1 so s stays well conditioned.
-    let max_remaining = progress.iter().map(|p| p.remaining_s).fold(0.0, f64::max).max(1e-9);
+    let max_remaining = progress
+        .iter()
+        .map(|p| p.remaining_s)
+        .fold(0.0, f64::max)
+        .max(1e-9);
     let mut lp = LinearProgram::new(Direction::Maximise);
     let x = base_variables(&mut lp, jobs, gpus_per_type);
     let speed = lp.add_var(0.0, f64::INFINITY);
@@ -237,7 +318,12 @@ pub fn min_makespan(jobs: &[AllocJob], progress: &[JobProgress], gpus_per_type: 
 /// (Σ_k T X >= R_j / (ρ D_j − t_j), D_j the denominator), so the minimal ρ is found by bisection
 /// over feasibility LPs (to 0.1%), and X is the solution at that ρ. The agnostic form sets
 /// every T[j][k] = 1.
-pub fn finish_time_fairness(jobs: &[AllocJob], progress: &[JobProgress], gpus_per_type: &[f64], aware: bool) -> Result<Allocation, SolverError> {
+pub fn finish_time_fairness(
+    jobs: &[AllocJob],
+    progress: &[JobProgress],
+    gpus_per_type: &[f64],
+    aware: bool,
+) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -246,7 +332,10 @@ pub fn finish_time_fairness(jobs: &[AllocJob], progress: &[JobProgress], gpus_pe
     let rows: Vec<Vec<f64>> = jobs.iter().map(|j| throughput_row(j, aware)).collect();
     let denominators: Vec<f64> = (0..jobs.len())
         .map(|j| {
-            let iso: f64 = (0..m).map(|k| rows[j][k] * isolated[j][k]).sum::<f64>().max(1e-12);
+            let iso: f64 = (0..m)
+                .map(|k| rows[j][k] * isolated[j][k])
+                .sum::<f64>()
+                .max(1e-12);
             progress[j].since_arrival_s + progress[j].remaining_s / iso
         })
         .collect();
@@ -334,7 +423,11 @@ pub fn fifo_fractional(jobs: &[AllocJob], capacity: &[f64], aware: bool) -> Allo
     for (j, job) in jobs.iter().enumerate() {
         let mut types: Vec<usize> = (0..m).filter(|&k| job.throughput[k] > 0.0).collect();
         if aware {
-            types.sort_by(|a, b| job.throughput[*b].total_cmp(&job.throughput[*a]).then(a.cmp(b)));
+            types.sort_by(|a, b| {
+                job.throughput[*b]
+                    .total_cmp(&job.throughput[*a])
+                    .then(a.cmp(b))
+            });
         }
         let mut left: f64 = 1.0;
         for k in types {
@@ -379,25 +472,39 @@ pub fn hierarchical(
     }
     let m = gpus_per_type.len();
     let isolated = equal_share(jobs, gpus_per_type);
-    let members: Vec<Vec<usize>> = (0..tenant_weights.len()).map(|e| (0..jobs.len()).filter(|&j| tenant_of[j] == e).collect()).collect();
+    let members: Vec<Vec<usize>> = (0..tenant_weights.len())
+        .map(|e| (0..jobs.len()).filter(|&j| tenant_of[j] == e).collect())
+        .collect();
     // Each tenant's value as linear terms over X (variable index = j * m + k).
     let value_terms: Vec<Vec<(usize, f64)>> = (0..tenant_weights.len())
         .map(|e| {
             let mut terms = Vec::new();
             for &j in &members[e] {
                 let tput = throughput_row(&jobs[j], aware);
-                let iso: f64 = if aware { (0..m).map(|k| tput[k] * isolated[j][k]).sum::<f64>().max(1e-12) } else { 1.0 };
+                let iso: f64 = if aware {
+                    (0..m)
+                        .map(|k| tput[k] * isolated[j][k])
+                        .sum::<f64>()
+                        .max(1e-12)
+                } else {
+                    1.0
+                };
                 let scale = jobs[j].scale_factor / (tenant_weights[e].max(f64::MIN_POSITIVE) * iso);
                 terms.extend((0..m).map(|k| (j * m + k, tput[k] * scale)));
             }
             terms
         })
         .collect();
-    let active: Vec<usize> = (0..tenant_weights.len()).filter(|&e| !members[e].is_empty()).collect();
+    let active: Vec<usize> = (0..tenant_weights.len())
+        .filter(|&e| !members[e].is_empty())
+        .collect();
     let mut frozen: Vec<Option<f64>> = vec![None; tenant_weights.len()];
     // Builds the program: base constraints, frozen tenants at their level, the others at >= `floor`
     // (or >= t when `floor` is None, maximising t); `objective_tenant` maximises one tenant.
-    let solve = |frozen: &[Option<f64>], floor: Option<f64>, objective_tenant: Option<usize>| -> Result<(Allocation, f64), SolverError> {
+    let solve = |frozen: &[Option<f64>],
+                 floor: Option<f64>,
+                 objective_tenant: Option<usize>|
+     -> Result<(Allocation, f64), SolverError> {
         let mut lp = LinearProgram::new(Direction::Maximise);
         let x = base_variables(&mut lp, jobs, gpus_per_type);
         let var = |i: usize| x[i / m][i % m];
@@ -415,13 +522,18 @@ pub fn hierarchical(
             }
         }
         match objective_tenant {
-            Some(e) => value_terms[e].iter().for_each(|&(i, c)| lp.add_objective(var(i), c)),
+            Some(e) => value_terms[e]
+                .iter()
+                .for_each(|&(i, c)| lp.add_objective(var(i), c)),
             None if floor.is_none() => lp.add_objective(t, 1.0),
             None => {}
         }
         let solution = lp.solve()?;
         let value = match objective_tenant {
-            Some(e) => value_terms[e].iter().map(|&(i, c)| c * solution.value(var(i))).sum(),
+            Some(e) => value_terms[e]
+                .iter()
+                .map(|&(i, c)| c * solution.value(var(i)))
+                .sum(),
             None => solution.value(t),
         };
         Ok((read_allocation(&solution, &x), value))
@@ -437,7 +549,11 @@ pub fn hierarchical(
         }
         if newly.is_empty() {
             // Numerical safety: nobody can be shown to be a bottleneck; stop here.
-            newly = active.iter().copied().filter(|&e| frozen[e].is_none()).collect();
+            newly = active
+                .iter()
+                .copied()
+                .filter(|&e| frozen[e].is_none())
+                .collect();
         }
         for e in newly {
             frozen[e] = Some(level);
@@ -446,8 +562,21 @@ pub fn hierarchical(
     let (top, _) = solve(&frozen, Some(0.0), None)?;
     let mut result = vec![vec![0.0; m]; jobs.len()];
     for e in active {
-        let share: Vec<f64> = (0..m).map(|k| members[e].iter().map(|&j| jobs[j].scale_factor * top[j][k]).sum()).collect();
-        let tenant_jobs: Vec<AllocJob> = members[e].iter().map(|&j| AllocJob { weight: 1.0, ..jobs[j].clone() }).collect();
+        let share: Vec<f64> = (0..m)
+            .map(|k| {
+                members[e]
+                    .iter()
+                    .map(|&j| jobs[j].scale_factor * top[j][k])
+                    .sum()
+            })
+            .collect();
+        let tenant_jobs: Vec<AllocJob> = members[e]
+            .iter()
+            .map(|&j| AllocJob {
+                weight: 1.0,
+                ..jobs[j].clone()
+            })
+            .collect();
         let x = match inner {
             InnerPolicy::Fairness => max_min_fairness(&tenant_jobs, &share, aware)?,
             InnerPolicy::Fifo => fifo_fractional(&tenant_jobs, &share, aware),
@@ -500,11 +629,19 @@ pub fn min_cost(
 /// (X = 1) of one type with room for their GPUs — the fastest such type for the
 /// heterogeneity-aware form, the first in `type_order` otherwise — until the job at the head no
 /// longer fits anywhere (no job passes it).
-pub fn fifo(jobs: &[AllocJob], gpus_per_type: &[f64], aware: bool, type_order: &[usize]) -> Allocation {
+pub fn fifo(
+    jobs: &[AllocJob],
+    gpus_per_type: &[f64],
+    aware: bool,
+    type_order: &[usize],
+) -> Allocation {
     let mut free: Vec<f64> = gpus_per_type.to_vec();
     let mut x = vec![vec![0.0; gpus_per_type.len()]; jobs.len()];
     for (j, job) in jobs.iter().enumerate() {
-        let candidates = type_order.iter().copied().filter(|&k| job.throughput[k] > 0.0 && free[k] >= job.scale_factor);
+        let candidates = type_order
+            .iter()
+            .copied()
+            .filter(|&k| job.throughput[k] > 0.0 && free[k] >= job.scale_factor);
         let chosen = if aware {
             candidates.fold(None, |best: Option<usize>, k| match best {
                 Some(b) if job.throughput[b] >= job.throughput[k] => Some(b),
@@ -521,30 +658,62 @@ pub fn fifo(jobs: &[AllocJob], gpus_per_type: &[f64], aware: bool, type_order: &
 }
 
 /// Adds X (jobs × types) with the base constraints; returns the variable ids.
-fn base_variables(lp: &mut LinearProgram, jobs: &[AllocJob], gpus_per_type: &[f64]) -> Vec<Vec<VarId>> {
+fn base_variables(
+    lp: &mut LinearProgram,
+    jobs: &[AllocJob],
+    gpus_per_type: &[f64],
+) -> Vec<Vec<VarId>> {
     let m = gpus_per_type.len();
     let x: Vec<Vec<VarId>> = jobs
         .iter()
         // Upper bounds of 1 are implied by the row constraint (Gavel states none); a type where
         // the job cannot run is fixed at 0.
-        .map(|job| (0..m).map(|k| lp.add_var(0.0, if job.throughput[k] > 0.0 { f64::INFINITY } else { 0.0 })).collect())
+        .map(|job| {
+            (0..m)
+                .map(|k| {
+                    lp.add_var(
+                        0.0,
+                        if job.throughput[k] > 0.0 {
+                            f64::INFINITY
+                        } else {
+                            0.0
+                        },
+                    )
+                })
+                .collect()
+        })
         .collect();
     for row in &x {
         lp.add_le(row.iter().map(|v| (*v, 1.0)).collect(), 1.0);
     }
     for (k, &gpus) in gpus_per_type.iter().enumerate() {
-        lp.add_le(jobs.iter().zip(&x).map(|(job, row)| (row[k], job.scale_factor)).collect(), gpus);
+        lp.add_le(
+            jobs.iter()
+                .zip(&x)
+                .map(|(job, row)| (row[k], job.scale_factor))
+                .collect(),
+            gpus,
+        );
     }
     x
 }
 
 fn read_allocation(solution: &arbiter_solver::LpSolution, x: &[Vec<VarId>]) -> Allocation {
-    x.iter().map(|row| row.iter().map(|v| solution.value(*v).clamp(0.0, 1.0)).collect()).collect()
+    x.iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| solution.value(*v).clamp(0.0, 1.0))
+                .collect()
+        })
+        .collect()
 }
 
 /// Effective throughput of each job under `allocation`: Σ_k T[j][k] X[j][k].
 pub fn effective_throughputs(jobs: &[AllocJob], allocation: &Allocation) -> Vec<f64> {
-    jobs.iter().zip(allocation).map(|(job, row)| job.throughput.iter().zip(row).map(|(t, x)| t * x).sum()).collect()
+    jobs.iter()
+        .zip(allocation)
+        .map(|(job, row)| job.throughput.iter().zip(row).map(|(t, x)| t * x).sum())
+        .collect()
 }
 
 #[cfg(test)]
@@ -552,7 +721,11 @@ mod tests {
     use super::*;
 
     fn job(throughput: Vec<f64>) -> AllocJob {
-        AllocJob { scale_factor: 1.0, weight: 1.0, throughput }
+        AllocJob {
+            scale_factor: 1.0,
+            weight: 1.0,
+            throughput,
+        }
     }
 
     /// Every allocation respects the base constraints.
@@ -583,14 +756,23 @@ mod tests {
 
     #[test]
     fn the_memo_answers_a_recurring_program_as_a_fresh_solve_does() {
-        let jobs = vec![job(vec![1.0, 0.5]), job(vec![1.0, 0.5]), job(vec![1.0, 0.2]), job(vec![1.0, 0.0])];
+        let jobs = vec![
+            job(vec![1.0, 0.5]),
+            job(vec![1.0, 0.5]),
+            job(vec![1.0, 0.2]),
+            job(vec![1.0, 0.0]),
+        ];
         let gpus = [2.0, 3.0];
         for aware in [false, true] {
             let mut memo = MaxMinMemo::default();
             let first = max_min_fairness_memo(&jobs, &gpus, aware, &mut memo).expect("solves");
             assert_eq!(memo.solved.len(), 1);
             let again = max_min_fairness_memo(&jobs, &gpus, aware, &mut memo).expect("answers");
-            assert_eq!(memo.solved.len(), 1, "the second call is answered from the memo");
+            assert_eq!(
+                memo.solved.len(),
+                1,
+                "the second call is answered from the memo"
+            );
             assert_eq!(first, again);
             assert_feasible(&jobs, &gpus, &first);
             // A program that differs only in a class's size, or in the order classes appear,
@@ -602,7 +784,10 @@ mod tests {
             assert_eq!(fewer.len(), 3);
             // Agnostic programs are solved exactly as max_min_fairness solves them.
             if !aware {
-                assert_eq!(first, max_min_fairness(&jobs, &gpus, aware).expect("solves"));
+                assert_eq!(
+                    first,
+                    max_min_fairness(&jobs, &gpus, aware).expect("solves")
+                );
             }
         }
     }
@@ -643,11 +828,20 @@ mod tests {
         // Two jobs, one GPU: remaining 100 s and 300 s. Shares 1/4 and 3/4 finish both at 400 s.
         let jobs = vec![job(vec![1.0]), job(vec![1.0])];
         let progress = [
-            JobProgress { remaining_s: 100.0, since_arrival_s: 0.0 },
-            JobProgress { remaining_s: 300.0, since_arrival_s: 0.0 },
+            JobProgress {
+                remaining_s: 100.0,
+                since_arrival_s: 0.0,
+            },
+            JobProgress {
+                remaining_s: 300.0,
+                since_arrival_s: 0.0,
+            },
         ];
         let x = min_makespan(&jobs, &progress, &[1.0], true).expect("solves");
-        assert!((x[0][0] - 0.25).abs() < 1e-3 && (x[1][0] - 0.75).abs() < 1e-3, "{x:?}");
+        assert!(
+            (x[0][0] - 0.25).abs() < 1e-3 && (x[1][0] - 0.75).abs() < 1e-3,
+            "{x:?}"
+        );
     }
 
     #[test]
@@ -655,7 +849,10 @@ mod tests {
         // V100 + K80. Job 0 is 10x faster on the V100, job 1 equally fast on both; equal work.
         // Het-aware: job 0 on the V100, job 1 on the K80 — both finish at R. Agnostic ignores it.
         let jobs = vec![job(vec![1.0, 0.1]), job(vec![1.0, 1.0])];
-        let progress = [JobProgress { remaining_s: 100.0, since_arrival_s: 0.0 }; 2];
+        let progress = [JobProgress {
+            remaining_s: 100.0,
+            since_arrival_s: 0.0,
+        }; 2];
         let x = min_makespan(&jobs, &progress, &[1.0, 1.0], true).expect("solves");
         let eff = effective_throughputs(&jobs, &x);
         assert!(eff[0] > 0.99 && eff[1] > 0.99, "{x:?}");
@@ -668,18 +865,40 @@ mod tests {
         // min max ρ at x0 = x1 = 1/2 (ρ = 1).
         let jobs = vec![job(vec![1.0]), job(vec![1.0])];
         let progress = [
-            JobProgress { remaining_s: 100.0, since_arrival_s: 0.0 },
-            JobProgress { remaining_s: 300.0, since_arrival_s: 0.0 },
+            JobProgress {
+                remaining_s: 100.0,
+                since_arrival_s: 0.0,
+            },
+            JobProgress {
+                remaining_s: 300.0,
+                since_arrival_s: 0.0,
+            },
         ];
         let x = finish_time_fairness(&jobs, &progress, &[1.0], true).expect("solves");
-        assert!((x[0][0] - 0.5).abs() < 0.01 && (x[1][0] - 0.5).abs() < 0.01, "{x:?}");
+        assert!(
+            (x[0][0] - 0.5).abs() < 0.01 && (x[1][0] - 0.5).abs() < 0.01,
+            "{x:?}"
+        );
         // On a heterogeneous instance with spare capacity the optimum beats the equal split
         // (ρ = 1 by definition) on the worst ρ.
-        let jobs = vec![job(vec![1.0, 0.2]), job(vec![1.0, 0.9]), job(vec![1.0, 0.5])];
+        let jobs = vec![
+            job(vec![1.0, 0.2]),
+            job(vec![1.0, 0.9]),
+            job(vec![1.0, 0.5]),
+        ];
         let progress = [
-            JobProgress { remaining_s: 500.0, since_arrival_s: 1000.0 },
-            JobProgress { remaining_s: 3000.0, since_arrival_s: 0.0 },
-            JobProgress { remaining_s: 800.0, since_arrival_s: 200.0 },
+            JobProgress {
+                remaining_s: 500.0,
+                since_arrival_s: 1000.0,
+            },
+            JobProgress {
+                remaining_s: 3000.0,
+                since_arrival_s: 0.0,
+            },
+            JobProgress {
+                remaining_s: 800.0,
+                since_arrival_s: 200.0,
+            },
         ];
         // Two GPUs of each type for three jobs: the equal share leaves capacity unused.
         let gpus = [2.0, 2.0];
@@ -692,11 +911,17 @@ mod tests {
             (0..3)
                 .map(|j| {
                     let p = progress[j];
-                    (p.since_arrival_s + p.remaining_s / eff[j]) / (p.since_arrival_s + p.remaining_s / iso[j])
+                    (p.since_arrival_s + p.remaining_s / eff[j])
+                        / (p.since_arrival_s + p.remaining_s / iso[j])
                 })
                 .fold(0.0, f64::max)
         };
-        assert!(worst(&x) < worst(&equal) - 0.01, "{} vs {}", worst(&x), worst(&equal));
+        assert!(
+            worst(&x) < worst(&equal) - 0.01,
+            "{} vs {}",
+            worst(&x),
+            worst(&equal)
+        );
     }
 
     #[test]
@@ -715,16 +940,36 @@ mod tests {
         // K80 is cheaper: 1/0.135 > 4/0.74). Without an SLO it runs on the K80.
         let jobs = vec![job(vec![4.0, 1.0])];
         let relative = vec![vec![1.0, 0.25]];
-        let progress = [JobProgress { remaining_s: 1000.0, since_arrival_s: 0.0 }];
+        let progress = [JobProgress {
+            remaining_s: 1000.0,
+            since_arrival_s: 0.0,
+        }];
         let costs = [0.74, 0.135];
-        let x = min_cost(&jobs, &progress, &[None], &relative, &costs, &[1.0, 1.0]).expect("solves");
+        let x =
+            min_cost(&jobs, &progress, &[None], &relative, &costs, &[1.0, 1.0]).expect("solves");
         assert!(x[0][1] > 0.99 && x[0][0] < 0.01, "{x:?}");
         // With 1,000 s of V100 work due in 1,500 s it needs speed >= 0.67: mostly the V100.
-        let x = min_cost(&jobs, &progress, &[Some(1500.0)], &relative, &costs, &[1.0, 1.0]).expect("solves");
+        let x = min_cost(
+            &jobs,
+            &progress,
+            &[Some(1500.0)],
+            &relative,
+            &costs,
+            &[1.0, 1.0],
+        )
+        .expect("solves");
         let speed = x[0][0] + 0.25 * x[0][1];
         assert!(speed >= 0.666, "{x:?}");
         // An impossible SLO is dropped rather than failing.
-        let x = min_cost(&jobs, &progress, &[Some(10.0)], &relative, &costs, &[1.0, 1.0]).expect("solves");
+        let x = min_cost(
+            &jobs,
+            &progress,
+            &[Some(10.0)],
+            &relative,
+            &costs,
+            &[1.0, 1.0],
+        )
+        .expect("solves");
         assert!(x[0][1] > 0.99, "{x:?}");
     }
 
@@ -733,8 +978,21 @@ mod tests {
         // One GPU type with 4 GPUs. Tenant 0 (weight 3) has one job, tenant 1 (weight 1) three.
         // Across tenants, shares go 3:1 — but a single job can use at most one GPU, so tenant 0
         // gets 1 GPU and tenant 1 the rest; inside tenant 1 the three jobs split evenly.
-        let jobs = vec![job(vec![1.0]), job(vec![1.0]), job(vec![1.0]), job(vec![1.0])];
-        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[3.0, 1.0], &[4.0], true, InnerPolicy::Fairness).expect("solves");
+        let jobs = vec![
+            job(vec![1.0]),
+            job(vec![1.0]),
+            job(vec![1.0]),
+            job(vec![1.0]),
+        ];
+        let x = hierarchical(
+            &jobs,
+            &[0, 1, 1, 1],
+            &[3.0, 1.0],
+            &[4.0],
+            true,
+            InnerPolicy::Fairness,
+        )
+        .expect("solves");
         assert_feasible(&jobs, &[4.0], &x);
         assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
         for j in 1..4 {
@@ -742,34 +1000,69 @@ mod tests {
         }
         // Scarce GPUs: 2 GPUs, weights 3:1 → tenant 0's single job gets 1.0 (its cap), and the
         // other three share the remaining GPU equally (1/3 each) although tenant 1 has 3 jobs.
-        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[3.0, 1.0], &[2.0], true, InnerPolicy::Fairness).expect("solves");
+        let x = hierarchical(
+            &jobs,
+            &[0, 1, 1, 1],
+            &[3.0, 1.0],
+            &[2.0],
+            true,
+            InnerPolicy::Fairness,
+        )
+        .expect("solves");
         assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
         for j in 1..4 {
             assert!((x[j][0] - 1.0 / 3.0).abs() < 1e-3, "{x:?}");
         }
         // Equal weights, 1 GPU: each tenant gets half; tenant 1's three jobs a sixth each.
-        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[1.0, 1.0], &[1.0], true, InnerPolicy::Fairness).expect("solves");
+        let x = hierarchical(
+            &jobs,
+            &[0, 1, 1, 1],
+            &[1.0, 1.0],
+            &[1.0],
+            true,
+            InnerPolicy::Fairness,
+        )
+        .expect("solves");
         assert!((x[0][0] - 0.5).abs() < 1e-3, "{x:?}");
         for j in 1..4 {
             assert!((x[j][0] - 1.0 / 6.0).abs() < 1e-3, "{x:?}");
         }
         // FIFO inside: tenant 1's half goes to its first job.
-        let x = hierarchical(&jobs, &[0, 1, 1, 1], &[1.0, 1.0], &[1.0], true, InnerPolicy::Fifo).expect("solves");
-        assert!((x[1][0] - 0.5).abs() < 1e-3 && x[2][0] < 1e-6 && x[3][0] < 1e-6, "{x:?}");
+        let x = hierarchical(
+            &jobs,
+            &[0, 1, 1, 1],
+            &[1.0, 1.0],
+            &[1.0],
+            true,
+            InnerPolicy::Fifo,
+        )
+        .expect("solves");
+        assert!(
+            (x[1][0] - 0.5).abs() < 1e-3 && x[2][0] < 1e-6 && x[3][0] < 1e-6,
+            "{x:?}"
+        );
     }
 
     #[test]
     fn fractional_fifo_fills_fastest_types_in_order() {
         // Capacity: 1.5 V100 (type 0), 1 K80. Job 0 takes a whole V100, job 1 the remaining half
         // V100 and half a K80, job 2 the other half K80.
-        let jobs = vec![job(vec![1.0, 0.5]), job(vec![1.0, 0.5]), job(vec![1.0, 0.5])];
+        let jobs = vec![
+            job(vec![1.0, 0.5]),
+            job(vec![1.0, 0.5]),
+            job(vec![1.0, 0.5]),
+        ];
         let x = fifo_fractional(&jobs, &[1.5, 1.0], true);
         assert_eq!(x, vec![vec![1.0, 0.0], vec![0.5, 0.5], vec![0.0, 0.5]]);
     }
 
     #[test]
     fn fifo_fills_in_arrival_order_and_blocks_at_the_head() {
-        let jobs = vec![job(vec![1.0, 0.3]), job(vec![1.0, 0.5]), job(vec![1.0, 0.9])];
+        let jobs = vec![
+            job(vec![1.0, 0.3]),
+            job(vec![1.0, 0.5]),
+            job(vec![1.0, 0.9]),
+        ];
         // One V100, one K80, three jobs: the third waits. Aware: job 0 takes the V100 (fastest).
         let x = fifo(&jobs, &[1.0, 1.0], true, &[1, 0]);
         assert_eq!(x, vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![0.0, 0.0]]);
@@ -785,6 +1078,9 @@ mod tests {
         let jobs = vec![heavy, job(vec![1.0])];
         let x = max_min_fairness(&jobs, &[1.0], true).expect("solves");
         // Normalized throughput / weight equalised: x0 / 3 == x1, x0 + x1 = 1.
-        assert!((x[0][0] - 0.75).abs() < 1e-3 && (x[1][0] - 0.25).abs() < 1e-3, "{x:?}");
+        assert!(
+            (x[0][0] - 0.75).abs() < 1e-3 && (x[1][0] - 0.25).abs() < 1e-3,
+            "{x:?}"
+        );
     }
 }

@@ -31,18 +31,19 @@ pub mod gandiva;
 pub mod objectives;
 pub mod packing;
 
+use crate::TenantWeights;
+use crate::mechanisms::colocation::{PairKey, PairSpeeds};
 use crate::mechanisms::placement::{PlacementStrategy, Placer};
 use crate::{Policy, PolicyError, SchedulerView};
 use allocation::AllocJob;
-use combo::{Candidate, Combo};
 use arbiter_model::{
-    ActiveJob, Assignment, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimDuration, SimTime,
+    ActiveJob, Assignment, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason,
+    Placement, SimDuration, SimTime,
 };
-use crate::mechanisms::colocation::{PairKey, PairSpeeds};
-use crate::TenantWeights;
+use combo::{Candidate, Combo};
 use packing::PackJob;
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -95,10 +96,13 @@ fn gpus_per_type(view: &SchedulerView<'_>) -> Vec<f64> {
     gpus
 }
 
-
 impl Default for RoundOptions {
     fn default() -> Self {
-        RoundOptions { round_s: 360.0, recompute_interval_s: 1920.0, seed: 0 }
+        RoundOptions {
+            round_s: 360.0,
+            recompute_interval_s: 1920.0,
+            seed: 0,
+        }
     }
 }
 
@@ -159,9 +163,16 @@ pub struct Gavel {
 
 impl Gavel {
     /// A Gavel policy; `aware` selects the heterogeneity-aware form.
-    pub fn new(name: &'static str, objective: Objective, aware: bool, options: RoundOptions) -> Result<Self, PolicyError> {
+    pub fn new(
+        name: &'static str,
+        objective: Objective,
+        aware: bool,
+        options: RoundOptions,
+    ) -> Result<Self, PolicyError> {
         if !(options.round_s > 0.0 && options.recompute_interval_s >= 0.0) {
-            return Err(PolicyError::Config("round_s must be > 0 and recompute_interval_s >= 0".into()));
+            return Err(PolicyError::Config(
+                "round_s must be > 0 and recompute_interval_s >= 0".into(),
+            ));
         }
         Ok(Gavel {
             name,
@@ -197,13 +208,22 @@ impl Gavel {
     }
 
     /// Speeds of `a` and `b` sharing GPUs of type `k`, if measured.
-    fn pair_speed(&self, view: &SchedulerView<'_>, a: JobId, b: JobId, k: GpuTypeId) -> Option<(f64, f64)> {
+    fn pair_speed(
+        &self,
+        view: &SchedulerView<'_>,
+        a: JobId,
+        b: JobId,
+        k: GpuTypeId,
+    ) -> Option<(f64, f64)> {
         let pairs = self.pair_speeds.as_ref()?;
         let key = |id: JobId| -> Option<PairKey> {
             let spec = &view.specs[id.index()];
             Some((spec.model.clone()?, spec.gpus))
         };
-        let solo = (view.specs[a.index()].speed_on(k), view.specs[b.index()].speed_on(k));
+        let solo = (
+            view.specs[a.index()].speed_on(k),
+            view.specs[b.index()].speed_on(k),
+        );
         pairs.speeds(&key(a)?, &key(b)?, k.index(), solo)
     }
 
@@ -211,7 +231,10 @@ impl Gavel {
     fn can_run(view: &SchedulerView<'_>, combo: Combo, book: &JobBook, k: GpuTypeId) -> bool {
         match combo {
             Combo::Single(a) => view.specs[a.index()].speed_on(k) > 0.0,
-            Combo::Pair(..) => book.pair_speeds.get(k.index()).is_some_and(|&(x, y)| x > 0.0 && y > 0.0),
+            Combo::Pair(..) => book
+                .pair_speeds
+                .get(k.index())
+                .is_some_and(|&(x, y)| x > 0.0 && y > 0.0),
         }
     }
 
@@ -231,13 +254,23 @@ impl Gavel {
     /// The hierarchical objective's weight of each of `tenants`: its configured weight, times
     /// its fair-share factor among them when fair share is on.
     fn hierarchical_weights(&self, tenants: &[&str]) -> Vec<f64> {
-        let weights: Vec<f64> = tenants.iter().map(|t| self.tenant_weights.get(*t).copied().unwrap_or(1.0)).collect();
+        let weights: Vec<f64> = tenants
+            .iter()
+            .map(|t| self.tenant_weights.get(*t).copied().unwrap_or(1.0))
+            .collect();
         if self.half_life_s.is_none() {
             return weights;
         }
-        let usage: Vec<f64> = tenants.iter().map(|t| self.tenant_usage.get(*t).copied().unwrap_or(0.0)).collect();
+        let usage: Vec<f64> = tenants
+            .iter()
+            .map(|t| self.tenant_usage.get(*t).copied().unwrap_or(0.0))
+            .collect();
         let (total_usage, total_weight) = (usage.iter().sum::<f64>(), weights.iter().sum::<f64>());
-        weights.iter().zip(&usage).map(|(w, u)| w * crate::fairshare::fairshare_factor(*u, *w, total_usage, total_weight)).collect()
+        weights
+            .iter()
+            .zip(&usage)
+            .map(|(w, u)| w * crate::fairshare::fairshare_factor(*u, *w, total_usage, total_weight))
+            .collect()
     }
 
     /// Sets how the hierarchical objective splits a tenant's share among its jobs.
@@ -255,7 +288,12 @@ impl Gavel {
     fn credit_round(&mut self, view: &SchedulerView<'_>, position: &[usize], now: SimTime) {
         let Some(last) = self.last_round else { return };
         let elapsed = now.saturating_since(last).as_secs_f64();
-        let running = |id: JobId| position.get(id.index()).and_then(|&i| view.jobs.get(i)).is_some_and(ActiveJob::is_running);
+        let running = |id: JobId| {
+            position
+                .get(id.index())
+                .and_then(|&i| view.jobs.get(i))
+                .is_some_and(ActiveJob::is_running)
+        };
         for (&combo, &k) in &self.last_type {
             if !combo.jobs().any(running) {
                 continue;
@@ -270,7 +308,9 @@ impl Gavel {
     /// Gavel's `_reset_time_run_so_far`: deficits absorb the difference between the share each
     /// job should have had since the last reset and what it got; received times restart.
     fn reset(&mut self, now: SimTime) {
-        let elapsed = self.last_reset.map_or(0.0, |r| now.saturating_since(r).as_secs_f64());
+        let elapsed = self
+            .last_reset
+            .map_or(0.0, |r| now.saturating_since(r).as_secs_f64());
         let half = self.half_round();
         for t in &mut self.type_time_s {
             *t = 0.0;
@@ -291,12 +331,17 @@ impl Gavel {
         let m = gpus_per_type.len();
         // Jobs too large for every type they can run on never get GPUs; they are left out of the
         // program (with a zero allocation) so they cannot make it infeasible or degenerate.
-        let fits = |spec: &JobSpec| (0..m).any(|k| spec.speed_on(GpuTypeId(k as u8)) > 0.0 && spec.gpus as f64 <= gpus_per_type[k]);
+        let fits = |spec: &JobSpec| {
+            (0..m).any(|k| {
+                spec.speed_on(GpuTypeId(k as u8)) > 0.0 && spec.gpus as f64 <= gpus_per_type[k]
+            })
+        };
         let singles = self.books.keys().filter_map(|c| match c {
             Combo::Single(id) => Some(*id),
             Combo::Pair(..) => None,
         });
-        let (ids, unplaceable): (Vec<JobId>, Vec<JobId>) = singles.partition(|id| fits(&view.specs[id.index()]));
+        let (ids, unplaceable): (Vec<JobId>, Vec<JobId>) =
+            singles.partition(|id| fits(&view.specs[id.index()]));
         for id in unplaceable {
             if let Some(book) = self.books.get_mut(&Combo::Single(id)) {
                 book.allocation = Some(vec![0.0; m]);
@@ -320,18 +365,23 @@ impl Gavel {
             })
             .collect();
         self.recomputations += 1;
-        let active_by_id: BTreeMap<JobId, &ActiveJob> = view.jobs.iter().map(|j| (j.id, j)).collect();
+        let active_by_id: BTreeMap<JobId, &ActiveJob> =
+            view.jobs.iter().map(|j| (j.id, j)).collect();
         let progress: Vec<allocation::JobProgress> = ids
             .iter()
             .map(|id| {
                 let active = active_by_id.get(id);
                 allocation::JobProgress {
                     remaining_s: active.map_or(0.0, |j| j.remaining_s_at(now)),
-                    since_arrival_s: active.map_or(0.0, |j| now.saturating_since(j.submit).as_secs_f64()),
+                    since_arrival_s: active
+                        .map_or(0.0, |j| now.saturating_since(j.submit).as_secs_f64()),
                 }
             })
             .collect();
-        let absolute: Vec<AllocJob> = if matches!(self.objective, Objective::MaxThroughput | Objective::MinCost) {
+        let absolute: Vec<AllocJob> = if matches!(
+            self.objective,
+            Objective::MaxThroughput | Objective::MinCost
+        ) {
             // Gavel sums absolute steps/s: the reference (V100) rate is steps ÷ V100 run time.
             ids.iter()
                 .zip(&jobs)
@@ -341,7 +391,10 @@ impl Gavel {
                         (Some(steps), true) => steps as f64 / spec.run_time_s,
                         _ => 1.0,
                     };
-                    AllocJob { throughput: job.throughput.iter().map(|t| t * steps_per_s).collect(), ..job.clone() }
+                    AllocJob {
+                        throughput: job.throughput.iter().map(|t| t * steps_per_s).collect(),
+                        ..job.clone()
+                    }
                 })
                 .collect()
         } else {
@@ -353,38 +406,76 @@ impl Gavel {
                 let relative: Vec<Vec<f64>> = jobs.iter().map(|j| j.throughput.clone()).collect();
                 let time_left: Vec<Option<f64>> = ids
                     .iter()
-                    .map(|id| view.specs[id.index()].deadline.map(|d| d.saturating_since(now).as_secs_f64()))
+                    .map(|id| {
+                        view.specs[id.index()]
+                            .deadline
+                            .map(|d| d.saturating_since(now).as_secs_f64())
+                    })
                     .collect();
-                let costs: Vec<f64> = view.cluster.gpu_type_names.iter().map(|n| arbiter_model::default_price_per_gpu_hour(n)).collect();
-                allocation::min_cost(&absolute, &progress, &time_left, &relative, &costs, gpus_per_type)
+                let costs: Vec<f64> = view
+                    .cluster
+                    .gpu_type_names
+                    .iter()
+                    .map(|n| arbiter_model::default_price_per_gpu_hour(n))
+                    .collect();
+                allocation::min_cost(
+                    &absolute,
+                    &progress,
+                    &time_left,
+                    &relative,
+                    &costs,
+                    gpus_per_type,
+                )
             }
             Objective::Hierarchical => {
                 let tenants: Vec<&str> = {
-                    let mut t: Vec<&str> = ids.iter().map(|id| view.specs[id.index()].tenant.as_str()).collect();
+                    let mut t: Vec<&str> = ids
+                        .iter()
+                        .map(|id| view.specs[id.index()].tenant.as_str())
+                        .collect();
                     t.sort_unstable();
                     t.dedup();
                     t
                 };
                 let tenant_of: Vec<usize> = ids
                     .iter()
-                    .map(|id| tenants.binary_search(&view.specs[id.index()].tenant.as_str()).unwrap_or(0))
+                    .map(|id| {
+                        tenants
+                            .binary_search(&view.specs[id.index()].tenant.as_str())
+                            .unwrap_or(0)
+                    })
                     .collect();
                 let weights = self.hierarchical_weights(&tenants);
                 self.usage_fractions = usage_fractions(&self.tenant_usage);
-                allocation::hierarchical(&jobs, &tenant_of, &weights, gpus_per_type, self.aware, self.inner)
+                allocation::hierarchical(
+                    &jobs,
+                    &tenant_of,
+                    &weights,
+                    gpus_per_type,
+                    self.aware,
+                    self.inner,
+                )
             }
             Objective::Fifo => {
                 let order: Vec<usize> = self.type_order(view).iter().map(|t| t.index()).collect();
                 Ok(allocation::fifo(&jobs, gpus_per_type, self.aware, &order))
             }
-            Objective::MaxMinFairness => allocation::max_min_fairness_memo(&jobs, gpus_per_type, self.aware, &mut self.max_min_memo),
+            Objective::MaxMinFairness => allocation::max_min_fairness_memo(
+                &jobs,
+                gpus_per_type,
+                self.aware,
+                &mut self.max_min_memo,
+            ),
             Objective::MaxMinFairnessPacked => {
                 let pack_jobs: Vec<PackJob> = ids
                     .iter()
                     .zip(&jobs)
                     .map(|(id, job)| {
                         let spec = &view.specs[id.index()];
-                        PackJob { job: job.clone(), pair_key: spec.model.clone().map(|m| (m, spec.gpus)) }
+                        PackJob {
+                            job: job.clone(),
+                            pair_key: spec.model.clone().map(|m| (m, spec.gpus)),
+                        }
                     })
                     .collect();
                 let no_pairs = PairSpeeds::default();
@@ -397,9 +488,17 @@ impl Gavel {
                             let combo = Combo::Pair(a, b);
                             if !self.books.contains_key(&combo) {
                                 let pair_speeds = (0..m)
-                                    .map(|k| self.pair_speed(view, a, b, GpuTypeId(k as u8)).unwrap_or((0.0, 0.0)))
+                                    .map(|k| {
+                                        self.pair_speed(view, a, b, GpuTypeId(k as u8))
+                                            .unwrap_or((0.0, 0.0))
+                                    })
                                     .collect();
-                                let book = JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m], pair_speeds };
+                                let book = JobBook {
+                                    allocation: None,
+                                    received_s: vec![half; m],
+                                    deficit_s: vec![0.0; m],
+                                    pair_speeds,
+                                };
                                 self.books.insert(combo, book);
                             }
                             if let Some(book) = self.books.get_mut(&combo) {
@@ -411,8 +510,12 @@ impl Gavel {
                     Err(e) => Err(e),
                 }
             }
-            Objective::FinishTimeFairness => allocation::finish_time_fairness(&jobs, &progress, gpus_per_type, self.aware),
-            Objective::MinMakespan => allocation::min_makespan(&jobs, &progress, gpus_per_type, self.aware),
+            Objective::FinishTimeFairness => {
+                allocation::finish_time_fairness(&jobs, &progress, gpus_per_type, self.aware)
+            }
+            Objective::MinMakespan => {
+                allocation::min_makespan(&jobs, &progress, gpus_per_type, self.aware)
+            }
             Objective::Gandiva => Ok(self.gandiva_allocation(view, &ids, gpus_per_type)),
         };
         match result {
@@ -427,7 +530,10 @@ impl Gavel {
             // an allocation.
             Err(_) => {
                 self.failed_recomputations += 1;
-                for (id, row) in ids.iter().zip(allocation::equal_share(&jobs, gpus_per_type)) {
+                for (id, row) in ids
+                    .iter()
+                    .zip(allocation::equal_share(&jobs, gpus_per_type))
+                {
                     if let Some(book) = self.books.get_mut(&Combo::Single(*id)) {
                         book.allocation = Some(row);
                     }
@@ -440,7 +546,11 @@ impl Gavel {
     /// same rule as the rounds (the job set changed and the interval has passed). For Gavel's
     /// "ideal" mechanism, which gives every job exactly X; `job_finished` keeps the set current.
     /// Jobs not yet included in a recomputation get no row.
-    pub fn allocation_at(&mut self, view: &SchedulerView<'_>, now: SimTime) -> BTreeMap<JobId, Vec<f64>> {
+    pub fn allocation_at(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> BTreeMap<JobId, Vec<f64>> {
         let gpus_per_type = gpus_per_type(view);
         self.admit_new_jobs(view);
         if self.job_set_changed && self.recompute_due(now) {
@@ -465,14 +575,21 @@ impl Gavel {
         for job in view.jobs {
             self.books.entry(Combo::Single(job.id)).or_insert_with(|| {
                 self.job_set_changed = true;
-                JobBook { allocation: None, received_s: vec![half; m], deficit_s: vec![0.0; m], pair_speeds: Vec::new() }
+                JobBook {
+                    allocation: None,
+                    received_s: vec![half; m],
+                    deficit_s: vec![0.0; m],
+                    pair_speeds: Vec::new(),
+                }
             });
         }
     }
 
     /// Whether a recomputation may happen at `now` (none yet, or the interval has passed).
     fn recompute_due(&self, now: SimTime) -> bool {
-        self.last_reset.is_none_or(|r| now.saturating_since(r).as_secs_f64() >= self.options.recompute_interval_s)
+        self.last_reset.is_none_or(|r| {
+            now.saturating_since(r).as_secs_f64() >= self.options.recompute_interval_s
+        })
     }
 
     /// When the next recomputation may happen, if the job set has changed since the last one.
@@ -480,7 +597,9 @@ impl Gavel {
         if !self.job_set_changed {
             return None;
         }
-        Some(self.last_reset.map_or(SimTime::ZERO, |r| r + SimDuration::from_secs_f64(self.options.recompute_interval_s)))
+        Some(self.last_reset.map_or(SimTime::ZERO, |r| {
+            r + SimDuration::from_secs_f64(self.options.recompute_interval_s)
+        }))
     }
 
     /// GPU types in the order their GPUs are handed out this round.
@@ -491,7 +610,11 @@ impl Gavel {
             // Fastest first: by mean speed over the active jobs (V100, P100, K80 on Gavel's data).
             let mean = |t: GpuTypeId| -> f64 {
                 let n = view.jobs.len().max(1) as f64;
-                view.jobs.iter().map(|j| view.spec(j).speed_on(t)).sum::<f64>() / n
+                view.jobs
+                    .iter()
+                    .map(|j| view.spec(j).speed_on(t))
+                    .sum::<f64>()
+                    / n
             };
             let means: Vec<f64> = types.iter().map(|t| mean(*t)).collect();
             types.sort_by(|a, b| means[b.index()].total_cmp(&means[a.index()]).then(a.cmp(b)));
@@ -514,8 +637,26 @@ impl Gavel {
                     .get(&combo)
                     .and_then(|book| book.pair_speeds.get(k.index()).copied())
                     .unwrap_or((f64::MIN_POSITIVE, f64::MIN_POSITIVE));
-                decision.run.push(Assignment { job: a, placement: placement.clone(), colocation: Some(Colocation { partner: b, speed: speed_a }), host: None, guest: None });
-                decision.run.push(Assignment { job: b, placement, colocation: Some(Colocation { partner: a, speed: speed_b }), host: None, guest: None });
+                decision.run.push(Assignment {
+                    job: a,
+                    placement: placement.clone(),
+                    colocation: Some(Colocation {
+                        partner: b,
+                        speed: speed_a,
+                    }),
+                    host: None,
+                    guest: None,
+                });
+                decision.run.push(Assignment {
+                    job: b,
+                    placement,
+                    colocation: Some(Colocation {
+                        partner: a,
+                        speed: speed_b,
+                    }),
+                    host: None,
+                    guest: None,
+                });
             }
         }
     }
@@ -562,7 +703,10 @@ impl Policy for Gavel {
         self.tenant_usage.clone_from(usage);
         let now = usage_fractions(usage);
         let moved = now.keys().chain(self.usage_fractions.keys()).any(|t| {
-            let (a, b) = (now.get(t).copied().unwrap_or(0.0), self.usage_fractions.get(t).copied().unwrap_or(0.0));
+            let (a, b) = (
+                now.get(t).copied().unwrap_or(0.0),
+                self.usage_fractions.get(t).copied().unwrap_or(0.0),
+            );
             (a - b).abs() > USAGE_FRACTION_STEP
         });
         if moved {
@@ -570,7 +714,11 @@ impl Policy for Gavel {
         }
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let m = view.cluster.gpu_type_names.len();
         if self.type_time_s.len() != m {
             self.type_time_s = vec![0.0; m];
@@ -597,18 +745,26 @@ impl Policy for Gavel {
 
         // Priority entries per type, in hand-out order.
         let order = self.type_order(view);
-        let index_of = |id: JobId| index_table.get(id.index()).copied().filter(|i| *i != usize::MAX);
+        let index_of = |id: JobId| {
+            index_table
+                .get(id.index())
+                .copied()
+                .filter(|i| *i != usize::MAX)
+        };
         let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
         let mut chosen: Vec<Vec<Combo>> = vec![Vec::new(); m];
         // Per position in the view: scheduled this round.
         let mut scheduled = vec![false; view.jobs.len()];
-        let is_scheduled = |scheduled: &[bool], id: JobId| index_of(id).is_some_and(|i| scheduled[i]);
+        let is_scheduled =
+            |scheduled: &[bool], id: JobId| index_of(id).is_some_and(|i| scheduled[i]);
         for &k in &order {
             let ki = k.index();
             // Combinations that cannot run on k are never chosen there: not candidates.
             let mut candidates: Vec<Candidate> = Vec::new();
             for (&combo, book) in &self.books {
-                let Some(x) = book.allocation.as_ref() else { continue };
+                let Some(x) = book.allocation.as_ref() else {
+                    continue;
+                };
                 if !combo.jobs().all(|id| index_of(id).is_some()) {
                     continue;
                 }
@@ -616,7 +772,11 @@ impl Policy for Gavel {
                     continue; // a pair the allocation no longer uses is no candidate
                 }
                 let allocation = x[ki];
-                let fraction = if self.type_time_s[ki] > 0.0 { book.received_s[ki] / self.type_time_s[ki] } else { 0.0 };
+                let fraction = if self.type_time_s[ki] > 0.0 {
+                    book.received_s[ki] / self.type_time_s[ki]
+                } else {
+                    0.0
+                };
                 if !Self::can_run(view, combo, book, k) {
                     continue;
                 }
@@ -627,7 +787,12 @@ impl Policy for Gavel {
                 } else {
                     allocation * 1e9
                 };
-                candidates.push(Candidate { priority, deficit_s: book.deficit_s[ki], allocation, combo });
+                candidates.push(Candidate {
+                    priority,
+                    deficit_s: book.deficit_s[ki],
+                    allocation,
+                    combo,
+                });
             }
             // Taken in order until the type's GPUs are gone, usually long before the last one
             // (with space sharing there are thousands of pairs): a heap, not a sort.
@@ -654,15 +819,26 @@ impl Policy for Gavel {
         let mut placed_type: BTreeMap<Combo, GpuTypeId> = BTreeMap::new();
         for (ki, combos) in chosen.iter_mut().enumerate() {
             let k = GpuTypeId(ki as u8);
-            combos.sort_by_cached_key(|c| (std::cmp::Reverse(view.jobs[index_of(c.first()).unwrap_or(0)].gpus), *c));
+            combos.sort_by_cached_key(|c| {
+                (
+                    std::cmp::Reverse(view.jobs[index_of(c.first()).unwrap_or(0)].gpus),
+                    *c,
+                )
+            });
             let mut fresh = Vec::new();
             for &combo in combos.iter() {
                 let job = &view.jobs[index_of(combo.first()).unwrap_or(0)];
                 // A lease extends when the combination ran on this type last round and all its
                 // jobs still sit on the same GPUs.
-                let same_gpus = combo.jobs().all(|id| view.jobs[index_of(id).unwrap_or(0)].placement() == job.placement());
+                let same_gpus = combo
+                    .jobs()
+                    .all(|id| view.jobs[index_of(id).unwrap_or(0)].placement() == job.placement());
                 match job.placement() {
-                    Some(p) if same_gpus && self.last_type.get(&combo) == Some(&k) && placer.take(p) => {
+                    Some(p)
+                        if same_gpus
+                            && self.last_type.get(&combo) == Some(&k)
+                            && placer.take(p) =>
+                    {
                         self.lease_extensions += 1;
                         self.assign(combo, k, p.clone(), &mut decision);
                         placed_type.insert(combo, k);
@@ -674,17 +850,19 @@ impl Policy for Gavel {
                 let job: &ActiveJob = &view.jobs[index_of(combo.first()).unwrap_or(0)];
                 let spec: &JobSpec = view.spec(job);
                 // `place_on_type` takes the GPUs it finds.
-                let placed = placer.place_on_type(spec, k, job.pending_since, now).or_else(|_| {
-                    // GPU counts were checked; only fragmentation across servers can stop a
-                    // consolidated placement, so fall back to any free GPUs of the type.
-                    let mut any = Placer::new(view.cluster, PlacementStrategy::Anywhere);
-                    any.take_overlap_all(&placer);
-                    let found = any.place_on_type(spec, k, job.pending_since, now);
-                    if let Ok(p) = &found {
-                        placer.take(p);
-                    }
-                    found
-                });
+                let placed = placer
+                    .place_on_type(spec, k, job.pending_since, now)
+                    .or_else(|_| {
+                        // GPU counts were checked; only fragmentation across servers can stop a
+                        // consolidated placement, so fall back to any free GPUs of the type.
+                        let mut any = Placer::new(view.cluster, PlacementStrategy::Anywhere);
+                        any.take_overlap_all(&placer);
+                        let found = any.place_on_type(spec, k, job.pending_since, now);
+                        if let Ok(p) = &found {
+                            placer.take(p);
+                        }
+                        found
+                    });
                 match placed {
                     Ok(p) => {
                         self.assign(combo, k, p, &mut decision);
@@ -696,11 +874,23 @@ impl Policy for Gavel {
         }
         // Per position in the view: placed, or its reason given.
         let mut accounted = vec![false; view.jobs.len()];
-        for i in placed_type.keys().flat_map(|c| c.jobs()).chain(decision.pending.iter().map(|(id, _)| *id)).filter_map(index_of) {
+        for i in placed_type
+            .keys()
+            .flat_map(|c| c.jobs())
+            .chain(decision.pending.iter().map(|(id, _)| *id))
+            .filter_map(index_of)
+        {
             accounted[i] = true;
         }
-        for (job, _) in view.jobs.iter().zip(&accounted).filter(|(_, accounted)| !**accounted) {
-            decision.pending.push((job.id, PendingReason::LowerPriority));
+        for (job, _) in view
+            .jobs
+            .iter()
+            .zip(&accounted)
+            .filter(|(_, accounted)| !**accounted)
+        {
+            decision
+                .pending
+                .push((job.id, PendingReason::LowerPriority));
         }
         // Clear the positions for the next round (only the entries this round set).
         for job in view.jobs {
@@ -724,7 +914,12 @@ impl Policy for Gavel {
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
         // Credit the partial round the job ran before finishing, then forget it and every
         // combination it was part of.
-        let combos: Vec<Combo> = self.books.keys().copied().filter(|c| c.contains(job.id)).collect();
+        let combos: Vec<Combo> = self
+            .books
+            .keys()
+            .copied()
+            .filter(|c| c.contains(job.id))
+            .collect();
         for combo in combos {
             if let (Some(last), Some(k)) = (self.last_round, self.last_type.remove(&combo)) {
                 let ran = now.saturating_since(last).as_secs_f64();
@@ -749,7 +944,15 @@ mod tests {
         for (t, count) in [(0u8, 2u32), (1, 4)] {
             for _ in 0..count {
                 let id = NodeId(nodes.len() as u32);
-                nodes.push(Node { id, name: format!("n{}", id.0), rack: RackId(0), gpu_type: GpuTypeId(t), gpus: 1, cpus: 4, memory_gib: 16 });
+                nodes.push(Node {
+                    id,
+                    name: format!("n{}", id.0),
+                    rack: RackId(0),
+                    gpu_type: GpuTypeId(t),
+                    gpus: 1,
+                    cpus: 4,
+                    memory_gib: 16,
+                });
             }
         }
         Cluster::new(vec!["V100".into(), "K80".into()], nodes).expect("valid")
@@ -758,14 +961,31 @@ mod tests {
     /// Steps the mechanism by hand for `rounds` rounds over a fixed set of jobs that never
     /// finish, applying each decision, and returns the fraction of time each job spent on each
     /// type after the first recomputation.
-    fn realized_shares(policy: &mut Gavel, cluster: &Cluster, specs: &[JobSpec], rounds: usize) -> Vec<Vec<f64>> {
-        let mut jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+    fn realized_shares(
+        policy: &mut Gavel,
+        cluster: &Cluster,
+        specs: &[JobSpec],
+        rounds: usize,
+    ) -> Vec<Vec<f64>> {
+        let mut jobs: Vec<ActiveJob> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s))
+            .collect();
         let mut time_on = vec![vec![0.0; 2]; specs.len()];
         for round in 0..rounds {
             let now = SimTime::from_ms(round as u64 * 360_000);
-            let view = SchedulerView { cluster, jobs: &jobs, specs, current: None };
+            let view = SchedulerView {
+                cluster,
+                jobs: &jobs,
+                specs,
+                current: None,
+            };
             let decision = policy.schedule(&view, now).expect("decides");
-            let placed: BTreeMap<JobId, arbiter_model::Placement> = decision.run.into_iter().map(|a| (a.job, a.placement)).collect();
+            let placed: BTreeMap<JobId, arbiter_model::Placement> = decision
+                .run
+                .into_iter()
+                .map(|a| (a.job, a.placement))
+                .collect();
             for job in &mut jobs {
                 job.state = match placed.get(&job.id) {
                     Some(p) => {
@@ -773,14 +993,21 @@ mod tests {
                         if round > 0 {
                             time_on[job.id.index()][t.index()] += 360.0;
                         }
-                        RunState::Running { placement: p.clone(), since: now, speed: 1.0 }
+                        RunState::Running {
+                            placement: p.clone(),
+                            since: now,
+                            speed: 1.0,
+                        }
                     }
                     None => RunState::Pending,
                 };
             }
         }
         let total = 360.0 * (rounds - 1) as f64;
-        time_on.iter().map(|row| row.iter().map(|t| t / total).collect()).collect()
+        time_on
+            .iter()
+            .map(|row| row.iter().map(|t| t / total).collect())
+            .collect()
     }
 
     #[test]
@@ -797,13 +1024,29 @@ mod tests {
             })
             .collect();
         let c = cluster();
-        let mut policy = Gavel::new("max-min-fairness-het", Objective::MaxMinFairness, true, RoundOptions::default()).expect("valid");
+        let mut policy = Gavel::new(
+            "max-min-fairness-het",
+            Objective::MaxMinFairness,
+            true,
+            RoundOptions::default(),
+        )
+        .expect("valid");
         let realized = realized_shares(&mut policy, &c, &specs, 400);
-        let jobs: Vec<AllocJob> = speeds.iter().map(|s| AllocJob { scale_factor: 1.0, weight: 1.0, throughput: s.to_vec() }).collect();
+        let jobs: Vec<AllocJob> = speeds
+            .iter()
+            .map(|s| AllocJob {
+                scale_factor: 1.0,
+                weight: 1.0,
+                throughput: s.to_vec(),
+            })
+            .collect();
         let x = allocation::max_min_fairness(&jobs, &[2.0, 4.0], true).expect("solves");
         for (j, (want, got)) in x.iter().zip(&realized).enumerate() {
             for k in 0..2 {
-                assert!((want[k] - got[k]).abs() < 0.05, "job {j} type {k}: X {want:?}, realized {got:?}");
+                assert!(
+                    (want[k] - got[k]).abs() < 0.05,
+                    "job {j} type {k}: X {want:?}, realized {got:?}"
+                );
             }
         }
         assert!(policy.lease_extensions > 0);
@@ -813,18 +1056,63 @@ mod tests {
     fn new_jobs_wait_for_the_next_recomputation() {
         let c = cluster();
         let mut specs = vec![JobSpec::new(JobId(0), SimTime::ZERO, 1, 1e9)];
-        let mut policy = Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, RoundOptions::default()).expect("valid");
+        let mut policy = Gavel::new(
+            "max-min-fairness",
+            Objective::MaxMinFairness,
+            false,
+            RoundOptions::default(),
+        )
+        .expect("valid");
         let jobs = vec![ActiveJob::submitted(JobId(0), 1, SimTime::ZERO, 1e9)];
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("decides");
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &c,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::ZERO,
+            )
+            .expect("decides");
         assert_eq!(d.run.len(), 1);
         // A job arriving 360 s later (< 1,920 s since the last recomputation) gets nothing yet.
         specs.push(JobSpec::new(JobId(1), SimTime::from_ms(360_000), 1, 1e9));
         let mut jobs = jobs;
-        jobs[0].state = RunState::Running { placement: d.run[0].placement.clone(), since: SimTime::ZERO, speed: 1.0 };
-        jobs.push(ActiveJob::submitted(JobId(1), 1, SimTime::from_ms(360_000), 1e9));
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms(360_000)).expect("decides");
+        jobs[0].state = RunState::Running {
+            placement: d.run[0].placement.clone(),
+            since: SimTime::ZERO,
+            speed: 1.0,
+        };
+        jobs.push(ActiveJob::submitted(
+            JobId(1),
+            1,
+            SimTime::from_ms(360_000),
+            1e9,
+        ));
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &c,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::from_ms(360_000),
+            )
+            .expect("decides");
         assert!(d.run.iter().all(|a| a.job != JobId(1)));
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms(1_920_000)).expect("decides");
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &c,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::from_ms(1_920_000),
+            )
+            .expect("decides");
         assert!(d.run.iter().any(|a| a.job == JobId(1)));
     }
 
@@ -846,34 +1134,64 @@ mod tests {
         pairs.insert(("A".into(), 1), ("B".into(), 1), vec![(0.8, 0.8)]);
         pairs.insert(("A".into(), 1), ("A".into(), 1), vec![(0.3, 0.3)]);
         pairs.insert(("B".into(), 1), ("B".into(), 1), vec![(0.3, 0.3)]);
-        let mut policy = Gavel::new("max-min-fairness-packed", Objective::MaxMinFairnessPacked, true, RoundOptions::default())
-            .expect("valid")
-            .with_pair_speeds(Arc::new(pairs));
-        let mut jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+        let mut policy = Gavel::new(
+            "max-min-fairness-packed",
+            Objective::MaxMinFairnessPacked,
+            true,
+            RoundOptions::default(),
+        )
+        .expect("valid")
+        .with_pair_speeds(Arc::new(pairs));
+        let mut jobs: Vec<ActiveJob> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s))
+            .collect();
         let mut rounds_of_pair: BTreeMap<(JobId, JobId), u32> = BTreeMap::new();
         for round in 0..50u64 {
             let now = SimTime::from_ms(round * 360_000);
-            let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, now).expect("decides");
+            let d = policy
+                .schedule(
+                    &SchedulerView {
+                        cluster: &c,
+                        jobs: &jobs,
+                        specs: &specs,
+                        current: None,
+                    },
+                    now,
+                )
+                .expect("decides");
             assert_eq!(d.run.len(), 4, "round {round}: every job runs");
             for a in &d.run {
                 let partner = a.colocation.expect("every job shares").partner;
                 assert_ne!(partner.0 % 2, a.job.0 % 2, "an A shares with a B");
                 assert!((a.colocation.expect("shares").speed - 0.8).abs() < 1e-12);
-                let other = d.run.iter().find(|b| b.job == partner).expect("partner assigned");
+                let other = d
+                    .run
+                    .iter()
+                    .find(|b| b.job == partner)
+                    .expect("partner assigned");
                 assert_eq!(other.placement, a.placement);
                 if a.job < partner {
                     *rounds_of_pair.entry((a.job, partner)).or_insert(0u32) += 1;
                 }
             }
-            let placed: BTreeMap<JobId, arbiter_model::Placement> = d.run.into_iter().map(|a| (a.job, a.placement)).collect();
+            let placed: BTreeMap<JobId, arbiter_model::Placement> =
+                d.run.into_iter().map(|a| (a.job, a.placement)).collect();
             for job in &mut jobs {
-                job.state = RunState::Running { placement: placed[&job.id].clone(), since: now, speed: 0.8 };
+                job.state = RunState::Running {
+                    placement: placed[&job.id].clone(),
+                    since: now,
+                    speed: 0.8,
+                };
             }
         }
         // The allocation gives each of the four A–B pairs half of the time; the rounds realize it.
         assert_eq!(rounds_of_pair.len(), 4, "{rounds_of_pair:?}");
         for (pair, rounds) in &rounds_of_pair {
-            assert!((23..=27).contains(rounds), "{pair:?} ran {rounds} of 50 rounds");
+            assert!(
+                (23..=27).contains(rounds),
+                "{pair:?} ran {rounds} of 50 rounds"
+            );
         }
     }
 
@@ -882,10 +1200,31 @@ mod tests {
         // One server with four GPUs and four one-GPU jobs: all four run (a placement takes its
         // GPUs once).
         let c = Cluster::homogeneous(1, 1, 4, 8, 64, "V100").expect("valid");
-        let specs: Vec<JobSpec> = (0..4).map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 1e9)).collect();
-        let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
-        let mut policy = Gavel::new("max-min-fairness", Objective::MaxMinFairness, false, RoundOptions::default()).expect("valid");
-        let d = policy.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO).expect("decides");
+        let specs: Vec<JobSpec> = (0..4)
+            .map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 1e9))
+            .collect();
+        let jobs: Vec<ActiveJob> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s))
+            .collect();
+        let mut policy = Gavel::new(
+            "max-min-fairness",
+            Objective::MaxMinFairness,
+            false,
+            RoundOptions::default(),
+        )
+        .expect("valid");
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &c,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::ZERO,
+            )
+            .expect("decides");
         assert_eq!(d.run.len(), 4, "{d:?}");
     }
 
@@ -903,16 +1242,44 @@ mod tests {
                 spec
             })
             .collect();
-        let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s)).collect();
+        let jobs: Vec<ActiveJob> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s))
+            .collect();
         let per_tenant = |half_life_s: f64, usage: &[(&str, f64)]| {
             let fairshare = crate::fairshare::FairShareConfig { half_life_s };
-            let mut policy = objectives::build_hierarchical(&RoundOptions::default(), &TenantWeights::new(), &objectives::HierarchicalParams::default(), &fairshare, crate::Placing { strategy: crate::PlacementStrategy::Consolidated, keep_placements: true }).expect("valid");
+            let mut policy = objectives::build_hierarchical(
+                &RoundOptions::default(),
+                &TenantWeights::new(),
+                &objectives::HierarchicalParams::default(),
+                &fairshare,
+                crate::Placing {
+                    strategy: crate::PlacementStrategy::Consolidated,
+                    keep_placements: true,
+                },
+            )
+            .expect("valid");
             policy.set_tenant_usage(&usage.iter().map(|(t, u)| (t.to_string(), *u)).collect());
-            let x = policy.allocation_at(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::ZERO);
-            let sum = |from: u32, to: u32| x.iter().filter(|(id, _)| (from..to).contains(&id.0)).map(|(_, row)| row.iter().sum::<f64>()).sum::<f64>();
+            let x = policy.allocation_at(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::ZERO,
+            );
+            let sum = |from: u32, to: u32| {
+                x.iter()
+                    .filter(|(id, _)| (from..to).contains(&id.0))
+                    .map(|(_, row)| row.iter().sum::<f64>())
+                    .sum::<f64>()
+            };
             (sum(0, 3), sum(3, 6))
         };
-        let close = |(a, b): (f64, f64), (ea, eb): (f64, f64)| (a - ea).abs() < 1e-4 && (b - eb).abs() < 1e-4;
+        let close = |(a, b): (f64, f64), (ea, eb): (f64, f64)| {
+            (a - ea).abs() < 1e-4 && (b - eb).abs() < 1e-4
+        };
         let (a, b) = per_tenant(3600.0, &[("a", 3000.0), ("b", 1000.0)]);
         assert!(close((a, b), (1.0, 2.0)), "a {a}, b {b}");
         let (a, b) = per_tenant(3600.0, &[("a", 1000.0), ("b", 3000.0)]);

@@ -3,12 +3,12 @@
 //! heterogeneity-agnostic or -aware, on the round mechanism of `[policy.gavel]`.
 
 use super::allocation::InnerPolicy;
-use crate::mechanisms::colocation::PairSpeeds;
 use super::{Gavel, Objective, RoundOptions};
+use crate::PolicyError;
 use crate::TenantWeights;
 use crate::descriptor::{DaemonSupport, Descriptor, Family};
+use crate::mechanisms::colocation::PairSpeeds;
 use crate::mechanisms::placement::Placing;
-use crate::PolicyError;
 use std::sync::Arc;
 
 /// `max-min-fairness`.
@@ -26,26 +26,43 @@ pub const FINISH_TIME_FAIRNESS: Descriptor = Descriptor::new("finish-time-fairne
     .paper("Themis (NSDI'20), Gavel")
     .detail("Themis' finish-time fairness ρ = T_shared / T_isolated, minimise the largest ρ (bisection over feasibility LPs), agnostic of GPU types");
 /// `finish-time-fairness-het`.
-pub const FINISH_TIME_FAIRNESS_HET: Descriptor = Descriptor::new("finish-time-fairness-het", Family::GavelAllocation, "finish-time fairness over per-type throughputs (Gavel OSDI'20)").fairness_columns()
-    .aliases(&["ftf-het"])
-    .paper("Themis (NSDI'20), Gavel")
-    .detail("`finish-time-fairness` over per-type throughputs");
+pub const FINISH_TIME_FAIRNESS_HET: Descriptor = Descriptor::new(
+    "finish-time-fairness-het",
+    Family::GavelAllocation,
+    "finish-time fairness over per-type throughputs (Gavel OSDI'20)",
+)
+.fairness_columns()
+.aliases(&["ftf-het"])
+.paper("Themis (NSDI'20), Gavel")
+.detail("`finish-time-fairness` over per-type throughputs");
 /// `min-makespan`.
-pub const MIN_MAKESPAN: Descriptor = Descriptor::new("min-makespan", Family::GavelAllocation, "minimum makespan as a Gavel allocation, agnostic of GPU types")
-    .paper("Gavel")
-    .detail("finish all active jobs as early as possible (one LP), agnostic of GPU types");
+pub const MIN_MAKESPAN: Descriptor = Descriptor::new(
+    "min-makespan",
+    Family::GavelAllocation,
+    "minimum makespan as a Gavel allocation, agnostic of GPU types",
+)
+.paper("Gavel")
+.detail("finish all active jobs as early as possible (one LP), agnostic of GPU types");
 /// `min-makespan-het`.
-pub const MIN_MAKESPAN_HET: Descriptor = Descriptor::new("min-makespan-het", Family::GavelAllocation, "minimum makespan over per-type throughputs (Gavel OSDI'20)")
-    .paper("Gavel")
-    .detail("`min-makespan` over per-type throughputs");
+pub const MIN_MAKESPAN_HET: Descriptor = Descriptor::new(
+    "min-makespan-het",
+    Family::GavelAllocation,
+    "minimum makespan over per-type throughputs (Gavel OSDI'20)",
+)
+.paper("Gavel")
+.detail("`min-makespan` over per-type throughputs");
 /// `fifo-het`.
 pub const FIFO_HET: Descriptor = Descriptor::new("fifo-het", Family::GavelAllocation, "FIFO, each job on its fastest type with room, in Gavel's rounds (OSDI'20)")
     .paper("Gavel")
     .detail("FIFO where each job takes whole GPUs of its fastest type with room, realized by Gavel's rounds");
 /// `max-throughput`.
-pub const MAX_THROUGHPUT: Descriptor = Descriptor::new("max-throughput", Family::GavelAllocation, "maximum total throughput over GPU types (Gavel OSDI'20)")
-    .paper("Gavel")
-    .detail("maximise the cluster's total steps per second");
+pub const MAX_THROUGHPUT: Descriptor = Descriptor::new(
+    "max-throughput",
+    Family::GavelAllocation,
+    "maximum total throughput over GPU types (Gavel OSDI'20)",
+)
+.paper("Gavel")
+.detail("maximise the cluster's total steps per second");
 /// `min-cost`.
 pub const MIN_COST: Descriptor = Descriptor::new("min-cost", Family::GavelAllocation, "most throughput per dollar (GPU-type prices), meeting SLOs where possible (Gavel OSDI'20)")
     .paper("Gavel")
@@ -70,7 +87,12 @@ pub struct HierarchicalParams {
 
 /// `descriptor`'s objective on the rounds of `[policy.gavel]`; `aware`: over per-type
 /// throughputs. (Gavel places by its rounds, whatever the strategy.)
-fn gavel(descriptor: &Descriptor, objective: Objective, aware: bool, rounds: &RoundOptions) -> Result<Gavel, PolicyError> {
+fn gavel(
+    descriptor: &Descriptor,
+    objective: Objective,
+    aware: bool,
+    rounds: &RoundOptions,
+) -> Result<Gavel, PolicyError> {
     Gavel::new(descriptor.name, objective, aware, *rounds)
 }
 
@@ -99,13 +121,36 @@ rounds_only! {
 
 /// Builds `hierarchical`: the tenants' weights (unlisted tenants weigh 1) and how a tenant's
 /// share is split among its jobs.
-pub fn build_hierarchical(rounds: &RoundOptions, tenant_weights: &TenantWeights, hierarchical: &HierarchicalParams, fairshare: &crate::fairshare::FairShareConfig, _: Placing) -> Result<Gavel, PolicyError> {
-    Ok(gavel(&HIERARCHICAL, Objective::Hierarchical, true, rounds)?.with_tenant_weights(tenant_weights.clone()).with_inner_policy(hierarchical.inner).with_fairshare(fairshare.half_life_s()?))
+pub fn build_hierarchical(
+    rounds: &RoundOptions,
+    tenant_weights: &TenantWeights,
+    hierarchical: &HierarchicalParams,
+    fairshare: &crate::fairshare::FairShareConfig,
+    _: Placing,
+) -> Result<Gavel, PolicyError> {
+    Ok(gavel(&HIERARCHICAL, Objective::Hierarchical, true, rounds)?
+        .with_tenant_weights(tenant_weights.clone())
+        .with_inner_policy(hierarchical.inner)
+        .with_fairshare(fairshare.half_life_s()?))
 }
 
 /// Builds `max-min-fairness-packed`: it needs measured pair speeds.
-pub fn build_max_min_fairness_packed(rounds: &RoundOptions, pair_speeds: &Option<Arc<PairSpeeds>>, _: Placing) -> Result<Gavel, PolicyError> {
+pub fn build_max_min_fairness_packed(
+    rounds: &RoundOptions,
+    pair_speeds: &Option<Arc<PairSpeeds>>,
+    _: Placing,
+) -> Result<Gavel, PolicyError> {
     let name = MAX_MIN_FAIRNESS_PACKED.name;
-    let pairs = pair_speeds.clone().ok_or_else(|| PolicyError::Config(format!("{name} needs co-location speeds (a scenario's `throughputs` table with pair entries)")))?;
-    Ok(gavel(&MAX_MIN_FAIRNESS_PACKED, Objective::MaxMinFairnessPacked, true, rounds)?.with_pair_speeds(pairs))
+    let pairs = pair_speeds.clone().ok_or_else(|| {
+        PolicyError::Config(format!(
+            "{name} needs co-location speeds (a scenario's `throughputs` table with pair entries)"
+        ))
+    })?;
+    Ok(gavel(
+        &MAX_MIN_FAIRNESS_PACKED,
+        Objective::MaxMinFairnessPacked,
+        true,
+        rounds,
+    )?
+    .with_pair_speeds(pairs))
 }

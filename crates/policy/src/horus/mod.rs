@@ -86,9 +86,10 @@
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::colocation::{PairKey, PairSpeeds};
 use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
-use crate::{order_key, Policy, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{
-    Assignment, Cluster, Colocation, Decision, GpuTypeId, JobId, JobSpec, PendingReason, Placement, SimTime, MAX_GROUP,
+    Assignment, Cluster, Colocation, Decision, GpuTypeId, JobId, JobSpec, MAX_GROUP, PendingReason,
+    Placement, SimTime,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -100,7 +101,11 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new("horus", Family::Events, "Hor
 
 /// Builds `horus` with its knobs (checked), the caller's placement strategy and the measured pair
 /// speeds where there are some.
-pub fn build(horus: &HorusConfig, pair_speeds: &Option<Arc<PairSpeeds>>, placing: Placing) -> Result<Horus, PolicyError> {
+pub fn build(
+    horus: &HorusConfig,
+    pair_speeds: &Option<Arc<PairSpeeds>>,
+    placing: Placing,
+) -> Result<Horus, PolicyError> {
     Horus::new(*horus, placing.strategy, pair_speeds.clone())
 }
 
@@ -155,25 +160,46 @@ impl HorusConfig {
             return Err("horus.lookahead must be at least 1".into());
         }
         if !positive(self.util_limit_pct) {
-            return Err(format!("horus.util_limit_pct {} is not a positive number", self.util_limit_pct));
+            return Err(format!(
+                "horus.util_limit_pct {} is not a positive number",
+                self.util_limit_pct
+            ));
         }
         if !positive(self.memory_limit_gib) {
-            return Err(format!("horus.memory_limit_gib {} is not a positive number", self.memory_limit_gib));
+            return Err(format!(
+                "horus.memory_limit_gib {} is not a positive number",
+                self.memory_limit_gib
+            ));
         }
         if !positive(self.gpu_memory_gib) {
-            return Err(format!("horus.gpu_memory_gib {} is not a positive number", self.gpu_memory_gib));
+            return Err(format!(
+                "horus.gpu_memory_gib {} is not a positive number",
+                self.gpu_memory_gib
+            ));
         }
         if !(1..=MAX_GROUP).contains(&self.max_jobs_per_gpu) {
-            return Err(format!("horus.max_jobs_per_gpu {} is not in 1..={MAX_GROUP}", self.max_jobs_per_gpu));
+            return Err(format!(
+                "horus.max_jobs_per_gpu {} is not in 1..={MAX_GROUP}",
+                self.max_jobs_per_gpu
+            ));
         }
         if !(self.interference.is_finite() && self.interference >= 0.0) {
-            return Err(format!("horus.interference {} is not a number >= 0", self.interference));
+            return Err(format!(
+                "horus.interference {} is not a number >= 0",
+                self.interference
+            ));
         }
         if !(self.default_util_pct.is_finite() && self.default_util_pct >= 0.0) {
-            return Err(format!("horus.default_util_pct {} is not a number >= 0", self.default_util_pct));
+            return Err(format!(
+                "horus.default_util_pct {} is not a number >= 0",
+                self.default_util_pct
+            ));
         }
         if !(self.job_memory_gib.is_finite() && self.job_memory_gib >= 0.0) {
-            return Err(format!("horus.job_memory_gib {} is not a number >= 0", self.job_memory_gib));
+            return Err(format!(
+                "horus.job_memory_gib {} is not a number >= 0",
+                self.job_memory_gib
+            ));
         }
         Ok(())
     }
@@ -194,11 +220,18 @@ pub fn predict(spec: &JobSpec, config: &HorusConfig) -> Prediction {
     let util_pct = spec
         .stages
         .and_then(|s| {
-            let iteration_s = spec.iteration_s.filter(|t| t.is_finite() && *t > 0.0).unwrap_or_else(|| s.total_s());
-            (iteration_s > 0.0 && s.gpu_s.is_finite() && s.gpu_s >= 0.0).then(|| (100.0 * s.gpu_s / iteration_s).min(100.0))
+            let iteration_s = spec
+                .iteration_s
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .unwrap_or_else(|| s.total_s());
+            (iteration_s > 0.0 && s.gpu_s.is_finite() && s.gpu_s >= 0.0)
+                .then(|| (100.0 * s.gpu_s / iteration_s).min(100.0))
         })
         .unwrap_or(config.default_util_pct);
-    Prediction { util_pct, memory_gib: config.job_memory_gib }
+    Prediction {
+        util_pct,
+        memory_gib: config.job_memory_gib,
+    }
 }
 
 /// `horus_score` for one GPU: what it costs to add a job predicted to use `new` to a GPU whose
@@ -206,7 +239,11 @@ pub fn predict(spec: &JobSpec, config: &HorusConfig) -> Prediction {
 pub fn gpu_cost(used: Prediction, jobs: usize, new: Prediction, config: &HorusConfig) -> f64 {
     let memory = (used.memory_gib + new.memory_gib) / config.gpu_memory_gib;
     let over = used.util_pct + new.util_pct - 100.0;
-    let util = if over > 0.0 { over * OVER_UTIL_COST } else { -over };
+    let util = if over > 0.0 {
+        over * OVER_UTIL_COST
+    } else {
+        -over
+    };
     MEMORY_COST * memory + util / 100.0 + jobs as f64
 }
 
@@ -248,9 +285,20 @@ enum Choice {
 impl Horus {
     /// A Horus policy; `strategy` places jobs on idle GPUs; `pair_speeds` (Gavel's measured
     /// co-located speeds), when given, replaces the constant interference factor for pairs.
-    pub fn new(config: HorusConfig, strategy: PlacementStrategy, pair_speeds: Option<Arc<PairSpeeds>>) -> Result<Self, PolicyError> {
+    pub fn new(
+        config: HorusConfig,
+        strategy: PlacementStrategy,
+        pair_speeds: Option<Arc<PairSpeeds>>,
+    ) -> Result<Self, PolicyError> {
         config.validate().map_err(PolicyError::Config)?;
-        Ok(Horus { config, strategy, pair_speeds, units: BTreeMap::new(), unit_of: BTreeMap::new(), next_unit: 0 })
+        Ok(Horus {
+            config,
+            strategy,
+            pair_speeds,
+            units: BTreeMap::new(),
+            unit_of: BTreeMap::new(),
+            next_unit: 0,
+        })
     }
 
     /// The settings.
@@ -261,14 +309,24 @@ impl Horus {
     fn add_unit(&mut self, placement: Placement, job: JobId) {
         let id = self.next_unit;
         self.next_unit += 1;
-        self.units.insert(id, Unit { placement, members: vec![job] });
+        self.units.insert(
+            id,
+            Unit {
+                placement,
+                members: vec![job],
+            },
+        );
         self.unit_of.insert(job, id);
     }
 
     /// Brings the groups in line with the view: members no longer running where their group is
     /// leave it; running jobs not in a group run alone.
     fn reconcile(&mut self, view: &SchedulerView<'_>) {
-        let running: BTreeMap<JobId, &Placement> = view.jobs.iter().filter_map(|j| j.placement().map(|p| (j.id, p))).collect();
+        let running: BTreeMap<JobId, &Placement> = view
+            .jobs
+            .iter()
+            .filter_map(|j| j.placement().map(|p| (j.id, p)))
+            .collect();
         let unit_of = &mut self.unit_of;
         self.units.retain(|_, unit| {
             unit.members.retain(|m| {
@@ -289,10 +347,19 @@ impl Horus {
 
     /// The unit's predicted use of each of its GPUs.
     fn used(&self, unit: &Unit, specs: &[JobSpec]) -> Prediction {
-        unit.members.iter().fold(Prediction { util_pct: 0.0, memory_gib: 0.0 }, |acc, m| {
-            let p = predict(&specs[m.index()], &self.config);
-            Prediction { util_pct: acc.util_pct + p.util_pct, memory_gib: acc.memory_gib + p.memory_gib }
-        })
+        unit.members.iter().fold(
+            Prediction {
+                util_pct: 0.0,
+                memory_gib: 0.0,
+            },
+            |acc, m| {
+                let p = predict(&specs[m.index()], &self.config);
+                Prediction {
+                    util_pct: acc.util_pct + p.util_pct,
+                    memory_gib: acc.memory_gib + p.memory_gib,
+                }
+            },
+        )
     }
 
     fn pair_key(spec: &JobSpec) -> Option<PairKey> {
@@ -302,30 +369,54 @@ impl Horus {
     /// Measured speeds of `a` and `b` sharing GPUs of type `t`, if the table has the pair.
     fn measured_pair(&self, a: &JobSpec, b: &JobSpec, t: GpuTypeId) -> Option<(f64, f64)> {
         let pairs = self.pair_speeds.as_ref()?;
-        pairs.speeds(&Self::pair_key(a)?, &Self::pair_key(b)?, t.index(), (a.speed_on(t), b.speed_on(t)))
+        pairs.speeds(
+            &Self::pair_key(a)?,
+            &Self::pair_key(b)?,
+            t.index(),
+            (a.speed_on(t), b.speed_on(t)),
+        )
     }
 
     /// The GPU type of a placement (its first node's; placements stay on one type).
     fn type_of(cluster: &Cluster, placement: &Placement) -> Option<GpuTypeId> {
-        placement.slots.first().and_then(|(n, _)| cluster.node(*n)).map(|n| n.gpu_type)
+        placement
+            .slots
+            .first()
+            .and_then(|(n, _)| cluster.node(*n))
+            .map(|n| n.gpu_type)
     }
 
     /// Whether `spec` may join `unit`: same gang, a type it runs on, room, and the predicted sums
     /// within the limits (and, for a measured pair, speeds at which both make progress).
-    fn may_join(&self, view: &SchedulerView<'_>, unit: &Unit, spec: &JobSpec, new: Prediction) -> bool {
-        if unit.placement.gpus() != spec.gpus || unit.members.len() >= self.config.max_jobs_per_gpu {
+    fn may_join(
+        &self,
+        view: &SchedulerView<'_>,
+        unit: &Unit,
+        spec: &JobSpec,
+        new: Prediction,
+    ) -> bool {
+        if unit.placement.gpus() != spec.gpus || unit.members.len() >= self.config.max_jobs_per_gpu
+        {
             return false;
         }
-        let types_ok = unit.placement.slots.iter().all(|(n, _)| view.cluster.node(*n).is_some_and(|node| type_allowed(spec, node.gpu_type)));
+        let types_ok = unit.placement.slots.iter().all(|(n, _)| {
+            view.cluster
+                .node(*n)
+                .is_some_and(|node| type_allowed(spec, node.gpu_type))
+        });
         if !types_ok {
             return false;
         }
         let used = self.used(unit, view.specs);
-        if used.util_pct + new.util_pct > self.config.util_limit_pct || used.memory_gib + new.memory_gib > self.config.memory_limit_gib {
+        if used.util_pct + new.util_pct > self.config.util_limit_pct
+            || used.memory_gib + new.memory_gib > self.config.memory_limit_gib
+        {
             return false;
         }
-        if let ([other], Some(t)) = (unit.members.as_slice(), Self::type_of(view.cluster, &unit.placement))
-            && let Some((x, y)) = self.measured_pair(&view.specs[other.index()], spec, t)
+        if let ([other], Some(t)) = (
+            unit.members.as_slice(),
+            Self::type_of(view.cluster, &unit.placement),
+        ) && let Some((x, y)) = self.measured_pair(&view.specs[other.index()], spec, t)
         {
             return x > 0.0 && y > 0.0;
         }
@@ -333,16 +424,31 @@ impl Horus {
     }
 
     /// Where `spec` goes, or why it cannot start now. Idle GPUs it gets are taken from `placer`.
-    fn choose(&self, view: &SchedulerView<'_>, placer: &mut Placer<'_>, spec: &JobSpec, pending_since: SimTime, now: SimTime) -> Result<Choice, PendingReason> {
+    fn choose(
+        &self,
+        view: &SchedulerView<'_>,
+        placer: &mut Placer<'_>,
+        spec: &JobSpec,
+        pending_since: SimTime,
+        now: SimTime,
+    ) -> Result<Choice, PendingReason> {
         let new = predict(spec, &self.config);
-        let idle = Prediction { util_pct: 0.0, memory_gib: 0.0 };
+        let idle = Prediction {
+            util_pct: 0.0,
+            memory_gib: 0.0,
+        };
         // The cheapest GPUs in use it may join (the first unit on a tie).
         let mut join: Option<(f64, u64)> = None;
         for (&id, unit) in &self.units {
             if !self.may_join(view, unit, spec, new) {
                 continue;
             }
-            let cost = gpu_cost(self.used(unit, view.specs), unit.members.len(), new, &self.config);
+            let cost = gpu_cost(
+                self.used(unit, view.specs),
+                unit.members.len(),
+                new,
+                &self.config,
+            );
             if join.is_none_or(|(c, _)| cost < c) {
                 join = Some((cost, id));
             }
@@ -362,9 +468,12 @@ impl Horus {
     /// Speed of member `index` of `unit` while the unit's jobs share its GPUs.
     fn shared_speed(&self, view: &SchedulerView<'_>, unit: &Unit, index: usize) -> f64 {
         let spec = &view.specs[unit.members[index].index()];
-        let Some(t) = Self::type_of(view.cluster, &unit.placement) else { return 1.0 / (1.0 + self.config.interference) };
+        let Some(t) = Self::type_of(view.cluster, &unit.placement) else {
+            return 1.0 / (1.0 + self.config.interference);
+        };
         if let [a, b] = unit.members.as_slice()
-            && let Some((x, y)) = self.measured_pair(&view.specs[a.index()], &view.specs[b.index()], t)
+            && let Some((x, y)) =
+                self.measured_pair(&view.specs[a.index()], &view.specs[b.index()], t)
             && x > 0.0
             && y > 0.0
         {
@@ -375,7 +484,10 @@ impl Horus {
 
     /// The groups of jobs sharing GPUs now, as (placement, members) — for tests and reports.
     pub fn groups(&self) -> Vec<(Placement, Vec<JobId>)> {
-        self.units.values().map(|u| (u.placement.clone(), u.members.clone())).collect()
+        self.units
+            .values()
+            .map(|u| (u.placement.clone(), u.members.clone()))
+            .collect()
     }
 }
 
@@ -388,7 +500,11 @@ impl Policy for Horus {
         self.pair_speeds = Some(speeds);
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         self.reconcile(view);
         let mut placer = Placer::new(view.cluster, self.strategy);
         for unit in self.units.values() {
@@ -400,7 +516,12 @@ impl Policy for Horus {
         for job in view.jobs.iter().filter(|j| !j.is_running()) {
             let spec = view.spec(job);
             if Placer::could_ever_fit(view.cluster, spec) && spec.gpus > 0 {
-                queue.push((order_key(predict(spec, &self.config).util_pct), job.submit, job.id, job.pending_since));
+                queue.push((
+                    order_key(predict(spec, &self.config).util_pct),
+                    job.submit,
+                    job.id,
+                    job.pending_since,
+                ));
             } else {
                 decision.pending.push((job.id, PendingReason::NeverFits));
             }
@@ -409,7 +530,9 @@ impl Policy for Horus {
         let mut reasons: BTreeMap<JobId, PendingReason> = BTreeMap::new();
         loop {
             let mut started = None;
-            for (pos, &(_, _, id, pending_since)) in queue.iter().take(self.config.lookahead).enumerate() {
+            for (pos, &(_, _, id, pending_since)) in
+                queue.iter().take(self.config.lookahead).enumerate()
+            {
                 let spec = &view.specs[id.index()];
                 match self.choose(view, &mut placer, spec, pending_since, now) {
                     Ok(choice) => {
@@ -421,25 +544,42 @@ impl Policy for Horus {
                     }
                 }
             }
-            let Some((pos, id, choice)) = started else { break };
+            let Some((pos, id, choice)) = started else {
+                break;
+            };
             queue.remove(pos);
             reasons.remove(&id);
             match choice {
                 Choice::Fresh(placement) => self.add_unit(placement, id),
                 Choice::Join(unit) => {
-                    let members = &mut self.units.get_mut(&unit).ok_or_else(|| PolicyError::Invariant(format!("horus: unit {unit} vanished")))?.members;
+                    let members = &mut self
+                        .units
+                        .get_mut(&unit)
+                        .ok_or_else(|| {
+                            PolicyError::Invariant(format!("horus: unit {unit} vanished"))
+                        })?
+                        .members;
                     members.push(id);
                     self.unit_of.insert(id, unit);
                 }
             }
         }
         for (i, &(_, _, id, _)) in queue.iter().enumerate() {
-            let reason = if i < self.config.lookahead { reasons.get(&id).copied().unwrap_or(PendingReason::InsufficientGpus) } else { PendingReason::BlockedByHeadOfLine };
+            let reason = if i < self.config.lookahead {
+                reasons
+                    .get(&id)
+                    .copied()
+                    .unwrap_or(PendingReason::InsufficientGpus)
+            } else {
+                PendingReason::BlockedByHeadOfLine
+            };
             decision.pending.push((id, reason));
         }
         for unit in self.units.values() {
             if let [only] = unit.members.as_slice() {
-                decision.run.push(Assignment::exclusive(*only, unit.placement.clone()));
+                decision
+                    .run
+                    .push(Assignment::exclusive(*only, unit.placement.clone()));
                 continue;
             }
             // A ring: each member names the next, the last the first.

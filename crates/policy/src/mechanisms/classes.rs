@@ -21,7 +21,7 @@
 //! of the cluster with fewer GPUs per node (and CPUs and memory in proportion).
 
 use crate::mechanisms::colocation::PairSpeeds;
-use crate::{build, Policy, PolicyConfig, PolicyError, PolicyKind, SchedulerView, TenantWeights};
+use crate::{Policy, PolicyConfig, PolicyError, PolicyKind, SchedulerView, TenantWeights, build};
 use arbiter_model::{ActiveJob, Cluster, Decision, JobSpec, Planner, RunState, SimTime};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,7 +55,11 @@ struct Taken {
 
 impl Taken {
     fn new(nodes: usize) -> Self {
-        Taken { gpus: vec![0; nodes], cpus: vec![0.0; nodes], memory_gib: vec![0.0; nodes] }
+        Taken {
+            gpus: vec![0; nodes],
+            cpus: vec![0.0; nodes],
+            memory_gib: vec![0.0; nodes],
+        }
     }
 
     fn add(&mut self, other: &Taken) {
@@ -72,7 +76,9 @@ impl PriorityClasses {
     pub fn new(kind: PolicyKind, config: PolicyConfig) -> Result<Self, PolicyError> {
         if kind == PolicyKind::External {
             // One agent per class would be several programs answering for one queue.
-            return Err(PolicyError::Config("priority classes need a built-in policy, not an external agent".into()));
+            return Err(PolicyError::Config(
+                "priority classes need a built-in policy, not an external agent".into(),
+            ));
         }
         if kind == PolicyKind::AntMan {
             // AntMan keeps its own map of every GPU between decisions (and has its own two
@@ -80,7 +86,16 @@ impl PriorityClasses {
             return Err(PolicyError::Config("antman has its own classes (guaranteed, opportunistic) and cannot run under priority classes".into()));
         }
         let half_life_s = build(kind, &config)?.fairshare_half_life_s();
-        Ok(PriorityClasses { kind, config, by_value: BTreeMap::new(), pair_speeds: None, weights: None, usage: None, half_life_s, planner: Planner::new(0) })
+        Ok(PriorityClasses {
+            kind,
+            config,
+            by_value: BTreeMap::new(),
+            pair_speeds: None,
+            weights: None,
+            usage: None,
+            half_life_s,
+            planner: Planner::new(0),
+        })
     }
 
     fn instance(&mut self, value: i32) -> Result<&mut Box<dyn Policy>, PolicyError> {
@@ -97,18 +112,32 @@ impl PriorityClasses {
             }
             self.by_value.insert(Reverse(value), policy);
         }
-        self.by_value.get_mut(&Reverse(value)).ok_or_else(|| PolicyError::Invariant("class instance vanished".into()))
+        self.by_value
+            .get_mut(&Reverse(value))
+            .ok_or_else(|| PolicyError::Invariant("class instance vanished".into()))
     }
 
     /// Decides the jobs of class `value` on what `taken` and `lower` (GPUs per node held by
     /// lower classes' runs that are not offered) leave, its running jobs that no longer fit
     /// shown as waiting. Returns the decision, what it takes, and whether some of the class's
     /// jobs are left waiting.
-    fn decide_class(&mut self, value: i32, view: &SchedulerView<'_>, taken: &Taken, lower: &[u32], now: SimTime) -> Result<(Decision, Taken, bool), PolicyError> {
+    fn decide_class(
+        &mut self,
+        value: i32,
+        view: &SchedulerView<'_>,
+        taken: &Taken,
+        lower: &[u32],
+        now: SimTime,
+    ) -> Result<(Decision, Taken, bool), PolicyError> {
         let cluster = reduced(view.cluster, taken, lower);
         let capacity: PerNode = cluster.nodes.iter().map(|n| n.gpus).collect();
         let jobs = class_jobs(view, value, &capacity);
-        let class_view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: view.specs, current: None };
+        let class_view = SchedulerView {
+            cluster: &cluster,
+            jobs: &jobs,
+            specs: view.specs,
+            current: None,
+        };
         let mut decision = self.instance(value)?.schedule(&class_view, now)?;
         pin_host_shares(view.cluster, &cluster, &mut decision);
         let ids: BTreeSet<u32> = jobs.iter().map(|j| j.id.0).collect();
@@ -117,19 +146,32 @@ impl PriorityClasses {
             .check(&cluster, view.specs, |id| ids.contains(&id.0), &decision)
             .map_err(|e| PolicyError::Invariant(format!("class {value}: {e}")))?;
         let mut used = host_use(view.cluster, &decision);
-        used.gpus = cluster.nodes.iter().map(|n| n.gpus - occupancy.free_on(n.id)).collect();
+        used.gpus = cluster
+            .nodes
+            .iter()
+            .map(|n| n.gpus - occupancy.free_on(n.id))
+            .collect();
         let waiting = jobs.len() > decision.run.len();
         Ok((decision, used, waiting))
     }
 
     /// Every class in turn, highest first (see the module's comment).
-    fn schedule_classes(&mut self, view: &SchedulerView<'_>, values: &BTreeSet<Reverse<i32>>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule_classes(
+        &mut self,
+        view: &SchedulerView<'_>,
+        values: &BTreeSet<Reverse<i32>>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let nodes = view.cluster.nodes.len();
         let mut taken = Taken::new(nodes);
         let mut merged = Decision::default();
         for &Reverse(value) in values {
-            let (below_all, below_fixed) = (held_below(view, value, false, nodes), held_below(view, value, true, nodes));
-            let (mut decision, mut used, waiting) = self.decide_class(value, view, &taken, &below_all, now)?;
+            let (below_all, below_fixed) = (
+                held_below(view, value, false, nodes),
+                held_below(view, value, true, nodes),
+            );
+            let (mut decision, mut used, waiting) =
+                self.decide_class(value, view, &taken, &below_all, now)?;
             if waiting && below_all != below_fixed {
                 let admitted = std::mem::take(&mut decision.admitted);
                 (decision, used, _) = self.decide_class(value, view, &taken, &below_fixed, now)?;
@@ -147,8 +189,16 @@ impl Policy for PriorityClasses {
         self.kind.name()
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
-        let values: BTreeSet<Reverse<i32>> = view.jobs.iter().map(|j| Reverse(view.spec(j).class.value)).collect();
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
+        let values: BTreeSet<Reverse<i32>> = view
+            .jobs
+            .iter()
+            .map(|j| Reverse(view.spec(j).class.value))
+            .collect();
         match values.len() {
             0 | 1 => {
                 let value = values.first().map_or(0, |v| v.0);
@@ -214,12 +264,22 @@ fn held_below(view: &SchedulerView<'_>, value: i32, only_fixed: bool, nodes: usi
 /// The jobs of class `value`, oldest runs first; a running job whose GPUs are no longer in
 /// `capacity` (a higher class took them) is shown as waiting, so its policy may place it again.
 fn class_jobs(view: &SchedulerView<'_>, value: i32, capacity: &[u32]) -> Vec<ActiveJob> {
-    let mut jobs: Vec<ActiveJob> = view.jobs.iter().filter(|j| view.spec(j).class.value == value).cloned().collect();
+    let mut jobs: Vec<ActiveJob> = view
+        .jobs
+        .iter()
+        .filter(|j| view.spec(j).class.value == value)
+        .cloned()
+        .collect();
     jobs.sort_by_key(|j| (j.first_start.is_none(), j.first_start, j.id));
     let mut left = capacity.to_vec();
     for job in &mut jobs {
-        let Some(placement) = job.placement() else { continue };
-        let fits = placement.slots.iter().all(|&(node, gpus)| left.get(node.index()).is_some_and(|&l| l >= gpus));
+        let Some(placement) = job.placement() else {
+            continue;
+        };
+        let fits = placement
+            .slots
+            .iter()
+            .all(|&(node, gpus)| left.get(node.index()).is_some_and(|&l| l >= gpus));
         if fits {
             for &(node, gpus) in &placement.slots {
                 left[node.index()] -= gpus;
@@ -240,8 +300,13 @@ fn reduced(cluster: &Cluster, taken: &Taken, lower: &[u32]) -> Cluster {
         let share = arbiter_model::proportional_share(&cluster.nodes[n]);
         let held = f64::from(lower[n]);
         node.gpus = node.gpus.saturating_sub(taken.gpus[n] + lower[n]);
-        node.cpus = (f64::from(node.cpus) - taken.cpus[n] - share.cpus_per_gpu * held).max(0.0).floor() as u32;
-        node.memory_gib = (f64::from(node.memory_gib) - taken.memory_gib[n] - share.memory_per_gpu * held).max(0.0).floor() as u32;
+        node.cpus = (f64::from(node.cpus) - taken.cpus[n] - share.cpus_per_gpu * held)
+            .max(0.0)
+            .floor() as u32;
+        node.memory_gib =
+            (f64::from(node.memory_gib) - taken.memory_gib[n] - share.memory_per_gpu * held)
+                .max(0.0)
+                .floor() as u32;
     }
     out
 }
@@ -252,8 +317,12 @@ fn host_use(cluster: &Cluster, decision: &Decision) -> Taken {
     let mut used = Taken::new(cluster.nodes.len());
     for a in decision.run.iter().filter(|a| a.guest.is_none()) {
         for &(node, gpus) in &a.placement.slots {
-            let Some(whole) = cluster.node(node) else { continue };
-            let share = a.host.unwrap_or_else(|| arbiter_model::proportional_share(whole));
+            let Some(whole) = cluster.node(node) else {
+                continue;
+            };
+            let share = a
+                .host
+                .unwrap_or_else(|| arbiter_model::proportional_share(whole));
             used.cpus[node.index()] += share.cpus_per_gpu * f64::from(gpus);
             used.memory_gib[node.index()] += share.memory_per_gpu * f64::from(gpus);
         }
@@ -266,14 +335,36 @@ fn host_use(cluster: &Cluster, decision: &Decision) -> Taken {
 /// proportional CPUs or memory, or a fraction was rounded away), so every such job is given
 /// explicitly the smaller of the two shares on each of its nodes.
 fn pin_host_shares(whole: &Cluster, part: &Cluster, decision: &mut Decision) {
-    for a in decision.run.iter_mut().filter(|a| a.host.is_none() && a.colocation.is_none() && a.guest.is_none()) {
-        let shares = a.placement.slots.iter().filter_map(|&(node, _)| Some((whole.node(node)?, part.node(node)?)));
+    for a in decision
+        .run
+        .iter_mut()
+        .filter(|a| a.host.is_none() && a.colocation.is_none() && a.guest.is_none())
+    {
+        let shares = a
+            .placement
+            .slots
+            .iter()
+            .filter_map(|&(node, _)| Some((whole.node(node)?, part.node(node)?)));
         let share = shares.fold(None::<arbiter_model::HostShare>, |least, (w, p)| {
-            let (ws, ps) = (arbiter_model::proportional_share(w), arbiter_model::proportional_share(p));
-            let here = arbiter_model::HostShare { cpus_per_gpu: ws.cpus_per_gpu.min(ps.cpus_per_gpu), memory_per_gpu: ws.memory_per_gpu.min(ps.memory_per_gpu) };
-            Some(least.map_or(here, |l| arbiter_model::HostShare { cpus_per_gpu: l.cpus_per_gpu.min(here.cpus_per_gpu), memory_per_gpu: l.memory_per_gpu.min(here.memory_per_gpu) }))
+            let (ws, ps) = (
+                arbiter_model::proportional_share(w),
+                arbiter_model::proportional_share(p),
+            );
+            let here = arbiter_model::HostShare {
+                cpus_per_gpu: ws.cpus_per_gpu.min(ps.cpus_per_gpu),
+                memory_per_gpu: ws.memory_per_gpu.min(ps.memory_per_gpu),
+            };
+            Some(least.map_or(here, |l| arbiter_model::HostShare {
+                cpus_per_gpu: l.cpus_per_gpu.min(here.cpus_per_gpu),
+                memory_per_gpu: l.memory_per_gpu.min(here.memory_per_gpu),
+            }))
         });
-        let first_whole = a.placement.slots.first().and_then(|&(node, _)| whole.node(node)).map(arbiter_model::proportional_share);
+        let first_whole = a
+            .placement
+            .slots
+            .first()
+            .and_then(|&(node, _)| whole.node(node))
+            .map(arbiter_model::proportional_share);
         if let (Some(s), Some(w)) = (share, first_whole)
             && (s.cpus_per_gpu < w.cpus_per_gpu || s.memory_per_gpu < w.memory_per_gpu)
         {
@@ -294,9 +385,15 @@ fn merge(into: &mut Decision, decision: Decision) {
 
 /// Admission answers of both tries, each job once (the first try's answer stands: the policy
 /// remembers it and does not answer again).
-fn merge_admitted(first: Vec<(arbiter_model::JobId, bool)>, second: Vec<(arbiter_model::JobId, bool)>) -> Vec<(arbiter_model::JobId, bool)> {
+fn merge_admitted(
+    first: Vec<(arbiter_model::JobId, bool)>,
+    second: Vec<(arbiter_model::JobId, bool)>,
+) -> Vec<(arbiter_model::JobId, bool)> {
     let seen: BTreeSet<_> = first.iter().map(|(id, _)| *id).collect();
-    first.into_iter().chain(second.into_iter().filter(|(id, _)| !seen.contains(id))).collect()
+    first
+        .into_iter()
+        .chain(second.into_iter().filter(|(id, _)| !seen.contains(id)))
+        .collect()
 }
 
 #[cfg(test)]

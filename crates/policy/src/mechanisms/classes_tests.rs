@@ -3,7 +3,11 @@ use crate::test_support::{cluster, spec_with, step};
 use arbiter_model::{JobClass, JobId, NodeId, Placement};
 
 fn class(name: &str, value: i32, preemptible: bool) -> JobClass {
-    JobClass { name: Some(Arc::from(name)), value, preemptible }
+    JobClass {
+        name: Some(Arc::from(name)),
+        value,
+        preemptible,
+    }
 }
 
 fn spec_in(id: u32, submit_s: u64, gpus: u32, run_s: f64, class: &JobClass) -> JobSpec {
@@ -25,7 +29,9 @@ fn runs(decision: &Decision) -> Vec<u32> {
 #[test]
 fn one_class_schedules_exactly_as_the_policy_alone() {
     let c = cluster(2, 4);
-    let specs: Vec<JobSpec> = (0..6).map(|i| spec_with(i, u64::from(i), 1 + i % 3, 100.0 * f64::from(6 - i))).collect();
+    let specs: Vec<JobSpec> = (0..6)
+        .map(|i| spec_with(i, u64::from(i), 1 + i % 3, 100.0 * f64::from(6 - i)))
+        .collect();
     let live: Vec<u32> = (0..6).collect();
     for kind in [PolicyKind::Fifo, PolicyKind::Sjf, PolicyKind::Srtf] {
         let mut alone = build(kind, &PolicyConfig::default()).expect("builds");
@@ -43,20 +49,30 @@ fn one_class_schedules_exactly_as_the_policy_alone() {
 fn a_higher_class_preempts_a_lower_preemptible_one() {
     let (high, low) = (class("high", 100, false), class("low", 10, true));
     let c = cluster(1, 4);
-    let specs = vec![spec_in(0, 0, 4, 1000.0, &low), spec_in(1, 5, 2, 10.0, &high)];
+    let specs = vec![
+        spec_in(0, 0, 4, 1000.0, &low),
+        spec_in(1, 5, 2, 10.0, &high),
+    ];
     let mut policy = classes(PolicyKind::Fifo);
     let first = step(&mut policy, &c, &specs, &[0], &Decision::default());
     assert_eq!(runs(&first), vec![0]);
     // FIFO alone never preempts: the low job would keep all four GPUs.
     let second = step(&mut policy, &c, &specs, &[0, 1], &first);
-    assert_eq!(runs(&second), vec![1], "the high job takes the GPUs of the low one, which waits");
+    assert_eq!(
+        runs(&second),
+        vec![1],
+        "the high job takes the GPUs of the low one, which waits"
+    );
 }
 
 #[test]
 fn a_lower_class_that_is_not_preemptible_keeps_its_gpus() {
     let (high, fixed) = (class("high", 100, false), class("steady", 10, false));
     let c = cluster(1, 4);
-    let specs = vec![spec_in(0, 0, 4, 1000.0, &fixed), spec_in(1, 5, 2, 10.0, &high)];
+    let specs = vec![
+        spec_in(0, 0, 4, 1000.0, &fixed),
+        spec_in(1, 5, 2, 10.0, &high),
+    ];
     let mut policy = classes(PolicyKind::Fifo);
     let first = step(&mut policy, &c, &specs, &[0], &Decision::default());
     let second = step(&mut policy, &c, &specs, &[0, 1], &first);
@@ -68,13 +84,20 @@ fn free_gpus_are_used_before_any_lower_job_is_preempted() {
     let (high, low) = (class("high", 100, false), class("low", 10, true));
     // Node 0 full with a low job, node 1 free: the high job goes to node 1 and nobody waits.
     let c = cluster(2, 4);
-    let specs = vec![spec_in(0, 0, 4, 1000.0, &low), spec_in(1, 5, 4, 10.0, &high)];
+    let specs = vec![
+        spec_in(0, 0, 4, 1000.0, &low),
+        spec_in(1, 5, 4, 10.0, &high),
+    ];
     let mut policy = classes(PolicyKind::Fifo);
     let first = step(&mut policy, &c, &specs, &[0], &Decision::default());
     assert_eq!(first.run[0].placement, Placement::single(NodeId(0), 4));
     let second = step(&mut policy, &c, &specs, &[0, 1], &first);
     assert_eq!(runs(&second), vec![0, 1]);
-    let high_at = second.run.iter().find(|a| a.job == JobId(1)).map(|a| a.placement.clone());
+    let high_at = second
+        .run
+        .iter()
+        .find(|a| a.job == JobId(1))
+        .map(|a| a.placement.clone());
     assert_eq!(high_at, Some(Placement::single(NodeId(1), 4)));
 }
 
@@ -94,12 +117,24 @@ fn the_policy_orders_jobs_inside_a_class_and_higher_classes_go_first() {
     let decision = step(&mut policy, &c, &specs, &[0, 1, 2, 3], &Decision::default());
     assert_eq!(runs(&decision), vec![1, 2]);
     let mut policy = classes(PolicyKind::Sjf);
-    let decision = step(&mut policy, &Cluster::clone(&cluster(1, 3)), &specs, &[0, 1, 2, 3], &Decision::default());
-    assert_eq!(runs(&decision), vec![1, 2, 3], "the third GPU goes to the shortest low job");
+    let decision = step(
+        &mut policy,
+        &Cluster::clone(&cluster(1, 3)),
+        &specs,
+        &[0, 1, 2, 3],
+        &Decision::default(),
+    );
+    assert_eq!(
+        runs(&decision),
+        vec![1, 2, 3],
+        "the third GPU goes to the shortest low job"
+    );
 }
 
 #[test]
 fn an_external_agent_is_refused_with_classes() {
-    let err = PriorityClasses::new(PolicyKind::External, PolicyConfig::default()).err().expect("refused");
+    let err = PriorityClasses::new(PolicyKind::External, PolicyConfig::default())
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("built-in policy"), "{err}");
 }

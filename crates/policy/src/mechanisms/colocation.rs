@@ -44,7 +44,10 @@ impl PairSpeeds {
     /// they can be measured: with `Some(0.5)` an unmeasured pair counts as exactly as good as
     /// taking turns (normalized packed throughput 1, kept until measurements say otherwise).
     pub fn solo_fractions(assumed: Option<f64>) -> Self {
-        PairSpeeds { speeds: BTreeMap::new(), fractions: Some(assumed.filter(|f| f.is_finite() && *f >= 0.0)) }
+        PairSpeeds {
+            speeds: BTreeMap::new(),
+            fractions: Some(assumed.filter(|f| f.is_finite() && *f >= 0.0)),
+        }
     }
 
     /// Records the speeds of `job` and `other` sharing GPUs, per GPU type index; the mirrored
@@ -52,13 +55,26 @@ impl PairSpeeds {
     pub fn insert(&mut self, job: PairKey, other: PairKey, per_type: Vec<(f64, f64)>) {
         let mirrored = per_type.iter().map(|&(a, b)| (Some(b), Some(a))).collect();
         self.speeds.insert((other.clone(), job.clone()), mirrored);
-        self.speeds.insert((job, other), per_type.into_iter().map(|(a, b)| (Some(a), Some(b))).collect());
+        self.speeds.insert(
+            (job, other),
+            per_type
+                .into_iter()
+                .map(|(a, b)| (Some(a), Some(b)))
+                .collect(),
+        );
     }
 
     /// Records `job`'s speed while sharing GPUs of type index `gpu_type` (of `types`) with
     /// `other`, as a fraction of its speed alone there (a [`PairSpeeds::solo_fractions`] table);
     /// the mirrored entry gets it as the other's.
-    pub fn insert_fraction(&mut self, job: PairKey, other: PairKey, gpu_type: usize, types: usize, fraction: f64) {
+    pub fn insert_fraction(
+        &mut self,
+        job: PairKey,
+        other: PairKey,
+        gpu_type: usize,
+        types: usize,
+        fraction: f64,
+    ) {
         let len = types.max(gpu_type + 1);
         let mine = self.speeds.entry((job.clone(), other.clone())).or_default();
         mine.resize(len.max(mine.len()), (None, None));
@@ -71,7 +87,12 @@ impl PairSpeeds {
     /// The entry of `job` and `other` on `gpu_type` as recorded: speeds (or fractions), both
     /// measured; `None` otherwise.
     pub fn get(&self, job: &PairKey, other: &PairKey, gpu_type: usize) -> Option<(f64, f64)> {
-        match self.speeds.get(&(job.clone(), other.clone())).and_then(|v| v.get(gpu_type)).copied() {
+        match self
+            .speeds
+            .get(&(job.clone(), other.clone()))
+            .and_then(|v| v.get(gpu_type))
+            .copied()
+        {
             Some((Some(a), Some(b))) => Some((a, b)),
             _ => None,
         }
@@ -80,9 +101,22 @@ impl PairSpeeds {
     /// Speeds of `job` and `other` sharing GPUs of type `gpu_type`, in reference units, given
     /// their solo speeds there (`solo`: job's, other's; used by a fraction table only); `None` if
     /// not known.
-    pub fn speeds(&self, job: &PairKey, other: &PairKey, gpu_type: usize, solo: (f64, f64)) -> Option<(f64, f64)> {
-        let Some(assumed) = self.fractions else { return self.get(job, other, gpu_type) };
-        let recorded = self.speeds.get(&(job.clone(), other.clone())).and_then(|v| v.get(gpu_type)).copied().unwrap_or((None, None));
+    pub fn speeds(
+        &self,
+        job: &PairKey,
+        other: &PairKey,
+        gpu_type: usize,
+        solo: (f64, f64),
+    ) -> Option<(f64, f64)> {
+        let Some(assumed) = self.fractions else {
+            return self.get(job, other, gpu_type);
+        };
+        let recorded = self
+            .speeds
+            .get(&(job.clone(), other.clone()))
+            .and_then(|v| v.get(gpu_type))
+            .copied()
+            .unwrap_or((None, None));
         let a = recorded.0.or(assumed)?;
         let b = recorded.1.or(assumed)?;
         Some((a * solo.0, b * solo.1))

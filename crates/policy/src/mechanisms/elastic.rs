@@ -35,8 +35,16 @@ pub(crate) fn most_free_first(free: &mut [u32], gpus: u32) -> Option<Placement> 
 /// Turns GPU counts into assignments: jobs whose count equals the GPUs they hold keep them; the
 /// others are placed most-free-first in the order of `counts` (every job to run with its count,
 /// > 0). `jobs` is sorted by id.
-pub(crate) fn place_counts(cluster: &Cluster, jobs: &[&ActiveJob], counts: &[(JobId, u32)]) -> Vec<Assignment> {
-    let held = |id: JobId| jobs.binary_search_by_key(&id, |j| j.id).ok().and_then(|k| jobs[k].placement());
+pub(crate) fn place_counts(
+    cluster: &Cluster,
+    jobs: &[&ActiveJob],
+    counts: &[(JobId, u32)],
+) -> Vec<Assignment> {
+    let held = |id: JobId| {
+        jobs.binary_search_by_key(&id, |j| j.id)
+            .ok()
+            .and_then(|k| jobs[k].placement())
+    };
     let mut free = free_per_node(cluster);
     let mut run = Vec::with_capacity(counts.len());
     let mut to_place: Vec<(JobId, u32)> = Vec::new();
@@ -63,7 +71,9 @@ pub(crate) fn place_counts(cluster: &Cluster, jobs: &[&ActiveJob], counts: &[(Jo
 
 /// The GPU counts a job may run with: its elastic range, or just its gang.
 pub(crate) fn gpu_bounds(spec: &JobSpec) -> (u32, u32) {
-    spec.elastic.map_or((spec.gpus, spec.gpus), |r| (r.min.max(1), r.max.max(r.min.max(1))))
+    spec.elastic.map_or((spec.gpus, spec.gpus), |r| {
+        (r.min.max(1), r.max.max(r.min.max(1)))
+    })
 }
 
 #[cfg(test)]

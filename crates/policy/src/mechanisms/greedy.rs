@@ -37,7 +37,12 @@ impl GreedyOptions {
     /// Non-preemptive and fit-first, placing as `placing` says: what a policy that sets its own
     /// switches starts from.
     pub fn fit_first(placing: Placing) -> Self {
-        GreedyOptions { preemptive: false, head_of_line_blocking: false, keep_placements: placing.keep_placements, strategy: placing.strategy }
+        GreedyOptions {
+            preemptive: false,
+            head_of_line_blocking: false,
+            keep_placements: placing.keep_placements,
+            strategy: placing.strategy,
+        }
     }
 }
 
@@ -51,18 +56,24 @@ pub fn schedule_in_order<K: Ord + Copy>(
     let mut placer = Placer::new(view.cluster, options.strategy);
     // Every assignment takes a GPU of its own: room for all of them up front (the list is built
     // at every scheduling point; growing it by doubling showed in the simulator's profile).
-    let mut decision = Decision { run: Vec::with_capacity(view.jobs.len().min(placer.free_total() as usize)), ..Decision::default() };
+    let mut decision = Decision {
+        run: Vec::with_capacity(view.jobs.len().min(placer.free_total() as usize)),
+        ..Decision::default()
+    };
     let mut candidates: Vec<(K, u32, u32)> = Vec::with_capacity(view.jobs.len());
     let mut demand: u64 = 0;
     for (index, job) in view.jobs.iter().enumerate() {
         if !options.preemptive
-            && let Some(placement) = job.placement() {
-                // Non-preemptive: a running job keeps its GPUs. They were allocated consistently
-                // by the engine, so taking them again cannot fail.
-                placer.take(placement);
-                decision.run.push(Assignment::exclusive(job.id, placement.clone()));
-                continue;
-            }
+            && let Some(placement) = job.placement()
+        {
+            // Non-preemptive: a running job keeps its GPUs. They were allocated consistently
+            // by the engine, so taking them again cannot fail.
+            placer.take(placement);
+            decision
+                .run
+                .push(Assignment::exclusive(job.id, placement.clone()));
+            continue;
+        }
         demand += u64::from(job.gpus);
         candidates.push((key(job), job.id.0, index as u32));
     }
@@ -87,21 +98,28 @@ pub fn schedule_in_order<K: Ord + Copy>(
         let spec = view.spec(job);
         if options.keep_placements
             && let Some(current) = job.placement()
-                && placer.take(current) {
-                    decision.run.push(Assignment::exclusive(job.id, current.clone()));
-                    continue;
-                }
+            && placer.take(current)
+        {
+            decision
+                .run
+                .push(Assignment::exclusive(job.id, current.clone()));
+            continue;
+        }
         // (`place` takes what it finds in `unclaimed`; GPUs found elsewhere are marked taken
         // there below. Taking a preferred placement a second time once hid free GPUs from the
         // newcomers after it, which then displaced running jobs: needless migrations.)
-        let preferred = unclaimed.as_mut().and_then(|u| u.place(spec, job.pending_since, now).ok());
+        let preferred = unclaimed
+            .as_mut()
+            .and_then(|u| u.place(spec, job.pending_since, now).ok());
         let placed = match preferred {
             Some(p) if placer.take(&p) => Ok((p, true)),
             other => {
                 if let (Some(p), Some(u)) = (other, unclaimed.as_mut()) {
                     u.give_back(&p);
                 }
-                placer.place(spec, job.pending_since, now).map(|p| (p, false))
+                placer
+                    .place(spec, job.pending_since, now)
+                    .map(|p| (p, false))
             }
         };
         match placed {
@@ -142,7 +160,10 @@ pub fn schedule_changes_in_order<K: Ord + Copy>(
     options: GreedyOptions,
     mut key: impl FnMut(&ActiveJob) -> K,
 ) -> Decision {
-    if let Some(decision) = view.current.and_then(|current| by_changes(view, now, options, current, &mut key)) {
+    if let Some(decision) = view
+        .current
+        .and_then(|current| by_changes(view, now, options, current, &mut key))
+    {
         return decision;
     }
     schedule_in_order(view, now, options, key)
@@ -169,7 +190,10 @@ fn by_changes<K: Ord + Copy>(
         demand += u64::from(job.gpus);
         candidates.push((key(job), job.id.0, index));
     }
-    let mut decision = Decision { keep_unlisted: true, ..Decision::default() };
+    let mut decision = Decision {
+        keep_unlisted: true,
+        ..Decision::default()
+    };
     let mut order = Order::new(candidates, demand <= 2 * u64::from(placer.free_total()));
     while let Some(index) = order.next() {
         if placer.free_total() == 0 {
@@ -213,7 +237,9 @@ impl<K: Ord> Order<K> {
             candidates.sort_unstable();
             Order::Sorted(candidates.into_iter())
         } else {
-            Order::Heap(BinaryHeap::from(candidates.into_iter().map(Reverse).collect::<Vec<_>>()))
+            Order::Heap(BinaryHeap::from(
+                candidates.into_iter().map(Reverse).collect::<Vec<_>>(),
+            ))
         }
     }
 
@@ -229,17 +255,31 @@ impl<K: Ord> Order<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{cluster, running, spec_with};
     use crate::Current;
+    use crate::test_support::{cluster, running, spec_with};
     use arbiter_model::{ActiveJob, JobId, NodeId, Occupancy, Placement};
 
-    const SRTF: GreedyOptions = GreedyOptions { preemptive: true, head_of_line_blocking: false, keep_placements: true, strategy: PlacementStrategy::Consolidated };
+    const SRTF: GreedyOptions = GreedyOptions {
+        preemptive: true,
+        head_of_line_blocking: false,
+        keep_placements: true,
+        strategy: PlacementStrategy::Consolidated,
+    };
 
     /// Two 4-GPU nodes. Job 0 (4 GPUs, long) fills node 0, job 1 (1 GPU, long) runs on node 1;
     /// jobs 2 (1 GPU) and 3 (2 GPUs), both short, wait.
-    fn snapshot() -> (arbiter_model::Cluster, Vec<arbiter_model::JobSpec>, Vec<ActiveJob>) {
+    fn snapshot() -> (
+        arbiter_model::Cluster,
+        Vec<arbiter_model::JobSpec>,
+        Vec<ActiveJob>,
+    ) {
         let cluster = cluster(2, 4);
-        let specs = vec![spec_with(0, 0, 4, 1000.0), spec_with(1, 0, 1, 1000.0), spec_with(2, 0, 1, 5.0), spec_with(3, 0, 2, 5.0)];
+        let specs = vec![
+            spec_with(0, 0, 4, 1000.0),
+            spec_with(1, 0, 1, 1000.0),
+            spec_with(2, 0, 1, 5.0),
+            spec_with(3, 0, 2, 5.0),
+        ];
         let jobs = specs
             .iter()
             .map(|s| {
@@ -261,13 +301,30 @@ mod tests {
         // found no unclaimed room, took node 0 — job 0 not yet re-listed — and job 0 was
         // preempted.)
         let (cluster, specs, jobs) = snapshot();
-        let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None };
-        let decision = schedule_in_order(&view, SimTime::ZERO, SRTF, |j| crate::order_key(j.remaining_s_at(SimTime::ZERO)));
-        let placed = |id: u32| decision.run.iter().find(|a| a.job == JobId(id)).map(|a| a.placement.clone());
+        let view = SchedulerView {
+            cluster: &cluster,
+            jobs: &jobs,
+            specs: &specs,
+            current: None,
+        };
+        let decision = schedule_in_order(&view, SimTime::ZERO, SRTF, |j| {
+            crate::order_key(j.remaining_s_at(SimTime::ZERO))
+        });
+        let placed = |id: u32| {
+            decision
+                .run
+                .iter()
+                .find(|a| a.job == JobId(id))
+                .map(|a| a.placement.clone())
+        };
         assert_eq!(placed(2), Some(Placement::single(NodeId(1), 1)));
         assert_eq!(placed(3), Some(Placement::single(NodeId(1), 2)));
         for (i, job) in jobs.iter().enumerate().take(2) {
-            assert_eq!(placed(i as u32).as_ref(), job.placement(), "job {i} keeps its GPUs");
+            assert_eq!(
+                placed(i as u32).as_ref(),
+                job.placement(),
+                "job {i} keeps its GPUs"
+            );
         }
     }
 
@@ -282,12 +339,23 @@ mod tests {
         }
         let queued = [2u32, 3];
         let key = |j: &ActiveJob| crate::order_key(j.remaining_s_at(SimTime::ZERO));
-        let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: Some(Current { free: &free, queued: &queued }) };
+        let view = SchedulerView {
+            cluster: &cluster,
+            jobs: &jobs,
+            specs: &specs,
+            current: Some(Current {
+                free: &free,
+                queued: &queued,
+            }),
+        };
         let changes = schedule_changes_in_order(&view, SimTime::ZERO, SRTF, key);
         assert!(changes.keep_unlisted);
         let whole = schedule_in_order(&view, SimTime::ZERO, SRTF, key);
         let started: Vec<_> = whole.run.iter().filter(|a| a.job.0 >= 2).cloned().collect();
-        assert_eq!(changes.run, started, "the whole scan starts the same jobs where this does");
+        assert_eq!(
+            changes.run, started,
+            "the whole scan starts the same jobs where this does"
+        );
         // A third newcomer finds no free GPU: it displaces a running job, which only the whole
         // scan decides.
         let mut more_specs = specs.clone();
@@ -295,20 +363,49 @@ mod tests {
         let mut more_jobs = jobs.clone();
         more_jobs.push(ActiveJob::submitted(JobId(4), 2, SimTime::ZERO, 1.0));
         let queued = [2u32, 3, 4];
-        let view = SchedulerView { cluster: &cluster, jobs: &more_jobs, specs: &more_specs, current: Some(Current { free: &free, queued: &queued }) };
+        let view = SchedulerView {
+            cluster: &cluster,
+            jobs: &more_jobs,
+            specs: &more_specs,
+            current: Some(Current {
+                free: &free,
+                queued: &queued,
+            }),
+        };
         let decision = schedule_changes_in_order(&view, SimTime::ZERO, SRTF, key);
         assert!(!decision.keep_unlisted);
         assert_eq!(decision, schedule_in_order(&view, SimTime::ZERO, SRTF, key));
         // Non-preemptive, head-of-line blocking, newest first: job 4 starts, job 3 does not fit
         // and blocks job 2; nobody is displaced.
-        let fifo = GreedyOptions { preemptive: false, head_of_line_blocking: true, ..SRTF };
+        let fifo = GreedyOptions {
+            preemptive: false,
+            head_of_line_blocking: true,
+            ..SRTF
+        };
         let newest = |j: &ActiveJob| std::cmp::Reverse(j.id.0);
         let decision = schedule_changes_in_order(&view, SimTime::ZERO, fifo, newest);
         assert!(decision.keep_unlisted);
         let whole = schedule_in_order(&view, SimTime::ZERO, fifo, newest);
         assert_eq!(decision.pending, whole.pending);
-        assert_eq!(decision.run, whole.run.iter().filter(|a| a.job.0 >= 2).cloned().collect::<Vec<_>>());
-        assert_eq!(decision.run, vec![Assignment::exclusive(JobId(4), Placement::single(NodeId(1), 2))]);
-        assert_eq!(decision.pending, vec![(JobId(3), PendingReason::InsufficientGpus)]);
+        assert_eq!(
+            decision.run,
+            whole
+                .run
+                .iter()
+                .filter(|a| a.job.0 >= 2)
+                .cloned()
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            decision.run,
+            vec![Assignment::exclusive(
+                JobId(4),
+                Placement::single(NodeId(1), 2)
+            )]
+        );
+        assert_eq!(
+            decision.pending,
+            vec![(JobId(3), PendingReason::InsufficientGpus)]
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! Where a job's GPUs go: the placement strategies and the free-GPU bookkeeping policies use
 //! while building a decision.
 
-use arbiter_model::{Cluster, GpuTypeId, JobSpec, NodeId, Occupancy, PendingReason, Placement, SimDuration, SimTime};
+use arbiter_model::{
+    Cluster, GpuTypeId, JobSpec, NodeId, Occupancy, PendingReason, Placement, SimDuration, SimTime,
+};
 use serde::{Deserialize, Serialize};
 
 /// How a gang of GPUs is laid out on nodes.
@@ -35,7 +37,9 @@ impl PlacementStrategy {
             "consolidated" => PlacementStrategy::Consolidated,
             "spread" => PlacementStrategy::Spread,
             "anywhere" => PlacementStrategy::Anywhere,
-            "relaxed" => PlacementStrategy::Relaxed { after_s: relax_after_s },
+            "relaxed" => PlacementStrategy::Relaxed {
+                after_s: relax_after_s,
+            },
             _ => return None,
         })
     }
@@ -92,8 +96,13 @@ impl RackIndex {
             members[node.rack.index()].push(i);
             per_rack_type[node.rack.index()][node.gpu_type.index()] += node.gpus;
         }
-        let largest_rack_gpus = (0..cluster.gpu_type_names.len()).map(|t| per_rack_type.iter().map(|r| r[t]).max().unwrap_or(0)).collect();
-        RackIndex { members, largest_rack_gpus }
+        let largest_rack_gpus = (0..cluster.gpu_type_names.len())
+            .map(|t| per_rack_type.iter().map(|r| r[t]).max().unwrap_or(0))
+            .collect();
+        RackIndex {
+            members,
+            largest_rack_gpus,
+        }
     }
 }
 
@@ -107,13 +116,31 @@ impl<'a> Placer<'a> {
 
     /// The cluster with `occupancy`'s free GPUs (`None` if it is not this cluster's: another
     /// node count).
-    pub fn from_occupancy(cluster: &'a Cluster, occupancy: &Occupancy, strategy: PlacementStrategy) -> Option<Self> {
+    pub fn from_occupancy(
+        cluster: &'a Cluster,
+        occupancy: &Occupancy,
+        strategy: PlacementStrategy,
+    ) -> Option<Self> {
         let free = occupancy.free_per_node();
-        (free.len() == cluster.nodes.len()).then(|| Self::with_free(cluster, strategy, free.to_vec(), occupancy.free_total()))
+        (free.len() == cluster.nodes.len())
+            .then(|| Self::with_free(cluster, strategy, free.to_vec(), occupancy.free_total()))
     }
 
-    fn with_free(cluster: &'a Cluster, strategy: PlacementStrategy, free: Vec<u32>, free_total: u32) -> Self {
-        Placer { cluster, free, free_total, strategy, only_type: None, max_gpus_per_node: None, racks: None }
+    fn with_free(
+        cluster: &'a Cluster,
+        strategy: PlacementStrategy,
+        free: Vec<u32>,
+        free_total: u32,
+    ) -> Self {
+        Placer {
+            cluster,
+            free,
+            free_total,
+            strategy,
+            only_type: None,
+            max_gpus_per_node: None,
+            racks: None,
+        }
     }
 
     /// GPUs free in total.
@@ -170,26 +197,50 @@ impl<'a> Placer<'a> {
 
     /// Why a job the placer could not place waits: `reason`, or [`PendingReason::NeverFits`] when
     /// no GPUs of the whole cluster would do.
-    pub fn pending_reason(cluster: &Cluster, spec: &JobSpec, reason: PendingReason) -> PendingReason {
-        if Self::could_ever_fit(cluster, spec) { reason } else { PendingReason::NeverFits }
+    pub fn pending_reason(
+        cluster: &Cluster,
+        spec: &JobSpec,
+        reason: PendingReason,
+    ) -> PendingReason {
+        if Self::could_ever_fit(cluster, spec) {
+            reason
+        } else {
+            PendingReason::NeverFits
+        }
     }
 
     /// Whether the job could ever be placed on the empty cluster with any strategy.
     pub fn could_ever_fit(cluster: &Cluster, spec: &JobSpec) -> bool {
-        (0..cluster.gpu_type_names.len()).map(|t| GpuTypeId(t as u8)).filter(|t| type_allowed(spec, *t)).any(|t| {
-            let total: u32 = cluster.nodes.iter().filter(|n| n.gpu_type == t).map(|n| n.gpus).sum();
-            spec.gpus <= total
-        })
+        (0..cluster.gpu_type_names.len())
+            .map(|t| GpuTypeId(t as u8))
+            .filter(|t| type_allowed(spec, *t))
+            .any(|t| {
+                let total: u32 = cluster
+                    .nodes
+                    .iter()
+                    .filter(|n| n.gpu_type == t)
+                    .map(|n| n.gpus)
+                    .sum();
+                spec.gpus <= total
+            })
     }
 
     /// Finds and takes GPUs for a job that has waited since `pending_since`, per the strategy,
     /// on nodes it may use (not its [`JobSpec::avoid_nodes`]).
-    pub fn place(&mut self, spec: &JobSpec, pending_since: SimTime, now: SimTime) -> Result<Placement, PendingReason> {
+    pub fn place(
+        &mut self,
+        spec: &JobSpec,
+        pending_since: SimTime,
+        now: SimTime,
+    ) -> Result<Placement, PendingReason> {
         let Some(avoid) = spec.avoid_nodes.as_ref().filter(|a| !a.is_empty()) else {
             return self.place_anywhere(spec, pending_since, now);
         };
         // The nodes it may not use look full while it is placed.
-        let hidden: Vec<(usize, u32)> = avoid.iter().filter_map(|n| self.free.get(n.index()).map(|&f| (n.index(), f))).collect();
+        let hidden: Vec<(usize, u32)> = avoid
+            .iter()
+            .filter_map(|n| self.free.get(n.index()).map(|&f| (n.index(), f)))
+            .collect();
         for &(n, f) in &hidden {
             self.free[n] = 0;
             self.free_total -= f;
@@ -202,7 +253,12 @@ impl<'a> Placer<'a> {
         placed
     }
 
-    fn place_anywhere(&mut self, spec: &JobSpec, pending_since: SimTime, now: SimTime) -> Result<Placement, PendingReason> {
+    fn place_anywhere(
+        &mut self,
+        spec: &JobSpec,
+        pending_since: SimTime,
+        now: SimTime,
+    ) -> Result<Placement, PendingReason> {
         let gpus = spec.gpus;
         if gpus > self.free_total {
             return Err(PendingReason::InsufficientGpus);
@@ -215,7 +271,9 @@ impl<'a> Placer<'a> {
                 let waited = now.saturating_since(pending_since);
                 match self.consolidated(gpus, spec) {
                     Some(p) => Some(p),
-                    None if waited >= SimDuration::from_secs_f64(after_s) => self.packed_anywhere(gpus, spec),
+                    None if waited >= SimDuration::from_secs_f64(after_s) => {
+                        self.packed_anywhere(gpus, spec)
+                    }
                     None => None,
                 }
             }
@@ -259,16 +317,23 @@ impl<'a> Placer<'a> {
         let nodes = &self.cluster.nodes;
         // First fit on one node. (A node with that many GPUs free has at least that many, so
         // only when none is found does it matter whether the job is larger than a node.)
-        if let Some(i) = (0..nodes.len()).find(|&i| self.free[i] >= gpus && self.allows(spec, nodes[i].gpu_type)) {
+        if let Some(i) =
+            (0..nodes.len()).find(|&i| self.free[i] >= gpus && self.allows(spec, nodes[i].gpu_type))
+        {
             return Some(Placement::single(NodeId(i as u32), gpus));
         }
-        let largest = *self.max_gpus_per_node.get_or_insert_with(|| self.cluster.max_gpus_per_node());
+        let largest = *self
+            .max_gpus_per_node
+            .get_or_insert_with(|| self.cluster.max_gpus_per_node());
         if gpus <= largest {
             return None;
         }
         // One rack per job where a rack is big enough; a job larger than every rack of its type
         // spans racks (whole nodes first) rather than waiting forever.
-        let index = self.racks.take().unwrap_or_else(|| RackIndex::new(self.cluster));
+        let index = self
+            .racks
+            .take()
+            .unwrap_or_else(|| RackIndex::new(self.cluster));
         let found = self.multi_node(gpus, spec, &index);
         self.racks = Some(index);
         found
@@ -307,7 +372,11 @@ impl<'a> Placer<'a> {
                 }
                 if left > 0 {
                     let used = |i: usize| placement.slots.iter().any(|(n, _)| n.index() == i);
-                    match group.iter().filter(in_type).find(|&&i| !used(i) && self.free[i] >= left) {
+                    match group
+                        .iter()
+                        .filter(in_type)
+                        .find(|&&i| !used(i) && self.free[i] >= left)
+                    {
                         Some(&i) => placement.slots.push((NodeId(i as u32), left)),
                         None => continue,
                     }
@@ -322,8 +391,9 @@ impl<'a> Placer<'a> {
     /// the free space allows), one type per job.
     fn packed_anywhere(&self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
         self.by_type(spec, |placer, t| {
-            let mut order: Vec<usize> =
-                (0..placer.free.len()).filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t).collect();
+            let mut order: Vec<usize> = (0..placer.free.len())
+                .filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t)
+                .collect();
             order.sort_by_key(|&i| (std::cmp::Reverse(placer.free[i]), i));
             let mut placement = Placement::default();
             let mut left = gpus;
@@ -351,16 +421,28 @@ impl<'a> Placer<'a> {
             }
             let mut taken = vec![0u32; placer.free.len()];
             for _ in 0..gpus {
-                let best = free.iter_mut().filter(|(f, _)| *f > 0).max_by_key(|(f, i)| (*f, std::cmp::Reverse(*i)))?;
+                let best = free
+                    .iter_mut()
+                    .filter(|(f, _)| *f > 0)
+                    .max_by_key(|(f, i)| (*f, std::cmp::Reverse(*i)))?;
                 best.0 -= 1;
                 taken[best.1] += 1;
             }
-            let slots = taken.iter().enumerate().filter(|(_, g)| **g > 0).map(|(i, g)| (NodeId(i as u32), *g)).collect();
+            let slots = taken
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| **g > 0)
+                .map(|(i, g)| (NodeId(i as u32), *g))
+                .collect();
             Some(Placement { slots })
         })
     }
 
-    fn by_type(&self, spec: &JobSpec, f: impl Fn(&Self, GpuTypeId) -> Option<Placement>) -> Option<Placement> {
+    fn by_type(
+        &self,
+        spec: &JobSpec,
+        f: impl Fn(&Self, GpuTypeId) -> Option<Placement>,
+    ) -> Option<Placement> {
         (0..self.cluster.gpu_type_names.len())
             .map(|t| GpuTypeId(t as u8))
             .filter(|t| self.allows(spec, *t))
@@ -383,22 +465,49 @@ mod tests {
         let mut placer = Placer::new(&cluster, PlacementStrategy::Consolidated);
         let mut avoiding = job(4);
         avoiding.avoid_nodes = Some(std::sync::Arc::new(vec![NodeId(0), NodeId(1)]));
-        assert_eq!(placer.place(&avoiding, SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(2), 4)));
-        assert_eq!(placer.place(&avoiding, SimTime::ZERO, SimTime::ZERO), Err(PendingReason::InsufficientGpus));
-        assert_eq!(placer.free_total(), 8, "the avoided nodes are free again for the others");
-        assert_eq!(placer.place(&job(4), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(0), 4)));
+        assert_eq!(
+            placer.place(&avoiding, SimTime::ZERO, SimTime::ZERO),
+            Ok(Placement::single(NodeId(2), 4))
+        );
+        assert_eq!(
+            placer.place(&avoiding, SimTime::ZERO, SimTime::ZERO),
+            Err(PendingReason::InsufficientGpus)
+        );
+        assert_eq!(
+            placer.free_total(),
+            8,
+            "the avoided nodes are free again for the others"
+        );
+        assert_eq!(
+            placer.place(&job(4), SimTime::ZERO, SimTime::ZERO),
+            Ok(Placement::single(NodeId(0), 4))
+        );
     }
 
     #[test]
     fn consolidated_takes_first_fitting_node_then_whole_nodes() {
         let c = Cluster::homogeneous(1, 3, 4, 32, 64, "V100").expect("valid");
         let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
-        assert_eq!(p.place(&job(3), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(0), 3)));
-        assert_eq!(p.place(&job(2), SimTime::ZERO, SimTime::ZERO), Ok(Placement::single(NodeId(1), 2)));
+        assert_eq!(
+            p.place(&job(3), SimTime::ZERO, SimTime::ZERO),
+            Ok(Placement::single(NodeId(0), 3))
+        );
+        assert_eq!(
+            p.place(&job(2), SimTime::ZERO, SimTime::ZERO),
+            Ok(Placement::single(NodeId(1), 2))
+        );
         // Free now: 1, 2, 4. Seven GPUs need one whole node plus a node with 3 free: none.
-        assert_eq!(p.place(&job(7), SimTime::ZERO, SimTime::ZERO), Err(PendingReason::Fragmented));
-        assert_eq!(p.place(&job(8), SimTime::ZERO, SimTime::ZERO), Err(PendingReason::InsufficientGpus));
-        let six = p.place(&job(6), SimTime::ZERO, SimTime::ZERO).expect("whole node 2 plus node 1");
+        assert_eq!(
+            p.place(&job(7), SimTime::ZERO, SimTime::ZERO),
+            Err(PendingReason::Fragmented)
+        );
+        assert_eq!(
+            p.place(&job(8), SimTime::ZERO, SimTime::ZERO),
+            Err(PendingReason::InsufficientGpus)
+        );
+        let six = p
+            .place(&job(6), SimTime::ZERO, SimTime::ZERO)
+            .expect("whole node 2 plus node 1");
         assert_eq!(six.slots.as_slice(), &[(NodeId(2), 4), (NodeId(1), 2)]);
         assert_eq!(p.free_total(), 1);
     }
@@ -407,11 +516,18 @@ mod tests {
     fn relaxed_placement_accepts_spread_after_the_wait() {
         let c = Cluster::homogeneous(1, 2, 4, 32, 64, "V100").expect("valid");
         let mut p = Placer::new(&c, PlacementStrategy::Relaxed { after_s: 60.0 });
-        p.place(&job(3), SimTime::ZERO, SimTime::ZERO).expect("fits");
-        p.place(&job(3), SimTime::ZERO, SimTime::ZERO).expect("fits");
+        p.place(&job(3), SimTime::ZERO, SimTime::ZERO)
+            .expect("fits");
+        p.place(&job(3), SimTime::ZERO, SimTime::ZERO)
+            .expect("fits");
         // 1 + 1 free on two nodes: a 2-GPU job waits for locality, then takes both halves.
-        assert_eq!(p.place(&job(2), SimTime::ZERO, SimTime::from_ms(59_000)), Err(PendingReason::Fragmented));
-        let spread = p.place(&job(2), SimTime::ZERO, SimTime::from_ms(60_000)).expect("relaxed");
+        assert_eq!(
+            p.place(&job(2), SimTime::ZERO, SimTime::from_ms(59_000)),
+            Err(PendingReason::Fragmented)
+        );
+        let spread = p
+            .place(&job(2), SimTime::ZERO, SimTime::from_ms(60_000))
+            .expect("relaxed");
         assert_eq!(spread.node_count(), 2);
         assert_eq!(p.free_total(), 0);
     }
@@ -420,7 +536,9 @@ mod tests {
     fn spread_uses_as_many_nodes_as_possible() {
         let c = Cluster::homogeneous(1, 4, 4, 32, 64, "V100").expect("valid");
         let mut p = Placer::new(&c, PlacementStrategy::Spread);
-        let placement = p.place(&job(4), SimTime::ZERO, SimTime::ZERO).expect("fits");
+        let placement = p
+            .place(&job(4), SimTime::ZERO, SimTime::ZERO)
+            .expect("fits");
         assert_eq!(placement.node_count(), 4);
     }
 
@@ -428,7 +546,9 @@ mod tests {
     fn a_job_larger_than_any_rack_spans_racks() {
         let c = Cluster::homogeneous(2, 2, 4, 32, 64, "V100").expect("valid");
         let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
-        let big = p.place(&job(12), SimTime::ZERO, SimTime::ZERO).expect("spans racks");
+        let big = p
+            .place(&job(12), SimTime::ZERO, SimTime::ZERO)
+            .expect("spans racks");
         assert_eq!(big.node_count(), 3);
         assert_eq!(p.free_total(), 4);
     }
@@ -446,24 +566,46 @@ mod tests {
             cpus: 32,
             memory_gib: 64,
         };
-        let nodes = vec![node(0, 0, 0), node(1, 1, 0), node(2, 0, 0), node(3, 1, 1), node(4, 0, 0), node(5, 1, 0), node(6, 1, 0)];
+        let nodes = vec![
+            node(0, 0, 0),
+            node(1, 1, 0),
+            node(2, 0, 0),
+            node(3, 1, 1),
+            node(4, 0, 0),
+            node(5, 1, 0),
+            node(6, 1, 0),
+        ];
         let c = Cluster::new(vec!["V100".into(), "K80".into()], nodes).expect("valid");
         let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
-        p.place(&job(1), SimTime::ZERO, SimTime::ZERO).expect("fits"); // node 0: 3 free
+        p.place(&job(1), SimTime::ZERO, SimTime::ZERO)
+            .expect("fits"); // node 0: 3 free
         // 10 GPUs in rack 0 (V100: nodes 0, 2, 4): whole nodes 2 and 4, the remainder on node 0.
-        let ten = p.place(&job(10), SimTime::ZERO, SimTime::ZERO).expect("rack 0");
-        assert_eq!(ten.slots.as_slice(), &[(NodeId(2), 4), (NodeId(4), 4), (NodeId(0), 2)]);
+        let ten = p
+            .place(&job(10), SimTime::ZERO, SimTime::ZERO)
+            .expect("rack 0");
+        assert_eq!(
+            ten.slots.as_slice(),
+            &[(NodeId(2), 4), (NodeId(4), 4), (NodeId(0), 2)]
+        );
         // 12 V100 GPUs fit no rack now (rack 1 has three V100 nodes, 12 GPUs: whole nodes 1, 5, 6).
-        let twelve = p.place(&job(12), SimTime::ZERO, SimTime::ZERO).expect("rack 1's V100 nodes");
-        assert_eq!(twelve.slots.as_slice(), &[(NodeId(1), 4), (NodeId(5), 4), (NodeId(6), 4)]);
+        let twelve = p
+            .place(&job(12), SimTime::ZERO, SimTime::ZERO)
+            .expect("rack 1's V100 nodes");
+        assert_eq!(
+            twelve.slots.as_slice(),
+            &[(NodeId(1), 4), (NodeId(5), 4), (NodeId(6), 4)]
+        );
     }
 
     #[test]
     fn multi_rack_jobs_stay_in_one_rack() {
         let c = Cluster::homogeneous(2, 2, 4, 32, 64, "V100").expect("valid");
         let mut p = Placer::new(&c, PlacementStrategy::Consolidated);
-        p.place(&job(1), SimTime::ZERO, SimTime::ZERO).expect("fits"); // node 0, rack 0
-        let big = p.place(&job(8), SimTime::ZERO, SimTime::ZERO).expect("rack 1 is free");
+        p.place(&job(1), SimTime::ZERO, SimTime::ZERO)
+            .expect("fits"); // node 0, rack 0
+        let big = p
+            .place(&job(8), SimTime::ZERO, SimTime::ZERO)
+            .expect("rack 1 is free");
         assert!(big.slots.iter().all(|(n, _)| n.0 >= 2));
     }
 }

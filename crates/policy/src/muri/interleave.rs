@@ -36,7 +36,8 @@ impl GroupFactors {
     pub const MURI: GroupFactors = GroupFactors([1.33 / 1.015, 1.5 / 1.015, 1.37 / 1.015]);
     /// Muri's simulator for its "without Blossom" ablation (`multi-resource-gpu-unaware`),
     /// which sets four jobs' slowdown to 1.3.
-    pub const MURI_WITHOUT_BLOSSOM: GroupFactors = GroupFactors([1.33 / 1.015, 1.5 / 1.015, 1.3 / 1.015]);
+    pub const MURI_WITHOUT_BLOSSOM: GroupFactors =
+        GroupFactors([1.33 / 1.015, 1.5 / 1.015, 1.3 / 1.015]);
 
     /// The slowdown of `jobs` interleaved jobs (1 for a job alone).
     pub fn of(&self, jobs: usize) -> f64 {
@@ -72,20 +73,32 @@ fn pipeline(order: &[Stages]) -> f64 {
         if i > 0 && (i + 3) % 4 < n {
             finish[i + 1] = finish[i + 1].max(finish[i - 1] + order[(i + 3) % 4].io_s);
         }
-        if i >= 4 && is_close(finish[i + 1] - finish[i - 3], finish[i] - finish[i - 4], 1e-3) {
+        if i >= 4
+            && is_close(
+                finish[i + 1] - finish[i - 3],
+                finish[i] - finish[i - 4],
+                1e-3,
+            )
+        {
             steady = finish[i + 1] - finish[i - 3];
             break;
         }
     }
     // No steady round found (or a degenerate zero one): the second round's length, as far as
     // the pipeline got.
-    if steady > 0.0 { steady } else { finish[8] - finish[4] }
+    if steady > 0.0 {
+        steady
+    } else {
+        finish[8] - finish[4]
+    }
 }
 
 /// The next order in lexicographic order of positions (Python's `itertools.permutations` over
 /// distinct items); `false` after the last.
 fn next_permutation(p: &mut [usize]) -> bool {
-    let Some(i) = (1..p.len()).rev().find(|&i| p[i - 1] < p[i]) else { return false };
+    let Some(i) = (1..p.len()).rev().find(|&i| p[i - 1] < p[i]) else {
+        return false;
+    };
     let j = (i..p.len()).rev().find(|&j| p[j] > p[i - 1]).unwrap_or(i);
     p.swap(i - 1, j);
     p[i..].reverse();
@@ -100,7 +113,12 @@ pub fn iteration_time_s(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder)
 }
 
 /// [`iteration_time_s`] with other group slowdowns.
-pub fn iteration_time_with_s(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder, factors: GroupFactors) -> f64 {
+pub fn iteration_time_with_s(
+    jobs: &[Stages],
+    solo_iteration_s: f64,
+    order: JobOrder,
+    factors: GroupFactors,
+) -> f64 {
     if jobs.len() <= 1 {
         return solo_iteration_s;
     }
@@ -143,7 +161,12 @@ pub fn iteration_time_with_s(jobs: &[Stages], solo_iteration_s: f64, order: JobO
 /// Muri's edge weight between two groups that could merge: the resources the merged group's
 /// jobs use per iteration over what four resources offer in its interleaved iteration time
 /// (`calc_used_ratio`: the denominator counts four resources although three are modelled).
-pub fn used_ratio(jobs: &[Stages], solo_iteration_s: f64, order: JobOrder, factors: GroupFactors) -> f64 {
+pub fn used_ratio(
+    jobs: &[Stages],
+    solo_iteration_s: f64,
+    order: JobOrder,
+    factors: GroupFactors,
+) -> f64 {
     let used: f64 = jobs.iter().map(Stages::total_s).sum();
     used / (iteration_time_with_s(jobs, solo_iteration_s, order, factors) * 4.0)
 }
@@ -163,12 +186,25 @@ mod tests {
         while next_permutation(&mut p) {
             seen.push(p.clone());
         }
-        assert_eq!(seen, [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]]);
+        assert_eq!(
+            seen,
+            [
+                [0, 1, 2],
+                [0, 2, 1],
+                [1, 0, 2],
+                [1, 2, 0],
+                [2, 0, 1],
+                [2, 1, 0]
+            ]
+        );
     }
 
     #[test]
     fn a_job_alone_takes_its_own_time() {
-        assert_eq!(iteration_time_s(&[s(1.0, 2.0, 3.0)], 6.09, JobOrder::Best), 6.09);
+        assert_eq!(
+            iteration_time_s(&[s(1.0, 2.0, 3.0)], 6.09, JobOrder::Best),
+            6.09
+        );
         assert_eq!(group_factor(1), 1.0);
     }
 
@@ -213,7 +249,11 @@ mod tests {
             (vec![a, b, c, d], JobOrder::AsGiven, MURI_ABCD_GIVEN),
         ] {
             let t = iteration_time_s(&jobs, 0.0, order);
-            assert!((t - expected).abs() <= 1e-12 * expected, "{order:?} {} jobs: {t} vs Muri's {expected}", jobs.len());
+            assert!(
+                (t - expected).abs() <= 1e-12 * expected,
+                "{order:?} {} jobs: {t} vs Muri's {expected}",
+                jobs.len()
+            );
         }
     }
 

@@ -26,12 +26,14 @@
 pub mod interleave;
 pub mod matching;
 
-use crate::muri::interleave::{iteration_time_with_s, used_ratio, GroupFactors, JobOrder, Stages};
-use crate::muri::matching::muri::muri_max_weight_matching;
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
+use crate::muri::interleave::{GroupFactors, JobOrder, Stages, iteration_time_with_s, used_ratio};
+use crate::muri::matching::muri::muri_max_weight_matching;
 use crate::{Policy, PolicyError, SchedulerView};
-use arbiter_model::{ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec, Placement, SimTime};
+use arbiter_model::{
+    ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec, Placement, SimTime,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// `muri-s`.
@@ -39,9 +41,13 @@ pub const MURI_S: Descriptor = Descriptor::new("muri-s", Family::Events, "Muri-S
     .paper("Muri (SIGCOMM'22), as its simulator runs it")
     .detail("Muri-S: up to `policy.muri.packing` jobs whose iterations stress different resources (storage I/O, CPU, GPU, network) share one set of GPUs, interleaved; jobs ranked by remaining GPU time, groups formed by Muri's maximum-weight (Blossom) matching while demand exceeds the cluster, placed once per group; with `policy.muri.autopack`, a group slower than its members in turn is split; preemptive");
 /// `muri-l`.
-pub const MURI_L: Descriptor = Descriptor::new("muri-l", Family::Events, "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)")
-    .paper("Muri (SIGCOMM'22)")
-    .detail("Muri-L: the same, ranked by attained GPU service (durations unknown)");
+pub const MURI_L: Descriptor = Descriptor::new(
+    "muri-l",
+    Family::Events,
+    "Muri-L: Muri's interleaving, least attained service first, durations unknown (SIGCOMM'22)",
+)
+.paper("Muri (SIGCOMM'22)")
+.detail("Muri-L: the same, ranked by attained GPU service (durations unknown)");
 
 /// Builds `muri-s` with Muri's knobs (checked). It places as Muri's simulator does, whatever the
 /// strategy.
@@ -84,7 +90,12 @@ pub struct MuriConfig {
 
 impl Default for MuriConfig {
     fn default() -> Self {
-        MuriConfig { packing: 4, autopack: false, order: JobOrder::Best, blossom: true }
+        MuriConfig {
+            packing: 4,
+            autopack: false,
+            order: JobOrder::Best,
+            blossom: true,
+        }
     }
 }
 
@@ -127,7 +138,13 @@ const NO_STAGES: u32 = u32::MAX - 1;
 
 impl ShapeMemo {
     fn new(factors: GroupFactors) -> Self {
-        ShapeMemo { factors, shapes: HashMap::new(), shape_of: Vec::new(), weights: HashMap::new(), times: HashMap::new() }
+        ShapeMemo {
+            factors,
+            shapes: HashMap::new(),
+            shape_of: Vec::new(),
+            weights: HashMap::new(),
+            times: HashMap::new(),
+        }
     }
 
     /// The shape of a job (assigned on first sight).
@@ -140,7 +157,12 @@ impl ShapeMemo {
             self.shape_of[i] = match spec.stages {
                 None => NO_STAGES,
                 Some(st) => {
-                    let key = [st.io_s.to_bits(), st.cpu_s.to_bits(), st.gpu_s.to_bits(), spec.iteration_s.unwrap_or(1.0).to_bits()];
+                    let key = [
+                        st.io_s.to_bits(),
+                        st.cpu_s.to_bits(),
+                        st.gpu_s.to_bits(),
+                        spec.iteration_s.unwrap_or(1.0).to_bits(),
+                    ];
                     let next = self.shapes.len() as u32;
                     *self.shapes.entry(key).or_insert(next)
                 }
@@ -169,7 +191,12 @@ impl ShapeMemo {
         let key = self.key(members)?;
         let w = *self.weights.entry((key, order)).or_insert_with(|| {
             let stages: Vec<Stages> = members.iter().filter_map(|s| s.stages).collect();
-            used_ratio(&stages, members[0].iteration_s.unwrap_or(1.0), order, self.factors)
+            used_ratio(
+                &stages,
+                members[0].iteration_s.unwrap_or(1.0),
+                order,
+                self.factors,
+            )
         });
         (w > 0.0).then_some(w)
     }
@@ -177,7 +204,10 @@ impl ShapeMemo {
     /// A group's interleaved iteration time (a job alone, or one without stages: its own).
     fn time(&mut self, members: &[&JobSpec], order: JobOrder) -> f64 {
         match self.key(members) {
-            Some(key) => *self.times.entry((key, order)).or_insert_with(|| group_time(members, order, self.factors)),
+            Some(key) => *self
+                .times
+                .entry((key, order))
+                .or_insert_with(|| group_time(members, order, self.factors)),
             None => group_time(members, order, self.factors),
         }
     }
@@ -200,7 +230,13 @@ struct PairTable {
 }
 
 impl PairTable {
-    fn new<'a>(memo: &mut ShapeMemo, groups: &[Group], spec: &impl Fn(usize) -> &'a JobSpec, packing: usize, order: JobOrder) -> Self {
+    fn new<'a>(
+        memo: &mut ShapeMemo,
+        groups: &[Group],
+        spec: &impl Fn(usize) -> &'a JobSpec,
+        packing: usize,
+        order: JobOrder,
+    ) -> Self {
         let mut keys: Vec<[u32; 4]> = Vec::new();
         let mut representative: Vec<usize> = Vec::new();
         let mut row = Vec::with_capacity(groups.len());
@@ -208,14 +244,17 @@ impl PairTable {
         for (k, group) in groups.iter().enumerate() {
             members.clear();
             members.extend(group.jobs.iter().map(|&i| spec(i)));
-            row.push(memo.key(&members).map(|key| match keys.iter().position(|x| *x == key) {
-                Some(r) => r,
-                None => {
-                    keys.push(key);
-                    representative.push(k);
-                    keys.len() - 1
-                }
-            }));
+            row.push(
+                memo.key(&members)
+                    .map(|key| match keys.iter().position(|x| *x == key) {
+                        Some(r) => r,
+                        None => {
+                            keys.push(key);
+                            representative.push(k);
+                            keys.len() - 1
+                        }
+                    }),
+            );
         }
         let rows = keys.len();
         let mut weights = vec![None; rows * rows];
@@ -225,11 +264,23 @@ impl PairTable {
                     continue;
                 }
                 members.clear();
-                members.extend(groups[ga].jobs.iter().chain(&groups[gb].jobs).map(|&i| spec(i)));
+                members.extend(
+                    groups[ga]
+                        .jobs
+                        .iter()
+                        .chain(&groups[gb].jobs)
+                        .map(|&i| spec(i)),
+                );
                 weights[a * rows + b] = memo.weight(&members, order);
             }
         }
-        PairTable { row, size: groups.iter().map(|g| g.jobs.len()).collect(), weights, rows, packing }
+        PairTable {
+            row,
+            size: groups.iter().map(|g| g.jobs.len()).collect(),
+            weights,
+            rows,
+            packing,
+        }
     }
 
     /// The weight of merging group `u` with group `v` (in that order), as [`ShapeMemo::weight`].
@@ -252,9 +303,24 @@ impl Muri {
     /// A Muri policy.
     pub fn new(ranking: MuriRanking, config: MuriConfig) -> Result<Self, PolicyError> {
         if !(1..=arbiter_model::MAX_GROUP).contains(&config.packing) {
-            return Err(PolicyError::Config(format!("muri packing must be 1 to {}, got {}", arbiter_model::MAX_GROUP, config.packing)));
+            return Err(PolicyError::Config(format!(
+                "muri packing must be 1 to {}, got {}",
+                arbiter_model::MAX_GROUP,
+                config.packing
+            )));
         }
-        Ok(Muri { ranking, config, list: Vec::new(), listed: Vec::new(), sort_val: Vec::new(), memo: ShapeMemo::new(if config.blossom { GroupFactors::MURI } else { GroupFactors::MURI_WITHOUT_BLOSSOM }) })
+        Ok(Muri {
+            ranking,
+            config,
+            list: Vec::new(),
+            listed: Vec::new(),
+            sort_val: Vec::new(),
+            memo: ShapeMemo::new(if config.blossom {
+                GroupFactors::MURI
+            } else {
+                GroupFactors::MURI_WITHOUT_BLOSSOM
+            }),
+        })
     }
 
     fn rank_value(&self, job: &ActiveJob, spec: &JobSpec, now: SimTime) -> f64 {
@@ -265,7 +331,11 @@ impl Muri {
                 None => spec.trace_duration_s.unwrap_or(spec.run_time_s) * g,
                 Some(_) if job.is_running() => job.remaining_s_at(now) * g,
                 // A waiting job keeps the value it had when it last ran.
-                Some(_) => self.sort_val.get(job.id.index()).copied().unwrap_or(job.remaining_s * g),
+                Some(_) => self
+                    .sort_val
+                    .get(job.id.index())
+                    .copied()
+                    .unwrap_or(job.remaining_s * g),
             },
         }
     }
@@ -275,10 +345,18 @@ impl Muri {
 /// per class (in order of first appearance), the candidates come in slots of `packing`
 /// consecutive jobs; a slot's later jobs join its first while the demand (over all classes)
 /// exceeds `capacity`, and once it does not they stay alone, listed before their slot's group.
-fn merge_slots_in_order(classes: &[u32], singles: &BTreeMap<u32, Vec<Group>>, packing: usize, required: &mut u64, capacity: u64) -> BTreeMap<u32, Vec<Group>> {
+fn merge_slots_in_order(
+    classes: &[u32],
+    singles: &BTreeMap<u32, Vec<Group>>,
+    packing: usize,
+    required: &mut u64,
+    capacity: u64,
+) -> BTreeMap<u32, Vec<Group>> {
     let mut merged = BTreeMap::new();
     for g in classes {
-        let Some(candidates) = singles.get(g) else { continue };
+        let Some(candidates) = singles.get(g) else {
+            continue;
+        };
         let mut out: Vec<Group> = Vec::new();
         for slot in candidates.chunks(packing) {
             let mut group = slot[0].clone();
@@ -311,12 +389,22 @@ impl Muri {
     /// Brings the list up to date with the view: finished jobs out, arrivals appended in arrival
     /// order. Returns each job's index in the view, by id.
     fn update_list(&mut self, view: &SchedulerView<'_>) -> BTreeMap<JobId, usize> {
-        let n_ids = view.jobs.iter().map(|j| j.id.index() + 1).max().unwrap_or(0);
+        let n_ids = view
+            .jobs
+            .iter()
+            .map(|j| j.id.index() + 1)
+            .max()
+            .unwrap_or(0);
         if self.listed.len() < n_ids {
             self.listed.resize(n_ids, false);
             self.sort_val.resize(n_ids, 0.0);
         }
-        let position: BTreeMap<JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        let position: BTreeMap<JobId, usize> = view
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.id, i))
+            .collect();
         // A job can leave the view and come back (the daemon leaves out a run that is still
         // stopping): it is then an arrival again, not forgotten.
         let listed = &mut self.listed;
@@ -327,7 +415,11 @@ impl Muri {
             }
             here
         });
-        let mut arrivals: Vec<&ActiveJob> = view.jobs.iter().filter(|j| !self.listed[j.id.index()]).collect();
+        let mut arrivals: Vec<&ActiveJob> = view
+            .jobs
+            .iter()
+            .filter(|j| !self.listed[j.id.index()])
+            .collect();
         arrivals.sort_by_key(|j| (j.submit, j.id));
         for j in arrivals {
             self.listed[j.id.index()] = true;
@@ -338,20 +430,35 @@ impl Muri {
 
     /// Step 1: ranks the list (a stable sort, so the last point's order breaks ties) and returns
     /// the jobs' view indexes in that order.
-    fn rank(&mut self, view: &SchedulerView<'_>, now: SimTime, mut position: BTreeMap<JobId, usize>) -> Vec<usize> {
+    fn rank(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        mut position: BTreeMap<JobId, usize>,
+    ) -> Vec<usize> {
         for j in view.jobs {
             let v = self.rank_value(j, view.spec(j), now);
             self.sort_val[j.id.index()] = v;
         }
         let sort_val = &self.sort_val;
-        self.list.sort_by(|a, b| sort_val[a.index()].total_cmp(&sort_val[b.index()]));
-        self.list.iter().filter_map(|id| position.remove(id)).collect()
+        self.list
+            .sort_by(|a, b| sort_val[a.index()].total_cmp(&sort_val[b.index()]));
+        self.list
+            .iter()
+            .filter_map(|id| position.remove(id))
+            .collect()
     }
 
     /// Step 2, the slots: walking `order` on an empty cluster (consolidated placement), each job
     /// not yet taken that still fits opens a slot of the next `packing` jobs of its class (GPU
     /// count). Returns per class how many of its jobs (`by_class` order) became candidates.
-    fn open_slots(&self, view: &SchedulerView<'_>, now: SimTime, order: &[usize], by_class: &BTreeMap<u32, Vec<usize>>) -> BTreeMap<u32, usize> {
+    fn open_slots(
+        &self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        order: &[usize],
+        by_class: &BTreeMap<u32, Vec<usize>>,
+    ) -> BTreeMap<u32, usize> {
         let job = |i: usize| &view.jobs[i];
         let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
         let mut chosen: BTreeMap<u32, usize> = BTreeMap::new();
@@ -361,7 +468,10 @@ impl Muri {
                 continue;
             }
             let g = job(i).gpus;
-            if placer.place(view.spec(job(i)), job(i).pending_since, now).is_ok() {
+            if placer
+                .place(view.spec(job(i)), job(i).pending_since, now)
+                .is_ok()
+            {
                 let list = &by_class[&g];
                 let from = chosen.get(&g).copied().unwrap_or(0);
                 let up = (from + self.config.packing).min(list.len());
@@ -376,7 +486,12 @@ impl Muri {
 
     /// Step 2: the classes (GPU counts, in order of first appearance in `order`), each class's
     /// candidates as groups of one, and the GPUs the candidates need together.
-    fn candidates(&self, view: &SchedulerView<'_>, now: SimTime, order: &[usize]) -> (Vec<u32>, BTreeMap<u32, Vec<Group>>, u64) {
+    fn candidates(
+        &self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        order: &[usize],
+    ) -> (Vec<u32>, BTreeMap<u32, Vec<Group>>, u64) {
         let mut classes: Vec<u32> = Vec::new();
         let mut by_class: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for &i in order {
@@ -390,20 +505,40 @@ impl Muri {
         let required: u64 = chosen.iter().map(|(g, c)| u64::from(*g) * *c as u64).sum();
         let groups: BTreeMap<u32, Vec<Group>> = classes
             .iter()
-            .map(|g| (*g, by_class[g][..chosen.get(g).copied().unwrap_or(0)].iter().map(|&i| Group { jobs: vec![i], gpus: *g }).collect()))
+            .map(|g| {
+                (
+                    *g,
+                    by_class[g][..chosen.get(g).copied().unwrap_or(0)]
+                        .iter()
+                        .map(|&i| Group {
+                            jobs: vec![i],
+                            gpus: *g,
+                        })
+                        .collect(),
+                )
+            })
             .collect();
         (classes, groups, required)
     }
 
     /// Step 3 with Blossom: up to `packing` rounds, each merging every class's groups by a
     /// maximum-weight matching; rounds after the first run only while demand exceeds capacity.
-    fn merge_by_matching(&mut self, view: &SchedulerView<'_>, classes: &[u32], groups: &mut BTreeMap<u32, Vec<Group>>, required: &mut u64, capacity: u64) -> Result<(), PolicyError> {
+    fn merge_by_matching(
+        &mut self,
+        view: &SchedulerView<'_>,
+        classes: &[u32],
+        groups: &mut BTreeMap<u32, Vec<Group>>,
+        required: &mut u64,
+        capacity: u64,
+    ) -> Result<(), PolicyError> {
         for round in 0..self.config.packing {
             if round > 0 && *required <= capacity {
                 break;
             }
             for g in classes {
-                let Some(current) = groups.get(g) else { continue };
+                let Some(current) = groups.get(g) else {
+                    continue;
+                };
                 let next = self.match_class(view, *g, current, required, capacity)?;
                 groups.insert(*g, next);
             }
@@ -414,11 +549,19 @@ impl Muri {
     /// One matching round of one class (`gpus` GPUs per job): the class's groups after merging
     /// matched pairs, in order, only while demand (`required`, lowered per merge) exceeds
     /// `capacity`.
-    fn match_class(&mut self, view: &SchedulerView<'_>, gpus: u32, current: &[Group], required: &mut u64, capacity: u64) -> Result<Vec<Group>, PolicyError> {
+    fn match_class(
+        &mut self,
+        view: &SchedulerView<'_>,
+        gpus: u32,
+        current: &[Group],
+        required: &mut u64,
+        capacity: u64,
+    ) -> Result<Vec<Group>, PolicyError> {
         let spec = |i: usize| view.spec(&view.jobs[i]);
         let packing = self.config.packing;
         let table = PairTable::new(&mut self.memo, current, &spec, packing, self.config.order);
-        let mate = muri_max_weight_matching(current.len(), |u, v| table.weight(u, v)).map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
+        let mate = muri_max_weight_matching(current.len(), |u, v| table.weight(u, v))
+            .map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
         // Ready list: unmatched in order; a pair when the loop reaches its larger index.
         let mut ready: Vec<Vec<usize>> = Vec::new();
         for u in 0..current.len() {
@@ -444,7 +587,12 @@ impl Muri {
 
     /// Step 4, autopack: splits groups slower than their members run in turn, orders the groups
     /// by rank (a group by its best-ranked member) and keeps those that still fit, in that order.
-    fn autopack(&mut self, view: &SchedulerView<'_>, now: SimTime, runnable: Vec<Group>) -> Vec<Group> {
+    fn autopack(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        runnable: Vec<Group>,
+    ) -> Vec<Group> {
         let job = |i: usize| &view.jobs[i];
         let spec = |i: usize| view.spec(&view.jobs[i]);
         let mut keyed: Vec<(f64, Group)> = Vec::new();
@@ -453,34 +601,67 @@ impl Muri {
             let together = self.memo.time(&members, JobOrder::Best);
             let in_turn: f64 = members.iter().map(|s| s.iteration_s.unwrap_or(1.0)).sum();
             if group.jobs.len() > 1 && together / in_turn > 1.0 {
-                keyed.extend(group.jobs.iter().map(|&i| (self.sort_val[job(i).id.index()], Group { jobs: vec![i], gpus: group.gpus })));
+                keyed.extend(group.jobs.iter().map(|&i| {
+                    (
+                        self.sort_val[job(i).id.index()],
+                        Group {
+                            jobs: vec![i],
+                            gpus: group.gpus,
+                        },
+                    )
+                }));
             } else {
-                let key = group.jobs.iter().map(|&i| self.sort_val[job(i).id.index()]).fold(f64::INFINITY, f64::min);
+                let key = group
+                    .jobs
+                    .iter()
+                    .map(|&i| self.sort_val[job(i).id.index()])
+                    .fold(f64::INFINITY, f64::min);
                 keyed.push((key, group));
             }
         }
         keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut dry = Placer::new(view.cluster, PlacementStrategy::Consolidated);
-        keyed.into_iter().filter(|(_, g)| dry.place(spec(g.jobs[0]), job(g.jobs[0]).pending_since, now).is_ok()).map(|(_, g)| g).collect()
+        keyed
+            .into_iter()
+            .filter(|(_, g)| {
+                dry.place(spec(g.jobs[0]), job(g.jobs[0]).pending_since, now)
+                    .is_ok()
+            })
+            .map(|(_, g)| g)
+            .collect()
     }
 
     /// How member `i` of `group` shares its GPUs: with the next member, at its own iteration
     /// time over the group's (`None` for a job alone).
-    fn colocation(&mut self, view: &SchedulerView<'_>, group: &Group, i: usize) -> Option<Colocation> {
+    fn colocation(
+        &mut self,
+        view: &SchedulerView<'_>,
+        group: &Group,
+        i: usize,
+    ) -> Option<Colocation> {
         let spec = |i: usize| view.spec(&view.jobs[i]);
         (group.jobs.len() > 1).then(|| {
             let members: Vec<&JobSpec> = group.jobs.iter().map(|&m| spec(m)).collect();
             let together = self.memo.time(&members, self.config.order);
             let at = group.jobs.iter().position(|&m| m == i).unwrap_or(0);
             let partner = view.jobs[group.jobs[(at + 1) % group.jobs.len()]].id;
-            Colocation { partner, speed: spec(i).iteration_s.unwrap_or(together) / together }
+            Colocation {
+                partner,
+                speed: spec(i).iteration_s.unwrap_or(together) / together,
+            }
         })
     }
 
     /// Step 5: places the groups, walking the jobs (rank `order`) largest first (stable); a
     /// group's first member so met takes GPUs and the others share them, and when it does not fit
     /// the whole group waits.
-    fn place_groups(&mut self, view: &SchedulerView<'_>, now: SimTime, mut order: Vec<usize>, runnable: &[Group]) -> Decision {
+    fn place_groups(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        mut order: Vec<usize>,
+        runnable: &[Group],
+    ) -> Decision {
         let mut group_of: BTreeMap<usize, usize> = BTreeMap::new();
         for (k, group) in runnable.iter().enumerate() {
             for &i in &group.jobs {
@@ -509,7 +690,13 @@ impl Muri {
                 }
             };
             let colocation = self.colocation(view, &runnable[k], i);
-            decision.run.push(Assignment { job: job.id, placement, colocation, host: None, guest: None });
+            decision.run.push(Assignment {
+                job: job.id,
+                placement,
+                colocation,
+                host: None,
+                guest: None,
+            });
         }
         decision
     }
@@ -517,7 +704,8 @@ impl Muri {
     /// The list for the next point: largest GPU count first (stable).
     fn sort_list_by_gpus(&mut self, view: &SchedulerView<'_>) {
         let gpus_of: BTreeMap<JobId, u32> = view.jobs.iter().map(|j| (j.id, j.gpus)).collect();
-        self.list.sort_by_key(|id| std::cmp::Reverse(gpus_of.get(id).copied().unwrap_or(0)));
+        self.list
+            .sort_by_key(|id| std::cmp::Reverse(gpus_of.get(id).copied().unwrap_or(0)));
     }
 }
 
@@ -529,7 +717,11 @@ impl Policy for Muri {
         }
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         // The list: finished jobs out, arrivals appended in arrival order.
         let position = self.update_list(view);
         // 1. Rank (stable).
@@ -542,10 +734,19 @@ impl Policy for Muri {
         if self.config.blossom {
             self.merge_by_matching(view, &classes, &mut groups, &mut required, capacity)?;
         } else {
-            groups = merge_slots_in_order(&classes, &groups, self.config.packing, &mut required, capacity);
+            groups = merge_slots_in_order(
+                &classes,
+                &groups,
+                self.config.packing,
+                &mut required,
+                capacity,
+            );
         }
         // 4. Autopack: split groups slower than their members in turn; place in rank order.
-        let mut runnable: Vec<Group> = classes.iter().flat_map(|g| groups.remove(g).unwrap_or_default()).collect();
+        let mut runnable: Vec<Group> = classes
+            .iter()
+            .flat_map(|g| groups.remove(g).unwrap_or_default())
+            .collect();
         if self.config.autopack {
             runnable = self.autopack(view, now, runnable);
         }

@@ -8,7 +8,11 @@ use std::collections::BTreeSet;
 /// GPU (no CPU).
 fn spec(id: u32, run_s: f64, io_s: f64, gpu_s: f64) -> JobSpec {
     let mut s = JobSpec::new(JobId(id), SimTime::ZERO, 1, run_s);
-    s.stages = Some(IterationStages { io_s, cpu_s: 0.0, gpu_s });
+    s.stages = Some(IterationStages {
+        io_s,
+        cpu_s: 0.0,
+        gpu_s,
+    });
     s.iteration_s = Some(io_s + gpu_s);
     s.trace_duration_s = Some(run_s);
     s
@@ -24,10 +28,25 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
     // 4). Round two merges pairs into fours (4 → 2), which fit: two groups of four, each on one
     // GPU, two I/O-bound and two GPU-bound jobs in each.
     let cluster = Cluster::homogeneous(1, 1, 2, 16, 64, "V100").expect("valid");
-    let specs: Vec<JobSpec> =
-        (0..8).map(|i| if i % 2 == 0 { spec(i, 100.0 + i as f64, 2.0, 1.0) } else { spec(i, 100.0 + i as f64, 1.0, 2.0) }).collect();
-    let jobs: Vec<ActiveJob> = specs.iter().map(|s| ActiveJob::submitted(s.id, 1, s.submit, s.run_time_s)).collect();
-    let view = SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None };
+    let specs: Vec<JobSpec> = (0..8)
+        .map(|i| {
+            if i % 2 == 0 {
+                spec(i, 100.0 + i as f64, 2.0, 1.0)
+            } else {
+                spec(i, 100.0 + i as f64, 1.0, 2.0)
+            }
+        })
+        .collect();
+    let jobs: Vec<ActiveJob> = specs
+        .iter()
+        .map(|s| ActiveJob::submitted(s.id, 1, s.submit, s.run_time_s))
+        .collect();
+    let view = SchedulerView {
+        cluster: &cluster,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
     let mut muri = Muri::new(MuriRanking::RemainingService, MuriConfig::default()).expect("valid");
     let decision = muri.schedule(&view, SimTime::ZERO).expect("decides");
     assert_eq!(decision.run.len(), 8, "{decision:?}");
@@ -43,7 +62,10 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
         let mut at = a.colocation.expect("grouped").partner;
         while at != a.job {
             assert!(seen.insert(at));
-            assert_eq!(by_job[&at].placement, a.placement, "a group shares its GPUs");
+            assert_eq!(
+                by_job[&at].placement, a.placement,
+                "a group shares its GPUs"
+            );
             ring.push(at.0);
             at = by_job[&at].colocation.expect("grouped").partner;
         }
@@ -54,11 +76,23 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
     assert_eq!(groups.len(), 2, "{groups:?}");
     for g in &groups {
         assert_eq!(g.len(), 4);
-        assert_eq!(g.iter().filter(|j| *j % 2 == 0).count(), 2, "two I/O-bound jobs in {g:?}");
+        assert_eq!(
+            g.iter().filter(|j| *j % 2 == 0).count(),
+            2,
+            "two I/O-bound jobs in {g:?}"
+        );
     }
     // One GPU each, and every member at the group's interleaved speed.
-    let placements: BTreeSet<String> = decision.run.iter().map(|a| a.placement.to_string()).collect();
-    assert_eq!(placements.len(), 1, "both groups take one GPU of node 0: {placements:?}");
+    let placements: BTreeSet<String> = decision
+        .run
+        .iter()
+        .map(|a| a.placement.to_string())
+        .collect();
+    assert_eq!(
+        placements.len(),
+        1,
+        "both groups take one GPU of node 0: {placements:?}"
+    );
     for g in &groups {
         let members: Vec<&JobSpec> = g.iter().map(|&j| &specs[j as usize]).collect();
         let together = group_time(&members, JobOrder::Best, GroupFactors::MURI);
@@ -76,7 +110,15 @@ fn without_blossom_each_slot_merges_into_its_first_job_while_demand_exceeds_capa
     // Six one-GPU candidates in two slots of four (0-3, 4-5), demand 6 on 4 GPUs: job 1 and then
     // job 2 join job 0 (demand 5, then 4); job 3 stays alone, listed before its slot's group;
     // slot two needs no merge: 5 alone, then 4.
-    let singles: BTreeMap<u32, Vec<Group>> = BTreeMap::from([(1, (0..6).map(|i| Group { jobs: vec![i], gpus: 1 }).collect())]);
+    let singles: BTreeMap<u32, Vec<Group>> = BTreeMap::from([(
+        1,
+        (0..6)
+            .map(|i| Group {
+                jobs: vec![i],
+                gpus: 1,
+            })
+            .collect(),
+    )]);
     let mut required = 6;
     let merged = merge_slots_in_order(&[1], &singles, 4, &mut required, 4);
     let jobs: Vec<Vec<usize>> = merged[&1].iter().map(|g| g.jobs.clone()).collect();
@@ -87,9 +129,24 @@ fn without_blossom_each_slot_merges_into_its_first_job_while_demand_exceeds_capa
 #[test]
 fn without_blossom_four_jobs_slow_down_by_muris_1_3_instead_of_1_37() {
     let s = |io_s, cpu_s, gpu_s| Stages { io_s, cpu_s, gpu_s };
-    let four = [s(0.0006, 0.419, 0.049), s(0.769, 0.057, 0.01), s(0.0006, 0.419, 0.049), s(0.769, 0.057, 0.01)];
-    let with = crate::muri::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI);
-    let without = crate::muri::interleave::iteration_time_with_s(&four, 1.0, JobOrder::Best, GroupFactors::MURI_WITHOUT_BLOSSOM);
+    let four = [
+        s(0.0006, 0.419, 0.049),
+        s(0.769, 0.057, 0.01),
+        s(0.0006, 0.419, 0.049),
+        s(0.769, 0.057, 0.01),
+    ];
+    let with = crate::muri::interleave::iteration_time_with_s(
+        &four,
+        1.0,
+        JobOrder::Best,
+        GroupFactors::MURI,
+    );
+    let without = crate::muri::interleave::iteration_time_with_s(
+        &four,
+        1.0,
+        JobOrder::Best,
+        GroupFactors::MURI_WITHOUT_BLOSSOM,
+    );
     assert!((with / without - 1.37 / 1.3).abs() < 1e-12);
     // The group of Muri's trace3 at 674,521 s (its Python prints 1.5945812807881774 s).
     assert!((without - 1.5945812807881774).abs() < 1e-12, "{without}");

@@ -43,7 +43,10 @@ impl<'a> Hosts<'a> {
     pub fn proportional(&self, node: NodeId) -> HostShare {
         let n = &self.cluster.nodes[node.index()];
         let gpus = n.gpus.max(1) as f64;
-        HostShare { cpus_per_gpu: n.cpus as f64 / gpus, memory_per_gpu: n.memory_gib as f64 / gpus }
+        HostShare {
+            cpus_per_gpu: n.cpus as f64 / gpus,
+            memory_per_gpu: n.memory_gib as f64 / gpus,
+        }
     }
 
     /// Free GPUs in the whole cluster.
@@ -58,20 +61,35 @@ impl<'a> Hosts<'a> {
 
     /// How many GPUs with `share` each server could give right now.
     fn capacity_on(&self, i: usize, share: HostShare) -> u32 {
-        let by = |free: f64, per_gpu: f64| if per_gpu <= EPSILON { u32::MAX } else { ((free + EPSILON) / per_gpu).floor().max(0.0) as u32 };
-        self.free_gpus[i].min(by(self.free_cpus[i], share.cpus_per_gpu)).min(by(self.free_memory[i], share.memory_per_gpu))
+        let by = |free: f64, per_gpu: f64| {
+            if per_gpu <= EPSILON {
+                u32::MAX
+            } else {
+                ((free + EPSILON) / per_gpu).floor().max(0.0) as u32
+            }
+        };
+        self.free_gpus[i]
+            .min(by(self.free_cpus[i], share.cpus_per_gpu))
+            .min(by(self.free_memory[i], share.memory_per_gpu))
     }
 
     /// Whether `placement` with `share` fits what is free.
     pub fn fits(&self, placement: &Placement, share: HostShare) -> bool {
-        placement.slots.iter().all(|&(node, gpus)| node.index() < self.free_gpus.len() && self.capacity_on(node.index(), share) >= gpus)
+        placement.slots.iter().all(|&(node, gpus)| {
+            node.index() < self.free_gpus.len() && self.capacity_on(node.index(), share) >= gpus
+        })
     }
 
     /// Finds GPUs for `gpus` GPUs with `share` each, without taking them: the job's `current`
     /// placement if it still fits (no migration), else one server — the one with the fewest free
     /// GPUs that fits (best fit, keeping whole servers for large jobs) — else, for a job larger
     /// than what one server can give, servers with the fewest free GPUs first.
-    pub fn find(&self, gpus: u32, share: HostShare, current: Option<&Placement>) -> Option<Placement> {
+    pub fn find(
+        &self,
+        gpus: u32,
+        share: HostShare,
+        current: Option<&Placement>,
+    ) -> Option<Placement> {
         if let Some(p) = current.filter(|p| p.gpus() == gpus && self.fits(p, share)) {
             return Some(p.clone());
         }
@@ -111,18 +129,25 @@ impl<'a> Hosts<'a> {
 
     /// Changes the share of a placed job (to shrink it, or to grow it within what is free).
     pub fn reshare(&mut self, job: JobId, share: HostShare) {
-        let Some(placed) = self.placed.get_mut(&job) else { return };
+        let Some(placed) = self.placed.get_mut(&job) else {
+            return;
+        };
         for &(node, gpus) in &placed.placement.slots {
             let i = node.index();
             self.free_cpus[i] += (placed.share.cpus_per_gpu - share.cpus_per_gpu) * gpus as f64;
-            self.free_memory[i] += (placed.share.memory_per_gpu - share.memory_per_gpu) * gpus as f64;
+            self.free_memory[i] +=
+                (placed.share.memory_per_gpu - share.memory_per_gpu) * gpus as f64;
         }
         placed.share = share;
     }
 
     /// Jobs placed on server `node`, by id.
     pub fn jobs_on(&self, node: NodeId) -> Vec<JobId> {
-        self.placed.iter().filter(|(_, p)| p.placement.slots.iter().any(|(n, _)| *n == node)).map(|(id, _)| *id).collect()
+        self.placed
+            .iter()
+            .filter(|(_, p)| p.placement.slots.iter().any(|(n, _)| *n == node))
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Free CPU cores and memory on a server.
@@ -141,7 +166,10 @@ mod tests {
     use super::*;
 
     fn share(c: f64, m: f64) -> HostShare {
-        HostShare { cpus_per_gpu: c, memory_per_gpu: m }
+        HostShare {
+            cpus_per_gpu: c,
+            memory_per_gpu: m,
+        }
     }
 
     #[test]

@@ -35,7 +35,9 @@ pub mod opt;
 
 use crate::descriptor::{Descriptor, Family};
 use crate::{Policy, PolicyError, SchedulerView};
-use arbiter_model::{ActiveJob, Assignment, Decision, HostShare, JobId, NodeId, PendingReason, Placement, SimTime};
+use arbiter_model::{
+    ActiveJob, Assignment, Decision, HostShare, JobId, NodeId, PendingReason, Placement, SimTime,
+};
 use hosts::Hosts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -70,7 +72,12 @@ pub enum Mechanism {
 
 impl SynergyOrder {
     /// All orders.
-    pub const ALL: [SynergyOrder; 4] = [SynergyOrder::Fifo, SynergyOrder::Srtf, SynergyOrder::Las, SynergyOrder::Ftf];
+    pub const ALL: [SynergyOrder; 4] = [
+        SynergyOrder::Fifo,
+        SynergyOrder::Srtf,
+        SynergyOrder::Las,
+        SynergyOrder::Ftf,
+    ];
 
     /// The identifier.
     pub fn name(self) -> &'static str {
@@ -85,7 +92,12 @@ impl SynergyOrder {
 
 impl Mechanism {
     /// All mechanisms.
-    pub const ALL: [Mechanism; 4] = [Mechanism::Proportional, Mechanism::Greedy, Mechanism::Tune, Mechanism::Opt];
+    pub const ALL: [Mechanism; 4] = [
+        Mechanism::Proportional,
+        Mechanism::Greedy,
+        Mechanism::Tune,
+        Mechanism::Opt,
+    ];
 
     /// The identifier.
     pub fn name(self) -> &'static str {
@@ -128,7 +140,13 @@ pub fn descriptor(order: SynergyOrder, mechanism: Mechanism) -> Descriptor {
             "placed as `tune`, then each server's CPU and memory split for the most total throughput over the profile grid, no job slower than proportional — an exact integer program per server (dynamic programming over CPU and memory units)",
         ),
     };
-    Descriptor::new(NAMES[order as usize][mechanism as usize], Family::Synergy, describe).paper("Synergy (OSDI'22)").detail(detail)
+    Descriptor::new(
+        NAMES[order as usize][mechanism as usize],
+        Family::Synergy,
+        describe,
+    )
+    .paper("Synergy (OSDI'22)")
+    .detail(detail)
 }
 
 /// Builds `order+mechanism` (no parameters: Synergy's rounds and profiles are fixed).
@@ -152,7 +170,12 @@ pub struct Synergy {
 impl Synergy {
     /// A Synergy policy named `name` (`order+mechanism`).
     pub fn new(name: &'static str, order: SynergyOrder, mechanism: Mechanism) -> Self {
-        Synergy { name, order, mechanism, opt_cache: opt::SplitCache::default() }
+        Synergy {
+            name,
+            order,
+            mechanism,
+            opt_cache: opt::SplitCache::default(),
+        }
     }
 
     /// `opt`: per-server splits solved so far (not reused from the cache).
@@ -174,9 +197,21 @@ impl Synergy {
                 }
             }
         };
-        let starving = |job: &ActiveJob| !job.is_running() && now.saturating_since(job.pending_since).as_secs_f64() > STARVATION_S;
-        let mut jobs: Vec<(bool, f64, &ActiveJob)> = view.jobs.iter().map(|j| (!starving(j), key(j), j)).collect();
-        jobs.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.submit.cmp(&b.2.submit)).then(a.2.id.cmp(&b.2.id)));
+        let starving = |job: &ActiveJob| {
+            !job.is_running()
+                && now.saturating_since(job.pending_since).as_secs_f64() > STARVATION_S
+        };
+        let mut jobs: Vec<(bool, f64, &ActiveJob)> = view
+            .jobs
+            .iter()
+            .map(|j| (!starving(j), key(j), j))
+            .collect();
+        jobs.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then(a.1.total_cmp(&b.1))
+                .then(a.2.submit.cmp(&b.2.submit))
+                .then(a.2.id.cmp(&b.2.id))
+        });
         jobs.into_iter().map(|(_, _, j)| j).collect()
     }
 }
@@ -185,37 +220,66 @@ impl Synergy {
 /// server, so that it fits every server (Synergy's clusters are uniform).
 pub fn cluster_proportional(hosts: &Hosts<'_>) -> HostShare {
     let cluster = hosts.cluster();
-    let mut share = HostShare { cpus_per_gpu: f64::INFINITY, memory_per_gpu: f64::INFINITY };
+    let mut share = HostShare {
+        cpus_per_gpu: f64::INFINITY,
+        memory_per_gpu: f64::INFINITY,
+    };
     for node in cluster.nodes.iter().filter(|n| n.gpus > 0) {
         let p = hosts.proportional(node.id);
         share.cpus_per_gpu = share.cpus_per_gpu.min(p.cpus_per_gpu);
         share.memory_per_gpu = share.memory_per_gpu.min(p.memory_per_gpu);
     }
-    if share.cpus_per_gpu.is_finite() { share } else { HostShare { cpus_per_gpu: 0.0, memory_per_gpu: 0.0 } }
+    if share.cpus_per_gpu.is_finite() {
+        share
+    } else {
+        HostShare {
+            cpus_per_gpu: 0.0,
+            memory_per_gpu: 0.0,
+        }
+    }
 }
 
 /// The vector a job aims for: its profile's ideal, capped at what one server gives per GPU for a
 /// job of its size; the proportional vector for a job without a profile.
 fn ideal_share(view: &SchedulerView<'_>, job: &ActiveJob, proportional: HostShare) -> HostShare {
-    let Some(sensitivity) = view.spec(job).sensitivity.as_ref() else { return proportional };
+    let Some(sensitivity) = view.spec(job).sensitivity.as_ref() else {
+        return proportional;
+    };
     let biggest = view.cluster.nodes.iter().max_by_key(|n| (n.gpus, n.id.0));
-    let Some(node) = biggest else { return proportional };
+    let Some(node) = biggest else {
+        return proportional;
+    };
     let per_server_gpus = job.gpus.min(node.gpus).max(1) as f64;
     HostShare {
-        cpus_per_gpu: sensitivity.ideal.cpus_per_gpu.min(node.cpus as f64 / per_server_gpus),
-        memory_per_gpu: sensitivity.ideal.memory_per_gpu.min(node.memory_gib as f64 / per_server_gpus),
+        cpus_per_gpu: sensitivity
+            .ideal
+            .cpus_per_gpu
+            .min(node.cpus as f64 / per_server_gpus),
+        memory_per_gpu: sensitivity
+            .ideal
+            .memory_per_gpu
+            .min(node.memory_gib as f64 / per_server_gpus),
     }
 }
 
 /// The smallest vector at or below `share` (per dimension) that keeps the job at least as fast
 /// as with `proportional`: what tune shrinks a job to.
-fn fair_share(view: &SchedulerView<'_>, id: JobId, share: HostShare, proportional: HostShare) -> HostShare {
+fn fair_share(
+    view: &SchedulerView<'_>,
+    id: JobId,
+    share: HostShare,
+    proportional: HostShare,
+) -> HostShare {
     let shrunk = HostShare {
         cpus_per_gpu: share.cpus_per_gpu.min(proportional.cpus_per_gpu),
         memory_per_gpu: share.memory_per_gpu.min(proportional.memory_per_gpu),
     };
     let spec = &view.specs[id.index()];
-    if spec.host_speedup(shrunk, proportional) >= 1.0 - 1e-12 { shrunk } else { proportional }
+    if spec.host_speedup(shrunk, proportional) >= 1.0 - 1e-12 {
+        shrunk
+    } else {
+        proportional
+    }
 }
 
 impl Synergy {
@@ -231,25 +295,40 @@ impl Synergy {
         placed_order: &[JobId],
     ) -> Option<Placement> {
         let n = view.cluster.nodes.len();
-        let mut servers: Vec<NodeId> = (0..n).map(|i| NodeId(i as u32)).filter(|s| hosts.free_gpus_on(*s) > 0).collect();
+        let mut servers: Vec<NodeId> = (0..n)
+            .map(|i| NodeId(i as u32))
+            .filter(|s| hosts.free_gpus_on(*s) > 0)
+            .collect();
         servers.sort_by_key(|s| (hosts.free_gpus_on(*s), *s));
-        let shrink_on = |hosts: &mut Hosts<'_>, server: NodeId, until: &dyn Fn(&Hosts<'_>) -> bool| {
-            for id in placed_order.iter().rev() {
-                if until(hosts) {
-                    return;
+        let shrink_on =
+            |hosts: &mut Hosts<'_>, server: NodeId, until: &dyn Fn(&Hosts<'_>) -> bool| {
+                for id in placed_order.iter().rev() {
+                    if until(hosts) {
+                        return;
+                    }
+                    let Some(placed) = hosts.placed.get(id) else {
+                        continue;
+                    };
+                    if !placed
+                        .placement
+                        .slots
+                        .iter()
+                        .any(|(node, _)| *node == server)
+                    {
+                        continue;
+                    }
+                    let fair = fair_share(view, *id, placed.share, proportional);
+                    if fair != placed.share {
+                        hosts.reshare(*id, fair);
+                    }
                 }
-                let Some(placed) = hosts.placed.get(id) else { continue };
-                if !placed.placement.slots.iter().any(|(node, _)| *node == server) {
-                    continue;
-                }
-                let fair = fair_share(view, *id, placed.share, proportional);
-                if fair != placed.share {
-                    hosts.reshare(*id, fair);
-                }
-            }
-        };
+            };
         // One server that can take the whole job.
-        let whole: Vec<NodeId> = servers.iter().copied().filter(|s| hosts.free_gpus_on(*s) >= gpus).collect();
+        let whole: Vec<NodeId> = servers
+            .iter()
+            .copied()
+            .filter(|s| hosts.free_gpus_on(*s) >= gpus)
+            .collect();
         for server in whole {
             let target = Placement::single(server, gpus);
             let fits = |h: &Hosts<'_>| h.fits(&target, proportional);
@@ -260,7 +339,9 @@ impl Synergy {
         }
         // Larger than any server's free GPUs: shrink on every server with free GPUs.
         for &server in &servers {
-            shrink_on(hosts, server, &|h: &Hosts<'_>| h.find(gpus, proportional, None).is_some());
+            shrink_on(hosts, server, &|h: &Hosts<'_>| {
+                h.find(gpus, proportional, None).is_some()
+            });
             if let Some(p) = hosts.find(gpus, proportional, None) {
                 return Some(p);
             }
@@ -274,7 +355,11 @@ impl Policy for Synergy {
         self.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let mut hosts = Hosts::new(view.cluster);
         let proportional = cluster_proportional(&hosts);
         let mut decision = Decision::default();
@@ -290,7 +375,9 @@ impl Policy for Synergy {
                 free_gpus -= job.gpus;
                 admitted.push(job);
             } else {
-                decision.pending.push((job.id, PendingReason::LowerPriority));
+                decision
+                    .pending
+                    .push((job.id, PendingReason::LowerPriority));
             }
         }
 
@@ -300,14 +387,23 @@ impl Policy for Synergy {
             let ideal = ideal_share(view, job, proportional);
             let current = job.placement();
             let found = match self.mechanism {
-                Mechanism::Proportional => hosts.find(job.gpus, proportional, current).map(|p| (p, proportional)),
+                Mechanism::Proportional => hosts
+                    .find(job.gpus, proportional, current)
+                    .map(|p| (p, proportional)),
                 Mechanism::Greedy => hosts.find(job.gpus, ideal, current).map(|p| (p, ideal)),
                 // Opt places as tune does, then re-splits every server.
                 Mechanism::Tune | Mechanism::Opt => hosts
                     .find(job.gpus, ideal, current)
                     .map(|p| (p, ideal))
-                    .or_else(|| hosts.find(job.gpus, proportional, current).map(|p| (p, proportional)))
-                    .or_else(|| self.reclaim(view, &mut hosts, job.gpus, proportional, &placed_order).map(|p| (p, proportional))),
+                    .or_else(|| {
+                        hosts
+                            .find(job.gpus, proportional, current)
+                            .map(|p| (p, proportional))
+                    })
+                    .or_else(|| {
+                        self.reclaim(view, &mut hosts, job.gpus, proportional, &placed_order)
+                            .map(|p| (p, proportional))
+                    }),
             };
             match found {
                 Some((placement, share)) => {
@@ -316,7 +412,17 @@ impl Policy for Synergy {
                 }
                 None => {
                     // Its GPUs were free at admission: CPU/memory or their spread stopped it.
-                    let reason = if hosts.find(job.gpus, HostShare { cpus_per_gpu: 0.0, memory_per_gpu: 0.0 }, None).is_some() {
+                    let reason = if hosts
+                        .find(
+                            job.gpus,
+                            HostShare {
+                                cpus_per_gpu: 0.0,
+                                memory_per_gpu: 0.0,
+                            },
+                            None,
+                        )
+                        .is_some()
+                    {
                         PendingReason::HostResources
                     } else {
                         PendingReason::Fragmented
@@ -333,7 +439,13 @@ impl Policy for Synergy {
         let mut placed: Vec<(JobId, hosts::Placed)> = hosts.placed.into_iter().collect();
         placed.sort_by_key(|(id, _)| *id);
         for (id, p) in placed {
-            decision.run.push(Assignment { job: id, placement: p.placement, colocation: None, host: Some(p.share), guest: None });
+            decision.run.push(Assignment {
+                job: id,
+                placement: p.placement,
+                colocation: None,
+                host: Some(p.share),
+                guest: None,
+            });
         }
         Ok(decision)
     }
@@ -372,12 +484,26 @@ mod tests {
                 row
             })
             .collect();
-        Arc::new(ResourceSensitivity::new(cpu, mem, rows, HostShare { cpus_per_gpu: 12.0, memory_per_gpu: 125.0 }).expect("valid"))
+        Arc::new(
+            ResourceSensitivity::new(
+                cpu,
+                mem,
+                rows,
+                HostShare {
+                    cpus_per_gpu: 12.0,
+                    memory_per_gpu: 125.0,
+                },
+            )
+            .expect("valid"),
+        )
     }
 
     /// A language-model-like profile: flat, ideal 1 core and 20 GB per GPU.
     fn language_profile() -> Arc<ResourceSensitivity> {
-        Arc::new(ResourceSensitivity::insensitive(HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 20.0 }))
+        Arc::new(ResourceSensitivity::insensitive(HostShare {
+            cpus_per_gpu: 1.0,
+            memory_per_gpu: 20.0,
+        }))
     }
 
     fn job(id: u32, gpus: u32, profile: Arc<ResourceSensitivity>) -> (JobSpec, ActiveJob) {
@@ -392,11 +518,24 @@ mod tests {
         let mut p = crate::build(kind, &crate::PolicyConfig::default()).expect("builds");
         let specs: Vec<JobSpec> = jobs.iter().map(|(s, _)| s.clone()).collect();
         let active: Vec<ActiveJob> = jobs.iter().map(|(_, a)| a.clone()).collect();
-        p.schedule(&SchedulerView { cluster, jobs: &active, specs: &specs, current: None }, SimTime::ZERO).expect("decides")
+        p.schedule(
+            &SchedulerView {
+                cluster,
+                jobs: &active,
+                specs: &specs,
+                current: None,
+            },
+            SimTime::ZERO,
+        )
+        .expect("decides")
     }
 
     fn share_of(d: &Decision, id: u32) -> HostShare {
-        d.run.iter().find(|a| a.job == JobId(id)).and_then(|a| a.host).expect("placed with a share")
+        d.run
+            .iter()
+            .find(|a| a.job == JobId(id))
+            .and_then(|a| a.host)
+            .expect("placed with a share")
     }
 
     #[test]
@@ -404,22 +543,47 @@ mod tests {
         // One server: 2 GPUs, 16 CPUs, 250 GB (proportional: 8 CPUs and 125 GB per GPU). The
         // language job takes its ideal 1 CPU and 20 GB; the image job its ideal 12 CPUs, 125 GB.
         let c = Cluster::homogeneous(1, 1, 2, 16, 250, "V100").expect("valid");
-        let proportional = HostShare { cpus_per_gpu: 8.0, memory_per_gpu: 125.0 };
+        let proportional = HostShare {
+            cpus_per_gpu: 8.0,
+            memory_per_gpu: 125.0,
+        };
         let jobs = [job(0, 1, language_profile()), job(1, 1, image_profile())];
         let d = decide("fifo+tune", &c, &jobs);
         let (language, image) = (share_of(&d, 0), share_of(&d, 1));
-        assert_eq!(language, HostShare { cpus_per_gpu: 1.0, memory_per_gpu: 20.0 });
-        assert_eq!(image, HostShare { cpus_per_gpu: 12.0, memory_per_gpu: 125.0 });
+        assert_eq!(
+            language,
+            HostShare {
+                cpus_per_gpu: 1.0,
+                memory_per_gpu: 20.0
+            }
+        );
+        assert_eq!(
+            image,
+            HostShare {
+                cpus_per_gpu: 12.0,
+                memory_per_gpu: 125.0
+            }
+        );
         for (spec, _) in &jobs {
             let share = share_of(&d, spec.id.0);
-            assert!(spec.host_speedup(share, proportional) >= 1.0, "{}: {share}", spec.id);
+            assert!(
+                spec.host_speedup(share, proportional) >= 1.0,
+                "{}: {share}",
+                spec.id
+            );
         }
         // 2.94 at 12 CPUs against 1.9167 at 8 (two thirds of the way from 1.75 at 6 to 2.0 at 9).
         let speedup = jobs[1].0.host_speedup(image, proportional);
-        assert!((speedup - 2.94 / (1.75 + (2.0 - 1.75) * 2.0 / 3.0)).abs() < 1e-9, "{speedup}");
+        assert!(
+            (speedup - 2.94 / (1.75 + (2.0 - 1.75) * 2.0 / 3.0)).abs() < 1e-9,
+            "{speedup}"
+        );
         // Proportional gives both the same.
         let d = decide("fifo+proportional", &c, &jobs);
-        assert_eq!((share_of(&d, 0), share_of(&d, 1)), (proportional, proportional));
+        assert_eq!(
+            (share_of(&d, 0), share_of(&d, 1)),
+            (proportional, proportional)
+        );
     }
 
     #[test]
@@ -433,7 +597,13 @@ mod tests {
         assert_eq!(d.run.len(), 1);
         assert_eq!(d.pending, vec![(JobId(1), PendingReason::HostResources)]);
         let d = decide("fifo+tune", &c, &jobs);
-        assert_eq!(share_of(&d, 1), HostShare { cpus_per_gpu: 3.0, memory_per_gpu: 62.5 });
+        assert_eq!(
+            share_of(&d, 1),
+            HostShare {
+                cpus_per_gpu: 3.0,
+                memory_per_gpu: 62.5
+            }
+        );
     }
 
     #[test]
@@ -442,11 +612,17 @@ mod tests {
         // 6 CPUs, 125 GB); the second does not fit even at proportional until tune shrinks the
         // first back to proportional.
         let c = Cluster::homogeneous(1, 1, 2, 6, 125, "V100").expect("valid");
-        let proportional = HostShare { cpus_per_gpu: 3.0, memory_per_gpu: 62.5 };
+        let proportional = HostShare {
+            cpus_per_gpu: 3.0,
+            memory_per_gpu: 62.5,
+        };
         let jobs = [job(0, 1, image_profile()), job(1, 1, image_profile())];
         let d = decide("fifo+tune", &c, &jobs);
         assert_eq!(d.run.len(), 2, "{d:?}");
-        assert_eq!((share_of(&d, 0), share_of(&d, 1)), (proportional, proportional));
+        assert_eq!(
+            (share_of(&d, 0), share_of(&d, 1)),
+            (proportional, proportional)
+        );
     }
 
     #[test]
@@ -457,17 +633,34 @@ mod tests {
         // at proportional speed. Opt: the language job needs 1 CPU, the image jobs share 17 —
         // 9 and 6 (6 + 5 would slow one below proportional), one at 2.0 / 1.75 = 1.14×.
         let c = Cluster::homogeneous(1, 1, 3, 18, 375, "V100").expect("valid");
-        let proportional = HostShare { cpus_per_gpu: 6.0, memory_per_gpu: 125.0 };
-        let jobs = [job(0, 1, image_profile()), job(1, 1, image_profile()), job(2, 1, language_profile())];
-        let total = |d: &Decision| -> f64 { jobs.iter().map(|(s, _)| s.host_speedup(share_of(d, s.id.0), proportional)).sum() };
+        let proportional = HostShare {
+            cpus_per_gpu: 6.0,
+            memory_per_gpu: 125.0,
+        };
+        let jobs = [
+            job(0, 1, image_profile()),
+            job(1, 1, image_profile()),
+            job(2, 1, language_profile()),
+        ];
+        let total = |d: &Decision| -> f64 {
+            jobs.iter()
+                .map(|(s, _)| s.host_speedup(share_of(d, s.id.0), proportional))
+                .sum()
+        };
         let tune = decide("fifo+tune", &c, &jobs);
         assert!((total(&tune) - 3.0).abs() < 1e-9, "{tune:?}");
         let opt = decide("fifo+opt", &c, &jobs);
-        let mut cpus = vec![share_of(&opt, 0).cpus_per_gpu, share_of(&opt, 1).cpus_per_gpu];
+        let mut cpus = vec![
+            share_of(&opt, 0).cpus_per_gpu,
+            share_of(&opt, 1).cpus_per_gpu,
+        ];
         cpus.sort_by(f64::total_cmp);
         assert_eq!(cpus, vec![6.0, 9.0]);
         assert_eq!(share_of(&opt, 2).cpus_per_gpu, 1.0);
-        assert!((total(&opt) - (2.0 / 1.75 + 1.0 + 1.0)).abs() < 1e-9, "{opt:?}");
+        assert!(
+            (total(&opt) - (2.0 / 1.75 + 1.0 + 1.0)).abs() < 1e-9,
+            "{opt:?}"
+        );
     }
 
     proptest! {

@@ -35,11 +35,18 @@ pub struct SplitCache {
 
 impl SplitCache {
     /// Re-splits every server's CPU and memory among its single-server jobs.
-    pub fn split(&mut self, view: &SchedulerView<'_>, hosts: &mut Hosts<'_>, proportional: HostShare) {
+    pub fn split(
+        &mut self,
+        view: &SchedulerView<'_>,
+        hosts: &mut Hosts<'_>,
+        proportional: HostShare,
+    ) {
         for (server, jobs) in single_server_jobs(hosts) {
             let (free_cpus, free_memory) = hosts.free_host_on(server);
             let held = |f: &dyn Fn(&HostShare) -> f64| -> f64 {
-                jobs.iter().filter_map(|(id, g)| hosts.placed.get(id).map(|p| f(&p.share) * *g as f64)).sum()
+                jobs.iter()
+                    .filter_map(|(id, g)| hosts.placed.get(id).map(|p| f(&p.share) * *g as f64))
+                    .sum()
             };
             let cpus = free_cpus + held(&|s| s.cpus_per_gpu);
             let memory = free_memory + held(&|s| s.memory_per_gpu);
@@ -48,7 +55,10 @@ impl SplitCache {
                 Some((cached, shares)) if *cached == key => shares.clone(),
                 _ => {
                     self.solves += 1;
-                    let placed: Vec<HostShare> = jobs.iter().map(|(id, _)| hosts.placed.get(id).map_or(proportional, |p| p.share)).collect();
+                    let placed: Vec<HostShare> = jobs
+                        .iter()
+                        .map(|(id, _)| hosts.placed.get(id).map_or(proportional, |p| p.share))
+                        .collect();
                     let shares = best_split(view, &jobs, cpus, memory, proportional, placed);
                     self.by_server.insert(server, (key, shares.clone()));
                     shares
@@ -59,7 +69,11 @@ impl SplitCache {
             }
         }
         // Forget servers that no longer hold any single-server job.
-        let live: Vec<NodeId> = hosts.placed.values().flat_map(|p| p.placement.slots.iter().map(|(n, _)| *n)).collect();
+        let live: Vec<NodeId> = hosts
+            .placed
+            .values()
+            .flat_map(|p| p.placement.slots.iter().map(|(n, _)| *n))
+            .collect();
         self.by_server.retain(|server, _| live.contains(server));
     }
 }
@@ -76,12 +90,24 @@ struct Choice {
 /// The best split of `cpus` and `memory` among `jobs` (id, GPUs), in the same order; the vectors
 /// they were `placed` with if no split is found (those fit: the placement checked them — the
 /// proportional vector need not, when a job was placed with less).
-pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, memory: f64, proportional: HostShare, placed: Vec<HostShare>) -> Vec<HostShare> {
+pub fn best_split(
+    view: &SchedulerView<'_>,
+    jobs: &[(JobId, u32)],
+    cpus: f64,
+    memory: f64,
+    proportional: HostShare,
+    placed: Vec<HostShare>,
+) -> Vec<HostShare> {
     let fallback = placed;
     // Units: one core; the smallest memory level of the profiles involved (Synergy: 20.83 GB).
     let memory_unit = jobs
         .iter()
-        .filter_map(|(id, _)| view.specs[id.index()].sensitivity.as_ref().and_then(|s| s.memory_levels().first().copied()))
+        .filter_map(|(id, _)| {
+            view.specs[id.index()]
+                .sensitivity
+                .as_ref()
+                .and_then(|s| s.memory_levels().first().copied())
+        })
         .fold(proportional.memory_per_gpu.max(1e-9), f64::min)
         // A server left with almost no memory per GPU (a priority class's share of one) must
         // not make the unit tiny: the table below has (memory ÷ unit) columns.
@@ -102,7 +128,12 @@ pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, me
                 let c = units(share.cpus_per_gpu * g, cpu_unit);
                 let m = units(share.memory_per_gpu * g, memory_unit);
                 if c <= cpu_capacity && m <= memory_capacity {
-                    options.push(Choice { cpu_units: c, memory_units: m, share, value: value * g });
+                    options.push(Choice {
+                        cpu_units: c,
+                        memory_units: m,
+                        share,
+                        value: value * g,
+                    });
                 }
             };
             push(proportional, 1.0);
@@ -113,7 +144,13 @@ pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, me
                         let t = s.at_grid(i, k);
                         let speedup = if base > 0.0 { t / base } else { 1.0 };
                         if speedup >= 1.0 - 1e-12 {
-                            push(HostShare { cpus_per_gpu: c, memory_per_gpu: m }, speedup);
+                            push(
+                                HostShare {
+                                    cpus_per_gpu: c,
+                                    memory_per_gpu: m,
+                                },
+                                speedup,
+                            );
                         }
                     }
                 }
@@ -125,7 +162,9 @@ pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, me
                     b.cpu_units <= a.cpu_units
                         && b.memory_units <= a.memory_units
                         && b.value >= a.value
-                        && (b.cpu_units < a.cpu_units || b.memory_units < a.memory_units || b.value > a.value)
+                        && (b.cpu_units < a.cpu_units
+                            || b.memory_units < a.memory_units
+                            || b.value > a.value)
                 })
             });
             options.sort_by_key(|a| (a.cpu_units, a.memory_units));
@@ -171,13 +210,20 @@ pub fn best_split(view: &SchedulerView<'_>, jobs: &[(JobId, u32)], cpus: f64, me
     let (mut c, mut m) = (cpu_capacity, memory_capacity);
     for j in (0..jobs.len()).rev() {
         let o = picks[j][c * width + m];
-        let Some(choice) = choices[j].get(o as usize) else { return fallback };
+        let Some(choice) = choices[j].get(o as usize) else {
+            return fallback;
+        };
         shares[j] = choice.share;
         c -= choice.cpu_units;
         m -= choice.memory_units;
     }
     // Units are rounded: check the real amounts.
-    let used = |f: &dyn Fn(&HostShare) -> f64| -> f64 { jobs.iter().zip(&shares).map(|((_, g), s)| f(s) * *g as f64).sum() };
+    let used = |f: &dyn Fn(&HostShare) -> f64| -> f64 {
+        jobs.iter()
+            .zip(&shares)
+            .map(|((_, g), s)| f(s) * *g as f64)
+            .sum()
+    };
     if used(&|s| s.cpus_per_gpu) > cpus + 1e-9 || used(&|s| s.memory_per_gpu) > memory + 1e-9 {
         return fallback;
     }

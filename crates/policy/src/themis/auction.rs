@@ -208,21 +208,25 @@ mod tests {
         // A gang larger than the offer cannot win.
         let out = partial_allocation(&[Bid::gang(4, 1.0, 4.0)], 3).expect("valid bid");
         assert_eq!(out.gpus, vec![0]);
-        assert!(partial_allocation(
-            &[Bid {
-                values: vec![0.0, 1.0]
-            }],
-            1
-        )
-        .is_err());
+        assert!(
+            partial_allocation(
+                &[Bid {
+                    values: vec![0.0, 1.0]
+                }],
+                1
+            )
+            .is_err()
+        );
         assert!(partial_allocation(&[Bid { values: vec![] }], 1).is_err());
-        assert!(partial_allocation(
-            &[Bid {
-                values: vec![1.0, f64::INFINITY]
-            }],
-            1
-        )
-        .is_err());
+        assert!(
+            partial_allocation(
+                &[Bid {
+                    values: vec![1.0, f64::INFINITY]
+                }],
+                1
+            )
+            .is_err()
+        );
         assert_eq!(
             partial_allocation(&[], 5).expect("nobody bids").gpus,
             Vec::<u32>::new()

@@ -42,11 +42,11 @@
 //! more than the paper's checkpoint-restart cost; evaluate `themis` with `on-restart`. (With a
 //! tick shorter than a job's overhead that job would never progress.)
 
-use super::auction::{partial_allocation, Bid};
-use super::{independent_time_s, ThemisConfig};
+use super::auction::{Bid, partial_allocation};
+use super::{ThemisConfig, independent_time_s};
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
-use crate::{order_key, Policy, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{
     ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, Placement, SimTime,
 };

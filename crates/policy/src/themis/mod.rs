@@ -139,32 +139,55 @@ mod tests {
     #[test]
     fn the_fairness_knob_must_leave_someone_to_bid() {
         assert!(ThemisConfig::default().validate().is_ok());
-        assert!(ThemisConfig {
-            fairness_knob: 1.0,
-            lease_s: 600.0
-        }
-        .validate()
-        .is_err());
-        assert!(ThemisConfig {
-            fairness_knob: -0.1,
-            lease_s: 600.0
-        }
-        .validate()
-        .is_err());
-        assert!(ThemisConfig {
-            fairness_knob: 0.0,
-            lease_s: 0.0
-        }
-        .validate()
-        .is_err());
-        assert!(ThemisConfig {
-            fairness_knob: 0.5,
-            lease_s: f64::INFINITY
-        }
-        .validate()
-        .is_err());
-        let placing = crate::Placing { strategy: crate::PlacementStrategy::Consolidated, keep_placements: true };
-        assert!(lease::build(&ThemisConfig { fairness_knob: 2.0, lease_s: 1.0 }, placing).is_err());
-        assert_eq!(crate::Policy::name(&muri::build(placing).expect("builds")), "themis-muri");
+        assert!(
+            ThemisConfig {
+                fairness_knob: 1.0,
+                lease_s: 600.0
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            ThemisConfig {
+                fairness_knob: -0.1,
+                lease_s: 600.0
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            ThemisConfig {
+                fairness_knob: 0.0,
+                lease_s: 0.0
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            ThemisConfig {
+                fairness_knob: 0.5,
+                lease_s: f64::INFINITY
+            }
+            .validate()
+            .is_err()
+        );
+        let placing = crate::Placing {
+            strategy: crate::PlacementStrategy::Consolidated,
+            keep_placements: true,
+        };
+        assert!(
+            lease::build(
+                &ThemisConfig {
+                    fairness_knob: 2.0,
+                    lease_s: 1.0
+                },
+                placing
+            )
+            .is_err()
+        );
+        assert_eq!(
+            crate::Policy::name(&muri::build(placing).expect("builds")),
+            "themis-muri"
+        );
     }
 }

@@ -222,7 +222,12 @@ pub fn min_max_allocation(terms: &[FtfTerm], capacity: f64) -> Option<MinMaxAllo
 /// `past(f(lo))` does not — by false-position steps with the Illinois modification, to within a
 /// relative 1e-13, keeping that invariant (a step that would leave the bracket bisects instead).
 /// Callers finish by bisection to adjacent doubles.
-fn false_position(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64, past: impl Fn(f64) -> bool) -> (f64, f64) {
+fn false_position(
+    mut lo: f64,
+    mut hi: f64,
+    f: impl Fn(f64) -> f64,
+    past: impl Fn(f64) -> bool,
+) -> (f64, f64) {
     let (mut f_lo, mut f_hi) = (f(lo), f(hi));
     let mut last_side = 0_i8;
     for _ in 0..60 {
@@ -313,11 +318,7 @@ fn analytic_centre(floors: &[f64], gpus: &[f64], fixed: &[bool], budget: f64) ->
         if mid <= lo || mid >= hi {
             break;
         }
-        if g(mid) < 0.0 {
-            lo = mid
-        } else {
-            hi = mid
-        }
+        if g(mid) < 0.0 { lo = mid } else { hi = mid }
     }
     shares(hi)
 }
@@ -444,7 +445,10 @@ impl Policy for ThemisMuri {
         for job in arrivals {
             let state = &mut self.state[job.id.index()];
             if !state.known {
-                *state = JobState { known: true, ..JobState::default() };
+                *state = JobState {
+                    known: true,
+                    ..JobState::default()
+                };
             }
             state.listed = true;
             self.list.push(job.id);

@@ -212,7 +212,13 @@ fn a_completion_that_empties_the_cluster_still_counts_as_an_event() {
     done.account(at(100));
     policy.job_finished(&specs[0], &done, at(100));
     assert!(policy.list.is_empty());
-    let d = decide(&mut policy, &cluster, &[pending(&specs[1])], &specs, at(150));
+    let d = decide(
+        &mut policy,
+        &cluster,
+        &[pending(&specs[1])],
+        &specs,
+        at(150),
+    );
     assert_eq!(d.run.len(), 1);
     // Alone at x = 1, credited for the 50 s since the completion (not the 150 s since t = 0).
     assert!(

@@ -19,10 +19,12 @@
 //!   overhead to the running jobs, as in the reference).
 
 use crate::descriptor::{Descriptor, Family};
-use crate::tiresias::las::LasConfig;
 use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
+use crate::tiresias::las::LasConfig;
 use crate::{Policy, PolicyError, SchedulerView};
-use arbiter_model::{Assignment, Decision, JobId, JobSpec, ActiveJob, PendingReason, SimDuration, SimTime};
+use arbiter_model::{
+    ActiveJob, Assignment, Decision, JobId, JobSpec, PendingReason, SimDuration, SimTime,
+};
 
 /// `dlas-gpu`.
 pub const DESCRIPTOR: Descriptor = Descriptor::new("dlas-gpu", Family::Events, "Tiresias-L as the Tiresias/Muri simulators run it (queue-list order, GPU counting; Muri SIGCOMM'22)")
@@ -58,15 +60,33 @@ impl DlasGpu {
     /// With the queue limits and count of `config` (Muri: 3 queues, 3,250 and 7,200 GPU-s).
     pub fn new(config: &LasConfig) -> Result<Self, PolicyError> {
         if config.queues == 0 || config.queues >= UNKNOWN as usize {
-            return Err(PolicyError::Config(format!("dlas-gpu needs 1 to {} queues, got {}", UNKNOWN - 1, config.queues)));
+            return Err(PolicyError::Config(format!(
+                "dlas-gpu needs 1 to {} queues, got {}",
+                UNKNOWN - 1,
+                config.queues
+            )));
         }
         if config.queue_limits_gpu_s.len() + 1 < config.queues {
-            return Err(PolicyError::Config(format!("{} queues need {} limits, got {}", config.queues, config.queues - 1, config.queue_limits_gpu_s.len())));
+            return Err(PolicyError::Config(format!(
+                "{} queues need {} limits, got {}",
+                config.queues,
+                config.queues - 1,
+                config.queue_limits_gpu_s.len()
+            )));
         }
         if config.queue_limits_gpu_s.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(PolicyError::Config("dlas-gpu queue limits must increase".into()));
+            return Err(PolicyError::Config(
+                "dlas-gpu queue limits must increase".into(),
+            ));
         }
-        Ok(DlasGpu { limits_gpu_s: config.queue_limits_gpu_s[..config.queues - 1].to_vec(), queues: vec![Vec::new(); config.queues], queue_of: Vec::new(), position: Vec::new(), runs: Vec::new(), waiting: Vec::new() })
+        Ok(DlasGpu {
+            limits_gpu_s: config.queue_limits_gpu_s[..config.queues - 1].to_vec(),
+            queues: vec![Vec::new(); config.queues],
+            queue_of: Vec::new(),
+            position: Vec::new(),
+            runs: Vec::new(),
+            waiting: Vec::new(),
+        })
     }
 
     fn queue(&self, id: JobId) -> u8 {
@@ -86,9 +106,17 @@ impl Policy for DlasGpu {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         // Arrivals: to the tail of Q0, in arrival order.
-        let mut arrivals: Vec<&ActiveJob> = view.jobs.iter().filter(|j| self.queue(j.id) == UNKNOWN).collect();
+        let mut arrivals: Vec<&ActiveJob> = view
+            .jobs
+            .iter()
+            .filter(|j| self.queue(j.id) == UNKNOWN)
+            .collect();
         arrivals.sort_by_key(|j| (j.submit, j.id));
         for job in arrivals {
             self.set_queue(job.id, 0);
@@ -99,7 +127,9 @@ impl Policy for DlasGpu {
         ran.sort_by_key(|j| j.id);
         for job in ran {
             let queue = self.queue(job.id) as usize;
-            let Some(limit) = self.limits_gpu_s.get(queue) else { continue };
+            let Some(limit) = self.limits_gpu_s.get(queue) else {
+                continue;
+            };
             if job.executed_s_at(now) * job.gpus as f64 >= *limit {
                 self.queues[queue].retain(|id| *id != job.id);
                 self.queues[queue + 1].push(job.id);
@@ -115,21 +145,35 @@ impl Policy for DlasGpu {
             self.position[job.id.index()] = i as u32;
         }
         let mut placer = Placer::new(view.cluster, PlacementStrategy::Anywhere);
-        let mut decision = Decision { run: Vec::with_capacity(view.jobs.len().min(placer.free_total() as usize)), ..Decision::default() };
+        let mut decision = Decision {
+            run: Vec::with_capacity(view.jobs.len().min(placer.free_total() as usize)),
+            ..Decision::default()
+        };
         let mut wake_at: Option<SimTime> = None;
         for (queue, list) in self.queues.iter().enumerate() {
             for id in list {
-                let Some(job) = view.jobs.get(self.position[id.index()] as usize) else { continue };
+                let Some(job) = view.jobs.get(self.position[id.index()] as usize) else {
+                    continue;
+                };
                 if placer.free_total() < job.gpus {
-                    decision.pending.push((job.id, PendingReason::InsufficientGpus));
+                    decision
+                        .pending
+                        .push((job.id, PendingReason::InsufficientGpus));
                     continue;
                 }
                 match placer.place(view.spec(job), job.pending_since, now) {
                     Ok(placement) => {
                         decision.run.push(Assignment::exclusive(job.id, placement));
                         self.runs[id.index()] = true;
-                        if let Some(at_s) = self.limits_gpu_s.get(queue).map(|limit| (limit / job.gpus.max(1) as f64).ceil()) {
-                            let at = now + SimDuration::from_secs_f64_ceil((at_s - job.executed_s_at(now)).max(0.0));
+                        if let Some(at_s) = self
+                            .limits_gpu_s
+                            .get(queue)
+                            .map(|limit| (limit / job.gpus.max(1) as f64).ceil())
+                        {
+                            let at = now
+                                + SimDuration::from_secs_f64_ceil(
+                                    (at_s - job.executed_s_at(now)).max(0.0),
+                                );
                             wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
                         }
                     }
@@ -142,9 +186,11 @@ impl Policy for DlasGpu {
             self.waiting.clear();
             let runs = &self.runs;
             let waiting = &mut self.waiting;
-            list.retain(|id| runs[id.index()] || {
-                waiting.push(*id);
-                false
+            list.retain(|id| {
+                runs[id.index()] || {
+                    waiting.push(*id);
+                    false
+                }
             });
             list.extend_from_slice(waiting);
         }

@@ -21,7 +21,7 @@ use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
 use crate::mechanisms::placement::Placing;
 use crate::tiresias::las::LasConfig;
-use crate::{order_key, Policy, PolicyError, SchedulerView};
+use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{Decision, SimDuration, SimTime};
 
 /// `gittins`.
@@ -43,16 +43,34 @@ pub struct GittinsParams {
 
 impl Default for GittinsParams {
     fn default() -> Self {
-        GittinsParams { prior: None, delta_gpu_s: 3250.0 }
+        GittinsParams {
+            prior: None,
+            delta_gpu_s: 3250.0,
+        }
     }
 }
 
 /// Builds `gittins`: Tiresias-L's queues (the first `queues − 1` limits), its own Δ, and the
 /// prior's samples, GPU-seconds (required: an empty prior is refused).
-pub fn build(las: &LasConfig, gittins: &GittinsParams, prior_gpu_s: &[f64], placing: Placing) -> Result<Gittins, PolicyError> {
+pub fn build(
+    las: &LasConfig,
+    gittins: &GittinsParams,
+    prior_gpu_s: &[f64],
+    placing: Placing,
+) -> Result<Gittins, PolicyError> {
     let prior = GittinsPrior::new(prior_gpu_s.to_vec())?;
-    let limits = las.queue_limits_gpu_s.iter().copied().take(las.queues.saturating_sub(1)).collect();
-    Gittins::new(prior, limits, gittins.delta_gpu_s, GreedyOptions::fit_first(placing))
+    let limits = las
+        .queue_limits_gpu_s
+        .iter()
+        .copied()
+        .take(las.queues.saturating_sub(1))
+        .collect();
+    Gittins::new(
+        prior,
+        limits,
+        gittins.delta_gpu_s,
+        GreedyOptions::fit_first(placing),
+    )
 }
 
 /// A job-size prior: sorted samples with prefix sums, for O(log n) index evaluation.
@@ -66,10 +84,14 @@ impl GittinsPrior {
     /// From samples in GPU-seconds (non-finite and negative samples are rejected).
     pub fn new(mut samples_gpu_s: Vec<f64>) -> Result<Self, PolicyError> {
         if samples_gpu_s.is_empty() {
-            return Err(PolicyError::Config("the Gittins prior has no samples".into()));
+            return Err(PolicyError::Config(
+                "the Gittins prior has no samples".into(),
+            ));
         }
         if samples_gpu_s.iter().any(|s| !s.is_finite() || *s < 0.0) {
-            return Err(PolicyError::Config("Gittins prior samples must be finite and >= 0".into()));
+            return Err(PolicyError::Config(
+                "Gittins prior samples must be finite and >= 0".into(),
+            ));
         }
         samples_gpu_s.sort_by(f64::total_cmp);
         let mut prefix_sum = Vec::with_capacity(samples_gpu_s.len() + 1);
@@ -79,7 +101,10 @@ impl GittinsPrior {
             acc += s;
             prefix_sum.push(acc);
         }
-        Ok(GittinsPrior { sorted_gpu_s: samples_gpu_s, prefix_sum })
+        Ok(GittinsPrior {
+            sorted_gpu_s: samples_gpu_s,
+            prefix_sum,
+        })
     }
 
     /// G(a, Δ); 0 when no sample exceeds `a`.
@@ -93,7 +118,9 @@ impl GittinsPrior {
         let horizon = attained_gpu_s + delta_gpu_s;
         let done_until = s.partition_point(|x| *x <= horizon);
         let finishing = done_until - alive_from;
-        let finishing_service = self.prefix_sum[done_until] - self.prefix_sum[alive_from] - finishing as f64 * attained_gpu_s;
+        let finishing_service = self.prefix_sum[done_until]
+            - self.prefix_sum[alive_from]
+            - finishing as f64 * attained_gpu_s;
         let surviving = (s.len() - done_until) as f64;
         let expected_service = (finishing_service + surviving * delta_gpu_s) / alive as f64;
         if expected_service <= 0.0 {
@@ -122,18 +149,25 @@ impl Gittins {
         options: GreedyOptions,
     ) -> Result<Self, PolicyError> {
         if delta_gpu_s.is_nan() || delta_gpu_s <= 0.0 {
-            return Err(PolicyError::Config("the Gittins quantum must be > 0".into()));
+            return Err(PolicyError::Config(
+                "the Gittins quantum must be > 0".into(),
+            ));
         }
         Ok(Gittins {
             prior,
             queue_limits_gpu_s,
             delta_gpu_s,
-            options: GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options },
+            options: GreedyOptions {
+                preemptive: true,
+                head_of_line_blocking: false,
+                ..options
+            },
         })
     }
 
     fn queue_of(&self, attained_gpu_s: f64) -> usize {
-        self.queue_limits_gpu_s.partition_point(|l| *l <= attained_gpu_s)
+        self.queue_limits_gpu_s
+            .partition_point(|l| *l <= attained_gpu_s)
     }
 }
 
@@ -142,11 +176,19 @@ impl Policy for Gittins {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let mut decision = schedule_in_order(view, now, self.options, |job| {
             let attained = job.attained_gpu_s_at(now);
             let index = self.prior.index(attained, self.delta_gpu_s);
-            (self.queue_of(attained), std::cmp::Reverse(order_key(index)), job.submit)
+            (
+                self.queue_of(attained),
+                std::cmp::Reverse(order_key(index)),
+                job.submit,
+            )
         });
         // Look again when a running job crosses into the next queue — if some job waits to
         // profit from it.

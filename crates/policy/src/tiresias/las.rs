@@ -43,7 +43,11 @@ pub struct LasConfig {
 
 impl Default for LasConfig {
     fn default() -> Self {
-        LasConfig { queue_limits_gpu_s: vec![3250.0, 7200.0, 18000.0], queues: 3, starvation_factor: 0.0 }
+        LasConfig {
+            queue_limits_gpu_s: vec![3250.0, 7200.0, 18000.0],
+            queues: 3,
+            starvation_factor: 0.0,
+        }
     }
 }
 
@@ -82,7 +86,15 @@ impl Las {
         if config.queue_limits_gpu_s.windows(2).any(|w| w[0] >= w[1]) {
             return Err(PolicyError::Config("LAS queue limits must increase".into()));
         }
-        Ok(Las { config, options: GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options }, slots: Vec::new() })
+        Ok(Las {
+            config,
+            options: GreedyOptions {
+                preemptive: true,
+                head_of_line_blocking: false,
+                ..options
+            },
+            slots: Vec::new(),
+        })
     }
 
     fn attained_for_queueing(&self, job: &ActiveJob, slot: &QueueSlot, now: SimTime) -> f64 {
@@ -100,7 +112,12 @@ impl Las {
                 self.slots.resize(i + 1, QueueSlot::default());
             }
             if !self.slots[i].known {
-                self.slots[i] = QueueSlot { queue: 0, entered: job.submit, executed_offset_s: 0.0, known: true };
+                self.slots[i] = QueueSlot {
+                    queue: 0,
+                    entered: job.submit,
+                    executed_offset_s: 0.0,
+                    known: true,
+                };
             }
             let mut slot = self.slots[i];
             // Demotion: as many queues as the attained service has crossed. The job entered its
@@ -112,22 +129,30 @@ impl Las {
                 if attained < limit {
                     break;
                 }
-                let since_crossing = SimDuration::from_secs_f64((attained - limit) / job.gpus as f64);
+                let since_crossing =
+                    SimDuration::from_secs_f64((attained - limit) / job.gpus as f64);
                 let crossed_at = SimTime(now.as_ms().saturating_sub(since_crossing.as_ms()));
                 slot.queue += 1;
                 slot.entered = crossed_at.max(slot.entered).max(job.accounted_at.min(now));
             }
             if job.is_running() {
                 if slot.queue < last_queue {
-                    let left_gpu_s = self.config.queue_limits_gpu_s[slot.queue] - self.attained_for_queueing(job, &slot, now);
+                    let left_gpu_s = self.config.queue_limits_gpu_s[slot.queue]
+                        - self.attained_for_queueing(job, &slot, now);
                     let at = now + SimDuration::from_secs_f64_ceil(left_gpu_s / job.gpus as f64);
                     next = Some(next.map_or(at, |n| n.min(at)));
                 }
             } else if self.config.starvation_factor > 0.0 && slot.queue > 0 {
                 let executed = (job.executed_s_at(now) - slot.executed_offset_s).max(0.0);
-                let due = job.pending_since + SimDuration::from_secs_f64(executed * self.config.starvation_factor);
+                let due = job.pending_since
+                    + SimDuration::from_secs_f64(executed * self.config.starvation_factor);
                 if executed > 0.0 && now >= due {
-                    slot = QueueSlot { queue: 0, entered: now, executed_offset_s: job.executed_s_at(now), known: true };
+                    slot = QueueSlot {
+                        queue: 0,
+                        entered: now,
+                        executed_offset_s: job.executed_s_at(now),
+                        known: true,
+                    };
                 } else if executed > 0.0 {
                     next = Some(next.map_or(due, |n| n.min(due)));
                 }
@@ -143,7 +168,11 @@ impl Policy for Las {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         let wake_at = self.update_queues(view, now);
         // Queue changes only matter when some job waits: without one, the next arrival is the
         // next chance for anything to change, and it triggers a scheduling point anyway.

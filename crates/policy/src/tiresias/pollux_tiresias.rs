@@ -54,9 +54,17 @@ impl PolluxTiresias {
     /// With a demotion threshold in GPU-seconds (the artifact: [`QUEUE_THRESHOLD_GPU_S`]).
     pub fn new(threshold_gpu_s: f64) -> Result<Self, PolicyError> {
         if !(threshold_gpu_s.is_finite() && threshold_gpu_s > 0.0) {
-            return Err(PolicyError::Config(format!("pollux-tiresias needs a positive queue threshold, got {threshold_gpu_s} GPU-s")));
+            return Err(PolicyError::Config(format!(
+                "pollux-tiresias needs a positive queue threshold, got {threshold_gpu_s} GPU-s"
+            )));
         }
-        Ok(PolluxTiresias { threshold_gpu_s, queues: [Vec::new(), Vec::new()], status: Vec::new(), last_check: Vec::new(), executed_s: Vec::new() })
+        Ok(PolluxTiresias {
+            threshold_gpu_s,
+            queues: [Vec::new(), Vec::new()],
+            status: Vec::new(),
+            last_check: Vec::new(),
+            executed_s: Vec::new(),
+        })
     }
 
     fn grow(&mut self, n: usize) {
@@ -73,7 +81,11 @@ impl Policy for PolluxTiresias {
         DESCRIPTOR.name
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         self.grow(view.specs.len());
         let mut jobs: Vec<_> = view.jobs.iter().collect();
         jobs.sort_by_key(|j| j.id);
@@ -97,7 +109,9 @@ impl Policy for PolluxTiresias {
             if self.status[i] == Status::Running {
                 self.executed_s[i] += elapsed_s;
                 let gpu_s = self.executed_s[i] * f64::from(view.specs[i].gpus);
-                if gpu_s >= self.threshold_gpu_s && let Some(at) = self.queues[0].iter().position(|id| *id == j.id) {
+                if gpu_s >= self.threshold_gpu_s
+                    && let Some(at) = self.queues[0].iter().position(|id| *id == j.id)
+                {
                     self.queues[0].remove(at);
                     self.queues[1].push(j.id);
                 }
@@ -114,17 +128,30 @@ impl Policy for PolluxTiresias {
                     left -= gpus;
                 } else {
                     self.status[id.index()] = Status::Pending;
-                    let reason = if gpus > view.cluster.total_gpus() { PendingReason::NeverFits } else { PendingReason::LowerPriority };
+                    let reason = if gpus > view.cluster.total_gpus() {
+                        PendingReason::NeverFits
+                    } else {
+                        PendingReason::LowerPriority
+                    };
                     pending.push((id, reason));
                 }
             }
         }
         // Where: running jobs keep their GPUs; the others, in queue order, most-free first
         // (counting guarantees the GPUs are there).
-        let counts: Vec<(JobId, u32)> =
-            self.queues.iter().flatten().filter(|id| self.status[id.index()] == Status::Running).map(|id| (*id, view.specs[id.index()].gpus)).collect();
+        let counts: Vec<(JobId, u32)> = self
+            .queues
+            .iter()
+            .flatten()
+            .filter(|id| self.status[id.index()] == Status::Running)
+            .map(|id| (*id, view.specs[id.index()].gpus))
+            .collect();
         let run = place_counts(view.cluster, &jobs, &counts);
-        Ok(Decision { run, pending, ..Decision::default() })
+        Ok(Decision {
+            run,
+            pending,
+            ..Decision::default()
+        })
     }
 }
 
@@ -141,32 +168,100 @@ mod tests {
         let mut policy = PolluxTiresias::new(QUEUE_THRESHOLD_GPU_S).expect("valid");
         // Job 0 alone: it runs.
         let mut jobs = vec![ActiveJob::submitted(JobId(0), 4, SimTime::ZERO, 1e6)];
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms((60) * 1000)).expect("ok");
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::from_ms((60) * 1000),
+            )
+            .expect("ok");
         assert_eq!(d.run.len(), 1);
-        jobs[0] = running(jobs[0].clone(), Placement::single(NodeId(0), 4), SimTime::from_ms((60) * 1000));
+        jobs[0] = running(
+            jobs[0].clone(),
+            Placement::single(NodeId(0), 4),
+            SimTime::from_ms((60) * 1000),
+        );
         // Job 1 arrives; job 0 has run 3 h 59 min (15.9 GPU-h): it keeps the GPUs.
-        jobs.push(ActiveJob::submitted(JobId(1), 4, SimTime::from_ms((100) * 1000), 1e6));
+        jobs.push(ActiveJob::submitted(
+            JobId(1),
+            4,
+            SimTime::from_ms((100) * 1000),
+            1e6,
+        ));
         let t = SimTime::from_ms((60 + 4 * 3600 - 60) * 1000);
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, t).expect("ok");
-        assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(0)]);
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                t,
+            )
+            .expect("ok");
+        assert_eq!(
+            d.run.iter().map(|a| a.job).collect::<Vec<_>>(),
+            vec![JobId(0)]
+        );
         assert_eq!(d.pending, vec![(JobId(1), PendingReason::LowerPriority)]);
         // A minute later it reaches 16 GPU-h: demoted behind job 1, which takes the node.
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, t + arbiter_model::SimDuration::from_secs(60)).expect("ok");
-        assert_eq!(d.run.iter().map(|a| a.job).collect::<Vec<_>>(), vec![JobId(1)]);
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                t + arbiter_model::SimDuration::from_secs(60),
+            )
+            .expect("ok");
+        assert_eq!(
+            d.run.iter().map(|a| a.job).collect::<Vec<_>>(),
+            vec![JobId(1)]
+        );
     }
 
     #[test]
     fn jobs_that_do_not_fit_are_skipped_and_spread_jobs_take_the_emptiest_nodes() {
         let cluster = cluster(3, 4);
-        let specs = vec![spec_with(0, 0, 6, 100.0), spec_with(1, 0, 8, 100.0), spec_with(2, 0, 5, 100.0)];
-        let jobs: Vec<_> = specs.iter().map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, 100.0)).collect();
+        let specs = vec![
+            spec_with(0, 0, 6, 100.0),
+            spec_with(1, 0, 8, 100.0),
+            spec_with(2, 0, 5, 100.0),
+        ];
+        let jobs: Vec<_> = specs
+            .iter()
+            .map(|s| ActiveJob::submitted(s.id, s.gpus, SimTime::ZERO, 100.0))
+            .collect();
         let mut policy = PolluxTiresias::new(QUEUE_THRESHOLD_GPU_S).expect("valid");
-        let d = policy.schedule(&SchedulerView { cluster: &cluster, jobs: &jobs, specs: &specs, current: None }, SimTime::from_ms((60) * 1000)).expect("ok");
+        let d = policy
+            .schedule(
+                &SchedulerView {
+                    cluster: &cluster,
+                    jobs: &jobs,
+                    specs: &specs,
+                    current: None,
+                },
+                SimTime::from_ms((60) * 1000),
+            )
+            .expect("ok");
         // 12 GPUs: job 0 (6) runs on the two emptiest nodes; job 1 (8) does not fit in the 6
         // left and is skipped, not blocking job 2 (5), which takes node 2 and node 1's last GPU.
         assert_eq!(d.run.len(), 2);
-        assert_eq!(d.run[0].placement.slots.as_slice(), &[(NodeId(0), 4), (NodeId(1), 2)]);
-        assert_eq!(d.run[1].placement.slots.as_slice(), &[(NodeId(1), 1), (NodeId(2), 4)]);
+        assert_eq!(
+            d.run[0].placement.slots.as_slice(),
+            &[(NodeId(0), 4), (NodeId(1), 2)]
+        );
+        assert_eq!(
+            d.run[1].placement.slots.as_slice(),
+            &[(NodeId(1), 1), (NodeId(2), 4)]
+        );
         assert_eq!(d.pending, vec![(JobId(1), PendingReason::LowerPriority)]);
     }
 }

@@ -26,12 +26,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::greedy::{schedule_in_order, GreedyOptions};
-use crate::mechanisms::placement::Placing;
-use crate::fairshare::{FairShareConfig, TenantUsage};
 use crate::TenantWeights;
-use crate::{order_key, Policy, PolicyError, SchedulerView};
+use crate::descriptor::{Descriptor, Family};
+use crate::fairshare::{FairShareConfig, TenantUsage};
+use crate::mechanisms::greedy::{GreedyOptions, schedule_in_order};
+use crate::mechanisms::placement::Placing;
+use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{ActiveJob, Decision, JobSpec, SimTime};
 
 /// `vtc`.
@@ -40,8 +40,17 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new("vtc", Family::Events, "VTC: 
     .detail("Virtual Token Counter with GPU-seconds for tokens: a counter per tenant of the service its jobs received (GPU-seconds ÷ `policy.tenant_weights`); at each decision GPUs go job by job to the backlogged tenant with the lowest counter (each job handed out charges its tenant GPUs × `policy.vtc.quantum_s` ÷ weight for this decision), its jobs in FIFO order (or `policy.vtc.inner`: srtf, sjf, las — VTC as the tenant layer above that order); a tenant arriving from idle is lifted to the lowest counter of the tenants with jobs (or that of the last one to leave): no banked credit; preemptive, decides again every quantum while jobs wait; with `policy.fairshare.half_life_s`, the counters are the tenants' decayed GPU-seconds ÷ weight (no lift: the half-life bounds banked credit)");
 
 /// Builds `vtc` with its knobs, the tenants' weights and its fair share (all checked).
-pub fn build(vtc: &VtcConfig, tenant_weights: &TenantWeights, fairshare: &FairShareConfig, placing: Placing) -> Result<Vtc, PolicyError> {
-    let mut policy = Vtc::new(*vtc, tenant_weights.clone(), GreedyOptions::fit_first(placing))?;
+pub fn build(
+    vtc: &VtcConfig,
+    tenant_weights: &TenantWeights,
+    fairshare: &FairShareConfig,
+    placing: Placing,
+) -> Result<Vtc, PolicyError> {
+    let mut policy = Vtc::new(
+        *vtc,
+        tenant_weights.clone(),
+        GreedyOptions::fit_first(placing),
+    )?;
     policy.half_life_s = fairshare.half_life_s()?;
     Ok(policy)
 }
@@ -74,7 +83,10 @@ pub struct VtcConfig {
 
 impl Default for VtcConfig {
     fn default() -> Self {
-        VtcConfig { quantum_s: 300.0, inner: VtcInner::Fifo }
+        VtcConfig {
+            quantum_s: 300.0,
+            inner: VtcInner::Fifo,
+        }
     }
 }
 
@@ -101,13 +113,34 @@ pub struct Vtc {
 impl Vtc {
     /// A VTC policy with tenant `weights` (unlisted tenants weigh 1), placing as `options` say
     /// (preemption is always on).
-    pub fn new(config: VtcConfig, weights: TenantWeights, options: GreedyOptions) -> Result<Self, PolicyError> {
+    pub fn new(
+        config: VtcConfig,
+        weights: TenantWeights,
+        options: GreedyOptions,
+    ) -> Result<Self, PolicyError> {
         if !(config.quantum_s.is_finite() && config.quantum_s > 0.0) {
-            return Err(PolicyError::Config(format!("vtc.quantum_s (the VTC quantum) must be a positive number of seconds, got {}", config.quantum_s)));
+            return Err(PolicyError::Config(format!(
+                "vtc.quantum_s (the VTC quantum) must be a positive number of seconds, got {}",
+                config.quantum_s
+            )));
         }
         check_weights(&weights)?;
-        let options = GreedyOptions { preemptive: true, head_of_line_blocking: false, ..options };
-        Ok(Vtc { config, weights, options, counters: BTreeMap::new(), counted: Vec::new(), present: BTreeSet::new(), last_left: 0.0, half_life_s: None, usage: TenantUsage::new() })
+        let options = GreedyOptions {
+            preemptive: true,
+            head_of_line_blocking: false,
+            ..options
+        };
+        Ok(Vtc {
+            config,
+            weights,
+            options,
+            counters: BTreeMap::new(),
+            counted: Vec::new(),
+            present: BTreeSet::new(),
+            last_left: 0.0,
+            half_life_s: None,
+            usage: TenantUsage::new(),
+        })
     }
 
     /// Takes new tenant weights, keeping the counters: service received so far stays charged
@@ -176,7 +209,11 @@ impl Policy for Vtc {
         self.usage.clone_from(usage);
     }
 
-    fn schedule(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         if self.half_life_s.is_none() {
             self.advance_counters(view, now);
         }
@@ -198,17 +235,33 @@ impl Vtc {
             self.count(&view.spec(job).tenant, job, now);
         }
         // 2. Arrivals from idle: no banked credit.
-        let present: BTreeSet<&str> = view.jobs.iter().map(|j| view.spec(j).tenant.as_str()).collect();
+        let present: BTreeSet<&str> = view
+            .jobs
+            .iter()
+            .map(|j| view.spec(j).tenant.as_str())
+            .collect();
         let was = |t: &str| self.present.contains(t);
         if present.len() != self.present.len() || present.iter().any(|t| !was(t)) {
-            let staying: Vec<f64> = present.iter().filter(|t| was(t)).filter_map(|t| self.counters.get(*t).copied()).collect();
-            let floor = if staying.is_empty() { self.last_left } else { staying.iter().copied().fold(f64::INFINITY, f64::min) };
+            let staying: Vec<f64> = present
+                .iter()
+                .filter(|t| was(t))
+                .filter_map(|t| self.counters.get(*t).copied())
+                .collect();
+            let floor = if staying.is_empty() {
+                self.last_left
+            } else {
+                staying.iter().copied().fold(f64::INFINITY, f64::min)
+            };
             let arrived: Vec<&str> = present.iter().copied().filter(|t| !was(t)).collect();
             for tenant in arrived {
                 let c = self.counters.entry(tenant.to_string()).or_insert(0.0);
                 *c = c.max(floor);
             }
-            for tenant in self.present.iter().filter(|t| !present.contains(t.as_str())) {
+            for tenant in self
+                .present
+                .iter()
+                .filter(|t| !present.contains(t.as_str()))
+            {
                 self.last_left = self.counters.get(tenant).copied().unwrap_or(self.last_left);
             }
             self.present = present.iter().map(|t| t.to_string()).collect();
@@ -225,19 +278,27 @@ impl Vtc {
     }
 
     /// Hands the GPUs out job by job, the lowest counter first, and places in that order.
-    fn hand_out(&mut self, view: &SchedulerView<'_>, now: SimTime) -> Result<Decision, PolicyError> {
+    fn hand_out(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
         // 3. Hand out jobs: the lowest counter (with this point's charges) first.
         let mut queues: BTreeMap<&str, Vec<(u64, SimTime, u32, usize)>> = BTreeMap::new();
         for (i, job) in view.jobs.iter().enumerate() {
             let spec = view.spec(job);
             let (k, submit, id) = self.inner_key(job, spec, now);
-            queues.entry(spec.tenant.as_str()).or_default().push((k, submit, id, i));
+            queues
+                .entry(spec.tenant.as_str())
+                .or_default()
+                .push((k, submit, id, i));
         }
         for q in queues.values_mut() {
             // Last element first out.
             q.sort_unstable_by(|a, b| b.cmp(a));
         }
-        let mut charged: BTreeMap<&str, f64> = queues.keys().map(|t| (*t, self.counter(t))).collect();
+        let mut charged: BTreeMap<&str, f64> =
+            queues.keys().map(|t| (*t, self.counter(t))).collect();
         let mut rank = vec![usize::MAX; view.jobs.len()];
         let mut next = 0;
         // Only a job that can get GPUs is charged (fragmentation aside: the placement below
@@ -248,7 +309,9 @@ impl Vtc {
             .filter(|(t, _)| queues.get(**t).is_some_and(|q| !q.is_empty()))
             .min_by(|a, b| a.1.total_cmp(b.1).then_with(|| a.0.cmp(b.0)))
         {
-            let Some((_, _, _, i)) = queues.get_mut(tenant).and_then(Vec::pop) else { break };
+            let Some((_, _, _, i)) = queues.get_mut(tenant).and_then(Vec::pop) else {
+                break;
+            };
             rank[i] = next;
             next += 1;
             let gpus = u64::from(view.jobs[i].gpus);
@@ -260,16 +323,27 @@ impl Vtc {
                 }
             }
         }
-        let index: BTreeMap<arbiter_model::JobId, usize> = view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
-        let mut decision = schedule_in_order(view, now, self.options, |j| index.get(&j.id).map_or(usize::MAX, |i| rank[*i]));
+        let index: BTreeMap<arbiter_model::JobId, usize> = view
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.id, i))
+            .collect();
+        let mut decision = schedule_in_order(view, now, self.options, |j| {
+            index.get(&j.id).map_or(usize::MAX, |i| rank[*i])
+        });
         // Counters move while jobs run: decide again after a quantum while a job that could
         // run waits. With nothing running nothing moves (and a job too large for the cluster
         // must not keep a simulation awake for ever).
         let placed: BTreeSet<arbiter_model::JobId> = decision.run.iter().map(|a| a.job).collect();
         let total = view.cluster.total_gpus();
-        let waits = view.jobs.iter().any(|j| !placed.contains(&j.id) && j.gpus <= total);
+        let waits = view
+            .jobs
+            .iter()
+            .any(|j| !placed.contains(&j.id) && j.gpus <= total);
         if waits && !decision.run.is_empty() {
-            decision.wake_at = Some(now + arbiter_model::SimDuration::from_secs_f64(self.config.quantum_s));
+            decision.wake_at =
+                Some(now + arbiter_model::SimDuration::from_secs_f64(self.config.quantum_s));
         }
         Ok(decision)
     }
@@ -281,7 +355,9 @@ mod tests;
 /// Every weight positive and finite (a counter divides by it).
 fn check_weights(weights: &TenantWeights) -> Result<(), PolicyError> {
     match weights.iter().find(|(_, w)| !(w.is_finite() && **w > 0.0)) {
-        Some((tenant, w)) => Err(PolicyError::Config(format!("tenant {tenant}'s weight must be positive, got {w}"))),
+        Some((tenant, w)) => Err(PolicyError::Config(format!(
+            "tenant {tenant}'s weight must be positive, got {w}"
+        ))),
         None => Ok(()),
     }
 }

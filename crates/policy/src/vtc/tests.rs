@@ -1,11 +1,16 @@
 use super::*;
-use crate::test_support::decide;
 use crate::PlacementStrategy;
+use crate::test_support::decide;
 use arbiter_model::{Cluster, JobId, RunState};
 use proptest::prelude::*;
 
 fn options() -> GreedyOptions {
-    GreedyOptions { preemptive: true, head_of_line_blocking: false, keep_placements: true, strategy: PlacementStrategy::Consolidated }
+    GreedyOptions {
+        preemptive: true,
+        head_of_line_blocking: false,
+        keep_placements: true,
+        strategy: PlacementStrategy::Consolidated,
+    }
 }
 
 /// Jobs stepped by hand: each decision's jobs run until the next one.
@@ -18,7 +23,12 @@ struct World {
 
 impl World {
     fn new(gpus: u32) -> Self {
-        World { cluster: Cluster::homogeneous(1, 1, gpus, 64, 512, "V100").expect("cluster"), specs: Vec::new(), jobs: Vec::new(), now: SimTime::ZERO }
+        World {
+            cluster: Cluster::homogeneous(1, 1, gpus, 64, 512, "V100").expect("cluster"),
+            specs: Vec::new(),
+            jobs: Vec::new(),
+            now: SimTime::ZERO,
+        }
     }
 
     /// A job of `tenant` with `gpus` GPUs that never ends.
@@ -26,7 +36,8 @@ impl World {
         let id = JobId(self.specs.len() as u32);
         let mut spec = JobSpec::new(id, self.now, gpus, 1e12);
         spec.tenant = tenant.into();
-        self.jobs.push(ActiveJob::submitted(id, gpus, self.now, spec.run_time_s));
+        self.jobs
+            .push(ActiveJob::submitted(id, gpus, self.now, spec.run_time_s));
         self.specs.push(spec);
         id
     }
@@ -37,7 +48,11 @@ impl World {
         for job in &mut self.jobs {
             job.account(self.now);
             job.state = match decision.run.iter().find(|a| a.job == job.id) {
-                Some(a) => RunState::Running { placement: a.placement.clone(), since: self.now, speed: 1.0 },
+                Some(a) => RunState::Running {
+                    placement: a.placement.clone(),
+                    since: self.now,
+                    speed: 1.0,
+                },
                 None => RunState::Pending,
             };
         }
@@ -57,7 +72,15 @@ impl World {
 #[test]
 fn weights_are_respected_between_backlogged_tenants() {
     let weights = TenantWeights::from([("a".to_string(), 2.0), ("b".to_string(), 1.0)]);
-    let mut vtc = Vtc::new(VtcConfig { quantum_s: 60.0, ..VtcConfig::default() }, weights, options()).expect("valid");
+    let mut vtc = Vtc::new(
+        VtcConfig {
+            quantum_s: 60.0,
+            ..VtcConfig::default()
+        },
+        weights,
+        options(),
+    )
+    .expect("valid");
     let mut w = World::new(3);
     for _ in 0..6 {
         w.submit("a", 1);
@@ -67,12 +90,23 @@ fn weights_are_respected_between_backlogged_tenants() {
         w.round(&mut vtc, 60.0);
     }
     let s = w.service();
-    assert!((s["a"] / s["b"] - 2.0).abs() < 0.1, "a gets twice b's service: {s:?}");
+    assert!(
+        (s["a"] / s["b"] - 2.0).abs() < 0.1,
+        "a gets twice b's service: {s:?}"
+    );
 }
 
 #[test]
 fn a_tenant_back_from_idle_has_no_banked_credit() {
-    let mut vtc = Vtc::new(VtcConfig { quantum_s: 60.0, ..VtcConfig::default() }, TenantWeights::new(), options()).expect("valid");
+    let mut vtc = Vtc::new(
+        VtcConfig {
+            quantum_s: 60.0,
+            ..VtcConfig::default()
+        },
+        TenantWeights::new(),
+        options(),
+    )
+    .expect("valid");
     let mut w = World::new(4);
     // `a` has the cluster to itself for an hour.
     for _ in 0..4 {
@@ -92,13 +126,30 @@ fn a_tenant_back_from_idle_has_no_banked_credit() {
     }
     let after = w.service();
     let gained = |t: &str| after[t] - before.get(t).copied().unwrap_or(0.0);
-    assert!((gained("a") - gained("b")).abs() <= 60.0 + 1e-6, "equal shares after b's return: a {} b {}", gained("a"), gained("b"));
-    assert!(vtc.counters()["b"] >= vtc.counters()["a"] - 120.0, "{:?}", vtc.counters());
+    assert!(
+        (gained("a") - gained("b")).abs() <= 60.0 + 1e-6,
+        "equal shares after b's return: a {} b {}",
+        gained("a"),
+        gained("b")
+    );
+    assert!(
+        vtc.counters()["b"] >= vtc.counters()["a"] - 120.0,
+        "{:?}",
+        vtc.counters()
+    );
 }
 
 #[test]
 fn counters_are_lifted_to_the_last_one_that_left_when_everyone_was_idle() {
-    let mut vtc = Vtc::new(VtcConfig { quantum_s: 60.0, ..VtcConfig::default() }, TenantWeights::new(), options()).expect("valid");
+    let mut vtc = Vtc::new(
+        VtcConfig {
+            quantum_s: 60.0,
+            ..VtcConfig::default()
+        },
+        TenantWeights::new(),
+        options(),
+    )
+    .expect("valid");
     let mut w = World::new(2);
     let a = w.submit("a", 2);
     for _ in 0..10 {
@@ -117,18 +168,47 @@ fn counters_are_lifted_to_the_last_one_that_left_when_everyone_was_idle() {
     w.specs = vec![spec, b];
     w.jobs = vec![ActiveJob::submitted(JobId(1), 1, w.now, 1e12)];
     w.round(&mut vtc, 60.0);
-    assert_eq!(vtc.counters()["b"], c_a, "b starts where the last tenant left, not at 0");
+    assert_eq!(
+        vtc.counters()["b"],
+        c_a,
+        "b starts where the last tenant left, not at 0"
+    );
 }
 
 #[test]
 fn bad_settings_are_refused() {
-    assert!(Vtc::new(VtcConfig { quantum_s: 0.0, ..VtcConfig::default() }, TenantWeights::new(), options()).is_err());
-    assert!(Vtc::new(VtcConfig::default(), TenantWeights::from([("a".to_string(), -1.0)]), options()).is_err());
+    assert!(
+        Vtc::new(
+            VtcConfig {
+                quantum_s: 0.0,
+                ..VtcConfig::default()
+            },
+            TenantWeights::new(),
+            options()
+        )
+        .is_err()
+    );
+    assert!(
+        Vtc::new(
+            VtcConfig::default(),
+            TenantWeights::from([("a".to_string(), -1.0)]),
+            options()
+        )
+        .is_err()
+    );
 }
 
 #[test]
 fn inside_a_tenant_the_inner_order_decides() {
-    let mut vtc = Vtc::new(VtcConfig { quantum_s: 60.0, inner: VtcInner::Sjf }, TenantWeights::new(), options()).expect("valid");
+    let mut vtc = Vtc::new(
+        VtcConfig {
+            quantum_s: 60.0,
+            inner: VtcInner::Sjf,
+        },
+        TenantWeights::new(),
+        options(),
+    )
+    .expect("valid");
     let mut w = World::new(1);
     w.submit("a", 1);
     let short = w.submit("a", 1);
@@ -190,21 +270,63 @@ proptest! {
 /// (a tie, broken by name: a).
 #[test]
 fn with_fair_share_the_lower_decayed_usage_per_weight_runs_first() {
-    let fairshare = FairShareConfig { half_life_s: 3600.0 };
+    let fairshare = FairShareConfig {
+        half_life_s: 3600.0,
+    };
     let usage = TenantUsage::from([("a".to_string(), 300.0), ("b".to_string(), 100.0)]);
     let first_run = |weight_a: f64, fairshare: &FairShareConfig| {
         let weights = TenantWeights::from([("a".to_string(), weight_a)]);
-        let mut vtc = build(&VtcConfig::default(), &weights, fairshare, crate::Placing { strategy: PlacementStrategy::Consolidated, keep_placements: true }).expect("valid");
+        let mut vtc = build(
+            &VtcConfig::default(),
+            &weights,
+            fairshare,
+            crate::Placing {
+                strategy: PlacementStrategy::Consolidated,
+                keep_placements: true,
+            },
+        )
+        .expect("valid");
         vtc.set_tenant_usage(&usage);
         let mut world = World::new(1);
         let (a, b) = (world.submit("a", 1), world.submit("b", 1));
-        let decision = decide(&mut vtc, &world.cluster, &world.jobs, &world.specs, world.now);
+        let decision = decide(
+            &mut vtc,
+            &world.cluster,
+            &world.jobs,
+            &world.specs,
+            world.now,
+        );
         assert_eq!(decision.run.len(), 1);
-        (vtc.fairshare_half_life_s(), if decision.run[0].job == a { "a" } else if decision.run[0].job == b { "b" } else { "?" })
+        (
+            vtc.fairshare_half_life_s(),
+            if decision.run[0].job == a {
+                "a"
+            } else if decision.run[0].job == b {
+                "b"
+            } else {
+                "?"
+            },
+        )
     };
     assert_eq!(first_run(1.0, &fairshare), (Some(3600.0), "b"));
     assert_eq!(first_run(4.0, &fairshare), (Some(3600.0), "a"));
-    assert_eq!(first_run(1.0, &FairShareConfig::default()), (None, "a"), "off: the usage given is ignored");
-    let bad = build(&VtcConfig::default(), &TenantWeights::new(), &FairShareConfig { half_life_s: -5.0 }, crate::Placing { strategy: PlacementStrategy::Consolidated, keep_placements: true });
-    assert!(bad.expect_err("refused").to_string().contains("fairshare.half_life_s"));
+    assert_eq!(
+        first_run(1.0, &FairShareConfig::default()),
+        (None, "a"),
+        "off: the usage given is ignored"
+    );
+    let bad = build(
+        &VtcConfig::default(),
+        &TenantWeights::new(),
+        &FairShareConfig { half_life_s: -5.0 },
+        crate::Placing {
+            strategy: PlacementStrategy::Consolidated,
+            keep_placements: true,
+        },
+    );
+    assert!(
+        bad.expect_err("refused")
+            .to_string()
+            .contains("fairshare.half_life_s")
+    );
 }

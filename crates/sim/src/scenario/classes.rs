@@ -38,18 +38,25 @@ pub fn check(classes: &[ClassSpec]) -> Result<(), String> {
             return Err(format!("priority_classes.{i}.name is empty"));
         }
         if !names.insert(c.name.as_str()) {
-            return Err(format!("priority_classes.{i}.name: `{}` is defined twice", c.name));
+            return Err(format!(
+                "priority_classes.{i}.name: `{}` is defined twice",
+                c.name
+            ));
         }
         if let Some(s) = c.share
             && !(0.0..=1.0).contains(&s)
         {
-            return Err(format!("priority_classes.{i}.share: {s} is not between 0 and 1"));
+            return Err(format!(
+                "priority_classes.{i}.share: {s} is not between 0 and 1"
+            ));
         }
     }
     let shares: Vec<f64> = classes.iter().filter_map(|c| c.share).collect();
     let total: f64 = shares.iter().sum();
     if !shares.is_empty() && (total - 1.0).abs() > 1e-9 {
-        return Err(format!("priority_classes: the shares add up to {total}, not 1"));
+        return Err(format!(
+            "priority_classes: the shares add up to {total}, not 1"
+        ));
     }
     Ok(())
 }
@@ -57,7 +64,11 @@ pub fn check(classes: &[ClassSpec]) -> Result<(), String> {
 /// Gives every job of a trace (`context` names it in errors) its class: the one its
 /// `priority_class` column names, else one drawn by the classes' shares, else none.
 pub fn assign(classes: &[ClassSpec], jobs: &mut [JobSpec], context: &str) -> Result<(), String> {
-    let class_of = |c: &ClassSpec| JobClass { name: Some(Arc::from(c.name.as_str())), value: c.value, preemptible: c.preemptible };
+    let class_of = |c: &ClassSpec| JobClass {
+        name: Some(Arc::from(c.name.as_str())),
+        value: c.value,
+        preemptible: c.preemptible,
+    };
     let mut draw = ChaCha8Rng::seed_from_u64(0);
     let shared: Vec<&ClassSpec> = classes.iter().filter(|c| c.share.is_some()).collect();
     for job in jobs {
@@ -91,11 +102,18 @@ mod tests {
     use arbiter_model::{JobId, SimTime};
 
     fn spec(name: &str, value: i32, share: Option<f64>) -> ClassSpec {
-        ClassSpec { name: name.into(), value, preemptible: true, share }
+        ClassSpec {
+            name: name.into(),
+            value,
+            preemptible: true,
+            share,
+        }
     }
 
     fn jobs(n: u32) -> Vec<JobSpec> {
-        (0..n).map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 10.0)).collect()
+        (0..n)
+            .map(|i| JobSpec::new(JobId(i), SimTime::ZERO, 1, 10.0))
+            .collect()
     }
 
     #[test]
@@ -119,13 +137,28 @@ mod tests {
         assert_eq!((js[0].class.value, js[1].class.value), (100, 0));
         js[1].class.name = Some("urgent".into());
         let err = assign(&classes, &mut js, "trace `a`").expect_err("unknown");
-        assert!(err.contains("job 1 names priority class `urgent`") && err.contains("defined: high"), "{err}");
+        assert!(
+            err.contains("job 1 names priority class `urgent`") && err.contains("defined: high"),
+            "{err}"
+        );
     }
 
     #[test]
     fn bad_definitions_are_refused_naming_the_key() {
-        assert!(check(&[spec("a", 1, None), spec("a", 2, None)]).expect_err("twice").contains("priority_classes.1.name"));
-        assert!(check(&[spec("a", 1, Some(0.5))]).expect_err("sum").contains("add up to 0.5"));
-        assert!(check(&[spec("a", 1, Some(1.5)), spec("b", 1, Some(-0.5))]).expect_err("range").contains("priority_classes.0.share"));
+        assert!(
+            check(&[spec("a", 1, None), spec("a", 2, None)])
+                .expect_err("twice")
+                .contains("priority_classes.1.name")
+        );
+        assert!(
+            check(&[spec("a", 1, Some(0.5))])
+                .expect_err("sum")
+                .contains("add up to 0.5")
+        );
+        assert!(
+            check(&[spec("a", 1, Some(1.5)), spec("b", 1, Some(-0.5))])
+                .expect_err("range")
+                .contains("priority_classes.0.share")
+        );
     }
 }

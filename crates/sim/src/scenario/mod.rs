@@ -15,14 +15,14 @@ pub use placement::PlacementSpec;
 pub use policy_spec::PolicySpec;
 
 pub use overrides::apply_override;
-pub use runner::{within_tolerance, Comparison, PolicyFactory, ResultRow};
+pub use runner::{Comparison, PolicyFactory, ResultRow, within_tolerance};
 
 use crate::engine::{SimConfig, SimError};
 use crate::metrics::Window;
 use arbiter_model::Cluster;
 use arbiter_policy::{PolicyConfig, PolicyKind};
-use arbiter_trace::generator::GavelWorkload;
 use arbiter_trace::gavel::ThroughputTable;
+use arbiter_trace::generator::GavelWorkload;
 use arbiter_trace::synergy::{SynergyProfiles, SynergyWorkload};
 use arbiter_trace::{ReadOptions, Trace, TraceError, TraceFormat};
 use serde::{Deserialize, Serialize};
@@ -105,7 +105,9 @@ impl ScenarioError {
                 Some(overrides::override_key(quoted).unwrap_or(quoted))
             }
             ScenarioError::Parse { message, .. } => key_in(message),
-            ScenarioError::Invalid { message, .. } => key_in(message).or_else(|| leading_key(message)),
+            ScenarioError::Invalid { message, .. } => {
+                key_in(message).or_else(|| leading_key(message))
+            }
             _ => None,
         }
     }
@@ -120,7 +122,9 @@ fn key_in(message: &str) -> Option<&str> {
 /// The dotted key a message starts with (backquoted or not), if any.
 fn leading_key(message: &str) -> Option<&str> {
     let text = message.strip_prefix('`').unwrap_or(message);
-    let end = text.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))).unwrap_or(text.len());
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        .unwrap_or(text.len());
     (end > 0).then(|| &text[..end])
 }
 
@@ -156,6 +160,11 @@ pub struct TraceSpec {
     /// (`scenarios/philly-locality.toml`).
     #[serde(default)]
     pub placement: Option<PlacementSpec>,
+    /// Which quota tree its simulations run under: a name of `[quota_trees]`, or `none`;
+    /// absent: the scenario's `[[quota_groups]]` (if any). One workload listed under several
+    /// names compares quota trees (`scenarios/philly-quotas.toml`).
+    #[serde(default)]
+    pub quotas: Option<String>,
 }
 
 /// The cluster: either one homogeneous cluster, or one cluster per tenant sized from a CSV.
@@ -249,7 +258,13 @@ impl ClusterSpec {
             .split_once('x')
             .and_then(|(n, g)| Some((n.trim().parse::<u32>().ok()?, g.trim().parse::<u32>().ok()?)))
             .ok_or_else(|| format!("`{text}`: expected NODESxGPUS, e.g. 8x8"))?;
-        Ok(ClusterSpec { racks: 1, nodes_per_rack: nodes, gpus_per_node: gpus, gpu_type: "GPU".into(), ..ClusterSpec::default() })
+        Ok(ClusterSpec {
+            racks: 1,
+            nodes_per_rack: nodes,
+            gpus_per_node: gpus,
+            gpu_type: "GPU".into(),
+            ..ClusterSpec::default()
+        })
     }
 }
 
@@ -291,6 +306,8 @@ pub struct LoadedTrace {
     pub trace: Arc<Trace>,
     /// Its own placement settings, replacing the scenario's.
     pub placement: Option<PlacementSpec>,
+    /// The quota tree its simulations run under.
+    pub quotas: Option<Arc<Vec<arbiter_policy::quotas::QuotaGroup>>>,
 }
 
 /// Which generator a `[workload]` uses.
@@ -379,7 +396,12 @@ impl WorkloadSpec {
 
     /// Synergy's generator with these parameters.
     pub fn synergy(&self) -> SynergyWorkload {
-        SynergyWorkload { jobs_per_hour: self.jobs_per_hour, jobs: self.jobs, multi_gpu: self.multi_gpu, class_split: self.class_split }
+        SynergyWorkload {
+            jobs_per_hour: self.jobs_per_hour,
+            jobs: self.jobs,
+            multi_gpu: self.multi_gpu,
+            class_split: self.class_split,
+        }
     }
 }
 
@@ -430,6 +452,13 @@ pub struct Scenario {
     /// is in one class, as without.
     #[serde(default)]
     pub priority_classes: Vec<classes::ClassSpec>,
+    /// The quota tree (`[[quota_groups]]`, as the daemon's): tenants under nested groups with
+    /// guaranteed quotas, borrowing and lending limits per GPU type. None: no quotas.
+    #[serde(default)]
+    pub quota_groups: Vec<arbiter_policy::quotas::QuotaGroup>,
+    /// Named quota trees a trace may pick (`quotas = "<name>"`), to compare trees side by side.
+    #[serde(default)]
+    pub quota_trees: std::collections::BTreeMap<String, Vec<arbiter_policy::quotas::QuotaGroup>>,
     /// Published numbers to print beside ours.
     #[serde(default)]
     pub published: Vec<Published>,
@@ -450,7 +479,13 @@ pub struct Scenario {
 }
 
 /// Top-level keys a `--set` may change without changing any simulated input.
-const PRESENTATION_KEYS: [&str; 5] = ["name", "description", "policies", "published", "tenant_rows"];
+const PRESENTATION_KEYS: [&str; 5] = [
+    "name",
+    "description",
+    "policies",
+    "published",
+    "tenant_rows",
+];
 
 /// What `--set` overrides changed in the simulated input.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -472,7 +507,11 @@ impl InputChanges {
         if !(self.all || self.traces.contains(trace)) {
             return None;
         }
-        let sets: Vec<String> = self.overrides.iter().map(|o| format!("--set {o}")).collect();
+        let sets: Vec<String> = self
+            .overrides
+            .iter()
+            .map(|o| format!("--set {o}"))
+            .collect();
         Some(format!("{} changed the input", sets.join(", ")))
     }
 
@@ -481,7 +520,9 @@ impl InputChanges {
         let overrides: Vec<String> = overrides
             .iter()
             .filter(|o| {
-                let top = overrides::override_key(o).and_then(|k| k.split('.').next()).unwrap_or("");
+                let top = overrides::override_key(o)
+                    .and_then(|k| k.split('.').next())
+                    .unwrap_or("");
                 !PRESENTATION_KEYS.contains(&top)
             })
             .cloned()
@@ -489,18 +530,47 @@ impl InputChanges {
         if overrides.is_empty() {
             return InputChanges::default();
         }
-        let Some(base) = base else { return InputChanges { overrides, all: true, traces: Default::default() } };
-        let all = (&base.workload, &base.throughputs, &base.profiles, &base.cluster, &base.seeds)
-            != (&scenario.workload, &scenario.throughputs, &scenario.profiles, &scenario.cluster, &scenario.seeds)
-            || (&base.simulation, &base.placement, &base.policy, &base.window)
-                != (&scenario.simulation, &scenario.placement, &scenario.policy, &scenario.window);
+        let Some(base) = base else {
+            return InputChanges {
+                overrides,
+                all: true,
+                traces: Default::default(),
+            };
+        };
+        let all = (
+            &base.workload,
+            &base.throughputs,
+            &base.profiles,
+            &base.cluster,
+            &base.seeds,
+        ) != (
+            &scenario.workload,
+            &scenario.throughputs,
+            &scenario.profiles,
+            &scenario.cluster,
+            &scenario.seeds,
+        ) || (
+            &base.simulation,
+            &base.placement,
+            &base.policy,
+            &base.window,
+        ) != (
+            &scenario.simulation,
+            &scenario.placement,
+            &scenario.policy,
+            &scenario.window,
+        );
         let traces = scenario
             .trace
             .iter()
             .filter(|t| !base.trace.iter().any(|b| b == *t))
             .map(TraceSpec::result_name)
             .collect();
-        InputChanges { overrides, all, traces }
+        InputChanges {
+            overrides,
+            all,
+            traces,
+        }
     }
 }
 
@@ -508,7 +578,10 @@ impl TraceSpec {
     /// The trace's name in results: `name`, or the file stem.
     pub fn result_name(&self) -> String {
         self.name.clone().unwrap_or_else(|| {
-            self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into())
+            self.path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "trace".into())
         })
     }
 }
@@ -520,20 +593,26 @@ fn default_seeds() -> Vec<u64> {
 impl Scenario {
     /// Reads a scenario file and applies overrides.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::parse(&text, path, overrides)
     }
 
     /// Parses scenario text as if read from `path`. An error that a `--set` override causes is
     /// reported as coming from that override, not from the file.
     pub fn parse(text: &str, path: &Path, overrides: &[String]) -> Result<Self, ScenarioError> {
-        let doc: toml::Table =
-            toml::from_str(text).map_err(|e| ScenarioError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })?;
+        let doc: toml::Table = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
         let error = match Self::build(&doc, path, overrides) {
             Ok(mut scenario) => {
                 if !overrides.is_empty() {
                     let base = Self::build(&doc, path, &[]).ok();
-                    scenario.input_changes = InputChanges::between(base.as_ref(), &scenario, overrides);
+                    scenario.input_changes =
+                        InputChanges::between(base.as_ref(), &scenario, overrides);
                 }
                 return Ok(scenario);
             }
@@ -549,9 +628,12 @@ impl Scenario {
         for o in overrides {
             apply_override(&mut root, o)?;
         }
-        let mut scenario: Scenario = root
-            .try_into()
-            .map_err(|e: toml::de::Error| ScenarioError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })?;
+        let mut scenario: Scenario =
+            root.try_into()
+                .map_err(|e: toml::de::Error| ScenarioError::Parse {
+                    path: path.to_path_buf(),
+                    message: e.to_string().trim_end().to_string(),
+                })?;
         scenario.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         scenario.file = path.to_path_buf();
         scenario.check()?;
@@ -561,55 +643,85 @@ impl Scenario {
     /// Finds the override behind `error` (the file with all overrides failed): the first one
     /// that breaks a file that is fine on its own, or else the one naming the key the error is
     /// about. Returns `error` unchanged when no override is to blame.
-    fn blame_override(doc: &toml::Table, path: &Path, overrides: &[String], error: ScenarioError) -> ScenarioError {
+    fn blame_override(
+        doc: &toml::Table,
+        path: &Path,
+        overrides: &[String],
+        error: ScenarioError,
+    ) -> ScenarioError {
         let message = |e: &ScenarioError| match e {
-            ScenarioError::Parse { message, .. } | ScenarioError::Invalid { message, .. } => Some(message.clone()),
+            ScenarioError::Parse { message, .. } | ScenarioError::Invalid { message, .. } => {
+                Some(message.clone())
+            }
             _ => None,
         };
         let culprit = if overrides.is_empty() {
             None
         } else if Self::build(doc, path, &[]).is_ok() {
             (1..=overrides.len()).find_map(|k| {
-                Self::build(doc, path, &overrides[..k]).err().map(|e| (&overrides[k - 1], message(&e)))
+                Self::build(doc, path, &overrides[..k])
+                    .err()
+                    .map(|e| (&overrides[k - 1], message(&e)))
             })
         } else {
             // The file alone is broken too: blame an override only if the error names its key.
-            let about = message(&error).as_deref().and_then(key_in).map(str::to_string);
-            about.and_then(|about| {
-                overrides.iter().rev().find(|o| {
-                    let key: Vec<&str> = overrides::override_key(o)
-                        .unwrap_or("")
-                        .split('.')
-                        .filter(|part| part.parse::<usize>().is_err())
-                        .collect();
-                    let key = key.join(".");
-                    about == key || about.starts_with(&format!("{key}."))
+            let about = message(&error)
+                .as_deref()
+                .and_then(key_in)
+                .map(str::to_string);
+            about
+                .and_then(|about| {
+                    overrides.iter().rev().find(|o| {
+                        let key: Vec<&str> = overrides::override_key(o)
+                            .unwrap_or("")
+                            .split('.')
+                            .filter(|part| part.parse::<usize>().is_err())
+                            .collect();
+                        let key = key.join(".");
+                        about == key || about.starts_with(&format!("{key}."))
+                    })
                 })
-            })
-            .map(|o| (o, message(&error)))
+                .map(|o| (o, message(&error)))
         };
         match culprit {
             Some((assignment, Some(text))) => {
                 let text = text.trim().replace("\nin `", " in `").replace('\n', " ");
-                ScenarioError::Override(format!("`{assignment}`: {text}{}", sequence_hint(assignment, &text)))
+                ScenarioError::Override(format!(
+                    "`{assignment}`: {text}{}",
+                    sequence_hint(assignment, &text)
+                ))
             }
             _ => error,
         }
     }
 
     fn invalid(&self, message: String) -> ScenarioError {
-        ScenarioError::Invalid { path: self.file.clone(), message }
+        ScenarioError::Invalid {
+            path: self.file.clone(),
+            message,
+        }
     }
 
     fn check(&self) -> Result<(), ScenarioError> {
         match (self.trace.is_empty(), &self.workload) {
-            (true, None) => return Err(self.invalid("give [[trace]] entries or a [workload]".into())),
-            (false, Some(_)) => return Err(self.invalid("give either [[trace]] entries or a [workload], not both".into())),
+            (true, None) => {
+                return Err(self.invalid("give [[trace]] entries or a [workload]".into()));
+            }
+            (false, Some(_)) => {
+                return Err(
+                    self.invalid("give either [[trace]] entries or a [workload], not both".into())
+                );
+            }
             (true, Some(w)) if w.generator == Generator::Gavel && self.throughputs.is_none() => {
-                return Err(self.invalid("a Gavel [workload] needs `throughputs` (Gavel's simulation_throughputs.json)".into()))
+                return Err(self.invalid(
+                    "a Gavel [workload] needs `throughputs` (Gavel's simulation_throughputs.json)"
+                        .into(),
+                ));
             }
             (true, Some(w)) if w.generator == Generator::Synergy && self.profiles.is_none() => {
-                return Err(self.invalid("a Synergy [workload] needs `profiles` (Synergy's models.json)".into()))
+                return Err(self.invalid(
+                    "a Synergy [workload] needs `profiles` (Synergy's models.json)".into(),
+                ));
             }
             _ => {}
         }
@@ -619,14 +731,24 @@ impl Scenario {
         if self.seeds.is_empty() {
             return Err(self.invalid("`seeds` is empty".into()));
         }
-        self.simulation.validate().map_err(|m| self.invalid(format!("simulation.{m}")))?;
-        self.placement.strategy().map_err(|m| self.invalid(format!("placement.{m}")))?;
+        self.simulation
+            .validate()
+            .map_err(|m| self.invalid(format!("simulation.{m}")))?;
+        self.placement
+            .strategy()
+            .map_err(|m| self.invalid(format!("placement.{m}")))?;
         for t in &self.trace {
             if let Some(p) = &t.placement {
-                p.strategy().map_err(|m| self.invalid(format!("trace `{}`: placement.{m}", t.result_name())))?;
+                p.strategy().map_err(|m| {
+                    self.invalid(format!("trace `{}`: placement.{m}", t.result_name()))
+                })?;
             }
         }
         classes::check(&self.priority_classes).map_err(|m| self.invalid(m))?;
+        for t in &self.trace {
+            self.quota_groups_for(t.quotas.as_deref())
+                .map_err(|m| self.invalid(format!("trace `{}`: {m}", t.result_name())))?;
+        }
         // The table itself was checked as it was read; each policy's overrides are checked here.
         for &kind in self.policy.per_policy.keys() {
             self.policy.config_for(kind).map_err(|m| self.invalid(m))?;
@@ -634,14 +756,49 @@ impl Scenario {
         Ok(())
     }
 
+    /// The quota tree a trace with `quotas` runs under (none: no quotas).
+    pub fn quota_groups_for(
+        &self,
+        quotas: Option<&str>,
+    ) -> Result<Option<Arc<Vec<arbiter_policy::quotas::QuotaGroup>>>, String> {
+        match quotas {
+            None if self.quota_groups.is_empty() => Ok(None),
+            None => Ok(Some(Arc::new(self.quota_groups.clone()))),
+            Some("none") => Ok(None),
+            Some(name) => match self.quota_trees.get(name) {
+                Some(groups) => Ok(Some(Arc::new(groups.clone()))),
+                None => {
+                    let known: Vec<&str> = self.quota_trees.keys().map(String::as_str).collect();
+                    Err(format!(
+                        "quotas = `{name}` names no [quota_trees.{name}] (defined: {})",
+                        if known.is_empty() {
+                            "none".into()
+                        } else {
+                            known.join(", ")
+                        }
+                    ))
+                }
+            },
+        }
+    }
+
     /// Resolves a path relative to the scenario file.
     pub fn resolve(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
     }
 
     /// `read` of the file `key` names (`given`, resolved against the scenario file's folder); a
     /// file that cannot be opened there is refused saying where the path led and why there.
-    fn read_resolved<T>(&self, key: &str, given: &Path, read: impl FnOnce(&Path) -> Result<T, TraceError>) -> Result<T, ScenarioError> {
+    fn read_resolved<T>(
+        &self,
+        key: &str,
+        given: &Path,
+        read: impl FnOnce(&Path) -> Result<T, TraceError>,
+    ) -> Result<T, ScenarioError> {
         let resolved = self.resolve(given);
         read(&resolved).map_err(|e| match e {
             TraceError::Io { path, source } if path == resolved => {
@@ -658,13 +815,20 @@ impl Scenario {
     /// the scenario's placement and round length, the Gittins prior's samples read.
     pub fn policy_config_for(&self, kind: PolicyKind) -> Result<PolicyConfig, ScenarioError> {
         let mut config = self.policy.config_for(kind).map_err(|m| self.invalid(m))?;
-        config.placement = self.placement.strategy().map_err(|m| self.invalid(format!("placement.{m}")))?;
+        config.placement = self
+            .placement
+            .strategy()
+            .map_err(|m| self.invalid(format!("placement.{m}")))?;
         config.keep_placements = self.placement.keep_placements;
         if let Some(round_s) = self.simulation.round_s {
             config.rounds.round_s = round_s;
         }
         if let Some(prior) = &config.gittins.prior {
-            config.gittins_prior_gpu_s = self.read_resolved("policy.gittins.prior", prior, arbiter_trace::tiresias::read_gpu_time_prior)?;
+            config.gittins_prior_gpu_s = self.read_resolved(
+                "policy.gittins.prior",
+                prior,
+                arbiter_trace::tiresias::read_gpu_time_prior,
+            )?;
         } else if kind == PolicyKind::Gittins && config.gittins_prior_gpu_s.is_empty() {
             // (A caller may give the samples in memory: `policy.config.gittins_prior_gpu_s`.)
             return Err(self.invalid("policy `gittins` needs a prior: [policy.gittins] prior = \"a CSV of GPU-time samples\"".into()));
@@ -674,44 +838,72 @@ impl Scenario {
 
     /// The throughput table named by `throughputs`, if any.
     pub fn throughput_table(&self) -> Result<Option<ThroughputTable>, ScenarioError> {
-        self.throughputs.as_ref().map(|p| self.read_resolved("throughputs", p, ThroughputTable::read)).transpose()
+        self.throughputs
+            .as_ref()
+            .map(|p| self.read_resolved("throughputs", p, ThroughputTable::read))
+            .transpose()
     }
 
     /// Seeds the simulations run with.
     pub fn run_seeds(&self) -> &[u64] {
-        self.workload.as_ref().and_then(|w| w.seeds.as_deref()).unwrap_or(&self.seeds)
+        self.workload
+            .as_ref()
+            .and_then(|w| w.seeds.as_deref())
+            .unwrap_or(&self.seeds)
     }
 
     /// Loads and filters every trace, or generates the workload, where a generated stream belongs
     /// to one seed and a trace file to every seed.
-    pub fn load_traces(&self, table: Option<&ThroughputTable>) -> Result<Vec<LoadedTrace>, ScenarioError> {
+    pub fn load_traces(
+        &self,
+        table: Option<&ThroughputTable>,
+    ) -> Result<Vec<LoadedTrace>, ScenarioError> {
         let mut out = Vec::new();
         if let Some(workload) = &self.workload {
             let profiles = match workload.generator {
                 Generator::Synergy => {
-                    let path = self.profiles.as_ref().ok_or_else(|| self.invalid("a Synergy [workload] needs `profiles`".into()))?;
-                    Some(self.read_resolved("profiles", path, |p| SynergyProfiles::read(p, workload.cpu_gpu_ratio))?)
+                    let path = self.profiles.as_ref().ok_or_else(|| {
+                        self.invalid("a Synergy [workload] needs `profiles`".into())
+                    })?;
+                    Some(self.read_resolved("profiles", path, |p| {
+                        SynergyProfiles::read(p, workload.cpu_gpu_ratio)
+                    })?)
                 }
                 Generator::Gavel => None,
             };
             let demands = match &workload.gpu_demands_trace {
                 Some(path) => {
-                    let trace = self.read_resolved("workload.gpu_demands_trace", path, |p| arbiter_trace::read(p, TraceFormat::Philly, &ReadOptions::default()))?;
+                    let trace = self.read_resolved("workload.gpu_demands_trace", path, |p| {
+                        arbiter_trace::read(p, TraceFormat::Philly, &ReadOptions::default())
+                    })?;
                     Some(arbiter_trace::synergy::philly_gpu_demands(&trace))
                 }
                 None => None,
             };
             for &seed in self.run_seeds() {
                 let trace = match (&profiles, workload.generator) {
-                    (Some(profiles), _) => workload.synergy().generate_with_demands(profiles, seed, demands.as_deref()),
+                    (Some(profiles), _) => {
+                        workload
+                            .synergy()
+                            .generate_with_demands(profiles, seed, demands.as_deref())
+                    }
                     (None, _) => {
-                        let table = table.ok_or_else(|| self.invalid("a Gavel [workload] needs `throughputs`".into()))?;
+                        let table = table.ok_or_else(|| {
+                            self.invalid("a Gavel [workload] needs `throughputs`".into())
+                        })?;
                         workload.gavel().generate(table, seed)
                     }
                 }
                 .map_err(|m| self.invalid(format!("workload: {m}")))?;
                 let trace = self.with_classes(trace, &workload.name)?;
-                out.push(LoadedTrace { name: workload.name.clone(), seed: Some(seed), trace: Arc::new(trace), placement: None });
+                let quotas = self.quota_groups_for(None).map_err(|m| self.invalid(m))?;
+                out.push(LoadedTrace {
+                    name: workload.name.clone(),
+                    seed: Some(seed),
+                    trace: Arc::new(trace),
+                    placement: None,
+                    quotas,
+                });
             }
             return Ok(out);
         }
@@ -719,11 +911,26 @@ impl Scenario {
             let path = self.resolve(&spec.path);
             let mut read = spec.read.clone();
             read.profiles = read.profiles.map(|p| self.resolve(&p));
-            let mut trace = self.read_resolved(&format!("trace.{i}.path"), &spec.path, |p| arbiter_trace::read(p, spec.format, &read))?;
-            let from = spec.submit_from.as_deref().map(|s| parse_when(s, false)).transpose().map_err(|m| self.invalid(m))?;
-            let until = spec.submit_until.as_deref().map(|s| parse_when(s, true)).transpose().map_err(|m| self.invalid(m))?;
+            let mut trace = self.read_resolved(&format!("trace.{i}.path"), &spec.path, |p| {
+                arbiter_trace::read(p, spec.format, &read)
+            })?;
+            let from = spec
+                .submit_from
+                .as_deref()
+                .map(|s| parse_when(s, false))
+                .transpose()
+                .map_err(|m| self.invalid(m))?;
+            let until = spec
+                .submit_until
+                .as_deref()
+                .map(|s| parse_when(s, true))
+                .transpose()
+                .map_err(|m| self.invalid(m))?;
             if (from.is_some() || until.is_some()) && trace.origin_unix_s.is_none() {
-                return Err(self.invalid(format!("{}: submit_from/submit_until need a trace with timestamps", path.display())));
+                return Err(self.invalid(format!(
+                    "{}: submit_from/submit_until need a trace with timestamps",
+                    path.display()
+                )));
             }
             if from.is_some() || until.is_some() || spec.tenants.is_some() {
                 let origin = trace.origin_unix_s.unwrap_or(0);
@@ -731,7 +938,10 @@ impl Scenario {
                     let t = origin + (j.submit.as_ms() / 1000) as i64;
                     from.is_none_or(|f| t >= f)
                         && until.is_none_or(|u| t < u)
-                        && spec.tenants.as_ref().is_none_or(|ts| ts.contains(&j.tenant))
+                        && spec
+                            .tenants
+                            .as_ref()
+                            .is_none_or(|ts| ts.contains(&j.tenant))
                 });
             }
             if let Some(max) = spec.max_jobs {
@@ -742,7 +952,16 @@ impl Scenario {
             }
             let name = spec.result_name();
             let trace = self.with_classes(trace, &name)?;
-            out.push(LoadedTrace { name, seed: None, trace: Arc::new(trace), placement: spec.placement.clone() });
+            let quotas = self
+                .quota_groups_for(spec.quotas.as_deref())
+                .map_err(|m| self.invalid(format!("trace `{name}`: {m}")))?;
+            out.push(LoadedTrace {
+                name,
+                seed: None,
+                trace: Arc::new(trace),
+                placement: spec.placement.clone(),
+                quotas,
+            });
         }
         Ok(out)
     }
@@ -754,23 +973,48 @@ impl Scenario {
         }
         let origin = trace.origin_unix_s;
         let mut jobs = trace.jobs;
-        classes::assign(&self.priority_classes, &mut jobs, &format!("trace `{name}`")).map_err(|m| self.invalid(m))?;
+        classes::assign(
+            &self.priority_classes,
+            &mut jobs,
+            &format!("trace `{name}`"),
+        )
+        .map_err(|m| self.invalid(m))?;
         Ok(Trace::from_jobs(jobs, origin))
     }
 
     /// Gives every job its speed on each GPU type of `cluster` from the throughput table,
     /// relative to its V100 speed (run times are V100 times). Jobs need a model / job type the
     /// table knows.
-    pub fn bind_speeds(&self, trace: &mut Trace, cluster: &Cluster, table: &ThroughputTable) -> Result<(), ScenarioError> {
+    pub fn bind_speeds(
+        &self,
+        trace: &mut Trace,
+        cluster: &Cluster,
+        table: &ThroughputTable,
+    ) -> Result<(), ScenarioError> {
         for job in &mut trace.jobs {
             let Some(model) = job.model.as_deref() else {
-                return Err(self.invalid(format!("{} (trace id {}) has no job type to look up throughputs for", job.id, job.trace_id)));
+                return Err(self.invalid(format!(
+                    "{} (trace id {}) has no job type to look up throughputs for",
+                    job.id, job.trace_id
+                )));
             };
             let speeds = [job.gpus, 8, 4, 2, 1]
                 .into_iter()
                 .filter(|g| *g <= job.gpus)
-                .find_map(|g| table.relative_speeds(model, g, &cluster.gpu_type_names, arbiter_trace::generator::REFERENCE_GPU))
-                .ok_or_else(|| self.invalid(format!("{}: job type `{model}` on {} GPUs has no V100 throughput", job.id, job.gpus)))?;
+                .find_map(|g| {
+                    table.relative_speeds(
+                        model,
+                        g,
+                        &cluster.gpu_type_names,
+                        arbiter_trace::generator::REFERENCE_GPU,
+                    )
+                })
+                .ok_or_else(|| {
+                    self.invalid(format!(
+                        "{}: job type `{model}` on {} GPUs has no V100 throughput",
+                        job.id, job.gpus
+                    ))
+                })?;
             job.speed_by_gpu_type = speeds;
         }
         Ok(())
@@ -785,7 +1029,10 @@ impl Scenario {
         let mut nodes = Vec::new();
         for (t, (name, &gpus)) in c.gpu_types.iter().enumerate() {
             if gpus % c.gpus_per_node != 0 {
-                return Err(self.invalid(format!("cluster.gpu_types.{name}: {gpus} GPUs is not a multiple of gpus_per_node {}", c.gpus_per_node)));
+                return Err(self.invalid(format!(
+                    "cluster.gpu_types.{name}: {gpus} GPUs is not a multiple of gpus_per_node {}",
+                    c.gpus_per_node
+                )));
             }
             for _ in 0..gpus / c.gpus_per_node {
                 let id = arbiter_model::NodeId(nodes.len() as u32);
@@ -810,16 +1057,19 @@ impl Scenario {
         let mut types: Vec<String> = Vec::new();
         let mut racks: Vec<String> = Vec::new();
         let mut nodes = Vec::new();
-        let index_of = |list: &mut Vec<String>, name: &str| match list.iter().position(|t| t == name) {
-            Some(i) => i,
-            None => {
-                list.push(name.to_string());
-                list.len() - 1
-            }
-        };
+        let index_of =
+            |list: &mut Vec<String>, name: &str| match list.iter().position(|t| t == name) {
+                Some(i) => i,
+                None => {
+                    list.push(name.to_string());
+                    list.len() - 1
+                }
+            };
         for (i, entry) in c.nodes.iter().enumerate() {
             if entry.gpus == 0 || entry.count == 0 {
-                return Err(self.invalid(format!("cluster.nodes.{i}: a node has at least one GPU, and count at least 1")));
+                return Err(self.invalid(format!(
+                    "cluster.nodes.{i}: a node has at least one GPU, and count at least 1"
+                )));
             }
             let gpu_type = index_of(&mut types, &entry.gpu_type);
             let rack = index_of(&mut racks, &entry.rack);
@@ -827,9 +1077,15 @@ impl Scenario {
                 let id = arbiter_model::NodeId(nodes.len() as u32);
                 nodes.push(arbiter_model::Node {
                     id,
-                    name: if entry.count == 1 { entry.name.clone() } else { format!("{}-{k}", entry.name) },
+                    name: if entry.count == 1 {
+                        entry.name.clone()
+                    } else {
+                        format!("{}-{k}", entry.name)
+                    },
                     rack: arbiter_model::RackId(rack as u32),
-                    gpu_type: arbiter_model::GpuTypeId(u8::try_from(gpu_type).map_err(|_| self.invalid("cluster.nodes: more than 256 GPU types".into()))?),
+                    gpu_type: arbiter_model::GpuTypeId(u8::try_from(gpu_type).map_err(|_| {
+                        self.invalid("cluster.nodes: more than 256 GPU types".into())
+                    })?),
                     gpus: entry.gpus,
                     cpus: entry.cpus.unwrap_or(c.cpus_per_node),
                     memory_gib: entry.memory_gib.unwrap_or(c.memory_gib_per_node),
@@ -844,30 +1100,51 @@ impl Scenario {
         let c = &self.cluster;
         if !c.nodes.is_empty() {
             if !c.gpu_types.is_empty() || c.spec_file.is_some() || c.per_tenant_nodes.is_some() {
-                return Err(self.invalid("cluster.nodes excludes gpu_types, spec_file and per_tenant_nodes".into()));
+                return Err(self.invalid(
+                    "cluster.nodes excludes gpu_types, spec_file and per_tenant_nodes".into(),
+                ));
             }
             return Ok(vec![("all".into(), self.listed_cluster()?)]);
         }
         let make = |nodes: u32, racks: u32| {
-            Cluster::homogeneous(racks, nodes, c.gpus_per_node, c.cpus_per_node, c.memory_gib_per_node, &c.gpu_type)
-                .map_err(|e| self.invalid(format!("cluster: {e}")))
+            Cluster::homogeneous(
+                racks,
+                nodes,
+                c.gpus_per_node,
+                c.cpus_per_node,
+                c.memory_gib_per_node,
+                &c.gpu_type,
+            )
+            .map_err(|e| self.invalid(format!("cluster: {e}")))
         };
         if let (Some(_), Some(_)) = (&c.spec_file, &c.per_tenant_nodes) {
-            return Err(self.invalid("cluster.spec_file and cluster.per_tenant_nodes exclude each other".into()));
+            return Err(self.invalid(
+                "cluster.spec_file and cluster.per_tenant_nodes exclude each other".into(),
+            ));
         }
         if !c.gpu_types.is_empty() {
             if c.spec_file.is_some() || c.per_tenant_nodes.is_some() {
-                return Err(self.invalid("cluster.gpu_types excludes spec_file and per_tenant_nodes".into()));
+                return Err(self
+                    .invalid("cluster.gpu_types excludes spec_file and per_tenant_nodes".into()));
             }
             return Ok(vec![("all".into(), self.heterogeneous_cluster()?)]);
         }
         if let Some(file) = &c.spec_file {
-            return Ok(vec![("all".into(), self.read_resolved("cluster.spec_file", file, |p| arbiter_trace::cluster_spec::read(p, &c.gpu_type))?)]);
+            return Ok(vec![(
+                "all".into(),
+                self.read_resolved("cluster.spec_file", file, |p| {
+                    arbiter_trace::cluster_spec::read(p, &c.gpu_type)
+                })?,
+            )]);
         }
         match &c.per_tenant_nodes {
             None => Ok(vec![("all".into(), make(c.nodes_per_rack, c.racks)?)]),
             Some(file) => {
-                let sizes = self.read_resolved("cluster.per_tenant_nodes", file, arbiter_trace::philly::read_vc_sizes)?;
+                let sizes = self.read_resolved(
+                    "cluster.per_tenant_nodes",
+                    file,
+                    arbiter_trace::philly::read_vc_sizes,
+                )?;
                 let present = trace.tenants();
                 sizes
                     .into_iter()
@@ -881,13 +1158,25 @@ impl Scenario {
 
 /// A hint for a bare word given where a list is expected (`--set policies=las`).
 fn sequence_hint(assignment: &str, message: &str) -> String {
-    let Some((key, raw)) = assignment.split_once('=') else { return String::new() };
+    let Some((key, raw)) = assignment.split_once('=') else {
+        return String::new();
+    };
     let raw = raw.trim();
-    if !message.contains("expected a sequence") || raw.starts_with(['[', '"', '\'']) || raw.is_empty() {
+    if !message.contains("expected a sequence")
+        || raw.starts_with(['[', '"', '\''])
+        || raw.is_empty()
+    {
         return String::new();
     }
-    let items: Vec<String> = raw.split(',').map(|item| format!("{:?}", item.trim())).collect();
-    format!("; did you mean --set '{}=[{}]'?", key.trim(), items.join(", "))
+    let items: Vec<String> = raw
+        .split(',')
+        .map(|item| format!("{:?}", item.trim()))
+        .collect();
+    format!(
+        "; did you mean --set '{}=[{}]'?",
+        key.trim(),
+        items.join(", ")
+    )
 }
 
 /// `YYYY-MM-DD` (start of day, or end of day when `end_of_day`) or `YYYY-MM-DD HH:MM:SS`, as
@@ -900,7 +1189,6 @@ fn parse_when(text: &str, end_of_day: bool) -> Result<i64, String> {
         .map(|t| if end_of_day { t + 86_400 } else { t })
         .ok_or_else(|| format!("`{text}` is not YYYY-MM-DD or YYYY-MM-DD HH:MM:SS"))
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,9 @@ pub(crate) fn parse_value(raw: &str) -> Result<toml::Value, String> {
         Ok(mut table) => table.remove("v").ok_or_else(|| "no value".to_string()),
         Err(e) if text.starts_with(['[', '{', '"', '\'']) => {
             let reason = e.message().trim().to_string();
-            Err(format!("`{text}` is not a valid TOML value ({reason}); quote the whole assignment for the shell, e.g. --set 'key=[1, 2]'"))
+            Err(format!(
+                "`{text}` is not a valid TOML value ({reason}); quote the whole assignment for the shell, e.g. --set 'key=[1, 2]'"
+            ))
         }
         Err(_) => Ok(toml::Value::String(text.to_string())),
     }
@@ -29,10 +31,13 @@ pub fn apply_override(root: &mut toml::Value, assignment: &str) -> Result<(), Sc
         .split_once('=')
         .ok_or_else(|| ScenarioError::Override(format!("`{assignment}`: expected key=value")))?;
     let key = key.trim();
-    let value = parse_value(raw).map_err(|m| ScenarioError::Override(format!("`{assignment}`: {m}")))?;
+    let value =
+        parse_value(raw).map_err(|m| ScenarioError::Override(format!("`{assignment}`: {m}")))?;
     let parts: Vec<&str> = key.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
-        return Err(ScenarioError::Override(format!("`{key}`: empty key segment")));
+        return Err(ScenarioError::Override(format!(
+            "`{key}`: empty key segment"
+        )));
     }
     let mut current: &mut toml::Value = root;
     for (i, part) in parts.iter().enumerate() {
@@ -43,23 +48,30 @@ pub fn apply_override(root: &mut toml::Value, assignment: &str) -> Result<(), Sc
                     t.insert(part.to_string(), value);
                     return Ok(());
                 }
-                t.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                t.entry(part.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
             }
             toml::Value::Array(a) => {
-                let index: usize = part
-                    .parse()
-                    .map_err(|_| ScenarioError::Override(format!("`{key}`: `{part}` must be an array index")))?;
+                let index: usize = part.parse().map_err(|_| {
+                    ScenarioError::Override(format!("`{key}`: `{part}` must be an array index"))
+                })?;
                 let len = a.len();
-                let slot = a
-                    .get_mut(index)
-                    .ok_or_else(|| ScenarioError::Override(format!("`{key}`: index {index} out of range (len {len})")))?;
+                let slot = a.get_mut(index).ok_or_else(|| {
+                    ScenarioError::Override(format!(
+                        "`{key}`: index {index} out of range (len {len})"
+                    ))
+                })?;
                 if last {
                     *slot = value;
                     return Ok(());
                 }
                 slot
             }
-            _ => return Err(ScenarioError::Override(format!("`{key}`: `{part}` is inside a non-table value"))),
+            _ => {
+                return Err(ScenarioError::Override(format!(
+                    "`{key}`: `{part}` is inside a non-table value"
+                )));
+            }
         };
     }
     Ok(())
@@ -103,7 +115,11 @@ mod tests {
         let mut d = doc("a = 1\n");
         for bad in ["a=[0,1", "a={x = 1", "a=\"open", "a='open", "a=[1, 2]]"] {
             let e = apply_override(&mut d, bad).expect_err(bad).to_string();
-            assert!(e.starts_with(&format!("--set `{bad}`: ")) && e.contains("is not a valid TOML value"), "{e}");
+            assert!(
+                e.starts_with(&format!("--set `{bad}`: "))
+                    && e.contains("is not a valid TOML value"),
+                "{e}"
+            );
         }
         // Bare words are still strings, and a quoted string keeps its text.
         apply_override(&mut d, "a=per-event").expect("bare word");

@@ -23,7 +23,12 @@ pub struct PlacementSpec {
 
 impl Default for PlacementSpec {
     fn default() -> Self {
-        PlacementSpec { strategy: "consolidated".into(), relax_after_s: 600.0, keep_placements: true, slowdown_per_extra_node: 0.0 }
+        PlacementSpec {
+            strategy: "consolidated".into(),
+            relax_after_s: 600.0,
+            keep_placements: true,
+            slowdown_per_extra_node: 0.0,
+        }
     }
 }
 
@@ -31,13 +36,24 @@ impl PlacementSpec {
     /// The strategy, or what is wrong (relative to the table: `strategy ...`).
     pub fn strategy(&self) -> Result<PlacementStrategy, String> {
         if !(0.0..1.0).contains(&self.slowdown_per_extra_node) {
-            return Err(format!("slowdown_per_extra_node {} is not in [0, 1)", self.slowdown_per_extra_node));
+            return Err(format!(
+                "slowdown_per_extra_node {} is not in [0, 1)",
+                self.slowdown_per_extra_node
+            ));
         }
         if !(self.relax_after_s.is_finite() && self.relax_after_s >= 0.0) {
-            return Err(format!("relax_after_s {} is not a number of seconds", self.relax_after_s));
+            return Err(format!(
+                "relax_after_s {} is not a number of seconds",
+                self.relax_after_s
+            ));
         }
-        PlacementStrategy::from_name(&self.strategy, self.relax_after_s)
-            .ok_or_else(|| format!("strategy `{}` is not one of {}", self.strategy, PlacementStrategy::NAMES.join(", ")))
+        PlacementStrategy::from_name(&self.strategy, self.relax_after_s).ok_or_else(|| {
+            format!(
+                "strategy `{}` is not one of {}",
+                self.strategy,
+                PlacementStrategy::NAMES.join(", ")
+            )
+        })
     }
 
     /// Gives every job without a scaling profile the locality slowdown (one shared model), on
@@ -46,7 +62,10 @@ impl PlacementSpec {
         if self.slowdown_per_extra_node <= 0.0 {
             return;
         }
-        let model = Scaling(Arc::new(LocalitySlowdown { gpus_per_node, slowdown_per_extra_node: self.slowdown_per_extra_node }));
+        let model = Scaling(Arc::new(LocalitySlowdown {
+            gpus_per_node,
+            slowdown_per_extra_node: self.slowdown_per_extra_node,
+        }));
         for job in jobs.iter_mut().filter(|j| j.scaling.is_none()) {
             job.scaling = Some(model.clone());
         }

@@ -2,17 +2,17 @@
 //! aggregate rows of per-tenant runs, and published numbers next to ours.
 
 use super::{LoadedTrace, Published, Scenario, ScenarioError};
-use crate::engine::{simulate, SimConfig, SimError};
+use crate::StopFlag;
+use crate::engine::{SimConfig, SimError, simulate};
 use crate::ideal::simulate_ideal;
 use crate::metrics::{JobRecord, Summary, Window};
-use crate::timeline::RunSegment;
+use crate::timeline::{QuotaLayout, QuotaReclaim, RunSegment};
 use crate::unplaceable::UnplaceableJobs;
-use crate::StopFlag;
 use arbiter_model::Cluster;
 use arbiter_policy::mechanisms::colocation::PairSpeeds;
-use arbiter_policy::{build, build_gavel, Policy, PolicyConfig, PolicyError, PolicyKind};
-use arbiter_trace::gavel::ThroughputTable;
+use arbiter_policy::{Policy, PolicyConfig, PolicyError, PolicyKind, build, build_gavel};
 use arbiter_trace::Trace;
+use arbiter_trace::gavel::ThroughputTable;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -41,6 +41,10 @@ pub struct ResultRow {
     /// Share of GPU time left idle while jobs waited (fragmentation; capacity-weighted over
     /// tenants for an aggregate row).
     pub stranded_gpu_fraction: f64,
+    /// Running jobs its quota tree reclaimed for their owners' guaranteed quota (absent from
+    /// the JSON without a quota tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_reclaims: Option<u64>,
     /// Per-job records (not serialized in the summary).
     #[serde(skip)]
     pub records: Vec<JobRecord>,
@@ -53,6 +57,14 @@ pub struct ResultRow {
     /// per-tenant or aggregate rows).
     #[serde(skip)]
     pub timeline: Vec<RunSegment>,
+    /// Under a quota tree: each job it reclaimed, when (not serialized; `quota_reclaims`
+    /// counts them). A per-tenant or per-class row has its own jobs' reclaims.
+    #[serde(skip)]
+    pub reclaimed: Vec<QuotaReclaim>,
+    /// Under a quota tree: the tree's leaves with their quotas and tenants, for reports (not
+    /// serialized); only on the rows of simulations, as the timeline.
+    #[serde(skip)]
+    pub quota_tree: Option<Arc<QuotaLayout>>,
 }
 
 /// Adds, after each row of a shared cluster, one row per tenant over that tenant's jobs (tenants
@@ -71,7 +83,9 @@ fn with_class_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
     for row in rows {
         // Only the rows over all tenants: a class row of a tenant row would be a third level.
         if row.tenant == "all" {
-            out.extend(with_rows_by(vec![row], window, |r| r.priority_class.as_ref().map(|c| format!("class:{c}"))));
+            out.extend(with_rows_by(vec![row], window, |r| {
+                r.priority_class.as_ref().map(|c| format!("class:{c}"))
+            }));
         } else {
             out.push(row);
         }
@@ -80,11 +94,16 @@ fn with_class_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
 }
 
 /// After each row, a row per group of its jobs (`group` names a job's; `None`: in none).
-fn with_rows_by(rows: Vec<ResultRow>, window: Window, group: impl Fn(&JobRecord) -> Option<String>) -> Vec<ResultRow> {
+fn with_rows_by(
+    rows: Vec<ResultRow>,
+    window: Window,
+    group: impl Fn(&JobRecord) -> Option<String>,
+) -> Vec<ResultRow> {
     let mut out = Vec::with_capacity(rows.len());
     for mut row in rows {
         let span = crate::metrics::RunSpan::of(&row.records);
-        let mut by_group: std::collections::BTreeMap<String, Vec<JobRecord>> = std::collections::BTreeMap::new();
+        let mut by_group: std::collections::BTreeMap<String, Vec<JobRecord>> =
+            std::collections::BTreeMap::new();
         for r in &row.records {
             if let Some(g) = group(r) {
                 by_group.entry(g).or_default().push(r.clone());
@@ -92,14 +111,48 @@ fn with_rows_by(rows: Vec<ResultRow>, window: Window, group: impl Fn(&JobRecord)
         }
         let records = std::mem::take(&mut row.records);
         let timeline = std::mem::take(&mut row.timeline);
-        let template = ResultRow { events: 0, wall_s: 0.0, stranded_gpu_fraction: 0.0, warnings: Vec::new(), ..row.clone() };
+        let reclaimed = std::mem::take(&mut row.reclaimed);
+        let template = ResultRow {
+            events: 0,
+            wall_s: 0.0,
+            stranded_gpu_fraction: 0.0,
+            quota_reclaims: None,
+            warnings: Vec::new(),
+            quota_tree: None,
+            ..row.clone()
+        };
         row.records = records;
         row.timeline = timeline;
+        row.reclaimed = reclaimed;
+        let under_quotas = row.quota_reclaims.is_some();
+        let row_reclaimed = row.reclaimed.clone();
         out.push(row);
         out.extend(by_group.into_iter().map(|(tenant, records)| {
             let mut summary = Summary::compute(&records, window, template.capacity_gpus);
-            (summary.gpu_utilization, summary.shared_gpu_fraction, summary.guest_gpu_fraction) = span.utilization(&records, template.capacity_gpus);
-            ResultRow { tenant, summary, records, ..template.clone() }
+            (
+                summary.gpu_utilization,
+                summary.shared_gpu_fraction,
+                summary.guest_gpu_fraction,
+            ) = span.utilization(&records, template.capacity_gpus);
+            // Under a quota tree, the reclaims of the group's own jobs.
+            let reclaimed: Vec<QuotaReclaim> = if under_quotas {
+                let jobs: std::collections::BTreeSet<u32> = records.iter().map(|r| r.job).collect();
+                row_reclaimed
+                    .iter()
+                    .filter(|r| jobs.contains(&r.job))
+                    .copied()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            ResultRow {
+                tenant,
+                summary,
+                records,
+                quota_reclaims: under_quotas.then_some(reclaimed.len() as u64),
+                reclaimed,
+                ..template.clone()
+            }
         }));
     }
     out
@@ -109,13 +162,22 @@ fn with_rows_by(rows: Vec<ResultRow>, window: Window, group: impl Fn(&JobRecord)
 /// computed over the union of their jobs (as Helios reports its "all" row). Utilization is over
 /// the summed capacity.
 fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
-    let mut keys: Vec<(String, PolicyKind, u64)> = rows.iter().map(|r| (r.trace.clone(), r.policy, r.seed)).collect();
+    let mut keys: Vec<(String, PolicyKind, u64)> = rows
+        .iter()
+        .map(|r| (r.trace.clone(), r.policy, r.seed))
+        .collect();
     keys.sort();
     keys.dedup();
     let mut out = rows.clone();
     for (trace, policy, seed) in keys {
-        let group: Vec<&ResultRow> = rows.iter().filter(|r| r.trace == trace && r.policy == policy && r.seed == seed).collect();
-        let records: Vec<JobRecord> = group.iter().flat_map(|r| r.records.iter().cloned()).collect();
+        let group: Vec<&ResultRow> = rows
+            .iter()
+            .filter(|r| r.trace == trace && r.policy == policy && r.seed == seed)
+            .collect();
+        let records: Vec<JobRecord> = group
+            .iter()
+            .flat_map(|r| r.records.iter().cloned())
+            .collect();
         let capacity: u32 = group.iter().map(|r| r.capacity_gpus).sum();
         // Allocation over the union: utilization of the summed clusters over the common span.
         out.push(ResultRow {
@@ -127,21 +189,32 @@ fn with_aggregates(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
             events: group.iter().map(|r| r.events).sum(),
             stranded_gpu_fraction: {
                 let capacity: f64 = group.iter().map(|r| r.capacity_gpus as f64).sum();
-                let weighted: f64 = group.iter().map(|r| r.stranded_gpu_fraction * r.capacity_gpus as f64).sum();
-                if capacity > 0.0 { weighted / capacity } else { 0.0 }
+                let weighted: f64 = group
+                    .iter()
+                    .map(|r| r.stranded_gpu_fraction * r.capacity_gpus as f64)
+                    .sum();
+                if capacity > 0.0 {
+                    weighted / capacity
+                } else {
+                    0.0
+                }
             },
             wall_s: group.iter().map(|r| r.wall_s).sum(),
             capacity_gpus: capacity,
+            quota_reclaims: group.iter().map(|r| r.quota_reclaims).sum(),
             records: Vec::new(),
             warnings: Vec::new(),
             timeline: Vec::new(),
+            reclaimed: Vec::new(),
+            quota_tree: None,
         });
     }
     out
 }
 
 /// Builds a simulation's policy for [`Scenario::run_with`].
-pub type PolicyFactory<'a> = dyn Fn(PolicyKind, &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> + Sync + 'a;
+pub type PolicyFactory<'a> =
+    dyn Fn(PolicyKind, &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> + Sync + 'a;
 
 /// A published number next to ours (mean over seeds).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -213,12 +286,23 @@ impl Scenario {
         let configs = self.policy_configs()?;
         let table = self.throughput_table()?;
         let traces = self.load_traces(table.as_ref())?;
-        self.run_loaded(&configs, &traces, table.as_ref(), progress, clock, stop, factory)
+        self.run_loaded(
+            &configs,
+            &traces,
+            table.as_ref(),
+            progress,
+            clock,
+            stop,
+            factory,
+        )
     }
 
     /// Every policy's configuration, by kind.
     fn policy_configs(&self) -> Result<BTreeMap<PolicyKind, PolicyConfig>, ScenarioError> {
-        self.policies.iter().map(|&kind| Ok((kind, self.policy_config_for(kind)?))).collect()
+        self.policies
+            .iter()
+            .map(|&kind| Ok((kind, self.policy_config_for(kind)?)))
+            .collect()
     }
 
     /// [`Scenario::run_with`] on traces the caller loaded (`arbiter whatif` reads a daemon's
@@ -233,7 +317,15 @@ impl Scenario {
         stop: &StopFlag,
         factory: Option<&PolicyFactory<'_>>,
     ) -> Result<Vec<ResultRow>, ScenarioError> {
-        self.run_loaded(&self.policy_configs()?, traces, table, progress, clock, stop, factory)
+        self.run_loaded(
+            &self.policy_configs()?,
+            traces,
+            table,
+            progress,
+            clock,
+            stop,
+            factory,
+        )
     }
 
     /// Runs every simulation of `traces`.
@@ -264,13 +356,20 @@ impl Scenario {
         order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].jobs.jobs.len()));
         let mut indexed: Vec<(usize, Result<ResultRow, ScenarioError>)> = match factory {
             Some(_) => (0..tasks.len()).map(|i| (i, run_task(&tasks[i]))).collect(),
-            None => order.into_iter().par_bridge().map(|i| (i, run_task(&tasks[i]))).collect(),
+            None => order
+                .into_iter()
+                .par_bridge()
+                .map(|i| (i, run_task(&tasks[i])))
+                .collect(),
         };
         if stop.is_raised() {
             return Err(ScenarioError::Stopped);
         }
         indexed.sort_by_key(|(i, _)| *i);
-        let rows = indexed.into_iter().map(|(_, row)| row).collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
+        let rows = indexed
+            .into_iter()
+            .map(|(_, row)| row)
+            .collect::<Result<Vec<ResultRow>, ScenarioError>>()?;
         let rows = if self.cluster.per_tenant_nodes.is_some() {
             with_aggregates(rows, self.window)
         } else if self.tenant_rows {
@@ -278,18 +377,30 @@ impl Scenario {
         } else {
             rows
         };
-        Ok(if self.priority_classes.is_empty() { rows } else { with_class_rows(rows, self.window) })
+        Ok(if self.priority_classes.is_empty() {
+            rows
+        } else {
+            with_class_rows(rows, self.window)
+        })
     }
 
     /// One simulation per trace × tenant × policy × seed, each with its inputs bound (speeds,
     /// slowdowns, pair speeds) and the warnings of its trace.
-    fn tasks(&self, traces: &[LoadedTrace], table: Option<&ThroughputTable>) -> Result<Vec<Task>, ScenarioError> {
+    fn tasks(
+        &self,
+        traces: &[LoadedTrace],
+        table: Option<&ThroughputTable>,
+    ) -> Result<Vec<Task>, ScenarioError> {
         let mut tasks = Vec::new();
         for loaded in traces {
             let (name, trace_seed, trace) = (&loaded.name, &loaded.seed, &loaded.trace);
             let placement_spec = loaded.placement.as_ref().unwrap_or(&self.placement);
             let placement = match &loaded.placement {
-                Some(p) => Some((p.strategy().map_err(|m| self.invalid(format!("trace `{name}`: placement.{m}")))?, p.keep_placements)),
+                Some(p) => Some((
+                    p.strategy()
+                        .map_err(|m| self.invalid(format!("trace `{name}`: placement.{m}")))?,
+                    p.keep_placements,
+                )),
                 None => None,
             };
             for (tenant, cluster) in self.clusters_for(trace)? {
@@ -318,9 +429,17 @@ impl Scenario {
                 {
                     pair_speeds = Some(Arc::new(pair_speeds_for(&jobs, &cluster, table)));
                 }
-                let context = if tenant == "all" { name.clone() } else { format!("{name}/{tenant}") };
-                let warnings: Arc<Vec<String>> =
-                    Arc::new(UnplaceableJobs::count(&cluster, &jobs.jobs).warning(&context).into_iter().collect());
+                let context = if tenant == "all" {
+                    name.clone()
+                } else {
+                    format!("{name}/{tenant}")
+                };
+                let warnings: Arc<Vec<String>> = Arc::new(
+                    UnplaceableJobs::count(&cluster, &jobs.jobs)
+                        .warning(&context)
+                        .into_iter()
+                        .collect(),
+                );
                 let cluster = Arc::new(cluster);
                 let seeds: Vec<u64> = match trace_seed {
                     Some(s) => vec![*s],
@@ -338,6 +457,7 @@ impl Scenario {
                             pair_speeds: pair_speeds.clone(),
                             warnings: Arc::clone(&warnings),
                             placement,
+                            quotas: loaded.quotas.clone(),
                         });
                     }
                 }
@@ -348,13 +468,26 @@ impl Scenario {
 
     /// Runs one simulation with its policy's configuration (`factory` building the policy, if
     /// given).
-    fn run_task(&self, task: &Task, config: &PolicyConfig, factory: Option<&PolicyFactory<'_>>, stop: &StopFlag, clock: &(dyn Fn() -> f64 + Sync)) -> Result<ResultRow, ScenarioError> {
+    fn run_task(
+        &self,
+        task: &Task,
+        config: &PolicyConfig,
+        factory: Option<&PolicyFactory<'_>>,
+        stop: &StopFlag,
+        clock: &(dyn Fn() -> f64 + Sync),
+    ) -> Result<ResultRow, ScenarioError> {
         if stop.is_raised() {
             return Err(ScenarioError::Stopped);
         }
         let sim_err = |error| match error {
             SimError::Stopped(_) => ScenarioError::Stopped,
-            error => ScenarioError::Sim { trace: task.trace.clone(), policy: task.policy, tenant: task.tenant.clone(), seed: task.seed, error },
+            error => ScenarioError::Sim {
+                trace: task.trace.clone(),
+                policy: task.policy,
+                tenant: task.tenant.clone(),
+                seed: task.seed,
+                error,
+            },
         };
         let mut task_config = config.clone();
         task_config.rounds.seed = task.seed;
@@ -365,9 +498,21 @@ impl Scenario {
         }
         let built = match factory {
             Some(factory) => factory(task.policy, &task_config),
-            None if !self.priority_classes.is_empty() => arbiter_policy::mechanisms::classes::PriorityClasses::new(task.policy, task_config.clone())
-                .map(|p| Box::new(p) as Box<dyn arbiter_policy::Policy>),
+            None if !self.priority_classes.is_empty() => {
+                arbiter_policy::mechanisms::classes::PriorityClasses::new(
+                    task.policy,
+                    task_config.clone(),
+                )
+                .map(|p| Box::new(p) as Box<dyn arbiter_policy::Policy>)
+            }
             None => build(task.policy, &task_config),
+        };
+        let built = match (&task.quotas, built) {
+            (Some(groups), Ok(inner)) => {
+                arbiter_policy::quotas::Quotas::new(groups, &task.cluster, inner)
+                    .map(|q| Box::new(q) as Box<dyn arbiter_policy::Policy>)
+            }
+            (_, built) => built,
         };
         let mut policy = built.map_err(|e| sim_err(SimError::Config(e.to_string())))?;
         let sim_config = SimConfig {
@@ -378,18 +523,34 @@ impl Scenario {
         };
         let started = clock();
         if sim_config.ideal && task.policy == PolicyKind::MaxMinFairnessPacked {
-            return Err(sim_err(SimError::Config("simulation.ideal does not model space sharing (max-min-fairness-packed)".into())));
+            return Err(sim_err(SimError::Config(
+                "simulation.ideal does not model space sharing (max-min-fairness-packed)".into(),
+            )));
         }
         let output = if sim_config.ideal {
             let mut gavel = build_gavel(task.policy, &task_config)
                 .map_err(|e| sim_err(SimError::Config(e.to_string())))?
-                .ok_or_else(|| sim_err(SimError::Config(format!("simulation.ideal needs a Gavel allocation policy, not {}", task.policy))))?;
-            simulate_ideal(&task.cluster, &task.jobs.jobs, &mut gavel, &sim_config).map_err(sim_err)?
+                .ok_or_else(|| {
+                    sim_err(SimError::Config(format!(
+                        "simulation.ideal needs a Gavel allocation policy, not {}",
+                        task.policy
+                    )))
+                })?;
+            simulate_ideal(&task.cluster, &task.jobs.jobs, &mut gavel, &sim_config)
+                .map_err(sim_err)?
         } else {
-            simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config).map_err(sim_err)?
+            simulate(&task.cluster, &task.jobs.jobs, policy.as_mut(), &sim_config)
+                .map_err(sim_err)?
         };
         let wall_s = clock() - started;
         let summary = Summary::compute(&output.records, self.window, output.capacity_gpus);
+        let quota_tree = policy.quota_round().map(|(tree, _)| {
+            Arc::new(QuotaLayout::of(
+                tree,
+                &task.cluster,
+                task.jobs.jobs.iter().map(|j| j.tenant.as_str()),
+            ))
+        });
         Ok(ResultRow {
             trace: task.trace.clone(),
             policy: task.policy,
@@ -398,11 +559,14 @@ impl Scenario {
             summary,
             events: output.stats.events,
             stranded_gpu_fraction: output.stats.stranded_gpu_fraction(output.capacity_gpus),
+            quota_reclaims: task.quotas.as_ref().map(|_| output.stats.quota_reclaims),
             wall_s,
             capacity_gpus: output.capacity_gpus,
             records: output.records,
             warnings: task.warnings.to_vec(),
             timeline: output.timeline,
+            reclaimed: output.quota_reclaims,
+            quota_tree,
         })
     }
 
@@ -418,9 +582,12 @@ impl Scenario {
                     .filter(|r| r.trace == p.trace && r.policy == p.policy && r.tenant == p.tenant)
                     .filter_map(|r| r.summary.metric(&p.metric))
                     .collect();
-                let ours = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+                let ours =
+                    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
                 let because = self.input_changes.not_comparable(&p.trace);
-                let relative_diff = ours.filter(|_| because.is_none()).map(|o| (o - p.value) / p.value);
+                let relative_diff = ours
+                    .filter(|_| because.is_none())
+                    .map(|o| (o - p.value) / p.value);
                 Comparison {
                     published: p.clone(),
                     ours,
@@ -439,17 +606,30 @@ impl Scenario {
 /// solo throughput on the reference GPU (V100), the unit job speeds are in. A type where the
 /// pair is not measured gets (0, 0): they do not share there.
 pub fn pair_speeds_for(trace: &Trace, cluster: &Cluster, table: &ThroughputTable) -> PairSpeeds {
-    let keys: std::collections::BTreeSet<(String, u32)> =
-        trace.jobs.iter().filter_map(|j| j.model.clone().map(|m| (m, j.gpus))).collect();
-    let reference = |key: &(String, u32)| table.solo(arbiter_trace::generator::REFERENCE_GPU, &key.0, key.1).filter(|t| *t > 0.0);
+    let keys: std::collections::BTreeSet<(String, u32)> = trace
+        .jobs
+        .iter()
+        .filter_map(|j| j.model.clone().map(|m| (m, j.gpus)))
+        .collect();
+    let reference = |key: &(String, u32)| {
+        table
+            .solo(arbiter_trace::generator::REFERENCE_GPU, &key.0, key.1)
+            .filter(|t| *t > 0.0)
+    };
     let mut speeds = PairSpeeds::default();
     for a in &keys {
         for b in keys.range(a.clone()..) {
-            let (Some(ref_a), Some(ref_b)) = (reference(a), reference(b)) else { continue };
+            let (Some(ref_a), Some(ref_b)) = (reference(a), reference(b)) else {
+                continue;
+            };
             let per_type: Vec<(f64, f64)> = cluster
                 .gpu_type_names
                 .iter()
-                .map(|t| table.pair(&t.to_ascii_lowercase(), a, b).map_or((0.0, 0.0), |(x, y)| (x / ref_a, y / ref_b)))
+                .map(|t| {
+                    table
+                        .pair(&t.to_ascii_lowercase(), a, b)
+                        .map_or((0.0, 0.0), |(x, y)| (x / ref_a, y / ref_b))
+                })
                 .collect();
             if per_type.iter().any(|(x, y)| *x > 0.0 && *y > 0.0) {
                 speeds.insert(a.clone(), b.clone(), per_type);
@@ -470,5 +650,6 @@ struct Task {
     warnings: Arc<Vec<String>>,
     /// The trace's own placement (strategy, keep placements), replacing the scenario's.
     placement: Option<(arbiter_policy::PlacementStrategy, bool)>,
+    /// The quota tree it runs under.
+    quotas: Option<Arc<Vec<arbiter_policy::quotas::QuotaGroup>>>,
 }
-

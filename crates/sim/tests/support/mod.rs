@@ -2,7 +2,9 @@
 
 /// The busy and shared GPUs counted at each instant the timeline changes, once every change at
 /// that instant is in: `(at_s, busy, shared)` from `(start_s, end_s, busy, shared)` segments.
-pub fn gpus_counted_over_time(segments: impl IntoIterator<Item = (f64, f64, f64, f64)>) -> Vec<(f64, f64, f64)> {
+pub fn gpus_counted_over_time(
+    segments: impl IntoIterator<Item = (f64, f64, f64, f64)>,
+) -> Vec<(f64, f64, f64)> {
     let mut changes: Vec<(f64, f64, f64)> = Vec::new();
     for (start, end, busy, shared) in segments {
         changes.push((start, busy, shared));

@@ -55,7 +55,11 @@ impl DelaunayInterpolator {
                 e
             }
         };
-        let cost: Vec<f64> = self.points.iter().map(|p| (p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).collect();
+        let cost: Vec<f64> = self
+            .points
+            .iter()
+            .map(|p| (p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2))
+            .collect();
         let scale = cost.iter().fold(1.0f64, |m, c| m.max(*c));
         let mut tableau = Tableau::new(n + ROWS, column, [0.0, 0.0, 0.0, 1.0]);
         // Phase 1: drive the artificials out (cost 1 each).
@@ -68,9 +72,11 @@ impl DelaunayInterpolator {
         // point's column has a non-zero in their row, so phase 2 cannot raise them again.
         for row in 0..ROWS {
             if tableau.basis[row] >= n
-                && let Some(j) = (0..n).find(|&j| !tableau.basis.contains(&j) && tableau.a[j][row].abs() > 1e-9) {
-                    tableau.pivot(row, j);
-                }
+                && let Some(j) =
+                    (0..n).find(|&j| !tableau.basis.contains(&j) && tableau.a[j][row].abs() > 1e-9)
+            {
+                tableau.pivot(row, j);
+            }
         }
         // Phase 2 on the original columns only.
         let phase2 = |j: usize| if j < n { cost[j] } else { 0.0 };
@@ -111,7 +117,11 @@ impl Tableau {
     }
 
     fn objective(&self, cost: &impl Fn(usize) -> f64) -> f64 {
-        self.basis.iter().zip(self.rhs).map(|(&v, x)| cost(v) * x).sum()
+        self.basis
+            .iter()
+            .zip(self.rhs)
+            .map(|(&v, x)| cost(v) * x)
+            .sum()
     }
 
     /// Pivots to optimality for `cost`, entering only columns below `eligible` (Bland's rule).
@@ -120,7 +130,8 @@ impl Tableau {
         for _ in 0..100_000 {
             let duals: [f64; ROWS] = std::array::from_fn(|row| cost(self.basis[row]));
             let entering = (0..eligible).find(|&j| {
-                !self.basis.contains(&j) && cost(j) - (0..ROWS).map(|r| duals[r] * self.a[j][r]).sum::<f64>() < -eps
+                !self.basis.contains(&j)
+                    && cost(j) - (0..ROWS).map(|r| duals[r] * self.a[j][r]).sum::<f64>() < -eps
             });
             let Some(j) = entering else { return };
             let col = self.a[j];
@@ -130,7 +141,10 @@ impl Tableau {
                     let ratio = self.rhs[row] / entry;
                     let better = match leave {
                         None => true,
-                        Some((r, best)) => ratio < best - 1e-15 || (ratio <= best + 1e-15 && self.basis[row] < self.basis[r]),
+                        Some((r, best)) => {
+                            ratio < best - 1e-15
+                                || (ratio <= best + 1e-15 && self.basis[row] < self.basis[r])
+                        }
                     };
                     if better {
                         leave = Some((row, ratio));
@@ -144,7 +158,13 @@ impl Tableau {
 
     fn pivot(&mut self, pivot_row: usize, entering: usize) {
         let p = self.a[entering][pivot_row];
-        let factors: [f64; ROWS] = std::array::from_fn(|r| if r == pivot_row { 0.0 } else { self.a[entering][r] / p });
+        let factors: [f64; ROWS] = std::array::from_fn(|r| {
+            if r == pivot_row {
+                0.0
+            } else {
+                self.a[entering][r] / p
+            }
+        });
         for col in &mut self.a {
             let pivot_value = col[pivot_row] / p;
             for r in 0..ROWS {
@@ -188,7 +208,13 @@ mod tests {
     #[test]
     fn a_linear_function_is_reproduced_anywhere_inside() {
         let interp = cube();
-        for q in [[0.5, 1.0, 2.0], [0.1, 1.9, 0.3], [1.0, 0.0, 4.0], [0.0, 0.0, 0.0], [0.25, 0.5, 3.75]] {
+        for q in [
+            [0.5, 1.0, 2.0],
+            [0.1, 1.9, 0.3],
+            [1.0, 0.0, 4.0],
+            [0.0, 0.0, 0.0],
+            [0.25, 0.5, 3.75],
+        ] {
             let v = interp.value(q).expect("inside");
             let want = q[0] + 10.0 * q[1] + 100.0 * q[2];
             assert!((v[0] - want).abs() < 1e-9, "{q:?}: {v:?} vs {want}");
@@ -201,7 +227,10 @@ mod tests {
         let interp = cube();
         assert_eq!(interp.value([1.5, 1.0, 1.0]), None);
         assert_eq!(interp.value([0.5, -0.1, 1.0]), None);
-        assert_eq!(DelaunayInterpolator::new(Vec::new(), Vec::new()).value([0.0; 3]), None);
+        assert_eq!(
+            DelaunayInterpolator::new(Vec::new(), Vec::new()).value([0.0; 3]),
+            None
+        );
     }
 
     #[test]
@@ -209,7 +238,13 @@ mod tests {
         // Five points: a tetrahedron's corners and a point near its centre. Delaunay splits the
         // tetrahedron around the centre point, so a query near a corner uses that corner and
         // the centre — not the far corners (which a non-Delaunay split could).
-        let points = vec![[0.0, 0.0, 0.0], [4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0], [1.0, 1.0, 1.0]];
+        let points = vec![
+            [0.0, 0.0, 0.0],
+            [4.0, 0.0, 0.0],
+            [0.0, 4.0, 0.0],
+            [0.0, 0.0, 4.0],
+            [1.0, 1.0, 1.0],
+        ];
         let values = vec![[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0]];
         let interp = DelaunayInterpolator::new(points, values);
         // At the centre point the value is its own.

@@ -27,11 +27,13 @@ mod profile;
 
 use crate::rows::read_csv;
 use crate::{Trace, TraceError};
-use arbiter_model::{consolidated_shape, GpuRange, JobId, JobSpec, PlacementSpeed, Scaling, SimTime};
+use arbiter_model::{
+    GpuRange, JobId, JobSpec, PlacementSpeed, Scaling, SimTime, consolidated_shape,
+};
 use profile::Application;
-use std::sync::{Arc, Mutex};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 fn default_profiles(workload: &Path) -> Option<PathBuf> {
     let mut dir = workload.parent();
@@ -52,7 +54,9 @@ pub fn read(path: &Path, profiles: Option<&Path>) -> Result<Trace, TraceError> {
         Some(p) => p.to_path_buf(),
         None => default_profiles(path).ok_or_else(|| TraceError::File {
             path: path.to_path_buf(),
-            reason: "no Pollux profiles folder (traces/<model>/placements.csv) found near the workload".into(),
+            reason:
+                "no Pollux profiles folder (traces/<model>/placements.csv) found near the workload"
+                    .into(),
         })?,
     };
     let mut apps: BTreeMap<String, Arc<Application>> = BTreeMap::new();
@@ -68,31 +72,72 @@ pub fn read(path: &Path, profiles: Option<&Path>) -> Result<Trace, TraceError> {
             let batch: u64 = row.parse("batch_size")?;
             let submit = row.non_negative("time")?;
             if !apps.contains_key(&model) {
-                let app = Application::load(&profile_dir, &model).map_err(|e| row.error("application", e.to_string()))?;
+                let app = Application::load(&profile_dir, &model)
+                    .map_err(|e| row.error("application", e.to_string()))?;
                 apps.insert(model.clone(), Arc::new(app));
             }
             let app = &apps[&model];
             if (batch as f64) < app.init_batch || (batch as f64) > app.max_batch {
-                return Err(row.error("batch_size", format!("{batch} is outside {model}'s validated batch sizes {}..{}", app.init_batch, app.max_batch)));
+                return Err(row.error(
+                    "batch_size",
+                    format!(
+                        "{batch} is outside {model}'s validated batch sizes {}..{}",
+                        app.init_batch, app.max_batch
+                    ),
+                ));
             }
             let profile = profiles
                 .entry((model.clone(), batch))
-                .or_insert_with(|| Arc::new(BatchProfile { app: app.clone(), batch: batch as f64, memo: Mutex::new(BTreeMap::new()), predictions: Mutex::new(BTreeMap::new()) }))
+                .or_insert_with(|| {
+                    Arc::new(BatchProfile {
+                        app: app.clone(),
+                        batch: batch as f64,
+                        memo: Mutex::new(BTreeMap::new()),
+                        predictions: Mutex::new(BTreeMap::new()),
+                    })
+                })
                 .clone();
             let reference = consolidated_shape(replicas, POLLUX_GPUS_PER_NODE);
             let run_time_s = profile.time_on(&reference).ok_or_else(|| {
-                row.error("num_replicas", format!("{model}'s profile covers no run on {replicas} GPUs at batch size {batch}"))
+                row.error(
+                    "num_replicas",
+                    format!(
+                        "{model}'s profile covers no run on {replicas} GPUs at batch size {batch}"
+                    ),
+                )
             })?;
-            let reference_batch = app.batch_config(batch as f64, replicas).total_batch(replicas);
-            let (_, epoch_ends) = app.work_steps(reference_batch).ok_or_else(|| row.error("batch_size", format!("no gradient statistics for {model} at batch size {reference_batch}")))?;
-            let most = if model == "ncf" { 1 } else { ((batch as f64 / app.min_local_bsz).floor() as u32).max(1) };
-            let mut job = JobSpec::new(JobId(jobs.len() as u32), SimTime::from_secs_f64(submit), replicas, run_time_s);
+            let reference_batch = app
+                .batch_config(batch as f64, replicas)
+                .total_batch(replicas);
+            let (_, epoch_ends) = app.work_steps(reference_batch).ok_or_else(|| {
+                row.error(
+                    "batch_size",
+                    format!("no gradient statistics for {model} at batch size {reference_batch}"),
+                )
+            })?;
+            let most = if model == "ncf" {
+                1
+            } else {
+                ((batch as f64 / app.min_local_bsz).floor() as u32).max(1)
+            };
+            let mut job = JobSpec::new(
+                JobId(jobs.len() as u32),
+                SimTime::from_secs_f64(submit),
+                replicas,
+                run_time_s,
+            );
             job.trace_id = row.get("name")?.to_string();
             job.name = Some(job.trace_id.clone());
-            job.iterations = app.iterations(batch as f64, app.max_epochs - 1).map(|i| i.round() as u64);
+            job.iterations = app
+                .iterations(batch as f64, app.max_epochs - 1)
+                .map(|i| i.round() as u64);
             job.model = Some(model);
             job.elastic = Some(GpuRange { min: 1, max: most });
-            job.scaling = Some(Scaling(Arc::new(PolluxJob { profile, run_time_s, epoch_ends })));
+            job.scaling = Some(Scaling(Arc::new(PolluxJob {
+                profile,
+                run_time_s,
+                epoch_ends,
+            })));
             jobs.push(job);
             Ok(())
         },
@@ -130,7 +175,11 @@ impl BatchProfile {
 }
 
 /// `compute()` the first time `key` is asked for, the remembered answer after.
-fn memoised<K: Ord, V: Copy>(memo: &Mutex<BTreeMap<K, V>>, key: K, compute: impl FnOnce() -> V) -> V {
+fn memoised<K: Ord, V: Copy>(
+    memo: &Mutex<BTreeMap<K, V>>,
+    key: K,
+    compute: impl FnOnce() -> V,
+) -> V {
     if let Some(known) = memo.lock().ok().and_then(|m| m.get(&key).copied()) {
         return known;
     }
@@ -156,22 +205,35 @@ impl PlacementSpeed for PolluxJob {
 
     fn remaining_iterations(&self, done: f64) -> Option<f64> {
         let app = &self.profile.app;
-        let epoch = self.epoch_ends.iter().filter(|end| **end <= done + 1e-12).count();
+        let epoch = self
+            .epoch_ends
+            .iter()
+            .filter(|end| **end <= done + 1e-12)
+            .count();
         let last = app.max_epochs - 1;
         if epoch >= last {
             return Some(1.0);
         }
-        Some(app.iterations(self.profile.batch, last)? - app.iterations(self.profile.batch, epoch)?)
+        Some(
+            app.iterations(self.profile.batch, last)?
+                - app.iterations(self.profile.batch, epoch)?,
+        )
     }
 
     fn predicted_iteration_s(&self, gpus: u32, gpus_per_node: u32) -> Option<f64> {
         let app = &self.profile.app;
         memoised(&self.profile.predictions, (gpus, gpus_per_node), || {
-            app.iteration_s(&consolidated_shape(gpus, gpus_per_node), app.optimus_batch_config(self.profile.batch, gpus))
+            app.iteration_s(
+                &consolidated_shape(gpus, gpus_per_node),
+                app.optimus_batch_config(self.profile.batch, gpus),
+            )
         })
     }
 
     fn describe(&self) -> String {
-        format!("{} at batch size {}", self.profile.app.name, self.profile.batch)
+        format!(
+            "{} at batch size {}",
+            self.profile.app.name, self.profile.batch
+        )
     }
 }

@@ -6,8 +6,8 @@
 //! the one that simulator gives it.
 
 use super::delaunay::DelaunayInterpolator;
-use crate::rows::read_csv;
 use crate::TraceError;
+use crate::rows::read_csv;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -80,20 +80,41 @@ impl Application {
         let mut placements: BTreeMap<u64, Vec<(f64, f64, f64)>> = BTreeMap::new();
         // (nodes, replicas, local batch) → sums for the means, keyed exactly (values are integers).
         let mut means: BTreeMap<(u64, u64, u64), (f64, f64, f64)> = BTreeMap::new();
-        read_csv(&app_dir.join("placements.csv"), b',', |f| f.require(&["placement", "local_bsz", "step_time", "sync_time"]), |row| {
-            let placement = row.get("placement")?;
-            let digits: Vec<u64> = placement.chars().map(|c| c.to_digit(10).map(u64::from)).collect::<Option<_>>()
-                .filter(|d: &Vec<u64>| !d.is_empty() && d.iter().all(|g| *g > 0))
-                .ok_or_else(|| row.error("placement", format!("`{placement}` is not a string of per-node GPU counts 1-9")))?;
-            let id: u64 = placement.parse().map_err(|_| row.error("placement", "too long".to_string()))?;
-            let local: u64 = row.parse("local_bsz")?;
-            let (step, sync) = (row.non_negative("step_time")?, row.non_negative("sync_time")?);
-            placements.entry(id).or_default().push((local as f64, step, sync));
-            let key = (digits.len() as u64, digits.iter().sum(), local);
-            let m = means.entry(key).or_insert((0.0, 0.0, 0.0));
-            *m = (m.0 + step, m.1 + sync, m.2 + 1.0);
-            Ok(())
-        })?;
+        read_csv(
+            &app_dir.join("placements.csv"),
+            b',',
+            |f| f.require(&["placement", "local_bsz", "step_time", "sync_time"]),
+            |row| {
+                let placement = row.get("placement")?;
+                let digits: Vec<u64> = placement
+                    .chars()
+                    .map(|c| c.to_digit(10).map(u64::from))
+                    .collect::<Option<_>>()
+                    .filter(|d: &Vec<u64>| !d.is_empty() && d.iter().all(|g| *g > 0))
+                    .ok_or_else(|| {
+                        row.error(
+                            "placement",
+                            format!("`{placement}` is not a string of per-node GPU counts 1-9"),
+                        )
+                    })?;
+                let id: u64 = placement
+                    .parse()
+                    .map_err(|_| row.error("placement", "too long".to_string()))?;
+                let local: u64 = row.parse("local_bsz")?;
+                let (step, sync) = (
+                    row.non_negative("step_time")?,
+                    row.non_negative("sync_time")?,
+                );
+                placements
+                    .entry(id)
+                    .or_default()
+                    .push((local as f64, step, sync));
+                let key = (digits.len() as u64, digits.iter().sum(), local);
+                let m = means.entry(key).or_insert((0.0, 0.0, 0.0));
+                *m = (m.0 + step, m.1 + sync, m.2 + 1.0);
+                Ok(())
+            },
+        )?;
         for rows in placements.values_mut() {
             rows.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
@@ -103,40 +124,87 @@ impl Application {
             points.push([*nodes as f64, *replicas as f64, *local as f64]);
             values.push([step / count, sync / count]);
         }
-        read_csv(&app_dir.join("scalability.csv"), b',', |f| f.require(&["num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"]), |row| {
-            points.push([row.non_negative("num_nodes")?, row.non_negative("num_replicas")?, row.non_negative("local_bsz")?]);
-            values.push([row.non_negative("step_time")?, row.non_negative("sync_time")?]);
-            Ok(())
-        })?;
+        read_csv(
+            &app_dir.join("scalability.csv"),
+            b',',
+            |f| {
+                f.require(&[
+                    "num_nodes",
+                    "num_replicas",
+                    "local_bsz",
+                    "step_time",
+                    "sync_time",
+                ])
+            },
+            |row| {
+                points.push([
+                    row.non_negative("num_nodes")?,
+                    row.non_negative("num_replicas")?,
+                    row.non_negative("local_bsz")?,
+                ]);
+                values.push([
+                    row.non_negative("step_time")?,
+                    row.non_negative("sync_time")?,
+                ]);
+                Ok(())
+            },
+        )?;
         let mut validation = BTreeMap::new();
-        let entries = std::fs::read_dir(&app_dir).map_err(|source| TraceError::Io { path: app_dir.clone(), source })?;
+        let entries = std::fs::read_dir(&app_dir).map_err(|source| TraceError::Io {
+            path: app_dir.clone(),
+            source,
+        })?;
         let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         files.sort();
         for file in files {
-            let Some(batch) = file.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix("validation-")).and_then(|n| n.strip_suffix(".csv")).and_then(|n| n.parse::<u64>().ok()) else {
+            let Some(batch) = file
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("validation-"))
+                .and_then(|n| n.strip_suffix(".csv"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
                 continue;
             };
             let mut v = Validation::default();
-            read_csv(&file, b',', |f| f.require(&["progress", "iteration", "grad_sqr", "grad_var"]), |row| {
-                v.progress.push(row.non_negative("progress")?);
-                v.iteration.push(row.non_negative("iteration")?);
-                v.grad_sqr.push(row.non_negative("grad_sqr")?);
-                v.grad_var.push(row.non_negative("grad_var")?);
-                Ok(())
-            })?;
+            read_csv(
+                &file,
+                b',',
+                |f| f.require(&["progress", "iteration", "grad_sqr", "grad_var"]),
+                |row| {
+                    v.progress.push(row.non_negative("progress")?);
+                    v.iteration.push(row.non_negative("iteration")?);
+                    v.grad_sqr.push(row.non_negative("grad_sqr")?);
+                    v.grad_var.push(row.non_negative("grad_var")?);
+                    Ok(())
+                },
+            )?;
             if v.progress.len() < max_epochs {
-                return Err(TraceError::File { path: file, reason: format!("{} rows, but {model} trains for {max_epochs} epochs", v.progress.len()) });
+                return Err(TraceError::File {
+                    path: file,
+                    reason: format!(
+                        "{} rows, but {model} trains for {max_epochs} epochs",
+                        v.progress.len()
+                    ),
+                });
             }
             validation.insert(batch, v);
         }
-        let (Some(&init), Some(&max)) = (validation.keys().next(), validation.keys().next_back()) else {
-            return Err(TraceError::File { path: app_dir, reason: "no validation-<batch>.csv files".into() });
+        let (Some(&init), Some(&max)) = (validation.keys().next(), validation.keys().next_back())
+        else {
+            return Err(TraceError::File {
+                path: app_dir,
+                reason: "no validation-<batch>.csv files".into(),
+            });
         };
         let locals = placements.values().flatten().map(|r| r.0);
         let min_local_bsz = locals.clone().fold(f64::INFINITY, f64::min);
         let max_local_bsz = max_local_override.unwrap_or_else(|| locals.fold(0.0, f64::max));
         if !min_local_bsz.is_finite() {
-            return Err(TraceError::File { path: app_dir.join("placements.csv"), reason: "no rows".into() });
+            return Err(TraceError::File {
+                path: app_dir.join("placements.csv"),
+                reason: "no rows".into(),
+            });
         }
         Ok(Application {
             name: model.to_string(),
@@ -174,7 +242,10 @@ impl Application {
         }
         let atomic = (local / (accum + 1.0) - 1e-8).ceil();
         let count = n * (accum + 1.0);
-        BatchConfig { atomic_bsz: atomic.min((self.max_batch / count).trunc()), accum_steps: accum }
+        BatchConfig {
+            atomic_bsz: atomic.min((self.max_batch / count).trunc()),
+            accum_steps: accum,
+        }
     }
 
     /// `(step, sync)` seconds per iteration on a placement of this shape (GPUs per node, any
@@ -187,16 +258,22 @@ impl Application {
             return None;
         }
         // The smallest rotation names the measurement (as the artifact normalises placements).
-        let rotation = (0..shape.len()).map(|i| [&shape[i..], &shape[..i]].concat()).min()?;
+        let rotation = (0..shape.len())
+            .map(|i| [&shape[i..], &shape[..i]].concat())
+            .min()?;
         if rotation.iter().all(|g| *g <= 9) {
-            let id = rotation.iter().fold(0u64, |acc, g| acc * 10 + u64::from(*g));
+            let id = rotation
+                .iter()
+                .fold(0u64, |acc, g| acc * 10 + u64::from(*g));
             if let Some(rows) = self.placements.get(&id) {
                 return interp1d(rows, local);
             }
         }
         let nodes = (shape.len() as f64).min(16.0);
         let replicas: u32 = shape.iter().sum();
-        self.spread.value([nodes, f64::from(replicas), local]).map(|v| (v[0], v[1]))
+        self.spread
+            .value([nodes, f64::from(replicas), local])
+            .map(|v| (v[0], v[1]))
     }
 
     /// Seconds per iteration including accumulation steps (`step + accum × (step − sync)`).
@@ -210,14 +287,25 @@ impl Application {
         if epoch == 0 {
             return 0.0;
         }
-        self.validation.values().map(|v| v.progress[epoch - 1]).fold(f64::INFINITY, f64::min)
+        self.validation
+            .values()
+            .map(|v| v.progress[epoch - 1])
+            .fold(f64::INFINITY, f64::min)
     }
 
     /// The validated batch sizes around `batch`, with `batch`'s weight on the upper one.
     fn bracket(&self, batch: f64) -> Option<(&Validation, &Validation, f64)> {
-        let lower = self.validation.iter().rev().find(|(b, _)| **b as f64 <= batch)?;
+        let lower = self
+            .validation
+            .iter()
+            .rev()
+            .find(|(b, _)| **b as f64 <= batch)?;
         let upper = self.validation.iter().find(|(b, _)| **b as f64 >= batch)?;
-        let weight = if lower.0 == upper.0 { 0.0 } else { (batch - *lower.0 as f64) / (*upper.0 as f64 - *lower.0 as f64) };
+        let weight = if lower.0 == upper.0 {
+            0.0
+        } else {
+            (batch - *lower.0 as f64) / (*upper.0 as f64 - *lower.0 as f64)
+        };
         Some((lower.1, upper.1, weight))
     }
 

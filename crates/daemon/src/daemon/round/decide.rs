@@ -13,21 +13,27 @@
 //! scheduling for everyone, nor to make the API wait. So a failure costs one round of the
 //! agent's decisions, never the round itself, and the state lock is never held while it thinks.
 
+use super::hold::{self, Hold};
 use crate::daemon::{AgentSlot, Daemon, State};
 use crate::records::job::{JobRecord, JobState};
 use crate::records::view;
-use super::hold::{self, Hold};
 use arbiter_model::{ActiveJob, Admission, Cluster, Decision, JobSpec, QuotaUse, SimTime, Waiting};
-use std::collections::BTreeMap;
 use arbiter_policy::SchedulerView;
+use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 
 /// Per job array with a running limit (`%N`): how many more of its tasks may start.
 fn array_room(state: &State) -> BTreeMap<u32, (u32, u32)> {
     let mut room = BTreeMap::new();
     for (&id, array) in &state.arrays {
-        let Some(limit) = array.max_running else { continue };
-        let running = array.ids().filter_map(|t| state.jobs.get(t as usize)).filter(|j| j.state.gpus().is_some()).count() as u32;
+        let Some(limit) = array.max_running else {
+            continue;
+        };
+        let running = array
+            .ids()
+            .filter_map(|t| state.jobs.get(t as usize))
+            .filter(|j| j.state.gpus().is_some())
+            .count() as u32;
         room.insert(id, (limit, limit.saturating_sub(running)));
     }
     room
@@ -35,10 +41,16 @@ fn array_room(state: &State) -> BTreeMap<u32, (u32, u32)> {
 
 /// Takes a start for a queued task of an array from `room`; `Some(hold)` when its array has
 /// as many tasks running as its limit allows.
-fn take_array_room(room: &mut BTreeMap<u32, (u32, u32)>, task: crate::records::array::ArrayTask) -> Option<Hold> {
+fn take_array_room(
+    room: &mut BTreeMap<u32, (u32, u32)>,
+    task: crate::records::array::ArrayTask,
+) -> Option<Hold> {
     let (limit, left) = room.get_mut(&task.array_id)?;
     if *left == 0 {
-        return Some(Hold::ArrayLimit { array_id: task.array_id, limit: *limit });
+        return Some(Hold::ArrayLimit {
+            array_id: task.array_id,
+            limit: *limit,
+        });
     }
     *left -= 1;
     None
@@ -60,14 +72,17 @@ pub(crate) struct Snapshot {
 /// What the decision step came to.
 pub(crate) enum Decided {
     /// Carry `decision` out; `by` names who decided (the policy or the fallback).
-    Apply { snapshot: Snapshot, decision: Decision, by: &'static str },
+    Apply {
+        snapshot: Snapshot,
+        decision: Decision,
+        by: &'static str,
+    },
     /// The agent decided on jobs that have changed since (ended, started, cancelled): nothing
     /// is applied and the next round decides again.
     Moved,
     /// Nothing can be decided this round (the fallback failed too): runs keep their GPUs.
     Nothing,
 }
-
 
 /// A job as the agent saw it: its id, state and GPUs.
 type Seen = (u32, &'static str, Option<Vec<u32>>);
@@ -95,19 +110,33 @@ impl Daemon {
         let mut active = Vec::new();
         let mut retry_wake: Option<u64> = None;
         let mut array_room = array_room(state);
-        let State { jobs, specs, tenants, topology, dependent, .. } = &mut *state;
+        let State {
+            jobs,
+            specs,
+            tenants,
+            topology,
+            dependent,
+            ..
+        } = &mut *state;
         // By id: a pruned job has a spec (a placeholder) but no record.
         for (id, spec) in specs.iter_mut().enumerate() {
-            let Some(job) = jobs.get_mut(id) else { continue };
+            let Some(job) = jobs.get_mut(id) else {
+                continue;
+            };
             if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
                 && !job.state.is_terminal()
             {
                 range.max = most;
-                if tenants.get(&job.tenant).is_some_and(|t| t.gpu_quota.is_some()) {
+                if tenants
+                    .get(&job.tenant)
+                    .is_some_and(|t| t.gpu_quota.is_some())
+                {
                     // Its GPUs now (the least it starts on, when waiting), and what is spare.
                     let base = job.state.gpus().map_or(range.min, |g| g.len() as u32);
                     let spare = spare_gpus.get_mut(&job.tenant);
-                    let grow = spare.as_ref().map_or(0, |s| most.saturating_sub(base).min(**s));
+                    let grow = spare
+                        .as_ref()
+                        .map_or(0, |s| most.saturating_sub(base).min(**s));
                     if let Some(s) = spare {
                         *s -= grow;
                     }
@@ -118,12 +147,22 @@ impl Daemon {
                 // Told why by `settle_dependencies`.
             } else if job.backing_off(now_s) {
                 let at = job.retry_after_unix_s.unwrap_or(now_s);
-                hold::set(job, &Hold::BackingOff { failures: job.failures, retry_in_s: at - now_s });
+                hold::set(
+                    job,
+                    &Hold::BackingOff {
+                        failures: job.failures,
+                        retry_in_s: at - now_s,
+                    },
+                );
                 let at_ms = at.max(0) as u64 * 1000;
                 retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
             } else if let Some(quota) = admission.hold_of(job.id) {
                 hold::set(job, &Hold::Quota(quota));
-            } else if let Some(full) = job.array.filter(|_| matches!(job.state, JobState::Queued)).and_then(|task| take_array_room(&mut array_room, task)) {
+            } else if let Some(full) = job
+                .array
+                .filter(|_| matches!(job.state, JobState::Queued))
+                .and_then(|task| take_array_room(&mut array_room, task))
+            {
                 hold::set(job, &full);
             } else if !job.request.opportunistic
                 && let Some(a) = view::active_of(job, spec, topology, now)
@@ -132,20 +171,39 @@ impl Daemon {
             }
         }
         // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
-        let reduced = crate::daemon::round::usable_cluster(state, &self.executor.unavailable_nodes());
-        if reduced.as_ref().unwrap_or(state.topology.cluster()).total_gpus() == 0 {
-            for job in state.jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued)) {
+        let reduced =
+            crate::daemon::round::usable_cluster(state, &self.executor.unavailable_nodes());
+        if reduced
+            .as_ref()
+            .unwrap_or(state.topology.cluster())
+            .total_gpus()
+            == 0
+        {
+            for job in state
+                .jobs
+                .iter_mut()
+                .filter(|j| matches!(j.state, JobState::Queued))
+            {
                 hold::set(job, &Hold::NoUsableNode);
             }
             return None;
         }
-        Some(Snapshot { active, retry_wake, reduced })
+        Some(Snapshot {
+            active,
+            retry_wake,
+            reduced,
+        })
     }
 
     /// Asks the policy for its decision on `snapshot`. A built-in policy decides with the state
     /// locked; the external agent with it unlocked (the guard is given back relocked). A policy
     /// or agent that fails hands the round to the fallback.
-    pub(crate) fn decide<'a>(&'a self, mut guard: MutexGuard<'a, State>, snapshot: Snapshot, now_ms: u64) -> (MutexGuard<'a, State>, Decided) {
+    pub(crate) fn decide<'a>(
+        &'a self,
+        mut guard: MutexGuard<'a, State>,
+        snapshot: Snapshot,
+        now_ms: u64,
+    ) -> (MutexGuard<'a, State>, Decided) {
         let now = SimTime::from_ms(now_ms);
         let Some(agent) = &self.agent else {
             let state = &mut *guard;
@@ -153,49 +211,116 @@ impl Daemon {
             self.hand_usage_to_policy(state);
             let decided = match state.policy.as_mut() {
                 Some(policy) => {
-                    let view = SchedulerView { cluster: snapshot.reduced.as_ref().unwrap_or(state.topology.cluster()), jobs: &snapshot.active, specs: &state.specs, current: None };
+                    let view = SchedulerView {
+                        cluster: snapshot
+                            .reduced
+                            .as_ref()
+                            .unwrap_or(state.topology.cluster()),
+                        jobs: &snapshot.active,
+                        specs: &state.specs,
+                        current: None,
+                    };
                     policy.schedule(&view, now).map(|d| (d, policy.name()))
                 }
                 None => Err(arbiter_policy::PolicyError::Config("no policy".into())),
             };
             return match decided {
-                Ok((decision, by)) => (guard, Decided::Apply { snapshot, decision, by }),
+                Ok((decision, by)) => (
+                    guard,
+                    Decided::Apply {
+                        snapshot,
+                        decision,
+                        by,
+                    },
+                ),
                 Err(e) => {
                     let name = guard.policy_name();
-                    self.fall_back(guard, snapshot, now_ms, &format!("policy {name} failed: {e}"))
+                    self.fall_back(
+                        guard,
+                        snapshot,
+                        now_ms,
+                        &format!("policy {name} failed: {e}"),
+                    )
                 }
             };
         };
         // The agent thinks on copies, with the state unlocked.
-        let cluster = snapshot.reduced.clone().unwrap_or_else(|| guard.topology.cluster().clone());
+        let cluster = snapshot
+            .reduced
+            .clone()
+            .unwrap_or_else(|| guard.topology.cluster().clone());
         let specs = guard.specs.clone();
         let finished = std::mem::take(&mut guard.agent_finished);
-        let seen: Vec<Seen> = snapshot.active.iter().map(|a| seen_of(&guard.jobs[a.id.index()])).collect();
+        let seen: Vec<Seen> = snapshot
+            .active
+            .iter()
+            .map(|a| seen_of(&guard.jobs[a.id.index()]))
+            .collect();
         drop(guard);
         let answer = self.ask_agent(agent, &cluster, &snapshot.active, &specs, finished, now);
         let guard = self.lock();
         match answer {
-            Err(e) => self.fall_back(guard, snapshot, now_ms, &format!("the policy agent failed: {e}; it is restarted for the next round")),
+            Err(e) => self.fall_back(
+                guard,
+                snapshot,
+                now_ms,
+                &format!("the policy agent failed: {e}; it is restarted for the next round"),
+            ),
             // (A job that ended meanwhile may even have been pruned.)
-            Ok(_) if seen.iter().any(|s| guard.jobs.get(s.0 as usize).map(seen_of).as_ref() != Some(s)) => (guard, Decided::Moved),
-            Ok(decision) => (guard, Decided::Apply { snapshot, decision, by: "external" }),
+            Ok(_)
+                if seen
+                    .iter()
+                    .any(|s| guard.jobs.get(s.0 as usize).map(seen_of).as_ref() != Some(s)) =>
+            {
+                (guard, Decided::Moved)
+            }
+            Ok(decision) => (
+                guard,
+                Decided::Apply {
+                    snapshot,
+                    decision,
+                    by: "external",
+                },
+            ),
         }
     }
 
     /// The agent's decision on a copy of the state (started first if it is not running). A
     /// failed agent is dropped, which stops it; the next round starts a fresh one.
-    fn ask_agent(&self, agent: &AgentSlot, cluster: &Cluster, active: &[ActiveJob], specs: &[JobSpec], finished: Vec<(JobSpec, ActiveJob, SimTime)>, now: SimTime) -> Result<Decision, String> {
-        let mut slot = agent.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    fn ask_agent(
+        &self,
+        agent: &AgentSlot,
+        cluster: &Cluster,
+        active: &[ActiveJob],
+        specs: &[JobSpec],
+        finished: Vec<(JobSpec, ActiveJob, SimTime)>,
+        now: SimTime,
+    ) -> Result<Decision, String> {
+        let mut slot = agent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if slot.is_none() {
-            let mut config = crate::daemon::policy_support::policy_config(&Default::default(), self.settings.round_s, &self.settings.gittins_prior);
+            let mut config = crate::daemon::policy_support::policy_config(
+                &Default::default(),
+                self.settings.round_s,
+                &self.settings.gittins_prior,
+            );
             config.external = self.settings.external.clone();
-            *slot = Some(arbiter_policy::build(arbiter_policy::PolicyKind::External, &config).map_err(|e| format!("cannot start it again: {e}"))?);
+            *slot = Some(
+                arbiter_policy::build(arbiter_policy::PolicyKind::External, &config)
+                    .map_err(|e| format!("cannot start it again: {e}"))?,
+            );
         }
         let policy = slot.as_mut().ok_or("no agent")?;
         for (spec, job, at) in &finished {
             policy.job_finished(spec, job, *at);
         }
-        let view = SchedulerView { cluster, jobs: active, specs, current: None };
+        let view = SchedulerView {
+            cluster,
+            jobs: active,
+            specs,
+            current: None,
+        };
         let decided = policy.schedule(&view, now);
         if decided.is_err() {
             *slot = None;
@@ -205,20 +330,53 @@ impl Daemon {
 
     /// The fallback's decision for this round, on the state as it is now (it may have moved
     /// while a failing agent was waited for). Said loudly: a log line and a counter.
-    fn fall_back<'a>(&'a self, mut guard: MutexGuard<'a, State>, stale: Snapshot, now_ms: u64, why: &str) -> (MutexGuard<'a, State>, Decided) {
-        tracing::error!("{why}; policy_fallback ({}) decides this round", self.settings.fallback);
+    fn fall_back<'a>(
+        &'a self,
+        mut guard: MutexGuard<'a, State>,
+        stale: Snapshot,
+        now_ms: u64,
+        why: &str,
+    ) -> (MutexGuard<'a, State>, Decided) {
+        tracing::error!(
+            "{why}; policy_fallback ({}) decides this round",
+            self.settings.fallback
+        );
         let state = &mut *guard;
         state.counters.fallback_rounds += 1;
-        let snapshot = if self.agent.is_some() { self.snapshot(state, now_ms) } else { Some(stale) };
-        let Some(snapshot) = snapshot else { return (guard, Decided::Nothing) };
-        let view = SchedulerView { cluster: snapshot.reduced.as_ref().unwrap_or(state.topology.cluster()), jobs: &snapshot.active, specs: &state.specs, current: None };
+        let snapshot = if self.agent.is_some() {
+            self.snapshot(state, now_ms)
+        } else {
+            Some(stale)
+        };
+        let Some(snapshot) = snapshot else {
+            return (guard, Decided::Nothing);
+        };
+        let view = SchedulerView {
+            cluster: snapshot
+                .reduced
+                .as_ref()
+                .unwrap_or(state.topology.cluster()),
+            jobs: &snapshot.active,
+            specs: &state.specs,
+            current: None,
+        };
         match state.fallback.schedule(&view, SimTime::from_ms(now_ms)) {
             Ok(decision) => {
                 let by = state.fallback.name();
-                (guard, Decided::Apply { snapshot, decision, by })
+                (
+                    guard,
+                    Decided::Apply {
+                        snapshot,
+                        decision,
+                        by,
+                    },
+                )
             }
             Err(e) => {
-                tracing::error!("policy_fallback {} failed too: {e}; nothing changes this round", self.settings.fallback);
+                tracing::error!(
+                    "policy_fallback {} failed too: {e}; nothing changes this round",
+                    self.settings.fallback
+                );
                 (guard, Decided::Nothing)
             }
         }
@@ -230,7 +388,14 @@ impl Daemon {
         if !state.pairs_changed {
             return;
         }
-        if let (Some(speeds), Some(policy)) = (crate::daemon::policy_support::pair_speeds(self.settings.policy, &state.pairs, &state.topology.cluster().gpu_type_names), state.policy.as_mut()) {
+        if let (Some(speeds), Some(policy)) = (
+            crate::daemon::policy_support::pair_speeds(
+                self.settings.policy,
+                &state.pairs,
+                &state.topology.cluster().gpu_type_names,
+            ),
+            state.policy.as_mut(),
+        ) {
             policy.set_pair_speeds(speeds);
         }
         state.pairs_changed = false;
@@ -239,7 +404,11 @@ impl Daemon {
 
 /// A job as the agent is shown it, to tell afterwards whether it moved.
 fn seen_of(job: &JobRecord) -> Seen {
-    (job.id, job.state.name(), job.state.gpus().map(<[u32]>::to_vec))
+    (
+        job.id,
+        job.state.name(),
+        job.state.gpus().map(<[u32]>::to_vec),
+    )
 }
 
 /// Which waiting jobs the GPU quotas let the policy see at this round (everything, at no cost,
@@ -253,14 +422,33 @@ fn admission(state: &State, now_s: i64) -> Admission {
     let quotas: BTreeMap<&str, QuotaUse> = state
         .tenants
         .values()
-        .filter_map(|t| Some((t.name.as_str(), QuotaUse { quota_gpus: t.gpu_quota?, held_gpus: held.get(&t.name).copied().unwrap_or(0) })))
+        .filter_map(|t| {
+            Some((
+                t.name.as_str(),
+                QuotaUse {
+                    quota_gpus: t.gpu_quota?,
+                    held_gpus: held.get(&t.name).copied().unwrap_or(0),
+                },
+            ))
+        })
         .collect();
     let waiting = state
         .jobs
         .iter()
-        .filter(|j| !j.request.opportunistic && quotas.contains_key(j.tenant.as_str()) && matches!(j.state, JobState::Queued) && !j.backing_off(now_s))
+        .filter(|j| {
+            !j.request.opportunistic
+                && quotas.contains_key(j.tenant.as_str())
+                && matches!(j.state, JobState::Queued)
+                && !j.backing_off(now_s)
+        })
         .filter(|j| !state.dependent.contains_key(&j.id))
-        .map(|job| Waiting { id: job.id, tenant: job.tenant.as_str(), priority: job.request.priority, submitted: job.submitted_unix_s, gpus: job.request.gpus })
+        .map(|job| Waiting {
+            id: job.id,
+            tenant: job.tenant.as_str(),
+            priority: job.request.priority,
+            submitted: job.submitted_unix_s,
+            gpus: job.request.gpus,
+        })
         .collect();
     arbiter_model::admit(&quotas, waiting)
 }

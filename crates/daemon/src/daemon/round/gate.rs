@@ -69,7 +69,9 @@ pub(crate) fn gate_stops<'d>(
         match *action {
             Action::Start(a) => gate.starts.push(a),
             Action::Keep(_) => {}
-            Action::Reshare(a) if can.live_reshare || share_unchanged(a) => gate.steps.push(StopStep::Reshare(a)),
+            Action::Reshare(a) if can.live_reshare || share_unchanged(a) => {
+                gate.steps.push(StopStep::Reshare(a))
+            }
             // Without co-location (Slurm), a run is not moved into a group: it would be stopped
             // only to wait for its partners' GPUs (see `check_start`).
             Action::Migrate(a) if !can.colocation && a.colocation.is_some() => {}
@@ -99,7 +101,11 @@ impl Taken {
     /// What the jobs hold now (opportunistic jobs count against no tenant).
     pub(crate) fn now(state: &State) -> Self {
         let holders = state.jobs.gpu_holders();
-        Taken { held: holders.held(), held_by_tenant: holders.held_by_tenant(), given: BTreeMap::new() }
+        Taken {
+            held: holders.held(),
+            held_by_tenant: holders.held_by_tenant(),
+            given: BTreeMap::new(),
+        }
     }
 
     /// Records a start on `gpus`.
@@ -142,7 +148,12 @@ pub(crate) struct StartRound<'a, 'd> {
 }
 
 /// Whether `a` starts now, on which GPUs, or why not.
-pub(crate) fn check_start(state: &State, taken: &Taken, round: &StartRound<'_, '_>, a: &Assignment) -> StartCheck {
+pub(crate) fn check_start(
+    state: &State,
+    taken: &Taken,
+    round: &StartRound<'_, '_>,
+    a: &Assignment,
+) -> StartCheck {
     let id = a.job.0;
     let job = &state.jobs[id as usize];
     if !matches!(job.state, JobState::Queued) {
@@ -153,33 +164,62 @@ pub(crate) fn check_start(state: &State, taken: &Taken, round: &StartRound<'_, '
     let quota = state.tenants.get(&job.tenant).and_then(|t| t.gpu_quota);
     let held_now = taken.held_by_tenant.get(&job.tenant).copied().unwrap_or(0);
     if let Some(quota) = quota.filter(|q| held_now + a.placement.gpus() > *q) {
-        tracing::warn!(job = id, "the policy placed a job its tenant's quota holds back (the quota changed meanwhile?)");
+        tracing::warn!(
+            job = id,
+            "the policy placed a job its tenant's quota holds back (the quota changed meanwhile?)"
+        );
         return StartCheck::Hold(Hold::QuotaChanged { quota });
     }
-    let shares_with = partner_gpus(state, taken, round.by_job, a).filter(|(_, g)| state.topology.placement_of(g).as_ref() == Some(&a.placement));
+    let shares_with = partner_gpus(state, taken, round.by_job, a)
+        .filter(|(_, g)| state.topology.placement_of(g).as_ref() == Some(&a.placement));
     // An executor that gives a GPU to one run at a time (Slurm) cannot carry the sharing out:
     // the first member of a group to start runs alone, the others wait — never started on GPUs
     // another run holds.
     if let (false, Some((member, gpus))) = (round.can.colocation, &shares_with) {
-        let with = if state.jobs[*member as usize].tenant == job.tenant { Partner::Own(*member) } else { Partner::Other };
-        return StartCheck::Hold(Hold::SharingUnsupported { by: round.by, gpus: gpus.clone(), with, executor: round.executor, hint: round.colocation_hint });
+        let with = if state.jobs[*member as usize].tenant == job.tenant {
+            Partner::Own(*member)
+        } else {
+            Partner::Other
+        };
+        return StartCheck::Hold(Hold::SharingUnsupported {
+            by: round.by,
+            gpus: gpus.clone(),
+            with,
+            executor: round.executor,
+            hint: round.colocation_hint,
+        });
     }
-    match shares_with.map(|(_, g)| g).or_else(|| free_gpus(state, &taken.held, a)) {
+    match shares_with
+        .map(|(_, g)| g)
+        .or_else(|| free_gpus(state, &taken.held, a))
+    {
         Some(gpus) => StartCheck::Start(gpus),
         None => StartCheck::NoRoom,
     }
 }
 
 /// The GPUs another member of `a`'s co-location group has (given this round, or held), and who.
-fn partner_gpus(state: &State, taken: &Taken, by_job: &BTreeMap<u32, &Assignment>, a: &Assignment) -> Option<(u32, Vec<u32>)> {
+fn partner_gpus(
+    state: &State,
+    taken: &Taken,
+    by_job: &BTreeMap<u32, &Assignment>,
+    a: &Assignment,
+) -> Option<(u32, Vec<u32>)> {
     let mut at = a.colocation.map(|c| c.partner);
     for _ in 1..arbiter_model::MAX_GROUP {
         let member = at.filter(|m| *m != a.job)?;
-        let gpus = taken.given.get(&member.0).cloned().or_else(|| state.jobs[member.index()].state.gpus().map(<[u32]>::to_vec));
+        let gpus = taken
+            .given
+            .get(&member.0)
+            .cloned()
+            .or_else(|| state.jobs[member.index()].state.gpus().map(<[u32]>::to_vec));
         if let Some(gpus) = gpus {
             return Some((member.0, gpus));
         }
-        at = by_job.get(&member.0).and_then(|m| m.colocation).map(|c| c.partner);
+        at = by_job
+            .get(&member.0)
+            .and_then(|m| m.colocation)
+            .map(|c| c.partner);
     }
     None
 }
@@ -189,7 +229,12 @@ fn partner_gpus(state: &State, taken: &Taken, by_job: &BTreeMap<u32, &Assignment
 pub(crate) fn free_gpus(state: &State, held: &BTreeSet<u32>, a: &Assignment) -> Option<Vec<u32>> {
     let mut gpus = Vec::with_capacity(a.placement.gpus() as usize);
     for &(node, count) in &a.placement.slots {
-        let free: Vec<u32> = state.topology.gpus_of(node).filter(|g| !held.contains(g)).take(count as usize).collect();
+        let free: Vec<u32> = state
+            .topology
+            .gpus_of(node)
+            .filter(|g| !held.contains(g))
+            .take(count as usize)
+            .collect();
         if free.len() < count as usize {
             return None;
         }
@@ -200,18 +245,38 @@ pub(crate) fn free_gpus(state: &State, held: &BTreeSet<u32>, a: &Assignment) -> 
 
 /// Why `a` waits for GPUs that are not free: opportunistic runs yielding them (`yielding`), a
 /// protected job holding them, or a preempted one still releasing them.
-pub(crate) fn no_room(state: &State, protected: &BTreeMap<u32, Protection>, a: &Assignment, yielding: &[u32], now_ms: u64) -> Hold {
+pub(crate) fn no_room(
+    state: &State,
+    protected: &BTreeMap<u32, Protection>,
+    a: &Assignment,
+    yielding: &[u32],
+    now_ms: u64,
+) -> Hold {
     let tenant = &state.jobs[a.job.index()].tenant;
     let own = |other: u32| state.jobs[other as usize].tenant == *tenant;
     if !yielding.is_empty() {
-        return Hold::Yielding { own: yielding.iter().copied().filter(|j| own(*j)).collect(), others: yielding.iter().any(|j| !own(*j)) };
+        return Hold::Yielding {
+            own: yielding.iter().copied().filter(|j| own(*j)).collect(),
+            others: yielding.iter().any(|j| !own(*j)),
+        };
     }
     let on_its_nodes = |p: u32| {
-        state.jobs[p as usize].state.gpus().is_some_and(|g| g.iter().any(|g| a.placement.slots.iter().any(|(n, _)| state.topology.node_of(*g) == Some(*n))))
+        state.jobs[p as usize].state.gpus().is_some_and(|g| {
+            g.iter().any(|g| {
+                a.placement
+                    .slots
+                    .iter()
+                    .any(|(n, _)| state.topology.node_of(*g) == Some(*n))
+            })
+        })
     };
     match protected.iter().find(|(p, _)| on_its_nodes(**p)) {
         Some((&p, &protection)) => Hold::Protected {
-            holder: if own(p) { Partner::Own(p) } else { Partner::Other },
+            holder: if own(p) {
+                Partner::Own(p)
+            } else {
+                Partner::Other
+            },
             protection,
             left_s: protection.until_ms().saturating_sub(now_ms) as f64 / 1000.0,
         },
@@ -225,21 +290,40 @@ mod tests {
     use arbiter_model::{Colocation, NodeId, Placement};
 
     fn assignment(job: u32, gpus: u32) -> Assignment {
-        Assignment::exclusive(JobId(job), Placement { slots: [(NodeId(0), gpus)].into_iter().collect() })
+        Assignment::exclusive(
+            JobId(job),
+            Placement {
+                slots: [(NodeId(0), gpus)].into_iter().collect(),
+            },
+        )
     }
 
-    const LOCAL: ExecutorCan = ExecutorCan { live_reshare: true, colocation: true };
-    const SLURM: ExecutorCan = ExecutorCan { live_reshare: false, colocation: false };
+    const LOCAL: ExecutorCan = ExecutorCan {
+        live_reshare: true,
+        colocation: true,
+    };
+    const SLURM: ExecutorCan = ExecutorCan {
+        live_reshare: false,
+        colocation: false,
+    };
 
     #[test]
     fn a_protected_job_is_neither_preempted_nor_moved_and_says_until_when() {
         let moved = assignment(2, 1);
         let actions = [Action::Migrate(&moved)];
         let protection = |id: u32| (id != 3).then_some(Protection::MinRun(9_000));
-        let gate = gate_stops(&[JobId(1), JobId(3)], &actions, LOCAL, protection, |_| false);
+        let gate = gate_stops(&[JobId(1), JobId(3)], &actions, LOCAL, protection, |_| {
+            false
+        });
         assert_eq!(gate.steps, vec![StopStep::Preempt(3)]);
         assert!(gate.starts.is_empty());
-        assert_eq!(gate.protected, BTreeMap::from([(1, Protection::MinRun(9_000)), (2, Protection::MinRun(9_000))]));
+        assert_eq!(
+            gate.protected,
+            BTreeMap::from([
+                (1, Protection::MinRun(9_000)),
+                (2, Protection::MinRun(9_000))
+            ])
+        );
     }
 
     #[test]
@@ -255,18 +339,36 @@ mod tests {
     fn a_new_share_is_applied_in_place_where_the_executor_can_else_by_a_restart() {
         let reshared = assignment(4, 1);
         let actions = [Action::Reshare(&reshared)];
-        assert_eq!(gate_stops(&[], &actions, LOCAL, |_| None, |_| false).steps, vec![StopStep::Reshare(&reshared)]);
-        assert_eq!(gate_stops(&[], &actions, SLURM, |_| None, |_| false).steps, vec![StopStep::Move(&reshared)]);
+        assert_eq!(
+            gate_stops(&[], &actions, LOCAL, |_| None, |_| false).steps,
+            vec![StopStep::Reshare(&reshared)]
+        );
+        assert_eq!(
+            gate_stops(&[], &actions, SLURM, |_| None, |_| false).steps,
+            vec![StopStep::Move(&reshared)]
+        );
         // Only the partner changed: in place everywhere.
-        assert_eq!(gate_stops(&[], &actions, SLURM, |_| None, |_| true).steps, vec![StopStep::Reshare(&reshared)]);
+        assert_eq!(
+            gate_stops(&[], &actions, SLURM, |_| None, |_| true).steps,
+            vec![StopStep::Reshare(&reshared)]
+        );
     }
 
     #[test]
     fn without_colocation_a_run_is_not_moved_into_a_group() {
         let mut grouped = assignment(5, 1);
-        grouped.colocation = Some(Colocation { partner: JobId(6), speed: 0.9 });
+        grouped.colocation = Some(Colocation {
+            partner: JobId(6),
+            speed: 0.9,
+        });
         let actions = [Action::Migrate(&grouped)];
-        assert_eq!(gate_stops(&[], &actions, SLURM, |_| None, |_| false), StopGate::default());
-        assert_eq!(gate_stops(&[], &actions, LOCAL, |_| None, |_| false).steps, vec![StopStep::Move(&grouped)]);
+        assert_eq!(
+            gate_stops(&[], &actions, SLURM, |_| None, |_| false),
+            StopGate::default()
+        );
+        assert_eq!(
+            gate_stops(&[], &actions, LOCAL, |_| None, |_| false).steps,
+            vec![StopStep::Move(&grouped)]
+        );
     }
 }

@@ -46,11 +46,21 @@ pub(crate) enum Hold {
     /// Placed elsewhere, its previous run has not ended yet.
     StillStopping,
     /// The policy shares GPUs between it and a running job, which the executor cannot do.
-    SharingUnsupported { by: &'static str, gpus: Vec<u32>, with: Partner, executor: &'static str, hint: Option<&'static str> },
+    SharingUnsupported {
+        by: &'static str,
+        gpus: Vec<u32>,
+        with: Partner,
+        executor: &'static str,
+        hint: Option<&'static str>,
+    },
     /// Opportunistic runs on its GPUs are yielding: its tenant's own (named) and others'.
     Yielding { own: Vec<u32>, others: bool },
     /// The job on its GPUs may not be preempted yet.
-    Protected { holder: Partner, protection: Protection, left_s: f64 },
+    Protected {
+        holder: Partner,
+        protection: Protection,
+        left_s: f64,
+    },
     /// A preempted job has not released its GPUs yet.
     Releasing,
     /// It depends on job `on` (of its tenant) as `kind` says (`afterok`, ..., `singleton`).
@@ -88,19 +98,37 @@ impl Hold {
                 let _ = write!(out, "{reason}");
                 return;
             }
-            Hold::BackingOff { failures, retry_in_s } => format!("backing off after failed run {failures} (retry in {retry_in_s} s)"),
+            Hold::BackingOff {
+                failures,
+                retry_in_s,
+            } => format!("backing off after failed run {failures} (retry in {retry_in_s} s)"),
             Hold::Quota(hold) => hold.reason(tenant),
-            Hold::QuotaChanged { quota } => format!("tenant {tenant} is at its GPU quota ({quota})"),
+            Hold::QuotaChanged { quota } => {
+                format!("tenant {tenant} is at its GPU quota ({quota})")
+            }
             Hold::NoUsableNode => "no node takes new runs (all are down or drained)".into(),
-            Hold::Dependency { on, kind: "singleton" } => format!("waiting for job {on}, an earlier job of the same name (singleton)"),
+            Hold::Dependency {
+                on,
+                kind: "singleton",
+            } => format!("waiting for job {on}, an earlier job of the same name (singleton)"),
             Hold::Dependency { on, kind } => format!("waiting for job {on} ({kind})"),
             Hold::Reserved { policy, what } => format!("{policy}; kept off reserved nodes: {what}"),
-            Hold::ArrayLimit { array_id, limit } => format!("array {array_id} has {limit} tasks running, its limit (%{limit})"),
+            Hold::ArrayLimit { array_id, limit } => {
+                format!("array {array_id} has {limit} tasks running, its limit (%{limit})")
+            }
             Hold::Opportunistic => "opportunistic: waiting for idle GPUs".into(),
             Hold::Identity(e) => format!("cannot run as tenant {tenant}'s identity: {e}"),
-            Hold::StartFailed(e) => format!("the daemon could not start its run: {e}; retrying every round"),
+            Hold::StartFailed(e) => {
+                format!("the daemon could not start its run: {e}; retrying every round")
+            }
             Hold::StillStopping => "waiting for its previous run to end before it moves".into(),
-            Hold::SharingUnsupported { by, gpus, with, executor, hint } => {
+            Hold::SharingUnsupported {
+                by,
+                gpus,
+                with,
+                executor,
+                hint,
+            } => {
                 let with = match with {
                     Partner::Own(id) => format!("job {id}"),
                     Partner::Other => "another tenant's job".into(),
@@ -119,17 +147,34 @@ impl Hold {
                 }
                 format!("waiting for {} to yield their GPUs", names.join(", "))
             }
-            Hold::Protected { holder: Partner::Other, protection: Protection::Round(_), .. } => {
-                "waiting for the round to end before another tenant's job may be preempted".into()
+            Hold::Protected {
+                holder: Partner::Other,
+                protection: Protection::Round(_),
+                ..
+            } => "waiting for the round to end before another tenant's job may be preempted".into(),
+            Hold::Protected {
+                holder: Partner::Other,
+                protection: Protection::MinRun(_),
+                ..
+            } => "waiting for another tenant's job's minimum run time before it may be preempted"
+                .into(),
+            Hold::Protected {
+                holder: Partner::Own(p),
+                protection: Protection::Round(_),
+                left_s,
+            } => {
+                format!(
+                    "waiting for the round to end ({left_s:.0} s) before job {p} may be preempted"
+                )
             }
-            Hold::Protected { holder: Partner::Other, protection: Protection::MinRun(_), .. } => {
-                "waiting for another tenant's job's minimum run time before it may be preempted".into()
-            }
-            Hold::Protected { holder: Partner::Own(p), protection: Protection::Round(_), left_s } => {
-                format!("waiting for the round to end ({left_s:.0} s) before job {p} may be preempted")
-            }
-            Hold::Protected { holder: Partner::Own(p), protection: Protection::MinRun(_), left_s } => {
-                format!("waiting for job {p}'s minimum run time ({left_s:.0} s left) before it may be preempted")
+            Hold::Protected {
+                holder: Partner::Own(p),
+                protection: Protection::MinRun(_),
+                left_s,
+            } => {
+                format!(
+                    "waiting for job {p}'s minimum run time ({left_s:.0} s left) before it may be preempted"
+                )
             }
             Hold::Releasing => "waiting for a preempted job to release its GPUs".into(),
         };
@@ -154,18 +199,50 @@ pub(crate) fn set_reusing(job: &mut JobRecord, hold: &Hold, words: &mut String) 
     true
 }
 
+/// Sets a job's reason to the quota tree's `words` (made once per kind of hold: see
+/// `explain`); returns whether it changed.
+pub(crate) fn set_quota_words(job: &mut JobRecord, words: &str) -> bool {
+    if job.pending_reason.as_deref() == Some(words) {
+        return false;
+    }
+    job.pending_reason = Some(words.to_string());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn another_tenants_job_is_named_only_as_that_and_its_timing_not_at_all() {
-        let other = Hold::Protected { holder: Partner::Other, protection: Protection::MinRun(123_000), left_s: 42.0 };
+        let other = Hold::Protected {
+            holder: Partner::Other,
+            protection: Protection::MinRun(123_000),
+            left_s: 42.0,
+        };
         let words = other.words("a");
-        assert!(!words.contains("42") && !words.contains("job 7") && words.contains("another tenant's job"), "{words}");
-        let own = Hold::Protected { holder: Partner::Own(7), protection: Protection::MinRun(123_000), left_s: 42.0 };
-        assert_eq!(own.words("a"), "waiting for job 7's minimum run time (42 s left) before it may be preempted");
-        let sharing = Hold::SharingUnsupported { by: "gandiva", gpus: vec![0, 1], with: Partner::Other, executor: "slurm", hint: Some("`[slurm] share_gpus = true` lets it") };
+        assert!(
+            !words.contains("42")
+                && !words.contains("job 7")
+                && words.contains("another tenant's job"),
+            "{words}"
+        );
+        let own = Hold::Protected {
+            holder: Partner::Own(7),
+            protection: Protection::MinRun(123_000),
+            left_s: 42.0,
+        };
+        assert_eq!(
+            own.words("a"),
+            "waiting for job 7's minimum run time (42 s left) before it may be preempted"
+        );
+        let sharing = Hold::SharingUnsupported {
+            by: "gandiva",
+            gpus: vec![0, 1],
+            with: Partner::Other,
+            executor: "slurm",
+            hint: Some("`[slurm] share_gpus = true` lets it"),
+        };
         assert_eq!(
             sharing.words("a"),
             "the policy (gandiva) shares GPUs 0,1 between it and another tenant's job, which the slurm executor cannot do (it gives a GPU to one job at a time; `[slurm] share_gpus = true` lets it): waiting for them to be free"
@@ -179,6 +256,9 @@ mod tests {
         assert!(set(&mut job, &Hold::Releasing));
         assert!(!set(&mut job, &Hold::Releasing));
         assert!(set(&mut job, &Hold::Policy(PendingReason::LowerPriority)));
-        assert_eq!(job.pending_reason.as_deref(), Some("lower priority than the running jobs"));
+        assert_eq!(
+            job.pending_reason.as_deref(),
+            Some("lower priority than the running jobs")
+        );
     }
 }

@@ -19,19 +19,24 @@ pub(crate) mod hold;
 mod prune;
 
 use crate::daemon::{Daemon, DaemonError, State};
-use crate::executor::{checkpoint_signal, Ended, SweepInput};
+use crate::executor::{Ended, SweepInput, checkpoint_signal};
 use crate::records::job::{JobRecord, JobState, StopReason};
-use arbiter_model::{ActiveJob, Assignment, Cluster, Decision, JobId, PendingReason, Plan, Standing};
+use arbiter_model::{
+    ActiveJob, Assignment, Cluster, Decision, JobId, PendingReason, Plan, Standing,
+};
 use decide::{Decided, Snapshot};
 use gate::{ExecutorCan, Start, StartCheck, StartRound, StopGate, StopStep, Taken};
 use hold::{Hold, Protection};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Daemon {
     /// One scheduling round: tend the runs, ask the policy, carry out its plan.
     pub fn tick(&self) -> Result<(), DaemonError> {
         // Rounds never overlap, also while the state is unlocked for an external agent.
-        let _round = self.round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _round = self
+            .round
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let now_ms = self.now_ms();
         let mut guard = self.lock();
         self.tend_runs(&mut guard, now_ms)?;
@@ -41,7 +46,11 @@ impl Daemon {
                 let (relocked, decided) = self.decide(guard, snapshot, now_ms);
                 guard = relocked;
                 match decided {
-                    Decided::Apply { snapshot, decision, by } => self.schedule(&mut guard, snapshot, &decision, by, now_ms),
+                    Decided::Apply {
+                        snapshot,
+                        decision,
+                        by,
+                    } => self.schedule(&mut guard, snapshot, &decision, by, now_ms),
                     Decided::Nothing => Ok(()),
                     Decided::Moved => {
                         // What the agent saw changed while it thought: decide again at once.
@@ -75,7 +84,12 @@ impl Daemon {
             .jobs
             .iter()
             .filter_map(|j| match (&j.state, j.request.max_run_time_s) {
-                (JobState::Running { started_unix_s, .. }, Some(limit)) if i64::try_from(limit).is_ok_and(|l| now_s.saturating_sub(*started_unix_s) >= l) => Some(j.id),
+                (JobState::Running { started_unix_s, .. }, Some(limit))
+                    if i64::try_from(limit)
+                        .is_ok_and(|l| now_s.saturating_sub(*started_unix_s) >= l) =>
+                {
+                    Some(j.id)
+                }
                 _ => None,
             })
             .collect();
@@ -86,7 +100,11 @@ impl Daemon {
         self.prune_ended(state, now_s);
         self.settle_dependencies(state, now_s);
         self.evict_for_reservations(state, now_s)?;
-        crate::daemon::reservations::mark_avoided_nodes(state, now_s, self.settings.default_max_run_time_s);
+        crate::daemon::reservations::mark_avoided_nodes(
+            state,
+            now_s,
+            self.settings.default_max_run_time_s,
+        );
         Ok(())
     }
 
@@ -96,7 +114,11 @@ impl Daemon {
         for (id, w) in state.watched.iter_mut() {
             if w.kill_at_ms.is_some_and(|at| now_ms >= at) {
                 if !w.sigkilled {
-                    tracing::warn!(job = id, handle = w.handle, "grace period over: killing the run");
+                    tracing::warn!(
+                        job = id,
+                        handle = w.handle,
+                        "grace period over: killing the run"
+                    );
                     w.sigkilled = true;
                 }
                 self.executor.kill(*id, w.handle);
@@ -107,14 +129,38 @@ impl Daemon {
 
     /// Carries out `decision` (made by the policy named `by` on `snapshot`): plan, gate, carry
     /// out, explain.
-    fn schedule(&self, state: &mut State, snapshot: Snapshot, decision: &Decision, by: &'static str, now_ms: u64) -> Result<(), DaemonError> {
-        let Snapshot { active, retry_wake, reduced } = snapshot;
-        let plan = plan(state, &active, reduced.as_ref(), decision).map_err(|e| DaemonError::Config(format!("policy {by} decided what cannot be carried out; nothing applied: {e}")))?;
+    fn schedule(
+        &self,
+        state: &mut State,
+        snapshot: Snapshot,
+        decision: &Decision,
+        by: &'static str,
+        now_ms: u64,
+    ) -> Result<(), DaemonError> {
+        let Snapshot {
+            active,
+            retry_wake,
+            reduced,
+        } = snapshot;
+        let plan = plan(state, &active, reduced.as_ref(), decision).map_err(|e| {
+            DaemonError::Config(format!(
+                "policy {by} decided what cannot be carried out; nothing applied: {e}"
+            ))
+        })?;
         self.note_decision(state, decision, retry_wake);
         let rule = self.protection_rule(state, now_ms);
         let capabilities = self.executor.capabilities();
-        let can = ExecutorCan { live_reshare: capabilities.live_reshare, colocation: capabilities.colocation };
-        let gate = gate::gate_stops(&plan.preempt, &plan.actions, can, |id| rule.of(state, id), |a| a.host == state.jobs[a.job.index()].host_share);
+        let can = ExecutorCan {
+            live_reshare: capabilities.live_reshare,
+            colocation: capabilities.colocation,
+        };
+        let gate = gate::gate_stops(
+            &plan.preempt,
+            &plan.actions,
+            can,
+            |id| rule.of(state, id),
+            |a| a.host == state.jobs[a.job.index()].host_share,
+        );
         self.carry_out_stops(state, &gate)?;
         if let Some(until) = gate.protected.values().map(|p| p.until_ms()).min() {
             // Come back when the first protection ends.
@@ -123,7 +169,13 @@ impl Daemon {
         // Runs that ended meanwhile (an executor may end a run at its signal) free their GPUs for
         // the starts.
         self.collect_ended(state);
-        let round = StartRound { by_job: &decision.run.iter().map(|a| (a.job.0, a)).collect(), can, by, executor: self.executor.name(), colocation_hint: capabilities.colocation_hint };
+        let round = StartRound {
+            by_job: &decision.run.iter().map(|a| (a.job.0, a)).collect(),
+            can,
+            by,
+            executor: self.executor.name(),
+            colocation_hint: capabilities.colocation_hint,
+        };
         let started = self.carry_out_starts(state, &gate, &round, now_ms)?;
         explain(state, &active, decision, &started);
         Ok(())
@@ -137,9 +189,22 @@ impl Daemon {
             (a, b) => a.or(b),
         };
         for &(id, admitted) in &decision.admitted {
-            if state.jobs.get(id.index()).is_some_and(|j| j.deadline_admitted.is_none()) {
+            if state
+                .jobs
+                .get(id.index())
+                .is_some_and(|j| j.deadline_admitted.is_none())
+            {
                 state.jobs[id.index()].deadline_admitted = Some(admitted);
-                tracing::info!(job = id.0, admitted, "deadline {}", if admitted { "guaranteed" } else { "not guaranteed: runs on spare GPUs" });
+                tracing::info!(
+                    job = id.0,
+                    admitted,
+                    "deadline {}",
+                    if admitted {
+                        "guaranteed"
+                    } else {
+                        "not guaranteed: runs on spare GPUs"
+                    }
+                );
                 self.record(state, id.0);
             }
         }
@@ -162,7 +227,8 @@ impl Daemon {
         ProtectionRule {
             now_ms,
             min_run_s: self.settings.min_run_s,
-            mid_round_until_ms: (self.settings.policy.decides_by_rounds() && !round_over).then(|| state.round_started_ms.saturating_add(round_ms)),
+            mid_round_until_ms: (self.settings.policy.decides_by_rounds() && !round_over)
+                .then(|| state.round_started_ms.saturating_add(round_ms)),
         }
     }
 
@@ -176,7 +242,11 @@ impl Daemon {
                 }
                 StopStep::Preempt(id) => id,
                 StopStep::Move(a) => {
-                    tracing::info!(job = a.job.0, "the policy moves it to {}: checkpoint, then start there", a.placement);
+                    tracing::info!(
+                        job = a.job.0,
+                        "the policy moves it to {}: checkpoint, then start there",
+                        a.placement
+                    );
                     a.job.0
                 }
             };
@@ -188,7 +258,13 @@ impl Daemon {
 
     /// Starts what the gate lets start, on concrete GPUs, and says why the others wait; then the
     /// opportunistic jobs on GPUs still idle. Returns the jobs started.
-    fn carry_out_starts(&self, state: &mut State, gate: &StopGate<'_>, round: &StartRound<'_, '_>, now_ms: u64) -> Result<BTreeSet<u32>, DaemonError> {
+    fn carry_out_starts(
+        &self,
+        state: &mut State,
+        gate: &StopGate<'_>,
+        round: &StartRound<'_, '_>,
+        now_ms: u64,
+    ) -> Result<BTreeSet<u32>, DaemonError> {
         let mut taken = Taken::now(state);
         let mut starts: Vec<Start> = Vec::new();
         // Nodes a placed job waits for: no opportunistic job starts there.
@@ -199,7 +275,11 @@ impl Daemon {
                 StartCheck::Start(gpus) => {
                     let tenant = state.jobs[id as usize].tenant.clone();
                     taken.give(id, &tenant, &gpus);
-                    starts.push(Start { id, gpus, host: a.host });
+                    starts.push(Start {
+                        id,
+                        gpus,
+                        host: a.host,
+                    });
                     continue;
                 }
                 StartCheck::Hold(hold) => hold,
@@ -211,7 +291,11 @@ impl Daemon {
             };
             let job = &mut state.jobs[id as usize];
             if hold::set(job, &hold) && matches!(hold, Hold::SharingUnsupported { .. }) {
-                tracing::warn!(job = id, "not started: {}", job.pending_reason.as_deref().unwrap_or_default());
+                tracing::warn!(
+                    job = id,
+                    "not started: {}",
+                    job.pending_reason.as_deref().unwrap_or_default()
+                );
             }
         }
         // Persisted together, then launched in order.
@@ -227,12 +311,19 @@ impl Daemon {
         if state.jobs[id as usize].host_share == a.host {
             return; // only the partner changed: nothing to do for the run
         }
-        let Some(handle) = state.jobs[id as usize].state.pid() else { return };
+        let Some(handle) = state.jobs[id as usize].state.pid() else {
+            return;
+        };
         let gpus = state.jobs[id as usize].state.gpus().map_or(0, <[u32]>::len) as u32;
         let (cpus, memory_bytes) = self.limits_for(state, id, gpus, a.host);
         match self.executor.reshare(id, handle, cpus, memory_bytes) {
             Ok(()) => {
-                tracing::info!(job = id, cpus, memory_gib = memory_bytes as f64 / (1u64 << 30) as f64, "CPU/memory share changed");
+                tracing::info!(
+                    job = id,
+                    cpus,
+                    memory_gib = memory_bytes as f64 / (1u64 << 30) as f64,
+                    "CPU/memory share changed"
+                );
                 state.jobs[id as usize].host_share = a.host;
                 self.record(state, id);
             }
@@ -253,21 +344,48 @@ impl Daemon {
             return;
         }
         let automatic = crate::executor::local::automatic_uids(&state.allocated_uids);
-        let live: Vec<(u32, Option<u32>)> = state.watched.iter().map(|(id, w)| (w.handle, state.allocated_uids.get(&state.jobs[*id as usize].tenant).copied())).collect();
-        let ended: Vec<u32> = state.ended_tenants.iter().filter_map(|t| state.allocated_uids.get(t)).copied().collect();
-        self.executor.sweep(&SweepInput { automatic_uids: &automatic, live: &live, ended_uids: &ended });
+        let live: Vec<(u32, Option<u32>)> = state
+            .watched
+            .iter()
+            .map(|(id, w)| {
+                (
+                    w.handle,
+                    state
+                        .allocated_uids
+                        .get(&state.jobs[*id as usize].tenant)
+                        .copied(),
+                )
+            })
+            .collect();
+        let ended: Vec<u32> = state
+            .ended_tenants
+            .iter()
+            .filter_map(|t| state.allocated_uids.get(t))
+            .copied()
+            .collect();
+        self.executor.sweep(&SweepInput {
+            automatic_uids: &automatic,
+            live: &live,
+            ended_uids: &ended,
+        });
     }
 
     /// Sends the checkpoint signal of a job being stopped (used by `stop` and recovery).
     pub(crate) fn send_checkpoint_signal(&self, job: &JobRecord, handle: u32) {
-        self.executor.signal(job.id, handle, checkpoint_signal(&job.request.checkpoint_signal));
+        self.executor.signal(
+            job.id,
+            handle,
+            checkpoint_signal(&job.request.checkpoint_signal),
+        );
     }
 
     /// A run ended (reported by the executor): conclude it, unless it is not the job's current
     /// run.
     fn end_run(&self, state: &mut State, ended: Ended) {
         let id = ended.job;
-        let Some(job) = state.jobs.get(id as usize) else { return };
+        let Some(job) = state.jobs.get(id as usize) else {
+            return;
+        };
         if job.state.pid() != Some(ended.handle) {
             return; // an earlier run of the job, already concluded
         }
@@ -286,13 +404,20 @@ struct ProtectionRule {
 impl ProtectionRule {
     fn of(&self, state: &State, id: u32) -> Option<Protection> {
         let job = &state.jobs[id as usize];
-        let JobState::Running { started_unix_s, .. } = job.state else { return None };
-        let min_run_s = job.request.min_run_time_s.map_or(self.min_run_s, |s| s as f64);
+        let JobState::Running { started_unix_s, .. } = job.state else {
+            return None;
+        };
+        let min_run_s = job
+            .request
+            .min_run_time_s
+            .map_or(self.min_run_s, |s| s as f64);
         let min_run_ends_ms = (started_unix_s.max(0) as f64 * 1000.0 + min_run_s * 1000.0) as u64;
         if self.now_ms < min_run_ends_ms {
             Some(Protection::MinRun(min_run_ends_ms))
         } else {
-            self.mid_round_until_ms.filter(|until| self.now_ms < *until).map(Protection::Round)
+            self.mid_round_until_ms
+                .filter(|until| self.now_ms < *until)
+                .map(Protection::Round)
         }
     }
 }
@@ -302,20 +427,42 @@ impl ProtectionRule {
 /// and nothing is applied. The daemon offers policies no current state
 /// (`SchedulerView::current`), so a decision by changes would come only from a confused policy:
 /// the planner refuses it.
-fn plan<'d>(state: &mut State, active: &[ActiveJob], reduced: Option<&Cluster>, decision: &'d Decision) -> Result<Plan<'d>, arbiter_model::PlanError> {
+fn plan<'d>(
+    state: &mut State,
+    active: &[ActiveJob],
+    reduced: Option<&Cluster>,
+    decision: &'d Decision,
+) -> Result<Plan<'d>, arbiter_model::PlanError> {
     let partner_of = state.jobs.gpu_holders().partners();
-    let State { jobs, planner, specs, topology, .. } = state;
+    let State {
+        jobs,
+        planner,
+        specs,
+        topology,
+        ..
+    } = state;
     let jobs = &*jobs;
     // `active` is in id order (built from the jobs in order).
     let standing = |id: JobId| {
         let a = &active[active.binary_search_by_key(&id.0, |a| a.id.0).ok()?];
         Some(match a.placement() {
-            Some(placement) => Standing::Running { placement, partner: partner_of.get(&id.0).map(|p| JobId(*p)), host: jobs[id.index()].host_share },
+            Some(placement) => Standing::Running {
+                placement,
+                partner: partner_of.get(&id.0).map(|p| JobId(*p)),
+                host: jobs[id.index()].host_share,
+            },
             None => Standing::Queued,
         })
     };
     let running = active.iter().filter(|a| a.is_running()).map(|a| a.id);
-    planner.plan(reduced.unwrap_or(topology.cluster()), specs, standing, running, None, decision)
+    planner.plan(
+        reduced.unwrap_or(topology.cluster()),
+        specs,
+        standing,
+        running,
+        None,
+        decision,
+    )
 }
 
 /// Tells each waiting job the policy did not place why it waits: the policy's reason, else
@@ -323,7 +470,12 @@ fn plan<'d>(state: &mut State, active: &[ActiveJob], reduced: Option<&Cluster>, 
 /// quota), were told already.
 fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started: &BTreeSet<u32>) {
     let mut placed = vec![false; state.jobs.len()];
-    for id in decision.run.iter().map(|a| a.job.0).chain(started.iter().copied()) {
+    for id in decision
+        .run
+        .iter()
+        .map(|a| a.job.0)
+        .chain(started.iter().copied())
+    {
         if let Some(p) = placed.get_mut(id as usize) {
             *p = true;
         }
@@ -336,17 +488,56 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
         }
     }
     let mut words = String::new();
-    let State { jobs, specs, reservations, .. } = &mut *state;
-    for job in jobs.iter_mut().filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic) {
+    let State {
+        jobs,
+        specs,
+        reservations,
+        policy,
+        ..
+    } = &mut *state;
+    let quota = policy.as_deref().and_then(|p| p.quota_round());
+    // Words per hold, made once: a full cluster holds most queued jobs for a handful of reasons.
+    let mut quota_words: BTreeMap<arbiter_policy::quotas::QuotaHold, String> = BTreeMap::new();
+    for job in jobs
+        .iter_mut()
+        .filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic)
+    {
         if placed[job.id as usize] || active.binary_search_by_key(&job.id, |a| a.id.0).is_err() {
             continue;
         }
-        let reason = reasons.get(job.id as usize).copied().flatten().unwrap_or(PendingReason::LowerPriority);
+        let reason = reasons
+            .get(job.id as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(PendingReason::LowerPriority);
         // A job kept off reserved nodes says so: the policy's words alone would not tell why
         // GPUs that look free are not its.
-        let reserved = specs.get(job.id as usize).and_then(|s| s.avoid_nodes.as_ref()).and_then(|_| reservations.iter().rev().find(|r| r.tenant.as_deref() != Some(job.tenant.as_str())));
+        let reserved = specs
+            .get(job.id as usize)
+            .and_then(|s| s.avoid_nodes.as_ref())
+            .and_then(|_| {
+                reservations
+                    .iter()
+                    .rev()
+                    .find(|r| r.tenant.as_deref() != Some(job.tenant.as_str()))
+            });
+        let held = quota
+            .filter(|_| reason == PendingReason::Quota)
+            .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| (tree, h)));
+        if let Some((tree, h)) = held {
+            let words = quota_words.entry(h).or_insert_with(|| h.reason(tree));
+            hold::set_quota_words(job, words);
+            continue;
+        }
         match reserved {
-            Some(r) => hold::set_reusing(job, &Hold::Reserved { policy: reason, what: r.describe(&job.tenant) }, &mut words),
+            Some(r) => hold::set_reusing(
+                job,
+                &Hold::Reserved {
+                    policy: reason,
+                    what: r.describe(&job.tenant),
+                },
+                &mut words,
+            ),
             None => hold::set_reusing(job, &Hold::Policy(reason), &mut words),
         };
     }
@@ -354,14 +545,25 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
 
 /// The cluster as the policy sees it when some nodes take no new runs: each of them offers only
 /// the GPUs its runs hold (they keep them; nothing new lands there). `None` when all are usable.
-pub(crate) fn usable_cluster(state: &State, unavailable: &BTreeSet<String>) -> Option<arbiter_model::Cluster> {
+pub(crate) fn usable_cluster(
+    state: &State,
+    unavailable: &BTreeSet<String>,
+) -> Option<arbiter_model::Cluster> {
     if unavailable.is_empty() {
         return None;
     }
     let holders = state.jobs.gpu_holders();
     let mut cluster = state.topology.cluster().clone();
-    for node in cluster.nodes.iter_mut().filter(|n| unavailable.contains(&n.name)) {
-        node.gpus = state.topology.gpus_of(node.id).filter(|g| holders.is_held(*g)).count() as u32;
+    for node in cluster
+        .nodes
+        .iter_mut()
+        .filter(|n| unavailable.contains(&n.name))
+    {
+        node.gpus = state
+            .topology
+            .gpus_of(node.id)
+            .filter(|g| holders.is_held(*g))
+            .count() as u32;
     }
     Some(cluster)
 }
@@ -381,5 +583,3 @@ fn observe_sharing(state: &mut State, now_ms: u64) {
         }
     }
 }
-
-

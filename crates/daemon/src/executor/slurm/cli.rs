@@ -60,11 +60,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub use super::error::SlurmError;
+pub use super::parse::{Gres, SlurmJob, SlurmJobState, SlurmNode, expand_hostlist, parse_gres};
+use super::parse::{parse_sacct_output, parse_sbatch_output, parse_sinfo_json, parse_squeue_json};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-pub use super::parse::{Gres, SlurmJob, SlurmJobState, SlurmNode, expand_hostlist, parse_gres};
-pub use super::error::SlurmError;
-use super::parse::{parse_sacct_output, parse_sbatch_output, parse_sinfo_json, parse_squeue_json};
 
 /// One batch job to submit, pinned to exact nodes with exact per-node resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +116,11 @@ impl SlurmCli {
     /// Tools from `PATH`, a 30 s deadline (with no controller the tools give up by themselves
     /// after about 9 s).
     pub fn new(partition: impl Into<String>) -> Self {
-        Self { partition: partition.into(), bin_dir: None, timeout: Duration::from_secs(30) }
+        Self {
+            partition: partition.into(),
+            bin_dir: None,
+            timeout: Duration::from_secs(30),
+        }
     }
 
     /// Submits `req`; returns the job id.
@@ -156,7 +160,9 @@ impl SlurmCli {
 
     fn signal(&self, id: u64, signal: &str, scope: &str) -> Result<(), SlurmError> {
         if signal.is_empty() || !signal.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Err(SlurmError::InvalidJob(format!("bad signal name {signal:?}")));
+            return Err(SlurmError::InvalidJob(format!(
+                "bad signal name {signal:?}"
+            )));
         }
         let args = [format!("--signal={signal}"), scope.into(), id.to_string()];
         check(self.run("scancel", &os(&args), None)?).map(drop)
@@ -179,29 +185,54 @@ impl SlurmCli {
     /// The steps of job `id`, as `(step id, name)` (`63.2`, `arbiter-7.1`; the batch step
     /// too). An unknown or finished job has none.
     pub fn steps(&self, id: u64) -> Result<Vec<(String, String)>, SlurmError> {
-        let args = ["--steps".to_string(), "--noheader".into(), format!("--jobs={id}"), "--format=%i %j".into()];
+        let args = [
+            "--steps".to_string(),
+            "--noheader".into(),
+            format!("--jobs={id}"),
+            "--format=%i %j".into(),
+        ];
         let out = self.run("squeue", &os(&args), None)?;
         if !out.status.success() && out.stderr.contains("Invalid job id") {
             return Ok(Vec::new());
         }
         let out = check(out)?;
-        Ok(out.stdout.lines().filter_map(|l| l.trim().split_once(' ')).map(|(step, name)| (step.to_string(), name.trim().to_string())).collect())
+        Ok(out
+            .stdout
+            .lines()
+            .filter_map(|l| l.trim().split_once(' '))
+            .map(|(step, name)| (step.to_string(), name.trim().to_string()))
+            .collect())
     }
 
     /// Sends `signal` to every task of step `step` (`63.2`); slurmstepd logs the step as
     /// "CANCELLED" even when the tasks catch the signal and go on.
     pub fn signal_step(&self, step: &str, signal: &str) -> Result<(), SlurmError> {
-        let step_id = step.split_once('.').is_some_and(|(j, s)| !j.is_empty() && !s.is_empty() && j.chars().chain(s.chars()).all(|c| c.is_ascii_digit()));
+        let step_id = step.split_once('.').is_some_and(|(j, s)| {
+            !j.is_empty() && !s.is_empty() && j.chars().chain(s.chars()).all(|c| c.is_ascii_digit())
+        });
         if !step_id || signal.is_empty() || !signal.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Err(SlurmError::InvalidJob(format!("bad step {step:?} or signal {signal:?}")));
+            return Err(SlurmError::InvalidJob(format!(
+                "bad step {step:?} or signal {signal:?}"
+            )));
         }
-        check(self.run("scancel", &os(&[format!("--signal={signal}"), step.to_string()]), None)?).map(drop)
+        check(self.run(
+            "scancel",
+            &os(&[format!("--signal={signal}"), step.to_string()]),
+            None,
+        )?)
+        .map(drop)
     }
 
     /// `(State, exit status)` from accounting; `Ok(None)` when accounting is disabled or does
     /// not know the job. A signal death reads as `128 + signal`.
     pub fn accounting_exit(&self, id: u64) -> Result<Option<(String, i32)>, SlurmError> {
-        let args = ["-j".to_string(), id.to_string(), "-X".into(), "-n".into(), "-P".into()];
+        let args = [
+            "-j".to_string(),
+            id.to_string(),
+            "-X".into(),
+            "-n".into(),
+            "-P".into(),
+        ];
         let mut args = os(&args);
         args.extend(os(&["-o", "JobID,State,ExitCode"]));
         let out = self.run("sacct", &args, None)?;
@@ -213,7 +244,12 @@ impl SlurmCli {
     }
 
     /// Runs `tool args` (no shell), feeds `stdin`, kills it at the deadline.
-    fn run(&self, tool: &str, args: &[OsString], stdin: Option<&str>) -> Result<Output, SlurmError> {
+    fn run(
+        &self,
+        tool: &str,
+        args: &[OsString],
+        stdin: Option<&str>,
+    ) -> Result<Output, SlurmError> {
         let program = match &self.bin_dir {
             Some(dir) => dir.join(tool),
             None => PathBuf::from(tool),
@@ -224,27 +260,36 @@ impl SlurmCli {
         // cannot keep our pipes open.
         cmd.process_group(0)
             .args(args)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // Input variables (SBATCH_*, SQUEUE_*, SLURM_* from an enclosing job) would silently
         // change what the flags ask for. SLURM_CONF says which cluster: keep it.
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
-            let input = ["SBATCH_", "SQUEUE_", "SINFO_", "SACCT_", "SCANCEL_", "SLURM_"];
+            let input = [
+                "SBATCH_", "SQUEUE_", "SINFO_", "SACCT_", "SCANCEL_", "SLURM_",
+            ];
             if k != "SLURM_CONF" && input.iter().any(|p| k.starts_with(p)) {
                 cmd.env_remove(&key);
             }
         }
         let mut child = cmd.spawn().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => SlurmError::NotInstalled { tool: program.display().to_string() },
+            std::io::ErrorKind::NotFound => SlurmError::NotInstalled {
+                tool: program.display().to_string(),
+            },
             _ => SlurmError::Command {
                 command: line.clone(),
                 status: format!("not started: {e}"),
                 stderr: String::new(),
             },
         })?;
-        let (input, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let (input, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (status, stdout, stderr) = std::thread::scope(|s| {
             // Separate threads so a full pipe on one side cannot block the other.
             let writer = s.spawn(move || {
@@ -275,12 +320,28 @@ impl SlurmCli {
                 pause = (pause * 2).min(Duration::from_millis(20));
             };
             let _ = writer.join();
-            (status, out.join().unwrap_or_default(), err.join().unwrap_or_default())
+            (
+                status,
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default(),
+            )
         });
         match status {
-            Ok(status) => Ok(Output { line, status, stdout, stderr }),
-            Err(None) => Err(SlurmError::Timeout { command: line, timeout: self.timeout }),
-            Err(Some(e)) => Err(SlurmError::Command { command: line, status: format!("wait failed: {e}"), stderr }),
+            Ok(status) => Ok(Output {
+                line,
+                status,
+                stdout,
+                stderr,
+            }),
+            Err(None) => Err(SlurmError::Timeout {
+                command: line,
+                timeout: self.timeout,
+            }),
+            Err(Some(e)) => Err(SlurmError::Command {
+                command: line,
+                status: format!("wait failed: {e}"),
+                stderr,
+            }),
         }
     }
 }
@@ -323,7 +384,10 @@ fn command_line(program: &Path, args: &[OsString]) -> String {
 fn sbatch_args(partition: &str, req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
     let mut args = os(&["--parsable".to_string(), format!("--partition={partition}")]);
     args.extend(placement_args(req)?);
-    args.extend(os(&["--open-mode=append".to_string(), format!("--output={}", escape_output_path(&req.output)?)]));
+    args.extend(os(&[
+        "--open-mode=append".to_string(),
+        format!("--output={}", escape_output_path(&req.output)?),
+    ]));
     args.extend(run_args(req, "NONE")?);
     if let Some((uid, gid)) = req.identity {
         args.extend(os(&[format!("--uid={uid}"), format!("--gid={gid}")]));
@@ -335,7 +399,11 @@ fn sbatch_args(partition: &str, req: &BatchJob) -> Result<Vec<OsString>, SlurmEr
 /// same for sbatch and srun; checks that every value is plain.
 fn placement_args(req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
     let bad = |m: String| Err(SlurmError::InvalidJob(m));
-    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
     if req.nodes.is_empty() {
         return bad("no nodes".into());
     }
@@ -346,14 +414,27 @@ fn placement_args(req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
         return bad(format!("GPU type {t:?} is not a plain name"));
     }
     if req.cpus_per_node == 0 || req.memory_mb_per_node == 0 {
-        return bad("cpus and memory per node must be at least 1 (--mem=0 is the whole node)".into());
+        return bad(
+            "cpus and memory per node must be at least 1 (--mem=0 is the whole node)".into(),
+        );
     }
-    let mut args = os(&[format!("--nodelist={}", req.nodes.join(",")), format!("--nodes={}", req.nodes.len()), "--ntasks-per-node=1".into()]);
+    let mut args = os(&[
+        format!("--nodelist={}", req.nodes.join(",")),
+        format!("--nodes={}", req.nodes.len()),
+        "--ntasks-per-node=1".into(),
+    ]);
     if req.gpus_per_node > 0 {
-        let kind = req.gpu_type.as_ref().map(|t| format!("{t}:")).unwrap_or_default();
+        let kind = req
+            .gpu_type
+            .as_ref()
+            .map(|t| format!("{t}:"))
+            .unwrap_or_default();
         args.push(format!("--gres=gpu:{kind}{}", req.gpus_per_node).into());
     }
-    args.extend(os(&[format!("--cpus-per-task={}", req.cpus_per_node), format!("--mem={}M", req.memory_mb_per_node)]));
+    args.extend(os(&[
+        format!("--cpus-per-task={}", req.cpus_per_node),
+        format!("--mem={}M", req.memory_mb_per_node),
+    ]));
     Ok(args)
 }
 
@@ -361,12 +442,18 @@ fn placement_args(req: &BatchJob) -> Result<Vec<OsString>, SlurmError> {
 /// whose script exports the job's own; for srun the variable carrying the script).
 fn run_args(req: &BatchJob, export: &str) -> Result<Vec<OsString>, SlurmError> {
     if req.name.chars().any(char::is_control) {
-        return Err(SlurmError::InvalidJob(format!("job name {:?} has control characters", req.name)));
+        return Err(SlurmError::InvalidJob(format!(
+            "job name {:?} has control characters",
+            req.name
+        )));
     }
     let mut chdir = OsString::from("--chdir=");
     chdir.push(req.working_dir.as_os_str());
     let mut args = vec![chdir];
-    args.extend(os(&[format!("--job-name={}", req.name), format!("--export={export}")]));
+    args.extend(os(&[
+        format!("--job-name={}", req.name),
+        format!("--export={export}"),
+    ]));
     Ok(args)
 }
 
@@ -397,25 +484,55 @@ pub struct Step {
 
 /// The [`Step`] that runs `req` in the allocation `holder`, at most `max_processes` processes of
 /// its user on a node.
-pub fn step_command(bin_dir: Option<&Path>, holder: u64, req: &BatchJob, max_processes: Option<u64>) -> Result<Step, SlurmError> {
+pub fn step_command(
+    bin_dir: Option<&Path>,
+    holder: u64,
+    req: &BatchJob,
+    max_processes: Option<u64>,
+) -> Result<Step, SlurmError> {
     let tool = |name: &str| -> Result<String, SlurmError> {
         let path = bin_dir.map_or_else(|| PathBuf::from(name), |d| d.join(name));
         shell_quote(&path.to_string_lossy())
     };
     // The working directory is entered by the job itself, as its identity: slurmstepd would
     // enter it as the allocation's owner (root), past permissions the tenant does not have.
-    let wd = req.working_dir.to_str().ok_or_else(|| SlurmError::InvalidJob(format!("working directory {} is not UTF-8", req.working_dir.display())))?;
-    let inner = BatchJob { command: format!("cd -- {} || exit 1\n{}", shell_quote(wd)?, req.command), ..req.clone() };
+    let wd = req.working_dir.to_str().ok_or_else(|| {
+        SlurmError::InvalidJob(format!(
+            "working directory {} is not UTF-8",
+            req.working_dir.display()
+        ))
+    })?;
+    let inner = BatchJob {
+        command: format!("cd -- {} || exit 1\n{}", shell_quote(wd)?, req.command),
+        ..req.clone()
+    };
     let script = batch_script(&inner)?;
-    let run = shell_quote(&format!("s=${STEP_SCRIPT_VAR}; unset {STEP_SCRIPT_VAR}; eval \"$s\""))?;
-    let limit = max_processes.map(|n| format!("/usr/bin/prlimit --nproc={n}:{n} -- ")).unwrap_or_default();
+    let run = shell_quote(&format!(
+        "s=${STEP_SCRIPT_VAR}; unset {STEP_SCRIPT_VAR}; eval \"$s\""
+    ))?;
+    let limit = max_processes
+        .map(|n| format!("/usr/bin/prlimit --nproc={n}:{n} -- "))
+        .unwrap_or_default();
     let task = match req.identity {
-        Some((uid, gid)) => format!("exec {limit}/usr/bin/setpriv --reuid={uid} --regid={gid} --clear-groups --inh-caps=-all -- /bin/sh -c {run}"),
+        Some((uid, gid)) => format!(
+            "exec {limit}/usr/bin/setpriv --reuid={uid} --regid={gid} --clear-groups --inh-caps=-all -- /bin/sh -c {run}"
+        ),
         None => format!("exec {limit}/bin/sh -c {run}"),
     };
-    let mut args = os(&[format!("--jobid={holder}"), "--overlap".into(), "--kill-on-bad-exit=1".into(), "--mpi=none".into()]);
+    let mut args = os(&[
+        format!("--jobid={holder}"),
+        "--overlap".into(),
+        "--kill-on-bad-exit=1".into(),
+        "--mpi=none".into(),
+    ]);
     args.extend(placement_args(req)?);
-    args.extend(run_args(&BatchJob { working_dir: PathBuf::from("/"), ..req.clone() }, STEP_SCRIPT_VAR)?);
+    args.extend(run_args(
+        &BatchJob {
+            working_dir: PathBuf::from("/"),
+            ..req.clone()
+        },
+        STEP_SCRIPT_VAR,
+    )?);
     let mut srun = tool("srun")?;
     for a in args {
         srun.push(' ');
@@ -433,10 +550,13 @@ pub fn step_command(bin_dir: Option<&Path>, holder: u64, req: &BatchJob, max_pro
 /// `path` as a literal `--output` value: `%` is a pattern character (`%j`), `%%` a literal `%`;
 /// a `\` turns patterns off and vanishes itself, so it cannot be expressed and is refused.
 pub fn escape_output_path(path: &Path) -> Result<String, SlurmError> {
-    let s =
-        path.to_str().ok_or_else(|| SlurmError::InvalidJob(format!("output path {} is not UTF-8", path.display())))?;
+    let s = path.to_str().ok_or_else(|| {
+        SlurmError::InvalidJob(format!("output path {} is not UTF-8", path.display()))
+    })?;
     if s.contains('\\') || s.chars().any(char::is_control) {
-        return Err(SlurmError::InvalidJob(format!("output path {s:?} has `\\` or control characters")));
+        return Err(SlurmError::InvalidJob(format!(
+            "output path {s:?} has `\\` or control characters"
+        )));
     }
     Ok(s.replace('%', "%%"))
 }
@@ -450,10 +570,14 @@ pub fn batch_script(req: &BatchJob) -> Result<String, SlurmError> {
     s.push_str("export SLURM_EXPORT_ENV=ALL\n");
     for (name, value) in &req.env {
         let mut chars = name.chars();
-        let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let valid = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
-            return Err(SlurmError::InvalidJob(format!("environment name {name:?} is not a shell variable name")));
+            return Err(SlurmError::InvalidJob(format!(
+                "environment name {name:?} is not a shell variable name"
+            )));
         }
         s.push_str(&format!("export {name}={}\n", shell_quote(value)?));
     }
@@ -464,16 +588,16 @@ pub fn batch_script(req: &BatchJob) -> Result<String, SlurmError> {
 /// `'value'` for sh: inside single quotes only `'` itself is special; it becomes `'\''`.
 fn shell_quote(value: &str) -> Result<String, SlurmError> {
     if value.contains('\0') {
-        return Err(SlurmError::InvalidJob("NUL byte in an environment value or command".into()));
+        return Err(SlurmError::InvalidJob(
+            "NUL byte in an environment value or command".into(),
+        ));
     }
     Ok(format!("'{}'", value.replace('\'', r"'\''")))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     fn job(command: &str) -> BatchJob {
         BatchJob {
@@ -506,37 +630,78 @@ mod tests {
             --output=/tmp/out%%x.log --chdir=/tmp --job-name=arbiter-7.1 --export=NONE --uid=1000 --gid=1001";
         assert_eq!(args.join(" "), want);
         req.gpus_per_node = 0;
-        assert!(!sbatch_args("p", &req).expect("valid").iter().any(|a| a.to_string_lossy().starts_with("--gres")));
+        assert!(
+            !sbatch_args("p", &req)
+                .expect("valid")
+                .iter()
+                .any(|a| a.to_string_lossy().starts_with("--gres"))
+        );
         for broken in [
-            BatchJob { nodes: vec![], ..job("") },
-            BatchJob { nodes: vec!["n1,n2".into()], ..job("") },
-            BatchJob { memory_mb_per_node: 0, ..job("") },
-            BatchJob { output: r"/tmp/a\b".into(), ..job("") },
-            BatchJob { name: "a\nb".into(), ..job("") },
+            BatchJob {
+                nodes: vec![],
+                ..job("")
+            },
+            BatchJob {
+                nodes: vec!["n1,n2".into()],
+                ..job("")
+            },
+            BatchJob {
+                memory_mb_per_node: 0,
+                ..job("")
+            },
+            BatchJob {
+                output: r"/tmp/a\b".into(),
+                ..job("")
+            },
+            BatchJob {
+                name: "a\nb".into(),
+                ..job("")
+            },
         ] {
-            assert!(matches!(sbatch_args("p", &broken), Err(SlurmError::InvalidJob(_))), "{broken:?}");
+            assert!(
+                matches!(sbatch_args("p", &broken), Err(SlurmError::InvalidJob(_))),
+                "{broken:?}"
+            );
         }
     }
 
     #[test]
     fn batch_script_quotes_and_runs() {
-        let mut req = job("printf '[%s]' \"$A\" \"$B\" \"$C\" \"$D\" \"$SLURM_EXPORT_ENV\"; exit 7");
-        let values = [("A", "it's"), ("B", "$HOME `id` \\ \"q\" $(id)"), ("C", "line1\nline2"), ("D", "")];
-        req.env = values.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut req =
+            job("printf '[%s]' \"$A\" \"$B\" \"$C\" \"$D\" \"$SLURM_EXPORT_ENV\"; exit 7");
+        let values = [
+            ("A", "it's"),
+            ("B", "$HOME `id` \\ \"q\" $(id)"),
+            ("C", "line1\nline2"),
+            ("D", ""),
+        ];
+        req.env = values
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let script = batch_script(&req).expect("valid");
         assert!(script.starts_with("#!/bin/sh\n"), "{script}");
         assert!(script.contains("export A='it'\\''s'\n"), "{script}");
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("job.sh");
         std::fs::write(&path, &script).expect("write");
-        let out = Command::new("/bin/sh").arg(&path).env_clear().output().expect("sh runs");
+        let out = Command::new("/bin/sh")
+            .arg(&path)
+            .env_clear()
+            .output()
+            .expect("sh runs");
         assert_eq!(out.status.code(), Some(7), "{out:?}");
         let want = "[it's][$HOME `id` \\ \"q\" $(id)][line1\nline2][][ALL]";
         assert_eq!(String::from_utf8_lossy(&out.stdout), want);
 
         for bad in ["1A", "A-B", "", "A B"] {
             req.env = [(bad.to_string(), "v".to_string())].into();
-            assert!(batch_script(&req).expect_err(bad).to_string().contains("not a shell variable"));
+            assert!(
+                batch_script(&req)
+                    .expect_err(bad)
+                    .to_string()
+                    .contains("not a shell variable")
+            );
         }
         req.env = [("A".to_string(), "nul\0".to_string())].into();
         assert!(batch_script(&req).is_err());
@@ -558,21 +723,70 @@ mod tests {
         let calls = dir.path().join("calls");
         // squeue says PENDING twice, then whatever the test put in `state`; srun records its
         // options and runs the task (its last argument) as the step would.
-        tool("squeue", &format!("echo x >> {c}; if [ $(wc -l < {c}) -le 2 ]; then echo PENDING; else cat {s}; fi", c = calls.display(), s = state.display()));
-        tool("srun", &format!("for a; do last=$a; done; echo \"$@\" > {}/srun-args; exec /bin/sh -c \"$last\"", dir.path().display()));
+        tool(
+            "squeue",
+            &format!(
+                "echo x >> {c}; if [ $(wc -l < {c}) -le 2 ]; then echo PENDING; else cat {s}; fi",
+                c = calls.display(),
+                s = state.display()
+            ),
+        );
+        tool(
+            "srun",
+            &format!(
+                "for a; do last=$a; done; echo \"$@\" > {}/srun-args; exec /bin/sh -c \"$last\"",
+                dir.path().display()
+            ),
+        );
         let mut req = job("echo \"[$A] $(pwd) [${ARBITER_STEP_SCRIPT-unset}]\"; exit 7");
         let secret = "it's $HOME, a secret";
         req.env = [("A".to_string(), secret.to_string())].into();
         let step = step_command(Some(dir.path()), 42, &req, None).expect("valid");
-        assert!(!step.command.contains("secret"), "the job's environment stays out of every command line: {}", step.command);
+        assert!(
+            !step.command.contains("secret"),
+            "the job's environment stays out of every command line: {}",
+            step.command
+        );
         std::fs::write(&state, "RUNNING\n").expect("write");
-        let run = |step: &Step| Command::new("/bin/sh").args(["-c", &step.command]).env(STEP_SCRIPT_VAR, &step.script).output().expect("runs");
+        let run = |step: &Step| {
+            Command::new("/bin/sh")
+                .args(["-c", &step.command])
+                .env(STEP_SCRIPT_VAR, &step.script)
+                .output()
+                .expect("runs")
+        };
         let out = run(&step);
-        assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("[{secret}] /tmp [unset]\n"), "its environment, in its working directory, the script variable gone");
-        assert_eq!(std::fs::read_to_string(&calls).expect("calls").lines().count(), 3, "asked until RUNNING");
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("[{secret}] /tmp [unset]\n"),
+            "its environment, in its working directory, the script variable gone"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&calls)
+                .expect("calls")
+                .lines()
+                .count(),
+            3,
+            "asked until RUNNING"
+        );
         let args = std::fs::read_to_string(dir.path().join("srun-args")).expect("srun ran");
-        for want in ["--jobid=42 --overlap", "--mpi=none", "--chdir=/ ", "--nodelist=n3", "--gres=gpu:a100:1", "--cpus-per-task=2", "--mem=1000M", "--job-name=arbiter-7.1", "--export=ARBITER_STEP_SCRIPT"] {
+        for want in [
+            "--jobid=42 --overlap",
+            "--mpi=none",
+            "--chdir=/ ",
+            "--nodelist=n3",
+            "--gres=gpu:a100:1",
+            "--cpus-per-task=2",
+            "--mem=1000M",
+            "--job-name=arbiter-7.1",
+            "--export=ARBITER_STEP_SCRIPT",
+        ] {
             assert!(args.contains(want), "{want} in {args}");
         }
         // An allocation that ended before the step could start: the run fails, saying why.
@@ -580,12 +794,28 @@ mod tests {
         std::fs::write(&state, "CANCELLED\n").expect("write");
         let out = run(&step);
         assert_eq!(out.status.code(), Some(1));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("allocation 42, which holds this job's GPUs, is CANCELLED"), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("allocation 42, which holds this job's GPUs, is CANCELLED"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         // With an identity the task first becomes that user, with its process limit.
         req.identity = Some((1000, 1001));
         let step = step_command(None, 42, &req, Some(64)).expect("valid");
         assert!(step.command.contains("exec /usr/bin/prlimit --nproc=64:64 -- /usr/bin/setpriv --reuid=1000 --regid=1001 --clear-groups --inh-caps=-all -- /bin/sh -c"), "{}", step.command);
-        assert!(step_command(None, 42, &BatchJob { nodes: vec!["a b".into()], ..job("") }, None).is_err());
+        assert!(
+            step_command(
+                None,
+                42,
+                &BatchJob {
+                    nodes: vec!["a b".into()],
+                    ..job("")
+                },
+                None
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -593,17 +823,32 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let tool = |name: &str, body: &str| fake_tool(dir.path(), name, body);
         tool("squeue", "sleep 5");
-        tool("sbatch", "cat >/dev/null; echo 'sbatch: error: invalid partition specified: x' >&2; exit 1");
+        tool(
+            "sbatch",
+            "cat >/dev/null; echo 'sbatch: error: invalid partition specified: x' >&2; exit 1",
+        );
         tool("sinfo", "echo '{\"nodes\":[]}'");
-        let cli =
-            SlurmCli { bin_dir: Some(dir.path().into()), timeout: Duration::from_millis(300), ..SlurmCli::new("p") };
+        let cli = SlurmCli {
+            bin_dir: Some(dir.path().into()),
+            timeout: Duration::from_millis(300),
+            ..SlurmCli::new("p")
+        };
         let start = Instant::now();
         assert!(matches!(cli.jobs(), Err(SlurmError::Timeout { .. })));
-        assert!(start.elapsed() < Duration::from_secs(3), "killed at the deadline");
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "killed at the deadline"
+        );
         let e = cli.submit(&job("true")).expect_err("fails").to_string();
-        assert!(e.contains("sbatch --parsable") && e.contains("invalid partition"), "{e}");
+        assert!(
+            e.contains("sbatch --parsable") && e.contains("invalid partition"),
+            "{e}"
+        );
         assert_eq!(cli.nodes().expect("empty list"), []);
-        assert!(matches!(cli.cancel(1), Err(SlurmError::NotInstalled { .. })));
+        assert!(matches!(
+            cli.cancel(1),
+            Err(SlurmError::NotInstalled { .. })
+        ));
     }
 
     /// Needs `scripts/slurm-up.sh` and root.
@@ -612,8 +857,14 @@ mod tests {
     fn slurm_tools_against_the_lab_cluster() {
         let cli = SlurmCli::new("arbiter");
         let nodes = cli.nodes().expect("sinfo");
-        let a100 = nodes.iter().filter(|n| n.gpu_type.as_deref() == Some("a100"));
-        let a100 = a100.clone().find(|n| n.state == "idle").or(a100.clone().next()).expect("an a100 node");
+        let a100 = nodes
+            .iter()
+            .filter(|n| n.gpu_type.as_deref() == Some("a100"));
+        let a100 = a100
+            .clone()
+            .find(|n| n.state == "idle")
+            .or(a100.clone().next())
+            .expect("an a100 node");
         let dir = tempfile::tempdir().expect("tempdir");
         let submit = |name: &str, command: &str| {
             let mut req = job(command);
@@ -637,21 +888,45 @@ mod tests {
         };
         let (id, log) = submit("env", "env; echo \"greeting=$GREETING\"");
         let j = wait(id, SlurmJobState::is_finished);
-        assert_eq!((&j.state, j.exit_code), (&SlurmJobState::Completed, Some(0)), "{j:?}");
-        assert!(j.nodes == [a100.name.clone()] && ["n3", "n4"].contains(&j.nodes[0].as_str()), "{j:?}");
+        assert_eq!(
+            (&j.state, j.exit_code),
+            (&SlurmJobState::Completed, Some(0)),
+            "{j:?}"
+        );
+        assert!(
+            j.nodes == [a100.name.clone()] && ["n3", "n4"].contains(&j.nodes[0].as_str()),
+            "{j:?}"
+        );
         let out = std::fs::read_to_string(&log).expect("job output");
-        assert!(out.lines().any(|l| l.starts_with("CUDA_VISIBLE_DEVICES=") && l.len() > 21), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("CUDA_VISIBLE_DEVICES=") && l.len() > 21),
+            "{out}"
+        );
         assert!(out.contains("greeting=it's $fine"), "{out}");
-        assert_eq!(cli.accounting_exit(id).expect("sacct"), None, "no accounting in the lab cluster");
+        assert_eq!(
+            cli.accounting_exit(id).expect("sacct"),
+            None,
+            "no accounting in the lab cluster"
+        );
 
         let (id, _) = submit("three", "exit 3");
         let j = wait(id, SlurmJobState::is_finished);
-        assert_eq!((&j.state, j.exit_code, j.reason.as_str()), (&SlurmJobState::Failed, Some(3), "NonZeroExitCode"));
+        assert_eq!(
+            (&j.state, j.exit_code, j.reason.as_str()),
+            (&SlurmJobState::Failed, Some(3), "NonZeroExitCode")
+        );
 
-        let (id, log) = submit("long", "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.1; done");
+        let (id, log) = submit(
+            "long",
+            "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.1; done",
+        );
         let logged = |what: &str| {
             let deadline = Instant::now() + Duration::from_secs(5);
-            while !std::fs::read_to_string(&log).unwrap_or_default().contains(what) {
+            while !std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains(what)
+            {
                 assert!(Instant::now() < deadline, "no {what:?} in the job's output");
                 std::thread::sleep(Duration::from_millis(50));
             }

@@ -52,5 +52,8 @@ pub enum SlurmError {
 }
 
 pub(super) fn parse_err(what: impl Into<String>, reason: impl Into<String>) -> SlurmError {
-    SlurmError::Parse { what: what.into(), reason: reason.into() }
+    SlurmError::Parse {
+        what: what.into(),
+        reason: reason.into(),
+    }
 }

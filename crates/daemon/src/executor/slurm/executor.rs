@@ -62,11 +62,23 @@ fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
 impl SlurmExecutor {
     /// An executor submitting through `cli`, polling Slurm every `poll` for runs that ended and
     /// calling `wake` when one has; new runs are steps sharing GPUs when `share_gpus`.
-    pub fn new(cli: SlurmCli, poll: Duration, wake: Arc<Notify>, files: StepFiles, share_gpus: bool) -> Self {
+    pub fn new(
+        cli: SlurmCli,
+        poll: Duration,
+        wake: Arc<Notify>,
+        files: StepFiles,
+        share_gpus: bool,
+    ) -> Self {
         let cli = Arc::new(cli);
         let inner = Arc::new(Mutex::new(Inner::default()));
-        let shared = Arc::new(SharedRuns::new(cli.clone(), files.runs_dir, files.wrapper_exe, wake.clone()));
-        let (poll_cli, poll_inner, poll_shared) = (cli.clone(), Arc::downgrade(&inner), Arc::downgrade(&shared));
+        let shared = Arc::new(SharedRuns::new(
+            cli.clone(),
+            files.runs_dir,
+            files.wrapper_exe,
+            wake.clone(),
+        ));
+        let (poll_cli, poll_inner, poll_shared) =
+            (cli.clone(), Arc::downgrade(&inner), Arc::downgrade(&shared));
         std::thread::Builder::new()
             .name("slurm-poll".into())
             .spawn(move || {
@@ -93,7 +105,12 @@ impl SlurmExecutor {
             })
             .map_err(|e| tracing::error!("cannot start the Slurm poller: {e}"))
             .ok();
-        SlurmExecutor { cli, inner, shared, share_gpus }
+        SlurmExecutor {
+            cli,
+            inner,
+            shared,
+            share_gpus,
+        }
     }
 
     fn job_name(job: u32, run: u32) -> String {
@@ -116,14 +133,23 @@ fn read_nodes(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
     inner.seen.extend(nodes.iter().map(|n| n.name.clone()));
     let listed: BTreeSet<&String> = nodes.iter().map(|n| &n.name).collect();
     let gone = inner.seen.iter().filter(|n| !listed.contains(n)).cloned();
-    let unavailable: BTreeSet<String> = nodes.iter().filter(|n| !n.takes_new_jobs()).map(|n| n.name.clone()).chain(gone).collect();
+    let unavailable: BTreeSet<String> = nodes
+        .iter()
+        .filter(|n| !n.takes_new_jobs())
+        .map(|n| n.name.clone())
+        .chain(gone)
+        .collect();
     if inner.unavailable == unavailable {
         return false;
     }
     for name in unavailable.symmetric_difference(&inner.unavailable) {
         match nodes.iter().find(|n| &n.name == name) {
-            _ if !unavailable.contains(name) => tracing::info!(node = %name, "node takes new runs again"),
-            Some(n) => tracing::warn!(node = %name, state = %n.state, flags = ?n.state_flags, "node takes no new runs"),
+            _ if !unavailable.contains(name) => {
+                tracing::info!(node = %name, "node takes new runs again")
+            }
+            Some(n) => {
+                tracing::warn!(node = %name, state = %n.state, flags = ?n.state_flags, "node takes no new runs")
+            }
             None => tracing::warn!(node = %name, "node left the partition; it takes no new runs"),
         }
     }
@@ -143,7 +169,9 @@ fn poll_once(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
             let mut inner = lock(inner);
             let said = e.to_string();
             if inner.last_error.as_deref() != Some(&said) {
-                tracing::warn!("cannot read Slurm's queue (runs' ends are learned once it works again): {said}");
+                tracing::warn!(
+                    "cannot read Slurm's queue (runs' ends are learned once it works again): {said}"
+                );
                 inner.last_error = Some(said);
             }
             return false;
@@ -153,10 +181,22 @@ fn poll_once(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
     let mut ended = Vec::new();
     for (handle, job) in live {
         match by_id.get(&u64::from(handle)) {
-            Some(j) if j.state.is_finished() => ended.push(Ended { job, handle, code: j.exit_code }),
+            Some(j) if j.state.is_finished() => ended.push(Ended {
+                job,
+                handle,
+                code: j.exit_code,
+            }),
             Some(_) => {}
             // Gone from the queue (older than MinJobAge): accounting, if any, knows its code.
-            None => ended.push(Ended { job, handle, code: cli.accounting_exit(u64::from(handle)).ok().flatten().map(|(_, code)| code) }),
+            None => ended.push(Ended {
+                job,
+                handle,
+                code: cli
+                    .accounting_exit(u64::from(handle))
+                    .ok()
+                    .flatten()
+                    .map(|(_, code)| code),
+            }),
         }
     }
     let mut inner = lock(inner);
@@ -173,12 +213,20 @@ fn poll_once(cli: &SlurmCli, inner: &Mutex<Inner>) -> bool {
 /// (slurmstepd, as the job's uid): the logs directory becomes traversable (0711, still not
 /// listable or writable by tenants) and the log is created by the daemon — never through a
 /// link — owned by the identity with mode 0600, so no other tenant can read it.
-fn prepare_log(log: &std::path::Path, identity: Option<crate::security::identity::UnixIdentity>) -> std::io::Result<()> {
+fn prepare_log(
+    log: &std::path::Path,
+    identity: Option<crate::security::identity::UnixIdentity>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(dir) = log.parent() {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
     }
-    let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW).open(log)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(log)?;
     if let Some(id) = identity {
         std::os::unix::fs::fchown(&file, Some(id.uid), Some(id.gid))?;
     }
@@ -195,18 +243,35 @@ impl Executor for SlurmExecutor {
     }
 
     fn launch(&self, run: &RunSpec) -> Result<u32, ExecError> {
-        let gpus_per_node = run.nodes.iter().map(|n| n.devices.len() as u32).max().unwrap_or(0);
-        if run.nodes.iter().any(|n| n.devices.len() as u32 != gpus_per_node) {
+        let gpus_per_node = run
+            .nodes
+            .iter()
+            .map(|n| n.devices.len() as u32)
+            .max()
+            .unwrap_or(0);
+        if run
+            .nodes
+            .iter()
+            .any(|n| n.devices.len() as u32 != gpus_per_node)
+        {
             // sbatch asks the same GPUs of every node of a job.
-            return Err(ExecError::Refused(format!("job {} was placed unevenly over {} nodes; Slurm gives every node of a job the same GPUs", run.job, run.nodes.len())));
+            return Err(ExecError::Refused(format!(
+                "job {} was placed unevenly over {} nodes; Slurm gives every node of a job the same GPUs",
+                run.job,
+                run.nodes.len()
+            )));
         }
         // The checkpoint directory is created by the job itself, as its identity (as the run
         // wrapper does on the local executor).
-        let command = format!("mkdir -p -- \"$ARBITER_CHECKPOINT_DIR\" || exit 1\n{}", run.command);
+        let command = format!(
+            "mkdir -p -- \"$ARBITER_CHECKPOINT_DIR\" || exit 1\n{}",
+            run.command
+        );
         // A step's log is written by the run wrapper here (srun relays the tasks' output), a
         // batch job's by slurmstepd as the tenant's user.
         let log_owner = if self.share_gpus { None } else { run.identity };
-        prepare_log(&run.log_path, log_owner).map_err(|e| ExecError::Io(format!("{}: {e}", run.log_path.display())))?;
+        prepare_log(&run.log_path, log_owner)
+            .map_err(|e| ExecError::Io(format!("{}: {e}", run.log_path.display())))?;
         let batch = BatchJob {
             name: Self::job_name(run.job, run.run),
             nodes: run.nodes.iter().map(|n| n.node.clone()).collect(),
@@ -225,8 +290,12 @@ impl Executor for SlurmExecutor {
         if self.share_gpus {
             return self.shared.launch(run, batch);
         }
-        let id = self.cli.submit(&batch).map_err(|e| ExecError::Io(e.to_string()))?;
-        let handle = u32::try_from(id).map_err(|_| ExecError::Refused(format!("Slurm job id {id} does not fit 32 bits")))?;
+        let id = self
+            .cli
+            .submit(&batch)
+            .map_err(|e| ExecError::Io(e.to_string()))?;
+        let handle = u32::try_from(id)
+            .map_err(|_| ExecError::Refused(format!("Slurm job id {id} does not fit 32 bits")))?;
         lock(&self.inner).live.insert(handle, run.job);
         Ok(handle)
     }
@@ -250,8 +319,16 @@ impl Executor for SlurmExecutor {
         }
     }
 
-    fn reshare(&self, job: u32, _handle: u32, _cpus: f64, _memory_bytes: u64) -> Result<(), ExecError> {
-        Err(ExecError::Refused(format!("job {job}: Slurm cannot change a running job's CPUs or memory")))
+    fn reshare(
+        &self,
+        job: u32,
+        _handle: u32,
+        _cpus: f64,
+        _memory_bytes: u64,
+    ) -> Result<(), ExecError> {
+        Err(ExecError::Refused(format!(
+            "job {job}: Slurm cannot change a running job's CPUs or memory"
+        )))
     }
 
     fn unavailable_nodes(&self) -> BTreeSet<String> {
@@ -287,7 +364,9 @@ impl Executor for SlurmExecutor {
             jobs.iter().find(|j| j.id == u64::from(recorded))
         } else {
             // The daemon died between persisting the start and recording sbatch's answer.
-            jobs.iter().filter(|j| j.name.starts_with(&prefix) && !j.state.is_finished()).max_by_key(|j| j.id)
+            jobs.iter()
+                .filter(|j| j.name.starts_with(&prefix) && !j.state.is_finished())
+                .max_by_key(|j| j.id)
         };
         match found {
             Some(j) if !j.state.is_finished() => {
@@ -297,7 +376,14 @@ impl Executor for SlurmExecutor {
             }
             Some(j) => Adoption::Ended { code: j.exit_code },
             None if recorded == 0 => Adoption::NeverStarted,
-            None => Adoption::Ended { code: self.cli.accounting_exit(u64::from(recorded)).ok().flatten().map(|(_, code)| code) },
+            None => Adoption::Ended {
+                code: self
+                    .cli
+                    .accounting_exit(u64::from(recorded))
+                    .ok()
+                    .flatten()
+                    .map(|(_, code)| code),
+            },
         }
     }
 }

@@ -11,7 +11,13 @@ use crate::executor::Capabilities;
 /// change of a job's CPU/memory (the daemon restarts the run from its checkpoint with the new
 /// share).
 pub const fn capabilities(share_gpus: bool) -> Capabilities {
-    Capabilities { colocation: share_gpus, live_reshare: false, multi_node: true, automatic_uids: false, colocation_hint: Some("`[slurm] share_gpus = true` lets it") }
+    Capabilities {
+        colocation: share_gpus,
+        live_reshare: false,
+        multi_node: true,
+        automatic_uids: false,
+        colocation_hint: Some("`[slurm] share_gpus = true` lets it"),
+    }
 }
 
 mod executor;
@@ -22,12 +28,22 @@ pub use executor::{SlurmExecutor, StepFiles};
 /// gres (`gpu:a100:4`; `gpu` when untyped), rack from a node feature starting with `rack`
 /// (else `default`), memory in whole GiB.
 pub fn nodes_of(cli: &cli::SlurmCli) -> Result<Vec<crate::records::topology::NodeSpec>, String> {
-    let nodes = cli.nodes().map_err(|e| format!("reading the nodes of Slurm partition `{}`: {e}", cli.partition))?;
+    let nodes = cli.nodes().map_err(|e| {
+        format!(
+            "reading the nodes of Slurm partition `{}`: {e}",
+            cli.partition
+        )
+    })?;
     Ok(nodes
         .into_iter()
         .filter(|n| n.gpus > 0)
         .map(|n| crate::records::topology::NodeSpec {
-            rack: n.features.iter().find(|f| f.starts_with("rack")).cloned().unwrap_or_else(|| "default".into()),
+            rack: n
+                .features
+                .iter()
+                .find(|f| f.starts_with("rack"))
+                .cloned()
+                .unwrap_or_else(|| "default".into()),
             gpu_type: n.gpu_type.clone().unwrap_or_else(|| "gpu".into()),
             devices: (0..n.gpus).collect(),
             cpus: n.cpus,

@@ -1,7 +1,7 @@
 //! Parsers for what Slurm's tools print (`sbatch --parsable`, `squeue --json`, `sinfo --json`,
 //! `sacct -n -P`) and for hostlists and GRES strings; the facts they rely on are in [`super::cli`].
 
-use super::error::{parse_err, SlurmError};
+use super::error::{SlurmError, parse_err};
 use serde_json::Value;
 
 /// A job's state as Slurm names it (`job_state`).
@@ -131,10 +131,24 @@ impl SlurmNode {
     pub fn takes_new_jobs(&self) -> bool {
         const RUNS: [&str; 4] = ["idle", "mixed", "allocated", "completing"];
         const STOPS: [&str; 11] = [
-            "DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "FAIL", "FAILING", "MAINTENANCE", "MAINT", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN",
+            "DRAIN",
+            "DRAINING",
+            "DRAINED",
+            "NOT_RESPONDING",
+            "FAIL",
+            "FAILING",
+            "MAINTENANCE",
+            "MAINT",
+            "REBOOT_REQUESTED",
+            "REBOOT_ISSUED",
+            "POWERED_DOWN",
         ];
         let base = self.state.to_ascii_lowercase();
-        RUNS.contains(&base.as_str()) && !self.state_flags.iter().any(|f| STOPS.contains(&f.to_ascii_uppercase().as_str()) || f.to_ascii_uppercase().starts_with("POWER"))
+        RUNS.contains(&base.as_str())
+            && !self.state_flags.iter().any(|f| {
+                STOPS.contains(&f.to_ascii_uppercase().as_str())
+                    || f.to_ascii_uppercase().starts_with("POWER")
+            })
     }
 }
 
@@ -149,13 +163,20 @@ pub struct Gres {
     pub count: u64,
 }
 
-
 /// The job id from `sbatch --parsable`: `123` or `123;cluster`.
 pub fn parse_sbatch_output(stdout: &str) -> Result<u64, SlurmError> {
-    let line = stdout.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
+    let line = stdout
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("");
     let id = line.split(';').next().unwrap_or("").trim();
-    id.parse()
-        .map_err(|_| parse_err("sbatch --parsable output", format!("expected `ID` or `ID;cluster`, got {stdout:?}")))
+    id.parse().map_err(|_| {
+        parse_err(
+            "sbatch --parsable output",
+            format!("expected `ID` or `ID;cluster`, got {stdout:?}"),
+        )
+    })
 }
 
 /// Splits at `sep` outside `[]` and `()`.
@@ -181,10 +202,17 @@ fn split_top(s: &str, sep: char) -> Vec<&str> {
 pub fn expand_hostlist(list: &str) -> Result<Vec<String>, SlurmError> {
     const MAX: usize = 1 << 16; // a typo like n[1-99999999] must not allocate forever
     let mut hosts = Vec::new();
-    for item in split_top(list.trim(), ',').into_iter().map(str::trim).filter(|s| !s.is_empty()) {
+    for item in split_top(list.trim(), ',')
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         hosts.extend(expand_one(item, list)?);
         if hosts.len() > MAX {
-            return Err(parse_err(format!("hostlist {list:?}"), format!("more than {MAX} hosts")));
+            return Err(parse_err(
+                format!("hostlist {list:?}"),
+                format!("more than {MAX} hosts"),
+            ));
         }
     }
     Ok(hosts)
@@ -193,9 +221,16 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>, SlurmError> {
 fn expand_one(item: &str, list: &str) -> Result<Vec<String>, SlurmError> {
     let err = |r: &str| parse_err(format!("hostlist {list:?}"), r.to_string());
     let Some(open) = item.find('[') else {
-        return if item.contains(']') { Err(err("`]` without `[`")) } else { Ok(vec![item.to_string()]) };
+        return if item.contains(']') {
+            Err(err("`]` without `[`"))
+        } else {
+            Ok(vec![item.to_string()])
+        };
     };
-    let close = item[open..].find(']').map(|c| open + c).ok_or_else(|| err("`[` without `]`"))?;
+    let close = item[open..]
+        .find(']')
+        .map(|c| open + c)
+        .ok_or_else(|| err("`[` without `]`"))?;
     let (prefix, body, rest) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
     let tails = expand_one(rest, list)?;
     let mut out = Vec::new();
@@ -238,11 +273,21 @@ pub fn parse_gres(gres: &str) -> Result<Vec<Gres>, SlurmError> {
         };
         let name = parts.first().copied().unwrap_or("");
         if name.is_empty() {
-            return Err(parse_err(format!("GRES {gres:?}"), format!("entry {entry:?} has no name")));
+            return Err(parse_err(
+                format!("GRES {gres:?}"),
+                format!("entry {entry:?} has no name"),
+            ));
         }
         // Flags such as `no_consume` may sit between type and count.
-        let kind = parts.get(1).filter(|k| !k.is_empty() && **k != "no_consume").map(|k| k.to_string());
-        out.push(Gres { name: name.to_string(), kind, count });
+        let kind = parts
+            .get(1)
+            .filter(|k| !k.is_empty() && **k != "no_consume")
+            .map(|k| k.to_string());
+        out.push(Gres {
+            name: name.to_string(),
+            kind,
+            count,
+        });
     }
     Ok(out)
 }
@@ -251,7 +296,9 @@ pub fn parse_gres(gres: &str) -> Result<Vec<Gres>, SlurmError> {
 fn num(v: &Value) -> Option<i64> {
     match v {
         Value::Number(n) => n.as_i64(),
-        Value::Object(o) if o.get("set").and_then(Value::as_bool) != Some(false) => o.get("number").and_then(num),
+        Value::Object(o) if o.get("set").and_then(Value::as_bool) != Some(false) => {
+            o.get("number").and_then(num)
+        }
         _ => None,
     }
 }
@@ -268,8 +315,16 @@ fn first_str(v: &Value) -> Option<String> {
 /// A comma-separated string or an array of strings.
 fn str_list(v: Option<&Value>) -> Vec<String> {
     match v {
-        Some(Value::String(s)) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
-        Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+        Some(Value::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -282,11 +337,18 @@ fn str_of(v: Option<&Value>) -> String {
 /// With no controller, 22.05's `squeue --json` exits 0 after ~9 s with `"jobs": []` and the
 /// failure only in `errors`: taken at face value, every job would look gone.
 fn json_array<'a>(root: &'a Value, key: &str, what: &str) -> Result<&'a Vec<Value>, SlurmError> {
-    let errors = root.get("errors").filter(|e| e.as_array().is_none_or(|a| !a.is_empty()));
+    let errors = root
+        .get("errors")
+        .filter(|e| e.as_array().is_none_or(|a| !a.is_empty()));
     if let Some(errors) = errors {
-        return Err(SlurmError::Reported { what: what.into(), errors: errors.to_string() });
+        return Err(SlurmError::Reported {
+            what: what.into(),
+            errors: errors.to_string(),
+        });
     }
-    root.get(key).and_then(Value::as_array).ok_or_else(|| parse_err(what, format!("no `{key}` array")))
+    root.get(key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| parse_err(what, format!("no `{key}` array")))
 }
 
 /// `(exit status, signal)` from `exit_code`: 22.05 gives the raw wait status (768 = exit 3,
@@ -295,10 +357,20 @@ fn decode_exit(v: Option<&Value>) -> (Option<i32>, Option<i32>) {
     let Some(v) = v else { return (None, None) };
     if let Some(raw) = num(v) {
         let signal = (raw & 0x7f) as i32;
-        return if signal == 0 { (Some(((raw >> 8) & 0xff) as i32), None) } else { (None, Some(signal)) };
+        return if signal == 0 {
+            (Some(((raw >> 8) & 0xff) as i32), None)
+        } else {
+            (None, Some(signal))
+        };
     }
-    let signal = v.get("signal").and_then(|s| s.get("id").or_else(|| s.get("signal_id"))).and_then(num);
-    match (signal.filter(|s| *s > 0), v.get("return_code").and_then(num)) {
+    let signal = v
+        .get("signal")
+        .and_then(|s| s.get("id").or_else(|| s.get("signal_id")))
+        .and_then(num);
+    match (
+        signal.filter(|s| *s > 0),
+        v.get("return_code").and_then(num),
+    ) {
         (Some(s), _) => (None, i32::try_from(s).ok()),
         (None, code) => (code.and_then(|c| i32::try_from(c).ok()), None),
     }
@@ -329,18 +401,36 @@ struct Queue {
 pub fn parse_squeue_json(text: &str) -> Result<Vec<SlurmJob>, SlurmError> {
     const WHAT: &str = "squeue --json output";
     let root: Queue = serde_json::from_str(text).map_err(|e| parse_err(WHAT, e.to_string()))?;
-    if let Some(errors) = root.errors.filter(|e| e.as_array().is_none_or(|a| !a.is_empty())) {
-        return Err(SlurmError::Reported { what: WHAT.into(), errors: errors.to_string() });
+    if let Some(errors) = root
+        .errors
+        .filter(|e| e.as_array().is_none_or(|a| !a.is_empty()))
+    {
+        return Err(SlurmError::Reported {
+            what: WHAT.into(),
+            errors: errors.to_string(),
+        });
     }
-    let queue = root.jobs.ok_or_else(|| parse_err(WHAT, "no `jobs` array"))?;
+    let queue = root
+        .jobs
+        .ok_or_else(|| parse_err(WHAT, "no `jobs` array"))?;
     let mut jobs = Vec::with_capacity(queue.len());
     for (i, j) in queue.iter().enumerate() {
-        let id = j.job_id.as_ref().and_then(num).and_then(|n| u64::try_from(n).ok());
+        let id = j
+            .job_id
+            .as_ref()
+            .and_then(num)
+            .and_then(|n| u64::try_from(n).ok());
         let id = id.ok_or_else(|| parse_err(format!("squeue job #{i}"), "no numeric `job_id`"))?;
         let state = j.job_state.as_ref().and_then(first_str);
-        let state = SlurmJobState::parse(&state.ok_or_else(|| parse_err(format!("squeue job {id}"), "no `job_state`"))?);
+        let state = SlurmJobState::parse(
+            &state.ok_or_else(|| parse_err(format!("squeue job {id}"), "no `job_state`"))?,
+        );
         let nodes = expand_hostlist(&str_of(j.nodes.as_ref()))?;
-        let (exit_code, signal) = if state.is_finished() { decode_exit(j.exit_code.as_ref()) } else { (None, None) };
+        let (exit_code, signal) = if state.is_finished() {
+            decode_exit(j.exit_code.as_ref())
+        } else {
+            (None, None)
+        };
         jobs.push(SlurmJob {
             id,
             name: str_of(j.name.as_ref()),
@@ -350,8 +440,17 @@ pub fn parse_squeue_json(text: &str) -> Result<Vec<SlurmJob>, SlurmError> {
             nodes,
             exit_code,
             signal,
-            restarts: j.restart_cnt.as_ref().and_then(num).and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
-            user_id: j.user_id.as_ref().and_then(num).and_then(|n| u32::try_from(n).ok()),
+            restarts: j
+                .restart_cnt
+                .as_ref()
+                .and_then(num)
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0),
+            user_id: j
+                .user_id
+                .as_ref()
+                .and_then(num)
+                .and_then(|n| u32::try_from(n).ok()),
         });
     }
     Ok(jobs)
@@ -364,7 +463,9 @@ pub fn parse_sinfo_json(text: &str) -> Result<Vec<SlurmNode>, SlurmError> {
     let mut nodes = Vec::new();
     for (i, n) in json_array(&root, "nodes", WHAT)?.iter().enumerate() {
         let name = n.get("name").and_then(Value::as_str);
-        let name = name.ok_or_else(|| parse_err(format!("sinfo node #{i}"), "no `name`"))?.to_string();
+        let name = name
+            .ok_or_else(|| parse_err(format!("sinfo node #{i}"), "no `name`"))?
+            .to_string();
         let gres = parse_gres(&str_of(n.get("gres")))?;
         let gpus: Vec<&Gres> = gres.iter().filter(|g| g.name == "gpu").collect();
         let kinds: Vec<Option<&String>> = gpus.iter().map(|g| g.kind.as_ref()).collect();
@@ -372,7 +473,12 @@ pub fn parse_sinfo_json(text: &str) -> Result<Vec<SlurmNode>, SlurmError> {
             Some(Some(k)) if kinds.iter().all(|x| *x == Some(*k)) => Some(k.to_string()),
             _ => None,
         };
-        let count = |key: &str| n.get(key).and_then(num).and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+        let count = |key: &str| {
+            n.get(key)
+                .and_then(num)
+                .and_then(|v| u64::try_from(v).ok())
+                .unwrap_or(0)
+        };
         nodes.push(SlurmNode {
             cpus: u32::try_from(count("cpus")).unwrap_or(u32::MAX),
             memory_mb: count("real_memory"),
@@ -392,7 +498,10 @@ pub fn parse_sinfo_json(text: &str) -> Result<Vec<SlurmNode>, SlurmError> {
 /// reads as `CANCELLED`; `ExitCode` `E:S` as E, or 128 + S when a signal S ended it.
 pub fn parse_sacct_output(text: &str, id: u64) -> Result<Option<(String, i32)>, SlurmError> {
     let id = id.to_string();
-    let Some(line) = text.lines().find(|l| l.split('|').next() == Some(id.as_str())) else {
+    let Some(line) = text
+        .lines()
+        .find(|l| l.split('|').next() == Some(id.as_str()))
+    else {
         return Ok(None);
     };
     let what = || format!("sacct line {line:?}");
@@ -401,7 +510,9 @@ pub fn parse_sacct_output(text: &str, id: u64) -> Result<Option<(String, i32)>, 
         return Err(parse_err(what(), "expected JobID|State|ExitCode"));
     };
     let state = state.split_whitespace().next().unwrap_or("").to_string();
-    let (code, signal) = exit.split_once(':').ok_or_else(|| parse_err(what(), "ExitCode is not E:S"))?;
+    let (code, signal) = exit
+        .split_once(':')
+        .ok_or_else(|| parse_err(what(), "ExitCode is not E:S"))?;
     let (Ok(code), Ok(signal)) = (code.parse::<i32>(), signal.parse::<i32>()) else {
         return Err(parse_err(what(), "ExitCode is not numeric"));
     };
@@ -420,9 +531,19 @@ mod tests {
         let got = expand_hostlist("n[1-2,4],gpu-a,x[01-03]").expect("valid");
         assert_eq!(got, ["n1", "n2", "n4", "gpu-a", "x01", "x02", "x03"]);
         assert_eq!(expand_hostlist("").expect("empty"), Vec::<String>::new());
-        assert_eq!(expand_hostlist("n[9-10]-ib").expect("suffix"), ["n9-ib", "n10-ib"]);
+        assert_eq!(
+            expand_hostlist("n[9-10]-ib").expect("suffix"),
+            ["n9-ib", "n10-ib"]
+        );
         assert_eq!(expand_hostlist("r[1-2]n[1-2]").expect("two").len(), 4);
-        for bad in ["n[1-", "n[3-1]", "n[a]", "n]1", "n[1-99999999]", "r[1-60000]n[1-60000]"] {
+        for bad in [
+            "n[1-",
+            "n[3-1]",
+            "n[a]",
+            "n]1",
+            "n[1-99999999]",
+            "r[1-60000]n[1-60000]",
+        ] {
             let e = expand_hostlist(bad).expect_err(bad).to_string();
             assert!(e.contains("hostlist"), "{e}");
         }
@@ -431,11 +552,28 @@ mod tests {
     #[test]
     fn gres_strings() {
         let g = |s| parse_gres(s).expect(s);
-        assert_eq!(g("gpu:v100:4"), [Gres { name: "gpu".into(), kind: Some("v100".into()), count: 4 }]);
-        assert_eq!(g("gpu:4"), [Gres { name: "gpu".into(), kind: None, count: 4 }]);
+        assert_eq!(
+            g("gpu:v100:4"),
+            [Gres {
+                name: "gpu".into(),
+                kind: Some("v100".into()),
+                count: 4
+            }]
+        );
+        assert_eq!(
+            g("gpu:4"),
+            [Gres {
+                name: "gpu".into(),
+                kind: None,
+                count: 4
+            }]
+        );
         assert_eq!(g("gpu:a100:4(S:0-1)")[0].count, 4);
         assert_eq!(g("gpu:v100:2(S:0,1),gpu:a100:1").len(), 2);
-        assert_eq!(g("gpu:tesla:no_consume:2")[0].kind.as_deref(), Some("tesla"));
+        assert_eq!(
+            g("gpu:tesla:no_consume:2")[0].kind.as_deref(),
+            Some("tesla")
+        );
         assert_eq!(g("gpu")[0].count, 1);
         assert!(g("(null)").is_empty() && g("").is_empty());
         assert!(parse_gres(":4").is_err());
@@ -445,7 +583,9 @@ mod tests {
     fn sbatch_output() {
         assert_eq!(parse_sbatch_output("123\n").expect("plain"), 123);
         assert_eq!(parse_sbatch_output("124;lab\n").expect("cluster"), 124);
-        let e = parse_sbatch_output("Submitted batch job x\n").expect_err("garbage").to_string();
+        let e = parse_sbatch_output("Submitted batch job x\n")
+            .expect_err("garbage")
+            .to_string();
         assert!(e.contains("sbatch --parsable output"), "{e}");
     }
 
@@ -455,7 +595,14 @@ mod tests {
         let by = |id: u64| jobs.iter().find(|j| j.id == id).expect("job in fixture");
         use SlurmJobState::*;
         // (id, state, reason, nodes, exit, signal) as observed on the lab cluster.
-        type Want<'a> = (u64, SlurmJobState, &'a str, &'a [&'a str], Option<i32>, Option<i32>);
+        type Want<'a> = (
+            u64,
+            SlurmJobState,
+            &'a str,
+            &'a [&'a str],
+            Option<i32>,
+            Option<i32>,
+        );
         let want: [Want; 8] = [
             (47, Completed, "None", &["n1", "n2"], Some(0), None), // 2-node job as uid 1900000200
             (48, Cancelled, "None", &["n1"], Some(143), None),     // scancel after a TERM trap
@@ -468,13 +615,22 @@ mod tests {
         ];
         for (id, state, reason, nodes, exit, signal) in want {
             let j = by(id);
-            assert_eq!((&j.state, j.reason.as_str(), j.exit_code, j.signal), (&state, reason, exit, signal), "{j:?}");
+            assert_eq!(
+                (&j.state, j.reason.as_str(), j.exit_code, j.signal),
+                (&state, reason, exit, signal),
+                "{j:?}"
+            );
             assert_eq!(j.nodes, nodes, "{j:?}");
             assert_eq!(j.partition, "arbiter");
         }
-        assert_eq!((by(47).user_id, by(48).user_id, by(37).restarts), (Some(1_900_000_200), Some(0), 1));
+        assert_eq!(
+            (by(47).user_id, by(48).user_id, by(37).restarts),
+            (Some(1_900_000_200), Some(0), 1)
+        );
         assert_eq!(by(49).name, "wrap");
-        assert!(by(49).state.is_finished() && !by(51).state.is_finished() && !Completing.is_finished());
+        assert!(
+            by(49).state.is_finished() && !by(51).state.is_finished() && !Completing.is_finished()
+        );
         assert_eq!(SlurmJobState::parse("requeued"), Other("requeued".into()));
     }
 
@@ -482,20 +638,37 @@ mod tests {
     fn squeue_tolerates_and_names_what_is_missing() {
         let minimal = r#"{"jobs":[{"job_id":5,"job_state":"RUNNING","new_key":{"x":1}}]}"#;
         let j = parse_squeue_json(minimal).expect("minimal");
-        assert_eq!((j[0].id, &j[0].state, j[0].nodes.len(), j[0].user_id), (5, &SlurmJobState::Running, 0, None));
+        assert_eq!(
+            (j[0].id, &j[0].state, j[0].nodes.len(), j[0].user_id),
+            (5, &SlurmJobState::Running, 0, None)
+        );
         let newer = r#"{"jobs":[{"job_id":{"set":true,"number":6},"job_state":["FAILED"],
             "exit_code":{"status":["EXITED"],"return_code":{"set":true,"number":2}}}]}"#;
         let j = parse_squeue_json(newer).expect("newer shape");
-        assert_eq!((j[0].id, &j[0].state, j[0].exit_code), (6, &SlurmJobState::Failed, Some(2)));
-        let e = parse_squeue_json(r#"{"jobs":[{"job_state":"RUNNING"}]}"#).expect_err("no id").to_string();
+        assert_eq!(
+            (j[0].id, &j[0].state, j[0].exit_code),
+            (6, &SlurmJobState::Failed, Some(2))
+        );
+        let e = parse_squeue_json(r#"{"jobs":[{"job_state":"RUNNING"}]}"#)
+            .expect_err("no id")
+            .to_string();
         assert!(e.contains("job_id"), "{e}");
-        let e = parse_squeue_json(r#"{"jobs":[{"job_id":3}]}"#).expect_err("no state").to_string();
+        let e = parse_squeue_json(r#"{"jobs":[{"job_id":3}]}"#)
+            .expect_err("no state")
+            .to_string();
         assert!(e.contains("job 3") && e.contains("job_state"), "{e}");
-        let e = parse_squeue_json(r#"{"errors":[]}"#).expect_err("no jobs").to_string();
+        let e = parse_squeue_json(r#"{"errors":[]}"#)
+            .expect_err("no jobs")
+            .to_string();
         assert!(e.contains("`jobs`"), "{e}");
         let down = include_str!("fixtures/squeue_no_controller_22.05.8.json");
-        let e = parse_squeue_json(down).expect_err("errors, not an empty list").to_string();
-        assert!(e.contains("slurm_load_jobs") && e.contains("slurmctld"), "{e}");
+        let e = parse_squeue_json(down)
+            .expect_err("errors, not an empty list")
+            .to_string();
+        assert!(
+            e.contains("slurm_load_jobs") && e.contains("slurmctld"),
+            "{e}"
+        );
         assert!(parse_squeue_json("not json").is_err());
     }
 
@@ -505,30 +678,56 @@ mod tests {
         let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["n1", "n2", "n3", "n4"]);
         let n2 = &nodes[1];
-        assert_eq!((n2.cpus, n2.memory_mb, n2.gpus, n2.gpu_type.as_deref()), (8, 16000, 4, Some("v100")));
+        assert_eq!(
+            (n2.cpus, n2.memory_mb, n2.gpus, n2.gpu_type.as_deref()),
+            (8, 16000, 4, Some("v100"))
+        );
         assert_eq!(
             (n2.features.clone(), n2.partitions.clone()),
             (vec!["v100".into(), "rack1".into()], vec!["arbiter".into()])
         );
-        assert_eq!((n2.state.as_str(), n2.state_flags.clone()), ("idle", vec!["DRAIN".to_string()]));
-        assert_eq!((nodes[2].state.as_str(), nodes[2].gpu_type.as_deref()), ("mixed", Some("a100")));
+        assert_eq!(
+            (n2.state.as_str(), n2.state_flags.clone()),
+            ("idle", vec!["DRAIN".to_string()])
+        );
+        assert_eq!(
+            (nodes[2].state.as_str(), nodes[2].gpu_type.as_deref()),
+            ("mixed", Some("a100"))
+        );
         let takes: Vec<bool> = nodes.iter().map(SlurmNode::takes_new_jobs).collect();
         assert_eq!(takes, [true, false, true, true], "n2 is drained");
-        let down = SlurmNode { state: "down".into(), state_flags: vec![], ..nodes[0].clone() };
-        let unresponsive = SlurmNode { state_flags: vec!["NOT_RESPONDING".into()], ..nodes[0].clone() };
+        let down = SlurmNode {
+            state: "down".into(),
+            state_flags: vec![],
+            ..nodes[0].clone()
+        };
+        let unresponsive = SlurmNode {
+            state_flags: vec!["NOT_RESPONDING".into()],
+            ..nodes[0].clone()
+        };
         assert!(!down.takes_new_jobs() && !unresponsive.takes_new_jobs());
         let mixed = r#"{"nodes":[{"name":"m","gres":"gpu:a:1,gpu:b:1"}]}"#;
         let m = parse_sinfo_json(mixed).expect("mixed types");
         assert_eq!((m[0].gpus, m[0].gpu_type.clone(), m[0].cpus), (2, None, 0));
-        assert!(parse_sinfo_json(r#"{"nodes":[{"cpus":1}]}"#).expect_err("no name").to_string().contains("name"));
+        assert!(
+            parse_sinfo_json(r#"{"nodes":[{"cpus":1}]}"#)
+                .expect_err("no name")
+                .to_string()
+                .contains("name")
+        );
     }
 
     #[test]
     fn sacct_lines() {
-        assert_eq!(parse_sacct_output("49|FAILED|3:0\n", 49).expect("ok"), Some(("FAILED".into(), 3)));
-        assert_eq!(parse_sacct_output("8|CANCELLED by 0|0:15\n", 8).expect("ok"), Some(("CANCELLED".into(), 143)));
+        assert_eq!(
+            parse_sacct_output("49|FAILED|3:0\n", 49).expect("ok"),
+            Some(("FAILED".into(), 3))
+        );
+        assert_eq!(
+            parse_sacct_output("8|CANCELLED by 0|0:15\n", 8).expect("ok"),
+            Some(("CANCELLED".into(), 143))
+        );
         assert_eq!(parse_sacct_output("", 8).expect("empty"), None);
         assert!(parse_sacct_output("8|X|oops\n", 8).is_err());
     }
-
 }

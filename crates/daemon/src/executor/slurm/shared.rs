@@ -69,15 +69,32 @@ fn lock(m: &Mutex<Holders>) -> std::sync::MutexGuard<'_, Holders> {
 
 /// The placement a holder holds: GPU type, then each node with the daemon's device indices.
 fn key_of(gpu_type: &str, nodes: &[NodeGpus]) -> String {
-    let nodes: Vec<String> =
-        nodes.iter().map(|n| format!("{}:{}", n.node, n.devices.iter().map(u32::to_string).collect::<Vec<_>>().join(","))).collect();
+    let nodes: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{}:{}",
+                n.node,
+                n.devices
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        })
+        .collect();
     format!("{gpu_type}/{}", nodes.join(";"))
 }
 
 impl SharedRuns {
     /// Runs whose srun is started through `wrapper_exe`, with run files in `runs_dir`; `wake`
     /// is called when one ends.
-    pub fn new(cli: Arc<SlurmCli>, runs_dir: PathBuf, wrapper_exe: PathBuf, wake: Arc<Notify>) -> Self {
+    pub fn new(
+        cli: Arc<SlurmCli>,
+        runs_dir: PathBuf,
+        wrapper_exe: PathBuf,
+        wake: Arc<Notify>,
+    ) -> Self {
         let local = LocalExecutor::new(runs_dir.clone(), wrapper_exe, None, wake);
         SharedRuns {
             cli,
@@ -100,11 +117,21 @@ impl SharedRuns {
 
     /// The holder for `run`'s placement and its size: the live one, or a new allocation sized to
     /// the GPUs' share of each node (at least the run's own CPUs and memory).
-    fn holder_for(&self, run: &RunSpec, key: &str, gpus_per_node: u32, cpus: u32, memory_mb: u64) -> Result<(u64, Option<(u32, u64)>), ExecError> {
+    fn holder_for(
+        &self,
+        run: &RunSpec,
+        key: &str,
+        gpus_per_node: u32,
+        cpus: u32,
+        memory_mb: u64,
+    ) -> Result<(u64, Option<(u32, u64)>), ExecError> {
         if let Some(h) = lock(&self.holders).by_key.get(key) {
             return Ok((h.id, h.size));
         }
-        let nodes = self.cli.nodes().map_err(|e| ExecError::Io(format!("reading the partition's nodes: {e}")))?;
+        let nodes = self
+            .cli
+            .nodes()
+            .map_err(|e| ExecError::Io(format!("reading the partition's nodes: {e}")))?;
         let share = |f: &dyn Fn(&super::cli::SlurmNode) -> u64| -> u64 {
             run.nodes
                 .iter()
@@ -113,7 +140,10 @@ impl SharedRuns {
                 .min()
                 .unwrap_or(0)
         };
-        let size = ((share(&|s| u64::from(s.cpus)) as u32).max(cpus), share(&|s| s.memory_mb).max(memory_mb));
+        let size = (
+            (share(&|s| u64::from(s.cpus)) as u32).max(cpus),
+            share(&|s| s.memory_mb).max(memory_mb),
+        );
         let holder = BatchJob {
             name: format!("{HOLDER_PREFIX}{}.{}", run.job, run.run),
             nodes: run.nodes.iter().map(|n| n.node.clone()).collect(),
@@ -127,9 +157,23 @@ impl SharedRuns {
             command: "exec sleep 2147483647".into(),
             identity: None,
         };
-        let id = self.cli.submit(&holder).map_err(|e| ExecError::Io(e.to_string()))?;
-        lock(&self.holders).by_key.insert(key.to_string(), Holder { id, size: Some(size), members: BTreeSet::new() });
-        tracing::info!(slurm_job = id, placement = key, "holding GPUs for shared runs");
+        let id = self
+            .cli
+            .submit(&holder)
+            .map_err(|e| ExecError::Io(e.to_string()))?;
+        lock(&self.holders).by_key.insert(
+            key.to_string(),
+            Holder {
+                id,
+                size: Some(size),
+                members: BTreeSet::new(),
+            },
+        );
+        tracing::info!(
+            slurm_job = id,
+            placement = key,
+            "holding GPUs for shared runs"
+        );
         Ok((id, Some(size)))
     }
 
@@ -143,7 +187,13 @@ impl SharedRuns {
             let _ = std::fs::remove_file(self.runs_dir.join(format!("{}.{ext}", run.job)));
         }
         let key = key_of(&run.gpu_type, &run.nodes);
-        let (holder, size) = self.holder_for(run, &key, batch.gpus_per_node, batch.cpus_per_node, batch.memory_mb_per_node)?;
+        let (holder, size) = self.holder_for(
+            run,
+            &key,
+            batch.gpus_per_node,
+            batch.cpus_per_node,
+            batch.memory_mb_per_node,
+        )?;
         // Co-located steps overlap on the allocation's CPUs and memory; one never asks more
         // than the allocation has (Slurm would refuse to create it).
         if let Some((cpus, memory_mb)) = size {
@@ -155,19 +205,40 @@ impl SharedRuns {
             self.release_if_empty(&key);
             e
         };
-        let step = super::cli::step_command(self.cli.bin_dir.as_deref(), holder, &batch, run.max_processes).map_err(|e| undo(ExecError::Refused(e.to_string())))?;
+        let step = super::cli::step_command(
+            self.cli.bin_dir.as_deref(),
+            holder,
+            &batch,
+            run.max_processes,
+        )
+        .map_err(|e| undo(ExecError::Refused(e.to_string())))?;
         let step_name = batch.name.clone();
-        std::fs::write(self.holder_file(run.job), format!("{holder}\n{key}\n{step_name}\n"))
-            .map_err(|e| undo(ExecError::Io(format!("{}: {e}", self.holder_file(run.job).display()))))?;
+        std::fs::write(
+            self.holder_file(run.job),
+            format!("{holder}\n{key}\n{step_name}\n"),
+        )
+        .map_err(|e| {
+            undo(ExecError::Io(format!(
+                "{}: {e}",
+                self.holder_file(run.job).display()
+            )))
+        })?;
         // srun runs as the daemon with a bare environment: the job's variables are in the
         // task's script, handed over in the environment (readable by root alone until the task
         // has become the job's user), never on a command line, which anyone may read. The job
         // creates its checkpoint directory on the nodes; the wrapper's is a private one here.
         let private = self.runs_dir.join("srun");
-        std::fs::create_dir_all(&private).map_err(|e| undo(ExecError::Io(format!("{}: {e}", private.display()))))?;
+        std::fs::create_dir_all(&private)
+            .map_err(|e| undo(ExecError::Io(format!("{}: {e}", private.display()))))?;
         let env = BTreeMap::from([
-            ("PATH".to_string(), "/usr/local/bin:/usr/bin:/bin".to_string()),
-            ("ARBITER_CHECKPOINT_DIR".to_string(), private.display().to_string()),
+            (
+                "PATH".to_string(),
+                "/usr/local/bin:/usr/bin:/bin".to_string(),
+            ),
+            (
+                "ARBITER_CHECKPOINT_DIR".to_string(),
+                private.display().to_string(),
+            ),
             (super::cli::STEP_SCRIPT_VAR.to_string(), step.script),
         ]);
         let srun = RunSpec {
@@ -176,7 +247,10 @@ impl SharedRuns {
             env,
             checkpoint_dir: private,
             identity: None,
-            nodes: vec![NodeGpus { node: "localhost".into(), devices: Vec::new() }],
+            nodes: vec![NodeGpus {
+                node: "localhost".into(),
+                devices: Vec::new(),
+            }],
             max_processes: None,
             ..run.clone()
         };
@@ -185,15 +259,35 @@ impl SharedRuns {
         if let Some(h) = holders.by_key.get_mut(&key) {
             h.members.insert(run.job);
         }
-        holders.members.insert(run.job, Member { key, holder, step_name });
+        holders.members.insert(
+            run.job,
+            Member {
+                key,
+                holder,
+                step_name,
+            },
+        );
         Ok(handle)
     }
 
     /// The step of job `job`'s run, once srun has created it.
     fn step_of(&self, job: u32) -> Option<String> {
         let member = lock(&self.holders).members.get(&job).cloned()?;
-        let steps = self.cli.steps(member.holder).map_err(|e| tracing::warn!(job, "cannot list the steps of allocation {}: {e}", member.holder)).ok()?;
-        steps.into_iter().find(|(_, name)| *name == member.step_name).map(|(step, _)| step)
+        let steps = self
+            .cli
+            .steps(member.holder)
+            .map_err(|e| {
+                tracing::warn!(
+                    job,
+                    "cannot list the steps of allocation {}: {e}",
+                    member.holder
+                )
+            })
+            .ok()?;
+        steps
+            .into_iter()
+            .find(|(_, name)| *name == member.step_name)
+            .map(|(step, _)| step)
     }
 
     /// Sends the run its checkpoint signal: to the step's tasks; while srun still waits for the
@@ -201,7 +295,10 @@ impl SharedRuns {
     pub fn signal(&self, job: u32, handle: u32, signal: Signal) {
         match self.step_of(job) {
             Some(step) => {
-                if let Err(e) = self.cli.signal_step(&step, signal.as_str().trim_start_matches("SIG")) {
+                if let Err(e) = self
+                    .cli
+                    .signal_step(&step, signal.as_str().trim_start_matches("SIG"))
+                {
                     tracing::warn!(job, step, "could not signal the run: {e}");
                 }
             }
@@ -239,13 +336,22 @@ impl SharedRuns {
     /// Cancels the holder of `key` if no run is in it.
     fn release_if_empty(&self, key: &str) {
         let mut holders = lock(&self.holders);
-        if holders.by_key.get(key).is_none_or(|h| !h.members.is_empty()) {
+        if holders
+            .by_key
+            .get(key)
+            .is_none_or(|h| !h.members.is_empty())
+        {
             return;
         }
-        let Some(holder) = holders.by_key.remove(key) else { return };
+        let Some(holder) = holders.by_key.remove(key) else {
+            return;
+        };
         drop(holders);
         if let Err(e) = self.cli.cancel(holder.id) {
-            tracing::warn!(slurm_job = holder.id, "could not release the shared GPUs' allocation: {e}");
+            tracing::warn!(
+                slurm_job = holder.id,
+                "could not release the shared GPUs' allocation: {e}"
+            );
         }
     }
 
@@ -274,10 +380,30 @@ impl SharedRuns {
             && let Ok(text) = std::fs::read_to_string(self.holder_file(job))
         {
             let mut lines = text.lines();
-            if let (Some(Ok(holder)), Some(key), Some(step_name)) = (lines.next().map(str::parse::<u64>), lines.next(), lines.next()) {
+            if let (Some(Ok(holder)), Some(key), Some(step_name)) = (
+                lines.next().map(str::parse::<u64>),
+                lines.next(),
+                lines.next(),
+            ) {
                 let mut holders = lock(&self.holders);
-                holders.by_key.entry(key.to_string()).or_insert(Holder { id: holder, size: None, members: BTreeSet::new() }).members.insert(job);
-                holders.members.insert(job, Member { key: key.to_string(), holder, step_name: step_name.to_string() });
+                holders
+                    .by_key
+                    .entry(key.to_string())
+                    .or_insert(Holder {
+                        id: holder,
+                        size: None,
+                        members: BTreeSet::new(),
+                    })
+                    .members
+                    .insert(job);
+                holders.members.insert(
+                    job,
+                    Member {
+                        key: key.to_string(),
+                        holder,
+                        step_name: step_name.to_string(),
+                    },
+                );
             }
         }
         Some(adoption)
@@ -294,12 +420,20 @@ impl SharedRuns {
         let me = nix::unistd::geteuid().as_raw();
         let unclaimed: BTreeSet<u64> = jobs
             .iter()
-            .filter(|j| j.name.starts_with(HOLDER_PREFIX) && j.user_id == Some(me) && !j.state.is_finished() && !known.contains(&j.id))
+            .filter(|j| {
+                j.name.starts_with(HOLDER_PREFIX)
+                    && j.user_id == Some(me)
+                    && !j.state.is_finished()
+                    && !known.contains(&j.id)
+            })
             .map(|j| j.id)
             .collect();
         let mut suspects = self.suspects.lock().unwrap_or_else(|p| p.into_inner());
         for id in unclaimed.intersection(&suspects) {
-            tracing::warn!(slurm_job = id, "releasing an allocation of shared GPUs that no run uses");
+            tracing::warn!(
+                slurm_job = id,
+                "releasing an allocation of shared GPUs that no run uses"
+            );
             if let Err(e) = self.cli.cancel(*id) {
                 tracing::warn!(slurm_job = id, "could not cancel it: {e}");
             }

@@ -49,9 +49,9 @@
 mod defrag;
 
 use super::allocation::Allocation;
-use crate::mechanisms::colocation::PairSpeeds;
 use super::{Combo, Gavel, JobBook, Objective, RoundOptions};
 use crate::descriptor::{Descriptor, Family};
+use crate::mechanisms::colocation::PairSpeeds;
 use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, GpuTypeId, JobId, JobSpec, SimTime};
@@ -66,7 +66,11 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new("gandiva", Family::OtherRound
 
 /// Builds `gandiva` on Gavel's rounds, with the measured pair speeds where there are some (it
 /// places as Gavel's rounds do, whatever the strategy).
-pub fn build(rounds: &RoundOptions, pair_speeds: &Option<Arc<PairSpeeds>>, _: Placing) -> Result<Gandiva, PolicyError> {
+pub fn build(
+    rounds: &RoundOptions,
+    pair_speeds: &Option<Arc<PairSpeeds>>,
+    _: Placing,
+) -> Result<Gandiva, PolicyError> {
     Gandiva::new(*rounds, pair_speeds.clone())
 }
 
@@ -207,7 +211,10 @@ impl Gavel {
             .filter(|&id| !self.gandiva.is_paired(id) && pairable(id))
             .collect();
         let draws = pool.len();
-        let learned = self.pair_speeds.as_ref().is_some_and(|p| p.is_solo_fractions());
+        let learned = self
+            .pair_speeds
+            .as_ref()
+            .is_some_and(|p| p.is_solo_fractions());
         let mut drawn = 0;
         while pool.len() > 1 && drawn < draws {
             drawn += 1;
@@ -224,7 +231,11 @@ impl Gavel {
             // wastes the draw too: introspection would dissolve it at once. (With Gavel's table
             // the pair is formed and dissolved at the next recomputation, as in Gavel.)
             if learned
-                && normalized_packed_throughput(&self.pair_speeds_per_type(view, a, b), &solo(a), &solo(b)) < 1.0
+                && normalized_packed_throughput(
+                    &self.pair_speeds_per_type(view, a, b),
+                    &solo(a),
+                    &solo(b),
+                ) < 1.0
             {
                 continue;
             }

@@ -25,7 +25,13 @@ impl Parser<'_> {
 
     fn eat(&mut self, byte: u8) {
         self.skip_ws();
-        assert_eq!(self.text.get(self.at), Some(&byte), "fixture: expected {:?} at {}", byte as char, self.at);
+        assert_eq!(
+            self.text.get(self.at),
+            Some(&byte),
+            "fixture: expected {:?} at {}",
+            byte as char,
+            self.at
+        );
         self.at += 1;
     }
 
@@ -33,7 +39,10 @@ impl Parser<'_> {
         self.eat(b'"');
         let start = self.at;
         while self.text[self.at] != b'"' {
-            assert_ne!(self.text[self.at], b'\\', "fixture: escapes are not supported");
+            assert_ne!(
+                self.text[self.at], b'\\',
+                "fixture: escapes are not supported"
+            );
             self.at += 1;
         }
         self.at += 1;
@@ -77,7 +86,8 @@ impl Parser<'_> {
             }
             _ => {
                 let start = self.at;
-                while self.at < self.text.len() && b"+-.eE0123456789".contains(&self.text[self.at]) {
+                while self.at < self.text.len() && b"+-.eE0123456789".contains(&self.text[self.at])
+                {
                     self.at += 1;
                 }
                 Json::Num(String::from_utf8_lossy(&self.text[start..self.at]).into_owned())
@@ -110,7 +120,9 @@ impl Json {
     }
     pub(super) fn int(&self) -> i64 {
         match self {
-            Json::Num(text) => text.parse().unwrap_or_else(|_| panic!("bad integer {text}")),
+            Json::Num(text) => text
+                .parse()
+                .unwrap_or_else(|_| panic!("bad integer {text}")),
             _ => panic!("not a number"),
         }
     }
@@ -124,5 +136,9 @@ impl Json {
 
 /// Parses a fixture.
 pub(super) fn parse(text: &str) -> Json {
-    Parser { text: text.as_bytes(), at: 0 }.value()
+    Parser {
+        text: text.as_bytes(),
+        at: 0,
+    }
+    .value()
 }

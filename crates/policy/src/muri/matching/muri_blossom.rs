@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::hint::select_unpredictable;
 
-use super::{muri_greater, Buffers, MuriMatchingError};
+use super::{Buffers, MuriMatchingError, muri_greater};
 
 #[cfg(test)]
 thread_local! {
@@ -764,9 +764,5 @@ pub(super) fn not_positive(x: f64) -> bool {
 
 /// Python's two-argument `min(a, b)`: `b` only if it is strictly smaller.
 fn python_min(a: f64, b: f64) -> f64 {
-    if b < a {
-        b
-    } else {
-        a
-    }
+    if b < a { b } else { a }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use super::{muri_greater, MuriMatchingError};
+use super::{MuriMatchingError, muri_greater};
 
 /// [`super::muri_max_weight_matching`], computed the straightforward way.
 pub(super) fn matching(
@@ -522,9 +522,5 @@ impl Blossom {
 
 /// Python's two-argument `min(a, b)`: `b` only if it is strictly smaller.
 fn python_min(a: f64, b: f64) -> f64 {
-    if b < a {
-        b
-    } else {
-        a
-    }
+    if b < a { b } else { a }
 }

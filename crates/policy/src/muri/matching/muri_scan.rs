@@ -2,8 +2,8 @@
 
 use std::hint::select_unpredictable;
 
-use super::blossom::{not_positive, slack_of, Blossom, Edge, Side};
 use super::MuriMatchingError;
+use super::blossom::{Blossom, Edge, Side, not_positive, slack_of};
 
 /// Vertices a block of [`Blossom::scan_run`] handles.
 const LANES: usize = 8;

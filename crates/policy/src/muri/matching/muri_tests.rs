@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 /// Muri's own answers; see `fixtures/muri_gen.py`.
 const CASES: &str = include_str!("fixtures/muri_cases.json");
 
-use super::super::fixture_json::{parse, Json};
+use super::super::fixture_json::{Json, parse};
 
 /// One graph and Muri's answer on it.
 struct Case {

@@ -1,0 +1,137 @@
+//! `arbiter bench --suite philly-quotas`: what enforcing a quota tree costs the simulator. The
+//! whole Philly trace (82k jobs) replayed on one shared cluster of every VC's nodes
+//! (`philly_vc.csv`, nodes × 8 GPUs), each policy without a quota tree and under one that
+//! guarantees every VC its own nodes' GPUs (borrowing without limit; the VCs the file does not
+//! size share the rest). Prints wall time, events, average JCT and reclaims, and the overhead.
+
+use anyhow::{Context, Result};
+use arbiter_model::Cluster;
+use arbiter_policy::quotas::{GpuQuota, QuotaGroup, Quotas};
+use arbiter_policy::{PolicyConfig, PolicyKind, build};
+use arbiter_sim::{SimConfig, Summary, Window, simulate};
+use arbiter_trace::{ReadOptions, TraceFormat};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// One simulation's numbers.
+struct Point {
+    wall_s: f64,
+    events: u64,
+    avg_jct_s: f64,
+    reclaims: u64,
+}
+
+pub fn run(
+    trace: Option<PathBuf>,
+    vc_sizes: Option<PathBuf>,
+    policies: &[PolicyKind],
+    json: bool,
+) -> Result<()> {
+    let path = trace.unwrap_or_else(|| PathBuf::from("data/philly/philly.csv"));
+    let sizes_path = vc_sizes.unwrap_or_else(|| PathBuf::from("data/philly/philly_vc.csv"));
+    let trace = arbiter_trace::read(&path, TraceFormat::Philly, &ReadOptions::default())
+        .with_context(|| {
+            format!(
+                "reading {} (run from the repository root or pass --trace)",
+                path.display()
+            )
+        })?;
+    let sizes = arbiter_trace::philly::read_vc_sizes(&sizes_path)?;
+    let nodes: u32 = sizes.iter().map(|(_, n)| n).sum();
+    let cluster = Cluster::homogeneous(1, nodes, 8, 64, 512, "V100")?;
+    let groups: Vec<QuotaGroup> = sizes
+        .iter()
+        .map(|(vc, n)| QuotaGroup {
+            name: vc.clone(),
+            parent: None,
+            over_quota_weight: 1.0,
+            gpus: [(
+                "all".to_string(),
+                GpuQuota {
+                    guaranteed: n * 8,
+                    borrowing_limit: None,
+                    lending_limit: None,
+                },
+            )]
+            .into(),
+        })
+        .collect();
+    if !json {
+        outln!(
+            "philly.csv: {} jobs on one cluster of {} GPUs ({} VCs guaranteed their own nodes' GPUs)",
+            trace.jobs.len(),
+            nodes * 8,
+            sizes.len()
+        );
+        outln!(
+            "{:<8} {:<10} {:>9} {:>10} {:>13} {:>9} {:>9}",
+            "policy",
+            "quotas",
+            "wall s",
+            "events",
+            "avg JCT s",
+            "reclaims",
+            "overhead"
+        );
+    }
+    let mut rows = Vec::new();
+    for &kind in policies {
+        let simulate_with = |tree: Option<&[QuotaGroup]>| -> Result<Point> {
+            let inner = build(kind, &PolicyConfig::default())?;
+            let mut policy: Box<dyn arbiter_policy::Policy> = match tree {
+                Some(groups) => Box::new(Quotas::new(groups, &cluster, inner)?),
+                None => inner,
+            };
+            let t = Instant::now();
+            let out = simulate(
+                &cluster,
+                &trace.jobs,
+                policy.as_mut(),
+                &SimConfig::default(),
+            )?;
+            let wall_s = t.elapsed().as_secs_f64();
+            let summary = Summary::compute(&out.records, Window::default(), out.capacity_gpus);
+            Ok(Point {
+                wall_s,
+                events: out.stats.events,
+                avg_jct_s: summary.avg_jct_s,
+                reclaims: out.stats.quota_reclaims,
+            })
+        };
+        let alone = simulate_with(None)?;
+        let under = simulate_with(Some(&groups))?;
+        let overhead = under.wall_s / alone.wall_s.max(1e-9) - 1.0;
+        if !json {
+            for (label, p, o) in [
+                ("none", &alone, String::new()),
+                ("guaranteed", &under, format!("{:+.1}%", overhead * 100.0)),
+            ] {
+                outln!(
+                    "{:<8} {:<10} {:>9.3} {:>10} {:>13.0} {:>9} {:>9}",
+                    kind.name(),
+                    label,
+                    p.wall_s,
+                    p.events,
+                    p.avg_jct_s,
+                    p.reclaims,
+                    o
+                );
+            }
+        }
+        rows.push(serde_json::json!({
+            "policy": kind.name(),
+            "without": { "wall_s": alone.wall_s, "events": alone.events, "avg_jct_s": alone.avg_jct_s },
+            "with_quotas": { "wall_s": under.wall_s, "events": under.events, "avg_jct_s": under.avg_jct_s, "reclaims": under.reclaims },
+            "overhead": overhead,
+        }));
+    }
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "jobs": trace.jobs.len(), "gpus": nodes * 8, "results": rows })
+            )?
+        );
+    }
+    Ok(())
+}

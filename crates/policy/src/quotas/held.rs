@@ -1,0 +1,120 @@
+//! GPUs the running jobs hold per node of the quota tree, kept between rounds when the caller
+//! keeps the present (the simulator's `SchedulerView::current`): a round then costs what waits,
+//! not every running job. Updated from the wrapper's own decisions and the jobs that finish;
+//! counted again from the view whenever the number of running jobs says something else happened
+//! (a failure, a reservation's preemption) — jobs only leave the running set without a decision.
+
+use super::round::running_dims;
+use super::tree::QuotaTree;
+use crate::SchedulerView;
+use arbiter_model::{Decision, JobId};
+use smallvec::SmallVec;
+use std::collections::BTreeSet;
+
+/// The running jobs' GPUs, per tree node and dimension.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    /// Per job id, while it runs: its leaf and GPUs per dimension.
+    by_job: Vec<Option<(usize, SmallVec<[u32; 2]>)>>,
+    /// The running jobs.
+    running: BTreeSet<JobId>,
+    /// GPUs held per node and dimension (`node * dims + dim`).
+    pub per_node: Vec<u32>,
+    /// GPUs per dimension.
+    pub capacity: Vec<u32>,
+    /// Whether the counts are those of the last view.
+    valid: bool,
+}
+
+impl Held {
+    /// Counts from `view` again unless the counts kept agree with it (`queued` jobs waiting).
+    pub fn refresh(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, queued: usize) {
+        if self.valid
+            && self.running.len() == view.jobs.len() - queued
+            && self.by_job.len() == view.specs.len()
+        {
+            return;
+        }
+        let dims = tree.dims.len();
+        self.by_job = vec![None; view.specs.len()];
+        self.running.clear();
+        self.per_node = vec![0; tree.nodes.len() * dims];
+        self.capacity = vec![0; dims];
+        for node in &view.cluster.nodes {
+            if let Some(&d) = tree.dim_of_type.get(node.gpu_type.index()) {
+                self.capacity[d] += node.gpus;
+            }
+        }
+        for job in view.jobs.iter().filter(|j| j.is_running()) {
+            self.add(
+                tree,
+                job.id,
+                tree.leaf(&view.spec(job).tenant),
+                running_dims(tree, view, job),
+            );
+        }
+        self.valid = true;
+    }
+
+    fn add(&mut self, tree: &QuotaTree, job: JobId, leaf: usize, by_dim: SmallVec<[u32; 2]>) {
+        self.count(tree, leaf, &by_dim, true);
+        if let Some(slot) = self.by_job.get_mut(job.index()) {
+            *slot = Some((leaf, by_dim));
+            self.running.insert(job);
+        }
+    }
+
+    /// A job no longer runs.
+    pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
+        if let Some((leaf, by_dim)) = self.by_job.get_mut(job.index()).and_then(Option::take) {
+            self.count(tree, leaf, &by_dim, false);
+            self.running.remove(&job);
+        }
+    }
+
+    fn count(&mut self, tree: &QuotaTree, leaf: usize, by_dim: &[u32], add: bool) {
+        let dims = tree.dims.len();
+        let mut node = Some(leaf);
+        while let Some(n) = node {
+            for (d, &g) in by_dim.iter().enumerate() {
+                let at = &mut self.per_node[n * dims + d];
+                *at = if add { *at + g } else { at.saturating_sub(g) };
+            }
+            node = tree.nodes[n].parent;
+        }
+    }
+
+    /// The running set once `decision` is in force (it is checked whole, or the run stops).
+    pub fn apply(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, decision: &Decision) {
+        if !self.valid {
+            return;
+        }
+        if !decision.keep_unlisted {
+            let listed: BTreeSet<JobId> = decision.run.iter().map(|a| a.job).collect();
+            let gone: Vec<JobId> = self
+                .running
+                .iter()
+                .copied()
+                .filter(|j| !listed.contains(j))
+                .collect();
+            for job in gone {
+                self.finished(tree, job);
+            }
+        }
+        for a in &decision.run {
+            self.finished(tree, a.job);
+            let mut by_dim: SmallVec<[u32; 2]> = smallvec::smallvec![0; tree.dims.len()];
+            for &(node, gpus) in &a.placement.slots {
+                if let Some(d) = view
+                    .cluster
+                    .node(node)
+                    .and_then(|n| tree.dim_of_type.get(n.gpu_type.index()))
+                {
+                    by_dim[*d] += gpus;
+                }
+            }
+            let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
+            self.add(tree, a.job, leaf, by_dim);
+        }
+    }
+}

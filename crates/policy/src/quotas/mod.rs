@@ -1,0 +1,346 @@
+//! Quotas as Kueue and KAI-Scheduler do them, over any policy: tenants under nested groups, each
+//! with per-GPU-type guaranteed quotas, borrowing and lending limits and an over-quota weight
+//! ([`tree`]); each round decides which waiting jobs the policy may see and which borrowers are
+//! reclaimed ([`round`]), from fair shares computed down the tree ([`share`]).
+//!
+//! ```text
+//!   view ──► round::plan (admit, reclaim, hold) ──► the policy decides on what is admitted
+//!        ──► every limit checked on the decision's real placements ──► decision
+//! ```
+//!
+//! The same wrapper runs in the simulator and the daemon, so both enforce a tree identically.
+//! The policy orders jobs inside a tenant and among borrowers, as it always does; the quota tree
+//! decides only who may run. A decision that would still put a node above a limit (a job
+//! without a GPU type placed on another type than it was counted in) loses the jobs it started
+//! there, the lowest-ordered first: they wait a round, held by the quota.
+
+mod held;
+pub mod round;
+pub mod share;
+pub mod tree;
+
+use crate::mechanisms::colocation::PairSpeeds;
+use crate::{Policy, PolicyError, SchedulerView, TenantUsage, TenantWeights};
+use arbiter_model::{ActiveJob, Cluster, Decision, JobId, JobSpec, PendingReason, SimTime};
+pub use round::{QuotaHold, QuotaRound};
+use std::sync::Arc;
+pub use tree::{ALL_TYPES, GpuQuota, QuotaGroup, QuotaTree};
+
+/// A policy under a quota tree (or under none, until one is set: the daemon wraps its policy
+/// once and sets the tree as the admin changes it).
+pub struct Quotas {
+    tree: Option<QuotaTree>,
+    inner: Box<dyn Policy>,
+    last: QuotaRound,
+    held: held::Held,
+    keys: round::JobKeys,
+}
+
+impl Quotas {
+    /// `inner` under the quota tree of `groups`, bound to `cluster`. Fails if the tree does not
+    /// add up (see [`QuotaTree::new`]).
+    pub fn new(
+        groups: &[QuotaGroup],
+        cluster: &Cluster,
+        inner: Box<dyn Policy>,
+    ) -> Result<Self, PolicyError> {
+        let tree = QuotaTree::for_cluster(groups, cluster).map_err(PolicyError::Config)?;
+        Ok(Quotas::with_tree(Some(tree), inner))
+    }
+
+    /// `inner` under `tree` (none: the policy alone, at no cost).
+    pub fn with_tree(tree: Option<QuotaTree>, inner: Box<dyn Policy>) -> Self {
+        Quotas {
+            tree,
+            inner,
+            last: QuotaRound::default(),
+            held: held::Held::default(),
+            keys: round::JobKeys::default(),
+        }
+    }
+
+    /// The bound tree.
+    pub fn tree(&self) -> Option<&QuotaTree> {
+        self.tree.as_ref()
+    }
+}
+
+impl Quotas {
+    /// The policy's decision over what the round offers. When guaranteed jobs wait beside
+    /// admitted borrowers, the policy decides first without the borrowers; if that leaves GPUs
+    /// for a borrower, it decides again with them, and the second answer stands only if it
+    /// starts every guaranteed job the first did (a policy that lets a blocked job hold the
+    /// queue, FIFO, would otherwise keep owners behind a borrower).
+    fn decide_offered(
+        &mut self,
+        view: &SchedulerView<'_>,
+        round: &QuotaRound,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
+        let offered: Vec<ActiveJob> = view
+            .jobs
+            .iter()
+            .filter(|j| round.offered(j.id))
+            .cloned()
+            .collect();
+        let all = SchedulerView {
+            cluster: view.cluster,
+            jobs: &offered,
+            specs: view.specs,
+            current: None,
+        };
+        if !round.guaranteed_waiting || round.admitted_borrowing.is_empty() {
+            return self.inner.schedule(&all, now);
+        }
+        let is_borrower = |j: &ActiveJob| round.admitted_borrowing.binary_search(&j.id).is_ok();
+        let owners: Vec<ActiveJob> = offered
+            .iter()
+            .filter(|j| !is_borrower(j))
+            .cloned()
+            .collect();
+        let first = self.inner.schedule(
+            &SchedulerView {
+                jobs: &owners,
+                ..all
+            },
+            now,
+        )?;
+        let taken: u32 = first
+            .run
+            .iter()
+            .filter(|a| a.guest.is_none() && a.colocation.is_none_or(|c| c.partner > a.job))
+            .map(|a| a.placement.gpus())
+            .sum();
+        let smallest = offered
+            .iter()
+            .filter(|j| is_borrower(j))
+            .map(|j| j.gpus)
+            .min()
+            .unwrap_or(u32::MAX);
+        if view.cluster.total_gpus().saturating_sub(taken) < smallest {
+            return Ok(first);
+        }
+        let second = self.inner.schedule(&all, now)?;
+        let started = |d: &Decision| -> std::collections::BTreeSet<JobId> {
+            d.run
+                .iter()
+                .map(|a| a.job)
+                .filter(|j| {
+                    owners
+                        .binary_search_by_key(j, |o| o.id)
+                        .is_ok_and(|at| !owners[at].is_running())
+                })
+                .collect()
+        };
+        Ok(if started(&first).is_subset(&started(&second)) {
+            second
+        } else {
+            first
+        })
+    }
+}
+
+impl Policy for Quotas {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn schedule(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
+        let Some(tree) = &self.tree else {
+            return self.inner.schedule(view, now);
+        };
+        let round = match view.current {
+            Some(current) if current.queued.is_empty() => {
+                // Nothing waits (the simulator says so at no cost): nothing to admit, hold or
+                // reclaim for, and nothing starts to go above a limit.
+                let decision = self.inner.schedule(view, now)?;
+                self.held.apply(tree, view, &decision);
+                return Ok(decision);
+            }
+            Some(current) => {
+                self.held.refresh(tree, view, current.queued.len());
+                let known = round::Known {
+                    held: &self.held.per_node,
+                    capacity: &self.held.capacity,
+                    queued: current.queued,
+                };
+                round::plan_with(tree, view, now, Some(known), Some(&mut self.keys))
+            }
+            None => round::plan_with(tree, view, now, None, Some(&mut self.keys)),
+        };
+        let undisturbed = round.holds.is_empty()
+            && round.reclaimed.is_empty()
+            && (!round.guaranteed_waiting || round.admitted_borrowing.is_empty());
+        let mut decision = if undisturbed {
+            self.inner.schedule(view, now)?
+        } else {
+            self.decide_offered(view, &round, now)?
+        };
+        let tree = self
+            .tree
+            .as_ref()
+            .ok_or_else(|| PolicyError::Invariant("the quota tree vanished".into()))?;
+        let dropped = keep_limits(tree, view, &mut decision);
+        if !round.holds.is_empty() || !dropped.is_empty() {
+            decision
+                .pending
+                .retain(|(j, _)| round.hold_of(*j).is_none() && !dropped.contains(j));
+            decision
+                .pending
+                .extend(round.holds.iter().map(|(j, _)| (*j, PendingReason::Quota)));
+            decision
+                .pending
+                .extend(dropped.iter().map(|j| (*j, PendingReason::Quota)));
+        }
+        if view.current.is_some() {
+            self.held.apply(tree, view, &decision);
+        }
+        self.last = round;
+        Ok(decision)
+    }
+
+    fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
+        if let Some(tree) = &self.tree {
+            self.held.finished(tree, job.id);
+        }
+        self.inner.job_finished(spec, job, now);
+    }
+
+    fn set_pair_speeds(&mut self, speeds: Arc<PairSpeeds>) {
+        self.inner.set_pair_speeds(speeds);
+    }
+
+    fn set_tenant_weights(&mut self, weights: &TenantWeights) -> Result<(), PolicyError> {
+        self.inner.set_tenant_weights(weights)
+    }
+
+    fn fairshare_half_life_s(&self) -> Option<f64> {
+        self.inner.fairshare_half_life_s()
+    }
+
+    fn set_tenant_usage(&mut self, usage: &TenantUsage) {
+        self.inner.set_tenant_usage(usage);
+    }
+
+    fn quota_round(&self) -> Option<(&QuotaTree, &QuotaRound)> {
+        self.tree.as_ref().map(|tree| (tree, &self.last))
+    }
+
+    fn set_quota_tree(&mut self, tree: Option<QuotaTree>) -> Result<(), PolicyError> {
+        self.tree = tree;
+        self.last = QuotaRound::default();
+        self.held = held::Held::default();
+        self.keys = round::JobKeys::default();
+        Ok(())
+    }
+}
+
+/// Takes out of `decision` the jobs it starts where their path would go above a limit, given
+/// where they really are placed (lowest class, priority and latest submission first). Returns
+/// them. Jobs already running are never taken out: only what starts now is checked.
+fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decision) -> Vec<JobId> {
+    if tree
+        .nodes
+        .iter()
+        .all(|n| n.quota.iter().all(|q| q.borrowing_limit.is_none()))
+    {
+        return Vec::new();
+    }
+    let dims = tree.dims.len();
+    let running: std::collections::BTreeMap<JobId, &ActiveJob> = view
+        .jobs
+        .iter()
+        .filter(|j| j.is_running())
+        .map(|j| (j.id, j))
+        .collect();
+    let mut used = vec![0u32; tree.nodes.len() * dims];
+    let add = |leaf: usize, dim: usize, gpus: u32, used: &mut Vec<u32>| {
+        let mut node = Some(leaf);
+        while let Some(n) = node {
+            used[n * dims + dim] += gpus;
+            node = tree.nodes[n].parent;
+        }
+    };
+    let dim_of = |node: arbiter_model::NodeId| {
+        view.cluster
+            .node(node)
+            .and_then(|n| tree.dim_of_type.get(n.gpu_type.index()).copied())
+            .unwrap_or(0)
+    };
+    let listed: std::collections::BTreeSet<JobId> = decision.run.iter().map(|a| a.job).collect();
+    if decision.keep_unlisted {
+        for job in running.values().filter(|j| !listed.contains(&j.id)) {
+            let leaf = tree.leaf(&view.spec(job).tenant);
+            for &(node, gpus) in job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]) {
+                add(leaf, dim_of(node), gpus, &mut used);
+            }
+        }
+    }
+    let mut starting: Vec<usize> = Vec::new();
+    for (i, a) in decision.run.iter().enumerate() {
+        if a.guest.is_some() || a.colocation.is_some_and(|c| c.partner < a.job) {
+            continue;
+        }
+        let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
+        for &(node, gpus) in &a.placement.slots {
+            add(leaf, dim_of(node), gpus, &mut used);
+        }
+        if !running.contains_key(&a.job) {
+            starting.push(i);
+        }
+    }
+    let over = |used: &[u32]| {
+        (0..tree.nodes.len())
+            .flat_map(|n| (0..dims).map(move |d| (n, d)))
+            .find(|&(n, d)| used[n * dims + d] > tree.nodes[n].quota[d].limit())
+    };
+    starting.sort_by_key(|&i| {
+        let spec = &view.specs[decision.run[i].job.index()];
+        (
+            spec.class.value,
+            spec.priority,
+            std::cmp::Reverse(spec.submit),
+            std::cmp::Reverse(spec.id),
+        )
+    });
+    let mut dropped = Vec::new();
+    while let Some((node, _)) = over(&used) {
+        let Some(pos) = starting.iter().position(|&i| {
+            tree.contains(
+                node,
+                tree.leaf(&view.specs[decision.run[i].job.index()].tenant),
+            )
+        }) else {
+            break;
+        };
+        let i = starting.remove(pos);
+        let a = &decision.run[i];
+        let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
+        for &(n, gpus) in &a.placement.slots {
+            let mut at = Some(leaf);
+            let d = dim_of(n);
+            while let Some(x) = at {
+                used[x * dims + d] -= gpus;
+                at = tree.nodes[x].parent;
+            }
+        }
+        dropped.push(a.job);
+    }
+    if !dropped.is_empty() {
+        decision.run.retain(|a| !dropped.contains(&a.job));
+        for a in &mut decision.run {
+            if a.colocation.is_some_and(|c| dropped.contains(&c.partner)) {
+                a.colocation = None;
+            }
+        }
+    }
+    dropped.sort_unstable();
+    dropped
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1096 @@
+//! One round of the quota tree: which waiting jobs the policy may see, which borrowers are
+//! reclaimed, and why the others wait. Pure: the tree and a view in, a [`QuotaRound`] out.
+//!
+//! ```text
+//!   GPUs held per node of the tree ──► waiting jobs within their tenant's guaranteed quota
+//!       ──► over a limit or the cluster? reclaim borrowers beyond their fair share
+//!           (lowest class first, then fewest GPU-seconds lost)
+//!       ──► borrowing jobs, least-borrowed tenant (per over-quota weight) first, each admitted
+//!           only if every limit on its path, its siblings' unlendable idle quota and the free
+//!           GPUs leave room
+//! ```
+//!
+//! Everything admitted fits together, so whatever subset the policy then starts keeps every
+//! limit. A job of a class that is not preemptible runs only within guaranteed quota (KAI's
+//! rule): borrowed GPUs must be given back when their owner asks.
+
+use super::share::{entitlements, protected_idle};
+use super::tree::QuotaTree;
+use crate::SchedulerView;
+use arbiter_model::{ActiveJob, JobId, SimTime};
+use smallvec::SmallVec;
+use std::cmp::Reverse;
+
+/// Why the quota tree holds a waiting job back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum QuotaHold {
+    /// A node on its path is at its limit (guaranteed plus borrowing limit).
+    Limit {
+        /// The node.
+        node: usize,
+        /// The dimension.
+        dim: usize,
+        /// Its limit.
+        limit: u32,
+        /// GPUs its subtree holds or was given this round.
+        used: u32,
+        /// The job's GPUs.
+        gpus: u32,
+    },
+    /// Idle quota exists, but its owners do not lend it (lending limits) or it is taken.
+    NotLent {
+        /// The dimension.
+        dim: usize,
+        /// GPUs left to borrow on its path.
+        room: u32,
+        /// The job's GPUs.
+        gpus: u32,
+    },
+    /// It would borrow, and its class may not be preempted: such jobs run only within quota.
+    NotPreemptible {
+        /// The dimension.
+        dim: usize,
+    },
+}
+
+/// A job's GPUs in each dimension.
+type ByDim = smallvec::SmallVec<[u32; 2]>;
+
+/// What the quota tree decided at one round.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuotaRound {
+    /// Waiting jobs held back, with why: sorted by id when they are few, else in the order they
+    /// were decided (use [`QuotaRound::hold_of`] to look one up).
+    pub holds: Vec<(JobId, QuotaHold)>,
+    /// Running jobs reclaimed (preempted) for guaranteed quota, sorted by id.
+    pub reclaimed: Vec<JobId>,
+    /// Running jobs beyond their tenant's guaranteed quota: reclaimable. Sorted by id.
+    pub borrowing: Vec<JobId>,
+    /// Waiting jobs admitted beyond their tenant's guaranteed quota (borrowing), sorted by id.
+    pub admitted_borrowing: Vec<JobId>,
+    /// Whether some waiting job within its tenant's guaranteed quota was admitted.
+    pub guaranteed_waiting: bool,
+    /// Per node and dimension (`node * dims + dim`): GPUs held as the round began.
+    pub held: Vec<u32>,
+    /// Per node and dimension: the fair share (entitlement) this round.
+    pub share: Vec<f64>,
+    /// Per job id, a bit set when it is held back or reclaimed: not offered to the policy.
+    blocked: Vec<u64>,
+    /// Per job id, its position in `holds` (empty when there are few: `holds` is then sorted
+    /// by id and searched).
+    hold_at: Vec<u32>,
+}
+
+impl QuotaRound {
+    /// Indexes the holds by job (`jobs`: how many job ids there are). A few are sorted by id;
+    /// many (a full cluster holds most of a hundred thousand jobs) keep the order they were
+    /// decided in and get a position per job id, so that a round costs what its holds do and a
+    /// simulation's round not what its whole trace does.
+    fn index_holds(&mut self, jobs: usize) {
+        let last = self
+            .holds
+            .iter()
+            .map(|(j, _)| j.index())
+            .chain(self.reclaimed.iter().map(|j| j.index()))
+            .max();
+        self.blocked = vec![0; last.map_or(0, |l| l / 64 + 1)];
+        for job in self
+            .holds
+            .iter()
+            .map(|(j, _)| *j)
+            .chain(self.reclaimed.iter().copied())
+        {
+            self.blocked[job.index() / 64] |= 1 << (job.index() % 64);
+        }
+        if self.holds.len() < jobs / 8 {
+            self.holds.sort_unstable_by_key(|(j, _)| *j);
+            return;
+        }
+        self.hold_at = vec![u32::MAX; jobs];
+        for (at, (job, _)) in self.holds.iter().enumerate() {
+            if let Some(slot) = self.hold_at.get_mut(job.index()) {
+                *slot = at as u32;
+            }
+        }
+    }
+
+    /// Whether the policy is offered `job` this round (not held back, not reclaimed).
+    pub fn offered(&self, job: JobId) -> bool {
+        self.blocked
+            .get(job.index() / 64)
+            .is_none_or(|w| w & (1 << (job.index() % 64)) == 0)
+    }
+
+    /// Why `job` is held back, if it is.
+    pub fn hold_of(&self, job: JobId) -> Option<QuotaHold> {
+        if self.hold_at.is_empty() {
+            return self
+                .holds
+                .binary_search_by_key(&job, |(j, _)| *j)
+                .ok()
+                .map(|at| self.holds[at].1);
+        }
+        self.hold_at
+            .get(job.index())
+            .and_then(|&at| self.holds.get(at as usize))
+            .map(|(_, h)| *h)
+    }
+}
+
+impl QuotaHold {
+    /// Why, in words, naming the tree's nodes (a tenant sees only its own path's). Only what
+    /// changes with the configuration goes in, not the GPUs held now: a job's reason is stored
+    /// when it changes, and a full cluster holds most of its queue.
+    pub fn reason(&self, tree: &QuotaTree) -> String {
+        match *self {
+            QuotaHold::Limit {
+                node,
+                dim,
+                limit,
+                used: _,
+                gpus,
+            } => {
+                let n = &tree.nodes[node];
+                let g = n.quota[dim].guaranteed;
+                format!(
+                    "{} at its {} borrowing limit ({limit}: {g} guaranteed + {} borrowed); this job needs {gpus}",
+                    n.name,
+                    dim_words(tree, dim),
+                    limit - g
+                )
+            }
+            QuotaHold::NotLent { dim, room: _, gpus } => {
+                format!(
+                    "beyond its guaranteed {} quota, and the idle GPUs it may borrow are taken (others' guaranteed jobs and lending limits come first); this job needs {gpus}",
+                    dim_words(tree, dim)
+                )
+            }
+            QuotaHold::NotPreemptible { dim } => format!(
+                "its priority class is not preemptible, so it runs only within its guaranteed {} quota, which its jobs fill",
+                dim_words(tree, dim)
+            ),
+        }
+    }
+}
+
+/// A dimension as words: its GPU type, or "GPU" for every type.
+fn dim_words(tree: &QuotaTree, dim: usize) -> &str {
+    if tree.dims[dim] == super::tree::ALL_TYPES {
+        "GPU"
+    } else {
+        &tree.dims[dim]
+    }
+}
+
+/// The round's working state: GPUs used per node and dimension as jobs are admitted.
+struct Ledger<'t> {
+    tree: &'t QuotaTree,
+    dims: usize,
+    used: Vec<u32>,
+}
+
+impl Ledger<'_> {
+    fn at(&self, node: usize, dim: usize) -> usize {
+        node * self.dims + dim
+    }
+
+    /// Adds (or with `sign` false, takes away) GPUs on the path from `leaf` to the root.
+    fn add(&mut self, leaf: usize, by_dim: &[u32], sign: bool) {
+        let mut node = Some(leaf);
+        while let Some(n) = node {
+            for (d, &g) in by_dim.iter().enumerate() {
+                let at = self.at(n, d);
+                self.used[at] = if sign {
+                    self.used[at] + g
+                } else {
+                    self.used[at].saturating_sub(g)
+                };
+            }
+            node = self.tree.nodes[n].parent;
+        }
+    }
+
+    /// Room left for `leaf` to borrow in `dim`: the cluster's free GPUs, less its path's
+    /// siblings' unlendable idle quota, within every limit on the path; with the constraint that
+    /// binds.
+    fn room(&self, leaf: usize, dim: usize, capacity: u32) -> (u32, Option<usize>) {
+        let mut room = i64::from(capacity) - i64::from(self.used[self.at(0, dim)]);
+        let mut binding = None;
+        for &n in self.tree.path(leaf) {
+            let parent = self.tree.nodes[n].parent.unwrap_or(0);
+            let protected: f64 = self.tree.nodes[parent]
+                .children
+                .iter()
+                .filter(|&&s| s != n)
+                .map(|&s| {
+                    let q = self.tree.nodes[s].quota[dim];
+                    protected_idle(
+                        q.guaranteed,
+                        q.lending_limit,
+                        f64::from(self.used[self.at(s, dim)]),
+                    )
+                })
+                .sum();
+            room -= protected.ceil() as i64;
+            let limit = self.tree.nodes[n].quota[dim].limit();
+            let by_limit = i64::from(limit) - i64::from(self.used[self.at(n, dim)]);
+            if by_limit < room {
+                room = by_limit;
+                binding = Some(n);
+            }
+        }
+        (room.max(0) as u32, binding)
+    }
+}
+
+impl Ledger<'_> {
+    /// Why `c` is held when its path leaves `room`, `binding` the node whose limit binds.
+    fn hold_for(&self, c: &Candidate<'_>, room: u32, binding: Option<usize>) -> QuotaHold {
+        match binding {
+            Some(node) => QuotaHold::Limit {
+                node,
+                dim: c.dim,
+                limit: self.tree.nodes[node].quota[c.dim].limit(),
+                used: self.used[self.at(node, c.dim)],
+                gpus: c.job.gpus,
+            },
+            None => QuotaHold::NotLent {
+                dim: c.dim,
+                room,
+                gpus: c.job.gpus,
+            },
+        }
+    }
+}
+
+/// What the quota tree reads of a job's spec, kept per job id between rounds by the wrapper:
+/// reading a hundred thousand specs (and their tenants' names) costs a round more than the rest
+/// of the tree's work. A spec never changes once submitted; a new tree starts a new table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct JobKey {
+    leaf: u32,
+    class: i32,
+    priority: i32,
+    preemptible: bool,
+    /// The dimension of its GPU type, when it names one.
+    typed_dim: Option<u16>,
+}
+
+/// [`JobKey`]s by job id.
+#[derive(Debug, Default)]
+pub(crate) struct JobKeys {
+    keys: Vec<Option<JobKey>>,
+}
+
+impl JobKeys {
+    fn of(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> JobKey {
+        let at = job.id.index();
+        if let Some(Some(key)) = self.keys.get(at) {
+            return *key;
+        }
+        let spec = view.spec(job);
+        let key = JobKey {
+            leaf: tree.leaf(&spec.tenant) as u32,
+            class: spec.class.value,
+            priority: spec.priority,
+            preemptible: spec.class.preemptible,
+            typed_dim: spec
+                .gpu_type
+                .map(|t| tree.dim_of_type.get(t.index()).copied().unwrap_or(0) as u16),
+        };
+        if self.keys.len() <= at {
+            self.keys.resize(view.specs.len().max(at + 1), None);
+        }
+        self.keys[at] = Some(key);
+        key
+    }
+}
+
+/// A waiting job with what the round knows of it.
+struct Candidate<'v> {
+    job: &'v ActiveJob,
+    preemptible: bool,
+    leaf: usize,
+    dim: usize,
+    order: (Reverse<i32>, Reverse<i32>, SimTime, JobId),
+}
+
+/// What a caller that keeps the present between rounds (the simulator, through the wrapper)
+/// already knows, so that a round costs what waits rather than every running job.
+pub(crate) struct Known<'a> {
+    /// GPUs held per node and dimension (`node * dims + dim`) by the running jobs.
+    pub held: &'a [u32],
+    /// GPUs per dimension.
+    pub capacity: &'a [u32],
+    /// Positions in `view.jobs` of the waiting jobs.
+    pub queued: &'a [u32],
+}
+
+/// Decides the quota tree's round for `view` (see the module's comment).
+pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRound {
+    plan_with(tree, view, now, None, None)
+}
+
+/// [`plan`], with what the caller knows (`None`: everything is counted from the view).
+pub(crate) fn plan_with(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    known: Option<Known<'_>>,
+    keys: Option<&mut JobKeys>,
+) -> QuotaRound {
+    let dims = tree.dims.len();
+    let capacity = known
+        .as_ref()
+        .map_or_else(|| capacity(tree, view), |k| k.capacity.to_vec());
+    let mut ledger = Ledger {
+        tree,
+        dims,
+        used: vec![0; tree.nodes.len() * dims],
+    };
+    // The running jobs, with their leaves and GPUs per dimension: counted now, or (with what the
+    // caller knows) only when a reclaim needs them.
+    let mut running: Option<Vec<(&ActiveJob, usize, ByDim)>> = None;
+    match &known {
+        Some(k) => ledger.used.copy_from_slice(k.held),
+        None => {
+            let list = running_jobs(tree, view);
+            for (_, leaf, by_dim) in &list {
+                ledger.add(*leaf, by_dim, true);
+            }
+            running = Some(list);
+        }
+    }
+    let held = ledger.used.clone();
+    let by_leaf = waiting_jobs(
+        tree,
+        view,
+        known.as_ref().map(|k| k.queued),
+        keys,
+        &ledger,
+        &capacity,
+    );
+    let mut round = QuotaRound {
+        held: held.clone(),
+        ..QuotaRound::default()
+    };
+    // Within guaranteed quota: counted first, in each tenant's order.
+    let mut within = Vec::new();
+    let mut rest: Vec<Vec<Candidate<'_>>> = Vec::with_capacity(by_leaf.len());
+    for leaf_jobs in by_leaf {
+        let mut beyond = Vec::new();
+        for c in leaf_jobs {
+            let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
+            if ledger.used[ledger.at(c.leaf, c.dim)] + c.job.gpus <= g {
+                ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+                within.push(c);
+            } else {
+                beyond.push(c);
+            }
+        }
+        if !beyond.is_empty() {
+            rest.push(beyond);
+        }
+    }
+    round.share = shares(tree, &held, &within, &rest, &capacity);
+    if !within.is_empty()
+        || (1..tree.nodes.len()).any(|n| {
+            (0..dims).any(|d| ledger.used[ledger.at(n, d)] > tree.nodes[n].quota[d].limit())
+        })
+    {
+        let running = running.get_or_insert_with(|| running_jobs(tree, view));
+        reclaim(tree, view, now, &mut ledger, running, &within, &mut round);
+    }
+    hold_over_limits(&mut ledger, &mut within, &mut round);
+    round.guaranteed_waiting = !within.is_empty();
+    admit_borrowers(tree, &mut ledger, rest, &held, &capacity, &mut round);
+    round.reclaimed.sort_unstable();
+    if let Some(running) = &running {
+        round.borrowing = borrowing(tree, view, running, &round.reclaimed, &held);
+    }
+    round.admitted_borrowing.sort_unstable();
+    round.index_holds(view.specs.len());
+    round
+}
+
+/// The running jobs of `view`, each with its leaf and its GPUs per dimension.
+fn running_jobs<'v>(
+    tree: &QuotaTree,
+    view: &'v SchedulerView<'_>,
+) -> Vec<(&'v ActiveJob, usize, ByDim)> {
+    view.jobs
+        .iter()
+        .filter(|j| j.is_running())
+        .map(|job| {
+            (
+                job,
+                tree.leaf(&view.spec(job).tenant),
+                running_dims(tree, view, job),
+            )
+        })
+        .collect()
+}
+
+/// GPUs per dimension on the nodes that are up.
+fn capacity(tree: &QuotaTree, view: &SchedulerView<'_>) -> Vec<u32> {
+    let mut out = vec![0; tree.dims.len()];
+    for node in &view.cluster.nodes {
+        if let Some(&d) = tree.dim_of_type.get(node.gpu_type.index()) {
+            out[d] += node.gpus;
+        }
+    }
+    out
+}
+
+fn one_dim(dims: usize, dim: usize, gpus: u32) -> ByDim {
+    let mut v: ByDim = smallvec::smallvec![0; dims];
+    v[dim] = gpus;
+    v
+}
+
+/// A running job's GPUs by dimension, by the type of the nodes it runs on.
+pub(crate) fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> ByDim {
+    let mut v: ByDim = smallvec::smallvec![0; tree.dims.len()];
+    if let Some(p) = job.placement() {
+        for &(node, gpus) in &p.slots {
+            if let Some(d) = view
+                .cluster
+                .node(node)
+                .and_then(|n| tree.dim_of_type.get(n.gpu_type.index()))
+            {
+                v[*d] += gpus;
+            }
+        }
+    }
+    v
+}
+
+/// Waiting jobs by leaf, each leaf's in its tenant's order (class, then priority, higher
+/// first; then submission), each in a dimension: its GPU type's, else the first where its
+/// tenant has guaranteed quota left, else the one with the most free GPUs (Kueue's flavor
+/// order, in small).
+fn waiting_jobs<'v>(
+    tree: &QuotaTree,
+    view: &'v SchedulerView<'_>,
+    queued: Option<&[u32]>,
+    keys: Option<&mut JobKeys>,
+    ledger: &Ledger<'_>,
+    capacity: &[u32],
+) -> Vec<Vec<Candidate<'v>>> {
+    let dims = tree.dims.len();
+    let mut by_leaf: Vec<Vec<Candidate<'v>>> = (0..tree.nodes.len()).map(|_| Vec::new()).collect();
+    let waiting: Box<dyn Iterator<Item = &'v ActiveJob>> = match queued {
+        Some(positions) => Box::new(positions.iter().filter_map(|&i| view.jobs.get(i as usize))),
+        None => Box::new(view.jobs.iter().filter(|j| !j.is_running())),
+    };
+    let mut fresh = JobKeys::default();
+    let keys = match keys {
+        Some(k) => k,
+        None => &mut fresh,
+    };
+    for job in waiting {
+        let key = keys.of(tree, view, job);
+        let leaf = key.leaf as usize;
+        let order = (
+            Reverse(key.class),
+            Reverse(key.priority),
+            job.submit,
+            job.id,
+        );
+        let dim = match key.typed_dim {
+            Some(d) => usize::from(d),
+            None if dims == 1 => 0,
+            None => (0..dims)
+                .find(|&d| {
+                    ledger.used[ledger.at(leaf, d)] + job.gpus
+                        <= tree.nodes[leaf].quota[d].guaranteed
+                })
+                .unwrap_or_else(|| {
+                    (0..dims)
+                        .max_by_key(|&d| {
+                            (
+                                capacity[d].saturating_sub(ledger.used[ledger.at(0, d)]),
+                                Reverse(d),
+                            )
+                        })
+                        .unwrap_or(0)
+                }),
+        };
+        by_leaf[leaf].push(Candidate {
+            job,
+            preemptible: key.preemptible,
+            leaf,
+            dim,
+            order,
+        });
+    }
+    // With no GPU left, a tenant at or above its guaranteed quota has nothing to admit: its
+    // jobs are all held, and their order does not matter.
+    let full = (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]);
+    for (leaf, leaf_jobs) in by_leaf.iter_mut().enumerate() {
+        if !full
+            || (0..dims)
+                .any(|d| ledger.used[ledger.at(leaf, d)] < tree.nodes[leaf].quota[d].guaranteed)
+        {
+            leaf_jobs.sort_unstable_by_key(|c| c.order);
+        }
+    }
+    by_leaf.retain(|l| !l.is_empty());
+    by_leaf
+}
+
+/// Fair shares: each node's demand is what it holds and waits for, up to its limit.
+fn shares(
+    tree: &QuotaTree,
+    held: &[u32],
+    within: &[Candidate<'_>],
+    rest: &[Vec<Candidate<'_>>],
+    capacity: &[u32],
+) -> Vec<f64> {
+    let dims = tree.dims.len();
+    let mut waiting = vec![0.0; tree.nodes.len() * dims];
+    for c in within.iter().chain(rest.iter().flatten()) {
+        waiting[c.leaf * dims + c.dim] += f64::from(c.job.gpus);
+    }
+    let mut demand: Vec<f64> = held.iter().map(|&h| f64::from(h)).collect();
+    for leaf in 0..tree.nodes.len() {
+        for d in 0..dims {
+            let w = waiting[leaf * dims + d];
+            if w > 0.0 {
+                demand[d] += w;
+                for &n in tree.path(leaf) {
+                    demand[n * dims + d] += w;
+                }
+            }
+        }
+    }
+    for (n, node) in tree.nodes.iter().enumerate() {
+        for d in 0..dims {
+            demand[n * dims + d] = demand[n * dims + d].min(f64::from(node.quota[d].limit()));
+        }
+    }
+    let mut share = vec![0.0; tree.nodes.len() * dims];
+    for d in 0..dims {
+        let by_node: Vec<f64> = (0..tree.nodes.len())
+            .map(|n| demand[n * dims + d])
+            .collect();
+        for (n, x) in entitlements(tree, d, capacity[d], &by_node)
+            .into_iter()
+            .enumerate()
+        {
+            share[n * dims + d] = x;
+        }
+    }
+    share
+}
+
+/// GPU-seconds a running job loses if stopped now: its GPUs times how long this stint ran
+/// (what a job without a fresh checkpoint redoes).
+fn lost_gpu_s(job: &ActiveJob, now: SimTime) -> f64 {
+    match &job.state {
+        arbiter_model::RunState::Running { since, .. } => {
+            f64::from(job.gpus) * now.saturating_since(*since).as_secs_f64()
+        }
+        arbiter_model::RunState::Pending => 0.0,
+    }
+}
+
+/// Reclaims borrowers where guaranteed jobs need their GPUs: first where a limit on the tree is
+/// overdrawn once guaranteed jobs count (deepest first), then where a guaranteed job finds no
+/// GPUs to be placed on. Candidates are preemptible jobs of tenants above their fair share,
+/// lowest class first, then fewest GPU-seconds lost.
+#[allow(clippy::too_many_arguments)]
+fn reclaim(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    ledger: &mut Ledger<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    within: &[Candidate<'_>],
+    round: &mut QuotaRound,
+) {
+    let dims = tree.dims.len();
+    let mut victims = Victims {
+        taken: vec![false; running.len()],
+        order: None,
+        rank: None,
+    };
+    for scope in (1..tree.nodes.len()).rev() {
+        for d in 0..dims {
+            let mut excess = i64::from(ledger.used[ledger.at(scope, d)])
+                - i64::from(tree.nodes[scope].quota[d].limit());
+            if excess <= 0 {
+                continue;
+            }
+            victims.ensure_order(view, now, running);
+            for i in victims.candidates(tree, view, running, |i| {
+                running[i].2[d] > 0 && tree.contains(scope, running[i].1)
+            }) {
+                if excess <= 0 {
+                    break;
+                }
+                if victims.take(i, d, ledger, running, round, false) {
+                    excess -= i64::from(running[i].2[d]);
+                }
+            }
+        }
+    }
+    reclaim_for_placement(
+        tree,
+        view,
+        now,
+        ledger,
+        running,
+        within,
+        &mut victims,
+        round,
+    );
+}
+
+/// Which running jobs are reclaimed, and in what order they are candidates.
+struct Victims {
+    taken: Vec<bool>,
+    /// Made when first needed: most rounds reclaim nothing.
+    order: Option<Vec<usize>>,
+    /// Each running job's position in `order`.
+    rank: Option<Vec<usize>>,
+}
+
+impl Victims {
+    /// Puts the running jobs in victim order, once.
+    fn ensure_order(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+        running: &[(&ActiveJob, usize, ByDim)],
+    ) {
+        if self.order.is_none() {
+            let order = victim_order(view, now, running);
+            let mut rank = vec![0; order.len()];
+            for (at, &i) in order.iter().enumerate() {
+                rank[i] = at;
+            }
+            self.order = Some(order);
+            self.rank = Some(rank);
+        }
+    }
+
+    /// Candidates not yet taken that are preemptible and pass `keep`, in victim order.
+    fn candidates(
+        &self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        running: &[(&ActiveJob, usize, ByDim)],
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let _ = tree;
+        self.order
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&i| !self.taken[i] && view.spec(running[i].0).class.preemptible && keep(i))
+            .collect()
+    }
+
+    /// Takes candidate `i` if its tenant is still above its fair share in `dim` (with
+    /// `to_guaranteed`, above its guaranteed quota: a guaranteed job that finds no node may take
+    /// any borrower's GPUs).
+    fn take(
+        &mut self,
+        i: usize,
+        dim: usize,
+        ledger: &mut Ledger<'_>,
+        running: &[(&ActiveJob, usize, ByDim)],
+        round: &mut QuotaRound,
+        to_guaranteed: bool,
+    ) -> bool {
+        let (job, leaf, by_dim) = &running[i];
+        let floor = if to_guaranteed {
+            f64::from(ledger.tree.nodes[*leaf].quota[dim].guaranteed)
+        } else {
+            round.share[*leaf * ledger.dims + dim]
+        };
+        if self.taken[i] || f64::from(ledger.used[ledger.at(*leaf, dim)]) <= floor + 1e-9 {
+            return false;
+        }
+        self.taken[i] = true;
+        ledger.add(*leaf, by_dim, false);
+        round.reclaimed.push(job.id);
+        true
+    }
+}
+
+/// Running jobs by victim order: lowest class, then fewest GPU-seconds lost, then id.
+fn victim_order(
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    running: &[(&ActiveJob, usize, ByDim)],
+) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..running.len()).collect();
+    order.sort_by(|&a, &b| {
+        let key = |i: usize| {
+            (
+                view.spec(running[i].0).class.value,
+                lost_gpu_s(running[i].0, now),
+                running[i].0.id,
+            )
+        };
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then(ka.2.cmp(&kb.2))
+    });
+    order
+}
+
+/// Places the guaranteed jobs, in their order, on the GPUs left free (the first node with
+/// room, as the default consolidated placement does; across nodes for a job larger than a
+/// node); at the first that does not fit, reclaims candidates — on the one node that makes room
+/// with the fewest, or across nodes — and places them all again, until each fits or nothing more
+/// can be reclaimed for it (each pass reclaims at least one job, so this ends).
+#[allow(clippy::too_many_arguments)]
+fn reclaim_for_placement(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    ledger: &mut Ledger<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    within: &[Candidate<'_>],
+    victims: &mut Victims,
+    round: &mut QuotaRound,
+) {
+    if within.is_empty() {
+        return;
+    }
+    let nodes = &view.cluster.nodes;
+    let mut order: Vec<&Candidate<'_>> = within.iter().collect();
+    order.sort_by_key(|c| c.order);
+    let dim_of = |n: usize| {
+        tree.dim_of_type
+            .get(nodes[n].gpu_type.index())
+            .copied()
+            .unwrap_or(usize::MAX)
+    };
+    'pass: loop {
+        let (mut free, on_node) = free_gpus(view, running, victims);
+        for c in &order {
+            let k = i64::from(c.job.gpus);
+            let of_dim: Vec<usize> = (0..nodes.len())
+                .filter(|&n| {
+                    dim_of(n) == c.dim
+                        && view
+                            .spec(c.job)
+                            .gpu_type
+                            .is_none_or(|t| nodes[n].gpu_type == t)
+                })
+                .collect();
+            let widest = of_dim
+                .iter()
+                .map(|&n| i64::from(nodes[n].gpus))
+                .max()
+                .unwrap_or(0);
+            let placed = if k <= widest {
+                of_dim
+                    .iter()
+                    .find(|&&n| free[n] >= k)
+                    .map(|&n| free[n] -= k)
+                    .is_some()
+            } else {
+                take_across(&mut free, &of_dim, k)
+            };
+            if placed {
+                continue;
+            }
+            victims.ensure_order(view, now, running);
+            let picked = if k <= widest {
+                cheapest_node(tree, view, running, victims, &free, &on_node, &of_dim, k)
+            } else {
+                across_nodes(tree, view, running, victims, &free, &on_node, &of_dim, k)
+            };
+            let mut took = false;
+            for i in picked {
+                took |= victims.take(i, c.dim, ledger, running, round, true);
+            }
+            if took {
+                continue 'pass;
+            }
+        }
+        return;
+    }
+}
+
+/// Free GPUs per node with the reclaimed jobs gone, and the other running jobs on each node.
+fn free_gpus(
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    victims: &Victims,
+) -> (Vec<i64>, Vec<Vec<usize>>) {
+    let mut free: Vec<i64> = view
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| i64::from(n.gpus))
+        .collect();
+    let mut on_node: Vec<Vec<usize>> = vec![Vec::new(); free.len()];
+    for (i, (job, _, _)) in running
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !victims.taken[*i])
+    {
+        for &(node, gpus) in job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]) {
+            if let Some(f) = free.get_mut(node.index()) {
+                *f -= i64::from(gpus);
+                on_node[node.index()].push(i);
+            }
+        }
+    }
+    (free, on_node)
+}
+
+/// Takes `k` GPUs across `nodes` if they have them together.
+fn take_across(free: &mut [i64], nodes: &[usize], k: i64) -> bool {
+    if nodes.iter().map(|&n| free[n].max(0)).sum::<i64>() < k {
+        return false;
+    }
+    let mut need = k;
+    for &n in nodes {
+        let got = free[n].max(0).min(need);
+        free[n] -= got;
+        need -= got;
+    }
+    true
+}
+
+/// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
+/// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
+/// that needs the fewest. Each node's own jobs are looked at, not every running job per node.
+#[allow(clippy::too_many_arguments)]
+fn cheapest_node(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    victims: &Victims,
+    free: &[i64],
+    on_node: &[Vec<usize>],
+    nodes: &[usize],
+    k: i64,
+) -> Vec<usize> {
+    let _ = tree;
+    let rank = victims.rank.as_deref().unwrap_or(&[]);
+    let plans = nodes.iter().filter_map(|&n| {
+        let mut here: Vec<usize> = on_node[n]
+            .iter()
+            .copied()
+            .filter(|&i| !victims.taken[i] && view.spec(running[i].0).class.preemptible)
+            .collect();
+        here.sort_unstable_by_key(|&i| rank.get(i).copied().unwrap_or(usize::MAX));
+        here.dedup();
+        let mut room = free[n];
+        let mut picked = Vec::new();
+        for i in here {
+            if room >= k {
+                break;
+            }
+            room += i64::from(running[i].2.iter().sum::<u32>());
+            picked.push(i);
+        }
+        (room >= k).then_some((picked.len(), n, picked))
+    });
+    plans
+        .min_by_key(|(count, n, _)| (*count, *n))
+        .map(|(_, _, picked)| picked)
+        .unwrap_or_default()
+}
+
+/// The candidates (in victim order) whose reclaim frees `k` GPUs across `nodes`.
+#[allow(clippy::too_many_arguments)]
+fn across_nodes(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    victims: &Victims,
+    free: &[i64],
+    on_node: &[Vec<usize>],
+    nodes: &[usize],
+    k: i64,
+) -> Vec<usize> {
+    let mut total: i64 = nodes.iter().map(|&n| free[n].max(0)).sum();
+    let mut picked = Vec::new();
+    for i in victims.candidates(tree, view, running, |i| {
+        nodes.iter().any(|&n| on_node[n].contains(&i))
+    }) {
+        if total >= k {
+            break;
+        }
+        total += i64::from(running[i].2.iter().sum::<u32>());
+        picked.push(i);
+    }
+    picked
+}
+
+/// Guaranteed jobs that would still overdraw a limit (borrowers that cannot be reclaimed hold
+/// it) wait, the last in their tenant's order first.
+fn hold_over_limits(
+    ledger: &mut Ledger<'_>,
+    within: &mut Vec<Candidate<'_>>,
+    round: &mut QuotaRound,
+) {
+    let tree = ledger.tree;
+    for i in (0..within.len()).rev() {
+        let c = &within[i];
+        let over = tree
+            .path(c.leaf)
+            .iter()
+            .copied()
+            .find(|&n| ledger.used[ledger.at(n, c.dim)] > tree.nodes[n].quota[c.dim].limit());
+        if let Some(node) = over {
+            let used = ledger.used[ledger.at(node, c.dim)] - c.job.gpus;
+            round.holds.push((
+                c.job.id,
+                QuotaHold::Limit {
+                    node,
+                    dim: c.dim,
+                    limit: tree.nodes[node].quota[c.dim].limit(),
+                    used,
+                    gpus: c.job.gpus,
+                },
+            ));
+            ledger.add(c.leaf, &one_dim(ledger.dims, c.dim, c.job.gpus), false);
+            within.remove(i);
+        }
+    }
+}
+
+/// Jobs beyond guaranteed quota, least-borrowed tenant (per over-quota weight) first — each
+/// tenant's in its order, merged across tenants by what they would have borrowed with it —
+/// each admitted if its path leaves room, else held with the constraint that binds. The room of
+/// a leaf is computed once and again only after an admission (a full cluster holds thousands
+/// of jobs at the cost of one).
+#[allow(clippy::too_many_arguments)]
+fn admit_borrowers(
+    tree: &QuotaTree,
+    ledger: &mut Ledger<'_>,
+    rest: Vec<Vec<Candidate<'_>>>,
+    held: &[u32],
+    capacity: &[u32],
+    round: &mut QuotaRound,
+) {
+    let dims = tree.dims.len();
+    if (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]) {
+        // No GPU left anywhere: nothing can be admitted, so the order does not matter; a leaf's
+        // room is the same for each of its jobs.
+        for leaf_jobs in &rest {
+            let mut room_of: ByDim = smallvec::smallvec![u32::MAX; dims];
+            let mut binding_of: SmallVec<[Option<usize>; 2]> = smallvec::smallvec![None; dims];
+            for c in leaf_jobs {
+                if !c.preemptible {
+                    round
+                        .holds
+                        .push((c.job.id, QuotaHold::NotPreemptible { dim: c.dim }));
+                    continue;
+                }
+                if room_of[c.dim] == u32::MAX {
+                    (room_of[c.dim], binding_of[c.dim]) =
+                        ledger.room(c.leaf, c.dim, capacity[c.dim]);
+                }
+                round.holds.push((
+                    c.job.id,
+                    ledger.hold_for(c, room_of[c.dim], binding_of[c.dim]),
+                ));
+            }
+        }
+        return;
+    }
+    // Per leaf list: the next candidate's position and what its tenant would have borrowed by
+    // then, per dimension.
+    let mut next = vec![0usize; rest.len()];
+    let mut borrowed: Vec<ByDim> = rest
+        .iter()
+        .map(|l| {
+            (0..dims)
+                .map(|d| {
+                    held[l[0].leaf * dims + d]
+                        .saturating_sub(tree.nodes[l[0].leaf].quota[d].guaranteed)
+                })
+                .collect()
+        })
+        .collect();
+    let key = |c: &Candidate<'_>, borrowed: &ByDim| {
+        let after = f64::from(borrowed[c.dim] + c.job.gpus) / tree.nodes[c.leaf].weight;
+        (crate::order_key(after), c.order)
+    };
+    let mut heap = std::collections::BinaryHeap::new();
+    for (l, leaf_jobs) in rest.iter().enumerate() {
+        heap.push(Reverse((key(&leaf_jobs[0], &borrowed[l]), l)));
+    }
+    let mut room_of: Vec<Option<(u32, Option<usize>)>> = vec![None; tree.nodes.len() * dims];
+    while let Some(Reverse((_, l))) = heap.pop() {
+        let c = &rest[l][next[l]];
+        borrowed[l][c.dim] += c.job.gpus;
+        next[l] += 1;
+        if let Some(n) = rest[l].get(next[l]) {
+            heap.push(Reverse((key(n, &borrowed[l]), l)));
+        }
+        if !c.preemptible {
+            round
+                .holds
+                .push((c.job.id, QuotaHold::NotPreemptible { dim: c.dim }));
+            continue;
+        }
+        let slot = c.leaf * dims + c.dim;
+        let (room, binding) =
+            *room_of[slot].get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]));
+        if c.job.gpus <= room {
+            ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+            round.admitted_borrowing.push(c.job.id);
+            room_of.iter_mut().for_each(|r| *r = None);
+            continue;
+        }
+        round
+            .holds
+            .push((c.job.id, ledger.hold_for(c, room, binding)));
+    }
+}
+
+/// Running jobs (not reclaimed) beyond their tenant's guaranteed quota: each tenant's jobs of
+/// the highest class and oldest start fill its guaranteed quota first.
+fn borrowing(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    reclaimed: &[JobId],
+    held: &[u32],
+) -> Vec<JobId> {
+    let dims = tree.dims.len();
+    // Only tenants above their guaranteed quota have jobs beyond it.
+    let over = |leaf: usize| {
+        (0..dims).any(|d| held[leaf * dims + d] > tree.nodes[leaf].quota[d].guaranteed)
+    };
+    let mut order: Vec<&(&ActiveJob, usize, ByDim)> = running
+        .iter()
+        .filter(|(j, leaf, _)| over(*leaf) && reclaimed.binary_search(&j.id).is_err())
+        .collect();
+    order.sort_by_key(|(j, leaf, _)| {
+        (
+            *leaf,
+            Reverse(view.spec(j).class.value),
+            j.first_start,
+            j.id,
+        )
+    });
+    let mut filled = vec![0u32; tree.nodes.len() * dims];
+    let mut out = Vec::new();
+    for (job, leaf, by_dim) in order {
+        let mut beyond = false;
+        for d in 0..dims {
+            filled[leaf * dims + d] += by_dim[d];
+            beyond |=
+                by_dim[d] > 0 && filled[leaf * dims + d] > tree.nodes[*leaf].quota[d].guaranteed;
+        }
+        if beyond {
+            out.push(job.id);
+        }
+    }
+    out.sort_unstable();
+    out
+}

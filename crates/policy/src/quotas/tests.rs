@@ -1,0 +1,527 @@
+use super::*;
+use crate::test_support::{cluster, spec_with};
+use crate::{PolicyConfig, PolicyKind, build};
+use arbiter_model::{ActiveJob, JobClass, JobSpec, Placement, RunState};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn group(
+    name: &str,
+    parent: Option<&str>,
+    guaranteed: u32,
+    borrow: Option<u32>,
+    lend: Option<u32>,
+) -> QuotaGroup {
+    QuotaGroup {
+        name: name.into(),
+        parent: parent.map(Into::into),
+        over_quota_weight: 1.0,
+        gpus: BTreeMap::from([(
+            ALL_TYPES.to_string(),
+            GpuQuota {
+                guaranteed,
+                borrowing_limit: borrow,
+                lending_limit: lend,
+            },
+        )]),
+    }
+}
+
+fn job(id: u32, tenant: &str, gpus: u32) -> JobSpec {
+    let mut spec = spec_with(id, u64::from(id), gpus, 1000.0);
+    spec.tenant = tenant.into();
+    spec
+}
+
+fn quotas(groups: &[QuotaGroup], c: &arbiter_model::Cluster, kind: PolicyKind) -> Quotas {
+    Quotas::new(
+        groups,
+        c,
+        build(kind, &PolicyConfig::default()).expect("builds"),
+    )
+    .expect("valid tree")
+}
+
+/// Jobs as `last` left them: running where it placed them (since time 0), waiting otherwise.
+fn active(specs: &[JobSpec], last: &Decision) -> Vec<ActiveJob> {
+    specs
+        .iter()
+        .map(|s| {
+            let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
+            if let Some(a) = last.run.iter().find(|a| a.job == s.id) {
+                j.state = RunState::Running {
+                    placement: a.placement.clone(),
+                    since: SimTime::ZERO,
+                    speed: 1.0,
+                };
+                j.first_start = Some(SimTime::ZERO);
+            }
+            j
+        })
+        .collect()
+}
+
+fn decide(
+    policy: &mut Quotas,
+    c: &arbiter_model::Cluster,
+    specs: &[JobSpec],
+    last: &Decision,
+    now_s: u64,
+) -> Decision {
+    let jobs = active(specs, last);
+    policy
+        .schedule(
+            &SchedulerView {
+                cluster: c,
+                jobs: &jobs,
+                specs,
+                current: None,
+            },
+            SimTime::from_ms(now_s * 1000),
+        )
+        .expect("decides")
+}
+
+fn running(d: &Decision) -> Vec<u32> {
+    let mut ids: Vec<u32> = d.run.iter().map(|a| a.job.0).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// GPUs each tree node's tenants hold under `d`.
+fn used_by_node(policy: &Quotas, specs: &[JobSpec], d: &Decision) -> Vec<u32> {
+    let tree = policy.tree().expect("tree");
+    let mut used = vec![0; tree.nodes.len()];
+    for a in &d.run {
+        let mut node = Some(tree.leaf(&specs[a.job.index()].tenant));
+        while let Some(n) = node {
+            used[n] += a.placement.gpus();
+            node = tree.nodes[n].parent;
+        }
+    }
+    used
+}
+
+#[test]
+fn without_pressure_the_policy_decides_alone() {
+    let c = cluster(2, 4);
+    let specs: Vec<JobSpec> = (0..5)
+        .map(|i| job(i, if i % 2 == 0 { "a" } else { "b" }, 1 + i % 2))
+        .collect();
+    let mut wrapped = quotas(
+        &[
+            group("a", None, 4, None, None),
+            group("b", None, 4, None, None),
+        ],
+        &c,
+        PolicyKind::Fifo,
+    );
+    let mut alone = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
+    let jobs = active(&specs, &Decision::default());
+    let view = SchedulerView {
+        cluster: &c,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    assert_eq!(
+        wrapped.schedule(&view, SimTime::ZERO).expect("decides"),
+        alone.schedule(&view, SimTime::ZERO).expect("decides")
+    );
+}
+
+#[test]
+fn a_borrower_is_reclaimed_when_the_owner_needs_its_guaranteed_gpus_and_not_before() {
+    let c = cluster(2, 4);
+    let groups = [
+        group("a", None, 4, None, None),
+        group("b", None, 4, None, None),
+    ];
+    let mut specs: Vec<JobSpec> = (0..4).map(|i| job(i, "b", 2)).collect();
+    let mut policy = quotas(&groups, &c, PolicyKind::Fifo);
+    let first = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+    assert_eq!(
+        running(&first),
+        vec![0, 1, 2, 3],
+        "b borrows a's idle quota"
+    );
+    let (tree, round) = policy.quota_round().expect("a quota tree");
+    assert_eq!(
+        round.borrowing.len(),
+        0,
+        "marked at the next round, once they run"
+    );
+    assert_eq!(tree.dims, vec!["all"]);
+    let again = decide(&mut policy, &c, &specs, &first, 10);
+    assert_eq!(
+        running(&again),
+        vec![0, 1, 2, 3],
+        "no reclaim while a asks for nothing"
+    );
+    assert_eq!(policy.quota_round().expect("tree").1.borrowing.len(), 2);
+    specs.push(job(4, "a", 4));
+    let reclaimed = decide(&mut policy, &c, &specs, &again, 20);
+    assert!(
+        running(&reclaimed).contains(&4),
+        "a's guaranteed job runs at once: {:?}",
+        running(&reclaimed)
+    );
+    assert_eq!(
+        policy.quota_round().expect("tree").1.reclaimed.len(),
+        2,
+        "two of b's jobs, on one node"
+    );
+}
+
+#[test]
+fn the_lowest_class_and_fewest_lost_gpu_seconds_go_first() {
+    let c = cluster(1, 4);
+    let groups = [
+        group("a", None, 2, None, None),
+        group("b", None, 0, None, None),
+    ];
+    let low = JobClass {
+        name: Some("low".into()),
+        value: 0,
+        preemptible: true,
+    };
+    let high = JobClass {
+        name: Some("high".into()),
+        value: 10,
+        preemptible: true,
+    };
+    let mut specs: Vec<JobSpec> = (0..4).map(|i| job(i, "b", 1)).collect();
+    specs[0].class = low.clone();
+    specs[1].class = high.clone();
+    specs[2].class = high.clone();
+    specs[3].class = high;
+    specs.push(job(4, "a", 2));
+    let mut jobs = active(&specs, &Decision::default());
+    for (i, since_s) in [(0, 0), (1, 50), (2, 90), (3, 10)] {
+        jobs[i].state = RunState::Running {
+            placement: Placement::single(arbiter_model::NodeId(0), 1),
+            since: SimTime::from_ms(since_s * 1000),
+            speed: 1.0,
+        };
+    }
+    let mut policy = quotas(&groups, &c, PolicyKind::Fifo);
+    let d = policy
+        .schedule(
+            &SchedulerView {
+                cluster: &c,
+                jobs: &jobs,
+                specs: &specs,
+                current: None,
+            },
+            SimTime::from_ms(100_000),
+        )
+        .expect("decides");
+    assert_eq!(
+        policy.quota_round().expect("tree").1.reclaimed,
+        vec![JobId(0), JobId(2)],
+        "the low job, then the high one that ran least"
+    );
+    assert!(running(&d).contains(&4));
+}
+
+#[test]
+fn borrowing_stops_at_the_limit_and_says_which() {
+    let c = cluster(4, 4);
+    let groups = [
+        group("org", None, 8, Some(2), None),
+        group("team-a", Some("org"), 4, None, None),
+        group("x", None, 0, None, None),
+    ];
+    let specs: Vec<JobSpec> = (0..6).map(|i| job(i, "team-a", 2)).collect();
+    let mut policy = quotas(&groups, &c, PolicyKind::Sjf);
+    let d = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+    assert_eq!(running(&d).len(), 5, "org's 8 guaranteed + 2 borrowed");
+    let (tree, round) = policy.quota_round().expect("tree");
+    let (held, why) = round.holds[0];
+    assert_eq!(held, JobId(5));
+    assert_eq!(
+        why.reason(tree),
+        "org at its GPU borrowing limit (10: 8 guaranteed + 2 borrowed); this job needs 2"
+    );
+    assert!(d.pending.contains(&(JobId(5), PendingReason::Quota)));
+}
+
+#[test]
+fn idle_quota_beyond_the_lending_limit_stays_idle() {
+    let c = cluster(4, 4);
+    let groups = [
+        group("a", None, 8, None, Some(2)),
+        group("b", None, 0, None, None),
+    ];
+    let specs: Vec<JobSpec> = (0..16).map(|i| job(i, "b", 1)).collect();
+    let mut policy = quotas(&groups, &c, PolicyKind::Sjf);
+    let d = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+    assert_eq!(running(&d).len(), 10, "8 nobody's + 2 of a's lent");
+}
+
+#[test]
+fn a_job_of_a_class_that_is_not_preemptible_does_not_borrow() {
+    let c = cluster(1, 4);
+    let groups = [group("a", None, 1, None, None)];
+    let mut specs = vec![job(0, "a", 1), job(1, "a", 1)];
+    for s in &mut specs {
+        s.class = JobClass {
+            name: Some("steady".into()),
+            value: 0,
+            preemptible: false,
+        };
+    }
+    let mut policy = quotas(&groups, &c, PolicyKind::Sjf);
+    let d = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+    assert_eq!(running(&d), vec![0]);
+    assert!(matches!(
+        policy.quota_round().expect("tree").1.hold_of(JobId(1)),
+        Some(QuotaHold::NotPreemptible { .. })
+    ));
+}
+
+#[test]
+fn per_gpu_type_quotas_count_each_type_apart() {
+    let nodes = vec![
+        arbiter_model::Node {
+            id: arbiter_model::NodeId(0),
+            name: "n0".into(),
+            rack: arbiter_model::RackId(0),
+            gpu_type: arbiter_model::GpuTypeId(0),
+            gpus: 4,
+            cpus: 32,
+            memory_gib: 128,
+        },
+        arbiter_model::Node {
+            id: arbiter_model::NodeId(1),
+            name: "n1".into(),
+            rack: arbiter_model::RackId(0),
+            gpu_type: arbiter_model::GpuTypeId(1),
+            gpus: 4,
+            cpus: 32,
+            memory_gib: 128,
+        },
+    ];
+    let c =
+        arbiter_model::Cluster::new(vec!["a100".into(), "v100".into()], nodes).expect("cluster");
+    let mut g = group("a", None, 0, None, None);
+    g.gpus = BTreeMap::from([(
+        "a100".to_string(),
+        GpuQuota {
+            guaranteed: 2,
+            borrowing_limit: Some(0),
+            lending_limit: None,
+        },
+    )]);
+    let mut specs: Vec<JobSpec> = (0..4).map(|i| job(i, "a", 1)).collect();
+    for s in &mut specs[..3] {
+        s.gpu_type = Some(arbiter_model::GpuTypeId(0));
+    }
+    specs[3].gpu_type = Some(arbiter_model::GpuTypeId(1));
+    let mut policy = Quotas::new(
+        &[g],
+        &c,
+        build(PolicyKind::Sjf, &PolicyConfig::default()).expect("builds"),
+    )
+    .expect("valid");
+    let d = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+    assert_eq!(
+        running(&d),
+        vec![0, 1, 3],
+        "two a100 (its limit), and the v100 it has no quota of"
+    );
+    let (tree, round) = policy.quota_round().expect("tree");
+    assert!(
+        round
+            .hold_of(JobId(2))
+            .expect("held")
+            .reason(tree)
+            .contains("a at its a100 borrowing limit (2")
+    );
+}
+
+/// A random two-level tree over tenants t0..t3 under groups g0, g1, with limits.
+fn arb_tree() -> impl Strategy<Value = Vec<QuotaGroup>> {
+    (
+        proptest::collection::vec(
+            (
+                0u32..5,
+                proptest::option::of(0u32..4),
+                proptest::option::of(0u32..3),
+            ),
+            4,
+        ),
+        0u32..3,
+        proptest::option::of(0u32..6),
+    )
+        .prop_map(|(tenants, extra, org_borrow)| {
+            let mut groups = Vec::new();
+            for (org, members) in [(0usize, [0usize, 1]), (1, [2, 3])] {
+                let g: u32 = members.iter().map(|&m| tenants[m].0).sum::<u32>() + extra;
+                groups.push(group(
+                    &format!("g{org}"),
+                    None,
+                    g,
+                    if org == 0 { org_borrow } else { None },
+                    None,
+                ));
+                for m in members {
+                    let (g, b, l) = tenants[m];
+                    groups.push(group(
+                        &format!("t{m}"),
+                        Some(&format!("g{org}")),
+                        g,
+                        b,
+                        l.map(|l| l.min(g)),
+                    ));
+                }
+            }
+            groups
+        })
+}
+
+fn arb_jobs() -> impl Strategy<Value = Vec<JobSpec>> {
+    proptest::collection::vec((0usize..5, 1u32..5), 1..24).prop_map(|jobs| {
+        jobs.into_iter()
+            .enumerate()
+            .map(|(i, (t, gpus))| job(i as u32, &format!("t{t}"), gpus))
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Whatever the tree, jobs and policy, no node of the tree ever holds more than its limit.
+    #[test]
+    fn no_limit_is_ever_exceeded(groups in arb_tree(), specs in arb_jobs(), kind in prop_oneof![Just(PolicyKind::Fifo), Just(PolicyKind::Sjf), Just(PolicyKind::Srtf), Just(PolicyKind::Las)]) {
+        let c = cluster(4, 4);
+        let Ok(mut policy) = Quotas::new(&groups, &c, build(kind, &PolicyConfig::default()).expect("builds")) else { return Ok(()) };
+        let mut last = Decision::default();
+        for round in 0..4u64 {
+            last = decide(&mut policy, &c, &specs, &last, round * 60);
+            let used = used_by_node(&policy, &specs, &last);
+            let tree = policy.tree().expect("tree");
+            for (n, node) in tree.nodes.iter().enumerate() {
+                prop_assert!(used[n] <= node.quota[0].limit(), "{} holds {} > {}", node.name, used[n], node.quota[0].limit());
+            }
+        }
+    }
+
+    /// A tenant's jobs within its guaranteed quota run within one round, however much others
+    /// borrowed (jobs no larger than a node; guaranteed quotas within the cluster).
+    #[test]
+    fn guaranteed_quota_is_reached_within_one_round(borrower in proptest::collection::vec(1u32..5, 4..12), owner in proptest::collection::vec(1u32..5, 1..5), guaranteed in 4u32..16) {
+        let c = cluster(4, 4);
+        let groups = [group("owner", None, guaranteed, None, None), group("other", None, 0, None, None)];
+        let mut specs: Vec<JobSpec> = borrower.iter().enumerate().map(|(i, &g)| job(i as u32, "other", g)).collect();
+        let mut policy = quotas(&groups, &c, PolicyKind::Fifo);
+        let before = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+        let mut total = 0;
+        for &g in &owner {
+            if total + g <= guaranteed {
+                total += g;
+                specs.push(job(specs.len() as u32, "owner", g));
+            }
+        }
+        let after = decide(&mut policy, &c, &specs, &before, 60);
+        let owner_gpus: u32 = after.run.iter().filter(|a| specs[a.job.index()].tenant == "owner").map(|a| a.placement.gpus()).sum();
+        prop_assert_eq!(owner_gpus, total);
+    }
+
+    /// No job is reclaimed while no tenant waits within its guaranteed quota.
+    #[test]
+    fn nothing_is_reclaimed_when_no_owner_needs_it(groups in arb_tree(), specs in arb_jobs()) {
+        let c = cluster(4, 4);
+        let Ok(mut policy) = Quotas::new(&groups, &c, build(PolicyKind::Sjf, &PolicyConfig::default()).expect("builds")) else { return Ok(()) };
+        let mut last = Decision::default();
+        for round in 0..3u64 {
+            let jobs = active(&specs, &last);
+            let tree = policy.tree().expect("tree").clone();
+            // Waiting GPUs within guaranteed, per leaf.
+            let mut held = vec![0u32; tree.nodes.len()];
+            for j in jobs.iter().filter(|j| j.is_running()) {
+                held[tree.leaf(&specs[j.id.index()].tenant)] += j.gpus;
+            }
+            let owner_waits = jobs.iter().any(|j| !j.is_running() && held[tree.leaf(&specs[j.id.index()].tenant)] + j.gpus <= tree.nodes[tree.leaf(&specs[j.id.index()].tenant)].quota[0].guaranteed);
+            last = decide(&mut policy, &c, &specs, &last, round * 60);
+            if !owner_waits {
+                prop_assert!(policy.quota_round().expect("tree").1.reclaimed.is_empty());
+            }
+        }
+    }
+
+    /// With no limits, the quota tree holds nothing back that the free GPUs could run: every
+    /// hold is a job larger than the GPUs left once the jobs admitted count.
+    #[test]
+    fn work_conserving_when_borrowing_is_allowed(guaranteed in proptest::collection::vec(0u32..5, 4), specs in arb_jobs()) {
+        let c = cluster(4, 4);
+        let groups: Vec<QuotaGroup> = guaranteed.iter().enumerate().map(|(i, &g)| group(&format!("t{i}"), None, g, None, None)).collect();
+        let mut policy = quotas(&groups, &c, PolicyKind::Sjf);
+        decide(&mut policy, &c, &specs, &Decision::default(), 0);
+        let round = policy.quota_round().expect("tree").1;
+        let admitted: u32 = specs.iter().filter(|s| round.hold_of(s.id).is_none()).map(|s| s.gpus).sum();
+        for (_, hold) in &round.holds {
+            match *hold {
+                QuotaHold::NotLent { room, gpus, .. } => {
+                    prop_assert!(room < gpus);
+                    prop_assert!(16u32.saturating_sub(admitted) < gpus, "{} GPUs left, {} held back", 16u32.saturating_sub(admitted), gpus);
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+    }
+}
+
+/// Times one round's plan at the daemon bench's scale (`--release -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement, not a test"]
+fn plan_at_scale() {
+    let c = cluster(1000, 8);
+    let mut groups = vec![
+        group("org0", None, 3600, None, None),
+        group("org1", None, 3600, Some(1000), None),
+    ];
+    for t in 0..10 {
+        groups.push(group(
+            &format!("t{t}"),
+            Some(&format!("org{}", t / 5)),
+            700,
+            None,
+            if t == 0 { Some(100) } else { None },
+        ));
+    }
+    let tree = QuotaTree::for_cluster(&groups, &c).expect("valid");
+    let specs: Vec<JobSpec> = (0..100_000u32)
+        .map(|i| job(i, &format!("t{}", i % 10), 1 + (i % 3) % 2))
+        .collect();
+    let mut jobs = active(&specs, &Decision::default());
+    let mut node = 0u32;
+    let mut used = 0;
+    for j in jobs.iter_mut().take(6000) {
+        if used + j.gpus > 8 {
+            node += 1;
+            used = 0;
+        }
+        if node >= 1000 {
+            break;
+        }
+        j.state = RunState::Running {
+            placement: Placement::single(arbiter_model::NodeId(node), j.gpus),
+            since: SimTime::ZERO,
+            speed: 1.0,
+        };
+        used += j.gpus;
+    }
+    let view = SchedulerView {
+        cluster: &c,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    for _ in 0..12 {
+        let t = std::time::Instant::now();
+        let round = round::plan(&tree, &view, SimTime::from_ms(60_000));
+        eprintln!("plan {:?}: {} holds", t.elapsed(), round.holds.len());
+    }
+}
