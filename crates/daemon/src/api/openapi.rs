@@ -140,6 +140,19 @@ pub fn openapi_document() -> Value {
                     "responses": { "201": { "description": "the reservation, with its id" }, "400": { "description": "a field names what is wrong" }, "403": { "description": "not the admin" } } }
             },
             "/v1/reservations/{id}": { "delete": { "summary": "Delete a reservation (admin)", "security": bearer, "parameters": [id], "responses": { "200": { "description": "deleted" }, "404": { "description": "no such reservation" } } } },
+            "/v1/quotas": { "get": { "summary": "The quota tree: each node's quotas per GPU type (guaranteed, borrowing_limit, lending_limit), GPUs held and borrowed at the last round, fair share, and borrowing (reclaimable) jobs. A tenant sees its own node and its parents', never a sibling's; the admin sees every node and `definitions`, the groups as stored", "security": bearer,
+                "responses": { "200": { "description": "{\"enforced\": bool, \"error\": text|null, \"gpu_types\": [...], \"groups\": [{name, parent, over_quota_weight, leaf, gpus: {TYPE: {guaranteed, borrowing_limit, lending_limit, held, borrowed, fair_share}}, borrowing_jobs}], \"definitions\": [...]}" } } } },
+            "/v1/quotas/{name}": {
+                "put": { "summary": "Set a quota group (admin): the whole group, replacing what was there; the tree is checked whole and refused with the numbers when children are guaranteed more than their parent", "security": bearer,
+                    "parameters": [{ "name": "name", "in": "path", "required": true, "schema": { "type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$" } }],
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "additionalProperties": false, "properties": {
+                        "parent": { "type": ["string", "null"] }, "over_quota_weight": { "type": "number", "default": 1 },
+                        "gpus": { "type": "object", "additionalProperties": { "type": "object", "additionalProperties": false, "properties": { "guaranteed": { "type": "integer" }, "borrowing_limit": { "type": "integer" }, "lending_limit": { "type": "integer" } } } } } } } } },
+                    "responses": { "200": { "description": "the group as stored" }, "400": { "description": "names what is wrong, with the numbers" }, "403": { "description": "not the admin" } } },
+                "delete": { "summary": "Delete a quota group (admin); refused (409) while groups name it as parent", "security": bearer,
+                    "parameters": [{ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } }],
+                    "responses": { "200": { "description": "deleted" }, "400": { "description": "no such group" }, "409": { "description": "it has children" } } }
+            },
             "/v1/cluster": { "get": { "summary": "GPUs, free GPUs, running jobs, policy. A tenant sees other tenants' running jobs only as the GPUs they hold ({\"gpus\": [...], \"other_tenant\": true}); `queued` counts its own, `queued_total` all", "security": bearer, "responses": { "200": { "description": "cluster state" } } } },
             "/v1/pairs": { "get": { "summary": "The learned co-location table: how fast each job type runs next to each other type on the same GPUs. The admin sees every entry; a tenant only its own job types' entries, and another tenant's partner type only as partner_other_tenant", "security": bearer,
                 "responses": { "200": { "description": "{\"pairs\": [PairEntry...], \"settle_s\": N, \"policy\": NAME}", "content": { "application/json": { "schema": { "type": "object", "properties": { "pairs": { "type": "array", "items": { "$ref": "#/components/schemas/PairEntry" } }, "settle_s": { "type": "integer" }, "policy": { "type": "string" } } } } } }, "401": { "description": "no token" } } } },
@@ -147,7 +160,7 @@ pub fn openapi_document() -> Value {
                 "get": { "summary": "Tenants (admin)", "security": bearer, "responses": { "200": { "description": "{\"tenants\": [Tenant...]}" } } },
                 "post": { "summary": "Create a tenant; returns its token once (admin)", "security": bearer,
                     "requestBody": { "content": { "application/json": { "schema": { "type": "object", "required": ["name"], "additionalProperties": false,
-                        "properties": { "name": { "type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$" }, "weight": { "type": "number", "default": 1 }, "gpu_quota": { "type": ["integer", "null"] } } } } } },
+                        "properties": { "name": { "type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$" }, "weight": { "type": "number", "default": 1 }, "gpu_quota": { "type": ["integer", "null"] }, "parent": { "type": "string", "description": "its quota group (GET /v1/quotas)" } } } } } },
                     "responses": { "201": { "description": "{\"name\", \"token\"}" }, "400": { "description": "bad name or weight" }, "409": { "description": "the tenant exists: use PATCH /v1/tenants/{name} or POST /v1/tenants/{name}/token" } } }
             },
             "/v1/tenants/{name}": {

@@ -970,7 +970,7 @@ fn hold_over_limits(
 fn admit_borrowers(
     tree: &QuotaTree,
     ledger: &mut Ledger<'_>,
-    rest: Vec<Vec<Candidate<'_>>>,
+    mut rest: Vec<Vec<Candidate<'_>>>,
     held: &[u32],
     capacity: &[u32],
     round: &mut QuotaRound,
@@ -1000,6 +1000,11 @@ fn admit_borrowers(
             }
         }
         return;
+    }
+    // Each tenant's jobs in its order (a tenant at its guarantee was left unsorted while the
+    // cluster was full; a reclaim may have freed GPUs since).
+    for leaf_jobs in &mut rest {
+        leaf_jobs.sort_unstable_by_key(|c| c.order);
     }
     // Per leaf list: the next candidate's position and what its tenant would have borrowed by
     // then, per dimension.
