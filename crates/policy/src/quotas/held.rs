@@ -39,12 +39,7 @@ impl Held {
         self.by_job = vec![None; view.specs.len()];
         self.running.clear();
         self.per_node = vec![0; tree.nodes.len() * dims];
-        self.capacity = vec![0; dims];
-        for node in &view.cluster.nodes {
-            if let Some(&d) = tree.dim_of_type.get(node.gpu_type.index()) {
-                self.capacity[d] += node.gpus;
-            }
-        }
+        self.capacity = tree.capacity(view.cluster);
         for job in view.jobs.iter().filter(|j| j.is_running()) {
             self.add(
                 tree,
@@ -73,15 +68,7 @@ impl Held {
     }
 
     fn count(&mut self, tree: &QuotaTree, leaf: usize, by_dim: &[u32], add: bool) {
-        let dims = tree.dims.len();
-        let mut node = Some(leaf);
-        while let Some(n) = node {
-            for (d, &g) in by_dim.iter().enumerate() {
-                let at = &mut self.per_node[n * dims + d];
-                *at = if add { *at + g } else { at.saturating_sub(g) };
-            }
-            node = tree.nodes[n].parent;
-        }
+        tree.add_on_path(&mut self.per_node, leaf, by_dim, add);
     }
 
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
@@ -103,16 +90,7 @@ impl Held {
         }
         for a in &decision.run {
             self.finished(tree, a.job);
-            let mut by_dim: SmallVec<[u32; 2]> = smallvec::smallvec![0; tree.dims.len()];
-            for &(node, gpus) in &a.placement.slots {
-                if let Some(d) = view
-                    .cluster
-                    .node(node)
-                    .and_then(|n| tree.dim_of_type.get(n.gpu_type.index()))
-                {
-                    by_dim[*d] += gpus;
-                }
-            }
+            let by_dim = tree.placement_dims(view.cluster, &a.placement.slots);
             let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
             self.add(tree, a.job, leaf, by_dim);
         }

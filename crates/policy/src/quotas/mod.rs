@@ -258,26 +258,16 @@ fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decisi
         .map(|j| (j.id, j))
         .collect();
     let mut used = vec![0u32; tree.nodes.len() * dims];
-    let add = |leaf: usize, dim: usize, gpus: u32, used: &mut Vec<u32>| {
-        let mut node = Some(leaf);
-        while let Some(n) = node {
-            used[n * dims + dim] += gpus;
-            node = tree.nodes[n].parent;
-        }
-    };
-    let dim_of = |node: arbiter_model::NodeId| {
-        view.cluster
-            .node(node)
-            .and_then(|n| tree.dim_of_type.get(n.gpu_type.index()).copied())
-            .unwrap_or(0)
-    };
     let listed: std::collections::BTreeSet<JobId> = decision.run.iter().map(|a| a.job).collect();
     if decision.keep_unlisted {
         for job in running.values().filter(|j| !listed.contains(&j.id)) {
-            let leaf = tree.leaf(&view.spec(job).tenant);
-            for &(node, gpus) in job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]) {
-                add(leaf, dim_of(node), gpus, &mut used);
-            }
+            let slots = job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]);
+            tree.add_on_path(
+                &mut used,
+                tree.leaf(&view.spec(job).tenant),
+                &tree.placement_dims(view.cluster, slots),
+                true,
+            );
         }
     }
     let mut starting: Vec<usize> = Vec::new();
@@ -286,9 +276,12 @@ fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decisi
             continue;
         }
         let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
-        for &(node, gpus) in &a.placement.slots {
-            add(leaf, dim_of(node), gpus, &mut used);
-        }
+        tree.add_on_path(
+            &mut used,
+            leaf,
+            &tree.placement_dims(view.cluster, &a.placement.slots),
+            true,
+        );
         if !running.contains_key(&a.job) {
             starting.push(i);
         }
@@ -320,14 +313,12 @@ fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decisi
         let i = starting.remove(pos);
         let a = &decision.run[i];
         let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
-        for &(n, gpus) in &a.placement.slots {
-            let mut at = Some(leaf);
-            let d = dim_of(n);
-            while let Some(x) = at {
-                used[x * dims + d] -= gpus;
-                at = tree.nodes[x].parent;
-            }
-        }
+        tree.add_on_path(
+            &mut used,
+            leaf,
+            &tree.placement_dims(view.cluster, &a.placement.slots),
+            false,
+        );
         dropped.push(a.job);
     }
     if !dropped.is_empty() {

@@ -196,18 +196,7 @@ impl Ledger<'_> {
 
     /// Adds (or with `sign` false, takes away) GPUs on the path from `leaf` to the root.
     fn add(&mut self, leaf: usize, by_dim: &[u32], sign: bool) {
-        let mut node = Some(leaf);
-        while let Some(n) = node {
-            for (d, &g) in by_dim.iter().enumerate() {
-                let at = self.at(n, d);
-                self.used[at] = if sign {
-                    self.used[at] + g
-                } else {
-                    self.used[at].saturating_sub(g)
-                };
-            }
-            node = self.tree.nodes[n].parent;
-        }
+        self.tree.add_on_path(&mut self.used, leaf, by_dim, sign);
     }
 
     /// Room left for `leaf` to borrow in `dim`: the cluster's free GPUs, less its path's
@@ -342,7 +331,7 @@ pub(crate) fn plan_with(
     let dims = tree.dims.len();
     let capacity = known
         .as_ref()
-        .map_or_else(|| capacity(tree, view), |k| k.capacity.to_vec());
+        .map_or_else(|| tree.capacity(view.cluster), |k| k.capacity.to_vec());
     let mut ledger = Ledger {
         tree,
         dims,
@@ -431,17 +420,6 @@ fn running_jobs<'v>(
         .collect()
 }
 
-/// GPUs per dimension on the nodes that are up.
-fn capacity(tree: &QuotaTree, view: &SchedulerView<'_>) -> Vec<u32> {
-    let mut out = vec![0; tree.dims.len()];
-    for node in &view.cluster.nodes {
-        if let Some(&d) = tree.dim_of_type.get(node.gpu_type.index()) {
-            out[d] += node.gpus;
-        }
-    }
-    out
-}
-
 fn one_dim(dims: usize, dim: usize, gpus: u32) -> ByDim {
     let mut v: ByDim = smallvec::smallvec![0; dims];
     v[dim] = gpus;
@@ -450,19 +428,10 @@ fn one_dim(dims: usize, dim: usize, gpus: u32) -> ByDim {
 
 /// A running job's GPUs by dimension, by the type of the nodes it runs on.
 pub(crate) fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> ByDim {
-    let mut v: ByDim = smallvec::smallvec![0; tree.dims.len()];
-    if let Some(p) = job.placement() {
-        for &(node, gpus) in &p.slots {
-            if let Some(d) = view
-                .cluster
-                .node(node)
-                .and_then(|n| tree.dim_of_type.get(n.gpu_type.index()))
-            {
-                v[*d] += gpus;
-            }
-        }
-    }
-    v
+    tree.placement_dims(
+        view.cluster,
+        job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]),
+    )
 }
 
 /// Waiting jobs by leaf, each leaf's in its tenant's order (class, then priority, higher
@@ -623,7 +592,7 @@ fn reclaim(
                 continue;
             }
             victims.ensure_order(view, now, running);
-            for i in victims.candidates(tree, view, running, |i| {
+            for i in victims.candidates(view, running, |i| {
                 running[i].2[d] > 0 && tree.contains(scope, running[i].1)
             }) {
                 if excess <= 0 {
@@ -678,12 +647,10 @@ impl Victims {
     /// Candidates not yet taken that are preemptible and pass `keep`, in victim order.
     fn candidates(
         &self,
-        tree: &QuotaTree,
         view: &SchedulerView<'_>,
         running: &[(&ActiveJob, usize, ByDim)],
         keep: impl Fn(usize) -> bool,
     ) -> Vec<usize> {
-        let _ = tree;
         self.order
             .iter()
             .flatten()
@@ -803,9 +770,9 @@ fn reclaim_for_placement(
             }
             victims.ensure_order(view, now, running);
             let picked = if k <= widest {
-                cheapest_node(tree, view, running, victims, &free, &on_node, &of_dim, k)
+                cheapest_node(view, running, victims, &free, &on_node, &of_dim, k)
             } else {
-                across_nodes(tree, view, running, victims, &free, &on_node, &of_dim, k)
+                across_nodes(view, running, victims, &free, &on_node, &of_dim, k)
             };
             let mut took = false;
             for i in picked {
@@ -866,7 +833,6 @@ fn take_across(free: &mut [i64], nodes: &[usize], k: i64) -> bool {
 /// that needs the fewest. Each node's own jobs are looked at, not every running job per node.
 #[allow(clippy::too_many_arguments)]
 fn cheapest_node(
-    tree: &QuotaTree,
     view: &SchedulerView<'_>,
     running: &[(&ActiveJob, usize, ByDim)],
     victims: &Victims,
@@ -875,7 +841,6 @@ fn cheapest_node(
     nodes: &[usize],
     k: i64,
 ) -> Vec<usize> {
-    let _ = tree;
     let rank = victims.rank.as_deref().unwrap_or(&[]);
     let plans = nodes.iter().filter_map(|&n| {
         let mut here: Vec<usize> = on_node[n]
@@ -905,7 +870,6 @@ fn cheapest_node(
 /// The candidates (in victim order) whose reclaim frees `k` GPUs across `nodes`.
 #[allow(clippy::too_many_arguments)]
 fn across_nodes(
-    tree: &QuotaTree,
     view: &SchedulerView<'_>,
     running: &[(&ActiveJob, usize, ByDim)],
     victims: &Victims,
@@ -916,7 +880,7 @@ fn across_nodes(
 ) -> Vec<usize> {
     let mut total: i64 = nodes.iter().map(|&n| free[n].max(0)).sum();
     let mut picked = Vec::new();
-    for i in victims.candidates(tree, view, running, |i| {
+    for i in victims.candidates(view, running, |i| {
         nodes.iter().any(|&n| on_node[n].contains(&i))
     }) {
         if total >= k {

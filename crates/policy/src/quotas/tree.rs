@@ -182,6 +182,57 @@ impl QuotaTree {
         QuotaTree::new(groups, &cluster.gpu_type_names, &by_type)
     }
 
+    /// The dimension a node's GPUs count in.
+    pub fn dim_of_node(
+        &self,
+        cluster: &arbiter_model::Cluster,
+        node: arbiter_model::NodeId,
+    ) -> Option<usize> {
+        cluster
+            .node(node)
+            .and_then(|n| self.dim_of_type.get(n.gpu_type.index()).copied())
+    }
+
+    /// A placement's GPUs per dimension, by the type of the nodes it is on.
+    pub fn placement_dims(
+        &self,
+        cluster: &arbiter_model::Cluster,
+        slots: &[(arbiter_model::NodeId, u32)],
+    ) -> smallvec::SmallVec<[u32; 2]> {
+        let mut v: smallvec::SmallVec<[u32; 2]> = smallvec::smallvec![0; self.dims.len()];
+        for &(node, gpus) in slots {
+            if let Some(d) = self.dim_of_node(cluster, node) {
+                v[d] += gpus;
+            }
+        }
+        v
+    }
+
+    /// The GPUs of `cluster`'s nodes per dimension.
+    pub fn capacity(&self, cluster: &arbiter_model::Cluster) -> Vec<u32> {
+        let mut out = vec![0; self.dims.len()];
+        for node in &cluster.nodes {
+            if let Some(&d) = self.dim_of_type.get(node.gpu_type.index()) {
+                out[d] += node.gpus;
+            }
+        }
+        out
+    }
+
+    /// Adds `by_dim` (or takes it away) to `per_node` (`node * dims + dim`) on the path from
+    /// `leaf` to the root: what a job's GPUs count for at every level.
+    pub fn add_on_path(&self, per_node: &mut [u32], leaf: usize, by_dim: &[u32], add: bool) {
+        let dims = self.dims.len();
+        let mut node = Some(leaf);
+        while let Some(n) = node {
+            for (d, &g) in by_dim.iter().enumerate() {
+                let at = &mut per_node[n * dims + d];
+                *at = if add { *at + g } else { at.saturating_sub(g) };
+            }
+            node = self.nodes[n].parent;
+        }
+    }
+
     fn push(&mut self, name: &str, parent: usize, weight: f64, quota: Vec<GpuQuota>) -> usize {
         let at = self.nodes.len();
         self.nodes.push(TreeNode {
