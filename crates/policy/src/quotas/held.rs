@@ -4,20 +4,27 @@
 //! counted again from the view whenever the number of running jobs says something else happened
 //! (a failure, a reservation's preemption) — jobs only leave the running set without a decision.
 
-use super::round::running_dims;
+use super::round::{JobKeys, running_dims};
 use super::tree::QuotaTree;
 use crate::SchedulerView;
 use arbiter_model::{Decision, JobId};
 use smallvec::SmallVec;
-use std::collections::BTreeSet;
+
+/// A running job's entry: its leaf, GPUs per dimension and place in [`Held::running`].
+#[derive(Clone, Debug)]
+struct Entry {
+    leaf: usize,
+    by_dim: SmallVec<[u32; 2]>,
+    at: usize,
+}
 
 /// The running jobs' GPUs, per tree node and dimension.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    /// Per job id, while it runs: its leaf and GPUs per dimension.
-    by_job: Vec<Option<(usize, SmallVec<[u32; 2]>)>>,
-    /// The running jobs.
-    running: BTreeSet<JobId>,
+    /// Per job id, while it runs.
+    by_job: Vec<Option<Entry>>,
+    /// The running jobs, in no order (a job leaves by swapping the last into its place).
+    running: Vec<JobId>,
     /// GPUs held per node and dimension (`node * dims + dim`).
     pub per_node: Vec<u32>,
     /// GPUs per dimension.
@@ -28,7 +35,13 @@ pub(crate) struct Held {
 
 impl Held {
     /// Counts from `view` again unless the counts kept agree with it (`queued` jobs waiting).
-    pub fn refresh(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, queued: usize) {
+    pub fn refresh(
+        &mut self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        queued: usize,
+        keys: &mut JobKeys,
+    ) {
         if self.valid
             && self.running.len() == view.jobs.len() - queued
             && self.by_job.len() == view.specs.len()
@@ -41,43 +54,52 @@ impl Held {
         self.per_node = vec![0; tree.nodes.len() * dims];
         self.capacity = tree.capacity(view.cluster);
         for job in view.jobs.iter().filter(|j| j.is_running()) {
-            self.add(
-                tree,
-                job.id,
-                tree.leaf(&view.spec(job).tenant),
-                running_dims(tree, view, job),
-            );
+            let leaf = keys.of(tree, view, job).leaf();
+            self.add(tree, job.id, leaf, running_dims(tree, view, job));
         }
         self.valid = true;
     }
 
     fn add(&mut self, tree: &QuotaTree, job: JobId, leaf: usize, by_dim: SmallVec<[u32; 2]>) {
-        self.count(tree, leaf, &by_dim, true);
+        tree.add_on_path(&mut self.per_node, leaf, &by_dim, true);
         if let Some(slot) = self.by_job.get_mut(job.index()) {
-            *slot = Some((leaf, by_dim));
-            self.running.insert(job);
+            *slot = Some(Entry {
+                leaf,
+                by_dim,
+                at: self.running.len(),
+            });
+            self.running.push(job);
         }
     }
 
     /// A job no longer runs.
     pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
-        if let Some((leaf, by_dim)) = self.by_job.get_mut(job.index()).and_then(Option::take) {
-            self.count(tree, leaf, &by_dim, false);
-            self.running.remove(&job);
+        let Some(entry) = self.by_job.get_mut(job.index()).and_then(Option::take) else {
+            return;
+        };
+        tree.add_on_path(&mut self.per_node, entry.leaf, &entry.by_dim, false);
+        self.running.swap_remove(entry.at);
+        if let Some(&moved) = self.running.get(entry.at)
+            && let Some(Some(e)) = self.by_job.get_mut(moved.index())
+        {
+            e.at = entry.at;
         }
     }
 
-    fn count(&mut self, tree: &QuotaTree, leaf: usize, by_dim: &[u32], add: bool) {
-        tree.add_on_path(&mut self.per_node, leaf, by_dim, add);
-    }
-
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
-    pub fn apply(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, decision: &Decision) {
+    pub fn apply(
+        &mut self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        decision: &Decision,
+        keys: &mut JobKeys,
+    ) {
         if !self.valid {
             return;
         }
         if !decision.keep_unlisted {
-            let listed: BTreeSet<JobId> = decision.run.iter().map(|a| a.job).collect();
+            let listed: std::collections::BTreeSet<JobId> =
+                decision.run.iter().map(|a| a.job).collect();
             let gone: Vec<JobId> = self
                 .running
                 .iter()
@@ -91,7 +113,7 @@ impl Held {
         for a in &decision.run {
             self.finished(tree, a.job);
             let by_dim = tree.placement_dims(view.cluster, &a.placement.slots);
-            let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
+            let leaf = keys.of_id(tree, view, a.job).leaf();
             self.add(tree, a.job, leaf, by_dim);
         }
     }

@@ -34,6 +34,7 @@ pub struct Quotas {
     last: QuotaRound,
     held: held::Held,
     keys: round::JobKeys,
+    scratch: round::Scratch,
 }
 
 impl Quotas {
@@ -56,6 +57,7 @@ impl Quotas {
             last: QuotaRound::default(),
             held: held::Held::default(),
             keys: round::JobKeys::default(),
+            scratch: round::Scratch::default(),
         }
     }
 
@@ -158,17 +160,32 @@ impl Policy for Quotas {
                 // Nothing waits (the simulator says so at no cost): nothing to admit, hold or
                 // reclaim for, and nothing starts to go above a limit.
                 let decision = self.inner.schedule(view, now)?;
-                self.held.apply(tree, view, &decision);
+                self.held.apply(tree, view, &decision, &mut self.keys);
+                self.last = QuotaRound::default();
                 return Ok(decision);
             }
             Some(current) => {
-                self.held.refresh(tree, view, current.queued.len());
+                self.held
+                    .refresh(tree, view, current.queued.len(), &mut self.keys);
                 let known = round::Known {
                     held: &self.held.per_node,
                     capacity: &self.held.capacity,
                     queued: current.queued,
                 };
-                round::plan_with(tree, view, now, Some(known), Some(&mut self.keys))
+                let free = current.free.free_per_node();
+                if round::admits_all_within(
+                    tree,
+                    view,
+                    &known,
+                    free,
+                    &mut self.keys,
+                    &mut self.scratch,
+                ) {
+                    // The round would hold, reclaim and lend nothing: not built.
+                    QuotaRound::default()
+                } else {
+                    round::plan_with(tree, view, now, Some(known), Some(&mut self.keys))
+                }
             }
             None => round::plan_with(tree, view, now, None, Some(&mut self.keys)),
         };
@@ -197,7 +214,7 @@ impl Policy for Quotas {
                 .extend(dropped.iter().map(|j| (*j, PendingReason::Quota)));
         }
         if view.current.is_some() {
-            self.held.apply(tree, view, &decision);
+            self.held.apply(tree, view, &decision, &mut self.keys);
         }
         self.last = round;
         Ok(decision)
@@ -235,6 +252,7 @@ impl Policy for Quotas {
         self.last = QuotaRound::default();
         self.held = held::Held::default();
         self.keys = round::JobKeys::default();
+        self.scratch = round::Scratch::default();
         Ok(())
     }
 }

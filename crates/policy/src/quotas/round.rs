@@ -268,17 +268,55 @@ pub(crate) struct JobKey {
 /// [`JobKey`]s by job id.
 #[derive(Debug, Default)]
 pub(crate) struct JobKeys {
-    keys: Vec<Option<JobKey>>,
+    keys: Vec<JobKey>,
+}
+
+impl JobKey {
+    /// The leaf its tenant's jobs count in.
+    pub(crate) fn leaf(self) -> usize {
+        self.leaf as usize
+    }
 }
 
 impl JobKeys {
-    fn of(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> JobKey {
-        let at = job.id.index();
-        if let Some(Some(key)) = self.keys.get(at) {
-            return *key;
+    pub(crate) fn of(
+        &mut self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        job: &ActiveJob,
+    ) -> JobKey {
+        self.of_id(tree, view, job.id)
+    }
+
+    /// The key of job `id`. The first time an id is asked past those known, every spec up to
+    /// the view's last is read in one pass: in id order, their tenants' names (a read each that
+    /// misses the cache when taken one job at a time) come in sequence.
+    pub(crate) fn of_id(
+        &mut self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        id: JobId,
+    ) -> JobKey {
+        let at = id.index();
+        if at >= self.keys.len() {
+            let from = self.keys.len();
+            self.keys.extend(
+                view.specs
+                    .iter()
+                    .skip(from)
+                    .map(|spec| JobKey::of(tree, spec)),
+            );
         }
-        let spec = view.spec(job);
-        let key = JobKey {
+        match self.keys.get(at) {
+            Some(key) => *key,
+            None => JobKey::of(tree, &view.specs[at]),
+        }
+    }
+}
+
+impl JobKey {
+    fn of(tree: &QuotaTree, spec: &arbiter_model::JobSpec) -> JobKey {
+        JobKey {
             leaf: tree.leaf(&spec.tenant) as u32,
             class: spec.class.value,
             priority: spec.priority,
@@ -286,12 +324,7 @@ impl JobKeys {
             typed_dim: spec
                 .gpu_type
                 .map(|t| tree.dim_of_type.get(t.index()).copied().unwrap_or(0) as u16),
-        };
-        if self.keys.len() <= at {
-            self.keys.resize(view.specs.len().max(at + 1), None);
         }
-        self.keys[at] = Some(key);
-        key
     }
 }
 
@@ -301,7 +334,7 @@ struct Candidate<'v> {
     preemptible: bool,
     leaf: usize,
     dim: usize,
-    order: (Reverse<i32>, Reverse<i32>, SimTime, JobId),
+    order: JobOrder,
 }
 
 /// What a caller that keeps the present between rounds (the simulator, through the wrapper)
@@ -313,6 +346,60 @@ pub(crate) struct Known<'a> {
     pub capacity: &'a [u32],
     /// Positions in `view.jobs` of the waiting jobs.
     pub queued: &'a [u32],
+}
+
+/// Buffers the rounds of a simulation reuse.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    used: Vec<u32>,
+    free: Vec<i64>,
+    order: Vec<(JobOrder, u32, usize)>,
+}
+
+/// With the present kept (the simulator): whether [`plan_with`] would offer the policy the view
+/// as it is because every waiting job is within its tenant's guaranteed quota, no limit is
+/// overdrawn once they count, and the free GPUs (`free`, per node) place them all as the
+/// reclaim would (first fit, in their order). Nothing is then held, reclaimed or admitted as a
+/// borrower, and the round need not be built: an event that brings a job within its quota costs
+/// what the waiting jobs do, not a pass over the running ones.
+pub(crate) fn admits_all_within(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    known: &Known<'_>,
+    free: &[u32],
+    keys: &mut JobKeys,
+    scratch: &mut Scratch,
+) -> bool {
+    let dims = tree.dims.len();
+    scratch.used.clear();
+    scratch.used.extend_from_slice(known.held);
+    scratch.order.clear();
+    for &at in known.queued {
+        let Some(job) = view.jobs.get(at as usize) else {
+            return false;
+        };
+        let key = keys.of(tree, view, job);
+        let (leaf, dim) = (
+            key.leaf as usize,
+            pick_dim(tree, key, job.gpus, known.held, known.capacity),
+        );
+        if scratch.used[leaf * dims + dim] + job.gpus > tree.nodes[leaf].quota[dim].guaranteed {
+            return false;
+        }
+        tree.add_on_path(&mut scratch.used, leaf, &one_dim(dims, dim, job.gpus), true);
+        scratch.order.push((job_order(key, job), at, dim));
+    }
+    if (1..tree.nodes.len())
+        .any(|n| (0..dims).any(|d| scratch.used[n * dims + d] > tree.nodes[n].quota[d].limit()))
+    {
+        return false;
+    }
+    scratch.order.sort_unstable();
+    scratch.free.clear();
+    scratch.free.extend(free.iter().map(|&f| i64::from(f)));
+    scratch.order.iter().all(|&(_, at, dim)| {
+        place_first_fit(tree, view, &mut scratch.free, dim, &view.jobs[at as usize])
+    })
 }
 
 /// Decides the quota tree's round for `view` (see the module's comment).
@@ -434,6 +521,37 @@ pub(crate) fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &Act
     )
 }
 
+/// The dimension a waiting job counts in (`used`: GPUs held per node and dimension): its GPU
+/// type's, else the first where its tenant has guaranteed quota left, else the one with the most
+/// free GPUs (Kueue's flavor order, in small).
+fn pick_dim(tree: &QuotaTree, key: JobKey, gpus: u32, used: &[u32], capacity: &[u32]) -> usize {
+    let dims = tree.dims.len();
+    let leaf = key.leaf as usize;
+    match key.typed_dim {
+        Some(d) => usize::from(d),
+        None if dims == 1 => 0,
+        None => (0..dims)
+            .find(|&d| used[leaf * dims + d] + gpus <= tree.nodes[leaf].quota[d].guaranteed)
+            .unwrap_or_else(|| {
+                (0..dims)
+                    .max_by_key(|&d| (capacity[d].saturating_sub(used[d]), Reverse(d)))
+                    .unwrap_or(0)
+            }),
+    }
+}
+
+/// The order of a tenant's waiting jobs: class, then priority, higher first; then submission.
+type JobOrder = (Reverse<i32>, Reverse<i32>, SimTime, JobId);
+
+fn job_order(key: JobKey, job: &ActiveJob) -> JobOrder {
+    (
+        Reverse(key.class),
+        Reverse(key.priority),
+        job.submit,
+        job.id,
+    )
+}
+
 /// Waiting jobs by leaf, each leaf's in its tenant's order (class, then priority, higher
 /// first; then submission), each in a dimension: its GPU type's, else the first where its
 /// tenant has guaranteed quota left, else the one with the most free GPUs (Kueue's flavor
@@ -460,31 +578,8 @@ fn waiting_jobs<'v>(
     for job in waiting {
         let key = keys.of(tree, view, job);
         let leaf = key.leaf as usize;
-        let order = (
-            Reverse(key.class),
-            Reverse(key.priority),
-            job.submit,
-            job.id,
-        );
-        let dim = match key.typed_dim {
-            Some(d) => usize::from(d),
-            None if dims == 1 => 0,
-            None => (0..dims)
-                .find(|&d| {
-                    ledger.used[ledger.at(leaf, d)] + job.gpus
-                        <= tree.nodes[leaf].quota[d].guaranteed
-                })
-                .unwrap_or_else(|| {
-                    (0..dims)
-                        .max_by_key(|&d| {
-                            (
-                                capacity[d].saturating_sub(ledger.used[ledger.at(0, d)]),
-                                Reverse(d),
-                            )
-                        })
-                        .unwrap_or(0)
-                }),
-        };
+        let order = job_order(key, job);
+        let dim = pick_dim(tree, key, job.gpus, &ledger.used, capacity);
         by_leaf[leaf].push(Candidate {
             job,
             preemptible: key.preemptible,
@@ -729,45 +824,16 @@ fn reclaim_for_placement(
     if within.is_empty() {
         return;
     }
-    let nodes = &view.cluster.nodes;
     let mut order: Vec<&Candidate<'_>> = within.iter().collect();
     order.sort_by_key(|c| c.order);
-    let dim_of = |n: usize| {
-        tree.dim_of_type
-            .get(nodes[n].gpu_type.index())
-            .copied()
-            .unwrap_or(usize::MAX)
-    };
     'pass: loop {
         let (mut free, on_node) = free_gpus(view, running, victims);
         for c in &order {
-            let k = i64::from(c.job.gpus);
-            let of_dim: Vec<usize> = (0..nodes.len())
-                .filter(|&n| {
-                    dim_of(n) == c.dim
-                        && view
-                            .spec(c.job)
-                            .gpu_type
-                            .is_none_or(|t| nodes[n].gpu_type == t)
-                })
-                .collect();
-            let widest = of_dim
-                .iter()
-                .map(|&n| i64::from(nodes[n].gpus))
-                .max()
-                .unwrap_or(0);
-            let placed = if k <= widest {
-                of_dim
-                    .iter()
-                    .find(|&&n| free[n] >= k)
-                    .map(|&n| free[n] -= k)
-                    .is_some()
-            } else {
-                take_across(&mut free, &of_dim, k)
-            };
-            if placed {
+            if place_first_fit(tree, view, &mut free, c.dim, c.job) {
                 continue;
             }
+            let k = i64::from(c.job.gpus);
+            let (of_dim, widest) = nodes_for(tree, view, c.dim, c.job);
             victims.ensure_order(view, now, running);
             let picked = if k <= widest {
                 cheapest_node(view, running, victims, &free, &on_node, &of_dim, k)
@@ -784,6 +850,57 @@ fn reclaim_for_placement(
         }
         return;
     }
+}
+
+/// The nodes of dimension `dim` that `job` may run on (its GPU type's, when it names one), and
+/// the most GPUs one of them has.
+fn nodes_for(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    dim: usize,
+    job: &ActiveJob,
+) -> (Vec<usize>, i64) {
+    let nodes = &view.cluster.nodes;
+    let typed = view.spec(job).gpu_type;
+    let of_dim: Vec<usize> = (0..nodes.len())
+        .filter(|&n| {
+            tree.dim_of_type.get(nodes[n].gpu_type.index()) == Some(&dim)
+                && typed.is_none_or(|t| nodes[n].gpu_type == t)
+        })
+        .collect();
+    let widest = of_dim
+        .iter()
+        .map(|&n| i64::from(nodes[n].gpus))
+        .max()
+        .unwrap_or(0);
+    (of_dim, widest)
+}
+
+/// Takes `job`'s GPUs from `free` as the default consolidated placement would: on the first
+/// node of dimension `dim` (and of its GPU type) with room, or across them for a job larger than
+/// the widest. Whether it could. The nodes are listed only when no one node has room.
+fn place_first_fit(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    free: &mut [i64],
+    dim: usize,
+    job: &ActiveJob,
+) -> bool {
+    let k = i64::from(job.gpus);
+    let nodes = &view.cluster.nodes;
+    let typed = view.spec(job).gpu_type;
+    let fits = (0..nodes.len()).find(|&n| {
+        free[n] >= k
+            && tree.dim_of_type.get(nodes[n].gpu_type.index()) == Some(&dim)
+            && typed.is_none_or(|t| nodes[n].gpu_type == t)
+    });
+    if let Some(n) = fits {
+        // (No node is wider than its GPUs, so a job a node can hold is placed on one.)
+        free[n] -= k;
+        return true;
+    }
+    let (of_dim, widest) = nodes_for(tree, view, dim, job);
+    k > widest && take_across(free, &of_dim, k)
 }
 
 /// Free GPUs per node with the reclaimed jobs gone, and the other running jobs on each node.

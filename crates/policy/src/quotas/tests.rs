@@ -519,9 +519,27 @@ fn plan_at_scale() {
         specs: &specs,
         current: None,
     };
-    for _ in 0..12 {
+    for _ in 0..6 {
         let t = std::time::Instant::now();
         let round = round::plan(&tree, &view, SimTime::from_ms(60_000));
         eprintln!("plan {:?}: {} holds", t.elapsed(), round.holds.len());
+    }
+    // The whole wrapper (kept spec fields, the policy on what is offered, limits checked)
+    // beside the policy alone: what a daemon round pays for the tree.
+    let now = SimTime::from_ms(60_000);
+    let mut fifo = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
+    let mut wrapped = quotas(&groups, &c, PolicyKind::Fifo);
+    for _ in 0..6 {
+        let t = std::time::Instant::now();
+        let alone = fifo.schedule(&view, now).expect("decides");
+        let alone_t = t.elapsed();
+        let t = std::time::Instant::now();
+        let under = wrapped.schedule(&view, now).expect("decides");
+        eprintln!(
+            "fifo {alone_t:?} ({} pending), fifo under the tree {:?} ({} pending)",
+            alone.pending.len(),
+            t.elapsed(),
+            under.pending.len()
+        );
     }
 }
