@@ -184,10 +184,10 @@ impl Policy for Quotas {
                     // The round would hold, reclaim and lend nothing: not built.
                     QuotaRound::default()
                 } else {
-                    round::plan_with(tree, view, now, Some(known), Some(&mut self.keys))
+                    round::plan_with(tree, view, now, Some(known), &mut self.keys)
                 }
             }
-            None => round::plan_with(tree, view, now, None, Some(&mut self.keys)),
+            None => round::plan_with(tree, view, now, None, &mut self.keys),
         };
         let undisturbed = round.holds.is_empty()
             && round.reclaimed.is_empty()

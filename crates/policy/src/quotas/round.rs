@@ -20,6 +20,7 @@ use crate::SchedulerView;
 use arbiter_model::{ActiveJob, JobId, SimTime};
 use smallvec::SmallVec;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Why the quota tree holds a waiting job back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -138,6 +139,27 @@ impl QuotaRound {
 }
 
 impl QuotaHold {
+    /// The same hold for a job of `gpus` GPUs.
+    fn with_gpus(self, gpus: u32) -> QuotaHold {
+        match self {
+            QuotaHold::Limit {
+                node,
+                dim,
+                limit,
+                used,
+                gpus: _,
+            } => QuotaHold::Limit {
+                node,
+                dim,
+                limit,
+                used,
+                gpus,
+            },
+            QuotaHold::NotLent { dim, room, gpus: _ } => QuotaHold::NotLent { dim, room, gpus },
+            QuotaHold::NotPreemptible { dim } => QuotaHold::NotPreemptible { dim },
+        }
+    }
+
     /// Why, in words, naming the tree's nodes (a tenant sees only its own path's). Only what
     /// changes with the configuration goes in, not the GPUs held now: a job's reason is stored
     /// when it changes, and a full cluster holds most of its queue.
@@ -233,21 +255,18 @@ impl Ledger<'_> {
 }
 
 impl Ledger<'_> {
-    /// Why `c` is held when its path leaves `room`, `binding` the node whose limit binds.
-    fn hold_for(&self, c: &Candidate<'_>, room: u32, binding: Option<usize>) -> QuotaHold {
+    /// Why a job of `gpus` GPUs in `dim` is held when its path leaves `room`, `binding` the
+    /// node whose limit binds.
+    fn hold_for(&self, dim: usize, gpus: u32, room: u32, binding: Option<usize>) -> QuotaHold {
         match binding {
             Some(node) => QuotaHold::Limit {
                 node,
-                dim: c.dim,
-                limit: self.tree.nodes[node].quota[c.dim].limit(),
-                used: self.used[self.at(node, c.dim)],
-                gpus: c.job.gpus,
+                dim,
+                limit: self.tree.nodes[node].quota[dim].limit(),
+                used: self.used[self.at(node, dim)],
+                gpus,
             },
-            None => QuotaHold::NotLent {
-                dim: c.dim,
-                room,
-                gpus: c.job.gpus,
-            },
+            None => QuotaHold::NotLent { dim, room, gpus },
         }
     }
 }
@@ -328,7 +347,17 @@ impl JobKey {
     }
 }
 
+/// A waiting job of a tenant at or above its guaranteed quota in a full cluster: held unless a
+/// reclaim frees GPUs, so kept without its order.
+#[derive(Clone, Copy)]
+struct Wholesale<'v> {
+    job: &'v ActiveJob,
+    dim: usize,
+    preemptible: bool,
+}
+
 /// A waiting job with what the round knows of it.
+#[derive(Clone, Copy)]
 struct Candidate<'v> {
     job: &'v ActiveJob,
     preemptible: bool,
@@ -404,7 +433,7 @@ pub(crate) fn admits_all_within(
 
 /// Decides the quota tree's round for `view` (see the module's comment).
 pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRound {
-    plan_with(tree, view, now, None, None)
+    plan_with(tree, view, now, None, &mut JobKeys::default())
 }
 
 /// [`plan`], with what the caller knows (`None`: everything is counted from the view).
@@ -413,7 +442,7 @@ pub(crate) fn plan_with(
     view: &SchedulerView<'_>,
     now: SimTime,
     known: Option<Known<'_>>,
-    keys: Option<&mut JobKeys>,
+    keys: &mut JobKeys,
 ) -> QuotaRound {
     let dims = tree.dims.len();
     let capacity = known
@@ -430,7 +459,7 @@ pub(crate) fn plan_with(
     match &known {
         Some(k) => ledger.used.copy_from_slice(k.held),
         None => {
-            let list = running_jobs(tree, view);
+            let list = running_jobs(tree, view, keys);
             for (_, leaf, by_dim) in &list {
                 ledger.add(*leaf, by_dim, true);
             }
@@ -438,7 +467,11 @@ pub(crate) fn plan_with(
         }
     }
     let held = ledger.used.clone();
-    let by_leaf = waiting_jobs(
+    let Waiting {
+        by_leaf,
+        mut wholesale,
+        gpus: waiting,
+    } = waiting_jobs(
         tree,
         view,
         known.as_ref().map(|k| k.queued),
@@ -453,36 +486,52 @@ pub(crate) fn plan_with(
     // Within guaranteed quota: counted first, in each tenant's order.
     let mut within = Vec::new();
     let mut rest: Vec<Vec<Candidate<'_>>> = Vec::with_capacity(by_leaf.len());
-    for leaf_jobs in by_leaf {
-        let mut beyond = Vec::new();
-        for c in leaf_jobs {
-            let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
-            if ledger.used[ledger.at(c.leaf, c.dim)] + c.job.gpus <= g {
-                ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
-                within.push(c);
-            } else {
-                beyond.push(c);
-            }
+    for mut leaf_jobs in by_leaf {
+        let leaf = leaf_jobs[0].leaf;
+        if (0..dims).all(|d| ledger.used[ledger.at(leaf, d)] > tree.nodes[leaf].quota[d].guaranteed)
+        {
+            // Above its guaranteed quota everywhere: every job is beyond it.
+            rest.push(leaf_jobs);
+            continue;
         }
-        if !beyond.is_empty() {
-            rest.push(beyond);
+        // (In place: a tenant at its guarantee keeps every job beyond it.)
+        leaf_jobs.retain(|c| {
+            let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
+            let fits = ledger.used[ledger.at(c.leaf, c.dim)] + c.job.gpus <= g;
+            if fits {
+                ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+                within.push(*c);
+            }
+            !fits
+        });
+        if !leaf_jobs.is_empty() {
+            rest.push(leaf_jobs);
         }
     }
-    round.share = shares(tree, &held, &within, &rest, &capacity);
+    round.share = shares(tree, &held, &waiting, &capacity);
     if !within.is_empty()
         || (1..tree.nodes.len()).any(|n| {
             (0..dims).any(|d| ledger.used[ledger.at(n, d)] > tree.nodes[n].quota[d].limit())
         })
     {
-        let running = running.get_or_insert_with(|| running_jobs(tree, view));
+        Waiting::unwholesale(std::mem::take(&mut wholesale), &mut rest, tree, view, keys);
+        let running = running.get_or_insert_with(|| running_jobs(tree, view, keys));
         reclaim(tree, view, now, &mut ledger, running, &within, &mut round);
     }
     hold_over_limits(&mut ledger, &mut within, &mut round);
     round.guaranteed_waiting = !within.is_empty();
-    admit_borrowers(tree, &mut ledger, rest, &held, &capacity, &mut round);
+    admit_borrowers(
+        tree,
+        &mut ledger,
+        rest,
+        wholesale,
+        &held,
+        &capacity,
+        &mut round,
+    );
     round.reclaimed.sort_unstable();
     if let Some(running) = &running {
-        round.borrowing = borrowing(tree, view, running, &round.reclaimed, &held);
+        round.borrowing = borrowing(tree, view, keys, running, &round.reclaimed, &held);
     }
     round.admitted_borrowing.sort_unstable();
     round.index_holds(view.specs.len());
@@ -493,6 +542,7 @@ pub(crate) fn plan_with(
 fn running_jobs<'v>(
     tree: &QuotaTree,
     view: &'v SchedulerView<'_>,
+    keys: &mut JobKeys,
 ) -> Vec<(&'v ActiveJob, usize, ByDim)> {
     view.jobs
         .iter()
@@ -500,7 +550,7 @@ fn running_jobs<'v>(
         .map(|job| {
             (
                 job,
-                tree.leaf(&view.spec(job).tenant),
+                keys.of(tree, view, job).leaf(),
                 running_dims(tree, view, job),
             )
         })
@@ -560,26 +610,42 @@ fn waiting_jobs<'v>(
     tree: &QuotaTree,
     view: &'v SchedulerView<'_>,
     queued: Option<&[u32]>,
-    keys: Option<&mut JobKeys>,
+    keys: &mut JobKeys,
     ledger: &Ledger<'_>,
     capacity: &[u32],
-) -> Vec<Vec<Candidate<'v>>> {
+) -> Waiting<'v> {
     let dims = tree.dims.len();
     let mut by_leaf: Vec<Vec<Candidate<'v>>> = (0..tree.nodes.len()).map(|_| Vec::new()).collect();
+    let mut wholesale: Vec<Vec<Wholesale<'v>>> =
+        (0..tree.nodes.len()).map(|_| Vec::new()).collect();
+    // With no GPU left, a tenant at or above its guaranteed quota has nothing to admit: its
+    // jobs are all held (unless a reclaim frees GPUs), and their order does not matter.
+    let full = (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]);
+    let saturated: Vec<bool> = (0..tree.nodes.len())
+        .map(|leaf| {
+            full && (0..dims)
+                .all(|d| ledger.used[ledger.at(leaf, d)] >= tree.nodes[leaf].quota[d].guaranteed)
+        })
+        .collect();
     let waiting: Box<dyn Iterator<Item = &'v ActiveJob>> = match queued {
         Some(positions) => Box::new(positions.iter().filter_map(|&i| view.jobs.get(i as usize))),
         None => Box::new(view.jobs.iter().filter(|j| !j.is_running())),
     };
-    let mut fresh = JobKeys::default();
-    let keys = match keys {
-        Some(k) => k,
-        None => &mut fresh,
-    };
+    let mut waiting_gpus = vec![0u64; tree.nodes.len() * dims];
     for job in waiting {
         let key = keys.of(tree, view, job);
         let leaf = key.leaf as usize;
-        let order = job_order(key, job);
         let dim = pick_dim(tree, key, job.gpus, &ledger.used, capacity);
+        waiting_gpus[leaf * dims + dim] += u64::from(job.gpus);
+        if saturated[leaf] && job.gpus > 0 {
+            wholesale[leaf].push(Wholesale {
+                job,
+                dim,
+                preemptible: key.preemptible,
+            });
+            continue;
+        }
+        let order = job_order(key, job);
         by_leaf[leaf].push(Candidate {
             job,
             preemptible: key.preemptible,
@@ -588,34 +654,66 @@ fn waiting_jobs<'v>(
             order,
         });
     }
-    // With no GPU left, a tenant at or above its guaranteed quota has nothing to admit: its
-    // jobs are all held, and their order does not matter.
-    let full = (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]);
+    // A tenant's order decides which of its jobs are within its guaranteed quota, where it has
+    // some left; the borrowers are taken in order as they are admitted.
     for (leaf, leaf_jobs) in by_leaf.iter_mut().enumerate() {
-        if !full
-            || (0..dims)
-                .any(|d| ledger.used[ledger.at(leaf, d)] < tree.nodes[leaf].quota[d].guaranteed)
+        if (0..dims).any(|d| ledger.used[ledger.at(leaf, d)] < tree.nodes[leaf].quota[d].guaranteed)
         {
             leaf_jobs.sort_unstable_by_key(|c| c.order);
         }
     }
     by_leaf.retain(|l| !l.is_empty());
-    by_leaf
+    Waiting {
+        by_leaf,
+        wholesale,
+        gpus: waiting_gpus.into_iter().map(|g| g as f64).collect(),
+    }
 }
 
-/// Fair shares: each node's demand is what it holds and waits for, up to its limit.
-fn shares(
-    tree: &QuotaTree,
-    held: &[u32],
-    within: &[Candidate<'_>],
-    rest: &[Vec<Candidate<'_>>],
-    capacity: &[u32],
-) -> Vec<f64> {
-    let dims = tree.dims.len();
-    let mut waiting = vec![0.0; tree.nodes.len() * dims];
-    for c in within.iter().chain(rest.iter().flatten()) {
-        waiting[c.leaf * dims + c.dim] += f64::from(c.job.gpus);
+/// The waiting jobs of a round.
+struct Waiting<'v> {
+    /// Per leaf with jobs, in its tenant's order where it has guaranteed quota left.
+    by_leaf: Vec<Vec<Candidate<'v>>>,
+    /// Per leaf: its jobs held wholesale (see [`Wholesale`]).
+    wholesale: Vec<Vec<Wholesale<'v>>>,
+    /// GPUs waiting per leaf and dimension.
+    gpus: Vec<f64>,
+}
+
+impl<'v> Waiting<'v> {
+    /// The jobs held wholesale as candidates after the others of their leaf in `rest` (a
+    /// reclaim is about to free GPUs: they may be admitted after all).
+    fn unwholesale(
+        wholesale: Vec<Vec<Wholesale<'v>>>,
+        rest: &mut Vec<Vec<Candidate<'v>>>,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        keys: &mut JobKeys,
+    ) {
+        for (leaf, jobs) in wholesale.into_iter().enumerate() {
+            if jobs.is_empty() {
+                continue;
+            }
+            let candidates = jobs.into_iter().map(|w| Candidate {
+                job: w.job,
+                preemptible: w.preemptible,
+                leaf,
+                dim: w.dim,
+                order: job_order(keys.of(tree, view, w.job), w.job),
+            });
+            match rest.iter_mut().find(|l| l[0].leaf == leaf) {
+                Some(list) => list.extend(candidates),
+                None => rest.push(candidates.collect()),
+            }
+        }
+        rest.sort_by_key(|l| l[0].leaf);
     }
+}
+
+/// Fair shares: each node's demand is what it holds and waits for (`waiting`: GPUs per leaf and
+/// dimension), up to its limit.
+fn shares(tree: &QuotaTree, held: &[u32], waiting: &[f64], capacity: &[u32]) -> Vec<f64> {
+    let dims = tree.dims.len();
     let mut demand: Vec<f64> = held.iter().map(|&h| f64::from(h)).collect();
     for leaf in 0..tree.nodes.len() {
         for d in 0..dims {
@@ -1051,7 +1149,8 @@ fn hold_over_limits(
 fn admit_borrowers(
     tree: &QuotaTree,
     ledger: &mut Ledger<'_>,
-    mut rest: Vec<Vec<Candidate<'_>>>,
+    rest: Vec<Vec<Candidate<'_>>>,
+    wholesale: Vec<Vec<Wholesale<'_>>>,
     held: &[u32],
     capacity: &[u32],
     round: &mut QuotaRound,
@@ -1060,36 +1159,62 @@ fn admit_borrowers(
     if (0..dims).all(|d| ledger.used[ledger.at(0, d)] >= capacity[d]) {
         // No GPU left anywhere: nothing can be admitted, so the order does not matter; a leaf's
         // room is the same for each of its jobs.
-        for leaf_jobs in &rest {
-            let mut room_of: ByDim = smallvec::smallvec![u32::MAX; dims];
-            let mut binding_of: SmallVec<[Option<usize>; 2]> = smallvec::smallvec![None; dims];
-            for c in leaf_jobs {
-                if !c.preemptible {
-                    round
-                        .holds
-                        .push((c.job.id, QuotaHold::NotPreemptible { dim: c.dim }));
-                    continue;
-                }
-                if room_of[c.dim] == u32::MAX {
-                    (room_of[c.dim], binding_of[c.dim]) =
-                        ledger.room(c.leaf, c.dim, capacity[c.dim]);
-                }
-                round.holds.push((
-                    c.job.id,
-                    ledger.hold_for(c, room_of[c.dim], binding_of[c.dim]),
-                ));
+        round.holds.reserve(
+            rest.iter().map(Vec::len).sum::<usize>()
+                + wholesale.iter().map(Vec::len).sum::<usize>(),
+        );
+        let mut lists = rest.iter().peekable();
+        // (Leaf by leaf as `rest` lists them, each leaf's jobs held wholesale after its others.)
+        for leaf in 0..tree.nodes.len() {
+            let candidates = lists.next_if(|l| l[0].leaf == leaf).into_iter().flatten();
+            let jobs = candidates.map(|c| (c.job, c.dim, c.preemptible)).chain(
+                wholesale
+                    .get(leaf)
+                    .into_iter()
+                    .flatten()
+                    .map(|w| (w.job, w.dim, w.preemptible)),
+            );
+            let mut hold_of: SmallVec<[Option<QuotaHold>; 2]> = smallvec::smallvec![None; dims];
+            for (job, dim, preemptible) in jobs {
+                let hold = if preemptible {
+                    hold_of[dim]
+                        .get_or_insert_with(|| {
+                            let (room, binding) = ledger.room(leaf, dim, capacity[dim]);
+                            ledger.hold_for(dim, job.gpus, room, binding)
+                        })
+                        .with_gpus(job.gpus)
+                } else {
+                    QuotaHold::NotPreemptible { dim }
+                };
+                round.holds.push((job.id, hold));
             }
         }
         return;
     }
-    // Each tenant's jobs in its order (a tenant at its guarantee was left unsorted while the
-    // cluster was full; a reclaim may have freed GPUs since).
-    for leaf_jobs in &mut rest {
-        leaf_jobs.sort_unstable_by_key(|c| c.order);
+    debug_assert!(
+        wholesale.iter().all(Vec::is_empty),
+        "held wholesale only while full"
+    );
+    // Each tenant's jobs in its order, taken lazily: once no waiting job fits the free GPUs,
+    // every one left is held with its leaf's room, in any order (a cluster with a few GPUs free
+    // holds most of a hundred thousand jobs at the cost of a heap, not of a sort).
+    let mut queues: Vec<BinaryHeap<Reverse<(JobOrder, usize)>>> = rest
+        .iter()
+        .map(|l| {
+            l.iter()
+                .enumerate()
+                .map(|(i, c)| Reverse((c.order, i)))
+                .collect()
+        })
+        .collect();
+    let mut smallest: ByDim = smallvec::smallvec![u32::MAX; dims];
+    for c in rest.iter().flatten() {
+        smallest[c.dim] = smallest[c.dim].min(c.job.gpus);
     }
-    // Per leaf list: the next candidate's position and what its tenant would have borrowed by
-    // then, per dimension.
-    let mut next = vec![0usize; rest.len()];
+    let nothing_fits = |ledger: &Ledger<'_>| {
+        (0..dims).all(|d| capacity[d].saturating_sub(ledger.used[ledger.at(0, d)]) < smallest[d])
+    };
+    // Per leaf list: what its tenant would have borrowed by then, per dimension.
     let mut borrowed: Vec<ByDim> = rest
         .iter()
         .map(|l| {
@@ -1105,36 +1230,61 @@ fn admit_borrowers(
         let after = f64::from(borrowed[c.dim] + c.job.gpus) / tree.nodes[c.leaf].weight;
         (crate::order_key(after), c.order)
     };
-    let mut heap = std::collections::BinaryHeap::new();
-    for (l, leaf_jobs) in rest.iter().enumerate() {
-        heap.push(Reverse((key(&leaf_jobs[0], &borrowed[l]), l)));
+    let mut heap = BinaryHeap::new();
+    for (l, queue) in queues.iter().enumerate() {
+        if let Some(Reverse((_, i))) = queue.peek() {
+            heap.push(Reverse((key(&rest[l][*i], &borrowed[l]), l)));
+        }
     }
     let mut room_of: Vec<Option<(u32, Option<usize>)>> = vec![None; tree.nodes.len() * dims];
-    while let Some(Reverse((_, l))) = heap.pop() {
-        let c = &rest[l][next[l]];
-        borrowed[l][c.dim] += c.job.gpus;
-        next[l] += 1;
-        if let Some(n) = rest[l].get(next[l]) {
-            heap.push(Reverse((key(n, &borrowed[l]), l)));
-        }
+    let hold = |c: &Candidate<'_>, ledger: &Ledger<'_>, room_of: &mut [Option<_>]| {
         if !c.preemptible {
-            round
-                .holds
-                .push((c.job.id, QuotaHold::NotPreemptible { dim: c.dim }));
+            return QuotaHold::NotPreemptible { dim: c.dim };
+        }
+        let (room, binding) = *room_of[c.leaf * dims + c.dim]
+            .get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]));
+        ledger.hold_for(c.dim, c.job.gpus, room, binding)
+    };
+    let mut full = nothing_fits(ledger);
+    // Per leaf list: the positions taken in order (few: the free GPUs run out).
+    let mut taken: Vec<Vec<usize>> = vec![Vec::new(); rest.len()];
+    while !full && let Some(Reverse((_, l))) = heap.pop() {
+        let Some(Reverse((_, i))) = queues[l].pop() else {
             continue;
+        };
+        taken[l].push(i);
+        let c = &rest[l][i];
+        borrowed[l][c.dim] += c.job.gpus;
+        if let Some(Reverse((_, n))) = queues[l].peek() {
+            heap.push(Reverse((key(&rest[l][*n], &borrowed[l]), l)));
         }
         let slot = c.leaf * dims + c.dim;
-        let (room, binding) =
-            *room_of[slot].get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]));
-        if c.job.gpus <= room {
+        let fits = c.preemptible
+            && c.job.gpus
+                <= room_of[slot]
+                    .get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]))
+                    .0;
+        if fits {
             ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
             round.admitted_borrowing.push(c.job.id);
             room_of.iter_mut().for_each(|r| *r = None);
+            full = nothing_fits(ledger);
             continue;
         }
-        round
-            .holds
-            .push((c.job.id, ledger.hold_for(c, room, binding)));
+        round.holds.push((c.job.id, hold(c, ledger, &mut room_of)));
+    }
+    drop(queues);
+    round
+        .holds
+        .reserve(rest.iter().map(Vec::len).sum::<usize>());
+    for (list, mut taken) in rest.iter().zip(taken) {
+        taken.sort_unstable();
+        let mut taken = taken.into_iter().peekable();
+        for (i, c) in list.iter().enumerate() {
+            if taken.next_if_eq(&i).is_none() {
+                round.holds.push((c.job.id, hold(c, ledger, &mut room_of)));
+            }
+        }
     }
 }
 
@@ -1143,6 +1293,7 @@ fn admit_borrowers(
 fn borrowing(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
+    keys: &mut JobKeys,
     running: &[(&ActiveJob, usize, ByDim)],
     reclaimed: &[JobId],
     held: &[u32],
@@ -1156,10 +1307,10 @@ fn borrowing(
         .iter()
         .filter(|(j, leaf, _)| over(*leaf) && reclaimed.binary_search(&j.id).is_err())
         .collect();
-    order.sort_by_key(|(j, leaf, _)| {
+    order.sort_by_cached_key(|(j, leaf, _)| {
         (
             *leaf,
-            Reverse(view.spec(j).class.value),
+            Reverse(keys.of(tree, view, j).class),
             j.first_start,
             j.id,
         )

@@ -473,6 +473,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    /// The simulator's shortcut (every waiting job within guaranteed quota and placeable on the
+    /// free GPUs: the round is not built) is taken only where the whole round would hold,
+    /// reclaim and lend nothing.
+    #[test]
+    fn the_shortcut_agrees_with_the_whole_round(groups in arb_tree(), specs in arb_jobs(), rounds in 0u64..3) {
+        let c = cluster(4, 4);
+        let Ok(mut policy) = Quotas::new(&groups, &c, build(PolicyKind::Sjf, &PolicyConfig::default()).expect("builds")) else { return Ok(()) };
+        let mut last = Decision::default();
+        for round in 0..rounds {
+            last = decide(&mut policy, &c, &specs, &last, round * 60);
+        }
+        let tree = policy.tree().expect("tree").clone();
+        let jobs = active(&specs, &last);
+        let mut free = arbiter_model::Occupancy::new(&c);
+        let mut held = vec![0u32; tree.nodes.len() * tree.dims.len()];
+        for j in jobs.iter().filter(|j| j.is_running()) {
+            let placement = j.placement().expect("running");
+            free.allocate(placement).expect("fits");
+            tree.add_on_path(&mut held, tree.leaf(&specs[j.id.index()].tenant), &tree.placement_dims(&c, &placement.slots), true);
+        }
+        let queued: Vec<u32> = (0..jobs.len() as u32).filter(|&i| !jobs[i as usize].is_running()).collect();
+        let view = SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None };
+        let capacity = tree.capacity(&c);
+        let known = round::Known { held: &held, capacity: &capacity, queued: &queued };
+        let shortcut = round::admits_all_within(&tree, &view, &known, free.free_per_node(), &mut round::JobKeys::default(), &mut round::Scratch::default());
+        let whole = round::plan(&tree, &view, SimTime::from_ms(rounds * 60_000));
+        if shortcut {
+            prop_assert!(whole.holds.is_empty(), "{:?}", whole.holds);
+            prop_assert!(whole.reclaimed.is_empty(), "{:?}", whole.reclaimed);
+            prop_assert!(!whole.guaranteed_waiting || whole.admitted_borrowing.is_empty());
+        }
+    }
+}
+
 /// Times one round's plan at the daemon bench's scale (`--release -- --ignored --nocapture`).
 #[test]
 #[ignore = "a measurement, not a test"]
@@ -513,23 +550,41 @@ fn plan_at_scale() {
         };
         used += j.gpus;
     }
+    // A full cluster, then a steady round: a few runs just ended, their GPUs free.
+    for steady in [false, true] {
+        if steady {
+            jobs.retain(|j| !j.is_running() || j.id.0 % 2000 != 7);
+        }
+        eprintln!("{}:", if steady { "a few GPUs free" } else { "full" });
+        time_rounds(&groups, &tree, &c, &jobs, &specs);
+    }
+}
+
+/// Times [`round::plan`] and the wrapper over FIFO beside FIFO alone, on one view.
+fn time_rounds(
+    groups: &[QuotaGroup],
+    tree: &QuotaTree,
+    c: &arbiter_model::Cluster,
+    jobs: &[ActiveJob],
+    specs: &[JobSpec],
+) {
     let view = SchedulerView {
-        cluster: &c,
-        jobs: &jobs,
-        specs: &specs,
+        cluster: c,
+        jobs,
+        specs,
         current: None,
     };
-    for _ in 0..6 {
+    for _ in 0..4 {
         let t = std::time::Instant::now();
-        let round = round::plan(&tree, &view, SimTime::from_ms(60_000));
+        let round = round::plan(tree, &view, SimTime::from_ms(60_000));
         eprintln!("plan {:?}: {} holds", t.elapsed(), round.holds.len());
     }
     // The whole wrapper (kept spec fields, the policy on what is offered, limits checked)
     // beside the policy alone: what a daemon round pays for the tree.
     let now = SimTime::from_ms(60_000);
     let mut fifo = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
-    let mut wrapped = quotas(&groups, &c, PolicyKind::Fifo);
-    for _ in 0..6 {
+    let mut wrapped = quotas(groups, c, PolicyKind::Fifo);
+    for _ in 0..4 {
         let t = std::time::Instant::now();
         let alone = fifo.schedule(&view, now).expect("decides");
         let alone_t = t.elapsed();
