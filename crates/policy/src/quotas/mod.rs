@@ -184,10 +184,14 @@ impl Policy for Quotas {
                     // The round would hold, reclaim and lend nothing: not built.
                     QuotaRound::default()
                 } else {
-                    round::plan_with(tree, view, now, Some(known), &mut self.keys)
+                    let last = std::mem::take(&mut self.last);
+                    round::plan_with(tree, view, now, Some(known), &mut self.keys, last)
                 }
             }
-            None => round::plan_with(tree, view, now, None, &mut self.keys),
+            None => {
+                let last = std::mem::take(&mut self.last);
+                round::plan_with(tree, view, now, None, &mut self.keys, last)
+            }
         };
         let undisturbed = round.holds.is_empty()
             && round.reclaimed.is_empty()
@@ -269,16 +273,22 @@ fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decisi
         return Vec::new();
     }
     let dims = tree.dims.len();
-    let running: std::collections::BTreeMap<JobId, &ActiveJob> = view
-        .jobs
-        .iter()
-        .filter(|j| j.is_running())
-        .map(|j| (j.id, j))
-        .collect();
+    // Per job id: whether it runs, whether the decision lists it.
+    let mut running = vec![false; view.specs.len()];
+    for j in view.jobs.iter().filter(|j| j.is_running()) {
+        running[j.id.index()] = true;
+    }
     let mut used = vec![0u32; tree.nodes.len() * dims];
-    let listed: std::collections::BTreeSet<JobId> = decision.run.iter().map(|a| a.job).collect();
     if decision.keep_unlisted {
-        for job in running.values().filter(|j| !listed.contains(&j.id)) {
+        let mut listed = vec![false; view.specs.len()];
+        for a in &decision.run {
+            listed[a.job.index()] = true;
+        }
+        for job in view
+            .jobs
+            .iter()
+            .filter(|j| j.is_running() && !listed[j.id.index()])
+        {
             let slots = job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]);
             tree.add_on_path(
                 &mut used,
@@ -300,7 +310,7 @@ fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decisi
             &tree.placement_dims(view.cluster, &a.placement.slots),
             true,
         );
-        if !running.contains_key(&a.job) {
+        if !running[a.job.index()] {
             starting.push(i);
         }
     }

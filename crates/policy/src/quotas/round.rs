@@ -94,7 +94,8 @@ impl QuotaRound {
             .map(|(j, _)| j.index())
             .chain(self.reclaimed.iter().map(|j| j.index()))
             .max();
-        self.blocked = vec![0; last.map_or(0, |l| l / 64 + 1)];
+        self.blocked.clear();
+        self.blocked.resize(last.map_or(0, |l| l / 64 + 1), 0);
         for job in self
             .holds
             .iter()
@@ -103,11 +104,12 @@ impl QuotaRound {
         {
             self.blocked[job.index() / 64] |= 1 << (job.index() % 64);
         }
+        self.hold_at.clear();
         if self.holds.len() < jobs / 8 {
             self.holds.sort_unstable_by_key(|(j, _)| *j);
             return;
         }
-        self.hold_at = vec![u32::MAX; jobs];
+        self.hold_at.resize(jobs, u32::MAX);
         for (at, (job, _)) in self.holds.iter().enumerate() {
             if let Some(slot) = self.hold_at.get_mut(job.index()) {
                 *slot = at as u32;
@@ -433,16 +435,25 @@ pub(crate) fn admits_all_within(
 
 /// Decides the quota tree's round for `view` (see the module's comment).
 pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRound {
-    plan_with(tree, view, now, None, &mut JobKeys::default())
+    plan_with(
+        tree,
+        view,
+        now,
+        None,
+        &mut JobKeys::default(),
+        QuotaRound::default(),
+    )
 }
 
-/// [`plan`], with what the caller knows (`None`: everything is counted from the view).
+/// [`plan`], with what the caller knows (`None`: everything is counted from the view), the
+/// spec fields kept and the last round to take buffers from.
 pub(crate) fn plan_with(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
     now: SimTime,
     known: Option<Known<'_>>,
     keys: &mut JobKeys,
+    mut recycled: QuotaRound,
 ) -> QuotaRound {
     let dims = tree.dims.len();
     let capacity = known
@@ -479,10 +490,16 @@ pub(crate) fn plan_with(
         &ledger,
         &capacity,
     );
+    // (The last round's buffers, emptied: a full cluster's holds are megabytes, and memory
+    // taken fresh at every round is memory the kernel zeroes at every round.)
     let mut round = QuotaRound {
         held: held.clone(),
+        holds: std::mem::take(&mut recycled.holds),
+        blocked: std::mem::take(&mut recycled.blocked),
+        hold_at: std::mem::take(&mut recycled.hold_at),
         ..QuotaRound::default()
     };
+    round.holds.clear();
     // Within guaranteed quota: counted first, in each tenant's order.
     let mut within = Vec::new();
     let mut rest: Vec<Vec<Candidate<'_>>> = Vec::with_capacity(by_leaf.len());
