@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use arbiter_model::Cluster;
 use arbiter_policy::{PolicyConfig, PolicyKind, build};
 use arbiter_sim::{SimConfig, Summary, Window, simulate};
-use arbiter_trace::{ReadOptions, Trace, TraceFormat};
+use arbiter_trace::Trace;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -21,19 +21,11 @@ pub fn run(
     policies: &[PolicyKind],
     json: bool,
 ) -> Result<()> {
-    let path = trace.unwrap_or_else(|| PathBuf::from("data/philly/philly.csv"));
-    let sizes_path = vc_sizes.unwrap_or_else(|| PathBuf::from("data/philly/philly_vc.csv"));
     let started = Instant::now();
-    let trace = arbiter_trace::read(&path, TraceFormat::Philly, &ReadOptions::default())
-        .with_context(|| {
-            format!(
-                "reading {} (run from the repository root or pass --trace)",
-                path.display()
-            )
-        })?;
+    // (The load's time includes the VC sizes' small file.)
+    let (trace, sizes) = crate::bench_util::read_philly(trace, vc_sizes)?;
     let load_s = started.elapsed().as_secs_f64();
     let total_jobs = trace.jobs.len();
-    let sizes = arbiter_trace::philly::read_vc_sizes(&sizes_path)?;
     let mut by_tenant: std::collections::BTreeMap<String, Vec<arbiter_model::JobSpec>> =
         std::collections::BTreeMap::new();
     for job in trace.jobs {

@@ -4,12 +4,11 @@
 //! guarantees every VC its own nodes' GPUs (borrowing without limit; the VCs the file does not
 //! size share the rest). Prints wall time (the fastest of five runs, taken in turns), events, average JCT and reclaims, and the overhead.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use arbiter_model::Cluster;
 use arbiter_policy::quotas::{GpuQuota, QuotaGroup, Quotas};
 use arbiter_policy::{PolicyConfig, PolicyKind, build};
 use arbiter_sim::{SimConfig, Summary, Window, simulate};
-use arbiter_trace::{ReadOptions, TraceFormat};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -30,16 +29,7 @@ pub fn run(
     policies: &[PolicyKind],
     json: bool,
 ) -> Result<()> {
-    let path = trace.unwrap_or_else(|| PathBuf::from("data/philly/philly.csv"));
-    let sizes_path = vc_sizes.unwrap_or_else(|| PathBuf::from("data/philly/philly_vc.csv"));
-    let trace = arbiter_trace::read(&path, TraceFormat::Philly, &ReadOptions::default())
-        .with_context(|| {
-            format!(
-                "reading {} (run from the repository root or pass --trace)",
-                path.display()
-            )
-        })?;
-    let sizes = arbiter_trace::philly::read_vc_sizes(&sizes_path)?;
+    let (trace, sizes) = crate::bench_util::read_philly(trace, vc_sizes)?;
     let nodes: u32 = sizes.iter().map(|(_, n)| n).sum();
     let cluster = Cluster::homogeneous(1, nodes, 8, 64, 512, "V100")?;
     let groups: Vec<QuotaGroup> = sizes

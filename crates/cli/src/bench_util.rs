@@ -30,6 +30,30 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// The Philly trace and its VCs' sizes (nodes per VC) the Philly suites replay: `trace` and
+/// `vc_sizes`, or the bundled files.
+pub(crate) fn read_philly(
+    trace: Option<std::path::PathBuf>,
+    vc_sizes: Option<std::path::PathBuf>,
+) -> anyhow::Result<(arbiter_trace::Trace, Vec<(String, u32)>)> {
+    use anyhow::Context;
+    let path = trace.unwrap_or_else(|| "data/philly/philly.csv".into());
+    let sizes_path = vc_sizes.unwrap_or_else(|| "data/philly/philly_vc.csv".into());
+    let trace = arbiter_trace::read(
+        &path,
+        arbiter_trace::TraceFormat::Philly,
+        &arbiter_trace::ReadOptions::default(),
+    )
+    .with_context(|| {
+        format!(
+            "reading {} (run from the repository root or pass --trace)",
+            path.display()
+        )
+    })?;
+    let sizes = arbiter_trace::philly::read_vc_sizes(&sizes_path)?;
+    Ok((trace, sizes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

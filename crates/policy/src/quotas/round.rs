@@ -1254,12 +1254,16 @@ fn admit_borrowers(
         }
     }
     let mut room_of: Vec<Option<(u32, Option<usize>)>> = vec![None; tree.nodes.len() * dims];
+    // A leaf's room in a dimension, computed once until the next admission.
+    let room = |c: &Candidate<'_>, ledger: &Ledger<'_>, room_of: &mut [Option<_>]| {
+        *room_of[c.leaf * dims + c.dim]
+            .get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]))
+    };
     let hold = |c: &Candidate<'_>, ledger: &Ledger<'_>, room_of: &mut [Option<_>]| {
         if !c.preemptible {
             return QuotaHold::NotPreemptible { dim: c.dim };
         }
-        let (room, binding) = *room_of[c.leaf * dims + c.dim]
-            .get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]));
+        let (room, binding) = room(c, ledger, room_of);
         ledger.hold_for(c.dim, c.job.gpus, room, binding)
     };
     let mut full = nothing_fits(ledger);
@@ -1275,13 +1279,7 @@ fn admit_borrowers(
         if let Some(Reverse((_, n))) = queues[l].peek() {
             heap.push(Reverse((key(&rest[l][*n], &borrowed[l]), l)));
         }
-        let slot = c.leaf * dims + c.dim;
-        let fits = c.preemptible
-            && c.job.gpus
-                <= room_of[slot]
-                    .get_or_insert_with(|| ledger.room(c.leaf, c.dim, capacity[c.dim]))
-                    .0;
-        if fits {
+        if c.preemptible && c.job.gpus <= room(c, ledger, &mut room_of).0 {
             ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
             round.admitted_borrowing.push(c.job.id);
             room_of.iter_mut().for_each(|r| *r = None);
