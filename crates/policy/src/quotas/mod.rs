@@ -265,11 +265,7 @@ impl Policy for Quotas {
 /// where they really are placed (lowest class, priority and latest submission first). Returns
 /// them. Jobs already running are never taken out: only what starts now is checked.
 fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decision) -> Vec<JobId> {
-    if tree
-        .nodes
-        .iter()
-        .all(|n| n.quota.iter().all(|q| q.borrowing_limit.is_none()))
-    {
+    if !tree.has_limits() {
         return Vec::new();
     }
     let dims = tree.dims.len();

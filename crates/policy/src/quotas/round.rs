@@ -414,16 +414,20 @@ pub(crate) fn admits_all_within(
             key.leaf as usize,
             pick_dim(tree, key, job.gpus, known.held, known.capacity),
         );
-        if scratch.used[leaf * dims + dim] + job.gpus > tree.nodes[leaf].quota[dim].guaranteed {
+        if scratch.used[leaf * dims + dim] + job.gpus > tree.guaranteed(leaf, dim) {
             return false;
         }
         tree.add_on_path(&mut scratch.used, leaf, &one_dim(dims, dim, job.gpus), true);
         scratch.order.push((job_order(key, job), at, dim));
     }
-    if (1..tree.nodes.len())
-        .any(|n| (0..dims).any(|d| scratch.used[n * dims + d] > tree.nodes[n].quota[d].limit()))
-    {
+    if tree.overdrawn(&scratch.used) {
         return false;
+    }
+    if let [(_, at, dim)] = scratch.order[..]
+        && first_fit_node(tree, view, free, dim, &view.jobs[at as usize]).is_some()
+    {
+        // One job (an arrival, most often) that one node holds: no copy of the free GPUs.
+        return true;
     }
     scratch.order.sort_unstable();
     scratch.free.clear();
@@ -1002,20 +1006,31 @@ fn place_first_fit(
     job: &ActiveJob,
 ) -> bool {
     let k = i64::from(job.gpus);
-    let nodes = &view.cluster.nodes;
-    let typed = view.spec(job).gpu_type;
-    let fits = (0..nodes.len()).find(|&n| {
-        free[n] >= k
-            && tree.dim_of_type.get(nodes[n].gpu_type.index()) == Some(&dim)
-            && typed.is_none_or(|t| nodes[n].gpu_type == t)
-    });
-    if let Some(n) = fits {
+    if let Some(n) = first_fit_node(tree, view, free, dim, job) {
         // (No node is wider than its GPUs, so a job a node can hold is placed on one.)
         free[n] -= k;
         return true;
     }
     let (of_dim, widest) = nodes_for(tree, view, dim, job);
     k > widest && take_across(free, &of_dim, k)
+}
+
+/// The first node of dimension `dim` (and of `job`'s GPU type) with room for it in `free`.
+fn first_fit_node<F: Copy + Into<i64>>(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    free: &[F],
+    dim: usize,
+    job: &ActiveJob,
+) -> Option<usize> {
+    let k = i64::from(job.gpus);
+    let nodes = &view.cluster.nodes;
+    let typed = view.spec(job).gpu_type;
+    (0..nodes.len().min(free.len())).find(|&n| {
+        free[n].into() >= k
+            && tree.dim_of_type.get(nodes[n].gpu_type.index()) == Some(&dim)
+            && typed.is_none_or(|t| nodes[n].gpu_type == t)
+    })
 }
 
 /// Free GPUs per node with the reclaimed jobs gone, and the other running jobs on each node.
@@ -1060,7 +1075,6 @@ fn take_across(free: &mut [i64], nodes: &[usize], k: i64) -> bool {
     true
 }
 
-/// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
 /// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
 /// that needs the fewest. Each node's own jobs are looked at, not every running job per node.
 #[allow(clippy::too_many_arguments)]

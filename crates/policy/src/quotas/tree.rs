@@ -18,6 +18,7 @@
 //! with KAI-Scheduler's tree and `overQuotaWeight`. A GPU type key `all` counts every GPU
 //! whatever its type (then every group must use `all`).
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -102,14 +103,21 @@ pub struct QuotaTree {
     pub dims: Vec<String>,
     /// The dimension of each GPU type of the cluster (by `GpuTypeId` index).
     pub dim_of_type: Vec<usize>,
-    /// The leaf each named tenant's jobs count in.
-    leaf_of: BTreeMap<String, usize>,
+    /// The leaf each named tenant's jobs count in (hashed: a search in an ordered map compares
+    /// the name with up to eleven keys of a node, and every job is looked up once).
+    leaf_of: FxHashMap<String, usize>,
     /// The leaf of the tenants the tree does not name.
     others: usize,
     /// The groups as written, for showing and saving.
     pub groups: Vec<QuotaGroup>,
     /// Each node's path from the root's child down to it (root excluded).
     paths: Vec<Vec<usize>>,
+    /// Guaranteed GPUs and limits per node and dimension (`node * dims + dim`), flat: the
+    /// simulator reads them at every event.
+    guaranteed_at: Vec<u32>,
+    limit_at: Vec<u32>,
+    /// Whether any node has a borrowing limit (without one, no limit can be overdrawn).
+    limited: bool,
 }
 
 impl QuotaTree {
@@ -131,10 +139,13 @@ impl QuotaTree {
             nodes: Vec::new(),
             dims,
             dim_of_type,
-            leaf_of: BTreeMap::new(),
+            leaf_of: FxHashMap::default(),
             others: 0,
             groups: groups.to_vec(),
             paths: Vec::new(),
+            guaranteed_at: Vec::new(),
+            limit_at: Vec::new(),
+            limited: false,
         };
         tree.nodes.push(TreeNode {
             name: "(cluster)".into(),
@@ -160,6 +171,10 @@ impl QuotaTree {
         );
         tree.bind_leaves(&index_of);
         tree.paths = (0..tree.nodes.len()).map(|n| tree.walk_up(n)).collect();
+        let quotas = || tree.nodes.iter().flat_map(|n| n.quota.iter());
+        tree.guaranteed_at = quotas().map(|q| q.guaranteed).collect();
+        tree.limit_at = quotas().map(GpuQuota::limit).collect();
+        tree.limited = quotas().any(|q| q.borrowing_limit.is_some());
         tree.check_sums(&capacity_by_dim(
             &tree.dim_of_type,
             tree.dims.len(),
@@ -193,6 +208,26 @@ impl QuotaTree {
             .and_then(|n| self.dim_of_type.get(n.gpu_type.index()).copied())
     }
 
+    /// Node `node`'s guaranteed GPUs of dimension `dim`.
+    pub fn guaranteed(&self, node: usize, dim: usize) -> u32 {
+        self.guaranteed_at[node * self.dims.len() + dim]
+    }
+
+    /// The most GPUs of dimension `dim` node `node`'s jobs may hold (`u32::MAX`: no limit).
+    pub fn limit(&self, node: usize, dim: usize) -> u32 {
+        self.limit_at[node * self.dims.len() + dim]
+    }
+
+    /// Whether any node has a borrowing limit.
+    pub fn has_limits(&self) -> bool {
+        self.limited
+    }
+
+    /// Whether `used` (per node and dimension, `node * dims + dim`) is above a limit anywhere.
+    pub fn overdrawn(&self, used: &[u32]) -> bool {
+        self.limited && used.iter().zip(&self.limit_at).any(|(u, l)| u > l)
+    }
+
     /// A placement's GPUs per dimension, by the type of the nodes it is on.
     pub fn placement_dims(
         &self,
@@ -200,6 +235,11 @@ impl QuotaTree {
         slots: &[(arbiter_model::NodeId, u32)],
     ) -> smallvec::SmallVec<[u32; 2]> {
         let mut v: smallvec::SmallVec<[u32; 2]> = smallvec::smallvec![0; self.dims.len()];
+        if self.dims.len() == 1 && self.dims[0] == ALL_TYPES {
+            // Every GPU counts in the one dimension.
+            v[0] = slots.iter().map(|&(_, gpus)| gpus).sum();
+            return v;
+        }
         for &(node, gpus) in slots {
             if let Some(d) = self.dim_of_node(cluster, node) {
                 v[d] += gpus;
