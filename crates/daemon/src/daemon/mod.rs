@@ -188,6 +188,11 @@ pub struct State {
     /// last given it.
     pub(crate) pairs: crate::records::pairs::PairTable,
     pub(crate) pairs_changed: bool,
+    /// Whether the last round's decision was the policy's and was carried out whole: the
+    /// running jobs have since changed only by it and by runs that ended. Only then is the
+    /// policy offered the present (`SchedulerView::current`): a policy may keep what it learned
+    /// of the present between such rounds (the quota tree keeps its tenants' running GPUs).
+    pub(crate) present_exact: bool,
     /// Per job holding GPUs: the other jobs on its GPUs and since when (Unix ms) — its reports
     /// count for the co-location table once that has lasted `pairs::SETTLE_S`.
     pub(crate) sharing_since: BTreeMap<u32, (Vec<u32>, u64)>,
@@ -502,6 +507,7 @@ impl Daemon {
             planner: arbiter_model::Planner::default(),
             pairs,
             pairs_changed: false,
+            present_exact: false,
             sharing_since: BTreeMap::new(),
             ended: BTreeMap::new(),
             submission_budget: BTreeMap::new(),

@@ -60,6 +60,11 @@ impl Held {
         self.valid = true;
     }
 
+    /// Forgets the counts: the caller offered no present, so what changed since is unknown.
+    pub fn invalidate(&mut self) {
+        self.valid = false;
+    }
+
     fn add(&mut self, tree: &QuotaTree, job: JobId, leaf: usize, by_dim: SmallVec<[u32; 2]>) {
         tree.add_on_path(&mut self.per_node, leaf, &by_dim, true);
         if let Some(slot) = self.by_job.get_mut(job.index()) {

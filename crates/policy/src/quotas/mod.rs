@@ -189,6 +189,8 @@ impl Policy for Quotas {
                 }
             }
             None => {
+                // Whatever ran since the last present is unknown: counted again when one comes.
+                self.held.invalidate();
                 let last = std::mem::take(&mut self.last);
                 round::plan_with(tree, view, now, None, &mut self.keys, last)
             }

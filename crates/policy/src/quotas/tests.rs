@@ -598,3 +598,127 @@ fn time_rounds(
         );
     }
 }
+
+/// A caller that keeps jobs as the daemon does: `running` (job → placement), the jobs not
+/// ended for good (`live`); job `i` is submitted at round `i % 3`.
+struct Caller {
+    running: BTreeMap<u32, Placement>,
+    live: Vec<bool>,
+    round: usize,
+}
+
+impl Caller {
+    /// The jobs as the policy is shown them, in id order, and where each waiting one is.
+    fn jobs(&self, specs: &[JobSpec]) -> (Vec<ActiveJob>, Vec<u32>) {
+        let mut jobs = Vec::new();
+        let mut queued = Vec::new();
+        for s in specs
+            .iter()
+            .filter(|s| self.live[s.id.index()] && s.id.index() % 3 <= self.round)
+        {
+            let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
+            match self.running.get(&s.id.0) {
+                Some(p) => {
+                    j.state = RunState::Running {
+                        placement: p.clone(),
+                        since: SimTime::ZERO,
+                        speed: 1.0,
+                    };
+                    j.first_start = Some(SimTime::ZERO);
+                }
+                None => queued.push(jobs.len() as u32),
+            }
+            jobs.push(j);
+        }
+        (jobs, queued)
+    }
+
+    /// The running jobs once `d` is in force.
+    fn after(&self, d: &Decision) -> BTreeMap<u32, Placement> {
+        let mut next = if d.keep_unlisted {
+            self.running.clone()
+        } else {
+            BTreeMap::new()
+        };
+        next.extend(d.run.iter().map(|a| (a.job.0, a.placement.clone())));
+        next
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The daemon offers the present (`SchedulerView::current`) only after a round whose
+    /// decision was carried out whole; runs may end between rounds, some for good (the policy
+    /// is told), some to wait again. Under that contract a quota tree that keeps its tenants'
+    /// running GPUs between rounds decides as one counting them afresh at every round.
+    #[test]
+    fn a_present_kept_between_daemon_rounds_decides_as_a_fresh_count(
+        guaranteed in proptest::collection::vec(0u32..5, 4),
+        specs in arb_jobs(),
+        kind in prop_oneof![Just(PolicyKind::Fifo), Just(PolicyKind::Sjf)],
+        turns in proptest::collection::vec((any::<u64>(), 0u8..3), 2..10),
+    ) {
+        let c = cluster(4, 4);
+        let groups: Vec<QuotaGroup> = guaranteed.iter().enumerate().map(|(i, &g)| group(&format!("t{i}"), None, g, (i == 1).then_some(3), None)).collect();
+        let mut kept = quotas(&groups, &c, kind);
+        let mut fresh = quotas(&groups, &c, kind);
+        let mut caller = Caller { running: BTreeMap::new(), live: vec![true; specs.len()], round: 0 };
+
+        let mut exact = false;
+        for (round, (seed, refused)) in turns.into_iter().enumerate() {
+            caller.round = round;
+            let now = SimTime::from_ms(round as u64 * 60_000);
+            let (jobs, queued) = caller.jobs(&specs);
+            let mut free = arbiter_model::Occupancy::new(&c);
+            for p in caller.running.values() {
+                free.allocate(p).expect("fits");
+            }
+            let present = exact.then_some(crate::Current { free: &free, queued: &queued });
+            let with = kept.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: present }, now).expect("decides");
+            let without = fresh.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, now).expect("decides");
+            let next = caller.after(&without);
+            prop_assert_eq!(&caller.after(&with), &next);
+            let (a, b) = (kept.quota_round().expect("tree").1, fresh.quota_round().expect("tree").1);
+            prop_assert_eq!(&a.holds, &b.holds);
+            prop_assert_eq!(&a.reclaimed, &b.reclaimed);
+            // The daemon carries the decision out, but for `refused` of its starts and as many
+            // of its preemptions (a run within its minimum run time is protected).
+            let mut carried = next.clone();
+            let starts: Vec<u32> = next.keys().copied().filter(|j| !caller.running.contains_key(j)).collect();
+            for &j in starts.iter().take(usize::from(refused)) {
+                carried.remove(&j);
+            }
+            let stopped: Vec<u32> = caller.running.keys().copied().filter(|j| !next.contains_key(j)).collect();
+            for &j in stopped.iter().take(usize::from(refused)) {
+                carried.insert(j, caller.running[&j].clone());
+            }
+            // A start onto GPUs a protected run keeps waits.
+            let mut taken = arbiter_model::Occupancy::new(&c);
+            for (j, p) in &carried {
+                if caller.running.contains_key(j) {
+                    taken.allocate(p).expect("fits");
+                }
+            }
+            carried.retain(|j, p| caller.running.contains_key(j) || taken.allocate(p).is_ok());
+            exact = carried == next;
+            caller.running = carried;
+            // Runs end, by the seed: one in eight for good, one in eight to wait again.
+            let ids: Vec<u32> = caller.running.keys().copied().collect();
+            for (i, j) in ids.into_iter().enumerate() {
+                match (seed >> (3 * (i % 21))) & 7 {
+                    0 => {
+                        caller.running.remove(&j);
+                        caller.live[j as usize] = false;
+                        let spec = &specs[j as usize];
+                        let done = ActiveJob::submitted(spec.id, spec.gpus, spec.submit, spec.run_time_s);
+                        kept.job_finished(spec, &done, now);
+                        fresh.job_finished(spec, &done, now);
+                    }
+                    1 => drop(caller.running.remove(&j)),
+                    _ => {}
+                }
+            }
+        }
+    }
+}

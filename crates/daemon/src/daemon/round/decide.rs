@@ -17,8 +17,10 @@ use super::hold::{self, Hold};
 use crate::daemon::{AgentSlot, Daemon, State};
 use crate::records::job::{JobRecord, JobState};
 use crate::records::view;
-use arbiter_model::{ActiveJob, Admission, Cluster, Decision, JobSpec, QuotaUse, SimTime, Waiting};
-use arbiter_policy::SchedulerView;
+use arbiter_model::{
+    ActiveJob, Admission, Cluster, Decision, JobSpec, Occupancy, QuotaUse, SimTime, Waiting,
+};
+use arbiter_policy::{Current, SchedulerView};
 use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 
@@ -67,15 +69,71 @@ pub(crate) struct Snapshot {
     pub(crate) retry_wake: Option<u64>,
     /// The cluster without the nodes that take no new runs (`None`: the whole cluster).
     pub(crate) reduced: Option<Cluster>,
+    /// The present, as the simulator offers it to policies: `None` while running jobs share
+    /// GPUs (see [`present_of`]).
+    pub(crate) present: Option<Box<Present>>,
 }
 
-/// What the decision step came to.
+/// What is free and what waits, for a policy that decides by changes (a start costs what the
+/// queue's head does, not a scan of every job) and for the planner that checks such a
+/// decision against it.
+pub(crate) struct Present {
+    /// The cluster's GPUs minus the running jobs' placements.
+    pub(crate) free: Occupancy,
+    /// Positions in [`Snapshot::active`] of the waiting jobs.
+    pub(crate) queued: Vec<u32>,
+}
+
+impl Snapshot {
+    /// The present to offer the policy (`exact`: see `State::present_exact`).
+    fn current(&self, exact: bool) -> Option<Current<'_>> {
+        self.present.as_ref().filter(|_| exact).map(|p| Current {
+            free: &p.free,
+            queued: &p.queued,
+        })
+    }
+}
+
+/// The present of `active` on `cluster` (the one the policy is shown): `None` when two running
+/// jobs share a GPU (an occupancy counts GPUs per node, not which) or a running job's
+/// placement does not fit its node; the policy is then asked for a whole decision.
+fn present_of(
+    cluster: &Cluster,
+    active: &[ActiveJob],
+    jobs: &crate::records::jobs::Jobs,
+) -> Option<Box<Present>> {
+    let mut free = Occupancy::new(cluster);
+    let mut queued = Vec::new();
+    let mut held: Vec<bool> = Vec::new();
+    for (at, job) in active.iter().enumerate() {
+        let Some(placement) = job.placement() else {
+            queued.push(at as u32);
+            continue;
+        };
+        for &gpu in jobs.get(job.id.index())?.state.gpus()? {
+            let gpu = gpu as usize;
+            if gpu >= held.len() {
+                held.resize(gpu + 1, false);
+            }
+            if std::mem::replace(&mut held[gpu], true) {
+                return None;
+            }
+        }
+        free.allocate(placement).ok()?;
+    }
+    Some(Box::new(Present { free, queued }))
+}
+
+/// What the decision step came to (one per round, moved once: its size does not matter).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Decided {
-    /// Carry `decision` out; `by` names who decided (the policy or the fallback).
+    /// Carry `decision` out; `by` names who decided (the policy, or the fallback when
+    /// `fallback`).
     Apply {
         snapshot: Snapshot,
         decision: Decision,
         by: &'static str,
+        fallback: bool,
     },
     /// The agent decided on jobs that have changed since (ended, started, cancelled): nothing
     /// is applied and the next round decides again.
@@ -188,10 +246,16 @@ impl Daemon {
             }
             return None;
         }
+        let present = present_of(
+            reduced.as_ref().unwrap_or(state.topology.cluster()),
+            &active,
+            &state.jobs,
+        );
         Some(Snapshot {
             active,
             retry_wake,
             reduced,
+            present,
         })
     }
 
@@ -218,7 +282,7 @@ impl Daemon {
                             .unwrap_or(state.topology.cluster()),
                         jobs: &snapshot.active,
                         specs: &state.specs,
-                        current: None,
+                        current: snapshot.current(state.present_exact),
                     };
                     policy.schedule(&view, now).map(|d| (d, policy.name()))
                 }
@@ -231,6 +295,7 @@ impl Daemon {
                         snapshot,
                         decision,
                         by,
+                        fallback: false,
                     },
                 ),
                 Err(e) => {
@@ -280,6 +345,7 @@ impl Daemon {
                     snapshot,
                     decision,
                     by: "external",
+                    fallback: false,
                 },
             ),
         }
@@ -369,6 +435,7 @@ impl Daemon {
                         snapshot,
                         decision,
                         by,
+                        fallback: true,
                     },
                 )
             }

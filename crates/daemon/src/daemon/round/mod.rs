@@ -22,7 +22,7 @@ use crate::daemon::{Daemon, DaemonError, State};
 use crate::executor::{Ended, SweepInput, checkpoint_signal};
 use crate::records::job::{JobRecord, JobState, StopReason};
 use arbiter_model::{
-    ActiveJob, Assignment, Cluster, Decision, JobId, PendingReason, Plan, Standing,
+    Action, ActiveJob, Assignment, Cluster, Decision, JobId, PendingReason, Plan, Standing,
 };
 use decide::{Decided, Snapshot};
 use gate::{ExecutorCan, Start, StartCheck, StartRound, StopGate, StopStep, Taken};
@@ -45,12 +45,17 @@ impl Daemon {
             Some(snapshot) => {
                 let (relocked, decided) = self.decide(guard, snapshot, now_ms);
                 guard = relocked;
+                // Set again below when the policy's decision is carried out whole.
+                guard.present_exact = false;
                 match decided {
                     Decided::Apply {
                         snapshot,
                         decision,
                         by,
-                    } => self.schedule(&mut guard, snapshot, &decision, by, now_ms),
+                        fallback,
+                    } => self
+                        .schedule(&mut guard, snapshot, &decision, by, now_ms)
+                        .map(|whole| guard.present_exact = whole && !fallback),
                     Decided::Nothing => Ok(()),
                     Decided::Moved => {
                         // What the agent saw changed while it thought: decide again at once.
@@ -128,7 +133,8 @@ impl Daemon {
     }
 
     /// Carries out `decision` (made by the policy named `by` on `snapshot`): plan, gate, carry
-    /// out, explain.
+    /// out, explain. Whether it was carried out whole: every start started, every stop done,
+    /// nothing moved or reshared.
     fn schedule(
         &self,
         state: &mut State,
@@ -136,13 +142,15 @@ impl Daemon {
         decision: &Decision,
         by: &'static str,
         now_ms: u64,
-    ) -> Result<(), DaemonError> {
+    ) -> Result<bool, DaemonError> {
         let Snapshot {
             active,
             retry_wake,
             reduced,
+            present,
         } = snapshot;
-        let plan = plan(state, &active, reduced.as_ref(), decision).map_err(|e| {
+        let free_now = present.as_ref().map(|p| &p.free);
+        let plan = plan(state, &active, reduced.as_ref(), free_now, decision).map_err(|e| {
             DaemonError::Config(format!(
                 "policy {by} decided what cannot be carried out; nothing applied: {e}"
             ))
@@ -178,7 +186,16 @@ impl Daemon {
         };
         let started = self.carry_out_starts(state, &gate, &round, now_ms)?;
         explain(state, &active, decision, &started);
-        Ok(())
+        let starts = plan
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Start(_)))
+            .count();
+        let moves = plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Migrate(_) | Action::Reshare(_)));
+        Ok(gate.protected.is_empty() && !moves && started.len() == starts)
     }
 
     /// What the decision says beside its placements: when to decide again, and admission
@@ -424,13 +441,13 @@ impl ProtectionRule {
 
 /// The shared planner's check of `decision` on the jobs the policy was shown (gang sizes, GPU
 /// types, capacity, co-location, CPU/memory): a decision that fails it is refused whole, loudly,
-/// and nothing is applied. The daemon offers policies no current state
-/// (`SchedulerView::current`), so a decision by changes would come only from a confused policy:
-/// the planner refuses it.
+/// and nothing is applied. A decision by changes is checked against `free_now`, the occupancy
+/// the policy was offered; without one (running jobs share GPUs) the planner refuses it.
 fn plan<'d>(
     state: &mut State,
     active: &[ActiveJob],
     reduced: Option<&Cluster>,
+    free_now: Option<&arbiter_model::Occupancy>,
     decision: &'d Decision,
 ) -> Result<Plan<'d>, arbiter_model::PlanError> {
     let partner_of = state.jobs.gpu_holders().partners();
@@ -460,7 +477,7 @@ fn plan<'d>(
         specs,
         standing,
         running,
-        None,
+        free_now,
         decision,
     )
 }
