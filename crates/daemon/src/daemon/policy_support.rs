@@ -165,9 +165,9 @@ pub(crate) fn build_policy(
             config.clone(),
         )?)
     };
-    Ok(Box::new(arbiter_policy::quotas::Quotas::with_tree(
-        quota_tree, inner,
-    )))
+    Ok(Box::new(
+        arbiter_policy::quotas::Quotas::with_tree(quota_tree, inner).showing_every_round(),
+    ))
 }
 
 impl ServeConfig {

@@ -35,6 +35,10 @@ pub struct Quotas {
     held: held::Held,
     keys: round::JobKeys,
     scratch: round::Scratch,
+    /// Whether every round is built whole, also where nothing would be held, reclaimed or lent:
+    /// the daemon shows each round's GPUs held, shares and borrowers (`GET /v1/quotas`), which
+    /// the simulator's shortcuts leave out.
+    every_round_whole: bool,
 }
 
 impl Quotas {
@@ -58,7 +62,16 @@ impl Quotas {
             held: held::Held::default(),
             keys: round::JobKeys::default(),
             scratch: round::Scratch::default(),
+            every_round_whole: false,
         }
+    }
+
+    /// Builds every round whole, for a caller that shows each round's held GPUs, shares and
+    /// borrowers (the daemon): the present it offers still spares the round a pass over the
+    /// running jobs.
+    pub fn showing_every_round(mut self) -> Self {
+        self.every_round_whole = true;
+        self
     }
 
     /// The bound tree.
@@ -156,7 +169,7 @@ impl Policy for Quotas {
             return self.inner.schedule(view, now);
         };
         let round = match view.current {
-            Some(current) if current.queued.is_empty() => {
+            Some(current) if current.queued.is_empty() && !self.every_round_whole => {
                 // Nothing waits (the simulator says so at no cost): nothing to admit, hold or
                 // reclaim for, and nothing starts to go above a limit.
                 let decision = self.inner.schedule(view, now)?;
@@ -171,16 +184,19 @@ impl Policy for Quotas {
                     held: &self.held.per_node,
                     capacity: &self.held.capacity,
                     queued: current.queued,
+                    borrowers: self.every_round_whole,
                 };
                 let free = current.free.free_per_node();
-                if round::admits_all_within(
-                    tree,
-                    view,
-                    &known,
-                    free,
-                    &mut self.keys,
-                    &mut self.scratch,
-                ) {
+                if !self.every_round_whole
+                    && round::admits_all_within(
+                        tree,
+                        view,
+                        &known,
+                        free,
+                        &mut self.keys,
+                        &mut self.scratch,
+                    )
+                {
                     // The round would hold, reclaim and lend nothing: not built.
                     QuotaRound::default()
                 } else {

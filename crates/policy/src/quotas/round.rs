@@ -377,6 +377,9 @@ pub(crate) struct Known<'a> {
     pub capacity: &'a [u32],
     /// Positions in `view.jobs` of the waiting jobs.
     pub queued: &'a [u32],
+    /// Whether the round lists the running borrowers ([`QuotaRound::borrowing`]) even where
+    /// nothing is reclaimed: a pass over the running jobs the simulator does without.
+    pub borrowers: bool,
 }
 
 /// Buffers the rounds of a simulation reuse.
@@ -551,6 +554,9 @@ pub(crate) fn plan_with(
         &mut round,
     );
     round.reclaimed.sort_unstable();
+    if known.as_ref().is_some_and(|k| k.borrowers) && running.is_none() {
+        running = Some(running_jobs(tree, view, keys));
+    }
     if let Some(running) = &running {
         round.borrowing = borrowing(tree, view, keys, running, &round.reclaimed, &held);
     }

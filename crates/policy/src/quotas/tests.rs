@@ -499,7 +499,7 @@ proptest! {
         let queued: Vec<u32> = (0..jobs.len() as u32).filter(|&i| !jobs[i as usize].is_running()).collect();
         let view = SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None };
         let capacity = tree.capacity(&c);
-        let known = round::Known { held: &held, capacity: &capacity, queued: &queued };
+        let known = round::Known { held: &held, capacity: &capacity, queued: &queued, borrowers: false };
         let shortcut = round::admits_all_within(&tree, &view, &known, free.free_per_node(), &mut round::JobKeys::default(), &mut round::Scratch::default());
         let whole = round::plan(&tree, &view, SimTime::from_ms(rounds * 60_000));
         if shortcut {
@@ -651,7 +651,8 @@ proptest! {
     /// The daemon offers the present (`SchedulerView::current`) only after a round whose
     /// decision was carried out whole; runs may end between rounds, some for good (the policy
     /// is told), some to wait again. Under that contract a quota tree that keeps its tenants'
-    /// running GPUs between rounds decides as one counting them afresh at every round.
+    /// running GPUs between rounds decides, and shows (held GPUs, shares, borrowers), as one
+    /// counting them afresh at every round.
     #[test]
     fn a_present_kept_between_daemon_rounds_decides_as_a_fresh_count(
         guaranteed in proptest::collection::vec(0u32..5, 4),
@@ -661,7 +662,7 @@ proptest! {
     ) {
         let c = cluster(4, 4);
         let groups: Vec<QuotaGroup> = guaranteed.iter().enumerate().map(|(i, &g)| group(&format!("t{i}"), None, g, (i == 1).then_some(3), None)).collect();
-        let mut kept = quotas(&groups, &c, kind);
+        let mut kept = quotas(&groups, &c, kind).showing_every_round();
         let mut fresh = quotas(&groups, &c, kind);
         let mut caller = Caller { running: BTreeMap::new(), live: vec![true; specs.len()], round: 0 };
 
@@ -682,6 +683,9 @@ proptest! {
             let (a, b) = (kept.quota_round().expect("tree").1, fresh.quota_round().expect("tree").1);
             prop_assert_eq!(&a.holds, &b.holds);
             prop_assert_eq!(&a.reclaimed, &b.reclaimed);
+            prop_assert_eq!(&a.borrowing, &b.borrowing);
+            prop_assert_eq!(&a.held, &b.held);
+            prop_assert_eq!(&a.share, &b.share);
             // The daemon carries the decision out, but for `refused` of its starts and as many
             // of its preemptions (a run within its minimum run time is protected).
             let mut carried = next.clone();
