@@ -40,6 +40,15 @@ impl Policy for Probe {
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
         self.inner.job_finished(spec, job, now);
     }
+
+    fn quota_round(
+        &self,
+    ) -> Option<(
+        &arbiter_policy::quotas::QuotaTree,
+        &arbiter_policy::quotas::QuotaRound,
+    )> {
+        self.inner.quota_round()
+    }
 }
 
 fn run(
@@ -122,6 +131,82 @@ fn decisions_by_changes_give_the_same_simulation_as_whole_decisions() {
                     "{what}: only {by_changes} of {decisions} decisions by changes"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn under_a_quota_tree_the_present_gives_the_same_simulation_as_whole_rounds() {
+    use arbiter_policy::quotas::{GpuQuota, QuotaGroup, Quotas};
+    // Tenants t0..t3 by job; a tree with every kind of limit, so that jobs are held, borrow,
+    // are reclaimed and are dropped at limits while the wrapper keeps the present.
+    let cluster = Cluster::homogeneous(4, 8, 8, 64, 512, "V100").expect("cluster");
+    let group = |name: &str, guaranteed, borrowing_limit, lending_limit| QuotaGroup {
+        name: name.into(),
+        parent: None,
+        over_quota_weight: 1.0,
+        gpus: [(
+            "all".to_string(),
+            GpuQuota {
+                guaranteed,
+                borrowing_limit,
+                lending_limit,
+            },
+        )]
+        .into(),
+    };
+    let groups = [
+        group("t0", 96, None, None),
+        group("t1", 64, Some(32), None),
+        group("t2", 64, None, Some(16)),
+    ];
+    for (load, seed) in [(0.9, 3), (1.3, 4)] {
+        let mut jobs =
+            arbiter_trace::generator::philly_like(1_500, cluster.total_gpus(), load, seed).jobs;
+        // In turns of a hundred jobs: a tenant's burst borrows what the others leave idle, and
+        // the next tenant's reclaims it.
+        for job in &mut jobs {
+            job.tenant = format!("t{}", (job.id.0 / 100) % 4);
+        }
+        for kind in [
+            PolicyKind::Fifo,
+            PolicyKind::Sjf,
+            PolicyKind::Srtf,
+            PolicyKind::Las,
+        ] {
+            let config = SimConfig {
+                overhead: OverheadModel::None,
+                failures: Some(FailureConfig {
+                    probability_per_attempt: 0.05,
+                    max_retries: 2,
+                }),
+                seed,
+                ..SimConfig::default()
+            };
+            let run = |blind: bool| {
+                let inner = build(kind, &PolicyConfig::default()).expect("builds");
+                let mut probe = Probe {
+                    inner: Box::new(Quotas::new(&groups, &cluster, inner).expect("tree")),
+                    blind,
+                    decisions: 0,
+                    by_changes: 0,
+                };
+                let out = simulate(&cluster, &jobs, &mut probe, &config).expect("simulates");
+                (out, probe.by_changes)
+            };
+            let ((whole, _), (kept, by_changes)) = (run(true), run(false));
+            let what = format!("{} under quotas at load {load}", kind.name());
+            assert_eq!(whole.records, kept.records, "{what}: job records differ");
+            assert_eq!(whole.stats.events, kept.stats.events, "{what}: events");
+            assert_eq!(
+                whole.stats.quota_reclaims, kept.stats.quota_reclaims,
+                "{what}: reclaims"
+            );
+            assert!(
+                whole.stats.quota_reclaims > 0 || load < 1.0,
+                "{what}: nothing reclaimed"
+            );
+            assert!(by_changes > 0, "{what}: no decision by changes");
         }
     }
 }

@@ -60,6 +60,11 @@ impl Held {
         self.valid = true;
     }
 
+    /// Whether `job` runs, as counted.
+    pub fn runs(&self, job: JobId) -> bool {
+        self.by_job.get(job.index()).is_some_and(Option::is_some)
+    }
+
     /// Forgets the counts: the caller offered no present, so what changed since is unknown.
     pub fn invalidate(&mut self) {
         self.valid = false;

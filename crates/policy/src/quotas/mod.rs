@@ -20,7 +20,7 @@ pub mod share;
 pub mod tree;
 
 use crate::mechanisms::colocation::PairSpeeds;
-use crate::{Policy, PolicyError, SchedulerView, TenantUsage, TenantWeights};
+use crate::{Current, Policy, PolicyError, SchedulerView, TenantUsage, TenantWeights};
 use arbiter_model::{ActiveJob, Cluster, Decision, JobId, JobSpec, PendingReason, SimTime};
 pub use round::{QuotaHold, QuotaRound};
 use std::sync::Arc;
@@ -92,47 +92,60 @@ impl Quotas {
         round: &QuotaRound,
         now: SimTime,
     ) -> Result<Decision, PolicyError> {
-        let offered: Vec<ActiveJob> = view
-            .jobs
-            .iter()
-            .filter(|j| round.offered(j.id))
-            .cloned()
-            .collect();
+        // With every running job offered (nothing reclaimed), the present still holds: the
+        // policy may decide by changes on the jobs offered.
+        let present = view.current.filter(|_| round.reclaimed.is_empty());
+        let (offered, queued) = offer(view.jobs.iter().filter(|j| round.offered(j.id)));
         let all = SchedulerView {
             cluster: view.cluster,
             jobs: &offered,
             specs: view.specs,
-            current: None,
+            current: present.map(|c| Current {
+                free: c.free,
+                queued: &queued,
+            }),
         };
         if !round.guaranteed_waiting || round.admitted_borrowing.is_empty() {
             return self.inner.schedule(&all, now);
         }
         let is_borrower = |j: &ActiveJob| round.admitted_borrowing.binary_search(&j.id).is_ok();
-        let owners: Vec<ActiveJob> = offered
-            .iter()
-            .filter(|j| !is_borrower(j))
-            .cloned()
-            .collect();
+        let (owners, owners_queued) = offer(offered.iter().filter(|j| !is_borrower(j)));
         let first = self.inner.schedule(
             &SchedulerView {
                 jobs: &owners,
+                current: present.map(|c| Current {
+                    free: c.free,
+                    queued: &owners_queued,
+                }),
                 ..all
             },
             now,
         )?;
+        let runs = |j: &JobId| {
+            owners
+                .binary_search_by_key(j, |o| o.id)
+                .is_ok_and(|at| owners[at].is_running())
+        };
+        // GPUs the first decision leaves free: of the present, less what it starts; else of
+        // the cluster, less all it places.
         let taken: u32 = first
             .run
             .iter()
             .filter(|a| a.guest.is_none() && a.colocation.is_none_or(|c| c.partner > a.job))
+            .filter(|a| !first.keep_unlisted || !runs(&a.job))
             .map(|a| a.placement.gpus())
             .sum();
+        let free = match present {
+            Some(c) if first.keep_unlisted => c.free.free_total(),
+            _ => view.cluster.total_gpus(),
+        };
         let smallest = offered
             .iter()
             .filter(|j| is_borrower(j))
             .map(|j| j.gpus)
             .min()
             .unwrap_or(u32::MAX);
-        if view.cluster.total_gpus().saturating_sub(taken) < smallest {
+        if free.saturating_sub(taken) < smallest {
             return Ok(first);
         }
         let second = self.inner.schedule(&all, now)?;
@@ -153,6 +166,19 @@ impl Quotas {
             first
         })
     }
+}
+
+/// The jobs offered, copied, and the positions among them of those waiting.
+fn offer<'j>(jobs: impl Iterator<Item = &'j ActiveJob>) -> (Vec<ActiveJob>, Vec<u32>) {
+    let mut offered = Vec::new();
+    let mut queued = Vec::new();
+    for job in jobs {
+        if !job.is_running() {
+            queued.push(offered.len() as u32);
+        }
+        offered.push(job.clone());
+    }
+    (offered, queued)
 }
 
 impl Policy for Quotas {
@@ -223,7 +249,8 @@ impl Policy for Quotas {
             .tree
             .as_ref()
             .ok_or_else(|| PolicyError::Invariant("the quota tree vanished".into()))?;
-        let dropped = keep_limits(tree, view, &mut decision);
+        let kept = view.current.is_some().then_some(&self.held);
+        let dropped = keep_limits(tree, view, kept, &mut decision);
         if !round.holds.is_empty() || !dropped.is_empty() {
             decision
                 .pending
@@ -281,40 +308,49 @@ impl Policy for Quotas {
 
 /// Takes out of `decision` the jobs it starts where their path would go above a limit, given
 /// where they really are placed (lowest class, priority and latest submission first). Returns
-/// them. Jobs already running are never taken out: only what starts now is checked.
-fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decision) -> Vec<JobId> {
+/// them. Jobs already running are never taken out: only what starts now is checked. `kept`:
+/// the running jobs' GPUs as kept for this view (with a present), which spares a pass over
+/// every job.
+fn keep_limits(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    kept: Option<&held::Held>,
+    decision: &mut Decision,
+) -> Vec<JobId> {
     if !tree.has_limits() {
         return Vec::new();
     }
     let dims = tree.dims.len();
-    // Per job id: whether it runs, whether the decision lists it.
-    let mut running = vec![false; view.specs.len()];
-    for j in view.jobs.iter().filter(|j| j.is_running()) {
-        running[j.id.index()] = true;
-    }
+    // Per job id, whether it runs (read from the view only without a kept present).
+    let flags: Vec<bool> = match kept {
+        Some(_) => Vec::new(),
+        None => {
+            let mut running = vec![false; view.specs.len()];
+            for j in view.jobs.iter().filter(|j| j.is_running()) {
+                running[j.id.index()] = true;
+            }
+            running
+        }
+    };
+    let runs = |id: JobId| match kept {
+        Some(h) => h.runs(id),
+        None => flags.get(id.index()).copied().unwrap_or(false),
+    };
     let mut used = vec![0u32; tree.nodes.len() * dims];
-    if decision.keep_unlisted {
-        let mut listed = vec![false; view.specs.len()];
-        for a in &decision.run {
-            listed[a.job.index()] = true;
-        }
-        for job in view
-            .jobs
-            .iter()
-            .filter(|j| j.is_running() && !listed[j.id.index()])
-        {
-            let slots = job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]);
-            tree.add_on_path(
-                &mut used,
-                tree.leaf(&view.spec(job).tenant),
-                &tree.placement_dims(view.cluster, slots),
-                true,
-            );
-        }
+    // Whether `used` starts from every running job's GPUs (the kept count): a running job a
+    // decision by changes lists keeps its GPUs (it may not move), so it is counted already.
+    let from_kept = decision.keep_unlisted && kept.is_some();
+    match kept {
+        Some(h) if from_kept => used.copy_from_slice(&h.per_node),
+        _ if decision.keep_unlisted => count_unlisted(tree, view, decision, &mut used),
+        _ => {}
     }
     let mut starting: Vec<usize> = Vec::new();
     for (i, a) in decision.run.iter().enumerate() {
-        if a.guest.is_some() || a.colocation.is_some_and(|c| c.partner < a.job) {
+        if a.guest.is_some()
+            || a.colocation.is_some_and(|c| c.partner < a.job)
+            || (from_kept && runs(a.job))
+        {
             continue;
         }
         let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
@@ -324,7 +360,7 @@ fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decisi
             &tree.placement_dims(view.cluster, &a.placement.slots),
             true,
         );
-        if !running[a.job.index()] {
+        if !runs(a.job) {
             starting.push(i);
         }
     }
@@ -373,6 +409,33 @@ fn keep_limits(tree: &QuotaTree, view: &SchedulerView<'_>, decision: &mut Decisi
     }
     dropped.sort_unstable();
     dropped
+}
+
+/// Adds to `used` the GPUs of the running jobs a decision by changes does not list (they keep
+/// them).
+fn count_unlisted(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    decision: &Decision,
+    used: &mut [u32],
+) {
+    let mut listed = vec![false; view.specs.len()];
+    for a in &decision.run {
+        listed[a.job.index()] = true;
+    }
+    for job in view
+        .jobs
+        .iter()
+        .filter(|j| j.is_running() && !listed[j.id.index()])
+    {
+        let slots = job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]);
+        tree.add_on_path(
+            used,
+            tree.leaf(&view.spec(job).tenant),
+            &tree.placement_dims(view.cluster, slots),
+            true,
+        );
+    }
 }
 
 #[cfg(test)]
