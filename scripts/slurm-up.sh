@@ -51,6 +51,14 @@ running() {
         && grep -qE 'slurm|munge' "/proc/$pid/cmdline" 2>/dev/null
 }
 
+# A recorded daemon's process exists and is not a zombie.
+alive() {
+    local f=$PIDS/$1.pid pid
+    [ -s "$f" ] || return 1
+    pid=$(cat "$f")
+    kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null
+}
+
 # --- Already up? Every recorded daemon alive => nothing to do. -----------------------------
 alive=0
 for name in munged slurmctld $(printf 'slurmd-%s ' $NODES); do
@@ -175,7 +183,9 @@ done
 
 ok=0
 for _ in $(seq 300); do
-    running slurmctld || { echo "slurmctld exited:" >&2; tail -5 "$LOGS/slurmctld.out" >&2; exit 1; }
+    # Alive is enough here: just after the start its command line may still be the shell's
+    # (before exec), which `running` would take for another process.
+    alive slurmctld || { echo "slurmctld exited:" >&2; tail -5 "$LOGS/slurmctld.out" >&2; exit 1; }
     [ "$(idle_nodes)" = 4 ] && { ok=1; break; }
     sleep 0.1
 done
