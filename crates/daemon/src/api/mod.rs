@@ -709,6 +709,7 @@ async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
         out.push_str(&format!("# TYPE arbiter_preemptions_total counter\narbiter_preemptions_total {}\n", c.preemptions));
         out.push_str(&format!("# TYPE arbiter_rounds_total counter\narbiter_rounds_total {}\n", c.rounds));
         out.push_str(&format!("# HELP arbiter_fallback_rounds_total Rounds the policy (or its agent) could not decide, decided by policy_fallback.\n# TYPE arbiter_fallback_rounds_total counter\narbiter_fallback_rounds_total {}\n", c.fallback_rounds));
+        out.push_str(&format!("# HELP arbiter_rounds_by_changes_total Rounds the policy, offered the present, decided by changes (only what starts).\n# TYPE arbiter_rounds_by_changes_total counter\narbiter_rounds_by_changes_total {}\n", c.rounds_by_changes));
         out.push_str(&format!("# HELP arbiter_round_seconds_total Wall time spent in scheduling rounds.\n# TYPE arbiter_round_seconds_total counter\narbiter_round_seconds_total {}\n", c.round_us_sum as f64 / 1e6));
         out.push_str(&format!(
             "# HELP arbiter_submit_to_start_seconds Submission to first start.\n# TYPE arbiter_submit_to_start_seconds summary\narbiter_submit_to_start_seconds_sum {}\narbiter_submit_to_start_seconds_count {}\n",

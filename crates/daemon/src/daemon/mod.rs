@@ -138,6 +138,9 @@ pub struct Counters {
     pub start_latency_count: u64,
     /// Rounds the policy (or its agent) could not decide, decided by `policy_fallback`.
     pub fallback_rounds: u64,
+    /// Rounds whose decision was one by changes: the policy, offered the present, listed only
+    /// what starts.
+    pub rounds_by_changes: u64,
 }
 
 /// Everything mutable.

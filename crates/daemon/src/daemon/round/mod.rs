@@ -155,6 +155,9 @@ impl Daemon {
                 "policy {by} decided what cannot be carried out; nothing applied: {e}"
             ))
         })?;
+        if decision.keep_unlisted {
+            state.counters.rounds_by_changes += 1;
+        }
         self.note_decision(state, decision, retry_wake);
         let rule = self.protection_rule(state, now_ms);
         let capabilities = self.executor.capabilities();
