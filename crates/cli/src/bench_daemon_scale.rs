@@ -69,19 +69,16 @@ fn set_quota_tree(daemon: &Daemon) -> Result<()> {
                  parent: Option<String>,
                  guaranteed: u32,
                  borrowing_limit: Option<u32>,
-                 lending_limit: Option<u32>| QuotaGroup {
-        name,
-        parent,
-        over_quota_weight: 1.0,
-        gpus: [(
-            "all".to_string(),
+                 lending_limit: Option<u32>| {
+        QuotaGroup::all_gpus(
+            &name,
+            parent.as_deref(),
             GpuQuota {
                 guaranteed,
                 borrowing_limit,
                 lending_limit,
             },
-        )]
-        .into(),
+        )
     };
     for org in 0..2u32 {
         daemon

@@ -34,19 +34,16 @@ pub fn run(
     let cluster = Cluster::homogeneous(1, nodes, 8, 64, 512, "V100")?;
     let groups: Vec<QuotaGroup> = sizes
         .iter()
-        .map(|(vc, n)| QuotaGroup {
-            name: vc.clone(),
-            parent: None,
-            over_quota_weight: 1.0,
-            gpus: [(
-                "all".to_string(),
+        .map(|(vc, n)| {
+            QuotaGroup::all_gpus(
+                vc,
+                None,
                 GpuQuota {
                     guaranteed: n * 8,
                     borrowing_limit: None,
                     lending_limit: None,
                 },
-            )]
-            .into(),
+            )
         })
         .collect();
     if !json {

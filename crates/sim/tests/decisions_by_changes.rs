@@ -141,19 +141,16 @@ fn under_a_quota_tree_the_present_gives_the_same_simulation_as_whole_rounds() {
     // Tenants t0..t3 by job; a tree with every kind of limit, so that jobs are held, borrow,
     // are reclaimed and are dropped at limits while the wrapper keeps the present.
     let cluster = Cluster::homogeneous(4, 8, 8, 64, 512, "V100").expect("cluster");
-    let group = |name: &str, guaranteed, borrowing_limit, lending_limit| QuotaGroup {
-        name: name.into(),
-        parent: None,
-        over_quota_weight: 1.0,
-        gpus: [(
-            "all".to_string(),
+    let group = |name: &str, guaranteed, borrowing_limit, lending_limit| {
+        QuotaGroup::all_gpus(
+            name,
+            None,
             GpuQuota {
                 guaranteed,
                 borrowing_limit,
                 lending_limit,
             },
-        )]
-        .into(),
+        )
     };
     let groups = [
         group("t0", 96, None, None),

@@ -43,6 +43,18 @@ pub struct QuotaGroup {
     pub gpus: BTreeMap<String, GpuQuota>,
 }
 
+impl QuotaGroup {
+    /// A group with one quota over every GPU type (`all`), weight 1.
+    pub fn all_gpus(name: &str, parent: Option<&str>, quota: GpuQuota) -> Self {
+        QuotaGroup {
+            name: name.to_string(),
+            parent: parent.map(str::to_string),
+            over_quota_weight: 1.0,
+            gpus: BTreeMap::from([(ALL_TYPES.to_string(), quota)]),
+        }
+    }
+}
+
 fn one() -> f64 {
     1.0
 }
