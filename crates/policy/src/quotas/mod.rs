@@ -337,14 +337,15 @@ fn keep_limits(
         None => flags.get(id.index()).copied().unwrap_or(false),
     };
     let mut used = vec![0u32; tree.nodes.len() * dims];
+    if decision.keep_unlisted {
+        match kept {
+            Some(h) => used.copy_from_slice(&h.per_node),
+            None => count_unlisted(tree, view, decision, &mut used),
+        }
+    }
     // Whether `used` starts from every running job's GPUs (the kept count): a running job a
     // decision by changes lists keeps its GPUs (it may not move), so it is counted already.
     let from_kept = decision.keep_unlisted && kept.is_some();
-    match kept {
-        Some(h) if from_kept => used.copy_from_slice(&h.per_node),
-        _ if decision.keep_unlisted => count_unlisted(tree, view, decision, &mut used),
-        _ => {}
-    }
     let mut starting: Vec<usize> = Vec::new();
     for (i, a) in decision.run.iter().enumerate() {
         if a.guest.is_some()
@@ -364,11 +365,6 @@ fn keep_limits(
             starting.push(i);
         }
     }
-    let over = |used: &[u32]| {
-        (0..tree.nodes.len())
-            .flat_map(|n| (0..dims).map(move |d| (n, d)))
-            .find(|&(n, d)| used[n * dims + d] > tree.nodes[n].quota[d].limit())
-    };
     starting.sort_by_key(|&i| {
         let spec = &view.specs[decision.run[i].job.index()];
         (
@@ -379,7 +375,7 @@ fn keep_limits(
         )
     });
     let mut dropped = Vec::new();
-    while let Some((node, _)) = over(&used) {
+    while let Some(node) = tree.overdrawn_at(&used) {
         let Some(pos) = starting.iter().position(|&i| {
             tree.contains(
                 node,

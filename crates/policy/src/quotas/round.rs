@@ -533,11 +533,7 @@ pub(crate) fn plan_with(
         }
     }
     round.share = shares(tree, &held, &waiting, &capacity);
-    if !within.is_empty()
-        || (1..tree.nodes.len()).any(|n| {
-            (0..dims).any(|d| ledger.used[ledger.at(n, d)] > tree.nodes[n].quota[d].limit())
-        })
-    {
+    if !within.is_empty() || tree.overdrawn(&ledger.used) {
         Waiting::unwholesale(std::mem::take(&mut wholesale), &mut rest, tree, view, keys);
         let running = running.get_or_insert_with(|| running_jobs(tree, view, keys));
         reclaim(tree, view, now, &mut ledger, running, &within, &mut round);

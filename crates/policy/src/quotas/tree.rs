@@ -235,9 +235,19 @@ impl QuotaTree {
         self.limited
     }
 
-    /// Whether `used` (per node and dimension, `node * dims + dim`) is above a limit anywhere.
+    /// The first node (root first) where `used` (per node and dimension, `node * dims + dim`)
+    /// is above a limit.
+    pub fn overdrawn_at(&self, used: &[u32]) -> Option<usize> {
+        if !self.limited {
+            return None;
+        }
+        let at = used.iter().zip(&self.limit_at).position(|(u, l)| u > l)?;
+        Some(at / self.dims.len())
+    }
+
+    /// Whether `used` is above a limit anywhere (see [`QuotaTree::overdrawn_at`]).
     pub fn overdrawn(&self, used: &[u32]) -> bool {
-        self.limited && used.iter().zip(&self.limit_at).any(|(u, l)| u > l)
+        self.overdrawn_at(used).is_some()
     }
 
     /// A placement's GPUs per dimension, by the type of the nodes it is on.

@@ -69,8 +69,9 @@ pub(crate) struct Snapshot {
     pub(crate) retry_wake: Option<u64>,
     /// The cluster without the nodes that take no new runs (`None`: the whole cluster).
     pub(crate) reduced: Option<Cluster>,
-    /// The present, as the simulator offers it to policies: `None` while running jobs share
-    /// GPUs (see [`present_of`]).
+    /// The present, as the simulator offers it to policies: `None` unless the last round was
+    /// carried out whole (`State::present_exact`), and while running jobs share GPUs (see
+    /// [`present_of`]).
     pub(crate) present: Option<Box<Present>>,
 }
 
@@ -85,9 +86,9 @@ pub(crate) struct Present {
 }
 
 impl Snapshot {
-    /// The present to offer the policy (`exact`: see `State::present_exact`).
-    fn current(&self, exact: bool) -> Option<Current<'_>> {
-        self.present.as_ref().filter(|_| exact).map(|p| Current {
+    /// The present to offer the policy.
+    fn current(&self) -> Option<Current<'_>> {
+        self.present.as_ref().map(|p| Current {
             free: &p.free,
             queued: &p.queued,
         })
@@ -246,11 +247,15 @@ impl Daemon {
             }
             return None;
         }
-        let present = present_of(
-            reduced.as_ref().unwrap_or(state.topology.cluster()),
-            &active,
-            &state.jobs,
-        );
+        let present = if state.present_exact {
+            present_of(
+                reduced.as_ref().unwrap_or(state.topology.cluster()),
+                &active,
+                &state.jobs,
+            )
+        } else {
+            None
+        };
         Some(Snapshot {
             active,
             retry_wake,
@@ -282,7 +287,7 @@ impl Daemon {
                             .unwrap_or(state.topology.cluster()),
                         jobs: &snapshot.active,
                         specs: &state.specs,
-                        current: snapshot.current(state.present_exact),
+                        current: snapshot.current(),
                     };
                     policy.schedule(&view, now).map(|d| (d, policy.name()))
                 }

@@ -445,7 +445,7 @@ impl ProtectionRule {
 /// The shared planner's check of `decision` on the jobs the policy was shown (gang sizes, GPU
 /// types, capacity, co-location, CPU/memory): a decision that fails it is refused whole, loudly,
 /// and nothing is applied. A decision by changes is checked against `free_now`, the occupancy
-/// the policy was offered; without one (running jobs share GPUs) the planner refuses it.
+/// the policy was offered; without one (none was offered) the planner refuses it.
 fn plan<'d>(
     state: &mut State,
     active: &[ActiveJob],
