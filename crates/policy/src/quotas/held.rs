@@ -3,32 +3,49 @@
 //! not every running job. Updated from the wrapper's own decisions and the jobs that finish;
 //! counted again from the view whenever the number of running jobs says something else happened
 //! (a failure, a reservation's preemption) — jobs only leave the running set without a decision.
+//!
+//! Kept flat and small (8 bytes per job, and its GPUs per dimension in one array): the
+//! simulator touches a job's entry when it starts and when it ends, far apart in time, so each
+//! touch is likely a cache miss, and fewer bytes are fewer misses.
 
-use super::round::{JobKeys, running_dims};
+use super::round::JobKeys;
 use super::tree::QuotaTree;
 use crate::SchedulerView;
 use arbiter_model::{Decision, JobId};
-use smallvec::SmallVec;
 
-/// A running job's entry: its leaf, GPUs per dimension and place in [`Held::running`].
-#[derive(Clone, Debug)]
-struct Entry {
-    leaf: usize,
-    by_dim: SmallVec<[u32; 2]>,
-    at: usize,
+/// A job's entry: its leaf and place in [`Held::running`] while it runs.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    leaf: u32,
+    at: u32,
+}
+
+impl Slot {
+    const IDLE: Slot = Slot {
+        leaf: 0,
+        at: u32::MAX,
+    };
+
+    fn runs(self) -> bool {
+        self.at != u32::MAX
+    }
 }
 
 /// The running jobs' GPUs, per tree node and dimension.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    /// Per job id, while it runs.
-    by_job: Vec<Option<Entry>>,
+    /// Per job id.
+    slots: Vec<Slot>,
+    /// Per job id and dimension (`job * dims + dim`): the GPUs it holds, while it runs.
+    gpus: Vec<u32>,
     /// The running jobs, in no order (a job leaves by swapping the last into its place).
     running: Vec<JobId>,
     /// GPUs held per node and dimension (`node * dims + dim`).
     pub per_node: Vec<u32>,
     /// GPUs per dimension.
     pub capacity: Vec<u32>,
+    /// Dimensions of the tree counted for.
+    dims: usize,
     /// Whether the counts are those of the last view.
     valid: bool,
 }
@@ -44,25 +61,28 @@ impl Held {
     ) {
         if self.valid
             && self.running.len() == view.jobs.len() - queued
-            && self.by_job.len() == view.specs.len()
+            && self.slots.len() == view.specs.len()
         {
             return;
         }
-        let dims = tree.dims.len();
-        self.by_job = vec![None; view.specs.len()];
+        self.dims = tree.dims.len();
+        self.slots.clear();
+        self.slots.resize(view.specs.len(), Slot::IDLE);
+        self.gpus.clear();
+        self.gpus.resize(view.specs.len() * self.dims, 0);
         self.running.clear();
-        self.per_node = vec![0; tree.nodes.len() * dims];
+        self.per_node = vec![0; tree.nodes.len() * self.dims];
         self.capacity = tree.capacity(view.cluster);
         for job in view.jobs.iter().filter(|j| j.is_running()) {
-            let leaf = keys.of(tree, view, job).leaf();
-            self.add(tree, job.id, leaf, running_dims(tree, view, job));
+            let slots = job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]);
+            self.start(tree, view, keys, job.id, slots);
         }
         self.valid = true;
     }
 
     /// Whether `job` runs, as counted.
     pub fn runs(&self, job: JobId) -> bool {
-        self.by_job.get(job.index()).is_some_and(Option::is_some)
+        self.slots.get(job.index()).is_some_and(|s| s.runs())
     }
 
     /// Forgets the counts: the caller offered no present, so what changed since is unknown.
@@ -70,29 +90,45 @@ impl Held {
         self.valid = false;
     }
 
-    fn add(&mut self, tree: &QuotaTree, job: JobId, leaf: usize, by_dim: SmallVec<[u32; 2]>) {
-        tree.add_on_path(&mut self.per_node, leaf, &by_dim, true);
-        if let Some(slot) = self.by_job.get_mut(job.index()) {
-            *slot = Some(Entry {
-                leaf,
-                by_dim,
-                at: self.running.len(),
-            });
-            self.running.push(job);
+    /// Counts `job` running on `slots` (nodes and GPUs).
+    fn start(
+        &mut self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        keys: &mut JobKeys,
+        job: JobId,
+        slots: &[(arbiter_model::NodeId, u32)],
+    ) {
+        let at = job.index();
+        if at >= self.slots.len() {
+            return;
         }
+        let leaf = keys.of_id(tree, view, job).leaf();
+        let gpus = &mut self.gpus[at * self.dims..(at + 1) * self.dims];
+        tree.placement_dims_into(view.cluster, slots, gpus);
+        tree.add_on_path(&mut self.per_node, leaf, gpus, true);
+        self.slots[at] = Slot {
+            leaf: leaf as u32,
+            at: self.running.len() as u32,
+        };
+        self.running.push(job);
     }
 
     /// A job no longer runs.
     pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
-        let Some(entry) = self.by_job.get_mut(job.index()).and_then(Option::take) else {
+        let at = job.index();
+        let Some(slot) = self.slots.get_mut(at).filter(|s| s.runs()) else {
             return;
         };
-        tree.add_on_path(&mut self.per_node, entry.leaf, &entry.by_dim, false);
-        self.running.swap_remove(entry.at);
-        if let Some(&moved) = self.running.get(entry.at)
-            && let Some(Some(e)) = self.by_job.get_mut(moved.index())
+        let Slot { leaf, at: place } = std::mem::replace(slot, Slot::IDLE);
+        let gpus = &self.gpus[at * self.dims..(at + 1) * self.dims];
+        tree.add_on_path(&mut self.per_node, leaf as usize, gpus, false);
+        let place = place as usize;
+        self.running.swap_remove(place);
+        if let Some(&moved) = self.running.get(place)
+            && let Some(s) = self.slots.get_mut(moved.index())
         {
-            e.at = entry.at;
+            s.at = place as u32;
         }
     }
 
@@ -122,9 +158,7 @@ impl Held {
         }
         for a in &decision.run {
             self.finished(tree, a.job);
-            let by_dim = tree.placement_dims(view.cluster, &a.placement.slots);
-            let leaf = keys.of_id(tree, view, a.job).leaf();
-            self.add(tree, a.job, leaf, by_dim);
+            self.start(tree, view, keys, a.job, &a.placement.slots);
         }
     }
 }

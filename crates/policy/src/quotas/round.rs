@@ -223,6 +223,12 @@ impl Ledger<'_> {
         self.tree.add_on_path(&mut self.used, leaf, by_dim, sign);
     }
 
+    /// [`Ledger::add`] for `gpus` GPUs of dimension `dim`.
+    fn add_dim(&mut self, leaf: usize, dim: usize, gpus: u32, sign: bool) {
+        self.tree
+            .add_dim_on_path(&mut self.used, leaf, dim, gpus, sign);
+    }
+
     /// Room left for `leaf` to borrow in `dim`: the cluster's free GPUs, less its path's
     /// siblings' unlendable idle quota, within every limit on the path; with the constraint that
     /// binds.
@@ -405,6 +411,22 @@ pub(crate) fn admits_all_within(
     scratch: &mut Scratch,
 ) -> bool {
     let dims = tree.dims.len();
+    if let [at] = known.queued[..]
+        && !tree.has_limits()
+    {
+        // One job waits (an arrival, most often), and no limit can be overdrawn: its quota and
+        // a node with room decide, without copying the counts or the free GPUs.
+        let Some(job) = view.jobs.get(at as usize) else {
+            return false;
+        };
+        let key = keys.of(tree, view, job);
+        let (leaf, dim) = (
+            key.leaf as usize,
+            pick_dim(tree, key, job.gpus, known.held, known.capacity),
+        );
+        return known.held[leaf * dims + dim] + job.gpus <= tree.guaranteed(leaf, dim)
+            && first_fit_node(tree, view, free, dim, job).is_some();
+    }
     scratch.used.clear();
     scratch.used.extend_from_slice(known.held);
     scratch.order.clear();
@@ -420,7 +442,7 @@ pub(crate) fn admits_all_within(
         if scratch.used[leaf * dims + dim] + job.gpus > tree.guaranteed(leaf, dim) {
             return false;
         }
-        tree.add_on_path(&mut scratch.used, leaf, &one_dim(dims, dim, job.gpus), true);
+        tree.add_dim_on_path(&mut scratch.used, leaf, dim, job.gpus, true);
         scratch.order.push((job_order(key, job), at, dim));
     }
     if tree.overdrawn(&scratch.used) {
@@ -523,7 +545,7 @@ pub(crate) fn plan_with(
             let g = tree.nodes[c.leaf].quota[c.dim].guaranteed;
             let fits = ledger.used[ledger.at(c.leaf, c.dim)] + c.job.gpus <= g;
             if fits {
-                ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+                ledger.add_dim(c.leaf, c.dim, c.job.gpus, true);
                 within.push(*c);
             }
             !fits
@@ -580,14 +602,8 @@ fn running_jobs<'v>(
         .collect()
 }
 
-fn one_dim(dims: usize, dim: usize, gpus: u32) -> ByDim {
-    let mut v: ByDim = smallvec::smallvec![0; dims];
-    v[dim] = gpus;
-    v
-}
-
 /// A running job's GPUs by dimension, by the type of the nodes it runs on.
-pub(crate) fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> ByDim {
+fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> ByDim {
     tree.placement_dims(
         view.cluster,
         job.placement().map(|p| p.slots.as_slice()).unwrap_or(&[]),
@@ -1028,6 +1044,12 @@ fn first_fit_node<F: Copy + Into<i64>>(
     let k = i64::from(job.gpus);
     let nodes = &view.cluster.nodes;
     let typed = view.spec(job).gpu_type;
+    if typed.is_none() && tree.counts_all_types() {
+        // Any node will do: only the free GPUs are read (not every node's type).
+        return free[..nodes.len().min(free.len())]
+            .iter()
+            .position(|&f| f.into() >= k);
+    }
     (0..nodes.len().min(free.len())).find(|&n| {
         free[n].into() >= k
             && tree.dim_of_type.get(nodes[n].gpu_type.index()) == Some(&dim)
@@ -1167,7 +1189,7 @@ fn hold_over_limits(
                     gpus: c.job.gpus,
                 },
             ));
-            ledger.add(c.leaf, &one_dim(ledger.dims, c.dim, c.job.gpus), false);
+            ledger.add_dim(c.leaf, c.dim, c.job.gpus, false);
             within.remove(i);
         }
     }
@@ -1296,7 +1318,7 @@ fn admit_borrowers(
             heap.push(Reverse((key(&rest[l][*n], &borrowed[l]), l)));
         }
         if c.preemptible && c.job.gpus <= room(c, ledger, &mut room_of).0 {
-            ledger.add(c.leaf, &one_dim(dims, c.dim, c.job.gpus), true);
+            ledger.add_dim(c.leaf, c.dim, c.job.gpus, true);
             round.admitted_borrowing.push(c.job.id);
             room_of.iter_mut().for_each(|r| *r = None);
             full = nothing_fits(ledger);

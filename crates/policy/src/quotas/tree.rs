@@ -257,17 +257,33 @@ impl QuotaTree {
         slots: &[(arbiter_model::NodeId, u32)],
     ) -> smallvec::SmallVec<[u32; 2]> {
         let mut v: smallvec::SmallVec<[u32; 2]> = smallvec::smallvec![0; self.dims.len()];
-        if self.dims.len() == 1 && self.dims[0] == ALL_TYPES {
+        self.placement_dims_into(cluster, slots, &mut v);
+        v
+    }
+
+    /// [`QuotaTree::placement_dims`] written into `out` (one entry per dimension).
+    pub fn placement_dims_into(
+        &self,
+        cluster: &arbiter_model::Cluster,
+        slots: &[(arbiter_model::NodeId, u32)],
+        out: &mut [u32],
+    ) {
+        out.fill(0);
+        if self.counts_all_types() {
             // Every GPU counts in the one dimension.
-            v[0] = slots.iter().map(|&(_, gpus)| gpus).sum();
-            return v;
+            out[0] = slots.iter().map(|&(_, gpus)| gpus).sum();
+            return;
         }
         for &(node, gpus) in slots {
             if let Some(d) = self.dim_of_node(cluster, node) {
-                v[d] += gpus;
+                out[d] += gpus;
             }
         }
-        v
+    }
+
+    /// Whether one dimension counts every GPU, whatever its type (`all`).
+    pub fn counts_all_types(&self) -> bool {
+        self.dims.len() == 1 && self.dims[0] == ALL_TYPES
     }
 
     /// The GPUs of `cluster`'s nodes per dimension.
@@ -291,6 +307,28 @@ impl QuotaTree {
                 let at = &mut per_node[n * dims + d];
                 *at = if add { *at + g } else { at.saturating_sub(g) };
             }
+            node = self.nodes[n].parent;
+        }
+    }
+
+    /// [`QuotaTree::add_on_path`] for `gpus` GPUs of one dimension.
+    pub fn add_dim_on_path(
+        &self,
+        per_node: &mut [u32],
+        leaf: usize,
+        dim: usize,
+        gpus: u32,
+        add: bool,
+    ) {
+        let dims = self.dims.len();
+        let mut node = Some(leaf);
+        while let Some(n) = node {
+            let at = &mut per_node[n * dims + dim];
+            *at = if add {
+                *at + gpus
+            } else {
+                at.saturating_sub(gpus)
+            };
             node = self.nodes[n].parent;
         }
     }
