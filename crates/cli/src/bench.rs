@@ -29,7 +29,10 @@ pub fn run(
     let mut by_tenant: std::collections::BTreeMap<String, Vec<arbiter_model::JobSpec>> =
         std::collections::BTreeMap::new();
     for job in trace.jobs {
-        by_tenant.entry(job.tenant.clone()).or_default().push(job);
+        by_tenant
+            .entry(job.tenant.to_string())
+            .or_default()
+            .push(job);
     }
     let mut tenants = Vec::new();
     for (vc, nodes) in &sizes {

@@ -228,7 +228,7 @@ fn happened(jobs: usize, topology: &Topology, config: &ServeConfig) -> Result<Ve
     for job in &mut trace.jobs {
         job.submit = arbiter_model::SimTime::from_ms(job.submit.as_ms() / 1000 * 1000);
         job.run_time_s = job.run_time_s.round().max(1.0);
-        job.tenant = format!("team-{}", job.id.0 % 8);
+        job.tenant = format!("team-{}", job.id.0 % 8).into();
     }
     let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default())?;
     let out = simulate(

@@ -485,7 +485,7 @@ pub fn pairs<'a>(
             let finished = r.outcome == JobOutcome::Completed;
             Some(JobPair {
                 trace_id: r.trace_id.clone(),
-                tenant: r.tenant.clone(),
+                tenant: r.tenant.to_string(),
                 gpus: r.gpus,
                 submit_s: r.submit_s,
                 run_time_s: r.run_time_s,

@@ -15,7 +15,7 @@ pub struct JobSpec {
     /// Id the job had in its source trace (for output and cross-checking).
     pub trace_id: String,
     /// Tenant (team / virtual cluster) that owns the job.
-    pub tenant: String,
+    pub tenant: crate::TenantName,
     /// Submitting user, when the trace has one.
     pub user: Option<String>,
     /// Job name, when the trace has one (Helios' predictor keys on it).
@@ -161,7 +161,7 @@ impl JobSpec {
         JobSpec {
             id,
             trace_id: id.0.to_string(),
-            tenant: "default".to_string(),
+            tenant: crate::TenantName::default(),
             user: None,
             name: None,
             model: None,

@@ -20,6 +20,7 @@ mod plan;
 mod quota;
 mod scaling;
 mod sensitivity;
+mod tenant;
 mod time;
 
 pub use active::{ActiveJob, RunState};
@@ -33,4 +34,5 @@ pub use plan::{Action, MAX_GROUP, Plan, PlanError, Planner, Standing, proportion
 pub use quota::{Admission, QuotaHold, QuotaUse, Waiting, admit};
 pub use scaling::{GpuRange, LocalitySlowdown, PlacementSpeed, Scaling, consolidated_shape};
 pub use sensitivity::{HostShare, ResourceSensitivity, SensitivityError};
+pub use tenant::{TenantName, TenantNames};
 pub use time::{SimDuration, SimTime};

@@ -461,7 +461,7 @@ mod tests {
         let specs: Vec<arbiter_model::JobSpec> = (0..8)
             .map(|i| {
                 let mut s = spec_with(i, u64::from(i % 4), 1, 100_000.0);
-                s.tenant = if i < 4 { "a" } else { "b" }.to_string();
+                s.tenant = if i < 4 { "a" } else { "b" }.into();
                 s
             })
             .collect();

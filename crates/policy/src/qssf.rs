@@ -96,7 +96,7 @@ impl Qssf {
         let user = spec.user.clone().unwrap_or_default();
         let name = spec.name.clone().unwrap_or_default();
         let gpus = spec.gpus.to_string();
-        let t = spec.tenant.clone();
+        let t = spec.tenant.to_string();
         [
             vec!["tun".into(), t.clone(), user.clone(), name, gpus.clone()],
             vec!["tu".into(), t.clone(), user, gpus.clone()],

@@ -32,7 +32,7 @@ pub struct JobRecord {
     /// Id in the source trace.
     pub trace_id: String,
     /// Tenant.
-    pub tenant: String,
+    pub tenant: arbiter_model::TenantName,
     /// Its priority class, by name (`None`: no class).
     #[serde(default)]
     pub priority_class: Option<String>,
@@ -634,7 +634,7 @@ pub fn record_csv_fields(r: &JobRecord) -> [String; 23] {
     [
         r.job.to_string(),
         r.trace_id.clone(),
-        r.tenant.clone(),
+        r.tenant.to_string(),
         r.gpus.to_string(),
         format!("{:.3}", r.submit_s),
         opt(r.first_start_s),

@@ -170,7 +170,7 @@ fn under_a_quota_tree_the_present_gives_the_same_simulation_as_whole_rounds() {
         // In turns of a hundred jobs: a tenant's burst borrows what the others leave idle, and
         // the next tenant's reclaims it.
         for job in &mut jobs {
-            job.tenant = format!("t{}", (job.id.0 / 100) % 4);
+            job.tenant = format!("t{}", (job.id.0 / 100) % 4).into();
         }
         for kind in [
             PolicyKind::Fifo,

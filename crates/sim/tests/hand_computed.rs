@@ -284,7 +284,7 @@ fn qssf_learns_durations_from_finished_jobs_of_the_same_tenant() {
         job(4, 160, 1, 1.0),
     ];
     for (j, t) in jobs.iter_mut().zip(["short", "long", "x", "long", "short"]) {
-        j.tenant = t.to_string();
+        j.tenant = t.to_string().into();
     }
     let out = run(PolicyKind::Qssf, &cluster, &jobs, &PolicyConfig::default());
     // Blocker J2 runs 150–210. Then J4 (predicted 1 s) 210–211, J3 211–311.

@@ -30,7 +30,7 @@ fn workload() -> impl Strategy<Value = (Cluster, Vec<JobSpec>)> {
                         gpus,
                         run_ms as f64 / 1000.0,
                     );
-                    j.tenant = format!("t{}", i % 3);
+                    j.tenant = format!("t{}", i % 3).into();
                     j.model = Some(["A", "B", "C"][i % 3].to_string());
                     // Opportunistic under AntMan (guests on others' GPUs); a weight of 1 under Gavel,
                     // as priority 0 has.

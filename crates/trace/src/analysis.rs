@@ -197,7 +197,7 @@ mod tests {
 
     fn job(tenant: &str, submit_s: u64, gpus: u32, run_s: f64) -> JobSpec {
         let mut j = JobSpec::new(JobId(0), SimTime::from_ms(submit_s * 1000), gpus, run_s);
-        j.tenant = tenant.to_string();
+        j.tenant = tenant.into();
         j
     }
 

@@ -16,13 +16,14 @@
 
 use crate::rows::read_csv;
 use crate::{Trace, TraceError};
-use arbiter_model::{DeadlineOption, JobId, JobSpec, SimDuration, SimTime};
+use arbiter_model::{DeadlineOption, JobId, JobSpec, SimDuration, SimTime, TenantNames};
 use std::path::Path;
 
 /// Reads a Chronus trace.
 pub fn read(path: &Path) -> Result<Trace, TraceError> {
     let mut jobs = Vec::new();
     let mut zero_gpu_rows = 0usize;
+    let mut tenants = TenantNames::default();
     read_csv(
         path,
         b',',
@@ -52,7 +53,7 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
                 60.0 * row.non_negative("duration")?,
             );
             job.trace_id = row.get("job_id")?.to_string();
-            job.tenant = row.get("user")?.to_string();
+            job.tenant = tenants.get(row.get("user")?);
             if let Ok(model) = row.get("model_name") {
                 job.model = Some(model.to_string());
             }

@@ -16,7 +16,7 @@
 
 use crate::Trace;
 use crate::gavel::ThroughputTable;
-use arbiter_model::{JobId, JobSpec, SimTime};
+use arbiter_model::{JobId, JobSpec, SimTime, TenantNames};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,7 @@ impl GavelWorkload {
     /// Generates the workload with `seed`.
     pub fn generate(&self, table: &ThroughputTable, seed: u64) -> Result<Trace, String> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut tenants = TenantNames::default();
         let types = table.job_types(REFERENCE_GPU);
         if types.is_empty() {
             return Err(format!(
@@ -133,7 +134,7 @@ impl GavelWorkload {
             job.iterations = Some((run_time_s * tput).round() as u64);
             job.priority = priority;
             if self.tenants > 1 {
-                job.tenant = format!("tenant{}", rng.random_range(0..self.tenants));
+                job.tenant = tenants.get(&format!("tenant{}", rng.random_range(0..self.tenants)));
             }
             if self.slos {
                 let factor = [1.2, 2.0, 10.0][rng.random_range(0..3)];

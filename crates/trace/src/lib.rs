@@ -167,10 +167,9 @@ impl Trace {
 
     /// Distinct tenants, sorted.
     pub fn tenants(&self) -> Vec<String> {
-        let mut t: Vec<String> = self.jobs.iter().map(|j| j.tenant.clone()).collect();
-        t.sort();
-        t.dedup();
-        t
+        let distinct: std::collections::BTreeSet<&str> =
+            self.jobs.iter().map(|j| j.tenant.as_str()).collect();
+        distinct.into_iter().map(str::to_string).collect()
     }
 
     /// Span from the first to the last submission.

@@ -41,7 +41,7 @@
 use crate::rows::{Row, read_csv};
 use crate::{Trace, TraceError};
 use arbiter_model::{
-    DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime,
+    DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime, TenantNames,
 };
 use std::io::Write;
 use std::path::Path;
@@ -140,6 +140,7 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
         }
     });
     let columns = std::cell::OnceCell::new();
+    let mut tenants = TenantNames::default();
     read_csv(
         path,
         b',',
@@ -167,7 +168,7 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
                 run_time_s,
             );
             job.trace_id = required(TRACE_ID)?.to_string();
-            job.tenant = required(TENANT)?.to_string();
+            job.tenant = tenants.get(required(TENANT)?);
             job.user = owned(USER);
             job.name = owned(NAME);
             job.model = owned(MODEL);
@@ -479,7 +480,7 @@ fn write_columns<W: Write>(
     job: &JobSpec,
 ) -> Result<(), csv::Error> {
     w.write_field(&job.trace_id)?;
-    w.write_field(&job.tenant)?;
+    w.write_field(job.tenant.as_str())?;
     w.write_field(job.user.as_deref().unwrap_or(""))?;
     w.write_field(job.name.as_deref().unwrap_or(""))?;
     w.write_field(job.model.as_deref().unwrap_or(""))?;

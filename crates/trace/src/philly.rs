@@ -5,7 +5,7 @@
 
 use crate::rows::read_csv;
 use crate::{Trace, TraceError};
-use arbiter_model::{JobId, JobSpec, SimTime};
+use arbiter_model::{JobId, JobSpec, SimTime, TenantNames};
 use chrono::NaiveDateTime;
 use std::path::Path;
 
@@ -20,6 +20,7 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
 /// Reads `philly.csv`.
 pub fn read(path: &Path) -> Result<Trace, TraceError> {
     let mut rows: Vec<(i64, JobSpec)> = Vec::new();
+    let mut tenants = TenantNames::default();
     read_csv(
         path,
         b',',
@@ -40,7 +41,7 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
             }
             let mut job = JobSpec::new(JobId(rows.len() as u32), SimTime::ZERO, gpus, duration_s);
             job.trace_id = format!("line{}", row.line());
-            job.tenant = tenant.to_string();
+            job.tenant = tenants.get(tenant);
             rows.push((unix_s, job));
             Ok(())
         },

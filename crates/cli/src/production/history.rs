@@ -143,7 +143,7 @@ fn spec(index: u32, job: &HistoryRecord, origin_unix_s: i64, refs: &References<'
         run_time_s(job),
     );
     spec.trace_id = job.id.to_string();
-    spec.tenant = job.tenant.clone();
+    spec.tenant = job.tenant.as_str().into();
     spec.user = job.user.clone();
     spec.name = job.name.clone();
     spec.model = job.job_type.clone();

@@ -36,7 +36,7 @@ pub fn spec_of(
         r.gpus,
         expected,
     );
-    spec.tenant = job.tenant.clone();
+    spec.tenant = job.tenant.as_str().into();
     spec.name = r.name.clone();
     // Co-location speeds are looked up by job type, namespaced by tenant (see `records/pairs.rs`).
     spec.model = r

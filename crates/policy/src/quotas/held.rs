@@ -4,42 +4,23 @@
 //! counted again from the view whenever the number of running jobs says something else happened
 //! (a failure, a reservation's preemption) — jobs only leave the running set without a decision.
 //!
-//! Kept flat and small (8 bytes per job, and its GPUs per dimension in one array): the
-//! simulator touches a job's entry when it starts and when it ends, far apart in time, so each
-//! touch is likely a cache miss, and fewer bytes are fewer misses.
+//! Kept flat and small: per job one entry of `1 + dims` numbers in one array (its leaf, then its
+//! GPUs per dimension). The simulator touches a job's entry when it starts and when it ends,
+//! far apart in time, so each touch is likely a cache miss; one entry is one miss.
 
 use super::round::JobKeys;
 use super::tree::QuotaTree;
 use crate::SchedulerView;
-use arbiter_model::{Decision, JobId};
-
-/// A job's entry: its leaf and place in [`Held::running`] while it runs.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    leaf: u32,
-    at: u32,
-}
-
-impl Slot {
-    const IDLE: Slot = Slot {
-        leaf: 0,
-        at: u32::MAX,
-    };
-
-    fn runs(self) -> bool {
-        self.at != u32::MAX
-    }
-}
+use arbiter_model::{Decision, JobId, NodeId};
 
 /// The running jobs' GPUs, per tree node and dimension.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    /// Per job id.
-    slots: Vec<Slot>,
-    /// Per job id and dimension (`job * dims + dim`): the GPUs it holds, while it runs.
-    gpus: Vec<u32>,
-    /// The running jobs, in no order (a job leaves by swapping the last into its place).
-    running: Vec<JobId>,
+    /// Per job id, `1 + dims` numbers: its leaf plus one while it runs (0: it does not), then
+    /// the GPUs it holds per dimension.
+    entries: Vec<u32>,
+    /// How many jobs run, as counted.
+    running: usize,
     /// GPUs held per node and dimension (`node * dims + dim`).
     pub per_node: Vec<u32>,
     /// GPUs per dimension.
@@ -59,18 +40,14 @@ impl Held {
         queued: usize,
         keys: &mut JobKeys,
     ) {
-        if self.valid
-            && self.running.len() == view.jobs.len() - queued
-            && self.slots.len() == view.specs.len()
+        if self.valid && self.running == view.jobs.len() - queued && self.jobs() == view.specs.len()
         {
             return;
         }
         self.dims = tree.dims.len();
-        self.slots.clear();
-        self.slots.resize(view.specs.len(), Slot::IDLE);
-        self.gpus.clear();
-        self.gpus.resize(view.specs.len() * self.dims, 0);
-        self.running.clear();
+        self.entries.clear();
+        self.entries.resize(view.specs.len() * (1 + self.dims), 0);
+        self.running = 0;
         self.per_node = vec![0; tree.nodes.len() * self.dims];
         self.capacity = tree.capacity(view.cluster);
         for job in view.jobs.iter().filter(|j| j.is_running()) {
@@ -80,9 +57,21 @@ impl Held {
         self.valid = true;
     }
 
+    /// Job ids the entries cover.
+    fn jobs(&self) -> usize {
+        self.entries.len() / (1 + self.dims)
+    }
+
+    /// Job `job`'s entry, if the entries cover it.
+    fn entry(&self, job: JobId) -> Option<&[u32]> {
+        let stride = 1 + self.dims;
+        self.entries
+            .get(job.index() * stride..(job.index() + 1) * stride)
+    }
+
     /// Whether `job` runs, as counted.
     pub fn runs(&self, job: JobId) -> bool {
-        self.slots.get(job.index()).is_some_and(|s| s.runs())
+        self.entry(job).is_some_and(|e| e[0] != 0)
     }
 
     /// Forgets the counts: the caller offered no present, so what changed since is unknown.
@@ -97,39 +86,33 @@ impl Held {
         view: &SchedulerView<'_>,
         keys: &mut JobKeys,
         job: JobId,
-        slots: &[(arbiter_model::NodeId, u32)],
+        slots: &[(NodeId, u32)],
     ) {
-        let at = job.index();
-        if at >= self.slots.len() {
+        let stride = 1 + self.dims;
+        if job.index() >= self.jobs() {
             return;
         }
         let leaf = keys.of_id(tree, view, job).leaf();
-        let gpus = &mut self.gpus[at * self.dims..(at + 1) * self.dims];
-        tree.placement_dims_into(view.cluster, slots, gpus);
-        tree.add_on_path(&mut self.per_node, leaf, gpus, true);
-        self.slots[at] = Slot {
-            leaf: leaf as u32,
-            at: self.running.len() as u32,
-        };
-        self.running.push(job);
+        let entry = &mut self.entries[job.index() * stride..(job.index() + 1) * stride];
+        entry[0] = leaf as u32 + 1;
+        tree.placement_dims_into(view.cluster, slots, &mut entry[1..]);
+        tree.add_on_path(&mut self.per_node, leaf, &entry[1..], true);
+        self.running += 1;
     }
 
     /// A job no longer runs.
     pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
-        let at = job.index();
-        let Some(slot) = self.slots.get_mut(at).filter(|s| s.runs()) else {
+        let stride = 1 + self.dims;
+        let Some(entry) = self
+            .entries
+            .get_mut(job.index() * stride..(job.index() + 1) * stride)
+            .filter(|e| e[0] != 0)
+        else {
             return;
         };
-        let Slot { leaf, at: place } = std::mem::replace(slot, Slot::IDLE);
-        let gpus = &self.gpus[at * self.dims..(at + 1) * self.dims];
-        tree.add_on_path(&mut self.per_node, leaf as usize, gpus, false);
-        let place = place as usize;
-        self.running.swap_remove(place);
-        if let Some(&moved) = self.running.get(place)
-            && let Some(s) = self.slots.get_mut(moved.index())
-        {
-            s.at = place as u32;
-        }
+        let leaf = std::mem::take(&mut entry[0]) as usize - 1;
+        tree.add_on_path(&mut self.per_node, leaf, &entry[1..], false);
+        self.running -= 1;
     }
 
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
@@ -144,16 +127,14 @@ impl Held {
             return;
         }
         if !decision.keep_unlisted {
-            let listed: std::collections::BTreeSet<JobId> =
-                decision.run.iter().map(|a| a.job).collect();
-            let gone: Vec<JobId> = self
-                .running
-                .iter()
-                .copied()
-                .filter(|j| !listed.contains(j))
-                .collect();
-            for job in gone {
-                self.finished(tree, job);
+            // A whole decision: every running job it does not list stops (a pass over the jobs,
+            // as the policy's own).
+            let mut listed: Vec<JobId> = decision.run.iter().map(|a| a.job).collect();
+            listed.sort_unstable();
+            for job in view.jobs.iter().filter(|j| j.is_running()) {
+                if listed.binary_search(&job.id).is_err() {
+                    self.finished(tree, job.id);
+                }
             }
         }
         for a in &decision.run {

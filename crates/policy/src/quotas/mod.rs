@@ -81,6 +81,82 @@ impl Quotas {
 }
 
 impl Quotas {
+    /// A round built whole: who is admitted, held and reclaimed, then the policy's decision on
+    /// what is offered, its starts checked against every limit.
+    fn schedule_round(
+        &mut self,
+        view: &SchedulerView<'_>,
+        now: SimTime,
+    ) -> Result<Decision, PolicyError> {
+        let tree = self
+            .tree
+            .as_ref()
+            .ok_or_else(|| PolicyError::Invariant("the quota tree vanished".into()))?;
+        let last = std::mem::take(&mut self.last);
+        let round = match view.current {
+            Some(current) => {
+                self.held
+                    .refresh(tree, view, current.queued.len(), &mut self.keys);
+                let known = round::Known {
+                    held: &self.held.per_node,
+                    capacity: &self.held.capacity,
+                    queued: current.queued,
+                    borrowers: self.every_round_whole,
+                };
+                round::plan_with(tree, view, now, Some(known), &mut self.keys, last)
+            }
+            None => {
+                // Whatever ran since the last present is unknown: counted again when one comes.
+                self.held.invalidate();
+                round::plan_with(tree, view, now, None, &mut self.keys, last)
+            }
+        };
+        let undisturbed = round.holds.is_empty()
+            && round.reclaimed.is_empty()
+            && (!round.guaranteed_waiting || round.admitted_borrowing.is_empty());
+        let mut decision = if undisturbed {
+            self.inner.schedule(view, now)?
+        } else {
+            self.decide_offered(view, &round, now)?
+        };
+        self.refuse_above_limits(view, &round, &mut decision);
+        if view.current.is_some()
+            && let Some(tree) = &self.tree
+        {
+            self.held.apply(tree, view, &decision, &mut self.keys);
+        }
+        self.last = round;
+        Ok(decision)
+    }
+
+    /// Takes out of `decision` the starts that would go above a limit ([`keep_limits`]) and
+    /// gives the jobs the round holds, and those, the quota as their pending reason.
+    fn refuse_above_limits(
+        &self,
+        view: &SchedulerView<'_>,
+        round: &QuotaRound,
+        decision: &mut Decision,
+    ) {
+        let Some(tree) = &self.tree else {
+            return;
+        };
+        let kept = view.current.is_some().then_some(&self.held);
+        let dropped = keep_limits(tree, view, kept, &self.keys, decision);
+        if !round.holds.is_empty() || !dropped.is_empty() {
+            decision
+                .pending
+                .retain(|(j, _)| round.hold_of(*j).is_none() && !dropped.contains(j));
+            decision
+                .pending
+                .extend(round.holds.iter().map(|(j, _)| (*j, PendingReason::Quota)));
+            decision
+                .pending
+                .extend(dropped.iter().map(|j| (*j, PendingReason::Quota)));
+        }
+    }
+}
+
+impl Quotas {
     /// The policy's decision over what the round offers. When guaranteed jobs wait beside
     /// admitted borrowers, the policy decides first without the borrowers; if that leaves GPUs
     /// for a borrower, it decides again with them, and the second answer stands only if it
@@ -194,79 +270,43 @@ impl Policy for Quotas {
         let Some(tree) = &self.tree else {
             return self.inner.schedule(view, now);
         };
-        let round = match view.current {
-            Some(current) if current.queued.is_empty() && !self.every_round_whole => {
-                // Nothing waits (the simulator says so at no cost): nothing to admit, hold or
-                // reclaim for, and nothing starts to go above a limit.
-                let decision = self.inner.schedule(view, now)?;
-                self.held.apply(tree, view, &decision, &mut self.keys);
-                self.last = QuotaRound::default();
-                return Ok(decision);
-            }
-            Some(current) => {
+        if let Some(current) = view.current
+            && !self.every_round_whole
+        {
+            // The simulator's steady path: nothing waits (then nothing is admitted, held or
+            // reclaimed, and nothing starts to go above a limit), or every waiting job is
+            // within its guaranteed quota with room to run. The round is not built.
+            let unneeded = current.queued.is_empty() || {
                 self.held
                     .refresh(tree, view, current.queued.len(), &mut self.keys);
                 let known = round::Known {
                     held: &self.held.per_node,
                     capacity: &self.held.capacity,
                     queued: current.queued,
-                    borrowers: self.every_round_whole,
+                    borrowers: false,
                 };
-                let free = current.free.free_per_node();
-                if !self.every_round_whole
-                    && round::admits_all_within(
-                        tree,
-                        view,
-                        &known,
-                        free,
-                        &mut self.keys,
-                        &mut self.scratch,
-                    )
-                {
-                    // The round would hold, reclaim and lend nothing: not built.
-                    QuotaRound::default()
-                } else {
-                    let last = std::mem::take(&mut self.last);
-                    round::plan_with(tree, view, now, Some(known), &mut self.keys, last)
+                round::admits_all_within(
+                    tree,
+                    view,
+                    &known,
+                    current.free.free_per_node(),
+                    &mut self.keys,
+                    &mut self.scratch,
+                )
+            };
+            if unneeded {
+                let mut decision = self.inner.schedule(view, now)?;
+                if !current.queued.is_empty() && tree.has_limits() {
+                    self.refuse_above_limits(view, &QuotaRound::default(), &mut decision);
                 }
+                self.held.apply(tree, view, &decision, &mut self.keys);
+                if self.last != QuotaRound::default() {
+                    self.last = QuotaRound::default();
+                }
+                return Ok(decision);
             }
-            None => {
-                // Whatever ran since the last present is unknown: counted again when one comes.
-                self.held.invalidate();
-                let last = std::mem::take(&mut self.last);
-                round::plan_with(tree, view, now, None, &mut self.keys, last)
-            }
-        };
-        let undisturbed = round.holds.is_empty()
-            && round.reclaimed.is_empty()
-            && (!round.guaranteed_waiting || round.admitted_borrowing.is_empty());
-        let mut decision = if undisturbed {
-            self.inner.schedule(view, now)?
-        } else {
-            self.decide_offered(view, &round, now)?
-        };
-        let tree = self
-            .tree
-            .as_ref()
-            .ok_or_else(|| PolicyError::Invariant("the quota tree vanished".into()))?;
-        let kept = view.current.is_some().then_some(&self.held);
-        let dropped = keep_limits(tree, view, kept, &mut decision);
-        if !round.holds.is_empty() || !dropped.is_empty() {
-            decision
-                .pending
-                .retain(|(j, _)| round.hold_of(*j).is_none() && !dropped.contains(j));
-            decision
-                .pending
-                .extend(round.holds.iter().map(|(j, _)| (*j, PendingReason::Quota)));
-            decision
-                .pending
-                .extend(dropped.iter().map(|j| (*j, PendingReason::Quota)));
         }
-        if view.current.is_some() {
-            self.held.apply(tree, view, &decision, &mut self.keys);
-        }
-        self.last = round;
-        Ok(decision)
+        self.schedule_round(view, now)
     }
 
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
@@ -315,8 +355,10 @@ fn keep_limits(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
     kept: Option<&held::Held>,
+    keys: &round::JobKeys,
     decision: &mut Decision,
 ) -> Vec<JobId> {
+    let leaf_of = |job: JobId| keys.leaf_of(tree, view, job);
     if !tree.has_limits() {
         return Vec::new();
     }
@@ -354,10 +396,9 @@ fn keep_limits(
         {
             continue;
         }
-        let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
         tree.add_on_path(
             &mut used,
-            leaf,
+            leaf_of(a.job),
             &tree.placement_dims(view.cluster, &a.placement.slots),
             true,
         );
@@ -376,20 +417,17 @@ fn keep_limits(
     });
     let mut dropped = Vec::new();
     while let Some(node) = tree.overdrawn_at(&used) {
-        let Some(pos) = starting.iter().position(|&i| {
-            tree.contains(
-                node,
-                tree.leaf(&view.specs[decision.run[i].job.index()].tenant),
-            )
-        }) else {
+        let Some(pos) = starting
+            .iter()
+            .position(|&i| tree.contains(node, leaf_of(decision.run[i].job)))
+        else {
             break;
         };
         let i = starting.remove(pos);
         let a = &decision.run[i];
-        let leaf = tree.leaf(&view.specs[a.job.index()].tenant);
         tree.add_on_path(
             &mut used,
-            leaf,
+            leaf_of(a.job),
             &tree.placement_dims(view.cluster, &a.placement.slots),
             false,
         );

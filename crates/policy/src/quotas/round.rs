@@ -341,6 +341,16 @@ impl JobKeys {
     }
 }
 
+impl JobKeys {
+    /// The leaf job `id` counts in: kept, or looked up.
+    pub(crate) fn leaf_of(&self, tree: &QuotaTree, view: &SchedulerView<'_>, id: JobId) -> usize {
+        match self.keys.get(id.index()) {
+            Some(key) => key.leaf(),
+            None => tree.leaf(&view.specs[id.index()].tenant),
+        }
+    }
+}
+
 impl JobKey {
     fn of(tree: &QuotaTree, spec: &arbiter_model::JobSpec) -> JobKey {
         JobKey {
@@ -391,6 +401,8 @@ pub(crate) struct Known<'a> {
 /// Buffers the rounds of a simulation reuse.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
+    /// The node that last had room for a lone waiting job, looked at first the next time.
+    roomy: usize,
     used: Vec<u32>,
     free: Vec<i64>,
     order: Vec<(JobOrder, u32, usize)>,
@@ -415,7 +427,7 @@ pub(crate) fn admits_all_within(
         && !tree.has_limits()
     {
         // One job waits (an arrival, most often), and no limit can be overdrawn: its quota and
-        // a node with room decide, without copying the counts or the free GPUs.
+        // the free GPUs decide, without copying the counts or the free GPUs.
         let Some(job) = view.jobs.get(at as usize) else {
             return false;
         };
@@ -424,8 +436,16 @@ pub(crate) fn admits_all_within(
             key.leaf as usize,
             pick_dim(tree, key, job.gpus, known.held, known.capacity),
         );
-        return known.held[leaf * dims + dim] + job.gpus <= tree.guaranteed(leaf, dim)
-            && first_fit_node(tree, view, free, dim, job).is_some();
+        if known.held[leaf * dims + dim] + job.gpus <= tree.guaranteed(leaf, dim) {
+            // Within its guaranteed quota: nothing is reclaimed for it if a node has room.
+            return has_node_with_room(tree, view, free, dim, job, &mut scratch.roomy);
+        }
+        // A borrower, alone: with every idle GPU lendable and no limit, the round admits it if
+        // it may be preempted and the cluster has its GPUs free (a node's room is the
+        // policy's business), and holds or reclaims nothing.
+        return !tree.has_lending_limits()
+            && key.preemptible
+            && job.gpus <= known.capacity[dim].saturating_sub(known.held[dim]);
     }
     scratch.used.clear();
     scratch.used.extend_from_slice(known.held);
@@ -1031,6 +1051,47 @@ fn place_first_fit(
     }
     let (of_dim, widest) = nodes_for(tree, view, dim, job);
     k > widest && take_across(free, &of_dim, k)
+}
+
+/// Whether some node of dimension `dim` (and of `job`'s GPU type) has room for it in `free`:
+/// `hint`, the node that had room last time, is looked at first (the free GPUs change little
+/// from one event to the next), and becomes the node found.
+fn has_node_with_room(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    free: &[u32],
+    dim: usize,
+    job: &ActiveJob,
+    hint: &mut usize,
+) -> bool {
+    if let Some(&f) = free.get(*hint)
+        && f >= job.gpus
+        && room_on(tree, view, dim, job, *hint)
+    {
+        return true;
+    }
+    match first_fit_node(tree, view, free, dim, job) {
+        Some(n) => {
+            *hint = n;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Whether node `n` is of dimension `dim` and of `job`'s GPU type, if it names one.
+fn room_on(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    dim: usize,
+    job: &ActiveJob,
+    n: usize,
+) -> bool {
+    let Some(node) = view.cluster.nodes.get(n) else {
+        return false;
+    };
+    tree.dim_of_type.get(node.gpu_type.index()) == Some(&dim)
+        && view.spec(job).gpu_type.is_none_or(|t| node.gpu_type == t)
 }
 
 /// The first node of dimension `dim` (and of `job`'s GPU type) with room for it in `free`.

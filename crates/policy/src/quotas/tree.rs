@@ -130,6 +130,8 @@ pub struct QuotaTree {
     limit_at: Vec<u32>,
     /// Whether any node has a borrowing limit (without one, no limit can be overdrawn).
     limited: bool,
+    /// Whether any node has a lending limit (without one, all idle quota is lent).
+    lending_limited: bool,
 }
 
 impl QuotaTree {
@@ -158,6 +160,7 @@ impl QuotaTree {
             guaranteed_at: Vec::new(),
             limit_at: Vec::new(),
             limited: false,
+            lending_limited: false,
         };
         tree.nodes.push(TreeNode {
             name: "(cluster)".into(),
@@ -187,6 +190,7 @@ impl QuotaTree {
         tree.guaranteed_at = quotas().map(|q| q.guaranteed).collect();
         tree.limit_at = quotas().map(GpuQuota::limit).collect();
         tree.limited = quotas().any(|q| q.borrowing_limit.is_some());
+        tree.lending_limited = quotas().any(|q| q.lending_limit.is_some());
         tree.check_sums(&capacity_by_dim(
             &tree.dim_of_type,
             tree.dims.len(),
@@ -233,6 +237,11 @@ impl QuotaTree {
     /// Whether any node has a borrowing limit.
     pub fn has_limits(&self) -> bool {
         self.limited
+    }
+
+    /// Whether any node has a lending limit.
+    pub fn has_lending_limits(&self) -> bool {
+        self.lending_limited
     }
 
     /// The first node (root first) where `used` (per node and dimension, `node * dims + dim`)

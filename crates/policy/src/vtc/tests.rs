@@ -63,7 +63,7 @@ impl World {
     fn service(&self) -> BTreeMap<String, f64> {
         let mut s = BTreeMap::new();
         for (job, spec) in self.jobs.iter().zip(&self.specs) {
-            *s.entry(spec.tenant.clone()).or_insert(0.0) += job.attained_gpu_s_at(self.now);
+            *s.entry(spec.tenant.to_string()).or_insert(0.0) += job.attained_gpu_s_at(self.now);
         }
         s
     }

@@ -941,7 +941,7 @@ impl Scenario {
                         && spec
                             .tenants
                             .as_ref()
-                            .is_none_or(|ts| ts.contains(&j.tenant))
+                            .is_none_or(|ts| ts.iter().any(|t| *t == j.tenant))
                 });
             }
             if let Some(max) = spec.max_jobs {

@@ -73,7 +73,7 @@ pub struct ResultRow {
 /// (over each tenant's own span, a tenant active for a day of a week-long run read 60% where
 /// the cluster read 16%).
 fn with_tenant_rows(rows: Vec<ResultRow>, window: Window) -> Vec<ResultRow> {
-    with_rows_by(rows, window, |r| Some(r.tenant.clone()))
+    with_rows_by(rows, window, |r| Some(r.tenant.to_string()))
 }
 
 /// After each row, a row per priority class over its jobs, named `class:<name>` in the tenant
