@@ -476,38 +476,109 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(192))]
 
-    /// The simulator's shortcut (every waiting job within guaranteed quota and placeable on the
+    /// The shortcut (every waiting job within its tenant's guaranteed quota and placed in the
     /// free GPUs: the round is not built) is taken only where the whole round would hold,
     /// reclaim and lend nothing.
     #[test]
     fn the_shortcut_agrees_with_the_whole_round(groups in arb_tree(), specs in arb_jobs(), rounds in 0u64..3) {
-        let c = cluster(4, 4);
-        let Ok(mut policy) = Quotas::new(&groups, &c, build(PolicyKind::Sjf, &PolicyConfig::default()).expect("builds")) else { return Ok(()) };
-        let mut last = Decision::default();
-        for round in 0..rounds {
-            last = decide(&mut policy, &c, &specs, &last, round * 60);
-        }
-        let tree = policy.tree().expect("tree").clone();
-        let jobs = active(&specs, &last);
-        let mut free = arbiter_model::Occupancy::new(&c);
-        let mut held = vec![0u32; tree.nodes.len() * tree.dims.len()];
-        for j in jobs.iter().filter(|j| j.is_running()) {
-            let placement = j.placement().expect("running");
-            free.allocate(placement).expect("fits");
-            tree.add_on_path(&mut held, tree.leaf(&specs[j.id.index()].tenant), &tree.placement_dims(&c, &placement.slots), true);
-        }
-        let queued: Vec<u32> = (0..jobs.len() as u32).filter(|&i| !jobs[i as usize].is_running()).collect();
-        let view = SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None };
-        let capacity = tree.capacity(&c);
-        let known = round::Known { held: &held, capacity: &capacity, queued: &queued, borrowers: false };
-        let shortcut = round::admits_all_within(&tree, &view, &known, free.free_per_node(), &mut round::JobKeys::default(), &mut round::Scratch::default());
-        let whole = round::plan(&tree, &view, SimTime::from_ms(rounds * 60_000));
-        if shortcut {
-            prop_assert!(whole.holds.is_empty(), "{:?}", whole.holds);
-            prop_assert!(whole.reclaimed.is_empty(), "{:?}", whole.reclaimed);
-            prop_assert!(!whole.guaranteed_waiting || whole.admitted_borrowing.is_empty());
-        }
+        shortcut_agrees(&groups, &specs, rounds, None)?;
     }
+
+    /// The same with one job waiting (an arrival: the simulator's most common event) under
+    /// trees without limits, where a lone borrower is admitted without the round too.
+    #[test]
+    fn the_shortcut_for_one_waiting_job_agrees_with_the_whole_round(
+        groups in arb_tree(),
+        specs in arb_jobs(),
+        rounds in 0u64..3,
+        lone in 0usize..24,
+        unlimited in any::<bool>(),
+        pinned in any::<bool>(),
+    ) {
+        let mut groups = groups;
+        if unlimited {
+            for g in &mut groups {
+                for q in g.gpus.values_mut() {
+                    (q.borrowing_limit, q.lending_limit) = (None, None);
+                }
+            }
+        }
+        let mut specs = specs;
+        if pinned && let Some(s) = specs.get_mut(lone) {
+            s.class.preemptible = false;
+        }
+        shortcut_agrees(&groups, &specs, rounds, Some(lone))?;
+    }
+}
+
+/// After `rounds` decisions, checks the shortcut against the whole round on the present. With
+/// `lone`, only the running jobs and the waiting job `lone` (if it waits) are in the view.
+fn shortcut_agrees(
+    groups: &[QuotaGroup],
+    specs: &[JobSpec],
+    rounds: u64,
+    lone: Option<usize>,
+) -> Result<(), TestCaseError> {
+    let c = cluster(4, 4);
+    let Ok(mut policy) = Quotas::new(
+        groups,
+        &c,
+        build(PolicyKind::Sjf, &PolicyConfig::default()).expect("builds"),
+    ) else {
+        return Ok(());
+    };
+    let mut last = Decision::default();
+    for round in 0..rounds {
+        last = decide(&mut policy, &c, specs, &last, round * 60);
+    }
+    let tree = policy.tree().expect("tree").clone();
+    let mut jobs = active(specs, &last);
+    if let Some(lone) = lone {
+        jobs.retain(|j| j.is_running() || j.id.index() == lone);
+    }
+    let mut free = arbiter_model::Occupancy::new(&c);
+    let mut held = vec![0u32; tree.nodes.len() * tree.dims.len()];
+    for j in jobs.iter().filter(|j| j.is_running()) {
+        let placement = j.placement().expect("running");
+        free.allocate(placement).expect("fits");
+        tree.add_on_path(
+            &mut held,
+            tree.leaf(&specs[j.id.index()].tenant),
+            &tree.placement_dims(&c, &placement.slots),
+            true,
+        );
+    }
+    let queued: Vec<u32> = (0..jobs.len() as u32)
+        .filter(|&i| !jobs[i as usize].is_running())
+        .collect();
+    let view = SchedulerView {
+        cluster: &c,
+        jobs: &jobs,
+        specs,
+        current: None,
+    };
+    let capacity = tree.capacity(&c);
+    let known = round::Known {
+        held: &held,
+        capacity: &capacity,
+        queued: &queued,
+        borrowers: false,
+    };
+    let shortcut = round::admits_all_within(
+        &tree,
+        &view,
+        &known,
+        free.free_per_node(),
+        &mut round::JobKeys::default(),
+        &mut round::Scratch::default(),
+    );
+    let whole = round::plan(&tree, &view, SimTime::from_ms(rounds * 60_000));
+    if shortcut {
+        prop_assert!(whole.holds.is_empty(), "{:?}", whole.holds);
+        prop_assert!(whole.reclaimed.is_empty(), "{:?}", whole.reclaimed);
+        prop_assert!(!whole.guaranteed_waiting || whole.admitted_borrowing.is_empty());
+    }
+    Ok(())
 }
 
 /// Times one round's plan at the daemon bench's scale (`--release -- --ignored --nocapture`).
