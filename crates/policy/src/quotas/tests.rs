@@ -260,6 +260,22 @@ fn idle_quota_beyond_the_lending_limit_stays_idle() {
 }
 
 #[test]
+fn a_lone_borrower_waits_for_idle_quota_its_owner_does_not_lend_shortcut_or_not() {
+    // 16 GPUs free, but `a` lends 2 of its 8 idle: room for 10, and b's 12-GPU job waits.
+    let groups = [
+        group("a", None, 8, None, Some(2)),
+        group("b", None, 0, None, None),
+    ];
+    let specs = [job(0, "b", 12)];
+    shortcut_agrees(&groups, &specs, 0, Some(0)).expect("the shortcut agrees");
+    let c = cluster(4, 4);
+    let mut policy = quotas(&groups, &c, PolicyKind::Sjf);
+    let d = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+    assert!(d.run.is_empty(), "{:?}", d.run);
+    assert_eq!(d.pending, vec![(JobId(0), PendingReason::Quota)]);
+}
+
+#[test]
 fn a_job_of_a_class_that_is_not_preemptible_does_not_borrow() {
     let c = cluster(1, 4);
     let groups = [group("a", None, 1, None, None)];
@@ -485,22 +501,23 @@ proptest! {
     }
 
     /// The same with one job waiting (an arrival: the simulator's most common event) under
-    /// trees without limits, where a lone borrower is admitted without the round too.
+    /// trees without borrowing limits, where a lone borrower is admitted without the round too
+    /// if no lending limit keeps idle quota back.
     #[test]
     fn the_shortcut_for_one_waiting_job_agrees_with_the_whole_round(
         groups in arb_tree(),
         specs in arb_jobs(),
         rounds in 0u64..3,
         lone in 0usize..24,
-        unlimited in any::<bool>(),
+        lending_limits in any::<bool>(),
         pinned in any::<bool>(),
     ) {
+        // No borrowing limit (the one-job path needs none); lending limits in half the cases.
         let mut groups = groups;
-        if unlimited {
-            for g in &mut groups {
-                for q in g.gpus.values_mut() {
-                    (q.borrowing_limit, q.lending_limit) = (None, None);
-                }
+        for q in groups.iter_mut().flat_map(|g| g.gpus.values_mut()) {
+            q.borrowing_limit = None;
+            if !lending_limits {
+                q.lending_limit = None;
             }
         }
         let mut specs = specs;
