@@ -437,8 +437,10 @@ pub(crate) fn admits_all_within(
             pick_dim(tree, key, job.gpus, known.held, known.capacity),
         );
         if known.held[leaf * dims + dim] + job.gpus <= tree.guaranteed(leaf, dim) {
-            // Within its guaranteed quota: nothing is reclaimed for it if a node has room.
-            return has_node_with_room(tree, view, free, dim, job, &mut scratch.roomy);
+            // Within its guaranteed quota: nothing is reclaimed for it if a node has room, or
+            // if no one borrows (without limits, only a borrower's GPUs can be reclaimed).
+            return has_node_with_room(tree, view, free, dim, job, &mut scratch.roomy)
+                || !tree.borrowed_in(known.held, dim);
         }
         // A borrower, alone: with every idle GPU lendable and no limit, the round admits it if
         // it may be preempted and the cluster has its GPUs free (a node's room is the

@@ -239,6 +239,13 @@ impl QuotaTree {
         self.limited
     }
 
+    /// Whether some node holds more than its guaranteed quota of dimension `dim` in `used` (per
+    /// node and dimension): some job borrows there.
+    pub fn borrowed_in(&self, used: &[u32], dim: usize) -> bool {
+        let dims = self.dims.len();
+        (1..self.nodes.len()).any(|n| used[n * dims + dim] > self.guaranteed_at[n * dims + dim])
+    }
+
     /// Whether any node has a lending limit.
     pub fn has_lending_limits(&self) -> bool {
         self.lending_limited
