@@ -4,8 +4,8 @@
 //! counted again from the view whenever the number of running jobs says something else happened
 //! (a failure, a reservation's preemption) — jobs only leave the running set without a decision.
 //!
-//! Kept flat and small: per job one entry of `1 + dims` numbers in one array (its leaf, then its
-//! GPUs per dimension). The simulator touches a job's entry when it starts and when it ends,
+//! Kept flat and small: per job one entry of `2 + dims` numbers in one array (its leaf, its place
+//! in the list of running jobs, then its GPUs per dimension). The simulator touches a job's entry when it starts and when it ends,
 //! far apart in time, so each touch is likely a cache miss; one entry is one miss.
 
 use super::round::JobKeys;
@@ -16,11 +16,11 @@ use arbiter_model::{Decision, JobId, NodeId};
 /// The running jobs' GPUs, per tree node and dimension.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    /// Per job id, `1 + dims` numbers: its leaf plus one while it runs (0: it does not), then
-    /// the GPUs it holds per dimension.
+    /// Per job id, `2 + dims` numbers: its leaf plus one while it runs (0: it does not), its
+    /// place in `running`, then the GPUs it holds per dimension.
     entries: Vec<u32>,
-    /// How many jobs run, as counted.
-    running: usize,
+    /// The running jobs, in no order (a job leaves by swapping the last into its place).
+    running: Vec<JobId>,
     /// GPUs held per node and dimension (`node * dims + dim`).
     pub per_node: Vec<u32>,
     /// GPUs per dimension.
@@ -40,14 +40,16 @@ impl Held {
         queued: usize,
         keys: &mut JobKeys,
     ) {
-        if self.valid && self.running == view.jobs.len() - queued && self.jobs() == view.specs.len()
+        if self.valid
+            && self.running.len() == view.jobs.len() - queued
+            && self.jobs() == view.specs.len()
         {
             return;
         }
         self.dims = tree.dims.len();
         self.entries.clear();
-        self.entries.resize(view.specs.len() * (1 + self.dims), 0);
-        self.running = 0;
+        self.entries.resize(view.specs.len() * self.stride(), 0);
+        self.running.clear();
         self.per_node = vec![0; tree.nodes.len() * self.dims];
         self.capacity = tree.capacity(view.cluster);
         for job in view.jobs.iter().filter(|j| j.is_running()) {
@@ -57,14 +59,19 @@ impl Held {
         self.valid = true;
     }
 
+    /// Numbers per job in `entries`.
+    fn stride(&self) -> usize {
+        2 + self.dims
+    }
+
     /// Job ids the entries cover.
     fn jobs(&self) -> usize {
-        self.entries.len() / (1 + self.dims)
+        self.entries.len() / self.stride()
     }
 
     /// Job `job`'s entry, if the entries cover it.
     fn entry(&self, job: JobId) -> Option<&[u32]> {
-        let stride = 1 + self.dims;
+        let stride = self.stride();
         self.entries
             .get(job.index() * stride..(job.index() + 1) * stride)
     }
@@ -88,21 +95,22 @@ impl Held {
         job: JobId,
         slots: &[(NodeId, u32)],
     ) {
-        let stride = 1 + self.dims;
+        let stride = self.stride();
         if job.index() >= self.jobs() {
             return;
         }
         let leaf = keys.of_id(tree, view, job).leaf();
         let entry = &mut self.entries[job.index() * stride..(job.index() + 1) * stride];
         entry[0] = leaf as u32 + 1;
-        tree.placement_dims_into(view.cluster, slots, &mut entry[1..]);
-        tree.add_on_path(&mut self.per_node, leaf, &entry[1..], true);
-        self.running += 1;
+        entry[1] = self.running.len() as u32;
+        tree.placement_dims_into(view.cluster, slots, &mut entry[2..]);
+        tree.add_on_path(&mut self.per_node, leaf, &entry[2..], true);
+        self.running.push(job);
     }
 
     /// A job no longer runs.
     pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
-        let stride = 1 + self.dims;
+        let stride = self.stride();
         let Some(entry) = self
             .entries
             .get_mut(job.index() * stride..(job.index() + 1) * stride)
@@ -111,8 +119,12 @@ impl Held {
             return;
         };
         let leaf = std::mem::take(&mut entry[0]) as usize - 1;
-        tree.add_on_path(&mut self.per_node, leaf, &entry[1..], false);
-        self.running -= 1;
+        let place = entry[1] as usize;
+        tree.add_on_path(&mut self.per_node, leaf, &entry[2..], false);
+        self.running.swap_remove(place);
+        if let Some(&moved) = self.running.get(place) {
+            self.entries[moved.index() * stride + 1] = place as u32;
+        }
     }
 
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
@@ -127,14 +139,17 @@ impl Held {
             return;
         }
         if !decision.keep_unlisted {
-            // A whole decision: every running job it does not list stops (a pass over the jobs,
-            // as the policy's own).
+            // A whole decision: every running job it does not list stops.
             let mut listed: Vec<JobId> = decision.run.iter().map(|a| a.job).collect();
             listed.sort_unstable();
-            for job in view.jobs.iter().filter(|j| j.is_running()) {
-                if listed.binary_search(&job.id).is_err() {
-                    self.finished(tree, job.id);
-                }
+            let gone: Vec<JobId> = self
+                .running
+                .iter()
+                .copied()
+                .filter(|j| listed.binary_search(j).is_err())
+                .collect();
+            for job in gone {
+                self.finished(tree, job);
             }
         }
         for a in &decision.run {
