@@ -75,6 +75,10 @@ pub struct Current<'a> {
     pub free: &'a Occupancy,
     /// Positions in `jobs` of the jobs that are not running, in no particular order.
     pub queued: &'a [u32],
+    /// Position in `jobs` per job id (`u32::MAX`: not active), when the caller keeps one (the
+    /// simulator): a policy that tracks some jobs between events finds them without a pass over
+    /// every job. `None`: not kept.
+    pub positions: Option<&'a [u32]>,
 }
 
 impl SchedulerView<'_> {

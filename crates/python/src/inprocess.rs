@@ -471,6 +471,7 @@ mod tests {
             let current = current.then_some(arbiter_policy::Current {
                 free: &self.occupancy,
                 queued: &self.queued,
+                positions: None,
             });
             SchedulerView {
                 cluster: &self.cluster,

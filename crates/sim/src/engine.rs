@@ -688,6 +688,7 @@ impl Engine<'_> {
         let current = (!self.shares_seen).then_some(Current {
             free: &self.occupancy,
             queued: &self.queued,
+            positions: Some(&self.slot),
         });
         if let Some(ledger) = &self.ledger {
             policy.set_tenant_usage(&ledger.usage_at(now, self.running_usage()));

@@ -346,6 +346,7 @@ mod tests {
             current: Some(Current {
                 free: &free,
                 queued: &queued,
+                positions: None,
             }),
         };
         let changes = schedule_changes_in_order(&view, SimTime::ZERO, SRTF, key);
@@ -370,6 +371,7 @@ mod tests {
             current: Some(Current {
                 free: &free,
                 queued: &queued,
+                positions: None,
             }),
         };
         let decision = schedule_changes_in_order(&view, SimTime::ZERO, SRTF, key);

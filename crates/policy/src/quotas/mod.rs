@@ -176,9 +176,11 @@ impl Quotas {
             cluster: view.cluster,
             jobs: &offered,
             specs: view.specs,
+            // (The jobs offered are a subset: positions by id would not match them.)
             current: present.map(|c| Current {
                 free: c.free,
                 queued: &queued,
+                positions: None,
             }),
         };
         if !round.guaranteed_waiting || round.admitted_borrowing.is_empty() {
@@ -192,6 +194,7 @@ impl Quotas {
                 current: present.map(|c| Current {
                     free: c.free,
                     queued: &owners_queued,
+                    positions: None,
                 }),
                 ..all
             },

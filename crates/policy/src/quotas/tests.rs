@@ -763,7 +763,7 @@ proptest! {
             for p in caller.running.values() {
                 free.allocate(p).expect("fits");
             }
-            let present = exact.then_some(crate::Current { free: &free, queued: &queued });
+            let present = exact.then_some(crate::Current { free: &free, queued: &queued, positions: None });
             let with = kept.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: present }, now).expect("decides");
             let without = fresh.schedule(&SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: None }, now).expect("decides");
             let next = caller.after(&without);

@@ -91,6 +91,7 @@ impl Snapshot {
         self.present.as_ref().map(|p| Current {
             free: &p.free,
             queued: &p.queued,
+            positions: None,
         })
     }
 }
