@@ -8,7 +8,7 @@
 //! in the list of running jobs, then its GPUs per dimension). The simulator touches a job's entry when it starts and when it ends,
 //! far apart in time, so each touch is likely a cache miss; one entry is one miss.
 
-use super::round::JobKeys;
+use super::round::{JobKeys, Known};
 use super::tree::QuotaTree;
 use crate::SchedulerView;
 use arbiter_model::{Decision, JobId, NodeId};
@@ -62,6 +62,25 @@ impl Held {
     /// Numbers per job in `entries`.
     fn stride(&self) -> usize {
         2 + self.dims
+    }
+
+    /// The counts brought up to date for `view` ([`Held::refresh`]; `queued`: the positions of
+    /// the waiting jobs), as a round reads them.
+    pub fn known<'a>(
+        &'a mut self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        queued: &'a [u32],
+        keys: &mut JobKeys,
+        borrowers: bool,
+    ) -> Known<'a> {
+        self.refresh(tree, view, queued.len(), keys);
+        Known {
+            held: &self.per_node,
+            capacity: &self.capacity,
+            queued,
+            borrowers,
+        }
     }
 
     /// Job ids the entries cover.

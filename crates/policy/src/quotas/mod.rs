@@ -95,14 +95,13 @@ impl Quotas {
         let last = std::mem::take(&mut self.last);
         let round = match view.current {
             Some(current) => {
-                self.held
-                    .refresh(tree, view, current.queued.len(), &mut self.keys);
-                let known = round::Known {
-                    held: &self.held.per_node,
-                    capacity: &self.held.capacity,
-                    queued: current.queued,
-                    borrowers: self.every_round_whole,
-                };
+                let known = self.held.known(
+                    tree,
+                    view,
+                    current.queued,
+                    &mut self.keys,
+                    self.every_round_whole,
+                );
                 round::plan_with(tree, view, now, Some(known), &mut self.keys, last)
             }
             None => {
@@ -280,14 +279,9 @@ impl Policy for Quotas {
             // reclaimed, and nothing starts to go above a limit), or every waiting job is
             // within its guaranteed quota with room to run. The round is not built.
             let unneeded = current.queued.is_empty() || {
-                self.held
-                    .refresh(tree, view, current.queued.len(), &mut self.keys);
-                let known = round::Known {
-                    held: &self.held.per_node,
-                    capacity: &self.held.capacity,
-                    queued: current.queued,
-                    borrowers: false,
-                };
+                let known = self
+                    .held
+                    .known(tree, view, current.queued, &mut self.keys, false);
                 round::admits_all_within(
                     tree,
                     view,

@@ -431,11 +431,7 @@ pub(crate) fn admits_all_within(
         let Some(job) = view.jobs.get(at as usize) else {
             return false;
         };
-        let key = keys.of(tree, view, job);
-        let (leaf, dim) = (
-            key.leaf as usize,
-            pick_dim(tree, key, job.gpus, known.held, known.capacity),
-        );
+        let (key, leaf, dim) = counted_in(tree, view, known, keys, job);
         if known.held[leaf * dims + dim] + job.gpus <= tree.guaranteed(leaf, dim) {
             // Within its guaranteed quota: nothing is reclaimed for it if a node has room, or
             // if no one borrows (without limits, only a borrower's GPUs can be reclaimed).
@@ -456,11 +452,7 @@ pub(crate) fn admits_all_within(
         let Some(job) = view.jobs.get(at as usize) else {
             return false;
         };
-        let key = keys.of(tree, view, job);
-        let (leaf, dim) = (
-            key.leaf as usize,
-            pick_dim(tree, key, job.gpus, known.held, known.capacity),
-        );
+        let (key, leaf, dim) = counted_in(tree, view, known, keys, job);
         if scratch.used[leaf * dims + dim] + job.gpus > tree.guaranteed(leaf, dim) {
             return false;
         }
@@ -482,6 +474,19 @@ pub(crate) fn admits_all_within(
     scratch.order.iter().all(|&(_, at, dim)| {
         place_first_fit(tree, view, &mut scratch.free, dim, &view.jobs[at as usize])
     })
+}
+
+/// A waiting job's key, and the leaf and dimension it counts in given the GPUs held.
+fn counted_in(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    known: &Known<'_>,
+    keys: &mut JobKeys,
+    job: &ActiveJob,
+) -> (JobKey, usize, usize) {
+    let key = keys.of(tree, view, job);
+    let dim = pick_dim(tree, key, job.gpus, known.held, known.capacity);
+    (key, key.leaf(), dim)
 }
 
 /// Decides the quota tree's round for `view` (see the module's comment).
