@@ -809,11 +809,18 @@ fn slurm_co_located_jobs_share_gpus_as_steps_of_one_allocation_across_a_daemon_r
             .map(|j| j.name)
             .collect()
     };
-    let names = holders(&lab);
-    assert!(
-        names.len() == 4 && names.iter().all(|n| n.starts_with("arbiter-share-")),
-        "{names:?}"
-    );
+    // (An allocation of a run Muri regrouped before the plan settled ends only once its run has
+    // had its grace period: wait for those to leave squeue.)
+    let four_allocations = |names: &[String]| {
+        names.len() == 4 && names.iter().all(|n| n.starts_with("arbiter-share-"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut names = holders(&lab);
+    while !four_allocations(&names) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+        names = holders(&lab);
+    }
+    assert!(four_allocations(&names), "{names:?}");
     // The daemon dies and comes back: it finds every run again, the pair included (Muri may
     // then regroup: its list order is rebuilt from the arrivals).
     lab.daemon.kill9();
