@@ -5,7 +5,7 @@ use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// The name of the tenant (team, virtual cluster) that owns a job: a string, shared.
 ///
@@ -24,10 +24,13 @@ impl TenantName {
     }
 }
 
+/// The tenant of a job that names none, shared by all such jobs.
+static DEFAULT: LazyLock<TenantName> = LazyLock::new(|| TenantName(Arc::from("default")));
+
 impl Default for TenantName {
-    /// `default`, the tenant of a job that names none.
+    /// `default`, the tenant of a job that names none (one copy for every such job).
     fn default() -> Self {
-        TenantName::from("default")
+        DEFAULT.clone()
     }
 }
 
@@ -174,6 +177,10 @@ mod tests {
         let (a, b) = (TenantName::from("a"), TenantName::from("b"));
         assert!(a < b, "ordered as strings");
         assert_eq!(TenantName::default(), "default");
+        assert!(Arc::ptr_eq(
+            &TenantName::default().0,
+            &TenantName::default().0
+        ));
     }
 
     #[test]

@@ -715,7 +715,35 @@ impl Engine<'_> {
                     at_s: now.as_secs_f64(),
                 }));
         }
-        // The daemon's path too: the decision is checked and turned into actions by the planner.
+        if decision.keep_unlisted && decision.run.is_empty() {
+            // Nothing starts, moves or stops: the planner would hand the occupancy back as it
+            // is (a copy of every node's free GPUs per event, at a million jobs a fifth of the
+            // run).
+            self.record_reasons(&decision);
+        } else {
+            self.plan_and_apply(policy, &decision, now)?;
+        }
+        // The latest decision's wish replaces earlier ones.
+        self.epochs.wake_token += 1;
+        if let Some(at) = decision.wake_at {
+            let at = at.max(now + SimDuration::from_ms(1));
+            self.push(
+                at,
+                EventKind::Wake {
+                    token: self.epochs.wake_token,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks `decision` with the planner (the daemon's path too) and carries out its actions.
+    fn plan_and_apply(
+        &mut self,
+        policy: &dyn Policy,
+        decision: &Decision,
+        now: SimTime,
+    ) -> Result<(), SimError> {
         let (active, slot, partner, host, shares_seen) = (
             &self.active,
             &self.slot,
@@ -756,7 +784,7 @@ impl Engine<'_> {
                 standing,
                 running,
                 Some(&self.occupancy),
-                &decision,
+                decision,
             )
             .map_err(|e| SimError::InvalidDecision {
                 policy: policy.name(),
@@ -764,27 +792,12 @@ impl Engine<'_> {
                 reason: e.to_string(),
             })?;
         self.shares_seen |= self.planner.last_decision_had_shares();
-        self.apply(&decision, plan, now);
-        // The latest decision's wish replaces earlier ones.
-        self.epochs.wake_token += 1;
-        if let Some(at) = decision.wake_at {
-            let at = at.max(now + SimDuration::from_ms(1));
-            self.push(
-                at,
-                EventKind::Wake {
-                    token: self.epochs.wake_token,
-                },
-            );
-        }
+        self.apply(decision, plan, now);
         Ok(())
     }
 
-    /// Carries out a checked decision's plan. The plan's occupancy is the decision's GPU use,
-    /// which the cluster has once the decision is in force. (Placements name GPU counts per node,
-    /// not GPUs, so two jobs that shared a GPU may keep their placements and each run alone — on
-    /// two GPUs of the node. Taking the decision's occupancy as a whole keeps such transitions
-    /// exact.)
-    fn apply(&mut self, decision: &Decision, plan: Plan<'_>, now: SimTime) {
+    /// Records the waiting jobs' reasons and the admissions a decision gives.
+    fn record_reasons(&mut self, decision: &Decision) {
         for &(job, reason) in &decision.pending {
             if let Some(record) = self.records.get_mut(job.index()) {
                 record.last_wait_reason = Some(reason);
@@ -795,6 +808,15 @@ impl Engine<'_> {
                 record.admitted.get_or_insert(admitted);
             }
         }
+    }
+
+    /// Carries out a checked decision's plan. The plan's occupancy is the decision's GPU use,
+    /// which the cluster has once the decision is in force. (Placements name GPU counts per node,
+    /// not GPUs, so two jobs that shared a GPU may keep their placements and each run alone — on
+    /// two GPUs of the node. Taking the decision's occupancy as a whole keeps such transitions
+    /// exact.)
+    fn apply(&mut self, decision: &Decision, plan: Plan<'_>, now: SimTime) {
+        self.record_reasons(decision);
         // Stop first (preemptions and the old side of migrations), then start, so that GPUs
         // handed from one job to another are free when taken.
         for &id in &plan.preempt {
