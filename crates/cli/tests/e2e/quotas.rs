@@ -122,11 +122,21 @@ fn quotas_are_the_admins_hold_at_limits_reclaim_for_owners_and_show_each_tenant_
             .count()
             == 2
     });
-    let held = b.get(&format!("/v1/jobs/{}", b_jobs[2])).expect("job");
-    let reason = held["pending_reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    // (The reason is written at the end of a round: the third job may have come after the one
+    // that started the first two.)
+    let reason_of = || {
+        let held = b.get(&format!("/v1/jobs/{}", b_jobs[2])).expect("job");
+        held["pending_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut reason = reason_of();
+    while !reason.contains("borrowing limit") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        reason = reason_of();
+    }
     assert!(
         reason.contains("b at its a100 borrowing limit (2: 2 guaranteed + 0 borrowed)"),
         "{reason}"
