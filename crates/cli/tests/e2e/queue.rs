@@ -73,7 +73,13 @@ fn priority_classes_dependencies_and_arrays_work_through_the_cli_and_refuse_anot
     wait_for("the first stage to run", 20, || {
         state_of(&a, first) == "running"
     });
-    let waiting = a.get(&format!("/v1/jobs/{second}")).expect("job");
+    // (A reason is written at the end of a round: the one after the first stage started.)
+    let mut waiting = a.get(&format!("/v1/jobs/{second}")).expect("job");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while waiting["pending_reason"].is_null() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        waiting = a.get(&format!("/v1/jobs/{second}")).expect("job");
+    }
     assert_eq!(
         waiting["pending_reason"],
         json!(format!("waiting for job {first} (afterok)")),
