@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
@@ -141,7 +141,7 @@ impl<'de> Deserialize<'de> for TenantName {
 /// tenant's jobs share its name.
 #[derive(Debug, Default)]
 pub struct TenantNames {
-    known: BTreeMap<Arc<str>, TenantName>,
+    known: BTreeSet<TenantName>,
 }
 
 impl TenantNames {
@@ -151,7 +151,7 @@ impl TenantNames {
             return known.clone();
         }
         let shared = TenantName::from(name);
-        self.known.insert(shared.0.clone(), shared.clone());
+        self.known.insert(shared.clone());
         shared
     }
 }
