@@ -22,6 +22,18 @@ impl TenantName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Whether both are the one shared copy (a pointer comparison; equal names handed out by
+    /// one [`TenantNames`] are, equal names read apart may not be).
+    pub fn is_same_copy(&self, other: &TenantName) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Where the shared copy lives: a cheap hash for a cache by name. Only meaningful while
+    /// the copy is alive (a cache keeps the name itself, so that its address stays its own).
+    pub fn copy_address(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<u8>() as usize
+    }
 }
 
 /// The tenant of a job that names none, shared by all such jobs.
@@ -187,8 +199,9 @@ mod tests {
     fn names_handed_out_by_an_interner_share_one_copy() {
         let mut names = TenantNames::default();
         let (a, b, c) = (names.get("vc1"), names.get("vc1"), names.get("vc2"));
-        assert!(Arc::ptr_eq(&a.0, &b.0));
-        assert!(!Arc::ptr_eq(&a.0, &c.0));
+        assert!(a.is_same_copy(&b) && a.copy_address() == b.copy_address());
+        assert!(!a.is_same_copy(&c));
+        assert!(!a.is_same_copy(&TenantName::from("vc1")), "read apart");
         assert_eq!(c, "vc2");
     }
 }

@@ -1,7 +1,7 @@
 //! Policies that are a fixed order plus [`crate::mechanisms::greedy`]: FIFO, SJF, SRTF and SRSF.
 
 use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
+use crate::mechanisms::greedy::{GreedyOptions, GreedyScratch, schedule_changes_in_order_reusing};
 use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView, order_key};
 use arbiter_model::{Decision, SimTime};
@@ -89,6 +89,7 @@ pub enum Order {
 pub struct OrderedPolicy {
     order: Order,
     options: GreedyOptions,
+    scratch: GreedyScratch,
 }
 
 impl OrderedPolicy {
@@ -105,7 +106,11 @@ impl OrderedPolicy {
             head_of_line_blocking: order == Order::Fifo,
             ..GreedyOptions::fit_first(placing)
         };
-        OrderedPolicy { order, options }
+        OrderedPolicy {
+            order,
+            options,
+            scratch: GreedyScratch::default(),
+        }
     }
 }
 
@@ -125,28 +130,35 @@ impl Policy for OrderedPolicy {
         view: &SchedulerView<'_>,
         now: SimTime,
     ) -> Result<Decision, PolicyError> {
+        let (scratch, options) = (&mut self.scratch, self.options);
         let decision = match self.order {
-            Order::Fifo => schedule_changes_in_order(view, now, self.options, |j| j.submit),
-            Order::ShortestJob => schedule_changes_in_order(view, now, self.options, |j| {
-                order_key(view.spec(j).run_time_s)
-            }),
+            Order::Fifo => {
+                schedule_changes_in_order_reusing(scratch, view, now, options, |j| j.submit)
+            }
+            Order::ShortestJob => {
+                schedule_changes_in_order_reusing(scratch, view, now, options, |j| {
+                    order_key(view.spec(j).run_time_s)
+                })
+            }
             Order::ShortestRemainingTime => {
-                schedule_changes_in_order(view, now, self.options, |j| {
+                schedule_changes_in_order_reusing(scratch, view, now, options, |j| {
                     order_key(j.remaining_s_at(now))
                 })
             }
             Order::ShortestRemainingService => {
-                schedule_changes_in_order(view, now, self.options, |j| {
+                schedule_changes_in_order_reusing(scratch, view, now, options, |j| {
                     order_key(j.remaining_s_at(now) * j.gpus as f64)
                 })
             }
             // (deadline or none, submission): best-effort jobs after every job with a deadline.
-            Order::EarliestDeadline => schedule_changes_in_order(view, now, self.options, |j| {
-                (
-                    view.spec(j).deadline.map_or(u64::MAX, SimTime::as_ms),
-                    j.submit,
-                )
-            }),
+            Order::EarliestDeadline => {
+                schedule_changes_in_order_reusing(scratch, view, now, options, |j| {
+                    (
+                        view.spec(j).deadline.map_or(u64::MAX, SimTime::as_ms),
+                        j.submit,
+                    )
+                })
+            }
         };
         Ok(decision)
     }

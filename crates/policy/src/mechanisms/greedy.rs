@@ -158,11 +158,29 @@ pub fn schedule_changes_in_order<K: Ord + Copy>(
     view: &SchedulerView<'_>,
     now: SimTime,
     options: GreedyOptions,
+    key: impl FnMut(&ActiveJob) -> K,
+) -> Decision {
+    schedule_changes_in_order_reusing(&mut GreedyScratch::default(), view, now, options, key)
+}
+
+/// What [`schedule_changes_in_order_reusing`] keeps between calls: buffers, no state.
+#[derive(Clone, Debug, Default)]
+pub struct GreedyScratch {
+    /// Free GPUs per node, the placer's copy of the present's.
+    free: Vec<u32>,
+}
+
+/// [`schedule_changes_in_order`] with a policy's buffers (the same decision).
+pub fn schedule_changes_in_order_reusing<K: Ord + Copy>(
+    scratch: &mut GreedyScratch,
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    options: GreedyOptions,
     mut key: impl FnMut(&ActiveJob) -> K,
 ) -> Decision {
     if let Some(decision) = view
         .current
-        .and_then(|current| by_changes(view, now, options, current, &mut key))
+        .and_then(|current| by_changes(scratch, view, now, options, current, &mut key))
     {
         return decision;
     }
@@ -172,6 +190,7 @@ pub fn schedule_changes_in_order<K: Ord + Copy>(
 /// The decision by changes of [`schedule_changes_in_order`], or `None` when only the whole scan
 /// can tell.
 fn by_changes<K: Ord + Copy>(
+    scratch: &mut GreedyScratch,
     view: &SchedulerView<'_>,
     now: SimTime,
     options: GreedyOptions,
@@ -182,7 +201,26 @@ fn by_changes<K: Ord + Copy>(
     if options.preemptive && !options.keep_placements {
         return None;
     }
-    let mut placer = Placer::from_occupancy(view.cluster, current.free, options.strategy)?;
+    let mut placer = Placer::from_occupancy_reusing(
+        view.cluster,
+        current.free,
+        options.strategy,
+        std::mem::take(&mut scratch.free),
+    )?;
+    let decision = place_waiting(&mut placer, view, now, options, current, key);
+    scratch.free = placer.into_free();
+    decision
+}
+
+/// The waiting jobs of `current` placed in order on `placer`'s free GPUs (see [`by_changes`]).
+fn place_waiting<K: Ord + Copy>(
+    placer: &mut Placer<'_>,
+    view: &SchedulerView<'_>,
+    now: SimTime,
+    options: GreedyOptions,
+    current: Current<'_>,
+    key: &mut impl FnMut(&ActiveJob) -> K,
+) -> Option<Decision> {
     let mut candidates: Vec<(K, u32, u32)> = Vec::with_capacity(current.queued.len());
     let mut demand: u64 = 0;
     for &index in current.queued {

@@ -126,6 +126,29 @@ impl<'a> Placer<'a> {
             .then(|| Self::with_free(cluster, strategy, free.to_vec(), occupancy.free_total()))
     }
 
+    /// [`Placer::from_occupancy`], its free GPUs copied into `buffer` (a spare from
+    /// [`Placer::into_free`]): a policy deciding at every event spares an allocation of a
+    /// number per node each time (they are kilobytes on a large cluster, past the allocator's
+    /// per-thread cache, and cost more there the more the heap holds).
+    pub fn from_occupancy_reusing(
+        cluster: &'a Cluster,
+        occupancy: &Occupancy,
+        strategy: PlacementStrategy,
+        mut buffer: Vec<u32>,
+    ) -> Option<Self> {
+        let free = occupancy.free_per_node();
+        (free.len() == cluster.nodes.len()).then(|| {
+            buffer.clear();
+            buffer.extend_from_slice(free);
+            Self::with_free(cluster, strategy, buffer, occupancy.free_total())
+        })
+    }
+
+    /// The placer's free GPUs per node, as a buffer to reuse.
+    pub fn into_free(self) -> Vec<u32> {
+        self.free
+    }
+
     fn with_free(
         cluster: &'a Cluster,
         strategy: PlacementStrategy,

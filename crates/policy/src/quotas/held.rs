@@ -4,9 +4,11 @@
 //! counted again from the view whenever the number of running jobs says something else happened
 //! (a failure, a reservation's preemption) — jobs only leave the running set without a decision.
 //!
-//! Kept flat and small: per job one entry of `2 + dims` numbers in one array (its leaf, its place
-//! in the list of running jobs, then its GPUs per dimension). The simulator touches a job's entry when it starts and when it ends,
-//! far apart in time, so each touch is likely a cache miss; one entry is one miss.
+//! Kept flat and small: per job one entry of `1 + dims` numbers in one array (its leaf, then its
+//! GPUs per dimension), and a count of the running jobs rather than a list. The simulator
+//! touches a job's entry when it starts and when it ends, far apart in time, so each touch is
+//! likely a cache miss; one entry is one miss (a list of the running jobs, which a job leaves by
+//! swapping the last into its place, cost a second one per end: the moved job's place).
 
 use super::round::{JobKeys, Known};
 use super::tree::QuotaTree;
@@ -16,11 +18,11 @@ use arbiter_model::{Decision, JobId, NodeId};
 /// The running jobs' GPUs, per tree node and dimension.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    /// Per job id, `2 + dims` numbers: its leaf plus one while it runs (0: it does not), its
-    /// place in `running`, then the GPUs it holds per dimension.
+    /// Per job id, `1 + dims` numbers: its leaf plus one while it runs (0: it does not), then
+    /// the GPUs it holds per dimension.
     entries: Vec<u32>,
-    /// The running jobs, in no order (a job leaves by swapping the last into its place).
-    running: Vec<JobId>,
+    /// How many jobs run, as counted.
+    running: usize,
     /// GPUs held per node and dimension (`node * dims + dim`).
     pub per_node: Vec<u32>,
     /// GPUs per dimension.
@@ -40,16 +42,14 @@ impl Held {
         queued: usize,
         keys: &mut JobKeys,
     ) {
-        if self.valid
-            && self.running.len() == view.jobs.len() - queued
-            && self.jobs() == view.specs.len()
+        if self.valid && self.running == view.jobs.len() - queued && self.jobs() == view.specs.len()
         {
             return;
         }
         self.dims = tree.dims.len();
         self.entries.clear();
         self.entries.resize(view.specs.len() * self.stride(), 0);
-        self.running.clear();
+        self.running = 0;
         self.per_node = vec![0; tree.nodes.len() * self.dims];
         self.capacity = tree.capacity(view.cluster);
         for job in view.jobs.iter().filter(|j| j.is_running()) {
@@ -61,7 +61,7 @@ impl Held {
 
     /// Numbers per job in `entries`.
     fn stride(&self) -> usize {
-        2 + self.dims
+        1 + self.dims
     }
 
     /// The counts brought up to date for `view` ([`Held::refresh`]; `queued`: the positions of
@@ -121,10 +121,9 @@ impl Held {
         let leaf = keys.of_id(tree, view, job).leaf();
         let entry = &mut self.entries[job.index() * stride..(job.index() + 1) * stride];
         entry[0] = leaf as u32 + 1;
-        entry[1] = self.running.len() as u32;
-        tree.placement_dims_into(view.cluster, slots, &mut entry[2..]);
-        tree.add_on_path(&mut self.per_node, leaf, &entry[2..], true);
-        self.running.push(job);
+        tree.placement_dims_into(view.cluster, slots, &mut entry[1..]);
+        tree.add_on_path(&mut self.per_node, leaf, &entry[1..], true);
+        self.running += 1;
     }
 
     /// A job no longer runs.
@@ -138,12 +137,8 @@ impl Held {
             return;
         };
         let leaf = std::mem::take(&mut entry[0]) as usize - 1;
-        let place = entry[1] as usize;
-        tree.add_on_path(&mut self.per_node, leaf, &entry[2..], false);
-        self.running.swap_remove(place);
-        if let Some(&moved) = self.running.get(place) {
-            self.entries[moved.index() * stride + 1] = place as u32;
-        }
+        tree.add_on_path(&mut self.per_node, leaf, &entry[1..], false);
+        self.running -= 1;
     }
 
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
@@ -158,17 +153,14 @@ impl Held {
             return;
         }
         if !decision.keep_unlisted {
-            // A whole decision: every running job it does not list stops.
+            // A whole decision: every running job it does not list stops (a pass over the
+            // view, as the policy's whole decision was).
             let mut listed: Vec<JobId> = decision.run.iter().map(|a| a.job).collect();
             listed.sort_unstable();
-            let gone: Vec<JobId> = self
-                .running
-                .iter()
-                .copied()
-                .filter(|j| listed.binary_search(j).is_err())
-                .collect();
-            for job in gone {
-                self.finished(tree, job);
+            for job in view.jobs {
+                if self.runs(job.id) && listed.binary_search(&job.id).is_err() {
+                    self.finished(tree, job.id);
+                }
             }
         }
         for a in &decision.run {

@@ -32,6 +32,10 @@ pub struct Quotas {
     tree: Option<QuotaTree>,
     inner: Box<dyn Policy>,
     last: QuotaRound,
+    /// Whether `last` was built (else it is the default: nothing held, reclaimed or lent).
+    /// Kept apart: comparing a round with the default at every event cost more than the check
+    /// that spared building it.
+    last_built: bool,
     held: held::Held,
     keys: round::JobKeys,
     scratch: round::Scratch,
@@ -59,6 +63,7 @@ impl Quotas {
             tree,
             inner,
             last: QuotaRound::default(),
+            last_built: false,
             held: held::Held::default(),
             keys: round::JobKeys::default(),
             scratch: round::Scratch::default(),
@@ -125,6 +130,7 @@ impl Quotas {
             self.held.apply(tree, view, &decision, &mut self.keys);
         }
         self.last = round;
+        self.last_built = true;
         Ok(decision)
     }
 
@@ -297,8 +303,9 @@ impl Policy for Quotas {
                     self.refuse_above_limits(view, &QuotaRound::default(), &mut decision);
                 }
                 self.held.apply(tree, view, &decision, &mut self.keys);
-                if self.last != QuotaRound::default() {
+                if self.last_built {
                     self.last = QuotaRound::default();
+                    self.last_built = false;
                 }
                 return Ok(decision);
             }
@@ -336,6 +343,7 @@ impl Policy for Quotas {
     fn set_quota_tree(&mut self, tree: Option<QuotaTree>) -> Result<(), PolicyError> {
         self.tree = tree;
         self.last = QuotaRound::default();
+        self.last_built = false;
         self.held = held::Held::default();
         self.keys = round::JobKeys::default();
         self.scratch = round::Scratch::default();

@@ -814,3 +814,45 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn each_job_counts_in_its_tenants_leaf_whether_names_are_shared_copies_or_not() {
+    // Two hundred tenants (more than the leaf cache's slots, so that slots are shared), named
+    // by the tree or not; each name either one shared copy (as a trace reader hands them out)
+    // or read apart per job. Every job's leaf is the tree's answer for its name.
+    let c = cluster(2, 4);
+    let groups: Vec<QuotaGroup> = (0..100)
+        .map(|t| group(&format!("t{t}"), None, 0, None, None))
+        .collect();
+    let tree = QuotaTree::for_cluster(&groups, &c).expect("valid tree");
+    let mut names = arbiter_model::TenantNames::default();
+    let specs: Vec<JobSpec> = (0..2000u32)
+        .map(|id| {
+            let name = format!("t{}", (id * 7919) % 200);
+            let mut spec = job(id, &name, 1);
+            if id % 3 != 0 {
+                spec.tenant = names.get(&name);
+            }
+            spec
+        })
+        .collect();
+    let jobs = active(&specs, &Decision::default());
+    let view = SchedulerView {
+        cluster: &c,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    let mut keys = round::JobKeys::default();
+    for spec in specs.iter().rev() {
+        let leaf = keys.of_id(&tree, &view, spec.id).leaf();
+        assert_eq!(
+            leaf,
+            tree.leaf(&spec.tenant),
+            "job {} of {}",
+            spec.id,
+            spec.tenant
+        );
+        assert_eq!(keys.leaf_of(&tree, &view, spec.id), leaf);
+    }
+}

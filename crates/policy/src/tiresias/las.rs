@@ -13,7 +13,7 @@
 
 use crate::Current;
 use crate::descriptor::{Descriptor, Family};
-use crate::mechanisms::greedy::{GreedyOptions, schedule_changes_in_order};
+use crate::mechanisms::greedy::{GreedyOptions, GreedyScratch, schedule_changes_in_order_reusing};
 use crate::mechanisms::placement::Placing;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{ActiveJob, Decision, JobId, JobSpec, SimDuration, SimTime};
@@ -88,6 +88,7 @@ pub struct Las {
     tracking: bool,
     /// The jobs the last decision listed: those that may have started since.
     listed: Vec<JobId>,
+    scratch: GreedyScratch,
 }
 
 impl Las {
@@ -118,6 +119,7 @@ impl Las {
             crossings: BinaryHeap::new(),
             tracking: false,
             listed: Vec::new(),
+            scratch: GreedyScratch::default(),
         })
     }
 
@@ -336,7 +338,8 @@ impl Policy for Las {
         // next chance for anything to change, and it triggers a scheduling point anyway.
         let wake_at = wake_at.filter(|_| anyone_waiting);
         let slots = &self.slots;
-        let mut decision = schedule_changes_in_order(view, now, self.options, |job| {
+        let (scratch, options) = (&mut self.scratch, self.options);
+        let mut decision = schedule_changes_in_order_reusing(scratch, view, now, options, |job| {
             let slot = &slots[job.id.index()];
             // (queue, pending after running, queue entry, submission) packed into one integer:
             // 8 + 1 + 55 bits (ms, ~1,100 years) + 64 bits; sorting integers is what makes a
