@@ -29,12 +29,15 @@ pub(crate) struct Held {
     pub capacity: Vec<u32>,
     /// Dimensions of the tree counted for.
     dims: usize,
+    /// Job ids the entries cover (kept: a division per event otherwise).
+    jobs: usize,
     /// Whether the counts are those of the last view.
     valid: bool,
 }
 
 impl Held {
     /// Counts from `view` again unless the counts kept agree with it (`queued` jobs waiting).
+    #[inline]
     pub fn refresh(
         &mut self,
         tree: &QuotaTree,
@@ -46,9 +49,17 @@ impl Held {
         {
             return;
         }
+        self.count_again(tree, view, keys);
+    }
+
+    /// Counts every running job of `view` afresh.
+    #[cold]
+    #[inline(never)]
+    fn count_again(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, keys: &mut JobKeys) {
         self.dims = tree.dims.len();
         self.entries.clear();
         self.entries.resize(view.specs.len() * self.stride(), 0);
+        self.jobs = view.specs.len();
         self.running = 0;
         self.per_node = vec![0; tree.nodes.len() * self.dims];
         self.capacity = tree.capacity(view.cluster);
@@ -66,6 +77,7 @@ impl Held {
 
     /// The counts brought up to date for `view` ([`Held::refresh`]; `queued`: the positions of
     /// the waiting jobs), as a round reads them.
+    #[inline]
     pub fn known<'a>(
         &'a mut self,
         tree: &QuotaTree,
@@ -85,7 +97,7 @@ impl Held {
 
     /// Job ids the entries cover.
     fn jobs(&self) -> usize {
-        self.entries.len() / self.stride()
+        self.jobs
     }
 
     /// Job `job`'s entry, if the entries cover it.
@@ -96,6 +108,7 @@ impl Held {
     }
 
     /// Whether `job` runs, as counted.
+    #[inline]
     pub fn runs(&self, job: JobId) -> bool {
         self.entry(job).is_some_and(|e| e[0] != 0)
     }
@@ -106,6 +119,7 @@ impl Held {
     }
 
     /// Counts `job` running on `slots` (nodes and GPUs).
+    #[inline]
     fn start(
         &mut self,
         tree: &QuotaTree,
@@ -127,6 +141,7 @@ impl Held {
     }
 
     /// A job no longer runs.
+    #[inline]
     pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
         let stride = self.stride();
         let Some(entry) = self
@@ -142,6 +157,7 @@ impl Held {
     }
 
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
+    #[inline]
     pub fn apply(
         &mut self,
         tree: &QuotaTree,

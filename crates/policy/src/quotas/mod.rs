@@ -88,6 +88,10 @@ impl Quotas {
 impl Quotas {
     /// A round built whole: who is admitted, held and reclaimed, then the policy's decision on
     /// what is offered, its starts checked against every limit.
+    // (Out of line: kept apart from the simulator's steady path, whose code then stays in
+    // the instruction cache beside the engine's and the policy's.)
+    #[cold]
+    #[inline(never)]
     fn schedule_round(
         &mut self,
         view: &SchedulerView<'_>,

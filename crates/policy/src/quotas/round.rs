@@ -341,6 +341,7 @@ impl JobKey {
 }
 
 impl JobKeys {
+    #[inline]
     pub(crate) fn of(
         &mut self,
         tree: &QuotaTree,
@@ -354,23 +355,32 @@ impl JobKeys {
     /// not ahead: the simulator asks as a job arrives, when its spec is in cache (the engine
     /// has just read it), while a pass over every spec ahead streams the whole trace (384
     /// bytes a job: at 82,000 jobs, a sixth of what the quota tree costs a Philly replay).
+    #[inline]
     pub(crate) fn of_id(
         &mut self,
         tree: &QuotaTree,
         view: &SchedulerView<'_>,
         id: JobId,
     ) -> JobKey {
+        match self.keys.get(id.index()) {
+            Some(key) if key.leaf != JobKey::UNKNOWN.leaf => *key,
+            _ => self.read(tree, view, id),
+        }
+    }
+
+    /// Reads job `id`'s key from its spec, and keeps it.
+    #[cold]
+    #[inline(never)]
+    fn read(&mut self, tree: &QuotaTree, view: &SchedulerView<'_>, id: JobId) -> JobKey {
         let at = id.index();
         if at >= self.keys.len() {
             self.keys
                 .resize(view.specs.len().max(at + 1), JobKey::UNKNOWN);
         }
-        let key = &mut self.keys[at];
-        if key.leaf == JobKey::UNKNOWN.leaf {
-            let spec = &view.specs[at];
-            *key = JobKey::of(tree, spec, self.leaves.leaf(tree, &spec.tenant));
-        }
-        *key
+        let spec = &view.specs[at];
+        let key = JobKey::of(tree, spec, self.leaves.leaf(tree, &spec.tenant));
+        self.keys[at] = key;
+        key
     }
 }
 
@@ -452,6 +462,8 @@ pub(crate) struct Scratch {
     roomy: usize,
     used: Vec<u32>,
     free: Vec<i64>,
+    /// GPUs taken (node, GPUs) by the waiting jobs placed so far.
+    taken: Vec<(usize, u32)>,
     order: Vec<(JobOrder, u32, usize)>,
 }
 
@@ -492,6 +504,21 @@ pub(crate) fn admits_all_within(
             && key.preemptible
             && job.gpus <= known.capacity[dim].saturating_sub(known.held[dim]);
     }
+    admits_all_within_many(tree, view, known, free, keys, scratch)
+}
+
+/// [`admits_all_within`] for several waiting jobs, or under limits.
+#[cold]
+#[inline(never)]
+fn admits_all_within_many(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    known: &Known<'_>,
+    free: &[u32],
+    keys: &mut JobKeys,
+    scratch: &mut Scratch,
+) -> bool {
+    let dims = tree.dims.len();
     scratch.used.clear();
     scratch.used.extend_from_slice(known.held);
     scratch.order.clear();
@@ -510,12 +537,24 @@ pub(crate) fn admits_all_within(
         return false;
     }
     if let [(_, at, dim)] = scratch.order[..]
-        && first_fit_node(tree, view, free, dim, &view.jobs[at as usize]).is_some()
+        && first_fit_node(tree, view, free, dim, &view.jobs[at as usize], 0).is_some()
     {
         // One job (an arrival, most often) that one node holds: no copy of the free GPUs.
         return true;
     }
     scratch.order.sort_unstable();
+    // Each on one node, in order, the GPUs taken kept aside (no copy of every node's free GPUs).
+    scratch.taken.clear();
+    let each_on_one_node = scratch.order.iter().all(|&(_, at, dim)| {
+        let job = &view.jobs[at as usize];
+        first_fit_node_less(tree, view, free, &scratch.taken, dim, job)
+            .map(|n| scratch.taken.push((n, job.gpus)))
+            .is_some()
+    });
+    if each_on_one_node {
+        return true;
+    }
+    // A job no one node holds may take several: placed again on a copy.
     scratch.free.clear();
     scratch.free.extend(free.iter().map(|&f| i64::from(f)));
     scratch.order.iter().all(|&(_, at, dim)| {
@@ -1098,7 +1137,7 @@ fn place_first_fit(
     job: &ActiveJob,
 ) -> bool {
     let k = i64::from(job.gpus);
-    if let Some(n) = first_fit_node(tree, view, free, dim, job) {
+    if let Some(n) = first_fit_node(tree, view, free, dim, job, 0) {
         // (No node is wider than its GPUs, so a job a node can hold is placed on one.)
         free[n] -= k;
         return true;
@@ -1124,7 +1163,7 @@ fn has_node_with_room(
     {
         return true;
     }
-    match first_fit_node(tree, view, free, dim, job) {
+    match first_fit_node(tree, view, free, dim, job, 0) {
         Some(n) => {
             *hint = n;
             true
@@ -1148,28 +1187,53 @@ fn room_on(
         && view.spec(job).gpu_type.is_none_or(|t| node.gpu_type == t)
 }
 
-/// The first node of dimension `dim` (and of `job`'s GPU type) with room for it in `free`.
+/// The first node from `from` on of dimension `dim` (and of `job`'s GPU type) with room for it
+/// in `free`.
 fn first_fit_node<F: Copy + Into<i64>>(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
     free: &[F],
     dim: usize,
     job: &ActiveJob,
+    from: usize,
 ) -> Option<usize> {
     let k = i64::from(job.gpus);
     let nodes = &view.cluster.nodes;
+    let end = nodes.len().min(free.len());
     let typed = view.spec(job).gpu_type;
     if typed.is_none() && tree.counts_all_types() {
         // Any node will do: only the free GPUs are read (not every node's type).
-        return free[..nodes.len().min(free.len())]
+        return free
+            .get(from..end)?
             .iter()
-            .position(|&f| f.into() >= k);
+            .position(|&f| f.into() >= k)
+            .map(|at| from + at);
     }
-    (0..nodes.len().min(free.len())).find(|&n| {
+    (from..end).find(|&n| {
         free[n].into() >= k
             && tree.dim_of_type.get(nodes[n].gpu_type.index()) == Some(&dim)
             && typed.is_none_or(|t| nodes[n].gpu_type == t)
     })
+}
+
+/// [`first_fit_node`] on `free` less the GPUs `taken` (node, GPUs) by the jobs placed before.
+fn first_fit_node_less(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    free: &[u32],
+    taken: &[(usize, u32)],
+    dim: usize,
+    job: &ActiveJob,
+) -> Option<usize> {
+    let mut from = 0;
+    loop {
+        let n = first_fit_node(tree, view, free, dim, job, from)?;
+        let gone: u32 = taken.iter().filter(|(t, _)| *t == n).map(|(_, g)| g).sum();
+        if free[n] - gone >= job.gpus {
+            return Some(n);
+        }
+        from = n + 1;
+    }
 }
 
 /// Free GPUs per node with the reclaimed jobs gone, and the other running jobs on each node.

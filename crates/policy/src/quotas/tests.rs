@@ -856,3 +856,62 @@ fn each_job_counts_in_its_tenants_leaf_whether_names_are_shared_copies_or_not() 
         assert_eq!(keys.leaf_of(&tree, &view, spec.id), leaf);
     }
 }
+
+#[test]
+fn two_waiting_jobs_one_node_could_hold_only_one_of_are_not_admitted_as_they_are() {
+    // b borrows 2 GPUs (6 of its guaranteed 4): 4 on node 1, 2 on node 0. a, within its
+    // guaranteed 4, waits with two 2-GPU jobs: node 0's 2 free GPUs hold one, not both. The
+    // round reclaims b's borrowed GPUs for a; the shortcut must not admit the view as it is.
+    let c = cluster(2, 4);
+    let groups = [
+        group("a", None, 4, None, None),
+        group("b", None, 4, None, None),
+    ];
+    let tree = QuotaTree::for_cluster(&groups, &c).expect("valid tree");
+    let specs = vec![
+        job(0, "b", 4),
+        job(1, "b", 2),
+        job(2, "a", 2),
+        job(3, "a", 2),
+    ];
+    let mut jobs = active(&specs, &Decision::default());
+    for (j, node) in [(0usize, 1u32), (1, 0)] {
+        jobs[j].state = RunState::Running {
+            placement: Placement::single(arbiter_model::NodeId(node), specs[j].gpus),
+            since: SimTime::ZERO,
+            speed: 1.0,
+        };
+    }
+    let mut free = arbiter_model::Occupancy::new(&c);
+    let mut held = vec![0u32; tree.nodes.len() * tree.dims.len()];
+    for j in jobs.iter().filter(|j| j.is_running()) {
+        let placement = j.placement().expect("running");
+        free.allocate(placement).expect("fits");
+        let by_dim = tree.placement_dims(&c, &placement.slots);
+        tree.add_on_path(&mut held, tree.leaf("b"), &by_dim, true);
+    }
+    let view = SchedulerView {
+        cluster: &c,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    let capacity = tree.capacity(&c);
+    let known = round::Known {
+        held: &held,
+        capacity: &capacity,
+        queued: &[2, 3],
+        borrowers: false,
+    };
+    let admitted = round::admits_all_within(
+        &tree,
+        &view,
+        &known,
+        free.free_per_node(),
+        &mut round::JobKeys::default(),
+        &mut round::Scratch::default(),
+    );
+    let whole = round::plan(&tree, &view, SimTime::ZERO);
+    assert!(!whole.reclaimed.is_empty(), "the round reclaims for a");
+    assert!(!admitted, "node 0 holds one of a's jobs, not both");
+}

@@ -132,7 +132,15 @@ pub struct QuotaTree {
     limited: bool,
     /// Whether any node has a lending limit (without one, all idle quota is lent).
     lending_limited: bool,
+    /// Each node's parent (`NO_PARENT` for the root), flat: the simulator walks a job's path
+    /// up at every start and end.
+    parent_at: Vec<u32>,
+    /// Whether one dimension counts every GPU (`all`), kept rather than compared each time.
+    all_types: bool,
 }
+
+/// The root's entry in [`QuotaTree::parent_at`].
+const NO_PARENT: u32 = u32::MAX;
 
 impl QuotaTree {
     /// Checks `groups` and binds them to a cluster with these GPU types (`type_names`) and GPUs
@@ -161,6 +169,8 @@ impl QuotaTree {
             limit_at: Vec::new(),
             limited: false,
             lending_limited: false,
+            parent_at: Vec::new(),
+            all_types: false,
         };
         tree.nodes.push(TreeNode {
             name: "(cluster)".into(),
@@ -191,6 +201,12 @@ impl QuotaTree {
         tree.limit_at = quotas().map(GpuQuota::limit).collect();
         tree.limited = quotas().any(|q| q.borrowing_limit.is_some());
         tree.lending_limited = quotas().any(|q| q.lending_limit.is_some());
+        tree.parent_at = tree
+            .nodes
+            .iter()
+            .map(|n| n.parent.map_or(NO_PARENT, |p| p as u32))
+            .collect();
+        tree.all_types = tree.dims.len() == 1 && tree.dims[0] == ALL_TYPES;
         tree.check_sums(&capacity_by_dim(
             &tree.dim_of_type,
             tree.dims.len(),
@@ -225,6 +241,7 @@ impl QuotaTree {
     }
 
     /// Node `node`'s guaranteed GPUs of dimension `dim`.
+    #[inline]
     pub fn guaranteed(&self, node: usize, dim: usize) -> u32 {
         self.guaranteed_at[node * self.dims.len() + dim]
     }
@@ -235,18 +252,21 @@ impl QuotaTree {
     }
 
     /// Whether any node has a borrowing limit.
+    #[inline]
     pub fn has_limits(&self) -> bool {
         self.limited
     }
 
     /// Whether some node holds more than its guaranteed quota of dimension `dim` in `used` (per
     /// node and dimension): some job borrows there.
+    #[inline]
     pub fn borrowed_in(&self, used: &[u32], dim: usize) -> bool {
         let dims = self.dims.len();
         (1..self.nodes.len()).any(|n| used[n * dims + dim] > self.guaranteed_at[n * dims + dim])
     }
 
     /// Whether any node has a lending limit.
+    #[inline]
     pub fn has_lending_limits(&self) -> bool {
         self.lending_limited
     }
@@ -278,6 +298,7 @@ impl QuotaTree {
     }
 
     /// [`QuotaTree::placement_dims`] written into `out` (one entry per dimension).
+    #[inline]
     pub fn placement_dims_into(
         &self,
         cluster: &arbiter_model::Cluster,
@@ -298,8 +319,9 @@ impl QuotaTree {
     }
 
     /// Whether one dimension counts every GPU, whatever its type (`all`).
+    #[inline]
     pub fn counts_all_types(&self) -> bool {
-        self.dims.len() == 1 && self.dims[0] == ALL_TYPES
+        self.all_types
     }
 
     /// The GPUs of `cluster`'s nodes per dimension.
@@ -315,15 +337,19 @@ impl QuotaTree {
 
     /// Adds `by_dim` (or takes it away) to `per_node` (`node * dims + dim`) on the path from
     /// `leaf` to the root: what a job's GPUs count for at every level.
+    #[inline]
     pub fn add_on_path(&self, per_node: &mut [u32], leaf: usize, by_dim: &[u32], add: bool) {
         let dims = self.dims.len();
-        let mut node = Some(leaf);
-        while let Some(n) = node {
+        let mut n = leaf;
+        loop {
             for (d, &g) in by_dim.iter().enumerate() {
                 let at = &mut per_node[n * dims + d];
                 *at = if add { *at + g } else { at.saturating_sub(g) };
             }
-            node = self.nodes[n].parent;
+            match self.parent_at[n] {
+                NO_PARENT => break,
+                p => n = p as usize,
+            }
         }
     }
 
@@ -337,15 +363,18 @@ impl QuotaTree {
         add: bool,
     ) {
         let dims = self.dims.len();
-        let mut node = Some(leaf);
-        while let Some(n) = node {
+        let mut n = leaf;
+        loop {
             let at = &mut per_node[n * dims + dim];
             *at = if add {
                 *at + gpus
             } else {
                 at.saturating_sub(gpus)
             };
-            node = self.nodes[n].parent;
+            match self.parent_at[n] {
+                NO_PARENT => break,
+                p => n = p as usize,
+            }
         }
     }
 
