@@ -574,21 +574,7 @@ fn shortcut_agrees(
         specs,
         current: None,
     };
-    let capacity = tree.capacity(&c);
-    let known = round::Known {
-        held: &held,
-        capacity: &capacity,
-        queued: &queued,
-        borrowers: false,
-    };
-    let shortcut = round::admits_all_within(
-        &tree,
-        &view,
-        &known,
-        free.free_per_node(),
-        &mut round::JobKeys::default(),
-        &mut round::Scratch::default(),
-    );
+    let shortcut = shortcut_admits(&tree, &view, &free, &held, &queued);
     let whole = round::plan(&tree, &view, SimTime::from_ms(rounds * 60_000));
     if shortcut {
         prop_assert!(whole.holds.is_empty(), "{:?}", whole.holds);
@@ -596,6 +582,32 @@ fn shortcut_agrees(
         prop_assert!(!whole.guaranteed_waiting || whole.admitted_borrowing.is_empty());
     }
     Ok(())
+}
+
+/// Whether the simulator's shortcut admits `view` as it is, given the GPUs `held` per tree node
+/// and the jobs waiting at positions `queued`.
+fn shortcut_admits(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    free: &arbiter_model::Occupancy,
+    held: &[u32],
+    queued: &[u32],
+) -> bool {
+    let capacity = tree.capacity(view.cluster);
+    let known = round::Known {
+        held,
+        capacity: &capacity,
+        queued,
+        borrowers: false,
+    };
+    round::admits_all_within(
+        tree,
+        view,
+        &known,
+        free.free_per_node(),
+        &mut round::JobKeys::default(),
+        &mut round::Scratch::default(),
+    )
 }
 
 /// Times one round's plan at the daemon bench's scale (`--release -- --ignored --nocapture`).
@@ -896,21 +908,7 @@ fn two_waiting_jobs_one_node_could_hold_only_one_of_are_not_admitted_as_they_are
         specs: &specs,
         current: None,
     };
-    let capacity = tree.capacity(&c);
-    let known = round::Known {
-        held: &held,
-        capacity: &capacity,
-        queued: &[2, 3],
-        borrowers: false,
-    };
-    let admitted = round::admits_all_within(
-        &tree,
-        &view,
-        &known,
-        free.free_per_node(),
-        &mut round::JobKeys::default(),
-        &mut round::Scratch::default(),
-    );
+    let admitted = shortcut_admits(&tree, &view, &free, &held, &[2, 3]);
     let whole = round::plan(&tree, &view, SimTime::ZERO);
     assert!(!whole.reclaimed.is_empty(), "the round reclaims for a");
     assert!(!admitted, "node 0 holds one of a's jobs, not both");
