@@ -118,7 +118,7 @@ impl Held {
         self.valid = false;
     }
 
-    /// Counts `job` running on `slots` (nodes and GPUs).
+    /// Counts `job` running on `slots` (nodes and GPUs), in place of what it held if it ran.
     #[inline]
     fn start(
         &mut self,
@@ -134,6 +134,16 @@ impl Held {
         }
         let leaf = keys.of_id(tree, view, job).leaf();
         let entry = &mut self.entries[job.index() * stride..(job.index() + 1) * stride];
+        if entry[0] != 0 {
+            // It ran (a whole decision lists it again, maybe elsewhere): its GPUs leave first.
+            tree.add_on_path(
+                &mut self.per_node,
+                entry[0] as usize - 1,
+                &entry[1..],
+                false,
+            );
+            self.running -= 1;
+        }
         entry[0] = leaf as u32 + 1;
         tree.placement_dims_into(view.cluster, slots, &mut entry[1..]);
         tree.add_on_path(&mut self.per_node, leaf, &entry[1..], true);
@@ -180,7 +190,6 @@ impl Held {
             }
         }
         for a in &decision.run {
-            self.finished(tree, a.job);
             self.start(tree, view, keys, a.job, &a.placement.slots);
         }
     }

@@ -494,7 +494,8 @@ pub(crate) fn admits_all_within(
         if known.held[leaf * dims + dim] + job.gpus <= tree.guaranteed(leaf, dim) {
             // Within its guaranteed quota: nothing is reclaimed for it if a node has room, or
             // if no one borrows (without limits, only a borrower's GPUs can be reclaimed).
-            return has_node_with_room(tree, view, free, dim, job, &mut scratch.roomy)
+            let any_node = key.typed_dim.is_none() && tree.counts_all_types();
+            return has_node_with_room(tree, view, free, (dim, any_node), job, &mut scratch.roomy)
                 || !tree.borrowed_in(known.held, dim);
         }
         // A borrower, alone: with every idle GPU lendable and no limit, the round admits it if
@@ -1148,18 +1149,19 @@ fn place_first_fit(
 
 /// Whether some node of dimension `dim` (and of `job`'s GPU type) has room for it in `free`:
 /// `hint`, the node that had room last time, is looked at first (the free GPUs change little
-/// from one event to the next), and becomes the node found.
+/// from one event to the next), and becomes the node found. `any_node`: every node will do (one
+/// dimension counts every GPU, and the job names no type), so a node's type is not read.
 fn has_node_with_room(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
     free: &[u32],
-    dim: usize,
+    (dim, any_node): (usize, bool),
     job: &ActiveJob,
     hint: &mut usize,
 ) -> bool {
     if let Some(&f) = free.get(*hint)
         && f >= job.gpus
-        && room_on(tree, view, dim, job, *hint)
+        && (any_node || room_on(tree, view, dim, job, *hint))
     {
         return true;
     }
