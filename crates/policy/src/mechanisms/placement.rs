@@ -115,21 +115,10 @@ impl<'a> Placer<'a> {
     }
 
     /// The cluster with `occupancy`'s free GPUs (`None` if it is not this cluster's: another
-    /// node count).
-    pub fn from_occupancy(
-        cluster: &'a Cluster,
-        occupancy: &Occupancy,
-        strategy: PlacementStrategy,
-    ) -> Option<Self> {
-        let free = occupancy.free_per_node();
-        (free.len() == cluster.nodes.len())
-            .then(|| Self::with_free(cluster, strategy, free.to_vec(), occupancy.free_total()))
-    }
-
-    /// [`Placer::from_occupancy`], its free GPUs copied into `buffer` (a spare from
-    /// [`Placer::into_free`]): a policy deciding at every event spares an allocation of a
-    /// number per node each time (they are kilobytes on a large cluster, past the allocator's
-    /// per-thread cache, and cost more there the more the heap holds).
+    /// node count), copied into `buffer` (a spare from [`Placer::into_free`], or empty): a
+    /// policy deciding at every event spares an allocation of a number per node each time
+    /// (kilobytes on a large cluster, past the allocator's per-thread cache, and costlier there
+    /// the more the heap holds).
     pub fn from_occupancy_reusing(
         cluster: &'a Cluster,
         occupancy: &Occupancy,

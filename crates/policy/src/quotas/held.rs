@@ -45,8 +45,7 @@ impl Held {
         queued: usize,
         keys: &mut JobKeys,
     ) {
-        if self.valid && self.running == view.jobs.len() - queued && self.jobs() == view.specs.len()
-        {
+        if self.valid && self.running == view.jobs.len() - queued && self.jobs == view.specs.len() {
             return;
         }
         self.count_again(tree, view, keys);
@@ -95,11 +94,6 @@ impl Held {
         }
     }
 
-    /// Job ids the entries cover.
-    fn jobs(&self) -> usize {
-        self.jobs
-    }
-
     /// Job `job`'s entry, if the entries cover it.
     fn entry(&self, job: JobId) -> Option<&[u32]> {
         let stride = self.stride();
@@ -129,19 +123,13 @@ impl Held {
         slots: &[(NodeId, u32)],
     ) {
         let stride = self.stride();
-        if job.index() >= self.jobs() {
+        if job.index() >= self.jobs {
             return;
         }
         let leaf = keys.of_id(tree, view, job).leaf();
         let entry = &mut self.entries[job.index() * stride..(job.index() + 1) * stride];
-        if entry[0] != 0 {
-            // It ran (a whole decision lists it again, maybe elsewhere): its GPUs leave first.
-            tree.add_on_path(
-                &mut self.per_node,
-                entry[0] as usize - 1,
-                &entry[1..],
-                false,
-            );
+        // It ran (a whole decision lists it again, maybe elsewhere): its GPUs leave first.
+        if release(tree, &mut self.per_node, entry) {
             self.running -= 1;
         }
         entry[0] = leaf as u32 + 1;
@@ -154,16 +142,13 @@ impl Held {
     #[inline]
     pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
         let stride = self.stride();
-        let Some(entry) = self
+        if let Some(entry) = self
             .entries
             .get_mut(job.index() * stride..(job.index() + 1) * stride)
-            .filter(|e| e[0] != 0)
-        else {
-            return;
-        };
-        let leaf = std::mem::take(&mut entry[0]) as usize - 1;
-        tree.add_on_path(&mut self.per_node, leaf, &entry[1..], false);
-        self.running -= 1;
+            && release(tree, &mut self.per_node, entry)
+        {
+            self.running -= 1;
+        }
     }
 
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
@@ -193,4 +178,16 @@ impl Held {
             self.start(tree, view, keys, a.job, &a.placement.slots);
         }
     }
+}
+
+/// Takes a counted job's GPUs (`entry`: its leaf plus one, then its GPUs per dimension) off its
+/// path and marks it not running. Whether it ran.
+#[inline]
+fn release(tree: &QuotaTree, per_node: &mut [u32], entry: &mut [u32]) -> bool {
+    if entry[0] == 0 {
+        return false;
+    }
+    let leaf = std::mem::take(&mut entry[0]) as usize - 1;
+    tree.add_on_path(per_node, leaf, &entry[1..], false);
+    true
 }

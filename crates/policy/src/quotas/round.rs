@@ -494,8 +494,7 @@ pub(crate) fn admits_all_within(
         if known.held[leaf * dims + dim] + job.gpus <= tree.guaranteed(leaf, dim) {
             // Within its guaranteed quota: nothing is reclaimed for it if a node has room, or
             // if no one borrows (without limits, only a borrower's GPUs can be reclaimed).
-            let any_node = key.typed_dim.is_none() && tree.counts_all_types();
-            return has_node_with_room(tree, view, free, (dim, any_node), job, &mut scratch.roomy)
+            return has_node_with_room(tree, view, free, dim, key, job, &mut scratch.roomy)
                 || !tree.borrowed_in(known.held, dim);
         }
         // A borrower, alone: with every idle GPU lendable and no limit, the round admits it if
@@ -1149,16 +1148,18 @@ fn place_first_fit(
 
 /// Whether some node of dimension `dim` (and of `job`'s GPU type) has room for it in `free`:
 /// `hint`, the node that had room last time, is looked at first (the free GPUs change little
-/// from one event to the next), and becomes the node found. `any_node`: every node will do (one
-/// dimension counts every GPU, and the job names no type), so a node's type is not read.
+/// from one event to the next), and becomes the node found. Where every node will do (one
+/// dimension counts every GPU, and the job's `key` names no type), a node's type is not read.
 fn has_node_with_room(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
     free: &[u32],
-    (dim, any_node): (usize, bool),
+    dim: usize,
+    key: JobKey,
     job: &ActiveJob,
     hint: &mut usize,
 ) -> bool {
+    let any_node = key.typed_dim.is_none() && tree.counts_all_types();
     if let Some(&f) = free.get(*hint)
         && f >= job.gpus
         && (any_node || room_on(tree, view, dim, job, *hint))
