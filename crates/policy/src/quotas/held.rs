@@ -141,18 +141,18 @@ impl Held {
     /// A job no longer runs.
     #[inline]
     pub fn finished(&mut self, tree: &QuotaTree, job: JobId) {
+        if job.index() >= self.jobs {
+            return;
+        }
         let stride = self.stride();
-        if let Some(entry) = self
-            .entries
-            .get_mut(job.index() * stride..(job.index() + 1) * stride)
-            && release(tree, &mut self.per_node, entry)
-        {
+        let at = job.index() * stride;
+        if release(tree, &mut self.per_node, &mut self.entries[at..at + stride]) {
             self.running -= 1;
         }
     }
 
     /// The running set once `decision` is in force (it is checked whole, or the run stops).
-    #[inline]
+    #[inline(always)]
     pub fn apply(
         &mut self,
         tree: &QuotaTree,
@@ -160,9 +160,21 @@ impl Held {
         decision: &Decision,
         keys: &mut JobKeys,
     ) {
-        if !self.valid {
-            return;
+        // (Most events change nothing: that is seen here, without a call.)
+        if self.valid && !(decision.keep_unlisted && decision.run.is_empty()) {
+            self.apply_changes(tree, view, decision, keys);
         }
+    }
+
+    /// [`Held::apply`] for a decision that changes something.
+    #[inline(never)]
+    fn apply_changes(
+        &mut self,
+        tree: &QuotaTree,
+        view: &SchedulerView<'_>,
+        decision: &Decision,
+        keys: &mut JobKeys,
+    ) {
         if !decision.keep_unlisted {
             // A whole decision: every running job it does not list stops (a pass over the
             // view, as the policy's whole decision was).
@@ -182,7 +194,7 @@ impl Held {
 
 /// Takes a counted job's GPUs (`entry`: its leaf plus one, then its GPUs per dimension) off its
 /// path and marks it not running. Whether it ran.
-#[inline]
+#[inline(always)]
 fn release(tree: &QuotaTree, per_node: &mut [u32], entry: &mut [u32]) -> bool {
     if entry[0] == 0 {
         return false;

@@ -302,16 +302,20 @@ impl Policy for Quotas {
                 )
             };
             if unneeded {
-                let mut decision = self.inner.schedule(view, now)?;
-                if !current.queued.is_empty() && tree.has_limits() {
-                    self.refuse_above_limits(view, &QuotaRound::default(), &mut decision);
+                // The decision stays where the policy wrote it (the caller's), checked and
+                // counted in place: moving it out and back cost as much as the check.
+                let mut result = self.inner.schedule(view, now);
+                if let Ok(decision) = &mut result {
+                    if !current.queued.is_empty() && tree.has_limits() {
+                        self.refuse_above_limits(view, &QuotaRound::default(), decision);
+                    }
+                    self.held.apply(tree, view, decision, &mut self.keys);
                 }
-                self.held.apply(tree, view, &decision, &mut self.keys);
                 if self.last_built {
                     self.last = QuotaRound::default();
                     self.last_built = false;
                 }
-                return Ok(decision);
+                return result;
             }
         }
         self.schedule_round(view, now)

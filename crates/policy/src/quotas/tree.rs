@@ -305,12 +305,15 @@ impl QuotaTree {
         slots: &[(arbiter_model::NodeId, u32)],
         out: &mut [u32],
     ) {
-        out.fill(0);
-        if self.counts_all_types() {
-            // Every GPU counts in the one dimension.
-            out[0] = slots.iter().map(|&(_, gpus)| gpus).sum();
+        if self.counts_all_types()
+            && let [only] = out
+        {
+            // Every GPU counts in the one dimension (no call to clear it first: this runs as
+            // every job starts).
+            *only = slots.iter().map(|&(_, gpus)| gpus).sum();
             return;
         }
+        out.fill(0);
         for &(node, gpus) in slots {
             if let Some(d) = self.dim_of_node(cluster, node) {
                 out[d] += gpus;
@@ -337,8 +340,19 @@ impl QuotaTree {
 
     /// Adds `by_dim` (or takes it away) to `per_node` (`node * dims + dim`) on the path from
     /// `leaf` to the root: what a job's GPUs count for at every level.
-    #[inline]
+    #[inline(always)]
     pub fn add_on_path(&self, per_node: &mut [u32], leaf: usize, by_dim: &[u32], add: bool) {
+        match *by_dim {
+            // One dimension (the common tree, GPUs of any type): a short walk, kept inline; the
+            // loop over dimensions, which the compiler unrolls and vectorises, out of line.
+            [gpus] => self.add_one_dim_on_path(per_node, leaf, gpus, add),
+            _ => self.add_dims_on_path(per_node, leaf, by_dim, add),
+        }
+    }
+
+    /// [`QuotaTree::add_on_path`] for any number of dimensions.
+    #[inline(never)]
+    fn add_dims_on_path(&self, per_node: &mut [u32], leaf: usize, by_dim: &[u32], add: bool) {
         let dims = self.dims.len();
         let mut n = leaf;
         loop {
@@ -349,6 +363,25 @@ impl QuotaTree {
             match self.parent_at[n] {
                 NO_PARENT => break,
                 p => n = p as usize,
+            }
+        }
+    }
+
+    /// [`QuotaTree::add_on_path`] where the tree has one dimension.
+    #[inline(always)]
+    fn add_one_dim_on_path(&self, per_node: &mut [u32], leaf: usize, gpus: u32, add: bool) {
+        let mut n = leaf;
+        loop {
+            if let Some(at) = per_node.get_mut(n) {
+                *at = if add {
+                    *at + gpus
+                } else {
+                    at.saturating_sub(gpus)
+                };
+            }
+            match self.parent_at.get(n) {
+                Some(&p) if p != NO_PARENT => n = p as usize,
+                _ => break,
             }
         }
     }
