@@ -32,6 +32,7 @@ mod bench;
 mod bench_daemon_scale;
 mod bench_flood;
 mod bench_history;
+mod bench_muri_scale;
 mod bench_quotas;
 mod bench_scale;
 mod bench_slurm;
@@ -206,7 +207,9 @@ enum Command {
         /// what enforcing quotas costs the simulator), `gavel` (Gavel's allocation LPs, then Figure-8 points of LAS, LAS-het and space sharing) or
         /// `synergy` (one 128-GPU Synergy point at 9 jobs/hour per allocation mechanism) or
         /// `muri` (the whole scenarios/muri-traces.toml as `arbiter run` runs it: total wall
-        /// time and each policy's simulation time over the eight traces) or `pollux` / `chronus`
+        /// time and each policy's simulation time over the eight traces) or `muri-scale` (Muri-S
+        /// with `policy.muri.matching = "fast"` on 100,000 Philly-like jobs with Muri's job
+        /// profiles, 1,024 GPUs; `--point N` for N jobs) or `pollux` / `chronus`
         /// (scenarios/pollux-workloads.toml, scenarios/chronus-deadlines.toml, timed the same
         /// way) or `report` (the Muri scenario's report and the Philly trace's, built and
         /// written) or `scale` (the cost curve: Philly-like streams of 10,000 to 1,000,000 jobs
@@ -554,6 +557,7 @@ fn run(cli: Cli) -> Result<()> {
             "gavel" => bench::run_gavel(json),
             "synergy" => bench::run_synergy(json),
             "muri" => bench::run_muri(json),
+            "muri-scale" => bench_muri_scale::run(point.as_deref(), json),
             "pollux" => bench::run_pollux(json),
             "chronus" => bench::run_chronus(json),
             "report" => bench::run_report(json),
@@ -574,7 +578,7 @@ fn run(cli: Cli) -> Result<()> {
             "slurm" => bench_slurm::run(&partition, &user, json),
             "history" => bench_history::run(point.as_deref(), json),
             other => bail!(
-                "--suite `{other}`: expected philly, philly-quotas, gavel, synergy, muri, pollux, chronus, report, scale, external, daemon, daemon-scale, flood, slurm or history"
+                "--suite `{other}`: expected philly, philly-quotas, gavel, synergy, muri, muri-scale, pollux, chronus, report, scale, external, daemon, daemon-scale, flood, slurm or history"
             ),
         },
     }

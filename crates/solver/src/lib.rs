@@ -146,6 +146,14 @@ impl LinearProgram {
         VarId(self.bounds.len() - 1)
     }
 
+    /// Adds a variable that must be a whole number in `lower..=upper` in
+    /// [`LinearProgram::solve_integer`] (and lies in `[lower, upper]` in the relaxation).
+    pub fn add_integer_var(&mut self, lower: i32, upper: i32) -> VarId {
+        self.bounds.push((f64::from(lower), f64::from(upper)));
+        self.integer.push(true);
+        VarId(self.bounds.len() - 1)
+    }
+
     /// Whether any variable must be integral.
     pub fn has_integer_vars(&self) -> bool {
         self.integer.iter().any(|&i| i)

@@ -67,6 +67,9 @@ impl LinearProgram {
             .map(|((&(lo, hi), &integer), &c)| {
                 if integer && lo == 0.0 && hi == 1.0 {
                     problem.add_binary_var(c)
+                } else if integer {
+                    // (Bounds of an integer variable come from `add_integer_var`'s i32s.)
+                    problem.add_integer_var(c, (lo as i32, hi as i32))
                 } else {
                     problem.add_var(c, (lo, hi))
                 }
@@ -173,6 +176,22 @@ mod tests {
             s.objective >= 6.0 - 1e-9,
             "never worse than the start: {s:?}"
         );
+    }
+
+    #[test]
+    fn integer_variables_take_whole_values_within_their_bounds() {
+        // max x + y s.t. 2x + 2y <= 7, x in 0..=2, y in 0..=5: the relaxation reaches 3.5, the
+        // integers 3 (x capped at 2).
+        let mut lp = LinearProgram::new(Direction::Maximise);
+        let x = lp.add_integer_var(0, 2);
+        let y = lp.add_integer_var(0, 5);
+        lp.add_objective(x, 1.0);
+        lp.add_objective(y, 1.001);
+        lp.add_le(vec![(x, 2.0), (y, 2.0)], 7.0);
+        let s = lp.solve_integer(&MipOptions::default()).expect("solvable");
+        assert!(s.optimal);
+        assert_eq!(s.values, vec![0.0, 3.0], "{s:?}");
+        assert!(lp.solve().expect("relaxation").objective > 3.5);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod matching;
 use crate::descriptor::{Descriptor, Family};
 use crate::mechanisms::placement::{PlacementStrategy, Placer, Placing};
 use crate::muri::interleave::{GroupFactors, JobOrder, Stages, iteration_time_with_s, used_ratio};
+use crate::muri::matching::by_shape;
 use crate::muri::matching::muri::muri_max_weight_matching;
 use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{
@@ -39,7 +40,7 @@ use std::collections::{BTreeMap, HashMap};
 /// `muri-s`.
 pub const MURI_S: Descriptor = Descriptor::new("muri-s", Family::Events, "Muri-S: interleave up to 4 jobs with different resource needs per GPU set, least remaining service first (SIGCOMM'22)")
     .paper("Muri (SIGCOMM'22), as its simulator runs it")
-    .detail("Muri-S: up to `policy.muri.packing` jobs whose iterations stress different resources (storage I/O, CPU, GPU, network) share one set of GPUs, interleaved; jobs ranked by remaining GPU time, groups formed by Muri's maximum-weight (Blossom) matching while demand exceeds the cluster, placed once per group; with `policy.muri.autopack`, a group slower than its members in turn is split; preemptive");
+    .detail("Muri-S: up to `policy.muri.packing` jobs whose iterations stress different resources (storage I/O, CPU, GPU, network) share one set of GPUs, interleaved; jobs ranked by remaining GPU time, groups formed by Muri's maximum-weight (Blossom) matching while demand exceeds the cluster, placed once per group; with `policy.muri.autopack`, a group slower than its members in turn is split; `policy.muri.matching = \"fast\"` matches classes of over `policy.muri.fast_above_groups` (256) groups over their shapes instead, for large traces; preemptive");
 /// `muri-l`.
 pub const MURI_L: Descriptor = Descriptor::new(
     "muri-l",
@@ -86,6 +87,29 @@ pub struct MuriConfig {
     /// takes four interleaved jobs' slowdown as 1.3 instead of 1.37 then
     /// ([`GroupFactors::MURI_WITHOUT_BLOSSOM`]).
     pub blossom: bool,
+    /// Which maximum-weight matching merges the groups: Muri's own blossom, tie for tie
+    /// (`exact`, the default: the reproductions depend on it), or one over job shapes for
+    /// traces too large for its O(n³) search (`fast`; [`matching::by_shape`]).
+    pub matching: MuriMatching,
+    /// With `matching = "fast"`: a class of at most this many groups is still matched by
+    /// Muri's blossom (exact, ≈ 8 ms at 255 groups); larger ones over their shapes. 0 matches
+    /// every class over shapes (how its deviation is measured).
+    pub fast_above_groups: usize,
+}
+
+/// Which matching merges Muri's groups (`policy.muri.matching`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MuriMatching {
+    /// Muri's blossom, which picks the same matching as Muri's simulator among equally heavy
+    /// ones: O(n³) in the groups of a class (≈ 8 ms for 255).
+    #[default]
+    Exact,
+    /// Above `fast_above_groups` groups in a class, a b-matching over the groups' shapes (a
+    /// small integer program), then the best-ranked groups of each pair of shapes paired: its
+    /// cost grows with the shapes, not the groups. Below, Muri's blossom. Either way, no
+    /// matching where no pair would be merged.
+    Fast,
 }
 
 impl Default for MuriConfig {
@@ -95,6 +119,8 @@ impl Default for MuriConfig {
             autopack: false,
             order: JobOrder::Best,
             blossom: true,
+            matching: MuriMatching::Exact,
+            fast_above_groups: 256,
         }
     }
 }
@@ -134,6 +160,8 @@ struct ShapeMemo {
 }
 
 const NO_SHAPE: u32 = u32::MAX;
+/// A job id's entry in [`Muri::update_list`]'s positions when the view does not hold it.
+const NOT_IN_VIEW: u32 = u32::MAX;
 const NO_STAGES: u32 = u32::MAX - 1;
 
 impl ShapeMemo {
@@ -283,6 +311,13 @@ impl PairTable {
         }
     }
 
+    /// The weight of merging a group of row `a` with one of row `b` (in that order). Groups of
+    /// one row have the same members' shapes, so the same size: the packing limit is already in
+    /// the table.
+    fn shape_weight(&self, a: usize, b: usize) -> Option<f64> {
+        *self.weights.get(a * self.rows + b)?
+    }
+
     /// The weight of merging group `u` with group `v` (in that order), as [`ShapeMemo::weight`].
     fn weight(&self, u: usize, v: usize) -> Option<f64> {
         if self.size[u] + self.size[v] > self.packing {
@@ -387,8 +422,9 @@ fn group_time(members: &[&JobSpec], order: JobOrder, factors: GroupFactors) -> f
 
 impl Muri {
     /// Brings the list up to date with the view: finished jobs out, arrivals appended in arrival
-    /// order. Returns each job's index in the view, by id.
-    fn update_list(&mut self, view: &SchedulerView<'_>) -> BTreeMap<JobId, usize> {
+    /// order. Returns each job's index in the view, by id (`NOT_IN_VIEW` for others): a vector,
+    /// not a map — it is built at every scheduling point over every job.
+    fn update_list(&mut self, view: &SchedulerView<'_>) -> Vec<u32> {
         let n_ids = view
             .jobs
             .iter()
@@ -399,17 +435,15 @@ impl Muri {
             self.listed.resize(n_ids, false);
             self.sort_val.resize(n_ids, 0.0);
         }
-        let position: BTreeMap<JobId, usize> = view
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.id, i))
-            .collect();
+        let mut position = vec![NOT_IN_VIEW; n_ids];
+        for (i, j) in view.jobs.iter().enumerate() {
+            position[j.id.index()] = i as u32;
+        }
         // A job can leave the view and come back (the daemon leaves out a run that is still
         // stopping): it is then an arrival again, not forgotten.
         let listed = &mut self.listed;
         self.list.retain(|id| {
-            let here = position.contains_key(id);
+            let here = position.get(id.index()).is_some_and(|&p| p != NOT_IN_VIEW);
             if !here {
                 listed[id.index()] = false;
             }
@@ -430,22 +464,27 @@ impl Muri {
 
     /// Step 1: ranks the list (a stable sort, so the last point's order breaks ties) and returns
     /// the jobs' view indexes in that order.
-    fn rank(
-        &mut self,
-        view: &SchedulerView<'_>,
-        now: SimTime,
-        mut position: BTreeMap<JobId, usize>,
-    ) -> Vec<usize> {
+    fn rank(&mut self, view: &SchedulerView<'_>, now: SimTime, position: Vec<u32>) -> Vec<usize> {
         for j in view.jobs {
             let v = self.rank_value(j, view.spec(j), now);
             self.sort_val[j.id.index()] = v;
         }
-        let sort_val = &self.sort_val;
-        self.list
-            .sort_by(|a, b| sort_val[a.index()].total_cmp(&sort_val[b.index()]));
+        // Sorted with the values beside the ids (a stable sort on the same keys: the same
+        // order), not looked up by id at every comparison.
+        let mut keyed: Vec<(f64, JobId)> = self
+            .list
+            .iter()
+            .map(|id| (self.sort_val[id.index()], *id))
+            .collect();
+        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.list.clear();
+        self.list.extend(keyed.iter().map(|&(_, id)| id));
         self.list
             .iter()
-            .filter_map(|id| position.remove(id))
+            .filter_map(|id| match position.get(id.index()) {
+                Some(&p) if p != NOT_IN_VIEW => Some(p as usize),
+                _ => None,
+            })
             .collect()
     }
 
@@ -557,11 +596,22 @@ impl Muri {
         required: &mut u64,
         capacity: u64,
     ) -> Result<Vec<Group>, PolicyError> {
+        let fast = self.config.matching == MuriMatching::Fast;
+        if *required <= capacity && (fast || !self.config.autopack) {
+            // No pair would be merged: the matching would only reorder the groups (a pair
+            // moves to its later member's place), which matters to nothing but autopack's
+            // ranking of tied groups. Muri matches anyway; the result is the same without.
+            return Ok(current.to_vec());
+        }
         let spec = |i: usize| view.spec(&view.jobs[i]);
         let packing = self.config.packing;
         let table = PairTable::new(&mut self.memo, current, &spec, packing, self.config.order);
-        let mate = muri_max_weight_matching(current.len(), |u, v| table.weight(u, v))
-            .map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?;
+        let mate = if fast && current.len() > self.config.fast_above_groups {
+            by_shape::match_by_shape(&table.row, table.rows, |a, b| table.shape_weight(a, b))
+        } else {
+            muri_max_weight_matching(current.len(), |u, v| table.weight(u, v))
+                .map_err(|e| PolicyError::Config(format!("muri matching: {e}")))?
+        };
         // Ready list: unmatched in order; a pair when the loop reaches its larger index.
         let mut ready: Vec<Vec<usize>> = Vec::new();
         for u in 0..current.len() {
@@ -662,27 +712,28 @@ impl Muri {
         mut order: Vec<usize>,
         runnable: &[Group],
     ) -> Decision {
-        let mut group_of: BTreeMap<usize, usize> = BTreeMap::new();
+        // Per view index: its group (a vector: every job is looked up).
+        let mut group_of: Vec<Option<usize>> = vec![None; view.jobs.len()];
         for (k, group) in runnable.iter().enumerate() {
             for &i in &group.jobs {
-                group_of.insert(i, k);
+                group_of[i] = Some(k);
             }
         }
         order.sort_by_key(|&i| std::cmp::Reverse(view.jobs[i].gpus));
         let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);
         // Per group: its GPUs once its first member (in this order) was placed, or `None` when
         // that failed (the whole group waits).
-        let mut placed: BTreeMap<usize, Option<Placement>> = BTreeMap::new();
+        let mut placed: Vec<Option<Option<Placement>>> = vec![None; runnable.len()];
         let mut decision = Decision::default();
         for &i in &order {
-            let Some(&k) = group_of.get(&i) else { continue };
+            let Some(k) = group_of[i] else { continue };
             let job = &view.jobs[i];
-            let placement = match placed.get(&k) {
+            let placement = match &placed[k] {
                 Some(Some(p)) => p.clone(),
                 Some(None) => continue,
                 None => {
                     let p = placer.place(view.spec(job), job.pending_since, now).ok();
-                    placed.insert(k, p.clone());
+                    placed[k] = Some(p.clone());
                     match p {
                         Some(p) => p,
                         None => continue,
@@ -703,9 +754,20 @@ impl Muri {
 
     /// The list for the next point: largest GPU count first (stable).
     fn sort_list_by_gpus(&mut self, view: &SchedulerView<'_>) {
-        let gpus_of: BTreeMap<JobId, u32> = view.jobs.iter().map(|j| (j.id, j.gpus)).collect();
-        self.list
-            .sort_by_key(|id| std::cmp::Reverse(gpus_of.get(id).copied().unwrap_or(0)));
+        let mut gpus_of = vec![0u32; self.listed.len()];
+        for j in view.jobs {
+            if let Some(g) = gpus_of.get_mut(j.id.index()) {
+                *g = j.gpus;
+            }
+        }
+        let mut keyed: Vec<(u32, JobId)> = self
+            .list
+            .iter()
+            .map(|id| (gpus_of.get(id.index()).copied().unwrap_or(0), *id))
+            .collect();
+        keyed.sort_by_key(|&(gpus, _)| std::cmp::Reverse(gpus));
+        self.list.clear();
+        self.list.extend(keyed.iter().map(|&(_, id)| id));
     }
 }
 

@@ -18,6 +18,101 @@ fn spec(id: u32, run_s: f64, io_s: f64, gpu_s: f64) -> JobSpec {
     s
 }
 
+/// The groups of a decision (each ring of partners, its job numbers sorted), checked to share
+/// their GPUs.
+fn groups_of(decision: &Decision) -> Vec<Vec<u32>> {
+    let by_job: BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for a in &decision.run {
+        if !seen.insert(a.job) {
+            continue;
+        }
+        let mut ring = vec![a.job.0];
+        let mut at = a.colocation.map_or(a.job, |c| c.partner);
+        while at != a.job {
+            assert!(seen.insert(at));
+            assert_eq!(
+                by_job[&at].placement, a.placement,
+                "a group shares its GPUs"
+            );
+            ring.push(at.0);
+            at = by_job[&at].colocation.expect("grouped").partner;
+        }
+        ring.sort();
+        groups.push(ring);
+    }
+    groups.sort();
+    groups
+}
+
+/// Eight one-GPU jobs, I/O-bound (even ids) and GPU-bound (odd), all waiting on one node of
+/// `gpus` GPUs: Muri-S decides once with `config`.
+fn eight_jobs_on(gpus: u32, config: MuriConfig) -> Decision {
+    let cluster = Cluster::homogeneous(1, 1, gpus, 16, 64, "V100").expect("valid");
+    let specs: Vec<JobSpec> = (0..8)
+        .map(|i| {
+            if i % 2 == 0 {
+                spec(i, 100.0 + i as f64, 2.0, 1.0)
+            } else {
+                spec(i, 100.0 + i as f64, 1.0, 2.0)
+            }
+        })
+        .collect();
+    let jobs: Vec<ActiveJob> = specs
+        .iter()
+        .map(|s| ActiveJob::submitted(s.id, 1, s.submit, s.run_time_s))
+        .collect();
+    let view = SchedulerView {
+        cluster: &cluster,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    let mut muri = Muri::new(MuriRanking::RemainingService, config).expect("valid");
+    muri.schedule(&view, SimTime::ZERO).expect("decides")
+}
+
+#[test]
+fn the_fast_matching_over_shapes_groups_the_eight_jobs_as_the_exact_one_does() {
+    // Forced over shapes for every class (fast_above_groups = 0): two shapes (I/O- and
+    // GPU-bound); round one pairs every I/O-bound job with a GPU-bound one, round two pairs of
+    // pairs — two groups of four, two of each kind, as Muri's blossom groups them.
+    let fast = MuriConfig {
+        matching: MuriMatching::Fast,
+        fast_above_groups: 0,
+        ..MuriConfig::default()
+    };
+    let groups = groups_of(&eight_jobs_on(2, fast));
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    for g in &groups {
+        assert_eq!(g.len(), 4);
+        assert_eq!(g.iter().filter(|j| *j % 2 == 0).count(), 2, "{g:?}");
+    }
+    assert_eq!(
+        groups.len(),
+        groups_of(&eight_jobs_on(2, MuriConfig::default())).len()
+    );
+}
+
+#[test]
+fn where_the_cluster_holds_every_candidate_no_group_is_merged_either_way() {
+    // Eight GPUs for eight one-GPU jobs: no pair would be merged, so neither matching runs
+    // (the exact one without autopack, the fast one always) and every job runs alone.
+    for matching in [MuriMatching::Exact, MuriMatching::Fast] {
+        let config = MuriConfig {
+            matching,
+            ..MuriConfig::default()
+        };
+        let decision = eight_jobs_on(8, config);
+        assert_eq!(decision.run.len(), 8);
+        assert!(
+            decision.run.iter().all(|a| a.colocation.is_none()),
+            "{matching:?}"
+        );
+    }
+}
+
 #[test]
 fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
     // Eight single-GPU jobs, all waiting, on one node of two GPUs: Muri-S walks them shortest

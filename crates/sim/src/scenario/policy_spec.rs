@@ -113,7 +113,7 @@ fn lay_over(base: &mut toml::Table, over: &toml::Table) {
 
 /// The flat keys of earlier releases and where each now lives (`family.key`; `horus_x` is
 /// `horus.x`).
-const RENAMED: [(&str, &str); 22] = [
+const RENAMED: [(&str, &str); 23] = [
     ("las_queue_limits_gpu_s", "las.queue_limits_gpu_s"),
     ("las_queues", "las.queues"),
     ("starvation_factor", "las.starvation_factor"),
@@ -126,6 +126,7 @@ const RENAMED: [(&str, &str); 22] = [
     ("muri_autopack", "muri.autopack"),
     ("muri_order", "muri.order"),
     ("muri_blossom", "muri.blossom"),
+    ("muri_matching", "muri.matching"),
     ("themis_f", "themis.fairness_knob"),
     ("themis_lease_s", "themis.lease_s"),
     ("vtc_quantum_s", "vtc.quantum_s"),
