@@ -68,8 +68,8 @@ fn mix(i: u64) -> u64 {
 }
 
 /// The stream of `jobs` jobs on `gpus` GPUs, each with a Muri profile.
-fn stream(jobs: usize, gpus: u32, profiles: &[Profile]) -> Vec<JobSpec> {
-    let mut out = arbiter_trace::generator::philly_like(jobs, gpus, OFFERED_LOAD, 0).jobs;
+fn stream(jobs: usize, gpus: u32, load: f64, profiles: &[Profile]) -> Vec<JobSpec> {
+    let mut out = arbiter_trace::generator::philly_like(jobs, gpus, load, 0).jobs;
     for job in &mut out {
         let p = profiles[(mix(job.id.0 as u64) % profiles.len() as u64) as usize];
         job.stages = Some(p.stages);
@@ -79,11 +79,19 @@ fn stream(jobs: usize, gpus: u32, profiles: &[Profile]) -> Vec<JobSpec> {
     out
 }
 
-/// Runs the suite (`point`: a job count instead of 100,000).
+/// Runs the suite (`point`: `JOBS` or `JOBS:LOAD` instead of 100,000 jobs offering 0.8 of the
+/// cluster; a load above 1 keeps a queue, so that groups are merged and matched).
 pub fn run(point: Option<&str>, json: bool) -> Result<()> {
-    let jobs: usize = match point {
-        Some(p) => p.parse().context("--point: a number of jobs")?,
-        None => JOBS,
+    let (jobs, load): (usize, f64) = match point.map(|p| p.split_once(':').unwrap_or((p, ""))) {
+        None => (JOBS, OFFERED_LOAD),
+        Some((jobs, load)) => (
+            jobs.parse().context("--point: JOBS or JOBS:LOAD")?,
+            if load.is_empty() {
+                OFFERED_LOAD
+            } else {
+                load.parse().context("--point: JOBS:LOAD")?
+            },
+        ),
     };
     // 1,024 GPUs per 100,000 jobs, in whole 8-GPU nodes (at least one).
     let nodes = ((jobs as f64 * 1024.0 / 100_000.0 / 8.0).round() as u32).max(1);
@@ -94,7 +102,7 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
     };
     let cluster = Cluster::homogeneous(racks, per_rack, 8, 64, 512, "V100")?;
     let profiles = muri_profiles()?;
-    let trace = stream(jobs, cluster.total_gpus(), &profiles);
+    let trace = stream(jobs, cluster.total_gpus(), load, &profiles);
     let config = MuriConfig {
         matching: MuriMatching::Fast,
         ..MuriConfig::default()
@@ -112,6 +120,7 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
         "policy": "muri-s",
         "matching": "fast",
         "jobs": jobs,
+        "offered_load": load,
         "gpus": cluster.total_gpus(),
         "profiles": profiles.len(),
         "wall_s": wall_s,
@@ -123,7 +132,7 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&row)?);
     } else {
         outln!(
-            "muri-s (matching = fast): {jobs} Philly-like jobs with Muri's {} job profiles on {} GPUs",
+            "muri-s (matching = fast): {jobs} Philly-like jobs (offered load {load}) with Muri's {} job profiles on {} GPUs",
             profiles.len(),
             cluster.total_gpus()
         );
