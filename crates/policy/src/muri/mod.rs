@@ -35,6 +35,7 @@ use crate::{Policy, PolicyError, SchedulerView};
 use arbiter_model::{
     ActiveJob, Assignment, Colocation, Decision, JobId, JobSpec, Placement, SimTime,
 };
+use smallvec::{SmallVec, smallvec};
 use std::collections::{BTreeMap, HashMap};
 
 /// `muri-s`.
@@ -327,10 +328,11 @@ impl PairTable {
     }
 }
 
-/// One group: its jobs (list order), and their GPU count.
+/// One group: its jobs (list order; at most `MAX_GROUP`, kept inline: every candidate is a
+/// group at every scheduling point), and their GPU count.
 #[derive(Clone, Debug)]
 struct Group {
-    jobs: Vec<usize>,
+    jobs: SmallVec<[usize; arbiter_model::MAX_GROUP]>,
     gpus: u32,
 }
 
@@ -397,7 +399,7 @@ fn merge_slots_in_order(
             let mut group = slot[0].clone();
             for single in &slot[1..] {
                 if *required > capacity {
-                    group.jobs.extend(&single.jobs);
+                    group.jobs.extend(single.jobs.iter().copied());
                     *required -= u64::from(*g);
                 } else {
                     out.push(single.clone());
@@ -550,7 +552,7 @@ impl Muri {
                     by_class[g][..chosen.get(g).copied().unwrap_or(0)]
                         .iter()
                         .map(|&i| Group {
-                            jobs: vec![i],
+                            jobs: smallvec![i],
                             gpus: *g,
                         })
                         .collect(),
@@ -625,7 +627,7 @@ impl Muri {
         for entry in ready {
             if entry.len() == 2 && *required > capacity {
                 let mut jobs = current[entry[0]].jobs.clone();
-                jobs.extend(&current[entry[1]].jobs);
+                jobs.extend(current[entry[1]].jobs.iter().copied());
                 next.push(Group { jobs, gpus });
                 *required -= u64::from(gpus);
             } else {
@@ -655,7 +657,7 @@ impl Muri {
                     (
                         self.sort_val[job(i).id.index()],
                         Group {
-                            jobs: vec![i],
+                            jobs: smallvec![i],
                             gpus: group.gpus,
                         },
                     )

@@ -209,14 +209,14 @@ fn without_blossom_each_slot_merges_into_its_first_job_while_demand_exceeds_capa
         1,
         (0..6)
             .map(|i| Group {
-                jobs: vec![i],
+                jobs: smallvec::smallvec![i],
                 gpus: 1,
             })
             .collect(),
     )]);
     let mut required = 6;
     let merged = merge_slots_in_order(&[1], &singles, 4, &mut required, 4);
-    let jobs: Vec<Vec<usize>> = merged[&1].iter().map(|g| g.jobs.clone()).collect();
+    let jobs: Vec<Vec<usize>> = merged[&1].iter().map(|g| g.jobs.to_vec()).collect();
     assert_eq!(jobs, vec![vec![3], vec![0, 1, 2], vec![5], vec![4]]);
     assert_eq!(required, 4);
 }
