@@ -46,11 +46,9 @@ fn groups_of(decision: &Decision) -> Vec<Vec<u32>> {
     groups
 }
 
-/// Eight one-GPU jobs, I/O-bound (even ids) and GPU-bound (odd), all waiting on one node of
-/// `gpus` GPUs: Muri-S decides once with `config`.
-fn eight_jobs_on(gpus: u32, config: MuriConfig) -> Decision {
-    let cluster = Cluster::homogeneous(1, 1, gpus, 16, 64, "V100").expect("valid");
-    let specs: Vec<JobSpec> = (0..8)
+/// Eight one-GPU jobs, I/O-bound (even ids: 2 s of I/O, 1 s of GPU) and GPU-bound (odd).
+fn eight_specs() -> Vec<JobSpec> {
+    (0..8)
         .map(|i| {
             if i % 2 == 0 {
                 spec(i, 100.0 + i as f64, 2.0, 1.0)
@@ -58,7 +56,13 @@ fn eight_jobs_on(gpus: u32, config: MuriConfig) -> Decision {
                 spec(i, 100.0 + i as f64, 1.0, 2.0)
             }
         })
-        .collect();
+        .collect()
+}
+
+/// [`eight_specs`], all waiting on one node of `gpus` GPUs: Muri-S decides once with `config`.
+fn eight_jobs_on(gpus: u32, config: MuriConfig) -> Decision {
+    let cluster = Cluster::homogeneous(1, 1, gpus, 16, 64, "V100").expect("valid");
+    let specs = eight_specs();
     let jobs: Vec<ActiveJob> = specs
         .iter()
         .map(|s| ActiveJob::submitted(s.id, 1, s.submit, s.run_time_s))
@@ -122,52 +126,9 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
     // GPU) best, so the matching pairs evens with odds, and all four pairs merge (demand 8 →
     // 4). Round two merges pairs into fours (4 → 2), which fit: two groups of four, each on one
     // GPU, two I/O-bound and two GPU-bound jobs in each.
-    let cluster = Cluster::homogeneous(1, 1, 2, 16, 64, "V100").expect("valid");
-    let specs: Vec<JobSpec> = (0..8)
-        .map(|i| {
-            if i % 2 == 0 {
-                spec(i, 100.0 + i as f64, 2.0, 1.0)
-            } else {
-                spec(i, 100.0 + i as f64, 1.0, 2.0)
-            }
-        })
-        .collect();
-    let jobs: Vec<ActiveJob> = specs
-        .iter()
-        .map(|s| ActiveJob::submitted(s.id, 1, s.submit, s.run_time_s))
-        .collect();
-    let view = SchedulerView {
-        cluster: &cluster,
-        jobs: &jobs,
-        specs: &specs,
-        current: None,
-    };
-    let mut muri = Muri::new(MuriRanking::RemainingService, MuriConfig::default()).expect("valid");
-    let decision = muri.schedule(&view, SimTime::ZERO).expect("decides");
+    let decision = eight_jobs_on(2, MuriConfig::default());
     assert_eq!(decision.run.len(), 8, "{decision:?}");
-    // Groups: follow each ring of partners.
-    let by_job: BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
-    let mut groups: Vec<Vec<u32>> = Vec::new();
-    let mut seen = BTreeSet::new();
-    for a in &decision.run {
-        if !seen.insert(a.job) {
-            continue;
-        }
-        let mut ring = vec![a.job.0];
-        let mut at = a.colocation.expect("grouped").partner;
-        while at != a.job {
-            assert!(seen.insert(at));
-            assert_eq!(
-                by_job[&at].placement, a.placement,
-                "a group shares its GPUs"
-            );
-            ring.push(at.0);
-            at = by_job[&at].colocation.expect("grouped").partner;
-        }
-        ring.sort();
-        groups.push(ring);
-    }
-    groups.sort();
+    let groups = groups_of(&decision);
     assert_eq!(groups.len(), 2, "{groups:?}");
     for g in &groups {
         assert_eq!(g.len(), 4);
@@ -188,6 +149,8 @@ fn eight_jobs_on_two_gpus_pair_io_with_gpu_work_then_merge_pairs_into_fours() {
         1,
         "both groups take one GPU of node 0: {placements:?}"
     );
+    let by_job: BTreeMap<JobId, &Assignment> = decision.run.iter().map(|a| (a.job, a)).collect();
+    let specs = eight_specs();
     for g in &groups {
         let members: Vec<&JobSpec> = g.iter().map(|&j| &specs[j as usize]).collect();
         let together = group_time(&members, JobOrder::Best, GroupFactors::MURI);
