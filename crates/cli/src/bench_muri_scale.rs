@@ -9,16 +9,17 @@
 //! scheduling points that matched, and average JCT.
 
 use anyhow::{Context, Result, bail};
-use arbiter_model::{Cluster, IterationStages, JobSpec};
+use arbiter_model::{IterationStages, JobSpec};
 use arbiter_policy::muri::{MuriConfig, MuriMatching, MuriRanking};
 use arbiter_sim::{OverheadModel, SimConfig, Summary, Window, simulate};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// Jobs by default, and GPUs per 100 jobs (`--suite scale`'s 100,000-job point: 1,024 GPUs).
+/// Jobs by default (`--suite scale`'s 100,000-job point, on 1,024 GPUs).
 const JOBS: usize = 100_000;
-const OFFERED_LOAD: f64 = 0.8;
+/// Offered load by default (`--suite scale`'s).
+const OFFERED_LOAD: f64 = crate::bench_scale::LOAD;
 
 /// A job profile of Muri's traces: stage times and iteration time.
 #[derive(Clone, Copy, Debug)]
@@ -93,14 +94,9 @@ pub fn run(point: Option<&str>, json: bool) -> Result<()> {
             },
         ),
     };
-    // 1,024 GPUs per 100,000 jobs, in whole 8-GPU nodes (at least one).
-    let nodes = ((jobs as f64 * 1024.0 / 100_000.0 / 8.0).round() as u32).max(1);
-    let (racks, per_rack) = if nodes.is_multiple_of(32) {
-        (nodes / 32, 32)
-    } else {
-        (1, nodes)
-    };
-    let cluster = Cluster::homogeneous(racks, per_rack, 8, 64, 512, "V100")?;
+    // 1,024 GPUs per 100,000 jobs (`--suite scale`'s clusters), in whole 8-GPU nodes.
+    let gpus = ((jobs as f64 * 1024.0 / 100_000.0 / 8.0).round() as u32).max(1) * 8;
+    let cluster = crate::bench_scale::cluster(gpus)?;
     let profiles = muri_profiles()?;
     let trace = stream(jobs, cluster.total_gpus(), load, &profiles);
     let config = MuriConfig {

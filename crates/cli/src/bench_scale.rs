@@ -30,13 +30,14 @@ const POLICIES: [PolicyKind; 4] = [
     PolicyKind::MaxMinFairness,
 ];
 
-/// GPUs as 8-GPU nodes in racks of 32.
-fn cluster(gpus: u32) -> Result<Cluster> {
-    let nodes = gpus.div_ceil(8);
-    let (racks, per_rack) = if nodes <= 32 {
-        (1, nodes)
+/// GPUs as 8-GPU nodes, in racks of 32 where they make whole racks (one rack otherwise, so
+/// that the cluster has the GPUs asked for, not a rack's worth more).
+pub(crate) fn cluster(gpus: u32) -> Result<Cluster> {
+    let nodes = gpus.div_ceil(8).max(1);
+    let (racks, per_rack) = if nodes.is_multiple_of(32) {
+        (nodes / 32, 32)
     } else {
-        (nodes.div_ceil(32), 32)
+        (1, nodes)
     };
     Ok(Cluster::homogeneous(racks, per_rack, 8, 64, 512, "V100")?)
 }

@@ -354,36 +354,24 @@ impl QuotaTree {
     #[inline(never)]
     fn add_dims_on_path(&self, per_node: &mut [u32], leaf: usize, by_dim: &[u32], add: bool) {
         let dims = self.dims.len();
-        let mut n = leaf;
-        loop {
+        self.walk_path(leaf, |n| {
             for (d, &g) in by_dim.iter().enumerate() {
-                let at = &mut per_node[n * dims + d];
-                *at = if add { *at + g } else { at.saturating_sub(g) };
+                if let Some(at) = per_node.get_mut(n * dims + d) {
+                    *at = count(*at, g, add);
+                }
             }
-            match self.parent_at[n] {
-                NO_PARENT => break,
-                p => n = p as usize,
-            }
-        }
+        });
     }
 
-    /// [`QuotaTree::add_on_path`] where the tree has one dimension.
+    /// [`QuotaTree::add_on_path`] where the tree has one dimension (`node` is the index: no
+    /// multiplication by the dimensions, at every start and end in the simulator).
     #[inline(always)]
     fn add_one_dim_on_path(&self, per_node: &mut [u32], leaf: usize, gpus: u32, add: bool) {
-        let mut n = leaf;
-        loop {
+        self.walk_path(leaf, |n| {
             if let Some(at) = per_node.get_mut(n) {
-                *at = if add {
-                    *at + gpus
-                } else {
-                    at.saturating_sub(gpus)
-                };
+                *at = count(*at, gpus, add);
             }
-            match self.parent_at.get(n) {
-                Some(&p) if p != NO_PARENT => n = p as usize,
-                _ => break,
-            }
-        }
+        });
     }
 
     /// [`QuotaTree::add_on_path`] for `gpus` GPUs of one dimension.
@@ -396,17 +384,22 @@ impl QuotaTree {
         add: bool,
     ) {
         let dims = self.dims.len();
+        self.walk_path(leaf, |n| {
+            if let Some(at) = per_node.get_mut(n * dims + dim) {
+                *at = count(*at, gpus, add);
+            }
+        });
+    }
+
+    /// Calls `visit` on every node from `leaf` up to the root.
+    #[inline(always)]
+    fn walk_path(&self, leaf: usize, mut visit: impl FnMut(usize)) {
         let mut n = leaf;
         loop {
-            let at = &mut per_node[n * dims + dim];
-            *at = if add {
-                *at + gpus
-            } else {
-                at.saturating_sub(gpus)
-            };
-            match self.parent_at[n] {
-                NO_PARENT => break,
-                p => n = p as usize,
+            visit(n);
+            match self.parent_at.get(n) {
+                Some(&p) if p != NO_PARENT => n = p as usize,
+                _ => break,
             }
         }
     }
@@ -545,6 +538,16 @@ impl QuotaTree {
         }
         path.reverse();
         path
+    }
+}
+
+/// `held` with `gpus` added (`add`) or taken away (never below zero).
+#[inline(always)]
+fn count(held: u32, gpus: u32, add: bool) -> u32 {
+    if add {
+        held + gpus
+    } else {
+        held.saturating_sub(gpus)
     }
 }
 
