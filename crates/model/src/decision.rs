@@ -158,9 +158,10 @@ pub enum PendingReason {
     Quota,
 }
 
-impl fmt::Display for PendingReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = match self {
+impl PendingReason {
+    /// The reason in words, as tenants read it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             PendingReason::Fragmented => "enough GPUs free, but not in the shape placement needs",
             PendingReason::InsufficientGpus => "not enough free GPUs",
             PendingReason::BlockedByHeadOfLine => "blocked behind the job at the head of the queue",
@@ -169,8 +170,13 @@ impl fmt::Display for PendingReason {
             PendingReason::NeverFits => "asks for more than the cluster has",
             PendingReason::HostResources => "GPUs free, but not enough CPU or memory next to them",
             PendingReason::Quota => "held back by its tenant's quota",
-        };
-        f.write_str(text)
+        }
+    }
+}
+
+impl fmt::Display for PendingReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -626,6 +626,116 @@ impl Gavel {
 }
 
 impl Gavel {
+    /// The round's hand-out: per GPU type in `order`, the combinations (of jobs all offered,
+    /// pairs the allocation still uses) that can run there, taken by their claim
+    /// ([`Candidate`]'s order, highest first) while the type has GPUs, each job at most once.
+    fn hand_out(
+        &self,
+        view: &SchedulerView<'_>,
+        order: &[GpuTypeId],
+        gpus_per_type: &[f64],
+        index_of: &impl Fn(JobId) -> Option<usize>,
+    ) -> Vec<Vec<Combo>> {
+        let m = gpus_per_type.len();
+        let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
+        let mut chosen: Vec<Vec<Combo>> = vec![Vec::new(); m];
+        // Per position in the view: scheduled this round.
+        let mut scheduled = vec![false; view.jobs.len()];
+        // Read once a round, not once per type (with space sharing: thousands of pairs).
+        let offered: Vec<(Combo, &JobBook, &[f64], u32)> = self
+            .books
+            .iter()
+            .filter_map(|(&combo, book)| {
+                let x = book.allocation.as_deref()?;
+                let first = index_of(combo.first())?;
+                if !combo.jobs().all(|id| index_of(id).is_some()) {
+                    return None;
+                }
+                if matches!(combo, Combo::Pair(..)) && x.iter().all(|v| *v <= 0.0) {
+                    return None; // a pair the allocation no longer uses is no candidate
+                }
+                Some((combo, book, x, view.jobs[first].gpus))
+            })
+            .collect();
+        for &k in order {
+            let ki = k.index();
+            // Claims above zero (the allocation gives the combination time on k) come before
+            // every other in the order, so the others are looked at only if GPUs are left.
+            let (mut ahead, mut behind) = (Vec::new(), Vec::new());
+            for &(combo, book, x, gpus) in &offered {
+                // A combination that needs more GPUs than are left, or one of whose jobs was
+                // scheduled on a type before, would be passed over when its turn came (what is
+                // left only shrinks, what is scheduled only grows): not a candidate.
+                if gpus > left[ki]
+                    || combo
+                        .jobs()
+                        .any(|id| index_of(id).is_some_and(|i| scheduled[i]))
+                    || !Self::can_run(view, combo, book, k)
+                {
+                    continue;
+                }
+                let candidate = self.claim(combo, book, x, ki);
+                if candidate.priority.total_cmp(&0.0).is_gt() {
+                    ahead.push(candidate);
+                } else {
+                    behind.push(candidate);
+                }
+            }
+            for candidates in [ahead, behind] {
+                if left[ki] == 0 {
+                    break;
+                }
+                // Taken in order until the type's GPUs are gone, usually long before the last
+                // one: a heap, not a sort.
+                let mut candidates = std::collections::BinaryHeap::from(candidates);
+                while let Some(Candidate { combo, .. }) = candidates.pop() {
+                    if left[ki] == 0 {
+                        break;
+                    }
+                    let gpus = view.jobs[index_of(combo.first()).unwrap_or(0)].gpus;
+                    if gpus > left[ki]
+                        || combo
+                            .jobs()
+                            .any(|id| index_of(id).is_some_and(|i| scheduled[i]))
+                    {
+                        continue;
+                    }
+                    left[ki] -= gpus;
+                    for i in combo.jobs().filter_map(index_of) {
+                        scheduled[i] = true;
+                    }
+                    chosen[ki].push(combo);
+                }
+            }
+        }
+        chosen
+    }
+
+    /// A combination's claim on type `ki`: its allocation there over the share of the type's
+    /// time it received since the last reset (an allocation with nothing received yet comes
+    /// first; none at all, last).
+    fn claim(&self, combo: Combo, book: &JobBook, x: &[f64], ki: usize) -> Candidate {
+        let allocation = x[ki];
+        let fraction = if self.type_time_s[ki] > 0.0 {
+            book.received_s[ki] / self.type_time_s[ki]
+        } else {
+            0.0
+        };
+        let priority = if allocation <= 0.0 {
+            0.0
+        } else if fraction > 0.0 {
+            allocation / fraction
+        } else {
+            allocation * 1e9
+        };
+        Candidate {
+            priority,
+            deficit_s: book.deficit_s[ki],
+            allocation,
+            combo,
+        }
+    }
+
     /// Adds the assignment(s) of a combination placed on `placement` of type `k`.
     fn assign(&self, combo: Combo, k: GpuTypeId, placement: Placement, decision: &mut Decision) {
         match combo {
@@ -751,67 +861,7 @@ impl Policy for Gavel {
                 .copied()
                 .filter(|i| *i != usize::MAX)
         };
-        let mut left: Vec<u32> = gpus_per_type.iter().map(|g| *g as u32).collect();
-        let mut chosen: Vec<Vec<Combo>> = vec![Vec::new(); m];
-        // Per position in the view: scheduled this round.
-        let mut scheduled = vec![false; view.jobs.len()];
-        let is_scheduled =
-            |scheduled: &[bool], id: JobId| index_of(id).is_some_and(|i| scheduled[i]);
-        for &k in &order {
-            let ki = k.index();
-            // Combinations that cannot run on k are never chosen there: not candidates.
-            let mut candidates: Vec<Candidate> = Vec::new();
-            for (&combo, book) in &self.books {
-                let Some(x) = book.allocation.as_ref() else {
-                    continue;
-                };
-                if !combo.jobs().all(|id| index_of(id).is_some()) {
-                    continue;
-                }
-                if matches!(combo, Combo::Pair(..)) && x.iter().all(|v| *v <= 0.0) {
-                    continue; // a pair the allocation no longer uses is no candidate
-                }
-                let allocation = x[ki];
-                let fraction = if self.type_time_s[ki] > 0.0 {
-                    book.received_s[ki] / self.type_time_s[ki]
-                } else {
-                    0.0
-                };
-                if !Self::can_run(view, combo, book, k) {
-                    continue;
-                }
-                let priority = if allocation <= 0.0 {
-                    0.0
-                } else if fraction > 0.0 {
-                    allocation / fraction
-                } else {
-                    allocation * 1e9
-                };
-                candidates.push(Candidate {
-                    priority,
-                    deficit_s: book.deficit_s[ki],
-                    allocation,
-                    combo,
-                });
-            }
-            // Taken in order until the type's GPUs are gone, usually long before the last one
-            // (with space sharing there are thousands of pairs): a heap, not a sort.
-            let mut candidates = std::collections::BinaryHeap::from(candidates);
-            while let Some(Candidate { combo, .. }) = candidates.pop() {
-                if left[ki] == 0 {
-                    break;
-                }
-                let gpus = view.jobs[index_of(combo.first()).unwrap_or(0)].gpus;
-                if combo.jobs().any(|id| is_scheduled(&scheduled, id)) || gpus > left[ki] {
-                    continue;
-                }
-                left[ki] -= gpus;
-                for i in combo.jobs().filter_map(index_of) {
-                    scheduled[i] = true;
-                }
-                chosen[ki].push(combo);
-            }
-        }
+        let mut chosen = self.hand_out(view, &order, &gpus_per_type, &index_of);
 
         // Placement: per type, largest jobs first; lease extensions before new placements.
         let mut placer = Placer::new(view.cluster, PlacementStrategy::Consolidated);

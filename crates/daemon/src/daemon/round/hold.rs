@@ -4,7 +4,6 @@
 
 use crate::records::job::JobRecord;
 use arbiter_model::{PendingReason, QuotaHold};
-use std::fmt::Write as _;
 
 /// Why a running job may not be stopped yet, and until when (Unix ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +94,7 @@ impl Hold {
         out.clear();
         let text: String = match self {
             Hold::Policy(reason) => {
-                let _ = write!(out, "{reason}");
+                out.push_str(reason.as_str());
                 return;
             }
             Hold::BackingOff {
@@ -191,6 +190,10 @@ pub(crate) fn set(job: &mut JobRecord, hold: &Hold) -> bool {
 /// [`set`] with a buffer for the words, for a pass over many jobs (no allocation for a job
 /// whose reason did not change).
 pub(crate) fn set_reusing(job: &mut JobRecord, hold: &Hold, words: &mut String) -> bool {
+    if let Hold::Policy(reason) = hold {
+        // The same words for every job (most of a full queue's): compared, not written out.
+        return set_words(job, reason.as_str());
+    }
     hold.write_words(&job.tenant, words);
     if job.pending_reason.as_deref() == Some(words.as_str()) {
         return false;
@@ -199,9 +202,9 @@ pub(crate) fn set_reusing(job: &mut JobRecord, hold: &Hold, words: &mut String) 
     true
 }
 
-/// Sets a job's reason to the quota tree's `words` (made once per kind of hold: see
-/// `explain`); returns whether it changed.
-pub(crate) fn set_quota_words(job: &mut JobRecord, words: &str) -> bool {
+/// Sets a job's reason to `words` made once for many jobs (the policy's reason, the quota
+/// tree's hold: see `explain`); returns whether it changed.
+pub(crate) fn set_words(job: &mut JobRecord, words: &str) -> bool {
     if job.pending_reason.as_deref() == Some(words) {
         return false;
     }

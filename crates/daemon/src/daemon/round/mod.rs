@@ -489,7 +489,14 @@ fn plan<'d>(
 /// lower priority. Jobs placed but held back, and jobs not offered (backing off, held by their
 /// quota), were told already.
 fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started: &BTreeSet<u32>) {
+    // Per job id: whether the policy placed it (or it started), whether it was offered.
     let mut placed = vec![false; state.jobs.len()];
+    let mut offered = vec![false; state.jobs.len()];
+    for a in active {
+        if let Some(o) = offered.get_mut(a.id.index()) {
+            *o = true;
+        }
+    }
     for id in decision
         .run
         .iter()
@@ -522,7 +529,8 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
         .iter_mut()
         .filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic)
     {
-        if placed[job.id as usize] || active.binary_search_by_key(&job.id, |a| a.id.0).is_err() {
+        let at = job.id as usize;
+        if placed.get(at).is_none_or(|&p| p) || !offered.get(at).is_some_and(|&o| o) {
             continue;
         }
         let reason = reasons
@@ -546,7 +554,7 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
             .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| (tree, h)));
         if let Some((tree, h)) = held {
             let words = quota_words.entry(h).or_insert_with(|| h.reason(tree));
-            hold::set_quota_words(job, words);
+            hold::set_words(job, words);
             continue;
         }
         match reserved {
