@@ -159,6 +159,9 @@ pub struct Gavel {
     /// Scratch, sized to the trace: each job id's position in the view (`usize::MAX`: none),
     /// reset after every round, so a round costs nothing per job of the trace.
     position: Vec<usize>,
+    /// Per job id: whether it has its book (`books` holds `Combo::Single` of it), so that a
+    /// round looks up only the jobs that are new, not every active job in the tree.
+    admitted: Vec<bool>,
 }
 
 impl Gavel {
@@ -198,6 +201,7 @@ impl Gavel {
             gandiva: gandiva::Pairing::default(),
             max_min_memo: allocation::MaxMinMemo::default(),
             position: Vec::new(),
+            admitted: Vec::new(),
         })
     }
 
@@ -573,6 +577,14 @@ impl Gavel {
         let m = view.cluster.gpu_type_names.len();
         let half = self.half_round();
         for job in view.jobs {
+            let at = job.id.index();
+            if self.admitted.get(at).is_some_and(|&a| a) {
+                continue;
+            }
+            if self.admitted.len() <= at {
+                self.admitted.resize(view.specs.len().max(at + 1), false);
+            }
+            self.admitted[at] = true;
             self.books.entry(Combo::Single(job.id)).or_insert_with(|| {
                 self.job_set_changed = true;
                 JobBook {
@@ -676,36 +688,19 @@ impl Gavel {
                 }
                 let candidate = self.claim(combo, book, x, ki);
                 if candidate.priority.total_cmp(&0.0).is_gt() {
-                    ahead.push(candidate);
+                    ahead.push((candidate, gpus));
                 } else {
-                    behind.push(candidate);
+                    behind.push((candidate, gpus));
                 }
             }
             for candidates in [ahead, behind] {
-                if left[ki] == 0 {
-                    break;
-                }
-                // Taken in order until the type's GPUs are gone, usually long before the last
-                // one: a heap, not a sort.
-                let mut candidates = std::collections::BinaryHeap::from(candidates);
-                while let Some(Candidate { combo, .. }) = candidates.pop() {
-                    if left[ki] == 0 {
-                        break;
-                    }
-                    let gpus = view.jobs[index_of(combo.first()).unwrap_or(0)].gpus;
-                    if gpus > left[ki]
-                        || combo
-                            .jobs()
-                            .any(|id| index_of(id).is_some_and(|i| scheduled[i]))
-                    {
-                        continue;
-                    }
-                    left[ki] -= gpus;
-                    for i in combo.jobs().filter_map(index_of) {
-                        scheduled[i] = true;
-                    }
-                    chosen[ki].push(combo);
-                }
+                take_by_claim(
+                    candidates,
+                    &mut left[ki],
+                    &mut scheduled,
+                    index_of,
+                    |combo| chosen[ki].push(combo),
+                );
             }
         }
         chosen
@@ -775,6 +770,65 @@ impl Gavel {
 /// The drift of a tenant's fraction of the total decayed usage after which the hierarchical
 /// allocation is recomputed.
 pub const USAGE_FRACTION_STEP: f64 = 0.01;
+
+/// Takes `candidates` (each with its GPU count) in their order, greatest claim first, while
+/// `left` GPUs remain, passing over those larger than what is left and those with a job already
+/// `scheduled` (by position, `index_of`); `take` is told each one taken.
+///
+/// One heap per GPU count: the next taken is the greatest top among the counts that fit. That is
+/// the one a single heap popped in order would take next — what it passes over on the way is
+/// passed over for good, since what is left only shrinks and what is scheduled only grows — but
+/// a candidate larger than what is left is never popped (with a queue of thousands of jobs and
+/// a few GPUs left, nearly all were).
+fn take_by_claim(
+    candidates: Vec<(Candidate, u32)>,
+    left: &mut u32,
+    scheduled: &mut [bool],
+    index_of: &impl Fn(JobId) -> Option<usize>,
+    mut take: impl FnMut(Combo),
+) {
+    let mut sizes: Vec<u32> = candidates.iter().map(|(_, gpus)| *gpus).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut by_size: Vec<Vec<Candidate>> = vec![Vec::new(); sizes.len()];
+    for (candidate, gpus) in candidates {
+        if let Ok(at) = sizes.binary_search(&gpus) {
+            by_size[at].push(candidate);
+        }
+    }
+    let mut heaps: Vec<std::collections::BinaryHeap<Candidate>> =
+        by_size.into_iter().map(Into::into).collect();
+    while *left > 0 {
+        let mut best: Option<(usize, Candidate)> = None;
+        for (at, heap) in heaps.iter_mut().enumerate() {
+            if sizes[at] > *left {
+                break; // (sizes ascend)
+            }
+            while let Some(top) = heap.peek()
+                && top
+                    .combo
+                    .jobs()
+                    .any(|id| index_of(id).is_some_and(|i| scheduled[i]))
+            {
+                heap.pop();
+            }
+            if let Some(&top) = heap.peek()
+                && best.is_none_or(|(_, b)| top > b)
+            {
+                best = Some((at, top));
+            }
+        }
+        let Some((at, Candidate { combo, .. })) = best else {
+            break;
+        };
+        heaps[at].pop();
+        *left -= sizes[at];
+        for i in combo.jobs().filter_map(index_of) {
+            scheduled[i] = true;
+        }
+        take(combo);
+    }
+}
 
 /// Each tenant's fraction of the total usage.
 fn usage_fractions(usage: &crate::fairshare::TenantUsage) -> BTreeMap<String, f64> {
@@ -963,13 +1017,25 @@ impl Policy for Gavel {
 
     fn job_finished(&mut self, spec: &JobSpec, job: &ActiveJob, now: SimTime) {
         // Credit the partial round the job ran before finishing, then forget it and every
-        // combination it was part of.
-        let combos: Vec<Combo> = self
+        // combination it was part of (where no pair has a book, only the job's own: not a pass
+        // over every book at every end).
+        let no_pairs = self
             .books
-            .keys()
-            .copied()
-            .filter(|c| c.contains(job.id))
-            .collect();
+            .range(Combo::Pair(JobId(0), JobId(0))..)
+            .next()
+            .is_none();
+        let combos: Vec<Combo> = if no_pairs {
+            vec![Combo::Single(job.id)]
+        } else {
+            self.books
+                .keys()
+                .copied()
+                .filter(|c| c.contains(job.id))
+                .collect()
+        };
+        if let Some(a) = self.admitted.get_mut(job.id.index()) {
+            *a = false;
+        }
         for combo in combos {
             if let (Some(last), Some(k)) = (self.last_round, self.last_type.remove(&combo)) {
                 let ran = now.saturating_since(last).as_secs_f64();
@@ -987,6 +1053,70 @@ impl Policy for Gavel {
 mod tests {
     use super::*;
     use arbiter_model::{Cluster, Node, NodeId, RackId, RunState};
+
+    /// The hand-out as it was: one heap, popped in order, passing over what does not fit.
+    fn take_by_one_heap(
+        candidates: &[(Candidate, u32)],
+        mut left: u32,
+        scheduled: &mut [bool],
+    ) -> Vec<Combo> {
+        let gpus_of: BTreeMap<Combo, u32> = candidates.iter().map(|(c, g)| (c.combo, *g)).collect();
+        let mut heap: std::collections::BinaryHeap<Candidate> =
+            candidates.iter().map(|(c, _)| *c).collect();
+        let mut taken = Vec::new();
+        while let Some(Candidate { combo, .. }) = heap.pop() {
+            if left == 0 {
+                break;
+            }
+            let gpus = gpus_of[&combo];
+            if gpus > left || combo.jobs().any(|id| scheduled[id.index()]) {
+                continue;
+            }
+            left -= gpus;
+            combo.jobs().for_each(|id| scheduled[id.index()] = true);
+            taken.push(combo);
+        }
+        taken
+    }
+
+    proptest::proptest! {
+        /// Heaps by GPU count take the same combinations, in the same order, as one heap.
+        #[test]
+        fn taking_by_size_is_taking_in_order(
+            claims in proptest::collection::vec(
+                (0u8..4, 0u8..3, 0u8..3, 0usize..12, 0usize..12, 0usize..5), 0..40),
+            left in 0u32..20,
+        ) {
+            let sizes = [1u32, 2, 4, 8, 3];
+            let mut seen = std::collections::BTreeSet::new();
+            let candidates: Vec<(Candidate, u32)> = claims
+                .iter()
+                .filter_map(|&(p, d, a, i, j, g)| {
+                    let combo = match i.cmp(&j) {
+                        std::cmp::Ordering::Equal => Combo::Single(JobId(i as u32)),
+                        std::cmp::Ordering::Less => Combo::Pair(JobId(i as u32), JobId(j as u32)),
+                        std::cmp::Ordering::Greater => return None,
+                    };
+                    seen.insert(combo).then_some((
+                        Candidate {
+                            priority: f64::from(p),
+                            deficit_s: f64::from(d),
+                            allocation: f64::from(a),
+                            combo,
+                        },
+                        sizes[g],
+                    ))
+                })
+                .collect();
+            let expected = take_by_one_heap(&candidates, left, &mut [false; 12]);
+            let mut taken = Vec::new();
+            let (mut l, mut scheduled) = (left, [false; 12]);
+            take_by_claim(candidates, &mut l, &mut scheduled, &|id: JobId| Some(id.index()), |c| {
+                taken.push(c)
+            });
+            proptest::prop_assert_eq!(taken, expected);
+        }
+    }
 
     /// 2 V100s (type 0) and 4 K80s (type 1), one GPU per server.
     fn cluster() -> Cluster {
