@@ -118,6 +118,9 @@ struct JobBook {
     pair_speeds: Vec<(f64, f64)>,
 }
 
+/// The least pair in the books' order: every single job's book comes before it.
+const FIRST_PAIR: Combo = Combo::Pair(JobId(0), JobId(0));
+
 /// Gavel: an allocation objective realized by rounds.
 #[derive(Clone, Debug)]
 pub struct Gavel {
@@ -346,16 +349,11 @@ impl Gavel {
         });
         let (ids, unplaceable): (Vec<JobId>, Vec<JobId>) =
             singles.partition(|id| fits(&view.specs[id.index()]));
-        for id in unplaceable {
-            if let Some(book) = self.books.get_mut(&Combo::Single(id)) {
-                book.allocation = Some(vec![0.0; m]);
-            }
-        }
+        let zeros = vec![vec![0.0; m]; unplaceable.len()];
+        self.set_allocations(&unplaceable, zeros);
         // Pairs get a fresh share from every recomputation (none unless the objective packs).
-        for (combo, book) in self.books.iter_mut() {
-            if matches!(combo, Combo::Pair(..)) {
-                book.allocation = Some(vec![0.0; m]);
-            }
+        for (_, book) in self.books.range_mut(FIRST_PAIR..) {
+            book.allocation = Some(vec![0.0; m]);
         }
         let jobs: Vec<AllocJob> = ids
             .iter()
@@ -523,25 +521,12 @@ impl Gavel {
             Objective::Gandiva => Ok(self.gandiva_allocation(view, &ids, gpus_per_type)),
         };
         match result {
-            Ok(x) => {
-                for (id, row) in ids.iter().zip(x) {
-                    if let Some(book) = self.books.get_mut(&Combo::Single(*id)) {
-                        book.allocation = Some(row);
-                    }
-                }
-            }
+            Ok(x) => self.set_allocations(&ids, x),
             // Counted, and every job falls back to its equal share so none waits forever for
             // an allocation.
             Err(_) => {
                 self.failed_recomputations += 1;
-                for (id, row) in ids
-                    .iter()
-                    .zip(allocation::equal_share(&jobs, gpus_per_type))
-                {
-                    if let Some(book) = self.books.get_mut(&Combo::Single(*id)) {
-                        book.allocation = Some(row);
-                    }
-                }
+                self.set_allocations(&ids, allocation::equal_share(&jobs, gpus_per_type));
             }
         }
     }
@@ -573,6 +558,19 @@ impl Gavel {
 
     /// Opens a book for every job seen for the first time (received time starts at half a
     /// round); a new job marks the job set as changed.
+    /// Gives jobs `ids` (ascending, as the books list them) their rows of an allocation: one walk
+    /// along the single jobs' books, not a lookup per job.
+    fn set_allocations(&mut self, ids: &[JobId], rows: impl IntoIterator<Item = Vec<f64>>) {
+        debug_assert!(ids.is_sorted());
+        let mut books = self.books.range_mut(..FIRST_PAIR).peekable();
+        for (&id, row) in ids.iter().zip(rows) {
+            while books.next_if(|(c, _)| **c < Combo::Single(id)).is_some() {}
+            if let Some((_, book)) = books.next_if(|(c, _)| **c == Combo::Single(id)) {
+                book.allocation = Some(row);
+            }
+        }
+    }
+
     fn admit_new_jobs(&mut self, view: &SchedulerView<'_>) {
         let m = view.cluster.gpu_type_names.len();
         let half = self.half_round();
@@ -1019,11 +1017,7 @@ impl Policy for Gavel {
         // Credit the partial round the job ran before finishing, then forget it and every
         // combination it was part of (where no pair has a book, only the job's own: not a pass
         // over every book at every end).
-        let no_pairs = self
-            .books
-            .range(Combo::Pair(JobId(0), JobId(0))..)
-            .next()
-            .is_none();
+        let no_pairs = self.books.range(FIRST_PAIR..).next().is_none();
         let combos: Vec<Combo> = if no_pairs {
             vec![Combo::Single(job.id)]
         } else {
