@@ -556,8 +556,6 @@ impl Gavel {
             .collect()
     }
 
-    /// Opens a book for every job seen for the first time (received time starts at half a
-    /// round); a new job marks the job set as changed.
     /// Gives jobs `ids` (ascending, as the books list them) their rows of an allocation: one walk
     /// along the single jobs' books, not a lookup per job.
     fn set_allocations(&mut self, ids: &[JobId], rows: impl IntoIterator<Item = Vec<f64>>) {
@@ -571,6 +569,8 @@ impl Gavel {
         }
     }
 
+    /// Opens a book for every job seen for the first time (received time starts at half a
+    /// round); a new job marks the job set as changed.
     fn admit_new_jobs(&mut self, view: &SchedulerView<'_>) {
         let m = view.cluster.gpu_type_names.len();
         let half = self.half_round();
@@ -677,9 +677,7 @@ impl Gavel {
                 // scheduled on a type before, would be passed over when its turn came (what is
                 // left only shrinks, what is scheduled only grows): not a candidate.
                 if gpus > left[ki]
-                    || combo
-                        .jobs()
-                        .any(|id| index_of(id).is_some_and(|i| scheduled[i]))
+                    || any_scheduled(combo, &scheduled, index_of)
                     || !Self::can_run(view, combo, book, k)
                 {
                     continue;
@@ -769,6 +767,17 @@ impl Gavel {
 /// allocation is recomputed.
 pub const USAGE_FRACTION_STEP: f64 = 0.01;
 
+/// Whether a job of `combo` is `scheduled` already (by position in the view, `index_of`).
+fn any_scheduled(
+    combo: Combo,
+    scheduled: &[bool],
+    index_of: &impl Fn(JobId) -> Option<usize>,
+) -> bool {
+    combo
+        .jobs()
+        .any(|id| index_of(id).is_some_and(|i| scheduled[i]))
+}
+
 /// Takes `candidates` (each with its GPU count) in their order, greatest claim first, while
 /// `left` GPUs remain, passing over those larger than what is left and those with a job already
 /// `scheduled` (by position, `index_of`); `take` is told each one taken.
@@ -802,11 +811,9 @@ fn take_by_claim(
             if sizes[at] > *left {
                 break; // (sizes ascend)
             }
-            while let Some(top) = heap.peek()
-                && top
-                    .combo
-                    .jobs()
-                    .any(|id| index_of(id).is_some_and(|i| scheduled[i]))
+            while heap
+                .peek()
+                .is_some_and(|top| any_scheduled(top.combo, scheduled, index_of))
             {
                 heap.pop();
             }
