@@ -615,6 +615,91 @@ pub struct Transition {
     pub why: String,
 }
 
+/// A job's transitions, oldest first, with the two times a scheduling round reads of each job
+/// kept beside them: the transitions live on the heap, and reading them for each of 100,000
+/// waiting jobs was a cache miss per job, a fifth of a round (`arbiter bench --suite
+/// daemon-scale`). Read as a slice; changed only through its methods, which keep the times.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct History {
+    transitions: Vec<Transition>,
+    /// Unix seconds of the latest transition.
+    last_at_unix_s: Option<i64>,
+    /// Unix seconds of the first transition to `running` still in `transitions`.
+    first_run_at_unix_s: Option<i64>,
+}
+
+impl History {
+    /// Adds the latest transition.
+    pub fn push(&mut self, transition: Transition) {
+        self.last_at_unix_s = Some(transition.at_unix_s);
+        if self.first_run_at_unix_s.is_none() && transition.to == StateKind::Running {
+            self.first_run_at_unix_s = Some(transition.at_unix_s);
+        }
+        self.transitions.push(transition);
+    }
+
+    /// Drops `count` transitions after the first (the submission).
+    pub fn drop_after_first(&mut self, count: usize) {
+        let end = (1 + count).min(self.transitions.len());
+        if end > 1 {
+            self.transitions.drain(1..end);
+        }
+        self.first_run_at_unix_s = first_run_at(&self.transitions);
+    }
+
+    /// Forgets every transition.
+    pub fn clear(&mut self) {
+        *self = History::default();
+    }
+
+    /// Unix seconds of the latest transition, without reading the transitions.
+    pub fn last_at_unix_s(&self) -> Option<i64> {
+        self.last_at_unix_s
+    }
+
+    /// Unix seconds of the first transition to `running` kept, without reading the transitions.
+    pub fn first_run_at_unix_s(&self) -> Option<i64> {
+        self.first_run_at_unix_s
+    }
+}
+
+fn first_run_at(transitions: &[Transition]) -> Option<i64> {
+    transitions
+        .iter()
+        .find(|t| t.to == StateKind::Running)
+        .map(|t| t.at_unix_s)
+}
+
+impl From<Vec<Transition>> for History {
+    fn from(transitions: Vec<Transition>) -> Self {
+        History {
+            last_at_unix_s: transitions.last().map(|t| t.at_unix_s),
+            first_run_at_unix_s: first_run_at(&transitions),
+            transitions,
+        }
+    }
+}
+
+impl std::ops::Deref for History {
+    type Target = [Transition];
+    fn deref(&self) -> &[Transition] {
+        &self.transitions
+    }
+}
+
+/// Written and read as the list of transitions (the times are derived).
+impl Serialize for History {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.transitions.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for History {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<Transition>::deserialize(deserializer).map(History::from)
+    }
+}
+
 /// A job state without its data: what a history records (`queued`, `running`, ... in JSON).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -704,8 +789,8 @@ pub struct JobRecord {
     /// Total steps, if the job said (turns progress into a remaining-time estimate).
     #[serde(default)]
     pub total_steps: Option<u64>,
-    /// Every transition.
-    pub history: Vec<Transition>,
+    /// Every transition (the oldest dropped past [`MAX_HISTORY`], the submission kept).
+    pub history: History,
     /// Hash of the job's own token (it reports progress with it).
     pub token_sha256: String,
     /// The checkpoint directory, fixed at submission (`None` in records written before it was:
@@ -796,7 +881,7 @@ impl JobRecord {
             last_run_gpus: None,
             deadline_admitted: None,
             total_steps: None,
-            history: Vec::new(),
+            history: History::default(),
             token_sha256,
             checkpoint_dir: None,
             retry_after_unix_s: None,
@@ -845,7 +930,7 @@ impl JobRecord {
         if self.history.len() > MAX_HISTORY {
             // Keep the submission and the latest transitions; count what was dropped.
             let drop = self.history.len() - MAX_HISTORY;
-            self.history.drain(1..1 + drop);
+            self.history.drop_after_first(drop);
             self.history_omitted += drop as u64;
         }
         if state != JobState::Queued {
@@ -892,6 +977,46 @@ pub(crate) mod tests {
         assert_eq!(parse_signal("KILL"), None);
     }
     use proptest::prelude::*;
+
+    #[test]
+    fn a_history_keeps_its_times_through_runs_drops_and_the_store() {
+        let request: SubmitRequest =
+            serde_json::from_str(r#"{"command": "train"}"#).expect("valid");
+        let mut job = JobRecord::submitted(0, "team-a", request, 10_000, String::new());
+        let scanned = |h: &History| {
+            (
+                h.last().map(|t| t.at_unix_s),
+                h.iter()
+                    .find(|t| t.to == StateKind::Running)
+                    .map(|t| t.at_unix_s),
+            )
+        };
+        let kept = |h: &History| (h.last_at_unix_s(), h.first_run_at_unix_s());
+        assert_eq!(kept(&job.history), (Some(10), None));
+        let running = |t: i64| JobState::Running {
+            gpus: vec![0],
+            pid: 7,
+            started_unix_s: t,
+        };
+        job.transition(running(20), "started", 20);
+        job.transition(JobState::Queued, "preempted", 30);
+        assert_eq!(kept(&job.history), (Some(30), Some(20)));
+        // Past the cap the first run's transition is dropped: the next run's time is kept.
+        for i in 0..MAX_HISTORY as i64 {
+            job.transition(running(40 + 2 * i), "started", 40 + 2 * i);
+            job.transition(JobState::Queued, "preempted", 41 + 2 * i);
+            assert_eq!(kept(&job.history), scanned(&job.history));
+        }
+        assert!(job.history_omitted > 0 && job.history.first_run_at_unix_s() > Some(20));
+        // Written as the list of transitions, read back with the same times.
+        let json = serde_json::to_value(&job.history).expect("json");
+        assert!(json.is_array());
+        let back: History = serde_json::from_value(json).expect("read back");
+        assert_eq!(back, job.history);
+        assert_eq!(kept(&back), scanned(&job.history));
+        job.history.clear();
+        assert_eq!(kept(&job.history), (None, None));
+    }
 
     #[test]
     fn the_time_on_gpus_counts_the_run_going_on() {

@@ -9,17 +9,82 @@
 
 use crate::records::holders::GpuHolders;
 use crate::records::job::JobRecord;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 
 /// Jobs by id; pruned ones leave an empty slot.
 #[derive(Clone, Debug, Default)]
 pub struct Jobs {
     slots: Vec<Option<JobRecord>>,
+    /// The jobs holding GPUs, brought up to date when read.
+    holding: RefCell<Holding>,
+}
+
+/// The ids of the jobs whose state holds GPUs (running or stopping), kept so that who holds
+/// which GPU costs the few thousand holders rather than a pass over every record (a round
+/// asked several times, each pass over 100,000 records a few milliseconds). Every record
+/// handed out to change (`get_mut`, `[id]`, `push`) is noted, and only those are looked at
+/// again when the set is read; `iter_mut` and reading records in bulk note every job.
+#[derive(Clone, Debug, Default)]
+struct Holding {
+    ids: BTreeSet<u32>,
+    /// Jobs handed out to change since the set was last brought up to date.
+    touched: Vec<u32>,
+    /// Whether any job may have changed (the set is counted again from every record).
+    all: bool,
 }
 
 impl Jobs {
     /// Who holds which GPU (running or stopping jobs).
     pub fn gpu_holders(&self) -> GpuHolders {
-        GpuHolders::of(self.iter())
+        self.with_holding(|jobs, ids| {
+            GpuHolders::of(ids.iter().filter_map(|&id| jobs.get(id as usize)))
+        })
+    }
+
+    /// The jobs holding GPUs (running or stopping), by id.
+    pub fn holding(&self) -> Vec<&JobRecord> {
+        self.with_holding(|jobs, ids| ids.iter().filter_map(|&id| jobs.get(id as usize)).collect())
+    }
+
+    /// `f` on the ids of the jobs holding GPUs, brought up to date first.
+    fn with_holding<'a, T>(&'a self, f: impl FnOnce(&'a Jobs, &BTreeSet<u32>) -> T) -> T {
+        let mut holding = self.holding.borrow_mut();
+        holding.update(&self.slots);
+        #[cfg(debug_assertions)]
+        {
+            let counted: BTreeSet<u32> = self
+                .iter()
+                .filter(|j| j.state.gpus().is_some())
+                .map(|j| j.id)
+                .collect();
+            debug_assert_eq!(holding.ids, counted, "the kept set of GPU holders is stale");
+        }
+        f(self, &holding.ids)
+    }
+
+    /// Notes that job `id` is handed out to change.
+    fn touch(&mut self, id: usize) {
+        let holding = self.holding.get_mut();
+        if holding.all {
+            return;
+        }
+        if holding.touched.len() > self.slots.len() {
+            // Touched more often than there are jobs (no round read the set): count afresh.
+            holding.all = true;
+            holding.touched.clear();
+        } else {
+            holding.touched.push(id as u32);
+        }
+    }
+
+    /// The reason job `id` waits, to set, and its tenant (its state cannot change through it,
+    /// so the job is not noted as changed: a round sets the reasons of every waiting job).
+    pub fn reason_of(&mut self, id: usize) -> Option<ReasonSlot<'_>> {
+        self.slots
+            .get_mut(id)
+            .and_then(|s| s.as_mut())
+            .map(ReasonSlot::of)
     }
 
     /// Jobs from records in any order (ids above the highest record's are not slots yet; ids
@@ -32,7 +97,13 @@ impl Jobs {
             let id = record.id as usize;
             slots[id] = Some(record);
         }
-        Jobs { slots }
+        Jobs {
+            slots,
+            holding: RefCell::new(Holding {
+                all: true,
+                ..Holding::default()
+            }),
+        }
     }
 
     /// Makes `len` ids given out: those beyond the last record's were pruned.
@@ -59,6 +130,7 @@ impl Jobs {
 
     /// Job `id`, to change it.
     pub fn get_mut(&mut self, id: usize) -> Option<&mut JobRecord> {
+        self.touch(id);
         self.slots.get_mut(id).and_then(|s| s.as_mut())
     }
 
@@ -78,17 +150,22 @@ impl Jobs {
 
     /// Every job on record, to change them.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut JobRecord> {
+        let holding = self.holding.get_mut();
+        holding.all = true;
+        holding.touched.clear();
         self.slots.iter_mut().filter_map(|s| s.as_mut())
     }
 
     /// Adds the next job (its id must be [`Jobs::len`]).
     pub fn push(&mut self, job: JobRecord) {
         debug_assert_eq!(job.id as usize, self.slots.len());
+        self.touch(self.slots.len());
         self.slots.push(Some(job));
     }
 
     /// Forgets job `id`'s record; returns it.
     pub fn prune(&mut self, id: usize) -> Option<JobRecord> {
+        self.touch(id);
         self.slots.get_mut(id).and_then(Option::take)
     }
 }
@@ -125,9 +202,148 @@ impl std::ops::Index<usize> for Jobs {
 
 impl std::ops::IndexMut<usize> for Jobs {
     fn index_mut(&mut self, id: usize) -> &mut JobRecord {
+        self.touch(id);
         match self.slots.get_mut(id).and_then(|s| s.as_mut()) {
             Some(job) => job,
             None => panic!("job {id} is not on record (pruned or never submitted)"),
         }
+    }
+}
+
+impl Holding {
+    /// Brings the set up to date with `slots`: every job if any may have changed, else the
+    /// jobs touched since.
+    fn update(&mut self, slots: &[Option<JobRecord>]) {
+        let holds = |id: usize| {
+            slots
+                .get(id)
+                .and_then(|s| s.as_ref())
+                .is_some_and(|j| j.state.gpus().is_some())
+        };
+        if self.all {
+            self.ids = (0..slots.len())
+                .filter(|&id| holds(id))
+                .map(|id| id as u32)
+                .collect();
+            self.all = false;
+        } else {
+            for id in self.touched.drain(..) {
+                if holds(id as usize) {
+                    self.ids.insert(id);
+                } else {
+                    self.ids.remove(&id);
+                }
+            }
+        }
+        self.touched.clear();
+    }
+}
+
+/// A job's waiting reason to set, with its tenant (the words name it): a change that cannot
+/// change the job's state.
+pub struct ReasonSlot<'a> {
+    /// The job's tenant.
+    pub tenant: &'a str,
+    /// Why it waits.
+    pub reason: &'a mut Option<String>,
+}
+
+impl<'a> ReasonSlot<'a> {
+    /// `job`'s.
+    pub fn of(job: &'a mut JobRecord) -> Self {
+        ReasonSlot {
+            tenant: &job.tenant,
+            reason: &mut job.pending_reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::job::{JobState, StopReason, SubmitRequest};
+
+    fn job(id: u32) -> JobRecord {
+        let request: SubmitRequest = serde_json::from_str(r#"{"command": "true"}"#).expect("valid");
+        JobRecord::submitted(id, "t", request, 0, String::new())
+    }
+
+    fn scanned(jobs: &Jobs) -> Vec<u32> {
+        jobs.iter()
+            .filter(|j| j.state.gpus().is_some())
+            .map(|j| j.id)
+            .collect()
+    }
+
+    fn kept(jobs: &Jobs) -> Vec<u32> {
+        jobs.holding().iter().map(|j| j.id).collect()
+    }
+
+    #[test]
+    fn the_kept_holders_follow_every_way_a_job_changes() {
+        let running = |gpu: u32| JobState::Running {
+            gpus: vec![gpu],
+            pid: 1,
+            started_unix_s: 0,
+        };
+        let mut jobs = Jobs::default();
+        for id in 0..6 {
+            jobs.push(job(id));
+        }
+        assert_eq!(kept(&jobs), Vec::<u32>::new());
+        jobs[1].state = running(0);
+        jobs.get_mut(3).expect("job 3").state = running(1);
+        assert_eq!(kept(&jobs), vec![1, 3]);
+        // Stopping still holds; a whole record replaced; a job pruned; a new job running.
+        jobs[1].state = JobState::Stopping {
+            gpus: vec![0],
+            pid: 1,
+            reason: StopReason::Preempted,
+            since_unix_s: 0,
+            signal_sent: true,
+        };
+        let mut replaced = job(4);
+        replaced.state = running(2);
+        jobs[4] = replaced;
+        jobs.get_mut(3).expect("job 3").state = JobState::Succeeded;
+        assert_eq!(kept(&jobs), vec![1, 4]);
+        jobs.prune(1);
+        let mut started = job(6);
+        started.state = running(3);
+        jobs.push(started);
+        assert_eq!(kept(&jobs), vec![4, 6]);
+        for j in jobs.iter_mut() {
+            j.state = running(j.id);
+        }
+        assert_eq!(kept(&jobs), scanned(&jobs));
+        assert_eq!(kept(&jobs), vec![0, 2, 3, 4, 5, 6]);
+        // Read back from the store: counted from the records.
+        let read = Jobs::from_records(jobs.iter().cloned().collect());
+        assert_eq!(kept(&read), scanned(&jobs));
+        // Setting a reason does not change what is held, and is not noted as a change.
+        if let Some(slot) = jobs.reason_of(0) {
+            *slot.reason = Some("waiting".into());
+        }
+        assert!(jobs.holding.borrow().touched.is_empty());
+        assert_eq!(kept(&jobs), scanned(&jobs));
+    }
+
+    #[test]
+    fn holders_touched_far_more_often_than_read_are_counted_afresh() {
+        let mut jobs = Jobs::default();
+        jobs.push(job(0));
+        for _ in 0..10 {
+            jobs[0].state = JobState::Queued;
+        }
+        assert!(
+            jobs.holding.borrow().all,
+            "more touches than jobs: counted afresh"
+        );
+        jobs[0].state = JobState::Running {
+            gpus: vec![0],
+            pid: 1,
+            started_unix_s: 0,
+        };
+        assert_eq!(kept(&jobs), vec![0]);
     }
 }

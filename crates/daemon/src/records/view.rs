@@ -2,7 +2,7 @@
 //! ones as the simulator's engine would show them ([`ActiveJob`]), so that the very same policy
 //! code decides in both worlds.
 
-use crate::records::job::{JobRecord, JobState, StateKind};
+use crate::records::job::{JobRecord, JobState};
 use crate::records::topology::Topology;
 use arbiter_model::{
     ActiveJob, Cluster, GpuRange, JobId, JobSpec, NodeId, Placement, PlacementSpeed, RunState,
@@ -178,13 +178,9 @@ pub fn active_of(
     a.failures = job.failures;
     match &job.state {
         JobState::Queued => {
-            a.pending_since = job.history.last().map_or(now, |t| sim_time_s(t.at_unix_s));
+            a.pending_since = job.history.last_at_unix_s().map_or(now, sim_time_s);
             a.accounted_at = now;
-            a.first_start = job
-                .history
-                .iter()
-                .find(|t| t.to == StateKind::Running)
-                .map(|t| sim_time_s(t.at_unix_s));
+            a.first_start = job.history.first_run_at_unix_s().map(sim_time_s);
         }
         JobState::Running {
             gpus,
@@ -193,12 +189,7 @@ pub fn active_of(
         } => {
             let since = sim_time_s(*started_unix_s).min(now);
             a.accounted_at = since;
-            a.first_start = Some(
-                job.history
-                    .iter()
-                    .find(|t| t.to == StateKind::Running)
-                    .map_or(since, |t| sim_time_s(t.at_unix_s)),
-            );
+            a.first_start = Some(job.history.first_run_at_unix_s().map_or(since, sim_time_s));
             let placement = topology
                 .placement_of(gpus)
                 .unwrap_or_else(|| Placement::single(NodeId(0), spec.gpus));
@@ -221,11 +212,7 @@ pub fn finished_of(job: &JobRecord, spec: &JobSpec) -> ActiveJob {
     a.remaining_s = 0.0;
     a.preemptions = job.preemptions;
     a.failures = job.failures;
-    a.first_start = job
-        .history
-        .iter()
-        .find(|t| t.to == StateKind::Running)
-        .map(|t| sim_time_s(t.at_unix_s));
+    a.first_start = job.history.first_run_at_unix_s().map(sim_time_s);
     a
 }
 

@@ -170,6 +170,7 @@ impl Daemon {
         let mut active = Vec::new();
         let mut retry_wake: Option<u64> = None;
         let mut array_room = array_room(state);
+        let mut words = String::new();
         let State {
             jobs,
             specs,
@@ -178,9 +179,11 @@ impl Daemon {
             dependent,
             ..
         } = &mut *state;
-        // By id: a pruned job has a spec (a placeholder) but no record.
+        // By id: a pruned job has a spec (a placeholder) but no record. (Reasons are set
+        // through `reason_of`, which cannot change a job's state: the jobs holding GPUs need not
+        // be looked at again.)
         for (id, spec) in specs.iter_mut().enumerate() {
-            let Some(job) = jobs.get_mut(id) else {
+            let Some(job) = jobs.get(id) else {
                 continue;
             };
             if let (Some(most), Some(range)) = (job.request.max_gpus, spec.elastic.as_mut())
@@ -203,31 +206,35 @@ impl Daemon {
                     range.max = (base + grow).max(range.min);
                 }
             }
-            if dependent.contains_key(&job.id) {
+            let hold = if dependent.contains_key(&job.id) {
                 // Told why by `settle_dependencies`.
+                None
             } else if job.backing_off(now_s) {
                 let at = job.retry_after_unix_s.unwrap_or(now_s);
-                hold::set(
-                    job,
-                    &Hold::BackingOff {
-                        failures: job.failures,
-                        retry_in_s: at - now_s,
-                    },
-                );
                 let at_ms = at.max(0) as u64 * 1000;
                 retry_wake = Some(retry_wake.map_or(at_ms, |w| w.min(at_ms)));
+                Some(Hold::BackingOff {
+                    failures: job.failures,
+                    retry_in_s: at - now_s,
+                })
             } else if let Some(quota) = admission.hold_of(job.id) {
-                hold::set(job, &Hold::Quota(quota));
+                Some(Hold::Quota(quota))
             } else if let Some(full) = job
                 .array
                 .filter(|_| matches!(job.state, JobState::Queued))
                 .and_then(|task| take_array_room(&mut array_room, task))
             {
-                hold::set(job, &full);
-            } else if !job.request.opportunistic
-                && let Some(a) = view::active_of(job, spec, topology, now)
-            {
-                active.push(a);
+                Some(full)
+            } else {
+                if !job.request.opportunistic
+                    && let Some(a) = view::active_of(job, spec, topology, now)
+                {
+                    active.push(a);
+                }
+                None
+            };
+            if let (Some(hold), Some(slot)) = (hold, jobs.reason_of(id)) {
+                hold::set_reusing(slot, &hold, &mut words);
             }
         }
         // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.

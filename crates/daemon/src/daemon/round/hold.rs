@@ -3,6 +3,7 @@
 //! `pending_reason`) here and nowhere else.
 
 use crate::records::job::JobRecord;
+use crate::records::jobs::ReasonSlot;
 use arbiter_model::{PendingReason, QuotaHold};
 
 /// Why a running job may not be stopped yet, and until when (Unix ms).
@@ -184,31 +185,27 @@ impl Hold {
 /// Says why `job` waits, writing the record only where the words changed (most waiting jobs
 /// wait for the same reason as at the last round). Returns whether they changed.
 pub(crate) fn set(job: &mut JobRecord, hold: &Hold) -> bool {
-    set_reusing(job, hold, &mut String::new())
+    set_reusing(ReasonSlot::of(job), hold, &mut String::new())
 }
 
-/// [`set`] with a buffer for the words, for a pass over many jobs (no allocation for a job
-/// whose reason did not change).
-pub(crate) fn set_reusing(job: &mut JobRecord, hold: &Hold, words: &mut String) -> bool {
+/// [`set`] on a job's reason alone, with a buffer for the words, for a pass over many jobs (no
+/// allocation for a job whose reason did not change).
+pub(crate) fn set_reusing(job: ReasonSlot<'_>, hold: &Hold, words: &mut String) -> bool {
     if let Hold::Policy(reason) = hold {
         // The same words for every job (most of a full queue's): compared, not written out.
-        return set_words(job, reason.as_str());
+        return set_words(job.reason, reason.as_str());
     }
-    hold.write_words(&job.tenant, words);
-    if job.pending_reason.as_deref() == Some(words.as_str()) {
-        return false;
-    }
-    job.pending_reason = Some(words.clone());
-    true
+    hold.write_words(job.tenant, words);
+    set_words(job.reason, words)
 }
 
 /// Sets a job's reason to `words` made once for many jobs (the policy's reason, the quota
 /// tree's hold: see `explain`); returns whether it changed.
-pub(crate) fn set_words(job: &mut JobRecord, words: &str) -> bool {
-    if job.pending_reason.as_deref() == Some(words) {
+pub(crate) fn set_words(reason: &mut Option<String>, words: &str) -> bool {
+    if reason.as_deref() == Some(words) {
         return false;
     }
-    job.pending_reason = Some(words.to_string());
+    *reason = Some(words.to_string());
     true
 }
 

@@ -87,7 +87,8 @@ impl Daemon {
         let now_s = (now_ms / 1000) as i64;
         let over: Vec<u32> = state
             .jobs
-            .iter()
+            .holding()
+            .into_iter()
             .filter_map(|j| match (&j.state, j.request.max_run_time_s) {
                 (JobState::Running { started_unix_s, .. }, Some(limit))
                     if i64::try_from(limit)
@@ -525,49 +526,51 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
     let quota = policy.as_deref().and_then(|p| p.quota_round());
     // Words per hold, made once: a full cluster holds most queued jobs for a handful of reasons.
     let mut quota_words: BTreeMap<arbiter_policy::quotas::QuotaHold, String> = BTreeMap::new();
-    for job in jobs
-        .iter_mut()
-        .filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic)
-    {
-        let at = job.id as usize;
+    // (Each job's reason is set through `reason_of`, which cannot change its state: the jobs
+    // holding GPUs need not be looked at again.)
+    for at in 0..jobs.len() {
+        let Some(job) = jobs
+            .get(at)
+            .filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic)
+        else {
+            continue;
+        };
         if placed.get(at).is_none_or(|&p| p) || !offered.get(at).is_some_and(|&o| o) {
             continue;
         }
         let reason = reasons
-            .get(job.id as usize)
+            .get(at)
             .copied()
             .flatten()
             .unwrap_or(PendingReason::LowerPriority);
+        let held = quota
+            .filter(|_| reason == PendingReason::Quota)
+            .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| (tree, h)));
+        if let Some((tree, h)) = held {
+            let words = quota_words.entry(h).or_insert_with(|| h.reason(tree));
+            if let Some(slot) = jobs.reason_of(at) {
+                hold::set_words(slot.reason, words);
+            }
+            continue;
+        }
         // A job kept off reserved nodes says so: the policy's words alone would not tell why
         // GPUs that look free are not its.
-        let reserved = specs
-            .get(job.id as usize)
+        let hold = specs
+            .get(at)
             .and_then(|s| s.avoid_nodes.as_ref())
             .and_then(|_| {
                 reservations
                     .iter()
                     .rev()
                     .find(|r| r.tenant.as_deref() != Some(job.tenant.as_str()))
+            })
+            .map_or(Hold::Policy(reason), |r| Hold::Reserved {
+                policy: reason,
+                what: r.describe(&job.tenant),
             });
-        let held = quota
-            .filter(|_| reason == PendingReason::Quota)
-            .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| (tree, h)));
-        if let Some((tree, h)) = held {
-            let words = quota_words.entry(h).or_insert_with(|| h.reason(tree));
-            hold::set_words(job, words);
-            continue;
+        if let Some(slot) = jobs.reason_of(at) {
+            hold::set_reusing(slot, &hold, &mut words);
         }
-        match reserved {
-            Some(r) => hold::set_reusing(
-                job,
-                &Hold::Reserved {
-                    policy: reason,
-                    what: r.describe(&job.tenant),
-                },
-                &mut words,
-            ),
-            None => hold::set_reusing(job, &Hold::Policy(reason), &mut words),
-        };
     }
 }
 
