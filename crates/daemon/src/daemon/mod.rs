@@ -196,6 +196,9 @@ pub struct State {
     /// policy offered the present (`SchedulerView::current`): a policy may keep what it learned
     /// of the present between such rounds (the quota tree keeps its tenants' running GPUs).
     pub(crate) present_exact: bool,
+    /// Jobs the last round offered the policy: the next round's list is made that size at
+    /// once (grown by doubling, a list of 100,000 was copied over and over).
+    pub(crate) offered_last_round: usize,
     /// Per job holding GPUs: the other jobs on its GPUs and since when (Unix ms) — its reports
     /// count for the co-location table once that has lasted `pairs::SETTLE_S`.
     pub(crate) sharing_since: BTreeMap<u32, (Vec<u32>, u64)>,
@@ -511,6 +514,7 @@ impl Daemon {
             pairs,
             pairs_changed: false,
             present_exact: false,
+            offered_last_round: 0,
             sharing_since: BTreeMap::new(),
             ended: BTreeMap::new(),
             submission_budget: BTreeMap::new(),

@@ -82,16 +82,8 @@ impl Daemon {
         reserved: &BTreeSet<NodeId>,
         now_s: i64,
     ) -> Result<(), DaemonError> {
-        let queued: Vec<u32> = state
-            .jobs
-            .iter()
-            .filter(|j| {
-                j.request.opportunistic
-                    && matches!(j.state, JobState::Queued)
-                    && !j.backing_off(now_s)
-            })
-            .map(|j| j.id)
-            .collect();
+        let mut queued = state.jobs.opportunistic_waiting();
+        queued.retain(|id| !state.jobs[*id as usize].backing_off(now_s));
         let mut starts = Vec::new();
         for id in queued {
             let spec = &state.specs[id as usize];

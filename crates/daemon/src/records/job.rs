@@ -3,6 +3,7 @@
 
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// A job submission (`POST /v1/jobs`).
@@ -769,8 +770,10 @@ pub struct JobRecord {
     pub preemptions: u32,
     /// Exit code of the last run.
     pub exit_code: Option<i32>,
-    /// Why the policy did not place it at the last scheduling point (while queued).
-    pub pending_reason: Option<String>,
+    /// Why the policy did not place it at the last scheduling point (while queued). Words
+    /// shared by every job (the policy's reasons) are kept as the one static text, compared by
+    /// address: a round compares the reason of every waiting job.
+    pub pending_reason: Option<Cow<'static, str>>,
     /// Latest progress report.
     pub progress: Option<Progress>,
     /// Measured steps per second on each GPU type it ran on (smoothed over reports).

@@ -16,19 +16,21 @@ use std::collections::BTreeSet;
 #[derive(Clone, Debug, Default)]
 pub struct Jobs {
     slots: Vec<Option<JobRecord>>,
-    /// The jobs holding GPUs, brought up to date when read.
+    /// The jobs holding GPUs and the waiting opportunistic ones, brought up to date when read.
     holding: RefCell<Holding>,
 }
 
-/// The ids of the jobs whose state holds GPUs (running or stopping), kept so that who holds
-/// which GPU costs the few thousand holders rather than a pass over every record (a round
-/// asked several times, each pass over 100,000 records a few milliseconds). Every record
-/// handed out to change (`get_mut`, `[id]`, `push`) is noted, and only those are looked at
-/// again when the set is read; `iter_mut` and reading records in bulk note every job.
+/// The ids of the jobs whose state holds GPUs (running or stopping) and of the opportunistic
+/// jobs waiting, kept so that who holds which GPU costs the few thousand holders rather than a
+/// pass over every record (a round asked several times, each pass over 100,000 records a few
+/// milliseconds). Every record handed out to change (`get_mut`, `[id]`, `push`) is noted, and
+/// only those are looked at again when the sets are read; `iter_mut` notes every job.
 #[derive(Clone, Debug, Default)]
 struct Holding {
     ids: BTreeSet<u32>,
-    /// Jobs handed out to change since the set was last brought up to date.
+    /// The opportunistic jobs waiting (queued).
+    opportunistic: BTreeSet<u32>,
+    /// Jobs handed out to change since the sets were last brought up to date.
     touched: Vec<u32>,
     /// Whether any job may have changed (the set is counted again from every record).
     all: bool,
@@ -47,19 +49,33 @@ impl Jobs {
         self.with_holding(|jobs, ids| ids.iter().filter_map(|&id| jobs.get(id as usize)).collect())
     }
 
+    /// The opportunistic jobs waiting (queued), by id.
+    pub fn opportunistic_waiting(&self) -> Vec<u32> {
+        let mut holding = self.holding.borrow_mut();
+        holding.update(&self.slots);
+        debug_assert_eq!(
+            holding.opportunistic,
+            self.iter()
+                .filter(|j| waits_opportunistic(j))
+                .map(|j| j.id)
+                .collect(),
+            "the kept set of waiting opportunistic jobs is stale"
+        );
+        holding.opportunistic.iter().copied().collect()
+    }
+
     /// `f` on the ids of the jobs holding GPUs, brought up to date first.
     fn with_holding<'a, T>(&'a self, f: impl FnOnce(&'a Jobs, &BTreeSet<u32>) -> T) -> T {
         let mut holding = self.holding.borrow_mut();
         holding.update(&self.slots);
-        #[cfg(debug_assertions)]
-        {
-            let counted: BTreeSet<u32> = self
-                .iter()
+        debug_assert_eq!(
+            holding.ids,
+            self.iter()
                 .filter(|j| j.state.gpus().is_some())
                 .map(|j| j.id)
-                .collect();
-            debug_assert_eq!(holding.ids, counted, "the kept set of GPU holders is stale");
-        }
+                .collect(),
+            "the kept set of GPU holders is stale"
+        );
         f(self, &holding.ids)
     }
 
@@ -214,29 +230,35 @@ impl Holding {
     /// Brings the set up to date with `slots`: every job if any may have changed, else the
     /// jobs touched since.
     fn update(&mut self, slots: &[Option<JobRecord>]) {
-        let holds = |id: usize| {
-            slots
-                .get(id)
-                .and_then(|s| s.as_ref())
-                .is_some_and(|j| j.state.gpus().is_some())
-        };
         if self.all {
-            self.ids = (0..slots.len())
-                .filter(|&id| holds(id))
-                .map(|id| id as u32)
-                .collect();
+            self.ids.clear();
+            self.opportunistic.clear();
+            self.touched.clear();
+            self.touched.extend(0..slots.len() as u32);
             self.all = false;
-        } else {
-            for id in self.touched.drain(..) {
-                if holds(id as usize) {
-                    self.ids.insert(id);
+        }
+        for id in self.touched.drain(..) {
+            let job = slots.get(id as usize).and_then(|s| s.as_ref());
+            for (set, is) in [
+                (&mut self.ids, job.is_some_and(|j| j.state.gpus().is_some())),
+                (
+                    &mut self.opportunistic,
+                    job.is_some_and(waits_opportunistic),
+                ),
+            ] {
+                if is {
+                    set.insert(id);
                 } else {
-                    self.ids.remove(&id);
+                    set.remove(&id);
                 }
             }
         }
-        self.touched.clear();
     }
+}
+
+/// Whether `job` is an opportunistic job waiting for idle GPUs.
+fn waits_opportunistic(job: &JobRecord) -> bool {
+    job.request.opportunistic && matches!(job.state, crate::records::job::JobState::Queued)
 }
 
 /// A job's waiting reason to set, with its tenant (the words name it): a change that cannot
@@ -245,7 +267,7 @@ pub struct ReasonSlot<'a> {
     /// The job's tenant.
     pub tenant: &'a str,
     /// Why it waits.
-    pub reason: &'a mut Option<String>,
+    pub reason: &'a mut Option<std::borrow::Cow<'static, str>>,
 }
 
 impl<'a> ReasonSlot<'a> {
@@ -320,6 +342,16 @@ mod tests {
         // Read back from the store: counted from the records.
         let read = Jobs::from_records(jobs.iter().cloned().collect());
         assert_eq!(kept(&read), scanned(&jobs));
+        // Opportunistic jobs waiting: kept as they are submitted, start and end.
+        let mut spare = job(7);
+        spare.request.opportunistic = true;
+        jobs.push(spare);
+        assert_eq!(jobs.opportunistic_waiting(), vec![7]);
+        jobs[7].state = running(7);
+        assert_eq!(jobs.opportunistic_waiting(), Vec::<u32>::new());
+        jobs.get_mut(7).expect("job 7").state = JobState::Queued;
+        assert_eq!(jobs.opportunistic_waiting(), vec![7]);
+        assert_eq!(kept(&jobs), scanned(&jobs));
         // Setting a reason does not change what is held, and is not noted as a change.
         if let Some(slot) = jobs.reason_of(0) {
             *slot.reason = Some("waiting".into());

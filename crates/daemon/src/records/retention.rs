@@ -78,7 +78,7 @@ pub(crate) fn approx_record_bytes(job: &JobRecord) -> u64 {
             .iter()
             .map(|t| t.why.len() + t.to.name().len() + 40)
             .sum::<usize>()
-        + job.pending_reason.as_ref().map_or(0, String::len);
+        + job.pending_reason.as_ref().map_or(0, |r| r.len());
     (text + 1024) as u64
 }
 

@@ -167,7 +167,7 @@ impl Daemon {
         let now = SimTime::from_ms(now_ms);
         let admission = admission(state, now_s);
         let mut spare_gpus = admission.spare_gpus.clone();
-        let mut active = Vec::new();
+        let mut active = Vec::with_capacity(state.offered_last_round);
         let mut retry_wake: Option<u64> = None;
         let mut array_room = array_room(state);
         let mut words = String::new();
@@ -237,6 +237,7 @@ impl Daemon {
                 hold::set_reusing(slot, &hold, &mut words);
             }
         }
+        state.offered_last_round = active.len();
         // Nodes that take no new runs (drained or down in Slurm) offer only what runs there.
         let reduced =
             crate::daemon::round::usable_cluster(state, &self.executor.unavailable_nodes());

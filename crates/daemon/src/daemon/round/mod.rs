@@ -554,10 +554,10 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
             continue;
         }
         // A job kept off reserved nodes says so: the policy's words alone would not tell why
-        // GPUs that look free are not its.
-        let hold = specs
-            .get(at)
-            .and_then(|s| s.avoid_nodes.as_ref())
+        // GPUs that look free are not its. (Its spec is read only when there are reservations.)
+        let hold = (!reservations.is_empty())
+            .then(|| specs.get(at).and_then(|s| s.avoid_nodes.as_ref()))
+            .flatten()
             .and_then(|_| {
                 reservations
                     .iter()
