@@ -233,7 +233,9 @@ impl Daemon {
                 }
                 None
             };
-            if let (Some(hold), Some(slot)) = (hold, jobs.reason_of(id)) {
+            if let Some(hold) = hold
+                && let Some(slot) = jobs.reason_of(id)
+            {
                 hold::set_reusing(slot, &hold, &mut words);
             }
         }

@@ -194,7 +194,7 @@ pub(crate) fn set(job: &mut JobRecord, hold: &Hold) -> bool {
 pub(crate) fn set_reusing(job: ReasonSlot<'_>, hold: &Hold, words: &mut String) -> bool {
     if let Hold::Policy(reason) = hold {
         // The same words for every job (most of a full queue's): compared, not written out.
-        return set_static(job.reason, reason.as_str());
+        return crate::records::jobs::set_static_reason(job.reason, reason.as_str());
     }
     hold.write_words(job.tenant, words);
     set_words(job.reason, words)
@@ -208,19 +208,6 @@ pub(crate) fn set_words(reason: &mut Option<Cow<'static, str>>, words: &str) -> 
     }
     *reason = Some(Cow::Owned(words.to_string()));
     true
-}
-
-/// [`set_words`] for words every job shares (the policy's reasons): kept as the static text, so
-/// that the next round compares its address rather than reading the words.
-fn set_static(reason: &mut Option<Cow<'static, str>>, words: &'static str) -> bool {
-    if let Some(Cow::Borrowed(now)) = reason
-        && std::ptr::eq(*now, words)
-    {
-        return false;
-    }
-    let changed = reason.as_deref() != Some(words);
-    *reason = Some(Cow::Borrowed(words));
-    changed
 }
 
 #[cfg(test)]

@@ -490,14 +490,8 @@ fn plan<'d>(
 /// lower priority. Jobs placed but held back, and jobs not offered (backing off, held by their
 /// quota), were told already.
 fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started: &BTreeSet<u32>) {
-    // Per job id: whether the policy placed it (or it started), whether it was offered.
+    // Per job id: whether the policy placed it (or it started).
     let mut placed = vec![false; state.jobs.len()];
-    let mut offered = vec![false; state.jobs.len()];
-    for a in active {
-        if let Some(o) = offered.get_mut(a.id.index()) {
-            *o = true;
-        }
-    }
     for id in decision
         .run
         .iter()
@@ -526,16 +520,15 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
     let quota = policy.as_deref().and_then(|p| p.quota_round());
     // Words per hold, made once: a full cluster holds most queued jobs for a handful of reasons.
     let mut quota_words: BTreeMap<arbiter_policy::quotas::QuotaHold, String> = BTreeMap::new();
-    // (Each job's reason is set through `reason_of`, which cannot change its state: the jobs
-    // holding GPUs need not be looked at again.)
-    for at in 0..jobs.len() {
-        let Some(job) = jobs
-            .get(at)
-            .filter(|j| matches!(j.state, JobState::Queued) && !j.request.opportunistic)
-        else {
-            continue;
-        };
-        if placed.get(at).is_none_or(|&p| p) || !offered.get(at).is_some_and(|&o| o) {
+    // The jobs told here: offered, still waiting now (not started meanwhile, not cancelled
+    // while an agent decided), not placed.
+    let waits = |j: &JobRecord| matches!(j.state, JobState::Queued) && !j.request.opportunistic;
+    // (Each reason is set through `reason_of` or `set_shared_reason`, which cannot change a
+    // job's state: the jobs holding GPUs need not be looked at again. The policy's reason, most
+    // waiting jobs', is set without reading the record when the job already has it.)
+    for a in active {
+        let at = a.id.index();
+        if placed.get(at).is_none_or(|&p| p) {
             continue;
         }
         let reason = reasons
@@ -545,7 +538,18 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
             .unwrap_or(PendingReason::LowerPriority);
         let held = quota
             .filter(|_| reason == PendingReason::Quota)
-            .and_then(|(tree, round)| round.hold_of(JobId(job.id)).map(|h| (tree, h)));
+            .and_then(|(tree, round)| round.hold_of(a.id).map(|h| (tree, h)));
+        // A job kept off reserved nodes says so: the policy's words alone would not tell why
+        // GPUs that look free are not its. (Its spec is read only when there are reservations.)
+        let avoids =
+            !reservations.is_empty() && specs.get(at).is_some_and(|s| s.avoid_nodes.is_some());
+        if held.is_none() && !avoids {
+            jobs.set_shared_reason(at, reason.as_str(), waits);
+            continue;
+        }
+        let Some(job) = jobs.get(at).filter(|j| waits(j)) else {
+            continue;
+        };
         if let Some((tree, h)) = held {
             let words = quota_words.entry(h).or_insert_with(|| h.reason(tree));
             if let Some(slot) = jobs.reason_of(at) {
@@ -553,17 +557,10 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
             }
             continue;
         }
-        // A job kept off reserved nodes says so: the policy's words alone would not tell why
-        // GPUs that look free are not its. (Its spec is read only when there are reservations.)
-        let hold = (!reservations.is_empty())
-            .then(|| specs.get(at).and_then(|s| s.avoid_nodes.as_ref()))
-            .flatten()
-            .and_then(|_| {
-                reservations
-                    .iter()
-                    .rev()
-                    .find(|r| r.tenant.as_deref() != Some(job.tenant.as_str()))
-            })
+        let hold = reservations
+            .iter()
+            .rev()
+            .find(|r| r.tenant.as_deref() != Some(job.tenant.as_str()))
             .map_or(Hold::Policy(reason), |r| Hold::Reserved {
                 policy: reason,
                 what: r.describe(&job.tenant),
