@@ -3,9 +3,12 @@
 //! (`records/retention.rs`): a pruned job costs its empty slot (the record's inline size, ~770 bytes) and
 //! its placeholder in the policy's specs (~350 bytes), not the text and history it held.
 //!
-//! Slots hold records inline, not boxed: every round walks all of them several times, and with
+//! Slots hold records inline, not boxed: a round's snapshot walks all of them, and with
 //! 100,000 boxed records a steady round took 47 ms instead of 31 (`arbiter bench --suite
-//! daemon-scale`: the records scattered over the heap defeat the prefetcher).
+//! daemon-scale`: the records scattered over the heap defeat the prefetcher). What a round
+//! would otherwise find by walking them all again — the jobs holding GPUs, the opportunistic
+//! jobs waiting, the waiting reasons that stand — is kept here, from the records handed out to
+//! change.
 
 use crate::records::holders::GpuHolders;
 use crate::records::job::JobRecord;
