@@ -60,21 +60,16 @@ impl Jobs {
 
     /// The opportunistic jobs waiting (queued), by id.
     pub fn opportunistic_waiting(&self) -> Vec<u32> {
-        let mut holding = self.holding.borrow_mut();
-        holding.update(&self.slots);
-        debug_assert_eq!(
-            holding.opportunistic,
-            self.iter()
-                .filter(|j| waits_opportunistic(j))
-                .map(|j| j.id)
-                .collect(),
-            "the kept set of waiting opportunistic jobs is stale"
-        );
-        holding.opportunistic.iter().copied().collect()
+        self.kept().opportunistic.iter().copied().collect()
     }
 
     /// `f` on the ids of the jobs holding GPUs, brought up to date first.
     fn with_holding<'a, T>(&'a self, f: impl FnOnce(&'a Jobs, &BTreeSet<u32>) -> T) -> T {
+        f(self, &self.kept().ids)
+    }
+
+    /// The kept sets, brought up to date (debug builds check them against every record).
+    fn kept(&self) -> std::cell::RefMut<'_, Holding> {
         let mut holding = self.holding.borrow_mut();
         holding.update(&self.slots);
         debug_assert_eq!(
@@ -85,14 +80,27 @@ impl Jobs {
                 .collect(),
             "the kept set of GPU holders is stale"
         );
-        f(self, &holding.ids)
+        debug_assert_eq!(
+            holding.opportunistic,
+            self.iter()
+                .filter(|j| waits_opportunistic(j))
+                .map(|j| j.id)
+                .collect(),
+            "the kept set of waiting opportunistic jobs is stale"
+        );
+        holding
+    }
+
+    /// Forgets the shared reason kept for job `id` (its record is handed out).
+    fn forget_shared_reason(&mut self, id: usize) {
+        if let Some(words) = self.shared_reason.get_mut(id) {
+            *words = None;
+        }
     }
 
     /// Notes that job `id` is handed out to change.
     fn touch(&mut self, id: usize) {
-        if let Some(words) = self.shared_reason.get_mut(id) {
-            *words = None;
-        }
+        self.forget_shared_reason(id);
         let holding = self.holding.get_mut();
         if holding.all {
             return;
@@ -109,9 +117,7 @@ impl Jobs {
     /// The reason job `id` waits, to set, and its tenant (its state cannot change through it,
     /// so the job is not noted as changed: a round sets the reasons of every waiting job).
     pub fn reason_of(&mut self, id: usize) -> Option<ReasonSlot<'_>> {
-        if let Some(words) = self.shared_reason.get_mut(id) {
-            *words = None;
-        }
+        self.forget_shared_reason(id);
         self.slots
             .get_mut(id)
             .and_then(|s| s.as_mut())
