@@ -141,6 +141,30 @@ fn quotas_are_the_admins_hold_at_limits_reclaim_for_owners_and_show_each_tenant_
         reason.contains("b at its a100 borrowing limit (2: 2 guaranteed + 0 borrowed)"),
         "{reason}"
     );
+    // The admin changes b's quota, its limit the same: the held job's words follow the tree
+    // (the daemon keeps a hold's words between rounds, and forgets them with the tree).
+    cli_ok(
+        &daemon,
+        &admin,
+        &[
+            "quota",
+            "set",
+            "b",
+            "--gpu-type",
+            "a100",
+            "--guaranteed",
+            "1",
+            "--borrowing-limit",
+            "1",
+        ],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let changed = "b at its a100 borrowing limit (2: 1 guaranteed + 1 borrowed)";
+    while !reason.contains(changed) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        reason = reason_of();
+    }
+    assert!(reason.contains(changed), "{reason}");
     for j in &b_jobs {
         cli_ok(&daemon, &token_b, &["cancel", &j.to_string()]);
     }

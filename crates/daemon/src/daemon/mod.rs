@@ -199,6 +199,9 @@ pub struct State {
     /// Jobs the last round offered the policy: the next round's list is made that size at
     /// once (grown by doubling, a list of 100,000 was copied over and over).
     pub(crate) offered_last_round: usize,
+    /// The quota tree the holds kept as waiting reasons (`Jobs::set_quota_reason`) were worded
+    /// under: when the policy's tree is another, they are forgotten.
+    pub(crate) worded_quota_tree: Option<arbiter_policy::quotas::QuotaTree>,
     /// Per job holding GPUs: the other jobs on its GPUs and since when (Unix ms) — its reports
     /// count for the co-location table once that has lasted `pairs::SETTLE_S`.
     pub(crate) sharing_since: BTreeMap<u32, (Vec<u32>, u64)>,
@@ -515,6 +518,7 @@ impl Daemon {
             pairs_changed: false,
             present_exact: false,
             offered_last_round: 0,
+            worded_quota_tree: None,
             sharing_since: BTreeMap::new(),
             ended: BTreeMap::new(),
             submission_budget: BTreeMap::new(),

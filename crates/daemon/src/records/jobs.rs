@@ -12,6 +12,7 @@
 
 use crate::records::holders::GpuHolders;
 use crate::records::job::JobRecord;
+use arbiter_policy::quotas::QuotaHold;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -22,11 +23,32 @@ pub struct Jobs {
     slots: Vec<Option<JobRecord>>,
     /// The jobs holding GPUs and the waiting opportunistic ones, brought up to date when read.
     holding: RefCell<Holding>,
-    /// Per job id, the shared words its waiting reason was last set to through
-    /// [`Jobs::set_shared_reason`], forgotten as soon as the job is handed out to change in
-    /// any other way: a round then knows a waiting job's reason stands without reading its
-    /// record (one record of 770 bytes for each of 100,000 waiting jobs per round).
-    shared_reason: Vec<Option<&'static str>>,
+    /// Per job id, the shared reason its waiting reason was last set to through
+    /// [`Jobs::set_shared_reason`] or [`Jobs::set_quota_reason`], forgotten as soon as the job
+    /// is handed out to change in any other way: a round then knows a waiting job's reason
+    /// stands without reading its record (one record of 770 bytes for each of 100,000 waiting
+    /// jobs per round).
+    shared_reason: Vec<Option<SharedReason>>,
+}
+
+/// A waiting reason many jobs share, as a round knows it without its words.
+#[derive(Clone, Copy, Debug)]
+enum SharedReason {
+    /// A policy's fixed words (compared by address).
+    Policy(&'static str),
+    /// The quota tree's hold, without what its words leave out
+    /// ([`QuotaHold::without_counts`]): its words are made from it and the tree.
+    Quota(QuotaHold),
+}
+
+impl PartialEq for SharedReason {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (SharedReason::Policy(a), SharedReason::Policy(b)) => std::ptr::eq(*a, *b),
+            (SharedReason::Quota(a), SharedReason::Quota(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// The ids of the jobs whose state holds GPUs (running or stopping) and of the opportunistic
@@ -134,16 +156,66 @@ impl Jobs {
         words: &'static str,
         waits: impl Fn(&JobRecord) -> bool,
     ) -> bool {
+        self.set_kept_reason(id, SharedReason::Policy(words), waits, |reason| {
+            set_static_reason(reason, words)
+        })
+    }
+
+    /// [`Jobs::set_shared_reason`] for the quota tree's `hold` (the words it and the tree make:
+    /// `words`, asked only when the record is written). The holds kept are the tree's: call
+    /// [`Jobs::forget_quota_reasons`] when the tree changes.
+    pub fn set_quota_reason<'w>(
+        &mut self,
+        id: usize,
+        hold: QuotaHold,
+        waits: impl Fn(&JobRecord) -> bool,
+        words: impl FnOnce() -> &'w str,
+    ) -> bool {
+        self.set_kept_reason(
+            id,
+            SharedReason::Quota(hold.without_counts()),
+            waits,
+            |reason| {
+                let words = words();
+                if reason.as_deref() == Some(words) {
+                    return false;
+                }
+                *reason = Some(Cow::Owned(words.to_string()));
+                true
+            },
+        )
+    }
+
+    /// Forgets the quota holds kept as reasons (the tree that words them changed).
+    pub fn forget_quota_reasons(&mut self) {
+        for kept in &mut self.shared_reason {
+            if matches!(kept, Some(SharedReason::Quota(_))) {
+                *kept = None;
+            }
+        }
+    }
+
+    /// Sets job `id`'s reason with `write` unless `shared` is kept for it, and keeps `shared`.
+    fn set_kept_reason(
+        &mut self,
+        id: usize,
+        shared: SharedReason,
+        waits: impl Fn(&JobRecord) -> bool,
+        write: impl FnOnce(&mut Option<Cow<'static, str>>) -> bool,
+    ) -> bool {
         if self
             .shared_reason
             .get(id)
             .copied()
             .flatten()
-            .is_some_and(|kept| std::ptr::eq(kept, words))
+            .is_some_and(|kept| kept == shared)
         {
             debug_assert!(
-                self.get(id)
-                    .is_some_and(|j| waits(j) && j.pending_reason.as_deref() == Some(words)),
+                self.get(id).is_some_and(|j| waits(j)
+                    && match shared {
+                        SharedReason::Policy(words) => j.pending_reason.as_deref() == Some(words),
+                        SharedReason::Quota(_) => j.pending_reason.is_some(),
+                    }),
                 "job {id}'s kept reason is stale"
             );
             return false;
@@ -154,12 +226,12 @@ impl Jobs {
         if !waits(job) {
             return false;
         }
-        let changed = set_static_reason(&mut job.pending_reason, words);
+        let changed = write(&mut job.pending_reason);
         if self.shared_reason.len() <= id {
             self.shared_reason
                 .resize(self.slots.len().max(id + 1), None);
         }
-        self.shared_reason[id] = Some(words);
+        self.shared_reason[id] = Some(shared);
         changed
     }
 
@@ -487,6 +559,45 @@ mod tests {
         }
         assert!(jobs.set_shared_reason(1, busy, waits));
         assert_eq!(jobs[1].pending_reason.as_deref(), Some(busy));
+    }
+
+    #[test]
+    fn a_quota_reason_is_worded_again_only_when_its_words_would_change() {
+        let waits = |j: &JobRecord| matches!(j.state, JobState::Queued);
+        let mut jobs = Jobs::default();
+        jobs.push(job(0));
+        let not_lent = |room, gpus| QuotaHold::NotLent { dim: 0, room, gpus };
+        let asked = std::cell::Cell::new(0);
+        let set = |jobs: &mut Jobs, hold, words: &'static str| {
+            jobs.set_quota_reason(0, hold, waits, || {
+                asked.set(asked.get() + 1);
+                words
+            })
+        };
+        assert!(set(&mut jobs, not_lent(3, 2), "needs 2"));
+        assert_eq!(jobs[0].pending_reason.as_deref(), Some("needs 2"));
+        // The room left is not in the words: the record is not read, the words not made.
+        assert!(!set(&mut jobs, not_lent(0, 2), "needs 2"));
+        assert_eq!(asked.get(), 1);
+        // Another job size is other words.
+        assert!(set(&mut jobs, not_lent(0, 4), "needs 4"));
+        assert_eq!(asked.get(), 2);
+        // A policy's reason in between, then the hold again: worded again.
+        assert!(jobs.set_shared_reason(0, "not enough free GPUs", waits));
+        assert!(set(&mut jobs, not_lent(0, 4), "needs 4"));
+        assert_eq!(asked.get(), 3);
+        // Another tree words the same hold otherwise: forgotten, worded again.
+        jobs.forget_quota_reasons();
+        assert!(set(&mut jobs, not_lent(0, 4), "needs 4 of team-b's"));
+        assert_eq!(
+            jobs[0].pending_reason.as_deref(),
+            Some("needs 4 of team-b's")
+        );
+        // A change to the job forgets it too: the record is read and the words made again
+        // (the same here, so the record is not written).
+        jobs[0].transition(JobState::Queued, "requeued", 3);
+        assert!(!set(&mut jobs, not_lent(0, 4), "needs 4 of team-b's"));
+        assert_eq!(asked.get(), 5);
     }
 
     #[test]

@@ -119,7 +119,7 @@ impl Quotas {
                 round::plan_with(tree, view, now, None, &mut self.keys, last)
             }
         };
-        let undisturbed = round.holds.is_empty()
+        let undisturbed = !round.has_holds()
             && round.reclaimed.is_empty()
             && (!round.guaranteed_waiting || round.admitted_borrowing.is_empty());
         let mut decision = if undisturbed {
@@ -151,13 +151,13 @@ impl Quotas {
         };
         let kept = view.current.is_some().then_some(&self.held);
         let dropped = keep_limits(tree, view, kept, &self.keys, decision);
-        if !round.holds.is_empty() || !dropped.is_empty() {
+        if round.has_holds() || !dropped.is_empty() {
             decision
                 .pending
-                .retain(|(j, _)| round.hold_of(*j).is_none() && !dropped.contains(j));
+                .retain(|(j, _)| !round.is_held(*j) && !dropped.contains(j));
             decision
                 .pending
-                .extend(round.holds.iter().map(|(j, _)| (*j, PendingReason::Quota)));
+                .extend(round.held_jobs().map(|j| (j, PendingReason::Quota)));
             decision
                 .pending
                 .extend(dropped.iter().map(|j| (*j, PendingReason::Quota)));

@@ -14,10 +14,15 @@
 //! limit. A job of a class that is not preemptible runs only within guaranteed quota (KAI's
 //! rule): borrowed GPUs must be given back when their owner asks.
 
+mod by_class;
+
 use super::share::{entitlements, protected_idle};
 use super::tree::QuotaTree;
 use crate::SchedulerView;
 use arbiter_model::{ActiveJob, JobId, SimTime, TenantName};
+use by_class::ByClass;
+#[cfg(test)]
+pub(crate) use by_class::JOB_BY_JOB;
 use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -58,11 +63,14 @@ pub enum QuotaHold {
 type ByDim = smallvec::SmallVec<[u32; 2]>;
 
 /// What the quota tree decided at one round.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct QuotaRound {
-    /// Waiting jobs held back, with why: sorted by id when they are few, else in the order they
-    /// were decided (use [`QuotaRound::hold_of`] to look one up).
-    pub holds: Vec<(JobId, QuotaHold)>,
+    /// Waiting jobs held back one by one, with why: sorted by id when they are few, else in the
+    /// order they were decided. Most of a round's are held by class instead where it can
+    /// ([`ByClass`]): use [`QuotaRound::hold_of`] and [`QuotaRound::holds`].
+    holds: Vec<(JobId, QuotaHold)>,
+    /// Waiting jobs held back by class.
+    by_class: ByClass,
     /// Running jobs reclaimed (preempted) for guaranteed quota, sorted by id.
     pub reclaimed: Vec<JobId>,
     /// Running jobs beyond their tenant's guaranteed quota: reclaimable. Sorted by id.
@@ -88,22 +96,21 @@ impl QuotaRound {
     /// decided in and get a position per job id, so that a round costs what its holds do and a
     /// simulation's round not what its whole trace does.
     fn index_holds(&mut self, jobs: usize) {
-        let last = self
-            .holds
-            .iter()
-            .map(|(j, _)| j.index())
-            .chain(self.reclaimed.iter().map(|j| j.index()))
-            .max();
-        self.blocked.clear();
-        self.blocked.resize(last.map_or(0, |l| l / 64 + 1), 0);
-        for job in self
-            .holds
-            .iter()
-            .map(|(j, _)| *j)
-            .chain(self.reclaimed.iter().copied())
-        {
-            self.blocked[job.index() / 64] |= 1 << (job.index() % 64);
+        let blocked = || {
+            self.holds
+                .iter()
+                .map(|(j, _)| *j)
+                .chain(self.by_class.ids().iter().copied())
+                .chain(self.reclaimed.iter().copied())
+        };
+        let last = blocked().map(|j| j.index()).max();
+        let mut bits = std::mem::take(&mut self.blocked);
+        bits.clear();
+        bits.resize(last.map_or(0, |l| l / 64 + 1), 0);
+        for job in blocked() {
+            bits[job.index() / 64] |= 1 << (job.index() % 64);
         }
+        self.blocked = bits;
         self.hold_at.clear();
         if self.holds.len() < jobs / 8 {
             self.holds.sort_unstable_by_key(|(j, _)| *j);
@@ -119,13 +126,22 @@ impl QuotaRound {
 
     /// Whether the policy is offered `job` this round (not held back, not reclaimed).
     pub fn offered(&self, job: JobId) -> bool {
-        self.blocked
-            .get(job.index() / 64)
-            .is_none_or(|w| w & (1 << (job.index() % 64)) == 0)
+        !self.is_blocked(job)
     }
 
     /// Why `job` is held back, if it is.
     pub fn hold_of(&self, job: JobId) -> Option<QuotaHold> {
+        if self.by_class.is_active() && self.is_blocked(job) {
+            // (Every job blocked is held: nothing is reclaimed in such a round.)
+            return self
+                .held_one_by_one(job)
+                .or_else(|| self.by_class.hold_of(job));
+        }
+        self.held_one_by_one(job)
+    }
+
+    /// Why `job` is held back, if it is held one by one (`holds`).
+    fn held_one_by_one(&self, job: JobId) -> Option<QuotaHold> {
         if self.hold_at.is_empty() {
             return self
                 .holds
@@ -137,6 +153,55 @@ impl QuotaRound {
             .get(job.index())
             .and_then(|&at| self.holds.get(at as usize))
             .map(|(_, h)| *h)
+    }
+
+    /// Whether `job` is held back.
+    pub fn is_held(&self, job: JobId) -> bool {
+        if self.by_class.is_active() {
+            return self.is_blocked(job);
+        }
+        self.hold_of(job).is_some()
+    }
+
+    /// Whether any waiting job is held back.
+    pub fn has_holds(&self) -> bool {
+        !self.holds.is_empty() || !self.by_class.ids().is_empty()
+    }
+
+    /// How many waiting jobs are held back.
+    pub fn held_count(&self) -> usize {
+        self.holds.len() + self.by_class.ids().len()
+    }
+
+    /// The jobs held back, in the order [`QuotaRound::holds`] gives them.
+    pub fn held_jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.holds
+            .iter()
+            .map(|(j, _)| *j)
+            .chain(self.by_class.ids().iter().copied())
+    }
+
+    /// The jobs held back with why: one by one as decided, or by class in the order seen.
+    pub fn holds(&self) -> impl Iterator<Item = (JobId, QuotaHold)> + '_ {
+        self.holds.iter().copied().chain(
+            self.by_class
+                .ids()
+                .iter()
+                .filter_map(|&j| self.by_class.hold_of(j).map(|h| (j, h))),
+        )
+    }
+
+    /// Whether this round held waiting jobs by class.
+    #[cfg(test)]
+    pub(crate) fn holds_by_class(&self) -> bool {
+        self.by_class.is_active()
+    }
+
+    /// Whether `job`'s bit is set in `blocked`.
+    fn is_blocked(&self, job: JobId) -> bool {
+        self.blocked
+            .get(job.index() / 64)
+            .is_some_and(|w| w & (1 << (job.index() % 64)) != 0)
     }
 }
 
@@ -158,6 +223,28 @@ impl QuotaHold {
                 gpus,
             },
             QuotaHold::NotLent { dim, room, gpus: _ } => QuotaHold::NotLent { dim, room, gpus },
+            QuotaHold::NotPreemptible { dim } => QuotaHold::NotPreemptible { dim },
+        }
+    }
+
+    /// The same hold without the GPUs in use or the room left, which its words leave out: two
+    /// holds that are equal so are worded alike (under the same tree).
+    pub fn without_counts(self) -> QuotaHold {
+        match self {
+            QuotaHold::Limit {
+                node,
+                dim,
+                limit,
+                used: _,
+                gpus,
+            } => QuotaHold::Limit {
+                node,
+                dim,
+                limit,
+                used: 0,
+                gpus,
+            },
+            QuotaHold::NotLent { dim, room: _, gpus } => QuotaHold::NotLent { dim, room: 0, gpus },
             QuotaHold::NotPreemptible { dim } => QuotaHold::NotPreemptible { dim },
         }
     }
@@ -620,28 +707,36 @@ pub(crate) fn plan_with(
         }
     }
     let held = ledger.used.clone();
-    let Waiting {
-        by_leaf,
-        mut wholesale,
-        gpus: waiting,
-    } = waiting_jobs(
-        tree,
-        view,
-        known.as_ref().map(|k| k.queued),
-        keys,
-        &ledger,
-        &capacity,
-    );
     // (The last round's buffers, emptied: a full cluster's holds are megabytes, and memory
     // taken fresh at every round is memory the kernel zeroes at every round.)
     let mut round = QuotaRound {
         held: held.clone(),
         holds: std::mem::take(&mut recycled.holds),
+        by_class: std::mem::take(&mut recycled.by_class),
         blocked: std::mem::take(&mut recycled.blocked),
         hold_at: std::mem::take(&mut recycled.hold_at),
         ..QuotaRound::default()
     };
     round.holds.clear();
+    let queued = known.as_ref().map(|k| k.queued);
+    if let Some(waiting) = by_class::plan(tree, view, queued, keys, &ledger, &capacity, &mut round)
+    {
+        round.share = shares(tree, &held, &waiting, &capacity);
+        round.admitted_borrowing.sort_unstable();
+        if known.as_ref().is_some_and(|k| k.borrowers) && running.is_none() {
+            running = Some(running_jobs(tree, view, keys));
+        }
+        if let Some(running) = &running {
+            round.borrowing = borrowing(tree, view, keys, running, &[], &held);
+        }
+        round.index_holds(view.specs.len());
+        return round;
+    }
+    let Waiting {
+        by_leaf,
+        mut wholesale,
+        gpus: waiting,
+    } = waiting_jobs(tree, view, queued, keys, &ledger, &capacity);
     // Within guaranteed quota: counted first, in each tenant's order.
     let mut within = Vec::new();
     let mut rest: Vec<Vec<Candidate<'_>>> = Vec::with_capacity(by_leaf.len());

@@ -515,17 +515,25 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
         specs,
         reservations,
         policy,
+        worded_quota_tree,
         ..
     } = &mut *state;
     let quota = policy.as_deref().and_then(|p| p.quota_round());
+    if let Some((tree, _)) = quota
+        && worded_quota_tree.as_ref() != Some(tree)
+    {
+        jobs.forget_quota_reasons();
+        *worded_quota_tree = Some(tree.clone());
+    }
     // Words per hold, made once: a full cluster holds most queued jobs for a handful of reasons.
     let mut quota_words: BTreeMap<arbiter_policy::quotas::QuotaHold, String> = BTreeMap::new();
     // The jobs told here: offered, still waiting now (not started meanwhile, not cancelled
     // while an agent decided), not placed.
     let waits = |j: &JobRecord| matches!(j.state, JobState::Queued) && !j.request.opportunistic;
-    // (Each reason is set through `reason_of` or `set_shared_reason`, which cannot change a
-    // job's state: the jobs holding GPUs need not be looked at again. The policy's reason, most
-    // waiting jobs', is set without reading the record when the job already has it.)
+    // (Each reason is set through `reason_of`, `set_shared_reason` or `set_quota_reason`, which
+    // cannot change a job's state: the jobs holding GPUs need not be looked at again. The
+    // policy's reason and the quota tree's, most waiting jobs', are set without reading the
+    // record when the job already has it.)
     for a in active {
         let at = a.id.index();
         if placed.get(at).is_none_or(|&p| p) {
@@ -539,24 +547,24 @@ fn explain(state: &mut State, active: &[ActiveJob], decision: &Decision, started
         let held = quota
             .filter(|_| reason == PendingReason::Quota)
             .and_then(|(tree, round)| round.hold_of(a.id).map(|h| (tree, h)));
+        if let Some((tree, hold)) = held {
+            let hold = hold.without_counts();
+            jobs.set_quota_reason(at, hold, waits, || {
+                quota_words.entry(hold).or_insert_with(|| hold.reason(tree))
+            });
+            continue;
+        }
         // A job kept off reserved nodes says so: the policy's words alone would not tell why
         // GPUs that look free are not its. (Its spec is read only when there are reservations.)
         let avoids =
             !reservations.is_empty() && specs.get(at).is_some_and(|s| s.avoid_nodes.is_some());
-        if held.is_none() && !avoids {
+        if !avoids {
             jobs.set_shared_reason(at, reason.as_str(), waits);
             continue;
         }
         let Some(job) = jobs.get(at).filter(|j| waits(j)) else {
             continue;
         };
-        if let Some((tree, h)) = held {
-            let words = quota_words.entry(h).or_insert_with(|| h.reason(tree));
-            if let Some(slot) = jobs.reason_of(at) {
-                hold::set_words(slot.reason, words);
-            }
-            continue;
-        }
         let hold = reservations
             .iter()
             .rev()
