@@ -39,6 +39,8 @@ pub struct Quotas {
     held: held::Held,
     keys: round::JobKeys,
     scratch: round::Scratch,
+    /// Whether whole rounds try holding the waiting jobs by class.
+    by_class: round::Tries,
     /// Whether every round is built whole, also where nothing would be held, reclaimed or lent:
     /// the daemon shows each round's GPUs held, shares and borrowers (`GET /v1/quotas`), which
     /// the simulator's shortcuts leave out.
@@ -67,6 +69,7 @@ impl Quotas {
             held: held::Held::default(),
             keys: round::JobKeys::default(),
             scratch: round::Scratch::default(),
+            by_class: round::Tries::default(),
             every_round_whole: false,
         }
     }
@@ -102,6 +105,7 @@ impl Quotas {
             .as_ref()
             .ok_or_else(|| PolicyError::Invariant("the quota tree vanished".into()))?;
         let last = std::mem::take(&mut self.last);
+        let try_by_class = self.by_class.now();
         let round = match view.current {
             Some(current) => {
                 let known = self.held.known(
@@ -111,14 +115,25 @@ impl Quotas {
                     &mut self.keys,
                     self.every_round_whole,
                 );
-                round::plan_with(tree, view, now, Some(known), &mut self.keys, last)
+                round::plan_with(
+                    tree,
+                    view,
+                    now,
+                    Some(known),
+                    &mut self.keys,
+                    last,
+                    try_by_class,
+                )
             }
             None => {
                 // Whatever ran since the last present is unknown: counted again when one comes.
                 self.held.invalidate();
-                round::plan_with(tree, view, now, None, &mut self.keys, last)
+                round::plan_with(tree, view, now, None, &mut self.keys, last, try_by_class)
             }
         };
+        if try_by_class {
+            self.by_class.tried(round.holds_by_class());
+        }
         let undisturbed = !round.has_holds()
             && round.reclaimed.is_empty()
             && (!round.guaranteed_waiting || round.admitted_borrowing.is_empty());
@@ -180,7 +195,11 @@ impl Quotas {
         // With every running job offered (nothing reclaimed), the present still holds: the
         // policy may decide by changes on the jobs offered.
         let present = view.current.filter(|_| round.reclaimed.is_empty());
-        let (offered, queued) = offer(view.jobs.iter().filter(|j| round.offered(j.id)));
+        let (offered, queued) = match round.held_positions() {
+            // (By position: only the jobs offered are read.)
+            Some(held) => offer(round::unset(held, view.jobs.len()).map(|at| &view.jobs[at])),
+            None => offer(view.jobs.iter().filter(|j| round.offered(j.id))),
+        };
         let all = SchedulerView {
             cluster: view.cluster,
             jobs: &offered,
@@ -355,6 +374,7 @@ impl Policy for Quotas {
         self.held = held::Held::default();
         self.keys = round::JobKeys::default();
         self.scratch = round::Scratch::default();
+        self.by_class = round::Tries::default();
         Ok(())
     }
 }

@@ -23,6 +23,7 @@ use arbiter_model::{ActiveJob, JobId, SimTime, TenantName};
 use by_class::ByClass;
 #[cfg(test)]
 pub(crate) use by_class::JOB_BY_JOB;
+pub(crate) use by_class::Tries;
 use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -132,10 +133,12 @@ impl QuotaRound {
     /// Why `job` is held back, if it is.
     pub fn hold_of(&self, job: JobId) -> Option<QuotaHold> {
         if self.by_class.is_active() && self.is_blocked(job) {
-            // (Every job blocked is held: nothing is reclaimed in such a round.)
+            // (Every job blocked is held, each waiting job's class written this round: nothing
+            // is reclaimed in such a round. A job held one by one has none.)
             return self
-                .held_one_by_one(job)
-                .or_else(|| self.by_class.hold_of(job));
+                .by_class
+                .hold_of(job)
+                .or_else(|| self.held_one_by_one(job));
         }
         self.held_one_by_one(job)
     }
@@ -191,8 +194,13 @@ impl QuotaRound {
         )
     }
 
+    /// With a round that held jobs by class: the positions in its view of the jobs it held
+    /// (every job not offered), as bits.
+    pub(crate) fn held_positions(&self) -> Option<&[u64]> {
+        self.by_class.held_positions()
+    }
+
     /// Whether this round held waiting jobs by class.
-    #[cfg(test)]
     pub(crate) fn holds_by_class(&self) -> bool {
         self.by_class.is_active()
     }
@@ -671,11 +679,13 @@ pub fn plan(tree: &QuotaTree, view: &SchedulerView<'_>, now: SimTime) -> QuotaRo
         None,
         &mut JobKeys::default(),
         QuotaRound::default(),
+        true,
     )
 }
 
 /// [`plan`], with what the caller knows (`None`: everything is counted from the view), the
-/// spec fields kept and the last round to take buffers from.
+/// spec fields kept, the last round to take buffers from, and whether to try holding the
+/// waiting jobs by class ([`by_class`]; a round that cannot is then decided job by job).
 pub(crate) fn plan_with(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
@@ -683,6 +693,7 @@ pub(crate) fn plan_with(
     known: Option<Known<'_>>,
     keys: &mut JobKeys,
     mut recycled: QuotaRound,
+    try_by_class: bool,
 ) -> QuotaRound {
     let dims = tree.dims.len();
     let capacity = known
@@ -699,7 +710,7 @@ pub(crate) fn plan_with(
     match &known {
         Some(k) => ledger.used.copy_from_slice(k.held),
         None => {
-            let list = running_jobs(tree, view, keys);
+            let list = running_jobs(tree, view, None, keys);
             for (_, leaf, by_dim) in &list {
                 ledger.add(*leaf, by_dim, true);
             }
@@ -719,12 +730,15 @@ pub(crate) fn plan_with(
     };
     round.holds.clear();
     let queued = known.as_ref().map(|k| k.queued);
-    if let Some(waiting) = by_class::plan(tree, view, queued, keys, &ledger, &capacity, &mut round)
+    round.by_class.forget();
+    if try_by_class
+        && let Some(waiting) =
+            by_class::plan(tree, view, queued, keys, &ledger, &capacity, &mut round)
     {
         round.share = shares(tree, &held, &waiting, &capacity);
         round.admitted_borrowing.sort_unstable();
         if known.as_ref().is_some_and(|k| k.borrowers) && running.is_none() {
-            running = Some(running_jobs(tree, view, keys));
+            running = Some(running_jobs(tree, view, queued, keys));
         }
         if let Some(running) = &running {
             round.borrowing = borrowing(tree, view, keys, running, &[], &held);
@@ -765,7 +779,7 @@ pub(crate) fn plan_with(
     round.share = shares(tree, &held, &waiting, &capacity);
     if !within.is_empty() || tree.overdrawn(&ledger.used) {
         Waiting::unwholesale(std::mem::take(&mut wholesale), &mut rest, tree, view, keys);
-        let running = running.get_or_insert_with(|| running_jobs(tree, view, keys));
+        let running = running.get_or_insert_with(|| running_jobs(tree, view, queued, keys));
         reclaim(tree, view, now, &mut ledger, running, &within, &mut round);
     }
     hold_over_limits(&mut ledger, &mut within, &mut round);
@@ -781,7 +795,7 @@ pub(crate) fn plan_with(
     );
     round.reclaimed.sort_unstable();
     if known.as_ref().is_some_and(|k| k.borrowers) && running.is_none() {
-        running = Some(running_jobs(tree, view, keys));
+        running = Some(running_jobs(tree, view, queued, keys));
     }
     if let Some(running) = &running {
         round.borrowing = borrowing(tree, view, keys, running, &round.reclaimed, &held);
@@ -791,23 +805,66 @@ pub(crate) fn plan_with(
     round
 }
 
-/// The running jobs of `view`, each with its leaf and its GPUs per dimension.
+/// The running jobs of `view`, each with its leaf and its GPUs per dimension. With the
+/// positions of the waiting jobs (`queued`), the others are the running ones: only they are
+/// read (a pass over every job reads a hundred thousand records to find a few thousand).
 fn running_jobs<'v>(
     tree: &QuotaTree,
     view: &'v SchedulerView<'_>,
+    queued: Option<&[u32]>,
     keys: &mut JobKeys,
 ) -> Vec<(&'v ActiveJob, usize, ByDim)> {
-    view.jobs
-        .iter()
-        .filter(|j| j.is_running())
-        .map(|job| {
-            (
-                job,
-                keys.of(tree, view, job).leaf(),
-                running_dims(tree, view, job),
-            )
+    let with_keys = |job: &'v ActiveJob, keys: &mut JobKeys| {
+        (
+            job,
+            keys.of(tree, view, job).leaf(),
+            running_dims(tree, view, job),
+        )
+    };
+    match queued {
+        Some(queued) => {
+            let waiting = positions(view.jobs.len(), queued);
+            unset(&waiting, view.jobs.len())
+                .map(|at| with_keys(&view.jobs[at], keys))
+                .collect()
+        }
+        None => view
+            .jobs
+            .iter()
+            .filter(|j| j.is_running())
+            .map(|job| with_keys(job, keys))
+            .collect(),
+    }
+}
+
+/// `at` as a set of bits over `len` positions.
+fn positions(len: usize, at: &[u32]) -> Vec<u64> {
+    let mut bits = vec![0u64; len.div_ceil(64)];
+    for &p in at {
+        if let Some(word) = bits.get_mut(p as usize / 64) {
+            *word |= 1 << (p % 64);
+        }
+    }
+    bits
+}
+
+/// The positions below `len` whose bits are not set in `bits` (beyond its words: none is), in
+/// order.
+pub(crate) fn unset(bits: &[u64], len: usize) -> impl Iterator<Item = usize> + '_ {
+    (0..len.div_ceil(64)).flat_map(move |w| {
+        let mut free = !bits.get(w).copied().unwrap_or(0);
+        let tail = len - w * 64;
+        if tail < 64 {
+            free &= (1u64 << tail) - 1;
+        }
+        std::iter::from_fn(move || {
+            (free != 0).then(|| {
+                let bit = free.trailing_zeros() as usize;
+                free &= free - 1;
+                w * 64 + bit
+            })
         })
-        .collect()
+    })
 }
 
 /// A running job's GPUs by dimension, by the type of the nodes it runs on.

@@ -922,12 +922,12 @@ fn two_waiting_jobs_one_node_could_hold_only_one_of_are_not_admitted_as_they_are
 /// decides as one that holds them job by job: the same jobs held for the same reasons, the same
 /// shares, borrowers and jobs offered. Checked on random trees and queues, over rounds in which
 /// runs end and others start first fit (whatever the quota: a tree set on a busy cluster finds
-/// it so); most cases take the by-class path (counted: a generator that stopped reaching it
-/// would fail the test).
+/// it so). Many cases take the by-class path, some admitting borrowers on it (counted, with
+/// bounds far below what the generator gives: one that stopped reaching them would fail).
 #[test]
 fn holding_by_class_decides_as_job_by_job() {
     use proptest::test_runner::{Config, TestRunner};
-    let mut runner = TestRunner::new(Config::with_cases(512));
+    let mut runner = TestRunner::new(Config::with_cases(1024));
     let jobs = proptest::collection::vec((0usize..5, 1u32..5, any::<bool>()), 16..48);
     let (by_class, admitting) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
     let result = runner.run(
@@ -1010,6 +1010,14 @@ fn holding_by_class_decides_as_job_by_job() {
                 };
                 prop_assert_eq!(sorted(&fast), sorted(&slow));
                 prop_assert_eq!(fast.held_count(), slow.held_count());
+                if let Some(held) = fast.held_positions() {
+                    // The positions held are exactly the jobs not offered.
+                    let offered: Vec<usize> = round::unset(held, jobs.len()).collect();
+                    let expected: Vec<usize> = (0..jobs.len())
+                        .filter(|&at| slow.offered(jobs[at].id))
+                        .collect();
+                    prop_assert_eq!(offered, expected);
+                }
                 for j in &jobs {
                     prop_assert_eq!(fast.hold_of(j.id), slow.hold_of(j.id), "job {}", j.id.0);
                     prop_assert_eq!(fast.offered(j.id), slow.offered(j.id));
@@ -1034,7 +1042,7 @@ fn holding_by_class_decides_as_job_by_job() {
         by_class.get()
     );
     assert!(
-        admitting.get() >= 16,
+        admitting.get() >= 8,
         "only {} rounds held by class admitted borrowers",
         admitting.get()
     );

@@ -36,6 +36,9 @@ pub(super) struct ByClass {
     of_job: Vec<(u32, u32)>,
     /// The jobs held by class, in the order they were seen.
     ids: Vec<JobId>,
+    /// Per position in the round's view, a bit set when the job is held (by class or one by
+    /// one): every job not offered.
+    held_at: Vec<u64>,
 }
 
 /// The class of a job the round admitted or held one by one.
@@ -53,6 +56,11 @@ thread_local! {
 }
 
 impl ByClass {
+    /// Marks the round as not holding by class (its buffers kept).
+    pub(super) fn forget(&mut self) {
+        self.active = false;
+    }
+
     /// Whether the last round held jobs by class.
     pub(super) fn is_active(&self) -> bool {
         self.active
@@ -61,6 +69,11 @@ impl ByClass {
     /// The jobs held by class this round.
     pub(super) fn ids(&self) -> &[JobId] {
         if self.active { &self.ids } else { &[] }
+    }
+
+    /// The positions of the jobs held, as bits (see `held_at`).
+    pub(super) fn held_positions(&self) -> Option<&[u64]> {
+        self.active.then_some(&self.held_at[..])
     }
 
     /// Job `id`'s hold, if the round held it by class (the caller knows it is held).
@@ -123,7 +136,7 @@ pub(super) fn plan(
     capacity: &[u32],
     round: &mut QuotaRound,
 ) -> Option<Vec<f64>> {
-    round.by_class.active = false;
+    round.by_class.forget();
     #[cfg(test)]
     if JOB_BY_JOB.get() {
         return None;
@@ -206,6 +219,8 @@ fn count_waiting(
     if let Some(queues) = queues.as_deref_mut() {
         queues.resize_with(tree.nodes.len(), LeafQueue::default);
     }
+    by_class.held_at.clear();
+    by_class.held_at.resize(view.jobs.len().div_ceil(64), 0);
     let mut gpus = vec![0u64; tree.nodes.len() * dims];
     let mut smallest = vec![u32::MAX; dims];
     let mut count = |at: u32, job: &ActiveJob| {
@@ -227,6 +242,7 @@ fn count_waiting(
             by_class.reasons[class] = Some(QuotaHold::NotPreemptible { dim });
         }
         by_class.ids.push(job.id);
+        by_class.held_at[at as usize / 64] |= 1 << (at % 64);
         if let Some(queues) = queues.as_deref_mut() {
             queues[leaf].offer(job_order(key, job), at);
         }
@@ -318,6 +334,7 @@ fn admit(
         if preemptible && job.gpus <= room().0 {
             ledger.add_dim(leaf, dim, job.gpus, true);
             round.admitted_borrowing.push(job.id);
+            round.by_class.held_at[entry.1 as usize / 64] &= !(1 << (entry.1 % 64));
             room_of.iter_mut().for_each(|r| *r = None);
             full = nothing_fits(ledger);
             continue;
@@ -331,4 +348,38 @@ fn admit(
         round.holds.push((job.id, hold));
     }
     true
+}
+
+/// Whether the whole rounds of a caller try holding by class: after a round that could not (a
+/// job within its quota, a leaf's admissions past its first few), the next 1, 2, 4 … 16 whole
+/// rounds do not, as a try that fails costs a pass over the waiting jobs on top of the round
+/// (a simulation under hard caps, with idle GPUs that no waiting job may take, fails every
+/// time). A round that holds by class tries again at the next.
+#[derive(Debug, Default)]
+pub(crate) struct Tries {
+    /// Whole rounds left that do not try.
+    skip: u32,
+    /// Rounds skipped after the last failure.
+    after_failure: u32,
+}
+
+impl Tries {
+    /// Whether this round tries.
+    pub(crate) fn now(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    /// A round that tried held by class (`held`), or not.
+    pub(crate) fn tried(&mut self, held: bool) {
+        if held {
+            self.after_failure = 0;
+        } else {
+            self.after_failure = (self.after_failure * 2).clamp(1, 16);
+            self.skip = self.after_failure;
+        }
+    }
 }
