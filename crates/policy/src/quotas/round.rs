@@ -12,7 +12,7 @@
 //!
 //! Where no waiting job is within its tenant's guaranteed quota and no limit is overdrawn (a
 //! busy cluster's usual round), the same decision is taken without a candidate per job: the
-//! waiting jobs are held by class ([`by_class`]).
+//! waiting jobs are held by class (see the `by_class` module).
 //!
 //! Everything admitted fits together, so whatever subset the policy then starts keeps every
 //! limit. A job of a class that is not preemptible runs only within guaranteed quota (KAI's

@@ -1,6 +1,6 @@
 //! Rounds that hold waiting jobs by class. When no waiting job is within its tenant's
 //! guaranteed quota and no limit is overdrawn, nothing is reclaimed, and every waiting job is
-//! a borrower: the few the free GPUs take are admitted in [`admit_borrowers`]'s order, and every
+//! a borrower: the few the free GPUs take are admitted in [`super::admit_borrowers`]'s order, and every
 //! job never reached is held for its leaf and dimension's room once the admissions are done.
 //! That reason is worked out once per leaf and dimension, not once per job, and the jobs are
 //! not sorted: each leaf's first few in its order are kept as they pass. A busy cluster holds
@@ -265,7 +265,7 @@ fn count_waiting(
     })
 }
 
-/// [`admit_borrowers`]'s admissions while GPUs are free, on each leaf's first jobs (`queues`,
+/// [`super::admit_borrowers`]'s admissions while GPUs are free, on each leaf's first jobs (`queues`,
 /// by leaf): the jobs it takes are admitted or held one by one, their classes cleared. `false`
 /// when they would reach past a leaf's first [`IN_ORDER`].
 fn admit(
