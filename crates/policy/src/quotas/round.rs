@@ -242,23 +242,13 @@ impl QuotaHold {
     /// The same hold without the GPUs in use or the room left, which its words leave out: two
     /// holds that are equal so are worded alike (under the same tree).
     pub fn without_counts(self) -> QuotaHold {
-        match self {
-            QuotaHold::Limit {
-                node,
-                dim,
-                limit,
-                used: _,
-                gpus,
-            } => QuotaHold::Limit {
-                node,
-                dim,
-                limit,
-                used: 0,
-                gpus,
-            },
-            QuotaHold::NotLent { dim, room: _, gpus } => QuotaHold::NotLent { dim, room: 0, gpus },
-            QuotaHold::NotPreemptible { dim } => QuotaHold::NotPreemptible { dim },
+        let mut hold = self;
+        match &mut hold {
+            QuotaHold::Limit { used, .. } => *used = 0,
+            QuotaHold::NotLent { room, .. } => *room = 0,
+            QuotaHold::NotPreemptible { .. } => {}
         }
+        hold
     }
 
     /// Why, in words, naming the tree's nodes (a tenant sees only its own path's). Only what
