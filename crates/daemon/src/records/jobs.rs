@@ -175,14 +175,7 @@ impl Jobs {
             id,
             SharedReason::Quota(hold.without_counts()),
             waits,
-            |reason| {
-                let words = words();
-                if reason.as_deref() == Some(words) {
-                    return false;
-                }
-                *reason = Some(Cow::Owned(words.to_string()));
-                true
-            },
+            |reason| set_owned_reason(reason, words()),
         )
     }
 
@@ -388,6 +381,16 @@ impl Holding {
             }
         }
     }
+}
+
+/// Sets a job's reason to a copy of `words` made once for many jobs (the quota tree's hold, a
+/// hold's words: see `explain`), unless it has them; returns whether it changed.
+pub(crate) fn set_owned_reason(reason: &mut Option<Cow<'static, str>>, words: &str) -> bool {
+    if reason.as_deref() == Some(words) {
+        return false;
+    }
+    *reason = Some(Cow::Owned(words.to_string()));
+    true
 }
 
 /// Sets a waiting reason to `words` every job of a kind shares (the policy's reasons): kept as

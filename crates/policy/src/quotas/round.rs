@@ -220,23 +220,12 @@ impl QuotaRound {
 impl QuotaHold {
     /// The same hold for a job of `gpus` GPUs.
     fn with_gpus(self, gpus: u32) -> QuotaHold {
-        match self {
-            QuotaHold::Limit {
-                node,
-                dim,
-                limit,
-                used,
-                gpus: _,
-            } => QuotaHold::Limit {
-                node,
-                dim,
-                limit,
-                used,
-                gpus,
-            },
-            QuotaHold::NotLent { dim, room, gpus: _ } => QuotaHold::NotLent { dim, room, gpus },
-            QuotaHold::NotPreemptible { dim } => QuotaHold::NotPreemptible { dim },
+        let mut hold = self;
+        match &mut hold {
+            QuotaHold::Limit { gpus: g, .. } | QuotaHold::NotLent { gpus: g, .. } => *g = gpus,
+            QuotaHold::NotPreemptible { .. } => {}
         }
+        hold
     }
 
     /// The same hold without the GPUs in use or the room left, which its words leave out: two
@@ -724,6 +713,7 @@ pub(crate) fn plan_with(
     };
     round.holds.clear();
     let queued = known.as_ref().map(|k| k.queued);
+    // (Its buffers came from the last round, which may have held by class.)
     round.by_class.forget();
     if try_by_class
         && let Some(waiting) =

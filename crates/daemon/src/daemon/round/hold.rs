@@ -5,7 +5,6 @@
 use crate::records::job::JobRecord;
 use crate::records::jobs::ReasonSlot;
 use arbiter_model::{PendingReason, QuotaHold};
-use std::borrow::Cow;
 
 /// Why a running job may not be stopped yet, and until when (Unix ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,17 +196,7 @@ pub(crate) fn set_reusing(job: ReasonSlot<'_>, hold: &Hold, words: &mut String) 
         return crate::records::jobs::set_static_reason(job.reason, reason.as_str());
     }
     hold.write_words(job.tenant, words);
-    set_words(job.reason, words)
-}
-
-/// Sets a job's reason to `words` made once for many jobs (the policy's reason, the quota
-/// tree's hold: see `explain`); returns whether it changed.
-pub(crate) fn set_words(reason: &mut Option<Cow<'static, str>>, words: &str) -> bool {
-    if reason.as_deref() == Some(words) {
-        return false;
-    }
-    *reason = Some(Cow::Owned(words.to_string()));
-    true
+    crate::records::jobs::set_owned_reason(job.reason, words)
 }
 
 #[cfg(test)]

@@ -136,7 +136,7 @@ pub(super) fn plan(
     capacity: &[u32],
     round: &mut QuotaRound,
 ) -> Option<Vec<f64>> {
-    round.by_class.forget();
+    // (`round.by_class` comes forgotten: see `plan_with`.)
     #[cfg(test)]
     if JOB_BY_JOB.get() {
         return None;
