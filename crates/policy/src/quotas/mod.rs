@@ -36,6 +36,11 @@ pub struct Quotas {
     /// Kept apart: comparing a round with the default at every event cost more than the check
     /// that spared building it.
     last_built: bool,
+    /// A round no longer shown (the last built one, once an event needed none), kept for its
+    /// buffers: the next round built reuses them. (Dropped, they cost every built round a
+    /// fresh per-job table the size of the whole trace, as long as a round with four waiting
+    /// jobs otherwise takes.)
+    spare: QuotaRound,
     held: held::Held,
     keys: round::JobKeys,
     scratch: round::Scratch,
@@ -66,6 +71,7 @@ impl Quotas {
             inner,
             last: QuotaRound::default(),
             last_built: false,
+            spare: QuotaRound::default(),
             held: held::Held::default(),
             keys: round::JobKeys::default(),
             scratch: round::Scratch::default(),
@@ -104,7 +110,11 @@ impl Quotas {
             .tree
             .as_ref()
             .ok_or_else(|| PolicyError::Invariant("the quota tree vanished".into()))?;
-        let last = std::mem::take(&mut self.last);
+        let last = std::mem::take(if self.last_built {
+            &mut self.last
+        } else {
+            &mut self.spare
+        });
         let try_by_class = self.by_class.now();
         let round = match view.current {
             Some(current) => {
@@ -331,7 +341,7 @@ impl Policy for Quotas {
                     self.held.apply(tree, view, decision, &mut self.keys);
                 }
                 if self.last_built {
-                    self.last = QuotaRound::default();
+                    self.spare = std::mem::take(&mut self.last);
                     self.last_built = false;
                 }
                 return result;
@@ -371,6 +381,7 @@ impl Policy for Quotas {
         self.tree = tree;
         self.last = QuotaRound::default();
         self.last_built = false;
+        self.spare = QuotaRound::default();
         self.held = held::Held::default();
         self.keys = round::JobKeys::default();
         self.scratch = round::Scratch::default();

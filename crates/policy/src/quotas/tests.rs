@@ -873,25 +873,18 @@ fn each_job_counts_in_its_tenants_leaf_whether_names_are_shared_copies_or_not() 
     }
 }
 
-#[test]
-fn two_waiting_jobs_one_node_could_hold_only_one_of_are_not_admitted_as_they_are() {
-    // b borrows 2 GPUs (6 of its guaranteed 4): 4 on node 1, 2 on node 0. a, within its
-    // guaranteed 4, waits with two 2-GPU jobs: node 0's 2 free GPUs hold one, not both. The
-    // round reclaims b's borrowed GPUs for a; the shortcut must not admit the view as it is.
-    let c = cluster(2, 4);
-    let groups = [
-        group("a", None, 4, None, None),
-        group("b", None, 4, None, None),
-    ];
-    let tree = QuotaTree::for_cluster(&groups, &c).expect("valid tree");
-    let specs = vec![
-        job(0, "b", 4),
-        job(1, "b", 2),
-        job(2, "a", 2),
-        job(3, "a", 2),
-    ];
-    let mut jobs = active(&specs, &Decision::default());
-    for (j, node) in [(0usize, 1u32), (1, 0)] {
+/// Whether the shortcut admits the jobs that wait when `running` (job, node) run, and the
+/// whole round on the same view; on a cluster of `nodes` × 4 GPUs.
+fn shortcut_and_round(
+    nodes: u32,
+    groups: &[QuotaGroup],
+    specs: &[JobSpec],
+    running: &[(usize, u32)],
+) -> (bool, QuotaRound) {
+    let c = cluster(nodes, 4);
+    let tree = QuotaTree::for_cluster(groups, &c).expect("valid tree");
+    let mut jobs = active(specs, &Decision::default());
+    for &(j, node) in running {
         jobs[j].state = RunState::Running {
             placement: Placement::single(arbiter_model::NodeId(node), specs[j].gpus),
             since: SimTime::ZERO,
@@ -904,18 +897,65 @@ fn two_waiting_jobs_one_node_could_hold_only_one_of_are_not_admitted_as_they_are
         let placement = j.placement().expect("running");
         free.allocate(placement).expect("fits");
         let by_dim = tree.placement_dims(&c, &placement.slots);
-        tree.add_on_path(&mut held, tree.leaf("b"), &by_dim, true);
+        tree.add_on_path(
+            &mut held,
+            tree.leaf(&specs[j.id.index()].tenant),
+            &by_dim,
+            true,
+        );
     }
+    let queued: Vec<u32> = (0..jobs.len() as u32)
+        .filter(|&i| !jobs[i as usize].is_running())
+        .collect();
     let view = SchedulerView {
         cluster: &c,
         jobs: &jobs,
-        specs: &specs,
+        specs,
         current: None,
     };
-    let admitted = shortcut_admits(&tree, &view, &free, &held, &[2, 3]);
-    let whole = round::plan(&tree, &view, SimTime::ZERO);
+    let admitted = shortcut_admits(&tree, &view, &free, &held, &queued);
+    (admitted, round::plan(&tree, &view, SimTime::ZERO))
+}
+
+#[test]
+fn two_waiting_jobs_one_node_could_hold_only_one_of_are_not_admitted_as_they_are() {
+    // b borrows 2 GPUs (6 of its guaranteed 4): 4 on node 1, 2 on node 0. a, within its
+    // guaranteed 4, waits with two 2-GPU jobs: node 0's 2 free GPUs hold one, not both. The
+    // round reclaims b's borrowed GPUs for a; the shortcut must not admit the view as it is.
+    let groups = [
+        group("a", None, 4, None, None),
+        group("b", None, 4, None, None),
+    ];
+    let specs = vec![
+        job(0, "b", 4),
+        job(1, "b", 2),
+        job(2, "a", 2),
+        job(3, "a", 2),
+    ];
+    let (admitted, whole) = shortcut_and_round(2, &groups, &specs, &[(0, 1), (1, 0)]);
     assert!(!whole.reclaimed.is_empty(), "the round reclaims for a");
     assert!(!admitted, "node 0 holds one of a's jobs, not both");
+}
+
+#[test]
+fn jobs_within_quota_no_node_holds_are_admitted_as_they_are_when_no_one_borrows() {
+    // Every node has one GPU free; a waits within its guaranteed 6 with a 2-GPU job no node
+    // holds and a 1-GPU job. No one borrows, so nothing can be reclaimed for a: the round
+    // holds and reclaims nothing, and the shortcut admits the view without placing the jobs.
+    let groups = [
+        group("a", None, 6, None, None),
+        group("b", None, 6, None, None),
+    ];
+    let specs = vec![
+        job(0, "a", 3),
+        job(1, "b", 3),
+        job(2, "b", 3),
+        job(3, "a", 2),
+        job(4, "a", 1),
+    ];
+    let (admitted, whole) = shortcut_and_round(3, &groups, &specs, &[(0, 0), (1, 1), (2, 2)]);
+    assert!(!whole.has_holds() && whole.reclaimed.is_empty());
+    assert!(admitted, "no borrower: nothing to place the jobs for");
 }
 
 /// A round that holds every waiting job by class (the cluster full, no job within its quota)

@@ -223,46 +223,110 @@ fn count_waiting(
     by_class.held_at.resize(view.jobs.len().div_ceil(64), 0);
     let mut gpus = vec![0u64; tree.nodes.len() * dims];
     let mut smallest = vec![u32::MAX; dims];
-    let mut count = |at: u32, job: &ActiveJob| {
-        let key = keys.of(tree, view, job);
-        let leaf = key.leaf();
-        let dim = pick_dim(tree, key, job.gpus, &ledger.used, capacity);
-        let class = leaf * dims + dim;
-        if ledger.used[class] + job.gpus <= tree.nodes[leaf].quota[dim].guaranteed {
-            return false;
-        }
-        let Some(slot) = by_class.of_job.get_mut(job.id.index()) else {
-            return false;
-        };
-        *slot = (class as u32 * 2 + u32::from(key.preemptible), job.gpus);
-        gpus[class] += u64::from(job.gpus);
-        smallest[dim] = smallest[dim].min(job.gpus);
-        if key.preemptible {
-            // (Worked out once the admissions are done.)
-            by_class.reasons[class] = Some(QuotaHold::NotPreemptible { dim });
-        }
-        by_class.ids.push(job.id);
-        by_class.held_at[at as usize / 64] |= 1 << (at % 64);
-        if let Some(queues) = queues.as_deref_mut() {
-            queues[leaf].offer(job_order(key, job), at);
-        }
-        true
+    let counts = Counts {
+        tree,
+        used: &ledger.used,
+        capacity,
+        gpus: &mut gpus,
+        smallest: &mut smallest,
+        queues: queues.map(|q| &mut q[..]),
     };
     let all_beyond = match queued {
-        Some(positions) => positions
-            .iter()
-            .all(|&at| view.jobs.get(at as usize).is_some_and(|j| count(at, j))),
-        None => view
-            .jobs
-            .iter()
-            .enumerate()
-            .filter(|(_, j)| !j.is_running())
-            .all(|(at, j)| count(at as u32, j)),
+        Some(positions) => counts.each(
+            view,
+            keys,
+            by_class,
+            positions.iter().map(|&at| (at, view.jobs.get(at as usize))),
+        ),
+        None => counts.each(
+            view,
+            keys,
+            by_class,
+            view.jobs
+                .iter()
+                .enumerate()
+                .filter(|(_, j)| !j.is_running())
+                .map(|(at, j)| (at as u32, Some(j))),
+        ),
     };
     all_beyond.then(|| Waiting {
         gpus: gpus.into_iter().map(|g| g as f64).collect(),
         smallest,
     })
+}
+
+/// What [`count_waiting`] adds each waiting job to.
+struct Counts<'a> {
+    tree: &'a QuotaTree,
+    /// GPUs held per node and dimension.
+    used: &'a [u32],
+    capacity: &'a [u32],
+    /// GPUs waiting per leaf and dimension.
+    gpus: &'a mut [u64],
+    /// The smallest waiting job's GPUs per dimension.
+    smallest: &'a mut [u32],
+    /// Per leaf, its first jobs in order (when the admissions need them).
+    queues: Option<&'a mut [LeafQueue]>,
+}
+
+impl Counts<'_> {
+    /// Counts `waiting` (position, job: `None` when the position is not in the view) into
+    /// `by_class`; `false` as soon as one is within its tenant's guaranteed quota. (One loop
+    /// over slices taken once: as a closure over the round's fields, called from two places,
+    /// each job cost half as much again, every field read again through the closure.)
+    fn each<'v>(
+        mut self,
+        view: &SchedulerView<'_>,
+        keys: &mut JobKeys,
+        by_class: &mut ByClass,
+        waiting: impl Iterator<Item = (u32, Option<&'v ActiveJob>)>,
+    ) -> bool {
+        let (tree, used, dims) = (self.tree, self.used, self.tree.dims.len());
+        let ByClass {
+            reasons,
+            of_job,
+            ids,
+            held_at,
+            ..
+        } = by_class;
+        let (reasons, of_job, held_at) = (&mut reasons[..], &mut of_job[..], &mut held_at[..]);
+        for (at, job) in waiting {
+            let Some(job) = job else {
+                return false;
+            };
+            let key = keys.of(tree, view, job);
+            let leaf = key.leaf();
+            let dim = match key.typed_dim {
+                Some(d) => usize::from(d),
+                None if dims == 1 => 0,
+                None => pick_dim(tree, key, job.gpus, used, self.capacity),
+            };
+            let class = leaf * dims + dim;
+            let (Some(&held), Some(slot), Some(word)) = (
+                used.get(class),
+                of_job.get_mut(job.id.index()),
+                held_at.get_mut(at as usize / 64),
+            ) else {
+                return false;
+            };
+            if held + job.gpus <= tree.guaranteed(leaf, dim) {
+                return false;
+            }
+            *slot = (class as u32 * 2 + u32::from(key.preemptible), job.gpus);
+            *word |= 1 << (at % 64);
+            self.gpus[class] += u64::from(job.gpus);
+            self.smallest[dim] = self.smallest[dim].min(job.gpus);
+            if key.preemptible {
+                // (Worked out once the admissions are done.)
+                reasons[class] = Some(QuotaHold::NotPreemptible { dim });
+            }
+            ids.push(job.id);
+            if let Some(queues) = self.queues.as_deref_mut() {
+                queues[leaf].offer(job_order(key, job), at);
+            }
+        }
+        true
+    }
 }
 
 /// [`super::admit_borrowers`]'s admissions while GPUs are free, on each leaf's first jobs (`queues`,
