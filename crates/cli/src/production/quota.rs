@@ -11,8 +11,8 @@ use std::fmt::Write;
 /// `arbiter quota ...`.
 #[derive(Subcommand, Debug)]
 pub enum QuotaCommand {
-    /// The tree: each group's guaranteed quota, limits, GPUs held and borrowed at the last round,
-    /// fair share, and (yours; the admin sees all) the jobs that borrow — reclaimable.
+    /// The tree: each group's guaranteed quota, limits, GPUs held and borrowed now, fair share,
+    /// and (yours; the admin sees all) the jobs that borrow — reclaimable.
     Show,
     /// Set a group's quota for one GPU type, or its parent or weight (admin); creates the group.
     /// The tree is checked whole: children's guaranteed quotas above their parent's are refused

@@ -6,7 +6,10 @@
 
 use crate::daemon::{Daemon, RequestError, State};
 use crate::records::job::FieldError;
-use arbiter_model::Cluster;
+use crate::records::view;
+use arbiter_model::{ActiveJob, Cluster, SimTime};
+use arbiter_policy::SchedulerView;
+use arbiter_policy::quotas::round::RunningUse;
 use arbiter_policy::quotas::{QuotaGroup, QuotaRound, QuotaTree};
 use serde_json::{Value, json};
 
@@ -101,8 +104,8 @@ impl Daemon {
     }
 
     /// The quota tree as `viewer` may see it (`None`: the admin, who sees every node): each
-    /// node's quotas per GPU type, the GPUs its jobs held and borrowed at the last round, its
-    /// fair share, and the viewer's own jobs that borrow (reclaimable).
+    /// node's quotas per GPU type, the GPUs its jobs hold and borrow now, its fair share at the
+    /// last round, and the viewer's own jobs that borrow now (reclaimable).
     pub fn quota_view(&self, viewer: Option<&str>) -> Value {
         let state = self.lock();
         // The error names groups, a sibling's among them: the admin's to read.
@@ -128,9 +131,10 @@ impl Daemon {
             None => (1..tree.nodes.len()).collect(),
             Some(tenant) => tree.path(tree.leaf(tenant)).to_vec(),
         };
+        let now = running_use(&state, tree, SimTime::from_ms(self.now_ms()));
         let groups: Vec<Value> = nodes
             .iter()
-            .map(|&n| node_view(tree, round, &state, n, viewer))
+            .map(|&n| node_view(tree, round, &now, &state, n, viewer))
             .collect();
         let definitions: Vec<&QuotaGroup> = state
             .quota_groups
@@ -153,11 +157,34 @@ fn set_tree(state: &mut State, tree: Option<QuotaTree>) {
     }
 }
 
-/// One node: its quotas, use and share per GPU type; a leaf's borrowing jobs for the admin or
-/// the leaf's own tenant.
+/// What the running jobs hold now, and which borrow (reclaimable): worked out from the jobs
+/// holding GPUs when asked, not at every round (a pass over a full cluster's running jobs that
+/// no decision needs), so that both are of the same moment.
+fn running_use(state: &State, tree: &QuotaTree, now: SimTime) -> RunningUse {
+    let running: Vec<ActiveJob> = state
+        .jobs
+        .holding()
+        .into_iter()
+        .filter_map(|job| {
+            view::active_of(job, state.specs.get(job.id as usize)?, &state.topology, now)
+        })
+        .filter(ActiveJob::is_running)
+        .collect();
+    let view = SchedulerView {
+        cluster: state.topology.cluster(),
+        jobs: &running,
+        specs: &state.specs,
+        current: None,
+    };
+    arbiter_policy::quotas::round::running_use(tree, &view)
+}
+
+/// One node: its quotas, the GPUs its subtree holds now (`now`) and its share at the last
+/// round per GPU type; a leaf's borrowing jobs for the admin or the leaf's own tenant.
 fn node_view(
     tree: &QuotaTree,
     round: &QuotaRound,
+    now: &RunningUse,
     state: &State,
     n: usize,
     viewer: Option<&str>,
@@ -167,7 +194,7 @@ fn node_view(
     let mut gpus = serde_json::Map::new();
     for (d, name) in tree.dims.iter().enumerate() {
         let q = node.quota[d];
-        let held = round.held.get(n * dims + d).copied().unwrap_or(0);
+        let held = now.held.get(n * dims + d).copied().unwrap_or(0);
         gpus.insert(name.clone(), json!({
             "guaranteed": q.guaranteed, "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit,
             "held": held, "borrowed": held.saturating_sub(q.guaranteed),
@@ -180,8 +207,7 @@ fn node_view(
         .map(|p| tree.nodes[p].name.clone());
     let is_leaf = node.children.is_empty();
     let borrowing: Vec<u32> = if is_leaf {
-        round
-            .borrowing
+        now.borrowers
             .iter()
             .filter(|j| {
                 state.jobs.get(j.0 as usize).is_some_and(|job| {

@@ -83,14 +83,12 @@ impl Held {
         view: &SchedulerView<'_>,
         queued: &'a [u32],
         keys: &mut JobKeys,
-        borrowers: bool,
     ) -> Known<'a> {
         self.refresh(tree, view, queued.len(), keys);
         Known {
             held: &self.per_node,
             capacity: &self.capacity,
             queued,
-            borrowers,
         }
     }
 

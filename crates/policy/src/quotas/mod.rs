@@ -47,8 +47,8 @@ pub struct Quotas {
     /// Whether whole rounds try holding the waiting jobs by class.
     by_class: round::Tries,
     /// Whether every round is built whole, also where nothing would be held, reclaimed or lent:
-    /// the daemon shows each round's GPUs held, shares and borrowers (`GET /v1/quotas`), which
-    /// the simulator's shortcuts leave out.
+    /// the daemon shows each round's GPUs held and shares (`GET /v1/quotas`), which the
+    /// simulator's shortcuts leave out.
     every_round_whole: bool,
 }
 
@@ -80,9 +80,9 @@ impl Quotas {
         }
     }
 
-    /// Builds every round whole, for a caller that shows each round's held GPUs, shares and
-    /// borrowers (the daemon): the present it offers still spares the round a pass over the
-    /// running jobs.
+    /// Builds every round whole, for a caller that shows each round's held GPUs and shares (the
+    /// daemon; the borrowers it shows are worked out when asked, [`round::running_use`]): the
+    /// present it offers still spares the round a pass over the running jobs.
     pub fn showing_every_round(mut self) -> Self {
         self.every_round_whole = true;
         self
@@ -118,13 +118,7 @@ impl Quotas {
         let try_by_class = self.by_class.now();
         let round = match view.current {
             Some(current) => {
-                let known = self.held.known(
-                    tree,
-                    view,
-                    current.queued,
-                    &mut self.keys,
-                    self.every_round_whole,
-                );
+                let known = self.held.known(tree, view, current.queued, &mut self.keys);
                 round::plan_with(
                     tree,
                     view,
@@ -318,9 +312,7 @@ impl Policy for Quotas {
             // reclaimed, and nothing starts to go above a limit), or every waiting job is
             // within its guaranteed quota with room to run. The round is not built.
             let unneeded = current.queued.is_empty() || {
-                let known = self
-                    .held
-                    .known(tree, view, current.queued, &mut self.keys, false);
+                let known = self.held.known(tree, view, current.queued, &mut self.keys);
                 round::admits_all_within(
                     tree,
                     view,

@@ -78,8 +78,6 @@ pub struct QuotaRound {
     by_class: ByClass,
     /// Running jobs reclaimed (preempted) for guaranteed quota, sorted by id.
     pub reclaimed: Vec<JobId>,
-    /// Running jobs beyond their tenant's guaranteed quota: reclaimable. Sorted by id.
-    pub borrowing: Vec<JobId>,
     /// Waiting jobs admitted beyond their tenant's guaranteed quota (borrowing), sorted by id.
     pub admitted_borrowing: Vec<JobId>,
     /// Whether some waiting job within its tenant's guaranteed quota was admitted.
@@ -528,9 +526,6 @@ pub(crate) struct Known<'a> {
     pub capacity: &'a [u32],
     /// Positions in `view.jobs` of the waiting jobs.
     pub queued: &'a [u32],
-    /// Whether the round lists the running borrowers ([`QuotaRound::borrowing`]) even where
-    /// nothing is reclaimed: a pass over the running jobs the simulator does without.
-    pub borrowers: bool,
 }
 
 /// Buffers the rounds of a simulation reuse.
@@ -732,12 +727,6 @@ pub(crate) fn plan_with(
     {
         round.share = shares(tree, &held, &waiting, &capacity);
         round.admitted_borrowing.sort_unstable();
-        if known.as_ref().is_some_and(|k| k.borrowers) && running.is_none() {
-            running = Some(running_jobs(tree, view, queued, keys));
-        }
-        if let Some(running) = &running {
-            round.borrowing = borrowing(tree, view, keys, running, &[], &held);
-        }
         round.index_holds(view.specs.len());
         return round;
     }
@@ -789,12 +778,6 @@ pub(crate) fn plan_with(
         &mut round,
     );
     round.reclaimed.sort_unstable();
-    if known.as_ref().is_some_and(|k| k.borrowers) && running.is_none() {
-        running = Some(running_jobs(tree, view, queued, keys));
-    }
-    if let Some(running) = &running {
-        round.borrowing = borrowing(tree, view, keys, running, &round.reclaimed, &held);
-    }
     round.admitted_borrowing.sort_unstable();
     round.index_holds(view.specs.len());
     round
@@ -1691,14 +1674,44 @@ fn admit_borrowers(
     }
 }
 
-/// Running jobs (not reclaimed) beyond their tenant's guaranteed quota: each tenant's jobs of
-/// the highest class and oldest start fill its guaranteed quota first.
+/// What the running jobs of a view hold in a tree, worked out when asked (the daemon's `GET
+/// /v1/quotas`), not at every round: a pass over every running job no decision needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunningUse {
+    /// GPUs held per node and dimension (`node * dims + dim`).
+    pub held: Vec<u32>,
+    /// The running jobs beyond their tenant's guaranteed quota — reclaimable, should the owner
+    /// of the quota they borrow need it — sorted by id: each tenant's jobs of the highest class
+    /// and oldest start fill its guaranteed quota first.
+    pub borrowers: Vec<JobId>,
+}
+
+/// [`RunningUse`] of the running jobs of `view`.
+pub fn running_use(tree: &QuotaTree, view: &SchedulerView<'_>) -> RunningUse {
+    let mut keys = JobKeys::default();
+    let running = running_jobs(tree, view, None, &mut keys);
+    let mut ledger = Ledger {
+        tree,
+        dims: tree.dims.len(),
+        used: vec![0; tree.nodes.len() * tree.dims.len()],
+    };
+    for (_, leaf, by_dim) in &running {
+        ledger.add(*leaf, by_dim, true);
+    }
+    let borrowers = borrowing(tree, view, &mut keys, &running, &ledger.used);
+    RunningUse {
+        held: ledger.used,
+        borrowers,
+    }
+}
+
+/// [`RunningUse::borrowers`] among `running` (job, leaf, GPUs per dimension), given the GPUs they `held`
+/// per node and dimension.
 fn borrowing(
     tree: &QuotaTree,
     view: &SchedulerView<'_>,
     keys: &mut JobKeys,
     running: &[(&ActiveJob, usize, ByDim)],
-    reclaimed: &[JobId],
     held: &[u32],
 ) -> Vec<JobId> {
     let dims = tree.dims.len();
@@ -1706,10 +1719,8 @@ fn borrowing(
     let over = |leaf: usize| {
         (0..dims).any(|d| held[leaf * dims + d] > tree.nodes[leaf].quota[d].guaranteed)
     };
-    let mut order: Vec<&(&ActiveJob, usize, ByDim)> = running
-        .iter()
-        .filter(|(j, leaf, _)| over(*leaf) && reclaimed.binary_search(&j.id).is_err())
-        .collect();
+    let mut order: Vec<&(&ActiveJob, usize, ByDim)> =
+        running.iter().filter(|(_, leaf, _)| over(*leaf)).collect();
     order.sort_by_cached_key(|(j, leaf, _)| {
         (
             *leaf,

@@ -145,20 +145,28 @@ fn a_borrower_is_reclaimed_when_the_owner_needs_its_guaranteed_gpus_and_not_befo
         vec![0, 1, 2, 3],
         "b borrows a's idle quota"
     );
-    let (tree, round) = policy.quota_round().expect("a quota tree");
-    assert_eq!(
-        round.borrowing.len(),
-        0,
-        "marked at the next round, once they run"
-    );
+    let tree = policy.tree().expect("a quota tree").clone();
     assert_eq!(tree.dims, vec!["all"]);
+    let jobs = active(&specs, &first);
+    let view = SchedulerView {
+        cluster: &c,
+        jobs: &jobs,
+        specs: &specs,
+        current: None,
+    };
+    let used = round::running_use(&tree, &view);
+    assert_eq!(
+        used.borrowers,
+        vec![JobId(2), JobId(3)],
+        "b's oldest jobs fill its guaranteed 4 GPUs, the others borrow"
+    );
+    assert_eq!(used.held[tree.leaf("b")], 8);
     let again = decide(&mut policy, &c, &specs, &first, 10);
     assert_eq!(
         running(&again),
         vec![0, 1, 2, 3],
         "no reclaim while a asks for nothing"
     );
-    assert_eq!(policy.quota_round().expect("tree").1.borrowing.len(), 2);
     specs.push(job(4, "a", 4));
     let reclaimed = decide(&mut policy, &c, &specs, &again, 20);
     assert!(
@@ -602,7 +610,6 @@ fn shortcut_admits(
         held,
         capacity: &capacity,
         queued,
-        borrowers: false,
     };
     round::admits_all_within(
         tree,
@@ -755,7 +762,7 @@ proptest! {
     /// The daemon offers the present (`SchedulerView::current`) only after a round whose
     /// decision was carried out whole; runs may end between rounds, some for good (the policy
     /// is told), some to wait again. Under that contract a quota tree that keeps its tenants'
-    /// running GPUs between rounds decides, and shows (held GPUs, shares, borrowers), as one
+    /// running GPUs between rounds decides, and shows (held GPUs, shares), as one
     /// counting them afresh at every round.
     #[test]
     fn a_present_kept_between_daemon_rounds_decides_as_a_fresh_count(
@@ -787,7 +794,6 @@ proptest! {
             let (a, b) = (kept.quota_round().expect("tree").1, fresh.quota_round().expect("tree").1);
             prop_assert_eq!(a.holds().collect::<Vec<_>>(), b.holds().collect::<Vec<_>>());
             prop_assert_eq!(&a.reclaimed, &b.reclaimed);
-            prop_assert_eq!(&a.borrowing, &b.borrowing);
             prop_assert_eq!(&a.held, &b.held);
             prop_assert_eq!(&a.share, &b.share);
             // The daemon carries the decision out, but for `refused` of its starts and as many
@@ -960,7 +966,7 @@ fn jobs_within_quota_no_node_holds_are_admitted_as_they_are_when_no_one_borrows(
 
 /// A round that holds every waiting job by class (the cluster full, no job within its quota)
 /// decides as one that holds them job by job: the same jobs held for the same reasons, the same
-/// shares, borrowers and jobs offered. Checked on random trees and queues, over rounds in which
+/// shares, admitted borrowers and jobs offered. Checked on random trees and queues, over rounds in which
 /// runs end and others start first fit (whatever the quota: a tree set on a busy cluster finds
 /// it so). Many cases take the by-class path, some admitting borrowers on it (counted, with
 /// bounds far below what the generator gives: one that stopped reaching them would fail).
@@ -1064,7 +1070,6 @@ fn holding_by_class_decides_as_job_by_job() {
                     prop_assert_eq!(fast.is_held(j.id), slow.is_held(j.id));
                 }
                 prop_assert_eq!(&fast.reclaimed, &slow.reclaimed);
-                prop_assert_eq!(&fast.borrowing, &slow.borrowing);
                 prop_assert_eq!(&fast.admitted_borrowing, &slow.admitted_borrowing);
                 prop_assert_eq!(fast.guaranteed_waiting, slow.guaranteed_waiting);
                 prop_assert_eq!(&fast.held, &slow.held);
