@@ -444,6 +444,17 @@ pub fn run_point(point: &str) -> Result<()> {
         idle.push(ms(t.elapsed()));
     }
     put("idle_round_ms", json!(median(idle)));
+    if quotas {
+        // `GET /v1/quotas` works out what the running jobs hold and who borrows when asked:
+        // what that costs at this scale (the admin's whole tree).
+        let mut asked = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            std::hint::black_box(daemon.quota_view(None));
+            asked.push(ms(t.elapsed()));
+        }
+        put("quota_view_ms", json!(median(asked)));
+    }
     // A 10,000-task array on top: one submission (one store write), then the round that first
     // sees it (issue 29's goals: accepted in < 100 ms, no round above the first round's).
     let t = Instant::now();
@@ -621,7 +632,7 @@ fn usage_report_times() -> Result<Vec<(String, f64)>> {
 }
 
 /// The rows printed: (key, label, unit, decimals).
-const ROWS: [(&str, &str, &str, usize); 32] = [
+const ROWS: [(&str, &str, &str, usize); 33] = [
     ("daemon_start_ms", "daemon start (empty store)", "ms", 1),
     (
         "submit_s",
@@ -667,6 +678,12 @@ const ROWS: [(&str, &str, &str, usize); 32] = [
     (
         "idle_round_ms",
         "round with nothing new, median of 5",
+        "ms",
+        1,
+    ),
+    (
+        "quota_view_ms",
+        "GET /v1/quotas (+quotas: held GPUs, borrowers worked out then), median of 5",
         "ms",
         1,
     ),
