@@ -47,8 +47,8 @@ pub struct Quotas {
     /// Whether whole rounds try holding the waiting jobs by class.
     by_class: round::Tries,
     /// Whether every round is built whole, also where nothing would be held, reclaimed or lent:
-    /// the daemon shows each round's GPUs held and shares (`GET /v1/quotas`), which the
-    /// simulator's shortcuts leave out.
+    /// the daemon shows each round's fair shares (`GET /v1/quotas`) and words each held job's
+    /// reason, which the simulator's shortcuts leave out.
     every_round_whole: bool,
 }
 
@@ -80,9 +80,10 @@ impl Quotas {
         }
     }
 
-    /// Builds every round whole, for a caller that shows each round's held GPUs and shares (the
-    /// daemon; the borrowers it shows are worked out when asked, [`round::running_use`]): the
-    /// present it offers still spares the round a pass over the running jobs.
+    /// Builds every round whole, for a caller that shows each round's fair shares (the daemon;
+    /// the GPUs held and the borrowers it shows are worked out when asked,
+    /// [`round::running_use`]): the present it offers still spares the round a pass over the
+    /// running jobs.
     pub fn showing_every_round(mut self) -> Self {
         self.every_round_whole = true;
         self

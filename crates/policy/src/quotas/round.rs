@@ -855,21 +855,35 @@ fn running_dims(tree: &QuotaTree, view: &SchedulerView<'_>, job: &ActiveJob) -> 
 
 /// The dimension a waiting job counts in (`used`: GPUs held per node and dimension): its GPU
 /// type's, else the first where its tenant has guaranteed quota left, else the one with the most
-/// free GPUs (Kueue's flavor order, in small).
+/// free GPUs (Kueue's flavor order, in small). Inline for the common answers (a typed job, a
+/// tree of one dimension), read for every waiting job; the search out of line.
+#[inline]
 fn pick_dim(tree: &QuotaTree, key: JobKey, gpus: u32, used: &[u32], capacity: &[u32]) -> usize {
-    let dims = tree.dims.len();
-    let leaf = key.leaf as usize;
     match key.typed_dim {
         Some(d) => usize::from(d),
-        None if dims == 1 => 0,
-        None => (0..dims)
-            .find(|&d| used[leaf * dims + d] + gpus <= tree.nodes[leaf].quota[d].guaranteed)
-            .unwrap_or_else(|| {
-                (0..dims)
-                    .max_by_key(|&d| (capacity[d].saturating_sub(used[d]), Reverse(d)))
-                    .unwrap_or(0)
-            }),
+        None if tree.dims.len() == 1 => 0,
+        None => pick_untyped_dim(tree, key, gpus, used, capacity),
     }
+}
+
+/// [`pick_dim`] for a job of no GPU type in a tree of several dimensions.
+#[inline(never)]
+fn pick_untyped_dim(
+    tree: &QuotaTree,
+    key: JobKey,
+    gpus: u32,
+    used: &[u32],
+    capacity: &[u32],
+) -> usize {
+    let dims = tree.dims.len();
+    let leaf = key.leaf as usize;
+    (0..dims)
+        .find(|&d| used[leaf * dims + d] + gpus <= tree.nodes[leaf].quota[d].guaranteed)
+        .unwrap_or_else(|| {
+            (0..dims)
+                .max_by_key(|&d| (capacity[d].saturating_sub(used[d]), Reverse(d)))
+                .unwrap_or(0)
+        })
 }
 
 /// The order of a tenant's waiting jobs: class, then priority, higher first; then submission.

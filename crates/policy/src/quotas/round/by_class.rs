@@ -296,11 +296,7 @@ impl Counts<'_> {
             };
             let key = keys.of(tree, view, job);
             let leaf = key.leaf();
-            let dim = match key.typed_dim {
-                Some(d) => usize::from(d),
-                None if dims == 1 => 0,
-                None => pick_dim(tree, key, job.gpus, used, self.capacity),
-            };
+            let dim = pick_dim(tree, key, job.gpus, used, self.capacity);
             let class = leaf * dims + dim;
             let (Some(&held), Some(slot), Some(word)) = (
                 used.get(class),
