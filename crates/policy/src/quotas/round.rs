@@ -1229,10 +1229,21 @@ fn reclaim_for_placement(
             let k = i64::from(c.job.gpus);
             let (of_dim, widest) = nodes_for(tree, view, c.dim, c.job);
             victims.ensure_order(view, now, running);
+            // Only a job whose tenant is above its guaranteed quota can be taken (`take`): a plan
+            // counting on any other job (the owner's own, or a tenant within its guarantee)
+            // would reclaim nothing, and the owner would wait behind borrowers.
+            let takeable = |i: usize| {
+                let leaf = running[i].1;
+                ledger.used[ledger.at(leaf, c.dim)] > tree.nodes[leaf].quota[c.dim].guaranteed
+            };
             let picked = if k <= widest {
-                cheapest_node(view, running, victims, &free, &on_node, &of_dim, k)
+                cheapest_node(
+                    view, running, victims, &takeable, &free, &on_node, &of_dim, k,
+                )
             } else {
-                across_nodes(view, running, victims, &free, &on_node, &of_dim, k)
+                across_nodes(
+                    view, running, victims, &takeable, &free, &on_node, &of_dim, k,
+                )
             };
             let mut took = false;
             for i in picked {
@@ -1446,13 +1457,14 @@ fn take_across(free: &mut [i64], nodes: &[usize], k: i64) -> bool {
     true
 }
 
-/// The candidates (in victim order) whose reclaim makes room for `k` GPUs on one node: the node
-/// that needs the fewest. Each node's own jobs are looked at, not every running job per node.
+/// The candidates (in victim order, `takeable` ones only) whose reclaim makes room for `k` GPUs
+/// on one node: the node that needs the fewest. Each node's own jobs are looked at, not every running job per node.
 #[allow(clippy::too_many_arguments)]
 fn cheapest_node(
     view: &SchedulerView<'_>,
     running: &[(&ActiveJob, usize, ByDim)],
     victims: &Victims,
+    takeable: &dyn Fn(usize) -> bool,
     free: &[i64],
     on_node: &[Vec<usize>],
     nodes: &[usize],
@@ -1463,7 +1475,9 @@ fn cheapest_node(
         let mut here: Vec<usize> = on_node[n]
             .iter()
             .copied()
-            .filter(|&i| !victims.taken[i] && view.spec(running[i].0).class.preemptible)
+            .filter(|&i| {
+                !victims.taken[i] && view.spec(running[i].0).class.preemptible && takeable(i)
+            })
             .collect();
         here.sort_unstable_by_key(|&i| rank.get(i).copied().unwrap_or(usize::MAX));
         here.dedup();
@@ -1484,12 +1498,14 @@ fn cheapest_node(
         .unwrap_or_default()
 }
 
-/// The candidates (in victim order) whose reclaim frees `k` GPUs across `nodes`.
+/// The candidates (in victim order, `takeable` ones only) whose reclaim frees `k` GPUs across
+/// `nodes`.
 #[allow(clippy::too_many_arguments)]
 fn across_nodes(
     view: &SchedulerView<'_>,
     running: &[(&ActiveJob, usize, ByDim)],
     victims: &Victims,
+    takeable: &dyn Fn(usize) -> bool,
     free: &[i64],
     on_node: &[Vec<usize>],
     nodes: &[usize],
@@ -1498,7 +1514,7 @@ fn across_nodes(
     let mut total: i64 = nodes.iter().map(|&n| free[n].max(0)).sum();
     let mut picked = Vec::new();
     for i in victims.candidates(view, running, |i| {
-        nodes.iter().any(|&n| on_node[n].contains(&i))
+        takeable(i) && nodes.iter().any(|&n| on_node[n].contains(&i))
     }) {
         if total >= k {
             break;

@@ -182,6 +182,36 @@ fn a_borrower_is_reclaimed_when_the_owner_needs_its_guaranteed_gpus_and_not_befo
 }
 
 #[test]
+fn a_reclaim_never_counts_on_a_job_it_may_not_take() {
+    // n0 holds d's 1-GPU job (d within its guarantee) beside c's 3-GPU borrower; n1 c's 4-GPU
+    // borrower. a, within its guarantee, asks for 1 GPU. d's job loses the fewest GPU-seconds,
+    // but it is not a borrower: the plan for n0 must count on c's job, not on d's (a plan that
+    // counted on d's reclaimed nothing, and a waited behind c's borrowers; found on a 4-node
+    // trace with a tenant outside the tree).
+    let c = cluster(2, 4);
+    let groups = [
+        group("a", None, 4, None, None),
+        group("d", None, 2, Some(0), None),
+        group("c", None, 2, None, None),
+    ];
+    let mut specs = vec![job(0, "d", 1), job(1, "c", 3), job(2, "c", 4)];
+    let mut policy = quotas(&groups, &c, PolicyKind::Fifo);
+    let first = decide(&mut policy, &c, &specs, &Decision::default(), 0);
+    assert_eq!(running(&first), vec![0, 1, 2], "the cluster is full");
+    specs.push(job(3, "a", 1));
+    let next = decide(&mut policy, &c, &specs, &first, 20);
+    let reclaimed = &policy.quota_round().expect("tree").1.reclaimed;
+    assert_eq!(reclaimed.len(), 1, "one borrower: {reclaimed:?}");
+    assert_ne!(reclaimed[0], JobId(0), "d is within its guarantee");
+    assert!(
+        running(&next).contains(&3),
+        "a's guaranteed job runs at once: {:?}",
+        running(&next)
+    );
+    assert!(running(&next).contains(&0), "d's job keeps running");
+}
+
+#[test]
 fn the_lowest_class_and_fewest_lost_gpu_seconds_go_first() {
     let c = cluster(1, 4);
     let groups = [
