@@ -294,6 +294,21 @@ impl Ledger<'_> {
         node * self.dims + dim
     }
 
+    /// Whether `node` holds more than `floor` GPUs of `dim`.
+    fn above(&self, node: usize, dim: usize, floor: f64) -> bool {
+        f64::from(self.used[self.at(node, dim)]) > floor + 1e-9
+    }
+
+    /// Whether `node` holds more than its guaranteed quota of `dim`: only then may a job of its
+    /// be reclaimed for an owner's guarantee.
+    fn above_guaranteed(&self, node: usize, dim: usize) -> bool {
+        self.above(
+            node,
+            dim,
+            f64::from(self.tree.nodes[node].quota[dim].guaranteed),
+        )
+    }
+
     /// Adds (or with `sign` false, takes away) GPUs on the path from `leaf` to the root.
     fn add(&mut self, leaf: usize, by_dim: &[u32], sign: bool) {
         self.tree.add_on_path(&mut self.used, leaf, by_dim, sign);
@@ -1161,12 +1176,12 @@ impl Victims {
         to_guaranteed: bool,
     ) -> bool {
         let (job, leaf, by_dim) = &running[i];
-        let floor = if to_guaranteed {
-            f64::from(ledger.tree.nodes[*leaf].quota[dim].guaranteed)
+        let above = if to_guaranteed {
+            ledger.above_guaranteed(*leaf, dim)
         } else {
-            round.share[*leaf * ledger.dims + dim]
+            ledger.above(*leaf, dim, round.share[*leaf * ledger.dims + dim])
         };
-        if self.taken[i] || f64::from(ledger.used[ledger.at(*leaf, dim)]) <= floor + 1e-9 {
+        if self.taken[i] || !above {
             return false;
         }
         self.taken[i] = true;
@@ -1232,10 +1247,7 @@ fn reclaim_for_placement(
             // Only a job whose tenant is above its guaranteed quota can be taken (`take`): a plan
             // counting on any other job (the owner's own, or a tenant within its guarantee)
             // would reclaim nothing, and the owner would wait behind borrowers.
-            let takeable = |i: usize| {
-                let leaf = running[i].1;
-                ledger.used[ledger.at(leaf, c.dim)] > tree.nodes[leaf].quota[c.dim].guaranteed
-            };
+            let takeable = |i: usize| ledger.above_guaranteed(running[i].1, c.dim);
             let picked = if k <= widest {
                 cheapest_node(
                     view, running, victims, &takeable, &free, &on_node, &of_dim, k,
@@ -1458,7 +1470,8 @@ fn take_across(free: &mut [i64], nodes: &[usize], k: i64) -> bool {
 }
 
 /// The candidates (in victim order, `takeable` ones only) whose reclaim makes room for `k` GPUs
-/// on one node: the node that needs the fewest. Each node's own jobs are looked at, not every running job per node.
+/// on one node: the node that needs the fewest. Each node's own jobs are looked at, not every
+/// running job per node.
 #[allow(clippy::too_many_arguments)]
 fn cheapest_node(
     view: &SchedulerView<'_>,
