@@ -1237,8 +1237,11 @@ fn reclaim_for_placement(
     order.sort_by_key(|c| c.order);
     'pass: loop {
         let (mut free, on_node) = free_gpus(view, running, victims);
-        for c in &order {
+        // The guaranteed jobs placed this pass, in order.
+        let mut placed: Vec<&Candidate<'_>> = Vec::new();
+        for &c in &order {
             if place_first_fit(tree, view, &mut free, c.dim, c.job) {
+                placed.push(c);
                 continue;
             }
             let k = i64::from(c.job.gpus);
@@ -1261,6 +1264,15 @@ fn reclaim_for_placement(
             for i in picked {
                 took |= victims.take(i, c.dim, ledger, running, round, true);
             }
+            if !took {
+                // No one node's borrowers make room for it beside the guaranteed jobs placed
+                // before it: the room may be where one of those went (first fit gave a small
+                // job the node only this one could use). Plan for them all together.
+                let base = free_gpus(view, running, victims).0;
+                for i in reclaim_to_fit(tree, view, running, victims, ledger, &base, &placed, c) {
+                    took |= victims.take(i, c.dim, ledger, running, round, true);
+                }
+            }
             if took {
                 continue 'pass;
             }
@@ -1268,6 +1280,72 @@ fn reclaim_for_placement(
         return;
     }
 }
+
+/// The borrowers to reclaim so that first fit places `c` after the guaranteed jobs `placed`
+/// before it (in their order, as the policy will), if it would with every borrower of `c`'s
+/// dimension gone (else none): the shortest run of them in victim order that does, less every
+/// one of those that can stay (the dearest to lose tried first). Found by doubling and halving
+/// the run, so that a round with thousands of borrowers tries a few dozen placements, not one
+/// per borrower.
+#[allow(clippy::too_many_arguments)]
+fn reclaim_to_fit(
+    tree: &QuotaTree,
+    view: &SchedulerView<'_>,
+    running: &[(&ActiveJob, usize, ByDim)],
+    victims: &Victims,
+    ledger: &Ledger<'_>,
+    base: &[i64],
+    placed: &[&Candidate<'_>],
+    c: &Candidate<'_>,
+) -> Vec<usize> {
+    let mut chosen = victims.candidates(view, running, |i| {
+        running[i].2[c.dim] > 0 && ledger.above_guaranteed(running[i].1, c.dim)
+    });
+    let fits = |set: &[usize]| {
+        let mut free = base.to_vec();
+        for &i in set {
+            for &(node, gpus) in running[i].0.placement().map_or(&[][..], |p| &p.slots) {
+                if let Some(f) = free.get_mut(node.index()) {
+                    *f += i64::from(gpus);
+                }
+            }
+        }
+        placed
+            .iter()
+            .chain([&c])
+            .all(|p| place_first_fit(tree, view, &mut free, p.dim, p.job))
+    };
+    if chosen.is_empty() || !fits(&chosen) {
+        return Vec::new();
+    }
+    // The shortest run from the cheapest that fits: `short` too few, `enough` enough.
+    let (mut short, mut enough) = (0, 1);
+    while enough < chosen.len() && !fits(&chosen[..enough]) {
+        (short, enough) = (enough, (enough * 2).min(chosen.len()));
+    }
+    while enough - short > 1 {
+        let mid = short + (enough - short) / 2;
+        if fits(&chosen[..mid]) {
+            enough = mid;
+        } else {
+            short = mid;
+        }
+    }
+    chosen.truncate(enough);
+    // Within it, the last are the dearest to lose: each stays if the rest still make room.
+    if chosen.len() <= PRUNED_AT_MOST {
+        for at in (0..chosen.len()).rev() {
+            let i = chosen.remove(at);
+            if !fits(&chosen) {
+                chosen.insert(at, i);
+            }
+        }
+    }
+    chosen
+}
+
+/// The most victims [`reclaim_to_fit`] tries to spare one by one.
+const PRUNED_AT_MOST: usize = 64;
 
 /// The nodes of dimension `dim` that `job` may run on (its GPU type's, when it names one), and
 /// the most GPUs one of them has.

@@ -740,6 +740,200 @@ fn time_rounds(
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The same beside a tenant within its own guarantee whose jobs share the borrowers' nodes
+    /// (and a tenant outside the tree, which borrows too), in the simulator's way (the present
+    /// kept between events, its shortcuts taken), the daemon's (the present offered, every
+    /// round built whole) and with every round counted afresh: the owner's jobs run within one round wherever the policy's first fit would
+    /// place them on the GPUs left once every borrower is gone, and the other tenant's jobs
+    /// within its guarantee are never taken. (A reclaim that counted on such a job reclaimed
+    /// nothing, and the owner waited; one that did not look past the node first fit had just
+    /// given a small guaranteed job left a large one waiting.)
+    #[test]
+    fn guaranteed_quota_is_reached_beside_a_tenant_within_its_own(
+        jobs in proptest::collection::vec((0u8..3, 1u32..5), 4..14),
+        owner in proptest::collection::vec(1u32..5, 1..5),
+        guaranteed in 1u32..12,
+        steady_guaranteed in 0u32..8,
+        steady_may_borrow in any::<bool>(),
+        mode in 0u8..3,
+    ) {
+        let c = cluster(4, 4);
+        let steady_guaranteed = steady_guaranteed.min(16 - guaranteed);
+        let groups = [
+            group("owner", None, guaranteed, None, None),
+            group("steady", None, steady_guaranteed, (!steady_may_borrow).then_some(0), None),
+            group("other", None, 0, None, None),
+        ];
+        // Steady's jobs up to its guarantee, the borrowers' ("other" and "outside") between them.
+        let mut steady_total = 0;
+        let mut specs = Vec::new();
+        for &(who, gpus) in &jobs {
+            let tenant = match who {
+                0 if steady_total + gpus <= steady_guaranteed => {
+                    steady_total += gpus;
+                    "steady"
+                }
+                0 | 1 => "other",
+                _ => "outside",
+            };
+            specs.push(job(specs.len() as u32, tenant, gpus));
+        }
+        // Every round counted afresh; the simulator's way; the daemon's (the present offered,
+        // every round built whole).
+        let with_present = mode > 0;
+        let mut policy = quotas(&groups, &c, PolicyKind::Fifo);
+        if mode == 2 {
+            policy = policy.showing_every_round();
+        }
+        let mut run = Run { running: BTreeMap::new(), with_present };
+        run.round(&mut policy, &c, &specs, 0);
+        run.round(&mut policy, &c, &specs, 60);
+        let steady_before: Vec<u32> = run.running.keys().copied().filter(|&j| specs[j as usize].tenant == "steady").collect();
+        let mut wanted = Vec::new();
+        let mut total = 0;
+        for &g in &owner {
+            if total + g <= guaranteed {
+                total += g;
+                wanted.push(g);
+                specs.push(job(specs.len() as u32, "owner", g));
+            }
+        }
+        // The GPUs left once every borrower is gone (the owner's and steady's jobs stay).
+        let mut free = [4u32; 4];
+        for (&j, p) in &run.running {
+            if specs[j as usize].tenant == "steady" {
+                for &(n, g) in &p.slots {
+                    free[n.index()] -= g;
+                }
+            }
+        }
+        run.round(&mut policy, &c, &specs, 120);
+        let owner_gpus: u32 = run.running.iter().filter(|(j, _)| specs[**j as usize].tenant == "owner").map(|(_, p)| p.gpus()).sum();
+        if first_fit_places_all(&free, &wanted) {
+            prop_assert_eq!(owner_gpus, total, "the owner's {:?} on {:?} free once borrowers go; running {:?}", owner, free, run.running);
+        }
+        for j in steady_before {
+            prop_assert!(run.running.contains_key(&j), "steady's job {} (within its guarantee) was taken", j);
+        }
+    }
+}
+
+#[test]
+fn a_reclaim_looks_past_the_node_first_fit_gave_a_smaller_guaranteed_job() {
+    // n0 holds steady's 4-GPU job, n1 steady's 1-GPU job beside two borrowers, n2 a borrower;
+    // n3 is free. The owner asks for 2, 1 and 4 GPUs (its guarantee, 7): first fit puts the 2
+    // on n2's free GPUs and the 1 on n3 — the only node the 4 could use. Reclaiming the 1-GPU
+    // borrower on n1 sends the 1 there instead (first fit), and the 4 gets n3.
+    let c = cluster(4, 4);
+    let groups = [
+        group("owner", None, 7, None, None),
+        group("steady", None, 5, Some(0), None),
+        group("other", None, 0, None, None),
+    ];
+    let mut specs = vec![
+        job(0, "steady", 4),
+        job(1, "steady", 1),
+        job(2, "other", 2),
+        job(3, "other", 2),
+        job(4, "other", 1),
+    ];
+    for with_present in [false, true] {
+        let mut policy = quotas(&groups, &c, PolicyKind::Fifo);
+        let mut run = Run {
+            running: BTreeMap::new(),
+            with_present,
+        };
+        specs.truncate(5);
+        run.round(&mut policy, &c, &specs, 0);
+        assert_eq!(run.running.len(), 5, "everything runs");
+        specs.extend([job(5, "owner", 2), job(6, "owner", 1), job(7, "owner", 4)]);
+        run.round(&mut policy, &c, &specs, 60);
+        let owner: Vec<u32> = run.running.keys().copied().filter(|&j| j >= 5).collect();
+        assert_eq!(
+            owner,
+            vec![5, 6, 7],
+            "with_present {with_present}: {:?}",
+            run.running
+        );
+        assert!(run.running.contains_key(&0) && run.running.contains_key(&1));
+    }
+}
+
+/// Rounds carried out whole: the running jobs after each, offered as the present to the next
+/// (the simulator's way) or not (every round counted afresh).
+struct Run {
+    running: BTreeMap<u32, Placement>,
+    with_present: bool,
+}
+
+impl Run {
+    fn round(
+        &mut self,
+        policy: &mut Quotas,
+        c: &arbiter_model::Cluster,
+        specs: &[JobSpec],
+        now_s: u64,
+    ) {
+        let mut jobs = Vec::new();
+        let mut queued = Vec::new();
+        for s in specs {
+            let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
+            match self.running.get(&s.id.0) {
+                Some(p) => {
+                    j.state = RunState::Running {
+                        placement: p.clone(),
+                        since: SimTime::ZERO,
+                        speed: 1.0,
+                    };
+                    j.first_start = Some(SimTime::ZERO);
+                }
+                None => queued.push(jobs.len() as u32),
+            }
+            jobs.push(j);
+        }
+        let mut free = arbiter_model::Occupancy::new(c);
+        for p in self.running.values() {
+            free.allocate(p).expect("fits");
+        }
+        let present = self.with_present.then_some(crate::Current {
+            free: &free,
+            queued: &queued,
+            positions: None,
+        });
+        let view = SchedulerView {
+            cluster: c,
+            jobs: &jobs,
+            specs,
+            current: present,
+        };
+        let d = policy
+            .schedule(&view, SimTime::from_ms(now_s * 1000))
+            .expect("decides");
+        if !d.keep_unlisted {
+            self.running.clear();
+        }
+        self.running
+            .extend(d.run.iter().map(|a| (a.job.0, a.placement.clone())));
+    }
+}
+
+/// Whether jobs of `gpus` GPUs each (in this order) all fit first fit, each on the first node
+/// with room in `free` GPUs per node — as the policy places them.
+fn first_fit_places_all(free: &[u32], gpus: &[u32]) -> bool {
+    let mut free = free.to_vec();
+    gpus.iter()
+        .all(|&g| match free.iter_mut().find(|f| **f >= g) {
+            Some(f) => {
+                *f -= g;
+                true
+            }
+            None => false,
+        })
+}
+
 /// A caller that keeps jobs as the daemon does: `running` (job → placement), the jobs not
 /// ended for good (`live`); job `i` is submitted at round `i % 3`.
 struct Caller {
