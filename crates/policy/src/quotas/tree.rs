@@ -215,6 +215,25 @@ impl QuotaTree {
         Ok(tree)
     }
 
+    /// What [`QuotaTree::new`] checks without a cluster: names, parents, cycles, limits,
+    /// weights, children within their parent — all but the GPU types the cluster has and the
+    /// top level within its GPUs. (A scenario file is checked as it is read; its clusters are
+    /// built per trace later.)
+    pub fn check_shape(groups: &[QuotaGroup]) -> Result<(), String> {
+        let named: std::collections::BTreeSet<&String> = groups
+            .iter()
+            .flat_map(|g| g.gpus.keys())
+            .filter(|k| k.as_str() != ALL_TYPES)
+            .collect();
+        let mut types: Vec<String> = named.into_iter().cloned().collect();
+        if types.is_empty() {
+            // (`all` throughout: one type stands for the cluster's.)
+            types.push("any".into());
+        }
+        let capacity = vec![u32::MAX; types.len()];
+        QuotaTree::new(groups, &types, &capacity).map(|_| ())
+    }
+
     /// [`QuotaTree::new`] for `cluster`'s GPU types and GPUs.
     pub fn for_cluster(
         groups: &[QuotaGroup],
@@ -476,7 +495,10 @@ impl QuotaTree {
                     .iter()
                     .map(|&c| u64::from(self.nodes[c].quota[dim].guaranteed))
                     .sum();
-                let (whose, room) = if at == 0 {
+                let (whose, room) = if at == 0 && cluster_gpus == u32::MAX {
+                    // (`check_shape`: no cluster yet, only what a count can hold.)
+                    ("the most GPUs a quota can count,".to_string(), cluster_gpus)
+                } else if at == 0 {
                     ("the cluster's".to_string(), cluster_gpus)
                 } else {
                     (
@@ -583,9 +605,13 @@ fn index_names(groups: &[QuotaGroup]) -> Result<BTreeMap<&str, usize>, String> {
     let mut by_name = BTreeMap::new();
     for (i, g) in groups.iter().enumerate() {
         let name = g.name.trim();
-        if name.is_empty() || name != g.name || name.contains('(') {
+        if name.is_empty()
+            || name != g.name
+            || name.contains('(')
+            || name.chars().any(char::is_control)
+        {
             return Err(format!(
-                "quota group {}: name `{}` must be a non-empty name without spaces at its ends or parentheses",
+                "quota group {}: name {:?} must be a non-empty name without spaces at its ends, parentheses or control characters",
                 i + 1,
                 g.name
             ));
@@ -745,6 +771,38 @@ mod tests {
         )
         .expect_err("mixed");
         assert!(e.contains("either `all` or GPU types"), "{e}");
+    }
+
+    #[test]
+    fn a_trees_shape_is_checked_without_a_cluster() {
+        // Children above their parent, a cycle, a control character: refused with the numbers.
+        let e = QuotaTree::check_shape(&[
+            group("org", None, "a100", 4, None, None),
+            group("a", Some("org"), "a100", 3, None, None),
+            group("b", Some("org"), "a100", 3, None, None),
+        ])
+        .expect_err("children above");
+        assert!(
+            e.contains("a 3 + b 3 add up to 6, above its parent `org`'s 4"),
+            "{e}"
+        );
+        let e = QuotaTree::check_shape(&[group("a\nb", None, "all", 1, None, None)])
+            .expect_err("control character");
+        assert!(e.contains("control characters"), "{e}");
+        let e = QuotaTree::check_shape(&[
+            group("a", None, "all", u32::MAX, None, None),
+            group("b", None, "all", 1, None, None),
+        ])
+        .expect_err("more than a count holds");
+        assert!(e.contains("above the most GPUs a quota can count"), "{e}");
+        // What only a cluster can say is left to binding: any type, any top-level total.
+        QuotaTree::check_shape(&[
+            group("a", None, "h100", 1000, None, None),
+            group("b", None, "a100", 1000, None, None),
+        ])
+        .expect("types and totals wait for the cluster");
+        QuotaTree::check_shape(&[group("a", None, "all", 1000, Some(0), None)])
+            .expect("`all` alone");
     }
 
     #[test]

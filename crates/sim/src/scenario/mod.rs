@@ -749,6 +749,14 @@ impl Scenario {
             self.quota_groups_for(t.quotas.as_deref())
                 .map_err(|m| self.invalid(format!("trace `{}`: {m}", t.result_name())))?;
         }
+        // Each tree's shape now, naming the table; its GPU types and totals against each
+        // trace's cluster when that is built.
+        arbiter_policy::quotas::QuotaTree::check_shape(&self.quota_groups)
+            .map_err(|m| self.invalid(format!("[[quota_groups]]: {m}")))?;
+        for (name, groups) in &self.quota_trees {
+            arbiter_policy::quotas::QuotaTree::check_shape(groups)
+                .map_err(|m| self.invalid(format!("[[quota_trees.{name}]]: {m}")))?;
+        }
         // The table itself was checked as it was read; each policy's overrides are checked here.
         for &kind in self.policy.per_policy.keys() {
             self.policy.config_for(kind).map_err(|m| self.invalid(m))?;

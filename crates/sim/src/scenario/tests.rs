@@ -535,3 +535,27 @@ fn a_cluster_listed_node_by_node_numbers_types_and_racks_by_first_appearance() {
         .to_string();
     assert!(e.contains("cluster.nodes.0"), "{e}");
 }
+
+#[test]
+fn a_quota_tree_that_does_not_add_up_is_refused_at_load_naming_the_table() {
+    let groups = "[[quota_groups]]\nname = \"org\"\ngpus.all.guaranteed = 4\n\
+                  [[quota_groups]]\nname = \"a\"\nparent = \"org\"\ngpus.all.guaranteed = 3\n\
+                  [[quota_groups]]\nname = \"b\"\nparent = \"org\"\ngpus.all.guaranteed = 3\n";
+    let e = load_text(&format!("{BASE}{groups}"), &[])
+        .expect_err("children above their parent")
+        .to_string();
+    assert!(
+        e.contains("t.toml: [[quota_groups]]: quota tree does not add up")
+            && e.contains("a 3 + b 3 add up to 6, above its parent `org`'s 4"),
+        "{e}"
+    );
+    let named = "[[quota_trees.cyclic]]\nname = \"a\"\nparent = \"b\"\n\
+                 [[quota_trees.cyclic]]\nname = \"b\"\nparent = \"a\"\n";
+    let e = load_text(&format!("{BASE}{named}"), &[])
+        .expect_err("a cycle")
+        .to_string();
+    assert!(
+        e.contains("t.toml: [[quota_trees.cyclic]]: quota groups form a cycle"),
+        "{e}"
+    );
+}
