@@ -617,6 +617,21 @@ impl Scenario {
                 return Ok(scenario);
             }
             Err(e @ ScenarioError::Override(_)) => return Err(e),
+            Err(ScenarioError::Parse { message, .. }) if overrides.is_empty() => {
+                // A value of the wrong type: read from the text again, whose error says the
+                // line and column (the parsed table has no positions); the key stays named.
+                let at_line = toml::from_str::<Scenario>(text).err();
+                return Err(ScenarioError::Parse {
+                    path: path.to_path_buf(),
+                    message: match (at_line, key_in(&message)) {
+                        (Some(e), Some(key)) => {
+                            format!("{}\nin `{key}`", e.to_string().trim_end())
+                        }
+                        (Some(e), None) => e.to_string().trim_end().to_string(),
+                        (None, _) => message,
+                    },
+                });
+            }
             Err(e) => e,
         };
         Err(Self::blame_override(&doc, path, overrides, error))

@@ -559,3 +559,11 @@ fn a_quota_tree_that_does_not_add_up_is_refused_at_load_naming_the_table() {
         "{e}"
     );
 }
+
+#[test]
+fn a_value_of_the_wrong_type_is_refused_with_its_line_and_column() {
+    let text = format!("{BASE}[[quota_groups]]\nname = \"a\"\ngpus.all = {{ guaranteed = -2 }}\n");
+    let e = load_text(&text, &[]).expect_err("negative").to_string();
+    assert!(e.contains("line 9, column 27"), "{e}");
+    assert!(e.contains("expected u32"), "{e}");
+}
