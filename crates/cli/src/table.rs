@@ -28,29 +28,70 @@ pub(crate) enum Align {
 
 /// Renders rows under headers, each column as wide as its widest cell (so long policy names or
 /// numbers never push later columns out of line), one space apart, without trailing spaces.
+/// Cells are shown as [`shown`] makes them: control characters escaped, long ones cut.
 pub(crate) fn render(headers: &[(&str, Align)], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|(h, _)| h.chars().count()).collect();
-    for row in rows {
+    let header: Vec<String> = headers.iter().map(|(h, _)| h.to_string()).collect();
+    let cells: Vec<Vec<String>> = std::iter::once(&header)
+        .chain(rows)
+        .map(|row| row.iter().map(|c| shown(c)).collect())
+        .collect();
+    let mut widths: Vec<usize> = vec![0; headers.len()];
+    for row in &cells {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
     let mut s = String::new();
-    let header: Vec<String> = headers.iter().map(|(h, _)| h.to_string()).collect();
-    for cells in std::iter::once(&header).chain(rows) {
+    for row in &cells {
         let mut line = String::new();
-        for (i, ((cell, (_, align)), width)) in cells.iter().zip(headers).zip(&widths).enumerate() {
+        for (i, ((cell, (_, align)), &width)) in row.iter().zip(headers).zip(&widths).enumerate() {
             if i > 0 {
                 line.push(' ');
             }
-            let _ = match align {
-                Align::Left => write!(line, "{cell:<width$}"),
-                Align::Right => write!(line, "{cell:>width$}"),
-            };
+            // (Padded by hand: `format!`'s width stops at 65,535.)
+            let pad = " ".repeat(width - cell.chars().count());
+            match align {
+                Align::Left => {
+                    line.push_str(cell);
+                    line.push_str(&pad);
+                }
+                Align::Right => {
+                    line.push_str(&pad);
+                    line.push_str(cell);
+                }
+            }
         }
         let _ = writeln!(s, "{}", line.trim_end());
     }
     s
+}
+
+/// The most characters a cell shows; longer ones end in `…`.
+const CELL_CHARS: usize = 64;
+
+/// A cell as a terminal may print it: control characters escaped (a name from a trace or a
+/// tenant is not to move the cursor or ring the bell), cut to [`CELL_CHARS`].
+pub(crate) fn shown(cell: &str) -> String {
+    let escaped: String = if cell.chars().any(char::is_control) {
+        cell.chars()
+            .flat_map(|c| {
+                let e: Vec<char> = if c.is_control() {
+                    c.escape_default().collect()
+                } else {
+                    vec![c]
+                };
+                e
+            })
+            .collect()
+    } else {
+        cell.to_string()
+    };
+    if escaped.chars().count() <= CELL_CHARS {
+        return escaped;
+    }
+    let mut cut: String = escaped.chars().take(CELL_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 pub fn results_table(name: &str, rows: &[ResultRow]) -> String {
@@ -497,6 +538,33 @@ pub fn sweep_table(sweep: &arbiter_sim::sweep::Sweep) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cells_from_hostile_names_neither_panic_nor_reach_the_terminal_raw() {
+        // A 65,536-character tenant panicked `format!`'s width; an ESC or a bell went out raw.
+        let long = "T".repeat(70_000);
+        let rows = vec![
+            vec![long, "1".to_string()],
+            vec!["ev\u{1b}[31mil\u{7}\u{8}x".to_string(), "2".to_string()],
+        ];
+        let text = render(&[("tenant", Align::Left), ("jobs", Align::Right)], &rows);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[1].chars().count(),
+            CELL_CHARS + 1 + 4,
+            "cut to the cell width"
+        );
+        assert!(lines[1].contains('…'));
+        assert!(
+            lines[2].starts_with("ev\\u{1b}[31mil\\u{7}\\u{8}x"),
+            "{}",
+            lines[2]
+        );
+    }
 
     #[test]
     fn table_columns_fit_long_policy_names() {

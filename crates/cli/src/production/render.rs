@@ -770,7 +770,11 @@ pub(super) fn usage_table(reply: &Value) -> String {
     let keys: Vec<String> = by.iter().map(|b| b.replace('-', "_")).collect();
     let width = |k: &str, name: &str| {
         rows.iter()
-            .map(|r| r["key"][k].as_str().map_or(0, str::len))
+            .map(|r| {
+                r["key"][k]
+                    .as_str()
+                    .map_or(0, |v| crate::table::shown(v).chars().count())
+            })
             .max()
             .unwrap_or(0)
             .max(name.len())
@@ -795,8 +799,9 @@ pub(super) fn usage_table(reply: &Value) -> String {
             let value = r["key"][k.as_str()]
                 .as_str()
                 .filter(|v| !v.is_empty())
-                .unwrap_or("-");
-            let _ = write!(out, "{value:<w$} ");
+                .map_or_else(|| "-".to_string(), crate::table::shown);
+            let pad = " ".repeat(w.saturating_sub(value.chars().count()));
+            let _ = write!(out, "{value}{pad} ");
         }
         let _ = writeln!(
             out,
