@@ -784,3 +784,23 @@ fn the_timeline_records_every_stint_and_changes_no_result() {
         .collect();
     assert_eq!(stints, vec![(0, 0.0, 2.0), (1, 2.0, 4.0), (0, 4.0, 12.0)]);
 }
+
+#[test]
+fn rounds_skip_an_idle_gap_on_their_own_grid() {
+    // Rounds every 30 s; J0 at t=0 runs 10 s, J1 arrives 10⁹ s later. The rounds between see
+    // nothing and are skipped (a loop turn each made this take ≈ 1.3 s); the next falls on the
+    // same 30-s grid at or after J1's arrival: J1 is started by its arrival's own event, at
+    // once, as before.
+    let cluster = Cluster::homogeneous(1, 1, 2, 8, 64, "V100").expect("valid");
+    let gap_s = 1_000_000_000;
+    let jobs = vec![job(0, 0, 1, 10.0), job(1, gap_s, 1, 10.0)];
+    let mut policy = build(PolicyKind::Fifo, &PolicyConfig::default()).expect("builds");
+    let sim = SimConfig {
+        overhead: OverheadModel::None,
+        round_s: Some(30.0),
+        ..SimConfig::default()
+    };
+    let out = simulate(&cluster, &jobs, policy.as_mut(), &sim).expect("runs");
+    assert_eq!(jcts(&out), vec![10.0, 10.0]);
+    assert!(out.stats.events < 20, "{} events", out.stats.events);
+}

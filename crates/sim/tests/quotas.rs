@@ -26,6 +26,14 @@ a3,a,100,1,100
 /// The same jobs without quotas (`open`) and under a tree guaranteeing each tenant 4 GPUs
 /// (`split`), plus `extra` TOML.
 fn scenario(dir: &Path, extra: &str) -> Scenario {
+    let mut scenario = load(dir, extra).expect("scenario loads");
+    // As `arbiter run --report` asks: the timeline behind the report's figures.
+    scenario.simulation.record_timeline = true;
+    scenario
+}
+
+/// [`scenario`] as loading it answers.
+fn load(dir: &Path, extra: &str) -> Result<Scenario, arbiter_sim::scenario::ScenarioError> {
     std::fs::write(dir.join("jobs.csv"), JOBS).expect("trace written");
     let text = format!(
         r#"name = "quota-test"
@@ -65,10 +73,7 @@ gpus.all = {{ guaranteed = 4 }}
     );
     let path = dir.join("quota-test.toml");
     std::fs::write(&path, &text).expect("scenario written");
-    let mut scenario = Scenario::load(&path, &[]).expect("scenario loads");
-    // As `arbiter run --report` asks: the timeline behind the report's figures.
-    scenario.simulation.record_timeline = true;
-    scenario
+    Scenario::load(&path, &[])
 }
 
 /// A leaf as the test reads it: path, guaranteed, limit, tenants.
@@ -182,6 +187,7 @@ gpus.all = { guaranteed = 4, borrowing_limit = 0 }
 #[test]
 fn a_tree_whose_children_exceed_their_parent_is_refused_with_the_numbers_and_the_trace() {
     let dir = tempfile::tempdir().expect("dir");
+    // Children above their parent: refused as the file is read, naming it and the table.
     let extra = r#"
 [[trace]]
 name = "overdrawn"
@@ -203,13 +209,36 @@ name = "b"
 parent = "org"
 gpus.all = { guaranteed = 3 }
 "#;
+    let e = load(dir.path(), extra)
+        .expect_err("6 guaranteed under a parent of 4")
+        .to_string();
+    assert!(
+        e.contains("quota-test.toml: [[quota_trees.bad]]: quota tree does not add up"),
+        "names the file and the table: {e}"
+    );
+    assert!(
+        e.contains("the guaranteed all GPUs of a 3 + b 3 add up to 6, above its parent `org`'s 4"),
+        "{e}"
+    );
+    // More than the cluster has: known once the trace's cluster is built, naming the trace.
+    let extra = r#"
+[[trace]]
+name = "overdrawn"
+format = "native"
+path = "jobs.csv"
+quotas = "big"
+
+[[quota_trees.big]]
+name = "a"
+gpus.all = { guaranteed = 9 }
+"#;
     let e = scenario(dir.path(), extra)
         .run(&|_, _| {}, &|| 0.0)
-        .expect_err("6 guaranteed under a parent of 4")
+        .expect_err("9 guaranteed on 8 GPUs")
         .to_string();
     assert!(e.starts_with("overdrawn/"), "names the trace: {e}");
     assert!(
-        e.contains("the guaranteed all GPUs of a 3 + b 3 add up to 6, above its parent `org`'s 4"),
+        e.contains("the guaranteed all GPUs of a 9 add up to 9, above the cluster's 8"),
         "{e}"
     );
 }

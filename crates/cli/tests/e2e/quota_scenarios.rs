@@ -126,7 +126,7 @@ fn a_quota_scenario_prints_its_reclaims_and_its_report_draws_each_tenant_against
 }
 
 #[test]
-fn a_quota_tree_over_its_parent_is_refused_naming_the_trace_and_the_numbers() {
+fn a_quota_tree_over_its_parent_is_refused_naming_the_table_and_the_numbers() {
     let dir = tempfile::tempdir().expect("dir");
     let file = write(
         dir.path(),
@@ -157,7 +157,7 @@ gpus.all = { guaranteed = 3 }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "refused: {err}");
     assert!(
-        err.contains("overdrawn/")
+        err.contains("[[quota_trees.bad]]: quota tree does not add up")
             && err.contains("a 3 + b 3 add up to 6, above its parent `org`'s 4"),
         "{err}"
     );
