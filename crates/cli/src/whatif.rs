@@ -426,6 +426,7 @@ pub fn scenario_of_config(
         let groups = file.remove("quota_groups").ok_or_else(|| {
             anyhow!("{}: no [[quota_groups]] (write the daemon's with `arbiter quota export > quotas.toml`)", path.display())
         })?;
+        check_quota_file(path, &text)?;
         root.insert("quota_groups".into(), groups);
     }
     let text = toml::to_string(&doc).context("the scenario of the configuration")?;
@@ -436,6 +437,21 @@ pub fn scenario_of_config(
             arbiter_daemon::daemon::policy_support::gittins_prior(None).map_err(|e| anyhow!(e))?;
     }
     Ok(scenario)
+}
+
+/// A `--quotas` file's groups read as the scenario will read them, so that a mistake names
+/// this file, its line and column (a value of the wrong type, an unknown key) and the tree's
+/// shape is checked here (children above their parent, cycles, limits); what needs the
+/// cluster is checked when the replay binds the tree.
+fn check_quota_file(path: &Path, text: &str) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Groups {
+        quota_groups: Vec<arbiter_policy::quotas::QuotaGroup>,
+    }
+    let groups: Groups = toml::from_str(text)
+        .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    arbiter_policy::quotas::QuotaTree::check_shape(&groups.quota_groups)
+        .map_err(|m| anyhow!("{}: [[quota_groups]]: {m}", path.display()))
 }
 
 /// The history's jobs as the daemon with `config` would have seen them: in the configured
@@ -647,6 +663,14 @@ impl Sums {
 
 /// `arbiter whatif`.
 pub fn run(args: WhatifArgs, json: bool) -> Result<()> {
+    if let (Some(out), Some(history)) = (&args.jobs_csv, &args.history)
+        && same_file(out, history)
+    {
+        bail!(
+            "--jobs-csv {} is the history itself: it would be overwritten; write the jobs elsewhere",
+            out.display()
+        );
+    }
     let comparisons = match &args.scenario {
         Some(file) => from_scenario(file, &args.overrides)?,
         None => vec![from_config(&args)?],
@@ -670,6 +694,14 @@ pub fn run(args: WhatifArgs, json: bool) -> Result<()> {
         outln!("{}", texts.join("\n"));
     }
     Ok(())
+}
+
+/// Whether two paths name one file (an output path that does not exist yet names none).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// A history replayed on the cluster of a configuration (`arbiter whatif hist.csv ...`).

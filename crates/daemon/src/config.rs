@@ -498,12 +498,13 @@ impl Default for ServeConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// Unreadable file.
-    #[error("{path}: {source}")]
+    // (Not `source`: a cause in the words and in the chain was printed twice.)
+    #[error("{path}: {cause}")]
     Io {
         /// File.
         path: PathBuf,
         /// Cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Bad value.
     #[error("{0}")]
@@ -521,9 +522,9 @@ impl ServeConfig {
 
     /// Reads a TOML file.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         toml::from_str(&text).map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))
     }

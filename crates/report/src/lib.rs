@@ -29,12 +29,13 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// A file could not be written.
-    #[error("writing {path}: {source}")]
+    // (Not `source`: a cause in the words and in the chain was printed twice.)
+    #[error("writing {path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A figure could not be rasterized.
     #[error("figure {figure}: {error}")]
@@ -121,7 +122,7 @@ impl Report {
     pub fn write(&self, dir: &Path) -> Result<PathBuf, ReportError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| ReportError::Io { path, source }
+            move |cause| ReportError::Io { path, cause }
         };
         let figures_dir = dir.join("figures");
         std::fs::create_dir_all(&figures_dir).map_err(io(&figures_dir))?;

@@ -189,17 +189,17 @@ fn seeds(sweep: &Sweep) -> String {
 /// Writes the figures as SVG files into `dir` (`avg_jct.svg`, `jct_cdf_<value>.svg`, ...);
 /// returns them.
 pub fn write_figures(sweep: &Sweep, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+    std::fs::create_dir_all(dir).map_err(|cause| ReportError::Io {
         path: dir.to_path_buf(),
-        source,
+        cause,
     })?;
     figures(sweep)
         .into_iter()
         .map(|f| {
             let path = dir.join(format!("{}.svg", f.id));
-            std::fs::write(&path, f.svg).map_err(|source| ReportError::Io {
+            std::fs::write(&path, f.svg).map_err(|cause| ReportError::Io {
                 path: path.clone(),
-                source,
+                cause,
             })?;
             Ok(path)
         })

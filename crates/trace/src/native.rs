@@ -37,14 +37,25 @@
 //! | `array_id` | the trace id of its job array (the array's first task), when it is a task of one |
 //! | `array_index` | its task index in that array (`ARBITER_ARRAY_TASK_ID`; with `array_id`) |
 //! | `array_max_running` | the array's `%N`: at most this many of its tasks ran at once (empty = no limit) |
+//!
+//! Read strictly (docs/trace-formats.md): a header of these columns only, each once (a near
+//! miss is named: "did you mean `dependency`?"); no row longer than the header (an unquoted
+//! comma); `trace_id` and `tenant` non-empty, trace ids unique; names without control
+//! characters; no time or duration above [`MAX_SECONDS`]. The file is read once (a pipe works).
 
-use crate::rows::{Row, read_csv};
+use crate::rows::{LongRows, Row, read_csv_bytes};
 use crate::{Trace, TraceError};
 use arbiter_model::{
     DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime, TenantNames,
 };
 use std::io::Write;
 use std::path::Path;
+
+/// The longest time or duration the native format reads, in seconds: ten years of 365 days.
+/// Times are whole milliseconds in a `u64` on the simulator's axis, and a replay of more than a
+/// decade is certainly a unit mistake (epoch seconds or milliseconds where seconds from the
+/// trace's start belong): every time-like column above it is refused, naming the line.
+pub const MAX_SECONDS: f64 = 315_360_000.0;
 
 /// Column order of the native format.
 pub const COLUMNS: [&str; 21] = [
@@ -126,10 +137,15 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
 /// Reads a native trace with what a daemon recorded of each job: `recorded[i]` is about
 /// `trace.jobs[i]` (empty for a trace that is not a history).
 pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
-    // Sized once: a million jobs grown by doubling would copy their specs over and over.
-    let rows = crate::rows::line_count(path);
+    // Read once, then parsed from memory: a pipe (`/dev/stdin`, `<(...)`) cannot be read twice.
+    let bytes = whole_file(path)?;
+    // Sized once (lines bound the rows): a million jobs grown by doubling would copy their
+    // specs over and over.
+    let rows = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
     let mut jobs = Vec::with_capacity(rows);
     let mut recorded = Vec::with_capacity(rows);
+    // Each job's line, for an error naming two lines (a trace id given twice).
+    let mut lines: Vec<u64> = Vec::with_capacity(rows);
     // Each column's index, looked up once (by name in every row, a million rows' lookups cost
     // more than their parsing).
     let names: [&str; ALL] = std::array::from_fn(|i| {
@@ -141,10 +157,13 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
     });
     let columns = std::cell::OnceCell::new();
     let mut tenants = TenantNames::default();
-    read_csv(
+    read_csv_bytes(
         path,
+        &bytes,
         b',',
+        LongRows::Refused,
         |file| {
+            file.check_columns("native", &names)?;
             file.require(&["trace_id", "tenant", "submit_s", "gpus", "run_time_s"])?;
             columns.get_or_init(|| file.indices(names));
             Ok(())
@@ -154,10 +173,21 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
                 return Err(row.error("row", "read before its header"));
             };
             let text = |i: usize| row.present(c[i]);
-            let owned = |i: usize| text(i).map(str::to_string);
-            // A column known present (its text is there) as a non-negative number.
-            let number = |i: usize| row.non_negative_at(c[i].unwrap_or(usize::MAX), names[i]);
-            let required = |i: usize| row.at(c[i].unwrap_or(usize::MAX), names[i]);
+            // An optional name, refused with a character that acts on a terminal.
+            let owned = |i: usize| {
+                text(i)
+                    .map(|t| printable(row, names[i], t).map(str::to_string))
+                    .transpose()
+            };
+            // A column known present (its text is there) as seconds.
+            let number = |i: usize| seconds(row, c[i], names[i]);
+            let required = |i: usize| {
+                let t = row.at(c[i].unwrap_or(usize::MAX), names[i])?;
+                if t.is_empty() {
+                    return Err(row.error(names[i], "empty (every job has one)"));
+                }
+                printable(row, names[i], t)
+            };
             let submit_s = number(SUBMIT_S)?;
             let gpus = row.gpu_count_at(c[GPUS].unwrap_or(usize::MAX), names[GPUS])?;
             let run_time_s = number(RUN_TIME_S)?;
@@ -169,9 +199,9 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
             );
             job.trace_id = required(TRACE_ID)?.to_string();
             job.tenant = tenants.get(required(TENANT)?);
-            job.user = owned(USER);
-            job.name = owned(NAME);
-            job.model = owned(MODEL);
+            job.user = owned(USER)?;
+            job.name = owned(NAME)?;
+            job.model = owned(MODEL)?;
             if let Some(t) = text(GPU_TYPE) {
                 let index: u8 = t
                     .parse()
@@ -217,35 +247,40 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
                 job.trace_duration_s = Some(number(TRACE_DURATION_S)?);
             }
             if let Some(text) = text(DEADLINE_OPTIONS) {
-                let parse = |item: &str| -> Option<DeadlineOption> {
+                let parse = |item: &str| -> Option<(f64, f64)> {
                     let (at, value) = item.split_once(':')?;
                     let (at, value) = (
                         at.trim().parse::<f64>().ok()?,
                         value.trim().parse::<f64>().ok()?,
                     );
-                    (at.is_finite() && at >= 0.0 && value.is_finite() && value > 0.0).then(|| {
-                        DeadlineOption {
-                            deadline: SimTime::from_secs_f64(at),
-                            value,
-                        }
-                    })
+                    (at.is_finite() && at >= 0.0 && value.is_finite() && value > 0.0)
+                        .then_some((at, value))
                 };
                 job.deadline_options = text
                     .split(';')
-                    .map(parse)
-                    .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| {
-                        row.error(
-                            "deadline_options",
-                            format!("`{text}`: expected seconds:value pairs separated by `;`"),
-                        )
-                    })?;
+                    .map(|item| {
+                        let (at, value) = parse(item).ok_or_else(|| {
+                            row.error(
+                                "deadline_options",
+                                format!("`{text}`: expected seconds:value pairs separated by `;`"),
+                            )
+                        })?;
+                        Ok(DeadlineOption {
+                            deadline: SimTime::from_secs_f64(within_bound(
+                                row,
+                                "deadline_options",
+                                at,
+                            )?),
+                            value,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, TraceError>>()?;
                 if job.deadline.is_none() {
                     job.deadline = job.deadline_options.first().map(|o| o.deadline);
                 }
             }
             if let Some(name) = text(PRIORITY_CLASS) {
-                job.class.name = Some(name.into());
+                job.class.name = Some(printable(row, "priority_class", name)?.into());
             }
             if let Some(text) = text(DEPENDENCY) {
                 let parsed = arbiter_model::Dependencies::parse(text)
@@ -254,9 +289,33 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
             }
             recorded.push(history_columns(row, c, job.submit.as_secs_f64())?);
             jobs.push(job);
+            lines.push(row.line());
             Ok(())
         },
     )?;
+    drop(bytes);
+    // A trace id names one job (a dependency on a twice-given id would wait on both).
+    {
+        let mut ids = std::collections::HashSet::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            if !ids.insert(job.trace_id.as_str()) {
+                let first = jobs
+                    .iter()
+                    .position(|j| j.trace_id == job.trace_id)
+                    .unwrap_or(i);
+                return Err(TraceError::Field {
+                    path: path.to_path_buf(),
+                    line: lines[i],
+                    field: "trace_id".into(),
+                    reason: format!(
+                        "`{}` is the trace id of line {} too (a trace id names one job)",
+                        job.trace_id, lines[first]
+                    ),
+                });
+            }
+        }
+    }
+    drop(lines);
     // In submission order (stably, as `Trace::from_jobs` sorts), so that the recorded columns
     // stay beside their jobs (a history is written in that order: nothing to move); then shifted
     // as the jobs are.
@@ -319,7 +378,7 @@ fn history_columns(
     let number = |i: usize, name: &str| row.non_negative_at(c[i].unwrap_or(usize::MAX), name);
     let mut o = Recorded::default();
     if text(ACTUAL_START_S).is_some() {
-        let start = number(ACTUAL_START_S, "actual_start_s")?;
+        let start = seconds(row, c[ACTUAL_START_S], "actual_start_s")?;
         if start < submit_s {
             return Err(row.error(
                 "actual_start_s",
@@ -329,7 +388,7 @@ fn history_columns(
         o.start_s = Some(start);
     }
     if text(ACTUAL_END_S).is_some() {
-        let end = number(ACTUAL_END_S, "actual_end_s")?;
+        let end = seconds(row, c[ACTUAL_END_S], "actual_end_s")?;
         let Some(start) = o.start_s else {
             return Err(row.error(
                 "actual_end_s",
@@ -345,6 +404,7 @@ fn history_columns(
         o.end_s = Some(end);
     }
     if let Some(text) = text(GPU_TYPES) {
+        printable(row, "gpu_types", text)?;
         o.gpu_types = text.split(';').map(|t| t.trim().to_string()).collect();
         if o.gpu_types.iter().any(String::is_empty) {
             return Err(row.error(
@@ -389,7 +449,7 @@ fn history_columns(
                 },
             };
             o.array = Some(ArrayTask {
-                array_id: array_id.to_string(),
+                array_id: printable(row, "array_id", array_id)?.to_string(),
                 index,
                 max_running,
             });
@@ -402,6 +462,97 @@ fn history_columns(
         }
     }
     Ok(o)
+}
+
+/// The file at `path`, read whole (once: it may be a pipe); an empty file, or a UTF-16 one,
+/// refused as such rather than as a header without the format's columns.
+fn whole_file(path: &Path) -> Result<Vec<u8>, TraceError> {
+    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let refused = |reason: &str| TraceError::File {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    };
+    let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+    if body.starts_with(&[0xff, 0xfe]) || body.starts_with(&[0xfe, 0xff]) {
+        return Err(refused(
+            "the file is UTF-16 (it starts with a UTF-16 byte-order mark); a trace is UTF-8 text",
+        ));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(refused(
+            "the file is empty (a native trace starts with its header: trace_id,tenant,submit_s,gpus,run_time_s,...)",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The column `field` (at `index`, known present) as seconds: a finite number >= 0, at most
+/// [`MAX_SECONDS`].
+fn seconds(row: &Row<'_>, index: Option<usize>, field: &str) -> Result<f64, TraceError> {
+    let s = row.non_negative_at(index.unwrap_or(usize::MAX), field)?;
+    within_bound(row, field, s)
+}
+
+/// `s` seconds of the column `field`, refused above [`MAX_SECONDS`].
+fn within_bound(row: &Row<'_>, field: &str, s: f64) -> Result<f64, TraceError> {
+    if s > MAX_SECONDS {
+        // `1e300` as that, not its 301 digits.
+        let shown = if s < 1e16 {
+            format!("{s}")
+        } else {
+            format!("{s:e}")
+        };
+        return Err(row.error(
+            field,
+            format!(
+                "`{shown}` s is more than 10 years ({MAX_SECONDS} s): times are seconds from the \
+                 trace's start, not epoch seconds or milliseconds"
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+/// The bidirectional controls (Unicode's `Bidi_Control`): they reorder what a terminal shows.
+const BIDI_CONTROLS: [char; 12] = [
+    '\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}',
+    '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+];
+
+/// `text`, the column `field`'s, refused when it holds a character that acts on the terminal
+/// it is printed to rather than showing (ESC, BEL, BS, TAB, NUL, ...: any control character),
+/// breaks the line there (U+2028, U+2029), reorders it (direction controls) or hides (zero-width
+/// space, word joiner, BOM). Names are shown in terminals and reports (`arbiter whatif`).
+fn printable<'t>(row: &Row<'_>, field: &str, text: &'t str) -> Result<&'t str, TraceError> {
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Ok(text);
+    }
+    let what = |c: char| {
+        if c.is_control() {
+            Some("control character")
+        } else if BIDI_CONTROLS.contains(&c) {
+            Some("direction control character")
+        } else if matches!(c, '\u{2028}' | '\u{2029}') {
+            Some("line or paragraph separator")
+        } else if matches!(c, '\u{200b}' | '\u{2060}' | '\u{feff}') {
+            Some("invisible character")
+        } else {
+            None
+        }
+    };
+    match text.chars().find_map(|c| what(c).map(|w| (c, w))) {
+        Some((c, w)) => Err(row.error(
+            field,
+            format!(
+                "contains the {w} {} (names are shown in terminals)",
+                c.escape_unicode()
+            ),
+        )),
+        None => Ok(text),
+    }
 }
 
 /// Writes jobs in the native format.
@@ -743,5 +894,241 @@ mod tests {
             // The simulator's reader refuses it the same way.
             assert!(read(&path).expect_err(row).to_string().contains(says));
         }
+    }
+
+    /// The error reading `text` as a history (and, the same, as a plain trace).
+    fn refused(text: &str) -> String {
+        let (_dir, path) = file(text);
+        let e = read_history(&path).expect_err(text).to_string();
+        assert_eq!(read(&path).expect_err(text).to_string(), e);
+        e
+    }
+
+    const HEADER: &str = "trace_id,tenant,submit_s,gpus,run_time_s,actual_start_s,actual_end_s";
+
+    #[test]
+    fn a_row_longer_than_the_header_is_refused_naming_its_line() {
+        // An unquoted dependency with a comma spills into a field no column holds.
+        let e = refused(&format!(
+            "{HEADER},dependency\n1,a,0,1,10,0,10,\n2,a,1,1,10,10,20,afterok:1,afterok:999\n"
+        ));
+        assert!(
+            e.contains("hist.csv:3: row: 9 fields, but the header has 8 columns")
+                && e.contains("quoted"),
+            "{e}"
+        );
+        // Quoted, it reads.
+        let (_dir, path) = file(&format!(
+            "{HEADER},dependency\n1,a,0,1,10,0,10,\n2,a,1,1,10,10,20,\"afterok:1,afterany:1\"\n"
+        ));
+        assert!(read_history(&path).is_ok());
+    }
+
+    #[test]
+    fn unknown_misspelt_and_twice_named_columns_are_refused() {
+        for (header, says) in [
+            (
+                format!("{HEADER},depedency"),
+                "hist.csv:1: depedency: unknown column; did you mean `dependency`?",
+            ),
+            (
+                "trace_id,tenant,submit_s,gpus,run_time_s,actual_start,actual_end".into(),
+                "hist.csv:1: actual_start: unknown column; did you mean `actual_start_s`?",
+            ),
+            (
+                "trace_id,Tenant,submit_s,gpus,run_time_s".into(),
+                "hist.csv:1: Tenant: unknown column; did you mean `tenant`?",
+            ),
+            (
+                format!("{HEADER},bogus"),
+                "hist.csv:1: bogus: unknown column: not one of the native format's (trace_id, tenant,",
+            ),
+            (
+                "trace_id,tenant,submit_s,gpus,run_time_s,run_time_s".into(),
+                "hist.csv:1: run_time_s: the header names this column twice (columns 5 and 6)",
+            ),
+            (
+                format!("{HEADER},"),
+                "hist.csv:1: header: column 8 has no name",
+            ),
+        ] {
+            let e = refused(&format!("{header}\n1,a,0,1,10,0,10,-5\n"));
+            assert!(e.contains(says), "{header}: {e}");
+        }
+    }
+
+    #[test]
+    fn empty_required_fields_and_twice_given_trace_ids_are_refused() {
+        let e = refused(&format!("{HEADER}\n1,,0,1,10,0,10\n"));
+        assert!(e.contains("hist.csv:2: tenant: empty"), "{e}");
+        let e = refused(&format!("{HEADER}\n1,a,0,1,10,0,10\n  ,a,1,1,10,1,11\n"));
+        assert!(e.contains("hist.csv:3: trace_id: empty"), "{e}");
+        let e = refused(&format!(
+            "{HEADER},dependency\n1,a,0,1,10,0,10,\n2,a,1,1,10,10,20,\n\n1,a,2,1,10,20,30,\n3,a,3,1,10,30,40,afterok:1\n"
+        ));
+        assert!(
+            e.contains("hist.csv:5: trace_id: `1` is the trace id of line 2 too"),
+            "{e}"
+        );
+        // The lines are the file's, blank lines (skipped) and a byte-order mark or not.
+        let e = refused(&format!(
+            "\u{feff}\n{HEADER}\n\n\n1,a,0,1,10,0,10\n\n1,a,1,1,10,1,11\n"
+        ));
+        assert!(
+            e.contains("hist.csv:7: trace_id: `1` is the trace id of line 5 too"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn names_with_control_characters_are_refused() {
+        let header =
+            format!("{HEADER},user,name,model,priority_class,gpu_types,array_id,array_index");
+        for (row, says) in [
+            (
+                "1,ev\u{1b}[31mil,0,1,10,0,10,,,,,,,",
+                "hist.csv:2: tenant: contains the control character \\u{1b}",
+            ),
+            (
+                "1,a\u{7}b,0,1,10,0,10,,,,,,,",
+                "tenant: contains the control character \\u{7}",
+            ),
+            (
+                "1,a\u{8}b,0,1,10,0,10,,,,,,,",
+                "tenant: contains the control character \\u{8}",
+            ),
+            (
+                "1,a\tb,0,1,10,0,10,,,,,,,",
+                "tenant: contains the control character \\u{9}",
+            ),
+            (
+                "1,a\u{0}b,0,1,10,0,10,,,,,,,",
+                "tenant: contains the control character \\u{0}",
+            ),
+            (
+                "1,a\u{7f},0,1,10,0,10,,,,,,,",
+                "tenant: contains the control character \\u{7f}",
+            ),
+            (
+                "1,a\u{202e}b,0,1,10,0,10,,,,,,,",
+                "tenant: contains the direction control character \\u{202e}",
+            ),
+            (
+                "1\u{1b},a,0,1,10,0,10,,,,,,,",
+                "hist.csv:2: trace_id: contains the control character",
+            ),
+            (
+                "1,a,0,1,10,0,10,u\u{1b},,,,,,",
+                "hist.csv:2: user: contains the control character",
+            ),
+            (
+                "1,a,0,1,10,0,10,,n\u{7},,,,,",
+                "hist.csv:2: name: contains the control character",
+            ),
+            (
+                "1,a,0,1,10,0,10,,,m\u{8},,,,",
+                "hist.csv:2: model: contains the control character",
+            ),
+            (
+                "1,a,0,1,10,0,10,,,,c\u{1b},,,",
+                "hist.csv:2: priority_class: contains the control character",
+            ),
+            (
+                "1,a,0,1,10,0,10,,,,,a100;h\u{1b},,",
+                "hist.csv:2: gpu_types: contains the control character",
+            ),
+            (
+                "1,a,0,1,10,0,10,,,,,,1\u{1b},0",
+                "hist.csv:2: array_id: contains the control character",
+            ),
+        ] {
+            let e = refused(&format!("{header}\n{row}\n"));
+            assert!(e.contains(says), "{row:?}: {e}");
+        }
+        // Other languages' letters are names like any.
+        let (_dir, path) = file(&format!("{header}\n1,équipe-東京,0,1,10,0,10,josé,,,,,,\n"));
+        let (trace, _) = read_history(&path).expect("reads");
+        assert_eq!(trace.jobs[0].tenant.as_str(), "équipe-東京");
+    }
+
+    #[test]
+    fn times_above_ten_years_are_refused_as_a_unit_mistake() {
+        let header = format!(
+            "{HEADER},restart_overhead_s,deadline_s,io_s,cpu_s,gpu_s,iteration_s,trace_duration_s,deadline_options"
+        );
+        for (row, field) in [
+            ("2,a,1e15,1,10,,,,,,,,,,", "submit_s"),
+            ("2,a,1732838400000,1,10,,,,,,,,,,", "submit_s"),
+            ("2,a,1,1,1e300,,,,,,,,,,", "run_time_s: `1e300` s"),
+            ("2,a,1,1,10,1,1e300,,,,,,,,", "actual_end_s"),
+            ("2,a,1,1,10,1e300,,,,,,,,,", "actual_start_s"),
+            ("2,a,1,1,10,,,1e9,,,,,,,", "restart_overhead_s"),
+            ("2,a,1,1,10,,,,1e9,,,,,,", "deadline_s"),
+            ("2,a,1,1,10,,,,,1e9,1,1,,,", "io_s"),
+            ("2,a,1,1,10,,,,,1,1e9,1,,,", "cpu_s"),
+            ("2,a,1,1,10,,,,,1,1,1e9,,,", "gpu_s"),
+            ("2,a,1,1,10,,,,,,,,1e9,,", "iteration_s"),
+            ("2,a,1,1,10,,,,,,,,,1e9,", "trace_duration_s"),
+            ("2,a,1,1,10,,,,,,,,,,100:1;1e9:0.5", "deadline_options"),
+        ] {
+            let e = refused(&format!("{header}\n1,a,0,1,10,,,,,,,,,,\n{row}\n"));
+            assert!(
+                e.contains(&format!("hist.csv:3: {field}"))
+                    && e.contains("s is more than 10 years (315360000 s)")
+                    && e.contains("epoch seconds or milliseconds"),
+                "{row}: {e}"
+            );
+        }
+        // Ten years exactly is a time like any.
+        let (_dir, path) = file(&format!(
+            "{header}\n1,a,0,1,315360000,0,315360000,,315360000,,,,,,315360000:1\n"
+        ));
+        assert!(read_history(&path).is_ok());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_pipe_is_read_once() {
+        use std::io::Write as _;
+        use std::os::fd::AsRawFd;
+        let (reader, mut writer) = std::io::pipe().expect("pipe");
+        writer
+            .write_all(format!("{HEADER}\n1,a,0,1,10,0,10\n2,a,5,1,10,10,20\n").as_bytes())
+            .expect("written");
+        drop(writer);
+        // What `<(cat hist.csv)` names: opened again, the pipe has nothing left.
+        let path = std::path::PathBuf::from(format!("/dev/fd/{}", reader.as_raw_fd()));
+        let (trace, recorded) = read_history(&path).expect("reads the pipe");
+        assert_eq!((trace.jobs.len(), recorded[1].end_s), (2, Some(20.0)));
+        drop(reader);
+    }
+
+    #[test]
+    fn an_empty_file_is_refused_as_empty() {
+        for text in ["", "\n\n", "\u{feff}", " \r\n"] {
+            let e = refused(text);
+            assert!(e.contains("hist.csv: the file is empty"), "{text:?}: {e}");
+        }
+        let (_dir, path) = file("");
+        std::fs::write(&path, [0xff, 0xfe, b't', 0]).expect("write");
+        let e = read_history(&path).expect_err("UTF-16").to_string();
+        assert!(e.contains("hist.csv: the file is UTF-16"), "{e}");
+    }
+
+    #[test]
+    fn a_field_that_is_not_utf8_is_named_by_its_column() {
+        let (_dir, path) = file("");
+        let mut bytes = format!("{HEADER}\n1,a,0,1,10,0,10\n2,").into_bytes();
+        bytes.extend([0xff, 0xfe]);
+        bytes.extend(b",1,1,10,1,11\n");
+        std::fs::write(&path, &bytes).expect("write");
+        let e = read_history(&path).expect_err("not UTF-8").to_string();
+        assert!(e.contains("hist.csv:3: tenant: not valid UTF-8"), "{e}");
+        std::fs::write(&path, b"trace_id,ten\xffant\n").expect("write");
+        let e = read_history(&path).expect_err("not UTF-8").to_string();
+        assert!(
+            e.contains("hist.csv:1: header: column 2 is not valid UTF-8"),
+            "{e}"
+        );
     }
 }

@@ -8,6 +8,8 @@ use std::str::FromStr;
 pub(crate) struct CsvFile {
     path: PathBuf,
     header: csv::StringRecord,
+    /// The header's line (1 unless blank lines come first).
+    line: u64,
 }
 
 /// One data row.
@@ -17,18 +19,72 @@ pub(crate) struct Row<'a> {
     line: u64,
 }
 
+/// What a row with more fields than the header has columns is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LongRows {
+    /// Read; the fields beyond the header are ignored (the public traces' readers: their files
+    /// are as published).
+    Ignored,
+    /// Refused naming its line: a field beyond the header is a value that went nowhere, most
+    /// often an unquoted value holding a comma (Arbiter's native format).
+    Refused,
+}
+
 /// Reads a delimited file with a header, calling `f` first with the header (to check columns)
 /// and then on each non-blank data row, stopping at the first error.
 pub(crate) fn read_csv(
     path: &Path,
     delimiter: u8,
     check_header: impl FnOnce(&CsvFile) -> Result<(), TraceError>,
-    mut f: impl FnMut(&Row<'_>) -> Result<(), TraceError>,
+    f: impl FnMut(&Row<'_>) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
     let handle = std::fs::File::open(path).map_err(|source| TraceError::Io {
         path: path.to_path_buf(),
         source,
     })?;
+    read_records(
+        path,
+        std::io::BufReader::new(handle),
+        |p| p.line(),
+        delimiter,
+        LongRows::Ignored,
+        check_header,
+        f,
+    )
+}
+
+/// [`read_csv`] over a file already read into memory (`bytes`, read from `path`): a pipe
+/// (`/dev/stdin`, `<(...)`) can be read only once.
+pub(crate) fn read_csv_bytes(
+    path: &Path,
+    bytes: &[u8],
+    delimiter: u8,
+    long_rows: LongRows,
+    check_header: impl FnOnce(&CsvFile) -> Result<(), TraceError>,
+    f: impl FnMut(&Row<'_>) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    // csv places a row after blank lines at the first of them (it skips them as part of the
+    // row): its line is that one's plus the blank lines (`\n`s) from there.
+    let line = |p: &csv::Position| {
+        let skipped = usize::try_from(p.byte())
+            .ok()
+            .and_then(|at| bytes.get(at..))
+            .map_or(0, |rest| rest.iter().take_while(|&&b| b == b'\n').count());
+        p.line() + skipped as u64
+    };
+    read_records(path, bytes, line, delimiter, long_rows, check_header, f)
+}
+
+/// [`read_csv`] over `input`, `line` telling a row's line from its position.
+fn read_records(
+    path: &Path,
+    input: impl std::io::Read,
+    line: impl Fn(&csv::Position) -> u64,
+    delimiter: u8,
+    long_rows: LongRows,
+    check_header: impl FnOnce(&CsvFile) -> Result<(), TraceError>,
+    mut f: impl FnMut(&Row<'_>) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
     // Rows end at `\n` only, not csv's default "\r, \n or \r\n": with that default a CRLF row
     // ends at its `\r` and its `\n` is counted into the next row, whose line number then comes
     // out one short (issue 9, item 20). A trailing `\r` is whitespace, which trimming removes.
@@ -37,16 +93,14 @@ pub(crate) fn read_csv(
         .terminator(csv::Terminator::Any(b'\n'))
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(std::io::BufReader::new(handle));
+        .from_reader(input);
     let header = reader
         .headers()
-        .map_err(|e| TraceError::File {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?
+        .map_err(|e| csv_error(path, None, &line, e))?
         .clone();
     let file = CsvFile {
         path: path.to_path_buf(),
+        line: header.position().map_or(1, &line),
         header,
     };
     check_header(&file)?;
@@ -58,30 +112,93 @@ pub(crate) fn read_csv(
                 if record.iter().all(str::is_empty) {
                     continue;
                 }
-                let line = record.position().map(|p| p.line()).unwrap_or(0);
-                f(&Row {
+                let row = Row {
                     file: &file,
                     record: &record,
-                    line,
-                })?;
+                    line: record.position().map_or(0, &line),
+                };
+                if long_rows == LongRows::Refused && record.len() > file.header.len() {
+                    return Err(row.error(
+                        "row",
+                        format!(
+                            "{} fields, but the header has {} columns: a value holding a comma \
+                             must be quoted (a dependency as \"afterok:1,afterok:2\")",
+                            record.len(),
+                            file.header.len()
+                        ),
+                    ));
+                }
+                f(&row)?;
             }
-            Err(e) => {
-                let line = e.position().map(|p| p.line()).unwrap_or(0);
-                return Err(TraceError::Field {
-                    path: path.to_path_buf(),
-                    line,
-                    field: "row".into(),
-                    reason: e.to_string(),
-                });
-            }
+            Err(e) => return Err(csv_error(path, Some(&file.header), &line, e)),
         }
     }
 }
 
-/// Lines in the file at `path` (an upper bound on its rows, to size what is read into; 0 when it
-/// cannot be read, which the reader then reports).
-pub(crate) fn line_count(path: &Path) -> usize {
-    std::fs::read(path).map_or(0, |bytes| bytes.iter().filter(|&&b| b == b'\n').count() + 1)
+/// A csv error as the file's: a field that is not UTF-8 named by its column (`header`: the
+/// file's header, `None` while reading the header itself).
+fn csv_error(
+    path: &Path,
+    header: Option<&csv::StringRecord>,
+    line: impl Fn(&csv::Position) -> u64,
+    e: csv::Error,
+) -> TraceError {
+    let line = e.position().map_or(0, line);
+    match (e.kind(), header) {
+        (csv::ErrorKind::Utf8 { err, .. }, Some(header)) => TraceError::Field {
+            path: path.to_path_buf(),
+            line,
+            field: header
+                .get(err.field())
+                .map_or_else(|| format!("field {}", err.field() + 1), str::to_string),
+            reason: "not valid UTF-8 (a trace is UTF-8 text)".into(),
+        },
+        (csv::ErrorKind::Utf8 { err, .. }, None) => TraceError::Field {
+            path: path.to_path_buf(),
+            line,
+            field: "header".into(),
+            reason: format!(
+                "column {} is not valid UTF-8 (a trace is UTF-8 text)",
+                err.field() + 1
+            ),
+        },
+        (_, Some(_)) => TraceError::Field {
+            path: path.to_path_buf(),
+            line,
+            field: "row".into(),
+            reason: e.to_string(),
+        },
+        (_, None) => TraceError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// The edit distance between `a` and `b` (optimal string alignment: insertions, deletions,
+/// substitutions and swaps of neighbours count one each), for "did you mean" suggestions.
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // Three rows of the table: two back, the previous one, the current one.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        current[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (previous[j] + 1)
+                .min(current[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            current[j] = d;
+        }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
 }
 
 impl CsvFile {
@@ -95,6 +212,57 @@ impl CsvFile {
                 column: name.to_string(),
                 header: self.header.iter().collect::<Vec<_>>().join(","),
             })
+    }
+
+    /// Refuses a header that names a column twice, leaves one unnamed or names one that is not
+    /// in `known` (the format's columns): a misspelt column would otherwise be read as absent
+    /// and its values dropped. A near miss names the column meant (`depedency`: did you mean
+    /// `dependency`?).
+    pub(crate) fn check_columns(&self, format: &str, known: &[&str]) -> Result<(), TraceError> {
+        let error = |field: &str, reason: String| TraceError::Field {
+            path: self.path.clone(),
+            line: self.line,
+            field: field.to_string(),
+            reason,
+        };
+        for (i, name) in self.header.iter().enumerate() {
+            if name.is_empty() {
+                return Err(error(
+                    "header",
+                    format!("column {} has no name (a trailing comma?)", i + 1),
+                ));
+            }
+            if let Some(first) = self.header.iter().take(i).position(|h| h == name) {
+                return Err(error(
+                    name,
+                    format!(
+                        "the header names this column twice (columns {} and {})",
+                        first + 1,
+                        i + 1
+                    ),
+                ));
+            }
+            if known.contains(&name) {
+                continue;
+            }
+            let lower = name.to_lowercase();
+            let close = known
+                .iter()
+                .map(|k| (edit_distance(&lower, k), *k))
+                .min_by_key(|(d, _)| *d)
+                .filter(|(d, _)| *d <= 2);
+            return Err(error(
+                name,
+                match close {
+                    Some((_, k)) => format!("unknown column; did you mean `{k}`?"),
+                    None => format!(
+                        "unknown column: not one of the {format} format's ({})",
+                        known.join(", ")
+                    ),
+                },
+            ));
+        }
+        Ok(())
     }
 
     /// Checks that every named column is present.
@@ -197,5 +365,71 @@ impl Row<'_> {
     /// A named column as a GPU count (integer >= 1; a float with no fraction is accepted).
     pub(crate) fn gpu_count(&self, field: &str) -> Result<u32, TraceError> {
         self.gpu_count_at(self.file.column(field)?, field)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_edits_and_swaps() {
+        for (a, b, d) in [
+            ("dependency", "dependency", 0),
+            ("depedency", "dependency", 1),
+            ("dependnecy", "dependency", 1),
+            ("actual_start", "actual_start_s", 2),
+            ("", "gpus", 4),
+            ("bogus", "gpus", 3),
+        ] {
+            assert_eq!(edit_distance(a, b), d, "{a} {b}");
+            assert_eq!(edit_distance(b, a), d, "{b} {a}");
+        }
+    }
+
+    /// The rows of `text` read by `read_csv` (from the file) or `read_csv_bytes`, each as its
+    /// line and fields, or the error.
+    fn rows(text: &str, from_bytes: Option<LongRows>) -> Result<Vec<(u64, usize)>, String> {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, text).expect("write");
+        let mut rows = Vec::new();
+        let f = |row: &Row<'_>| {
+            rows.push((row.line(), row.record.len()));
+            Ok(())
+        };
+        match from_bytes {
+            None => read_csv(&path, b',', |_| Ok(()), f),
+            Some(long) => read_csv_bytes(&path, text.as_bytes(), b',', long, |_| Ok(()), f),
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(rows)
+    }
+
+    #[test]
+    fn long_rows_are_refused_only_where_asked_for() {
+        let text = "a,b\n1,2\n1,2,3\n";
+        // The public traces' readers read them as before (none of the bundled traces has one).
+        assert_eq!(rows(text, None), Ok(vec![(2, 2), (3, 3)]));
+        assert_eq!(
+            rows(text, Some(LongRows::Ignored)),
+            Ok(vec![(2, 2), (3, 3)])
+        );
+        let e = rows(text, Some(LongRows::Refused)).expect_err("refused");
+        assert!(
+            e.contains("t.csv:3: row: 3 fields, but the header has 2 columns"),
+            "{e}"
+        );
+        // Short rows stay for the readers' own "row is too short".
+        assert_eq!(rows("a,b\n1\n", Some(LongRows::Refused)), Ok(vec![(2, 1)]));
+    }
+
+    #[test]
+    fn a_row_after_blank_lines_has_its_own_line_from_memory() {
+        let text = "a,b\n1,2\n\n\n3,4\n";
+        assert_eq!(
+            rows(text, Some(LongRows::Refused)),
+            Ok(vec![(2, 2), (5, 2)])
+        );
     }
 }

@@ -151,7 +151,12 @@ fn spec(index: u32, job: &HistoryRecord, origin_unix_s: i64, refs: &References<'
     spec.iterations = job.total_steps;
     spec.deadline = job
         .deadline_unix_s
-        .map(|d| SimTime::from_secs_f64((d - origin_unix_s).max(0) as f64));
+        // (A deadline years ahead is kept within what a history may hold.)
+        .map(|d| {
+            SimTime::from_secs_f64(
+                ((d - origin_unix_s).max(0) as f64).min(arbiter_trace::native::MAX_SECONDS),
+            )
+        });
     spec.class.name = job.priority_class.as_deref().map(Arc::from);
     // Dependencies name daemon job ids, which are the trace ids here.
     spec.dependency = job.dependency.as_deref().and_then(|d| refs.dependencies(d));
@@ -181,8 +186,14 @@ fn recorded(job: &HistoryRecord, origin_unix_s: i64) -> Recorded {
 }
 
 /// Seconds of work: what the job held GPUs for; for one not ended yet, plus what its reported
-/// progress says is left.
+/// progress says is left — at most what a history may hold ([`arbiter_trace::native::MAX_SECONDS`]:
+/// a crawling job's estimate could be centuries, and the file would not read back).
 fn run_time_s(job: &HistoryRecord) -> f64 {
+    work_s(job).min(arbiter_trace::native::MAX_SECONDS)
+}
+
+/// [`run_time_s`] before the bound.
+fn work_s(job: &HistoryRecord) -> f64 {
     let executed = if job.executed_s.is_finite() {
         job.executed_s.max(0.0)
     } else {

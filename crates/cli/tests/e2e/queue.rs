@@ -552,4 +552,33 @@ fn whatif_replays_an_exported_history_on_the_configurations_cluster_and_sets_it_
         !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--scenario"),
         "a trace key is the scenario's to set"
     );
+    // The history is never overwritten by the per-job CSV.
+    let out = whatif(&[h, "--config", c, "--jobs-csv", h]);
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("is the history itself"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&history).expect("kept"), csv);
+    // A quota file's mistakes name it, its line and column; a tree that does not add up, it.
+    let quotas = dir.path().join("q.toml");
+    std::fs::write(
+        &quotas,
+        "[[quota_groups]]\nname = \"a\"\ngpus.a100 = { guaranteed = -1 }\n",
+    )
+    .expect("written");
+    let q = quotas.to_str().expect("utf-8");
+    let e = String::from_utf8_lossy(&whatif(&[h, "--config", c, "--quotas", q]).stderr).to_string();
+    assert!(e.contains("q.toml: TOML parse error at line 3"), "{e}");
+    std::fs::write(
+        &quotas,
+        "[[quota_groups]]\nname = \"a\"\nparent = \"b\"\n[[quota_groups]]\nname = \"b\"\nparent = \"a\"\n",
+    )
+    .expect("written");
+    let e = String::from_utf8_lossy(&whatif(&[h, "--config", c, "--quotas", q]).stderr).to_string();
+    assert!(
+        e.contains("q.toml: [[quota_groups]]: quota groups form a cycle"),
+        "{e}"
+    );
 }

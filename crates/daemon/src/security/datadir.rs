@@ -25,12 +25,13 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum DataDirError {
     /// A file operation failed; names the path.
-    #[error("{path}: {source}")]
+    // (Not `source`: a cause in the words and in the chain was printed twice.)
+    #[error("{path}: {cause}")]
     Io {
         /// The path.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Another daemon holds the directory.
     #[error(
@@ -48,9 +49,9 @@ pub enum DataDirError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError + '_ {
-    move |source| DataDirError::Io {
+    move |cause| DataDirError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     }
 }
 
