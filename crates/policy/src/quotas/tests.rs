@@ -860,6 +860,32 @@ fn a_reclaim_looks_past_the_node_first_fit_gave_a_smaller_guaranteed_job() {
     }
 }
 
+/// `specs` as a policy is shown them: running where `running` places them (since time 0),
+/// waiting otherwise; and where each waiting one is.
+fn shown<'s>(
+    specs: impl Iterator<Item = &'s JobSpec>,
+    running: &BTreeMap<u32, Placement>,
+) -> (Vec<ActiveJob>, Vec<u32>) {
+    let mut jobs = Vec::new();
+    let mut queued = Vec::new();
+    for s in specs {
+        let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
+        match running.get(&s.id.0) {
+            Some(p) => {
+                j.state = RunState::Running {
+                    placement: p.clone(),
+                    since: SimTime::ZERO,
+                    speed: 1.0,
+                };
+                j.first_start = Some(SimTime::ZERO);
+            }
+            None => queued.push(jobs.len() as u32),
+        }
+        jobs.push(j);
+    }
+    (jobs, queued)
+}
+
 /// Rounds carried out whole: the running jobs after each, offered as the present to the next
 /// (the simulator's way) or not (every round counted afresh).
 struct Run {
@@ -875,23 +901,7 @@ impl Run {
         specs: &[JobSpec],
         now_s: u64,
     ) {
-        let mut jobs = Vec::new();
-        let mut queued = Vec::new();
-        for s in specs {
-            let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
-            match self.running.get(&s.id.0) {
-                Some(p) => {
-                    j.state = RunState::Running {
-                        placement: p.clone(),
-                        since: SimTime::ZERO,
-                        speed: 1.0,
-                    };
-                    j.first_start = Some(SimTime::ZERO);
-                }
-                None => queued.push(jobs.len() as u32),
-            }
-            jobs.push(j);
-        }
+        let (jobs, queued) = shown(specs.iter(), &self.running);
         let mut free = arbiter_model::Occupancy::new(c);
         for p in self.running.values() {
             free.allocate(p).expect("fits");
@@ -943,27 +953,10 @@ struct Caller {
 impl Caller {
     /// The jobs as the policy is shown them, in id order, and where each waiting one is.
     fn jobs(&self, specs: &[JobSpec]) -> (Vec<ActiveJob>, Vec<u32>) {
-        let mut jobs = Vec::new();
-        let mut queued = Vec::new();
-        for s in specs
+        let shown_now = specs
             .iter()
-            .filter(|s| self.live[s.id.index()] && s.id.index() % 3 <= self.round)
-        {
-            let mut j = ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s);
-            match self.running.get(&s.id.0) {
-                Some(p) => {
-                    j.state = RunState::Running {
-                        placement: p.clone(),
-                        since: SimTime::ZERO,
-                        speed: 1.0,
-                    };
-                    j.first_start = Some(SimTime::ZERO);
-                }
-                None => queued.push(jobs.len() as u32),
-            }
-            jobs.push(j);
-        }
-        (jobs, queued)
+            .filter(|s| self.live[s.id.index()] && s.id.index() % 3 <= self.round);
+        shown(shown_now, &self.running)
     }
 
     /// The running jobs once `d` is in force.
