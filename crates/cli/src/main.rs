@@ -228,10 +228,10 @@ enum Command {
         /// and replayed by `arbiter whatif`: issue 30's goal of under 10 s; `--point N` for N jobs).
         #[arg(long, default_value = "philly")]
         suite: String,
-        /// Internal (`--suite scale` runs each simulation in a child): JOBS:GPUS:POLICY;
-        /// (`--suite daemon-scale`, each policy in a child): POLICY; (`--suite flood`): bounded or
-        /// unbounded.
-        #[arg(long, hide = true)]
+        /// `--suite muri-scale` and `--suite history`: the number of jobs (default 100,000 and
+        /// 1,000,000). Internal elsewhere (each measurement run in a child): `--suite scale`
+        /// JOBS:GPUS:POLICY, `--suite daemon-scale` POLICY, `--suite flood` bounded or unbounded.
+        #[arg(long, value_name = "N")]
         point: Option<String>,
         /// `--suite slurm`: the Slurm partition (Arbiter's alone while the bench runs).
         #[arg(long, default_value = "arbiter")]

@@ -48,7 +48,8 @@ pub struct WhatifArgs {
     /// (`[[quota_groups]]`): the replay enforces it as the daemon does.
     #[arg(long, value_name = "FILE")]
     pub quotas: Option<PathBuf>,
-    /// Replay on NODES nodes of GPUS GPUs each (`4x8`) instead of the configuration's cluster.
+    /// Replay on NODES nodes of GPUS GPUs each (`4x8`) instead of the configuration's cluster,
+    /// of its GPU type where all its GPUs have one (else type `gpu`).
     #[arg(long, value_name = "NODESxGPUS")]
     pub cluster: Option<String>,
     /// Replay a scenario instead, whose `[[trace]]` entries are histories (`format = "native"`,
@@ -93,6 +94,9 @@ pub struct JobPair {
     /// GPU-seconds it kept busy in the simulation.
     #[serde(skip)]
     pub simulated_busy_gpu_s: f64,
+    /// How it ended in the simulation.
+    #[serde(skip)]
+    pub simulated_outcome: JobOutcome,
 }
 
 impl JobPair {
@@ -150,9 +154,13 @@ pub struct Left {
     pub not_ended_at_export: usize,
     /// The daemon no longer knew its first start (its history was cut).
     pub start_unknown: usize,
-    /// Unfinished in the simulation (it cannot be placed on this cluster, or its dependencies
-    /// never held there).
+    /// Unfinished in the simulation (still waiting or running when nothing else could happen).
     pub unfinished_in_simulation: usize,
+    /// Never placeable on this cluster (more GPUs than it has of a type the job may use).
+    pub unplaceable_in_simulation: usize,
+    /// Its dependencies could never hold in the simulation (a job it named is not in the
+    /// history, is itself, or waits on it in turn; or the job it needed failed).
+    pub dependency_never_satisfied: usize,
 }
 
 /// A whole comparison: one history replayed under one policy.
@@ -245,9 +253,9 @@ pub fn nodes_of_config(config: &ServeConfig, source: &str) -> Result<(Vec<NodeSp
     Ok((nodes, format!("{described} ({how}, {source})")))
 }
 
-/// `NODESxGPUS` (`--cluster`) as nodes `n0`, `n1`, ... of GPU type `gpu`, with the scenario's
-/// default CPUs and memory per node.
-pub fn nodes_x_gpus(text: &str) -> Result<(Vec<NodeSpec>, String)> {
+/// `NODESxGPUS` (`--cluster`) as nodes `n0`, `n1`, ... of GPU type `gpu_type`, with the
+/// scenario's default CPUs and memory per node.
+pub fn nodes_x_gpus(text: &str, gpu_type: &str) -> Result<(Vec<NodeSpec>, String)> {
     let spec = arbiter_sim::scenario::ClusterSpec::nodes_x_gpus(text)
         .map_err(|m| anyhow!("--cluster {m}"))?;
     if spec.nodes_per_rack == 0 || spec.gpus_per_node == 0 {
@@ -256,7 +264,7 @@ pub fn nodes_x_gpus(text: &str) -> Result<(Vec<NodeSpec>, String)> {
     let nodes: Vec<NodeSpec> = (0..spec.nodes_per_rack)
         .map(|i| NodeSpec {
             name: format!("n{i}"),
-            gpu_type: "gpu".into(),
+            gpu_type: gpu_type.into(),
             devices: (0..spec.gpus_per_node).collect(),
             cpus: spec.cpus_per_node,
             memory_gib: spec.memory_gib_per_node,
@@ -265,6 +273,15 @@ pub fn nodes_x_gpus(text: &str) -> Result<(Vec<NodeSpec>, String)> {
         .collect();
     let described = describe(&nodes);
     Ok((nodes, format!("{described} (--cluster {text})")))
+}
+
+/// The GPU type every node has, if they share one.
+fn one_gpu_type(nodes: &[NodeSpec]) -> Option<String> {
+    let first = nodes.first()?;
+    nodes
+        .iter()
+        .all(|n| n.gpu_type == first.gpu_type)
+        .then(|| first.gpu_type.clone())
 }
 
 /// Nodes in words: `1 node: machine (8 a100 GPUs, 64 CPUs, 512 GiB)`, or counts by GPU type.
@@ -510,6 +527,7 @@ pub fn pairs<'a>(
                 simulated_start_s: r.first_start_s.filter(|_| finished),
                 simulated_end_s: r.finish_s.filter(|_| finished),
                 simulated_busy_gpu_s: r.busy_gpu_s,
+                simulated_outcome: r.outcome,
             })
         })
         .collect()
@@ -532,7 +550,11 @@ pub fn compare(
         } else if p.actual_end_s.is_none() {
             left.not_ended_at_export += 1;
         } else if p.simulated_end_s.is_none() {
-            left.unfinished_in_simulation += 1;
+            match p.simulated_outcome {
+                JobOutcome::Unplaceable => left.unplaceable_in_simulation += 1,
+                JobOutcome::DependencyNeverSatisfied => left.dependency_never_satisfied += 1,
+                _ => left.unfinished_in_simulation += 1,
+            }
         }
     }
     let compared: Vec<&JobPair> = pairs.iter().filter(|p| p.comparable()).collect();
@@ -722,7 +744,16 @@ fn from_config(args: &WhatifArgs) -> Result<Comparison> {
         None => config.policy_kind()?,
     };
     let (nodes, cluster) = match &args.cluster {
-        Some(text) => nodes_x_gpus(text)?,
+        // Of the configuration's GPU type where it names one (jobs that asked for it by name
+        // then run there), else `gpu`.
+        Some(text) => {
+            let typed = args
+                .config
+                .as_ref()
+                .and_then(|_| nodes_of_config(&config, &source).ok())
+                .and_then(|(nodes, _)| one_gpu_type(&nodes));
+            nodes_x_gpus(text, typed.as_deref().unwrap_or("gpu"))?
+        }
         None => nodes_of_config(&config, &source)?,
     };
     let cluster = match &args.quotas {
@@ -947,6 +978,14 @@ pub fn text(c: &Comparison) -> String {
         (l.not_ended_at_export, "not ended at export"),
         (l.start_unknown, "first start unknown"),
         (l.unfinished_in_simulation, "unfinished in the simulation"),
+        (
+            l.unplaceable_in_simulation,
+            "never placeable on this cluster",
+        ),
+        (
+            l.dependency_never_satisfied,
+            "with dependencies that never hold (an unknown job, itself, a cycle, or a failure)",
+        ),
     ] {
         if n > 0 {
             left.push(format!("{n} {why}"));

@@ -28,6 +28,7 @@ fn pair(
         simulated_start_s: Some(simulated.0),
         simulated_end_s: Some(simulated.1),
         simulated_busy_gpu_s: (simulated.1 - simulated.0) * f64::from(gpus),
+        simulated_outcome: JobOutcome::Completed,
     }
 }
 
@@ -200,12 +201,16 @@ fn a_configuration_without_gpus_here_says_what_to_give() {
             .to_string();
         assert!(e.contains("--config") && e.contains("--cluster"), "{e}");
     }
-    let (nodes, described) = nodes_x_gpus("2x8").expect("valid");
+    let (nodes, described) = nodes_x_gpus("2x8", "gpu").expect("valid");
     assert_eq!(
         (nodes.len(), described.as_str()),
         (2, "2 nodes: 16 gpu GPUs on 2 (--cluster 2x8)")
     );
-    assert!(nodes_x_gpus("2x0").is_err() && nodes_x_gpus("eight").is_err());
+    // Of a configuration's one GPU type, so that jobs that asked for it by name run there.
+    let (nodes, described) = nodes_x_gpus("2x4", "a100").expect("valid");
+    assert_eq!(one_gpu_type(&nodes).as_deref(), Some("a100"));
+    assert!(described.starts_with("2 nodes: 8 a100 GPUs"), "{described}");
+    assert!(nodes_x_gpus("2x0", "gpu").is_err() && nodes_x_gpus("eight", "gpu").is_err());
 }
 
 #[test]
@@ -513,4 +518,39 @@ fn srtf_replays_its_own_fake_executor_history_job_by_job() {
 #[test]
 fn las_replays_its_own_fake_executor_history_job_by_job() {
     replays_its_own_history("las");
+}
+
+#[test]
+fn jobs_left_out_say_why_the_simulation_did_not_end_them() {
+    let mut never = pair("2", "a", 1, 1.0, (1.0, 11.0), (0.0, 0.0));
+    (never.simulated_start_s, never.simulated_end_s) = (None, None);
+    never.simulated_outcome = JobOutcome::DependencyNeverSatisfied;
+    let mut too_big = never.clone();
+    too_big.simulated_outcome = JobOutcome::Unplaceable;
+    let mut waiting = never.clone();
+    waiting.simulated_outcome = JobOutcome::Unfinished;
+    let ok = pair("1", "a", 1, 0.0, (0.0, 10.0), (0.0, 10.0));
+    let c = compare(
+        "h",
+        "fifo",
+        0,
+        "1 node",
+        4,
+        vec![ok, never, too_big, waiting],
+    );
+    assert_eq!(
+        (
+            c.left_out.dependency_never_satisfied,
+            c.left_out.unplaceable_in_simulation,
+            c.left_out.unfinished_in_simulation
+        ),
+        (1, 1, 1)
+    );
+    let words = text(&c);
+    assert!(
+        words.contains("1 with dependencies that never hold")
+            && words.contains("1 never placeable on this cluster")
+            && words.contains("1 unfinished in the simulation"),
+        "{words}"
+    );
 }
