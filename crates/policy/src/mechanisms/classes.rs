@@ -139,7 +139,11 @@ impl PriorityClasses {
             current: None,
         };
         let mut decision = self.instance(value)?.schedule(&class_view, now)?;
-        pin_host_shares(view.cluster, &cluster, &mut decision);
+        pin_host_shares(
+            view.cluster,
+            &room(view.cluster, taken, lower),
+            &mut decision,
+        );
         let ids: BTreeSet<u32> = jobs.iter().map(|j| j.id.0).collect();
         let occupancy = self
             .planner
@@ -155,17 +159,86 @@ impl PriorityClasses {
         Ok((decision, used, waiting))
     }
 
-    /// Every class in turn, highest first (see the module's comment).
+    /// The lowest class's jobs decided by changes on the present, on what the higher classes
+    /// leave of the cluster (its copy with fewer GPUs per node, as in turn): the policy places
+    /// the class's waiting jobs on the present's free GPUs — on that copy, the same as its free
+    /// GPUs once the class's own runs are counted — and keeps every run. `None` where the
+    /// policy answers with a whole decision.
+    fn decide_lowest_by_changes(
+        &mut self,
+        value: i32,
+        view: &SchedulerView<'_>,
+        taken: &Taken,
+        now: SimTime,
+    ) -> Result<Option<Decision>, PolicyError> {
+        let lower = vec![0; view.cluster.nodes.len()];
+        let cluster = reduced(view.cluster, taken, &lower);
+        let lower = &lower[..];
+        let class_view = SchedulerView {
+            cluster: &cluster,
+            ..*view
+        };
+        let mut decision = self.instance(value)?.schedule(&class_view, now)?;
+        if !decision.keep_unlisted {
+            return Ok(None);
+        }
+        pin_host_shares(
+            view.cluster,
+            &room(view.cluster, taken, lower),
+            &mut decision,
+        );
+        Ok(Some(decision))
+    }
+
+    /// Every class in turn, highest first (see the module's comment). With `lowest_by_changes`
+    /// (only the lowest class has jobs waiting), the lowest class is decided by changes and the
+    /// answer is one by changes — or `None` where a higher class moved a run, or the policy
+    /// answered the lowest class with a whole decision.
     fn schedule_classes(
         &mut self,
         view: &SchedulerView<'_>,
         values: &BTreeSet<Reverse<i32>>,
+        lowest_by_changes: bool,
         now: SimTime,
-    ) -> Result<Decision, PolicyError> {
+    ) -> Result<Option<Decision>, PolicyError> {
         let nodes = view.cluster.nodes.len();
         let mut taken = Taken::new(nodes);
         let mut merged = Decision::default();
+        let lowest = values.last().map(|v| v.0);
         for &Reverse(value) in values {
+            if lowest_by_changes && Some(value) == lowest {
+                let Some(decision) = self.decide_lowest_by_changes(value, view, &taken, now)?
+                else {
+                    return Ok(None);
+                };
+                // The higher classes only kept their runs: listed again, they are left out.
+                let runs: BTreeMap<u32, &arbiter_model::Placement> = view
+                    .jobs
+                    .iter()
+                    .filter_map(|j| j.placement().map(|p| (j.id.0, p)))
+                    .collect();
+                let kept = |a: &arbiter_model::Assignment| {
+                    a.guest.is_none()
+                        && a.colocation.is_none()
+                        && runs.get(&a.job.0).is_some_and(|p| **p == a.placement)
+                };
+                if !merged.run.iter().all(kept) {
+                    return Ok(None);
+                }
+                merged.run.clear();
+                merge(&mut merged, decision);
+                merged.keep_unlisted = true;
+                return Ok(Some(merged));
+            }
+            if lowest_by_changes {
+                // Nothing of this class waits, and its policy keeps its runs where they are: what
+                // deciding it would give, without asking.
+                let below = held_below(view, value, false, nodes);
+                let (decision, used) = runs_kept(value, view, &taken, &below);
+                taken.add(&used);
+                merge(&mut merged, decision);
+                continue;
+            }
             let (below_all, below_fixed) = (
                 held_below(view, value, false, nodes),
                 held_below(view, value, true, nodes),
@@ -180,7 +253,7 @@ impl PriorityClasses {
             taken.add(&used);
             merge(&mut merged, decision);
         }
-        Ok(merged)
+        Ok(Some(merged))
     }
 }
 
@@ -194,17 +267,39 @@ impl Policy for PriorityClasses {
         view: &SchedulerView<'_>,
         now: SimTime,
     ) -> Result<Decision, PolicyError> {
-        let values: BTreeSet<Reverse<i32>> = view
-            .jobs
-            .iter()
-            .map(|j| Reverse(view.spec(j).class.value))
-            .collect();
+        let mut values: BTreeSet<Reverse<i32>> = BTreeSet::new();
+        // The highest class with a job waiting.
+        let mut highest_waiting: Option<i32> = None;
+        for job in view.jobs {
+            let value = view.spec(job).class.value;
+            values.insert(Reverse(value));
+            if !job.is_running() {
+                highest_waiting = highest_waiting.max(Some(value));
+            }
+        }
         match values.len() {
             0 | 1 => {
                 let value = values.first().map_or(0, |v| v.0);
                 self.instance(value)?.schedule(view, now)
             }
-            _ => self.schedule_classes(view, &values, now),
+            _ => {
+                // Only the lowest class has jobs waiting (a busy queue's usual state: a higher
+                // class's are started at once), under a policy that never moves or stops a
+                // running job, with the present offered: that class is decided by changes.
+                let lowest = values.last().map(|v| v.0);
+                let by_changes = view.current.is_some()
+                    && matches!(self.kind, PolicyKind::Fifo | PolicyKind::Sjf)
+                    && highest_waiting <= lowest;
+                if by_changes
+                    && let Some(decision) = self.schedule_classes(view, &values, true, now)?
+                {
+                    return Ok(decision);
+                }
+                self.schedule_classes(view, &values, false, now)?
+                    .ok_or_else(|| {
+                        PolicyError::Invariant("classes decided in turn gave no decision".into())
+                    })
+            }
         }
     }
 
@@ -239,6 +334,44 @@ impl Policy for PriorityClasses {
         }
         self.usage = Some(usage.clone());
     }
+}
+
+/// The decision on class `value` whose jobs all run, under a policy that keeps runs where they
+/// are (`fifo`, `sjf`), as [`PriorityClasses::decide_class`] would give it on what `taken` and
+/// `lower` leave: every run kept, with its host share pinned as there; and what it takes.
+fn runs_kept(
+    value: i32,
+    view: &SchedulerView<'_>,
+    taken: &Taken,
+    lower: &[u32],
+) -> (Decision, Taken) {
+    let mut decision = Decision {
+        run: view
+            .jobs
+            .iter()
+            .filter(|j| view.spec(j).class.value == value)
+            .filter_map(|j| {
+                j.placement()
+                    .map(|p| arbiter_model::Assignment::exclusive(j.id, p.clone()))
+            })
+            .collect(),
+        ..Decision::default()
+    };
+    decision.run.sort_by_key(|a| a.job);
+    pin_host_shares(
+        view.cluster,
+        &room(view.cluster, taken, lower),
+        &mut decision,
+    );
+    let mut used = host_use(view.cluster, &decision);
+    for a in &decision.run {
+        for &(node, gpus) in &a.placement.slots {
+            if let Some(g) = used.gpus.get_mut(node.index()) {
+                *g += gpus;
+            }
+        }
+    }
+    (decision, used)
 }
 
 /// GPUs per node held by running jobs of classes below `value` (only the non-preemptible ones
@@ -330,43 +463,67 @@ fn host_use(cluster: &Cluster, decision: &Decision) -> Taken {
     used
 }
 
+/// What `taken` and the GPUs `lower` classes hold (with their GPU-proportional CPUs and
+/// memory) leave of each node of `cluster`, exactly (the class's copy of the cluster rounds its
+/// CPUs and memory down to whole numbers).
+fn room(cluster: &Cluster, taken: &Taken, lower: &[u32]) -> Taken {
+    let mut left = Taken::new(cluster.nodes.len());
+    for (n, node) in cluster.nodes.iter().enumerate() {
+        let share = arbiter_model::proportional_share(node);
+        let held = f64::from(lower[n]);
+        left.gpus[n] = node.gpus.saturating_sub(taken.gpus[n] + lower[n]);
+        left.cpus[n] = (f64::from(node.cpus) - taken.cpus[n] - share.cpus_per_gpu * held).max(0.0);
+        left.memory_gib[n] =
+            (f64::from(node.memory_gib) - taken.memory_gib[n] - share.memory_per_gpu * held)
+                .max(0.0);
+    }
+    left
+}
+
 /// A job placed without its own host share gets the node's GPU-proportional one, counted on the
-/// whole node; a class's node may have less per GPU (a higher class took more than its
-/// proportional CPUs or memory, or a fraction was rounded away), so every such job is given
-/// explicitly the smaller of the two shares on each of its nodes.
-fn pin_host_shares(whole: &Cluster, part: &Cluster, decision: &mut Decision) {
+/// whole node; what a class has of a node may give less per GPU (a higher class took more than
+/// its proportional CPUs or memory), so every such job is given explicitly the smaller of the
+/// two shares on each of its nodes. `room`: what the class has of each node, exactly — not its
+/// copy of the cluster, whose CPUs and memory are rounded down: a share smaller only by that
+/// rounding pinned nearly every job, and the simulator, seeing decisions set their own shares,
+/// stopped offering the present for the rest of the run (every event then cost the whole queue).
+fn pin_host_shares(whole: &Cluster, room: &Taken, decision: &mut Decision) {
     for a in decision
         .run
         .iter_mut()
         .filter(|a| a.host.is_none() && a.colocation.is_none() && a.guest.is_none())
     {
-        let shares = a
-            .placement
-            .slots
-            .iter()
-            .filter_map(|&(node, _)| Some((whole.node(node)?, part.node(node)?)));
-        let share = shares.fold(None::<arbiter_model::HostShare>, |least, (w, p)| {
-            let (ws, ps) = (
-                arbiter_model::proportional_share(w),
-                arbiter_model::proportional_share(p),
-            );
-            let here = arbiter_model::HostShare {
-                cpus_per_gpu: ws.cpus_per_gpu.min(ps.cpus_per_gpu),
-                memory_per_gpu: ws.memory_per_gpu.min(ps.memory_per_gpu),
-            };
-            Some(least.map_or(here, |l| arbiter_model::HostShare {
-                cpus_per_gpu: l.cpus_per_gpu.min(here.cpus_per_gpu),
-                memory_per_gpu: l.memory_per_gpu.min(here.memory_per_gpu),
-            }))
+        let shares = a.placement.slots.iter().filter_map(|&(node, _)| {
+            let w = whole.node(node)?;
+            let n = node.index();
+            let gpus = f64::from(*room.gpus.get(n)?).max(1.0);
+            Some((w, room.cpus[n] / gpus, room.memory_gib[n] / gpus))
         });
+        let share = shares.fold(
+            None::<arbiter_model::HostShare>,
+            |least, (w, cpus, memory)| {
+                let ws = arbiter_model::proportional_share(w);
+                let here = arbiter_model::HostShare {
+                    cpus_per_gpu: ws.cpus_per_gpu.min(cpus),
+                    memory_per_gpu: ws.memory_per_gpu.min(memory),
+                };
+                Some(least.map_or(here, |l| arbiter_model::HostShare {
+                    cpus_per_gpu: l.cpus_per_gpu.min(here.cpus_per_gpu),
+                    memory_per_gpu: l.memory_per_gpu.min(here.memory_per_gpu),
+                }))
+            },
+        );
         let first_whole = a
             .placement
             .slots
             .first()
             .and_then(|&(node, _)| whole.node(node))
             .map(arbiter_model::proportional_share);
+        // (Smaller beyond floating-point error: equal shares computed two ways differ in the
+        // last bits.)
+        let below = |part: f64, whole: f64| part < whole * (1.0 - 1e-9);
         if let (Some(s), Some(w)) = (share, first_whole)
-            && (s.cpus_per_gpu < w.cpus_per_gpu || s.memory_per_gpu < w.memory_per_gpu)
+            && (below(s.cpus_per_gpu, w.cpus_per_gpu) || below(s.memory_per_gpu, w.memory_per_gpu))
         {
             a.host = Some(s);
         }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::test_support::{cluster, spec_with, step};
 use arbiter_model::{JobClass, JobId, NodeId, Placement};
+use std::collections::BTreeMap;
 
 fn class(name: &str, value: i32, preemptible: bool) -> JobClass {
     JobClass {
@@ -137,4 +138,68 @@ fn an_external_agent_is_refused_with_classes() {
         .err()
         .expect("refused");
     assert!(err.to_string().contains("built-in policy"), "{err}");
+}
+
+proptest::proptest! {
+    // (About a third of the cases have a higher class waiting and are set aside.)
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 1024,
+        max_global_rejects: 1_000_000,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Where only the lowest class has jobs waiting, `fifo` and `sjf` decide it by changes on
+    /// the present (every class's runs kept where they are) and start the same jobs in the same
+    /// places as the classes decided in turn on copies of the cluster, with the same host shares.
+    #[test]
+    fn the_lowest_class_alone_waiting_is_decided_by_changes_as_in_turn(
+        first in proptest::collection::vec((0u8..3, 1u32..5, 1u32..2000), 2..12),
+        later in proptest::collection::vec((1u32..5, 1u32..2000), 1..10),
+        sjf in proptest::bool::ANY,
+    ) {
+        let kind = if sjf { PolicyKind::Sjf } else { PolicyKind::Fifo };
+        let levels = [class("high", 100, false), class("mid", 50, true), class("low", 10, true)];
+        let c = cluster(3, 4);
+        // A first decision over jobs of any class; then jobs of the lowest class arrive.
+        let mut specs: Vec<JobSpec> = first
+            .iter()
+            .enumerate()
+            .map(|(i, &(l, g, run))| spec_in(i as u32, i as u64, g, f64::from(run), &levels[usize::from(l)]))
+            .collect();
+        let live: Vec<u32> = (0..specs.len() as u32).collect();
+        let before = step(&mut classes(kind), &c, &specs, &live, &Decision::default());
+        let low = levels.iter().rev().find(|l| specs.iter().any(|s| s.class.value == l.value)).expect("a class");
+        for &(g, run) in &later {
+            let id = specs.len() as u32;
+            specs.push(spec_in(id, u64::from(id), g, f64::from(run), low));
+        }
+        let live: Vec<u32> = (0..specs.len() as u32).collect();
+        let jobs = crate::test_support::active(&specs, &live, &before);
+        let lowest = jobs.iter().map(|j| specs[j.id.index()].class.value).min();
+        proptest::prop_assume!(jobs.iter().filter(|j| !j.is_running()).all(|j| Some(specs[j.id.index()].class.value) == lowest));
+        let mut free = arbiter_model::Occupancy::new(&c);
+        for p in jobs.iter().filter_map(ActiveJob::placement) {
+            free.allocate(p).expect("fits");
+        }
+        let queued: Vec<u32> = (0..jobs.len() as u32).filter(|&i| !jobs[i as usize].is_running()).collect();
+        let present = crate::Current { free: &free, queued: &queued, positions: None };
+        let view = |current| SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current };
+        let in_turn = classes(kind).schedule(&view(None), SimTime::ZERO).expect("decides");
+        let by_changes = classes(kind).schedule(&view(Some(present)), SimTime::ZERO).expect("decides");
+        proptest::prop_assert!(by_changes.keep_unlisted, "decided by changes");
+        // In turn, every run is kept where it is; what starts is what by changes starts.
+        let runs: BTreeMap<u32, &Placement> = jobs.iter().filter_map(|j| j.placement().map(|p| (j.id.0, p))).collect();
+        let mut started = BTreeMap::new();
+        for a in &in_turn.run {
+            match runs.get(&a.job.0) {
+                Some(p) => proptest::prop_assert_eq!(*p, &a.placement, "job {} moved", a.job.0),
+                None => {
+                    started.insert(a.job.0, (a.placement.clone(), a.host));
+                }
+            }
+        }
+        proptest::prop_assert_eq!(in_turn.run.len() - started.len(), runs.len(), "every run kept");
+        let changed: BTreeMap<u32, _> = by_changes.run.iter().map(|a| (a.job.0, (a.placement.clone(), a.host))).collect();
+        proptest::prop_assert_eq!(changed, started);
+    }
 }
