@@ -385,7 +385,8 @@ fn history_columns(
                 format!("`{start}` is before the job's submission ({submit_s} s)"),
             ));
         }
-        o.start_s = Some(start);
+        // (Whole milliseconds, as the submission is: a start in the same instant waited 0 s.)
+        o.start_s = Some(SimTime::from_secs_f64(start).as_secs_f64());
     }
     if text(ACTUAL_END_S).is_some() {
         let end = seconds(row, c[ACTUAL_END_S], "actual_end_s")?;
@@ -401,7 +402,7 @@ fn history_columns(
                 format!("`{end}` is before the job's start ({start} s)"),
             ));
         }
-        o.end_s = Some(end);
+        o.end_s = Some(SimTime::from_secs_f64(end).as_secs_f64());
     }
     if let Some(text) = text(GPU_TYPES) {
         printable(row, "gpu_types", text)?;
@@ -1087,6 +1088,18 @@ mod tests {
     }
 
     #[cfg(target_os = "linux")]
+    #[test]
+    fn recorded_times_are_whole_milliseconds_as_submissions_are() {
+        let (_dir, path) = file(
+            "trace_id,tenant,submit_s,gpus,run_time_s,actual_start_s,actual_end_s\n\
+             1,a,0.0004,1,10,0.0004,10.0004\n",
+        );
+        let (trace, recorded) = read_history(&path).expect("reads");
+        let queued = recorded[0].start_s.expect("started") - trace.jobs[0].submit.as_secs_f64();
+        assert_eq!(queued, 0.0, "started as it was submitted");
+        assert_eq!(recorded[0].end_s, Some(10.0));
+    }
+
     #[test]
     fn a_pipe_is_read_once() {
         use std::io::Write as _;
