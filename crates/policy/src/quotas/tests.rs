@@ -483,22 +483,33 @@ proptest! {
 
     /// No job is reclaimed while no tenant waits within its guaranteed quota.
     #[test]
-    fn nothing_is_reclaimed_when_no_owner_needs_it(groups in arb_tree(), specs in arb_jobs()) {
+    fn nothing_is_reclaimed_when_no_owner_needs_it(groups in arb_tree(), specs in arb_jobs(), mode in 0u8..3) {
         let c = cluster(4, 4);
         let Ok(mut policy) = Quotas::new(&groups, &c, build(PolicyKind::Sjf, &PolicyConfig::default()).expect("builds")) else { return Ok(()) };
-        let mut last = Decision::default();
+        // Counted afresh, the simulator's way (the present kept), the daemon's (every round
+        // whole). SJF never preempts: a run that stops was reclaimed.
+        if mode == 2 {
+            policy = policy.showing_every_round();
+        }
+        let mut run = Run { running: BTreeMap::new(), with_present: mode > 0 };
         for round in 0..3u64 {
-            let jobs = active(&specs, &last);
             let tree = policy.tree().expect("tree").clone();
             // Waiting GPUs within guaranteed, per leaf.
             let mut held = vec![0u32; tree.nodes.len()];
-            for j in jobs.iter().filter(|j| j.is_running()) {
-                held[tree.leaf(&specs[j.id.index()].tenant)] += j.gpus;
+            for (j, p) in &run.running {
+                held[tree.leaf(&specs[*j as usize].tenant)] += p.gpus();
             }
-            let owner_waits = jobs.iter().any(|j| !j.is_running() && held[tree.leaf(&specs[j.id.index()].tenant)] + j.gpus <= tree.nodes[tree.leaf(&specs[j.id.index()].tenant)].quota[0].guaranteed);
-            last = decide(&mut policy, &c, &specs, &last, round * 60);
+            let owner_waits = specs.iter().any(|s| {
+                let leaf = tree.leaf(&s.tenant);
+                !run.running.contains_key(&s.id.0) && held[leaf] + s.gpus <= tree.nodes[leaf].quota[0].guaranteed
+            });
+            let before: Vec<u32> = run.running.keys().copied().collect();
+            run.round(&mut policy, &c, &specs, round * 60);
             if !owner_waits {
                 prop_assert!(policy.quota_round().expect("tree").1.reclaimed.is_empty());
+                for j in before {
+                    prop_assert!(run.running.contains_key(&j), "job {} stopped with no owner waiting", j);
+                }
             }
         }
     }
