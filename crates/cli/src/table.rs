@@ -72,20 +72,14 @@ const CELL_CHARS: usize = 64;
 /// A cell as a terminal may print it: control characters escaped (a name from a trace or a
 /// tenant is not to move the cursor or ring the bell), cut to [`CELL_CHARS`].
 pub(crate) fn shown(cell: &str) -> String {
-    let escaped: String = if cell.chars().any(char::is_control) {
-        cell.chars()
-            .flat_map(|c| {
-                let e: Vec<char> = if c.is_control() {
-                    c.escape_default().collect()
-                } else {
-                    vec![c]
-                };
-                e
-            })
-            .collect()
-    } else {
-        cell.to_string()
-    };
+    let mut escaped = String::with_capacity(cell.len());
+    for c in cell.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
     if escaped.chars().count() <= CELL_CHARS {
         return escaped;
     }

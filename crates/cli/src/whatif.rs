@@ -436,15 +436,11 @@ pub fn scenario_of_config(
     ]);
     let mut doc = doc;
     if let (Some(path), Value::Table(root)) = (quotas, &mut doc) {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let mut file: Table = toml::from_str(&text)
-            .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
-        let groups = file.remove("quota_groups").ok_or_else(|| {
-            anyhow!("{}: no [[quota_groups]] (write the daemon's with `arbiter quota export > quotas.toml`)", path.display())
-        })?;
-        check_quota_file(path, &text)?;
-        root.insert("quota_groups".into(), groups);
+        let groups = read_quota_file(path)?;
+        root.insert(
+            "quota_groups".into(),
+            Value::try_from(&groups).context("the quota tree")?,
+        );
     }
     let text = toml::to_string(&doc).context("the scenario of the configuration")?;
     let mut scenario = Scenario::parse(&text, Path::new("whatif.toml"), overrides)?;
@@ -456,19 +452,25 @@ pub fn scenario_of_config(
     Ok(scenario)
 }
 
-/// A `--quotas` file's groups read as the scenario will read them, so that a mistake names
-/// this file, its line and column (a value of the wrong type, an unknown key) and the tree's
-/// shape is checked here (children above their parent, cycles, limits); what needs the
-/// cluster is checked when the replay binds the tree.
-fn check_quota_file(path: &Path, text: &str) -> Result<()> {
+/// A `--quotas` file's groups (as `arbiter quota export` writes them), read as the scenario
+/// will read them, so that a mistake names this file, its line and column (a value of the wrong
+/// type, an unknown key), and with the tree's shape checked here (children above their parent,
+/// cycles, limits); what needs the cluster is checked when the replay binds the tree.
+fn read_quota_file(path: &Path) -> Result<Vec<arbiter_policy::quotas::QuotaGroup>> {
     #[derive(serde::Deserialize)]
-    struct Groups {
-        quota_groups: Vec<arbiter_policy::quotas::QuotaGroup>,
+    struct QuotaFile {
+        quota_groups: Option<Vec<arbiter_policy::quotas::QuotaGroup>>,
     }
-    let groups: Groups = toml::from_str(text)
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: QuotaFile = toml::from_str(&text)
         .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
-    arbiter_policy::quotas::QuotaTree::check_shape(&groups.quota_groups)
-        .map_err(|m| anyhow!("{}: [[quota_groups]]: {m}", path.display()))
+    let groups = file.quota_groups.ok_or_else(|| {
+        anyhow!("{}: no [[quota_groups]] (write the daemon's with `arbiter quota export > quotas.toml`)", path.display())
+    })?;
+    arbiter_policy::quotas::QuotaTree::check_shape(&groups)
+        .map_err(|m| anyhow!("{}: [[quota_groups]]: {m}", path.display()))?;
+    Ok(groups)
 }
 
 /// The history's jobs as the daemon with `config` would have seen them: in the configured

@@ -175,32 +175,6 @@ fn csv_error(
     }
 }
 
-/// The edit distance between `a` and `b` (optimal string alignment: insertions, deletions,
-/// substitutions and swaps of neighbours count one each), for "did you mean" suggestions.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    // Three rows of the table: two back, the previous one, the current one.
-    let mut before: Vec<usize> = vec![0; b.len() + 1];
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for i in 1..=a.len() {
-        current[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut d = (previous[j] + 1)
-                .min(current[j - 1] + 1)
-                .min(previous[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d = d.min(before[j - 2] + 1);
-            }
-            current[j] = d;
-        }
-        std::mem::swap(&mut before, &mut previous);
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
-}
-
 impl CsvFile {
     /// Column index of `name`, or an error listing the header.
     pub(crate) fn column(&self, name: &str) -> Result<usize, TraceError> {
@@ -248,7 +222,7 @@ impl CsvFile {
             let lower = name.to_lowercase();
             let close = known
                 .iter()
-                .map(|k| (edit_distance(&lower, k), *k))
+                .map(|k| (strsim::osa_distance(&lower, k), *k))
                 .min_by_key(|(d, _)| *d)
                 .filter(|(d, _)| *d <= 2);
             return Err(error(
@@ -371,21 +345,6 @@ impl Row<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn edit_distance_counts_edits_and_swaps() {
-        for (a, b, d) in [
-            ("dependency", "dependency", 0),
-            ("depedency", "dependency", 1),
-            ("dependnecy", "dependency", 1),
-            ("actual_start", "actual_start_s", 2),
-            ("", "gpus", 4),
-            ("bogus", "gpus", 3),
-        ] {
-            assert_eq!(edit_distance(a, b), d, "{a} {b}");
-            assert_eq!(edit_distance(b, a), d, "{b} {a}");
-        }
-    }
 
     /// The rows of `text` read by `read_csv` (from the file) or `read_csv_bytes`, each as its
     /// line and fields, or the error.

@@ -129,7 +129,8 @@ impl PriorityClasses {
         lower: &[u32],
         now: SimTime,
     ) -> Result<(Decision, Taken, bool), PolicyError> {
-        let cluster = reduced(view.cluster, taken, lower);
+        let room = room(view.cluster, taken, lower);
+        let cluster = reduced(view.cluster, &room);
         let capacity: PerNode = cluster.nodes.iter().map(|n| n.gpus).collect();
         let jobs = class_jobs(view, value, &capacity);
         let class_view = SchedulerView {
@@ -139,11 +140,7 @@ impl PriorityClasses {
             current: None,
         };
         let mut decision = self.instance(value)?.schedule(&class_view, now)?;
-        pin_host_shares(
-            view.cluster,
-            &room(view.cluster, taken, lower),
-            &mut decision,
-        );
+        pin_host_shares(view.cluster, &room, &mut decision);
         let ids: BTreeSet<u32> = jobs.iter().map(|j| j.id.0).collect();
         let occupancy = self
             .planner
@@ -159,86 +156,53 @@ impl PriorityClasses {
         Ok((decision, used, waiting))
     }
 
-    /// The lowest class's jobs decided by changes on the present, on what the higher classes
-    /// leave of the cluster (its copy with fewer GPUs per node, as in turn): the policy places
-    /// the class's waiting jobs on the present's free GPUs — on that copy, the same as its free
-    /// GPUs once the class's own runs are counted — and keeps every run. `None` where the
-    /// policy answers with a whole decision.
-    fn decide_lowest_by_changes(
+    /// Where only the lowest class has jobs waiting, under a policy that never moves or stops a
+    /// running job: every higher class keeps its runs (what deciding it would give, without
+    /// asking), and the lowest class is decided by changes on the present, on what the higher
+    /// classes leave of the cluster (its copy with fewer GPUs per node, as in turn — there the
+    /// present's free GPUs are its free GPUs once the class's own runs are counted). `None`
+    /// where the policy answers with a whole decision.
+    fn schedule_lowest_by_changes(
         &mut self,
-        value: i32,
         view: &SchedulerView<'_>,
-        taken: &Taken,
+        values: &BTreeSet<Reverse<i32>>,
         now: SimTime,
     ) -> Result<Option<Decision>, PolicyError> {
-        let lower = vec![0; view.cluster.nodes.len()];
-        let cluster = reduced(view.cluster, taken, &lower);
-        let lower = &lower[..];
+        let nodes = view.cluster.nodes.len();
+        let Some(&Reverse(lowest)) = values.last() else {
+            return Ok(None);
+        };
+        let mut taken = Taken::new(nodes);
+        for &Reverse(value) in values.iter().filter(|v| v.0 != lowest) {
+            let below = held_below(view, value, false, nodes);
+            let used = runs_kept(value, view, &taken, &below);
+            taken.add(&used);
+        }
+        let room = room(view.cluster, &taken, &vec![0; nodes]);
+        let cluster = reduced(view.cluster, &room);
         let class_view = SchedulerView {
             cluster: &cluster,
             ..*view
         };
-        let mut decision = self.instance(value)?.schedule(&class_view, now)?;
+        let mut decision = self.instance(lowest)?.schedule(&class_view, now)?;
         if !decision.keep_unlisted {
             return Ok(None);
         }
-        pin_host_shares(
-            view.cluster,
-            &room(view.cluster, taken, lower),
-            &mut decision,
-        );
+        pin_host_shares(view.cluster, &room, &mut decision);
         Ok(Some(decision))
     }
 
-    /// Every class in turn, highest first (see the module's comment). With `lowest_by_changes`
-    /// (only the lowest class has jobs waiting), the lowest class is decided by changes and the
-    /// answer is one by changes — or `None` where a higher class moved a run, or the policy
-    /// answered the lowest class with a whole decision.
+    /// Every class in turn, highest first (see the module's comment).
     fn schedule_classes(
         &mut self,
         view: &SchedulerView<'_>,
         values: &BTreeSet<Reverse<i32>>,
-        lowest_by_changes: bool,
         now: SimTime,
-    ) -> Result<Option<Decision>, PolicyError> {
+    ) -> Result<Decision, PolicyError> {
         let nodes = view.cluster.nodes.len();
         let mut taken = Taken::new(nodes);
         let mut merged = Decision::default();
-        let lowest = values.last().map(|v| v.0);
         for &Reverse(value) in values {
-            if lowest_by_changes && Some(value) == lowest {
-                let Some(decision) = self.decide_lowest_by_changes(value, view, &taken, now)?
-                else {
-                    return Ok(None);
-                };
-                // The higher classes only kept their runs: listed again, they are left out.
-                let runs: BTreeMap<u32, &arbiter_model::Placement> = view
-                    .jobs
-                    .iter()
-                    .filter_map(|j| j.placement().map(|p| (j.id.0, p)))
-                    .collect();
-                let kept = |a: &arbiter_model::Assignment| {
-                    a.guest.is_none()
-                        && a.colocation.is_none()
-                        && runs.get(&a.job.0).is_some_and(|p| **p == a.placement)
-                };
-                if !merged.run.iter().all(kept) {
-                    return Ok(None);
-                }
-                merged.run.clear();
-                merge(&mut merged, decision);
-                merged.keep_unlisted = true;
-                return Ok(Some(merged));
-            }
-            if lowest_by_changes {
-                // Nothing of this class waits, and its policy keeps its runs where they are: what
-                // deciding it would give, without asking.
-                let below = held_below(view, value, false, nodes);
-                let (decision, used) = runs_kept(value, view, &taken, &below);
-                taken.add(&used);
-                merge(&mut merged, decision);
-                continue;
-            }
             let (below_all, below_fixed) = (
                 held_below(view, value, false, nodes),
                 held_below(view, value, true, nodes),
@@ -253,7 +217,7 @@ impl PriorityClasses {
             taken.add(&used);
             merge(&mut merged, decision);
         }
-        Ok(Some(merged))
+        Ok(merged)
     }
 }
 
@@ -291,14 +255,11 @@ impl Policy for PriorityClasses {
                     && matches!(self.kind, PolicyKind::Fifo | PolicyKind::Sjf)
                     && highest_waiting <= lowest;
                 if by_changes
-                    && let Some(decision) = self.schedule_classes(view, &values, true, now)?
+                    && let Some(decision) = self.schedule_lowest_by_changes(view, &values, now)?
                 {
                     return Ok(decision);
                 }
-                self.schedule_classes(view, &values, false, now)?
-                    .ok_or_else(|| {
-                        PolicyError::Invariant("classes decided in turn gave no decision".into())
-                    })
+                self.schedule_classes(view, &values, now)
             }
         }
     }
@@ -336,16 +297,11 @@ impl Policy for PriorityClasses {
     }
 }
 
-/// The decision on class `value` whose jobs all run, under a policy that keeps runs where they
-/// are (`fifo`, `sjf`), as [`PriorityClasses::decide_class`] would give it on what `taken` and
-/// `lower` leave: every run kept, with its host share pinned as there; and what it takes.
-fn runs_kept(
-    value: i32,
-    view: &SchedulerView<'_>,
-    taken: &Taken,
-    lower: &[u32],
-) -> (Decision, Taken) {
-    let mut decision = Decision {
+/// What class `value`, whose jobs all run, takes of each node under a policy that keeps runs
+/// where they are (`fifo`, `sjf`), as [`PriorityClasses::decide_class`] would count it on what
+/// `taken` and `lower` leave: every run kept, its host share pinned as there.
+fn runs_kept(value: i32, view: &SchedulerView<'_>, taken: &Taken, lower: &[u32]) -> Taken {
+    let mut kept = Decision {
         run: view
             .jobs
             .iter()
@@ -357,21 +313,16 @@ fn runs_kept(
             .collect(),
         ..Decision::default()
     };
-    decision.run.sort_by_key(|a| a.job);
-    pin_host_shares(
-        view.cluster,
-        &room(view.cluster, taken, lower),
-        &mut decision,
-    );
-    let mut used = host_use(view.cluster, &decision);
-    for a in &decision.run {
+    pin_host_shares(view.cluster, &room(view.cluster, taken, lower), &mut kept);
+    let mut used = host_use(view.cluster, &kept);
+    for a in &kept.run {
         for &(node, gpus) in &a.placement.slots {
             if let Some(g) = used.gpus.get_mut(node.index()) {
                 *g += gpus;
             }
         }
     }
-    (decision, used)
+    used
 }
 
 /// GPUs per node held by running jobs of classes below `value` (only the non-preemptible ones
@@ -425,21 +376,14 @@ fn class_jobs(view: &SchedulerView<'_>, value: i32, capacity: &[u32]) -> Vec<Act
     jobs
 }
 
-/// `cluster` less what higher classes took and the GPUs `lower` classes hold (with their
-/// GPU-proportional CPUs and memory).
-fn reduced(cluster: &Cluster, taken: &Taken, lower: &[u32]) -> Cluster {
+/// `cluster` as a class has it: each node with the GPUs, CPUs and memory of `room` (CPUs and
+/// memory in whole numbers, rounded down).
+fn reduced(cluster: &Cluster, room: &Taken) -> Cluster {
     let mut out = cluster.clone();
     for (n, node) in out.nodes.iter_mut().enumerate() {
-        let share = arbiter_model::proportional_share(&cluster.nodes[n]);
-        let held = f64::from(lower[n]);
-        node.gpus = node.gpus.saturating_sub(taken.gpus[n] + lower[n]);
-        node.cpus = (f64::from(node.cpus) - taken.cpus[n] - share.cpus_per_gpu * held)
-            .max(0.0)
-            .floor() as u32;
-        node.memory_gib =
-            (f64::from(node.memory_gib) - taken.memory_gib[n] - share.memory_per_gpu * held)
-                .max(0.0)
-                .floor() as u32;
+        node.gpus = room.gpus[n];
+        node.cpus = room.cpus[n].floor() as u32;
+        node.memory_gib = room.memory_gib[n].floor() as u32;
     }
     out
 }
