@@ -30,7 +30,9 @@ pub use dependency::{DependedOn, Dependencies, Dependency, DependencyKind, Verdi
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
 pub use job::{DeadlineOption, IterationStages, JobClass, JobSpec};
 pub use occupancy::{AllocError, Occupancy};
-pub use plan::{Action, MAX_GROUP, Plan, PlanError, Planner, Standing, proportional_share};
+pub use plan::{
+    Action, MAX_GROUP, Plan, PlanError, PlannedOccupancy, Planner, Standing, proportional_share,
+};
 pub use quota::{Admission, QuotaHold, QuotaUse, Waiting, admit};
 pub use scaling::{GpuRange, LocalitySlowdown, PlacementSpeed, Scaling, consolidated_shape};
 pub use sensitivity::{HostShare, ResourceSensitivity, SensitivityError};

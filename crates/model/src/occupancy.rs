@@ -70,13 +70,6 @@ impl Occupancy {
         self.free_total = self.capacity.iter().sum();
     }
 
-    /// Makes this a copy of `other`, reusing its memory.
-    pub fn copy_from(&mut self, other: &Occupancy) {
-        self.free.clone_from(&other.free);
-        self.capacity.clone_from(&other.capacity);
-        self.free_total = other.free_total;
-    }
-
     /// Free GPUs on a node (0 for an unknown node).
     #[inline]
     pub fn free_on(&self, node: NodeId) -> u32 {
@@ -106,6 +99,13 @@ impl Occupancy {
     }
 
     fn check(&self, placement: &Placement) -> Result<(), AllocError> {
+        self.check_less(placement, &[])
+    }
+
+    /// Whether `placement` fits in what is free now less `taken` GPUs per node (index by node;
+    /// none past its end): [`Occupancy::allocate`]'s check for GPUs taken on top of this
+    /// occupancy without a copy of it, with the same errors.
+    pub fn check_less(&self, placement: &Placement, taken: &[u32]) -> Result<(), AllocError> {
         for (i, &(node, gpus)) in placement.slots.iter().enumerate() {
             if gpus == 0 {
                 return Err(AllocError::Malformed(format!("zero GPUs on {node}")));
@@ -117,6 +117,7 @@ impl Occupancy {
                 .free
                 .get(node.index())
                 .ok_or(AllocError::UnknownNode(node))?;
+            let free = free.saturating_sub(taken.get(node.index()).copied().unwrap_or(0));
             if gpus > free {
                 return Err(AllocError::OverCommitted {
                     node,

@@ -9,8 +9,8 @@
 //! and the daemon both carry out the plan; neither diffs a decision by itself.
 
 use crate::{
-    Assignment, Cluster, Colocation, Decision, Guest, HostShare, JobId, JobSpec, Node, Occupancy,
-    Placement,
+    AllocError, Assignment, Cluster, Colocation, Decision, Guest, HostShare, JobId, JobSpec, Node,
+    Occupancy, Placement,
 };
 
 /// Most jobs that may share the same GPUs (Muri interleaves up to four).
@@ -60,11 +60,55 @@ impl<'d> Action<'d> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan<'d> {
     /// The decision's GPU occupancy once it is in force.
-    pub occupancy: Occupancy,
+    pub occupancy: PlannedOccupancy,
     /// Running jobs the decision does not assign, in the order the caller listed its running jobs.
     pub preempt: Vec<JobId>,
     /// One action per assignment, in the decision's order.
     pub actions: Vec<Action<'d>>,
+}
+
+/// The GPU occupancy a plan puts in force.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlannedOccupancy {
+    /// The decision's, counted whole (a decision that lists every job it runs).
+    Whole(Occupancy),
+    /// A decision by changes (its running jobs kept as they are, queued jobs started alone):
+    /// the occupancy it was checked against with each start's GPUs taken. Counted as changes,
+    /// not on a copy of that occupancy: at every event of a large cluster a copy of every
+    /// node's free GPUs cost more than the decision.
+    CurrentWithStarts,
+}
+
+impl PlannedOccupancy {
+    /// Puts the plan's occupancy in force on `current`, the occupancy the decision was checked
+    /// against (its `actions`: the plan's). Returns the occupancy it replaced, if any, whose
+    /// memory [`Planner::give_back`] can reuse.
+    pub fn put_in_force(
+        self,
+        current: &mut Occupancy,
+        actions: &[Action<'_>],
+    ) -> Option<Occupancy> {
+        match self {
+            PlannedOccupancy::Whole(occupancy) => Some(std::mem::replace(current, occupancy)),
+            PlannedOccupancy::CurrentWithStarts => {
+                for action in actions {
+                    if let Action::Start(a) = action {
+                        // Checked by the planner against this occupancy: cannot fail.
+                        let taken = current.allocate(&a.placement);
+                        debug_assert!(taken.is_ok(), "a checked start did not fit: {taken:?}");
+                    }
+                }
+                None
+            }
+        }
+    }
+}
+
+/// How a check counts a decision's GPUs: on an empty cluster, or on top of the current
+/// occupancy (a decision by changes, its GPUs taken in [`Planner`]'s `taken`).
+enum Counted<'b> {
+    Whole(Occupancy),
+    OnTop(&'b Occupancy),
 }
 
 /// Why a decision cannot be carried out.
@@ -255,6 +299,10 @@ pub struct Planner {
     spare_occupancy: Option<Occupancy>,
     spare_actions: Vec<Action<'static>>,
     spare_preempt: Vec<JobId>,
+    /// GPUs a decision by changes takes on top of the current occupancy, per node, and the
+    /// nodes it took them on (cleared at the next check).
+    taken: Vec<u32>,
+    taken_on: Vec<u32>,
 }
 
 impl Planner {
@@ -332,11 +380,13 @@ impl Planner {
     /// and an occupancy no longer needed (the one the plan's replaced). Optional.
     pub fn give_back(
         &mut self,
-        occupancy: Occupancy,
+        occupancy: Option<Occupancy>,
         actions: Vec<Action<'_>>,
         preempt: Vec<JobId>,
     ) {
-        self.spare_occupancy = Some(occupancy);
+        if occupancy.is_some() {
+            self.spare_occupancy = occupancy;
+        }
         self.spare_actions = relifetime(actions);
         self.spare_preempt = preempt;
         self.spare_preempt.clear();
@@ -354,14 +404,18 @@ impl Planner {
         if decision.keep_unlisted {
             return Err(PlanError::NoCurrentState);
         }
-        self.check_each(
+        match self.check_each(
             cluster,
             specs,
             |id| is_active(id).then_some(Standing::Queued),
             None,
             decision,
             |_, _| {},
-        )
+        )? {
+            PlannedOccupancy::Whole(occupancy) => Ok(occupancy),
+            // (Only a decision by changes is counted on top; it was refused above.)
+            PlannedOccupancy::CurrentWithStarts => Err(PlanError::NoCurrentState),
+        }
     }
 
     /// The check, calling `each` with every assignment and where its job stands (`standing` is
@@ -375,13 +429,20 @@ impl Planner {
         base: Option<&Occupancy>,
         decision: &'d Decision,
         mut each: impl FnMut(&'d Assignment, Standing<'a>),
-    ) -> Result<Occupancy, PlanError> {
+    ) -> Result<PlannedOccupancy, PlanError> {
         self.round += 1;
         let round = self.round;
         if self.stamp.len() < specs.len() {
             self.stamp.resize(specs.len(), 0);
         }
-        let mut occupancy = self.empty_occupancy(cluster, base);
+        // A decision by changes counts its starts on top of `base` (`taken`); any other, whole.
+        let mut counted = match base {
+            Some(base) => {
+                self.clear_taken(cluster);
+                Counted::OnTop(base)
+            }
+            None => Counted::Whole(self.empty_occupancy(cluster)),
+        };
         // Only decisions that share GPUs or set CPU/memory need the extra checks (GPU-proportional
         // CPU and memory always fit where the GPUs fit).
         let (any_colocation, check_host, any_guest) =
@@ -441,12 +502,14 @@ impl Planner {
             {
                 continue; // the group's GPUs were counted with its smallest job
             }
-            occupancy
-                .allocate(&a.placement)
-                .map_err(|e| PlanError::OverAllocated {
-                    job: a.job,
-                    reason: e.to_string(),
-                })?;
+            match &mut counted {
+                Counted::Whole(occupancy) => occupancy.allocate(&a.placement),
+                Counted::OnTop(base) => self.take_on_top(base, &a.placement),
+            }
+            .map_err(|e| PlanError::OverAllocated {
+                job: a.job,
+                reason: e.to_string(),
+            })?;
             if let Some(share) = a.host
                 && !share.is_valid()
             {
@@ -459,24 +522,50 @@ impl Planner {
                 take_host_share(cluster, &mut host_used, a)?;
             }
         }
-        guests.check_totals(cluster, &occupancy)?;
-        Ok(occupancy)
+        match counted {
+            Counted::Whole(occupancy) => {
+                guests.check_totals(cluster, &occupancy)?;
+                Ok(PlannedOccupancy::Whole(occupancy))
+            }
+            // (Guests are refused in a decision by changes: none to count.)
+            Counted::OnTop(_) => Ok(PlannedOccupancy::CurrentWithStarts),
+        }
     }
 
-    /// The occupancy a check starts from: `base` for a decision by changes, else an empty
-    /// cluster, in the memory of an occupancy handed back when there is one.
-    fn empty_occupancy(&mut self, cluster: &Cluster, base: Option<&Occupancy>) -> Occupancy {
-        match (self.spare_occupancy.take(), base) {
-            (Some(mut spare), Some(base)) => {
-                spare.copy_from(base);
-                spare
+    /// Forgets the GPUs the last decision by changes took, sized for `cluster`.
+    fn clear_taken(&mut self, cluster: &Cluster) {
+        for &node in &self.taken_on {
+            if let Some(t) = self.taken.get_mut(node as usize) {
+                *t = 0;
             }
-            (None, Some(base)) => base.clone(),
-            (Some(mut spare), None) => {
+        }
+        self.taken_on.clear();
+        if self.taken.len() != cluster.nodes.len() {
+            self.taken = vec![0; cluster.nodes.len()];
+        }
+    }
+
+    /// Takes `placement`'s GPUs on top of `base` and what the decision took before, or takes
+    /// nothing and says why not.
+    fn take_on_top(&mut self, base: &Occupancy, placement: &Placement) -> Result<(), AllocError> {
+        base.check_less(placement, &self.taken)?;
+        for &(node, gpus) in &placement.slots {
+            // (Checked: the node is the cluster's, so within `taken`.)
+            self.taken[node.index()] += gpus;
+            self.taken_on.push(node.0);
+        }
+        Ok(())
+    }
+
+    /// An empty cluster for a whole decision's check, in the memory of an occupancy handed back
+    /// when there is one.
+    fn empty_occupancy(&mut self, cluster: &Cluster) -> Occupancy {
+        match self.spare_occupancy.take() {
+            Some(mut spare) => {
                 spare.reset(cluster);
                 spare
             }
-            (None, None) => Occupancy::new(cluster),
+            None => Occupancy::new(cluster),
         }
     }
 }
@@ -1000,6 +1089,58 @@ mod tests {
     }
 
     #[test]
+    fn starts_by_changes_are_counted_together_on_top_and_forgotten_at_the_next_check() {
+        let (cluster, specs) = (cluster(), specs());
+        // Nothing runs; jobs 0, 1 and 3 (one GPU each) wait. Node 0 has two GPUs.
+        let current = Occupancy::new(&cluster);
+        let by_changes = |run: Vec<Assignment>| Decision {
+            run,
+            keep_unlisted: true,
+            ..Default::default()
+        };
+        let unread = || -> std::iter::Empty<JobId> { std::iter::empty() };
+        let mut planner = Planner::new(4);
+        // Three starts on node 0's two GPUs: the third is over, counting the first two.
+        let over = by_changes(vec![on(0, 0, 1), on(1, 0, 1), on(3, 0, 1)]);
+        let e = planner.plan(
+            &cluster,
+            &specs,
+            |_| Some(Standing::Queued),
+            unread(),
+            Some(&current),
+            &over,
+        );
+        assert!(
+            matches!(&e, Err(PlanError::OverAllocated { job: JobId(3), reason }) if reason.contains("0 free GPUs")),
+            "{e:?}"
+        );
+        // The refused check's GPUs are not counted in the next one.
+        let two = by_changes(vec![on(0, 0, 1), on(1, 0, 1)]);
+        let plan = planner
+            .plan(
+                &cluster,
+                &specs,
+                |_| Some(Standing::Queued),
+                unread(),
+                Some(&current),
+                &two,
+            )
+            .expect("node 0's two GPUs");
+        assert_eq!(plan.occupancy, PlannedOccupancy::CurrentWithStarts);
+        let mut after = current.clone();
+        assert_eq!(
+            plan.occupancy
+                .clone()
+                .put_in_force(&mut after, &plan.actions),
+            None
+        );
+        assert_eq!(
+            (after.free_on(NodeId(0)), after.free_total()),
+            (0, current.free_total() - 2)
+        );
+    }
+
+    #[test]
     fn a_decision_by_changes_starts_on_the_current_occupancy_and_keeps_the_rest() {
         let (cluster, specs) = (cluster(), specs());
         let on_0 = Placement::single(NodeId(0), 1);
@@ -1029,11 +1170,14 @@ mod tests {
             (plan.preempt.clone(), plan.actions.clone()),
             (vec![], vec![Action::Start(&start.run[0])])
         );
+        let mut after = current.clone();
         assert_eq!(
-            plan.occupancy.free_on(NodeId(0)),
-            0,
-            "job 0's GPU and job 1's"
+            plan.occupancy
+                .clone()
+                .put_in_force(&mut after, &plan.actions),
+            None
         );
+        assert_eq!(after.free_on(NodeId(0)), 0, "job 0's GPU and job 1's");
         // Listing job 0 as it is keeps it, without counting its GPU twice.
         let keep = by_changes(vec![on(0, 0, 1), on(1, 0, 1)]);
         let plan = Planner::new(4)

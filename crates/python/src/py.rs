@@ -401,8 +401,11 @@ impl PyPolicy {
             view.current.map(|c| c.free),
             decision,
         )?;
-        self.planner
-            .give_back(plan.occupancy, plan.actions, plan.preempt);
+        let whole = match plan.occupancy {
+            arbiter_model::PlannedOccupancy::Whole(occupancy) => Some(occupancy),
+            arbiter_model::PlannedOccupancy::CurrentWithStarts => None,
+        };
+        self.planner.give_back(whole, plan.actions, plan.preempt);
         Ok(())
     }
 }

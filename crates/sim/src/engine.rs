@@ -895,7 +895,9 @@ impl Engine<'_> {
                 }
             }
         }
-        let replaced = std::mem::replace(&mut self.occupancy, plan.occupancy);
+        let replaced = plan
+            .occupancy
+            .put_in_force(&mut self.occupancy, &plan.actions);
         self.planner.give_back(replaced, plan.actions, plan.preempt);
         self.debug_check_occupancy();
     }

@@ -239,20 +239,35 @@ struct Contention {
 
 impl Contention {
     fn of(records: &[JobRecord]) -> Self {
-        let mut changes: Vec<(f64, f64)> = Vec::with_capacity(records.len() * 2);
-        for r in records
-            .iter()
-            .filter(|r| r.outcome != JobOutcome::Unplaceable)
-        {
-            changes.push((r.submit_s, 1.0));
-            if let Some(f) = r.finish_s {
-                changes.push((f, -1.0));
-            }
+        // Arrivals (in record order: sorted already when the records are in submission order,
+        // as a run's are) merged with departures (sorted here): half the sort of both together.
+        // The order of changes at one instant does not matter (their sum is what is kept).
+        let counted = || {
+            records
+                .iter()
+                .filter(|r| r.outcome != JobOutcome::Unplaceable)
+        };
+        let mut arrivals: Vec<f64> = counted().map(|r| r.submit_s).collect();
+        if !arrivals.is_sorted_by(|a, b| a.total_cmp(b).is_le()) {
+            arrivals.sort_unstable_by(f64::total_cmp);
         }
-        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut departures: Vec<f64> = counted().filter_map(|r| r.finish_s).collect();
+        departures.sort_unstable_by(f64::total_cmp);
         let (mut times, mut counts, mut integral) = (Vec::new(), Vec::new(), Vec::new());
         let mut count = 0.0;
-        for (t, delta) in changes {
+        let (mut a, mut d) = (0, 0);
+        while a < arrivals.len() || d < departures.len() {
+            let arrival_first = match (arrivals.get(a), departures.get(d)) {
+                (Some(x), Some(y)) => x.total_cmp(y).is_le(),
+                (x, _) => x.is_some(),
+            };
+            let (t, delta) = if arrival_first {
+                a += 1;
+                (arrivals[a - 1], 1.0)
+            } else {
+                d += 1;
+                (departures[d - 1], -1.0)
+            };
             if times.last() != Some(&t) {
                 let area = match (times.last(), counts.last(), integral.last()) {
                     (Some(&t0), Some(&c0), Some(&i0)) => i0 + c0 * (t - t0),
@@ -274,22 +289,48 @@ impl Contention {
         }
     }
 
-    /// The count integrated from the first change to `t`.
-    fn area_to(&self, t: f64) -> f64 {
-        let i = self.times.partition_point(|&x| x <= t);
-        if i == 0 {
-            return 0.0;
+    /// The number of change times at or before `t` (`partition_point(x <= t)`), searched from
+    /// `from` when it does not exceed it (forward in doubling steps, then by halves), else
+    /// over all. A run's spans begin in submission order, each near the last, so most searches
+    /// for a start stay within a few cache lines instead of descending the whole array.
+    fn at_or_before(&self, t: f64, from: usize) -> usize {
+        let times = &self.times;
+        if from > times.len() || (from > 0 && times[from - 1] > t) {
+            return times.partition_point(|&x| x <= t);
         }
-        self.integral[i - 1] + self.counts[i - 1] * (t - self.times[i - 1])
+        let (mut low, mut step) = (from, 1);
+        while low + step <= times.len() && times[low + step - 1] <= t {
+            low += step;
+            step *= 2;
+        }
+        let high = (low + step).min(times.len());
+        low + times[low..high].partition_point(|&x| x <= t)
     }
 
-    /// Mean jobs in the system over `[from, to]` (the count at `from` for an empty span).
-    fn mean(&self, from: f64, to: f64) -> f64 {
+    /// The count integrated from the first change to `t`, and the index it was read at
+    /// (`from`: see [`Contention::at_or_before`]).
+    fn area_to(&self, t: f64, from: usize) -> (f64, usize) {
+        let i = self.at_or_before(t, from);
+        if i == 0 {
+            return (0.0, 0);
+        }
+        (
+            self.integral[i - 1] + self.counts[i - 1] * (t - self.times[i - 1]),
+            i,
+        )
+    }
+
+    /// Mean jobs in the system over `[from, to]` (the count at `from` for an empty span), and
+    /// the index `from` was read at, a hint for the next span (`hint`: the last span's).
+    fn mean(&self, from: f64, to: f64, hint: usize) -> (f64, usize) {
+        let (area_from, at) = self.area_to(from, hint);
         if to > from {
-            (self.area_to(to) - self.area_to(from)) / (to - from)
+            // (Searched whole: a job's end is thousands of changes past its start on a busy
+            // cluster, where a search forward costs more than one from the middle.)
+            let (area_to, _) = self.area_to(to, self.times.len() + 1);
+            ((area_to - area_from) / (to - from), at)
         } else {
-            let i = self.times.partition_point(|&x| x <= from);
-            if i == 0 { 0.0 } else { self.counts[i - 1] }
+            (if at == 0 { 0.0 } else { self.counts[at - 1] }, at)
         }
     }
 }
@@ -298,12 +339,15 @@ impl Contention {
 /// order (see [`Summary::max_ftf_rho`]); jobs where ρ is undefined (no work) are left out.
 pub fn ftf_rhos(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Vec<(u32, f64)> {
     let contention = Contention::of(records);
+    let mut hint = 0;
     records
         .iter()
         .filter(|r| window.contains(r.job) && r.outcome == JobOutcome::Completed)
         .filter_map(|r| {
             let (finish, jct) = (r.finish_s?, r.jct_s()?);
-            let jobs = contention.mean(r.submit_s, finish).round().max(1.0) as usize;
+            let (mean, at) = contention.mean(r.submit_s, finish, hint);
+            hint = at;
+            let jobs = mean.round().max(1.0) as usize;
             Some((
                 r.job,
                 arbiter_policy::themis::finish_time_fairness(
@@ -740,10 +784,18 @@ mod tests {
         ];
         let c = Contention::of(&records);
         // [0, 5): 1 job; [5, 6): 3; [6, 10): 2; [10, 20): 1.
-        assert!((c.mean(0.0, 10.0) - (5.0 + 3.0 + 8.0) / 10.0).abs() < 1e-12);
-        assert!((c.mean(5.0, 20.0) - (3.0 + 8.0 + 10.0) / 15.0).abs() < 1e-12);
-        assert_eq!(c.mean(5.5, 5.5), 3.0);
-        assert_eq!(c.mean(-1.0, -1.0), 0.0);
+        let mean = |from, to| c.mean(from, to, 0).0;
+        assert!((mean(0.0, 10.0) - (5.0 + 3.0 + 8.0) / 10.0).abs() < 1e-12);
+        assert!((mean(5.0, 20.0) - (3.0 + 8.0 + 10.0) / 15.0).abs() < 1e-12);
+        assert_eq!(mean(5.5, 5.5), 3.0);
+        assert_eq!(mean(-1.0, -1.0), 0.0);
+        // A hint (where the last span began) finds the same index wherever it points.
+        for t in [-1.0, 0.0, 4.0, 5.0, 5.5, 6.0, 10.0, 19.0, 20.0, 25.0] {
+            let i = c.times.partition_point(|&x| x <= t);
+            for hint in 0..=c.times.len() + 1 {
+                assert_eq!(c.at_or_before(t, hint), i, "t {t} hint {hint}");
+            }
+        }
     }
 
     #[test]

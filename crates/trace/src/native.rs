@@ -295,7 +295,7 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
     )?;
     drop(bytes);
     // A trace id names one job (a dependency on a twice-given id would wait on both).
-    {
+    if !increasing_numbers(jobs.iter().map(|j| j.trace_id.as_str())) {
         let mut ids = std::collections::HashSet::with_capacity(jobs.len());
         for (i, job) in jobs.iter().enumerate() {
             if !ids.insert(job.trace_id.as_str()) {
@@ -332,6 +332,25 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
         }
     }
     Ok((Trace::from_jobs(jobs, None), recorded))
+}
+
+/// Whether `ids` are whole numbers written canonically (no sign, no leading zero) in strictly
+/// increasing order, as `arbiter history export` writes the daemon's job ids: then no two are
+/// the same text, and a million ids need no set to show it.
+fn increasing_numbers<'a>(ids: impl Iterator<Item = &'a str>) -> bool {
+    let mut last: Option<u64> = None;
+    for id in ids {
+        let canonical =
+            id.bytes().all(|b| b.is_ascii_digit()) && (id == "0" || !id.starts_with('0'));
+        let Some(n) = id.parse::<u64>().ok().filter(|_| canonical) else {
+            return false;
+        };
+        if last.is_some_and(|l| n <= l) {
+            return false;
+        }
+        last = Some(n);
+    }
+    true
 }
 
 /// Columns of the native format and of a history, by their place in [`COLUMNS`] and then
@@ -977,6 +996,31 @@ mod tests {
         ));
         assert!(
             e.contains("hist.csv:7: trace_id: `1` is the trace id of line 5 too"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn only_canonical_increasing_numbers_skip_the_set_of_trace_ids() {
+        let increasing = |ids: &[&str]| increasing_numbers(ids.iter().copied());
+        assert!(increasing(&[]));
+        assert!(increasing(&["0", "1", "7", "18446744073709551615"]));
+        // Each of these goes to the set (which tells duplicates from distinct texts).
+        assert!(!increasing(&["1", "1"]));
+        assert!(!increasing(&["2", "1"]));
+        assert!(!increasing(&["1", "01"]), "`01` is not `1`'s text");
+        assert!(!increasing(&["00"]));
+        assert!(!increasing(&["+1"]));
+        assert!(!increasing(&["1", "a"]));
+        assert!(!increasing(&["18446744073709551616"]));
+        // Distinct texts of one number are two jobs; the same text twice is refused.
+        let (_dir, path) = file(&format!("{HEADER}\n1,a,0,1,10,0,10\n01,a,1,1,10,1,11\n"));
+        assert_eq!(read_history(&path).expect("two jobs").0.jobs.len(), 2);
+        let e = refused(&format!(
+            "{HEADER}\n1,a,0,1,10,0,10\n2,a,1,1,10,1,11\n2,a,2,1,10,2,12\n"
+        ));
+        assert!(
+            e.contains("hist.csv:4: trace_id: `2` is the trace id of line 3 too"),
             "{e}"
         );
     }

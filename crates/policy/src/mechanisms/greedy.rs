@@ -201,6 +201,13 @@ fn by_changes<K: Ord + Copy>(
     if options.preemptive && !options.keep_placements {
         return None;
     }
+    // Nothing waits (most completions): nothing to place, and no copy of every node's free GPUs.
+    if current.queued.is_empty() {
+        return Some(Decision {
+            keep_unlisted: true,
+            ..Decision::default()
+        });
+    }
     let mut placer = Placer::from_occupancy_reusing(
         view.cluster,
         current.free,
