@@ -625,7 +625,13 @@ struct Secs(f64);
 
 impl std::fmt::Display for Secs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
+        // Whole seconds (most of a history's times) as the integer they are: the same text as
+        // `f64`'s (which has no `.0` and no exponent), without its shortest-digits search.
+        let v = self.0;
+        if v.fract() == 0.0 && v.abs() < 1e15 && !(v == 0.0 && v.is_sign_negative()) {
+            return write!(f, "{}", v as i64);
+        }
+        write!(f, "{v}")
     }
 }
 
@@ -998,6 +1004,30 @@ mod tests {
             e.contains("hist.csv:7: trace_id: `1` is the trace id of line 5 too"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn seconds_are_written_as_f64_writes_them() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            -5.0,
+            21226.0,
+            0.5,
+            1e-3,
+            1790000000.25,
+            999999999999999.0,
+            1e15,
+            1e16,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NAN,
+        ] {
+            assert_eq!(Secs(v).to_string(), format!("{v}"), "{v:?}");
+        }
     }
 
     #[test]
