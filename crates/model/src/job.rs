@@ -44,6 +44,13 @@ pub struct JobSpec {
     /// trace id); `None`: nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependency: Option<Arc<crate::Dependencies>>,
+    /// The job array it is a task of, where the array limits how many of its tasks run at once
+    /// (Slurm's `--array=0-99%8`; a history records it): the simulator lets at most that many
+    /// of the array's tasks be active (queued or running), the others waiting their turn in
+    /// order, as the daemon offers its policy only as many of an array's queued tasks as its
+    /// limit leaves room for. `None`: not a task of a limited array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_limit: Option<ArrayLimit>,
     /// Nodes it may not be placed on now (the daemon's reservations: a maintenance window or
     /// another tenant's reservation it would reach into). Placement avoids them and the
     /// planner refuses a decision that uses them. `None`: any node. Not serialised.
@@ -138,6 +145,15 @@ pub struct IterationStages {
     pub gpu_s: f64,
 }
 
+/// A job array's running limit, on each of its tasks ([`JobSpec::array_limit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayLimit {
+    /// The array, numbered from 0 within its trace.
+    pub array: u32,
+    /// At most this many of its tasks run at once (at least 1).
+    pub max_running: u32,
+}
+
 /// One deadline of a soft SLO and what meeting it is worth (Chronus: 10, 8, 5, 2).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +189,7 @@ impl JobSpec {
             priority: 0,
             class: JobClass::default(),
             dependency: None,
+            array_limit: None,
             avoid_nodes: None,
             restart_overhead: None,
             deadline: None,

@@ -28,7 +28,7 @@ pub use cluster::{Cluster, ClusterError, Node, default_price_per_gpu_hour};
 pub use decision::{Assignment, Colocation, Decision, Guest, PendingReason, Placement};
 pub use dependency::{DependedOn, Dependencies, Dependency, DependencyKind, Verdict};
 pub use ids::{GpuTypeId, JobId, NodeId, RackId};
-pub use job::{DeadlineOption, IterationStages, JobClass, JobSpec};
+pub use job::{ArrayLimit, DeadlineOption, IterationStages, JobClass, JobSpec};
 pub use occupancy::{AllocError, Occupancy};
 pub use plan::{
     Action, MAX_GROUP, Plan, PlanError, PlannedOccupancy, Planner, Standing, proportional_share,

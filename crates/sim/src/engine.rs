@@ -305,6 +305,8 @@ struct Engine<'a> {
     last_event: SimTime,
     /// Jobs waiting on dependencies before they join the queue.
     dependents: crate::dependencies::Dependents,
+    /// Job arrays' running limits: which tasks may join the queue.
+    arrays: crate::arrays::ArrayLimits,
     /// Reservations and maintenance windows on this cluster.
     windows: Vec<crate::reservations::Window>,
     /// With a policy that weighs tenants by decayed usage: every stint's GPU time, by tenant.
@@ -390,6 +392,7 @@ pub fn simulate(
         quota_reclaims: Vec::new(),
         last_event: SimTime::ZERO,
         dependents: crate::dependencies::Dependents::new(specs),
+        arrays: crate::arrays::ArrayLimits::new(specs),
         windows,
         ledger: policy
             .fairshare_half_life_s()
@@ -478,7 +481,16 @@ impl Engine<'_> {
         }
     }
 
-    /// Job `id` joins the queue at `now` (its arrival, or when its dependencies hold).
+    /// Job `id` joins the queue at `now` (its arrival, or when its dependencies hold), unless
+    /// it is a task of an array that has as many tasks active as its limit: then it joins when
+    /// one of them ends.
+    fn join(&mut self, id: JobId, now: SimTime) {
+        if self.arrays.let_in(id) {
+            self.activate(id, now);
+        }
+    }
+
+    /// Job `id` joins the queue at `now`.
     fn activate(&mut self, id: JobId, now: SimTime) {
         let spec = &self.specs[id.index()];
         self.slot[id.index()] = self.active.len() as u32;
@@ -518,7 +530,7 @@ impl Engine<'_> {
             );
             self.dependents = dependents;
             for &id in &free {
-                self.activate(id, now);
+                self.join(id, now);
             }
             for &id in &never {
                 let record = &mut self.records[id.index()];
@@ -596,7 +608,7 @@ impl Engine<'_> {
                 if self.dependents.has(spec.id) {
                     self.dependents.block(spec.id);
                 } else {
-                    self.activate(spec.id, now);
+                    self.join(spec.id, now);
                 }
                 next_arrival += 1;
                 self.stats.events += 1;
@@ -1274,6 +1286,9 @@ impl Engine<'_> {
         record.failures = job.failures;
         record.executed_s = job.executed_s;
         policy.job_finished(&self.specs[id.index()], &job, now);
+        if let Some(next) = self.arrays.left(id) {
+            self.activate(next, now);
+        }
     }
 
     fn fail(&mut self, id: JobId, now: SimTime, policy: &mut dyn Policy) {

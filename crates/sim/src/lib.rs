@@ -3,6 +3,7 @@
 //! ([`scenario`]).
 #![deny(missing_docs)]
 
+mod arrays;
 mod dependencies;
 pub mod engine;
 mod events;

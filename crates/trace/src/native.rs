@@ -46,8 +46,10 @@
 use crate::rows::{LongRows, Row, read_csv_bytes};
 use crate::{Trace, TraceError};
 use arbiter_model::{
-    DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime, TenantNames,
+    ArrayLimit, DeadlineOption, GpuTypeId, IterationStages, JobId, JobSpec, SimDuration, SimTime,
+    TenantNames,
 };
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -315,6 +317,7 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
             }
         }
     }
+    set_array_limits(path, &mut jobs, &recorded, &lines)?;
     drop(lines);
     // In submission order (stably, as `Trace::from_jobs` sorts), so that the recorded columns
     // stay beside their jobs (a history is written in that order: nothing to move); then shifted
@@ -332,6 +335,51 @@ pub fn read_history(path: &Path) -> Result<(Trace, Vec<Recorded>), TraceError> {
         }
     }
     Ok((Trace::from_jobs(jobs, None), recorded))
+}
+
+/// Gives each task of an array with a running limit (`array_max_running`) that limit
+/// ([`JobSpec::array_limit`]), the limited arrays numbered in the order they first appear, so
+/// that the replay holds tasks back as the daemon did. Tasks of one array that give different
+/// limits are refused (`lines[i]`: job `i`'s line).
+fn set_array_limits(
+    path: &Path,
+    jobs: &mut [JobSpec],
+    recorded: &[Recorded],
+    lines: &[u64],
+) -> Result<(), TraceError> {
+    let show = |limit: Option<u32>| limit.map_or_else(|| "none".to_string(), |n| n.to_string());
+    // Per array id: its limit, the line that gave it, and its number when limited.
+    let mut arrays: BTreeMap<&str, (Option<u32>, u64, Option<u32>)> = BTreeMap::new();
+    let mut limited = 0;
+    for (i, task) in recorded.iter().enumerate() {
+        let Some(task) = &task.array else {
+            continue;
+        };
+        let (limit, line, number) = *arrays.entry(task.array_id.as_str()).or_insert_with(|| {
+            let number = task.max_running.map(|_| {
+                limited += 1;
+                limited - 1
+            });
+            (task.max_running, lines[i], number)
+        });
+        if limit != task.max_running {
+            return Err(TraceError::Field {
+                path: path.to_path_buf(),
+                line: lines[i],
+                field: "array_max_running".into(),
+                reason: format!(
+                    "`{}`: array `{}` has limit {} on line {line} (one limit per array)",
+                    show(task.max_running),
+                    task.array_id,
+                    show(limit)
+                ),
+            });
+        }
+        if let (Some(max_running), Some(array)) = (limit, number) {
+            jobs[i].array_limit = Some(ArrayLimit { array, max_running });
+        }
+    }
+    Ok(())
 }
 
 /// Whether `ids` are whole numbers written canonically (no sign, no leading zero) in strictly
@@ -1028,6 +1076,29 @@ mod tests {
         ] {
             assert_eq!(Secs(v).to_string(), format!("{v}"), "{v:?}");
         }
+    }
+
+    #[test]
+    fn tasks_of_a_limited_array_carry_its_limit_and_disagreeing_limits_are_refused() {
+        let header = format!("{HEADER},array_id,array_index,array_max_running");
+        let (_dir, path) = file(&format!(
+            "{header}\n1,a,0,1,10,0,10,1,0,2\n2,a,0,1,10,0,10,1,1,2\n3,a,0,1,10,0,10,,,\n4,a,0,1,10,0,10,4,0,\n5,a,0,1,10,0,10,5,0,1\n"
+        ));
+        let limits: Vec<Option<ArrayLimit>> = read(&path)
+            .expect("reads")
+            .jobs
+            .iter()
+            .map(|j| j.array_limit)
+            .collect();
+        let limit = |array, max_running| Some(ArrayLimit { array, max_running });
+        assert_eq!(limits, [limit(0, 2), limit(0, 2), None, None, limit(1, 1)]);
+        let e = refused(&format!(
+            "{header}\n1,a,0,1,10,0,10,1,0,2\n2,a,0,1,10,0,10,1,1,3\n"
+        ));
+        assert!(
+            e.contains("hist.csv:3: array_max_running: `3`: array `1` has limit 2 on line 2"),
+            "{e}"
+        );
     }
 
     #[test]

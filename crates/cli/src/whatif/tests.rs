@@ -344,6 +344,17 @@ fn run_on_fake_daemon(
     nodes: &[NodeSpec],
     jobs: &[(String, JobSpec)],
 ) -> Vec<HistoryRecord> {
+    run_on_fake_daemon_with_arrays(config, nodes, jobs, &[])
+}
+
+/// [`run_on_fake_daemon`], where the submissions `arrays` names (`(i, "0-7%2")`: job `i` of
+/// `jobs`) are job arrays of tasks like it.
+fn run_on_fake_daemon_with_arrays(
+    config: &ServeConfig,
+    nodes: &[NodeSpec],
+    jobs: &[(String, JobSpec)],
+    arrays: &[(usize, &str)],
+) -> Vec<HistoryRecord> {
     let dir = tempfile::tempdir().expect("dir");
     let retention = arbiter_daemon::records::retention::Retention {
         submission_burst: u32::MAX,
@@ -394,12 +405,15 @@ fn run_on_fake_daemon(
             .filter(|(_, j)| at(j) == now)
             .map(|(t, j)| (t.as_str(), j))
         {
+            let array = arrays.iter().find(|(i, _)| *i == next).map(|(_, a)| *a);
             let request: SubmitRequest = serde_json::from_value(serde_json::json!({
-                "command": "train --secret-flag", "gpus": job.gpus, "expected_run_time_s": job.run_time_s as u64, "name": format!("job-{next}"),
+                "command": "train --secret-flag", "gpus": job.gpus, "expected_run_time_s": job.run_time_s as u64, "name": format!("job-{next}"), "array": array,
             }))
             .expect("a request");
-            let id = daemon.submit(tenant, request).expect("accepted").id;
-            fake.set_work(id, job.run_time_s, 0);
+            let submitted = daemon.submit(tenant, request).expect("accepted");
+            for id in submitted.id..submitted.id + submitted.tasks.unwrap_or(1) {
+                fake.set_work(id, job.run_time_s, 0);
+            }
             next += 1;
         }
         fake.advance();
@@ -502,6 +516,68 @@ fn replays_its_own_history(policy: &str) {
     assert_ne!(
         elsewise.simulated, comparison.actual,
         "{other} replays {policy}'s history exactly: the comparison cannot tell policies apart"
+    );
+}
+
+/// Job arrays with a running limit (`%N`) replay as the daemon ran them: the simulator holds
+/// their tasks back as the daemon's rounds do. Without the limit in the history (the column
+/// emptied) the same replay starts the tasks sooner: the limit is what reproduces them.
+#[test]
+fn arrays_with_a_running_limit_replay_job_by_job() {
+    let c = config(
+        "policy = \"fifo\"\ngpus = \"16xv100\"\ncpus = 64\nmemory_gib = 512\nround_s = 30\nmin_run_s = 0\n",
+    );
+    let (nodes, described) = nodes_of_config(&c, "test").expect("nodes");
+    let mut jobs = muri_jobs(30);
+    // Two arrays of one-GPU tasks, %2 and %3, on a cluster with room for more at once.
+    for i in [3, 11] {
+        jobs[i].1.gpus = 1;
+    }
+    let recorded =
+        run_on_fake_daemon_with_arrays(&c, &nodes, &jobs, &[(3, "0-7%2"), (11, "0-5%3")]);
+    assert_eq!(recorded.len(), 30 - 2 + 8 + 6, "every task ran");
+    let exported = history::export(&recorded);
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hist.csv");
+    exported
+        .write(std::fs::File::create(&path).expect("create"))
+        .expect("writes");
+    let replayed = |path: &std::path::Path| {
+        replay(path, &c, PolicyKind::Fifo, &nodes, &described, None, &[]).expect("replays")
+    };
+    let comparison = replayed(&path);
+    assert_eq!(comparison.compared, 42, "{:?}", comparison.left_out);
+    let whole = |v: Option<f64>| v.map(|s| s.round() as i64);
+    let differ = |c: &Comparison| {
+        c.pairs
+            .iter()
+            .filter(|p| {
+                (whole(p.actual_start_s), whole(p.actual_end_s))
+                    != (whole(p.simulated_start_s), whole(p.simulated_end_s))
+            })
+            .count()
+    };
+    assert_eq!(differ(&comparison), 0, "every job as it ran");
+    // The same history without the limits.
+    let text = std::fs::read_to_string(&path).expect("read");
+    let mut lines = text.lines();
+    let header = lines.next().expect("header");
+    let limit = header
+        .split(',')
+        .position(|c| c == "array_max_running")
+        .expect("the limit's column");
+    let unlimited: Vec<String> = std::iter::once(header.to_string())
+        .chain(lines.map(|l| {
+            let mut fields: Vec<&str> = l.split(',').collect();
+            fields[limit] = "";
+            fields.join(",")
+        }))
+        .collect();
+    let without = dir.path().join("unlimited.csv");
+    std::fs::write(&without, unlimited.join("\n")).expect("write");
+    assert!(
+        differ(&replayed(&without)) > 0,
+        "the limit changes nothing: the test cannot tell"
     );
 }
 
