@@ -44,14 +44,7 @@ pub(crate) fn read_csv(
         path: path.to_path_buf(),
         source,
     })?;
-    read_csv_bytes(
-        path,
-        &bytes,
-        delimiter,
-        LongRows::Ignored,
-        check_header,
-        f,
-    )
+    read_csv_bytes(path, &bytes, delimiter, LongRows::Ignored, check_header, f)
 }
 
 /// [`read_csv`] over a file already read into memory (`bytes`, read from `path`): a pipe
