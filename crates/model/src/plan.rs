@@ -102,6 +102,14 @@ impl PlannedOccupancy {
             }
         }
     }
+
+    /// The occupancy counted whole, if it was (`None`: a decision by changes).
+    pub fn into_whole(self) -> Option<Occupancy> {
+        match self {
+            PlannedOccupancy::Whole(occupancy) => Some(occupancy),
+            PlannedOccupancy::CurrentWithStarts => None,
+        }
+    }
 }
 
 /// How a check counts a decision's GPUs: on an empty cluster, or on top of the current
@@ -404,18 +412,17 @@ impl Planner {
         if decision.keep_unlisted {
             return Err(PlanError::NoCurrentState);
         }
-        match self.check_each(
+        self.check_each(
             cluster,
             specs,
             |id| is_active(id).then_some(Standing::Queued),
             None,
             decision,
             |_, _| {},
-        )? {
-            PlannedOccupancy::Whole(occupancy) => Ok(occupancy),
-            // (Only a decision by changes is counted on top; it was refused above.)
-            PlannedOccupancy::CurrentWithStarts => Err(PlanError::NoCurrentState),
-        }
+        )?
+        .into_whole()
+        // (Only a decision by changes is counted on top; it was refused above.)
+        .ok_or(PlanError::NoCurrentState)
     }
 
     /// The check, calling `each` with every assignment and where its job stands (`standing` is
@@ -854,6 +861,17 @@ mod tests {
         specs
     }
 
+    /// `current` with a decision by changes' `plan` put in force.
+    fn in_force(plan: &Plan<'_>, current: &Occupancy) -> Occupancy {
+        let mut after = current.clone();
+        let replaced = plan
+            .occupancy
+            .clone()
+            .put_in_force(&mut after, &plan.actions);
+        assert_eq!(replaced, None, "counted on top, nothing replaced");
+        after
+    }
+
     fn on(job: u32, node: u32, gpus: u32) -> Assignment {
         Assignment::exclusive(JobId(job), Placement::single(NodeId(node), gpus))
     }
@@ -1127,13 +1145,7 @@ mod tests {
             )
             .expect("node 0's two GPUs");
         assert_eq!(plan.occupancy, PlannedOccupancy::CurrentWithStarts);
-        let mut after = current.clone();
-        assert_eq!(
-            plan.occupancy
-                .clone()
-                .put_in_force(&mut after, &plan.actions),
-            None
-        );
+        let after = in_force(&plan, &current);
         assert_eq!(
             (after.free_on(NodeId(0)), after.free_total()),
             (0, current.free_total() - 2)
@@ -1170,13 +1182,7 @@ mod tests {
             (plan.preempt.clone(), plan.actions.clone()),
             (vec![], vec![Action::Start(&start.run[0])])
         );
-        let mut after = current.clone();
-        assert_eq!(
-            plan.occupancy
-                .clone()
-                .put_in_force(&mut after, &plan.actions),
-            None
-        );
+        let after = in_force(&plan, &current);
         assert_eq!(after.free_on(NodeId(0)), 0, "job 0's GPU and job 1's");
         // Listing job 0 as it is keeps it, without counting its GPU twice.
         let keep = by_changes(vec![on(0, 0, 1), on(1, 0, 1)]);

@@ -401,11 +401,8 @@ impl PyPolicy {
             view.current.map(|c| c.free),
             decision,
         )?;
-        let whole = match plan.occupancy {
-            arbiter_model::PlannedOccupancy::Whole(occupancy) => Some(occupancy),
-            arbiter_model::PlannedOccupancy::CurrentWithStarts => None,
-        };
-        self.planner.give_back(whole, plan.actions, plan.preempt);
+        self.planner
+            .give_back(plan.occupancy.into_whole(), plan.actions, plan.preempt);
         Ok(())
     }
 }
