@@ -1278,7 +1278,9 @@ impl Engine<'_> {
         record.first_start_s = job.first_start.map(SimTime::as_secs_f64);
         record.finish_s = Some(now.as_secs_f64());
         record.outcome = outcome;
-        if outcome == JobOutcome::Completed {
+        // (Only a job with a deadline has a value to read from its spec, by then long out of
+        // the cache: the record, in hand, says whether it has one.)
+        if outcome == JobOutcome::Completed && record.deadline_s.is_some() {
             record.deadline_value = self.specs[id.index()].slo_value_at(now);
         }
         record.preemptions = job.preemptions;

@@ -6,6 +6,10 @@
 use arbiter_model::{JobSpec, PendingReason, SimTime};
 use serde::{Deserialize, Serialize};
 
+mod contention;
+
+pub use contention::ftf_rhos;
+
 /// How a job ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -226,142 +230,6 @@ pub struct Summary {
     pub ftf_unfair_fraction: f64,
 }
 
-/// The mean number of jobs in the system (submitted, not yet finished) over a span of time,
-/// from every record of a run: a step function integrated once, then read per span.
-struct Contention {
-    /// Times at which the count changes, ascending.
-    times: Vec<f64>,
-    /// Jobs in the system from `times[i]` to `times[i + 1]`.
-    counts: Vec<f64>,
-    /// The count integrated from `times[0]` to `times[i]`.
-    integral: Vec<f64>,
-}
-
-impl Contention {
-    fn of(records: &[JobRecord]) -> Self {
-        // Arrivals (in record order: sorted already when the records are in submission order,
-        // as a run's are) merged with departures (sorted here): half the sort of both together.
-        // The order of changes at one instant does not matter (their sum is what is kept).
-        let counted = || {
-            records
-                .iter()
-                .filter(|r| r.outcome != JobOutcome::Unplaceable)
-        };
-        let mut arrivals: Vec<f64> = counted().map(|r| r.submit_s).collect();
-        if !arrivals.is_sorted_by(|a, b| a.total_cmp(b).is_le()) {
-            arrivals.sort_unstable_by(f64::total_cmp);
-        }
-        let mut departures: Vec<f64> = counted().filter_map(|r| r.finish_s).collect();
-        departures.sort_unstable_by(f64::total_cmp);
-        let (mut times, mut counts, mut integral) = (Vec::new(), Vec::new(), Vec::new());
-        let mut count = 0.0;
-        let (mut a, mut d) = (0, 0);
-        while a < arrivals.len() || d < departures.len() {
-            let arrival_first = match (arrivals.get(a), departures.get(d)) {
-                (Some(x), Some(y)) => x.total_cmp(y).is_le(),
-                (x, _) => x.is_some(),
-            };
-            let (t, delta) = if arrival_first {
-                a += 1;
-                (arrivals[a - 1], 1.0)
-            } else {
-                d += 1;
-                (departures[d - 1], -1.0)
-            };
-            if times.last() != Some(&t) {
-                let area = match (times.last(), counts.last(), integral.last()) {
-                    (Some(&t0), Some(&c0), Some(&i0)) => i0 + c0 * (t - t0),
-                    _ => 0.0,
-                };
-                times.push(t);
-                counts.push(count);
-                integral.push(area);
-            }
-            count += delta;
-            if let Some(c) = counts.last_mut() {
-                *c = count;
-            }
-        }
-        Contention {
-            times,
-            counts,
-            integral,
-        }
-    }
-
-    /// The number of change times at or before `t` (`partition_point(x <= t)`), searched from
-    /// `from` when it does not exceed it (forward in doubling steps, then by halves), else
-    /// over all. A run's spans begin in submission order, each near the last, so most searches
-    /// for a start stay within a few cache lines instead of descending the whole array.
-    fn at_or_before(&self, t: f64, from: usize) -> usize {
-        let times = &self.times;
-        if from > times.len() || (from > 0 && times[from - 1] > t) {
-            return times.partition_point(|&x| x <= t);
-        }
-        let (mut low, mut step) = (from, 1);
-        while low + step <= times.len() && times[low + step - 1] <= t {
-            low += step;
-            step *= 2;
-        }
-        let high = (low + step).min(times.len());
-        low + times[low..high].partition_point(|&x| x <= t)
-    }
-
-    /// The count integrated from the first change to `t`, and the index it was read at
-    /// (`from`: see [`Contention::at_or_before`]).
-    fn area_to(&self, t: f64, from: usize) -> (f64, usize) {
-        let i = self.at_or_before(t, from);
-        if i == 0 {
-            return (0.0, 0);
-        }
-        (
-            self.integral[i - 1] + self.counts[i - 1] * (t - self.times[i - 1]),
-            i,
-        )
-    }
-
-    /// Mean jobs in the system over `[from, to]` (the count at `from` for an empty span), and
-    /// the index `from` was read at, a hint for the next span (`hint`: the last span's).
-    fn mean(&self, from: f64, to: f64, hint: usize) -> (f64, usize) {
-        let (area_from, at) = self.area_to(from, hint);
-        if to > from {
-            // (Searched whole: a job's end is thousands of changes past its start on a busy
-            // cluster, where a search forward costs more than one from the middle.)
-            let (area_to, _) = self.area_to(to, self.times.len() + 1);
-            ((area_to - area_from) / (to - from), at)
-        } else {
-            (if at == 0 { 0.0 } else { self.counts[at - 1] }, at)
-        }
-    }
-}
-
-/// Themis' finish-time fairness ρ of every completed job inside `window`, `(job, ρ)` in record
-/// order (see [`Summary::max_ftf_rho`]); jobs where ρ is undefined (no work) are left out.
-pub fn ftf_rhos(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Vec<(u32, f64)> {
-    let contention = Contention::of(records);
-    let mut hint = 0;
-    records
-        .iter()
-        .filter(|r| window.contains(r.job) && r.outcome == JobOutcome::Completed)
-        .filter_map(|r| {
-            let (finish, jct) = (r.finish_s?, r.jct_s()?);
-            let (mean, at) = contention.mean(r.submit_s, finish, hint);
-            hint = at;
-            let jobs = mean.round().max(1.0) as usize;
-            Some((
-                r.job,
-                arbiter_policy::themis::finish_time_fairness(
-                    jct,
-                    r.run_time_s,
-                    r.gpus,
-                    capacity_gpus,
-                    jobs,
-                )?,
-            ))
-        })
-        .collect()
-}
-
 /// How a job runs on its GPUs, for counting each physical GPU once ([`gpu_time`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum GpuSharing {
@@ -448,13 +316,24 @@ impl RunSpan {
 
     /// [`utilization`] of `records` (all of the run, or some of its jobs) over this span.
     pub fn utilization(self, records: &[JobRecord], capacity_gpus: u32) -> (f64, f64, f64) {
+        let mut time = GpuTimeSums::default();
+        for r in records {
+            time.add(r);
+        }
+        self.utilization_of(time, capacity_gpus)
+    }
+
+    /// [`RunSpan::utilization`] of GPU time summed already.
+    fn utilization_of(self, time: GpuTimeSums, capacity_gpus: u32) -> (f64, f64, f64) {
         let window = (self.end_s - self.start_s) * capacity_gpus as f64;
         if !(window > 0.0 && window.is_finite()) {
             return (0.0, 0.0, 0.0);
         }
-        let busy: f64 = records.iter().map(|r| r.busy_gpu_s).sum();
-        let shared = total(records.iter().map(|r| r.shared_gpu_s));
-        let guest = total(records.iter().map(|r| r.guest_gpu_s));
+        let GpuTimeSums {
+            busy,
+            shared,
+            guest,
+        } = time;
         // (Shared time can exceed busy time only where a guest runs on a group's GPUs, which no
         // policy does: its held GPUs would be counted shared twice.)
         (
@@ -469,10 +348,31 @@ impl RunSpan {
     }
 }
 
-/// Sum that is +0.0 when empty (`Iterator::sum` over `f64` starts from −0.0, which prints as
-/// `-0.00`).
-fn total(values: impl Iterator<Item = f64>) -> f64 {
-    values.fold(0.0, |a, b| a + b)
+/// Records' GPU time summed in record order (busy from −0.0, as `Iterator::sum` does; the
+/// others from +0.0, which prints `0.00` when nothing is added), for [`RunSpan::utilization`].
+#[derive(Clone, Copy)]
+struct GpuTimeSums {
+    busy: f64,
+    shared: f64,
+    guest: f64,
+}
+
+impl Default for GpuTimeSums {
+    fn default() -> Self {
+        GpuTimeSums {
+            busy: -0.0,
+            shared: 0.0,
+            guest: 0.0,
+        }
+    }
+}
+
+impl GpuTimeSums {
+    fn add(&mut self, r: &JobRecord) {
+        self.busy += r.busy_gpu_s;
+        self.shared += r.shared_gpu_s;
+        self.guest += r.guest_gpu_s;
+    }
 }
 
 /// Exact percentile with linear interpolation; `sorted` must be ascending and non-empty.
@@ -515,123 +415,233 @@ impl Summary {
         })
     }
 
-    /// Summarizes the records inside `window`; `capacity_gpus` for utilization.
+    /// Summarizes the records inside `window`; `capacity_gpus` for utilization. One pass over
+    /// the records (a million-job run's records are a quarter of a gigabyte: each pass costs
+    /// its read from memory), then one over the completed jobs' finish-time fairness.
     pub fn compute(records: &[JobRecord], window: Window, capacity_gpus: u32) -> Self {
-        let measured: Vec<&JobRecord> = records.iter().filter(|r| window.contains(r.job)).collect();
-        let completed: Vec<&JobRecord> = measured
-            .iter()
-            .copied()
-            .filter(|r| r.outcome == JobOutcome::Completed)
-            .collect();
-        let mut jcts: Vec<f64> = completed.iter().filter_map(|r| r.jct_s()).collect();
+        let mut t = Tally::default();
+        for (i, r) in records.iter().enumerate() {
+            t.add(i, r, window);
+        }
+        let Tally {
+            mut jcts,
+            queue_sum,
+            queues,
+            first_submit,
+            last_finish,
+            measured,
+            preemptions,
+            migrations,
+            failed,
+            unfinished,
+            unplaceable,
+            executed,
+            colocated,
+            cost,
+            answered,
+            admitted,
+            deadline_values,
+            deadline_value_sum,
+            best_effort,
+            best_effort_jct_sum,
+            any_deadline,
+            with_slo,
+            slo_met,
+            span,
+            gpu_time,
+            changes,
+            completed,
+        } = t;
         jcts.sort_by(f64::total_cmp);
-        let queues: Vec<f64> = measured.iter().filter_map(|r| r.queue_s()).collect();
-        let mean = |v: &[f64]| {
-            if v.is_empty() {
-                0.0
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            }
-        };
-        let first_submit = measured
-            .iter()
-            .map(|r| r.submit_s)
-            .fold(f64::INFINITY, f64::min);
-        let last_finish = measured
-            .iter()
-            .filter_map(|r| r.finish_s)
-            .fold(f64::NEG_INFINITY, f64::max);
+        let mean = |sum: f64, n: usize| if n == 0 { 0.0 } else { sum / n as f64 };
         let makespan_s = if last_finish.is_finite() && first_submit.is_finite() {
             last_finish - first_submit
         } else {
             0.0
         };
         let (gpu_utilization, shared_gpu_fraction, guest_gpu_fraction) =
-            utilization(records, capacity_gpus);
-        let n = measured.len().max(1) as f64;
-        let rhos: Vec<f64> = ftf_rhos(records, window, capacity_gpus)
-            .into_iter()
-            .map(|(_, rho)| rho)
-            .collect();
+            span.utilization_of(gpu_time, capacity_gpus);
+        let n = measured.max(1) as f64;
+        let contention = contention::Contention::of(changes);
+        let (mut max_ftf_rho, mut rhos, mut unfair) = (0.0, 0, 0);
+        for &i in &completed {
+            let i = i as usize;
+            if let Some(rho) = contention.rho(i, &records[i], capacity_gpus) {
+                max_ftf_rho = f64::max(max_ftf_rho, rho);
+                rhos += 1;
+                unfair += usize::from(rho > 1.0);
+            }
+        }
         Summary {
-            max_ftf_rho: rhos.iter().copied().fold(0.0, f64::max),
-            ftf_unfair_fraction: if rhos.is_empty() {
+            max_ftf_rho,
+            ftf_unfair_fraction: if rhos == 0 {
                 0.0
             } else {
-                rhos.iter().filter(|&&r| r > 1.0).count() as f64 / rhos.len() as f64
+                unfair as f64 / rhos as f64
             },
             jobs: completed.len(),
-            avg_jct_s: mean(&jcts),
+            avg_jct_s: mean(jcts.iter().sum(), jcts.len()),
             p50_jct_s: percentile(&jcts, 0.5),
             p95_jct_s: percentile(&jcts, 0.95),
             p99_jct_s: percentile(&jcts, 0.99),
-            avg_queue_s: mean(&queues),
+            avg_queue_s: mean(queue_sum, queues),
             makespan_s,
             gpu_utilization,
             shared_gpu_fraction,
             guest_gpu_fraction,
-            preemptions_per_job: total(measured.iter().map(|r| r.preemptions as f64)) / n,
-            migrations_per_job: total(measured.iter().map(|r| r.migrations as f64)) / n,
-            failed: measured
-                .iter()
-                .filter(|r| {
-                    matches!(
-                        r.outcome,
-                        JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied
-                    )
-                })
-                .count(),
-            unfinished: measured
-                .iter()
-                .filter(|r| r.outcome == JobOutcome::Unfinished)
-                .count(),
-            unplaceable: measured
-                .iter()
-                .filter(|r| r.outcome == JobOutcome::Unplaceable)
-                .count(),
-            colocated_fraction: {
-                let executed: f64 = measured.iter().map(|r| r.executed_s).sum();
-                if executed > 0.0 {
-                    total(measured.iter().map(|r| r.colocated_s)) / executed
-                } else {
-                    0.0
+            preemptions_per_job: preemptions / n,
+            migrations_per_job: migrations / n,
+            failed,
+            unfinished,
+            unplaceable,
+            colocated_fraction: if executed > 0.0 {
+                colocated / executed
+            } else {
+                0.0
+            },
+            cost_usd: cost,
+            admitted: (answered > 0).then(|| admitted as f64 / answered as f64),
+            deadline_value: (deadline_values > 0)
+                .then(|| mean(deadline_value_sum, deadline_values)),
+            best_effort_avg_jct_s: (any_deadline && best_effort > 0)
+                .then(|| mean(best_effort_jct_sum, best_effort)),
+            deadlines_met: (with_slo > 0).then(|| slo_met as f64 / with_slo as f64),
+        }
+    }
+}
+
+/// What one pass over a run's records gathers for its [`Summary`]: sums and counts over the
+/// measured records (those inside the window), the whole run's span and GPU time, and the
+/// changes in the number of jobs in the system. Every sum adds in record order, from the start
+/// the summary's definition used (`Iterator::sum`'s −0.0, or `fold(0.0, +)`'s +0.0, which prints `0.00` where −0.0 prints `-0.00`), so the figures
+/// are the same to the bit as summing each over its own list.
+struct Tally {
+    /// Completed measured jobs' JCTs.
+    jcts: Vec<f64>,
+    queue_sum: f64,
+    queues: usize,
+    first_submit: f64,
+    last_finish: f64,
+    measured: usize,
+    preemptions: f64,
+    migrations: f64,
+    failed: usize,
+    unfinished: usize,
+    unplaceable: usize,
+    executed: f64,
+    colocated: f64,
+    cost: f64,
+    answered: usize,
+    admitted: usize,
+    deadline_values: usize,
+    deadline_value_sum: f64,
+    /// Completed measured jobs without an SLO, and their JCTs' sum.
+    best_effort: usize,
+    best_effort_jct_sum: f64,
+    any_deadline: bool,
+    with_slo: usize,
+    slo_met: usize,
+    /// Over every record (not only the measured).
+    span: RunSpan,
+    gpu_time: GpuTimeSums,
+    changes: contention::Changes,
+    /// Indices of the completed measured records.
+    completed: Vec<u32>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            jcts: Vec::new(),
+            queue_sum: -0.0,
+            queues: 0,
+            first_submit: f64::INFINITY,
+            last_finish: f64::NEG_INFINITY,
+            measured: 0,
+            preemptions: 0.0,
+            migrations: 0.0,
+            failed: 0,
+            unfinished: 0,
+            unplaceable: 0,
+            executed: -0.0,
+            colocated: 0.0,
+            cost: 0.0,
+            answered: 0,
+            admitted: 0,
+            deadline_values: 0,
+            deadline_value_sum: -0.0,
+            best_effort: 0,
+            best_effort_jct_sum: -0.0,
+            any_deadline: false,
+            with_slo: 0,
+            slo_met: 0,
+            span: RunSpan {
+                start_s: f64::INFINITY,
+                end_s: f64::NEG_INFINITY,
+            },
+            gpu_time: GpuTimeSums::default(),
+            changes: contention::Changes::default(),
+            completed: Vec::new(),
+        }
+    }
+}
+
+impl Tally {
+    /// Adds record `index` (every record is offered, in order).
+    fn add(&mut self, index: usize, r: &JobRecord, window: Window) {
+        self.span.start_s = self.span.start_s.min(r.submit_s);
+        if let Some(f) = r.finish_s {
+            self.span.end_s = self.span.end_s.max(f);
+        }
+        self.gpu_time.add(r);
+        self.changes.add(index, r);
+        if !window.contains(r.job) {
+            return;
+        }
+        self.measured += 1;
+        if r.outcome == JobOutcome::Completed {
+            self.completed.push(index as u32);
+            if let Some(jct) = r.jct_s() {
+                self.jcts.push(jct);
+                if r.deadline_s.is_none() {
+                    self.best_effort += 1;
+                    self.best_effort_jct_sum += jct;
                 }
-            },
-            cost_usd: total(measured.iter().map(|r| r.cost_usd)),
-            admitted: {
-                let answered: Vec<bool> = measured.iter().filter_map(|r| r.admitted).collect();
-                (!answered.is_empty())
-                    .then(|| answered.iter().filter(|a| **a).count() as f64 / answered.len() as f64)
-            },
-            deadline_value: {
-                let values: Vec<f64> = measured.iter().filter_map(|r| r.deadline_value).collect();
-                (!values.is_empty()).then(|| mean(&values))
-            },
-            best_effort_avg_jct_s: {
-                let be: Vec<f64> = completed
-                    .iter()
-                    .filter(|r| r.deadline_s.is_none())
-                    .filter_map(|r| r.jct_s())
-                    .collect();
-                (measured.iter().any(|r| r.deadline_s.is_some()) && !be.is_empty())
-                    .then(|| mean(&be))
-            },
-            deadlines_met: {
-                let with_slo: Vec<&&JobRecord> =
-                    measured.iter().filter(|r| r.deadline_s.is_some()).collect();
-                (!with_slo.is_empty()).then(|| {
-                    let met = with_slo
-                        .iter()
-                        .filter(|r| {
-                            r.outcome == JobOutcome::Completed
-                                && r.finish_s
-                                    .zip(r.deadline_s)
-                                    .is_some_and(|(f, d)| f <= d + 1e-6)
-                        })
-                        .count();
-                    met as f64 / with_slo.len() as f64
-                })
-            },
+            }
+        }
+        if let Some(q) = r.queue_s() {
+            self.queue_sum += q;
+            self.queues += 1;
+        }
+        self.first_submit = self.first_submit.min(r.submit_s);
+        if let Some(f) = r.finish_s {
+            self.last_finish = self.last_finish.max(f);
+        }
+        self.preemptions += r.preemptions as f64;
+        self.migrations += r.migrations as f64;
+        match r.outcome {
+            JobOutcome::Failed | JobOutcome::DependencyNeverSatisfied => self.failed += 1,
+            JobOutcome::Unfinished => self.unfinished += 1,
+            JobOutcome::Unplaceable => self.unplaceable += 1,
+            JobOutcome::Completed => {}
+        }
+        self.executed += r.executed_s;
+        self.colocated += r.colocated_s;
+        self.cost += r.cost_usd;
+        if let Some(a) = r.admitted {
+            self.answered += 1;
+            self.admitted += usize::from(a);
+        }
+        if let Some(v) = r.deadline_value {
+            self.deadline_values += 1;
+            self.deadline_value_sum += v;
+        }
+        if let Some(d) = r.deadline_s {
+            self.any_deadline = true;
+            self.with_slo += 1;
+            let met =
+                r.outcome == JobOutcome::Completed && r.finish_s.is_some_and(|f| f <= d + 1e-6);
+            self.slo_met += usize::from(met);
         }
     }
 }
@@ -741,7 +751,13 @@ mod tests {
         }
     }
 
-    fn finished(id: u32, gpus: u32, submit_s: f64, finish_s: f64, run_time_s: f64) -> JobRecord {
+    pub(super) fn finished(
+        id: u32,
+        gpus: u32,
+        submit_s: f64,
+        finish_s: f64,
+        run_time_s: f64,
+    ) -> JobRecord {
         let spec = JobSpec::new(
             arbiter_model::JobId(id),
             SimTime::from_secs_f64(submit_s),
@@ -773,29 +789,6 @@ mod tests {
         // A job alone on the cluster, finishing as soon as it could: ρ = 1, nobody unfair.
         let alone = Summary::compute(&[finished(0, 2, 10.0, 60.0, 50.0)], Window::default(), 4);
         assert_eq!((alone.max_ftf_rho, alone.ftf_unfair_fraction), (1.0, 0.0));
-    }
-
-    #[test]
-    fn contention_is_the_time_mean_of_jobs_in_the_system() {
-        let records = [
-            finished(0, 1, 0.0, 10.0, 1.0),
-            finished(1, 1, 5.0, 20.0, 1.0),
-            finished(2, 1, 5.0, 6.0, 1.0),
-        ];
-        let c = Contention::of(&records);
-        // [0, 5): 1 job; [5, 6): 3; [6, 10): 2; [10, 20): 1.
-        let mean = |from, to| c.mean(from, to, 0).0;
-        assert!((mean(0.0, 10.0) - (5.0 + 3.0 + 8.0) / 10.0).abs() < 1e-12);
-        assert!((mean(5.0, 20.0) - (3.0 + 8.0 + 10.0) / 15.0).abs() < 1e-12);
-        assert_eq!(mean(5.5, 5.5), 3.0);
-        assert_eq!(mean(-1.0, -1.0), 0.0);
-        // A hint (where the last span began) finds the same index wherever it points.
-        for t in [-1.0, 0.0, 4.0, 5.0, 5.5, 6.0, 10.0, 19.0, 20.0, 25.0] {
-            let i = c.times.partition_point(|&x| x <= t);
-            for hint in 0..=c.times.len() + 1 {
-                assert_eq!(c.at_or_before(t, hint), i, "t {t} hint {hint}");
-            }
-        }
     }
 
     #[test]

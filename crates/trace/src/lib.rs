@@ -11,6 +11,7 @@
 pub mod analysis;
 pub mod chronus;
 pub mod cluster_spec;
+mod csv_out;
 mod error;
 pub mod gavel;
 pub mod generator;

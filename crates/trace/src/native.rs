@@ -43,6 +43,7 @@
 //! comma); `trace_id` and `tenant` non-empty, trace ids unique; names without control
 //! characters; no time or duration above [`MAX_SECONDS`]. The file is read once (a pipe works).
 
+use crate::csv_out::CsvOut;
 use crate::rows::{LongRows, Row, read_csv_bytes};
 use crate::{Trace, TraceError};
 use arbiter_model::{
@@ -625,14 +626,16 @@ fn printable<'t>(row: &Row<'_>, field: &str, text: &'t str) -> Result<&'t str, T
 
 /// Writes jobs in the native format.
 pub fn write(out: impl Write, jobs: &[JobSpec]) -> Result<(), csv::Error> {
-    let mut w = csv::Writer::from_writer(out);
-    w.write_record(COLUMNS)?;
-    let mut buf = String::new();
-    for job in jobs {
-        write_columns(&mut w, &mut buf, job)?;
-        w.write_record(None::<&[u8]>)?;
+    let mut w = CsvOut::new(out);
+    for column in COLUMNS {
+        w.text(column);
     }
-    w.flush()?;
+    w.end()?;
+    for job in jobs {
+        write_columns(&mut w, job);
+        w.end()?;
+    }
+    w.finish()?;
     Ok(())
 }
 
@@ -643,94 +646,94 @@ pub fn write_history(
     jobs: &[JobSpec],
     recorded: &[Recorded],
 ) -> Result<(), csv::Error> {
-    let mut w = csv::Writer::from_writer(out);
-    w.write_record(COLUMNS.iter().chain(HISTORY_COLUMNS.iter()))?;
+    let mut w = CsvOut::new(out);
+    for column in COLUMNS.iter().chain(HISTORY_COLUMNS.iter()) {
+        w.text(column);
+    }
+    w.end()?;
     let none = Recorded::default();
-    let mut buf = String::new();
     for (i, job) in jobs.iter().enumerate() {
         let o = recorded.get(i).unwrap_or(&none);
-        write_columns(&mut w, &mut buf, job)?;
+        write_columns(&mut w, job);
         let array = o.array.as_ref();
-        field(&mut w, &mut buf, o.start_s.map(Secs))?;
-        field(&mut w, &mut buf, o.end_s.map(Secs))?;
-        field(&mut w, &mut buf, o.progress_rate.map(Secs))?;
-        field(
-            &mut w,
-            &mut buf,
-            (!o.gpu_types.is_empty()).then(|| o.gpu_types.join(";")),
-        )?;
-        w.write_field(array.map_or("", |a| a.array_id.as_str()))?;
-        field(&mut w, &mut buf, array.map(|a| a.index))?;
-        field(&mut w, &mut buf, array.and_then(|a| a.max_running))?;
-        w.write_record(None::<&[u8]>)?;
+        secs(&mut w, o.start_s);
+        secs(&mut w, o.end_s);
+        secs(&mut w, o.progress_rate);
+        match o.gpu_types.as_slice() {
+            [] => w.empty(),
+            [one] => w.text(one),
+            types => w.text(&types.join(";")),
+        }
+        w.text(array.map_or("", |a| a.array_id.as_str()));
+        int(&mut w, array.map(|a| a.index));
+        int(&mut w, array.and_then(|a| a.max_running));
+        w.end()?;
     }
-    w.flush()?;
+    w.finish()?;
     Ok(())
 }
 
-/// Seconds as the format writes them (`f64`'s shortest form that reads back the same).
-struct Secs(f64);
-
-impl std::fmt::Display for Secs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// Seconds as the format writes them (`f64`'s shortest form that reads back the same); empty
+/// for `None`.
+fn secs<W: Write>(w: &mut CsvOut<W>, value: Option<f64>) {
+    match value {
         // Whole seconds (most of a history's times) as the integer they are: the same text as
         // `f64`'s (which has no `.0` and no exponent), without its shortest-digits search.
-        let v = self.0;
-        if v.fract() == 0.0 && v.abs() < 1e15 && !(v == 0.0 && v.is_sign_negative()) {
-            return write!(f, "{}", v as i64);
-        }
-        write!(f, "{v}")
+        Some(v) if is_whole(v) => w.int(v as i64),
+        Some(v) => w.display(v),
+        None => w.empty(),
     }
 }
 
-/// One field: `value` as text, empty for `None` (formatted into `buf`, reused from field to
-/// field: a million rows of 28 fields need not allocate 28 million strings).
-fn field<W: Write>(
-    w: &mut csv::Writer<W>,
-    buf: &mut String,
-    value: Option<impl std::fmt::Display>,
-) -> Result<(), csv::Error> {
-    buf.clear();
-    if let Some(v) = value {
-        use std::fmt::Write as _;
-        let _ = write!(buf, "{v}");
+/// Whether `f64`'s text of `v` is that of the integer `v as i64`.
+fn is_whole(v: f64) -> bool {
+    v.fract() == 0.0 && v.abs() < 1e15 && !(v == 0.0 && v.is_sign_negative())
+}
+
+/// An integer, empty for `None`.
+fn int<W: Write>(w: &mut CsvOut<W>, value: Option<impl itoa::Integer>) {
+    match value {
+        Some(v) => w.int(v),
+        None => w.empty(),
     }
-    w.write_field(buf.as_bytes())
 }
 
 /// One job's [`COLUMNS`], as fields of the record being written.
-fn write_columns<W: Write>(
-    w: &mut csv::Writer<W>,
-    buf: &mut String,
-    job: &JobSpec,
-) -> Result<(), csv::Error> {
-    w.write_field(&job.trace_id)?;
-    w.write_field(job.tenant.as_str())?;
-    w.write_field(job.user.as_deref().unwrap_or(""))?;
-    w.write_field(job.name.as_deref().unwrap_or(""))?;
-    w.write_field(job.model.as_deref().unwrap_or(""))?;
-    field(w, buf, Some(Secs(job.submit.as_secs_f64())))?;
-    field(w, buf, Some(job.gpus))?;
-    field(w, buf, job.gpu_type.map(|t| t.0))?;
-    field(w, buf, Some(Secs(job.run_time_s)))?;
-    field(w, buf, job.iterations)?;
-    field(w, buf, Some(job.priority))?;
-    field(w, buf, job.restart_overhead.map(|d| Secs(d.as_secs_f64())))?;
-    field(w, buf, job.deadline.map(|d| Secs(d.as_secs_f64())))?;
-    field(w, buf, job.stages.map(|s| Secs(s.io_s)))?;
-    field(w, buf, job.stages.map(|s| Secs(s.cpu_s)))?;
-    field(w, buf, job.stages.map(|s| Secs(s.gpu_s)))?;
-    field(w, buf, job.iteration_s.map(Secs))?;
-    field(w, buf, job.trace_duration_s.map(Secs))?;
-    let options = job
-        .deadline_options
-        .iter()
-        .map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value))
-        .collect::<Vec<_>>()
-        .join(";");
-    w.write_field(&options)?;
-    w.write_field(job.class.name.as_deref().unwrap_or_default())?;
-    field(w, buf, job.dependency.as_deref().map(dependency_text))
+fn write_columns<W: Write>(w: &mut CsvOut<W>, job: &JobSpec) {
+    w.text(&job.trace_id);
+    w.text(job.tenant.as_str());
+    w.text(job.user.as_deref().unwrap_or(""));
+    w.text(job.name.as_deref().unwrap_or(""));
+    w.text(job.model.as_deref().unwrap_or(""));
+    secs(w, Some(job.submit.as_secs_f64()));
+    w.int(job.gpus);
+    int(w, job.gpu_type.map(|t| t.0));
+    secs(w, Some(job.run_time_s));
+    int(w, job.iterations);
+    w.int(job.priority);
+    secs(w, job.restart_overhead.map(|d| d.as_secs_f64()));
+    secs(w, job.deadline.map(|d| d.as_secs_f64()));
+    secs(w, job.stages.map(|s| s.io_s));
+    secs(w, job.stages.map(|s| s.cpu_s));
+    secs(w, job.stages.map(|s| s.gpu_s));
+    secs(w, job.iteration_s);
+    secs(w, job.trace_duration_s);
+    if job.deadline_options.is_empty() {
+        w.empty();
+    } else {
+        let options = job
+            .deadline_options
+            .iter()
+            .map(|o| format!("{}:{}", format_secs(o.deadline.as_secs_f64()), o.value))
+            .collect::<Vec<_>>()
+            .join(";");
+        w.text(&options);
+    }
+    w.text(job.class.name.as_deref().unwrap_or_default());
+    match job.dependency.as_deref() {
+        Some(d) => w.text(&dependency_text(d)),
+        None => w.empty(),
+    }
 }
 
 /// Dependencies back in Slurm's syntax (`afterok:a:b,singleton`), one item per kind in order.
@@ -1074,7 +1077,16 @@ mod tests {
             f64::INFINITY,
             f64::NAN,
         ] {
-            assert_eq!(Secs(v).to_string(), format!("{v}"), "{v:?}");
+            let mut w = CsvOut::new(Vec::new());
+            secs(&mut w, Some(v));
+            w.end().expect("in memory");
+            let mut text = Vec::new();
+            w.finish_into(&mut text);
+            assert_eq!(
+                String::from_utf8(text).expect("utf-8"),
+                format!("{v}\n"),
+                "{v:?}"
+            );
         }
     }
 

@@ -63,13 +63,17 @@ pub(crate) fn export(jobs: &[HistoryRecord]) -> History {
         exported: &exported,
         arrays: &arrays,
     };
+    // One shared name per tenant, as the trace readers give (not a million copies).
+    let mut tenants = arbiter_model::TenantNames::default();
     let mut out = History {
         jobs: Vec::with_capacity(kept.len()),
         recorded: Vec::with_capacity(kept.len()),
         origin_unix_s: origin,
     };
     for (i, job) in kept.iter().enumerate() {
-        out.jobs.push(spec(i as u32, job, origin_s, &refs));
+        let mut spec = spec(i as u32, job, origin_s, &refs);
+        spec.tenant = tenants.get(&job.tenant);
+        out.jobs.push(spec);
         out.recorded.push(recorded(job, origin_s));
     }
     out
@@ -133,7 +137,7 @@ impl References<'_> {
     }
 }
 
-/// One job as a trace job (`index`: its dense id in the trace).
+/// One job as a trace job (`index`: its dense id in the trace), its tenant left to the caller.
 fn spec(index: u32, job: &HistoryRecord, origin_unix_s: i64, refs: &References<'_>) -> JobSpec {
     let submit_s = (job.submitted_unix_s - origin_unix_s).max(0) as f64;
     let mut spec = JobSpec::new(
@@ -143,7 +147,6 @@ fn spec(index: u32, job: &HistoryRecord, origin_unix_s: i64, refs: &References<'
         run_time_s(job),
     );
     spec.trace_id = job.id.to_string();
-    spec.tenant = job.tenant.as_str().into();
     spec.user = job.user.clone();
     spec.name = job.name.clone();
     spec.model = job.job_type.clone();
@@ -225,7 +228,7 @@ mod tests {
             tenant: "team-a".into(),
             user: Some("alice".into()),
             name: Some("resnet".into()),
-            state: state.into(),
+            state: serde_json::from_value(serde_json::json!(state)).expect("a state"),
             submitted_unix_s: submitted,
             gpus: 2,
             priority_class: Some("high".into()),

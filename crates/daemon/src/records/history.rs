@@ -30,7 +30,7 @@ pub struct HistoryRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_type: Option<String>,
     /// Its state now (`succeeded`, `running`, ...).
-    pub state: String,
+    pub state: StateKind,
     /// Unix seconds of its submission.
     pub submitted_unix_s: i64,
     /// GPUs it asked for.
@@ -107,7 +107,7 @@ impl HistoryRecord {
             user: r.user.clone(),
             name: r.name.clone(),
             job_type: r.job_type.clone(),
-            state: job.state.name().to_string(),
+            state: job.state.kind(),
             submitted_unix_s: job.submitted_unix_s,
             gpus: r.gpus,
             gpu_types: r.gpu_types.clone(),
@@ -128,7 +128,10 @@ impl HistoryRecord {
 
     /// Whether it has ended for good.
     pub fn ended(&self) -> bool {
-        !matches!(self.state.as_str(), "queued" | "running" | "stopping")
+        !matches!(
+            self.state,
+            StateKind::Queued | StateKind::Running | StateKind::Stopping
+        )
     }
 }
 

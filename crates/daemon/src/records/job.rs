@@ -702,10 +702,11 @@ impl<'de> Deserialize<'de> for History {
 }
 
 /// A job state without its data: what a history records (`queued`, `running`, ... in JSON).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StateKind {
     /// Waiting for GPUs.
+    #[default]
     Queued,
     /// A run holds GPUs.
     Running,
