@@ -66,7 +66,7 @@ fn type_allowed(spec: &JobSpec, t: GpuTypeId) -> bool {
 #[derive(Clone, Debug)]
 pub struct Placer<'a> {
     cluster: &'a Cluster,
-    free: Vec<u32>,
+    free: FreeGpus<'a>,
     free_total: u32,
     strategy: PlacementStrategy,
     /// While set, only GPUs of this type are considered ([`Placer::place_on_type`]).
@@ -76,6 +76,45 @@ pub struct Placer<'a> {
     max_gpus_per_node: Option<u32>,
     /// Nodes by rack, built the first time a job larger than a node is placed.
     racks: Option<RackIndex>,
+}
+
+/// A placer's free GPUs per node: the present's, read where they are until the placer first
+/// changes them, then its own copy (in the buffer it was given to reuse).
+#[derive(Clone, Debug)]
+enum FreeGpus<'a> {
+    Borrowed { present: &'a [u32], spare: Vec<u32> },
+    Owned(Vec<u32>),
+}
+
+impl FreeGpus<'_> {
+    #[inline]
+    fn read(&self) -> &[u32] {
+        match self {
+            FreeGpus::Borrowed { present, .. } => present,
+            FreeGpus::Owned(free) => free,
+        }
+    }
+
+    /// The free GPUs to change (copied from the present the first time).
+    fn write(&mut self) -> &mut [u32] {
+        if let FreeGpus::Borrowed { present, spare } = self {
+            let mut own = std::mem::take(spare);
+            own.clear();
+            own.extend_from_slice(present);
+            *self = FreeGpus::Owned(own);
+        }
+        match self {
+            FreeGpus::Owned(free) => free,
+            FreeGpus::Borrowed { .. } => unreachable!("made its own just above"),
+        }
+    }
+
+    fn into_buffer(self) -> Vec<u32> {
+        match self {
+            FreeGpus::Borrowed { spare, .. } => spare,
+            FreeGpus::Owned(free) => free,
+        }
+    }
 }
 
 /// The cluster's nodes by rack: a multi-node placement looks at one rack's nodes, not at every
@@ -111,37 +150,40 @@ impl<'a> Placer<'a> {
     pub fn new(cluster: &'a Cluster, strategy: PlacementStrategy) -> Self {
         let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = free.iter().sum();
-        Self::with_free(cluster, strategy, free, free_total)
+        Self::with_free(cluster, strategy, FreeGpus::Owned(free), free_total)
     }
 
     /// The cluster with `occupancy`'s free GPUs (`None` if it is not this cluster's: another
-    /// node count), copied into `buffer` (a spare from [`Placer::into_free`], or empty): a
-    /// policy deciding at every event spares an allocation of a number per node each time
-    /// (kilobytes on a large cluster, past the allocator's per-thread cache, and costlier there
-    /// the more the heap holds).
+    /// node count), read where they are and copied into `buffer` (a spare from
+    /// [`Placer::into_free`], or empty) only when the placer first takes or gives back GPUs: a
+    /// policy deciding at every event spares a copy of a number per node each time nothing
+    /// starts (a queue whose head does not fit), and an allocation of them each time something
+    /// does (kilobytes on a large cluster, past the allocator's per-thread cache).
     pub fn from_occupancy_reusing(
         cluster: &'a Cluster,
-        occupancy: &Occupancy,
+        occupancy: &'a Occupancy,
         strategy: PlacementStrategy,
-        mut buffer: Vec<u32>,
+        buffer: Vec<u32>,
     ) -> Option<Self> {
-        let free = occupancy.free_per_node();
-        (free.len() == cluster.nodes.len()).then(|| {
-            buffer.clear();
-            buffer.extend_from_slice(free);
-            Self::with_free(cluster, strategy, buffer, occupancy.free_total())
+        let present = occupancy.free_per_node();
+        (present.len() == cluster.nodes.len()).then(|| {
+            let free = FreeGpus::Borrowed {
+                present,
+                spare: buffer,
+            };
+            Self::with_free(cluster, strategy, free, occupancy.free_total())
         })
     }
 
-    /// The placer's free GPUs per node, as a buffer to reuse.
+    /// The placer's buffer of free GPUs per node, to reuse.
     pub fn into_free(self) -> Vec<u32> {
-        self.free
+        self.free.into_buffer()
     }
 
     fn with_free(
         cluster: &'a Cluster,
         strategy: PlacementStrategy,
-        free: Vec<u32>,
+        free: FreeGpus<'a>,
         free_total: u32,
     ) -> Self {
         Placer {
@@ -163,13 +205,16 @@ impl<'a> Placer<'a> {
 
     /// Takes exactly `placement` if it is free; returns whether it did.
     pub fn take(&mut self, placement: &Placement) -> bool {
-        let fits = placement
-            .slots
-            .iter()
-            .all(|&(node, gpus)| self.free.get(node.index()).is_some_and(|f| *f >= gpus));
+        let fits = placement.slots.iter().all(|&(node, gpus)| {
+            self.free
+                .read()
+                .get(node.index())
+                .is_some_and(|f| *f >= gpus)
+        });
         if fits {
+            let free = self.free.write();
             for &(node, gpus) in &placement.slots {
-                self.free[node.index()] -= gpus;
+                free[node.index()] -= gpus;
                 self.free_total -= gpus;
             }
         }
@@ -179,8 +224,9 @@ impl<'a> Placer<'a> {
     /// Takes whatever part of `placement` is still free (for bookkeeping of GPUs that another
     /// view of the cluster has handed out).
     pub fn take_overlap(&mut self, placement: &Placement) {
+        let free = self.free.write();
         for &(node, gpus) in &placement.slots {
-            if let Some(f) = self.free.get_mut(node.index()) {
+            if let Some(f) = free.get_mut(node.index()) {
                 let taken = gpus.min(*f);
                 *f -= taken;
                 self.free_total -= taken;
@@ -190,7 +236,7 @@ impl<'a> Placer<'a> {
 
     /// Makes every GPU that is taken in `other` taken here too (both over the same cluster).
     pub fn take_overlap_all(&mut self, other: &Placer<'_>) {
-        for (mine, theirs) in self.free.iter_mut().zip(&other.free) {
+        for (mine, theirs) in self.free.write().iter_mut().zip(other.free.read()) {
             let taken = (*mine).saturating_sub(*theirs);
             *mine -= taken;
             self.free_total -= taken;
@@ -199,8 +245,9 @@ impl<'a> Placer<'a> {
 
     /// Gives back `placement` (it must have been taken).
     pub fn give_back(&mut self, placement: &Placement) {
+        let free = self.free.write();
         for &(node, gpus) in &placement.slots {
-            if let Some(f) = self.free.get_mut(node.index()) {
+            if let Some(f) = free.get_mut(node.index()) {
                 *f += gpus;
                 self.free_total += gpus;
             }
@@ -251,15 +298,15 @@ impl<'a> Placer<'a> {
         // The nodes it may not use look full while it is placed.
         let hidden: Vec<(usize, u32)> = avoid
             .iter()
-            .filter_map(|n| self.free.get(n.index()).map(|&f| (n.index(), f)))
+            .filter_map(|n| self.free.read().get(n.index()).map(|&f| (n.index(), f)))
             .collect();
         for &(n, f) in &hidden {
-            self.free[n] = 0;
+            self.free.write()[n] = 0;
             self.free_total -= f;
         }
         let placed = self.place_anywhere(spec, pending_since, now);
         for &(n, f) in &hidden {
-            self.free[n] += f;
+            self.free.write()[n] += f;
             self.free_total += f;
         }
         placed
@@ -330,7 +377,7 @@ impl<'a> Placer<'a> {
         // First fit on one node. (A node with that many GPUs free has at least that many, so
         // only when none is found does it matter whether the job is larger than a node.)
         let mut from = 0;
-        while let Some(i) = first_with_free(&self.free, from, gpus) {
+        while let Some(i) = first_with_free(self.free.read(), from, gpus) {
             if self.allows(spec, nodes[i].gpu_type) {
                 return Some(Placement::single(NodeId(i as u32), gpus));
             }
@@ -357,6 +404,7 @@ impl<'a> Placer<'a> {
     /// together), per type, whole free nodes first, then one node for the remainder.
     fn multi_node(&self, gpus: u32, spec: &JobSpec, index: &RackIndex) -> Option<Placement> {
         let nodes = &self.cluster.nodes;
+        let free = self.free.read();
         let racks = index.members.len();
         // Every node, for a job larger than every rack (built only then).
         let mut all: Option<Vec<usize>> = None;
@@ -379,7 +427,7 @@ impl<'a> Placer<'a> {
                 let mut left = gpus;
                 for &i in group.iter().filter(in_type) {
                     let node = &nodes[i];
-                    if left >= node.gpus && self.free[i] == node.gpus && node.gpus > 0 {
+                    if left >= node.gpus && free[i] == node.gpus && node.gpus > 0 {
                         placement.slots.push((NodeId(i as u32), node.gpus));
                         left -= node.gpus;
                     }
@@ -389,7 +437,7 @@ impl<'a> Placer<'a> {
                     match group
                         .iter()
                         .filter(in_type)
-                        .find(|&&i| !used(i) && self.free[i] >= left)
+                        .find(|&&i| !used(i) && free[i] >= left)
                     {
                         Some(&i) => placement.slots.push((NodeId(i as u32), left)),
                         None => continue,
@@ -405,17 +453,18 @@ impl<'a> Placer<'a> {
     /// the free space allows), one type per job.
     fn packed_anywhere(&self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
         self.by_type(spec, |placer, t| {
-            let mut order: Vec<usize> = (0..placer.free.len())
-                .filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t)
+            let free = placer.free.read();
+            let mut order: Vec<usize> = (0..free.len())
+                .filter(|&i| free[i] > 0 && placer.cluster.nodes[i].gpu_type == t)
                 .collect();
-            order.sort_by_key(|&i| (std::cmp::Reverse(placer.free[i]), i));
+            order.sort_by_key(|&i| (std::cmp::Reverse(free[i]), i));
             let mut placement = Placement::default();
             let mut left = gpus;
             for i in order {
                 if left == 0 {
                     break;
                 }
-                let take = left.min(placer.free[i]);
+                let take = left.min(free[i]);
                 placement.slots.push((NodeId(i as u32), take));
                 left -= take;
             }
@@ -426,14 +475,15 @@ impl<'a> Placer<'a> {
     /// One GPU at a time to the node with the most free GPUs (ties: lowest id).
     fn spread(&self, gpus: u32, spec: &JobSpec) -> Option<Placement> {
         self.by_type(spec, |placer, t| {
-            let mut free: Vec<(u32, usize)> = (0..placer.free.len())
-                .filter(|&i| placer.free[i] > 0 && placer.cluster.nodes[i].gpu_type == t)
-                .map(|i| (placer.free[i], i))
+            let present = placer.free.read();
+            let mut free: Vec<(u32, usize)> = (0..present.len())
+                .filter(|&i| present[i] > 0 && placer.cluster.nodes[i].gpu_type == t)
+                .map(|i| (present[i], i))
                 .collect();
             if free.iter().map(|(f, _)| *f).sum::<u32>() < gpus {
                 return None;
             }
-            let mut taken = vec![0u32; placer.free.len()];
+            let mut taken = vec![0u32; present.len()];
             for _ in 0..gpus {
                 let best = free
                     .iter_mut()
