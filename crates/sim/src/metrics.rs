@@ -444,7 +444,6 @@ impl Summary {
             deadline_value_sum,
             best_effort,
             best_effort_jct_sum,
-            any_deadline,
             with_slo,
             slo_met,
             span,
@@ -503,7 +502,7 @@ impl Summary {
             admitted: (answered > 0).then(|| admitted as f64 / answered as f64),
             deadline_value: (deadline_values > 0)
                 .then(|| mean(deadline_value_sum, deadline_values)),
-            best_effort_avg_jct_s: (any_deadline && best_effort > 0)
+            best_effort_avg_jct_s: (with_slo > 0 && best_effort > 0)
                 .then(|| mean(best_effort_jct_sum, best_effort)),
             deadlines_met: (with_slo > 0).then(|| slo_met as f64 / with_slo as f64),
         }
@@ -538,7 +537,6 @@ struct Tally {
     /// Completed measured jobs without an SLO, and their JCTs' sum.
     best_effort: usize,
     best_effort_jct_sum: f64,
-    any_deadline: bool,
     with_slo: usize,
     slo_met: usize,
     /// Over every record (not only the measured).
@@ -572,7 +570,6 @@ impl Default for Tally {
             deadline_value_sum: -0.0,
             best_effort: 0,
             best_effort_jct_sum: -0.0,
-            any_deadline: false,
             with_slo: 0,
             slo_met: 0,
             span: RunSpan {
@@ -637,7 +634,6 @@ impl Tally {
             self.deadline_value_sum += v;
         }
         if let Some(d) = r.deadline_s {
-            self.any_deadline = true;
             self.with_slo += 1;
             let met =
                 r.outcome == JobOutcome::Completed && r.finish_s.is_some_and(|f| f <= d + 1e-6);

@@ -680,7 +680,7 @@ fn secs<W: Write>(w: &mut CsvOut<W>, value: Option<f64>) {
         // Whole seconds (most of a history's times) as the integer they are: the same text as
         // `f64`'s (which has no `.0` and no exponent), without its shortest-digits search.
         Some(v) if is_whole(v) => w.int(v as i64),
-        Some(v) => w.display(v),
+        Some(v) => w.float(v),
         None => w.empty(),
     }
 }

@@ -81,39 +81,26 @@ pub struct Placer<'a> {
 /// A placer's free GPUs per node: the present's, read where they are until the placer first
 /// changes them, then its own copy (in the buffer it was given to reuse).
 #[derive(Clone, Debug)]
-enum FreeGpus<'a> {
-    Borrowed { present: &'a [u32], spare: Vec<u32> },
-    Owned(Vec<u32>),
+struct FreeGpus<'a> {
+    /// The present's, while nothing has changed.
+    present: Option<&'a [u32]>,
+    /// The placer's own (a spare buffer while `present` is read).
+    own: Vec<u32>,
 }
 
 impl FreeGpus<'_> {
     #[inline]
     fn read(&self) -> &[u32] {
-        match self {
-            FreeGpus::Borrowed { present, .. } => present,
-            FreeGpus::Owned(free) => free,
-        }
+        self.present.unwrap_or(&self.own)
     }
 
     /// The free GPUs to change (copied from the present the first time).
     fn write(&mut self) -> &mut [u32] {
-        if let FreeGpus::Borrowed { present, spare } = self {
-            let mut own = std::mem::take(spare);
-            own.clear();
-            own.extend_from_slice(present);
-            *self = FreeGpus::Owned(own);
+        if let Some(present) = self.present.take() {
+            self.own.clear();
+            self.own.extend_from_slice(present);
         }
-        match self {
-            FreeGpus::Owned(free) => free,
-            FreeGpus::Borrowed { .. } => unreachable!("made its own just above"),
-        }
-    }
-
-    fn into_buffer(self) -> Vec<u32> {
-        match self {
-            FreeGpus::Borrowed { spare, .. } => spare,
-            FreeGpus::Owned(free) => free,
-        }
+        &mut self.own
     }
 }
 
@@ -150,7 +137,15 @@ impl<'a> Placer<'a> {
     pub fn new(cluster: &'a Cluster, strategy: PlacementStrategy) -> Self {
         let free: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let free_total = free.iter().sum();
-        Self::with_free(cluster, strategy, FreeGpus::Owned(free), free_total)
+        Self::with_free(
+            cluster,
+            strategy,
+            FreeGpus {
+                present: None,
+                own: free,
+            },
+            free_total,
+        )
     }
 
     /// The cluster with `occupancy`'s free GPUs (`None` if it is not this cluster's: another
@@ -167,9 +162,9 @@ impl<'a> Placer<'a> {
     ) -> Option<Self> {
         let present = occupancy.free_per_node();
         (present.len() == cluster.nodes.len()).then(|| {
-            let free = FreeGpus::Borrowed {
-                present,
-                spare: buffer,
+            let free = FreeGpus {
+                present: Some(present),
+                own: buffer,
             };
             Self::with_free(cluster, strategy, free, occupancy.free_total())
         })
@@ -177,7 +172,7 @@ impl<'a> Placer<'a> {
 
     /// The placer's buffer of free GPUs per node, to reuse.
     pub fn into_free(self) -> Vec<u32> {
-        self.free.into_buffer()
+        self.free.own
     }
 
     fn with_free(
@@ -570,18 +565,12 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_block_scan_finds_the_first_node_with_room_from_any_start() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
-        for _ in 0..2_000 {
-            let free: Vec<u32> = (0..next(80)).map(|_| next(9) as u32).collect();
-            let gpus = next(10) as u32;
+    proptest::proptest! {
+        #[test]
+        fn the_block_scan_finds_the_first_node_with_room_from_any_start(
+            free in proptest::collection::vec(0u32..9, 0..80),
+            gpus in 0u32..10,
+        ) {
             for from in 0..=free.len() + 1 {
                 let naive = (from..free.len()).find(|&i| free[i] >= gpus);
                 assert_eq!(

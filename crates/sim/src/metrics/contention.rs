@@ -207,34 +207,28 @@ mod tests {
         assert_eq!(mean(4), None, "no finish");
     }
 
-    #[test]
-    fn each_jobs_mean_is_what_searching_the_steps_gives_bit_for_bit() {
-        // Records out of submission order, shared instants, zero-length lives, unplaceable and
-        // unfinished jobs.
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
-        for _ in 0..200 {
-            let mut records = Vec::new();
-            for id in 0..next(40) as u32 {
-                let submit = next(50) as f64 * 0.5;
-                let life = if next(4) == 0 {
-                    0.0
-                } else {
-                    next(60) as f64 * 0.25
-                };
-                let mut r = finished(id, 1, submit, submit + life, 1.0);
-                match next(8) {
-                    0 => r.outcome = JobOutcome::Unplaceable,
-                    1 => r.finish_s = None,
-                    _ => {}
-                }
-                records.push(r);
-            }
+    proptest::proptest! {
+        /// Records out of submission order, shared instants, zero-length lives, unplaceable and
+        /// unfinished jobs: (submission in half seconds, life in quarter seconds or none, kind).
+        #[test]
+        fn each_jobs_mean_is_what_searching_the_steps_gives_bit_for_bit(
+            jobs in proptest::collection::vec((0u32..50, proptest::option::of(0u32..60), 0u8..8), 0..40),
+        ) {
+            let records: Vec<JobRecord> = jobs
+                .iter()
+                .enumerate()
+                .map(|(id, &(submit, life, kind))| {
+                    let submit = submit as f64 * 0.5;
+                    let life = life.map_or(0.0, |l| l as f64 * 0.25);
+                    let mut r = finished(id as u32, 1, submit, submit + life, 1.0);
+                    match kind {
+                        0 => r.outcome = JobOutcome::Unplaceable,
+                        1 => r.finish_s = None,
+                        _ => {}
+                    }
+                    r
+                })
+                .collect();
             let c = Contention::of(Changes::of(&records));
             for (i, r) in records.iter().enumerate() {
                 let Some(finish) = r.finish_s.filter(|_| r.outcome != JobOutcome::Unplaceable)
