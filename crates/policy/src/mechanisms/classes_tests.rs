@@ -203,3 +203,58 @@ proptest::proptest! {
         proptest::prop_assert_eq!(changed, started);
     }
 }
+
+proptest::proptest! {
+    /// The classes kept between events (the caller keeps the present and positions, as the
+    /// simulator does) are what counting every active job's spec gives, through arrivals at the
+    /// end of the queue, starts, ends handed to `job_finished`, and ends not handed over.
+    #[test]
+    fn kept_classes_are_what_counting_the_specs_gives(
+        steps in proptest::collection::vec((0u8..4, 0u8..3, 0usize..64), 1..80),
+    ) {
+        let levels = [class("high", 100, false), class("mid", 50, true), class("low", 10, true)];
+        let c = cluster(2, 4);
+        let specs: Vec<JobSpec> = (0..steps.len() as u32)
+            .map(|i| spec_in(i, u64::from(i), 1, 100.0, &levels[usize::from(steps[i as usize].1)]))
+            .collect();
+        let free = arbiter_model::Occupancy::new(&c);
+        let mut kept = ActiveClasses::default();
+        let mut jobs: Vec<ActiveJob> = Vec::new();
+        let mut queued: Vec<u32> = Vec::new();
+        for (i, &(what, _, pick)) in steps.iter().enumerate() {
+            // 0, 1: a job arrives; 2: one ends as the engine reports it; 3: one ends unseen.
+            if what < 2 || jobs.is_empty() {
+                queued.push(jobs.len() as u32);
+                let s = &specs[i];
+                jobs.push(ActiveJob::submitted(s.id, s.gpus, s.submit, s.run_time_s));
+            } else {
+                let at = pick % jobs.len();
+                let gone = jobs.swap_remove(at);
+                if what == 2 {
+                    kept.finished(gone.id);
+                }
+                queued = (0..jobs.len() as u32).filter(|&at| !jobs[at as usize].is_running()).collect();
+            }
+            // Some waiting jobs start (a running job is shown with a placement).
+            if pick % 3 == 0 && let Some(&at) = queued.first() {
+                jobs[at as usize].state = RunState::Running {
+                    placement: Placement::single(NodeId(0), 1),
+                    since: SimTime::ZERO,
+                    speed: 1.0,
+                };
+                queued.remove(0);
+            }
+            let mut positions = vec![u32::MAX; specs.len()];
+            for (at, job) in jobs.iter().enumerate() {
+                positions[job.id.index()] = at as u32;
+            }
+            let current = crate::Current { free: &free, queued: &queued, positions: Some(&positions) };
+            let view = SchedulerView { cluster: &c, jobs: &jobs, specs: &specs, current: Some(current) };
+            kept.refresh(&view);
+            let mut fresh = ActiveClasses::default();
+            fresh.count_again(&view, None);
+            proptest::prop_assert_eq!(&kept.counts, &fresh.counts);
+            proptest::prop_assert_eq!(kept.highest_waiting(&view), fresh.highest_waiting);
+        }
+    }
+}
