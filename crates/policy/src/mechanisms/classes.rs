@@ -61,8 +61,9 @@ struct ActiveClasses {
     counts: BTreeMap<Reverse<i32>, usize>,
     /// The highest class with a job waiting, as the last count from the specs saw it.
     highest_waiting: Option<i32>,
-    /// While kept between events: per job id, its class while it is counted.
-    of: Vec<Option<i32>>,
+    /// While kept between events: per job id, its class (value, preemptible) while it is
+    /// counted.
+    of: Vec<Option<(i32, bool)>>,
     /// Jobs counted while kept.
     counted: usize,
     /// The workload the kept counts are of (its specs' address and length), if kept.
@@ -89,8 +90,9 @@ impl ActiveClasses {
                     break;
                 };
                 if self.of.get(job.id.index()).is_some_and(Option::is_none) {
-                    let value = view.spec(job).class.value;
-                    self.of[job.id.index()] = Some(value);
+                    let class = &view.spec(job).class;
+                    let value = class.value;
+                    self.of[job.id.index()] = Some((value, class.preemptible));
                     *self.counts.entry(Reverse(value)).or_default() += 1;
                     self.counted += 1;
                 }
@@ -112,13 +114,14 @@ impl ActiveClasses {
             self.of.resize(view.specs.len(), None);
         }
         for job in view.jobs {
-            let value = view.spec(job).class.value;
+            let class = &view.spec(job).class;
+            let value = class.value;
             *self.counts.entry(Reverse(value)).or_default() += 1;
             if !job.is_running() {
                 self.highest_waiting = self.highest_waiting.max(Some(value));
             }
             if let Some(slot) = self.of.get_mut(job.id.index()) {
-                *slot = Some(value);
+                *slot = Some((value, class.preemptible));
             }
         }
         self.counted = if keep.is_some() { view.jobs.len() } else { 0 };
@@ -132,14 +135,27 @@ impl ActiveClasses {
                 .iter()
                 .filter_map(|&at| view.jobs.get(at as usize))
                 .filter_map(|job| self.of.get(job.id.index()).copied().flatten())
+                .map(|(value, _)| value)
                 .max(),
             _ => self.highest_waiting,
         }
     }
 
+    /// `job`'s class (value, preemptible): kept, or read from its spec.
+    #[inline]
+    fn of(&self, view: &SchedulerView<'_>, job: &ActiveJob) -> (i32, bool) {
+        match self.of.get(job.id.index()) {
+            Some(&Some(class)) => class,
+            _ => {
+                let class = &view.spec(job).class;
+                (class.value, class.preemptible)
+            }
+        }
+    }
+
     /// `job` left (finished or failed for good).
     fn finished(&mut self, job: JobId) {
-        if let Some(value) = self.of.get_mut(job.index()).and_then(Option::take) {
+        if let Some((value, _)) = self.of.get_mut(job.index()).and_then(Option::take) {
             self.counted -= 1;
             if let Some(count) = self.counts.get_mut(&Reverse(value)) {
                 *count -= 1;
@@ -243,7 +259,7 @@ impl PriorityClasses {
         let room = room(view.cluster, taken, lower);
         let cluster = reduced(view.cluster, &room, self.reduced.take());
         let capacity: PerNode = cluster.nodes.iter().map(|n| n.gpus).collect();
-        let jobs = class_jobs(view, value, &capacity);
+        let jobs = class_jobs(view, &self.active, value, &capacity);
         let class_view = SchedulerView {
             cluster: &cluster,
             jobs: &jobs,
@@ -286,8 +302,8 @@ impl PriorityClasses {
         };
         let mut taken = Taken::new(nodes);
         for &Reverse(value) in values.iter().filter(|v| v.0 != lowest) {
-            let below = held_below(view, value, false, nodes);
-            let used = runs_kept(value, view, &taken, &below);
+            let below = held_below(view, &self.active, value, false, nodes);
+            let used = runs_kept(value, view, &self.active, &taken, &below);
             taken.add(&used);
         }
         let room = room(view.cluster, &taken, &vec![0; nodes]);
@@ -317,8 +333,8 @@ impl PriorityClasses {
         let mut merged = Decision::default();
         for &Reverse(value) in values {
             let (below_all, below_fixed) = (
-                held_below(view, value, false, nodes),
-                held_below(view, value, true, nodes),
+                held_below(view, &self.active, value, false, nodes),
+                held_below(view, &self.active, value, true, nodes),
             );
             let (mut decision, mut used, waiting) =
                 self.decide_class(value, view, &taken, &below_all, now)?;
@@ -408,12 +424,18 @@ impl Policy for PriorityClasses {
 /// What class `value`, whose jobs all run, takes of each node under a policy that keeps runs
 /// where they are (`fifo`, `sjf`), as [`PriorityClasses::decide_class`] would count it on what
 /// `taken` and `lower` leave: every run kept, its host share pinned as there.
-fn runs_kept(value: i32, view: &SchedulerView<'_>, taken: &Taken, lower: &[u32]) -> Taken {
+fn runs_kept(
+    value: i32,
+    view: &SchedulerView<'_>,
+    classes: &ActiveClasses,
+    taken: &Taken,
+    lower: &[u32],
+) -> Taken {
     let mut kept = Decision {
         run: view
             .jobs
             .iter()
-            .filter(|j| view.spec(j).class.value == value)
+            .filter(|j| classes.of(view, j).0 == value)
             .filter_map(|j| {
                 j.placement()
                     .map(|p| arbiter_model::Assignment::exclusive(j.id, p.clone()))
@@ -435,11 +457,17 @@ fn runs_kept(value: i32, view: &SchedulerView<'_>, taken: &Taken, lower: &[u32])
 
 /// GPUs per node held by running jobs of classes below `value` (only the non-preemptible ones
 /// with `only_fixed`). Jobs sharing GPUs count each (conservative: less is offered).
-fn held_below(view: &SchedulerView<'_>, value: i32, only_fixed: bool, nodes: usize) -> PerNode {
+fn held_below(
+    view: &SchedulerView<'_>,
+    classes: &ActiveClasses,
+    value: i32,
+    only_fixed: bool,
+    nodes: usize,
+) -> PerNode {
     let mut held = vec![0; nodes];
     for job in view.jobs {
-        let class = &view.spec(job).class;
-        if class.value >= value || (only_fixed && class.preemptible) {
+        let (class, preemptible) = classes.of(view, job);
+        if class >= value || (only_fixed && preemptible) {
             continue;
         }
         if let Some(placement) = job.placement() {
@@ -455,11 +483,16 @@ fn held_below(view: &SchedulerView<'_>, value: i32, only_fixed: bool, nodes: usi
 
 /// The jobs of class `value`, oldest runs first; a running job whose GPUs are no longer in
 /// `capacity` (a higher class took them) is shown as waiting, so its policy may place it again.
-fn class_jobs(view: &SchedulerView<'_>, value: i32, capacity: &[u32]) -> Vec<ActiveJob> {
+fn class_jobs(
+    view: &SchedulerView<'_>,
+    classes: &ActiveClasses,
+    value: i32,
+    capacity: &[u32],
+) -> Vec<ActiveJob> {
     let mut jobs: Vec<ActiveJob> = view
         .jobs
         .iter()
-        .filter(|j| view.spec(j).class.value == value)
+        .filter(|j| classes.of(view, j).0 == value)
         .cloned()
         .collect();
     jobs.sort_by_key(|j| (j.first_start.is_none(), j.first_start, j.id));
