@@ -53,8 +53,9 @@ pub struct PriorityClasses {
 /// Where the caller keeps the present and each job's position (the simulator, which hands every
 /// job that leaves to `job_finished`), the counts per class are kept between events: a job is
 /// counted once, from its spec, when first seen waiting, and uncounted as it finishes; its class
-/// is kept by job id, so the highest waiting class reads 4 bytes per waiting job. Elsewhere (the
-/// daemon rebuilds its view at each round) every event counts again from the specs.
+/// is kept by job id, so the highest waiting class and the passes over the active jobs read 8
+/// bytes a job. Elsewhere (the daemon rebuilds its view at each round) every event counts again
+/// from the specs.
 #[derive(Debug, Default)]
 struct ActiveClasses {
     /// Active jobs per class value, highest first.
