@@ -258,3 +258,13 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// A class's copy of the cluster rounds CPUs and memory down by the cast alone: the same
+    /// whole number as `floor()` then the cast, for every input (negative, fractional, huge,
+    /// infinite, NaN).
+    #[test]
+    fn the_cast_rounds_down_as_floor_does(x in proptest::num::f64::ANY) {
+        proptest::prop_assert_eq!(x as u32, x.floor() as u32);
+    }
+}
