@@ -60,8 +60,9 @@ pub struct PriorityClasses {
 struct ActiveClasses {
     /// Active jobs per class value, highest first.
     counts: BTreeMap<Reverse<i32>, usize>,
-    /// The highest class with a job waiting, as the last count from the specs saw it.
-    highest_waiting: Option<i32>,
+    /// The highest class with a job waiting, as the last count from the specs saw it (read
+    /// where the classes are not kept).
+    counted_highest_waiting: Option<i32>,
     /// While kept between events: per job id, its class (value, preemptible) while it is
     /// counted.
     of: Vec<Option<(i32, bool)>>,
@@ -108,7 +109,7 @@ impl ActiveClasses {
     /// Counts every active job of `view` from its spec; keeps each job's class when `keep`.
     fn count_again(&mut self, view: &SchedulerView<'_>, keep: Option<(usize, usize)>) {
         self.counts.clear();
-        self.highest_waiting = None;
+        self.counted_highest_waiting = None;
         self.kept_for = keep;
         self.of.clear();
         if keep.is_some() {
@@ -119,7 +120,7 @@ impl ActiveClasses {
             let value = class.value;
             *self.counts.entry(Reverse(value)).or_default() += 1;
             if !job.is_running() {
-                self.highest_waiting = self.highest_waiting.max(Some(value));
+                self.counted_highest_waiting = self.counted_highest_waiting.max(Some(value));
             }
             if let Some(slot) = self.of.get_mut(job.id.index()) {
                 *slot = Some((value, class.preemptible));
@@ -138,13 +139,13 @@ impl ActiveClasses {
                 .filter_map(|job| self.of.get(job.id.index()).copied().flatten())
                 .map(|(value, _)| value)
                 .max(),
-            _ => self.highest_waiting,
+            _ => self.counted_highest_waiting,
         }
     }
 
     /// `job`'s class (value, preemptible): kept, or read from its spec.
     #[inline]
-    fn of(&self, view: &SchedulerView<'_>, job: &ActiveJob) -> (i32, bool) {
+    fn class_of(&self, view: &SchedulerView<'_>, job: &ActiveJob) -> (i32, bool) {
         match self.of.get(job.id.index()) {
             Some(&Some(class)) => class,
             _ => {
@@ -436,7 +437,7 @@ fn runs_kept(
         run: view
             .jobs
             .iter()
-            .filter(|j| classes.of(view, j).0 == value)
+            .filter(|j| classes.class_of(view, j).0 == value)
             .filter_map(|j| {
                 j.placement()
                     .map(|p| arbiter_model::Assignment::exclusive(j.id, p.clone()))
@@ -467,7 +468,7 @@ fn held_below(
 ) -> PerNode {
     let mut held = vec![0; nodes];
     for job in view.jobs {
-        let (class, preemptible) = classes.of(view, job);
+        let (class, preemptible) = classes.class_of(view, job);
         if class >= value || (only_fixed && preemptible) {
             continue;
         }
@@ -493,7 +494,7 @@ fn class_jobs(
     let mut jobs: Vec<ActiveJob> = view
         .jobs
         .iter()
-        .filter(|j| classes.of(view, j).0 == value)
+        .filter(|j| classes.class_of(view, j).0 == value)
         .cloned()
         .collect();
     jobs.sort_by_key(|j| (j.first_start.is_none(), j.first_start, j.id));
