@@ -925,11 +925,11 @@ impl Engine<'_> {
 
     /// Debug builds: the occupancy equals the running jobs' placements, a shared placement
     /// counted once — the engine's partner links and GPU accounting agree. The check is a pass
-    /// over every active job: it runs after every decision and end while few jobs are active
-    /// (every test's small workload), and about once per [`DEBUG_CHECK_SPAN`]th of the active
-    /// jobs' count of events beyond that, so that its cost per event stays bounded. (At every
-    /// event it made a debug-built simulation with tens of thousands of waiting jobs quadratic:
-    /// three quarters of a Philly replay's time in the test suite.)
+    /// over every active job: it runs after every decision and end while at most
+    /// [`DEBUG_CHECK_SPAN`] jobs are active (every test's small workload), and beyond that once
+    /// every (active jobs / [`DEBUG_CHECK_SPAN`]) calls, so that its cost per event stays
+    /// bounded. (At every event it made a debug-built simulation with tens of thousands of
+    /// waiting jobs quadratic: three quarters of a Philly replay's time in the test suite.)
     fn debug_check_occupancy(&mut self) {
         #[cfg(debug_assertions)]
         {
