@@ -311,8 +311,9 @@ struct Engine<'a> {
     windows: Vec<crate::reservations::Window>,
     /// With a policy that weighs tenants by decayed usage: every stint's GPU time, by tenant.
     ledger: Option<arbiter_policy::UsageLedger>,
-    /// Debug builds: the active jobs' worth of events until the next full check of the
-    /// occupancy ([`Engine::debug_check_occupancy`]).
+    /// Debug builds: credit toward the next full check of the occupancy, [`DEBUG_CHECK_SPAN`]
+    /// more per call; the check runs once it reaches the active jobs' count
+    /// ([`Engine::debug_check_occupancy`]).
     #[cfg_attr(not(debug_assertions), allow(dead_code))]
     debug_check_credit: usize,
 }
