@@ -111,7 +111,13 @@ pub fn run(
 /// `arbiter bench --suite gavel`: solve times of Gavel's allocation LPs at the sizes the issue
 /// names, then Figure-8 points per policy ([`figure8_points`]).
 pub fn run_gavel(json: bool) -> Result<()> {
-    use arbiter_policy::gavel::allocation::{self, AllocJob, JobProgress};
+    use arbiter_policy::gavel::allocation::{self, AllocJob, JobProgress, MaxMinMemo};
+    use arbiter_solver::SolveMethod;
+    /// Each program by both methods (`policy.gavel.solver`), the label's suffix naming it.
+    const METHODS: [(SolveMethod, &str); 2] = [
+        (SolveMethod::InteriorPoint, ""),
+        (SolveMethod::Simplex, " (simplex)"),
+    ];
     let table = arbiter_trace::gavel::ThroughputTable::read(std::path::Path::new(
         "data/gavel/simulation_throughputs.json",
     ))
@@ -154,13 +160,19 @@ pub fn run_gavel(json: bool) -> Result<()> {
         Ok(())
     };
     let gpus = [36.0 * 19.0, 36.0 * 19.0, 36.0 * 19.0];
+    // The max-min program by each method (a fresh memo each time: nothing answered from it).
+    let max_min = |jobs: &[AllocJob], g: &[f64], method: SolveMethod| {
+        allocation::max_min_fairness_memo(jobs, g, true, &mut MaxMinMemo::default(), method)
+    };
     for n in [256usize, 2048] {
         let jobs = jobs_of(n);
         let g: Vec<f64> = gpus.iter().map(|x| x * n as f64 / 2048.0).collect();
-        time(
-            &format!("max-min-fairness-het LP, {n} jobs x 3 types"),
-            &|| allocation::max_min_fairness(&jobs, &g, true),
-        )?;
+        for (method, by) in METHODS {
+            time(
+                &format!("max-min-fairness-het LP, {n} jobs x 3 types{by}"),
+                &|| max_min(&jobs, &g, method),
+            )?;
+        }
     }
     {
         // The same with every job's throughputs distinct (no two jobs interchangeable): the LP
@@ -175,20 +187,25 @@ pub fn run_gavel(json: bool) -> Result<()> {
                 job
             })
             .collect();
-        time("max-min-fairness-het LP, 2048 distinct jobs", &|| {
-            allocation::max_min_fairness(&jobs, &gpus, true)
-        })?;
+        for (method, by) in METHODS {
+            time(&format!("max-min-fairness-het LP, 2048 distinct jobs{by}"), &|| {
+                max_min(&jobs, &gpus, method)
+            })?;
+        }
     }
     {
         let jobs = jobs_of(512);
         let progress = progress_of(512);
         let g = [170.0, 170.0, 170.0];
-        time("finish-time-fairness-het, 512 jobs (bisection)", &|| {
-            allocation::finish_time_fairness(&jobs, &progress, &g, true)
-        })?;
-        time("min-makespan-het LP, 512 jobs", &|| {
-            allocation::min_makespan(&jobs, &progress, &g, true)
-        })?;
+        for (method, by) in METHODS {
+            time(
+                &format!("finish-time-fairness-het, 512 jobs (bisection){by}"),
+                &|| allocation::finish_time_fairness(&jobs, &progress, &g, true, method),
+            )?;
+            time(&format!("min-makespan-het LP, 512 jobs{by}"), &|| {
+                allocation::min_makespan(&jobs, &progress, &g, true, method)
+            })?;
+        }
     }
     {
         // Space sharing over every measured pair of the table's single-GPU job types.
@@ -226,9 +243,11 @@ pub fn run_gavel(json: bool) -> Result<()> {
                 .iter()
                 .map(|x| (x * n as f64 / 2048.0).max(1.0))
                 .collect();
-            time(&format!("max-min-fairness-packed LP, {n} jobs"), &|| {
-                packing::max_min_fairness_packed(&jobs, &pairs, &g).map(|x| x.solo)
-            })?;
+            for (method, by) in METHODS {
+                time(&format!("max-min-fairness-packed LP, {n} jobs{by}"), &|| {
+                    packing::max_min_fairness_packed(&jobs, &pairs, &g, method).map(|x| x.solo)
+                })?;
+            }
         }
     }
     let points = figure8_points(json)?;
@@ -243,36 +262,39 @@ pub fn run_gavel(json: bool) -> Result<()> {
 
 /// Figure-8 points as `arbiter run` simulates them, one at a time (seed 0, 1,000 measured jobs of
 /// 6,500): LAS and LAS-het at 2 jobs/hour (`gavel-continuous-single.toml`), LAS-het and space
-/// sharing at 5 jobs/hour (`gavel-space-sharing.toml`). Wall time is the runner's, per simulation.
+/// sharing at 5 jobs/hour (`gavel-space-sharing.toml`), each with the interior point (the
+/// reproductions') and with the simplex (`policy.gavel.solver`). Wall time is the runner's, per
+/// simulation.
 fn figure8_points(json: bool) -> Result<Vec<serde_json::Value>> {
     use arbiter_sim::scenario::Scenario;
-    let points = [
-        ("scenarios/gavel-continuous-single.toml", "max-min-fairness"),
-        (
-            "scenarios/gavel-continuous-single.toml",
-            "max-min-fairness-het",
-        ),
-        ("scenarios/gavel-space-sharing.toml", "max-min-fairness-het"),
-        (
-            "scenarios/gavel-space-sharing.toml",
-            "max-min-fairness-packed",
-        ),
-    ];
+    const SINGLE: &str = "scenarios/gavel-continuous-single.toml";
+    const SHARING: &str = "scenarios/gavel-space-sharing.toml";
+    let mut points = Vec::new();
+    for solver in ["interior-point", "simplex"] {
+        points.extend([
+            (SINGLE, "max-min-fairness", solver),
+            (SINGLE, "max-min-fairness-het", solver),
+            (SHARING, "max-min-fairness-het", solver),
+            (SHARING, "max-min-fairness-packed", solver),
+        ]);
+    }
     if !json {
         outln!();
         outln!(
-            "{:<24} {:>10} {:>8} {:>12}",
+            "{:<24} {:<15} {:>10} {:>8} {:>12}",
             "Figure-8 point, seed 0",
+            "solver",
             "jobs/hour",
             "wall s",
             "avg JCT s"
         );
     }
     let mut rows = Vec::new();
-    for (file, policy) in points {
+    for (file, policy, solver) in points {
         let overrides = [
             format!("policies=[\"{policy}\"]"),
             "workload.seeds=[0]".to_string(),
+            format!("policy.gavel.solver=\"{solver}\""),
         ];
         let scenario = Scenario::load(std::path::Path::new(file), &overrides)
             .with_context(|| format!("reading {file} (run from the repository root)"))?;
@@ -289,12 +311,12 @@ fn figure8_points(json: bool) -> Result<Vec<serde_json::Value>> {
             .unwrap_or(0.0);
         if !json {
             outln!(
-                "{policy:<24} {rate:>10.1} {:>8.2} {:>12.0}",
+                "{policy:<24} {solver:<15} {rate:>10.1} {:>8.2} {:>12.0}",
                 row.wall_s,
                 row.summary.avg_jct_s
             );
         }
-        rows.push(serde_json::json!({ "policy": policy, "jobs_per_hour": rate, "wall_s": row.wall_s, "avg_jct_s": row.summary.avg_jct_s }));
+        rows.push(serde_json::json!({ "policy": policy, "solver": solver, "jobs_per_hour": rate, "wall_s": row.wall_s, "avg_jct_s": row.summary.avg_jct_s }));
     }
     Ok(rows)
 }

@@ -51,6 +51,23 @@ pub enum SolverError {
     /// (give a warm start to always have one).
     #[error("the solver reached its limit before finding a feasible point")]
     NoIncumbent,
+    /// The method cannot solve a program of this form ([`LinearProgram::solve_simplex`] needs
+    /// every constraint to hold at the origin); another method can.
+    #[error("the program's form is not supported by this method: {0}")]
+    Unsupported(&'static str),
+}
+
+/// Which method solves a linear program ([`LinearProgram::solve_by`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SolveMethod {
+    /// Clarabel's interior point: where the optimum is not unique, a point near the centre of
+    /// the optimal face (what Gavel's ECOS returns, which its reproductions depend on).
+    #[default]
+    InteriorPoint,
+    /// The dense revised simplex of [`simplex`]: an optimal vertex, tens of microseconds for a
+    /// program of a few dozen rows. Programs it cannot start (see [`SolverError::Unsupported`])
+    /// are solved by the interior point.
+    Simplex,
 }
 
 /// A solved program.
@@ -207,6 +224,22 @@ impl LinearProgram {
         self.solve_with(&SolveOptions::default())
     }
 
+    /// Solves by `method`; `options` apply to the interior point (the simplex has no settings).
+    /// A program the simplex cannot start is solved by the interior point.
+    pub fn solve_by(
+        &self,
+        method: SolveMethod,
+        options: &SolveOptions,
+    ) -> Result<LpSolution, SolverError> {
+        match method {
+            SolveMethod::InteriorPoint => self.solve_with(options),
+            SolveMethod::Simplex => match self.solve_simplex() {
+                Err(SolverError::Unsupported(_)) => self.solve_with(options),
+                other => other,
+            },
+        }
+    }
+
     /// Solves with Clarabel and the given options.
     pub fn solve_with(&self, options: &SolveOptions) -> Result<LpSolution, SolverError> {
         let mut problem = ProblemVariables::new();
@@ -265,6 +298,7 @@ impl LinearProgram {
 }
 
 pub mod mip;
+pub mod simplex;
 pub use mip::{MipOptions, MipSolution};
 
 #[cfg(test)]

@@ -129,7 +129,7 @@ pub fn policy_config(
         rounds: RoundOptions {
             round_s,
             recompute_interval_s: round_s,
-            seed: 0,
+            ..RoundOptions::default()
         },
         gittins_prior_gpu_s: gittins_prior.to_vec(),
         // VTC charges a job handed GPUs one round of them, and decides again each round.

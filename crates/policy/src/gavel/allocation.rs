@@ -12,7 +12,7 @@
 //! and reads throughputs as T[j][k], a job's speed on type k relative to its V100 speed (Gavel uses
 //! steps/s; every objective here normalizes per job, so the per-job scale cancels).
 
-use arbiter_solver::{Direction, LinearProgram, SolveOptions, SolverError, VarId};
+use arbiter_solver::{Direction, LinearProgram, SolveMethod, SolveOptions, SolverError, VarId};
 
 /// One job as the allocation LPs see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,7 +60,14 @@ pub fn max_min_fairness(
     gpus_per_type: &[f64],
     aware: bool,
 ) -> Result<Allocation, SolverError> {
-    solve_max_min(jobs, gpus_per_type, aware, &mut MaxMinMemo::default(), true)
+    solve_max_min(
+        jobs,
+        gpus_per_type,
+        aware,
+        &mut MaxMinMemo::default(),
+        true,
+        SolveMethod::InteriorPoint,
+    )
 }
 
 /// Max-min fairness programs already solved, by their exact input: the job classes in order with
@@ -73,7 +80,14 @@ pub struct MaxMinMemo {
     solved: std::collections::BTreeMap<MemoKey, Vec<Vec<f64>>>,
 }
 
-type MemoKey = (bool, Vec<u64>, usize, Vec<((u64, u64, Vec<u64>), usize)>);
+/// The form (aware), the method (simplex), the GPUs per type, the job count and the classes.
+type MemoKey = (
+    bool,
+    bool,
+    Vec<u64>,
+    usize,
+    Vec<((u64, u64, Vec<u64>), usize)>,
+);
 
 impl MaxMinMemo {
     /// Programs remembered at most; the memo starts afresh when full (a bound on memory, not a
@@ -86,14 +100,16 @@ impl MaxMinMemo {
 /// refinement: on every reproduction (Figure 8, seeds 0-2) their answers are identical and they
 /// solve a quarter faster. (The agnostic ones are degenerate — every class has the same
 /// throughput pattern — and their central point moves without it, by 0.04% of JCT; the same
-/// programs inside `hierarchical` move more: both keep it.)
+/// programs inside `hierarchical` move more: both keep it.) `method`: the interior point (the
+/// reproductions' central point) or the simplex (a vertex of the same optimum, faster).
 pub fn max_min_fairness_memo(
     jobs: &[AllocJob],
     gpus_per_type: &[f64],
     aware: bool,
     memo: &mut MaxMinMemo,
+    method: SolveMethod,
 ) -> Result<Allocation, SolverError> {
-    solve_max_min(jobs, gpus_per_type, aware, memo, !aware)
+    solve_max_min(jobs, gpus_per_type, aware, memo, !aware, method)
 }
 
 fn solve_max_min(
@@ -102,6 +118,7 @@ fn solve_max_min(
     aware: bool,
     memo: &mut MaxMinMemo,
     refine: bool,
+    method: SolveMethod,
 ) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -123,6 +140,7 @@ fn solve_max_min(
     let (class_of_job, members) = group_by_key(keys.iter());
     let key: MemoKey = (
         aware,
+        method == SolveMethod::Simplex,
         gpus_per_type.iter().map(|g| g.to_bits()).collect(),
         jobs.len(),
         members
@@ -133,7 +151,8 @@ fn solve_max_min(
     let per_class = match memo.solved.get(&key) {
         Some(per_class) => per_class.clone(),
         None => {
-            let per_class = max_min_fairness_classes(jobs, gpus_per_type, aware, &members, refine)?;
+            let per_class =
+                max_min_fairness_classes(jobs, gpus_per_type, aware, &members, refine, method)?;
             if memo.solved.len() >= MaxMinMemo::CAPACITY {
                 memo.solved.clear();
             }
@@ -145,14 +164,32 @@ fn solve_max_min(
 }
 
 /// The max-min program over job classes (`members`: each class's jobs, first one standing for
-/// it); X per class. `refine`: the solver's iterative refinement.
+/// it); X per class. `refine`: the interior point's iterative refinement.
 fn max_min_fairness_classes(
     jobs: &[AllocJob],
     gpus_per_type: &[f64],
     aware: bool,
     members: &[Vec<usize>],
     refine: bool,
+    method: SolveMethod,
 ) -> Result<Vec<Vec<f64>>, SolverError> {
+    let (lp, x) = max_min_program(jobs, gpus_per_type, aware, members);
+    let options = SolveOptions {
+        iterative_refinement: refine,
+        ..SolveOptions::default()
+    };
+    let solution = lp.solve_by(method, &options)?;
+    Ok(read_allocation(&solution, &x))
+}
+
+/// The max-min program over job classes (`maximise t`, its objective) and X's variables per
+/// class.
+fn max_min_program(
+    jobs: &[AllocJob],
+    gpus_per_type: &[f64],
+    aware: bool,
+    members: &[Vec<usize>],
+) -> (LinearProgram, Vec<Vec<VarId>>) {
     let m = gpus_per_type.len();
     let isolated = equal_share(jobs, gpus_per_type);
     let mut lp = LinearProgram::new(Direction::Maximise);
@@ -209,12 +246,7 @@ fn max_min_fairness_classes(
         row.extend((0..m).map(|k| (x[c][k], -tput(k) * scale)));
         lp.add_le(row, 0.0);
     }
-    let options = SolveOptions {
-        iterative_refinement: refine,
-        ..SolveOptions::default()
-    };
-    let solution = lp.solve_with(&options)?;
-    Ok(read_allocation(&solution, &x))
+    (lp, x)
 }
 
 /// What makes two jobs interchangeable in an allocation program: scale factor, weight and
@@ -282,6 +314,7 @@ pub fn min_makespan(
     progress: &[JobProgress],
     gpus_per_type: &[f64],
     aware: bool,
+    method: SolveMethod,
 ) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -303,7 +336,7 @@ pub fn min_makespan(
         row.extend((0..m).map(|k| (x[j][k], -t[k])));
         lp.add_le(row, 0.0);
     }
-    let solution = lp.solve()?;
+    let solution = lp.solve_by(method, &SolveOptions::default())?;
     Ok(read_allocation(&solution, &x))
 }
 
@@ -318,11 +351,16 @@ pub fn min_makespan(
 /// (Σ_k T X >= R_j / (ρ D_j − t_j), D_j the denominator), so the minimal ρ is found by bisection
 /// over feasibility LPs (to 0.1%), and X is the solution at that ρ. The agnostic form sets
 /// every T[j][k] = 1.
+///
+/// With the simplex (`method`), each feasibility program is asked as the largest fraction
+/// `s <= 1` of every job's needed throughput that can be given at once (`Σ_k T X >= needed · s`,
+/// which holds at the origin, as the simplex needs): ρ is feasible when s reaches 1.
 pub fn finish_time_fairness(
     jobs: &[AllocJob],
     progress: &[JobProgress],
     gpus_per_type: &[f64],
     aware: bool,
+    method: SolveMethod,
 ) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -339,9 +377,15 @@ pub fn finish_time_fairness(
             progress[j].since_arrival_s + progress[j].remaining_s / iso
         })
         .collect();
+    let simplex = method == SolveMethod::Simplex;
     let feasible_at = |rho: f64| -> Result<Option<Allocation>, SolverError> {
         let mut lp = LinearProgram::new(Direction::Maximise);
         let x = base_variables(&mut lp, jobs, gpus_per_type);
+        // The fraction of every job's need met (the simplex's form); 1 for the interior point.
+        let met = simplex.then(|| lp.add_var(0.0, 1.0));
+        if let Some(met) = met {
+            lp.add_objective(met, 1.0);
+        }
         for j in 0..jobs.len() {
             if progress[j].remaining_s <= 0.0 {
                 continue; // nothing left to do: any share keeps ρ_j at its current value
@@ -351,11 +395,24 @@ pub fn finish_time_fairness(
                 return Ok(None);
             }
             let needed = progress[j].remaining_s / slack;
-            lp.add_ge((0..m).map(|k| (x[j][k], rows[j][k])).collect(), needed);
+            let mut row: Vec<(VarId, f64)> = (0..m).map(|k| (x[j][k], rows[j][k])).collect();
+            match met {
+                Some(met) => {
+                    row.push((met, -needed));
+                    lp.add_ge(row, 0.0);
+                }
+                None => lp.add_ge(row, needed),
+            }
         }
-        match lp.solve() {
-            Ok(solution) => Ok(Some(read_allocation(&solution, &x))),
-            Err(SolverError::Infeasible) => Ok(None),
+        let solved = match met {
+            Some(met) => lp
+                .solve_simplex()
+                .map(|solution| (solution.value(met) >= 1.0 - 1e-9).then_some(solution)),
+            None => lp.solve().map(Some),
+        };
+        match solved {
+            Ok(Some(solution)) => Ok(Some(read_allocation(&solution, &x))),
+            Ok(None) | Err(SolverError::Infeasible) => Ok(None),
             Err(e) => Err(e),
         }
     };
@@ -386,7 +443,11 @@ pub fn finish_time_fairness(
 /// Maximum total throughput (Gavel's `ThroughputSumWithPerf`): maximise Σ_j Σ_k T[j][k] X[j][k]
 /// over the base constraints, with T in absolute steps per second (so `AllocJob::throughput`
 /// must be absolute here, as Gavel's is).
-pub fn max_throughput(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Result<Allocation, SolverError> {
+pub fn max_throughput(
+    jobs: &[AllocJob],
+    gpus_per_type: &[f64],
+    method: SolveMethod,
+) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -397,7 +458,7 @@ pub fn max_throughput(jobs: &[AllocJob], gpus_per_type: &[f64]) -> Result<Alloca
             lp.add_objective(x[j][k], t);
         }
     }
-    let solution = lp.solve()?;
+    let solution = lp.solve_by(method, &SolveOptions::default())?;
     Ok(read_allocation(&solution, &x))
 }
 
@@ -466,6 +527,7 @@ pub fn hierarchical(
     gpus_per_type: &[f64],
     aware: bool,
     inner: InnerPolicy,
+    method: SolveMethod,
 ) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -528,7 +590,9 @@ pub fn hierarchical(
             None if floor.is_none() => lp.add_objective(t, 1.0),
             None => {}
         }
-        let solution = lp.solve()?;
+        // (Programs with frozen levels do not hold at the origin: the interior point solves
+        // them whichever method is asked.)
+        let solution = lp.solve_by(method, &SolveOptions::default())?;
         let value = match objective_tenant {
             Some(e) => value_terms[e]
                 .iter()
@@ -578,7 +642,14 @@ pub fn hierarchical(
             })
             .collect();
         let x = match inner {
-            InnerPolicy::Fairness => max_min_fairness(&tenant_jobs, &share, aware)?,
+            InnerPolicy::Fairness => solve_max_min(
+                &tenant_jobs,
+                &share,
+                aware,
+                &mut MaxMinMemo::default(),
+                true,
+                method,
+            )?,
             InnerPolicy::Fifo => fifo_fractional(&tenant_jobs, &share, aware),
         };
         for (row, &j) in x.into_iter().zip(&members[e]) {
@@ -720,6 +791,8 @@ pub fn effective_throughputs(jobs: &[AllocJob], allocation: &Allocation) -> Vec<
 mod tests {
     use super::*;
 
+    const BOTH_METHODS: [SolveMethod; 2] = [SolveMethod::InteriorPoint, SolveMethod::Simplex];
+
     fn job(throughput: Vec<f64>) -> AllocJob {
         AllocJob {
             scale_factor: 1.0,
@@ -765,9 +838,13 @@ mod tests {
         let gpus = [2.0, 3.0];
         for aware in [false, true] {
             let mut memo = MaxMinMemo::default();
-            let first = max_min_fairness_memo(&jobs, &gpus, aware, &mut memo).expect("solves");
+            let first =
+                max_min_fairness_memo(&jobs, &gpus, aware, &mut memo, SolveMethod::InteriorPoint)
+                    .expect("solves");
             assert_eq!(memo.solved.len(), 1);
-            let again = max_min_fairness_memo(&jobs, &gpus, aware, &mut memo).expect("answers");
+            let again =
+                max_min_fairness_memo(&jobs, &gpus, aware, &mut memo, SolveMethod::InteriorPoint)
+                    .expect("answers");
             assert_eq!(
                 memo.solved.len(),
                 1,
@@ -777,9 +854,23 @@ mod tests {
             assert_feasible(&jobs, &gpus, &first);
             // A program that differs only in a class's size, or in the order classes appear,
             // is another program.
-            let fewer = max_min_fairness_memo(&jobs[1..], &gpus, aware, &mut memo).expect("solves");
+            let fewer = max_min_fairness_memo(
+                &jobs[1..],
+                &gpus,
+                aware,
+                &mut memo,
+                SolveMethod::InteriorPoint,
+            )
+            .expect("solves");
             let reordered: Vec<AllocJob> = jobs.iter().rev().cloned().collect();
-            max_min_fairness_memo(&reordered, &gpus, aware, &mut memo).expect("solves");
+            max_min_fairness_memo(
+                &reordered,
+                &gpus,
+                aware,
+                &mut memo,
+                SolveMethod::InteriorPoint,
+            )
+            .expect("solves");
             assert_eq!(memo.solved.len(), 3);
             assert_eq!(fewer.len(), 3);
             // Agnostic programs are solved exactly as max_min_fairness solves them.
@@ -825,113 +916,121 @@ mod tests {
 
     #[test]
     fn min_makespan_finishes_everything_together_when_it_can() {
-        // Two jobs, one GPU: remaining 100 s and 300 s. Shares 1/4 and 3/4 finish both at 400 s.
-        let jobs = vec![job(vec![1.0]), job(vec![1.0])];
-        let progress = [
-            JobProgress {
-                remaining_s: 100.0,
-                since_arrival_s: 0.0,
-            },
-            JobProgress {
-                remaining_s: 300.0,
-                since_arrival_s: 0.0,
-            },
-        ];
-        let x = min_makespan(&jobs, &progress, &[1.0], true).expect("solves");
-        assert!(
-            (x[0][0] - 0.25).abs() < 1e-3 && (x[1][0] - 0.75).abs() < 1e-3,
-            "{x:?}"
-        );
+        for method in BOTH_METHODS {
+            // Two jobs, one GPU: remaining 100 s and 300 s. Shares 1/4 and 3/4 finish both at 400 s.
+            let jobs = vec![job(vec![1.0]), job(vec![1.0])];
+            let progress = [
+                JobProgress {
+                    remaining_s: 100.0,
+                    since_arrival_s: 0.0,
+                },
+                JobProgress {
+                    remaining_s: 300.0,
+                    since_arrival_s: 0.0,
+                },
+            ];
+            let x = min_makespan(&jobs, &progress, &[1.0], true, method).expect("solves");
+            assert!(
+                (x[0][0] - 0.25).abs() < 1e-3 && (x[1][0] - 0.75).abs() < 1e-3,
+                "{x:?}"
+            );
+        }
     }
 
     #[test]
     fn heterogeneity_aware_min_makespan_uses_the_fast_gpus_where_they_help_most() {
-        // V100 + K80. Job 0 is 10x faster on the V100, job 1 equally fast on both; equal work.
-        // Het-aware: job 0 on the V100, job 1 on the K80 — both finish at R. Agnostic ignores it.
-        let jobs = vec![job(vec![1.0, 0.1]), job(vec![1.0, 1.0])];
-        let progress = [JobProgress {
-            remaining_s: 100.0,
-            since_arrival_s: 0.0,
-        }; 2];
-        let x = min_makespan(&jobs, &progress, &[1.0, 1.0], true).expect("solves");
-        let eff = effective_throughputs(&jobs, &x);
-        assert!(eff[0] > 0.99 && eff[1] > 0.99, "{x:?}");
+        for method in BOTH_METHODS {
+            // V100 + K80. Job 0 is 10x faster on the V100, job 1 equally fast on both; equal work.
+            // Het-aware: job 0 on the V100, job 1 on the K80 — both finish at R. Agnostic ignores it.
+            let jobs = vec![job(vec![1.0, 0.1]), job(vec![1.0, 1.0])];
+            let progress = [JobProgress {
+                remaining_s: 100.0,
+                since_arrival_s: 0.0,
+            }; 2];
+            let x = min_makespan(&jobs, &progress, &[1.0, 1.0], true, method).expect("solves");
+            let eff = effective_throughputs(&jobs, &x);
+            assert!(eff[0] > 0.99 && eff[1] > 0.99, "{x:?}");
+        }
     }
 
     #[test]
     fn finish_time_fairness_evens_out_rho() {
-        // One GPU, two fresh jobs with remaining 100 s and 300 s: isolated share is 1/2 each,
-        // isolated finish 200 s and 600 s. Any split gives ρ0 = 100/(200 x0), ρ1 = 300/(600 x1);
-        // min max ρ at x0 = x1 = 1/2 (ρ = 1).
-        let jobs = vec![job(vec![1.0]), job(vec![1.0])];
-        let progress = [
-            JobProgress {
-                remaining_s: 100.0,
-                since_arrival_s: 0.0,
-            },
-            JobProgress {
-                remaining_s: 300.0,
-                since_arrival_s: 0.0,
-            },
-        ];
-        let x = finish_time_fairness(&jobs, &progress, &[1.0], true).expect("solves");
-        assert!(
-            (x[0][0] - 0.5).abs() < 0.01 && (x[1][0] - 0.5).abs() < 0.01,
-            "{x:?}"
-        );
-        // On a heterogeneous instance with spare capacity the optimum beats the equal split
-        // (ρ = 1 by definition) on the worst ρ.
-        let jobs = vec![
-            job(vec![1.0, 0.2]),
-            job(vec![1.0, 0.9]),
-            job(vec![1.0, 0.5]),
-        ];
-        let progress = [
-            JobProgress {
-                remaining_s: 500.0,
-                since_arrival_s: 1000.0,
-            },
-            JobProgress {
-                remaining_s: 3000.0,
-                since_arrival_s: 0.0,
-            },
-            JobProgress {
-                remaining_s: 800.0,
-                since_arrival_s: 200.0,
-            },
-        ];
-        // Two GPUs of each type for three jobs: the equal share leaves capacity unused.
-        let gpus = [2.0, 2.0];
-        let x = finish_time_fairness(&jobs, &progress, &gpus, true).expect("solves");
-        assert_feasible(&jobs, &gpus, &x);
-        let equal = equal_share(&jobs, &gpus);
-        let worst = |alloc: &Allocation| -> f64 {
-            let eff = effective_throughputs(&jobs, alloc);
-            let iso = effective_throughputs(&jobs, &equal);
-            (0..3)
-                .map(|j| {
-                    let p = progress[j];
-                    (p.since_arrival_s + p.remaining_s / eff[j])
-                        / (p.since_arrival_s + p.remaining_s / iso[j])
-                })
-                .fold(0.0, f64::max)
-        };
-        assert!(
-            worst(&x) < worst(&equal) - 0.01,
-            "{} vs {}",
-            worst(&x),
-            worst(&equal)
-        );
+        for method in BOTH_METHODS {
+            // One GPU, two fresh jobs with remaining 100 s and 300 s: isolated share is 1/2 each,
+            // isolated finish 200 s and 600 s. Any split gives ρ0 = 100/(200 x0), ρ1 = 300/(600 x1);
+            // min max ρ at x0 = x1 = 1/2 (ρ = 1).
+            let jobs = vec![job(vec![1.0]), job(vec![1.0])];
+            let progress = [
+                JobProgress {
+                    remaining_s: 100.0,
+                    since_arrival_s: 0.0,
+                },
+                JobProgress {
+                    remaining_s: 300.0,
+                    since_arrival_s: 0.0,
+                },
+            ];
+            let x = finish_time_fairness(&jobs, &progress, &[1.0], true, method).expect("solves");
+            assert!(
+                (x[0][0] - 0.5).abs() < 0.01 && (x[1][0] - 0.5).abs() < 0.01,
+                "{x:?}"
+            );
+            // On a heterogeneous instance with spare capacity the optimum beats the equal split
+            // (ρ = 1 by definition) on the worst ρ.
+            let jobs = vec![
+                job(vec![1.0, 0.2]),
+                job(vec![1.0, 0.9]),
+                job(vec![1.0, 0.5]),
+            ];
+            let progress = [
+                JobProgress {
+                    remaining_s: 500.0,
+                    since_arrival_s: 1000.0,
+                },
+                JobProgress {
+                    remaining_s: 3000.0,
+                    since_arrival_s: 0.0,
+                },
+                JobProgress {
+                    remaining_s: 800.0,
+                    since_arrival_s: 200.0,
+                },
+            ];
+            // Two GPUs of each type for three jobs: the equal share leaves capacity unused.
+            let gpus = [2.0, 2.0];
+            let x = finish_time_fairness(&jobs, &progress, &gpus, true, method).expect("solves");
+            assert_feasible(&jobs, &gpus, &x);
+            let equal = equal_share(&jobs, &gpus);
+            let worst = |alloc: &Allocation| -> f64 {
+                let eff = effective_throughputs(&jobs, alloc);
+                let iso = effective_throughputs(&jobs, &equal);
+                (0..3)
+                    .map(|j| {
+                        let p = progress[j];
+                        (p.since_arrival_s + p.remaining_s / eff[j])
+                            / (p.since_arrival_s + p.remaining_s / iso[j])
+                    })
+                    .fold(0.0, f64::max)
+            };
+            assert!(
+                worst(&x) < worst(&equal) - 0.01,
+                "{} vs {}",
+                worst(&x),
+                worst(&equal)
+            );
+        }
     }
 
     #[test]
     fn max_throughput_sends_each_job_where_it_is_fastest_in_absolute_terms() {
-        // Job 0 does 10 steps/s on the V100 and 1 on the K80; job 1 does 5 and 4.
-        // Total is maximised by job 0 on the V100 (10) and job 1 on the K80 (4) = 14.
-        let jobs = vec![job(vec![10.0, 1.0]), job(vec![5.0, 4.0])];
-        let x = max_throughput(&jobs, &[1.0, 1.0]).expect("solves");
-        let total: f64 = effective_throughputs(&jobs, &x).iter().sum();
-        assert!((total - 14.0).abs() < 1e-4, "{x:?}");
+        for method in BOTH_METHODS {
+            // Job 0 does 10 steps/s on the V100 and 1 on the K80; job 1 does 5 and 4.
+            // Total is maximised by job 0 on the V100 (10) and job 1 on the K80 (4) = 14.
+            let jobs = vec![job(vec![10.0, 1.0]), job(vec![5.0, 4.0])];
+            let x = max_throughput(&jobs, &[1.0, 1.0], method).expect("solves");
+            let total: f64 = effective_throughputs(&jobs, &x).iter().sum();
+            assert!((total - 14.0).abs() < 1e-4, "{x:?}");
+        }
     }
 
     #[test]
@@ -975,72 +1074,78 @@ mod tests {
 
     #[test]
     fn hierarchical_splits_by_tenant_weight_first() {
-        // One GPU type with 4 GPUs. Tenant 0 (weight 3) has one job, tenant 1 (weight 1) three.
-        // Across tenants, shares go 3:1 — but a single job can use at most one GPU, so tenant 0
-        // gets 1 GPU and tenant 1 the rest; inside tenant 1 the three jobs split evenly.
-        let jobs = vec![
-            job(vec![1.0]),
-            job(vec![1.0]),
-            job(vec![1.0]),
-            job(vec![1.0]),
-        ];
-        let x = hierarchical(
-            &jobs,
-            &[0, 1, 1, 1],
-            &[3.0, 1.0],
-            &[4.0],
-            true,
-            InnerPolicy::Fairness,
-        )
-        .expect("solves");
-        assert_feasible(&jobs, &[4.0], &x);
-        assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
-        for j in 1..4 {
-            assert!((x[j][0] - 1.0).abs() < 1e-3, "{x:?}");
+        for method in BOTH_METHODS {
+            // One GPU type with 4 GPUs. Tenant 0 (weight 3) has one job, tenant 1 (weight 1) three.
+            // Across tenants, shares go 3:1 — but a single job can use at most one GPU, so tenant 0
+            // gets 1 GPU and tenant 1 the rest; inside tenant 1 the three jobs split evenly.
+            let jobs = vec![
+                job(vec![1.0]),
+                job(vec![1.0]),
+                job(vec![1.0]),
+                job(vec![1.0]),
+            ];
+            let x = hierarchical(
+                &jobs,
+                &[0, 1, 1, 1],
+                &[3.0, 1.0],
+                &[4.0],
+                true,
+                InnerPolicy::Fairness,
+                method,
+            )
+            .expect("solves");
+            assert_feasible(&jobs, &[4.0], &x);
+            assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
+            for j in 1..4 {
+                assert!((x[j][0] - 1.0).abs() < 1e-3, "{x:?}");
+            }
+            // Scarce GPUs: 2 GPUs, weights 3:1 → tenant 0's single job gets 1.0 (its cap), and the
+            // other three share the remaining GPU equally (1/3 each) although tenant 1 has 3 jobs.
+            let x = hierarchical(
+                &jobs,
+                &[0, 1, 1, 1],
+                &[3.0, 1.0],
+                &[2.0],
+                true,
+                InnerPolicy::Fairness,
+                method,
+            )
+            .expect("solves");
+            assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
+            for j in 1..4 {
+                assert!((x[j][0] - 1.0 / 3.0).abs() < 1e-3, "{x:?}");
+            }
+            // Equal weights, 1 GPU: each tenant gets half; tenant 1's three jobs a sixth each.
+            let x = hierarchical(
+                &jobs,
+                &[0, 1, 1, 1],
+                &[1.0, 1.0],
+                &[1.0],
+                true,
+                InnerPolicy::Fairness,
+                method,
+            )
+            .expect("solves");
+            assert!((x[0][0] - 0.5).abs() < 1e-3, "{x:?}");
+            for j in 1..4 {
+                assert!((x[j][0] - 1.0 / 6.0).abs() < 1e-3, "{x:?}");
+            }
+            // FIFO inside: tenant 1's half goes to its first job.
+            let x = hierarchical(
+                &jobs,
+                &[0, 1, 1, 1],
+                &[1.0, 1.0],
+                &[1.0],
+                true,
+                InnerPolicy::Fifo,
+                method,
+            )
+            .expect("solves");
+            assert!(
+                (x[1][0] - 0.5).abs() < 1e-3 && x[2][0] < 1e-6 && x[3][0] < 1e-6,
+                "{x:?}"
+            );
         }
-        // Scarce GPUs: 2 GPUs, weights 3:1 → tenant 0's single job gets 1.0 (its cap), and the
-        // other three share the remaining GPU equally (1/3 each) although tenant 1 has 3 jobs.
-        let x = hierarchical(
-            &jobs,
-            &[0, 1, 1, 1],
-            &[3.0, 1.0],
-            &[2.0],
-            true,
-            InnerPolicy::Fairness,
-        )
-        .expect("solves");
-        assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
-        for j in 1..4 {
-            assert!((x[j][0] - 1.0 / 3.0).abs() < 1e-3, "{x:?}");
-        }
-        // Equal weights, 1 GPU: each tenant gets half; tenant 1's three jobs a sixth each.
-        let x = hierarchical(
-            &jobs,
-            &[0, 1, 1, 1],
-            &[1.0, 1.0],
-            &[1.0],
-            true,
-            InnerPolicy::Fairness,
-        )
-        .expect("solves");
-        assert!((x[0][0] - 0.5).abs() < 1e-3, "{x:?}");
-        for j in 1..4 {
-            assert!((x[j][0] - 1.0 / 6.0).abs() < 1e-3, "{x:?}");
-        }
-        // FIFO inside: tenant 1's half goes to its first job.
-        let x = hierarchical(
-            &jobs,
-            &[0, 1, 1, 1],
-            &[1.0, 1.0],
-            &[1.0],
-            true,
-            InnerPolicy::Fifo,
-        )
-        .expect("solves");
-        assert!(
-            (x[1][0] - 0.5).abs() < 1e-3 && x[2][0] < 1e-6 && x[3][0] < 1e-6,
-            "{x:?}"
-        );
     }
 
     #[test]
@@ -1082,5 +1187,143 @@ mod tests {
             (x[0][0] - 0.75).abs() < 1e-3 && (x[1][0] - 0.25).abs() < 1e-3,
             "{x:?}"
         );
+    }
+
+    /// Random max-min programs: 1–24 jobs (some alike, so classes form) over 1–4 GPU types,
+    /// each job able to run on at least one type, 1–8 GPUs, weights 1–4, 1–40 GPUs per type.
+    fn random_programs() -> impl proptest::strategy::Strategy<Value = (Vec<AllocJob>, Vec<f64>)> {
+        use proptest::prelude::*;
+        (1usize..5).prop_flat_map(|types| {
+            let job = (
+                proptest::collection::vec(prop_oneof![Just(0.0), 0.05f64..1.5], types),
+                prop_oneof![Just(1.0), Just(2.0), Just(4.0), Just(8.0)],
+                prop_oneof![Just(1.0), 1.0f64..4.0],
+            )
+                .prop_map(|(mut throughput, scale_factor, weight)| {
+                    if throughput.iter().all(|&t| t == 0.0) {
+                        throughput[0] = 1.0;
+                    }
+                    AllocJob {
+                        scale_factor,
+                        weight,
+                        throughput,
+                    }
+                });
+            (
+                proptest::collection::vec(job, 1..8),
+                proptest::collection::vec(0usize..8, 1..24),
+                proptest::collection::vec(prop_oneof![Just(1.0), 2.0f64..40.0], types),
+            )
+                .prop_map(|(kinds, picks, gpus)| {
+                    let jobs = picks
+                        .iter()
+                        .map(|&p| kinds[p % kinds.len()].clone())
+                        .collect();
+                    (jobs, gpus)
+                })
+        })
+    }
+
+    /// The classes `solve_max_min` forms.
+    fn classes(jobs: &[AllocJob], aware: bool) -> Vec<Vec<usize>> {
+        let keys = jobs.iter().map(|job| {
+            job_class_key(&AllocJob {
+                throughput: throughput_row(job, aware),
+                ..job.clone()
+            })
+        });
+        group_by_key(keys).1
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// The simplex reaches the interior point's optimum: the same program solved three ways,
+        /// the simplex's objective equal to microlp's (another simplex) within 1e-9 relative and
+        /// to Clarabel's within 1e-8 (Clarabel's own accuracy at its tolerance of 1e-10 is
+        /// ≈ 1e-9: its point lies just inside); the simplex's allocation, read back per job
+        /// through the policy's path, feasible and giving every job at least that level.
+        #[test]
+        fn the_simplex_reaches_the_interior_points_optimum(
+            (jobs, gpus) in random_programs(),
+            aware in proptest::prelude::any::<bool>(),
+        ) {
+            let members = classes(&jobs, aware);
+            let (lp, _) = max_min_program(&jobs, &gpus, aware, &members);
+            let simplex = lp.solve_simplex().expect("startable");
+            let microlp = lp
+                .solve_integer(&arbiter_solver::MipOptions::default())
+                .expect("microlp solves it");
+            let tight = SolveOptions { tolerance: 1e-10, ..SolveOptions::default() };
+            let clarabel = lp.solve_with(&tight).expect("Clarabel solves it");
+            let scale = simplex.objective.abs().max(1e-12);
+            proptest::prop_assert!(
+                (simplex.objective - microlp.objective).abs() <= 1e-9 * scale,
+                "simplex {} microlp {}", simplex.objective, microlp.objective
+            );
+            proptest::prop_assert!(
+                (simplex.objective - clarabel.objective).abs() <= 1e-8 * scale,
+                "simplex {} Clarabel {}", simplex.objective, clarabel.objective
+            );
+            let x = max_min_fairness_memo(
+                &jobs, &gpus, aware, &mut MaxMinMemo::default(), SolveMethod::Simplex,
+            ).expect("solves");
+            assert_feasible(&jobs, &gpus, &x);
+            let isolated = equal_share(&jobs, &gpus);
+            for (j, job) in jobs.iter().enumerate() {
+                let t = throughput_row(job, aware);
+                let iso: f64 = if aware {
+                    t.iter().zip(&isolated[j]).map(|(a, b)| a * b).sum()
+                } else {
+                    1.0
+                };
+                let value = job.scale_factor / (job.weight * iso)
+                    * t.iter().zip(&x[j]).map(|(a, b)| a * b).sum::<f64>();
+                proptest::prop_assert!(
+                    value >= simplex.objective * (1.0 - 1e-9) - 1e-12,
+                    "job {j} gets {value} below the level {}", simplex.objective
+                );
+            }
+        }
+
+        /// Where the optimum is unique — one GPU type whose GPUs run out before any job's time
+        /// budget, so every job sits exactly at the level — both methods choose the same
+        /// allocation.
+        #[test]
+        fn where_the_optimum_is_unique_both_choose_the_same_allocation(
+            sizes in proptest::collection::vec(
+                (1u32..4, 0.2f64..1.0, 1.0f64..3.0), 1..12),
+            fraction in 0.05f64..0.9,
+        ) {
+            let jobs: Vec<AllocJob> = sizes
+                .iter()
+                .map(|&(gpus, speed, weight)| AllocJob {
+                    scale_factor: f64::from(gpus),
+                    weight,
+                    throughput: vec![speed],
+                })
+                .collect();
+            let demand: f64 = jobs.iter().map(|j| j.scale_factor).sum();
+            let gpus = [demand * fraction];
+            // Unique when the GPUs run out before any job's time budget: each job's value per
+            // unit of time is c_j, the GPUs allow the level G / Σ sf_j / c_j, and no c_j is below
+            // it (else that job's budget binds first and the others' shares are free).
+            let isolated = equal_share(&jobs, &gpus);
+            let per_time: Vec<f64> = jobs
+                .iter()
+                .zip(&isolated)
+                .map(|(j, e)| j.scale_factor / (j.weight * j.throughput[0] * e[0]) * j.throughput[0])
+                .collect();
+            let level = gpus[0]
+                / jobs.iter().zip(&per_time).map(|(j, c)| j.scale_factor / c).sum::<f64>();
+            proptest::prop_assume!(per_time.iter().all(|&c| c > level * 1.01));
+            let by_simplex = max_min_fairness_memo(
+                &jobs, &gpus, true, &mut MaxMinMemo::default(), SolveMethod::Simplex,
+            ).expect("solves");
+            let interior = max_min_fairness(&jobs, &gpus, true).expect("solves");
+            for (a, b) in by_simplex.iter().zip(&interior) {
+                proptest::prop_assert!((a[0] - b[0]).abs() < 1e-6, "{by_simplex:?} vs {interior:?}");
+            }
+        }
     }
 }

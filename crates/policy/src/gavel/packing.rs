@@ -39,7 +39,7 @@
 
 use super::allocation::{AllocJob, Allocation, equal_share, group_by_key, job_class_key};
 use crate::mechanisms::colocation::{PairKey, PairSpeeds};
-use arbiter_solver::{Direction, LinearProgram, SolverError, VarId};
+use arbiter_solver::{Direction, LinearProgram, SolveMethod, SolveOptions, SolverError, VarId};
 use std::collections::BTreeMap;
 
 /// A job as the packed program sees it.
@@ -82,6 +82,7 @@ pub fn max_min_fairness_packed(
     jobs: &[PackJob],
     pairs: &PairSpeeds,
     gpus_per_type: &[f64],
+    method: SolveMethod,
 ) -> Result<PackedAllocation, SolverError> {
     if jobs.is_empty() {
         return Ok(PackedAllocation::default());
@@ -189,7 +190,7 @@ pub fn max_min_fairness_packed(
         ));
         lp.add_le(row, gpus);
     }
-    let solution = lp.solve()?;
+    let solution = lp.solve_by(method, &SolveOptions::default())?;
 
     let solo_alloc: Allocation = class_of_job
         .iter()
@@ -283,7 +284,8 @@ mod tests {
         let jobs = vec![job("A", vec![1.0]), job("B", vec![1.0])];
         let mut pairs = PairSpeeds::default();
         pairs.insert(("A".into(), 1), ("B".into(), 1), vec![(0.8, 0.8)]);
-        let x = max_min_fairness_packed(&jobs, &pairs, &[1.0]).expect("solves");
+        let x = max_min_fairness_packed(&jobs, &pairs, &[1.0], SolveMethod::InteriorPoint)
+            .expect("solves");
         assert_eq!(x.pairs.len(), 1);
         assert!((x.pairs[0].1[0] - 1.0).abs() < 1e-4, "{x:?}");
         for v in normalized(&jobs, &pairs, &[1.0], &x) {
@@ -305,7 +307,8 @@ mod tests {
             pairs.insert((a.into(), 1), (b.into(), 1), vec![(0.3, 0.3), (0.1, 0.1)]);
         }
         let gpus = [1.0, 1.0];
-        let x = max_min_fairness_packed(&jobs, &pairs, &gpus).expect("solves");
+        let x = max_min_fairness_packed(&jobs, &pairs, &gpus, SolveMethod::InteriorPoint)
+            .expect("solves");
         let het = max_min_fairness(
             &jobs.iter().map(|j| j.job.clone()).collect::<Vec<_>>(),
             &gpus,
@@ -342,7 +345,8 @@ mod tests {
         let mut pairs = PairSpeeds::default();
         pairs.insert(("A".into(), 1), ("B".into(), 1), vec![(0.7, 0.9)]);
         pairs.insert(("A".into(), 1), ("A".into(), 1), vec![(0.55, 0.55)]);
-        let x = max_min_fairness_packed(&jobs, &pairs, &[2.0]).expect("solves");
+        let x = max_min_fairness_packed(&jobs, &pairs, &[2.0], SolveMethod::InteriorPoint)
+            .expect("solves");
         let per_job = x.time_per_job();
         for row in &per_job {
             assert!(row.iter().sum::<f64>() <= 1.0 + 1e-6, "{row:?}");
