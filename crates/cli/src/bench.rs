@@ -188,9 +188,10 @@ pub fn run_gavel(json: bool) -> Result<()> {
             })
             .collect();
         for (method, by) in METHODS {
-            time(&format!("max-min-fairness-het LP, 2048 distinct jobs{by}"), &|| {
-                max_min(&jobs, &gpus, method)
-            })?;
+            time(
+                &format!("max-min-fairness-het LP, 2048 distinct jobs{by}"),
+                &|| max_min(&jobs, &gpus, method),
+            )?;
         }
     }
     {
@@ -244,9 +245,10 @@ pub fn run_gavel(json: bool) -> Result<()> {
                 .map(|x| (x * n as f64 / 2048.0).max(1.0))
                 .collect();
             for (method, by) in METHODS {
-                time(&format!("max-min-fairness-packed LP, {n} jobs{by}"), &|| {
-                    packing::max_min_fairness_packed(&jobs, &pairs, &g, method).map(|x| x.solo)
-                })?;
+                time(
+                    &format!("max-min-fairness-packed LP, {n} jobs{by}"),
+                    &|| packing::max_min_fairness_packed(&jobs, &pairs, &g, method).map(|x| x.solo),
+                )?;
             }
         }
     }

@@ -67,6 +67,28 @@ impl Standard {
         self.columns.len() - 1
     }
 
+    /// Per column, the least upper bound its rows imply: a row whose coefficients are all
+    /// non-negative bounds each of its columns by `rhs / a` (every column is >= 0). Infinite
+    /// where no row does.
+    fn implied_upper_bounds(&self) -> Vec<f64> {
+        let mut all_non_negative = vec![true; self.rhs.len()];
+        for entries in &self.columns {
+            for &(r, a) in entries {
+                all_non_negative[r] &= a >= 0.0;
+            }
+        }
+        self.columns
+            .iter()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter(|&&(r, a)| a > 0.0 && all_non_negative[r])
+                    .map(|&(r, a)| self.rhs[r] / a)
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .collect()
+    }
+
     /// Adds `Σ terms <= rhs` over standard columns.
     fn row(&mut self, terms: impl IntoIterator<Item = (usize, f64)>, rhs: f64) {
         let r = self.rhs.len();
@@ -170,8 +192,13 @@ impl LinearProgram {
                 }
             }
         }
+        // An upper bound a row already implies is left out (as Gavel's solo shares' bound of 1
+        // is by each job's time row): every row costs O(rows) in each pivot.
+        let implied = standard.implied_upper_bounds();
         for (column, width) in upper_rows {
-            standard.row([(column, 1.0)], width);
+            if implied[column] > width {
+                standard.row([(column, 1.0)], width);
+            }
         }
         Ok((standard, shifts))
     }

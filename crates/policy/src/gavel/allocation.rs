@@ -671,6 +671,7 @@ pub fn min_cost(
     relative: &[Vec<f64>],
     cost_per_type: &[f64],
     gpus_per_type: &[f64],
+    method: SolveMethod,
 ) -> Result<Allocation, SolverError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -688,7 +689,10 @@ pub fn min_cost(
                 lp.add_ge((0..m).map(|k| (x[j][k], relative[j][k])).collect(), needed);
             }
         }
-        Ok(read_allocation(&lp.solve()?, &x))
+        Ok(read_allocation(
+            &lp.solve_by(method, &SolveOptions::default())?,
+            &x,
+        ))
     };
     match build(true) {
         Err(SolverError::Infeasible) => build(false),
@@ -1035,41 +1039,53 @@ mod tests {
 
     #[test]
     fn min_cost_buys_the_cheapest_throughput_but_meets_slos() {
-        // V100 costs 0.74, K80 0.135 per hour; job 0 is 4x faster on the V100 (per dollar the
-        // K80 is cheaper: 1/0.135 > 4/0.74). Without an SLO it runs on the K80.
-        let jobs = vec![job(vec![4.0, 1.0])];
-        let relative = vec![vec![1.0, 0.25]];
-        let progress = [JobProgress {
-            remaining_s: 1000.0,
-            since_arrival_s: 0.0,
-        }];
-        let costs = [0.74, 0.135];
-        let x =
-            min_cost(&jobs, &progress, &[None], &relative, &costs, &[1.0, 1.0]).expect("solves");
-        assert!(x[0][1] > 0.99 && x[0][0] < 0.01, "{x:?}");
-        // With 1,000 s of V100 work due in 1,500 s it needs speed >= 0.67: mostly the V100.
-        let x = min_cost(
-            &jobs,
-            &progress,
-            &[Some(1500.0)],
-            &relative,
-            &costs,
-            &[1.0, 1.0],
-        )
-        .expect("solves");
-        let speed = x[0][0] + 0.25 * x[0][1];
-        assert!(speed >= 0.666, "{x:?}");
-        // An impossible SLO is dropped rather than failing.
-        let x = min_cost(
-            &jobs,
-            &progress,
-            &[Some(10.0)],
-            &relative,
-            &costs,
-            &[1.0, 1.0],
-        )
-        .expect("solves");
-        assert!(x[0][1] > 0.99, "{x:?}");
+        for method in BOTH_METHODS {
+            // V100 costs 0.74, K80 0.135 per hour; job 0 is 4x faster on the V100 (per dollar the
+            // K80 is cheaper: 1/0.135 > 4/0.74). Without an SLO it runs on the K80.
+            let jobs = vec![job(vec![4.0, 1.0])];
+            let relative = vec![vec![1.0, 0.25]];
+            let progress = [JobProgress {
+                remaining_s: 1000.0,
+                since_arrival_s: 0.0,
+            }];
+            let costs = [0.74, 0.135];
+            let x = min_cost(
+                &jobs,
+                &progress,
+                &[None],
+                &relative,
+                &costs,
+                &[1.0, 1.0],
+                method,
+            )
+            .expect("solves");
+            assert!(x[0][1] > 0.99 && x[0][0] < 0.01, "{x:?}");
+            // With 1,000 s of V100 work due in 1,500 s it needs speed >= 0.67: mostly the V100.
+            let x = min_cost(
+                &jobs,
+                &progress,
+                &[Some(1500.0)],
+                &relative,
+                &costs,
+                &[1.0, 1.0],
+                method,
+            )
+            .expect("solves");
+            let speed = x[0][0] + 0.25 * x[0][1];
+            assert!(speed >= 0.666, "{x:?}");
+            // An impossible SLO is dropped rather than failing.
+            let x = min_cost(
+                &jobs,
+                &progress,
+                &[Some(10.0)],
+                &relative,
+                &costs,
+                &[1.0, 1.0],
+                method,
+            )
+            .expect("solves");
+            assert!(x[0][1] > 0.99, "{x:?}");
+        }
     }
 
     #[test]

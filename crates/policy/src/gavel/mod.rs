@@ -459,6 +459,7 @@ impl Gavel {
                     &relative,
                     &costs,
                     gpus_per_type,
+                    self.options.solver.method(),
                 )
             }
             Objective::Hierarchical => {
