@@ -22,6 +22,7 @@ fn options(seed: u64) -> RoundOptions {
         round_s: ROUND_S as f64,
         recompute_interval_s: 0.0,
         seed,
+        ..RoundOptions::default()
     }
 }
 
@@ -641,7 +642,7 @@ mod invariants {
             seed in 0u64..4,
         ) {
             let config = PolicyConfig {
-                rounds: RoundOptions { round_s: 360.0, recompute_interval_s, seed },
+                rounds: RoundOptions { round_s: 360.0, recompute_interval_s, seed, ..RoundOptions::default() },
                 pair_speeds: Some(pair_speeds()),
                 ..PolicyConfig::default()
             };

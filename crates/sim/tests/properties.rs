@@ -316,14 +316,23 @@ proptest! {
     // Each Gavel recomputation solves LPs: fewer cases keep the suite fast.
     #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
 
-    /// Gavel's LP policies and round mechanism, self-driven (no engine rounds) or with rounds.
+    /// Gavel's LP policies and round mechanism, self-driven (no engine rounds) or with rounds,
+    /// their programs solved by either method (`policy.gavel.solver`).
     #[test]
     fn gavel_policies_are_feasible_complete_conserving_and_deterministic(
         (cluster, jobs) in workload(),
         rounds in prop_oneof![Just(None), Just(Some(360.0))],
     ) {
-        for kind in PolicyKind::ALL.into_iter().filter(|k| k.is_gavel()) {
-            check_policy(kind, &cluster, &jobs, PlacementStrategy::Consolidated, rounds)?;
+        use arbiter_policy::gavel::AllocationSolver;
+        for solver in [AllocationSolver::InteriorPoint, AllocationSolver::Simplex] {
+            let by_solver = move |kind, config: &PolicyConfig| -> Box<dyn arbiter_policy::Policy> {
+                let mut config = config.clone();
+                config.rounds.solver = solver;
+                build(kind, &config).expect("builds")
+            };
+            for kind in PolicyKind::ALL.into_iter().filter(|k| k.is_gavel()) {
+                check_built(kind, &cluster, &jobs, PlacementStrategy::Consolidated, rounds, &by_solver)?;
+            }
         }
     }
 }

@@ -215,6 +215,22 @@ mod tests {
     }
 
     #[test]
+    fn gavels_solver_is_read_by_name_and_a_wrong_one_is_refused_with_the_choices() {
+        use arbiter_policy::gavel::AllocationSolver;
+        assert_eq!(
+            spec("").expect("empty").config.rounds.solver,
+            AllocationSolver::InteriorPoint
+        );
+        let s = spec("[gavel]\nsolver = \"simplex\"\n").expect("reads");
+        assert_eq!(s.config.rounds.solver, AllocationSolver::Simplex);
+        let e = spec("[gavel]\nsolver = \"fast\"\n").expect_err("refused");
+        assert!(
+            e.contains("fast") && e.contains("interior-point") && e.contains("simplex"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_flat_key_of_an_earlier_release_is_refused_with_its_new_spelling() {
         let e = spec("horus_lookahead = 5").expect_err("refused");
         assert!(
