@@ -65,8 +65,8 @@ pub enum SolveMethod {
     #[default]
     InteriorPoint,
     /// The dense revised simplex of [`simplex`]: an optimal vertex, tens of microseconds for a
-    /// program of a few dozen rows. Programs it cannot start (see [`SolverError::Unsupported`])
-    /// are solved by the interior point.
+    /// program of a few dozen rows. Programs it cannot start or that are too large for a dense
+    /// method (see [`SolverError::Unsupported`]) are solved by the interior point.
     Simplex,
 }
 
@@ -305,9 +305,8 @@ pub use mip::{MipOptions, MipSolution};
 mod tests {
     use super::*;
 
-    #[test]
-    fn solves_a_small_lp() {
-        // max 3x + 2y s.t. x + y <= 4, x + 3y <= 6, x <= 3; optimum x=3, y=1, objective 11.
+    /// max 3x + 2y s.t. x + y <= 4, x + 3y <= 6, x <= 3; optimum x=3, y=1, objective 11.
+    pub(crate) fn small_lp() -> (LinearProgram, VarId, VarId) {
         let mut lp = LinearProgram::new(Direction::Maximise);
         let x = lp.add_var(0.0, 3.0);
         let y = lp.add_var(0.0, f64::INFINITY);
@@ -315,6 +314,12 @@ mod tests {
         lp.add_objective(y, 2.0);
         lp.add_le(vec![(x, 1.0), (y, 1.0)], 4.0);
         lp.add_le(vec![(x, 1.0), (y, 3.0)], 6.0);
+        (lp, x, y)
+    }
+
+    #[test]
+    fn solves_a_small_lp() {
+        let (lp, x, y) = small_lp();
         let s = lp.solve().expect("solvable");
         assert!((s.objective - 11.0).abs() < 1e-6, "{s:?}");
         assert!((s.value(x) - 3.0).abs() < 1e-6 && (s.value(y) - 1.0).abs() < 1e-6);

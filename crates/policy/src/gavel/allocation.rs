@@ -377,12 +377,12 @@ pub fn finish_time_fairness(
             progress[j].since_arrival_s + progress[j].remaining_s / iso
         })
         .collect();
-    let simplex = method == SolveMethod::Simplex;
-    let feasible_at = |rho: f64| -> Result<Option<Allocation>, SolverError> {
+    // Whether ρ is feasible, and X there; `by_simplex`: in the simplex's form.
+    let attempt = |rho: f64, by_simplex: bool| -> Result<Option<Allocation>, SolverError> {
         let mut lp = LinearProgram::new(Direction::Maximise);
         let x = base_variables(&mut lp, jobs, gpus_per_type);
         // The fraction of every job's need met (the simplex's form); 1 for the interior point.
-        let met = simplex.then(|| lp.add_var(0.0, 1.0));
+        let met = by_simplex.then(|| lp.add_var(0.0, 1.0));
         if let Some(met) = met {
             lp.add_objective(met, 1.0);
         }
@@ -415,6 +415,14 @@ pub fn finish_time_fairness(
             Ok(None) | Err(SolverError::Infeasible) => Ok(None),
             Err(e) => Err(e),
         }
+    };
+    // (A program too large for the simplex is the interior point's.)
+    let feasible_at = |rho: f64| match method {
+        SolveMethod::Simplex => match attempt(rho, true) {
+            Err(SolverError::Unsupported(_)) => attempt(rho, false),
+            other => other,
+        },
+        SolveMethod::InteriorPoint => attempt(rho, false),
     };
     let mut hi = 1.0;
     let mut best = loop {
@@ -1100,16 +1108,12 @@ mod tests {
                 job(vec![1.0]),
                 job(vec![1.0]),
             ];
-            let x = hierarchical(
-                &jobs,
-                &[0, 1, 1, 1],
-                &[3.0, 1.0],
-                &[4.0],
-                true,
-                InnerPolicy::Fairness,
-                method,
-            )
-            .expect("solves");
+            // Tenant 0 has job 0, tenant 1 the other three.
+            let split = |weights: &[f64], gpus: &[f64], inner| {
+                hierarchical(&jobs, &[0, 1, 1, 1], weights, gpus, true, inner, method)
+                    .expect("solves")
+            };
+            let x = split(&[3.0, 1.0], &[4.0], InnerPolicy::Fairness);
             assert_feasible(&jobs, &[4.0], &x);
             assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
             for j in 1..4 {
@@ -1117,46 +1121,19 @@ mod tests {
             }
             // Scarce GPUs: 2 GPUs, weights 3:1 → tenant 0's single job gets 1.0 (its cap), and the
             // other three share the remaining GPU equally (1/3 each) although tenant 1 has 3 jobs.
-            let x = hierarchical(
-                &jobs,
-                &[0, 1, 1, 1],
-                &[3.0, 1.0],
-                &[2.0],
-                true,
-                InnerPolicy::Fairness,
-                method,
-            )
-            .expect("solves");
+            let x = split(&[3.0, 1.0], &[2.0], InnerPolicy::Fairness);
             assert!((x[0][0] - 1.0).abs() < 1e-3, "{x:?}");
             for j in 1..4 {
                 assert!((x[j][0] - 1.0 / 3.0).abs() < 1e-3, "{x:?}");
             }
             // Equal weights, 1 GPU: each tenant gets half; tenant 1's three jobs a sixth each.
-            let x = hierarchical(
-                &jobs,
-                &[0, 1, 1, 1],
-                &[1.0, 1.0],
-                &[1.0],
-                true,
-                InnerPolicy::Fairness,
-                method,
-            )
-            .expect("solves");
+            let x = split(&[1.0, 1.0], &[1.0], InnerPolicy::Fairness);
             assert!((x[0][0] - 0.5).abs() < 1e-3, "{x:?}");
             for j in 1..4 {
                 assert!((x[j][0] - 1.0 / 6.0).abs() < 1e-3, "{x:?}");
             }
             // FIFO inside: tenant 1's half goes to its first job.
-            let x = hierarchical(
-                &jobs,
-                &[0, 1, 1, 1],
-                &[1.0, 1.0],
-                &[1.0],
-                true,
-                InnerPolicy::Fifo,
-                method,
-            )
-            .expect("solves");
+            let x = split(&[1.0, 1.0], &[1.0], InnerPolicy::Fifo);
             assert!(
                 (x[1][0] - 0.5).abs() < 1e-3 && x[2][0] < 1e-6 && x[3][0] < 1e-6,
                 "{x:?}"

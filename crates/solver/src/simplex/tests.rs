@@ -19,16 +19,19 @@ fn violation(lp: &LinearProgram, values: &[f64]) -> f64 {
     worst
 }
 
+/// A program the simplex refuses, as `solve_by` hands it to the interior point.
+fn left_to_the_interior_point(lp: &LinearProgram) -> crate::LpSolution {
+    assert!(matches!(
+        lp.solve_simplex(),
+        Err(SolverError::Unsupported(_))
+    ));
+    lp.solve_by(crate::SolveMethod::Simplex, &crate::SolveOptions::default())
+        .expect("the interior point solves it")
+}
+
 #[test]
 fn solves_a_small_lp_at_its_vertex() {
-    // max 3x + 2y s.t. x + y <= 4, x + 3y <= 6, x <= 3: x = 3, y = 1, objective 11.
-    let mut lp = LinearProgram::new(Direction::Maximise);
-    let x = lp.add_var(0.0, 3.0);
-    let y = lp.add_var(0.0, f64::INFINITY);
-    lp.add_objective(x, 3.0);
-    lp.add_objective(y, 2.0);
-    lp.add_le(vec![(x, 1.0), (y, 1.0)], 4.0);
-    lp.add_le(vec![(x, 1.0), (y, 3.0)], 6.0);
+    let (lp, x, y) = crate::tests::small_lp();
     let s = lp.solve_simplex().expect("solvable");
     assert!((s.objective - 11.0).abs() < 1e-12, "{s:?}");
     assert!((s.value(x) - 3.0).abs() < 1e-12 && (s.value(y) - 1.0).abs() < 1e-12);
@@ -81,13 +84,7 @@ fn reports_unbounded_infeasible_bounds_and_programs_it_cannot_start() {
     let x = lp.add_var(0.0, 5.0);
     lp.add_objective(x, 1.0);
     lp.add_ge(vec![(x, 1.0)], 1.0);
-    assert!(matches!(
-        lp.solve_simplex(),
-        Err(SolverError::Unsupported(_))
-    ));
-    let s = lp
-        .solve_by(crate::SolveMethod::Simplex, &crate::SolveOptions::default())
-        .expect("the interior point solves it");
+    let s = left_to_the_interior_point(&lp);
     assert!((s.value(x) - 1.0).abs() < 1e-6, "{s:?}");
 }
 
@@ -192,4 +189,30 @@ proptest! {
         prop_assert!((simplex.objective - interior.objective).abs() <= 1e-5 * scale,
             "simplex {} Clarabel {}", simplex.objective, interior.objective);
     }
+}
+
+#[test]
+fn a_program_too_large_for_the_dense_inverse_goes_to_the_interior_point() {
+    // max Σ x s.t. x_i <= 1 as rows: MAX_ROWS + 1 rows.
+    let mut lp = LinearProgram::new(Direction::Maximise);
+    let xs: Vec<VarId> = (0..=super::MAX_ROWS)
+        .map(|_| lp.add_var(0.0, f64::INFINITY))
+        .collect();
+    for &x in &xs {
+        lp.add_objective(x, 1.0);
+        lp.add_le(vec![(x, 1.0)], 1.0);
+    }
+    let s = left_to_the_interior_point(&lp);
+    assert!(
+        (s.objective - xs.len() as f64).abs() < 1e-4,
+        "{}",
+        s.objective
+    );
+    // One row fewer is the simplex's.
+    lp.rows.pop();
+    lp.bounds.pop();
+    lp.integer.pop();
+    lp.objective.pop();
+    let s = lp.solve_simplex().expect("small enough");
+    assert_eq!(s.objective, super::MAX_ROWS as f64);
 }
