@@ -66,7 +66,8 @@ pub enum SolveMethod {
     InteriorPoint,
     /// The dense revised simplex of [`simplex`]: an optimal vertex, tens of microseconds for a
     /// program of a few dozen rows. Programs it cannot start or that are too large for a dense
-    /// method (see [`SolverError::Unsupported`]) are solved by the interior point.
+    /// method (see [`SolverError::Unsupported`]), and any it fails on numerically, are solved
+    /// by the interior point.
     Simplex,
 }
 
@@ -233,8 +234,12 @@ impl LinearProgram {
     ) -> Result<LpSolution, SolverError> {
         match method {
             SolveMethod::InteriorPoint => self.solve_with(options),
+            // (A numerical failure of the simplex — a singular basis, its iteration limit — is
+            // also answered by the interior point rather than failing the recomputation.)
             SolveMethod::Simplex => match self.solve_simplex() {
-                Err(SolverError::Unsupported(_)) => self.solve_with(options),
+                Err(SolverError::Unsupported(_) | SolverError::Backend(_)) => {
+                    self.solve_with(options)
+                }
                 other => other,
             },
         }
