@@ -72,8 +72,8 @@ pub enum Objective {
     Gandiva,
 }
 
-/// Mechanism settings (scenario table `[policy.gavel]`: `recompute_interval_s`; the round
-/// length is the simulation's `round_s`, the seed the run's).
+/// Mechanism settings (scenario table `[policy.gavel]`: `recompute_interval_s`, `solver`; the
+/// round length is the simulation's `round_s`, the seed the run's).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoundOptions {
@@ -102,8 +102,9 @@ pub enum AllocationSolver {
     /// A dense revised simplex ([`arbiter_solver::simplex`]): the same optimum, at a vertex of
     /// the optimal face, in tens of microseconds instead of ≈ 0.14 ms per program. The other
     /// jobs' shares, and so the schedule, differ from the interior point's. Programs the simplex
-    /// cannot start from the origin (the hierarchical policy's frozen tenants, min-cost's SLOs)
-    /// are still solved by the interior point.
+    /// cannot start from the origin (the hierarchical policy's frozen tenants, min-cost's SLOs),
+    /// programs of more than [`arbiter_solver::simplex::MAX_ROWS`] rows and any it fails on
+    /// numerically are still solved by the interior point.
     Simplex,
 }
 
