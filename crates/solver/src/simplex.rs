@@ -24,7 +24,7 @@
 //! Pricing is Dantzig's largest reduced cost, the ratio test Harris' two passes (the largest
 //! pivot among near-ties, for stability); after a run of degenerate pivots it switches to
 //! Bland's rule (smallest index entering and leaving), which cannot cycle, until the objective
-//! moves again. The inverse is rebuilt from the basis' columns every [`REFACTOR_EVERY`] pivots,
+//! moves again. The inverse is rebuilt from the basis' columns every `REFACTOR_EVERY` pivots,
 //! so rounding does not accumulate, and the answer is refined once against the basis' columns
 //! before it is read.
 
