@@ -416,13 +416,17 @@ pub fn finish_time_fairness(
             Err(e) => Err(e),
         }
     };
-    // (A program too large for the simplex is the interior point's.)
-    let feasible_at = |rho: f64| match method {
-        SolveMethod::Simplex => match attempt(rho, true) {
-            Err(SolverError::Unsupported(_)) => attempt(rho, false),
-            other => other,
-        },
-        SolveMethod::InteriorPoint => attempt(rho, false),
+    // A program too large for the simplex is the interior point's; every ρ asks one of the
+    // same size, so once refused the simplex's form is not built again.
+    let refused = std::cell::Cell::new(method == SolveMethod::InteriorPoint);
+    let feasible_at = |rho: f64| {
+        if !refused.get() {
+            match attempt(rho, true) {
+                Err(SolverError::Unsupported(_)) => refused.set(true),
+                other => return other,
+            }
+        }
+        attempt(rho, false)
     };
     let mut hi = 1.0;
     let mut best = loop {
@@ -805,6 +809,17 @@ mod tests {
 
     const BOTH_METHODS: [SolveMethod; 2] = [SolveMethod::InteriorPoint, SolveMethod::Simplex];
 
+    /// Jobs that have just arrived, with this much work left each.
+    fn fresh(remaining_s: &[f64]) -> Vec<JobProgress> {
+        remaining_s
+            .iter()
+            .map(|&remaining_s| JobProgress {
+                remaining_s,
+                since_arrival_s: 0.0,
+            })
+            .collect()
+    }
+
     fn job(throughput: Vec<f64>) -> AllocJob {
         AllocJob {
             scale_factor: 1.0,
@@ -931,16 +946,7 @@ mod tests {
         for method in BOTH_METHODS {
             // Two jobs, one GPU: remaining 100 s and 300 s. Shares 1/4 and 3/4 finish both at 400 s.
             let jobs = vec![job(vec![1.0]), job(vec![1.0])];
-            let progress = [
-                JobProgress {
-                    remaining_s: 100.0,
-                    since_arrival_s: 0.0,
-                },
-                JobProgress {
-                    remaining_s: 300.0,
-                    since_arrival_s: 0.0,
-                },
-            ];
+            let progress = fresh(&[100.0, 300.0]);
             let x = min_makespan(&jobs, &progress, &[1.0], true, method).expect("solves");
             assert!(
                 (x[0][0] - 0.25).abs() < 1e-3 && (x[1][0] - 0.75).abs() < 1e-3,
@@ -972,16 +978,7 @@ mod tests {
             // isolated finish 200 s and 600 s. Any split gives ρ0 = 100/(200 x0), ρ1 = 300/(600 x1);
             // min max ρ at x0 = x1 = 1/2 (ρ = 1).
             let jobs = vec![job(vec![1.0]), job(vec![1.0])];
-            let progress = [
-                JobProgress {
-                    remaining_s: 100.0,
-                    since_arrival_s: 0.0,
-                },
-                JobProgress {
-                    remaining_s: 300.0,
-                    since_arrival_s: 0.0,
-                },
-            ];
+            let progress = fresh(&[100.0, 300.0]);
             let x = finish_time_fairness(&jobs, &progress, &[1.0], true, method).expect("solves");
             assert!(
                 (x[0][0] - 0.5).abs() < 0.01 && (x[1][0] - 0.5).abs() < 0.01,
