@@ -28,9 +28,11 @@ type MaybeSpeeds = (Option<f64>, Option<f64>);
 /// pair on that type, and Gandiva's introspection dissolves it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PairSpeeds {
-    /// `(job, other)` → per GPU type index: (job's speed, other's speed) when sharing, each
-    /// `None` where not measured.
-    speeds: BTreeMap<(PairKey, PairKey), Vec<MaybeSpeeds>>,
+    /// `job` → `other` → per GPU type index: (job's speed, other's speed) when sharing, each
+    /// `None` where not measured. Nested rather than keyed by the pair so that a lookup borrows
+    /// both keys (Gavel's packed program looks up every pair of job classes at every
+    /// recomputation).
+    speeds: BTreeMap<PairKey, BTreeMap<PairKey, Vec<MaybeSpeeds>>>,
     /// Entries are fractions of each job's solo speed (`Some`), with the fraction assumed where
     /// none was measured (`Some(Some(f))`), or speeds in reference units (`None`).
     fractions: Option<Option<f64>>,
@@ -54,9 +56,12 @@ impl PairSpeeds {
     /// entry is recorded too.
     pub fn insert(&mut self, job: PairKey, other: PairKey, per_type: Vec<(f64, f64)>) {
         let mirrored = per_type.iter().map(|&(a, b)| (Some(b), Some(a))).collect();
-        self.speeds.insert((other.clone(), job.clone()), mirrored);
-        self.speeds.insert(
-            (job, other),
+        self.speeds
+            .entry(other.clone())
+            .or_default()
+            .insert(job.clone(), mirrored);
+        self.speeds.entry(job).or_default().insert(
+            other,
             per_type
                 .into_iter()
                 .map(|(a, b)| (Some(a), Some(b)))
@@ -76,10 +81,17 @@ impl PairSpeeds {
         fraction: f64,
     ) {
         let len = types.max(gpu_type + 1);
-        let mine = self.speeds.entry((job.clone(), other.clone())).or_default();
+        let mine = (self.speeds.entry(job.clone()).or_default())
+            .entry(other.clone())
+            .or_default();
         mine.resize(len.max(mine.len()), (None, None));
         mine[gpu_type].0 = Some(fraction);
-        let theirs = self.speeds.entry((other, job)).or_default();
+        let theirs = self
+            .speeds
+            .entry(other)
+            .or_default()
+            .entry(job)
+            .or_default();
         theirs.resize(len.max(theirs.len()), (None, None));
         theirs[gpu_type].1 = Some(fraction);
     }
@@ -87,15 +99,15 @@ impl PairSpeeds {
     /// The entry of `job` and `other` on `gpu_type` as recorded: speeds (or fractions), both
     /// measured; `None` otherwise.
     pub fn get(&self, job: &PairKey, other: &PairKey, gpu_type: usize) -> Option<(f64, f64)> {
-        match self
-            .speeds
-            .get(&(job.clone(), other.clone()))
-            .and_then(|v| v.get(gpu_type))
-            .copied()
-        {
+        match self.recorded(job, other)?.get(gpu_type).copied() {
             Some((Some(a), Some(b))) => Some((a, b)),
             _ => None,
         }
+    }
+
+    /// What is recorded for `job` with `other`, per GPU type index.
+    fn recorded(&self, job: &PairKey, other: &PairKey) -> Option<&[MaybeSpeeds]> {
+        self.speeds.get(job)?.get(other).map(Vec::as_slice)
     }
 
     /// Speeds of `job` and `other` sharing GPUs of type `gpu_type`, in reference units, given
@@ -108,18 +120,15 @@ impl PairSpeeds {
         gpu_type: usize,
         solo: (f64, f64),
     ) -> Option<(f64, f64)> {
-        let Some(assumed) = self.fractions else {
-            return self.get(job, other, gpu_type);
-        };
-        let recorded = self
-            .speeds
-            .get(&(job.clone(), other.clone()))
-            .and_then(|v| v.get(gpu_type))
-            .copied()
-            .unwrap_or((None, None));
-        let a = recorded.0.or(assumed)?;
-        let b = recorded.1.or(assumed)?;
-        Some((a * solo.0, b * solo.1))
+        self.pair(job, other).speeds(gpu_type, solo)
+    }
+
+    /// The pair of `job` and `other`, looked up once for questions on every GPU type.
+    pub fn pair(&self, job: &PairKey, other: &PairKey) -> Pair<'_> {
+        Pair {
+            recorded: self.recorded(job, other).unwrap_or(&[]),
+            fractions: self.fractions,
+        }
     }
 
     /// Whether entries are fractions of each job's solo speed ([`PairSpeeds::solo_fractions`]).
@@ -129,11 +138,37 @@ impl PairSpeeds {
 
     /// Number of (ordered) pairs with an entry.
     pub fn len(&self) -> usize {
-        self.speeds.len()
+        self.speeds.values().map(BTreeMap::len).sum()
     }
 
     /// Whether nothing is measured.
     pub fn is_empty(&self) -> bool {
         self.speeds.is_empty()
+    }
+}
+
+/// One pair's entries in a [`PairSpeeds`] table ([`PairSpeeds::pair`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Pair<'a> {
+    /// Per GPU type index, as recorded (empty: nothing recorded).
+    recorded: &'a [MaybeSpeeds],
+    /// The table's kind ([`PairSpeeds`]'s field).
+    fractions: Option<Option<f64>>,
+}
+
+impl Pair<'_> {
+    /// Both jobs' speeds sharing GPUs of type `gpu_type`, in reference units, given their solo
+    /// speeds there (used by a fraction table only); `None` if not known.
+    pub fn speeds(&self, gpu_type: usize, solo: (f64, f64)) -> Option<(f64, f64)> {
+        let recorded = self.recorded.get(gpu_type).copied().unwrap_or((None, None));
+        let Some(assumed) = self.fractions else {
+            return match recorded {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            };
+        };
+        let a = recorded.0.or(assumed)?;
+        let b = recorded.1.or(assumed)?;
+        Some((a * solo.0, b * solo.1))
     }
 }
