@@ -1,7 +1,8 @@
 //! `arbiter bench --suite scale`: the simulator's cost curve. Synthetic Philly-like streams
 //! (Gavel's Philly-fitted sizes and run times, Poisson arrivals offering 80% of the cluster) from
 //! 10,000 jobs on 64 GPUs to 1,000,000 jobs on 16,384 GPUs, under `fifo`, `srtf`, `las` and
-//! Gavel's `max-min-fairness`. Each simulation runs in its own process (so its peak memory is its
+//! Gavel's `max-min-fairness` (in Gavel's 360 s rounds only, as Gavel runs it). Each simulation
+//! runs in its own process (so its peak memory is its
 //! own), under a time limit; the suite prints wall time, events/s and peak RSS and writes a
 //! log-log plot of wall time against jobs.
 
@@ -58,12 +59,14 @@ pub fn run_point(point: &str) -> Result<()> {
     let trace = arbiter_trace::generator::philly_like(jobs, gpus, LOAD, 0);
     let cluster = cluster(gpus)?;
     let mut policy = build(kind, &PolicyConfig::default())?;
-    // Gavel's policies recompute their allocation in rounds (Gavel's 360 s); the others decide at
-    // arrivals and completions.
-    let round_s = kind.is_gavel().then_some(360.0);
+    // Gavel's policies decide in rounds (Gavel's 360 s), as Gavel's simulator and the Gavel
+    // scenarios run them (`schedule_on_events = false`): a job that arrives or a GPU that frees
+    // mid-round waits for the next round. The others decide at arrivals and completions.
+    let gavel = kind.is_gavel();
     let config = SimConfig {
         overhead: OverheadModel::None,
-        round_s,
+        round_s: gavel.then_some(360.0),
+        schedule_on_events: !gavel,
         ..SimConfig::default()
     };
     let started = Instant::now();

@@ -213,8 +213,9 @@ enum Command {
         /// (scenarios/pollux-workloads.toml, scenarios/chronus-deadlines.toml, timed the same
         /// way) or `report` (the Muri scenario's report and the Philly trace's, built and
         /// written) or `scale` (the cost curve: Philly-like streams of 10,000 to 1,000,000 jobs
-        /// on 64 to 16,384 GPUs under fifo, srtf, las and max-min-fairness; wall time,
-        /// events/s, peak memory, and a log-log plot in out/bench-scale.svg) or `external` (the
+        /// on 64 to 16,384 GPUs under fifo, srtf, las and max-min-fairness, the last in Gavel's
+        /// 360 s rounds only; wall time, events/s, peak memory, and a log-log plot in
+        /// out/bench-scale.svg) or `external` (the
         /// per-decision overhead of a policy outside Rust: the example Python agent against
         /// the built-in sjf, same decisions) or
         /// `daemon` (submit → running latency, submissions/s, memory with 10,000 queued jobs) or
