@@ -2,9 +2,8 @@
 //! (Gavel's Philly-fitted sizes and run times, Poisson arrivals offering 80% of the cluster) from
 //! 10,000 jobs on 64 GPUs to 1,000,000 jobs on 16,384 GPUs, under `fifo`, `srtf`, `las` and
 //! Gavel's `max-min-fairness` (in Gavel's 360 s rounds only, as Gavel runs it). Each simulation
-//! runs in its own process (so its peak memory is its
-//! own), under a time limit; the suite prints wall time, events/s and peak RSS and writes a
-//! log-log plot of wall time against jobs.
+//! runs in its own process (so its peak memory is its own), under a time limit; the suite prints
+//! wall time, events/s and peak RSS and writes a log-log plot of wall time against jobs.
 
 use anyhow::{Context, Result, bail};
 use arbiter_model::Cluster;

@@ -81,7 +81,10 @@ impl PairSpeeds {
         fraction: f64,
     ) {
         let len = types.max(gpu_type + 1);
-        let mine = (self.speeds.entry(job.clone()).or_default())
+        let mine = self
+            .speeds
+            .entry(job.clone())
+            .or_default()
             .entry(other.clone())
             .or_default();
         mine.resize(len.max(mine.len()), (None, None));
